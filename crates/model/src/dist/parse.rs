@@ -1,0 +1,376 @@
+//! Text form of a [`Dist`]: one grammar for CLI flags and flow files.
+//!
+//! ```text
+//! spec  := NUMBER                      constant
+//!        | NAME '(' [arg {',' arg}] ')'
+//! arg   := NUMBER                      positional parameter
+//!        | KEY '=' (NUMBER | WORD)     named parameter or modifier (mul, shift, round, min, max)
+//!        | NUMBER ':' NUMBER           discrete value:probability
+//!        | NUMBER '*' spec             mixture weight*component
+//! ```
+//! Families and positional parameters: `constant(value)`, `uniform(low, high)`,
+//! `exponential(mean)` (or `rate=`), `normal(mean, sd)`, `lognormal(mu, sigma)`,
+//! `pareto(shape, scale)`, `cauchy(location, scale)`, `gamma(shape, scale)`,
+//! `weibull(scale, shape)`, `poisson(mean)`, `student_t(location, scale, dof)`,
+//! `extreme_largest(location, scale)`, `extreme_smallest(location, scale)`,
+//! `discrete(v:p, ...)`, `mix(w*spec, ...)`, `values(v, ...)` and `file(PATH)` (replayed in order).
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::{Dist, Kind, Round};
+
+/// Why a distribution text could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct ParseError {
+    pub input: String,
+    pub pos: usize,
+    pub msg: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} in `{}` at character {}", self.msg, self.input, self.pos + 1)
+    }
+}
+
+/// Family names, their aliases and positional parameter names.
+const FAMILIES: &[(&str, &[&str], &[&str])] = &[
+    ("constant", &["const", "fixed"], &["value"]),
+    ("uniform", &["unif"], &["low", "high"]),
+    ("exponential", &["exp"], &["mean"]),
+    ("normal", &["gaussian"], &["mean", "sd"]),
+    ("lognormal", &["lognorm"], &["mu", "sigma"]),
+    ("pareto", &[], &["shape", "scale"]),
+    ("cauchy", &[], &["location", "scale"]),
+    ("gamma", &[], &["shape", "scale"]),
+    ("weibull", &[], &["scale", "shape"]),
+    ("poisson", &[], &["mean"]),
+    ("student_t", &["t", "studentt"], &["location", "scale", "dof"]),
+    ("extreme_largest", &["lev", "gumbel", "extreme"], &["location", "scale"]),
+    ("extreme_smallest", &["sev"], &["location", "scale"]),
+    ("discrete", &[], &[]),
+    ("mix", &["mixture"], &[]),
+    ("values", &[], &[]),
+    ("file", &[], &[]),
+];
+
+/// The list of family names, for help texts and error messages.
+pub fn family_names() -> Vec<&'static str> {
+    FAMILIES.iter().map(|f| f.0).collect()
+}
+
+impl std::str::FromStr for Dist {
+    type Err = ParseError;
+
+    fn from_str(s: &str) -> Result<Dist, ParseError> {
+        let mut p = Parser { src: s, pos: 0 };
+        let d = p.spec()?;
+        p.skip_ws();
+        if p.pos < s.len() {
+            return Err(p.error("unexpected text after the distribution"));
+        }
+        Ok(d)
+    }
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    pos: usize,
+}
+
+enum Arg {
+    Pos(f64),
+    Named(String, String),
+    Pair(f64, f64),
+    Weighted(f64, Dist),
+}
+
+impl<'a> Parser<'a> {
+    fn error(&self, msg: impl Into<String>) -> ParseError {
+        ParseError { input: self.src.to_string(), pos: self.pos, msg: msg.into() }
+    }
+
+    fn rest(&self) -> &'a str {
+        &self.src[self.pos..]
+    }
+
+    fn skip_ws(&mut self) {
+        let trimmed = self.rest().trim_start();
+        self.pos = self.src.len() - trimmed.len();
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        self.skip_ws();
+        if self.rest().starts_with(c) {
+            self.pos += c.len_utf8();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, c: char) -> Result<(), ParseError> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.error(format!("expected `{c}`")))
+        }
+    }
+
+    fn word(&mut self) -> Option<&'a str> {
+        self.skip_ws();
+        let r = self.rest();
+        let n = r.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).unwrap_or(r.len());
+        if n == 0 || r.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+            return None;
+        }
+        self.pos += n;
+        Some(&r[..n])
+    }
+
+    fn number(&mut self) -> Option<f64> {
+        self.skip_ws();
+        let r = self.rest();
+        let n = r
+            .char_indices()
+            .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || ((c == '-' || c == '+') && (i == 0 || r[..i].ends_with(['e', 'E'])))))
+            .map(|(i, _)| i)
+            .unwrap_or(r.len());
+        let v = r[..n].parse::<f64>().ok()?;
+        self.pos += n;
+        Some(v)
+    }
+
+    fn spec(&mut self) -> Result<Dist, ParseError> {
+        self.skip_ws();
+        let start = self.pos;
+        if let Some(v) = self.number() {
+            return Ok(Dist::constant(v));
+        }
+        let Some(name) = self.word() else {
+            return Err(self.error(format!("expected a number or a distribution such as `exponential(10)`; families: {}", family_names().join(", "))));
+        };
+        let Some(&(family, _, params)) = FAMILIES.iter().find(|(n, al, _)| *n == name.to_ascii_lowercase() || al.contains(&name.to_ascii_lowercase().as_str())) else {
+            self.pos = start;
+            return Err(self.error(format!("unknown distribution `{name}`; use one of: {}", family_names().join(", "))));
+        };
+        self.expect('(')?;
+        if family == "file" {
+            return self.file_body();
+        }
+        let args = self.args()?;
+        self.build(family, params, args, start)
+    }
+
+    fn file_body(&mut self) -> Result<Dist, ParseError> {
+        let r = self.rest();
+        let Some(end) = r.find(')') else {
+            return Err(self.error("expected `)` after the file path"));
+        };
+        let path = r[..end].trim().trim_matches(['"', '\'']).to_string();
+        self.pos += end + 1;
+        let text = std::fs::read_to_string(&path).map_err(|e| self.error(format!("cannot read values file `{path}`: {e}")))?;
+        let mut values = Vec::new();
+        for (i, tok) in text.split(|c: char| c.is_whitespace() || c == ',' || c == ';').filter(|t| !t.is_empty()).enumerate() {
+            let v = tok.parse::<f64>().map_err(|_| self.error(format!("values file `{path}`: item {} (`{tok}`) is not a number", i + 1)))?;
+            values.push(v);
+        }
+        Ok(Dist::new(Kind::Trace { source: path, values: Arc::new(values) }))
+    }
+
+    fn args(&mut self) -> Result<Vec<Arg>, ParseError> {
+        let mut out = Vec::new();
+        if self.eat(')') {
+            return Ok(out);
+        }
+        loop {
+            out.push(self.arg()?);
+            if self.eat(')') {
+                return Ok(out);
+            }
+            self.expect(',')?;
+        }
+    }
+
+    fn arg(&mut self) -> Result<Arg, ParseError> {
+        self.skip_ws();
+        let save = self.pos;
+        if let Some(v) = self.number() {
+            if self.eat(':') {
+                let p = self.number().ok_or_else(|| self.error("expected a probability after `:`"))?;
+                return Ok(Arg::Pair(v, p));
+            }
+            if self.eat('*') {
+                return Ok(Arg::Weighted(v, self.spec()?));
+            }
+            return Ok(Arg::Pos(v));
+        }
+        if let Some(key) = self.word() {
+            if self.eat('=') {
+                self.skip_ws();
+                let r = self.rest();
+                let n = r.find([',', ')']).unwrap_or(r.len());
+                let val = r[..n].trim().to_string();
+                self.pos += n;
+                return Ok(Arg::Named(key.to_ascii_lowercase(), val));
+            }
+        }
+        self.pos = save;
+        Err(self.error("expected a number, `key=value`, `value:probability` or `weight*distribution`"))
+    }
+
+    fn build(&self, family: &'static str, params: &[&str], args: Vec<Arg>, start: usize) -> Result<Dist, ParseError> {
+        let at = |msg: String| ParseError { input: self.src.to_string(), pos: start, msg };
+        let mut vals: Vec<Option<f64>> = vec![None; params.len()];
+        let mut pairs = Vec::new();
+        let mut parts = Vec::new();
+        let mut inline = Vec::new();
+        let mut next_pos = 0;
+        let mut d = Dist::constant(0.0);
+        for a in args {
+            match a {
+                Arg::Pos(v) if family == "values" => inline.push(v),
+                Arg::Pos(v) => {
+                    if next_pos >= params.len() {
+                        return Err(at(format!("{family} takes {} positional parameter(s) ({}), got more", params.len(), params.join(", "))));
+                    }
+                    vals[next_pos] = Some(v);
+                    next_pos += 1;
+                }
+                Arg::Pair(v, p) if family == "discrete" => pairs.push((v, p)),
+                Arg::Pair(..) => return Err(at(format!("`value:probability` pairs belong in discrete(...), not {family}"))),
+                Arg::Weighted(w, c) if family == "mix" => parts.push((w, c)),
+                Arg::Weighted(..) => return Err(at(format!("`weight*distribution` components belong in mix(...), not {family}"))),
+                Arg::Named(k, v) => {
+                    let num = || v.parse::<f64>().map_err(|_| at(format!("{family}: `{k}` needs a number (got `{v}`)")));
+                    match k.as_str() {
+                        "mul" => d.mul = num()?,
+                        "shift" => d.shift = num()?,
+                        "min" => d.min = Some(num()?),
+                        "max" => d.max = Some(num()?),
+                        "round" => {
+                            d.round = match v.as_str() {
+                                "floor" => Round::Floor,
+                                "ceil" => Round::Ceil,
+                                "nearest" => Round::Nearest,
+                                "none" => Round::None,
+                                _ => return Err(at(format!("round must be floor, ceil, nearest or none (got `{v}`)"))),
+                            }
+                        }
+                        "rate" if family == "exponential" => {
+                            let r = num()?;
+                            vals[0] = Some(1.0 / r);
+                        }
+                        "std_dev" | "sigma" | "xmin" | "nu" | "loc" if alias(family, &k).is_some() => {
+                            let i = alias(family, &k).unwrap();
+                            vals[i] = Some(num()?);
+                        }
+                        _ => match params.iter().position(|p| *p == k) {
+                            Some(i) => vals[i] = Some(num()?),
+                            None => {
+                                let mut allowed: Vec<&str> = params.to_vec();
+                                allowed.extend(["mul", "shift", "round", "min", "max"]);
+                                return Err(at(format!("{family} has no parameter `{k}`; allowed: {}", allowed.join(", "))));
+                            }
+                        },
+                    }
+                }
+            }
+        }
+        let missing = params.iter().zip(&vals).find(|(_, v)| v.is_none()).map(|(p, _)| *p);
+        if let Some(p) = missing {
+            return Err(at(format!("{family} needs parameter `{p}` ({}({}))", family, params.join(", "))));
+        }
+        let v: Vec<f64> = vals.into_iter().map(|v| v.unwrap()).collect();
+        d.kind = match family {
+            "constant" => Kind::Constant(v[0]),
+            "uniform" => Kind::Uniform { min: v[0], max: v[1] },
+            "exponential" => Kind::Exponential { mean: v[0] },
+            "normal" => Kind::Normal { mean: v[0], std_dev: v[1] },
+            "lognormal" => Kind::LogNormal { mu: v[0], sigma: v[1] },
+            "pareto" => Kind::Pareto { shape: v[0], scale: v[1] },
+            "cauchy" => Kind::Cauchy { location: v[0], scale: v[1] },
+            "gamma" => Kind::Gamma { shape: v[0], scale: v[1] },
+            "weibull" => Kind::Weibull { scale: v[0], shape: v[1] },
+            "poisson" => Kind::Poisson { mean: v[0] },
+            "student_t" => Kind::StudentT { location: v[0], scale: v[1], dof: v[2] },
+            "extreme_largest" => Kind::ExtremeLargest { location: v[0], scale: v[1] },
+            "extreme_smallest" => Kind::ExtremeSmallest { location: v[0], scale: v[1] },
+            "discrete" => Kind::Discrete(pairs),
+            "mix" => Kind::Mixture(parts),
+            "values" => Kind::Trace { source: "inline".into(), values: Arc::new(inline) },
+            _ => unreachable!("family table and builder disagree"),
+        };
+        Ok(d)
+    }
+}
+
+/// Alternative names for positional parameters.
+fn alias(family: &str, key: &str) -> Option<usize> {
+    match (family, key) {
+        ("normal", "std_dev" | "sigma") => Some(1),
+        ("pareto", "xmin") => Some(1),
+        ("student_t", "nu") => Some(2),
+        (_, "loc") if FAMILIES.iter().any(|f| f.0 == family && f.2.first() == Some(&"location")) => Some(0),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Dist {
+        s.parse().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn parses_every_family() {
+        assert_eq!(p("64").kind, Kind::Constant(64.0));
+        assert_eq!(p("constant(64)").kind, Kind::Constant(64.0));
+        assert_eq!(p("uniform(100, 320)").kind, Kind::Uniform { min: 100.0, max: 320.0 });
+        assert_eq!(p("exp(rate=2)").kind, Kind::Exponential { mean: 0.5 });
+        assert_eq!(p("weibull(shape=0.58, scale=268.37)").kind, Kind::Weibull { scale: 268.37, shape: 0.58 });
+        assert_eq!(p("t(41.6994, 0.104821, 0.704073)").kind, Kind::StudentT { location: 41.6994, scale: 0.104821, dof: 0.704073 });
+        assert_eq!(p("lev(45, 5.7)").kind, Kind::ExtremeLargest { location: 45.0, scale: 5.7 });
+        assert_eq!(p("sev(1321.42, 1116)").kind, Kind::ExtremeSmallest { location: 1321.42, scale: 1116.0 });
+        assert_eq!(p("discrete(27:0.8, 28:0.2)").kind, Kind::Discrete(vec![(27.0, 0.8), (28.0, 0.2)]));
+        assert!(matches!(p("values(1, 2, 3)").kind, Kind::Trace { .. }));
+    }
+
+    #[test]
+    fn parses_modifiers_and_nested_mixtures() {
+        let d = p("mix(0.6*exponential(4.29), 0.4*constant(10.75), min=0, round=ceil)");
+        assert_eq!(d.min, Some(0.0));
+        assert_eq!(d.round, Round::Ceil);
+        let Kind::Mixture(parts) = &d.kind else { panic!() };
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].1.kind, Kind::Exponential { mean: 4.29 });
+        let d = p("weibull(1220.33, 0.66, shift=500.95)");
+        assert_eq!(d.shift, 500.95);
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in ["mix(0.5*weibull(176.74, 0.99), 0.5*constant(500), min=0)", "normal(64.15, 3.2, round=nearest, max=100)", "discrete(6:0.5, 10:0.5)", "exponential(1e-3)"] {
+            let d = p(s);
+            let again = p(&d.to_string());
+            assert_eq!(d, again, "{s} -> {d}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = "weibul(1,2)".parse::<Dist>().unwrap_err();
+        assert!(e.msg.contains("unknown distribution `weibul`"), "{e}");
+        let e = "weibull(1)".parse::<Dist>().unwrap_err();
+        assert!(e.msg.contains("needs parameter `shape`"), "{e}");
+        let e = "normal(1, 2, foo=3)".parse::<Dist>().unwrap_err();
+        assert!(e.msg.contains("no parameter `foo`"), "{e}");
+        let e = "normal(1, 2".parse::<Dist>().unwrap_err();
+        assert!(e.msg.contains("expected"), "{e}");
+        let e = "file(/nonexistent/horde-values)".parse::<Dist>().unwrap_err();
+        assert!(e.msg.contains("cannot read values file"), "{e}");
+    }
+}

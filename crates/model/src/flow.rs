@@ -1,0 +1,428 @@
+//! Flow specifications. A [`RawFlow`] is what a user wrote (CLI flags or one `[[flow]]` table of
+//! a flow file); [`RawFlow::resolve`] validates it into a [`Flow`] that the engine takes as is.
+//! Errors name the flow, the field and what is allowed.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use serde::Deserialize;
+
+use crate::dist::Dist;
+use crate::preset::Preset;
+use crate::units::{parse_count, parse_duration_ns};
+
+/// Default stop condition when none is given: 10 s, as D-ITG's ITGSend does.
+pub const DEFAULT_DURATION_NS: u64 = 10_000_000_000;
+/// Default base seed when neither the flow nor the command line gives one.
+pub const DEFAULT_SEED: u64 = 1;
+/// Largest UDP payload over IPv4 (65535 − 20 IP − 8 UDP).
+pub const MAX_UDP_PAYLOAD: u32 = 65_507;
+/// Upper bound on `repeat`, so a typo cannot ask for a billion flows.
+pub const MAX_REPEAT: u64 = 1_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    #[default]
+    Udp,
+    Tcp,
+}
+
+impl Transport {
+    /// Smallest payload that carries Horde's header on this transport.
+    pub fn min_size(self) -> u32 {
+        match self {
+            Transport::Udp => horde_wire::DATAGRAM_HEADER_LEN as u32,
+            Transport::Tcp => horde_wire::APDU_HEADER_LEN as u32,
+        }
+    }
+
+    pub fn max_size(self) -> u32 {
+        match self {
+            Transport::Udp => MAX_UDP_PAYLOAD,
+            Transport::Tcp => horde_wire::MAX_APDU as u32,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
+
+/// What the receiver side measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Meter {
+    /// One-way delay: the receiver logs each packet against the send time it carries.
+    #[default]
+    Owd,
+    /// Round-trip time: the receiver echoes each packet, the sender logs its return.
+    Rtt,
+}
+
+/// When a flow stops: the first condition reached wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stop {
+    pub duration_ns: Option<u64>,
+    pub packets: Option<u64>,
+    pub bytes: Option<u64>,
+}
+
+/// A number or a text, as TOML gives either for quantities.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Quantity {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl Quantity {
+    fn text(&self) -> String {
+        match self {
+            Quantity::Int(v) => v.to_string(),
+            Quantity::Float(v) => v.to_string(),
+            Quantity::Text(s) => s.clone(),
+        }
+    }
+}
+
+impl From<&str> for Quantity {
+    fn from(s: &str) -> Self {
+        Quantity::Text(s.to_string())
+    }
+}
+
+/// A flow as written by the user; every field optional so defaults and presets can fill it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFlow {
+    pub name: Option<String>,
+    pub transport: Option<String>,
+    pub dst: Option<String>,
+    pub src: Option<String>,
+    /// Inter-departure time distribution, milliseconds.
+    pub idt: Option<Quantity>,
+    /// Shorthand for a constant inter-departure time: packets per second.
+    pub rate: Option<Quantity>,
+    /// Payload (UDP) or APDU (TCP) size distribution, bytes.
+    pub size: Option<Quantity>,
+    pub preset: Option<String>,
+    /// On-period length distribution, milliseconds (bursty sources).
+    pub on: Option<Quantity>,
+    /// Off-period length distribution, milliseconds.
+    pub off: Option<Quantity>,
+    pub seed: Option<u64>,
+    pub dscp: Option<u8>,
+    pub tos: Option<u8>,
+    pub ttl: Option<u8>,
+    pub nodelay: Option<bool>,
+    pub duration: Option<Quantity>,
+    pub packets: Option<Quantity>,
+    pub bytes: Option<Quantity>,
+    /// Delay before the first packet, a distribution in milliseconds drawn once per flow.
+    pub start_delay: Option<Quantity>,
+    pub meter: Option<String>,
+    /// Number of identical copies of this flow (each with its own id and derived seed).
+    pub repeat: Option<u64>,
+    /// Free number carried into log records (the scenario layer uses it for players).
+    pub tag: Option<u32>,
+}
+
+/// A validated flow: the engine takes this as is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flow {
+    pub id: u32,
+    pub name: String,
+    pub transport: Transport,
+    pub dst: SocketAddr,
+    pub src: Option<SocketAddr>,
+    /// Milliseconds.
+    pub idt: Dist,
+    /// Bytes.
+    pub size: Dist,
+    /// Milliseconds on, milliseconds off.
+    pub on_off: Option<(Dist, Dist)>,
+    /// Milliseconds, drawn once.
+    pub start_delay: Dist,
+    pub seed: u64,
+    pub tos: Option<u8>,
+    pub ttl: Option<u8>,
+    pub nodelay: bool,
+    pub stop: Stop,
+    pub meter: Meter,
+    pub tag: u32,
+}
+
+/// A field of a flow that is not acceptable.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{flow}: {field}: {msg}")]
+pub struct FlowError {
+    /// e.g. "flow 3 (`voice`)".
+    pub flow: String,
+    pub field: &'static str,
+    pub msg: String,
+}
+
+/// A flow file: optional `[defaults]` applied to every `[[flow]]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowFile {
+    #[serde(default)]
+    pub defaults: Option<toml::Table>,
+    #[serde(default)]
+    pub flow: Vec<toml::Table>,
+}
+
+impl FlowFile {
+    /// Parses a TOML flow file and resolves every flow. `base_seed` seeds flows that give none.
+    pub fn parse_and_resolve(text: &str, base_seed: u64) -> Result<Vec<Flow>, FlowError> {
+        let file: FlowFile = toml::from_str(text).map_err(|e| FlowError { flow: "flow file".into(), field: "syntax", msg: e.to_string().trim().to_string() })?;
+        if file.flow.is_empty() {
+            return Err(FlowError { flow: "flow file".into(), field: "flow", msg: "no [[flow]] tables; add at least one (see examples/flows.toml)".into() });
+        }
+        let mut flows = Vec::new();
+        for (i, table) in file.flow.into_iter().enumerate() {
+            let mut merged = file.defaults.clone().unwrap_or_default();
+            if table.contains_key("preset") {
+                // A flow's own preset beats model fields inherited from [defaults].
+                for k in ["idt", "rate", "size", "transport"] {
+                    merged.remove(k);
+                }
+            }
+            merged.extend(table);
+            let label = format!("flow {}", i + 1);
+            let raw: RawFlow = merged.try_into().map_err(|e: toml::de::Error| FlowError { flow: label.clone(), field: "table", msg: e.message().to_string() })?;
+            flows.extend(raw.resolve_all(flows.len() as u32, base_seed, &label)?);
+        }
+        Ok(flows)
+    }
+}
+
+impl RawFlow {
+    /// Resolves this flow and its `repeat` copies, numbering them from `first_id`.
+    pub fn resolve_all(&self, first_id: u32, base_seed: u64, label: &str) -> Result<Vec<Flow>, FlowError> {
+        let n = self.repeat.unwrap_or(1);
+        if n == 0 || n > MAX_REPEAT {
+            return Err(FlowError { flow: label.to_string(), field: "repeat", msg: format!("must be 1..={MAX_REPEAT} (got {n})") });
+        }
+        let proto = self.resolve(first_id, base_seed, label)?;
+        Ok((0..n as u32)
+            .map(|k| {
+                let mut f = proto.clone();
+                f.id = first_id + k;
+                if n > 1 {
+                    f.name = format!("{}#{k}", proto.name);
+                    f.seed = crate::derive_seed(proto.seed, k as u64 + 1);
+                }
+                f
+            })
+            .collect())
+    }
+
+    /// Validates one flow.
+    pub fn resolve(&self, id: u32, base_seed: u64, label: &str) -> Result<Flow, FlowError> {
+        let name = self.name.clone().unwrap_or_else(|| format!("flow{id}"));
+        let who = match &self.name {
+            Some(n) => format!("{label} (`{n}`)"),
+            None => label.to_string(),
+        };
+        let fail = |field: &'static str, msg: String| FlowError { flow: who.clone(), field, msg };
+
+        let preset = match &self.preset {
+            Some(p) => Some(p.parse::<Preset>().map_err(|m| fail("preset", m))?),
+            None => None,
+        };
+        let transport = match self.transport.as_deref() {
+            Some("udp" | "UDP") => Transport::Udp,
+            Some("tcp" | "TCP") => Transport::Tcp,
+            Some(t) => return Err(fail("transport", format!("must be udp or tcp (got `{t}`)"))),
+            None => preset.as_ref().map(|p| p.transport).unwrap_or_default(),
+        };
+        let dst = parse_addr(self.dst.as_deref().ok_or_else(|| fail("dst", "missing; give the receiver as HOST:PORT, e.g. 127.0.0.1:9000 or [::1]:9000".into()))?).map_err(|m| fail("dst", m))?;
+        if dst.port() == 0 {
+            return Err(fail("dst", "port must be 1..=65535 (got 0)".into()));
+        }
+        let src = match &self.src {
+            Some(s) => Some(parse_addr_or_ip(s).map_err(|m| fail("src", m))?),
+            None => None,
+        };
+        if let Some(s) = src {
+            if s.is_ipv4() != dst.is_ipv4() {
+                return Err(fail("src", format!("{s} and dst {dst} are of different IP versions")));
+            }
+        }
+
+        let idt = match (&self.idt, &self.rate) {
+            (Some(_), Some(_)) => return Err(fail("rate", "give either idt or rate, not both".into())),
+            (Some(q), None) => dist(q).map_err(|m| fail("idt", m))?,
+            (None, Some(q)) => {
+                let r: f64 = q.text().trim().parse().or_else(|_| parse_count(&q.text()).map(|v| v as f64)).map_err(|_| fail("rate", format!("must be packets per second, e.g. 1000 or 10k (got `{}`)", q.text())))?;
+                if !(r.is_finite() && r > 0.0) {
+                    return Err(fail("rate", format!("must be > 0 packets per second (got {r})")));
+                }
+                Dist::constant(1000.0 / r)
+            }
+            (None, None) => match &preset {
+                Some(p) => p.idt.clone(),
+                None => return Err(fail("idt", "missing; give --idt (ms), --rate (pkt/s) or a --preset".into())),
+            },
+        };
+        let size = match (&self.size, &preset) {
+            (Some(q), _) => dist(q).map_err(|m| fail("size", m))?,
+            (None, Some(p)) => p.size.clone(),
+            (None, None) => return Err(fail("size", "missing; give --size in bytes, e.g. 64 or normal(64, 3)".into())),
+        };
+        let on_off = match (&self.on, &self.off) {
+            (Some(a), Some(b)) => Some((dist(a).map_err(|m| fail("on", m))?, dist(b).map_err(|m| fail("off", m))?)),
+            (None, None) => None,
+            (Some(_), None) => return Err(fail("off", "on/off traffic needs both `on` and `off` periods".into())),
+            (None, Some(_)) => return Err(fail("on", "on/off traffic needs both `on` and `off` periods".into())),
+        };
+        let start_delay = match &self.start_delay {
+            Some(q) => dist(q).map_err(|m| fail("start_delay", m))?,
+            None => Dist::constant(0.0),
+        };
+
+        let tos = match (self.dscp, self.tos) {
+            (Some(_), Some(_)) => return Err(fail("dscp", "give either dscp or tos, not both".into())),
+            (Some(d), None) if d > 63 => return Err(fail("dscp", format!("must be 0..=63 (got {d})"))),
+            (Some(d), None) => Some(d << 2),
+            (None, t) => t,
+        };
+        if self.ttl == Some(0) {
+            return Err(fail("ttl", "must be 1..=255 (got 0)".into()));
+        }
+        let meter = match self.meter.as_deref() {
+            None | Some("owd") => Meter::Owd,
+            Some("rtt") => Meter::Rtt,
+            Some(m) => return Err(fail("meter", format!("must be owd (one-way delay) or rtt (round trip) (got `{m}`)"))),
+        };
+        let stop = self.stop().map_err(|(f, m)| fail(f, m))?;
+
+        Ok(Flow {
+            id,
+            name,
+            transport,
+            dst,
+            src,
+            idt,
+            size,
+            on_off,
+            start_delay,
+            seed: self.seed.unwrap_or_else(|| crate::derive_seed(base_seed, id as u64)),
+            tos,
+            ttl: self.ttl,
+            nodelay: self.nodelay.unwrap_or(true),
+            stop,
+            meter,
+            tag: self.tag.unwrap_or(0),
+        })
+    }
+
+    fn stop(&self) -> Result<Stop, (&'static str, String)> {
+        let duration_ns = self.duration.as_ref().map(|q| parse_duration_ns(&q.text())).transpose().map_err(|m| ("duration", m))?;
+        let packets = self.packets.as_ref().map(|q| parse_count(&q.text())).transpose().map_err(|m| ("packets", m))?;
+        let bytes = self.bytes.as_ref().map(|q| parse_count(&q.text())).transpose().map_err(|m| ("bytes", m))?;
+        for (f, v) in [("duration", duration_ns), ("packets", packets), ("bytes", bytes)] {
+            if v == Some(0) {
+                return Err((f, "must be > 0".into()));
+            }
+        }
+        let mut stop = Stop { duration_ns, packets, bytes };
+        if stop == Stop::default() {
+            stop.duration_ns = Some(DEFAULT_DURATION_NS);
+        }
+        Ok(stop)
+    }
+}
+
+fn dist(q: &Quantity) -> Result<Dist, String> {
+    let d: Dist = q.text().parse().map_err(|e: crate::dist::ParseError| e.to_string())?;
+    d.validate().map_err(|e| e.to_string())
+}
+
+/// `IP:PORT`, `[IPv6]:PORT` or `localhost:PORT` (hostnames are not resolved: the core does no I/O).
+pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = s.strip_prefix("localhost:") {
+        if let Ok(p) = port.parse::<u16>() {
+            return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p));
+        }
+    }
+    Err(format!("`{s}` is not IP:PORT; write e.g. 127.0.0.1:9000 or [::1]:9000 (host names other than localhost are not resolved)"))
+}
+
+/// Like [`parse_addr`], but a bare IP means "any port".
+fn parse_addr_or_ip(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, 0));
+    }
+    parse_addr(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(pairs: &[(&str, &str)]) -> RawFlow {
+        let mut t = toml::Table::new();
+        for (k, v) in pairs {
+            let val: toml::Value = toml::from_str::<toml::Table>(&format!("x = {v}")).unwrap()["x"].clone();
+            t.insert(k.to_string(), val);
+        }
+        t.try_into().unwrap()
+    }
+
+    #[test]
+    fn resolves_a_full_flow() {
+        let f = raw(&[("dst", "'127.0.0.1:9000'"), ("rate", "1000"), ("size", "64"), ("dscp", "46"), ("ttl", "7"), ("packets", "'10k'")]).resolve(0, 1, "flow 1").unwrap();
+        assert_eq!(f.idt, Dist::constant(1.0));
+        assert_eq!(f.tos, Some(46 << 2));
+        assert_eq!(f.stop, Stop { duration_ns: None, packets: Some(10_000), bytes: None });
+        assert!(f.nodelay);
+    }
+
+    #[test]
+    fn default_stop_is_ten_seconds() {
+        let f = raw(&[("dst", "'[::1]:9'"), ("idt", "'exp(10)'"), ("size", "100")]).resolve(0, 1, "flow 1").unwrap();
+        assert_eq!(f.stop.duration_ns, Some(DEFAULT_DURATION_NS));
+        assert!(f.dst.is_ipv6());
+    }
+
+    #[test]
+    fn errors_name_flow_field_and_range() {
+        let e = raw(&[("name", "'voice'"), ("dst", "'127.0.0.1:9000'"), ("idt", "'weibull(1, -1)'"), ("size", "64")]).resolve(2, 1, "flow 3").unwrap_err();
+        assert_eq!(e.to_string(), "flow 3 (`voice`): idt: weibull: shape must be > 0 (got -1)");
+        let e = raw(&[("dst", "'127.0.0.1:9000'"), ("rate", "10"), ("size", "64"), ("dscp", "64")]).resolve(0, 1, "flow 1").unwrap_err();
+        assert_eq!(e.field, "dscp");
+        assert!(e.msg.contains("0..=63"));
+        let e = raw(&[("dst", "'nowhere'"), ("rate", "10"), ("size", "64")]).resolve(0, 1, "flow 1").unwrap_err();
+        assert_eq!(e.field, "dst");
+        let e = raw(&[("dst", "'127.0.0.1:1'"), ("rate", "10")]).resolve(0, 1, "flow 1").unwrap_err();
+        assert_eq!(e.field, "size");
+        let e = raw(&[("dst", "'127.0.0.1:1'"), ("rate", "10"), ("size", "1"), ("on", "'exp(5)'")]).resolve(0, 1, "flow 1").unwrap_err();
+        assert_eq!(e.field, "off");
+    }
+
+    #[test]
+    fn flow_file_defaults_repeat_and_unknown_fields() {
+        let text = "[defaults]\ndst = '127.0.0.1:9000'\nsize = 36\n[[flow]]\nrate = 3\ntransport = 'tcp'\nrepeat = 3\n[[flow]]\npreset = 'quake3'\n";
+        let flows = FlowFile::parse_and_resolve(text, 7).unwrap();
+        assert_eq!(flows.len(), 4);
+        assert_eq!(flows.iter().map(|f| f.id).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+        assert_ne!(flows[0].seed, flows[1].seed);
+        assert_eq!(flows[0].transport, Transport::Tcp);
+        assert_eq!(flows[3].transport, Transport::Udp);
+        // the flow's own preset wins over model fields from [defaults]
+        assert_eq!(flows[3].size, "normal(64.151757, 3.2035755)".parse::<Dist>().unwrap());
+        let e = FlowFile::parse_and_resolve("[[flow]]\ndst='127.0.0.1:1'\nrat = 3\n", 1).unwrap_err();
+        assert!(e.msg.contains("unknown field `rat`"), "{e}");
+        let e = FlowFile::parse_and_resolve("[[flow]\n", 1).unwrap_err();
+        assert_eq!(e.field, "syntax");
+    }
+}

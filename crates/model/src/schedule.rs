@@ -1,0 +1,130 @@
+//! Departure schedules: the pure, seeded sequence of (time, size) a flow asks for.
+//! The engine only has to follow it; tests can check it without sockets or clocks.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::dist::Sampler;
+use crate::flow::Flow;
+
+/// Sub-stream numbers for [`crate::derive_seed`].
+const STREAM_IDT: u64 = 1;
+const STREAM_SIZE: u64 = 2;
+const STREAM_ONOFF: u64 = 3;
+const STREAM_START: u64 = 4;
+
+/// One packet (UDP) or APDU (TCP) to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Departure {
+    pub seq: u64,
+    /// Nanoseconds after the engine's start.
+    pub at_ns: u64,
+    pub size: u32,
+    /// The drawn size was outside the transport's limits and was clamped.
+    pub clamped: bool,
+}
+
+/// Iterator of a flow's departures. Time accumulates in f64 nanoseconds, so a constant
+/// inter-departure time does not drift from rounding.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    idt: Sampler,
+    size: Sampler,
+    on_off: Option<(Sampler, Sampler)>,
+    rng_idt: ChaCha8Rng,
+    rng_size: ChaCha8Rng,
+    rng_onoff: ChaCha8Rng,
+    start_ns: f64,
+    t_ns: f64,
+    on_end_ns: f64,
+    seq: u64,
+    bytes: u64,
+    limit_ns: f64,
+    max_packets: u64,
+    max_bytes: u64,
+    min_size: u32,
+    max_size: u32,
+    /// Inter-departure draws below zero, sent back-to-back instead.
+    pub negative_idt: u64,
+}
+
+impl Schedule {
+    pub fn new(flow: &Flow) -> Self {
+        let rng = |s| ChaCha8Rng::seed_from_u64(crate::derive_seed(flow.seed, s));
+        let mut rng_start = rng(STREAM_START);
+        let start_ns = flow.start_delay.sampler().sample(&mut rng_start).max(0.0) * 1e6;
+        let mut s = Schedule {
+            idt: flow.idt.sampler(),
+            size: flow.size.sampler(),
+            on_off: flow.on_off.as_ref().map(|(a, b)| (a.sampler(), b.sampler())),
+            rng_idt: rng(STREAM_IDT),
+            rng_size: rng(STREAM_SIZE),
+            rng_onoff: rng(STREAM_ONOFF),
+            start_ns,
+            t_ns: start_ns,
+            on_end_ns: f64::INFINITY,
+            seq: 0,
+            bytes: 0,
+            limit_ns: flow.stop.duration_ns.map_or(f64::INFINITY, |d| start_ns + d as f64),
+            max_packets: flow.stop.packets.unwrap_or(u64::MAX),
+            max_bytes: flow.stop.bytes.unwrap_or(u64::MAX),
+            min_size: flow.transport.min_size(),
+            max_size: flow.transport.max_size(),
+            negative_idt: 0,
+        };
+        if let Some((on, _)) = &mut s.on_off {
+            s.on_end_ns = start_ns + on.sample(&mut s.rng_onoff).max(0.0) * 1e6;
+        }
+        s
+    }
+
+    /// Nanoseconds after the engine's start at which the flow begins.
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns as u64
+    }
+
+    /// Moves `t_ns` out of any off-period it fell into.
+    fn skip_off_periods(&mut self) {
+        let Some((on, off)) = &mut self.on_off else { return };
+        while self.t_ns >= self.on_end_ns {
+            let off_ns = off.sample(&mut self.rng_onoff).max(0.0) * 1e6;
+            let on_ns = on.sample(&mut self.rng_onoff).max(0.0) * 1e6;
+            // The packet that fell into the off-period leaves when the next on-period starts.
+            let next_on = self.on_end_ns + off_ns;
+            self.t_ns = self.t_ns.max(next_on);
+            self.on_end_ns = next_on + on_ns;
+            if self.on_end_ns >= self.limit_ns {
+                break;
+            }
+        }
+    }
+}
+
+impl Iterator for Schedule {
+    type Item = Departure;
+
+    fn next(&mut self) -> Option<Departure> {
+        self.skip_off_periods();
+        if self.t_ns >= self.limit_ns || self.seq >= self.max_packets || self.bytes >= self.max_bytes {
+            return None;
+        }
+        let raw = self.size.sample(&mut self.rng_size).round();
+        let mut size = raw.clamp(self.min_size as f64, self.max_size as f64) as u32;
+        let mut clamped = raw != size as f64;
+        let left = self.max_bytes - self.bytes;
+        if (size as u64) > left {
+            // The last packet carries what is left of the byte budget (at least a header).
+            size = (left as u32).max(self.min_size);
+            clamped = true;
+        }
+        let d = Departure { seq: self.seq, at_ns: self.t_ns as u64, size, clamped };
+        self.seq += 1;
+        self.bytes += size as u64;
+        let idt = self.idt.sample(&mut self.rng_idt);
+        if idt < 0.0 {
+            self.negative_idt += 1;
+        }
+        self.t_ns += idt.max(0.0) * 1e6;
+        Some(d)
+    }
+}
