@@ -1,1 +1,92 @@
-fn main(){}
+//! `horde`: one binary, one subcommand per job. Exit codes: 0 success; 1 a run failed
+//! (I/O, a refused connection); 2 bad usage or bad input (flags, flow files, logs);
+//! 130 interrupted by SIGINT/SIGTERM after logs were flushed.
+
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// Horde: behaviour-driven traffic generator and network-emulation testbed for online games.
+#[derive(Parser)]
+#[command(name = "horde", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once
+enum Command {
+    /// Runs a short self-contained example on loopback (receiver, senders, decoder) and reports.
+    Demo(cmd::demo::Args),
+    /// Sends one flow from flags, or many from a flow file, with microsecond pacing.
+    Send(cmd::send::Args),
+    /// Receives on UDP/TCP ports, timestamps and logs every packet, echoes on request.
+    Recv(cmd::recv::Args),
+    /// Computes rates, delay, jitter, loss and more from sender and/or receiver logs.
+    Decode(cmd::decode::Args),
+    /// Lists the built-in traffic presets and the distribution syntax.
+    Presets,
+}
+
+/// An error with the exit code it should produce.
+pub struct Failure {
+    pub code: u8,
+    pub err: anyhow::Error,
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(err: anyhow::Error) -> Self {
+        Failure { code: 1, err }
+    }
+}
+
+/// Marks an error as bad input (exit code 2).
+pub fn bad_input(err: impl Into<anyhow::Error>) -> Failure {
+    Failure {
+        code: 2,
+        err: err.into(),
+    }
+}
+
+pub type Outcome = Result<u8, Failure>;
+
+fn stop_flag() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal ends the process at once; the first asks for a clean stop.
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone());
+        let _ = signal_hook::flag::register(sig, stop.clone());
+    }
+    stop
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HORDE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let stop = stop_flag();
+    let result = match cli.command {
+        Command::Demo(a) => cmd::demo::run(a, &stop),
+        Command::Send(a) => cmd::send::run(a, &stop),
+        Command::Recv(a) => cmd::recv::run(a, &stop),
+        Command::Decode(a) => cmd::decode::run(a),
+        Command::Presets => cmd::presets::run(),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("horde: error: {:#}", f.err);
+            ExitCode::from(f.code)
+        }
+    }
+}

@@ -33,28 +33,66 @@ pub enum Round {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Kind {
     Constant(f64),
-    Uniform { min: f64, max: f64 },
-    Exponential { mean: f64 },
-    Normal { mean: f64, std_dev: f64 },
-    LogNormal { mu: f64, sigma: f64 },
+    Uniform {
+        min: f64,
+        max: f64,
+    },
+    Exponential {
+        mean: f64,
+    },
+    Normal {
+        mean: f64,
+        std_dev: f64,
+    },
+    LogNormal {
+        mu: f64,
+        sigma: f64,
+    },
     /// Pareto type I: `P(X > x) = (scale/x)^shape` for `x >= scale`.
-    Pareto { shape: f64, scale: f64 },
-    Cauchy { location: f64, scale: f64 },
-    Gamma { shape: f64, scale: f64 },
-    Weibull { scale: f64, shape: f64 },
-    Poisson { mean: f64 },
+    Pareto {
+        shape: f64,
+        scale: f64,
+    },
+    Cauchy {
+        location: f64,
+        scale: f64,
+    },
+    Gamma {
+        shape: f64,
+        scale: f64,
+    },
+    Weibull {
+        scale: f64,
+        shape: f64,
+    },
+    Poisson {
+        mean: f64,
+    },
     /// Location-scale Student's t with `dof` degrees of freedom.
-    StudentT { location: f64, scale: f64, dof: f64 },
+    StudentT {
+        location: f64,
+        scale: f64,
+        dof: f64,
+    },
     /// Largest extreme value (Gumbel max): `a - b ln(-ln U)`.
-    ExtremeLargest { location: f64, scale: f64 },
+    ExtremeLargest {
+        location: f64,
+        scale: f64,
+    },
     /// Smallest extreme value (Gumbel min): `a + b ln(-ln U)`.
-    ExtremeSmallest { location: f64, scale: f64 },
+    ExtremeSmallest {
+        location: f64,
+        scale: f64,
+    },
     /// `(value, probability)` pairs; probabilities are normalised when validated.
     Discrete(Vec<(f64, f64)>),
     /// `(weight, component)` pairs; weights are normalised when validated.
     Mixture(Vec<(f64, Dist)>),
     /// Values replayed in order, cycling at the end (D-ITG's "values from a file").
-    Trace { source: String, values: Arc<Vec<f64>> },
+    Trace {
+        source: String,
+        values: Arc<Vec<f64>>,
+    },
 }
 
 /// A base distribution with modifiers. See the module docs for the order of application.
@@ -80,7 +118,14 @@ pub struct DistError {
 
 impl Dist {
     pub fn new(kind: Kind) -> Self {
-        Dist { kind, mul: 1.0, shift: 0.0, round: Round::None, min: None, max: None }
+        Dist {
+            kind,
+            mul: 1.0,
+            shift: 0.0,
+            round: Round::None,
+            min: None,
+            max: None,
+        }
     }
 
     pub fn constant(v: f64) -> Self {
@@ -127,7 +172,12 @@ impl Dist {
         }
         if let (Some(lo), Some(hi)) = (self.min, self.max) {
             if lo > hi {
-                return Err(err(fam, "min", "must be <= max", format!("min {lo}, max {hi}")));
+                return Err(err(
+                    fam,
+                    "min",
+                    "must be <= max",
+                    format!("min {lo}, max {hi}"),
+                ));
             }
         }
         for (p, v) in [("min", self.min), ("max", self.max)] {
@@ -141,7 +191,11 @@ impl Dist {
 
     /// Builds the sampler. `self` must have been validated.
     pub fn sampler(&self) -> Sampler {
-        Sampler { base: BaseSampler::new(&self.kind), dist: self.clone(), cursor: 0 }
+        Sampler {
+            base: BaseSampler::new(&self.kind),
+            dist: self.clone(),
+            cursor: 0,
+        }
     }
 
     /// Applies mul, shift, rounding and clamping to a base draw.
@@ -270,8 +324,18 @@ impl Dist {
     }
 }
 
-fn err(family: &'static str, param: &'static str, requirement: &'static str, got: impl ToString) -> DistError {
-    DistError { family, param, requirement, got: got.to_string() }
+fn err(
+    family: &'static str,
+    param: &'static str,
+    requirement: &'static str,
+    got: impl ToString,
+) -> DistError {
+    DistError {
+        family,
+        param,
+        requirement,
+        got: got.to_string(),
+    }
 }
 
 fn finite(family: &'static str, param: &'static str, v: f64) -> Result<(), DistError> {
@@ -321,7 +385,12 @@ impl Kind {
                 finite(fam, "min", *min)?;
                 finite(fam, "max", *max)?;
                 if min >= max {
-                    return Err(err(fam, "max", "must be > min", format!("min {min}, max {max}")));
+                    return Err(err(
+                        fam,
+                        "max",
+                        "must be > min",
+                        format!("min {min}, max {max}"),
+                    ));
                 }
             }
             Kind::Exponential { mean } => positive(fam, "mean", *mean)?,
@@ -337,7 +406,9 @@ impl Kind {
                 positive(fam, "shape", *shape)?;
                 positive(fam, "scale", *scale)?;
             }
-            Kind::Cauchy { location, scale } | Kind::ExtremeLargest { location, scale } | Kind::ExtremeSmallest { location, scale } => {
+            Kind::Cauchy { location, scale }
+            | Kind::ExtremeLargest { location, scale }
+            | Kind::ExtremeSmallest { location, scale } => {
                 finite(fam, "location", *location)?;
                 positive(fam, "scale", *scale)?;
             }
@@ -350,7 +421,11 @@ impl Kind {
                 positive(fam, "shape", *shape)?;
             }
             Kind::Poisson { mean } => positive(fam, "mean", *mean)?,
-            Kind::StudentT { location, scale, dof } => {
+            Kind::StudentT {
+                location,
+                scale,
+                dof,
+            } => {
                 finite(fam, "location", *location)?;
                 positive(fam, "scale", *scale)?;
                 positive(fam, "dof", *dof)?;
@@ -359,7 +434,12 @@ impl Kind {
             Kind::Mixture(parts) => return normalise_mixture(parts.clone()).map(Kind::Mixture),
             Kind::Trace { values, .. } => {
                 if values.is_empty() {
-                    return Err(err(fam, "values", "must hold at least one number", "an empty list"));
+                    return Err(err(
+                        fam,
+                        "values",
+                        "must hold at least one number",
+                        "an empty list",
+                    ));
                 }
                 if let Some(v) = values.iter().find(|v| !v.is_finite()) {
                     return Err(err(fam, "values", "must all be finite numbers", v));
@@ -381,7 +461,13 @@ impl Kind {
 
     fn cdf_impl(&self, x: f64, strict: bool) -> f64 {
         use statrs::distribution as sd;
-        let atom = |v: f64| if (strict && v < x) || (!strict && v <= x) { 1.0 } else { 0.0 };
+        let atom = |v: f64| {
+            if (strict && v < x) || (!strict && v <= x) {
+                1.0
+            } else {
+                0.0
+            }
+        };
         match self {
             Kind::Constant(v) => atom(*v),
             Kind::Uniform { min, max } => ((x - min) / (max - min)).clamp(0.0, 1.0),
@@ -396,22 +482,34 @@ impl Kind {
                 if x < 0.0 {
                     return 0.0;
                 }
-                let k = if strict && x.fract() == 0.0 { x - 1.0 } else { x.floor() };
+                let k = if strict && x.fract() == 0.0 {
+                    x - 1.0
+                } else {
+                    x.floor()
+                };
                 if k < 0.0 {
                     0.0
                 } else {
                     sd::Poisson::new(*mean).unwrap().cdf(k as u64)
                 }
             }
-            Kind::StudentT { location, scale, dof } => sd::StudentsT::new(*location, *scale, *dof).unwrap().cdf(x),
+            Kind::StudentT {
+                location,
+                scale,
+                dof,
+            } => sd::StudentsT::new(*location, *scale, *dof).unwrap().cdf(x),
             Kind::ExtremeLargest { location, scale } => (-(-(x - location) / scale).exp()).exp(),
-            Kind::ExtremeSmallest { location, scale } => 1.0 - (-((x - location) / scale).exp()).exp(),
+            Kind::ExtremeSmallest { location, scale } => {
+                1.0 - (-((x - location) / scale).exp()).exp()
+            }
             Kind::Discrete(pairs) => pairs.iter().map(|(v, p)| p * atom(*v)).sum(),
             Kind::Mixture(parts) => parts
                 .iter()
                 .map(|(w, d)| w * if strict { cdf_strict(d, x) } else { d.cdf(x) })
                 .sum(),
-            Kind::Trace { values, .. } => values.iter().map(|v| atom(*v)).sum::<f64>() / values.len() as f64,
+            Kind::Trace { values, .. } => {
+                values.iter().map(|v| atom(*v)).sum::<f64>() / values.len() as f64
+            }
         }
     }
 
@@ -430,7 +528,10 @@ impl Kind {
             Kind::ExtremeLargest { location, scale } => location + EULER * scale,
             Kind::ExtremeSmallest { location, scale } => location - EULER * scale,
             Kind::Discrete(pairs) => pairs.iter().map(|(v, p)| v * p).sum(),
-            Kind::Mixture(parts) => parts.iter().map(|(w, d)| d.mean().map(|m| w * m)).sum::<Option<f64>>()?,
+            Kind::Mixture(parts) => parts
+                .iter()
+                .map(|(w, d)| d.mean().map(|m| w * m))
+                .sum::<Option<f64>>()?,
             Kind::Trace { values, .. } => values.iter().sum::<f64>() / values.len() as f64,
             _ => return None,
         })
@@ -444,15 +545,21 @@ impl Kind {
             Kind::Exponential { mean } => mean * mean,
             Kind::Poisson { mean } => *mean,
             Kind::Normal { std_dev, .. } => std_dev * std_dev,
-            Kind::LogNormal { mu, sigma } => ((sigma * sigma).exp() - 1.0) * (2.0 * mu + sigma * sigma).exp(),
-            Kind::Pareto { shape, scale } if *shape > 2.0 => scale * scale * shape / ((shape - 1.0).powi(2) * (shape - 2.0)),
+            Kind::LogNormal { mu, sigma } => {
+                ((sigma * sigma).exp() - 1.0) * (2.0 * mu + sigma * sigma).exp()
+            }
+            Kind::Pareto { shape, scale } if *shape > 2.0 => {
+                scale * scale * shape / ((shape - 1.0).powi(2) * (shape - 2.0))
+            }
             Kind::Gamma { shape, scale } => shape * scale * scale,
             Kind::Weibull { scale, shape } => {
                 let g1 = gamma_fn(1.0 + 1.0 / shape);
                 scale * scale * (gamma_fn(1.0 + 2.0 / shape) - g1 * g1)
             }
             Kind::StudentT { scale, dof, .. } if *dof > 2.0 => scale * scale * dof / (dof - 2.0),
-            Kind::ExtremeLargest { scale, .. } | Kind::ExtremeSmallest { scale, .. } => PI * PI / 6.0 * scale * scale,
+            Kind::ExtremeLargest { scale, .. } | Kind::ExtremeSmallest { scale, .. } => {
+                PI * PI / 6.0 * scale * scale
+            }
             Kind::Discrete(pairs) => {
                 let m: f64 = pairs.iter().map(|(v, p)| v * p).sum();
                 pairs.iter().map(|(v, p)| p * (v - m).powi(2)).sum()
@@ -487,7 +594,12 @@ fn gamma_fn(x: f64) -> f64 {
 
 fn normalise_discrete(pairs: &[(f64, f64)]) -> Result<Vec<(f64, f64)>, DistError> {
     if pairs.is_empty() {
-        return Err(err("discrete", "values", "must list at least one value:probability pair", "none"));
+        return Err(err(
+            "discrete",
+            "values",
+            "must list at least one value:probability pair",
+            "none",
+        ));
     }
     for (v, p) in pairs {
         finite("discrete", "value", *v)?;
@@ -497,14 +609,24 @@ fn normalise_discrete(pairs: &[(f64, f64)]) -> Result<Vec<(f64, f64)>, DistError
     }
     let total: f64 = pairs.iter().map(|(_, p)| p).sum();
     if total <= 0.0 {
-        return Err(err("discrete", "probability", "must sum to more than 0", total));
+        return Err(err(
+            "discrete",
+            "probability",
+            "must sum to more than 0",
+            total,
+        ));
     }
     Ok(pairs.iter().map(|(v, p)| (*v, p / total)).collect())
 }
 
 fn normalise_mixture(parts: Vec<(f64, Dist)>) -> Result<Vec<(f64, Dist)>, DistError> {
     if parts.is_empty() {
-        return Err(err("mix", "components", "must list at least one weight*distribution", "none"));
+        return Err(err(
+            "mix",
+            "components",
+            "must list at least one weight*distribution",
+            "none",
+        ));
     }
     let mut out = Vec::with_capacity(parts.len());
     for (w, d) in &parts {
@@ -560,18 +682,40 @@ impl BaseSampler {
         // Parameters were validated, so the constructors cannot fail.
         match kind {
             Kind::Constant(v) => BaseSampler::Constant(*v),
-            Kind::Uniform { min, max } => BaseSampler::Uniform(rd::Uniform::new(*min, *max).unwrap()),
+            Kind::Uniform { min, max } => {
+                BaseSampler::Uniform(rd::Uniform::new(*min, *max).unwrap())
+            }
             Kind::Exponential { mean } => BaseSampler::Exp(rd::Exp::new(1.0 / mean).unwrap()),
-            Kind::Normal { mean, std_dev } => BaseSampler::Normal(rd::Normal::new(*mean, *std_dev).unwrap()),
-            Kind::LogNormal { mu, sigma } => BaseSampler::LogNormal(rd::LogNormal::new(*mu, *sigma).unwrap()),
-            Kind::Pareto { shape, scale } => BaseSampler::Pareto(rd::Pareto::new(*scale, *shape).unwrap()),
-            Kind::Cauchy { location, scale } => BaseSampler::Cauchy(rd::Cauchy::new(*location, *scale).unwrap()),
-            Kind::Gamma { shape, scale } => BaseSampler::Gamma(rd::Gamma::new(*shape, *scale).unwrap()),
-            Kind::Weibull { scale, shape } => BaseSampler::Weibull(rd::Weibull::new(*scale, *shape).unwrap()),
+            Kind::Normal { mean, std_dev } => {
+                BaseSampler::Normal(rd::Normal::new(*mean, *std_dev).unwrap())
+            }
+            Kind::LogNormal { mu, sigma } => {
+                BaseSampler::LogNormal(rd::LogNormal::new(*mu, *sigma).unwrap())
+            }
+            Kind::Pareto { shape, scale } => {
+                BaseSampler::Pareto(rd::Pareto::new(*scale, *shape).unwrap())
+            }
+            Kind::Cauchy { location, scale } => {
+                BaseSampler::Cauchy(rd::Cauchy::new(*location, *scale).unwrap())
+            }
+            Kind::Gamma { shape, scale } => {
+                BaseSampler::Gamma(rd::Gamma::new(*shape, *scale).unwrap())
+            }
+            Kind::Weibull { scale, shape } => {
+                BaseSampler::Weibull(rd::Weibull::new(*scale, *shape).unwrap())
+            }
             Kind::Poisson { mean } => BaseSampler::Poisson(rd::Poisson::new(*mean).unwrap()),
-            Kind::StudentT { location, scale, dof } => BaseSampler::StudentT(rd::StudentT::new(*dof).unwrap(), *location, *scale),
-            Kind::ExtremeLargest { location, scale } => BaseSampler::Gumbel(rd::Gumbel::new(*location, *scale).unwrap()),
-            Kind::ExtremeSmallest { location, scale } => BaseSampler::NegGumbel(rd::Gumbel::new(-location, *scale).unwrap()),
+            Kind::StudentT {
+                location,
+                scale,
+                dof,
+            } => BaseSampler::StudentT(rd::StudentT::new(*dof).unwrap(), *location, *scale),
+            Kind::ExtremeLargest { location, scale } => {
+                BaseSampler::Gumbel(rd::Gumbel::new(*location, *scale).unwrap())
+            }
+            Kind::ExtremeSmallest { location, scale } => {
+                BaseSampler::NegGumbel(rd::Gumbel::new(-location, *scale).unwrap())
+            }
             Kind::Discrete(pairs) => {
                 let mut acc = 0.0;
                 let cum = pairs.iter().map(|(_, p)| {
@@ -646,12 +790,20 @@ impl fmt::Display for Dist {
             Kind::Exponential { mean } | Kind::Poisson { mean } => vec![mean.to_string()],
             Kind::Normal { mean, std_dev } => vec![mean.to_string(), std_dev.to_string()],
             Kind::LogNormal { mu, sigma } => vec![mu.to_string(), sigma.to_string()],
-            Kind::Pareto { shape, scale } | Kind::Gamma { shape, scale } => vec![shape.to_string(), scale.to_string()],
+            Kind::Pareto { shape, scale } | Kind::Gamma { shape, scale } => {
+                vec![shape.to_string(), scale.to_string()]
+            }
             Kind::Weibull { scale, shape } => vec![scale.to_string(), shape.to_string()],
-            Kind::Cauchy { location, scale } | Kind::ExtremeLargest { location, scale } | Kind::ExtremeSmallest { location, scale } => {
+            Kind::Cauchy { location, scale }
+            | Kind::ExtremeLargest { location, scale }
+            | Kind::ExtremeSmallest { location, scale } => {
                 vec![location.to_string(), scale.to_string()]
             }
-            Kind::StudentT { location, scale, dof } => vec![location.to_string(), scale.to_string(), dof.to_string()],
+            Kind::StudentT {
+                location,
+                scale,
+                dof,
+            } => vec![location.to_string(), scale.to_string(), dof.to_string()],
             Kind::Discrete(pairs) => pairs.iter().map(|(v, p)| format!("{v}:{p}")).collect(),
             Kind::Mixture(parts) => parts.iter().map(|(w, d)| format!("{w}*{d}")).collect(),
             Kind::Trace { source, .. } => vec![source.clone()],

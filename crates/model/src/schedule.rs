@@ -56,7 +56,10 @@ impl Schedule {
         let mut s = Schedule {
             idt: flow.idt.sampler(),
             size: flow.size.sampler(),
-            on_off: flow.on_off.as_ref().map(|(a, b)| (a.sampler(), b.sampler())),
+            on_off: flow
+                .on_off
+                .as_ref()
+                .map(|(a, b)| (a.sampler(), b.sampler())),
             rng_idt: rng(STREAM_IDT),
             rng_size: rng(STREAM_SIZE),
             rng_onoff: rng(STREAM_ONOFF),
@@ -65,7 +68,10 @@ impl Schedule {
             on_end_ns: f64::INFINITY,
             seq: 0,
             bytes: 0,
-            limit_ns: flow.stop.duration_ns.map_or(f64::INFINITY, |d| start_ns + d as f64),
+            limit_ns: flow
+                .stop
+                .duration_ns
+                .map_or(f64::INFINITY, |d| start_ns + d as f64),
             max_packets: flow.stop.packets.unwrap_or(u64::MAX),
             max_bytes: flow.stop.bytes.unwrap_or(u64::MAX),
             min_size: flow.transport.min_size(),
@@ -85,7 +91,9 @@ impl Schedule {
 
     /// Moves `t_ns` out of any off-period it fell into.
     fn skip_off_periods(&mut self) {
-        let Some((on, off)) = &mut self.on_off else { return };
+        let Some((on, off)) = &mut self.on_off else {
+            return;
+        };
         while self.t_ns >= self.on_end_ns {
             let off_ns = off.sample(&mut self.rng_onoff).max(0.0) * 1e6;
             let on_ns = on.sample(&mut self.rng_onoff).max(0.0) * 1e6;
@@ -105,7 +113,10 @@ impl Iterator for Schedule {
 
     fn next(&mut self) -> Option<Departure> {
         self.skip_off_periods();
-        if self.t_ns >= self.limit_ns || self.seq >= self.max_packets || self.bytes >= self.max_bytes {
+        if self.t_ns >= self.limit_ns
+            || self.seq >= self.max_packets
+            || self.bytes >= self.max_bytes
+        {
             return None;
         }
         let raw = self.size.sample(&mut self.rng_size).round();
@@ -117,7 +128,12 @@ impl Iterator for Schedule {
             size = (left as u32).max(self.min_size);
             clamped = true;
         }
-        let d = Departure { seq: self.seq, at_ns: self.t_ns as u64, size, clamped };
+        let d = Departure {
+            seq: self.seq,
+            at_ns: self.t_ns as u64,
+            size,
+            clamped,
+        };
         self.seq += 1;
         self.bytes += size as u64;
         let idt = self.idt.sample(&mut self.rng_idt);

@@ -1,1 +1,738 @@
+//! Turns per-packet log records into the statistics people report: rates, one-way delay or
+//! round-trip time with percentiles, RFC 3550 jitter, loss and loss bursts, duplicates,
+//! reordering, send lateness; per flow, in total and per time window. Pure: bytes in, numbers
+//! out; the CLI does the file I/O and the formatting lives in [`export`].
+//!
+//! Definitions (stated once, used everywhere):
+//! - rates use intervals: (n − 1) packets over the span from the first to the last arrival;
+//! - delay = arrival − send time carried in the packet (one-way), or echo arrival − original send
+//!   time (round trip) when the sender's log holds echoes;
+//! - jitter = RFC 3550 §6.4.1 estimator J += (|D| − J)/16 over arrival order, in ms; `ipdv` is
+//!   the mean |Δdelay| between consecutive arrivals;
+//! - loss: with the sender's log, sent sequence numbers never received; otherwise the gaps in the
+//!   received sequence range. A loss burst is a run of consecutive lost sequence numbers;
+//! - duplicates: arrivals of a sequence number already seen; reordered: arrivals whose sequence
+//!   number is below the highest seen before it (RFC 4737's reordered packets).
 
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use horde_wire::{log, Record, RecordKind, WireError};
+use serde::Serialize;
+
+pub mod export;
+pub mod html;
+
+/// Records of one log, with what its header said.
+pub struct LoadedLog {
+    pub role: horde_wire::Role,
+    pub records: Vec<Record>,
+    /// Bytes after the last whole record (a log cut off mid-write).
+    pub trailing_bytes: usize,
+}
+
+/// Parses a whole log file's bytes.
+pub fn load(bytes: &[u8]) -> Result<LoadedLog, WireError> {
+    let (h, it) = log::read_all(bytes)?;
+    let records = it.collect::<Result<Vec<_>, _>>()?;
+    Ok(LoadedLog {
+        role: h.role,
+        records,
+        trailing_bytes: log::trailing_bytes(bytes),
+    })
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Window length for the time series, ns (None: no series).
+    pub window_ns: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct DelayStats {
+    /// "owd" (one-way delay) or "rtt" (round-trip time).
+    pub kind: &'static str,
+    pub samples: u64,
+    pub min_ms: f64,
+    pub mean_ms: f64,
+    pub max_ms: f64,
+    pub stddev_ms: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    /// RFC 3550 interarrival jitter at the end of the flow.
+    pub jitter_ms: f64,
+    /// Mean |delay(i) − delay(i−1)| over consecutive arrivals.
+    pub ipdv_mean_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct LossStats {
+    /// Packets the sender sent (from its log), if given.
+    pub sent: Option<u64>,
+    pub expected: u64,
+    pub lost: u64,
+    pub loss_pct: f64,
+    pub bursts: u64,
+    pub burst_mean: f64,
+    pub burst_max: u64,
+    /// Burst length → number of bursts of that length.
+    pub burst_hist: BTreeMap<u64, u64>,
+    pub duplicates: u64,
+    pub reordered: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Lateness {
+    pub packets: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    /// p99 of |actual − scheduled|.
+    pub abs_p99_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct FlowStats {
+    /// Flow id; `None` in the total row.
+    pub flow: Option<u32>,
+    pub packets: u64,
+    pub bytes: u64,
+    pub duration_s: f64,
+    pub bitrate_bps: f64,
+    pub pkt_rate: f64,
+    pub min_size: u64,
+    pub max_size: u64,
+    pub delay: Option<DelayStats>,
+    pub loss: Option<LossStats>,
+    /// Departure lateness, when the sender's log was given.
+    pub send_lateness: Option<Lateness>,
+    /// Most frequent TOS / TTL seen at the receiver (255 / 0 when not reported).
+    pub tos: Option<u8>,
+    pub ttl: Option<u8>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Window {
+    /// Seconds since the first departure (the first arrival when no sender log was given).
+    pub start_s: f64,
+    pub flow: Option<u32>,
+    pub packets: u64,
+    pub bytes: u64,
+    pub bitrate_bps: f64,
+    pub pkt_rate: f64,
+    pub delay_mean_ms: Option<f64>,
+    pub delay_max_ms: Option<f64>,
+    pub jitter_ms: Option<f64>,
+    /// Sent in this window (by send time) and never received, when the sender's log was given.
+    pub lost: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Analysis {
+    pub flows: Vec<FlowStats>,
+    pub total: FlowStats,
+    pub windows: Vec<Window>,
+    pub window_s: Option<f64>,
+    /// Records whose kind did not fit the log's role, ignored.
+    pub ignored_records: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Arrival {
+    seq: u64,
+    send: u64,
+    recv: u64,
+    size: u32,
+    tos: u8,
+    ttl: u8,
+}
+
+#[derive(Default)]
+struct FlowAcc {
+    rx: Vec<Arrival>,
+    echo: Vec<Arrival>,
+    /// (seq, scheduled, actual, size)
+    tx: Vec<(u64, u64, u64, u32)>,
+}
+
+/// Analyses any mix of sender and receiver logs, matching records by flow and sequence.
+pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
+    let mut flows: BTreeMap<u32, FlowAcc> = BTreeMap::new();
+    let mut ignored = 0;
+    for l in logs {
+        for r in &l.records {
+            let acc = flows.entry(r.flow).or_default();
+            let a = Arrival {
+                seq: r.seq,
+                send: r.t_a,
+                recv: r.t_b,
+                size: r.size,
+                tos: r.tos,
+                ttl: r.ttl,
+            };
+            match (l.role, r.kind) {
+                (horde_wire::Role::Receiver, RecordKind::Received) => acc.rx.push(a),
+                (horde_wire::Role::Sender, RecordKind::Sent) => {
+                    acc.tx.push((r.seq, r.t_a, r.t_b, r.size))
+                }
+                (horde_wire::Role::Sender, RecordKind::Echoed) => acc.echo.push(a),
+                _ => ignored += 1,
+            }
+        }
+    }
+    for acc in flows.values_mut() {
+        unwrap_seqs(&mut acc.rx);
+        unwrap_seqs(&mut acc.echo);
+    }
+    let mut out = Analysis {
+        ignored_records: ignored,
+        window_s: opts.window_ns.map(|w| w as f64 / 1e9),
+        ..Default::default()
+    };
+    let mut total_delay = DelayAcc::default();
+    let mut total_late = LateAcc::default();
+    let mut total_loss: Option<LossStats> = None;
+    let (mut first, mut last) = (u64::MAX, 0u64);
+    // The total's delay pools one-way delays; round trips only when no flow measured one-way.
+    let any_owd = flows.values().any(|a| !a.rx.is_empty());
+    for (id, acc) in &flows {
+        let (stats, d, late) = flow_stats(*id, acc);
+        if (d.kind == "owd") == any_owd {
+            total_delay.merge(&d);
+        }
+        total_late.merge(&late);
+        if let Some(l) = &stats.loss {
+            let t = total_loss.get_or_insert_with(LossStats::default);
+            t.sent = match (t.sent, l.sent) {
+                (None, s) if t.expected == 0 => s,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            };
+            t.expected += l.expected;
+            t.lost += l.lost;
+            t.bursts += l.bursts;
+            t.burst_max = t.burst_max.max(l.burst_max);
+            t.duplicates += l.duplicates;
+            t.reordered += l.reordered;
+            for (k, v) in &l.burst_hist {
+                *t.burst_hist.entry(*k).or_default() += v;
+            }
+        }
+        let arrivals = if acc.rx.is_empty() {
+            &acc.echo
+        } else {
+            &acc.rx
+        };
+        for a in arrivals {
+            first = first.min(a.recv);
+            last = last.max(a.recv);
+        }
+        out.total.packets += stats.packets;
+        out.total.bytes += stats.bytes;
+        out.total.min_size = if out.total.packets == stats.packets {
+            stats.min_size
+        } else {
+            out.total.min_size.min(stats.min_size)
+        };
+        out.total.max_size = out.total.max_size.max(stats.max_size);
+        out.flows.push(stats);
+    }
+    if let Some(t) = &mut total_loss {
+        t.loss_pct = pct(t.lost, t.expected);
+        t.burst_mean = if t.bursts > 0 {
+            t.lost as f64 / t.bursts as f64
+        } else {
+            0.0
+        };
+    }
+    out.total.loss = total_loss;
+    out.total.delay = total_delay.finish();
+    out.total.send_lateness = total_late.finish();
+    if last > first && out.total.packets > 1 {
+        out.total.duration_s = (last - first) as f64 / 1e9;
+        let n = out.total.packets as f64;
+        out.total.pkt_rate = (n - 1.0) / out.total.duration_s;
+        out.total.bitrate_bps = out.total.bytes as f64 * 8.0 * (n - 1.0) / n / out.total.duration_s;
+    }
+    if let Some(w) = opts.window_ns {
+        out.windows = windows(&flows, w, first);
+    }
+    out
+}
+
+/// Restores 64-bit sequence numbers from the 32-bit ones UDP carries, in arrival order.
+fn unwrap_seqs(v: &mut [Arrival]) {
+    let mut prev: Option<u64> = None;
+    for a in v.iter_mut() {
+        let s = a.seq & 0xFFFF_FFFF;
+        let u = match prev {
+            None => a.seq,
+            Some(p) => {
+                let base = p & !0xFFFF_FFFF;
+                [base.wrapping_sub(1 << 32), base, base + (1 << 32)]
+                    .into_iter()
+                    .map(|b| b.wrapping_add(s))
+                    .min_by_key(|c| c.abs_diff(p))
+                    .unwrap()
+            }
+        };
+        a.seq = u;
+        prev = Some(u);
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+fn flow_stats(id: u32, acc: &FlowAcc) -> (FlowStats, DelayAcc, LateAcc) {
+    let rtt = acc.rx.is_empty() && !acc.echo.is_empty();
+    let arr = if rtt { &acc.echo } else { &acc.rx };
+    let mut s = FlowStats {
+        flow: Some(id),
+        ..Default::default()
+    };
+    s.packets = arr.len() as u64;
+    s.bytes = arr.iter().map(|a| a.size as u64).sum();
+    s.min_size = arr.iter().map(|a| a.size as u64).min().unwrap_or(0);
+    s.max_size = arr.iter().map(|a| a.size as u64).max().unwrap_or(0);
+    if arr.len() > 1 {
+        let first = arr.iter().map(|a| a.recv).min().unwrap();
+        let last = arr.iter().map(|a| a.recv).max().unwrap();
+        if last > first {
+            s.duration_s = (last - first) as f64 / 1e9;
+            let n = s.packets as f64;
+            s.pkt_rate = (n - 1.0) / s.duration_s;
+            s.bitrate_bps = s.bytes as f64 * 8.0 * (n - 1.0) / n / s.duration_s;
+        }
+    }
+    let mut d = DelayAcc {
+        kind: if rtt { "rtt" } else { "owd" },
+        ..Default::default()
+    };
+    for a in arr {
+        d.push(a.send, a.recv);
+    }
+    s.delay = d.clone().finish();
+    if !rtt {
+        s.tos = mode(arr.iter().map(|a| a.tos));
+        s.ttl = mode(arr.iter().map(|a| a.ttl));
+    }
+    if !arr.is_empty() || !acc.tx.is_empty() {
+        s.loss = Some(loss(arr, &acc.tx));
+    }
+    let mut late = LateAcc::default();
+    for (_, sched, actual, _) in &acc.tx {
+        late.push(*sched, *actual);
+    }
+    s.send_lateness = late.clone().finish();
+    if arr.is_empty() && !acc.tx.is_empty() {
+        // Sender log only: describe what was sent.
+        s.packets = acc.tx.len() as u64;
+        s.bytes = acc.tx.iter().map(|t| t.3 as u64).sum();
+        let first = acc.tx.iter().map(|t| t.2).min().unwrap();
+        let last = acc.tx.iter().map(|t| t.2).max().unwrap();
+        if last > first {
+            s.duration_s = (last - first) as f64 / 1e9;
+            let n = s.packets as f64;
+            s.pkt_rate = (n - 1.0) / s.duration_s;
+            s.bitrate_bps = s.bytes as f64 * 8.0 * (n - 1.0) / n / s.duration_s;
+        }
+    }
+    (s, d, late)
+}
+
+fn mode(it: impl Iterator<Item = u8>) -> Option<u8> {
+    let mut c = [0u64; 256];
+    let mut any = false;
+    for v in it {
+        c[v as usize] += 1;
+        any = true;
+    }
+    any.then(|| (0..256).max_by_key(|&i| c[i]).unwrap() as u8)
+}
+
+fn loss(arr: &[Arrival], tx: &[(u64, u64, u64, u32)]) -> LossStats {
+    let mut l = LossStats::default();
+    let mut max_seen: Option<u64> = None;
+    for a in arr {
+        if max_seen.is_some_and(|m| a.seq < m) {
+            l.reordered += 1;
+        }
+        max_seen = Some(max_seen.map_or(a.seq, |m| m.max(a.seq)));
+    }
+    let mut seqs: Vec<u64> = arr.iter().map(|a| a.seq).collect();
+    seqs.sort_unstable();
+    let n = seqs.len();
+    seqs.dedup();
+    l.duplicates = (n - seqs.len()) as u64;
+    let (lo, hi) = if tx.is_empty() {
+        (
+            seqs.first().copied().unwrap_or(0),
+            seqs.last().copied().unwrap_or(0),
+        )
+    } else {
+        l.sent = Some(tx.len() as u64);
+        (
+            tx.iter().map(|t| t.0).min().unwrap(),
+            tx.iter().map(|t| t.0).max().unwrap(),
+        )
+    };
+    if seqs.is_empty() && tx.is_empty() {
+        return l;
+    }
+    l.expected = hi - lo + 1;
+    let mut prev = lo.wrapping_sub(1);
+    let in_range = seqs.iter().copied().filter(|s| (lo..=hi).contains(s));
+    for s in in_range.chain(std::iter::once(hi + 1)) {
+        let gap = s - prev.wrapping_add(1);
+        if gap > 0 {
+            l.lost += gap;
+            l.bursts += 1;
+            l.burst_max = l.burst_max.max(gap);
+            *l.burst_hist.entry(gap).or_default() += 1;
+        }
+        prev = s;
+    }
+    l.loss_pct = pct(l.lost, l.expected);
+    l.burst_mean = if l.bursts > 0 {
+        l.lost as f64 / l.bursts as f64
+    } else {
+        0.0
+    };
+    l
+}
+
+/// Delay accumulator: exact min/max/mean/stddev, HDR histogram for percentiles, jitter.
+#[derive(Clone)]
+struct DelayAcc {
+    kind: &'static str,
+    n: u64,
+    sum: f64,
+    sumsq: f64,
+    min: i64,
+    max: i64,
+    /// Delays shifted by `offset` so negative one-way delays (unsynchronised clocks) fit.
+    values: Vec<i64>,
+    jitter: f64,
+    ipdv_sum: f64,
+    prev: Option<(u64, u64)>,
+}
+
+impl Default for DelayAcc {
+    fn default() -> Self {
+        DelayAcc {
+            kind: "owd",
+            n: 0,
+            sum: 0.0,
+            sumsq: 0.0,
+            min: i64::MAX,
+            max: i64::MIN,
+            values: Vec::new(),
+            jitter: 0.0,
+            ipdv_sum: 0.0,
+            prev: None,
+        }
+    }
+}
+
+impl DelayAcc {
+    fn push(&mut self, send: u64, recv: u64) {
+        let d = recv as i64 - send as i64;
+        self.n += 1;
+        self.sum += d as f64;
+        self.sumsq += (d as f64) * (d as f64);
+        self.min = self.min.min(d);
+        self.max = self.max.max(d);
+        self.values.push(d);
+        if let Some((ps, pr)) = self.prev {
+            let dd = (recv as i64 - pr as i64) - (send as i64 - ps as i64);
+            self.jitter += (dd.unsigned_abs() as f64 - self.jitter) / 16.0;
+            self.ipdv_sum += dd.unsigned_abs() as f64;
+        }
+        self.prev = Some((send, recv));
+    }
+
+    fn merge(&mut self, o: &DelayAcc) {
+        if o.n == 0 {
+            return;
+        }
+        self.kind = o.kind;
+        self.sum += o.sum;
+        self.sumsq += o.sumsq;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.values.extend_from_slice(&o.values);
+        // Total jitter: packet-weighted mean of the flows' jitter.
+        self.jitter = (self.jitter * self.n as f64 + o.jitter * o.n as f64) / (self.n + o.n) as f64;
+        self.ipdv_sum += o.ipdv_sum;
+        self.n += o.n;
+    }
+
+    fn finish(self) -> Option<DelayStats> {
+        if self.n == 0 {
+            return None;
+        }
+        let offset = (-self.min).max(0) as u64;
+        let mut h = Histogram::<u64>::new_with_bounds(
+            1,
+            (self.max as i128 + offset as i128).max(2) as u64 * 2,
+            3,
+        )
+        .expect("histogram bounds");
+        for v in &self.values {
+            h.saturating_record((*v + offset as i64).max(1) as u64);
+        }
+        let q = |p: f64| (h.value_at_quantile(p) as i64 - offset as i64) as f64 / 1e6;
+        let n = self.n as f64;
+        let mean = self.sum / n;
+        Some(DelayStats {
+            kind: self.kind,
+            samples: self.n,
+            min_ms: self.min as f64 / 1e6,
+            mean_ms: mean / 1e6,
+            max_ms: self.max as f64 / 1e6,
+            stddev_ms: ((self.sumsq / n - mean * mean).max(0.0)).sqrt() / 1e6,
+            p50_ms: q(0.5),
+            p90_ms: q(0.9),
+            p99_ms: q(0.99),
+            p999_ms: q(0.999),
+            jitter_ms: self.jitter / 1e6,
+            ipdv_mean_ms: if self.n > 1 {
+                self.ipdv_sum / (n - 1.0) / 1e6
+            } else {
+                0.0
+            },
+        })
+    }
+}
+
+#[derive(Clone, Default)]
+struct LateAcc {
+    values: Vec<i64>,
+}
+
+impl LateAcc {
+    fn push(&mut self, sched: u64, actual: u64) {
+        self.values.push(actual as i64 - sched as i64);
+    }
+
+    fn merge(&mut self, o: &LateAcc) {
+        self.values.extend_from_slice(&o.values);
+    }
+
+    fn finish(mut self) -> Option<Lateness> {
+        if self.values.is_empty() {
+            return None;
+        }
+        self.values.sort_unstable();
+        let n = self.values.len();
+        let q =
+            |v: &[i64], p: f64| v[((p * n as f64).ceil() as usize).clamp(1, n) - 1] as f64 / 1e3;
+        let mut abs: Vec<i64> = self.values.iter().map(|v| v.abs()).collect();
+        abs.sort_unstable();
+        Some(Lateness {
+            packets: n as u64,
+            mean_us: self.values.iter().sum::<i64>() as f64 / n as f64 / 1e3,
+            p50_us: q(&self.values, 0.5),
+            p99_us: q(&self.values, 0.99),
+            p999_us: q(&self.values, 0.999),
+            max_us: *self.values.last().unwrap() as f64 / 1e3,
+            abs_p99_us: q(&abs, 0.99),
+        })
+    }
+}
+
+fn windows(flows: &BTreeMap<u32, FlowAcc>, w: u64, first: u64) -> Vec<Window> {
+    let mut out: BTreeMap<(u64, u32), (Window, DelayAcc)> = BTreeMap::new();
+    let first_send = flows
+        .values()
+        .flat_map(|a| a.tx.iter().map(|t| t.2))
+        .min()
+        .unwrap_or(first)
+        .min(first);
+    for (id, acc) in flows {
+        let rtt = acc.rx.is_empty();
+        let arr = if rtt { &acc.echo } else { &acc.rx };
+        for a in arr {
+            let k = (a.recv.saturating_sub(first_send)) / w;
+            let e = out.entry((k, *id)).or_insert_with(|| {
+                (
+                    Window {
+                        start_s: (k * w) as f64 / 1e9,
+                        flow: Some(*id),
+                        ..Default::default()
+                    },
+                    DelayAcc::default(),
+                )
+            });
+            e.0.packets += 1;
+            e.0.bytes += a.size as u64;
+            e.1.push(a.send, a.recv);
+        }
+        if !acc.tx.is_empty() {
+            let got: std::collections::HashSet<u64> = arr.iter().map(|a| a.seq).collect();
+            for (seq, _, actual, _) in &acc.tx {
+                let k = actual.saturating_sub(first_send) / w;
+                let e = out.entry((k, *id)).or_insert_with(|| {
+                    (
+                        Window {
+                            start_s: (k * w) as f64 / 1e9,
+                            flow: Some(*id),
+                            ..Default::default()
+                        },
+                        DelayAcc::default(),
+                    )
+                });
+                *e.0.lost.get_or_insert(0) += (!got.contains(seq)) as u64;
+            }
+        }
+    }
+    let secs = w as f64 / 1e9;
+    out.into_values()
+        .map(|(mut win, d)| {
+            win.pkt_rate = win.packets as f64 / secs;
+            win.bitrate_bps = win.bytes as f64 * 8.0 / secs;
+            if let Some(ds) = d.finish() {
+                win.delay_mean_ms = Some(ds.mean_ms);
+                win.delay_max_ms = Some(ds.max_ms);
+                win.jitter_ms = Some(ds.jitter_ms);
+            }
+            win
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use horde_wire::Role;
+
+    fn rec(kind: RecordKind, seq: u64, send: u64, recv: u64) -> Record {
+        Record {
+            flow: 1,
+            size: 100,
+            seq,
+            t_a: send,
+            t_b: recv,
+            tag: 0,
+            tos: 0xb8,
+            ttl: 64,
+            kind,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn loss_bursts_duplicates_and_reordering() {
+        // sent 0..10; received 0,1,2,5,4,4,9 (3 lost in burst 6-8? no: 3 and 6,7,8)
+        let tx: Vec<Record> = (0..10)
+            .map(|s| rec(RecordKind::Sent, s, s * 1000, s * 1000))
+            .collect();
+        let rx: Vec<Record> = [0, 1, 2, 5, 4, 4, 9]
+            .iter()
+            .map(|&s| rec(RecordKind::Received, s, s * 1000, s * 1000 + 500))
+            .collect();
+        let a = analyse(
+            &[
+                LoadedLog {
+                    role: Role::Sender,
+                    records: tx,
+                    trailing_bytes: 0,
+                },
+                LoadedLog {
+                    role: Role::Receiver,
+                    records: rx,
+                    trailing_bytes: 0,
+                },
+            ],
+            Options::default(),
+        );
+        let l = a.flows[0].loss.as_ref().unwrap();
+        assert_eq!(
+            (
+                l.sent,
+                l.expected,
+                l.lost,
+                l.bursts,
+                l.burst_max,
+                l.duplicates,
+                l.reordered
+            ),
+            (Some(10), 10, 4, 2, 3, 1, 2)
+        );
+        assert_eq!(l.burst_hist, BTreeMap::from([(1, 1), (3, 1)]));
+        assert!((l.loss_pct - 40.0).abs() < 1e-9);
+        let d = a.flows[0].delay.as_ref().unwrap();
+        assert!((d.mean_ms - 0.0005).abs() < 1e-12 && d.jitter_ms == 0.0);
+    }
+
+    #[test]
+    fn rates_jitter_and_percentiles() {
+        // 1001 packets 1 ms apart; delay alternates 1 ms / 3 ms.
+        let rx: Vec<Record> = (0..1001)
+            .map(|s| {
+                rec(
+                    RecordKind::Received,
+                    s,
+                    s * 1_000_000,
+                    s * 1_000_000 + if s % 2 == 0 { 1_000_000 } else { 3_000_000 },
+                )
+            })
+            .collect();
+        let a = analyse(
+            &[LoadedLog {
+                role: Role::Receiver,
+                records: rx,
+                trailing_bytes: 0,
+            }],
+            Options {
+                window_ns: Some(100_000_000),
+            },
+        );
+        let f = &a.flows[0];
+        assert!((f.pkt_rate - 1000.0).abs() < 3.0, "{}", f.pkt_rate);
+        let d = f.delay.as_ref().unwrap();
+        assert!(
+            (d.mean_ms - 2.0).abs() < 0.01
+                && (d.min_ms - 1.0).abs() < 1e-9
+                && (d.max_ms - 3.0).abs() < 1e-9
+        );
+        assert!(
+            (d.p99_ms - 3.0).abs() < 0.01 && (d.p50_ms - 1.0).abs() < 0.01,
+            "{d:?}"
+        );
+        // |D| = 2 ms every packet: J converges to 2 ms, ipdv mean is 2 ms.
+        assert!((d.jitter_ms - 2.0).abs() < 0.01 && (d.ipdv_mean_ms - 2.0).abs() < 1e-9);
+        assert_eq!(f.tos, Some(0xb8));
+        assert!(a.windows.len() >= 10);
+        assert_eq!(a.flows[0].loss.as_ref().unwrap().lost, 0);
+    }
+
+    #[test]
+    fn udp_sequence_numbers_unwrap() {
+        let seqs = [u32::MAX as u64 - 1, u32::MAX as u64, 0, 1];
+        let rx: Vec<Record> = seqs
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| rec(RecordKind::Received, s, i as u64, i as u64 + 5))
+            .collect();
+        let a = analyse(
+            &[LoadedLog {
+                role: Role::Receiver,
+                records: rx,
+                trailing_bytes: 0,
+            }],
+            Options::default(),
+        );
+        let l = a.flows[0].loss.as_ref().unwrap();
+        assert_eq!((l.expected, l.lost, l.reordered), (4, 0, 0));
+    }
+}

@@ -30,7 +30,13 @@ pub struct ParseError {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} in `{}` at character {}", self.msg, self.input, self.pos + 1)
+        write!(
+            f,
+            "{} in `{}` at character {}",
+            self.msg,
+            self.input,
+            self.pos + 1
+        )
     }
 }
 
@@ -46,8 +52,16 @@ const FAMILIES: &[(&str, &[&str], &[&str])] = &[
     ("gamma", &[], &["shape", "scale"]),
     ("weibull", &[], &["scale", "shape"]),
     ("poisson", &[], &["mean"]),
-    ("student_t", &["t", "studentt"], &["location", "scale", "dof"]),
-    ("extreme_largest", &["lev", "gumbel", "extreme"], &["location", "scale"]),
+    (
+        "student_t",
+        &["t", "studentt"],
+        &["location", "scale", "dof"],
+    ),
+    (
+        "extreme_largest",
+        &["lev", "gumbel", "extreme"],
+        &["location", "scale"],
+    ),
     ("extreme_smallest", &["sev"], &["location", "scale"]),
     ("discrete", &[], &[]),
     ("mix", &["mixture"], &[]),
@@ -88,7 +102,11 @@ enum Arg {
 
 impl<'a> Parser<'a> {
     fn error(&self, msg: impl Into<String>) -> ParseError {
-        ParseError { input: self.src.to_string(), pos: self.pos, msg: msg.into() }
+        ParseError {
+            input: self.src.to_string(),
+            pos: self.pos,
+            msg: msg.into(),
+        }
     }
 
     fn rest(&self) -> &'a str {
@@ -121,7 +139,9 @@ impl<'a> Parser<'a> {
     fn word(&mut self) -> Option<&'a str> {
         self.skip_ws();
         let r = self.rest();
-        let n = r.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).unwrap_or(r.len());
+        let n = r
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .unwrap_or(r.len());
         if n == 0 || r.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
             return None;
         }
@@ -134,7 +154,13 @@ impl<'a> Parser<'a> {
         let r = self.rest();
         let n = r
             .char_indices()
-            .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || ((c == '-' || c == '+') && (i == 0 || r[..i].ends_with(['e', 'E'])))))
+            .find(|&(i, c)| {
+                !(c.is_ascii_digit()
+                    || c == '.'
+                    || c == 'e'
+                    || c == 'E'
+                    || ((c == '-' || c == '+') && (i == 0 || r[..i].ends_with(['e', 'E']))))
+            })
             .map(|(i, _)| i)
             .unwrap_or(r.len());
         let v = r[..n].parse::<f64>().ok()?;
@@ -149,11 +175,19 @@ impl<'a> Parser<'a> {
             return Ok(Dist::constant(v));
         }
         let Some(name) = self.word() else {
-            return Err(self.error(format!("expected a number or a distribution such as `exponential(10)`; families: {}", family_names().join(", "))));
+            return Err(self.error(format!(
+                "expected a number or a distribution such as `exponential(10)`; families: {}",
+                family_names().join(", ")
+            )));
         };
-        let Some(&(family, _, params)) = FAMILIES.iter().find(|(n, al, _)| *n == name.to_ascii_lowercase() || al.contains(&name.to_ascii_lowercase().as_str())) else {
+        let Some(&(family, _, params)) = FAMILIES.iter().find(|(n, al, _)| {
+            *n == name.to_ascii_lowercase() || al.contains(&name.to_ascii_lowercase().as_str())
+        }) else {
             self.pos = start;
-            return Err(self.error(format!("unknown distribution `{name}`; use one of: {}", family_names().join(", "))));
+            return Err(self.error(format!(
+                "unknown distribution `{name}`; use one of: {}",
+                family_names().join(", ")
+            )));
         };
         self.expect('(')?;
         if family == "file" {
@@ -170,13 +204,26 @@ impl<'a> Parser<'a> {
         };
         let path = r[..end].trim().trim_matches(['"', '\'']).to_string();
         self.pos += end + 1;
-        let text = std::fs::read_to_string(&path).map_err(|e| self.error(format!("cannot read values file `{path}`: {e}")))?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| self.error(format!("cannot read values file `{path}`: {e}")))?;
         let mut values = Vec::new();
-        for (i, tok) in text.split(|c: char| c.is_whitespace() || c == ',' || c == ';').filter(|t| !t.is_empty()).enumerate() {
-            let v = tok.parse::<f64>().map_err(|_| self.error(format!("values file `{path}`: item {} (`{tok}`) is not a number", i + 1)))?;
+        for (i, tok) in text
+            .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+            .filter(|t| !t.is_empty())
+            .enumerate()
+        {
+            let v = tok.parse::<f64>().map_err(|_| {
+                self.error(format!(
+                    "values file `{path}`: item {} (`{tok}`) is not a number",
+                    i + 1
+                ))
+            })?;
             values.push(v);
         }
-        Ok(Dist::new(Kind::Trace { source: path, values: Arc::new(values) }))
+        Ok(Dist::new(Kind::Trace {
+            source: path,
+            values: Arc::new(values),
+        }))
     }
 
     fn args(&mut self) -> Result<Vec<Arg>, ParseError> {
@@ -198,7 +245,9 @@ impl<'a> Parser<'a> {
         let save = self.pos;
         if let Some(v) = self.number() {
             if self.eat(':') {
-                let p = self.number().ok_or_else(|| self.error("expected a probability after `:`"))?;
+                let p = self
+                    .number()
+                    .ok_or_else(|| self.error("expected a probability after `:`"))?;
                 return Ok(Arg::Pair(v, p));
             }
             if self.eat('*') {
@@ -217,11 +266,22 @@ impl<'a> Parser<'a> {
             }
         }
         self.pos = save;
-        Err(self.error("expected a number, `key=value`, `value:probability` or `weight*distribution`"))
+        Err(self
+            .error("expected a number, `key=value`, `value:probability` or `weight*distribution`"))
     }
 
-    fn build(&self, family: &'static str, params: &[&str], args: Vec<Arg>, start: usize) -> Result<Dist, ParseError> {
-        let at = |msg: String| ParseError { input: self.src.to_string(), pos: start, msg };
+    fn build(
+        &self,
+        family: &'static str,
+        params: &[&str],
+        args: Vec<Arg>,
+        start: usize,
+    ) -> Result<Dist, ParseError> {
+        let at = |msg: String| ParseError {
+            input: self.src.to_string(),
+            pos: start,
+            msg,
+        };
         let mut vals: Vec<Option<f64>> = vec![None; params.len()];
         let mut pairs = Vec::new();
         let mut parts = Vec::new();
@@ -233,17 +293,32 @@ impl<'a> Parser<'a> {
                 Arg::Pos(v) if family == "values" => inline.push(v),
                 Arg::Pos(v) => {
                     if next_pos >= params.len() {
-                        return Err(at(format!("{family} takes {} positional parameter(s) ({}), got more", params.len(), params.join(", "))));
+                        return Err(at(format!(
+                            "{family} takes {} positional parameter(s) ({}), got more",
+                            params.len(),
+                            params.join(", ")
+                        )));
                     }
                     vals[next_pos] = Some(v);
                     next_pos += 1;
                 }
                 Arg::Pair(v, p) if family == "discrete" => pairs.push((v, p)),
-                Arg::Pair(..) => return Err(at(format!("`value:probability` pairs belong in discrete(...), not {family}"))),
+                Arg::Pair(..) => {
+                    return Err(at(format!(
+                        "`value:probability` pairs belong in discrete(...), not {family}"
+                    )))
+                }
                 Arg::Weighted(w, c) if family == "mix" => parts.push((w, c)),
-                Arg::Weighted(..) => return Err(at(format!("`weight*distribution` components belong in mix(...), not {family}"))),
+                Arg::Weighted(..) => {
+                    return Err(at(format!(
+                        "`weight*distribution` components belong in mix(...), not {family}"
+                    )))
+                }
                 Arg::Named(k, v) => {
-                    let num = || v.parse::<f64>().map_err(|_| at(format!("{family}: `{k}` needs a number (got `{v}`)")));
+                    let num = || {
+                        v.parse::<f64>()
+                            .map_err(|_| at(format!("{family}: `{k}` needs a number (got `{v}`)")))
+                    };
                     match k.as_str() {
                         "mul" => d.mul = num()?,
                         "shift" => d.shift = num()?,
@@ -255,14 +330,20 @@ impl<'a> Parser<'a> {
                                 "ceil" => Round::Ceil,
                                 "nearest" => Round::Nearest,
                                 "none" => Round::None,
-                                _ => return Err(at(format!("round must be floor, ceil, nearest or none (got `{v}`)"))),
+                                _ => {
+                                    return Err(at(format!(
+                                        "round must be floor, ceil, nearest or none (got `{v}`)"
+                                    )))
+                                }
                             }
                         }
                         "rate" if family == "exponential" => {
                             let r = num()?;
                             vals[0] = Some(1.0 / r);
                         }
-                        "std_dev" | "sigma" | "xmin" | "nu" | "loc" if alias(family, &k).is_some() => {
+                        "std_dev" | "sigma" | "xmin" | "nu" | "loc"
+                            if alias(family, &k).is_some() =>
+                        {
                             let i = alias(family, &k).unwrap();
                             vals[i] = Some(num()?);
                         }
@@ -271,35 +352,80 @@ impl<'a> Parser<'a> {
                             None => {
                                 let mut allowed: Vec<&str> = params.to_vec();
                                 allowed.extend(["mul", "shift", "round", "min", "max"]);
-                                return Err(at(format!("{family} has no parameter `{k}`; allowed: {}", allowed.join(", "))));
+                                return Err(at(format!(
+                                    "{family} has no parameter `{k}`; allowed: {}",
+                                    allowed.join(", ")
+                                )));
                             }
                         },
                     }
                 }
             }
         }
-        let missing = params.iter().zip(&vals).find(|(_, v)| v.is_none()).map(|(p, _)| *p);
+        let missing = params
+            .iter()
+            .zip(&vals)
+            .find(|(_, v)| v.is_none())
+            .map(|(p, _)| *p);
         if let Some(p) = missing {
-            return Err(at(format!("{family} needs parameter `{p}` ({}({}))", family, params.join(", "))));
+            return Err(at(format!(
+                "{family} needs parameter `{p}` ({}({}))",
+                family,
+                params.join(", ")
+            )));
         }
         let v: Vec<f64> = vals.into_iter().map(|v| v.unwrap()).collect();
         d.kind = match family {
             "constant" => Kind::Constant(v[0]),
-            "uniform" => Kind::Uniform { min: v[0], max: v[1] },
+            "uniform" => Kind::Uniform {
+                min: v[0],
+                max: v[1],
+            },
             "exponential" => Kind::Exponential { mean: v[0] },
-            "normal" => Kind::Normal { mean: v[0], std_dev: v[1] },
-            "lognormal" => Kind::LogNormal { mu: v[0], sigma: v[1] },
-            "pareto" => Kind::Pareto { shape: v[0], scale: v[1] },
-            "cauchy" => Kind::Cauchy { location: v[0], scale: v[1] },
-            "gamma" => Kind::Gamma { shape: v[0], scale: v[1] },
-            "weibull" => Kind::Weibull { scale: v[0], shape: v[1] },
+            "normal" => Kind::Normal {
+                mean: v[0],
+                std_dev: v[1],
+            },
+            "lognormal" => Kind::LogNormal {
+                mu: v[0],
+                sigma: v[1],
+            },
+            "pareto" => Kind::Pareto {
+                shape: v[0],
+                scale: v[1],
+            },
+            "cauchy" => Kind::Cauchy {
+                location: v[0],
+                scale: v[1],
+            },
+            "gamma" => Kind::Gamma {
+                shape: v[0],
+                scale: v[1],
+            },
+            "weibull" => Kind::Weibull {
+                scale: v[0],
+                shape: v[1],
+            },
             "poisson" => Kind::Poisson { mean: v[0] },
-            "student_t" => Kind::StudentT { location: v[0], scale: v[1], dof: v[2] },
-            "extreme_largest" => Kind::ExtremeLargest { location: v[0], scale: v[1] },
-            "extreme_smallest" => Kind::ExtremeSmallest { location: v[0], scale: v[1] },
+            "student_t" => Kind::StudentT {
+                location: v[0],
+                scale: v[1],
+                dof: v[2],
+            },
+            "extreme_largest" => Kind::ExtremeLargest {
+                location: v[0],
+                scale: v[1],
+            },
+            "extreme_smallest" => Kind::ExtremeSmallest {
+                location: v[0],
+                scale: v[1],
+            },
             "discrete" => Kind::Discrete(pairs),
             "mix" => Kind::Mixture(parts),
-            "values" => Kind::Trace { source: "inline".into(), values: Arc::new(inline) },
+            "values" => Kind::Trace {
+                source: "inline".into(),
+                values: Arc::new(inline),
+            },
             _ => unreachable!("family table and builder disagree"),
         };
         Ok(d)
@@ -312,7 +438,13 @@ fn alias(family: &str, key: &str) -> Option<usize> {
         ("normal", "std_dev" | "sigma") => Some(1),
         ("pareto", "xmin") => Some(1),
         ("student_t", "nu") => Some(2),
-        (_, "loc") if FAMILIES.iter().any(|f| f.0 == family && f.2.first() == Some(&"location")) => Some(0),
+        (_, "loc")
+            if FAMILIES
+                .iter()
+                .any(|f| f.0 == family && f.2.first() == Some(&"location")) =>
+        {
+            Some(0)
+        }
         _ => None,
     }
 }
@@ -329,13 +461,47 @@ mod tests {
     fn parses_every_family() {
         assert_eq!(p("64").kind, Kind::Constant(64.0));
         assert_eq!(p("constant(64)").kind, Kind::Constant(64.0));
-        assert_eq!(p("uniform(100, 320)").kind, Kind::Uniform { min: 100.0, max: 320.0 });
+        assert_eq!(
+            p("uniform(100, 320)").kind,
+            Kind::Uniform {
+                min: 100.0,
+                max: 320.0
+            }
+        );
         assert_eq!(p("exp(rate=2)").kind, Kind::Exponential { mean: 0.5 });
-        assert_eq!(p("weibull(shape=0.58, scale=268.37)").kind, Kind::Weibull { scale: 268.37, shape: 0.58 });
-        assert_eq!(p("t(41.6994, 0.104821, 0.704073)").kind, Kind::StudentT { location: 41.6994, scale: 0.104821, dof: 0.704073 });
-        assert_eq!(p("lev(45, 5.7)").kind, Kind::ExtremeLargest { location: 45.0, scale: 5.7 });
-        assert_eq!(p("sev(1321.42, 1116)").kind, Kind::ExtremeSmallest { location: 1321.42, scale: 1116.0 });
-        assert_eq!(p("discrete(27:0.8, 28:0.2)").kind, Kind::Discrete(vec![(27.0, 0.8), (28.0, 0.2)]));
+        assert_eq!(
+            p("weibull(shape=0.58, scale=268.37)").kind,
+            Kind::Weibull {
+                scale: 268.37,
+                shape: 0.58
+            }
+        );
+        assert_eq!(
+            p("t(41.6994, 0.104821, 0.704073)").kind,
+            Kind::StudentT {
+                location: 41.6994,
+                scale: 0.104821,
+                dof: 0.704073
+            }
+        );
+        assert_eq!(
+            p("lev(45, 5.7)").kind,
+            Kind::ExtremeLargest {
+                location: 45.0,
+                scale: 5.7
+            }
+        );
+        assert_eq!(
+            p("sev(1321.42, 1116)").kind,
+            Kind::ExtremeSmallest {
+                location: 1321.42,
+                scale: 1116.0
+            }
+        );
+        assert_eq!(
+            p("discrete(27:0.8, 28:0.2)").kind,
+            Kind::Discrete(vec![(27.0, 0.8), (28.0, 0.2)])
+        );
         assert!(matches!(p("values(1, 2, 3)").kind, Kind::Trace { .. }));
     }
 
@@ -344,7 +510,9 @@ mod tests {
         let d = p("mix(0.6*exponential(4.29), 0.4*constant(10.75), min=0, round=ceil)");
         assert_eq!(d.min, Some(0.0));
         assert_eq!(d.round, Round::Ceil);
-        let Kind::Mixture(parts) = &d.kind else { panic!() };
+        let Kind::Mixture(parts) = &d.kind else {
+            panic!()
+        };
         assert_eq!(parts.len(), 2);
         assert_eq!(parts[0].1.kind, Kind::Exponential { mean: 4.29 });
         let d = p("weibull(1220.33, 0.66, shift=500.95)");
@@ -353,7 +521,12 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in ["mix(0.5*weibull(176.74, 0.99), 0.5*constant(500), min=0)", "normal(64.15, 3.2, round=nearest, max=100)", "discrete(6:0.5, 10:0.5)", "exponential(1e-3)"] {
+        for s in [
+            "mix(0.5*weibull(176.74, 0.99), 0.5*constant(500), min=0)",
+            "normal(64.15, 3.2, round=nearest, max=100)",
+            "discrete(6:0.5, 10:0.5)",
+            "exponential(1e-3)",
+        ] {
             let d = p(s);
             let again = p(&d.to_string());
             assert_eq!(d, again, "{s} -> {d}");
@@ -370,7 +543,9 @@ mod tests {
         assert!(e.msg.contains("no parameter `foo`"), "{e}");
         let e = "normal(1, 2".parse::<Dist>().unwrap_err();
         assert!(e.msg.contains("expected"), "{e}");
-        let e = "file(/nonexistent/horde-values)".parse::<Dist>().unwrap_err();
+        let e = "file(/nonexistent/horde-values)"
+            .parse::<Dist>()
+            .unwrap_err();
         assert!(e.msg.contains("cannot read values file"), "{e}");
     }
 }

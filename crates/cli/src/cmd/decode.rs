@@ -1,0 +1,85 @@
+use std::path::PathBuf;
+
+use anyhow::Context;
+use horde_stats::{analyse, export, load, LoadedLog, Options};
+
+use crate::{bad_input, Outcome};
+
+/// Decodes sender and/or receiver logs: per flow and in total, packets, rates, one-way delay
+/// (or RTT) percentiles, RFC 3550 jitter, loss and loss bursts, duplicates, reordering and send
+/// lateness. Given both logs of a run, matches them by flow and sequence number.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Log files written by `horde send --log` and `horde recv --log`
+    #[arg(required = true, value_name = "LOG")]
+    pub logs: Vec<PathBuf>,
+    /// Also compute a time series in windows of this length, e.g. 100ms or 1s
+    #[arg(short = 'w', long, value_name = "DURATION")]
+    pub window: Option<String>,
+    /// Write the full analysis as JSON to FILE (- for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write per-flow and total rows as CSV to FILE (- for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write the time series as CSV to FILE (needs --window)
+    #[arg(long, value_name = "FILE")]
+    pub windows_csv: Option<PathBuf>,
+    /// Flows shown in the table (all are in JSON/CSV)
+    #[arg(long, default_value_t = 20)]
+    pub max_flows: usize,
+    /// Do not print the table
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+pub fn load_logs(paths: &[PathBuf]) -> Result<Vec<LoadedLog>, crate::Failure> {
+    let mut logs = Vec::new();
+    for p in paths {
+        let bytes = std::fs::read(p)
+            .with_context(|| format!("reading log {}", p.display()))
+            .map_err(bad_input)?;
+        let l = load(&bytes).map_err(|e| bad_input(anyhow::anyhow!("{}: not a Horde log ({e}); logs come from `horde send --log` or `horde recv --log`", p.display())))?;
+        if l.trailing_bytes > 0 {
+            eprintln!(
+                "horde decode: note: {} ends with a partial record ({} bytes), ignored",
+                p.display(),
+                l.trailing_bytes
+            );
+        }
+        logs.push(l);
+    }
+    Ok(logs)
+}
+
+pub fn run(args: Args) -> Outcome {
+    let window_ns = args
+        .window
+        .as_deref()
+        .map(horde_model::units::parse_duration_ns)
+        .transpose()
+        .map_err(|m| bad_input(anyhow::anyhow!("--window: {m}")))?;
+    if window_ns == Some(0) {
+        return Err(bad_input(anyhow::anyhow!("--window must be longer than 0")));
+    }
+    if args.windows_csv.is_some() && window_ns.is_none() {
+        return Err(bad_input(anyhow::anyhow!(
+            "--windows-csv needs --window, e.g. --window 100ms"
+        )));
+    }
+    let logs = load_logs(&args.logs)?;
+    let a = analyse(&logs, Options { window_ns });
+    if !args.quiet {
+        print!("{}", export::table(&a, args.max_flows));
+    }
+    if let Some(p) = &args.json {
+        super::write_out(p, &export::json(&a))?;
+    }
+    if let Some(p) = &args.csv {
+        super::write_out(p, &export::flows_csv(&a))?;
+    }
+    if let Some(p) = &args.windows_csv {
+        super::write_out(p, &export::windows_csv(&a.windows))?;
+    }
+    Ok(0)
+}

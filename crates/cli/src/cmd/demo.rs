@@ -1,0 +1,153 @@
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use horde_engine::{receiver, sender, RecvOptions, SendOptions};
+use horde_model::flow::FlowFile;
+use horde_stats::{analyse, export, Options};
+
+use crate::{bad_input, Outcome};
+
+/// The embedded default scenario: game, voice and interactive flows on loopback, both UDP and
+/// TCP, one-way delay and round trip. Ports are filled in at run time.
+const DEMO_FLOWS: &str = r#"
+[defaults]
+duration = "DURATION"
+start_delay = "uniform(0, 50)"
+
+[[flow]]
+name = "quake3"
+preset = "quake3"
+dst = "UDP_A"
+repeat = 8
+
+[[flow]]
+name = "counter-strike"
+preset = "csa"
+dst = "UDP_A"
+repeat = 8
+
+[[flow]]
+name = "voice"
+preset = "voip(codec=g729.2, rtp=rtp, vad=on)"
+dst = "UDP_B"
+meter = "rtt"
+dscp = 46
+repeat = 4
+
+[[flow]]
+name = "telnet"
+preset = "telnet"
+dst = "TCP"
+repeat = 4
+
+[[flow]]
+name = "mmo-client"
+transport = "tcp"
+dst = "TCP"
+idt = "mix(0.9586*weibull(268.37, 0.58), 0.0414*constant(500))"
+size = "discrete(6:4.57, 10:8.00, 14:16.28, 19:4.04, 22:8.28, 35:55.70, 51:3.13)"
+repeat = 50
+"#;
+
+/// Runs the embedded demo scenario on loopback (no root) and writes a report directory.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// How long the traffic runs
+    #[arg(short = 't', long, default_value = "10s", value_parser = super::duration, value_name = "DURATION")]
+    pub duration: Duration,
+    /// Directory for logs and the report (default: horde-out/demo-<unix time>)
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Seed of the scenario
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
+    if args.duration.is_zero() || args.duration > Duration::from_secs(3600) {
+        return Err(bad_input(anyhow::anyhow!(
+            "--duration must be between 1ms and 1h"
+        )));
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "horde-out/demo-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        ))
+    });
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("creating report directory {}", out.display()))?;
+    let lo = |p| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p);
+    let ropts = RecvOptions {
+        udp: vec![lo(0), lo(0)],
+        tcp: vec![lo(0)],
+        log: Some(out.join("recv.hlog")),
+        ..Default::default()
+    };
+    let rx_stop = AtomicBool::new(false);
+    let (tx_addr, rx_addr) = std::sync::mpsc::channel();
+    eprintln!("horde demo: {} of quake3, counter-strike, voice (RTT), telnet and 50 MMO clients on loopback", super::super::cmd::decode_fmt_duration(args.duration));
+    let (recv_res, send_res) = std::thread::scope(|s| {
+        let rx_stop = &rx_stop;
+        let ropts = &ropts;
+        let h = s.spawn(move || receiver::run(ropts, rx_stop, |b| drop(tx_addr.send(b.to_vec()))));
+        let bound: Vec<SocketAddr> = match rx_addr.recv() {
+            Ok(b) => b,
+            Err(_) => {
+                return (
+                    h.join().expect("receiver thread"),
+                    Err(anyhow::anyhow!("receiver did not start")),
+                )
+            }
+        };
+        let text = DEMO_FLOWS
+            .replace("DURATION", &format!("{}ms", args.duration.as_millis()))
+            .replace("UDP_A", &bound[0].to_string())
+            .replace("UDP_B", &bound[1].to_string())
+            .replace("TCP", &bound[2].to_string());
+        let send = (|| {
+            let flows = FlowFile::parse_and_resolve(&text, args.seed)
+                .map_err(|e| anyhow::anyhow!("embedded scenario: {e}"))?;
+            let sopts = SendOptions {
+                log: Some(out.join("send.hlog")),
+                ..Default::default()
+            };
+            Ok(sender::run(flows, &sopts, stop)?)
+        })();
+        std::thread::sleep(Duration::from_millis(300));
+        rx_stop.store(true, Ordering::Relaxed);
+        (h.join().expect("receiver thread"), send)
+    });
+    let mut rreport = recv_res.context("receiving")?;
+    // The demo itself stops the receiver; only a user's Ctrl-C counts as an interruption.
+    rreport.interrupted = stop.load(Ordering::Relaxed);
+    let sreport = send_res.context("sending")?;
+    super::send::print_report(&sreport);
+    super::recv::print_report(&rreport);
+    let logs = super::decode::load_logs(&[out.join("send.hlog"), out.join("recv.hlog")])?;
+    let a = analyse(
+        &logs,
+        Options {
+            window_ns: Some(1_000_000_000),
+        },
+    );
+    println!();
+    print!("{}", export::table(&a, 12));
+    std::fs::write(out.join("summary.json"), export::json(&a)).context("writing summary.json")?;
+    std::fs::write(out.join("flows.csv"), export::flows_csv(&a)).context("writing flows.csv")?;
+    std::fs::write(out.join("windows.csv"), export::windows_csv(&a.windows))
+        .context("writing windows.csv")?;
+    std::fs::write(
+        out.join("index.html"),
+        horde_stats::html::page("Horde demo", &a),
+    )
+    .context("writing index.html")?;
+    println!("\nreport: {}/index.html (also summary.json, flows.csv, windows.csv; logs send.hlog, recv.hlog)", out.display());
+    Ok(if sreport.interrupted { 130 } else { 0 })
+}

@@ -1,0 +1,140 @@
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Context;
+use horde_engine::{receiver, RecvOptions, RecvReport};
+
+use crate::{bad_input, Outcome};
+
+/// Receives Horde traffic, logs every packet, echoes when asked. Listens on 127.0.0.1 unless
+/// --bind says otherwise; stops on Ctrl-C/SIGTERM (logs are flushed) or a stop condition.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// UDP and TCP ports to listen on: 9000, 9000-9010 or 9000,9005
+    #[arg(short = 'p', long, value_name = "PORTS")]
+    pub port: Option<String>,
+    /// UDP-only ports
+    #[arg(long, value_name = "PORTS")]
+    pub udp: Option<String>,
+    /// TCP-only ports
+    #[arg(long, value_name = "PORTS")]
+    pub tcp: Option<String>,
+    /// Address to listen on (0.0.0.0 or :: listens on all interfaces)
+    #[arg(short = 'b', long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Per-packet binary log of arrivals
+    #[arg(short = 'l', long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Stop after this long
+    #[arg(short = 't', long, value_parser = super::duration, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+    /// Stop after nothing arrived for this long
+    #[arg(long, value_parser = super::duration, value_name = "DURATION")]
+    pub idle: Option<Duration>,
+    /// Stop after this many packets
+    #[arg(long, value_name = "N")]
+    pub packets: Option<u64>,
+    /// Write the receive report as JSON to FILE (- for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// Parses `9000`, `9000-9010`, `9000,9005,9100-9101`.
+pub fn parse_ports(s: &str) -> Result<Vec<u16>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let port = |p: &str| {
+            p.trim()
+                .parse::<u16>()
+                .map_err(|_| format!("`{p}` is not a port number 1..65535"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (port(a)?, port(b)?);
+                if a > b {
+                    return Err(format!("port range `{part}` goes backwards"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(port(part)?),
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("`{s}` names no ports"));
+    }
+    Ok(out)
+}
+
+pub fn options(args: &Args) -> Result<RecvOptions, crate::Failure> {
+    let ports = |o: &Option<String>, flag: &str| -> Result<Vec<u16>, crate::Failure> {
+        o.as_deref()
+            .map(parse_ports)
+            .transpose()
+            .map(|v| v.unwrap_or_default())
+            .map_err(|m| bad_input(anyhow::anyhow!("--{flag}: {m}")))
+    };
+    let both = ports(&args.port, "port")?;
+    let mut udp = ports(&args.udp, "udp")?;
+    let mut tcp = ports(&args.tcp, "tcp")?;
+    if both.is_empty() && udp.is_empty() && tcp.is_empty() {
+        udp.push(9000);
+        tcp.push(9000);
+    }
+    udp.extend(&both);
+    tcp.extend(&both);
+    let addr = |p: &u16| SocketAddr::new(args.bind, *p);
+    Ok(RecvOptions {
+        udp: udp.iter().map(addr).collect(),
+        tcp: tcp.iter().map(addr).collect(),
+        log: args.log.clone(),
+        duration: args.duration,
+        idle: args.idle,
+        packets: args.packets,
+    })
+}
+
+pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
+    let opts = options(&args)?;
+    let report = receiver::run(&opts, stop, |bound| {
+        let list: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
+        eprintln!(
+            "horde recv: listening on {} (udp: {}, tcp: {}); Ctrl-C stops",
+            list.join(" "),
+            opts.udp.len(),
+            opts.tcp.len()
+        );
+    })
+    .context("receiving")?;
+    print_report(&report);
+    if let Some(p) = &args.json {
+        super::write_out(
+            p,
+            &serde_json::to_string_pretty(&report).expect("report serialises"),
+        )?;
+    }
+    Ok(if report.interrupted { 130 } else { 0 })
+}
+
+pub fn print_report(r: &RecvReport) {
+    eprintln!(
+        "horde recv: {} packets, {} bytes from {} flow(s) in {:.3} s; {} TCP connection(s); {} echoed{}",
+        r.packets,
+        r.bytes,
+        r.flows.len(),
+        r.duration_s,
+        r.tcp_connections,
+        r.echoed,
+        if r.interrupted { " — interrupted" } else { "" }
+    );
+    if r.garbage_datagrams + r.garbage_streams > 0 {
+        eprintln!(
+            "  ignored: {} datagram(s) and {} TCP stream(s) that were not Horde traffic",
+            r.garbage_datagrams, r.garbage_streams
+        );
+    }
+    if let Some(p) = &r.log {
+        eprintln!("  log: {} ({} records)", p.display(), r.log_records);
+    }
+}

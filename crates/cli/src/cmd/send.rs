@@ -1,0 +1,282 @@
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Context;
+use horde_engine::{sender, SendOptions, SendReport};
+use horde_model::flow::{FlowFile, Quantity, RawFlow};
+use horde_model::units::fmt_ns;
+use horde_model::Flow;
+
+use crate::{bad_input, Outcome};
+
+/// Flow flags (one flow), shared with the demo.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[command(
+    next_help_heading = "One flow from flags (see `horde presets` for the distribution syntax)"
+)]
+pub struct FlowFlags {
+    /// Receiver address, IP:PORT (e.g. 127.0.0.1:9000 or [::1]:9000)
+    #[arg(short = 'a', long, value_name = "IP:PORT")]
+    pub dst: Option<String>,
+    /// Source address to bind, IP or IP:PORT
+    #[arg(long, value_name = "IP[:PORT]")]
+    pub src: Option<String>,
+    /// udp or tcp (default udp, or the preset's)
+    #[arg(short = 'T', long)]
+    pub transport: Option<String>,
+    /// Inter-departure time distribution in milliseconds, e.g. 'exponential(10)'
+    #[arg(long, value_name = "DIST")]
+    pub idt: Option<String>,
+    /// Constant rate in packets per second (instead of --idt), e.g. 1000 or 10k
+    #[arg(short = 'C', long, value_name = "PPS")]
+    pub rate: Option<String>,
+    /// Payload (UDP) or APDU (TCP) size distribution in bytes, e.g. 64 or 'normal(64, 3)'
+    #[arg(short = 'c', long, value_name = "DIST")]
+    pub size: Option<String>,
+    /// Named model: voip, telnet, dns, quake3, csa, csi (`horde presets` lists them)
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// On-period length distribution in ms (bursty on/off source; needs --off)
+    #[arg(long, value_name = "DIST")]
+    pub on: Option<String>,
+    /// Off-period length distribution in ms (needs --on)
+    #[arg(long, value_name = "DIST")]
+    pub off: Option<String>,
+    /// DSCP code point 0..63 (sets the TOS / traffic class byte to DSCP << 2)
+    #[arg(long)]
+    pub dscp: Option<u8>,
+    /// Raw TOS / traffic class byte 0..255 (instead of --dscp)
+    #[arg(long)]
+    pub tos: Option<u8>,
+    /// IP TTL / hop limit 1..255
+    #[arg(long)]
+    pub ttl: Option<u8>,
+    /// Let Nagle's algorithm batch small TCP writes (TCP_NODELAY is on by default)
+    #[arg(long)]
+    pub nagle: bool,
+    /// Stop after this long, e.g. 3s, 500ms, 2m (default 10s if no other stop is given)
+    #[arg(short = 't', long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Stop after this many packets/APDUs, e.g. 1000 or 10k
+    #[arg(short = 'z', long, value_name = "N")]
+    pub packets: Option<String>,
+    /// Stop after this many payload bytes, e.g. 1M
+    #[arg(short = 'k', long, value_name = "N")]
+    pub bytes: Option<String>,
+    /// Delay before the first packet, a distribution in ms drawn once per flow
+    #[arg(long, value_name = "DIST")]
+    pub start_delay: Option<String>,
+    /// owd: receiver logs one-way delay; rtt: receiver echoes, sender logs round-trip time
+    #[arg(long, value_name = "owd|rtt")]
+    pub meter: Option<String>,
+    /// Number of identical flows to run (each with its own id and seed)
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+}
+
+/// Sends traffic. One flow from flags, or many from a TOML flow file (see examples/flows.toml).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub flow: FlowFlags,
+    /// TOML flow file with [defaults] and [[flow]] tables; excludes the one-flow flags
+    #[arg(short = 'F', long, value_name = "FILE")]
+    pub flows: Option<PathBuf>,
+    /// Base seed; flows without their own seed derive theirs from it and their id
+    #[arg(long, default_value_t = horde_model::flow::DEFAULT_SEED)]
+    pub seed: u64,
+    /// First flow id (give several senders to one receiver distinct ranges)
+    #[arg(long, default_value_t = 0)]
+    pub id_base: u32,
+    /// Per-packet binary log of departures (and echoes in rtt mode)
+    #[arg(short = 'l', long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Worker threads driving the flows (no thread per flow)
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Busy-wait window before each departure, microseconds (trades CPU for precision)
+    #[arg(long, default_value_t = horde_engine::clock::DEFAULT_SPIN_NS / 1000, value_name = "US")]
+    pub spin_us: u64,
+    /// How long all TCP connections may take to establish
+    #[arg(long, default_value = "10s", value_parser = super::duration, value_name = "DURATION")]
+    pub connect_timeout: Duration,
+    /// After the last departure, wait this long for echoes and TCP buffers to drain
+    #[arg(long, default_value = "500ms", value_parser = super::duration, value_name = "DURATION")]
+    pub linger: Duration,
+    /// Write the send report as JSON to FILE (- for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+impl FlowFlags {
+    fn any(&self) -> bool {
+        let FlowFlags {
+            dst,
+            src,
+            transport,
+            idt,
+            rate,
+            size,
+            preset,
+            on,
+            off,
+            dscp,
+            tos,
+            ttl,
+            nagle,
+            duration,
+            packets,
+            bytes,
+            start_delay,
+            meter,
+            count,
+        } = self;
+        [
+            dst,
+            src,
+            transport,
+            idt,
+            rate,
+            size,
+            preset,
+            on,
+            off,
+            duration,
+            packets,
+            bytes,
+            start_delay,
+            meter,
+        ]
+        .iter()
+        .any(|o| o.is_some())
+            || dscp.is_some()
+            || tos.is_some()
+            || ttl.is_some()
+            || *nagle
+            || count.is_some()
+    }
+
+    pub fn to_raw(&self) -> RawFlow {
+        let q = |o: &Option<String>| o.as_deref().map(Quantity::from);
+        RawFlow {
+            name: None,
+            transport: self.transport.clone(),
+            dst: self.dst.clone(),
+            src: self.src.clone(),
+            idt: q(&self.idt),
+            rate: q(&self.rate),
+            size: q(&self.size),
+            preset: self.preset.clone(),
+            on: q(&self.on),
+            off: q(&self.off),
+            seed: None,
+            dscp: self.dscp,
+            tos: self.tos,
+            ttl: self.ttl,
+            nodelay: self.nagle.then_some(false),
+            duration: q(&self.duration),
+            packets: q(&self.packets),
+            bytes: q(&self.bytes),
+            start_delay: q(&self.start_delay),
+            meter: self.meter.clone(),
+            repeat: self.count,
+            tag: None,
+        }
+    }
+}
+
+/// Resolves the flows the user asked for, refusing bad input before anything is sent.
+pub fn flows_from(args: &Args) -> Result<Vec<Flow>, crate::Failure> {
+    let mut flows = match &args.flows {
+        Some(path) => {
+            if args.flow.any() {
+                return Err(bad_input(anyhow::anyhow!("one-flow flags (--dst, --rate, ...) cannot be combined with --flows; put them in the file's [defaults] table")));
+            }
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading flow file {}", path.display()))
+                .map_err(bad_input)?;
+            FlowFile::parse_and_resolve(&text, args.seed)
+                .map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", path.display())))?
+        }
+        None => {
+            if args.flow.dst.is_none() {
+                return Err(bad_input(anyhow::anyhow!("no destination: give --dst IP:PORT (and --rate/--idt, --size or --preset), or a flow file with --flows FILE")));
+            }
+            args.flow
+                .to_raw()
+                .resolve_all(0, args.seed, "flow")
+                .map_err(|e| bad_input(anyhow::anyhow!("{e}")))?
+        }
+    };
+    for f in &mut flows {
+        f.id += args.id_base;
+    }
+    Ok(flows)
+}
+
+pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
+    if args.threads == 0 {
+        return Err(bad_input(anyhow::anyhow!("--threads must be at least 1")));
+    }
+    let flows = flows_from(&args)?;
+    let opts = SendOptions {
+        threads: args.threads,
+        spin_ns: args.spin_us * 1000,
+        log: args.log.clone(),
+        connect_timeout: args.connect_timeout,
+        linger: args.linger,
+    };
+    let report = sender::run(flows, &opts, stop).context("sending")?;
+    print_report(&report);
+    if let Some(p) = &args.json {
+        super::write_out(
+            p,
+            &serde_json::to_string_pretty(&report).expect("report serialises"),
+        )?;
+    }
+    Ok(if report.interrupted { 130 } else { 0 })
+}
+
+pub fn print_report(r: &SendReport) {
+    let rate = if r.duration_s > 0.0 {
+        (r.packets
+            .saturating_sub(r.flows.iter().filter(|f| f.packets > 0).count() as u64)) as f64
+            / r.duration_s
+    } else {
+        0.0
+    };
+    eprintln!(
+        "horde send: {} flow(s) on {} thread(s): {} packets, {} bytes in {:.3} s ({:.1} pkt/s){}",
+        r.flows.len(),
+        r.threads,
+        r.packets,
+        r.bytes,
+        r.duration_s,
+        rate,
+        if r.interrupted {
+            " — interrupted"
+        } else {
+            ""
+        }
+    );
+    let l = &r.lateness;
+    eprintln!("  lateness (actual − scheduled departure): p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us; {} packet(s) > 1 ms late", l.p50_us, l.p99_us, l.p999_us, l.max_us, l.over_1ms);
+    if r.connect_s > 0.0 {
+        eprintln!("  TCP: all connections established in {:.3} s", r.connect_s);
+    }
+    let clamped: u64 = r.flows.iter().map(|f| f.clamped).sum();
+    if clamped > 0 {
+        eprintln!("  note: {clamped} packet(s) had their drawn size clamped to the transport's limits (UDP 20..65507 B, TCP 6..65535 B) or to the byte budget");
+    }
+    if r.errors > 0 {
+        eprintln!("  warning: {} send error(s): the receiver refused packets (is `horde recv` listening?)", r.errors);
+    }
+    if r.echoes > 0 {
+        eprintln!("  echoes received: {}", r.echoes);
+    }
+    if let Some(p) = &r.log {
+        eprintln!("  log: {} ({} records)", p.display(), r.log_records);
+    }
+    let _ = fmt_ns;
+}

@@ -1,0 +1,225 @@
+//! send → recv → decode on loopback through the real binary.
+
+mod common;
+use common::*;
+
+#[test]
+fn udp_flow_arrives_complete_with_dscp_ttl_and_sizes() {
+    let dir = Scratch::new("udp");
+    let rx = Recv::start(&[
+        "--udp",
+        "0",
+        "--tcp",
+        "0",
+        "--log",
+        dir.path("r.hlog").to_str().unwrap(),
+    ]);
+    let dst = rx.addrs[0].to_string();
+    let out = run(horde().args([
+        "send",
+        "--dst",
+        &dst,
+        "--rate",
+        "2000",
+        "--size",
+        "uniform(100, 300)",
+        "--packets",
+        "3000",
+        "--dscp",
+        "46",
+        "--ttl",
+        "17",
+        "--seed",
+        "9",
+        "--log",
+        dir.path("s.hlog").to_str().unwrap(),
+    ]));
+    assert!(out.status.success(), "{}", text(&out));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (code, _) = rx.stop();
+    assert_eq!(code, 130, "SIGTERM ends recv with 130 after flushing");
+
+    let sent = records(&dir.path("s.hlog"));
+    let recvd = records(&dir.path("r.hlog"));
+    assert_eq!(sent.len(), 3000);
+    assert_eq!(recvd.len(), 3000);
+    let mut seqs: Vec<u64> = recvd.iter().map(|r| r.seq).collect();
+    seqs.sort();
+    assert_eq!(seqs, (0..3000).collect::<Vec<_>>(), "sequences complete");
+    for (s, r) in sent.iter().zip(&recvd) {
+        assert_eq!(s.seq, r.seq, "loopback keeps order");
+        assert_eq!(s.size, r.size, "size as scheduled");
+        assert!((100..=300).contains(&r.size));
+        assert_eq!(r.tos, 46 << 2, "DSCP read back from the received packet");
+        assert_eq!(r.ttl, 17, "TTL read back from the received packet");
+        assert!(r.t_b >= r.t_a, "arrival after departure");
+    }
+    let a = decode(&[&dir.path("s.hlog"), &dir.path("r.hlog")]);
+    let t = &a["total"];
+    assert_eq!(t["packets"], 3000);
+    assert_eq!(t["loss"]["lost"], 0);
+    assert_eq!(t["loss"]["sent"], 3000);
+    assert_eq!(t["loss"]["duplicates"], 0);
+    let rate = t["pkt_rate"].as_f64().unwrap();
+    assert!((rate - 2000.0).abs() / 2000.0 < 0.02, "rate {rate}");
+}
+
+#[test]
+fn tcp_apdus_are_recovered_one_by_one() {
+    let dir = Scratch::new("tcp");
+    let rx = Recv::start(&[
+        "--udp",
+        "0",
+        "--tcp",
+        "0",
+        "--log",
+        dir.path("r.hlog").to_str().unwrap(),
+    ]);
+    let dst = rx.addrs[1].to_string();
+    let out = run(horde().args([
+        "send",
+        "-T",
+        "tcp",
+        "--dst",
+        &dst,
+        "--idt",
+        "exponential(1)",
+        "--size",
+        "discrete(6:0.3, 36:0.5, 1460:0.1, 7300:0.1)",
+        "--packets",
+        "2000",
+        "--count",
+        "5",
+        "--log",
+        dir.path("s.hlog").to_str().unwrap(),
+    ]));
+    assert!(out.status.success(), "{}", text(&out));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    rx.stop();
+    let mut sent: Vec<(u32, u64, u32)> = records(&dir.path("s.hlog"))
+        .iter()
+        .map(|r| (r.flow, r.seq, r.size))
+        .collect();
+    let mut recvd: Vec<(u32, u64, u32)> = records(&dir.path("r.hlog"))
+        .iter()
+        .map(|r| (r.flow, r.seq, r.size))
+        .collect();
+    sent.sort();
+    recvd.sort();
+    assert_eq!(sent.len(), 10_000);
+    assert_eq!(
+        sent, recvd,
+        "every APDU arrives with its flow, sequence and size"
+    );
+    let a = decode(&[&dir.path("s.hlog"), &dir.path("r.hlog")]);
+    assert_eq!(a["flows"].as_array().unwrap().len(), 5);
+    assert_eq!(a["total"]["loss"]["lost"], 0);
+}
+
+#[test]
+fn ipv6_and_round_trip_mode() {
+    let dir = Scratch::new("rtt");
+    let rx = Recv::start(&["--bind", "::1", "--udp", "0", "--tcp", "0"]);
+    for (i, (proto, dst)) in [("udp", rx.addrs[0]), ("tcp", rx.addrs[1])]
+        .iter()
+        .enumerate()
+    {
+        let log = dir.path(&format!("s{i}.hlog"));
+        let out = run(horde().args([
+            "send",
+            "-T",
+            proto,
+            "--dst",
+            &dst.to_string(),
+            "--rate",
+            "500",
+            "--size",
+            "64",
+            "--packets",
+            "500",
+            "--meter",
+            "rtt",
+            "--log",
+            log.to_str().unwrap(),
+        ]));
+        assert!(out.status.success(), "{}", text(&out));
+        let a = decode(&[&log]);
+        let f = &a["flows"][0];
+        assert_eq!(f["delay"]["kind"], "rtt", "{proto}");
+        assert_eq!(f["packets"], 500, "{proto}: every echo came back");
+        assert!(f["delay"]["mean_ms"].as_f64().unwrap() > 0.0);
+    }
+    rx.stop();
+}
+
+#[test]
+fn same_seed_sends_the_same_schedule() {
+    let dir = Scratch::new("seed");
+    let rx = Recv::start(&["--udp", "0", "--tcp", "0"]);
+    let dst = rx.addrs[0].to_string();
+    let mut runs = Vec::new();
+    for (i, seed) in ["5", "5", "6"].iter().enumerate() {
+        let log = dir.path(&format!("s{i}.hlog"));
+        let out = run(horde().args([
+            "send",
+            "--dst",
+            &dst,
+            "--idt",
+            "exponential(0.5)",
+            "--size",
+            "normal(200, 40)",
+            "--packets",
+            "400",
+            "--seed",
+            seed,
+            "--log",
+            log.to_str().unwrap(),
+        ]));
+        assert!(out.status.success());
+        let recs = records(&log);
+        let t0 = recs[0].t_a;
+        runs.push(
+            recs.iter()
+                .map(|r| (r.t_a - t0, r.size))
+                .collect::<Vec<_>>(),
+        );
+    }
+    rx.stop();
+    assert_eq!(runs[0], runs[1]);
+    assert_ne!(runs[0], runs[2]);
+}
+
+#[test]
+fn flow_file_with_many_flows_and_presets() {
+    let dir = Scratch::new("file");
+    let rx = Recv::start(&[
+        "--udp",
+        "0",
+        "--tcp",
+        "0",
+        "--log",
+        dir.path("r.hlog").to_str().unwrap(),
+    ]);
+    let file = dir.path("flows.toml");
+    std::fs::write(&file, format!("[defaults]\ndst = '{}'\nduration = '1s'\n[[flow]]\npreset = 'quake3'\nrepeat = 20\n[[flow]]\npreset = 'voip(codec=g711.1)'\n[[flow]]\npreset = 'telnet'\ndst = '{}'\n", rx.addrs[0], rx.addrs[1])).unwrap();
+    let out = run(horde().args([
+        "send",
+        "--flows",
+        file.to_str().unwrap(),
+        "--log",
+        dir.path("s.hlog").to_str().unwrap(),
+    ]));
+    assert!(out.status.success(), "{}", text(&out));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    rx.stop();
+    let a = decode(&[&dir.path("s.hlog"), &dir.path("r.hlog")]);
+    assert_eq!(a["flows"].as_array().unwrap().len(), 22);
+    assert_eq!(a["total"]["loss"]["lost"], 0);
+    // voip G.711.1 with RTP: 92-byte packets every 10 ms
+    let voip = &a["flows"][20];
+    assert_eq!(
+        (voip["min_size"].as_u64(), voip["max_size"].as_u64()),
+        (Some(92), Some(92))
+    );
+    assert!((voip["pkt_rate"].as_f64().unwrap() - 100.0).abs() < 2.0);
+}

@@ -1,0 +1,380 @@
+//! Socket set-up and batched datagram I/O (sendmmsg / recvmmsg with ancillary data).
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, RawFd};
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+/// Datagrams moved per sendmmsg/recvmmsg call.
+pub const BATCH: usize = 64;
+/// Socket buffer asked for on data sockets: deep enough to absorb scheduling hiccups at
+/// 250k pkt/s on loopback (SO_RCVBUFFORCE as root, else capped by net.core.rmem_max).
+pub const SOCKET_BUFFER: usize = 64 << 20;
+const CMSG_LEN: usize = 128;
+
+fn domain(a: &SocketAddr) -> Domain {
+    if a.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    }
+}
+
+/// The unspecified address of `a`'s family, port 0.
+pub fn any_of(a: &SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        SocketAddr::V6(_) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+    }
+}
+
+fn setsockopt_int(fd: RawFd, level: i32, opt: i32, v: i32) -> io::Result<()> {
+    // SAFETY: passing a pointer to a live i32 of the stated length.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            &v as *const i32 as *const libc::c_void,
+            size_of::<i32>() as u32,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets TOS / traffic class and TTL / hop limit on a socket of the given family.
+pub fn set_tos_ttl(s: &Socket, v6: bool, tos: Option<u8>, ttl: Option<u8>) -> io::Result<()> {
+    if let Some(t) = tos {
+        if v6 {
+            setsockopt_int(
+                s.as_raw_fd(),
+                libc::IPPROTO_IPV6,
+                libc::IPV6_TCLASS,
+                t as i32,
+            )?;
+        } else {
+            s.set_tos(t as u32)?;
+        }
+    }
+    if let Some(t) = ttl {
+        if v6 {
+            s.set_unicast_hops_v6(t as u32)?;
+        } else {
+            s.set_ttl(t as u32)?;
+        }
+    }
+    Ok(())
+}
+
+/// Large send and receive buffers; forced past rmem_max when running as root.
+pub fn grow_buffers(s: &Socket) {
+    let fd = s.as_raw_fd();
+    if setsockopt_int(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_RCVBUFFORCE,
+        SOCKET_BUFFER as i32,
+    )
+    .is_err()
+    {
+        let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
+    }
+    if setsockopt_int(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_SNDBUFFORCE,
+        SOCKET_BUFFER as i32,
+    )
+    .is_err()
+    {
+        let _ = s.set_send_buffer_size(SOCKET_BUFFER);
+    }
+}
+
+/// Asks for kernel receive timestamps and the received TOS/TTL as ancillary data.
+pub fn enable_rx_info(s: &Socket, v6: bool) -> io::Result<()> {
+    let fd = s.as_raw_fd();
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+    if v6 {
+        setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)?;
+        setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVHOPLIMIT, 1)?;
+    } else {
+        setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+        setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTTL, 1)?;
+    }
+    Ok(())
+}
+
+/// A non-blocking UDP socket connected to `dst`, optionally bound to `src`.
+pub fn udp_connected(
+    dst: SocketAddr,
+    src: Option<SocketAddr>,
+    tos: Option<u8>,
+    ttl: Option<u8>,
+) -> io::Result<Socket> {
+    let s = Socket::new(domain(&dst), Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_nonblocking(true)?;
+    grow_buffers(&s);
+    set_tos_ttl(&s, dst.is_ipv6(), tos, ttl)?;
+    s.bind(&SockAddr::from(src.unwrap_or_else(|| any_of(&dst))))?;
+    s.connect(&SockAddr::from(dst))?;
+    Ok(s)
+}
+
+/// A non-blocking UDP socket bound to `addr` for receiving.
+pub fn udp_listener(addr: SocketAddr) -> io::Result<Socket> {
+    let s = Socket::new(domain(&addr), Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_nonblocking(true)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    grow_buffers(&s);
+    enable_rx_info(&s, addr.is_ipv6())?;
+    s.bind(&SockAddr::from(addr))?;
+    Ok(s)
+}
+
+/// A non-blocking TCP listener on `addr` with a backlog deep enough for 10,000 connects at once.
+pub fn tcp_listener(addr: SocketAddr) -> io::Result<Socket> {
+    let s = Socket::new(domain(&addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_nonblocking(true)?;
+    s.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.bind(&SockAddr::from(addr))?;
+    s.listen(65_535)?;
+    Ok(s)
+}
+
+/// Starts a non-blocking TCP connect. Completion shows as writability.
+pub fn tcp_connect(
+    dst: SocketAddr,
+    src: Option<SocketAddr>,
+    tos: Option<u8>,
+    ttl: Option<u8>,
+    nodelay: bool,
+) -> io::Result<Socket> {
+    let s = Socket::new(domain(&dst), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_nonblocking(true)?;
+    s.set_nodelay(nodelay)?;
+    set_tos_ttl(&s, dst.is_ipv6(), tos, ttl)?;
+    if let Some(src) = src {
+        s.bind(&SockAddr::from(src))?;
+    }
+    match s.connect(&SockAddr::from(dst)) {
+        Ok(()) => Ok(s),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(s),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sends `bufs` as datagrams on a connected socket in one sendmmsg call; returns how many left.
+/// `WouldBlock` means none did.
+pub fn send_batch(fd: RawFd, bufs: &[&[u8]]) -> io::Result<usize> {
+    let mut iovs: [libc::iovec; BATCH] = unsafe { zeroed() };
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
+    let n = bufs.len().min(BATCH);
+    for i in 0..n {
+        iovs[i] = libc::iovec {
+            iov_base: bufs[i].as_ptr() as *mut libc::c_void,
+            iov_len: bufs[i].len(),
+        };
+        hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
+        hdrs[i].msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: hdrs[..n] point at iovecs that point at live buffers for the duration of the call.
+    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// Sends each datagram to its own address (echo replies) in one sendmmsg call.
+pub fn send_batch_to(fd: RawFd, bufs: &[&[u8]], to: &[SocketAddr]) -> io::Result<usize> {
+    let mut iovs: [libc::iovec; BATCH] = unsafe { zeroed() };
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
+    let names: Vec<SockAddr> = to.iter().map(|a| SockAddr::from(*a)).collect();
+    let n = bufs.len().min(BATCH).min(to.len());
+    for i in 0..n {
+        iovs[i] = libc::iovec {
+            iov_base: bufs[i].as_ptr() as *mut libc::c_void,
+            iov_len: bufs[i].len(),
+        };
+        hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
+        hdrs[i].msg_hdr.msg_iovlen = 1;
+        hdrs[i].msg_hdr.msg_name = names[i].as_ptr() as *mut libc::c_void;
+        hdrs[i].msg_hdr.msg_namelen = names[i].len();
+    }
+    // SAFETY: as in send_batch; names outlive the call.
+    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// What the kernel told about one received datagram.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RxInfo {
+    pub len: usize,
+    /// CLOCK_REALTIME ns from SO_TIMESTAMPNS, 0 if absent.
+    pub kernel_ns: u64,
+    /// 255 if not reported.
+    pub tos: u8,
+    /// 0 if not reported.
+    pub ttl: u8,
+    pub from: Option<SocketAddr>,
+}
+
+/// Reusable buffers for recvmmsg. Heap storage never moves, so the pointers set up once stay
+/// valid; lengths are reset before each call.
+pub struct RecvBatch {
+    slot: usize,
+    bufs: Vec<u8>,
+    iovs: Vec<libc::iovec>,
+    names: Vec<libc::sockaddr_storage>,
+    cmsgs: Vec<[u64; CMSG_LEN / 8]>,
+    hdrs: Vec<libc::mmsghdr>,
+    info: Vec<RxInfo>,
+}
+
+// SAFETY: the raw pointers inside point only into the struct's own heap buffers.
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    pub fn new(slot: usize) -> RecvBatch {
+        let mut b = RecvBatch {
+            slot,
+            bufs: vec![0u8; slot * BATCH],
+            iovs: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0
+                };
+                BATCH
+            ],
+            names: vec![unsafe { zeroed() }; BATCH],
+            cmsgs: vec![[0u64; CMSG_LEN / 8]; BATCH],
+            hdrs: vec![unsafe { zeroed() }; BATCH],
+            info: vec![RxInfo::default(); BATCH],
+        };
+        for i in 0..BATCH {
+            b.iovs[i] = libc::iovec {
+                iov_base: b.bufs[i * slot..].as_mut_ptr() as *mut libc::c_void,
+                iov_len: slot,
+            };
+            let h = &mut b.hdrs[i].msg_hdr;
+            h.msg_iov = &mut b.iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_name = &mut b.names[i] as *mut _ as *mut libc::c_void;
+            h.msg_control = b.cmsgs[i].as_mut_ptr() as *mut libc::c_void;
+        }
+        b
+    }
+
+    /// Receives up to BATCH datagrams without blocking; returns how many.
+    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        for h in &mut self.hdrs {
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as u32;
+            h.msg_hdr.msg_controllen = CMSG_LEN as _;
+            h.msg_hdr.msg_flags = 0;
+        }
+        // SAFETY: every header points into buffers owned by self.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = r as usize;
+        for i in 0..n {
+            self.info[i] = self.parse(i);
+        }
+        Ok(n)
+    }
+
+    pub fn data(&self, i: usize) -> &[u8] {
+        &self.bufs[i * self.slot..i * self.slot + self.info[i].len.min(self.slot)]
+    }
+
+    pub fn info(&self, i: usize) -> RxInfo {
+        self.info[i]
+    }
+
+    fn parse(&self, i: usize) -> RxInfo {
+        let h = &self.hdrs[i];
+        let mut info = RxInfo {
+            len: h.msg_len as usize,
+            tos: 255,
+            ..Default::default()
+        };
+        info.from = sockaddr_to(&self.names[i], h.msg_hdr.msg_namelen);
+        // SAFETY: the kernel filled msg_control up to msg_controllen with well-formed cmsgs.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+            while !c.is_null() {
+                let (lvl, ty, data) = ((*c).cmsg_level, (*c).cmsg_type, libc::CMSG_DATA(c));
+                match (lvl, ty) {
+                    (libc::SOL_SOCKET, libc::SO_TIMESTAMPNS) => {
+                        let ts = std::ptr::read_unaligned(data as *const libc::timespec);
+                        info.kernel_ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+                    }
+                    (libc::IPPROTO_IP, libc::IP_TOS) => info.tos = *data,
+                    (libc::IPPROTO_IP, libc::IP_TTL) => {
+                        info.ttl = std::ptr::read_unaligned(data as *const i32) as u8
+                    }
+                    (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
+                        info.tos = std::ptr::read_unaligned(data as *const i32) as u8
+                    }
+                    (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => {
+                        info.ttl = std::ptr::read_unaligned(data as *const i32) as u8
+                    }
+                    _ => {}
+                }
+                c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
+            }
+        }
+        info
+    }
+}
+
+fn sockaddr_to(ss: &libc::sockaddr_storage, len: u32) -> Option<SocketAddr> {
+    // SAFETY: reinterpreting sockaddr_storage by its family, as the kernel wrote it.
+    unsafe {
+        match ss.ss_family as i32 {
+            libc::AF_INET if len as usize >= size_of::<libc::sockaddr_in>() => {
+                let a = &*(ss as *const _ as *const libc::sockaddr_in);
+                Some(SocketAddr::V4(SocketAddrV4::new(
+                    Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                    u16::from_be(a.sin_port),
+                )))
+            }
+            libc::AF_INET6 if len as usize >= size_of::<libc::sockaddr_in6>() => {
+                let a = &*(ss as *const _ as *const libc::sockaddr_in6);
+                Some(SocketAddr::V6(SocketAddrV6::new(
+                    Ipv6Addr::from(a.sin6_addr.s6_addr),
+                    u16::from_be(a.sin6_port),
+                    a.sin6_flowinfo,
+                    a.sin6_scope_id,
+                )))
+            }
+            _ => None,
+        }
+    }
+}
