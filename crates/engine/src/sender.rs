@@ -164,22 +164,11 @@ pub fn run(
         0.0
     };
 
-    let t0_mono = mono_ns() + START_LEAD_NS;
-    let t0_real = real_ns() + START_LEAD_NS;
-    let (writer, sink) = match &opts.log {
-        Some(p) => {
-            let (w, s) =
-                LogWriter::create(p, Role::Sender, t0_real).map_err(|e| EngineError::Io {
-                    what: format!("creating log {}", p.display()),
-                    source: e,
-                })?;
-            (Some(w), s)
-        }
-        None => (None, LogSink::disabled()),
-    };
+    let start_real = real_ns();
     for s in &mut states {
         if let Some(t) = &mut s.tcp {
-            t.base_ns = t0_real;
+            // Offsets on the stream count from here; any time before the first APDU works.
+            t.base_ns = start_real;
             let mut hello = [0u8; HELLO_LEN];
             StreamHello {
                 flags: if s.flow.meter == Meter::Rtt {
@@ -188,19 +177,33 @@ pub fn run(
                     0
                 },
                 flow: s.flow.id,
-                base_ns: t0_real,
+                base_ns: start_real,
                 tag: s.flow.tag,
             }
             .emit(&mut hello);
             t.out.extend_from_slice(&hello);
         }
     }
+    let (writer, sink) = match &opts.log {
+        Some(p) => {
+            let (w, s) =
+                LogWriter::create(p, Role::Sender, start_real).map_err(|e| EngineError::Io {
+                    what: format!("creating log {}", p.display()),
+                    source: e,
+                })?;
+            (Some(w), s)
+        }
+        None => (None, LogSink::disabled()),
+    };
 
     let threads = opts.threads.clamp(1, states.len());
     let mut shares: Vec<Vec<FlowState>> = (0..threads).map(|_| Vec::new()).collect();
     for (i, s) in states.into_iter().enumerate() {
         shares[i % threads].push(s);
     }
+    // Workers register their sockets and send their hellos first; the clock starts when all are
+    // ready, so set-up time (10,000 sockets take ~100 ms) never shows as lateness.
+    let start = StartGate::new(threads);
     let results: Vec<io::Result<WorkerResult>> = std::thread::scope(|scope| {
         let handles: Vec<_> = shares
             .into_iter()
@@ -208,10 +211,13 @@ pub fn run(
             .map(|(i, share)| {
                 let sink = sink.clone();
                 let opts = opts.clone();
+                let start = &start;
                 std::thread::Builder::new()
                     .name(format!("horde-send-{i}"))
                     .spawn_scoped(scope, move || {
-                        Worker::new(share, sink, t0_mono, t0_real, opts)?.run(stop)
+                        let w = Worker::new(share, sink, opts);
+                        let (t0_mono, t0_real) = start.arrive();
+                        w?.run(t0_mono, t0_real, stop)
                     })
                     .expect("spawning a sender worker")
             })
@@ -433,6 +439,28 @@ fn connect_all(
     Ok(())
 }
 
+/// Releases all workers at once with a common start time.
+struct StartGate {
+    barrier: std::sync::Barrier,
+    t0: std::sync::Mutex<Option<(u64, u64)>>,
+}
+
+impl StartGate {
+    fn new(n: usize) -> Self {
+        StartGate {
+            barrier: std::sync::Barrier::new(n),
+            t0: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Waits for every worker; returns the shared (monotonic, real) start time.
+    fn arrive(&self) -> (u64, u64) {
+        self.barrier.wait();
+        let mut t0 = self.t0.lock().expect("start gate");
+        *t0.get_or_insert_with(|| (mono_ns() + START_LEAD_NS, real_ns() + START_LEAD_NS))
+    }
+}
+
 struct WorkerResult {
     flows: Vec<FlowSent>,
     lateness: Histogram<u64>,
@@ -455,13 +483,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(
-        flows: Vec<FlowState>,
-        sink: LogSink,
-        t0_mono: u64,
-        t0_real: u64,
-        opts: SendOptions,
-    ) -> io::Result<Worker> {
+    fn new(flows: Vec<FlowState>, sink: LogSink, opts: SendOptions) -> io::Result<Worker> {
         clock::tighten_timer_slack();
         let needs_poll = flows
             .iter()
@@ -485,33 +507,34 @@ impl Worker {
         let has_udp_rtt = flows
             .iter()
             .any(|f| f.tcp.is_none() && f.flow.meter == Meter::Rtt);
-        Ok(Worker {
+        let mut w = Worker {
             heap: BinaryHeap::with_capacity(flows.len()),
             flows,
             poll,
             events: Events::with_capacity(1024),
             sink,
-            t0_mono,
-            t0_real,
+            t0_mono: 0,
+            t0_real: 0,
             opts,
             hist: new_hist(),
             slots: (0..BATCH).map(|_| Vec::new()).collect(),
             rx: has_udp_rtt
                 .then(|| RecvBatch::new(horde_model::flow::MAX_UDP_PAYLOAD as usize + 1)),
             read_buf: vec![0u8; 64 * 1024],
-        })
+        };
+        for i in 0..w.flows.len() {
+            if let Some(d) = w.flows[i].peek() {
+                w.heap.push(Reverse((d.at_ns, i)));
+            }
+            // Opening hello of a TCP stream.
+            w.flush_tcp(i);
+        }
+        Ok(w)
     }
 
-    fn run(mut self, stop: &AtomicBool) -> io::Result<WorkerResult> {
-        for i in 0..self.flows.len() {
-            if let Some(d) = self.flows[i].peek() {
-                self.heap.push(Reverse((d.at_ns, i)));
-            }
-        }
-        // Opening hellos of TCP streams.
-        for i in 0..self.flows.len() {
-            self.flush_tcp(i);
-        }
+    fn run(mut self, t0_mono: u64, t0_real: u64, stop: &AtomicBool) -> io::Result<WorkerResult> {
+        self.t0_mono = t0_mono;
+        self.t0_real = t0_real;
         let mut interrupted = false;
         while let Some(&Reverse((at, i))) = self.heap.peek() {
             if stop.load(Ordering::Relaxed) {
