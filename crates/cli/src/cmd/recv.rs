@@ -12,7 +12,7 @@ use crate::{bad_input, Outcome};
 /// --bind says otherwise; stops on Ctrl-C/SIGTERM (logs are flushed) or a stop condition.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// UDP and TCP ports to listen on: 9000, 9000-9010 or 9000,9005
+    /// UDP and TCP ports to listen on: 9000, 9000-9010 or 9000,9005 (default 9000 when no ports are given)
     #[arg(short = 'p', long, value_name = "PORTS")]
     pub port: Option<String>,
     /// UDP-only ports
