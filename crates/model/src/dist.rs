@@ -104,6 +104,10 @@ pub struct Dist {
     pub round: Round,
     pub min: Option<f64>,
     pub max: Option<f64>,
+    /// `(above, from)`: a value above `above` is replaced by a uniform draw in `[from, above]`
+    /// (the WoW model's treatment of APDUs larger than any seen in traces). Applied after
+    /// rounding, before clamping.
+    pub redraw: Option<(f64, f64)>,
 }
 
 /// A parameter that is out of its allowed range.
@@ -125,6 +129,7 @@ impl Dist {
             round: Round::None,
             min: None,
             max: None,
+            redraw: None,
         }
     }
 
@@ -185,6 +190,13 @@ impl Dist {
                 finite(fam, p, v)?;
             }
         }
+        if let Some((above, from)) = self.redraw {
+            finite(fam, "redraw_above", above)?;
+            finite(fam, "redraw_from", from)?;
+            if from >= above {
+                return Err(err(fam, "redraw_from", "must be < redraw_above", format!("from {from}, above {above}")));
+            }
+        }
         self.kind = self.kind.validate()?;
         Ok(self)
     }
@@ -219,6 +231,18 @@ impl Dist {
     /// Cumulative distribution function `P(X <= x)` of the whole specification, modifiers
     /// included. Used by tests (KS distances) and by reports (model CDF drawn under data).
     pub fn cdf(&self, x: f64) -> f64 {
+        let Some((above, from)) = self.redraw else { return self.cdf_plain(x) };
+        if x < from {
+            return self.cdf_plain(x);
+        }
+        let tail = 1.0 - self.cdf_plain(above);
+        if x >= above {
+            return self.cdf_plain(above) + tail;
+        }
+        self.cdf_plain(x) + tail * (x - from) / (above - from)
+    }
+
+    fn cdf_plain(&self, x: f64) -> f64 {
         if let Some(lo) = self.min {
             if x < lo {
                 return 0.0;
@@ -255,7 +279,7 @@ impl Dist {
 
     /// Analytic mean where it exists and no rounding/clamping applies; `None` otherwise.
     pub fn mean(&self) -> Option<f64> {
-        if self.round != Round::None || self.min.is_some() || self.max.is_some() {
+        if self.round != Round::None || self.min.is_some() || self.max.is_some() || self.redraw.is_some() {
             return None;
         }
         Some(self.kind.mean()? * self.mul + self.shift)
@@ -263,7 +287,7 @@ impl Dist {
 
     /// Analytic variance where it exists and no rounding/clamping applies.
     pub fn variance(&self) -> Option<f64> {
-        if self.round != Round::None || self.min.is_some() || self.max.is_some() {
+        if self.round != Round::None || self.min.is_some() || self.max.is_some() || self.redraw.is_some() {
             return None;
         }
         Some(self.kind.variance()? * self.mul * self.mul)
@@ -275,13 +299,13 @@ impl Dist {
         if let Some(m) = self.mean() {
             return Some(m);
         }
-        let bounded = self.min.is_some() && self.max.is_some();
+        let bounded = (self.min.is_some() || self.redraw.is_some()) && (self.max.is_some() || self.redraw.is_some());
         if self.kind.mean().is_none() && !bounded {
             // Heavy tail (Cauchy, Pareto shape <= 1, t with dof <= 1): no finite mean.
             return None;
         }
         let lo = self.min.unwrap_or_else(|| self.quantile_search(1e-9));
-        let hi = self.max.unwrap_or_else(|| self.quantile_search(1.0 - 1e-9));
+        let hi = self.max.or(self.redraw.map(|r| r.0)).unwrap_or_else(|| self.quantile_search(1.0 - 1e-9));
         if !lo.is_finite() || !hi.is_finite() {
             return None;
         }
@@ -777,7 +801,19 @@ impl Sampler {
                 v
             }
         };
-        self.dist.post(x)
+        let mut y = self.dist.post(x);
+        if let Some((above, from)) = self.dist.redraw {
+            if y > above {
+                y = from + (above - from) * rng.random::<f64>();
+                if let Some(hi) = self.dist.max {
+                    y = y.min(hi);
+                }
+                if let Some(lo) = self.dist.min {
+                    y = y.max(lo);
+                }
+            }
+        }
+        y
     }
 }
 
@@ -825,6 +861,10 @@ impl fmt::Display for Dist {
         }
         if let Some(v) = self.max {
             args.push(format!("max={v}"));
+        }
+        if let Some((a, f)) = self.redraw {
+            args.push(format!("redraw_above={a}"));
+            args.push(format!("redraw_from={f}"));
         }
         write!(f, "{})", args.join(", "))
     }

@@ -99,6 +99,9 @@ fn mixtures_shifts_and_clamps() {
         "exponential(10, mul=1.1, shift=3)",
         "pareto(0.95, 1, mul=1.1, max=1000)",
         "student_t(41.6994, 0.104821, 0.704073, min=0)",
+        "weibull(941.79, 0.86, redraw_above=1500, redraw_from=1000)",
+        "mix(0.9915*weibull(221.83, 0.89), 0.0085*extreme_smallest(7698.83, 198.842), redraw_above=7300, redraw_from=6300, min=6)",
+        "lognormal(4.55, 1.22, round=ceil, redraw_above=7300, redraw_from=6300)",
     ] {
         check(spec);
     }

@@ -69,6 +69,11 @@ const FAMILIES: &[(&str, &[&str], &[&str])] = &[
     ("file", &[], &[]),
 ];
 
+fn family_of(name: &str) -> Option<&'static (&'static str, &'static [&'static str], &'static [&'static str])> {
+    let n = name.to_ascii_lowercase();
+    FAMILIES.iter().find(|(f, al, _)| *f == n || al.contains(&n.as_str()))
+}
+
 /// The list of family names, for help texts and error messages.
 pub fn family_names() -> Vec<&'static str> {
     FAMILIES.iter().map(|f| f.0).collect()
@@ -78,7 +83,19 @@ impl std::str::FromStr for Dist {
     type Err = ParseError;
 
     fn from_str(s: &str) -> Result<Dist, ParseError> {
-        let mut p = Parser { src: s, pos: 0 };
+        Dist::parse_with(s, &Vars::new())
+    }
+}
+
+/// Values of the variables a formula may use (e.g. `N`, players on the server).
+pub type Vars = std::collections::BTreeMap<String, f64>;
+
+impl Dist {
+    /// Parses a distribution whose parameters may be formulas over `vars`, e.g.
+    /// `weibull(118.508 + 298.763*exp(-0.0119498*N), 1.41942*N^0.0681572)`.
+    /// Operators `+ - * / ^`, parentheses, functions `exp ln log10 sqrt abs min max`.
+    pub fn parse_with(s: &str, vars: &Vars) -> Result<Dist, ParseError> {
+        let mut p = Parser { src: s, pos: 0, vars };
         let d = p.spec()?;
         p.skip_ws();
         if p.pos < s.len() {
@@ -91,6 +108,7 @@ impl std::str::FromStr for Dist {
 struct Parser<'a> {
     src: &'a str,
     pos: usize,
+    vars: &'a Vars,
 }
 
 enum Arg {
@@ -171,9 +189,13 @@ impl<'a> Parser<'a> {
     fn spec(&mut self) -> Result<Dist, ParseError> {
         self.skip_ws();
         let start = self.pos;
-        if let Some(v) = self.number() {
-            return Ok(Dist::constant(v));
+        let is_call = self.word().is_some_and(|n| family_of(n).is_some()) && self.eat('(');
+        self.pos = start;
+        if !is_call && (self.rest().starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '(' || c == '.') || self.word().is_some_and(|n| self.vars.contains_key(n))) {
+            self.pos = start;
+            return Ok(Dist::constant(self.expr()?));
         }
+        self.pos = start;
         let Some(name) = self.word() else {
             return Err(self.error(format!(
                 "expected a number or a distribution such as `exponential(10)`; families: {}",
@@ -243,31 +265,127 @@ impl<'a> Parser<'a> {
     fn arg(&mut self) -> Result<Arg, ParseError> {
         self.skip_ws();
         let save = self.pos;
-        if let Some(v) = self.number() {
-            if self.eat(':') {
-                let p = self
-                    .number()
-                    .ok_or_else(|| self.error("expected a probability after `:`"))?;
-                return Ok(Arg::Pair(v, p));
-            }
+        // `weight*family(...)`: a mixture component.
+        if let Some(w) = self.number() {
             if self.eat('*') {
-                return Ok(Arg::Weighted(v, self.spec()?));
-            }
-            return Ok(Arg::Pos(v));
-        }
-        if let Some(key) = self.word() {
-            if self.eat('=') {
-                self.skip_ws();
-                let r = self.rest();
-                let n = r.find([',', ')']).unwrap_or(r.len());
-                let val = r[..n].trim().to_string();
-                self.pos += n;
-                return Ok(Arg::Named(key.to_ascii_lowercase(), val));
+                let after = self.pos;
+                let is_family = self.word().is_some_and(|n| family_of(n).is_some()) && self.eat('(');
+                self.pos = after;
+                if is_family {
+                    return Ok(Arg::Weighted(w, self.spec()?));
+                }
             }
         }
         self.pos = save;
-        Err(self
-            .error("expected a number, `key=value`, `value:probability` or `weight*distribution`"))
+        if let Some(key) = self.word() {
+            if self.eat('=') {
+                let lower = key.to_ascii_lowercase();
+                if lower == "round" {
+                    let v = self.word().ok_or_else(|| self.error("round needs floor, ceil, nearest or none"))?;
+                    return Ok(Arg::Named(lower, v.to_string()));
+                }
+                let v = self.expr()?;
+                return Ok(Arg::Named(lower, format!("{v:?}")));
+            }
+        }
+        self.pos = save;
+        let v = self.expr().map_err(|e| {
+            if self.pos == save {
+                self.error("expected a number, `key=value`, `value:probability` or `weight*distribution`")
+            } else {
+                e
+            }
+        })?;
+        if self.eat(':') {
+            let p = self.expr()?;
+            return Ok(Arg::Pair(v, p));
+        }
+        Ok(Arg::Pos(v))
+    }
+
+    /// expr := term {('+'|'-') term}
+    fn expr(&mut self) -> Result<f64, ParseError> {
+        let mut v = self.term()?;
+        loop {
+            if self.eat('+') {
+                v += self.term()?;
+            } else if self.eat('-') {
+                v -= self.term()?;
+            } else {
+                return Ok(v);
+            }
+        }
+    }
+
+    /// term := power {('*'|'/') power}
+    fn term(&mut self) -> Result<f64, ParseError> {
+        let mut v = self.power()?;
+        loop {
+            if self.eat('*') {
+                v *= self.power()?;
+            } else if self.eat('/') {
+                v /= self.power()?;
+            } else {
+                return Ok(v);
+            }
+        }
+    }
+
+    /// power := unary ['^' power]
+    fn power(&mut self) -> Result<f64, ParseError> {
+        let base = self.unary()?;
+        if self.eat('^') {
+            return Ok(base.powf(self.power()?));
+        }
+        Ok(base)
+    }
+
+    fn unary(&mut self) -> Result<f64, ParseError> {
+        if self.eat('-') {
+            return Ok(-self.unary()?);
+        }
+        if self.eat('(') {
+            let v = self.expr()?;
+            self.expect(')')?;
+            return Ok(v);
+        }
+        if let Some(v) = self.number() {
+            return Ok(v);
+        }
+        let start = self.pos;
+        let Some(name) = self.word() else {
+            return Err(self.error("expected a number or a formula"));
+        };
+        if self.eat('(') {
+            let a = self.expr()?;
+            let b = if self.eat(',') { Some(self.expr()?) } else { None };
+            self.expect(')')?;
+            return Ok(match (name, b) {
+                ("exp", None) => a.exp(),
+                ("ln", None) => a.ln(),
+                ("log10", None) => a.log10(),
+                ("sqrt", None) => a.sqrt(),
+                ("abs", None) => a.abs(),
+                ("min", Some(b)) => a.min(b),
+                ("max", Some(b)) => a.max(b),
+                _ => {
+                    self.pos = start;
+                    return Err(self.error(format!("unknown function `{name}`; use exp, ln, log10, sqrt, abs, min(a, b), max(a, b)")));
+                }
+            });
+        }
+        match self.vars.get(name) {
+            Some(v) => Ok(*v),
+            None => {
+                self.pos = start;
+                let known: Vec<&str> = self.vars.keys().map(|k| k.as_str()).collect();
+                Err(self.error(if known.is_empty() {
+                    format!("unknown variable `{name}`: formulas with variables (N = players on the server, n = team size) work only in service files")
+                } else {
+                    format!("unknown variable `{name}`; defined here: {}", known.join(", "))
+                }))
+            }
+        }
     }
 
     fn build(
@@ -324,6 +442,14 @@ impl<'a> Parser<'a> {
                         "shift" => d.shift = num()?,
                         "min" => d.min = Some(num()?),
                         "max" => d.max = Some(num()?),
+                        "redraw_above" => {
+                            let a = num()?;
+                            d.redraw = Some((a, d.redraw.map_or(a, |r| r.1)));
+                        }
+                        "redraw_from" => {
+                            let f = num()?;
+                            d.redraw = Some((d.redraw.map_or(f64::NAN, |r| r.0), f));
+                        }
                         "round" => {
                             d.round = match v.as_str() {
                                 "floor" => Round::Floor,
@@ -351,7 +477,7 @@ impl<'a> Parser<'a> {
                             Some(i) => vals[i] = Some(num()?),
                             None => {
                                 let mut allowed: Vec<&str> = params.to_vec();
-                                allowed.extend(["mul", "shift", "round", "min", "max"]);
+                                allowed.extend(["mul", "shift", "round", "min", "max", "redraw_above", "redraw_from"]);
                                 return Err(at(format!(
                                     "{family} has no parameter `{k}`; allowed: {}",
                                     allowed.join(", ")
@@ -517,6 +643,22 @@ mod tests {
         assert_eq!(parts[0].1.kind, Kind::Exponential { mean: 4.29 });
         let d = p("weibull(1220.33, 0.66, shift=500.95)");
         assert_eq!(d.shift, 500.95);
+    }
+
+    #[test]
+    fn formulas_over_variables() {
+        let vars = Vars::from([("N".to_string(), 100.0), ("n".to_string(), 10.0)]);
+        let d = Dist::parse_with("weibull(118.508 + 298.763*exp(-0.0119498*N), 1.41942*N^0.0681572)", &vars).unwrap();
+        let Kind::Weibull { scale, shape } = d.kind else { panic!() };
+        assert!((scale - (118.508 + 298.763 * (-1.19498f64).exp())).abs() < 1e-9);
+        assert!((shape - 1.41942 * 100f64.powf(0.0681572)).abs() < 1e-12);
+        let d = Dist::parse_with("weibull((258.33 + 38*n)/1.177897, 0.87, min=-2*n)", &vars).unwrap();
+        assert_eq!(d.min, Some(-20.0));
+        assert_eq!(p("-5").kind, Kind::Constant(-5.0));
+        assert_eq!(p("2^3*(1+1)").kind, Kind::Constant(16.0));
+        assert_eq!(p("normal(-1.5e-3, 2)").kind, Kind::Normal { mean: -1.5e-3, std_dev: 2.0 });
+        let d = p("mix(0.5*exp(2), 0.5*constant(1e3))");
+        assert!(matches!(d.kind, Kind::Mixture(_)));
     }
 
     #[test]
