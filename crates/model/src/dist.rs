@@ -17,7 +17,7 @@ use rand_distr::Distribution as _;
 use statrs::distribution::{ContinuousCDF, DiscreteCDF};
 
 mod parse;
-pub use parse::ParseError;
+pub use parse::{ParseError, Vars};
 
 /// Rounding applied after `mul`/`shift` and before clamping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -194,7 +194,12 @@ impl Dist {
             finite(fam, "redraw_above", above)?;
             finite(fam, "redraw_from", from)?;
             if from >= above {
-                return Err(err(fam, "redraw_from", "must be < redraw_above", format!("from {from}, above {above}")));
+                return Err(err(
+                    fam,
+                    "redraw_from",
+                    "must be < redraw_above",
+                    format!("from {from}, above {above}"),
+                ));
             }
         }
         self.kind = self.kind.validate()?;
@@ -231,7 +236,9 @@ impl Dist {
     /// Cumulative distribution function `P(X <= x)` of the whole specification, modifiers
     /// included. Used by tests (KS distances) and by reports (model CDF drawn under data).
     pub fn cdf(&self, x: f64) -> f64 {
-        let Some((above, from)) = self.redraw else { return self.cdf_plain(x) };
+        let Some((above, from)) = self.redraw else {
+            return self.cdf_plain(x);
+        };
         if x < from {
             return self.cdf_plain(x);
         }
@@ -279,7 +286,11 @@ impl Dist {
 
     /// Analytic mean where it exists and no rounding/clamping applies; `None` otherwise.
     pub fn mean(&self) -> Option<f64> {
-        if self.round != Round::None || self.min.is_some() || self.max.is_some() || self.redraw.is_some() {
+        if self.round != Round::None
+            || self.min.is_some()
+            || self.max.is_some()
+            || self.redraw.is_some()
+        {
             return None;
         }
         Some(self.kind.mean()? * self.mul + self.shift)
@@ -287,7 +298,11 @@ impl Dist {
 
     /// Analytic variance where it exists and no rounding/clamping applies.
     pub fn variance(&self) -> Option<f64> {
-        if self.round != Round::None || self.min.is_some() || self.max.is_some() || self.redraw.is_some() {
+        if self.round != Round::None
+            || self.min.is_some()
+            || self.max.is_some()
+            || self.redraw.is_some()
+        {
             return None;
         }
         Some(self.kind.variance()? * self.mul * self.mul)
@@ -299,13 +314,17 @@ impl Dist {
         if let Some(m) = self.mean() {
             return Some(m);
         }
-        let bounded = (self.min.is_some() || self.redraw.is_some()) && (self.max.is_some() || self.redraw.is_some());
+        let bounded = (self.min.is_some() || self.redraw.is_some())
+            && (self.max.is_some() || self.redraw.is_some());
         if self.kind.mean().is_none() && !bounded {
             // Heavy tail (Cauchy, Pareto shape <= 1, t with dof <= 1): no finite mean.
             return None;
         }
         let lo = self.min.unwrap_or_else(|| self.quantile_search(1e-9));
-        let hi = self.max.or(self.redraw.map(|r| r.0)).unwrap_or_else(|| self.quantile_search(1.0 - 1e-9));
+        let hi = self
+            .max
+            .or(self.redraw.map(|r| r.0))
+            .unwrap_or_else(|| self.quantile_search(1.0 - 1e-9));
         if !lo.is_finite() || !hi.is_finite() {
             return None;
         }

@@ -4,11 +4,13 @@
 //! a number of nanoseconds passed in or produced; randomness comes from seeded generators, so the
 //! same seed always yields the same schedule.
 
+pub mod behaviour;
 pub mod dist;
 pub mod fit;
 pub mod flow;
 pub mod preset;
 pub mod schedule;
+pub mod service;
 pub mod units;
 
 pub use dist::{Dist, Kind, Round, Sampler};

@@ -69,9 +69,17 @@ const FAMILIES: &[(&str, &[&str], &[&str])] = &[
     ("file", &[], &[]),
 ];
 
-fn family_of(name: &str) -> Option<&'static (&'static str, &'static [&'static str], &'static [&'static str])> {
+fn family_of(
+    name: &str,
+) -> Option<&'static (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+)> {
     let n = name.to_ascii_lowercase();
-    FAMILIES.iter().find(|(f, al, _)| *f == n || al.contains(&n.as_str()))
+    FAMILIES
+        .iter()
+        .find(|(f, al, _)| *f == n || al.contains(&n.as_str()))
 }
 
 /// The list of family names, for help texts and error messages.
@@ -95,7 +103,11 @@ impl Dist {
     /// `weibull(118.508 + 298.763*exp(-0.0119498*N), 1.41942*N^0.0681572)`.
     /// Operators `+ - * / ^`, parentheses, functions `exp ln log10 sqrt abs min max`.
     pub fn parse_with(s: &str, vars: &Vars) -> Result<Dist, ParseError> {
-        let mut p = Parser { src: s, pos: 0, vars };
+        let mut p = Parser {
+            src: s,
+            pos: 0,
+            vars,
+        };
         let d = p.spec()?;
         p.skip_ws();
         if p.pos < s.len() {
@@ -191,7 +203,12 @@ impl<'a> Parser<'a> {
         let start = self.pos;
         let is_call = self.word().is_some_and(|n| family_of(n).is_some()) && self.eat('(');
         self.pos = start;
-        if !is_call && (self.rest().starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '(' || c == '.') || self.word().is_some_and(|n| self.vars.contains_key(n))) {
+        if !is_call
+            && (self
+                .rest()
+                .starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '(' || c == '.')
+                || self.word().is_some_and(|n| self.vars.contains_key(n)))
+        {
             self.pos = start;
             return Ok(Dist::constant(self.expr()?));
         }
@@ -269,7 +286,8 @@ impl<'a> Parser<'a> {
         if let Some(w) = self.number() {
             if self.eat('*') {
                 let after = self.pos;
-                let is_family = self.word().is_some_and(|n| family_of(n).is_some()) && self.eat('(');
+                let is_family =
+                    self.word().is_some_and(|n| family_of(n).is_some()) && self.eat('(');
                 self.pos = after;
                 if is_family {
                     return Ok(Arg::Weighted(w, self.spec()?));
@@ -281,7 +299,9 @@ impl<'a> Parser<'a> {
             if self.eat('=') {
                 let lower = key.to_ascii_lowercase();
                 if lower == "round" {
-                    let v = self.word().ok_or_else(|| self.error("round needs floor, ceil, nearest or none"))?;
+                    let v = self
+                        .word()
+                        .ok_or_else(|| self.error("round needs floor, ceil, nearest or none"))?;
                     return Ok(Arg::Named(lower, v.to_string()));
                 }
                 let v = self.expr()?;
@@ -291,7 +311,9 @@ impl<'a> Parser<'a> {
         self.pos = save;
         let v = self.expr().map_err(|e| {
             if self.pos == save {
-                self.error("expected a number, `key=value`, `value:probability` or `weight*distribution`")
+                self.error(
+                    "expected a number, `key=value`, `value:probability` or `weight*distribution`",
+                )
             } else {
                 e
             }
@@ -358,7 +380,11 @@ impl<'a> Parser<'a> {
         };
         if self.eat('(') {
             let a = self.expr()?;
-            let b = if self.eat(',') { Some(self.expr()?) } else { None };
+            let b = if self.eat(',') {
+                Some(self.expr()?)
+            } else {
+                None
+            };
             self.expect(')')?;
             return Ok(match (name, b) {
                 ("exp", None) => a.exp(),
@@ -477,7 +503,15 @@ impl<'a> Parser<'a> {
                             Some(i) => vals[i] = Some(num()?),
                             None => {
                                 let mut allowed: Vec<&str> = params.to_vec();
-                                allowed.extend(["mul", "shift", "round", "min", "max", "redraw_above", "redraw_from"]);
+                                allowed.extend([
+                                    "mul",
+                                    "shift",
+                                    "round",
+                                    "min",
+                                    "max",
+                                    "redraw_above",
+                                    "redraw_from",
+                                ]);
                                 return Err(at(format!(
                                     "{family} has no parameter `{k}`; allowed: {}",
                                     allowed.join(", ")
@@ -648,15 +682,28 @@ mod tests {
     #[test]
     fn formulas_over_variables() {
         let vars = Vars::from([("N".to_string(), 100.0), ("n".to_string(), 10.0)]);
-        let d = Dist::parse_with("weibull(118.508 + 298.763*exp(-0.0119498*N), 1.41942*N^0.0681572)", &vars).unwrap();
-        let Kind::Weibull { scale, shape } = d.kind else { panic!() };
+        let d = Dist::parse_with(
+            "weibull(118.508 + 298.763*exp(-0.0119498*N), 1.41942*N^0.0681572)",
+            &vars,
+        )
+        .unwrap();
+        let Kind::Weibull { scale, shape } = d.kind else {
+            panic!()
+        };
         assert!((scale - (118.508 + 298.763 * (-1.19498f64).exp())).abs() < 1e-9);
         assert!((shape - 1.41942 * 100f64.powf(0.0681572)).abs() < 1e-12);
-        let d = Dist::parse_with("weibull((258.33 + 38*n)/1.177897, 0.87, min=-2*n)", &vars).unwrap();
+        let d =
+            Dist::parse_with("weibull((258.33 + 38*n)/1.177897, 0.87, min=-2*n)", &vars).unwrap();
         assert_eq!(d.min, Some(-20.0));
         assert_eq!(p("-5").kind, Kind::Constant(-5.0));
         assert_eq!(p("2^3*(1+1)").kind, Kind::Constant(16.0));
-        assert_eq!(p("normal(-1.5e-3, 2)").kind, Kind::Normal { mean: -1.5e-3, std_dev: 2.0 });
+        assert_eq!(
+            p("normal(-1.5e-3, 2)").kind,
+            Kind::Normal {
+                mean: -1.5e-3,
+                std_dev: 2.0
+            }
+        );
         let d = p("mix(0.5*exp(2), 0.5*constant(1e3))");
         assert!(matches!(d.kind, Kind::Mixture(_)));
     }

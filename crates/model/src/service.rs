@@ -1,0 +1,532 @@
+//! The service repository: behaviour and traffic models as TOML files (schema in
+//! `docs/services.md`). Built-ins are embedded in the binary; user files load by path. A file is
+//! parsed into [`RawService`] and validated into a [`Service`]; every error names the file, the
+//! field and the problem.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::dist::{Dist, Vars};
+use crate::flow::Transport;
+
+/// Built-in services: (name, TOML text).
+pub const BUILTINS: &[(&str, &str)] = &[
+    ("wow", include_str!("../services/wow.toml")),
+    ("quake3", include_str!("../services/quake3.toml")),
+    (
+        "counter-strike",
+        include_str!("../services/counter-strike.toml"),
+    ),
+    ("ngmn-gaming", include_str!("../services/ngmn-gaming.toml")),
+    (
+        "rta-mobile-gaming",
+        include_str!("../services/rta-mobile-gaming.toml"),
+    ),
+    ("voip", include_str!("../services/voip.toml")),
+    ("opensim", include_str!("../services/opensim.toml")),
+];
+
+pub const HOURS: usize = 24;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawService {
+    pub name: String,
+    pub description: String,
+    #[serde(default)]
+    pub source: Option<String>,
+    pub transport: String,
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default = "yes")]
+    pub hour_advances: bool,
+    #[serde(default)]
+    pub variables: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub session: RawSession,
+    pub states: Vec<String>,
+    #[serde(default)]
+    pub first: Option<Vec<f64>>,
+    #[serde(default)]
+    pub first_by_hour: Option<BTreeMap<String, Vec<f64>>>,
+    #[serde(default)]
+    pub transitions: Option<BTreeMap<String, Vec<f64>>>,
+    #[serde(default)]
+    pub transitions_by_hour: Option<BTreeMap<String, BTreeMap<String, Vec<f64>>>>,
+    #[serde(default)]
+    pub state: BTreeMap<String, RawState>,
+    /// Free-form numbers for later layers (e.g. OpenSim channel drip rates), kept as data.
+    #[serde(default)]
+    pub channels: BTreeMap<String, f64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSession {
+    /// "fixed" (every player plays the whole run) or "arrivals".
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Seconds between session starts of one player slot (arrivals model).
+    #[serde(default)]
+    pub gap: Option<String>,
+    /// Session length, seconds (arrivals model).
+    #[serde(default)]
+    pub length: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawState {
+    /// Dwell time in seconds; absent means the state lasts the whole session.
+    #[serde(default)]
+    pub dwell: Option<String>,
+    #[serde(default)]
+    pub dwell_by_hour: BTreeMap<String, String>,
+    #[serde(default)]
+    pub up: Option<RawDirection>,
+    #[serde(default)]
+    pub down: Option<RawDirection>,
+    #[serde(default)]
+    pub sub: Vec<RawSub>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDirection {
+    /// Inter-departure time distribution, ms.
+    pub idt: String,
+    /// APDU size distribution, bytes.
+    pub size: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSub {
+    pub name: String,
+    pub p: f64,
+    #[serde(default)]
+    pub vars: BTreeMap<String, f64>,
+}
+
+/// Client → server or server → client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    Up,
+    Down,
+}
+
+impl Direction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Up => "up",
+            Direction::Down => "down",
+        }
+    }
+}
+
+/// A problem in a service file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}: {field}: {msg}")]
+pub struct ServiceError {
+    pub file: String,
+    pub field: String,
+    pub msg: String,
+}
+
+/// Traffic of one direction in one (state, sub-activity).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Traffic {
+    pub idt: Dist,
+    pub size: Dist,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sub {
+    pub name: String,
+    pub p: f64,
+    pub vars: Vars,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateModel {
+    pub name: String,
+    /// Dwell (seconds) per hour of day; `None`: lasts the whole session.
+    pub dwell: Option<Vec<Dist>>,
+    /// At least one (a single unnamed one when the file gives none); probabilities normalised.
+    pub subs: Vec<Sub>,
+    raw_up: Option<RawDirection>,
+    raw_down: Option<RawDirection>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Session {
+    Fixed,
+    Arrivals { gap: Dist, length: Dist },
+}
+
+/// A validated service.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Service {
+    pub name: String,
+    pub description: String,
+    pub source: Option<String>,
+    pub transport: Transport,
+    pub port: u16,
+    pub hour_advances: bool,
+    pub variables: Vars,
+    pub session: Session,
+    pub states: Vec<StateModel>,
+    /// First-state probabilities per hour (normalised).
+    pub first: Vec<Vec<f64>>,
+    /// Transition matrices per hour, `[hour][from][to]` (rows normalised).
+    pub transitions: Vec<Vec<Vec<f64>>>,
+    pub channels: BTreeMap<String, f64>,
+    /// The text the service was loaded from (for `horde services show`).
+    pub text: String,
+}
+
+/// The traffic model of a service with its variables bound: `[state][sub][direction]`.
+#[derive(Debug, Clone)]
+pub struct BoundTraffic {
+    pub vars: Vars,
+    pub by_state: Vec<Vec<[Option<Traffic>; 2]>>,
+}
+
+impl Service {
+    /// A built-in by name.
+    pub fn builtin(name: &str) -> Result<Service, ServiceError> {
+        let (_, text) = BUILTINS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| ServiceError {
+                file: name.to_string(),
+                field: "name".into(),
+                msg: format!(
+                    "no built-in service `{name}`; built-ins: {} (or give a path to a .toml file)",
+                    BUILTINS.iter().map(|b| b.0).collect::<Vec<_>>().join(", ")
+                ),
+            })?;
+        Service::parse(text, &format!("built-in `{name}`"))
+    }
+
+    /// Parses and validates a service file's text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Service, ServiceError> {
+        let fail = |field: &str, msg: String| ServiceError {
+            file: file.to_string(),
+            field: field.to_string(),
+            msg,
+        };
+        let raw: RawService = toml::from_str(text)
+            .map_err(|e| fail("syntax", e.to_string().trim().replace('\n', " ")))?;
+        let transport = match raw.transport.as_str() {
+            "tcp" => Transport::Tcp,
+            "udp" => Transport::Udp,
+            t => return Err(fail("transport", format!("must be tcp or udp (got `{t}`)"))),
+        };
+        let n = raw.states.len();
+        if n == 0 || n > 255 {
+            return Err(fail(
+                "states",
+                format!("must list 1..=255 states (got {n})"),
+            ));
+        }
+        if let Some(dup) = raw
+            .states
+            .iter()
+            .enumerate()
+            .find(|(i, s)| raw.states[..*i].contains(s))
+        {
+            return Err(fail("states", format!("`{}` is listed twice", dup.1)));
+        }
+        let first = hourly_rows(&raw.first, &raw.first_by_hour, n)
+            .map_err(|(f, m)| fail(&f.replace("ROW", "first"), m))?;
+        let transitions = transitions(&raw, n).map_err(|(f, m)| fail(&f, m))?;
+        for k in raw.state.keys() {
+            if !raw.states.contains(k) {
+                return Err(fail(
+                    &format!("state.{k}"),
+                    format!("`{k}` is not in `states` ({})", raw.states.join(", ")),
+                ));
+            }
+        }
+        let mut states = Vec::new();
+        for name in &raw.states {
+            let rs = raw.state.get(name).cloned().unwrap_or_default();
+            let at = |f: &str| format!("state.{name}.{f}");
+            let dwell = match (&rs.dwell, rs.dwell_by_hour.is_empty()) {
+                (None, true) => None,
+                (None, false) => {
+                    return Err(fail(
+                        &at("dwell"),
+                        "dwell_by_hour needs a default `dwell` for the other hours".into(),
+                    ))
+                }
+                (Some(d), _) => {
+                    let base = dist(d, &raw.variables).map_err(|m| fail(&at("dwell"), m))?;
+                    let mut v = vec![base; HOURS];
+                    for (h, d) in &rs.dwell_by_hour {
+                        let hour = hour_key(h).map_err(|m| fail(&at("dwell_by_hour"), m))?;
+                        v[hour] = dist(d, &raw.variables)
+                            .map_err(|m| fail(&format!("state.{name}.dwell_by_hour.{h}"), m))?;
+                    }
+                    Some(v)
+                }
+            };
+            let subs = if rs.sub.is_empty() {
+                vec![Sub {
+                    name: String::new(),
+                    p: 1.0,
+                    vars: Vars::new(),
+                }]
+            } else {
+                let total: f64 = rs.sub.iter().map(|s| s.p).sum();
+                if rs.sub.iter().any(|s| !(s.p.is_finite() && s.p >= 0.0)) || total <= 0.0 {
+                    return Err(fail(
+                        &at("sub"),
+                        "probabilities `p` must be >= 0 and sum to more than 0".into(),
+                    ));
+                }
+                rs.sub
+                    .iter()
+                    .map(|s| Sub {
+                        name: s.name.clone(),
+                        p: s.p / total,
+                        vars: s.vars.clone().into_iter().collect(),
+                    })
+                    .collect()
+            };
+            states.push(StateModel {
+                name: name.clone(),
+                dwell,
+                subs,
+                raw_up: rs.up,
+                raw_down: rs.down,
+            });
+        }
+        let session = match raw.session.model.as_deref() {
+            None | Some("fixed") => Session::Fixed,
+            Some("arrivals") => {
+                let g = raw.session.gap.as_deref().ok_or_else(|| {
+                    fail(
+                        "session.gap",
+                        "the arrivals model needs `gap` (seconds between sessions)".into(),
+                    )
+                })?;
+                let l = raw.session.length.as_deref().ok_or_else(|| {
+                    fail(
+                        "session.length",
+                        "the arrivals model needs `length` (session seconds)".into(),
+                    )
+                })?;
+                Session::Arrivals {
+                    gap: dist(g, &raw.variables).map_err(|m| fail("session.gap", m))?,
+                    length: dist(l, &raw.variables).map_err(|m| fail("session.length", m))?,
+                }
+            }
+            Some(m) => {
+                return Err(fail(
+                    "session.model",
+                    format!("must be fixed or arrivals (got `{m}`)"),
+                ))
+            }
+        };
+        let svc = Service {
+            name: raw.name.clone(),
+            description: raw.description,
+            source: raw.source,
+            transport,
+            port: raw.port.unwrap_or(9000),
+            hour_advances: raw.hour_advances,
+            variables: raw.variables.into_iter().collect(),
+            session,
+            states,
+            first,
+            transitions,
+            channels: raw.channels,
+            text: text.to_string(),
+        };
+        // Bind once with the defaults, so a bad traffic model is refused when loading.
+        svc.bind(&Vars::new()).map_err(|(f, m)| fail(&f, m))?;
+        Ok(svc)
+    }
+
+    /// Loads a built-in by name, or a file by path.
+    pub fn load(name_or_path: &str) -> Result<Service, ServiceError> {
+        if BUILTINS.iter().any(|b| b.0 == name_or_path) {
+            return Service::builtin(name_or_path);
+        }
+        if name_or_path.ends_with(".toml") || name_or_path.contains('/') {
+            let text = std::fs::read_to_string(name_or_path).map_err(|e| ServiceError {
+                file: name_or_path.to_string(),
+                field: "file".into(),
+                msg: format!("cannot read: {e}"),
+            })?;
+            return Service::parse(&text, name_or_path);
+        }
+        Service::builtin(name_or_path)
+    }
+
+    pub fn state_index(&self, name: &str) -> Option<usize> {
+        self.states.iter().position(|s| s.name == name)
+    }
+
+    /// Evaluates every traffic formula with the service's variables overridden by `overrides`
+    /// (e.g. `N`) and each sub-activity's own variables.
+    pub fn bind(&self, overrides: &Vars) -> Result<BoundTraffic, (String, String)> {
+        let mut vars = self.variables.clone();
+        vars.extend(overrides.clone());
+        let mut by_state = Vec::new();
+        for s in &self.states {
+            let mut subs = Vec::new();
+            for sub in &s.subs {
+                let mut v = vars.clone();
+                v.extend(sub.vars.clone());
+                let mut dirs: [Option<Traffic>; 2] = [None, None];
+                for (i, (dir, raw)) in [(Direction::Up, &s.raw_up), (Direction::Down, &s.raw_down)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    if let Some(r) = raw {
+                        let at = |f: &str| {
+                            format!(
+                                "state.{}.{}.{f}{}",
+                                s.name,
+                                dir.name(),
+                                if sub.name.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!(" (sub-activity {})", sub.name)
+                                }
+                            )
+                        };
+                        let idt = dist(&r.idt, &v).map_err(|m| (at("idt"), m))?;
+                        let size = dist(&r.size, &v).map_err(|m| (at("size"), m))?;
+                        dirs[i] = Some(Traffic { idt, size });
+                    }
+                }
+                subs.push(dirs);
+            }
+            by_state.push(subs);
+        }
+        Ok(BoundTraffic { vars, by_state })
+    }
+
+    /// Hour of day (0..24) at `t_s` seconds after a start at `start_hour`.
+    pub fn hour_at(&self, start_hour: f64, t_s: f64) -> usize {
+        let h = if self.hour_advances {
+            start_hour + t_s / 3600.0
+        } else {
+            start_hour
+        };
+        (h.rem_euclid(24.0)) as usize % HOURS
+    }
+}
+
+fn dist(text: &str, vars: &Vars) -> Result<Dist, String> {
+    let d = Dist::parse_with(text, vars).map_err(|e| e.to_string())?;
+    d.validate().map_err(|e| e.to_string())
+}
+
+fn hour_key(h: &str) -> Result<usize, String> {
+    match h.parse::<usize>() {
+        Ok(v) if v < HOURS => Ok(v),
+        _ => Err(format!("hour `{h}` must be 0..=23")),
+    }
+}
+
+fn normalise(row: &[f64], n: usize) -> Result<Vec<f64>, String> {
+    if row.len() != n {
+        return Err(format!("has {} values, one per state needs {n}", row.len()));
+    }
+    if row.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+        return Err("values must be >= 0".into());
+    }
+    let total: f64 = row.iter().sum();
+    if total <= 0.0 {
+        return Err("values must sum to more than 0".into());
+    }
+    Ok(row.iter().map(|v| v / total).collect())
+}
+
+/// One row for all hours, or one per hour (all 24 required).
+fn hourly_rows(
+    all: &Option<Vec<f64>>,
+    by_hour: &Option<BTreeMap<String, Vec<f64>>>,
+    n: usize,
+) -> Result<Vec<Vec<f64>>, (String, String)> {
+    match (all, by_hour) {
+        (Some(_), Some(_)) => Err((
+            "ROW".into(),
+            "give either `first` or `first_by_hour`, not both".into(),
+        )),
+        (Some(r), None) => {
+            let r = normalise(r, n).map_err(|m| ("ROW".to_string(), m))?;
+            Ok(vec![r; HOURS])
+        }
+        (None, Some(map)) => {
+            let mut out = vec![Vec::new(); HOURS];
+            for (h, r) in map {
+                let hour = hour_key(h).map_err(|m| ("ROW_by_hour".to_string(), m))?;
+                out[hour] = normalise(r, n).map_err(|m| (format!("ROW_by_hour.{h}"), m))?;
+            }
+            if let Some(h) = out.iter().position(|r| r.is_empty()) {
+                return Err((
+                    "ROW_by_hour".into(),
+                    format!("hour {h} is missing; give all 24 hours or a single `first`"),
+                ));
+            }
+            Ok(out)
+        }
+        (None, None) if n == 1 => Ok(vec![vec![1.0]; HOURS]),
+        (None, None) => Err((
+            "ROW".into(),
+            "missing: give the first-state probabilities".into(),
+        )),
+    }
+}
+
+fn transitions(raw: &RawService, n: usize) -> Result<Vec<Vec<Vec<f64>>>, (String, String)> {
+    let matrix =
+        |m: &BTreeMap<String, Vec<f64>>, field: &str| -> Result<Vec<Vec<f64>>, (String, String)> {
+            raw.states
+                .iter()
+                .map(|s| {
+                    let row = m
+                        .get(s)
+                        .ok_or_else(|| (field.to_string(), format!("row `{s}` is missing")))?;
+                    normalise(row, n).map_err(|e| (format!("{field}.{s}"), e))
+                })
+                .collect()
+        };
+    match (&raw.transitions, &raw.transitions_by_hour) {
+        (Some(_), Some(_)) => Err((
+            "transitions".into(),
+            "give either `transitions` or `transitions_by_hour`, not both".into(),
+        )),
+        (Some(m), None) => Ok(vec![matrix(m, "transitions")?; HOURS]),
+        (None, Some(by)) => {
+            let mut out = vec![Vec::new(); HOURS];
+            for (h, m) in by {
+                let hour = hour_key(h).map_err(|e| ("transitions_by_hour".to_string(), e))?;
+                out[hour] = matrix(m, &format!("transitions_by_hour.{h}"))?;
+            }
+            if let Some(h) = out.iter().position(|r| r.is_empty()) {
+                return Err((
+                    "transitions_by_hour".into(),
+                    format!("hour {h} is missing; give all 24 hours or a single `transitions`"),
+                ));
+            }
+            Ok(out)
+        }
+        (None, None) if n == 1 => Ok(vec![vec![vec![1.0]]; HOURS]),
+        (None, None) => Err((
+            "transitions".into(),
+            "missing: a service with several states needs transition probabilities".into(),
+        )),
+    }
+}
