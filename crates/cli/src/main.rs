@@ -31,6 +31,10 @@ enum Command {
     Decode(cmd::decode::Args),
     /// Lists the built-in traffic presets and the distribution syntax.
     Presets,
+    /// Lists the service repository (behaviour + traffic models), shows or checks a service.
+    Services(cmd::services::Args),
+    /// Runs the behaviour process alone: players' category changes, per-stay rows and a summary.
+    Behave(cmd::behave::Args),
 }
 
 /// An error with the exit code it should produce.
@@ -81,6 +85,8 @@ fn main() -> ExitCode {
         Command::Recv(a) => cmd::recv::run(a, &stop),
         Command::Decode(a) => cmd::decode::run(a),
         Command::Presets => cmd::presets::run(),
+        Command::Services(a) => cmd::services::run(a),
+        Command::Behave(a) => cmd::behave::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

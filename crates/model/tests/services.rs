@@ -63,8 +63,12 @@ fn decision_dungeon_dwell_is_smallest_extreme_value() {
         .as_ref()
         .unwrap()[12];
     assert!(matches!(d.kind, Kind::ExtremeSmallest { .. }));
+    // 677 s is the SEV's own mean; setting the 26 % negative draws to 0 lifts it to ≈ 994 s
+    // (the LEV reading would give ≈ 1966 s).
+    let unclamped = horde_model::Dist::new(d.kind.clone()).mean().unwrap();
+    assert!((unclamped - 677.2).abs() < 1.0, "{unclamped}");
     let m = d.mean_estimate().unwrap();
-    assert!((m - 677.0).abs() < 10.0, "mean dwell {m}");
+    assert!((m - 994.3).abs() < 2.0, "mean dwell {m}");
     // negatives become 0: P(0) = P(SEV < 0) = 1 - exp(-exp(-1321.42/1116))
     assert!((d.cdf(0.0) - (1.0 - (-(-1321.42f64 / 1116.0).exp()).exp())).abs() < 1e-9);
 }
@@ -86,14 +90,15 @@ fn decision_eye_of_the_storm_is_drawn() {
         .iter()
         .find(|x| x.name == "eye_of_the_storm")
         .unwrap();
-    assert!((eots.p - 0.5 * 0.0797).abs() < 1e-9);
+    // the reference's arena shares sum to 99.98 %, hence the tolerance
+    assert!((eots.p - 0.5 * 0.0797).abs() < 1e-4);
     let bg: f64 = pvp
         .subs
         .iter()
         .filter(|x| !x.name.starts_with("arena"))
         .map(|x| x.p)
         .sum();
-    assert!((bg - 0.5).abs() < 1e-9);
+    assert!((bg - 0.5).abs() < 1e-4);
     // the sub-activity sets n and k of the server APDU size
     let i = pvp
         .subs

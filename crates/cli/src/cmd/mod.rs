@@ -1,8 +1,10 @@
+pub mod behave;
 pub mod decode;
 pub mod demo;
 pub mod presets;
 pub mod recv;
 pub mod send;
+pub mod services;
 
 use std::path::Path;
 
