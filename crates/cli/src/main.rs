@@ -35,6 +35,8 @@ enum Command {
     Services(cmd::services::Args),
     /// Runs the behaviour process alone: players' category changes, per-stay rows and a summary.
     Behave(cmd::behave::Args),
+    /// Runs a scenario: many players, real two-way traffic following their behaviour, and a report.
+    Run(cmd::run::Args),
 }
 
 /// An error with the exit code it should produce.
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
         Command::Presets => cmd::presets::run(),
         Command::Services(a) => cmd::services::run(a),
         Command::Behave(a) => cmd::behave::run(a),
+        Command::Run(a) => cmd::run::run(a, &stop),
     };
     match result {
         Ok(code) => ExitCode::from(code),

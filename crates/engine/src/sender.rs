@@ -5,7 +5,12 @@
 //! packet that is due: UDP packets of one flow leave in one `sendmmsg`, TCP APDUs are written
 //! to the stream. A worker that falls behind sends what is overdue at once (never drops it) and
 //! the lateness of every packet is measured. Sockets are non-blocking; a mio poll waits for TCP
-//! writability and for echoes in round-trip mode.
+//! writability, echoes and incoming traffic.
+//!
+//! The same workers serve the server side of a two-way scenario ([`serve`]): a worker with a TCP
+//! listener accepts connections, and when a client's hello names its player, a [`Responder`]
+//! supplies that player's server→client schedule. Flows are data: sources can be added while
+//! the worker runs.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -13,11 +18,12 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use horde_model::{Departure, Flow, Meter, Schedule, Transport};
+use horde_model::{Departure, Dist, Flow, Meter, Schedule, Stop, Transport};
 use horde_wire::datagram::{FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST};
 use horde_wire::log::{FLAG_CLAMPED, FLAG_KERNEL_TS};
 use horde_wire::stream::HELLO_ECHO;
@@ -25,6 +31,7 @@ use horde_wire::{
     ApduHeader, DatagramHeader, Record, RecordKind, Role, StreamDecoder, StreamEvent, StreamHello,
     HELLO_LEN,
 };
+use mio::net::TcpListener;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use serde::Serialize;
@@ -35,10 +42,37 @@ use crate::logger::{LogSink, LogWriter};
 use crate::net::{self, RecvBatch, BATCH};
 use crate::EngineError;
 
-/// Time given to workers to start before the first departure.
+/// Time given to workers between the start gate and the first departure, plus a share per TCP
+/// flow for writing its hello (measured: 10,000 hellos take ~60 ms on this 2-core VM).
 const START_LEAD_NS: u64 = 20_000_000;
+const START_LEAD_PER_TCP_NS: u64 = 20_000;
+const LISTEN_TOKEN: usize = 1 << 30;
 
-#[derive(Debug, Clone)]
+/// A flow's departures: a plain schedule, or a player's behaviour-driven one.
+pub type Source = Box<dyn Iterator<Item = Departure> + Send>;
+
+/// Hooks of a two-way scenario (see `horde run`).
+pub trait Responder: Send + Sync {
+    /// Server side: the departures to send back on a connection whose client sent `hello`,
+    /// with times in ns after `hello.base_ns` (the client's start), and the tag to log them
+    /// with. `None` closes the connection.
+    fn on_hello(&self, hello: &StreamHello) -> Option<(Source, u32)>;
+    /// The full record tag of an incoming APDU on a connection tagged `tag`, sent `rel_ns` after
+    /// the client's start (e.g. the player's category at that time).
+    fn classify(&self, tag: u32, rel_ns: i64) -> u32;
+}
+
+/// Counters shared with a progress display; updated with relaxed atomics.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub sent_packets: AtomicU64,
+    pub sent_bytes: AtomicU64,
+    pub recv_packets: AtomicU64,
+    pub recv_bytes: AtomicU64,
+    pub connections: AtomicU64,
+}
+
+#[derive(Clone)]
 pub struct SendOptions {
     /// Data-path worker threads; flows are spread over them.
     pub threads: usize,
@@ -47,8 +81,10 @@ pub struct SendOptions {
     pub log: Option<PathBuf>,
     /// How long all TCP connects may take.
     pub connect_timeout: Duration,
-    /// After the last departure: how long to wait for echoes and for TCP buffers to drain.
+    /// After the last departure: how long to wait for echoes, incoming traffic and TCP buffers.
     pub linger: Duration,
+    pub responder: Option<Arc<dyn Responder>>,
+    pub progress: Option<Arc<Progress>>,
 }
 
 impl Default for SendOptions {
@@ -59,6 +95,8 @@ impl Default for SendOptions {
             log: None,
             connect_timeout: Duration::from_secs(10),
             linger: Duration::from_millis(500),
+            responder: None,
+            progress: None,
         }
     }
 }
@@ -89,6 +127,8 @@ pub struct FlowSent {
     /// Packets the OS refused (e.g. ICMP port unreachable: nobody listening).
     pub errors: u64,
     pub echoes: u64,
+    /// APDUs received from the peer on this connection (two-way scenarios).
+    pub received: u64,
     /// Real (epoch) times of the first and last departure, ns.
     pub first_ns: u64,
     pub last_ns: u64,
@@ -101,6 +141,7 @@ pub struct SendReport {
     pub bytes: u64,
     pub errors: u64,
     pub echoes: u64,
+    pub received: u64,
     /// Seconds from the first to the last departure.
     pub duration_s: f64,
     /// Seconds all TCP connections took to establish (0 without TCP flows).
@@ -110,35 +151,61 @@ pub struct SendReport {
     pub log: Option<PathBuf>,
     pub log_records: u64,
     pub threads: usize,
+    /// Real time (ns since the epoch) of the run's start: departure times count from here.
+    pub t0_real_ns: u64,
+}
+
+/// What a TCP flow does with bytes the peer sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Incoming {
+    /// Echoes of our own APDUs (round-trip mode).
+    Echo,
+    /// The peer's own APDUs (two-way scenarios); logged as received.
+    Traffic,
 }
 
 struct TcpOut {
     out: Vec<u8>,
     sent_upto: usize,
+    /// Base of the send-time offsets in our APDU headers (our hello's base).
     base_ns: u64,
     decoder: StreamDecoder,
     want_write: bool,
     broken: bool,
+    /// Server side: the client's hello has not arrived yet.
+    awaiting_hello: bool,
 }
 
 struct FlowState {
     flow: Flow,
-    sched: Schedule,
+    sched: Option<Source>,
+    /// Added to every departure time: moves a source's time base onto the worker's.
+    shift_ns: i64,
     pending: VecDeque<Departure>,
     sock: Socket,
     tcp: Option<TcpOut>,
+    incoming: Incoming,
+    /// Real time of the client's start: incoming send times are classified relative to it.
+    epoch_ns: u64,
     stats: FlowSent,
 }
 
 impl FlowState {
-    /// The next departure, drawn from the schedule if none is pending.
+    /// The next departure, drawn from the source if none is pending.
     fn peek(&mut self) -> Option<Departure> {
         if self.pending.is_empty() {
-            let d = self.sched.next()?;
+            let mut d = self.sched.as_mut()?.next()?;
+            d.at_ns = (d.at_ns as i64 + self.shift_ns).max(0) as u64;
             self.pending.push_back(d);
         }
         self.pending.front().copied()
     }
+}
+
+/// A flow to run: its validated spec, and optionally a source replacing its plain schedule.
+pub struct Job {
+    pub flow: Flow,
+    pub source: Option<Source>,
 }
 
 /// Opens the sockets of every flow, connects TCP flows, then runs all flows to their end
@@ -148,46 +215,109 @@ pub fn run(
     opts: &SendOptions,
     stop: &AtomicBool,
 ) -> Result<SendReport, EngineError> {
-    if flows.is_empty() {
+    run_jobs(
+        flows
+            .into_iter()
+            .map(|flow| Job { flow, source: None })
+            .collect(),
+        opts,
+        stop,
+    )
+}
+
+/// [`run`] with explicit sources (e.g. players' behaviour-driven schedules).
+pub fn run_jobs(
+    jobs: Vec<Job>,
+    opts: &SendOptions,
+    stop: &AtomicBool,
+) -> Result<SendReport, EngineError> {
+    if jobs.is_empty() {
         return Err(EngineError::Config("no flows to send".into()));
     }
     clock::raise_fd_limit();
-    let mut states = Vec::with_capacity(flows.len());
-    for flow in flows {
-        states.push(open_flow(flow)?);
+    let mut states = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        states.push(open_flow(job)?);
     }
     let connect_started = mono_ns();
     connect_all(&mut states, opts.connect_timeout, stop)?;
-    let connect_s = if states.iter().any(|s| s.tcp.is_some()) {
+    let tcp_flows = states.iter().filter(|s| s.tcp.is_some()).count() as u64;
+    let connect_s = if tcp_flows > 0 {
         (mono_ns() - connect_started) as f64 / 1e9
     } else {
         0.0
     };
-
-    let start_real = real_ns();
-    for s in &mut states {
-        if let Some(t) = &mut s.tcp {
-            // Offsets on the stream count from here; any time before the first APDU works.
-            t.base_ns = start_real;
-            let mut hello = [0u8; HELLO_LEN];
-            StreamHello {
-                flags: if s.flow.meter == Meter::Rtt {
-                    HELLO_ECHO
-                } else {
-                    0
-                },
-                flow: s.flow.id,
-                base_ns: start_real,
-                tag: s.flow.tag,
-            }
-            .emit(&mut hello);
-            t.out.extend_from_slice(&hello);
-        }
+    let threads = opts.threads.clamp(1, states.len());
+    let mut shares: Vec<Vec<FlowState>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, s) in states.into_iter().enumerate() {
+        shares[i % threads].push(s);
     }
+    let lead = START_LEAD_NS + START_LEAD_PER_TCP_NS * tcp_flows / threads as u64;
+    run_workers(
+        shares.into_iter().map(|s| (s, Vec::new())).collect(),
+        opts,
+        stop,
+        lead,
+        connect_s,
+    )
+}
+
+/// The server side of a two-way scenario: listens on `listen`, and for every connection whose
+/// hello the responder accepts, sends that player's departures and logs what arrives. Runs until
+/// `stop` is set. `ready` gets the bound addresses before the first accept.
+pub fn serve(
+    listen: &[SocketAddr],
+    opts: &SendOptions,
+    stop: &AtomicBool,
+    ready: impl FnOnce(&[SocketAddr]),
+) -> Result<SendReport, EngineError> {
+    if opts.responder.is_none() {
+        return Err(EngineError::Config("serving needs a responder".into()));
+    }
+    clock::raise_fd_limit();
+    let mut listeners = Vec::new();
+    let mut bound = Vec::new();
+    for a in listen {
+        let s = net::tcp_listener(*a).map_err(|e| EngineError::Io {
+            what: format!(
+                "binding tcp {a}{}",
+                if e.kind() == io::ErrorKind::AddrInUse {
+                    " (the port is in use: stop the other program or pick another port)"
+                } else {
+                    ""
+                }
+            ),
+            source: e,
+        })?;
+        let l = TcpListener::from_std(s.into());
+        bound.push(l.local_addr().map_err(|e| EngineError::Io {
+            what: "reading the bound address".into(),
+            source: e,
+        })?);
+        listeners.push(l);
+    }
+    ready(&bound);
+    run_workers(
+        vec![(Vec::new(), listeners)],
+        opts,
+        stop,
+        START_LEAD_NS,
+        0.0,
+    )
+}
+
+fn run_workers(
+    shares: Vec<(Vec<FlowState>, Vec<TcpListener>)>,
+    opts: &SendOptions,
+    stop: &AtomicBool,
+    lead_ns: u64,
+    connect_s: f64,
+) -> Result<SendReport, EngineError> {
+    let threads = shares.len();
     let (writer, sink) = match &opts.log {
         Some(p) => {
             let (w, s) =
-                LogWriter::create(p, Role::Sender, start_real).map_err(|e| EngineError::Io {
+                LogWriter::create(p, Role::Sender, real_ns()).map_err(|e| EngineError::Io {
                     what: format!("creating log {}", p.display()),
                     source: e,
                 })?;
@@ -195,27 +325,21 @@ pub fn run(
         }
         None => (None, LogSink::disabled()),
     };
-
-    let threads = opts.threads.clamp(1, states.len());
-    let mut shares: Vec<Vec<FlowState>> = (0..threads).map(|_| Vec::new()).collect();
-    for (i, s) in states.into_iter().enumerate() {
-        shares[i % threads].push(s);
-    }
-    // Workers register their sockets and send their hellos first; the clock starts when all are
-    // ready, so set-up time (10,000 sockets take ~100 ms) never shows as lateness.
-    let start = StartGate::new(threads);
+    // Workers register their sockets first; the clock starts when all are ready, so set-up
+    // time (10,000 sockets take ~100 ms) never shows as lateness.
+    let start = StartGate::new(threads, lead_ns);
     let results: Vec<io::Result<WorkerResult>> = std::thread::scope(|scope| {
         let handles: Vec<_> = shares
             .into_iter()
             .enumerate()
-            .map(|(i, share)| {
+            .map(|(i, (flows, listeners))| {
                 let sink = sink.clone();
                 let opts = opts.clone();
                 let start = &start;
                 std::thread::Builder::new()
                     .name(format!("horde-send-{i}"))
                     .spawn_scoped(scope, move || {
-                        let w = Worker::new(share, sink, opts);
+                        let w = Worker::new(flows, listeners, sink, opts);
                         let (t0_mono, t0_real) = start.arrive();
                         w?.run(t0_mono, t0_real, stop)
                     })
@@ -251,6 +375,7 @@ pub fn run(
         flows.extend(r.flows);
     }
     flows.sort_by_key(|f| f.id);
+    let t0 = start.t0.lock().expect("start gate").map_or(0, |t| t.1);
     Ok(summarise(
         flows,
         &hist,
@@ -259,9 +384,11 @@ pub fn run(
         opts,
         log_records,
         threads,
+        t0,
     ))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn summarise(
     flows: Vec<FlowSent>,
     hist: &Histogram<u64>,
@@ -270,6 +397,7 @@ fn summarise(
     opts: &SendOptions,
     log_records: u64,
     threads: usize,
+    t0_real_ns: u64,
 ) -> SendReport {
     let first = flows
         .iter()
@@ -293,6 +421,7 @@ fn summarise(
         bytes: flows.iter().map(|f| f.bytes).sum(),
         errors: flows.iter().map(|f| f.errors).sum(),
         echoes: flows.iter().map(|f| f.echoes).sum(),
+        received: flows.iter().map(|f| f.received).sum(),
         duration_s: last.saturating_sub(first) as f64 / 1e9,
         connect_s,
         lateness,
@@ -300,6 +429,7 @@ fn summarise(
         log: opts.log.clone(),
         log_records,
         threads,
+        t0_real_ns,
         flows,
     }
 }
@@ -308,7 +438,37 @@ fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
 }
 
-fn open_flow(flow: Flow) -> Result<FlowState, EngineError> {
+fn new_stats(flow: &Flow) -> FlowSent {
+    FlowSent {
+        id: flow.id,
+        name: flow.name.clone(),
+        transport: flow.transport.name(),
+        dst: flow.dst,
+        packets: 0,
+        bytes: 0,
+        clamped: 0,
+        errors: 0,
+        echoes: 0,
+        received: 0,
+        first_ns: 0,
+        last_ns: 0,
+    }
+}
+
+fn new_tcp(awaiting_hello: bool) -> TcpOut {
+    TcpOut {
+        out: Vec::new(),
+        sent_upto: 0,
+        base_ns: 0,
+        decoder: StreamDecoder::new(),
+        want_write: false,
+        broken: false,
+        awaiting_hello,
+    }
+}
+
+fn open_flow(job: Job) -> Result<FlowState, EngineError> {
+    let flow = job.flow;
     let who = format!("flow {} (`{}`)", flow.id, flow.name);
     let sock = match flow.transport {
         Transport::Udp => net::udp_connected(flow.dst, flow.src, flow.tos, flow.ttl),
@@ -326,35 +486,46 @@ fn open_flow(flow: Flow) -> Result<FlowState, EngineError> {
             source: e,
         })?;
     }
-    let tcp = (flow.transport == Transport::Tcp).then(|| TcpOut {
-        out: Vec::new(),
-        sent_upto: 0,
-        base_ns: 0,
-        decoder: StreamDecoder::new(),
-        want_write: false,
-        broken: false,
-    });
-    let stats = FlowSent {
-        id: flow.id,
-        name: flow.name.clone(),
-        transport: flow.transport.name(),
-        dst: flow.dst,
-        packets: 0,
-        bytes: 0,
-        clamped: 0,
-        errors: 0,
-        echoes: 0,
-        first_ns: 0,
-        last_ns: 0,
+    let tcp = (flow.transport == Transport::Tcp).then(|| new_tcp(false));
+    let sched: Source = job.source.unwrap_or_else(|| Box::new(Schedule::new(&flow)));
+    let incoming = if flow.meter == Meter::Rtt {
+        Incoming::Echo
+    } else {
+        Incoming::Traffic
     };
     Ok(FlowState {
-        sched: Schedule::new(&flow),
+        stats: new_stats(&flow),
+        sched: Some(sched),
+        shift_ns: 0,
         flow,
         pending: VecDeque::new(),
         sock,
         tcp,
-        stats,
+        incoming,
+        epoch_ns: 0,
     })
+}
+
+/// A flow spec for a connection accepted by the server side.
+fn accepted_flow(peer: SocketAddr) -> Flow {
+    Flow {
+        id: 0,
+        name: format!("from {peer}"),
+        transport: Transport::Tcp,
+        dst: peer,
+        src: None,
+        idt: Dist::constant(0.0),
+        size: Dist::constant(0.0),
+        on_off: None,
+        start_delay: Dist::constant(0.0),
+        seed: 0,
+        tos: None,
+        ttl: None,
+        nodelay: true,
+        stop: Stop::default(),
+        meter: Meter::Owd,
+        tag: 0,
+    }
 }
 
 /// Waits until every TCP flow's non-blocking connect has completed.
@@ -363,11 +534,15 @@ fn connect_all(
     timeout: Duration,
     stop: &AtomicBool,
 ) -> Result<(), EngineError> {
+    let io_err = |what: &str| {
+        let what = what.to_string();
+        move |e| EngineError::Io {
+            what: what.clone(),
+            source: e,
+        }
+    };
     let mut waiting = 0usize;
-    let mut poll = Poll::new().map_err(|e| EngineError::Io {
-        what: "creating a poll".into(),
-        source: e,
-    })?;
+    let mut poll = Poll::new().map_err(io_err("creating a poll"))?;
     for (i, s) in states.iter().enumerate() {
         if s.tcp.is_some() {
             poll.registry()
@@ -376,10 +551,7 @@ fn connect_all(
                     Token(i),
                     Interest::WRITABLE,
                 )
-                .map_err(|e| EngineError::Io {
-                    what: "registering a socket".into(),
-                    source: e,
-                })?;
+                .map_err(io_err("registering a socket"))?;
             waiting += 1;
         }
     }
@@ -397,16 +569,17 @@ fn connect_all(
                 .zip(&done)
                 .find(|(s, d)| s.tcp.is_some() && !**d)
                 .map(|(s, _)| s.flow.dst);
-            return Err(EngineError::Config(format!("{waiting} TCP connection(s) not established within {:?} (first: {}); is `horde recv` listening there?", timeout, first.map(|a| a.to_string()).unwrap_or_default())));
+            return Err(EngineError::Config(format!(
+                "{waiting} TCP connection(s) not established within {:?} (first: {}); is `horde recv` listening there?",
+                timeout,
+                first.map(|a| a.to_string()).unwrap_or_default()
+            )));
         }
         poll.poll(
             &mut events,
             Some(Duration::from_nanos((deadline - now).min(100_000_000))),
         )
-        .map_err(|e| EngineError::Io {
-            what: "waiting for connections".into(),
-            source: e,
-        })?;
+        .map_err(io_err("waiting for connections"))?;
         for ev in events.iter() {
             let i = ev.token().0;
             if done[i] {
@@ -442,13 +615,15 @@ fn connect_all(
 /// Releases all workers at once with a common start time.
 struct StartGate {
     barrier: std::sync::Barrier,
+    lead_ns: u64,
     t0: std::sync::Mutex<Option<(u64, u64)>>,
 }
 
 impl StartGate {
-    fn new(n: usize) -> Self {
+    fn new(n: usize, lead_ns: u64) -> Self {
         StartGate {
             barrier: std::sync::Barrier::new(n),
+            lead_ns,
             t0: std::sync::Mutex::new(None),
         }
     }
@@ -457,7 +632,7 @@ impl StartGate {
     fn arrive(&self) -> (u64, u64) {
         self.barrier.wait();
         let mut t0 = self.t0.lock().expect("start gate");
-        *t0.get_or_insert_with(|| (mono_ns() + START_LEAD_NS, real_ns() + START_LEAD_NS))
+        *t0.get_or_insert_with(|| (mono_ns() + self.lead_ns, real_ns() + self.lead_ns))
     }
 }
 
@@ -469,6 +644,7 @@ struct WorkerResult {
 
 struct Worker {
     flows: Vec<FlowState>,
+    listeners: Vec<TcpListener>,
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     poll: Option<Poll>,
     events: Events,
@@ -483,33 +659,47 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(flows: Vec<FlowState>, sink: LogSink, opts: SendOptions) -> io::Result<Worker> {
+    fn new(
+        flows: Vec<FlowState>,
+        listeners: Vec<TcpListener>,
+        sink: LogSink,
+        opts: SendOptions,
+    ) -> io::Result<Worker> {
         clock::tighten_timer_slack();
-        let needs_poll = flows
-            .iter()
-            .any(|f| f.tcp.is_some() || f.flow.meter == Meter::Rtt);
+        let needs_poll = !listeners.is_empty()
+            || flows
+                .iter()
+                .any(|f| f.tcp.is_some() || f.flow.meter == Meter::Rtt);
         let poll = if needs_poll { Some(Poll::new()?) } else { None };
+        let mut listeners = listeners;
         if let Some(p) = &poll {
             for (i, f) in flows.iter().enumerate() {
-                let mut interest = Interest::WRITABLE;
-                if f.flow.meter == Meter::Rtt {
-                    interest = Interest::READABLE | Interest::WRITABLE;
-                }
-                if f.tcp.is_some() || f.flow.meter == Meter::Rtt {
+                if f.tcp.is_some() {
                     p.registry().register(
                         &mut SourceFd(&f.sock.as_raw_fd()),
                         Token(i),
-                        interest,
+                        Interest::READABLE | Interest::WRITABLE,
+                    )?;
+                } else if f.flow.meter == Meter::Rtt {
+                    p.registry().register(
+                        &mut SourceFd(&f.sock.as_raw_fd()),
+                        Token(i),
+                        Interest::READABLE,
                     )?;
                 }
+            }
+            for (j, l) in listeners.iter_mut().enumerate() {
+                p.registry()
+                    .register(l, Token(LISTEN_TOKEN + j), Interest::READABLE)?;
             }
         }
         let has_udp_rtt = flows
             .iter()
             .any(|f| f.tcp.is_none() && f.flow.meter == Meter::Rtt);
-        let mut w = Worker {
+        Ok(Worker {
             heap: BinaryHeap::with_capacity(flows.len()),
             flows,
+            listeners,
             poll,
             events: Events::with_capacity(1024),
             sink,
@@ -521,26 +711,34 @@ impl Worker {
             rx: has_udp_rtt
                 .then(|| RecvBatch::new(horde_model::flow::MAX_UDP_PAYLOAD as usize + 1)),
             read_buf: vec![0u8; 64 * 1024],
-        };
-        for i in 0..w.flows.len() {
-            if let Some(d) = w.flows[i].peek() {
-                w.heap.push(Reverse((d.at_ns, i)));
-            }
-            // Opening hello of a TCP stream.
-            w.flush_tcp(i);
-        }
-        Ok(w)
+        })
     }
 
     fn run(mut self, t0_mono: u64, t0_real: u64, stop: &AtomicBool) -> io::Result<WorkerResult> {
         self.t0_mono = t0_mono;
         self.t0_real = t0_real;
+        for i in 0..self.flows.len() {
+            // The hello's base is the run's start, so the peer can place our departures in time.
+            self.flows[i].epoch_ns = t0_real;
+            self.send_hello(i, t0_real);
+            if let Some(d) = self.flows[i].peek() {
+                self.heap.push(Reverse((d.at_ns, i)));
+            }
+        }
+        let serving = !self.listeners.is_empty();
         let mut interrupted = false;
-        while let Some(&Reverse((at, i))) = self.heap.peek() {
+        loop {
             if stop.load(Ordering::Relaxed) {
-                interrupted = true;
+                interrupted = !serving;
                 break;
             }
+            let Some(&Reverse((at, i))) = self.heap.peek() else {
+                if serving {
+                    self.poll_io(Duration::from_millis(50));
+                    continue;
+                }
+                break;
+            };
             let now = mono_ns();
             if self.t0_mono + at > now {
                 self.wait(self.t0_mono + at);
@@ -552,13 +750,35 @@ impl Worker {
                 self.heap.push(Reverse((d.at_ns, i)));
             }
         }
-        self.linger(stop);
+        if !serving {
+            self.linger(stop);
+        }
         self.sink.flush();
         Ok(WorkerResult {
             flows: self.flows.into_iter().map(|f| f.stats).collect(),
             lateness: self.hist,
             interrupted,
         })
+    }
+
+    fn send_hello(&mut self, i: usize, base_ns: u64) {
+        let f = &mut self.flows[i];
+        let Some(t) = &mut f.tcp else { return };
+        t.base_ns = base_ns;
+        let mut hello = [0u8; HELLO_LEN];
+        StreamHello {
+            flags: if f.flow.meter == Meter::Rtt {
+                HELLO_ECHO
+            } else {
+                0
+            },
+            flow: f.flow.id,
+            base_ns,
+            tag: f.flow.tag,
+        }
+        .emit(&mut hello);
+        t.out.extend_from_slice(&hello);
+        self.flush_tcp(i);
     }
 
     /// Waits for the monotonic `deadline`, serving socket events meanwhile.
@@ -596,6 +816,7 @@ impl Worker {
             at_ns: 0,
             size: 0,
             clamped: false,
+            class: 0,
         }; BATCH];
         let mut n = 0;
         let f = &mut self.flows[i];
@@ -647,7 +868,7 @@ impl Worker {
             Ok(k) => k,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
             Err(_) => {
-                // Refused (nobody listening) or another hard error: these packets are lost.
+                // Refused (nobody listening) or another hard error: this packet is lost.
                 f.stats.errors += 1;
                 1
             }
@@ -718,13 +939,17 @@ impl Worker {
         f.stats.packets += 1;
         f.stats.bytes += d.size as u64;
         f.stats.clamped += d.clamped as u64;
+        if let Some(p) = &self.opts.progress {
+            p.sent_packets.fetch_add(1, Ordering::Relaxed);
+            p.sent_bytes.fetch_add(d.size as u64, Ordering::Relaxed);
+        }
         self.sink.push(Record {
             flow: f.flow.id,
             size: d.size,
             seq: d.seq,
             t_a: self.t0_real + d.at_ns,
             t_b: real,
-            tag: f.flow.tag,
+            tag: f.flow.tag | d.class as u32,
             tos: f.flow.tos.unwrap_or(0),
             ttl: f.flow.ttl.unwrap_or(0),
             kind: RecordKind::Sent,
@@ -743,20 +968,65 @@ impl Worker {
             .map(|e| (e.token().0, e.is_readable(), e.is_writable()))
             .collect();
         for (i, readable, writable) in ready {
+            if i >= LISTEN_TOKEN {
+                self.accept(i - LISTEN_TOKEN);
+                continue;
+            }
             if writable && self.flows[i].tcp.as_ref().is_some_and(|t| t.want_write) {
                 self.flush_tcp(i);
             }
             if readable {
-                self.read_echoes(i);
+                if self.flows[i].tcp.is_some() {
+                    self.read_tcp(i);
+                } else {
+                    self.read_udp_echoes(i);
+                }
             }
         }
     }
 
-    fn read_echoes(&mut self, i: usize) {
-        if self.flows[i].tcp.is_some() {
-            self.read_tcp_echoes(i);
-        } else {
-            self.read_udp_echoes(i);
+    /// Server side: takes every pending connection and greets it with our hello.
+    fn accept(&mut self, j: usize) {
+        loop {
+            let (stream, peer) = match self.listeners[j].accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // WouldBlock, or out of descriptors: try again on the next readiness.
+                Err(_) => return,
+            };
+            let fd: std::os::fd::OwnedFd = stream.into();
+            let sock = Socket::from(fd);
+            let _ = sock.set_nodelay(true);
+            let i = self.flows.len();
+            let flow = accepted_flow(peer);
+            let Some(poll) = &self.poll else { return };
+            if poll
+                .registry()
+                .register(
+                    &mut SourceFd(&sock.as_raw_fd()),
+                    Token(i),
+                    Interest::READABLE | Interest::WRITABLE,
+                )
+                .is_err()
+            {
+                continue;
+            }
+            if let Some(p) = &self.opts.progress {
+                p.connections.fetch_add(1, Ordering::Relaxed);
+            }
+            self.flows.push(FlowState {
+                stats: new_stats(&flow),
+                flow,
+                sched: None,
+                shift_ns: 0,
+                pending: VecDeque::new(),
+                sock,
+                tcp: Some(new_tcp(true)),
+                incoming: Incoming::Traffic,
+                epoch_ns: 0,
+            });
+            let base = self.t0_real;
+            self.send_hello(i, base);
         }
     }
 
@@ -798,48 +1068,132 @@ impl Worker {
         }
     }
 
-    fn read_tcp_echoes(&mut self, i: usize) {
-        let f = &mut self.flows[i];
-        let Some(t) = &mut f.tcp else { return };
+    /// Reads what the peer sent on TCP flow `i`: echoes, or the peer's own APDUs.
+    fn read_tcp(&mut self, i: usize) {
         loop {
-            match (&f.sock).read(&mut self.read_buf) {
-                Ok(0) => return,
-                Ok(n) => {
-                    let now = real_ns();
-                    let (sink, stats, tag) = (&mut self.sink, &mut f.stats, f.flow.tag);
-                    let r = t.decoder.feed(&self.read_buf[..n], |ev| {
-                        if let StreamEvent::Apdu { seq, len, send_ns } = ev {
-                            stats.echoes += 1;
-                            sink.push(Record {
-                                flow: stats.id,
-                                size: len as u32,
-                                seq,
-                                t_a: send_ns,
-                                t_b: now,
-                                tag,
-                                tos: 255,
-                                ttl: 0,
-                                kind: RecordKind::Echoed,
-                                flags: 0,
-                            });
-                        }
-                    });
-                    if r.is_err() {
-                        return;
+            let n = {
+                let f = &mut self.flows[i];
+                match (&f.sock).read(&mut self.read_buf) {
+                    Ok(0) => return self.close(i),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                    Err(_) => return self.close(i),
+                }
+            };
+            let now = real_ns();
+            let mut events: Vec<StreamEvent> = Vec::new();
+            let f = &mut self.flows[i];
+            let Some(t) = &mut f.tcp else { return };
+            let r = t.decoder.feed(&self.read_buf[..n], |ev| events.push(ev));
+            for ev in events {
+                match ev {
+                    StreamEvent::Hello(h) => self.on_hello(i, h),
+                    StreamEvent::Apdu { seq, len, send_ns } => {
+                        self.on_apdu(i, seq, len, send_ns, now)
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return,
+            }
+            if r.is_err() {
+                return self.close(i);
             }
         }
     }
 
-    /// After the last departure: drain TCP backlogs and collect late echoes.
+    fn on_hello(&mut self, i: usize, h: StreamHello) {
+        let f = &mut self.flows[i];
+        let awaiting = f.tcp.as_ref().is_some_and(|t| t.awaiting_hello);
+        if !awaiting {
+            return;
+        }
+        if let Some(t) = &mut f.tcp {
+            t.awaiting_hello = false;
+        }
+        let Some(resp) = self.opts.responder.clone() else {
+            return;
+        };
+        match resp.on_hello(&h) {
+            Some((source, tag)) => {
+                f.flow.id = h.flow;
+                f.flow.tag = tag;
+                f.flow.name = format!("player {}", tag >> 8);
+                f.stats.id = h.flow;
+                f.stats.name = f.flow.name.clone();
+                f.sched = Some(source);
+                // The client's departures count from its start, ours from our own.
+                f.shift_ns = h.base_ns as i64 - self.t0_real as i64;
+                f.epoch_ns = h.base_ns;
+                if let Some(d) = f.peek() {
+                    self.heap.push(Reverse((d.at_ns, i)));
+                }
+            }
+            None => self.close(i),
+        }
+    }
+
+    fn on_apdu(&mut self, i: usize, seq: u64, len: u16, send_ns: u64, now: u64) {
+        let f = &mut self.flows[i];
+        match f.incoming {
+            Incoming::Echo => {
+                f.stats.echoes += 1;
+                self.sink.push(Record {
+                    flow: f.flow.id,
+                    size: len as u32,
+                    seq,
+                    t_a: send_ns,
+                    t_b: now,
+                    tag: f.flow.tag,
+                    tos: 255,
+                    ttl: 0,
+                    kind: RecordKind::Echoed,
+                    flags: 0,
+                });
+            }
+            Incoming::Traffic => {
+                f.stats.received += 1;
+                let tag = match &self.opts.responder {
+                    Some(r) => r.classify(f.flow.tag, send_ns as i64 - f.epoch_ns as i64),
+                    None => f.flow.tag,
+                };
+                if let Some(p) = &self.opts.progress {
+                    p.recv_packets.fetch_add(1, Ordering::Relaxed);
+                    p.recv_bytes.fetch_add(len as u64, Ordering::Relaxed);
+                }
+                self.sink.push(Record {
+                    flow: f.flow.id,
+                    size: len as u32,
+                    seq,
+                    t_a: send_ns,
+                    t_b: now,
+                    tag,
+                    tos: 255,
+                    ttl: 0,
+                    kind: RecordKind::Received,
+                    flags: 0,
+                });
+            }
+        }
+    }
+
+    /// Stops reading and writing flow `i` (peer closed, or not a Horde stream).
+    fn close(&mut self, i: usize) {
+        let f = &mut self.flows[i];
+        if let Some(t) = &mut f.tcp {
+            t.broken = true;
+            t.want_write = false;
+        }
+        if let Some(p) = &self.poll {
+            let _ = p.registry().deregister(&mut SourceFd(&f.sock.as_raw_fd()));
+        }
+    }
+
+    /// After the last departure: drain TCP backlogs and collect late echoes and APDUs.
     fn linger(&mut self, stop: &AtomicBool) {
         if self.poll.is_none() {
             return;
         }
         let deadline = mono_ns() + self.opts.linger.as_nanos() as u64;
+        let two_way = self.opts.responder.is_some();
         loop {
             let backlog = self
                 .flows
@@ -850,7 +1204,7 @@ impl Worker {
                 .iter()
                 .any(|f| f.flow.meter == Meter::Rtt && f.stats.echoes < f.stats.packets);
             let now = mono_ns();
-            if (!backlog && !rtt) || now >= deadline || stop.load(Ordering::Relaxed) {
+            if (!backlog && !rtt && !two_way) || now >= deadline || stop.load(Ordering::Relaxed) {
                 return;
             }
             self.poll_io(Duration::from_millis(

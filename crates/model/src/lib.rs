@@ -9,6 +9,7 @@ pub mod dist;
 pub mod fit;
 pub mod flow;
 pub mod preset;
+pub mod scenario;
 pub mod schedule;
 pub mod service;
 pub mod units;

@@ -22,6 +22,8 @@ pub struct Departure {
     pub size: u32,
     /// The drawn size was outside the transport's limits and was clamped.
     pub clamped: bool,
+    /// The behaviour state (category) the packet belongs to; 0 for plain flows.
+    pub class: u8,
 }
 
 /// Iterator of a flow's departures. Time accumulates in f64 nanoseconds, so a constant
@@ -133,6 +135,7 @@ impl Iterator for Schedule {
             at_ns: self.t_ns as u64,
             size,
             clamped,
+            class: 0,
         };
         self.seq += 1;
         self.bytes += size as u64;
@@ -142,5 +145,108 @@ impl Iterator for Schedule {
         }
         self.t_ns += idt.max(0.0) * 1e6;
         Some(d)
+    }
+}
+
+/// One direction of one player's traffic: follows the player's behaviour segments, switching
+/// inter-departure and size models when the state (category) changes. The IDT process restarts
+/// at each segment start (first APDU one IDT after it); a stay of zero length sends nothing.
+/// Samplers are built per segment, so memory does not grow with the number of states.
+pub struct PlayerSchedule {
+    segments: Vec<crate::behaviour::Segment>,
+    traffic: std::sync::Arc<crate::service::BoundTraffic>,
+    dir: usize,
+    seg: usize,
+    current: Option<(Sampler, Sampler)>,
+    rng_idt: ChaCha8Rng,
+    rng_size: ChaCha8Rng,
+    t_s: f64,
+    seq: u64,
+    min_size: u32,
+    max_size: u32,
+    end_s: f64,
+}
+
+impl PlayerSchedule {
+    /// `segments` of one player in time order; times in the departures are ns from the run start.
+    pub fn new(
+        segments: Vec<crate::behaviour::Segment>,
+        traffic: std::sync::Arc<crate::service::BoundTraffic>,
+        dir: crate::service::Direction,
+        seed: u64,
+        transport: crate::flow::Transport,
+        end_s: f64,
+    ) -> Self {
+        let player = segments.first().map_or(0, |s| s.player) as u64;
+        let rng = |s: u64| {
+            ChaCha8Rng::seed_from_u64(crate::derive_seed(
+                crate::derive_seed(seed, player),
+                s + 16 * dir as u64,
+            ))
+        };
+        let mut p = PlayerSchedule {
+            segments,
+            traffic,
+            dir: dir as usize,
+            seg: 0,
+            current: None,
+            rng_idt: rng(STREAM_IDT),
+            rng_size: rng(STREAM_SIZE),
+            t_s: 0.0,
+            seq: 0,
+            min_size: transport.min_size(),
+            max_size: transport.max_size(),
+            end_s,
+        };
+        p.enter(0);
+        p
+    }
+
+    /// Moves to segment `i` and draws the first departure in it.
+    fn enter(&mut self, i: usize) {
+        self.seg = i;
+        self.current = None;
+        let Some(s) = self.segments.get(i) else {
+            return;
+        };
+        if let Some(t) = &self.traffic.by_state[s.state as usize][s.sub as usize][self.dir] {
+            let (mut idt, size) = (t.idt.sampler(), t.size.sampler());
+            self.t_s = s.start_s + idt.sample(&mut self.rng_idt).max(0.0) / 1e3;
+            self.current = Some((idt, size));
+        }
+    }
+}
+
+impl Iterator for PlayerSchedule {
+    type Item = Departure;
+
+    fn next(&mut self) -> Option<Departure> {
+        loop {
+            let s = *self.segments.get(self.seg)?;
+            let end = s.end_s.min(self.end_s);
+            match &mut self.current {
+                Some((idt, size)) if self.t_s < end => {
+                    let raw = size.sample(&mut self.rng_size).round();
+                    let sz = raw.clamp(self.min_size as f64, self.max_size as f64) as u32;
+                    let d = Departure {
+                        seq: self.seq,
+                        at_ns: (self.t_s * 1e9) as u64,
+                        size: sz,
+                        clamped: raw != sz as f64,
+                        class: s.state as u8,
+                    };
+                    self.seq += 1;
+                    self.t_s += idt.sample(&mut self.rng_idt).max(0.0) / 1e3;
+                    return Some(d);
+                }
+                _ => {
+                    if self.seg + 1 >= self.segments.len() || s.end_s >= self.end_s {
+                        self.seg = self.segments.len();
+                        return None;
+                    }
+                    self.enter(self.seg + 1);
+                }
+            }
+        }
     }
 }

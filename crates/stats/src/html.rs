@@ -179,3 +179,141 @@ pub fn page(title: &str, a: &Analysis) -> String {
     s.push_str("</table></body></html>\n");
     s
 }
+
+/// Charts of a two-way scenario run, as `(file name, SVG)`: occupancy, throughput, and for each
+/// category and direction the measured APDU size and inter-arrival CDFs over the model's CDF.
+pub fn game_charts(
+    g: &crate::game::GameAnalysis,
+    ctx: &crate::game::Context,
+) -> Vec<(String, String)> {
+    use horde_model::service::Direction;
+    let mut out = Vec::new();
+    let names: Vec<String> = g.categories.iter().map(|c| c.category.clone()).collect();
+    let occ: Vec<(String, Vec<(f64, f64)>)> = names
+        .iter()
+        .enumerate()
+        .map(|(k, n)| {
+            (
+                n.clone(),
+                g.occupancy.iter().map(|(t, c)| (*t, c[k] as f64)).collect(),
+            )
+        })
+        .collect();
+    out.push((
+        "occupancy.svg".to_string(),
+        line_chart("Players per category", "time (s)", "players", &occ),
+    ));
+    let up: Vec<(f64, f64)> = g.throughput.iter().map(|(t, u, _)| (*t, u / 1e3)).collect();
+    let down: Vec<(f64, f64)> = g.throughput.iter().map(|(t, _, d)| (*t, d / 1e3)).collect();
+    out.push((
+        "throughput.svg".to_string(),
+        line_chart(
+            "Received throughput",
+            "time (s)",
+            "kbit/s",
+            &[
+                ("client → server".into(), up),
+                ("server → client".into(), down),
+            ],
+        ),
+    ));
+    for (k, c) in g.categories.iter().enumerate() {
+        for (dir, st) in [(Direction::Up, &c.up), (Direction::Down, &c.down)] {
+            for (what, pts, size) in [("size", &st.size_cdf, true), ("iat", &st.iat_cdf, false)] {
+                if pts.is_empty() {
+                    continue;
+                }
+                let hi = pts.iter().map(|p| p.0).fold(0.0f64, f64::max).max(1.0);
+                let model: Vec<(f64, f64)> = (0..=200)
+                    .map(|i| hi * i as f64 / 200.0)
+                    .map(|x| {
+                        (
+                            x,
+                            crate::game::model_cdf(ctx, k, dir, size, x).unwrap_or(0.0),
+                        )
+                    })
+                    .collect();
+                let (label, unit) = if size {
+                    ("APDU size", "bytes")
+                } else {
+                    ("inter-arrival time", "ms")
+                };
+                let title = format!(
+                    "{} {}: {} CDF (KS {:.3})",
+                    c.category,
+                    if dir == Direction::Up {
+                        "client → server"
+                    } else {
+                        "server → client"
+                    },
+                    label,
+                    if size { st.ks_size } else { st.ks_iat }.unwrap_or(f64::NAN)
+                );
+                let svg = line_chart(
+                    &title,
+                    unit,
+                    "CDF",
+                    &[("measured".into(), pts.clone()), ("model".into(), model)],
+                );
+                out.push((
+                    format!("cdf-{}-{}-{}.svg", c.category, dir.name(), what),
+                    svg,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The report page of a two-way scenario run. `charts` from [`game_charts`] are inlined, so the
+/// page opens offline with no other file.
+pub fn game_page(
+    title: &str,
+    scenario: &str,
+    g: &crate::game::GameAnalysis,
+    charts: &[(String, String)],
+) -> String {
+    let mut s = format!("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;margin:2em;max-width:1500px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}pre{{background:#f6f6f6;padding:1em}}svg{{margin:4px;border:1px solid #eee}}</style></head><body><h1>{t}</h1>", t = esc(title));
+    let _ = write!(s, "<h2>Scenario</h2><pre>{}</pre>", esc(scenario));
+    s.push_str("<h2>Per category and direction</h2><table><tr><th>category</th><th>occupancy</th><th>dir</th><th>APDUs recv</th><th>lost</th><th>kbit/s</th><th>APDU/s per player</th><th>model</th><th>error %</th><th>mean size B</th><th>model</th><th>KS size</th><th>KS IAT</th><th>delay mean ms</th><th>p99 ms</th><th>jitter ms</th></tr>");
+    let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
+    for c in &g.categories {
+        for (dir, st) in [("up", &c.up), ("down", &c.down)] {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{:.1} %</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&c.category),
+                c.occupancy_share * 100.0,
+                dir,
+                st.received,
+                st.lost,
+                st.bitrate_bps / 1e3,
+                st.apdu_rate_per_player,
+                f(st.model_apdu_rate_per_player, 3),
+                f(st.rate_error_pct, 2),
+                st.mean_size,
+                f(st.model_mean_size, 1),
+                f(st.ks_size, 4),
+                f(st.ks_iat, 4),
+                f(st.delay_mean_ms, 3),
+                f(st.delay_p99_ms, 3),
+                f(st.jitter_ms, 3)
+            );
+        }
+    }
+    s.push_str("</table><p>Rates per player are APDUs over the player-seconds spent in the category; the model rate is 1000 / mean inter-departure time. KS: Kolmogorov–Smirnov distance between the measured distribution (receiver's log) and the model's.</p>");
+    s.push_str("<h2>Over time</h2>");
+    for (name, svg) in charts.iter().filter(|(n, _)| !n.starts_with("cdf-")) {
+        let _ = write!(s, "<figure id=\"{}\">{svg}</figure>", esc(name));
+    }
+    s.push_str("<h2>Measured distributions over the model's</h2>");
+    for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with("cdf-")) {
+        let _ = write!(
+            s,
+            "<figure id=\"{}\" style=\"display:inline-block\">{svg}</figure>",
+            esc(name)
+        );
+    }
+    s.push_str("</body></html>\n");
+    s
+}

@@ -21,6 +21,7 @@ use horde_wire::{log, Record, RecordKind, WireError};
 use serde::Serialize;
 
 pub mod export;
+pub mod game;
 pub mod html;
 
 /// Records of one log, with what its header said.

@@ -3,6 +3,7 @@ pub mod decode;
 pub mod demo;
 pub mod presets;
 pub mod recv;
+pub mod run;
 pub mod send;
 pub mod services;
 

@@ -226,6 +226,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         log: args.log.clone(),
         connect_timeout: args.connect_timeout,
         linger: args.linger,
+        ..Default::default()
     };
     let report = sender::run(flows, &opts, stop).context("sending")?;
     print_report(&report);

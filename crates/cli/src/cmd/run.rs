@@ -1,0 +1,440 @@
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use horde_engine::sender::{self, Job, Progress, Responder, Source};
+use horde_engine::{SendOptions, SendReport};
+use horde_model::behaviour::{self, Segment};
+use horde_model::flow::Transport;
+use horde_model::scenario::Scenario;
+use horde_model::schedule::PlayerSchedule;
+use horde_model::service::{BoundTraffic, Direction};
+use horde_model::{Dist, Flow, Meter, Stop};
+use horde_stats::game::{self, Context, GameAnalysis};
+use horde_wire::StreamHello;
+use serde::Serialize;
+
+use crate::{bad_input, Outcome};
+
+/// Runs a scenario: every player is one TCP connection carrying its client→server APDUs, and
+/// Horde's server side sends each player's server→client APDUs on the same connection; both
+/// switch models when the player's category changes. Writes logs and a report directory.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Scenario file (TOML: service, players, duration, seed, start_hour, server, variables)
+    #[arg(value_name = "SCENARIO")]
+    pub scenario: PathBuf,
+    /// Report directory (default: horde-out/<scenario name>-<unix time>)
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Override the scenario's player count
+    #[arg(long)]
+    pub players: Option<u32>,
+    /// Override the scenario's duration, e.g. 30s
+    #[arg(short, long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Override the scenario's seed
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// No live progress line
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Both sides' view of the players: segments and the bound model.
+struct Players {
+    segments: Arc<Vec<Vec<Segment>>>,
+    traffic: Arc<BoundTraffic>,
+    seed: u64,
+    duration_s: f64,
+}
+
+impl Players {
+    fn schedule(&self, player: u32, dir: Direction) -> Source {
+        Box::new(PlayerSchedule::new(
+            self.segments[player as usize].clone(),
+            self.traffic.clone(),
+            dir,
+            self.seed,
+            Transport::Tcp,
+            self.duration_s,
+        ))
+    }
+}
+
+impl Responder for Players {
+    fn on_hello(&self, hello: &StreamHello) -> Option<(Source, u32)> {
+        let player = hello.tag >> 8;
+        ((player as usize) < self.segments.len())
+            .then(|| (self.schedule(player, Direction::Down), hello.tag))
+    }
+
+    fn classify(&self, tag: u32, rel_ns: i64) -> u32 {
+        let player = (tag >> 8) as usize;
+        let class = self
+            .segments
+            .get(player)
+            .and_then(|s| behaviour::state_at(s, rel_ns as f64 / 1e9))
+            .map_or(0, |s| s.state as u32);
+        (tag & !0xFF) | class
+    }
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    scenario: &'a str,
+    service: &'a str,
+    players: u32,
+    duration_s: f64,
+    seed: u64,
+    start_hour: f64,
+    variables: &'a std::collections::BTreeMap<String, f64>,
+    client: &'a SendReport,
+    server_connections: u64,
+    analysis: &'a GameAnalysis,
+}
+
+pub fn load(args: &Args) -> Result<Scenario, crate::Failure> {
+    let mut sc = Scenario::load(&args.scenario).map_err(bad_input)?;
+    apply_overrides(&mut sc, args.players, args.duration.as_deref(), args.seed)?;
+    Ok(sc)
+}
+
+pub fn apply_overrides(
+    sc: &mut Scenario,
+    players: Option<u32>,
+    duration: Option<&str>,
+    seed: Option<u64>,
+) -> Result<(), crate::Failure> {
+    if let Some(p) = players {
+        if p == 0 || p > horde_model::scenario::MAX_PLAYERS {
+            return Err(bad_input(anyhow::anyhow!(
+                "--players must be 1..={}",
+                horde_model::scenario::MAX_PLAYERS
+            )));
+        }
+        sc.players = p;
+    }
+    if let Some(d) = duration {
+        let ns = horde_model::units::parse_duration_ns(d)
+            .map_err(|m| bad_input(anyhow::anyhow!("--duration: {m}")))?;
+        if ns == 0 {
+            return Err(bad_input(anyhow::anyhow!(
+                "--duration must be longer than 0"
+            )));
+        }
+        sc.duration_s = ns as f64 / 1e9;
+    }
+    if let Some(s) = seed {
+        sc.seed = s;
+    }
+    Ok(())
+}
+
+pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
+    let sc = load(&args)?;
+    let name = args
+        .scenario
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "run".into());
+    let out = args.out.clone().unwrap_or_else(|| default_out(&name));
+    execute(&sc, &out, !args.quiet, stop)
+}
+
+pub fn default_out(name: &str) -> PathBuf {
+    PathBuf::from(format!(
+        "horde-out/{name}-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    ))
+}
+
+/// Runs a validated scenario and writes the report into `out`.
+pub fn execute(sc: &Scenario, out: &Path, progress: bool, stop: &AtomicBool) -> Outcome {
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("creating report directory {}", out.display()))?;
+    let t_plan = Instant::now();
+    let params = sc.behaviour_params();
+    let segments: Vec<Vec<Segment>> = (0..sc.players)
+        .map(|p| behaviour::player(&sc.service, &params, p))
+        .collect();
+    let traffic = sc
+        .service
+        .bind(&sc.variables)
+        .map_err(|(f, m)| bad_input(anyhow::anyhow!("{}: {f}: {m}", sc.name)))?;
+    let players = Arc::new(Players {
+        segments: Arc::new(segments),
+        traffic: Arc::new(traffic),
+        seed: sc.seed,
+        duration_s: sc.duration_s,
+    });
+    eprintln!(
+        "horde run: {} — {} {} players for {:.0} s from hour {} (seed {}); behaviour planned in {:.2} s",
+        sc.name,
+        sc.players,
+        sc.service.name,
+        sc.duration_s,
+        sc.start_hour,
+        sc.seed,
+        t_plan.elapsed().as_secs_f64()
+    );
+
+    let server_stop = AtomicBool::new(false);
+    let client_progress = Arc::new(Progress::default());
+    let server_opts = SendOptions {
+        log: Some(out.join("server.hlog")),
+        responder: Some(players.clone() as Arc<dyn Responder>),
+        progress: Some(Arc::new(Progress::default())),
+        ..Default::default()
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<SocketAddr>>();
+    let players_ref = &players;
+    let (server_res, client_res) = std::thread::scope(|s| {
+        let players = players_ref;
+        let server_opts = &server_opts;
+        let server_stop = &server_stop;
+        let server = s.spawn(move || {
+            sender::serve(&[sc.server], server_opts, server_stop, |b| {
+                drop(tx.send(b.to_vec()))
+            })
+        });
+        let Ok(bound) = rx.recv() else {
+            return (
+                server.join().expect("server thread"),
+                Err(anyhow::anyhow!("the server side did not start")),
+            );
+        };
+        let jobs: Vec<Job> = (0..sc.players)
+            .map(|p| Job {
+                flow: player_flow(p, bound[0]),
+                source: Some(players.schedule(p, Direction::Up)),
+            })
+            .collect();
+        let copts = SendOptions {
+            threads: sc.threads,
+            log: Some(out.join("client.hlog")),
+            responder: Some(players.clone() as Arc<dyn Responder>),
+            progress: Some(client_progress.clone()),
+            linger: Duration::from_millis(1000),
+            connect_timeout: Duration::from_secs(30),
+            ..Default::default()
+        };
+        let done = AtomicBool::new(false);
+        let client = std::thread::scope(|s2| {
+            if progress {
+                let (done, p) = (&done, &client_progress);
+                s2.spawn(move || show_progress(sc, &players.segments, p, done));
+            }
+            let r = sender::run_jobs(jobs, &copts, stop);
+            done.store(true, Ordering::Relaxed);
+            r
+        });
+        server_stop.store(true, Ordering::Relaxed);
+        (
+            server.join().expect("server thread"),
+            client.map_err(anyhow::Error::from),
+        )
+    });
+    let server_report = server_res.context("server side")?;
+    let client = client_res.context("client side")?;
+    crate::cmd::send::print_report(&client);
+    report(sc, out, &players, &client, &server_report)?;
+    Ok(if client.interrupted { 130 } else { 0 })
+}
+
+fn player_flow(p: u32, server: SocketAddr) -> Flow {
+    Flow {
+        id: p,
+        name: format!("player {p}"),
+        transport: Transport::Tcp,
+        dst: server,
+        src: None,
+        idt: Dist::constant(0.0),
+        size: Dist::constant(0.0),
+        on_off: None,
+        start_delay: Dist::constant(0.0),
+        seed: 0,
+        tos: None,
+        ttl: None,
+        nodelay: true,
+        stop: Stop::default(),
+        meter: Meter::Owd,
+        tag: p << 8,
+    }
+}
+
+fn show_progress(sc: &Scenario, segments: &[Vec<Segment>], p: &Progress, done: &AtomicBool) {
+    let tty = std::io::stderr().is_terminal();
+    let start = Instant::now();
+    let (mut last_sent, mut last_sb, mut last_recv, mut last_rb) = (0u64, 0u64, 0u64, 0u64);
+    let mut tick = 0u64;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(250));
+        tick += 1;
+        if tick % 4 != 0 {
+            continue;
+        }
+        let t = start.elapsed().as_secs_f64();
+        let mut counts = vec![0u32; sc.service.states.len()];
+        for segs in segments {
+            if let Some(s) = behaviour::state_at(segs, t) {
+                counts[s.state as usize] += 1;
+            }
+        }
+        let (s, sb, r, rb) = (
+            p.sent_packets.load(Ordering::Relaxed),
+            p.sent_bytes.load(Ordering::Relaxed),
+            p.recv_packets.load(Ordering::Relaxed),
+            p.recv_bytes.load(Ordering::Relaxed),
+        );
+        let cats: Vec<String> = sc
+            .service
+            .states
+            .iter()
+            .zip(&counts)
+            .map(|(st, c)| format!("{} {c}", st.name))
+            .collect();
+        let line = format!(
+            "t={t:>5.0}s  up {:>7} pkt/s {:>8.1} kbit/s  down {:>7} pkt/s {:>8.1} kbit/s  | {}",
+            s - last_sent,
+            (sb - last_sb) as f64 * 8.0 / 1e3,
+            r - last_recv,
+            (rb - last_rb) as f64 * 8.0 / 1e3,
+            cats.join(", ")
+        );
+        (last_sent, last_sb, last_recv, last_rb) = (s, sb, r, rb);
+        if tty {
+            eprint!("\r{line}\x1b[K");
+        } else if tick % 20 == 0 {
+            eprintln!("{line}");
+        }
+    }
+    if tty {
+        eprintln!();
+    }
+}
+
+fn report(
+    sc: &Scenario,
+    out: &Path,
+    players: &Players,
+    client: &SendReport,
+    server: &SendReport,
+) -> anyhow::Result<()> {
+    let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
+        let bytes = std::fs::read(out.join(f)).with_context(|| format!("reading {f}"))?;
+        Ok(horde_stats::load(&bytes)
+            .map_err(|e| anyhow::anyhow!("{f}: {e}"))?
+            .records)
+    };
+    let (c, s) = (load("client.hlog")?, load("server.hlog")?);
+    let ctx = Context {
+        service: &sc.service,
+        traffic: &players.traffic,
+        segments: &players.segments,
+        duration_s: sc.duration_s,
+        epoch_ns: client.t0_real_ns,
+    };
+    let g = game::analyse(&ctx, &c, &s);
+    let charts = horde_stats::html::game_charts(&g, &ctx);
+    std::fs::create_dir_all(out.join("charts")).context("creating charts/")?;
+    for (name, svg) in &charts {
+        std::fs::write(out.join("charts").join(name), svg)
+            .with_context(|| format!("writing charts/{name}"))?;
+    }
+    let summary = Summary {
+        scenario: &sc.name,
+        service: &sc.service.name,
+        players: sc.players,
+        duration_s: sc.duration_s,
+        seed: sc.seed,
+        start_hour: sc.start_hour,
+        variables: &players.traffic.vars,
+        client,
+        server_connections: server.flows.len() as u64,
+        analysis: &g,
+    };
+    std::fs::write(
+        out.join("summary.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )
+    .context("writing summary.json")?;
+    std::fs::write(out.join("scenario.toml"), &sc.text).context("writing scenario.toml")?;
+    let page = horde_stats::html::game_page(
+        &format!(
+            "Horde run: {} ({} × {}, {:.0} s, seed {})",
+            sc.name, sc.players, sc.service.name, sc.duration_s, sc.seed
+        ),
+        &sc.text,
+        &g,
+        &charts,
+    );
+    std::fs::write(out.join("index.html"), page).context("writing index.html")?;
+    print_table(&g);
+    println!(
+        "\nreport: {}/index.html (summary.json, charts/*.svg, logs client.hlog and server.hlog)",
+        out.display()
+    );
+    Ok(())
+}
+
+fn print_table(g: &GameAnalysis) {
+    println!(
+        "\n{:<15} {:>6} {:>5} {:>9} {:>6} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9}",
+        "category",
+        "occ %",
+        "dir",
+        "APDUs",
+        "lost",
+        "kbit/s",
+        "APDU/s/p",
+        "model",
+        "KS size",
+        "KS IAT",
+        "delay ms"
+    );
+    let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
+    for c in &g.categories {
+        for (dir, st) in [("up", &c.up), ("down", &c.down)] {
+            println!(
+                "{:<15} {:>6.1} {:>5} {:>9} {:>6} {:>10.1} {:>9.3} {:>8} {:>8} {:>8} {:>9}",
+                c.category,
+                c.occupancy_share * 100.0,
+                dir,
+                st.received,
+                st.lost,
+                st.bitrate_bps / 1e3,
+                st.apdu_rate_per_player,
+                f(st.model_apdu_rate_per_player, 3),
+                f(st.ks_size, 3),
+                f(st.ks_iat, 3),
+                f(st.delay_mean_ms, 3)
+            );
+        }
+    }
+    println!(
+        "{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}",
+        "total",
+        "",
+        "up",
+        g.up.received,
+        g.up.lost,
+        g.up.bitrate_bps / 1e3
+    );
+    println!(
+        "{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}",
+        "total",
+        "",
+        "down",
+        g.down.received,
+        g.down.lost,
+        g.down.bitrate_bps / 1e3
+    );
+}

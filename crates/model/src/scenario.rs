@@ -1,0 +1,173 @@
+//! Scenario files for `horde run`: which service, how many players, how long, which seed,
+//! where the server side listens. Parsed, then validated into a [`Scenario`]; errors name the
+//! file and the field.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::dist::Vars;
+use crate::flow::Quantity;
+use crate::service::Service;
+
+/// The most players one run may hold: player ids travel in 24 bits of a record's tag.
+pub const MAX_PLAYERS: u32 = 1 << 24;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScenario {
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Built-in service name or a path (relative to the scenario file).
+    pub service: String,
+    pub players: u32,
+    pub duration: Quantity,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Hour of day (0..24) at the start of the run.
+    #[serde(default)]
+    pub start_hour: Option<f64>,
+    /// Keep the hour of day fixed instead of advancing it with time.
+    #[serde(default)]
+    pub fixed_hour: Option<bool>,
+    /// Where the server side listens (default 127.0.0.1, any free port).
+    #[serde(default)]
+    pub server: Option<String>,
+    /// Values for the service's formula variables, e.g. `N = 500` (players on the server).
+    #[serde(default)]
+    pub variables: BTreeMap<String, f64>,
+    /// Worker threads on the client side (the server side has its own).
+    #[serde(default)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub service: Service,
+    pub players: u32,
+    pub duration_s: f64,
+    pub seed: u64,
+    pub start_hour: f64,
+    pub server: SocketAddr,
+    pub variables: Vars,
+    pub threads: usize,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}: {field}: {msg}")]
+pub struct ScenarioError {
+    pub file: String,
+    pub field: String,
+    pub msg: String,
+}
+
+impl Scenario {
+    /// Parses a scenario; `dir` resolves a relative service path.
+    pub fn parse(text: &str, file: &str, dir: &Path) -> Result<Scenario, ScenarioError> {
+        let fail = |field: &str, msg: String| ScenarioError {
+            file: file.to_string(),
+            field: field.to_string(),
+            msg,
+        };
+        let raw: RawScenario = toml::from_str(text)
+            .map_err(|e| fail("syntax", e.to_string().trim().replace('\n', " ")))?;
+        let svc_ref = if crate::service::BUILTINS.iter().any(|b| b.0 == raw.service) {
+            raw.service.clone()
+        } else {
+            dir.join(&raw.service).to_string_lossy().into_owned()
+        };
+        let mut service = Service::load(&svc_ref).map_err(|e| fail("service", e.to_string()))?;
+        if raw.fixed_hour == Some(true) {
+            service.hour_advances = false;
+        }
+        if service.transport != crate::flow::Transport::Tcp {
+            return Err(fail("service", format!("`{}` runs over UDP; `horde run` drives TCP services so far (wow, or your own TCP service)", service.name)));
+        }
+        if raw.players == 0 || raw.players > MAX_PLAYERS {
+            return Err(fail(
+                "players",
+                format!("must be 1..={MAX_PLAYERS} (got {})", raw.players),
+            ));
+        }
+        let text_of = |q: &Quantity| match q {
+            Quantity::Int(v) => v.to_string(),
+            Quantity::Float(v) => v.to_string(),
+            Quantity::Text(s) => s.clone(),
+        };
+        let dur = crate::units::parse_duration_ns(&text_of(&raw.duration))
+            .map_err(|m| fail("duration", m))?;
+        if dur == 0 {
+            return Err(fail("duration", "must be longer than 0".into()));
+        }
+        let start_hour = raw.start_hour.unwrap_or(20.0);
+        if !(0.0..24.0).contains(&start_hour) {
+            return Err(fail(
+                "start_hour",
+                format!("must be in 0..24 (got {start_hour})"),
+            ));
+        }
+        let server = crate::flow::parse_addr(raw.server.as_deref().unwrap_or("127.0.0.1:0"))
+            .map_err(|m| fail("server", m))?;
+        for k in raw.variables.keys() {
+            if !service.variables.contains_key(k) {
+                let known: Vec<&str> = service.variables.keys().map(|s| s.as_str()).collect();
+                return Err(fail(
+                    &format!("variables.{k}"),
+                    format!(
+                        "service `{}` has no variable `{k}` (it has: {})",
+                        service.name,
+                        if known.is_empty() {
+                            "none".into()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
+        let variables: Vars = raw.variables.into_iter().collect();
+        service
+            .bind(&variables)
+            .map_err(|(f, m)| fail(&format!("variables (in service {})", f), m))?;
+        let threads = raw.threads.unwrap_or(1);
+        if threads == 0 || threads > 64 {
+            return Err(fail("threads", format!("must be 1..=64 (got {threads})")));
+        }
+        Ok(Scenario {
+            name: raw.name.unwrap_or_else(|| file.to_string()),
+            service,
+            players: raw.players,
+            duration_s: dur as f64 / 1e9,
+            seed: raw.seed.unwrap_or(1),
+            start_hour,
+            server,
+            variables,
+            threads,
+            text: text.to_string(),
+        })
+    }
+
+    /// Reads and parses a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            field: "file".into(),
+            msg: format!("cannot read: {e}"),
+        })?;
+        Scenario::parse(&text, &file, path.parent().unwrap_or(Path::new(".")))
+    }
+
+    pub fn behaviour_params(&self) -> crate::behaviour::Params {
+        crate::behaviour::Params {
+            players: self.players,
+            duration_s: self.duration_s,
+            seed: self.seed,
+            start_hour: self.start_hour,
+        }
+    }
+}

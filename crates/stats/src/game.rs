@@ -1,0 +1,341 @@
+//! Analysis of a two-way scenario run (`horde run`): per category (behaviour state) and
+//! direction, what was sent and received, rates per player against the model, delay, and the
+//! fit of measured APDU sizes and inter-arrival times to the model's own distributions.
+//!
+//! Inputs: the client's and the server's logs, the players' behaviour segments and the bound
+//! traffic model. Record tags carry `player << 8 | category`. Inter-arrival times are taken
+//! between consecutive arrivals of one player within one stay (a stay restarts the model's
+//! inter-departure process), from the receiver's timestamps.
+
+use std::collections::BTreeMap;
+
+use horde_model::behaviour::Segment;
+use horde_model::fit::ks_distance;
+use horde_model::service::{BoundTraffic, Direction, Service};
+use horde_wire::{Record, RecordKind};
+use serde::Serialize;
+
+/// Points kept per empirical CDF in the report (quantiles), so a report stays small.
+const CDF_POINTS: usize = 200;
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct DirectionStats {
+    pub sent: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub bytes: u64,
+    /// Received bit/s over the whole run, all players in this category together.
+    pub bitrate_bps: f64,
+    /// Received APDUs per second per player in this category (over player-seconds spent in it).
+    pub apdu_rate_per_player: f64,
+    /// The model's APDU rate per player: 1000 / mean inter-departure time (ms).
+    pub model_apdu_rate_per_player: Option<f64>,
+    pub rate_error_pct: Option<f64>,
+    pub mean_size: f64,
+    pub model_mean_size: Option<f64>,
+    pub size_samples: u64,
+    pub ks_size: Option<f64>,
+    pub iat_samples: u64,
+    /// KS distance of inter-arrival times at the model's 1 ms resolution: measured values rounded
+    /// to whole ms against P(round(X) <= k) = F(k + 0.5). Arrival stamps carry tens of µs of
+    /// scheduling jitter, which would otherwise count every atom of the model (0, 44, 500 ms …)
+    /// as missed.
+    pub ks_iat: Option<f64>,
+    /// KS distance of the unrounded inter-arrival times.
+    pub ks_iat_exact: Option<f64>,
+    pub delay_mean_ms: Option<f64>,
+    pub delay_p50_ms: Option<f64>,
+    pub delay_p99_ms: Option<f64>,
+    pub delay_max_ms: Option<f64>,
+    pub jitter_ms: Option<f64>,
+    /// Empirical CDF points `(value, F)` of sizes and inter-arrival times (ms), for charts.
+    pub size_cdf: Vec<(f64, f64)>,
+    pub iat_cdf: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct CategoryStats {
+    pub category: String,
+    pub player_seconds: f64,
+    pub occupancy_share: f64,
+    pub up: DirectionStats,
+    pub down: DirectionStats,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct GameAnalysis {
+    pub categories: Vec<CategoryStats>,
+    pub up: DirectionStats,
+    pub down: DirectionStats,
+    /// Players per category over time: `(second, counts per category)`.
+    pub occupancy: Vec<(f64, Vec<u32>)>,
+    /// Received bit/s per direction per second: `(second, up, down)`.
+    pub throughput: Vec<(f64, f64, f64)>,
+}
+
+/// Everything the analysis needs besides the logs.
+pub struct Context<'a> {
+    pub service: &'a Service,
+    pub traffic: &'a BoundTraffic,
+    /// Per player, in time order.
+    pub segments: &'a [Vec<Segment>],
+    pub duration_s: f64,
+    /// Real time of the run's start (the client's), ns.
+    pub epoch_ns: u64,
+}
+
+struct Acc {
+    sent: u64,
+    sizes: Vec<f64>,
+    iats: Vec<f64>,
+    delays: Vec<f64>,
+    bytes: u64,
+    jitter: f64,
+}
+
+impl Acc {
+    fn new() -> Self {
+        Acc {
+            sent: 0,
+            sizes: Vec::new(),
+            iats: Vec::new(),
+            delays: Vec::new(),
+            bytes: 0,
+            jitter: 0.0,
+        }
+    }
+}
+
+/// Index of the stay of `segs` that holds `t_s`.
+fn segment_index(segs: &[Segment], t_s: f64) -> Option<usize> {
+    let i = segs.partition_point(|s| s.start_s <= t_s);
+    (i > 0).then_some(i - 1)
+}
+
+/// The model's CDF of one direction of one category: a mixture over sub-activities.
+pub fn model_cdf(ctx: &Context, state: usize, dir: Direction, size: bool, x: f64) -> Option<f64> {
+    let st = &ctx.service.states[state];
+    let mut acc = 0.0;
+    for (k, sub) in st.subs.iter().enumerate() {
+        let t = ctx.traffic.by_state[state][k][dir as usize].as_ref()?;
+        acc += sub.p * if size { t.size.cdf(x) } else { t.idt.cdf(x) };
+    }
+    Some(acc)
+}
+
+fn model_mean(ctx: &Context, state: usize, dir: Direction, size: bool) -> Option<f64> {
+    let st = &ctx.service.states[state];
+    let mut acc = 0.0;
+    for (k, sub) in st.subs.iter().enumerate() {
+        let t = ctx.traffic.by_state[state][k][dir as usize].as_ref()?;
+        acc += sub.p
+            * if size {
+                t.size.mean_estimate()?
+            } else {
+                t.idt.mean_estimate()?
+            };
+    }
+    Some(acc)
+}
+
+fn quantile_points(sorted: &[f64]) -> Vec<(f64, f64)> {
+    if sorted.is_empty() {
+        return Vec::new();
+    }
+    let n = sorted.len();
+    (1..=CDF_POINTS)
+        .map(|k| {
+            let i = ((k as f64 / CDF_POINTS as f64) * n as f64).ceil() as usize - 1;
+            let i = i.min(n - 1);
+            // F at this value: share of samples <= it
+            let v = sorted[i];
+            let f = sorted.partition_point(|x| *x <= v) as f64 / n as f64;
+            (v, f)
+        })
+        .collect()
+}
+
+/// Analyses a run from the client's and the server's records.
+pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnalysis {
+    let n = ctx.service.states.len();
+    // [state][dir]
+    let mut acc: Vec<[Acc; 2]> = (0..n).map(|_| [Acc::new(), Acc::new()]).collect();
+    for (recs, dir_sent) in [(client, Direction::Up), (server, Direction::Down)] {
+        for r in recs.iter().filter(|r| r.kind == RecordKind::Sent) {
+            let c = (r.tag & 0xFF) as usize;
+            if c < n {
+                acc[c][dir_sent as usize].sent += 1;
+            }
+        }
+    }
+    let secs = ctx.duration_s.ceil() as usize + 2;
+    let mut thr = vec![(0.0f64, 0.0f64); secs];
+    // Arrivals: up at the server, down at the client.
+    for (recs, dir) in [(server, Direction::Up), (client, Direction::Down)] {
+        // (player, stay) -> last arrival time, for inter-arrival times within a stay
+        let mut last: BTreeMap<(u32, usize), u64> = BTreeMap::new();
+        let mut prev_transit: BTreeMap<(u32, usize), i64> = BTreeMap::new();
+        for r in recs.iter().filter(|r| r.kind == RecordKind::Received) {
+            let player = r.tag >> 8;
+            let c = (r.tag & 0xFF) as usize;
+            if c >= n {
+                continue;
+            }
+            let a = &mut acc[c][dir as usize];
+            a.sizes.push(r.size as f64);
+            a.bytes += r.size as u64;
+            let transit = r.t_b as i64 - r.t_a as i64;
+            a.delays.push(transit as f64 / 1e6);
+            let rel_s = (r.t_a as i64 - ctx.epoch_ns as i64) as f64 / 1e9;
+            let sec = ((r.t_b as i64 - ctx.epoch_ns as i64).max(0) as f64 / 1e9) as usize;
+            if sec < secs {
+                match dir {
+                    Direction::Up => thr[sec].0 += r.size as f64 * 8.0,
+                    Direction::Down => thr[sec].1 += r.size as f64 * 8.0,
+                }
+            }
+            let Some(segs) = ctx.segments.get(player as usize) else {
+                continue;
+            };
+            let Some(stay) = segment_index(segs, rel_s) else {
+                continue;
+            };
+            if let Some(prev) = last.insert((player, stay), r.t_b) {
+                a.iats.push((r.t_b as f64 - prev as f64) / 1e6);
+            }
+            if let Some(pt) = prev_transit.insert((player, stay), transit) {
+                a.jitter += (((transit - pt).abs() as f64) - a.jitter) / 16.0;
+            }
+        }
+    }
+    // Player-seconds per category.
+    let mut ps = vec![0.0; n];
+    for segs in ctx.segments {
+        for s in segs {
+            ps[s.state as usize] += (s.end_s.min(ctx.duration_s) - s.start_s).max(0.0);
+        }
+    }
+    let total_ps: f64 = ps.iter().sum();
+    let mut out = GameAnalysis::default();
+    let mut tot = [Acc::new(), Acc::new()];
+    for (state, dirs) in acc.iter_mut().enumerate() {
+        let mut cat = CategoryStats {
+            category: ctx.service.states[state].name.clone(),
+            player_seconds: ps[state],
+            occupancy_share: if total_ps > 0.0 {
+                ps[state] / total_ps
+            } else {
+                0.0
+            },
+            ..Default::default()
+        };
+        for dir in [Direction::Up, Direction::Down] {
+            let a = &mut dirs[dir as usize];
+            let st = direction_stats(ctx, Some(state), dir, a, ps[state]);
+            let t = &mut tot[dir as usize];
+            t.sent += a.sent;
+            t.bytes += a.bytes;
+            t.sizes.extend_from_slice(&a.sizes);
+            t.delays.extend_from_slice(&a.delays);
+            match dir {
+                Direction::Up => cat.up = st,
+                Direction::Down => cat.down = st,
+            }
+        }
+        out.categories.push(cat);
+    }
+    out.up = direction_stats(ctx, None, Direction::Up, &mut tot[0], total_ps);
+    out.down = direction_stats(ctx, None, Direction::Down, &mut tot[1], total_ps);
+    out.throughput = thr
+        .iter()
+        .enumerate()
+        .take(ctx.duration_s.ceil() as usize)
+        .map(|(i, (u, d))| (i as f64, *u, *d))
+        .collect();
+    let step = (ctx.duration_s / 200.0).max(1.0);
+    let mut t = 0.0;
+    while t < ctx.duration_s {
+        let mut counts = vec![0u32; n];
+        for segs in ctx.segments {
+            if let Some(i) = segment_index(segs, t) {
+                if segs[i].end_s > t {
+                    counts[segs[i].state as usize] += 1;
+                }
+            }
+        }
+        out.occupancy.push((t, counts));
+        t += step;
+    }
+    out
+}
+
+fn direction_stats(
+    ctx: &Context,
+    state: Option<usize>,
+    dir: Direction,
+    a: &mut Acc,
+    player_seconds: f64,
+) -> DirectionStats {
+    let received = a.sizes.len() as u64;
+    let mut s = DirectionStats {
+        sent: a.sent,
+        received,
+        lost: a.sent.saturating_sub(received),
+        bytes: a.bytes,
+        ..Default::default()
+    };
+    s.bitrate_bps = a.bytes as f64 * 8.0 / ctx.duration_s;
+    s.apdu_rate_per_player = if player_seconds > 0.0 {
+        received as f64 / player_seconds
+    } else {
+        0.0
+    };
+    s.mean_size = if received > 0 {
+        a.bytes as f64 / received as f64
+    } else {
+        0.0
+    };
+    s.size_samples = received;
+    s.iat_samples = a.iats.len() as u64;
+    if let Some(k) = state {
+        s.model_mean_size = model_mean(ctx, k, dir, true);
+        s.model_apdu_rate_per_player = model_mean(ctx, k, dir, false)
+            .filter(|m| *m > 0.0)
+            .map(|m| 1000.0 / m);
+        if let Some(m) = s.model_apdu_rate_per_player {
+            if received > 0 {
+                s.rate_error_pct = Some((s.apdu_rate_per_player - m) / m * 100.0);
+            }
+        }
+        if !a.sizes.is_empty() {
+            s.ks_size = Some(ks_distance(&mut a.sizes, |x| {
+                model_cdf(ctx, k, dir, true, x).unwrap_or(0.0)
+            }));
+        }
+        if !a.iats.is_empty() {
+            let mut rounded: Vec<f64> = a.iats.iter().map(|x| x.round()).collect();
+            s.ks_iat = Some(ks_distance(&mut rounded, |x| {
+                model_cdf(ctx, k, dir, false, x.floor() + 0.5).unwrap_or(0.0)
+            }));
+            s.ks_iat_exact = Some(ks_distance(&mut a.iats, |x| {
+                model_cdf(ctx, k, dir, false, x).unwrap_or(0.0)
+            }));
+        }
+    } else {
+        a.sizes.sort_by(|x, y| x.total_cmp(y));
+    }
+    s.size_cdf = quantile_points(&a.sizes);
+    s.iat_cdf = quantile_points(&a.iats);
+    if !a.delays.is_empty() {
+        a.delays.sort_by(|x, y| x.total_cmp(y));
+        let q = |p: f64| {
+            a.delays[((p * a.delays.len() as f64).ceil() as usize).clamp(1, a.delays.len()) - 1]
+        };
+        s.delay_mean_ms = Some(a.delays.iter().sum::<f64>() / a.delays.len() as f64);
+        s.delay_p50_ms = Some(q(0.5));
+        s.delay_p99_ms = Some(q(0.99));
+        s.delay_max_ms = a.delays.last().copied();
+        s.jitter_ms = Some(a.jitter / 1e6);
+    }
+    s
+}
