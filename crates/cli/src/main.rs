@@ -53,10 +53,7 @@ impl From<anyhow::Error> for Failure {
 
 /// Marks an error as bad input (exit code 2).
 pub fn bad_input(err: impl Into<anyhow::Error>) -> Failure {
-    Failure {
-        code: 2,
-        err: err.into(),
-    }
+    Failure { code: 2, err: err.into() }
 }
 
 pub type Outcome = Result<u8, Failure>;
@@ -73,10 +70,7 @@ fn stop_flag() -> Arc<AtomicBool> {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("HORDE_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HORDE_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

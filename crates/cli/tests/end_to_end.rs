@@ -6,14 +6,7 @@ use common::*;
 #[test]
 fn udp_flow_arrives_complete_with_dscp_ttl_and_sizes() {
     let dir = Scratch::new("udp");
-    let rx = Recv::start(&[
-        "--udp",
-        "0",
-        "--tcp",
-        "0",
-        "--log",
-        dir.path("r.hlog").to_str().unwrap(),
-    ]);
+    let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", dir.path("r.hlog").to_str().unwrap()]);
     let dst = rx.addrs[0].to_string();
     let out = run(horde().args([
         "send",
@@ -67,14 +60,7 @@ fn udp_flow_arrives_complete_with_dscp_ttl_and_sizes() {
 #[test]
 fn tcp_apdus_are_recovered_one_by_one() {
     let dir = Scratch::new("tcp");
-    let rx = Recv::start(&[
-        "--udp",
-        "0",
-        "--tcp",
-        "0",
-        "--log",
-        dir.path("r.hlog").to_str().unwrap(),
-    ]);
+    let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", dir.path("r.hlog").to_str().unwrap()]);
     let dst = rx.addrs[1].to_string();
     let out = run(horde().args([
         "send",
@@ -96,21 +82,12 @@ fn tcp_apdus_are_recovered_one_by_one() {
     assert!(out.status.success(), "{}", text(&out));
     std::thread::sleep(std::time::Duration::from_millis(300));
     rx.stop();
-    let mut sent: Vec<(u32, u64, u32)> = records(&dir.path("s.hlog"))
-        .iter()
-        .map(|r| (r.flow, r.seq, r.size))
-        .collect();
-    let mut recvd: Vec<(u32, u64, u32)> = records(&dir.path("r.hlog"))
-        .iter()
-        .map(|r| (r.flow, r.seq, r.size))
-        .collect();
+    let mut sent: Vec<(u32, u64, u32)> = records(&dir.path("s.hlog")).iter().map(|r| (r.flow, r.seq, r.size)).collect();
+    let mut recvd: Vec<(u32, u64, u32)> = records(&dir.path("r.hlog")).iter().map(|r| (r.flow, r.seq, r.size)).collect();
     sent.sort();
     recvd.sort();
     assert_eq!(sent.len(), 10_000);
-    assert_eq!(
-        sent, recvd,
-        "every APDU arrives with its flow, sequence and size"
-    );
+    assert_eq!(sent, recvd, "every APDU arrives with its flow, sequence and size");
     let a = decode(&[&dir.path("s.hlog"), &dir.path("r.hlog")]);
     assert_eq!(a["flows"].as_array().unwrap().len(), 5);
     assert_eq!(a["total"]["loss"]["lost"], 0);
@@ -120,10 +97,7 @@ fn tcp_apdus_are_recovered_one_by_one() {
 fn ipv6_and_round_trip_mode() {
     let dir = Scratch::new("rtt");
     let rx = Recv::start(&["--bind", "::1", "--udp", "0", "--tcp", "0"]);
-    for (i, (proto, dst)) in [("udp", rx.addrs[0]), ("tcp", rx.addrs[1])]
-        .iter()
-        .enumerate()
-    {
+    for (i, (proto, dst)) in [("udp", rx.addrs[0]), ("tcp", rx.addrs[1])].iter().enumerate() {
         let log = dir.path(&format!("s{i}.hlog"));
         let out = run(horde().args([
             "send",
@@ -178,11 +152,7 @@ fn same_seed_sends_the_same_schedule() {
         assert!(out.status.success());
         let recs = records(&log);
         let t0 = recs[0].t_a;
-        runs.push(
-            recs.iter()
-                .map(|r| (r.t_a - t0, r.size))
-                .collect::<Vec<_>>(),
-        );
+        runs.push(recs.iter().map(|r| (r.t_a - t0, r.size)).collect::<Vec<_>>());
     }
     rx.stop();
     assert_eq!(runs[0], runs[1]);
@@ -192,23 +162,10 @@ fn same_seed_sends_the_same_schedule() {
 #[test]
 fn flow_file_with_many_flows_and_presets() {
     let dir = Scratch::new("file");
-    let rx = Recv::start(&[
-        "--udp",
-        "0",
-        "--tcp",
-        "0",
-        "--log",
-        dir.path("r.hlog").to_str().unwrap(),
-    ]);
+    let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", dir.path("r.hlog").to_str().unwrap()]);
     let file = dir.path("flows.toml");
     std::fs::write(&file, format!("[defaults]\ndst = '{}'\nduration = '1s'\n[[flow]]\npreset = 'quake3'\nrepeat = 20\n[[flow]]\npreset = 'voip(codec=g711.1)'\n[[flow]]\npreset = 'telnet'\ndst = '{}'\n", rx.addrs[0], rx.addrs[1])).unwrap();
-    let out = run(horde().args([
-        "send",
-        "--flows",
-        file.to_str().unwrap(),
-        "--log",
-        dir.path("s.hlog").to_str().unwrap(),
-    ]));
+    let out = run(horde().args(["send", "--flows", file.to_str().unwrap(), "--log", dir.path("s.hlog").to_str().unwrap()]));
     assert!(out.status.success(), "{}", text(&out));
     std::thread::sleep(std::time::Duration::from_millis(200));
     rx.stop();
@@ -217,9 +174,6 @@ fn flow_file_with_many_flows_and_presets() {
     assert_eq!(a["total"]["loss"]["lost"], 0);
     // voip G.711.1 with RTP: 92-byte packets every 10 ms
     let voip = &a["flows"][20];
-    assert_eq!(
-        (voip["min_size"].as_u64(), voip["max_size"].as_u64()),
-        (Some(92), Some(92))
-    );
+    assert_eq!((voip["min_size"].as_u64(), voip["max_size"].as_u64()), (Some(92), Some(92)));
     assert!((voip["pkt_rate"].as_f64().unwrap() - 100.0).abs() < 2.0);
 }

@@ -6,10 +6,7 @@
 pub const DEFAULT_SPIN_NS: u64 = 80_000;
 
 fn now(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is a valid out-pointer; these clocks always exist on Linux.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -25,19 +22,9 @@ pub fn real_ns() -> u64 {
 
 /// Sleeps until the monotonic clock reads `deadline_ns` (no busy-wait).
 pub fn sleep_until(deadline_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
-    };
+    let ts = libc::timespec { tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t, tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long };
     // SAFETY: valid timespec; EINTR simply returns early and callers re-check the clock.
-    unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    };
+    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
 }
 
 /// Sleeps until `spin_ns` before `deadline_ns`, then spins. Returns the monotonic time reached.
@@ -62,10 +49,7 @@ pub fn tighten_timer_slack() {
 
 /// Raises the open-file limit to the hard limit (10,000 flows need 10,000 sockets).
 pub fn raise_fd_limit() -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: valid out-pointer / in-pointer.
     unsafe {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);

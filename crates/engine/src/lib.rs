@@ -19,16 +19,9 @@ pub enum EngineError {
     #[error("{0}")]
     Config(String),
     #[error("{flow}: {what}: {source}")]
-    Flow {
-        flow: String,
-        what: String,
-        source: std::io::Error,
-    },
+    Flow { flow: String, what: String, source: std::io::Error },
     #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
+    Io { what: String, source: std::io::Error },
     #[error("interrupted")]
     Interrupted,
 }

@@ -31,41 +31,29 @@ impl LogWriter {
     pub fn create(path: &Path, role: Role, start_ns: u64) -> std::io::Result<(LogWriter, LogSink)> {
         let file = File::create(path)?;
         let (tx, rx) = sync_channel::<Vec<Record>>(QUEUE);
-        let thread = std::thread::Builder::new()
-            .name("horde-log".into())
-            .spawn(move || {
-                let mut w = BufWriter::with_capacity(1 << 20, file);
-                let mut hb = [0u8; LOG_HEADER_LEN];
-                LogHeader { role, start_ns }.emit(&mut hb);
-                w.write_all(&hb)?;
-                let mut n = 0u64;
-                let mut buf = vec![0u8; BATCH * RECORD_LEN];
-                for batch in rx {
-                    if buf.len() < batch.len() * RECORD_LEN {
-                        buf.resize(batch.len() * RECORD_LEN, 0);
-                    }
-                    for (r, chunk) in batch.iter().zip(buf.chunks_exact_mut(RECORD_LEN)) {
-                        r.emit(chunk);
-                    }
-                    w.write_all(&buf[..batch.len() * RECORD_LEN])?;
-                    n += batch.len() as u64;
+        let thread = std::thread::Builder::new().name("horde-log".into()).spawn(move || {
+            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let mut hb = [0u8; LOG_HEADER_LEN];
+            LogHeader { role, start_ns }.emit(&mut hb);
+            w.write_all(&hb)?;
+            let mut n = 0u64;
+            let mut buf = vec![0u8; BATCH * RECORD_LEN];
+            for batch in rx {
+                if buf.len() < batch.len() * RECORD_LEN {
+                    buf.resize(batch.len() * RECORD_LEN, 0);
                 }
-                w.flush()?;
-                w.get_ref().sync_data()?;
-                Ok(n)
-            })?;
-        let sink = LogSink {
-            tx: Some(tx.clone()),
-            batch: Vec::with_capacity(BATCH),
-        };
-        Ok((
-            LogWriter {
-                tx: Some(tx),
-                thread: Some(thread),
-                path: path.to_path_buf(),
-            },
-            sink,
-        ))
+                for (r, chunk) in batch.iter().zip(buf.chunks_exact_mut(RECORD_LEN)) {
+                    r.emit(chunk);
+                }
+                w.write_all(&buf[..batch.len() * RECORD_LEN])?;
+                n += batch.len() as u64;
+            }
+            w.flush()?;
+            w.get_ref().sync_data()?;
+            Ok(n)
+        })?;
+        let sink = LogSink { tx: Some(tx.clone()), batch: Vec::with_capacity(BATCH) };
+        Ok((LogWriter { tx: Some(tx), thread: Some(thread), path: path.to_path_buf() }, sink))
     }
 
     pub fn path(&self) -> &Path {
@@ -86,10 +74,7 @@ impl LogWriter {
 impl LogSink {
     /// A sink that drops records (no log requested).
     pub fn disabled() -> LogSink {
-        LogSink {
-            tx: None,
-            batch: Vec::new(),
-        }
+        LogSink { tx: None, batch: Vec::new() }
     }
 
     pub fn enabled(&self) -> bool {
@@ -120,10 +105,7 @@ impl LogSink {
 
 impl Clone for LogSink {
     fn clone(&self) -> Self {
-        LogSink {
-            tx: self.tx.clone(),
-            batch: Vec::with_capacity(if self.tx.is_some() { BATCH } else { 0 }),
-        }
+        LogSink { tx: self.tx.clone(), batch: Vec::with_capacity(if self.tx.is_some() { BATCH } else { 0 }) }
     }
 }
 

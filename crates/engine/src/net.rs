@@ -32,15 +32,7 @@ pub fn any_of(a: &SocketAddr) -> SocketAddr {
 
 fn setsockopt_int(fd: RawFd, level: i32, opt: i32, v: i32) -> io::Result<()> {
     // SAFETY: passing a pointer to a live i32 of the stated length.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            opt,
-            &v as *const i32 as *const libc::c_void,
-            size_of::<i32>() as u32,
-        )
-    };
+    let r = unsafe { libc::setsockopt(fd, level, opt, &v as *const i32 as *const libc::c_void, size_of::<i32>() as u32) };
     if r == 0 {
         Ok(())
     } else {
@@ -52,12 +44,7 @@ fn setsockopt_int(fd: RawFd, level: i32, opt: i32, v: i32) -> io::Result<()> {
 pub fn set_tos_ttl(s: &Socket, v6: bool, tos: Option<u8>, ttl: Option<u8>) -> io::Result<()> {
     if let Some(t) = tos {
         if v6 {
-            setsockopt_int(
-                s.as_raw_fd(),
-                libc::IPPROTO_IPV6,
-                libc::IPV6_TCLASS,
-                t as i32,
-            )?;
+            setsockopt_int(s.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_TCLASS, t as i32)?;
         } else {
             s.set_tos(t as u32)?;
         }
@@ -75,24 +62,10 @@ pub fn set_tos_ttl(s: &Socket, v6: bool, tos: Option<u8>, ttl: Option<u8>) -> io
 /// Large send and receive buffers; forced past rmem_max when running as root.
 pub fn grow_buffers(s: &Socket) {
     let fd = s.as_raw_fd();
-    if setsockopt_int(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_RCVBUFFORCE,
-        SOCKET_BUFFER as i32,
-    )
-    .is_err()
-    {
+    if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, SOCKET_BUFFER as i32).is_err() {
         let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
     }
-    if setsockopt_int(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_SNDBUFFORCE,
-        SOCKET_BUFFER as i32,
-    )
-    .is_err()
-    {
+    if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, SOCKET_BUFFER as i32).is_err() {
         let _ = s.set_send_buffer_size(SOCKET_BUFFER);
     }
 }
@@ -112,12 +85,7 @@ pub fn enable_rx_info(s: &Socket, v6: bool) -> io::Result<()> {
 }
 
 /// A non-blocking UDP socket connected to `dst`, optionally bound to `src`.
-pub fn udp_connected(
-    dst: SocketAddr,
-    src: Option<SocketAddr>,
-    tos: Option<u8>,
-    ttl: Option<u8>,
-) -> io::Result<Socket> {
+pub fn udp_connected(dst: SocketAddr, src: Option<SocketAddr>, tos: Option<u8>, ttl: Option<u8>) -> io::Result<Socket> {
     let s = Socket::new(domain(&dst), Type::DGRAM, Some(Protocol::UDP))?;
     s.set_nonblocking(true)?;
     grow_buffers(&s);
@@ -154,13 +122,7 @@ pub fn tcp_listener(addr: SocketAddr) -> io::Result<Socket> {
 }
 
 /// Starts a non-blocking TCP connect. Completion shows as writability.
-pub fn tcp_connect(
-    dst: SocketAddr,
-    src: Option<SocketAddr>,
-    tos: Option<u8>,
-    ttl: Option<u8>,
-    nodelay: bool,
-) -> io::Result<Socket> {
+pub fn tcp_connect(dst: SocketAddr, src: Option<SocketAddr>, tos: Option<u8>, ttl: Option<u8>, nodelay: bool) -> io::Result<Socket> {
     let s = Socket::new(domain(&dst), Type::STREAM, Some(Protocol::TCP))?;
     s.set_nonblocking(true)?;
     s.set_nodelay(nodelay)?;
@@ -182,10 +144,7 @@ pub fn send_batch(fd: RawFd, bufs: &[&[u8]]) -> io::Result<usize> {
     let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
     let n = bufs.len().min(BATCH);
     for i in 0..n {
-        iovs[i] = libc::iovec {
-            iov_base: bufs[i].as_ptr() as *mut libc::c_void,
-            iov_len: bufs[i].len(),
-        };
+        iovs[i] = libc::iovec { iov_base: bufs[i].as_ptr() as *mut libc::c_void, iov_len: bufs[i].len() };
         hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
         hdrs[i].msg_hdr.msg_iovlen = 1;
     }
@@ -205,10 +164,7 @@ pub fn send_batch_to(fd: RawFd, bufs: &[&[u8]], to: &[SocketAddr]) -> io::Result
     let names: Vec<SockAddr> = to.iter().map(|a| SockAddr::from(*a)).collect();
     let n = bufs.len().min(BATCH).min(to.len());
     for i in 0..n {
-        iovs[i] = libc::iovec {
-            iov_base: bufs[i].as_ptr() as *mut libc::c_void,
-            iov_len: bufs[i].len(),
-        };
+        iovs[i] = libc::iovec { iov_base: bufs[i].as_ptr() as *mut libc::c_void, iov_len: bufs[i].len() };
         hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
         hdrs[i].msg_hdr.msg_iovlen = 1;
         hdrs[i].msg_hdr.msg_name = names[i].as_ptr() as *mut libc::c_void;
@@ -256,23 +212,14 @@ impl RecvBatch {
         let mut b = RecvBatch {
             slot,
             bufs: vec![0u8; slot * BATCH],
-            iovs: vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0
-                };
-                BATCH
-            ],
+            iovs: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; BATCH],
             names: vec![unsafe { zeroed() }; BATCH],
             cmsgs: vec![[0u64; CMSG_LEN / 8]; BATCH],
             hdrs: vec![unsafe { zeroed() }; BATCH],
             info: vec![RxInfo::default(); BATCH],
         };
         for i in 0..BATCH {
-            b.iovs[i] = libc::iovec {
-                iov_base: b.bufs[i * slot..].as_mut_ptr() as *mut libc::c_void,
-                iov_len: slot,
-            };
+            b.iovs[i] = libc::iovec { iov_base: b.bufs[i * slot..].as_mut_ptr() as *mut libc::c_void, iov_len: slot };
             let h = &mut b.hdrs[i].msg_hdr;
             h.msg_iov = &mut b.iovs[i];
             h.msg_iovlen = 1;
@@ -290,15 +237,7 @@ impl RecvBatch {
             h.msg_hdr.msg_flags = 0;
         }
         // SAFETY: every header points into buffers owned by self.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.hdrs.as_mut_ptr(),
-                BATCH as u32,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
-        };
+        let r = unsafe { libc::recvmmsg(fd, self.hdrs.as_mut_ptr(), BATCH as u32, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -319,11 +258,7 @@ impl RecvBatch {
 
     fn parse(&self, i: usize) -> RxInfo {
         let h = &self.hdrs[i];
-        let mut info = RxInfo {
-            len: h.msg_len as usize,
-            tos: 255,
-            ..Default::default()
-        };
+        let mut info = RxInfo { len: h.msg_len as usize, tos: 255, ..Default::default() };
         info.from = sockaddr_to(&self.names[i], h.msg_hdr.msg_namelen);
         // SAFETY: the kernel filled msg_control up to msg_controllen with well-formed cmsgs.
         unsafe {
@@ -336,15 +271,9 @@ impl RecvBatch {
                         info.kernel_ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
                     }
                     (libc::IPPROTO_IP, libc::IP_TOS) => info.tos = *data,
-                    (libc::IPPROTO_IP, libc::IP_TTL) => {
-                        info.ttl = std::ptr::read_unaligned(data as *const i32) as u8
-                    }
-                    (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
-                        info.tos = std::ptr::read_unaligned(data as *const i32) as u8
-                    }
-                    (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => {
-                        info.ttl = std::ptr::read_unaligned(data as *const i32) as u8
-                    }
+                    (libc::IPPROTO_IP, libc::IP_TTL) => info.ttl = std::ptr::read_unaligned(data as *const i32) as u8,
+                    (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => info.tos = std::ptr::read_unaligned(data as *const i32) as u8,
+                    (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => info.ttl = std::ptr::read_unaligned(data as *const i32) as u8,
                     _ => {}
                 }
                 c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
@@ -360,19 +289,11 @@ fn sockaddr_to(ss: &libc::sockaddr_storage, len: u32) -> Option<SocketAddr> {
         match ss.ss_family as i32 {
             libc::AF_INET if len as usize >= size_of::<libc::sockaddr_in>() => {
                 let a = &*(ss as *const _ as *const libc::sockaddr_in);
-                Some(SocketAddr::V4(SocketAddrV4::new(
-                    Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
-                    u16::from_be(a.sin_port),
-                )))
+                Some(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)), u16::from_be(a.sin_port))))
             }
             libc::AF_INET6 if len as usize >= size_of::<libc::sockaddr_in6>() => {
                 let a = &*(ss as *const _ as *const libc::sockaddr_in6);
-                Some(SocketAddr::V6(SocketAddrV6::new(
-                    Ipv6Addr::from(a.sin6_addr.s6_addr),
-                    u16::from_be(a.sin6_port),
-                    a.sin6_flowinfo,
-                    a.sin6_scope_id,
-                )))
+                Some(SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::from(a.sin6_addr.s6_addr), u16::from_be(a.sin6_port), a.sin6_flowinfo, a.sin6_scope_id)))
             }
             _ => None,
         }

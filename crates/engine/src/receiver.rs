@@ -84,27 +84,14 @@ struct Conn {
 
 /// Binds every listener, calls `ready` with the bound addresses (port 0 becomes a real port),
 /// then receives until a stop condition or `stop` is set.
-pub fn run(
-    opts: &RecvOptions,
-    stop: &AtomicBool,
-    ready: impl FnOnce(&[SocketAddr]),
-) -> Result<RecvReport, EngineError> {
+pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAddr])) -> Result<RecvReport, EngineError> {
     if opts.udp.is_empty() && opts.tcp.is_empty() {
-        return Err(EngineError::Config(
-            "nothing to listen on; give --udp and/or --tcp ports".into(),
-        ));
+        return Err(EngineError::Config("nothing to listen on; give --udp and/or --tcp ports".into()));
     }
     clock::raise_fd_limit();
     let bind_err = |proto: &str, a: &SocketAddr, e: io::Error| {
-        let hint = if e.kind() == io::ErrorKind::AddrInUse {
-            " (the port is in use: stop the other program or pick another port)"
-        } else {
-            ""
-        };
-        EngineError::Io {
-            what: format!("binding {proto} {a}{hint}"),
-            source: e,
-        }
+        let hint = if e.kind() == io::ErrorKind::AddrInUse { " (the port is in use: stop the other program or pick another port)" } else { "" };
+        EngineError::Io { what: format!("binding {proto} {a}{hint}"), source: e }
     };
     let mut udp: Vec<Socket> = Vec::new();
     for a in &opts.udp {
@@ -118,11 +105,7 @@ pub fn run(
     let mut bound = Vec::new();
     let mut names = Vec::new();
     for s in &udp {
-        let a = s
-            .local_addr()
-            .ok()
-            .and_then(|a| a.as_socket())
-            .expect("bound UDP socket has an address");
+        let a = s.local_addr().ok().and_then(|a| a.as_socket()).expect("bound UDP socket has an address");
         bound.push(a);
         names.push(format!("udp {a}"));
     }
@@ -135,10 +118,7 @@ pub fn run(
     let (writer, sink) = match &opts.log {
         Some(p) => {
             let (w, s) =
-                LogWriter::create(p, Role::Receiver, start_real).map_err(|e| EngineError::Io {
-                    what: format!("creating log {}", p.display()),
-                    source: e,
-                })?;
+                LogWriter::create(p, Role::Receiver, start_real).map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), source: e })?;
             (Some(w), s)
         }
         None => (None, LogSink::disabled()),
@@ -150,11 +130,7 @@ pub fn run(
         conns: Vec::new(),
         free: Vec::new(),
         sink,
-        report: RecvReport {
-            listening: names,
-            log: opts.log.clone(),
-            ..Default::default()
-        },
+        report: RecvReport { listening: names, log: opts.log.clone(), ..Default::default() },
         batch: RecvBatch::new(MAX_DATAGRAM),
         read_buf: vec![0u8; 256 * 1024],
         last_arrival: mono_ns(),
@@ -164,15 +140,9 @@ pub fn run(
     let mut report = std::mem::take(&mut rx.report);
     drop(rx);
     if let Some(w) = writer {
-        report.log_records = w.finish().map_err(|e| EngineError::Io {
-            what: "writing the receive log".into(),
-            source: e,
-        })?;
+        report.log_records = w.finish().map_err(|e| EngineError::Io { what: "writing the receive log".into(), source: e })?;
     }
-    res.map_err(|e| EngineError::Io {
-        what: "receiving".into(),
-        source: e,
-    })?;
+    res.map_err(|e| EngineError::Io { what: "receiving".into(), source: e })?;
     Ok(report)
 }
 
@@ -192,15 +162,10 @@ impl Receiver {
     fn serve(&mut self, opts: &RecvOptions, stop: &AtomicBool) -> io::Result<()> {
         let mut poll = Poll::new()?;
         for (i, s) in self.udp.iter().enumerate() {
-            poll.registry().register(
-                &mut SourceFd(&s.as_raw_fd()),
-                Token(i),
-                Interest::READABLE,
-            )?;
+            poll.registry().register(&mut SourceFd(&s.as_raw_fd()), Token(i), Interest::READABLE)?;
         }
         for (i, l) in self.listeners.iter_mut().enumerate() {
-            poll.registry()
-                .register(l, Token(LISTENER_BASE + i), Interest::READABLE)?;
+            poll.registry().register(l, Token(LISTENER_BASE + i), Interest::READABLE)?;
         }
         let started = mono_ns();
         let mut events = Events::with_capacity(4096);
@@ -210,12 +175,8 @@ impl Receiver {
                 self.report.interrupted = true;
                 break;
             }
-            if opts
-                .duration
-                .is_some_and(|d| now - started >= d.as_nanos() as u64)
-                || opts
-                    .idle
-                    .is_some_and(|d| now - self.last_arrival >= d.as_nanos() as u64)
+            if opts.duration.is_some_and(|d| now - started >= d.as_nanos() as u64)
+                || opts.idle.is_some_and(|d| now - self.last_arrival >= d.as_nanos() as u64)
                 || opts.packets.is_some_and(|p| self.report.packets >= p)
             {
                 break;
@@ -260,11 +221,7 @@ impl Receiver {
                         continue;
                     }
                 };
-                let (t_b, flags) = if info.kernel_ns != 0 {
-                    (info.kernel_ns, FLAG_KERNEL_TS)
-                } else {
-                    (now, 0)
-                };
+                let (t_b, flags) = if info.kernel_ns != 0 { (info.kernel_ns, FLAG_KERNEL_TS) } else { (now, 0) };
                 self.report.kernel_timestamps += (flags != 0) as u64;
                 self.count(h.flow, info.len, t_b);
                 self.sink.push(Record {
@@ -295,10 +252,7 @@ impl Receiver {
     }
 
     fn echo_udp(&mut self, fd: i32, which: &[(usize, SocketAddr)]) {
-        let mut bufs: Vec<Vec<u8>> = which
-            .iter()
-            .map(|(k, _)| self.batch.data(*k).to_vec())
-            .collect();
+        let mut bufs: Vec<Vec<u8>> = which.iter().map(|(k, _)| self.batch.data(*k).to_vec()).collect();
         for b in &mut bufs {
             b[3] = (b[3] & !FLAG_ECHO_REQUEST) | FLAG_ECHO_REPLY;
         }
@@ -330,27 +284,12 @@ impl Receiver {
                         self.conns.push(None);
                         self.conns.len() - 1
                     });
-                    if poll
-                        .registry()
-                        .register(
-                            &mut sock,
-                            Token(CONN_BASE + idx),
-                            Interest::READABLE | Interest::WRITABLE,
-                        )
-                        .is_err()
-                    {
+                    if poll.registry().register(&mut sock, Token(CONN_BASE + idx), Interest::READABLE | Interest::WRITABLE).is_err() {
                         self.free.push(idx);
                         continue;
                     }
                     self.report.tcp_connections += 1;
-                    self.conns[idx] = Some(Conn {
-                        sock,
-                        decoder: StreamDecoder::new(),
-                        echo: false,
-                        out: Vec::new(),
-                        flow: 0,
-                        tag: 0,
-                    });
+                    self.conns[idx] = Some(Conn { sock, decoder: StreamDecoder::new(), echo: false, out: Vec::new(), flow: 0, tag: 0 });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -366,13 +305,7 @@ impl Receiver {
         };
         let mut close = false;
         if readable {
-            close = read_conn(
-                c,
-                &mut self.read_buf,
-                &mut self.sink,
-                &mut self.report,
-                &mut self.last_arrival,
-            );
+            close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, &mut self.last_arrival);
         }
         if (writable || readable) && !close && !c.out.is_empty() {
             close = flush_out(c);
@@ -387,13 +320,7 @@ impl Receiver {
 }
 
 /// Reads what is available; returns true when the connection should be closed.
-fn read_conn(
-    c: &mut Conn,
-    buf: &mut [u8],
-    sink: &mut LogSink,
-    report: &mut RecvReport,
-    last_arrival: &mut u64,
-) -> bool {
+fn read_conn(c: &mut Conn, buf: &mut [u8], sink: &mut LogSink, report: &mut RecvReport, last_arrival: &mut u64) -> bool {
     loop {
         let n = match c.sock.read(buf) {
             Ok(0) => return true,

@@ -27,10 +27,7 @@ use horde_model::{Departure, Dist, Flow, Meter, Schedule, Stop, Transport};
 use horde_wire::datagram::{FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST};
 use horde_wire::log::{FLAG_CLAMPED, FLAG_KERNEL_TS};
 use horde_wire::stream::HELLO_ECHO;
-use horde_wire::{
-    ApduHeader, DatagramHeader, Record, RecordKind, Role, StreamDecoder, StreamEvent, StreamHello,
-    HELLO_LEN,
-};
+use horde_wire::{ApduHeader, DatagramHeader, Record, RecordKind, Role, StreamDecoder, StreamEvent, StreamHello, HELLO_LEN};
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -210,27 +207,12 @@ pub struct Job {
 
 /// Opens the sockets of every flow, connects TCP flows, then runs all flows to their end
 /// (or until `stop` is set) and reports.
-pub fn run(
-    flows: Vec<Flow>,
-    opts: &SendOptions,
-    stop: &AtomicBool,
-) -> Result<SendReport, EngineError> {
-    run_jobs(
-        flows
-            .into_iter()
-            .map(|flow| Job { flow, source: None })
-            .collect(),
-        opts,
-        stop,
-    )
+pub fn run(flows: Vec<Flow>, opts: &SendOptions, stop: &AtomicBool) -> Result<SendReport, EngineError> {
+    run_jobs(flows.into_iter().map(|flow| Job { flow, source: None }).collect(), opts, stop)
 }
 
 /// [`run`] with explicit sources (e.g. players' behaviour-driven schedules).
-pub fn run_jobs(
-    jobs: Vec<Job>,
-    opts: &SendOptions,
-    stop: &AtomicBool,
-) -> Result<SendReport, EngineError> {
+pub fn run_jobs(jobs: Vec<Job>, opts: &SendOptions, stop: &AtomicBool) -> Result<SendReport, EngineError> {
     if jobs.is_empty() {
         return Err(EngineError::Config("no flows to send".into()));
     }
@@ -242,35 +224,20 @@ pub fn run_jobs(
     let connect_started = mono_ns();
     connect_all(&mut states, opts.connect_timeout, stop)?;
     let tcp_flows = states.iter().filter(|s| s.tcp.is_some()).count() as u64;
-    let connect_s = if tcp_flows > 0 {
-        (mono_ns() - connect_started) as f64 / 1e9
-    } else {
-        0.0
-    };
+    let connect_s = if tcp_flows > 0 { (mono_ns() - connect_started) as f64 / 1e9 } else { 0.0 };
     let threads = opts.threads.clamp(1, states.len());
     let mut shares: Vec<Vec<FlowState>> = (0..threads).map(|_| Vec::new()).collect();
     for (i, s) in states.into_iter().enumerate() {
         shares[i % threads].push(s);
     }
     let lead = START_LEAD_NS + START_LEAD_PER_TCP_NS * tcp_flows / threads as u64;
-    run_workers(
-        shares.into_iter().map(|s| (s, Vec::new())).collect(),
-        opts,
-        stop,
-        lead,
-        connect_s,
-    )
+    run_workers(shares.into_iter().map(|s| (s, Vec::new())).collect(), opts, stop, lead, connect_s)
 }
 
 /// The server side of a two-way scenario: listens on `listen`, and for every connection whose
 /// hello the responder accepts, sends that player's departures and logs what arrives. Runs until
 /// `stop` is set. `ready` gets the bound addresses before the first accept.
-pub fn serve(
-    listen: &[SocketAddr],
-    opts: &SendOptions,
-    stop: &AtomicBool,
-    ready: impl FnOnce(&[SocketAddr]),
-) -> Result<SendReport, EngineError> {
+pub fn serve(listen: &[SocketAddr], opts: &SendOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAddr])) -> Result<SendReport, EngineError> {
     if opts.responder.is_none() {
         return Err(EngineError::Config("serving needs a responder".into()));
     }
@@ -281,29 +248,16 @@ pub fn serve(
         let s = net::tcp_listener(*a).map_err(|e| EngineError::Io {
             what: format!(
                 "binding tcp {a}{}",
-                if e.kind() == io::ErrorKind::AddrInUse {
-                    " (the port is in use: stop the other program or pick another port)"
-                } else {
-                    ""
-                }
+                if e.kind() == io::ErrorKind::AddrInUse { " (the port is in use: stop the other program or pick another port)" } else { "" }
             ),
             source: e,
         })?;
         let l = TcpListener::from_std(s.into());
-        bound.push(l.local_addr().map_err(|e| EngineError::Io {
-            what: "reading the bound address".into(),
-            source: e,
-        })?);
+        bound.push(l.local_addr().map_err(|e| EngineError::Io { what: "reading the bound address".into(), source: e })?);
         listeners.push(l);
     }
     ready(&bound);
-    run_workers(
-        vec![(Vec::new(), listeners)],
-        opts,
-        stop,
-        START_LEAD_NS,
-        0.0,
-    )
+    run_workers(vec![(Vec::new(), listeners)], opts, stop, START_LEAD_NS, 0.0)
 }
 
 fn run_workers(
@@ -317,10 +271,7 @@ fn run_workers(
     let (writer, sink) = match &opts.log {
         Some(p) => {
             let (w, s) =
-                LogWriter::create(p, Role::Sender, real_ns()).map_err(|e| EngineError::Io {
-                    what: format!("creating log {}", p.display()),
-                    source: e,
-                })?;
+                LogWriter::create(p, Role::Sender, real_ns()).map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), source: e })?;
             (Some(w), s)
         }
         None => (None, LogSink::disabled()),
@@ -346,46 +297,25 @@ fn run_workers(
                     .expect("spawning a sender worker")
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(io::Error::other("sender worker panicked")))
-            })
-            .collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(io::Error::other("sender worker panicked")))).collect()
     });
     drop(sink);
     let log_records = match writer {
-        Some(w) => w.finish().map_err(|e| EngineError::Io {
-            what: "writing the send log".into(),
-            source: e,
-        })?,
+        Some(w) => w.finish().map_err(|e| EngineError::Io { what: "writing the send log".into(), source: e })?,
         None => 0,
     };
     let mut flows = Vec::new();
     let mut hist = new_hist();
     let mut interrupted = false;
     for r in results {
-        let r = r.map_err(|e| EngineError::Io {
-            what: "sending".into(),
-            source: e,
-        })?;
+        let r = r.map_err(|e| EngineError::Io { what: "sending".into(), source: e })?;
         hist.add(&r.lateness).ok();
         interrupted |= r.interrupted;
         flows.extend(r.flows);
     }
     flows.sort_by_key(|f| f.id);
     let t0 = start.t0.lock().expect("start gate").map_or(0, |t| t.1);
-    Ok(summarise(
-        flows,
-        &hist,
-        connect_s,
-        interrupted,
-        opts,
-        log_records,
-        threads,
-        t0,
-    ))
+    Ok(summarise(flows, &hist, connect_s, interrupted, opts, log_records, threads, t0))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -399,12 +329,7 @@ fn summarise(
     threads: usize,
     t0_real_ns: u64,
 ) -> SendReport {
-    let first = flows
-        .iter()
-        .filter(|f| f.packets > 0)
-        .map(|f| f.first_ns)
-        .min()
-        .unwrap_or(0);
+    let first = flows.iter().filter(|f| f.packets > 0).map(|f| f.first_ns).min().unwrap_or(0);
     let last = flows.iter().map(|f| f.last_ns).max().unwrap_or(0);
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1e3;
     let lateness = Lateness {
@@ -456,15 +381,7 @@ fn new_stats(flow: &Flow) -> FlowSent {
 }
 
 fn new_tcp(awaiting_hello: bool) -> TcpOut {
-    TcpOut {
-        out: Vec::new(),
-        sent_upto: 0,
-        base_ns: 0,
-        decoder: StreamDecoder::new(),
-        want_write: false,
-        broken: false,
-        awaiting_hello,
-    }
+    TcpOut { out: Vec::new(), sent_upto: 0, base_ns: 0, decoder: StreamDecoder::new(), want_write: false, broken: false, awaiting_hello }
 }
 
 fn open_flow(job: Job) -> Result<FlowState, EngineError> {
@@ -474,36 +391,14 @@ fn open_flow(job: Job) -> Result<FlowState, EngineError> {
         Transport::Udp => net::udp_connected(flow.dst, flow.src, flow.tos, flow.ttl),
         Transport::Tcp => net::tcp_connect(flow.dst, flow.src, flow.tos, flow.ttl, flow.nodelay),
     }
-    .map_err(|e| EngineError::Flow {
-        flow: who.clone(),
-        what: format!("opening a {} socket to {}", flow.transport.name(), flow.dst),
-        source: e,
-    })?;
+    .map_err(|e| EngineError::Flow { flow: who.clone(), what: format!("opening a {} socket to {}", flow.transport.name(), flow.dst), source: e })?;
     if flow.meter == Meter::Rtt && flow.transport == Transport::Udp {
-        net::enable_rx_info(&sock, flow.dst.is_ipv6()).map_err(|e| EngineError::Flow {
-            flow: who,
-            what: "enabling receive timestamps".into(),
-            source: e,
-        })?;
+        net::enable_rx_info(&sock, flow.dst.is_ipv6()).map_err(|e| EngineError::Flow { flow: who, what: "enabling receive timestamps".into(), source: e })?;
     }
     let tcp = (flow.transport == Transport::Tcp).then(|| new_tcp(false));
     let sched: Source = job.source.unwrap_or_else(|| Box::new(Schedule::new(&flow)));
-    let incoming = if flow.meter == Meter::Rtt {
-        Incoming::Echo
-    } else {
-        Incoming::Traffic
-    };
-    Ok(FlowState {
-        stats: new_stats(&flow),
-        sched: Some(sched),
-        shift_ns: 0,
-        flow,
-        pending: VecDeque::new(),
-        sock,
-        tcp,
-        incoming,
-        epoch_ns: 0,
-    })
+    let incoming = if flow.meter == Meter::Rtt { Incoming::Echo } else { Incoming::Traffic };
+    Ok(FlowState { stats: new_stats(&flow), sched: Some(sched), shift_ns: 0, flow, pending: VecDeque::new(), sock, tcp, incoming, epoch_ns: 0 })
 }
 
 /// A flow spec for a connection accepted by the server side.
@@ -529,29 +424,16 @@ fn accepted_flow(peer: SocketAddr) -> Flow {
 }
 
 /// Waits until every TCP flow's non-blocking connect has completed.
-fn connect_all(
-    states: &mut [FlowState],
-    timeout: Duration,
-    stop: &AtomicBool,
-) -> Result<(), EngineError> {
+fn connect_all(states: &mut [FlowState], timeout: Duration, stop: &AtomicBool) -> Result<(), EngineError> {
     let io_err = |what: &str| {
         let what = what.to_string();
-        move |e| EngineError::Io {
-            what: what.clone(),
-            source: e,
-        }
+        move |e| EngineError::Io { what: what.clone(), source: e }
     };
     let mut waiting = 0usize;
     let mut poll = Poll::new().map_err(io_err("creating a poll"))?;
     for (i, s) in states.iter().enumerate() {
         if s.tcp.is_some() {
-            poll.registry()
-                .register(
-                    &mut SourceFd(&s.sock.as_raw_fd()),
-                    Token(i),
-                    Interest::WRITABLE,
-                )
-                .map_err(io_err("registering a socket"))?;
+            poll.registry().register(&mut SourceFd(&s.sock.as_raw_fd()), Token(i), Interest::WRITABLE).map_err(io_err("registering a socket"))?;
             waiting += 1;
         }
     }
@@ -564,22 +446,14 @@ fn connect_all(
         }
         let now = mono_ns();
         if now >= deadline {
-            let first = states
-                .iter()
-                .zip(&done)
-                .find(|(s, d)| s.tcp.is_some() && !**d)
-                .map(|(s, _)| s.flow.dst);
+            let first = states.iter().zip(&done).find(|(s, d)| s.tcp.is_some() && !**d).map(|(s, _)| s.flow.dst);
             return Err(EngineError::Config(format!(
                 "{waiting} TCP connection(s) not established within {:?} (first: {}); is `horde recv` listening there?",
                 timeout,
                 first.map(|a| a.to_string()).unwrap_or_default()
             )));
         }
-        poll.poll(
-            &mut events,
-            Some(Duration::from_nanos((deadline - now).min(100_000_000))),
-        )
-        .map_err(io_err("waiting for connections"))?;
+        poll.poll(&mut events, Some(Duration::from_nanos((deadline - now).min(100_000_000)))).map_err(io_err("waiting for connections"))?;
         for ev in events.iter() {
             let i = ev.token().0;
             if done[i] {
@@ -590,19 +464,13 @@ fn connect_all(
                 Ok(None) if s.sock.peer_addr().is_ok() => {
                     done[i] = true;
                     waiting -= 1;
-                    poll.registry()
-                        .deregister(&mut SourceFd(&s.sock.as_raw_fd()))
-                        .ok();
+                    poll.registry().deregister(&mut SourceFd(&s.sock.as_raw_fd())).ok();
                 }
                 Ok(None) => {}
                 Ok(Some(e)) | Err(e) => {
                     return Err(EngineError::Flow {
                         flow: format!("flow {} (`{}`)", s.flow.id, s.flow.name),
-                        what: format!(
-                            "connecting to {} (is `horde recv --tcp {}` running?)",
-                            s.flow.dst,
-                            s.flow.dst.port()
-                        ),
+                        what: format!("connecting to {} (is `horde recv --tcp {}` running?)", s.flow.dst, s.flow.dst.port()),
                         source: e,
                     });
                 }
@@ -621,11 +489,7 @@ struct StartGate {
 
 impl StartGate {
     fn new(n: usize, lead_ns: u64) -> Self {
-        StartGate {
-            barrier: std::sync::Barrier::new(n),
-            lead_ns,
-            t0: std::sync::Mutex::new(None),
-        }
+        StartGate { barrier: std::sync::Barrier::new(n), lead_ns, t0: std::sync::Mutex::new(None) }
     }
 
     /// Waits for every worker; returns the shared (monotonic, real) start time.
@@ -659,43 +523,24 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(
-        flows: Vec<FlowState>,
-        listeners: Vec<TcpListener>,
-        sink: LogSink,
-        opts: SendOptions,
-    ) -> io::Result<Worker> {
+    fn new(flows: Vec<FlowState>, listeners: Vec<TcpListener>, sink: LogSink, opts: SendOptions) -> io::Result<Worker> {
         clock::tighten_timer_slack();
-        let needs_poll = !listeners.is_empty()
-            || flows
-                .iter()
-                .any(|f| f.tcp.is_some() || f.flow.meter == Meter::Rtt);
+        let needs_poll = !listeners.is_empty() || flows.iter().any(|f| f.tcp.is_some() || f.flow.meter == Meter::Rtt);
         let poll = if needs_poll { Some(Poll::new()?) } else { None };
         let mut listeners = listeners;
         if let Some(p) = &poll {
             for (i, f) in flows.iter().enumerate() {
                 if f.tcp.is_some() {
-                    p.registry().register(
-                        &mut SourceFd(&f.sock.as_raw_fd()),
-                        Token(i),
-                        Interest::READABLE | Interest::WRITABLE,
-                    )?;
+                    p.registry().register(&mut SourceFd(&f.sock.as_raw_fd()), Token(i), Interest::READABLE | Interest::WRITABLE)?;
                 } else if f.flow.meter == Meter::Rtt {
-                    p.registry().register(
-                        &mut SourceFd(&f.sock.as_raw_fd()),
-                        Token(i),
-                        Interest::READABLE,
-                    )?;
+                    p.registry().register(&mut SourceFd(&f.sock.as_raw_fd()), Token(i), Interest::READABLE)?;
                 }
             }
             for (j, l) in listeners.iter_mut().enumerate() {
-                p.registry()
-                    .register(l, Token(LISTEN_TOKEN + j), Interest::READABLE)?;
+                p.registry().register(l, Token(LISTEN_TOKEN + j), Interest::READABLE)?;
             }
         }
-        let has_udp_rtt = flows
-            .iter()
-            .any(|f| f.tcp.is_none() && f.flow.meter == Meter::Rtt);
+        let has_udp_rtt = flows.iter().any(|f| f.tcp.is_none() && f.flow.meter == Meter::Rtt);
         Ok(Worker {
             heap: BinaryHeap::with_capacity(flows.len()),
             flows,
@@ -708,8 +553,7 @@ impl Worker {
             opts,
             hist: new_hist(),
             slots: (0..BATCH).map(|_| Vec::new()).collect(),
-            rx: has_udp_rtt
-                .then(|| RecvBatch::new(horde_model::flow::MAX_UDP_PAYLOAD as usize + 1)),
+            rx: has_udp_rtt.then(|| RecvBatch::new(horde_model::flow::MAX_UDP_PAYLOAD as usize + 1)),
             read_buf: vec![0u8; 64 * 1024],
         })
     }
@@ -754,11 +598,7 @@ impl Worker {
             self.linger(stop);
         }
         self.sink.flush();
-        Ok(WorkerResult {
-            flows: self.flows.into_iter().map(|f| f.stats).collect(),
-            lateness: self.hist,
-            interrupted,
-        })
+        Ok(WorkerResult { flows: self.flows.into_iter().map(|f| f.stats).collect(), lateness: self.hist, interrupted })
     }
 
     fn send_hello(&mut self, i: usize, base_ns: u64) {
@@ -766,17 +606,7 @@ impl Worker {
         let Some(t) = &mut f.tcp else { return };
         t.base_ns = base_ns;
         let mut hello = [0u8; HELLO_LEN];
-        StreamHello {
-            flags: if f.flow.meter == Meter::Rtt {
-                HELLO_ECHO
-            } else {
-                0
-            },
-            flow: f.flow.id,
-            base_ns,
-            tag: f.flow.tag,
-        }
-        .emit(&mut hello);
+        StreamHello { flags: if f.flow.meter == Meter::Rtt { HELLO_ECHO } else { 0 }, flow: f.flow.id, base_ns, tag: f.flow.tag }.emit(&mut hello);
         t.out.extend_from_slice(&hello);
         self.flush_tcp(i);
     }
@@ -790,11 +620,7 @@ impl Worker {
             }
             let gap = deadline - now;
             if self.poll.is_some() {
-                let ms = if gap > 2_000_000 {
-                    (gap - 1_000_000) / 1_000_000
-                } else {
-                    0
-                };
+                let ms = if gap > 2_000_000 { (gap - 1_000_000) / 1_000_000 } else { 0 };
                 self.poll_io(Duration::from_millis(ms));
                 if ms > 0 {
                     continue;
@@ -811,13 +637,7 @@ impl Worker {
 
     /// Sends every departure of flow `i` that is due at `now_rel` (up to one batch).
     fn send_due(&mut self, i: usize, now_rel: u64) {
-        let mut due = [Departure {
-            seq: 0,
-            at_ns: 0,
-            size: 0,
-            clamped: false,
-            class: 0,
-        }; BATCH];
+        let mut due = [Departure { seq: 0, at_ns: 0, size: 0, clamped: false, class: 0 }; BATCH];
         let mut n = 0;
         let f = &mut self.flows[i];
         while n < BATCH {
@@ -839,11 +659,7 @@ impl Worker {
 
     fn send_udp(&mut self, i: usize, due: &[Departure]) {
         let f = &mut self.flows[i];
-        let flags = if f.flow.meter == Meter::Rtt {
-            FLAG_ECHO_REQUEST
-        } else {
-            0
-        };
+        let flags = if f.flow.meter == Meter::Rtt { FLAG_ECHO_REQUEST } else { 0 };
         let real = real_ns();
         let mono = mono_ns();
         for (k, d) in due.iter().enumerate() {
@@ -851,19 +667,9 @@ impl Worker {
             if slot.len() < d.size as usize {
                 slot.resize(d.size as usize, 0);
             }
-            DatagramHeader {
-                flags,
-                flow: f.flow.id,
-                seq: d.seq as u32,
-                send_ns: real,
-            }
-            .emit(slot);
+            DatagramHeader { flags, flow: f.flow.id, seq: d.seq as u32, send_ns: real }.emit(slot);
         }
-        let bufs: Vec<&[u8]> = due
-            .iter()
-            .enumerate()
-            .map(|(k, d)| &self.slots[k][..d.size as usize])
-            .collect();
+        let bufs: Vec<&[u8]> = due.iter().enumerate().map(|(k, d)| &self.slots[k][..d.size as usize]).collect();
         let sent = match net::send_batch(f.sock.as_raw_fd(), &bufs) {
             Ok(k) => k,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
@@ -930,8 +736,7 @@ impl Worker {
     fn account(&mut self, i: usize, d: &Departure, real: u64, mono: u64) {
         let f = &mut self.flows[i];
         let sched_mono = self.t0_mono + d.at_ns;
-        self.hist
-            .saturating_record(mono.saturating_sub(sched_mono).max(1));
+        self.hist.saturating_record(mono.saturating_sub(sched_mono).max(1));
         if f.stats.packets == 0 {
             f.stats.first_ns = real;
         }
@@ -962,11 +767,7 @@ impl Worker {
         if poll.poll(&mut self.events, Some(timeout)).is_err() {
             return;
         }
-        let ready: Vec<(usize, bool, bool)> = self
-            .events
-            .iter()
-            .map(|e| (e.token().0, e.is_readable(), e.is_writable()))
-            .collect();
+        let ready: Vec<(usize, bool, bool)> = self.events.iter().map(|e| (e.token().0, e.is_readable(), e.is_writable())).collect();
         for (i, readable, writable) in ready {
             if i >= LISTEN_TOKEN {
                 self.accept(i - LISTEN_TOKEN);
@@ -1000,15 +801,7 @@ impl Worker {
             let i = self.flows.len();
             let flow = accepted_flow(peer);
             let Some(poll) = &self.poll else { return };
-            if poll
-                .registry()
-                .register(
-                    &mut SourceFd(&sock.as_raw_fd()),
-                    Token(i),
-                    Interest::READABLE | Interest::WRITABLE,
-                )
-                .is_err()
-            {
+            if poll.registry().register(&mut SourceFd(&sock.as_raw_fd()), Token(i), Interest::READABLE | Interest::WRITABLE).is_err() {
                 continue;
             }
             if let Some(p) = &self.opts.progress {
@@ -1047,11 +840,7 @@ impl Worker {
                     continue;
                 }
                 f.stats.echoes += 1;
-                let (t_b, flags) = if info.kernel_ns != 0 {
-                    (info.kernel_ns, FLAG_KERNEL_TS)
-                } else {
-                    (now, 0)
-                };
+                let (t_b, flags) = if info.kernel_ns != 0 { (info.kernel_ns, FLAG_KERNEL_TS) } else { (now, 0) };
                 self.sink.push(Record {
                     flow: h.flow,
                     size: info.len as u32,
@@ -1089,9 +878,7 @@ impl Worker {
             for ev in events {
                 match ev {
                     StreamEvent::Hello(h) => self.on_hello(i, h),
-                    StreamEvent::Apdu { seq, len, send_ns } => {
-                        self.on_apdu(i, seq, len, send_ns, now)
-                    }
+                    StreamEvent::Apdu { seq, len, send_ns } => self.on_apdu(i, seq, len, send_ns, now),
                 }
             }
             if r.is_err() {
@@ -1195,21 +982,13 @@ impl Worker {
         let deadline = mono_ns() + self.opts.linger.as_nanos() as u64;
         let two_way = self.opts.responder.is_some();
         loop {
-            let backlog = self
-                .flows
-                .iter()
-                .any(|f| f.tcp.as_ref().is_some_and(|t| t.want_write));
-            let rtt = self
-                .flows
-                .iter()
-                .any(|f| f.flow.meter == Meter::Rtt && f.stats.echoes < f.stats.packets);
+            let backlog = self.flows.iter().any(|f| f.tcp.as_ref().is_some_and(|t| t.want_write));
+            let rtt = self.flows.iter().any(|f| f.flow.meter == Meter::Rtt && f.stats.echoes < f.stats.packets);
             let now = mono_ns();
             if (!backlog && !rtt && !two_way) || now >= deadline || stop.load(Ordering::Relaxed) {
                 return;
             }
-            self.poll_io(Duration::from_millis(
-                ((deadline - now) / 1_000_000).clamp(1, 50),
-            ));
+            self.poll_io(Duration::from_millis(((deadline - now) / 1_000_000).clamp(1, 50)));
         }
     }
 }

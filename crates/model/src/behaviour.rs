@@ -53,17 +53,9 @@ fn pick(rng: &mut ChaCha8Rng, probs: &[f64]) -> usize {
 
 /// The segments of one player, in time order.
 pub fn player(svc: &Service, p: &Params, player: u32) -> Vec<Segment> {
-    let mut rng =
-        ChaCha8Rng::seed_from_u64(crate::derive_seed(p.seed ^ STREAM_BEHAVIOUR, player as u64));
-    let mut dwell_samplers: Vec<Option<Vec<crate::Sampler>>> = svc
-        .states
-        .iter()
-        .map(|s| {
-            s.dwell
-                .as_ref()
-                .map(|v| v.iter().map(|d| d.sampler()).collect())
-        })
-        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(crate::derive_seed(p.seed ^ STREAM_BEHAVIOUR, player as u64));
+    let mut dwell_samplers: Vec<Option<Vec<crate::Sampler>>> =
+        svc.states.iter().map(|s| s.dwell.as_ref().map(|v| v.iter().map(|d| d.sampler()).collect())).collect();
     let mut out = Vec::new();
     let mut sessions = Vec::new();
     match &svc.session {
@@ -84,33 +76,18 @@ pub fn player(svc: &Service, p: &Params, player: u32) -> Vec<Segment> {
         while t < s1 {
             let hour = svc.hour_at(p.start_hour, t);
             let st = &svc.states[state];
-            let sub = if st.subs.len() > 1 {
-                pick(&mut rng, &st.subs.iter().map(|s| s.p).collect::<Vec<_>>())
-            } else {
-                0
-            };
+            let sub = if st.subs.len() > 1 { pick(&mut rng, &st.subs.iter().map(|s| s.p).collect::<Vec<_>>()) } else { 0 };
             let dwell = match &mut dwell_samplers[state] {
                 Some(v) => v[hour].sample(&mut rng).max(0.0),
                 None => f64::INFINITY,
             };
             let end = t + dwell;
-            out.push(Segment {
-                player,
-                state: state as u16,
-                sub: sub as u16,
-                start_s: t,
-                end_s: end.min(s1),
-                complete: end <= s1,
-                hour: hour as u8,
-            });
+            out.push(Segment { player, state: state as u16, sub: sub as u16, start_s: t, end_s: end.min(s1), complete: end <= s1, hour: hour as u8 });
             t = end;
             if t >= s1 {
                 break;
             }
-            state = pick(
-                &mut rng,
-                &svc.transitions[svc.hour_at(p.start_hour, t)][state],
-            );
+            state = pick(&mut rng, &svc.transitions[svc.hour_at(p.start_hour, t)][state]);
         }
     }
     out
@@ -124,10 +101,7 @@ pub fn run(svc: &Service, p: &Params) -> Vec<Segment> {
 /// The state a player's segments put it in at `t_s` (the last segment starting at or before).
 pub fn state_at(segments: &[Segment], t_s: f64) -> Option<&Segment> {
     let i = segments.partition_point(|s| s.start_s <= t_s);
-    segments[..i]
-        .iter()
-        .rev()
-        .find(|s| s.end_s > t_s || s.start_s == s.end_s && s.start_s == t_s)
+    segments[..i].iter().rev().find(|s| s.end_s > t_s || s.start_s == s.end_s && s.start_s == t_s)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -187,26 +161,11 @@ pub fn summarise(svc: &Service, p: &Params, segs: &[Segment]) -> Summary {
             time_share: if total > 0.0 { time[k] / total } else { 0.0 },
             model_share: model.as_ref().map(|m| m[k]),
             segments: count[k],
-            mean_dwell_s: if dwell_n[k] > 0 {
-                dwell_sum[k] / dwell_n[k] as f64
-            } else {
-                0.0
-            },
-            model_dwell_s: svc.states[k]
-                .dwell
-                .as_ref()
-                .and_then(|d| d[hour].mean_estimate()),
+            mean_dwell_s: if dwell_n[k] > 0 { dwell_sum[k] / dwell_n[k] as f64 } else { 0.0 },
+            model_dwell_s: svc.states[k].dwell.as_ref().and_then(|d| d[hour].mean_estimate()),
         })
         .collect();
-    Summary {
-        service: svc.name.clone(),
-        players: p.players,
-        duration_s: p.duration_s,
-        seed: p.seed,
-        start_hour: p.start_hour,
-        states,
-        transitions: trans,
-    }
+    Summary { service: svc.name.clone(), players: p.players, duration_s: p.duration_s, seed: p.seed, start_hour: p.start_hour, states, transitions: trans }
 }
 
 /// Long-run time shares at a fixed hour: the embedded chain's stationary distribution π
@@ -214,11 +173,7 @@ pub fn summarise(svc: &Service, p: &Params, segs: &[Segment]) -> Summary {
 /// finite mean dwell.
 pub fn stationary_shares(svc: &Service, hour: usize) -> Option<Vec<f64>> {
     let n = svc.states.len();
-    let means: Option<Vec<f64>> = svc
-        .states
-        .iter()
-        .map(|s| s.dwell.as_ref().and_then(|d| d[hour].mean_estimate()))
-        .collect();
+    let means: Option<Vec<f64>> = svc.states.iter().map(|s| s.dwell.as_ref().and_then(|d| d[hour].mean_estimate())).collect();
     let means = means?;
     let p = &svc.transitions[hour];
     let mut pi = vec![1.0 / n as f64; n];

@@ -122,15 +122,7 @@ pub struct DistError {
 
 impl Dist {
     pub fn new(kind: Kind) -> Self {
-        Dist {
-            kind,
-            mul: 1.0,
-            shift: 0.0,
-            round: Round::None,
-            min: None,
-            max: None,
-            redraw: None,
-        }
+        Dist { kind, mul: 1.0, shift: 0.0, round: Round::None, min: None, max: None, redraw: None }
     }
 
     pub fn constant(v: f64) -> Self {
@@ -177,12 +169,7 @@ impl Dist {
         }
         if let (Some(lo), Some(hi)) = (self.min, self.max) {
             if lo > hi {
-                return Err(err(
-                    fam,
-                    "min",
-                    "must be <= max",
-                    format!("min {lo}, max {hi}"),
-                ));
+                return Err(err(fam, "min", "must be <= max", format!("min {lo}, max {hi}")));
             }
         }
         for (p, v) in [("min", self.min), ("max", self.max)] {
@@ -194,12 +181,7 @@ impl Dist {
             finite(fam, "redraw_above", above)?;
             finite(fam, "redraw_from", from)?;
             if from >= above {
-                return Err(err(
-                    fam,
-                    "redraw_from",
-                    "must be < redraw_above",
-                    format!("from {from}, above {above}"),
-                ));
+                return Err(err(fam, "redraw_from", "must be < redraw_above", format!("from {from}, above {above}")));
             }
         }
         self.kind = self.kind.validate()?;
@@ -208,11 +190,7 @@ impl Dist {
 
     /// Builds the sampler. `self` must have been validated.
     pub fn sampler(&self) -> Sampler {
-        Sampler {
-            base: BaseSampler::new(&self.kind),
-            dist: self.clone(),
-            cursor: 0,
-        }
+        Sampler { base: BaseSampler::new(&self.kind), dist: self.clone(), cursor: 0 }
     }
 
     /// Applies mul, shift, rounding and clamping to a base draw.
@@ -286,11 +264,7 @@ impl Dist {
 
     /// Analytic mean where it exists and no rounding/clamping applies; `None` otherwise.
     pub fn mean(&self) -> Option<f64> {
-        if self.round != Round::None
-            || self.min.is_some()
-            || self.max.is_some()
-            || self.redraw.is_some()
-        {
+        if self.round != Round::None || self.min.is_some() || self.max.is_some() || self.redraw.is_some() {
             return None;
         }
         Some(self.kind.mean()? * self.mul + self.shift)
@@ -298,11 +272,7 @@ impl Dist {
 
     /// Analytic variance where it exists and no rounding/clamping applies.
     pub fn variance(&self) -> Option<f64> {
-        if self.round != Round::None
-            || self.min.is_some()
-            || self.max.is_some()
-            || self.redraw.is_some()
-        {
+        if self.round != Round::None || self.min.is_some() || self.max.is_some() || self.redraw.is_some() {
             return None;
         }
         Some(self.kind.variance()? * self.mul * self.mul)
@@ -314,17 +284,13 @@ impl Dist {
         if let Some(m) = self.mean() {
             return Some(m);
         }
-        let bounded = (self.min.is_some() || self.redraw.is_some())
-            && (self.max.is_some() || self.redraw.is_some());
+        let bounded = (self.min.is_some() || self.redraw.is_some()) && (self.max.is_some() || self.redraw.is_some());
         if self.kind.mean().is_none() && !bounded {
             // Heavy tail (Cauchy, Pareto shape <= 1, t with dof <= 1): no finite mean.
             return None;
         }
         let lo = self.min.unwrap_or_else(|| self.quantile_search(1e-9));
-        let hi = self
-            .max
-            .or(self.redraw.map(|r| r.0))
-            .unwrap_or_else(|| self.quantile_search(1.0 - 1e-9));
+        let hi = self.max.or(self.redraw.map(|r| r.0)).unwrap_or_else(|| self.quantile_search(1.0 - 1e-9));
         if !lo.is_finite() || !hi.is_finite() {
             return None;
         }
@@ -367,18 +333,8 @@ impl Dist {
     }
 }
 
-fn err(
-    family: &'static str,
-    param: &'static str,
-    requirement: &'static str,
-    got: impl ToString,
-) -> DistError {
-    DistError {
-        family,
-        param,
-        requirement,
-        got: got.to_string(),
-    }
+fn err(family: &'static str, param: &'static str, requirement: &'static str, got: impl ToString) -> DistError {
+    DistError { family, param, requirement, got: got.to_string() }
 }
 
 fn finite(family: &'static str, param: &'static str, v: f64) -> Result<(), DistError> {
@@ -428,12 +384,7 @@ impl Kind {
                 finite(fam, "min", *min)?;
                 finite(fam, "max", *max)?;
                 if min >= max {
-                    return Err(err(
-                        fam,
-                        "max",
-                        "must be > min",
-                        format!("min {min}, max {max}"),
-                    ));
+                    return Err(err(fam, "max", "must be > min", format!("min {min}, max {max}")));
                 }
             }
             Kind::Exponential { mean } => positive(fam, "mean", *mean)?,
@@ -449,9 +400,7 @@ impl Kind {
                 positive(fam, "shape", *shape)?;
                 positive(fam, "scale", *scale)?;
             }
-            Kind::Cauchy { location, scale }
-            | Kind::ExtremeLargest { location, scale }
-            | Kind::ExtremeSmallest { location, scale } => {
+            Kind::Cauchy { location, scale } | Kind::ExtremeLargest { location, scale } | Kind::ExtremeSmallest { location, scale } => {
                 finite(fam, "location", *location)?;
                 positive(fam, "scale", *scale)?;
             }
@@ -464,11 +413,7 @@ impl Kind {
                 positive(fam, "shape", *shape)?;
             }
             Kind::Poisson { mean } => positive(fam, "mean", *mean)?,
-            Kind::StudentT {
-                location,
-                scale,
-                dof,
-            } => {
+            Kind::StudentT { location, scale, dof } => {
                 finite(fam, "location", *location)?;
                 positive(fam, "scale", *scale)?;
                 positive(fam, "dof", *dof)?;
@@ -477,12 +422,7 @@ impl Kind {
             Kind::Mixture(parts) => return normalise_mixture(parts.clone()).map(Kind::Mixture),
             Kind::Trace { values, .. } => {
                 if values.is_empty() {
-                    return Err(err(
-                        fam,
-                        "values",
-                        "must hold at least one number",
-                        "an empty list",
-                    ));
+                    return Err(err(fam, "values", "must hold at least one number", "an empty list"));
                 }
                 if let Some(v) = values.iter().find(|v| !v.is_finite()) {
                     return Err(err(fam, "values", "must all be finite numbers", v));
@@ -525,34 +465,19 @@ impl Kind {
                 if x < 0.0 {
                     return 0.0;
                 }
-                let k = if strict && x.fract() == 0.0 {
-                    x - 1.0
-                } else {
-                    x.floor()
-                };
+                let k = if strict && x.fract() == 0.0 { x - 1.0 } else { x.floor() };
                 if k < 0.0 {
                     0.0
                 } else {
                     sd::Poisson::new(*mean).unwrap().cdf(k as u64)
                 }
             }
-            Kind::StudentT {
-                location,
-                scale,
-                dof,
-            } => sd::StudentsT::new(*location, *scale, *dof).unwrap().cdf(x),
+            Kind::StudentT { location, scale, dof } => sd::StudentsT::new(*location, *scale, *dof).unwrap().cdf(x),
             Kind::ExtremeLargest { location, scale } => (-(-(x - location) / scale).exp()).exp(),
-            Kind::ExtremeSmallest { location, scale } => {
-                1.0 - (-((x - location) / scale).exp()).exp()
-            }
+            Kind::ExtremeSmallest { location, scale } => 1.0 - (-((x - location) / scale).exp()).exp(),
             Kind::Discrete(pairs) => pairs.iter().map(|(v, p)| p * atom(*v)).sum(),
-            Kind::Mixture(parts) => parts
-                .iter()
-                .map(|(w, d)| w * if strict { cdf_strict(d, x) } else { d.cdf(x) })
-                .sum(),
-            Kind::Trace { values, .. } => {
-                values.iter().map(|v| atom(*v)).sum::<f64>() / values.len() as f64
-            }
+            Kind::Mixture(parts) => parts.iter().map(|(w, d)| w * if strict { cdf_strict(d, x) } else { d.cdf(x) }).sum(),
+            Kind::Trace { values, .. } => values.iter().map(|v| atom(*v)).sum::<f64>() / values.len() as f64,
         }
     }
 
@@ -571,10 +496,7 @@ impl Kind {
             Kind::ExtremeLargest { location, scale } => location + EULER * scale,
             Kind::ExtremeSmallest { location, scale } => location - EULER * scale,
             Kind::Discrete(pairs) => pairs.iter().map(|(v, p)| v * p).sum(),
-            Kind::Mixture(parts) => parts
-                .iter()
-                .map(|(w, d)| d.mean().map(|m| w * m))
-                .sum::<Option<f64>>()?,
+            Kind::Mixture(parts) => parts.iter().map(|(w, d)| d.mean().map(|m| w * m)).sum::<Option<f64>>()?,
             Kind::Trace { values, .. } => values.iter().sum::<f64>() / values.len() as f64,
             _ => return None,
         })
@@ -588,21 +510,15 @@ impl Kind {
             Kind::Exponential { mean } => mean * mean,
             Kind::Poisson { mean } => *mean,
             Kind::Normal { std_dev, .. } => std_dev * std_dev,
-            Kind::LogNormal { mu, sigma } => {
-                ((sigma * sigma).exp() - 1.0) * (2.0 * mu + sigma * sigma).exp()
-            }
-            Kind::Pareto { shape, scale } if *shape > 2.0 => {
-                scale * scale * shape / ((shape - 1.0).powi(2) * (shape - 2.0))
-            }
+            Kind::LogNormal { mu, sigma } => ((sigma * sigma).exp() - 1.0) * (2.0 * mu + sigma * sigma).exp(),
+            Kind::Pareto { shape, scale } if *shape > 2.0 => scale * scale * shape / ((shape - 1.0).powi(2) * (shape - 2.0)),
             Kind::Gamma { shape, scale } => shape * scale * scale,
             Kind::Weibull { scale, shape } => {
                 let g1 = gamma_fn(1.0 + 1.0 / shape);
                 scale * scale * (gamma_fn(1.0 + 2.0 / shape) - g1 * g1)
             }
             Kind::StudentT { scale, dof, .. } if *dof > 2.0 => scale * scale * dof / (dof - 2.0),
-            Kind::ExtremeLargest { scale, .. } | Kind::ExtremeSmallest { scale, .. } => {
-                PI * PI / 6.0 * scale * scale
-            }
+            Kind::ExtremeLargest { scale, .. } | Kind::ExtremeSmallest { scale, .. } => PI * PI / 6.0 * scale * scale,
             Kind::Discrete(pairs) => {
                 let m: f64 = pairs.iter().map(|(v, p)| v * p).sum();
                 pairs.iter().map(|(v, p)| p * (v - m).powi(2)).sum()
@@ -637,12 +553,7 @@ fn gamma_fn(x: f64) -> f64 {
 
 fn normalise_discrete(pairs: &[(f64, f64)]) -> Result<Vec<(f64, f64)>, DistError> {
     if pairs.is_empty() {
-        return Err(err(
-            "discrete",
-            "values",
-            "must list at least one value:probability pair",
-            "none",
-        ));
+        return Err(err("discrete", "values", "must list at least one value:probability pair", "none"));
     }
     for (v, p) in pairs {
         finite("discrete", "value", *v)?;
@@ -652,24 +563,14 @@ fn normalise_discrete(pairs: &[(f64, f64)]) -> Result<Vec<(f64, f64)>, DistError
     }
     let total: f64 = pairs.iter().map(|(_, p)| p).sum();
     if total <= 0.0 {
-        return Err(err(
-            "discrete",
-            "probability",
-            "must sum to more than 0",
-            total,
-        ));
+        return Err(err("discrete", "probability", "must sum to more than 0", total));
     }
     Ok(pairs.iter().map(|(v, p)| (*v, p / total)).collect())
 }
 
 fn normalise_mixture(parts: Vec<(f64, Dist)>) -> Result<Vec<(f64, Dist)>, DistError> {
     if parts.is_empty() {
-        return Err(err(
-            "mix",
-            "components",
-            "must list at least one weight*distribution",
-            "none",
-        ));
+        return Err(err("mix", "components", "must list at least one weight*distribution", "none"));
     }
     let mut out = Vec::with_capacity(parts.len());
     for (w, d) in &parts {
@@ -725,40 +626,18 @@ impl BaseSampler {
         // Parameters were validated, so the constructors cannot fail.
         match kind {
             Kind::Constant(v) => BaseSampler::Constant(*v),
-            Kind::Uniform { min, max } => {
-                BaseSampler::Uniform(rd::Uniform::new(*min, *max).unwrap())
-            }
+            Kind::Uniform { min, max } => BaseSampler::Uniform(rd::Uniform::new(*min, *max).unwrap()),
             Kind::Exponential { mean } => BaseSampler::Exp(rd::Exp::new(1.0 / mean).unwrap()),
-            Kind::Normal { mean, std_dev } => {
-                BaseSampler::Normal(rd::Normal::new(*mean, *std_dev).unwrap())
-            }
-            Kind::LogNormal { mu, sigma } => {
-                BaseSampler::LogNormal(rd::LogNormal::new(*mu, *sigma).unwrap())
-            }
-            Kind::Pareto { shape, scale } => {
-                BaseSampler::Pareto(rd::Pareto::new(*scale, *shape).unwrap())
-            }
-            Kind::Cauchy { location, scale } => {
-                BaseSampler::Cauchy(rd::Cauchy::new(*location, *scale).unwrap())
-            }
-            Kind::Gamma { shape, scale } => {
-                BaseSampler::Gamma(rd::Gamma::new(*shape, *scale).unwrap())
-            }
-            Kind::Weibull { scale, shape } => {
-                BaseSampler::Weibull(rd::Weibull::new(*scale, *shape).unwrap())
-            }
+            Kind::Normal { mean, std_dev } => BaseSampler::Normal(rd::Normal::new(*mean, *std_dev).unwrap()),
+            Kind::LogNormal { mu, sigma } => BaseSampler::LogNormal(rd::LogNormal::new(*mu, *sigma).unwrap()),
+            Kind::Pareto { shape, scale } => BaseSampler::Pareto(rd::Pareto::new(*scale, *shape).unwrap()),
+            Kind::Cauchy { location, scale } => BaseSampler::Cauchy(rd::Cauchy::new(*location, *scale).unwrap()),
+            Kind::Gamma { shape, scale } => BaseSampler::Gamma(rd::Gamma::new(*shape, *scale).unwrap()),
+            Kind::Weibull { scale, shape } => BaseSampler::Weibull(rd::Weibull::new(*scale, *shape).unwrap()),
             Kind::Poisson { mean } => BaseSampler::Poisson(rd::Poisson::new(*mean).unwrap()),
-            Kind::StudentT {
-                location,
-                scale,
-                dof,
-            } => BaseSampler::StudentT(rd::StudentT::new(*dof).unwrap(), *location, *scale),
-            Kind::ExtremeLargest { location, scale } => {
-                BaseSampler::Gumbel(rd::Gumbel::new(*location, *scale).unwrap())
-            }
-            Kind::ExtremeSmallest { location, scale } => {
-                BaseSampler::NegGumbel(rd::Gumbel::new(-location, *scale).unwrap())
-            }
+            Kind::StudentT { location, scale, dof } => BaseSampler::StudentT(rd::StudentT::new(*dof).unwrap(), *location, *scale),
+            Kind::ExtremeLargest { location, scale } => BaseSampler::Gumbel(rd::Gumbel::new(*location, *scale).unwrap()),
+            Kind::ExtremeSmallest { location, scale } => BaseSampler::NegGumbel(rd::Gumbel::new(-location, *scale).unwrap()),
             Kind::Discrete(pairs) => {
                 let mut acc = 0.0;
                 let cum = pairs.iter().map(|(_, p)| {
@@ -849,16 +728,10 @@ impl fmt::Display for Dist {
                 vec![shape.to_string(), scale.to_string()]
             }
             Kind::Weibull { scale, shape } => vec![scale.to_string(), shape.to_string()],
-            Kind::Cauchy { location, scale }
-            | Kind::ExtremeLargest { location, scale }
-            | Kind::ExtremeSmallest { location, scale } => {
+            Kind::Cauchy { location, scale } | Kind::ExtremeLargest { location, scale } | Kind::ExtremeSmallest { location, scale } => {
                 vec![location.to_string(), scale.to_string()]
             }
-            Kind::StudentT {
-                location,
-                scale,
-                dof,
-            } => vec![location.to_string(), scale.to_string(), dof.to_string()],
+            Kind::StudentT { location, scale, dof } => vec![location.to_string(), scale.to_string(), dof.to_string()],
             Kind::Discrete(pairs) => pairs.iter().map(|(v, p)| format!("{v}:{p}")).collect(),
             Kind::Mixture(parts) => parts.iter().map(|(w, d)| format!("{w}*{d}")).collect(),
             Kind::Trace { source, .. } => vec![source.clone()],

@@ -40,9 +40,6 @@ mod tests {
         assert!((ks_distance(&mut u, |x| x.clamp(0.0, 1.0)) - 0.5).abs() < 0.01);
         // atoms: all mass at 3 against a point mass at 3 is a perfect fit
         let mut a = vec![3.0; 100];
-        assert_eq!(
-            ks_distance(&mut a, |x| if x >= 3.0 { 1.0 } else { 0.0 }),
-            0.0
-        );
+        assert_eq!(ks_distance(&mut a, |x| if x >= 3.0 { 1.0 } else { 0.0 }), 0.0);
     }
 }

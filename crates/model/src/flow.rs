@@ -179,17 +179,10 @@ pub struct FlowFile {
 impl FlowFile {
     /// Parses a TOML flow file and resolves every flow. `base_seed` seeds flows that give none.
     pub fn parse_and_resolve(text: &str, base_seed: u64) -> Result<Vec<Flow>, FlowError> {
-        let file: FlowFile = toml::from_str(text).map_err(|e| FlowError {
-            flow: "flow file".into(),
-            field: "syntax",
-            msg: e.to_string().trim().to_string(),
-        })?;
+        let file: FlowFile =
+            toml::from_str(text).map_err(|e| FlowError { flow: "flow file".into(), field: "syntax", msg: e.to_string().trim().to_string() })?;
         if file.flow.is_empty() {
-            return Err(FlowError {
-                flow: "flow file".into(),
-                field: "flow",
-                msg: "no [[flow]] tables; add at least one (see examples/flows.toml)".into(),
-            });
+            return Err(FlowError { flow: "flow file".into(), field: "flow", msg: "no [[flow]] tables; add at least one (see examples/flows.toml)".into() });
         }
         let mut flows = Vec::new();
         for (i, table) in file.flow.into_iter().enumerate() {
@@ -202,11 +195,8 @@ impl FlowFile {
             }
             merged.extend(table);
             let label = format!("flow {}", i + 1);
-            let raw: RawFlow = merged.try_into().map_err(|e: toml::de::Error| FlowError {
-                flow: label.clone(),
-                field: "table",
-                msg: e.message().to_string(),
-            })?;
+            let raw: RawFlow =
+                merged.try_into().map_err(|e: toml::de::Error| FlowError { flow: label.clone(), field: "table", msg: e.message().to_string() })?;
             flows.extend(raw.resolve_all(flows.len() as u32, base_seed, &label)?);
         }
         Ok(flows)
@@ -215,19 +205,10 @@ impl FlowFile {
 
 impl RawFlow {
     /// Resolves this flow and its `repeat` copies, numbering them from `first_id`.
-    pub fn resolve_all(
-        &self,
-        first_id: u32,
-        base_seed: u64,
-        label: &str,
-    ) -> Result<Vec<Flow>, FlowError> {
+    pub fn resolve_all(&self, first_id: u32, base_seed: u64, label: &str) -> Result<Vec<Flow>, FlowError> {
         let n = self.repeat.unwrap_or(1);
         if n == 0 || n > MAX_REPEAT {
-            return Err(FlowError {
-                flow: label.to_string(),
-                field: "repeat",
-                msg: format!("must be 1..={MAX_REPEAT} (got {n})"),
-            });
+            return Err(FlowError { flow: label.to_string(), field: "repeat", msg: format!("must be 1..={MAX_REPEAT} (got {n})") });
         }
         let proto = self.resolve(first_id, base_seed, label)?;
         Ok((0..n as u32)
@@ -250,11 +231,7 @@ impl RawFlow {
             Some(n) => format!("{label} (`{n}`)"),
             None => label.to_string(),
         };
-        let fail = |field: &'static str, msg: String| FlowError {
-            flow: who.clone(),
-            field,
-            msg,
-        };
+        let fail = |field: &'static str, msg: String| FlowError { flow: who.clone(), field, msg };
 
         let preset = match &self.preset {
             Some(p) => Some(p.parse::<Preset>().map_err(|m| fail("preset", m))?),
@@ -266,13 +243,9 @@ impl RawFlow {
             Some(t) => return Err(fail("transport", format!("must be udp or tcp (got `{t}`)"))),
             None => preset.as_ref().map(|p| p.transport).unwrap_or_default(),
         };
-        let dst = parse_addr(self.dst.as_deref().ok_or_else(|| {
-            fail(
-                "dst",
-                "missing; give the receiver as HOST:PORT, e.g. 127.0.0.1:9000 or [::1]:9000".into(),
-            )
-        })?)
-        .map_err(|m| fail("dst", m))?;
+        let dst =
+            parse_addr(self.dst.as_deref().ok_or_else(|| fail("dst", "missing; give the receiver as HOST:PORT, e.g. 127.0.0.1:9000 or [::1]:9000".into()))?)
+                .map_err(|m| fail("dst", m))?;
         if dst.port() == 0 {
             return Err(fail("dst", "port must be 1..=65535 (got 0)".into()));
         }
@@ -282,17 +255,12 @@ impl RawFlow {
         };
         if let Some(s) = src {
             if s.is_ipv4() != dst.is_ipv4() {
-                return Err(fail(
-                    "src",
-                    format!("{s} and dst {dst} are of different IP versions"),
-                ));
+                return Err(fail("src", format!("{s} and dst {dst} are of different IP versions")));
             }
         }
 
         let idt = match (&self.idt, &self.rate) {
-            (Some(_), Some(_)) => {
-                return Err(fail("rate", "give either idt or rate, not both".into()))
-            }
+            (Some(_), Some(_)) => return Err(fail("rate", "give either idt or rate, not both".into())),
             (Some(q), None) => dist(q).map_err(|m| fail("idt", m))?,
             (None, Some(q)) => {
                 let r: f64 = q
@@ -300,61 +268,27 @@ impl RawFlow {
                     .trim()
                     .parse()
                     .or_else(|_| parse_count(&q.text()).map(|v| v as f64))
-                    .map_err(|_| {
-                        fail(
-                            "rate",
-                            format!(
-                                "must be packets per second, e.g. 1000 or 10k (got `{}`)",
-                                q.text()
-                            ),
-                        )
-                    })?;
+                    .map_err(|_| fail("rate", format!("must be packets per second, e.g. 1000 or 10k (got `{}`)", q.text())))?;
                 if !(r.is_finite() && r > 0.0) {
-                    return Err(fail(
-                        "rate",
-                        format!("must be > 0 packets per second (got {r})"),
-                    ));
+                    return Err(fail("rate", format!("must be > 0 packets per second (got {r})")));
                 }
                 Dist::constant(1000.0 / r)
             }
             (None, None) => match &preset {
                 Some(p) => p.idt.clone(),
-                None => {
-                    return Err(fail(
-                        "idt",
-                        "missing; give --idt (ms), --rate (pkt/s) or a --preset".into(),
-                    ))
-                }
+                None => return Err(fail("idt", "missing; give --idt (ms), --rate (pkt/s) or a --preset".into())),
             },
         };
         let size = match (&self.size, &preset) {
             (Some(q), _) => dist(q).map_err(|m| fail("size", m))?,
             (None, Some(p)) => p.size.clone(),
-            (None, None) => {
-                return Err(fail(
-                    "size",
-                    "missing; give --size in bytes, e.g. 64 or normal(64, 3)".into(),
-                ))
-            }
+            (None, None) => return Err(fail("size", "missing; give --size in bytes, e.g. 64 or normal(64, 3)".into())),
         };
         let on_off = match (&self.on, &self.off) {
-            (Some(a), Some(b)) => Some((
-                dist(a).map_err(|m| fail("on", m))?,
-                dist(b).map_err(|m| fail("off", m))?,
-            )),
+            (Some(a), Some(b)) => Some((dist(a).map_err(|m| fail("on", m))?, dist(b).map_err(|m| fail("off", m))?)),
             (None, None) => None,
-            (Some(_), None) => {
-                return Err(fail(
-                    "off",
-                    "on/off traffic needs both `on` and `off` periods".into(),
-                ))
-            }
-            (None, Some(_)) => {
-                return Err(fail(
-                    "on",
-                    "on/off traffic needs both `on` and `off` periods".into(),
-                ))
-            }
+            (Some(_), None) => return Err(fail("off", "on/off traffic needs both `on` and `off` periods".into())),
+            (None, Some(_)) => return Err(fail("on", "on/off traffic needs both `on` and `off` periods".into())),
         };
         let start_delay = match &self.start_delay {
             Some(q) => dist(q).map_err(|m| fail("start_delay", m))?,
@@ -362,12 +296,8 @@ impl RawFlow {
         };
 
         let tos = match (self.dscp, self.tos) {
-            (Some(_), Some(_)) => {
-                return Err(fail("dscp", "give either dscp or tos, not both".into()))
-            }
-            (Some(d), None) if d > 63 => {
-                return Err(fail("dscp", format!("must be 0..=63 (got {d})")))
-            }
+            (Some(_), Some(_)) => return Err(fail("dscp", "give either dscp or tos, not both".into())),
+            (Some(d), None) if d > 63 => return Err(fail("dscp", format!("must be 0..=63 (got {d})"))),
             (Some(d), None) => Some(d << 2),
             (None, t) => t,
         };
@@ -377,12 +307,7 @@ impl RawFlow {
         let meter = match self.meter.as_deref() {
             None | Some("owd") => Meter::Owd,
             Some("rtt") => Meter::Rtt,
-            Some(m) => {
-                return Err(fail(
-                    "meter",
-                    format!("must be owd (one-way delay) or rtt (round trip) (got `{m}`)"),
-                ))
-            }
+            Some(m) => return Err(fail("meter", format!("must be owd (one-way delay) or rtt (round trip) (got `{m}`)"))),
         };
         let stop = self.stop().map_err(|(f, m)| fail(f, m))?;
 
@@ -396,9 +321,7 @@ impl RawFlow {
             size,
             on_off,
             start_delay,
-            seed: self
-                .seed
-                .unwrap_or_else(|| crate::derive_seed(base_seed, id as u64)),
+            seed: self.seed.unwrap_or_else(|| crate::derive_seed(base_seed, id as u64)),
             tos,
             ttl: self.ttl,
             nodelay: self.nodelay.unwrap_or(true),
@@ -409,38 +332,15 @@ impl RawFlow {
     }
 
     fn stop(&self) -> Result<Stop, (&'static str, String)> {
-        let duration_ns = self
-            .duration
-            .as_ref()
-            .map(|q| parse_duration_ns(&q.text()))
-            .transpose()
-            .map_err(|m| ("duration", m))?;
-        let packets = self
-            .packets
-            .as_ref()
-            .map(|q| parse_count(&q.text()))
-            .transpose()
-            .map_err(|m| ("packets", m))?;
-        let bytes = self
-            .bytes
-            .as_ref()
-            .map(|q| parse_count(&q.text()))
-            .transpose()
-            .map_err(|m| ("bytes", m))?;
-        for (f, v) in [
-            ("duration", duration_ns),
-            ("packets", packets),
-            ("bytes", bytes),
-        ] {
+        let duration_ns = self.duration.as_ref().map(|q| parse_duration_ns(&q.text())).transpose().map_err(|m| ("duration", m))?;
+        let packets = self.packets.as_ref().map(|q| parse_count(&q.text())).transpose().map_err(|m| ("packets", m))?;
+        let bytes = self.bytes.as_ref().map(|q| parse_count(&q.text())).transpose().map_err(|m| ("bytes", m))?;
+        for (f, v) in [("duration", duration_ns), ("packets", packets), ("bytes", bytes)] {
             if v == Some(0) {
                 return Err((f, "must be > 0".into()));
             }
         }
-        let mut stop = Stop {
-            duration_ns,
-            packets,
-            bytes,
-        };
+        let mut stop = Stop { duration_ns, packets, bytes };
         if stop == Stop::default() {
             stop.duration_ns = Some(DEFAULT_DURATION_NS);
         }
@@ -449,10 +349,7 @@ impl RawFlow {
 }
 
 fn dist(q: &Quantity) -> Result<Dist, String> {
-    let d: Dist = q
-        .text()
-        .parse()
-        .map_err(|e: crate::dist::ParseError| e.to_string())?;
+    let d: Dist = q.text().parse().map_err(|e: crate::dist::ParseError| e.to_string())?;
     d.validate().map_err(|e| e.to_string())
 }
 
@@ -484,8 +381,7 @@ mod tests {
     fn raw(pairs: &[(&str, &str)]) -> RawFlow {
         let mut t = toml::Table::new();
         for (k, v) in pairs {
-            let val: toml::Value =
-                toml::from_str::<toml::Table>(&format!("x = {v}")).unwrap()["x"].clone();
+            let val: toml::Value = toml::from_str::<toml::Table>(&format!("x = {v}")).unwrap()["x"].clone();
             t.insert(k.to_string(), val);
         }
         t.try_into().unwrap()
@@ -493,78 +389,34 @@ mod tests {
 
     #[test]
     fn resolves_a_full_flow() {
-        let f = raw(&[
-            ("dst", "'127.0.0.1:9000'"),
-            ("rate", "1000"),
-            ("size", "64"),
-            ("dscp", "46"),
-            ("ttl", "7"),
-            ("packets", "'10k'"),
-        ])
-        .resolve(0, 1, "flow 1")
-        .unwrap();
+        let f = raw(&[("dst", "'127.0.0.1:9000'"), ("rate", "1000"), ("size", "64"), ("dscp", "46"), ("ttl", "7"), ("packets", "'10k'")])
+            .resolve(0, 1, "flow 1")
+            .unwrap();
         assert_eq!(f.idt, Dist::constant(1.0));
         assert_eq!(f.tos, Some(46 << 2));
-        assert_eq!(
-            f.stop,
-            Stop {
-                duration_ns: None,
-                packets: Some(10_000),
-                bytes: None
-            }
-        );
+        assert_eq!(f.stop, Stop { duration_ns: None, packets: Some(10_000), bytes: None });
         assert!(f.nodelay);
     }
 
     #[test]
     fn default_stop_is_ten_seconds() {
-        let f = raw(&[("dst", "'[::1]:9'"), ("idt", "'exp(10)'"), ("size", "100")])
-            .resolve(0, 1, "flow 1")
-            .unwrap();
+        let f = raw(&[("dst", "'[::1]:9'"), ("idt", "'exp(10)'"), ("size", "100")]).resolve(0, 1, "flow 1").unwrap();
         assert_eq!(f.stop.duration_ns, Some(DEFAULT_DURATION_NS));
         assert!(f.dst.is_ipv6());
     }
 
     #[test]
     fn errors_name_flow_field_and_range() {
-        let e = raw(&[
-            ("name", "'voice'"),
-            ("dst", "'127.0.0.1:9000'"),
-            ("idt", "'weibull(1, -1)'"),
-            ("size", "64"),
-        ])
-        .resolve(2, 1, "flow 3")
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "flow 3 (`voice`): idt: weibull: shape must be > 0 (got -1)"
-        );
-        let e = raw(&[
-            ("dst", "'127.0.0.1:9000'"),
-            ("rate", "10"),
-            ("size", "64"),
-            ("dscp", "64"),
-        ])
-        .resolve(0, 1, "flow 1")
-        .unwrap_err();
+        let e = raw(&[("name", "'voice'"), ("dst", "'127.0.0.1:9000'"), ("idt", "'weibull(1, -1)'"), ("size", "64")]).resolve(2, 1, "flow 3").unwrap_err();
+        assert_eq!(e.to_string(), "flow 3 (`voice`): idt: weibull: shape must be > 0 (got -1)");
+        let e = raw(&[("dst", "'127.0.0.1:9000'"), ("rate", "10"), ("size", "64"), ("dscp", "64")]).resolve(0, 1, "flow 1").unwrap_err();
         assert_eq!(e.field, "dscp");
         assert!(e.msg.contains("0..=63"));
-        let e = raw(&[("dst", "'nowhere'"), ("rate", "10"), ("size", "64")])
-            .resolve(0, 1, "flow 1")
-            .unwrap_err();
+        let e = raw(&[("dst", "'nowhere'"), ("rate", "10"), ("size", "64")]).resolve(0, 1, "flow 1").unwrap_err();
         assert_eq!(e.field, "dst");
-        let e = raw(&[("dst", "'127.0.0.1:1'"), ("rate", "10")])
-            .resolve(0, 1, "flow 1")
-            .unwrap_err();
+        let e = raw(&[("dst", "'127.0.0.1:1'"), ("rate", "10")]).resolve(0, 1, "flow 1").unwrap_err();
         assert_eq!(e.field, "size");
-        let e = raw(&[
-            ("dst", "'127.0.0.1:1'"),
-            ("rate", "10"),
-            ("size", "1"),
-            ("on", "'exp(5)'"),
-        ])
-        .resolve(0, 1, "flow 1")
-        .unwrap_err();
+        let e = raw(&[("dst", "'127.0.0.1:1'"), ("rate", "10"), ("size", "1"), ("on", "'exp(5)'")]).resolve(0, 1, "flow 1").unwrap_err();
         assert_eq!(e.field, "off");
     }
 
@@ -573,20 +425,13 @@ mod tests {
         let text = "[defaults]\ndst = '127.0.0.1:9000'\nsize = 36\n[[flow]]\nrate = 3\ntransport = 'tcp'\nrepeat = 3\n[[flow]]\npreset = 'quake3'\n";
         let flows = FlowFile::parse_and_resolve(text, 7).unwrap();
         assert_eq!(flows.len(), 4);
-        assert_eq!(
-            flows.iter().map(|f| f.id).collect::<Vec<_>>(),
-            vec![0, 1, 2, 3]
-        );
+        assert_eq!(flows.iter().map(|f| f.id).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
         assert_ne!(flows[0].seed, flows[1].seed);
         assert_eq!(flows[0].transport, Transport::Tcp);
         assert_eq!(flows[3].transport, Transport::Udp);
         // the flow's own preset wins over model fields from [defaults]
-        assert_eq!(
-            flows[3].size,
-            "normal(64.151757, 3.2035755)".parse::<Dist>().unwrap()
-        );
-        let e =
-            FlowFile::parse_and_resolve("[[flow]]\ndst='127.0.0.1:1'\nrat = 3\n", 1).unwrap_err();
+        assert_eq!(flows[3].size, "normal(64.151757, 3.2035755)".parse::<Dist>().unwrap());
+        let e = FlowFile::parse_and_resolve("[[flow]]\ndst='127.0.0.1:1'\nrat = 3\n", 1).unwrap_err();
         assert!(e.msg.contains("unknown field `rat`"), "{e}");
         let e = FlowFile::parse_and_resolve("[[flow]\n", 1).unwrap_err();
         assert_eq!(e.field, "syntax");

@@ -16,13 +16,8 @@ pub struct Preset {
 }
 
 /// VoIP codecs: (name, frame size in bytes, samples per packet, packets per second).
-pub const CODECS: &[(&str, f64, f64, f64)] = &[
-    ("g711.1", 80.0, 1.0, 100.0),
-    ("g711.2", 80.0, 2.0, 50.0),
-    ("g729.2", 10.0, 2.0, 50.0),
-    ("g729.3", 10.0, 3.0, 33.0),
-    ("g723.1", 30.0, 1.0, 26.0),
-];
+pub const CODECS: &[(&str, f64, f64, f64)] =
+    &[("g711.1", 80.0, 1.0, 100.0), ("g711.2", 80.0, 2.0, 50.0), ("g729.2", 10.0, 2.0, 50.0), ("g729.3", 10.0, 3.0, 33.0), ("g723.1", 30.0, 1.0, 26.0)];
 /// RTP header (12 B) and compressed RTP header (2 B), as D-ITG adds them.
 const RTP_HEADER: f64 = 12.0;
 const CRTP_HEADER: f64 = 2.0;
@@ -32,9 +27,7 @@ const VAD_FACTOR: f64 = 0.65;
 pub const NAMES: &[&str] = &["voip", "telnet", "dns", "quake3", "csa", "csi"];
 
 fn d(s: &str) -> Dist {
-    s.parse::<Dist>()
-        .map(|d| d.validate().expect("built-in preset is valid"))
-        .expect("built-in preset parses")
+    s.parse::<Dist>().map(|d| d.validate().expect("built-in preset is valid")).expect("built-in preset parses")
 }
 
 impl std::str::FromStr for Preset {
@@ -49,21 +42,14 @@ impl std::str::FromStr for Preset {
         };
         let mut kv = Vec::new();
         for part in args.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = part
-                .split_once('=')
-                .ok_or_else(|| format!("`{part}`: preset options are key=value"))?;
+            let (k, v) = part.split_once('=').ok_or_else(|| format!("`{part}`: preset options are key=value"))?;
             kv.push((k.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase()));
         }
         let name = name.trim().to_ascii_lowercase();
         if name != "voip" && !kv.is_empty() {
             return Err(format!("preset `{name}` takes no options"));
         }
-        let p = |transport, idt: &str, size: &str| Preset {
-            name: name.clone(),
-            transport,
-            idt: d(idt),
-            size: d(size),
-        };
+        let p = |transport, idt: &str, size: &str| Preset { name: name.clone(), transport, idt: d(idt), size: d(size) };
         Ok(match name.as_str() {
             "voip" => return voip(&kv),
             "telnet" => p(
@@ -89,12 +75,7 @@ fn voip(kv: &[(String, String)]) -> Result<Preset, String> {
                 codec = *CODECS
                     .iter()
                     .find(|c| norm(c.0) == norm(v))
-                    .ok_or_else(|| {
-                        format!(
-                            "voip: unknown codec `{v}`; use one of: {}",
-                            CODECS.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
-                        )
-                    })?;
+                    .ok_or_else(|| format!("voip: unknown codec `{v}`; use one of: {}", CODECS.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")))?;
             }
             "rtp" => {
                 header = match v.as_str() {
@@ -134,10 +115,7 @@ mod tests {
         assert_eq!((p.idt.mean(), p.size.mean()), (Some(20.0), Some(15.0)));
         let p: Preset = "voip(codec=g723.1)".parse().unwrap();
         assert_eq!(p.size.mean(), Some(42.0));
-        assert!("voip(codec=g999)"
-            .parse::<Preset>()
-            .unwrap_err()
-            .contains("unknown codec"));
+        assert!("voip(codec=g999)".parse::<Preset>().unwrap_err().contains("unknown codec"));
     }
 
     #[test]
@@ -149,23 +127,9 @@ mod tests {
         let t: Preset = "telnet".parse().unwrap();
         assert_eq!(t.transport, Transport::Tcp);
         assert!(
-            (t.size.mean().unwrap()
-                - (21.0
-                    + 0.13
-                    + 0.14
-                    + 0.15
-                    + 0.12
-                    + 0.05
-                    + 0.06
-                    + 0.07
-                    + 0.08
-                    + 0.005 * (9.0 + 10.0 + 11.0 + 12.0 + 13.0 + 14.0)))
-                .abs()
+            (t.size.mean().unwrap() - (21.0 + 0.13 + 0.14 + 0.15 + 0.12 + 0.05 + 0.06 + 0.07 + 0.08 + 0.005 * (9.0 + 10.0 + 11.0 + 12.0 + 13.0 + 14.0))).abs()
                 < 1e-9
         );
-        assert!("doom"
-            .parse::<Preset>()
-            .unwrap_err()
-            .contains("unknown preset"));
+        assert!("doom".parse::<Preset>().unwrap_err().contains("unknown preset"));
     }
 }

@@ -68,13 +68,8 @@ pub struct ScenarioError {
 impl Scenario {
     /// Parses a scenario; `dir` resolves a relative service path.
     pub fn parse(text: &str, file: &str, dir: &Path) -> Result<Scenario, ScenarioError> {
-        let fail = |field: &str, msg: String| ScenarioError {
-            file: file.to_string(),
-            field: field.to_string(),
-            msg,
-        };
-        let raw: RawScenario = toml::from_str(text)
-            .map_err(|e| fail("syntax", e.to_string().trim().replace('\n', " ")))?;
+        let fail = |field: &str, msg: String| ScenarioError { file: file.to_string(), field: field.to_string(), msg };
+        let raw: RawScenario = toml::from_str(text).map_err(|e| fail("syntax", e.to_string().trim().replace('\n', " ")))?;
         let svc_ref = if crate::service::BUILTINS.iter().any(|b| b.0 == raw.service) {
             raw.service.clone()
         } else {
@@ -88,51 +83,33 @@ impl Scenario {
             return Err(fail("service", format!("`{}` runs over UDP; `horde run` drives TCP services so far (wow, or your own TCP service)", service.name)));
         }
         if raw.players == 0 || raw.players > MAX_PLAYERS {
-            return Err(fail(
-                "players",
-                format!("must be 1..={MAX_PLAYERS} (got {})", raw.players),
-            ));
+            return Err(fail("players", format!("must be 1..={MAX_PLAYERS} (got {})", raw.players)));
         }
         let text_of = |q: &Quantity| match q {
             Quantity::Int(v) => v.to_string(),
             Quantity::Float(v) => v.to_string(),
             Quantity::Text(s) => s.clone(),
         };
-        let dur = crate::units::parse_duration_ns(&text_of(&raw.duration))
-            .map_err(|m| fail("duration", m))?;
+        let dur = crate::units::parse_duration_ns(&text_of(&raw.duration)).map_err(|m| fail("duration", m))?;
         if dur == 0 {
             return Err(fail("duration", "must be longer than 0".into()));
         }
         let start_hour = raw.start_hour.unwrap_or(20.0);
         if !(0.0..24.0).contains(&start_hour) {
-            return Err(fail(
-                "start_hour",
-                format!("must be in 0..24 (got {start_hour})"),
-            ));
+            return Err(fail("start_hour", format!("must be in 0..24 (got {start_hour})")));
         }
-        let server = crate::flow::parse_addr(raw.server.as_deref().unwrap_or("127.0.0.1:0"))
-            .map_err(|m| fail("server", m))?;
+        let server = crate::flow::parse_addr(raw.server.as_deref().unwrap_or("127.0.0.1:0")).map_err(|m| fail("server", m))?;
         for k in raw.variables.keys() {
             if !service.variables.contains_key(k) {
                 let known: Vec<&str> = service.variables.keys().map(|s| s.as_str()).collect();
                 return Err(fail(
                     &format!("variables.{k}"),
-                    format!(
-                        "service `{}` has no variable `{k}` (it has: {})",
-                        service.name,
-                        if known.is_empty() {
-                            "none".into()
-                        } else {
-                            known.join(", ")
-                        }
-                    ),
+                    format!("service `{}` has no variable `{k}` (it has: {})", service.name, if known.is_empty() { "none".into() } else { known.join(", ") }),
                 ));
             }
         }
         let variables: Vars = raw.variables.into_iter().collect();
-        service
-            .bind(&variables)
-            .map_err(|(f, m)| fail(&format!("variables (in service {})", f), m))?;
+        service.bind(&variables).map_err(|(f, m)| fail(&format!("variables (in service {})", f), m))?;
         let threads = raw.threads.unwrap_or(1);
         if threads == 0 || threads > 64 {
             return Err(fail("threads", format!("must be 1..=64 (got {threads})")));
@@ -154,20 +131,11 @@ impl Scenario {
     /// Reads and parses a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            file: file.clone(),
-            field: "file".into(),
-            msg: format!("cannot read: {e}"),
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError { file: file.clone(), field: "file".into(), msg: format!("cannot read: {e}") })?;
         Scenario::parse(&text, &file, path.parent().unwrap_or(Path::new(".")))
     }
 
     pub fn behaviour_params(&self) -> crate::behaviour::Params {
-        crate::behaviour::Params {
-            players: self.players,
-            duration_s: self.duration_s,
-            seed: self.seed,
-            start_hour: self.start_hour,
-        }
+        crate::behaviour::Params { players: self.players, duration_s: self.duration_s, seed: self.seed, start_hour: self.start_hour }
     }
 }

@@ -58,10 +58,7 @@ impl Schedule {
         let mut s = Schedule {
             idt: flow.idt.sampler(),
             size: flow.size.sampler(),
-            on_off: flow
-                .on_off
-                .as_ref()
-                .map(|(a, b)| (a.sampler(), b.sampler())),
+            on_off: flow.on_off.as_ref().map(|(a, b)| (a.sampler(), b.sampler())),
             rng_idt: rng(STREAM_IDT),
             rng_size: rng(STREAM_SIZE),
             rng_onoff: rng(STREAM_ONOFF),
@@ -70,10 +67,7 @@ impl Schedule {
             on_end_ns: f64::INFINITY,
             seq: 0,
             bytes: 0,
-            limit_ns: flow
-                .stop
-                .duration_ns
-                .map_or(f64::INFINITY, |d| start_ns + d as f64),
+            limit_ns: flow.stop.duration_ns.map_or(f64::INFINITY, |d| start_ns + d as f64),
             max_packets: flow.stop.packets.unwrap_or(u64::MAX),
             max_bytes: flow.stop.bytes.unwrap_or(u64::MAX),
             min_size: flow.transport.min_size(),
@@ -115,10 +109,7 @@ impl Iterator for Schedule {
 
     fn next(&mut self) -> Option<Departure> {
         self.skip_off_periods();
-        if self.t_ns >= self.limit_ns
-            || self.seq >= self.max_packets
-            || self.bytes >= self.max_bytes
-        {
+        if self.t_ns >= self.limit_ns || self.seq >= self.max_packets || self.bytes >= self.max_bytes {
             return None;
         }
         let raw = self.size.sample(&mut self.rng_size).round();
@@ -130,13 +121,7 @@ impl Iterator for Schedule {
             size = (left as u32).max(self.min_size);
             clamped = true;
         }
-        let d = Departure {
-            seq: self.seq,
-            at_ns: self.t_ns as u64,
-            size,
-            clamped,
-            class: 0,
-        };
+        let d = Departure { seq: self.seq, at_ns: self.t_ns as u64, size, clamped, class: 0 };
         self.seq += 1;
         self.bytes += size as u64;
         let idt = self.idt.sample(&mut self.rng_idt);
@@ -178,12 +163,7 @@ impl PlayerSchedule {
         end_s: f64,
     ) -> Self {
         let player = segments.first().map_or(0, |s| s.player) as u64;
-        let rng = |s: u64| {
-            ChaCha8Rng::seed_from_u64(crate::derive_seed(
-                crate::derive_seed(seed, player),
-                s + 16 * dir as u64,
-            ))
-        };
+        let rng = |s: u64| ChaCha8Rng::seed_from_u64(crate::derive_seed(crate::derive_seed(seed, player), s + 16 * dir as u64));
         let mut p = PlayerSchedule {
             segments,
             traffic,
@@ -228,13 +208,7 @@ impl Iterator for PlayerSchedule {
                 Some((idt, size)) if self.t_s < end => {
                     let raw = size.sample(&mut self.rng_size).round();
                     let sz = raw.clamp(self.min_size as f64, self.max_size as f64) as u32;
-                    let d = Departure {
-                        seq: self.seq,
-                        at_ns: (self.t_s * 1e9) as u64,
-                        size: sz,
-                        clamped: raw != sz as f64,
-                        class: s.state as u8,
-                    };
+                    let d = Departure { seq: self.seq, at_ns: (self.t_s * 1e9) as u64, size: sz, clamped: raw != sz as f64, class: s.state as u8 };
                     self.seq += 1;
                     self.t_s += idt.sample(&mut self.rng_idt).max(0.0) / 1e3;
                     return Some(d);

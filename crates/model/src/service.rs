@@ -14,15 +14,9 @@ use crate::flow::Transport;
 pub const BUILTINS: &[(&str, &str)] = &[
     ("wow", include_str!("../services/wow.toml")),
     ("quake3", include_str!("../services/quake3.toml")),
-    (
-        "counter-strike",
-        include_str!("../services/counter-strike.toml"),
-    ),
+    ("counter-strike", include_str!("../services/counter-strike.toml")),
     ("ngmn-gaming", include_str!("../services/ngmn-gaming.toml")),
-    (
-        "rta-mobile-gaming",
-        include_str!("../services/rta-mobile-gaming.toml"),
-    ),
+    ("rta-mobile-gaming", include_str!("../services/rta-mobile-gaming.toml")),
     ("voip", include_str!("../services/voip.toml")),
     ("opensim", include_str!("../services/opensim.toml")),
 ];
@@ -166,7 +160,7 @@ pub struct StateModel {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Session {
     Fixed,
-    Arrivals { gap: Dist, length: Dist },
+    Arrivals { gap: Box<Dist>, length: Box<Dist> },
 }
 
 /// A validated service.
@@ -200,29 +194,21 @@ pub struct BoundTraffic {
 impl Service {
     /// A built-in by name.
     pub fn builtin(name: &str) -> Result<Service, ServiceError> {
-        let (_, text) = BUILTINS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .ok_or_else(|| ServiceError {
-                file: name.to_string(),
-                field: "name".into(),
-                msg: format!(
-                    "no built-in service `{name}`; built-ins: {} (or give a path to a .toml file)",
-                    BUILTINS.iter().map(|b| b.0).collect::<Vec<_>>().join(", ")
-                ),
-            })?;
+        let (_, text) = BUILTINS.iter().find(|(n, _)| *n == name).ok_or_else(|| ServiceError {
+            file: name.to_string(),
+            field: "name".into(),
+            msg: format!(
+                "no built-in service `{name}`; built-ins: {} (or give a path to a .toml file)",
+                BUILTINS.iter().map(|b| b.0).collect::<Vec<_>>().join(", ")
+            ),
+        })?;
         Service::parse(text, &format!("built-in `{name}`"))
     }
 
     /// Parses and validates a service file's text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Service, ServiceError> {
-        let fail = |field: &str, msg: String| ServiceError {
-            file: file.to_string(),
-            field: field.to_string(),
-            msg,
-        };
-        let raw: RawService = toml::from_str(text)
-            .map_err(|e| fail("syntax", e.to_string().trim().replace('\n', " ")))?;
+        let fail = |field: &str, msg: String| ServiceError { file: file.to_string(), field: field.to_string(), msg };
+        let raw: RawService = toml::from_str(text).map_err(|e| fail("syntax", e.to_string().trim().replace('\n', " ")))?;
         let transport = match raw.transport.as_str() {
             "tcp" => Transport::Tcp,
             "udp" => Transport::Udp,
@@ -230,28 +216,16 @@ impl Service {
         };
         let n = raw.states.len();
         if n == 0 || n > 255 {
-            return Err(fail(
-                "states",
-                format!("must list 1..=255 states (got {n})"),
-            ));
+            return Err(fail("states", format!("must list 1..=255 states (got {n})")));
         }
-        if let Some(dup) = raw
-            .states
-            .iter()
-            .enumerate()
-            .find(|(i, s)| raw.states[..*i].contains(s))
-        {
+        if let Some(dup) = raw.states.iter().enumerate().find(|(i, s)| raw.states[..*i].contains(s)) {
             return Err(fail("states", format!("`{}` is listed twice", dup.1)));
         }
-        let first = hourly_rows(&raw.first, &raw.first_by_hour, n)
-            .map_err(|(f, m)| fail(&f.replace("ROW", "first"), m))?;
+        let first = hourly_rows(&raw.first, &raw.first_by_hour, n).map_err(|(f, m)| fail(&f.replace("ROW", "first"), m))?;
         let transitions = transitions(&raw, n).map_err(|(f, m)| fail(&f, m))?;
         for k in raw.state.keys() {
             if !raw.states.contains(k) {
-                return Err(fail(
-                    &format!("state.{k}"),
-                    format!("`{k}` is not in `states` ({})", raw.states.join(", ")),
-                ));
+                return Err(fail(&format!("state.{k}"), format!("`{k}` is not in `states` ({})", raw.states.join(", "))));
             }
         }
         let mut states = Vec::new();
@@ -260,80 +234,39 @@ impl Service {
             let at = |f: &str| format!("state.{name}.{f}");
             let dwell = match (&rs.dwell, rs.dwell_by_hour.is_empty()) {
                 (None, true) => None,
-                (None, false) => {
-                    return Err(fail(
-                        &at("dwell"),
-                        "dwell_by_hour needs a default `dwell` for the other hours".into(),
-                    ))
-                }
+                (None, false) => return Err(fail(&at("dwell"), "dwell_by_hour needs a default `dwell` for the other hours".into())),
                 (Some(d), _) => {
                     let base = dist(d, &raw.variables).map_err(|m| fail(&at("dwell"), m))?;
                     let mut v = vec![base; HOURS];
                     for (h, d) in &rs.dwell_by_hour {
                         let hour = hour_key(h).map_err(|m| fail(&at("dwell_by_hour"), m))?;
-                        v[hour] = dist(d, &raw.variables)
-                            .map_err(|m| fail(&format!("state.{name}.dwell_by_hour.{h}"), m))?;
+                        v[hour] = dist(d, &raw.variables).map_err(|m| fail(&format!("state.{name}.dwell_by_hour.{h}"), m))?;
                     }
                     Some(v)
                 }
             };
             let subs = if rs.sub.is_empty() {
-                vec![Sub {
-                    name: String::new(),
-                    p: 1.0,
-                    vars: Vars::new(),
-                }]
+                vec![Sub { name: String::new(), p: 1.0, vars: Vars::new() }]
             } else {
                 let total: f64 = rs.sub.iter().map(|s| s.p).sum();
                 if rs.sub.iter().any(|s| !(s.p.is_finite() && s.p >= 0.0)) || total <= 0.0 {
-                    return Err(fail(
-                        &at("sub"),
-                        "probabilities `p` must be >= 0 and sum to more than 0".into(),
-                    ));
+                    return Err(fail(&at("sub"), "probabilities `p` must be >= 0 and sum to more than 0".into()));
                 }
-                rs.sub
-                    .iter()
-                    .map(|s| Sub {
-                        name: s.name.clone(),
-                        p: s.p / total,
-                        vars: s.vars.clone().into_iter().collect(),
-                    })
-                    .collect()
+                rs.sub.iter().map(|s| Sub { name: s.name.clone(), p: s.p / total, vars: s.vars.clone().into_iter().collect() }).collect()
             };
-            states.push(StateModel {
-                name: name.clone(),
-                dwell,
-                subs,
-                raw_up: rs.up,
-                raw_down: rs.down,
-            });
+            states.push(StateModel { name: name.clone(), dwell, subs, raw_up: rs.up, raw_down: rs.down });
         }
         let session = match raw.session.model.as_deref() {
             None | Some("fixed") => Session::Fixed,
             Some("arrivals") => {
-                let g = raw.session.gap.as_deref().ok_or_else(|| {
-                    fail(
-                        "session.gap",
-                        "the arrivals model needs `gap` (seconds between sessions)".into(),
-                    )
-                })?;
-                let l = raw.session.length.as_deref().ok_or_else(|| {
-                    fail(
-                        "session.length",
-                        "the arrivals model needs `length` (session seconds)".into(),
-                    )
-                })?;
+                let g = raw.session.gap.as_deref().ok_or_else(|| fail("session.gap", "the arrivals model needs `gap` (seconds between sessions)".into()))?;
+                let l = raw.session.length.as_deref().ok_or_else(|| fail("session.length", "the arrivals model needs `length` (session seconds)".into()))?;
                 Session::Arrivals {
-                    gap: dist(g, &raw.variables).map_err(|m| fail("session.gap", m))?,
-                    length: dist(l, &raw.variables).map_err(|m| fail("session.length", m))?,
+                    gap: Box::new(dist(g, &raw.variables).map_err(|m| fail("session.gap", m))?),
+                    length: Box::new(dist(l, &raw.variables).map_err(|m| fail("session.length", m))?),
                 }
             }
-            Some(m) => {
-                return Err(fail(
-                    "session.model",
-                    format!("must be fixed or arrivals (got `{m}`)"),
-                ))
-            }
+            Some(m) => return Err(fail("session.model", format!("must be fixed or arrivals (got `{m}`)"))),
         };
         let svc = Service {
             name: raw.name.clone(),
@@ -387,21 +320,14 @@ impl Service {
                 let mut v = vars.clone();
                 v.extend(sub.vars.clone());
                 let mut dirs: [Option<Traffic>; 2] = [None, None];
-                for (i, (dir, raw)) in [(Direction::Up, &s.raw_up), (Direction::Down, &s.raw_down)]
-                    .into_iter()
-                    .enumerate()
-                {
+                for (i, (dir, raw)) in [(Direction::Up, &s.raw_up), (Direction::Down, &s.raw_down)].into_iter().enumerate() {
                     if let Some(r) = raw {
                         let at = |f: &str| {
                             format!(
                                 "state.{}.{}.{f}{}",
                                 s.name,
                                 dir.name(),
-                                if sub.name.is_empty() {
-                                    String::new()
-                                } else {
-                                    format!(" (sub-activity {})", sub.name)
-                                }
+                                if sub.name.is_empty() { String::new() } else { format!(" (sub-activity {})", sub.name) }
                             )
                         };
                         let idt = dist(&r.idt, &v).map_err(|m| (at("idt"), m))?;
@@ -418,11 +344,7 @@ impl Service {
 
     /// Hour of day (0..24) at `t_s` seconds after a start at `start_hour`.
     pub fn hour_at(&self, start_hour: f64, t_s: f64) -> usize {
-        let h = if self.hour_advances {
-            start_hour + t_s / 3600.0
-        } else {
-            start_hour
-        };
+        let h = if self.hour_advances { start_hour + t_s / 3600.0 } else { start_hour };
         (h.rem_euclid(24.0)) as usize % HOURS
     }
 }
@@ -454,16 +376,9 @@ fn normalise(row: &[f64], n: usize) -> Result<Vec<f64>, String> {
 }
 
 /// One row for all hours, or one per hour (all 24 required).
-fn hourly_rows(
-    all: &Option<Vec<f64>>,
-    by_hour: &Option<BTreeMap<String, Vec<f64>>>,
-    n: usize,
-) -> Result<Vec<Vec<f64>>, (String, String)> {
+fn hourly_rows(all: &Option<Vec<f64>>, by_hour: &Option<BTreeMap<String, Vec<f64>>>, n: usize) -> Result<Vec<Vec<f64>>, (String, String)> {
     match (all, by_hour) {
-        (Some(_), Some(_)) => Err((
-            "ROW".into(),
-            "give either `first` or `first_by_hour`, not both".into(),
-        )),
+        (Some(_), Some(_)) => Err(("ROW".into(), "give either `first` or `first_by_hour`, not both".into())),
         (Some(r), None) => {
             let r = normalise(r, n).map_err(|m| ("ROW".to_string(), m))?;
             Ok(vec![r; HOURS])
@@ -475,39 +390,27 @@ fn hourly_rows(
                 out[hour] = normalise(r, n).map_err(|m| (format!("ROW_by_hour.{h}"), m))?;
             }
             if let Some(h) = out.iter().position(|r| r.is_empty()) {
-                return Err((
-                    "ROW_by_hour".into(),
-                    format!("hour {h} is missing; give all 24 hours or a single `first`"),
-                ));
+                return Err(("ROW_by_hour".into(), format!("hour {h} is missing; give all 24 hours or a single `first`")));
             }
             Ok(out)
         }
         (None, None) if n == 1 => Ok(vec![vec![1.0]; HOURS]),
-        (None, None) => Err((
-            "ROW".into(),
-            "missing: give the first-state probabilities".into(),
-        )),
+        (None, None) => Err(("ROW".into(), "missing: give the first-state probabilities".into())),
     }
 }
 
 fn transitions(raw: &RawService, n: usize) -> Result<Vec<Vec<Vec<f64>>>, (String, String)> {
-    let matrix =
-        |m: &BTreeMap<String, Vec<f64>>, field: &str| -> Result<Vec<Vec<f64>>, (String, String)> {
-            raw.states
-                .iter()
-                .map(|s| {
-                    let row = m
-                        .get(s)
-                        .ok_or_else(|| (field.to_string(), format!("row `{s}` is missing")))?;
-                    normalise(row, n).map_err(|e| (format!("{field}.{s}"), e))
-                })
-                .collect()
-        };
+    let matrix = |m: &BTreeMap<String, Vec<f64>>, field: &str| -> Result<Vec<Vec<f64>>, (String, String)> {
+        raw.states
+            .iter()
+            .map(|s| {
+                let row = m.get(s).ok_or_else(|| (field.to_string(), format!("row `{s}` is missing")))?;
+                normalise(row, n).map_err(|e| (format!("{field}.{s}"), e))
+            })
+            .collect()
+    };
     match (&raw.transitions, &raw.transitions_by_hour) {
-        (Some(_), Some(_)) => Err((
-            "transitions".into(),
-            "give either `transitions` or `transitions_by_hour`, not both".into(),
-        )),
+        (Some(_), Some(_)) => Err(("transitions".into(), "give either `transitions` or `transitions_by_hour`, not both".into())),
         (Some(m), None) => Ok(vec![matrix(m, "transitions")?; HOURS]),
         (None, Some(by)) => {
             let mut out = vec![Vec::new(); HOURS];
@@ -516,17 +419,11 @@ fn transitions(raw: &RawService, n: usize) -> Result<Vec<Vec<Vec<f64>>>, (String
                 out[hour] = matrix(m, &format!("transitions_by_hour.{h}"))?;
             }
             if let Some(h) = out.iter().position(|r| r.is_empty()) {
-                return Err((
-                    "transitions_by_hour".into(),
-                    format!("hour {h} is missing; give all 24 hours or a single `transitions`"),
-                ));
+                return Err(("transitions_by_hour".into(), format!("hour {h} is missing; give all 24 hours or a single `transitions`")));
             }
             Ok(out)
         }
         (None, None) if n == 1 => Ok(vec![vec![vec![1.0]]; HOURS]),
-        (None, None) => Err((
-            "transitions".into(),
-            "missing: a service with several states needs transition probabilities".into(),
-        )),
+        (None, None) => Err(("transitions".into(), "missing: a service with several states needs transition probabilities".into())),
     }
 }

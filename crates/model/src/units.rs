@@ -4,14 +4,9 @@
 /// Parses a duration into nanoseconds. A bare number is in seconds.
 pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| c.is_ascii_alphabetic() || c == 'µ')
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| c.is_ascii_alphabetic() || c == 'µ').unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration; write e.g. 500us, 10ms, 3s, 2m, 1h"))?;
+    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a duration; write e.g. 500us, 10ms, 3s, 2m, 1h"))?;
     let mul = match unit.trim() {
         "" | "s" | "sec" => 1e9,
         "ms" => 1e6,
@@ -19,11 +14,7 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         "ns" => 1.0,
         "m" | "min" => 60e9,
         "h" => 3600e9,
-        u => {
-            return Err(format!(
-                "`{s}`: unknown time unit `{u}`; use ns, us, ms, s, m or h"
-            ))
-        }
+        u => return Err(format!("`{s}`: unknown time unit `{u}`; use ns, us, ms, s, m or h")),
     };
     if !(v.is_finite() && v >= 0.0) {
         return Err(format!("`{s}`: a duration must be >= 0"));
@@ -40,10 +31,7 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
         Some('G') => (&t[..t.len() - 1], 1e9),
         _ => (t, 1.0),
     };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a count; write e.g. 1000, 10k, 1.5M"))?;
+    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a count; write e.g. 1000, 10k, 1.5M"))?;
     if !(v.is_finite() && v >= 0.0) {
         return Err(format!("`{s}`: a count must be >= 0"));
     }
@@ -75,9 +63,7 @@ mod tests {
         assert_eq!(parse_duration_ns("100ms").unwrap(), 100_000_000);
         assert_eq!(parse_duration_ns("250us").unwrap(), 250_000);
         assert_eq!(parse_duration_ns("1m").unwrap(), 60_000_000_000);
-        assert!(parse_duration_ns("3 parsecs")
-            .unwrap_err()
-            .contains("unknown time unit"));
+        assert!(parse_duration_ns("3 parsecs").unwrap_err().contains("unknown time unit"));
         assert!(parse_duration_ns("-1s").is_err());
     }
 

@@ -13,10 +13,7 @@ use horde_model::fit::ks_distance;
 use horde_model::service::Service;
 
 fn fixed_hour_wow() -> Service {
-    let text = Service::builtin("wow")
-        .unwrap()
-        .text
-        .replace("hour_advances = true", "hour_advances = false");
+    let text = Service::builtin("wow").unwrap().text.replace("hour_advances = true", "hour_advances = false");
     Service::parse(&text, "wow (fixed hour)").unwrap()
 }
 
@@ -24,23 +21,12 @@ fn fixed_hour_wow() -> Service {
 fn time_shares_match_the_semi_markov_expectation() {
     let svc = fixed_hour_wow();
     for hour in [3.0, 20.0] {
-        let p = Params {
-            players: 1000,
-            duration_s: 100_000.0,
-            seed: 7,
-            start_hour: hour,
-        };
+        let p = Params { players: 1000, duration_s: 100_000.0, seed: 7, start_hour: hour };
         let segs = behaviour::run(&svc, &p);
         let sum = behaviour::summarise(&svc, &p, &segs);
         for s in &sum.states {
             let model = s.model_share.unwrap();
-            assert!(
-                (s.time_share - model).abs() < 0.01,
-                "hour {hour}, {}: share {:.4} vs model {:.4}",
-                s.state,
-                s.time_share,
-                model
-            );
+            assert!((s.time_share - model).abs() < 0.01, "hour {hour}, {}: share {:.4} vs model {:.4}", s.state, s.time_share, model);
         }
     }
 }
@@ -48,19 +34,10 @@ fn time_shares_match_the_semi_markov_expectation() {
 #[test]
 fn dwell_times_follow_the_model() {
     let svc = fixed_hour_wow();
-    let p = Params {
-        players: 800,
-        duration_s: 1_000_000.0,
-        seed: 11,
-        start_hour: 19.0,
-    };
+    let p = Params { players: 800, duration_s: 1_000_000.0, seed: 11, start_hour: 19.0 };
     let segs = behaviour::run(&svc, &p);
     for (k, st) in svc.states.iter().enumerate() {
-        let mut d: Vec<f64> = segs
-            .iter()
-            .filter(|s| s.state as usize == k && s.complete)
-            .map(|s| s.end_s - s.start_s)
-            .collect();
+        let mut d: Vec<f64> = segs.iter().filter(|s| s.state as usize == k && s.complete).map(|s| s.end_s - s.start_s).collect();
         assert!(d.len() >= 10_000, "{}: only {} segments", st.name, d.len());
         let model = &st.dwell.as_ref().unwrap()[19];
         let ks = ks_distance(&mut d, |x| model.cdf(x));
@@ -72,30 +49,16 @@ fn dwell_times_follow_the_model() {
 fn a_wrong_model_fails_the_share_check() {
     // The check can fail: shares from hour 3's matrix differ from hour 20's expectation.
     let svc = fixed_hour_wow();
-    let p = Params {
-        players: 300,
-        duration_s: 50_000.0,
-        seed: 1,
-        start_hour: 3.0,
-    };
+    let p = Params { players: 300, duration_s: 50_000.0, seed: 1, start_hour: 3.0 };
     let sum = behaviour::summarise(&svc, &p, &behaviour::run(&svc, &p));
     let other = behaviour::stationary_shares(&svc, 20).unwrap();
-    assert!(sum
-        .states
-        .iter()
-        .zip(&other)
-        .any(|(s, m)| (s.time_share - m).abs() > 0.01));
+    assert!(sum.states.iter().zip(&other).any(|(s, m)| (s.time_share - m).abs() > 0.01));
 }
 
 #[test]
 fn same_seed_same_segments_and_players_are_independent() {
     let svc = Service::builtin("wow").unwrap();
-    let p = Params {
-        players: 50,
-        duration_s: 7200.0,
-        seed: 3,
-        start_hour: 18.5,
-    };
+    let p = Params { players: 50, duration_s: 7200.0, seed: 3, start_hour: 18.5 };
     let a = behaviour::run(&svc, &p);
     assert_eq!(a, behaviour::run(&svc, &p));
     assert_ne!(a, behaviour::run(&svc, &Params { seed: 4, ..p }));
@@ -114,16 +77,8 @@ fn same_seed_same_segments_and_players_are_independent() {
 #[test]
 fn hours_advance_with_simulated_time() {
     let svc = Service::builtin("wow").unwrap();
-    let p = Params {
-        players: 200,
-        duration_s: 3.0 * 3600.0,
-        seed: 5,
-        start_hour: 17.5,
-    };
+    let p = Params { players: 200, duration_s: 3.0 * 3600.0, seed: 5, start_hour: 17.5 };
     let segs = behaviour::run(&svc, &p);
     let hours: std::collections::BTreeSet<u8> = segs.iter().map(|s| s.hour).collect();
-    assert!(
-        hours.contains(&17) && hours.contains(&18) && hours.contains(&20),
-        "{hours:?}"
-    );
+    assert!(hours.contains(&17) && hours.contains(&18) && hours.contains(&20), "{hours:?}");
 }

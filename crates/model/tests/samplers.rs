@@ -30,23 +30,12 @@ fn check(spec: &str) {
     let m4 = xs.iter().map(|x| (x - mean).powi(4)).sum::<f64>() / n;
     if let (Some(mu), Some(v)) = (d.mean().or_else(|| d.mean_estimate()), d.variance()) {
         let se = (v / n).sqrt();
-        assert!(
-            (mean - mu).abs() <= 5.0 * se + 1e-9,
-            "{spec}: sample mean {mean} vs analytic {mu} (5 se = {})",
-            5.0 * se
-        );
+        assert!((mean - mu).abs() <= 5.0 * se + 1e-9, "{spec}: sample mean {mean} vs analytic {mu} (5 se = {})", 5.0 * se);
         let se_var = ((m4 - var * var) / n).sqrt();
-        assert!(
-            (var - v).abs() <= 6.0 * se_var + 1e-9,
-            "{spec}: sample variance {var} vs analytic {v} (6 se = {})",
-            6.0 * se_var
-        );
+        assert!((var - v).abs() <= 6.0 * se_var + 1e-9, "{spec}: sample variance {var} vs analytic {v} (6 se = {})", 6.0 * se_var);
     } else if let Some(mu) = d.mean_estimate() {
         let se = (var / n).sqrt();
-        assert!(
-            (mean - mu).abs() <= 5.0 * se + 1e-6,
-            "{spec}: sample mean {mean} vs numeric {mu}"
-        );
+        assert!((mean - mu).abs() <= 5.0 * se + 1e-6, "{spec}: sample mean {mean} vs numeric {mu}");
     }
     let ks = ks_distance(&mut xs, |x| d.cdf(x));
     let crit = ks_critical(N, 0.001);
@@ -77,12 +66,7 @@ fn continuous_families() {
 
 #[test]
 fn discrete_families() {
-    for spec in [
-        "poisson(3.7)",
-        "poisson(250)",
-        "discrete(6:4.57, 10:8.00, 14:16.28, 19:4.04, 22:8.28, 35:55.70, 51:3.13)",
-        "values(1, 2, 2, 3)",
-    ] {
+    for spec in ["poisson(3.7)", "poisson(250)", "discrete(6:4.57, 10:8.00, 14:16.28, 19:4.04, 22:8.28, 35:55.70, 51:3.13)", "values(1, 2, 2, 3)"] {
         check(spec);
     }
 }
@@ -120,11 +104,7 @@ fn clamps_put_the_tail_mass_on_the_bound() {
 fn a_wrong_model_is_rejected() {
     // The test must be able to fail: Weibull with its parameters swapped (the ns-2 trap).
     let (_, mut xs) = draw("weibull(268.37, 0.58)", 3);
-    let wrong: Dist = "weibull(0.58, 268.37)"
-        .parse::<Dist>()
-        .unwrap()
-        .validate()
-        .unwrap();
+    let wrong: Dist = "weibull(0.58, 268.37)".parse::<Dist>().unwrap().validate().unwrap();
     assert!(ks_distance(&mut xs, |x| wrong.cdf(x)) > 0.5);
 }
 

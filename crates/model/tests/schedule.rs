@@ -5,25 +5,14 @@ use horde_model::{Flow, Schedule};
 
 fn flow(extra: &str) -> Flow {
     let text = format!("[[flow]]\ndst = '127.0.0.1:9000'\n{extra}\n");
-    FlowFile::parse_and_resolve(&text, 1)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .remove(0)
+    FlowFile::parse_and_resolve(&text, 1).unwrap_or_else(|e| panic!("{e}")).remove(0)
 }
 
 #[test]
 fn same_seed_same_schedule_and_different_seed_differs() {
-    let a: Vec<_> = Schedule::new(&flow(
-        "idt = 'exponential(2)'\nsize = 'normal(300, 50)'\nseed = 42\npackets = 5000",
-    ))
-    .collect();
-    let b: Vec<_> = Schedule::new(&flow(
-        "idt = 'exponential(2)'\nsize = 'normal(300, 50)'\nseed = 42\npackets = 5000",
-    ))
-    .collect();
-    let c: Vec<_> = Schedule::new(&flow(
-        "idt = 'exponential(2)'\nsize = 'normal(300, 50)'\nseed = 43\npackets = 5000",
-    ))
-    .collect();
+    let a: Vec<_> = Schedule::new(&flow("idt = 'exponential(2)'\nsize = 'normal(300, 50)'\nseed = 42\npackets = 5000")).collect();
+    let b: Vec<_> = Schedule::new(&flow("idt = 'exponential(2)'\nsize = 'normal(300, 50)'\nseed = 42\npackets = 5000")).collect();
+    let c: Vec<_> = Schedule::new(&flow("idt = 'exponential(2)'\nsize = 'normal(300, 50)'\nseed = 43\npackets = 5000")).collect();
     assert_eq!(a.len(), 5000);
     assert_eq!(a, b);
     assert_ne!(a, c);
@@ -31,16 +20,8 @@ fn same_seed_same_schedule_and_different_seed_differs() {
 
 #[test]
 fn changing_the_size_model_keeps_departure_times() {
-    let a: Vec<_> = Schedule::new(&flow(
-        "idt = 'exponential(2)'\nsize = 64\nseed = 5\npackets = 100",
-    ))
-    .map(|d| d.at_ns)
-    .collect();
-    let b: Vec<_> = Schedule::new(&flow(
-        "idt = 'exponential(2)'\nsize = 'uniform(100, 300)'\nseed = 5\npackets = 100",
-    ))
-    .map(|d| d.at_ns)
-    .collect();
+    let a: Vec<_> = Schedule::new(&flow("idt = 'exponential(2)'\nsize = 64\nseed = 5\npackets = 100")).map(|d| d.at_ns).collect();
+    let b: Vec<_> = Schedule::new(&flow("idt = 'exponential(2)'\nsize = 'uniform(100, 300)'\nseed = 5\npackets = 100")).map(|d| d.at_ns).collect();
     assert_eq!(a, b);
 }
 
@@ -62,27 +43,15 @@ fn stop_by_bytes_truncates_the_last_packet() {
 #[test]
 fn sizes_are_clamped_to_the_transport_and_flagged() {
     let d: Vec<_> = Schedule::new(&flow("rate = 100\nsize = 5\npackets = 3")).collect();
-    assert!(
-        d.iter().all(|x| x.size == 20 && x.clamped),
-        "UDP minimum is the 20-byte header"
-    );
-    let d: Vec<_> = Schedule::new(&flow(
-        "rate = 100\nsize = 5\npackets = 3\ntransport = 'tcp'",
-    ))
-    .collect();
-    assert!(
-        d.iter().all(|x| x.size == 6 && x.clamped),
-        "TCP minimum is the 6-byte APDU header"
-    );
+    assert!(d.iter().all(|x| x.size == 20 && x.clamped), "UDP minimum is the 20-byte header");
+    let d: Vec<_> = Schedule::new(&flow("rate = 100\nsize = 5\npackets = 3\ntransport = 'tcp'")).collect();
+    assert!(d.iter().all(|x| x.size == 6 && x.clamped), "TCP minimum is the 6-byte APDU header");
 }
 
 #[test]
 fn on_off_sends_only_in_on_periods() {
     // 10 ms on, 40 ms off, 1 packet/ms: about 20 % of a 1-packet/ms timeline.
-    let d: Vec<_> = Schedule::new(&flow(
-        "rate = 1000\nsize = 64\non = 10\noff = 40\nduration = '10s'",
-    ))
-    .collect();
+    let d: Vec<_> = Schedule::new(&flow("rate = 1000\nsize = 64\non = 10\noff = 40\nduration = '10s'")).collect();
     assert!((1900..=2100).contains(&d.len()), "{}", d.len());
     for w in d.windows(2) {
         let gap = w[1].at_ns - w[0].at_ns;
@@ -92,10 +61,7 @@ fn on_off_sends_only_in_on_periods() {
 
 #[test]
 fn start_delay_shifts_the_flow_and_the_duration() {
-    let d: Vec<_> = Schedule::new(&flow(
-        "rate = 10\nsize = 64\nstart_delay = 500\nduration = '1s'",
-    ))
-    .collect();
+    let d: Vec<_> = Schedule::new(&flow("rate = 10\nsize = 64\nstart_delay = 500\nduration = '1s'")).collect();
     assert_eq!(d.len(), 10);
     assert_eq!(d[0].at_ns, 500_000_000);
 }
@@ -111,11 +77,7 @@ fn negative_idt_draws_go_back_to_back() {
 
 #[test]
 fn cli_style_raw_flow_resolves() {
-    let raw = RawFlow {
-        dst: Some("[::1]:9000".into()),
-        preset: Some("csi".into()),
-        ..Default::default()
-    };
+    let raw = RawFlow { dst: Some("[::1]:9000".into()), preset: Some("csi".into()), ..Default::default() };
     let f = raw.resolve(0, 1, "flow 1").unwrap();
     assert_eq!(Schedule::new(&f).take(10).count(), 10);
 }

@@ -10,16 +10,9 @@ fn wow() -> Service {
     Service::builtin("wow").unwrap()
 }
 
-fn traffic(
-    svc: &Service,
-    state: &str,
-    sub: usize,
-    dir: Direction,
-) -> horde_model::service::Traffic {
+fn traffic(svc: &Service, state: &str, sub: usize, dir: Direction) -> horde_model::service::Traffic {
     let b = svc.bind(&Vars::new()).unwrap();
-    b.by_state[svc.state_index(state).unwrap()][sub][dir as usize]
-        .clone()
-        .unwrap()
+    b.by_state[svc.state_index(state).unwrap()][sub][dir as usize].clone().unwrap()
 }
 
 #[test]
@@ -30,11 +23,7 @@ fn every_builtin_loads_and_has_traffic_both_ways() {
         let b = s.bind(&Vars::new()).unwrap();
         for (i, st) in b.by_state.iter().enumerate() {
             for sub in st {
-                assert!(
-                    sub[0].is_some() && sub[1].is_some(),
-                    "{name}: state {} lacks a direction",
-                    s.states[i].name
-                );
+                assert!(sub[0].is_some() && sub[1].is_some(), "{name}: state {} lacks a direction", s.states[i].name);
             }
         }
     }
@@ -58,10 +47,7 @@ fn wow_rows_are_normalised_and_hourly() {
 #[test]
 fn decision_dungeon_dwell_is_smallest_extreme_value() {
     let s = wow();
-    let d = &s.states[s.state_index("dungeons").unwrap()]
-        .dwell
-        .as_ref()
-        .unwrap()[12];
+    let d = &s.states[s.state_index("dungeons").unwrap()].dwell.as_ref().unwrap()[12];
     assert!(matches!(d.kind, Kind::ExtremeSmallest { .. }));
     // 677 s is the SEV's own mean; setting the 26 % negative draws to 0 lifts it to ≈ 994 s
     // (the LEV reading would give ≈ 1966 s).
@@ -85,30 +71,15 @@ fn decision_questing_server_size_is_lognormal_mu_4_55() {
 fn decision_eye_of_the_storm_is_drawn() {
     let s = wow();
     let pvp = &s.states[s.state_index("pvp").unwrap()];
-    let eots = pvp
-        .subs
-        .iter()
-        .find(|x| x.name == "eye_of_the_storm")
-        .unwrap();
+    let eots = pvp.subs.iter().find(|x| x.name == "eye_of_the_storm").unwrap();
     // the reference's arena shares sum to 99.98 %, hence the tolerance
     assert!((eots.p - 0.5 * 0.0797).abs() < 1e-4);
-    let bg: f64 = pvp
-        .subs
-        .iter()
-        .filter(|x| !x.name.starts_with("arena"))
-        .map(|x| x.p)
-        .sum();
+    let bg: f64 = pvp.subs.iter().filter(|x| !x.name.starts_with("arena")).map(|x| x.p).sum();
     assert!((bg - 0.5).abs() < 1e-4);
     // the sub-activity sets n and k of the server APDU size
-    let i = pvp
-        .subs
-        .iter()
-        .position(|x| x.name == "alterac_valley")
-        .unwrap();
+    let i = pvp.subs.iter().position(|x| x.name == "alterac_valley").unwrap();
     let t = traffic(&s, "pvp", i, Direction::Down);
-    assert!(
-        matches!(t.size.kind, Kind::Weibull { scale, shape } if (scale - (258.33 + 38.0 * 21.32) / 1.177897).abs() < 1e-9 && shape == 0.87)
-    );
+    assert!(matches!(t.size.kind, Kind::Weibull { scale, shape } if (scale - (258.33 + 38.0 * 21.32) / 1.177897).abs() < 1e-9 && shape == 0.87));
 }
 
 #[test]
@@ -119,10 +90,7 @@ fn decision_large_apdus_are_redrawn_and_small_ones_raised() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     let xs: Vec<f64> = (0..200_000).map(|_| smp.sample(&mut rng)).collect();
     assert!(xs.iter().all(|x| (6.0..=7300.0).contains(x)));
-    assert!(
-        xs.iter().filter(|x| **x > 6300.0).count() > 100,
-        "the 1.03 % branch lands in 6300..7300"
-    );
+    assert!(xs.iter().filter(|x| **x > 6300.0).count() > 100, "the 1.03 % branch lands in 6300..7300");
 }
 
 #[test]
@@ -130,23 +98,13 @@ fn decision_trading_uses_the_server_population() {
     let s = wow();
     let at = |n: f64| {
         let b = s.bind(&Vars::from([("N".to_string(), n)])).unwrap();
-        b.by_state[s.state_index("trading").unwrap()][0][Direction::Down as usize]
-            .clone()
-            .unwrap()
-            .idt
+        b.by_state[s.state_index("trading").unwrap()][0][Direction::Down as usize].clone().unwrap().idt
     };
     let (a, b) = (at(100.0), at(1000.0));
-    let Kind::Weibull { scale: s100, .. } = a.kind else {
-        panic!()
-    };
-    let Kind::Weibull { scale: s1000, .. } = b.kind else {
-        panic!()
-    };
+    let Kind::Weibull { scale: s100, .. } = a.kind else { panic!() };
+    let Kind::Weibull { scale: s1000, .. } = b.kind else { panic!() };
     assert!((s100 - (118.508 + 298.763 * (-0.0119498f64 * 100.0).exp())).abs() < 1e-9);
-    assert!(
-        s1000 < s100,
-        "a fuller server sends trading updates more often"
-    );
+    assert!(s1000 < s100, "a fuller server sends trading updates more often");
 }
 
 #[test]
@@ -161,30 +119,16 @@ fn sampled_wow_up_sizes_match_the_discrete_model() {
 #[test]
 fn bad_service_files_name_file_field_and_problem() {
     let base = Service::builtin("voip").unwrap().text;
-    let e = Service::parse(
-        &base.replace("transport = \"udp\"", "transport = \"sctp\""),
-        "my.toml",
-    )
-    .unwrap_err();
-    assert_eq!(
-        (e.file.as_str(), e.field.as_str()),
-        ("my.toml", "transport")
-    );
-    let e = Service::parse(
-        &base.replace("up.idt = \"constant(10)\"", "up.idt = \"weibull(10, -1)\""),
-        "my.toml",
-    )
-    .unwrap_err();
+    let e = Service::parse(&base.replace("transport = \"udp\"", "transport = \"sctp\""), "my.toml").unwrap_err();
+    assert_eq!((e.file.as_str(), e.field.as_str()), ("my.toml", "transport"));
+    let e = Service::parse(&base.replace("up.idt = \"constant(10)\"", "up.idt = \"weibull(10, -1)\""), "my.toml").unwrap_err();
     assert_eq!(e.field, "state.call.up.idt");
     assert!(e.msg.contains("shape must be > 0"), "{e}");
     let e = Service::parse(&base.replace("[state.call]", "[state.talk]"), "my.toml").unwrap_err();
     assert_eq!(e.field, "state.talk");
     let e = Service::parse(&format!("{base}\nbogus = 1\n"), "my.toml").unwrap_err();
     assert!(e.msg.contains("unknown field `bogus`"), "{e}");
-    let text = wow().text.replace(
-        "3 = [0.0, 2.5, 12.5, 2.5, 75.0, 7.5]",
-        "3 = [0.0, 2.5, 12.5]",
-    );
+    let text = wow().text.replace("3 = [0.0, 2.5, 12.5, 2.5, 75.0, 7.5]", "3 = [0.0, 2.5, 12.5]");
     let e = Service::parse(&text, "w.toml").unwrap_err();
     assert_eq!(e.field, "first_by_hour.3");
     let e = Service::load("/nonexistent/svc.toml").unwrap_err();

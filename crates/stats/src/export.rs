@@ -21,9 +21,7 @@ fn flow_row(f: &FlowStats) -> String {
     let l = f.loss.as_ref();
     let s = f.send_lateness.as_ref();
     [
-        f.flow
-            .map(|x| x.to_string())
-            .unwrap_or_else(|| "total".into()),
+        f.flow.map(|x| x.to_string()).unwrap_or_else(|| "total".into()),
         f.packets.to_string(),
         f.bytes.to_string(),
         format!("{:.6}", f.duration_s),
@@ -42,9 +40,7 @@ fn flow_row(f: &FlowStats) -> String {
         opt(d.map(|d| d.p999_ms)),
         opt(d.map(|d| d.jitter_ms)),
         opt(d.map(|d| d.ipdv_mean_ms)),
-        l.and_then(|l| l.sent)
-            .map(|x| x.to_string())
-            .unwrap_or_default(),
+        l.and_then(|l| l.sent).map(|x| x.to_string()).unwrap_or_default(),
         l.map(|l| l.expected.to_string()).unwrap_or_default(),
         l.map(|l| l.lost.to_string()).unwrap_or_default(),
         opt(l.map(|l| l.loss_pct)),
@@ -71,8 +67,7 @@ pub fn flows_csv(a: &Analysis) -> String {
     s
 }
 
-pub const WINDOW_CSV_HEADER: &str =
-    "start_s,flow,packets,bytes,bitrate_bps,pkt_rate,delay_mean_ms,delay_max_ms,jitter_ms,lost";
+pub const WINDOW_CSV_HEADER: &str = "start_s,flow,packets,bytes,bitrate_bps,pkt_rate,delay_mean_ms,delay_max_ms,jitter_ms,lost";
 
 pub fn windows_csv(w: &[Window]) -> String {
     let mut s = String::from(WINDOW_CSV_HEADER);
@@ -111,32 +106,17 @@ pub fn table(a: &Analysis, max_flows: usize) -> String {
     let _ = writeln!(
         s,
         "{:>8} {:>10} {:>12} {:>14} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
-        "flow",
-        "packets",
-        "pkt/s",
-        "throughput",
-        "delay",
-        "mean ms",
-        "p50 ms",
-        "p99 ms",
-        "max ms",
-        "jitter",
-        "loss %"
+        "flow", "packets", "pkt/s", "throughput", "delay", "mean ms", "p50 ms", "p99 ms", "max ms", "jitter", "loss %"
     );
     let shown = a.flows.len().min(max_flows);
     let total_row = (a.flows.len() > 1).then_some(&a.total);
     for f in a.flows[..shown].iter().chain(total_row) {
         let d = f.delay.as_ref();
-        let m = |g: fn(&crate::DelayStats) -> f64| {
-            d.map(|d| format!("{:.3}", g(d)))
-                .unwrap_or_else(|| "-".into())
-        };
+        let m = |g: fn(&crate::DelayStats) -> f64| d.map(|d| format!("{:.3}", g(d))).unwrap_or_else(|| "-".into());
         let _ = writeln!(
             s,
             "{:>8} {:>10} {:>12.1} {:>14} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
-            f.flow
-                .map(|x| x.to_string())
-                .unwrap_or_else(|| "total".into()),
+            f.flow.map(|x| x.to_string()).unwrap_or_else(|| "total".into()),
             f.packets,
             f.pkt_rate,
             rate(f.bitrate_bps),
@@ -146,28 +126,33 @@ pub fn table(a: &Analysis, max_flows: usize) -> String {
             m(|d| d.p99_ms),
             m(|d| d.max_ms),
             m(|d| d.jitter_ms),
-            f.loss
-                .as_ref()
-                .map(|l| format!("{:.3}", l.loss_pct))
-                .unwrap_or_else(|| "-".into()),
+            f.loss.as_ref().map(|l| format!("{:.3}", l.loss_pct)).unwrap_or_else(|| "-".into()),
         );
     }
     if a.flows.len() > shown {
-        let _ = writeln!(
-            s,
-            "  ... {} more flows (use --json or --csv for all)",
-            a.flows.len() - shown
-        );
+        let _ = writeln!(s, "  ... {} more flows (use --json or --csv for all)", a.flows.len() - shown);
     }
     let t = &a.total;
     if let Some(l) = &t.loss {
-        let _ = writeln!(s, "loss: {} of {} expected ({:.3} %), {} burst(s), longest {}; duplicates {}; reordered {}", l.lost, l.expected, l.loss_pct, l.bursts, l.burst_max, l.duplicates, l.reordered);
+        let _ = writeln!(
+            s,
+            "loss: {} of {} expected ({:.3} %), {} burst(s), longest {}; duplicates {}; reordered {}",
+            l.lost, l.expected, l.loss_pct, l.bursts, l.burst_max, l.duplicates, l.reordered
+        );
     }
     if let Some(d) = &t.delay {
-        let _ = writeln!(s, "{}: min {:.3} / mean {:.3} / p90 {:.3} / p99.9 {:.3} / max {:.3} ms, stddev {:.3} ms, jitter (RFC 3550) {:.3} ms, mean |Δdelay| {:.3} ms", d.kind, d.min_ms, d.mean_ms, d.p90_ms, d.p999_ms, d.max_ms, d.stddev_ms, d.jitter_ms, d.ipdv_mean_ms);
+        let _ = writeln!(
+            s,
+            "{}: min {:.3} / mean {:.3} / p90 {:.3} / p99.9 {:.3} / max {:.3} ms, stddev {:.3} ms, jitter (RFC 3550) {:.3} ms, mean |Δdelay| {:.3} ms",
+            d.kind, d.min_ms, d.mean_ms, d.p90_ms, d.p999_ms, d.max_ms, d.stddev_ms, d.jitter_ms, d.ipdv_mean_ms
+        );
     }
     if let Some(l) = &t.send_lateness {
-        let _ = writeln!(s, "send lateness (actual − scheduled): mean {:.1} us, p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us; p99 |error| {:.1} us", l.mean_us, l.p50_us, l.p99_us, l.p999_us, l.max_us, l.abs_p99_us);
+        let _ = writeln!(
+            s,
+            "send lateness (actual − scheduled): mean {:.1} us, p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us; p99 |error| {:.1} us",
+            l.mean_us, l.p50_us, l.p99_us, l.p999_us, l.max_us, l.abs_p99_us
+        );
     }
     s
 }

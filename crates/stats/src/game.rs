@@ -69,6 +69,8 @@ pub struct GameAnalysis {
     pub down: DirectionStats,
     /// Players per category over time: `(second, counts per category)`.
     pub occupancy: Vec<(f64, Vec<u32>)>,
+    /// Realised sub-activity weights per category and direction (see [`sub_weights`]).
+    pub sub_weights: Vec<[Vec<f64>; 2]>,
     /// Received bit/s per direction per second: `(second, up, down)`.
     pub throughput: Vec<(f64, f64, f64)>,
 }
@@ -95,14 +97,7 @@ struct Acc {
 
 impl Acc {
     fn new() -> Self {
-        Acc {
-            sent: 0,
-            sizes: Vec::new(),
-            iats: Vec::new(),
-            delays: Vec::new(),
-            bytes: 0,
-            jitter: 0.0,
-        }
+        Acc { sent: 0, sizes: Vec::new(), iats: Vec::new(), delays: Vec::new(), bytes: 0, jitter: 0.0 }
     }
 }
 
@@ -112,28 +107,61 @@ fn segment_index(segs: &[Segment], t_s: f64) -> Option<usize> {
     (i > 0).then_some(i - 1)
 }
 
-/// The model's CDF of one direction of one category: a mixture over sub-activities.
-pub fn model_cdf(ctx: &Context, state: usize, dir: Direction, size: bool, x: f64) -> Option<f64> {
-    let st = &ctx.service.states[state];
+/// Weights of a category's sub-activities in this run, per direction: the share of the
+/// category's APDUs each sub-activity is expected to carry given the stays the behaviour process
+/// produced (player-seconds × APDU rate). The traffic model is judged given the behaviour that
+/// ran; the sub-activity draw itself is the behaviour process's, tested on its own. Falls back to
+/// the sub-activities' probabilities when the category was never visited.
+pub fn sub_weights(ctx: &Context) -> Vec<[Vec<f64>; 2]> {
+    let mut ps: Vec<Vec<f64>> = ctx.service.states.iter().map(|s| vec![0.0; s.subs.len()]).collect();
+    for segs in ctx.segments {
+        for s in segs {
+            ps[s.state as usize][s.sub as usize] += (s.end_s.min(ctx.duration_s) - s.start_s).max(0.0);
+        }
+    }
+    ctx.service
+        .states
+        .iter()
+        .enumerate()
+        .map(|(k, st)| {
+            [Direction::Up, Direction::Down].map(|dir| {
+                let w: Vec<f64> = st
+                    .subs
+                    .iter()
+                    .enumerate()
+                    .map(|(j, _)| {
+                        let rate =
+                            ctx.traffic.by_state[k][j][dir as usize].as_ref().and_then(|t| t.idt.mean_estimate()).filter(|m| *m > 0.0).map_or(0.0, |m| 1.0 / m);
+                        ps[k][j] * rate
+                    })
+                    .collect();
+                let total: f64 = w.iter().sum();
+                if total > 0.0 {
+                    w.iter().map(|x| x / total).collect()
+                } else {
+                    st.subs.iter().map(|s| s.p).collect()
+                }
+            })
+        })
+        .collect()
+}
+
+/// The model's CDF of one direction of one category: a mixture over sub-activities with
+/// `weights` (from [`sub_weights`]; for IDTs the mixture is weighted by stays, not APDUs).
+pub fn model_cdf(ctx: &Context, weights: &[Vec<f64>; 2], state: usize, dir: Direction, size: bool, x: f64) -> Option<f64> {
     let mut acc = 0.0;
-    for (k, sub) in st.subs.iter().enumerate() {
+    for (k, w) in weights[dir as usize].iter().enumerate() {
         let t = ctx.traffic.by_state[state][k][dir as usize].as_ref()?;
-        acc += sub.p * if size { t.size.cdf(x) } else { t.idt.cdf(x) };
+        acc += w * if size { t.size.cdf(x) } else { t.idt.cdf(x) };
     }
     Some(acc)
 }
 
-fn model_mean(ctx: &Context, state: usize, dir: Direction, size: bool) -> Option<f64> {
-    let st = &ctx.service.states[state];
+fn model_mean(ctx: &Context, weights: &[Vec<f64>; 2], state: usize, dir: Direction, size: bool) -> Option<f64> {
     let mut acc = 0.0;
-    for (k, sub) in st.subs.iter().enumerate() {
+    for (k, w) in weights[dir as usize].iter().enumerate() {
         let t = ctx.traffic.by_state[state][k][dir as usize].as_ref()?;
-        acc += sub.p
-            * if size {
-                t.size.mean_estimate()?
-            } else {
-                t.idt.mean_estimate()?
-            };
+        acc += w * if size { t.size.mean_estimate()? } else { t.idt.mean_estimate()? };
     }
     Some(acc)
 }
@@ -216,22 +244,18 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
         }
     }
     let total_ps: f64 = ps.iter().sum();
-    let mut out = GameAnalysis::default();
+    let mut out = GameAnalysis { sub_weights: sub_weights(ctx), ..Default::default() };
     let mut tot = [Acc::new(), Acc::new()];
     for (state, dirs) in acc.iter_mut().enumerate() {
         let mut cat = CategoryStats {
             category: ctx.service.states[state].name.clone(),
             player_seconds: ps[state],
-            occupancy_share: if total_ps > 0.0 {
-                ps[state] / total_ps
-            } else {
-                0.0
-            },
+            occupancy_share: if total_ps > 0.0 { ps[state] / total_ps } else { 0.0 },
             ..Default::default()
         };
         for dir in [Direction::Up, Direction::Down] {
             let a = &mut dirs[dir as usize];
-            let st = direction_stats(ctx, Some(state), dir, a, ps[state]);
+            let st = direction_stats(ctx, Some((state, &out.sub_weights[state])), dir, a, ps[state]);
             let t = &mut tot[dir as usize];
             t.sent += a.sent;
             t.bytes += a.bytes;
@@ -246,12 +270,7 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
     }
     out.up = direction_stats(ctx, None, Direction::Up, &mut tot[0], total_ps);
     out.down = direction_stats(ctx, None, Direction::Down, &mut tot[1], total_ps);
-    out.throughput = thr
-        .iter()
-        .enumerate()
-        .take(ctx.duration_s.ceil() as usize)
-        .map(|(i, (u, d))| (i as f64, *u, *d))
-        .collect();
+    out.throughput = thr.iter().enumerate().take(ctx.duration_s.ceil() as usize).map(|(i, (u, d))| (i as f64, *u, *d)).collect();
     let step = (ctx.duration_s / 200.0).max(1.0);
     let mut t = 0.0;
     while t < ctx.duration_s {
@@ -269,57 +288,31 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
     out
 }
 
-fn direction_stats(
-    ctx: &Context,
-    state: Option<usize>,
-    dir: Direction,
-    a: &mut Acc,
-    player_seconds: f64,
-) -> DirectionStats {
+fn direction_stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: Direction, a: &mut Acc, player_seconds: f64) -> DirectionStats {
     let received = a.sizes.len() as u64;
-    let mut s = DirectionStats {
-        sent: a.sent,
-        received,
-        lost: a.sent.saturating_sub(received),
-        bytes: a.bytes,
-        ..Default::default()
-    };
+    let mut s = DirectionStats { sent: a.sent, received, lost: a.sent.saturating_sub(received), bytes: a.bytes, ..Default::default() };
     s.bitrate_bps = a.bytes as f64 * 8.0 / ctx.duration_s;
-    s.apdu_rate_per_player = if player_seconds > 0.0 {
-        received as f64 / player_seconds
-    } else {
-        0.0
-    };
-    s.mean_size = if received > 0 {
-        a.bytes as f64 / received as f64
-    } else {
-        0.0
-    };
+    s.apdu_rate_per_player = if player_seconds > 0.0 { received as f64 / player_seconds } else { 0.0 };
+    s.mean_size = if received > 0 { a.bytes as f64 / received as f64 } else { 0.0 };
     s.size_samples = received;
     s.iat_samples = a.iats.len() as u64;
-    if let Some(k) = state {
-        s.model_mean_size = model_mean(ctx, k, dir, true);
-        s.model_apdu_rate_per_player = model_mean(ctx, k, dir, false)
-            .filter(|m| *m > 0.0)
-            .map(|m| 1000.0 / m);
+    if let Some((k, w)) = state {
+        // The rate is a mixture over stays (weights by player-seconds), not over APDUs.
+        let by_time = stay_weights(ctx, k, dir, w);
+        s.model_mean_size = model_mean(ctx, w, k, dir, true);
+        s.model_apdu_rate_per_player = model_rate(ctx, &by_time, k, dir);
         if let Some(m) = s.model_apdu_rate_per_player {
             if received > 0 {
                 s.rate_error_pct = Some((s.apdu_rate_per_player - m) / m * 100.0);
             }
         }
         if !a.sizes.is_empty() {
-            s.ks_size = Some(ks_distance(&mut a.sizes, |x| {
-                model_cdf(ctx, k, dir, true, x).unwrap_or(0.0)
-            }));
+            s.ks_size = Some(ks_distance(&mut a.sizes, |x| model_cdf(ctx, w, k, dir, true, x).unwrap_or(0.0)));
         }
         if !a.iats.is_empty() {
             let mut rounded: Vec<f64> = a.iats.iter().map(|x| x.round()).collect();
-            s.ks_iat = Some(ks_distance(&mut rounded, |x| {
-                model_cdf(ctx, k, dir, false, x.floor() + 0.5).unwrap_or(0.0)
-            }));
-            s.ks_iat_exact = Some(ks_distance(&mut a.iats, |x| {
-                model_cdf(ctx, k, dir, false, x).unwrap_or(0.0)
-            }));
+            s.ks_iat = Some(ks_distance(&mut rounded, |x| model_cdf(ctx, w, k, dir, false, x.floor() + 0.5).unwrap_or(0.0)));
+            s.ks_iat_exact = Some(ks_distance(&mut a.iats, |x| model_cdf(ctx, w, k, dir, false, x).unwrap_or(0.0)));
         }
     } else {
         a.sizes.sort_by(|x, y| x.total_cmp(y));
@@ -328,9 +321,7 @@ fn direction_stats(
     s.iat_cdf = quantile_points(&a.iats);
     if !a.delays.is_empty() {
         a.delays.sort_by(|x, y| x.total_cmp(y));
-        let q = |p: f64| {
-            a.delays[((p * a.delays.len() as f64).ceil() as usize).clamp(1, a.delays.len()) - 1]
-        };
+        let q = |p: f64| a.delays[((p * a.delays.len() as f64).ceil() as usize).clamp(1, a.delays.len()) - 1];
         s.delay_mean_ms = Some(a.delays.iter().sum::<f64>() / a.delays.len() as f64);
         s.delay_p50_ms = Some(q(0.5));
         s.delay_p99_ms = Some(q(0.99));
@@ -338,4 +329,31 @@ fn direction_stats(
         s.jitter_ms = Some(a.jitter / 1e6);
     }
     s
+}
+
+/// Per-sub-activity weights by time spent, recovered from APDU weights (divide out the rate).
+fn stay_weights(ctx: &Context, state: usize, dir: Direction, w: &[Vec<f64>; 2]) -> Vec<f64> {
+    let v: Vec<f64> = w[dir as usize]
+        .iter()
+        .enumerate()
+        .map(|(j, x)| ctx.traffic.by_state[state][j][dir as usize].as_ref().and_then(|t| t.idt.mean_estimate()).map_or(0.0, |m| x * m))
+        .collect();
+    let total: f64 = v.iter().sum();
+    if total > 0.0 {
+        v.iter().map(|x| x / total).collect()
+    } else {
+        v
+    }
+}
+
+/// APDUs per second per player: Σ_sub (time share × 1000 / mean IDT).
+fn model_rate(ctx: &Context, by_time: &[f64], state: usize, dir: Direction) -> Option<f64> {
+    let mut acc = 0.0;
+    for (j, w) in by_time.iter().enumerate() {
+        let m = ctx.traffic.by_state[state][j][dir as usize].as_ref()?.idt.mean_estimate()?;
+        if m > 0.0 {
+            acc += w * 1000.0 / m;
+        }
+    }
+    (acc > 0.0).then_some(acc)
 }

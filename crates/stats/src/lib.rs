@@ -36,11 +36,7 @@ pub struct LoadedLog {
 pub fn load(bytes: &[u8]) -> Result<LoadedLog, WireError> {
     let (h, it) = log::read_all(bytes)?;
     let records = it.collect::<Result<Vec<_>, _>>()?;
-    Ok(LoadedLog {
-        role: h.role,
-        records,
-        trailing_bytes: log::trailing_bytes(bytes),
-    })
+    Ok(LoadedLog { role: h.role, records, trailing_bytes: log::trailing_bytes(bytes) })
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -167,19 +163,10 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
     for l in logs {
         for r in &l.records {
             let acc = flows.entry(r.flow).or_default();
-            let a = Arrival {
-                seq: r.seq,
-                send: r.t_a,
-                recv: r.t_b,
-                size: r.size,
-                tos: r.tos,
-                ttl: r.ttl,
-            };
+            let a = Arrival { seq: r.seq, send: r.t_a, recv: r.t_b, size: r.size, tos: r.tos, ttl: r.ttl };
             match (l.role, r.kind) {
                 (horde_wire::Role::Receiver, RecordKind::Received) => acc.rx.push(a),
-                (horde_wire::Role::Sender, RecordKind::Sent) => {
-                    acc.tx.push((r.seq, r.t_a, r.t_b, r.size))
-                }
+                (horde_wire::Role::Sender, RecordKind::Sent) => acc.tx.push((r.seq, r.t_a, r.t_b, r.size)),
                 (horde_wire::Role::Sender, RecordKind::Echoed) => acc.echo.push(a),
                 _ => ignored += 1,
             }
@@ -189,11 +176,7 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
         unwrap_seqs(&mut acc.rx);
         unwrap_seqs(&mut acc.echo);
     }
-    let mut out = Analysis {
-        ignored_records: ignored,
-        window_s: opts.window_ns.map(|w| w as f64 / 1e9),
-        ..Default::default()
-    };
+    let mut out = Analysis { ignored_records: ignored, window_s: opts.window_ns.map(|w| w as f64 / 1e9), ..Default::default() };
     let mut total_delay = DelayAcc::default();
     let mut total_late = LateAcc::default();
     let mut total_loss: Option<LossStats> = None;
@@ -222,32 +205,20 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
                 *t.burst_hist.entry(*k).or_default() += v;
             }
         }
-        let arrivals = if acc.rx.is_empty() {
-            &acc.echo
-        } else {
-            &acc.rx
-        };
+        let arrivals = if acc.rx.is_empty() { &acc.echo } else { &acc.rx };
         for a in arrivals {
             first = first.min(a.recv);
             last = last.max(a.recv);
         }
         out.total.packets += stats.packets;
         out.total.bytes += stats.bytes;
-        out.total.min_size = if out.total.packets == stats.packets {
-            stats.min_size
-        } else {
-            out.total.min_size.min(stats.min_size)
-        };
+        out.total.min_size = if out.total.packets == stats.packets { stats.min_size } else { out.total.min_size.min(stats.min_size) };
         out.total.max_size = out.total.max_size.max(stats.max_size);
         out.flows.push(stats);
     }
     if let Some(t) = &mut total_loss {
         t.loss_pct = pct(t.lost, t.expected);
-        t.burst_mean = if t.bursts > 0 {
-            t.lost as f64 / t.bursts as f64
-        } else {
-            0.0
-        };
+        t.burst_mean = if t.bursts > 0 { t.lost as f64 / t.bursts as f64 } else { 0.0 };
     }
     out.total.loss = total_loss;
     out.total.delay = total_delay.finish();
@@ -273,11 +244,7 @@ fn unwrap_seqs(v: &mut [Arrival]) {
             None => a.seq,
             Some(p) => {
                 let base = p & !0xFFFF_FFFF;
-                [base.wrapping_sub(1 << 32), base, base + (1 << 32)]
-                    .into_iter()
-                    .map(|b| b.wrapping_add(s))
-                    .min_by_key(|c| c.abs_diff(p))
-                    .unwrap()
+                [base.wrapping_sub(1 << 32), base, base + (1 << 32)].into_iter().map(|b| b.wrapping_add(s)).min_by_key(|c| c.abs_diff(p)).unwrap()
             }
         };
         a.seq = u;
@@ -296,10 +263,7 @@ fn pct(part: u64, whole: u64) -> f64 {
 fn flow_stats(id: u32, acc: &FlowAcc) -> (FlowStats, DelayAcc, LateAcc) {
     let rtt = acc.rx.is_empty() && !acc.echo.is_empty();
     let arr = if rtt { &acc.echo } else { &acc.rx };
-    let mut s = FlowStats {
-        flow: Some(id),
-        ..Default::default()
-    };
+    let mut s = FlowStats { flow: Some(id), ..Default::default() };
     s.packets = arr.len() as u64;
     s.bytes = arr.iter().map(|a| a.size as u64).sum();
     s.min_size = arr.iter().map(|a| a.size as u64).min().unwrap_or(0);
@@ -314,10 +278,7 @@ fn flow_stats(id: u32, acc: &FlowAcc) -> (FlowStats, DelayAcc, LateAcc) {
             s.bitrate_bps = s.bytes as f64 * 8.0 * (n - 1.0) / n / s.duration_s;
         }
     }
-    let mut d = DelayAcc {
-        kind: if rtt { "rtt" } else { "owd" },
-        ..Default::default()
-    };
+    let mut d = DelayAcc { kind: if rtt { "rtt" } else { "owd" }, ..Default::default() };
     for a in arr {
         d.push(a.send, a.recv);
     }
@@ -375,16 +336,10 @@ fn loss(arr: &[Arrival], tx: &[(u64, u64, u64, u32)]) -> LossStats {
     seqs.dedup();
     l.duplicates = (n - seqs.len()) as u64;
     let (lo, hi) = if tx.is_empty() {
-        (
-            seqs.first().copied().unwrap_or(0),
-            seqs.last().copied().unwrap_or(0),
-        )
+        (seqs.first().copied().unwrap_or(0), seqs.last().copied().unwrap_or(0))
     } else {
         l.sent = Some(tx.len() as u64);
-        (
-            tx.iter().map(|t| t.0).min().unwrap(),
-            tx.iter().map(|t| t.0).max().unwrap(),
-        )
+        (tx.iter().map(|t| t.0).min().unwrap(), tx.iter().map(|t| t.0).max().unwrap())
     };
     if seqs.is_empty() && tx.is_empty() {
         return l;
@@ -403,11 +358,7 @@ fn loss(arr: &[Arrival], tx: &[(u64, u64, u64, u32)]) -> LossStats {
         prev = s;
     }
     l.loss_pct = pct(l.lost, l.expected);
-    l.burst_mean = if l.bursts > 0 {
-        l.lost as f64 / l.bursts as f64
-    } else {
-        0.0
-    };
+    l.burst_mean = if l.bursts > 0 { l.lost as f64 / l.bursts as f64 } else { 0.0 };
     l
 }
 
@@ -429,18 +380,7 @@ struct DelayAcc {
 
 impl Default for DelayAcc {
     fn default() -> Self {
-        DelayAcc {
-            kind: "owd",
-            n: 0,
-            sum: 0.0,
-            sumsq: 0.0,
-            min: i64::MAX,
-            max: i64::MIN,
-            values: Vec::new(),
-            jitter: 0.0,
-            ipdv_sum: 0.0,
-            prev: None,
-        }
+        DelayAcc { kind: "owd", n: 0, sum: 0.0, sumsq: 0.0, min: i64::MAX, max: i64::MIN, values: Vec::new(), jitter: 0.0, ipdv_sum: 0.0, prev: None }
     }
 }
 
@@ -482,12 +422,7 @@ impl DelayAcc {
             return None;
         }
         let offset = (-self.min).max(0) as u64;
-        let mut h = Histogram::<u64>::new_with_bounds(
-            1,
-            (self.max as i128 + offset as i128).max(2) as u64 * 2,
-            3,
-        )
-        .expect("histogram bounds");
+        let mut h = Histogram::<u64>::new_with_bounds(1, (self.max as i128 + offset as i128).max(2) as u64 * 2, 3).expect("histogram bounds");
         for v in &self.values {
             h.saturating_record((*v + offset as i64).max(1) as u64);
         }
@@ -506,11 +441,7 @@ impl DelayAcc {
             p99_ms: q(0.99),
             p999_ms: q(0.999),
             jitter_ms: self.jitter / 1e6,
-            ipdv_mean_ms: if self.n > 1 {
-                self.ipdv_sum / (n - 1.0) / 1e6
-            } else {
-                0.0
-            },
+            ipdv_mean_ms: if self.n > 1 { self.ipdv_sum / (n - 1.0) / 1e6 } else { 0.0 },
         })
     }
 }
@@ -535,8 +466,7 @@ impl LateAcc {
         }
         self.values.sort_unstable();
         let n = self.values.len();
-        let q =
-            |v: &[i64], p: f64| v[((p * n as f64).ceil() as usize).clamp(1, n) - 1] as f64 / 1e3;
+        let q = |v: &[i64], p: f64| v[((p * n as f64).ceil() as usize).clamp(1, n) - 1] as f64 / 1e3;
         let mut abs: Vec<i64> = self.values.iter().map(|v| v.abs()).collect();
         abs.sort_unstable();
         Some(Lateness {
@@ -553,27 +483,14 @@ impl LateAcc {
 
 fn windows(flows: &BTreeMap<u32, FlowAcc>, w: u64, first: u64) -> Vec<Window> {
     let mut out: BTreeMap<(u64, u32), (Window, DelayAcc)> = BTreeMap::new();
-    let first_send = flows
-        .values()
-        .flat_map(|a| a.tx.iter().map(|t| t.2))
-        .min()
-        .unwrap_or(first)
-        .min(first);
+    let first_send = flows.values().flat_map(|a| a.tx.iter().map(|t| t.2)).min().unwrap_or(first).min(first);
     for (id, acc) in flows {
         let rtt = acc.rx.is_empty();
         let arr = if rtt { &acc.echo } else { &acc.rx };
         for a in arr {
             let k = (a.recv.saturating_sub(first_send)) / w;
-            let e = out.entry((k, *id)).or_insert_with(|| {
-                (
-                    Window {
-                        start_s: (k * w) as f64 / 1e9,
-                        flow: Some(*id),
-                        ..Default::default()
-                    },
-                    DelayAcc::default(),
-                )
-            });
+            let e =
+                out.entry((k, *id)).or_insert_with(|| (Window { start_s: (k * w) as f64 / 1e9, flow: Some(*id), ..Default::default() }, DelayAcc::default()));
             e.0.packets += 1;
             e.0.bytes += a.size as u64;
             e.1.push(a.send, a.recv);
@@ -582,16 +499,9 @@ fn windows(flows: &BTreeMap<u32, FlowAcc>, w: u64, first: u64) -> Vec<Window> {
             let got: std::collections::HashSet<u64> = arr.iter().map(|a| a.seq).collect();
             for (seq, _, actual, _) in &acc.tx {
                 let k = actual.saturating_sub(first_send) / w;
-                let e = out.entry((k, *id)).or_insert_with(|| {
-                    (
-                        Window {
-                            start_s: (k * w) as f64 / 1e9,
-                            flow: Some(*id),
-                            ..Default::default()
-                        },
-                        DelayAcc::default(),
-                    )
-                });
+                let e = out
+                    .entry((k, *id))
+                    .or_insert_with(|| (Window { start_s: (k * w) as f64 / 1e9, flow: Some(*id), ..Default::default() }, DelayAcc::default()));
                 *e.0.lost.get_or_insert(0) += (!got.contains(seq)) as u64;
             }
         }
@@ -617,58 +527,20 @@ mod tests {
     use horde_wire::Role;
 
     fn rec(kind: RecordKind, seq: u64, send: u64, recv: u64) -> Record {
-        Record {
-            flow: 1,
-            size: 100,
-            seq,
-            t_a: send,
-            t_b: recv,
-            tag: 0,
-            tos: 0xb8,
-            ttl: 64,
-            kind,
-            flags: 0,
-        }
+        Record { flow: 1, size: 100, seq, t_a: send, t_b: recv, tag: 0, tos: 0xb8, ttl: 64, kind, flags: 0 }
     }
 
     #[test]
     fn loss_bursts_duplicates_and_reordering() {
         // sent 0..10; received 0,1,2,5,4,4,9 (3 lost in burst 6-8? no: 3 and 6,7,8)
-        let tx: Vec<Record> = (0..10)
-            .map(|s| rec(RecordKind::Sent, s, s * 1000, s * 1000))
-            .collect();
-        let rx: Vec<Record> = [0, 1, 2, 5, 4, 4, 9]
-            .iter()
-            .map(|&s| rec(RecordKind::Received, s, s * 1000, s * 1000 + 500))
-            .collect();
+        let tx: Vec<Record> = (0..10).map(|s| rec(RecordKind::Sent, s, s * 1000, s * 1000)).collect();
+        let rx: Vec<Record> = [0, 1, 2, 5, 4, 4, 9].iter().map(|&s| rec(RecordKind::Received, s, s * 1000, s * 1000 + 500)).collect();
         let a = analyse(
-            &[
-                LoadedLog {
-                    role: Role::Sender,
-                    records: tx,
-                    trailing_bytes: 0,
-                },
-                LoadedLog {
-                    role: Role::Receiver,
-                    records: rx,
-                    trailing_bytes: 0,
-                },
-            ],
+            &[LoadedLog { role: Role::Sender, records: tx, trailing_bytes: 0 }, LoadedLog { role: Role::Receiver, records: rx, trailing_bytes: 0 }],
             Options::default(),
         );
         let l = a.flows[0].loss.as_ref().unwrap();
-        assert_eq!(
-            (
-                l.sent,
-                l.expected,
-                l.lost,
-                l.bursts,
-                l.burst_max,
-                l.duplicates,
-                l.reordered
-            ),
-            (Some(10), 10, 4, 2, 3, 1, 2)
-        );
+        assert_eq!((l.sent, l.expected, l.lost, l.bursts, l.burst_max, l.duplicates, l.reordered), (Some(10), 10, 4, 2, 3, 1, 2));
         assert_eq!(l.burst_hist, BTreeMap::from([(1, 1), (3, 1)]));
         assert!((l.loss_pct - 40.0).abs() < 1e-9);
         let d = a.flows[0].delay.as_ref().unwrap();
@@ -678,38 +550,14 @@ mod tests {
     #[test]
     fn rates_jitter_and_percentiles() {
         // 1001 packets 1 ms apart; delay alternates 1 ms / 3 ms.
-        let rx: Vec<Record> = (0..1001)
-            .map(|s| {
-                rec(
-                    RecordKind::Received,
-                    s,
-                    s * 1_000_000,
-                    s * 1_000_000 + if s % 2 == 0 { 1_000_000 } else { 3_000_000 },
-                )
-            })
-            .collect();
-        let a = analyse(
-            &[LoadedLog {
-                role: Role::Receiver,
-                records: rx,
-                trailing_bytes: 0,
-            }],
-            Options {
-                window_ns: Some(100_000_000),
-            },
-        );
+        let rx: Vec<Record> =
+            (0..1001).map(|s| rec(RecordKind::Received, s, s * 1_000_000, s * 1_000_000 + if s % 2 == 0 { 1_000_000 } else { 3_000_000 })).collect();
+        let a = analyse(&[LoadedLog { role: Role::Receiver, records: rx, trailing_bytes: 0 }], Options { window_ns: Some(100_000_000) });
         let f = &a.flows[0];
         assert!((f.pkt_rate - 1000.0).abs() < 3.0, "{}", f.pkt_rate);
         let d = f.delay.as_ref().unwrap();
-        assert!(
-            (d.mean_ms - 2.0).abs() < 0.01
-                && (d.min_ms - 1.0).abs() < 1e-9
-                && (d.max_ms - 3.0).abs() < 1e-9
-        );
-        assert!(
-            (d.p99_ms - 3.0).abs() < 0.01 && (d.p50_ms - 1.0).abs() < 0.01,
-            "{d:?}"
-        );
+        assert!((d.mean_ms - 2.0).abs() < 0.01 && (d.min_ms - 1.0).abs() < 1e-9 && (d.max_ms - 3.0).abs() < 1e-9);
+        assert!((d.p99_ms - 3.0).abs() < 0.01 && (d.p50_ms - 1.0).abs() < 0.01, "{d:?}");
         // |D| = 2 ms every packet: J converges to 2 ms, ipdv mean is 2 ms.
         assert!((d.jitter_ms - 2.0).abs() < 0.01 && (d.ipdv_mean_ms - 2.0).abs() < 1e-9);
         assert_eq!(f.tos, Some(0xb8));
@@ -720,19 +568,8 @@ mod tests {
     #[test]
     fn udp_sequence_numbers_unwrap() {
         let seqs = [u32::MAX as u64 - 1, u32::MAX as u64, 0, 1];
-        let rx: Vec<Record> = seqs
-            .iter()
-            .enumerate()
-            .map(|(i, &s)| rec(RecordKind::Received, s, i as u64, i as u64 + 5))
-            .collect();
-        let a = analyse(
-            &[LoadedLog {
-                role: Role::Receiver,
-                records: rx,
-                trailing_bytes: 0,
-            }],
-            Options::default(),
-        );
+        let rx: Vec<Record> = seqs.iter().enumerate().map(|(i, &s)| rec(RecordKind::Received, s, i as u64, i as u64 + 5)).collect();
+        let a = analyse(&[LoadedLog { role: Role::Receiver, records: rx, trailing_bytes: 0 }], Options::default());
         let l = a.flows[0].loss.as_ref().unwrap();
         assert_eq!((l.expected, l.lost, l.reordered), (4, 0, 0));
     }

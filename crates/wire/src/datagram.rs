@@ -65,12 +65,7 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let h = DatagramHeader {
-            flags: FLAG_ECHO_REQUEST,
-            flow: 0xdead_beef,
-            seq: 42,
-            send_ns: 1_700_000_000_123_456_789,
-        };
+        let h = DatagramHeader { flags: FLAG_ECHO_REQUEST, flow: 0xdead_beef, seq: 42, send_ns: 1_700_000_000_123_456_789 };
         let mut buf = [0u8; 64];
         h.emit(&mut buf);
         assert_eq!(DatagramHeader::parse(&buf).unwrap(), h);
@@ -79,10 +74,7 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        assert_eq!(
-            DatagramHeader::parse(&[0; 5]),
-            Err(WireError::Truncated { need: 20, got: 5 })
-        );
+        assert_eq!(DatagramHeader::parse(&[0; 5]), Err(WireError::Truncated { need: 20, got: 5 }));
         assert_eq!(DatagramHeader::parse(&[0; 20]), Err(WireError::BadMagic));
         let mut buf = [0u8; 20];
         DatagramHeader::default().emit(&mut buf);

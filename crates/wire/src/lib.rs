@@ -14,9 +14,7 @@ pub mod stream;
 
 pub use datagram::{DatagramHeader, DATAGRAM_HEADER_LEN};
 pub use log::{LogHeader, Record, RecordKind, Role, LOG_HEADER_LEN, RECORD_LEN};
-pub use stream::{
-    ApduHeader, StreamDecoder, StreamEvent, StreamHello, APDU_HEADER_LEN, HELLO_LEN, MAX_APDU,
-};
+pub use stream::{ApduHeader, StreamDecoder, StreamEvent, StreamHello, APDU_HEADER_LEN, HELLO_LEN, MAX_APDU};
 
 /// Wire protocol version carried in datagram headers and stream hellos.
 pub const VERSION: u8 = 1;
@@ -36,10 +34,7 @@ pub enum WireError {
 
 pub(crate) fn need(buf: &[u8], n: usize) -> Result<(), WireError> {
     if buf.len() < n {
-        Err(WireError::Truncated {
-            need: n,
-            got: buf.len(),
-        })
+        Err(WireError::Truncated { need: n, got: buf.len() })
     } else {
         Ok(())
     }

@@ -59,10 +59,7 @@ impl LogHeader {
             2 => Role::Receiver,
             _ => return Err(WireError::BadMagic),
         };
-        Ok(LogHeader {
-            role,
-            start_ns: u64::from_le_bytes(buf[16..24].try_into().unwrap()),
-        })
+        Ok(LogHeader { role, start_ns: u64::from_le_bytes(buf[16..24].try_into().unwrap()) })
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
@@ -139,22 +136,11 @@ impl Record {
 
 /// Reads a whole log held in memory: its header and an iterator over records. A trailing
 /// partial record (a log cut off mid-write) is ignored and reported by `trailing_bytes`.
-pub fn read_all(
-    buf: &[u8],
-) -> Result<
-    (
-        LogHeader,
-        impl Iterator<Item = Result<Record, WireError>> + '_,
-    ),
-    WireError,
-> {
+pub fn read_all(buf: &[u8]) -> Result<(LogHeader, impl Iterator<Item = Result<Record, WireError>> + '_), WireError> {
     let header = LogHeader::parse(buf)?;
     let body = &buf[LOG_HEADER_LEN..];
     let whole = body.len() / RECORD_LEN * RECORD_LEN;
-    Ok((
-        header,
-        body[..whole].chunks_exact(RECORD_LEN).map(Record::parse),
-    ))
+    Ok((header, body[..whole].chunks_exact(RECORD_LEN).map(Record::parse)))
 }
 
 /// Bytes after the last whole record (non-zero for a log cut off mid-write).
@@ -168,25 +154,11 @@ mod tests {
 
     #[test]
     fn header_and_record_round_trip() {
-        let h = LogHeader {
-            role: Role::Receiver,
-            start_ns: 123,
-        };
+        let h = LogHeader { role: Role::Receiver, start_ns: 123 };
         let mut hb = [0u8; LOG_HEADER_LEN];
         h.emit(&mut hb);
         assert_eq!(LogHeader::parse(&hb).unwrap(), h);
-        let r = Record {
-            flow: 1,
-            size: 64,
-            seq: u64::MAX,
-            t_a: 5,
-            t_b: 9,
-            tag: 77,
-            tos: 0xb8,
-            ttl: 63,
-            kind: RecordKind::Echoed,
-            flags: FLAG_KERNEL_TS,
-        };
+        let r = Record { flow: 1, size: 64, seq: u64::MAX, t_a: 5, t_b: 9, tag: 77, tos: 0xb8, ttl: 63, kind: RecordKind::Echoed, flags: FLAG_KERNEL_TS };
         let mut rb = [0u8; RECORD_LEN];
         r.emit(&mut rb);
         assert_eq!(Record::parse(&rb).unwrap(), r);
@@ -201,10 +173,7 @@ mod tests {
 
     #[test]
     fn rejects_foreign_files() {
-        assert_eq!(
-            LogHeader::parse(b"not a log file at all, no no no!"),
-            Err(WireError::BadMagic)
-        );
+        assert_eq!(LogHeader::parse(b"not a log file at all, no no no!"), Err(WireError::BadMagic));
         assert!(LogHeader::parse(b"short").is_err());
     }
 }

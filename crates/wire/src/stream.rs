@@ -79,10 +79,7 @@ impl ApduHeader {
         if (len as usize) < APDU_HEADER_LEN {
             return Err(WireError::BadLength(len as usize));
         }
-        Ok(ApduHeader {
-            len,
-            offset_us: u32::from_be_bytes(buf[2..6].try_into().unwrap()),
-        })
+        Ok(ApduHeader { len, offset_us: u32::from_be_bytes(buf[2..6].try_into().unwrap()) })
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
@@ -93,10 +90,7 @@ impl ApduHeader {
     /// The header for an APDU of `len` bytes sent at `send_ns`, on a stream based at `base_ns`.
     pub fn at(len: u16, base_ns: u64, send_ns: u64) -> Self {
         let us = send_ns.saturating_sub(base_ns) / 1000;
-        ApduHeader {
-            len,
-            offset_us: us as u32,
-        }
+        ApduHeader { len, offset_us: us as u32 }
     }
 }
 
@@ -160,20 +154,12 @@ impl StreamDecoder {
 
     /// Consumes `buf`, calling `on_event` for each hello/APDU completed. After an error the
     /// decoder stays failed (the stream is not Horde's, or is corrupt) and returns the error.
-    pub fn feed(
-        &mut self,
-        mut buf: &[u8],
-        mut on_event: impl FnMut(StreamEvent),
-    ) -> Result<(), WireError> {
+    pub fn feed(&mut self, mut buf: &[u8], mut on_event: impl FnMut(StreamEvent)) -> Result<(), WireError> {
         while !buf.is_empty() {
             match self.state {
                 State::Failed(e) => return Err(e),
                 State::Hello | State::Header => {
-                    let want = if self.state == State::Hello {
-                        HELLO_LEN
-                    } else {
-                        APDU_HEADER_LEN
-                    };
+                    let want = if self.state == State::Hello { HELLO_LEN } else { APDU_HEADER_LEN };
                     let take = (want - self.have).min(buf.len());
                     self.partial[self.have..self.have + take].copy_from_slice(&buf[..take]);
                     self.have += take;
@@ -197,11 +183,7 @@ impl StreamDecoder {
         Ok(())
     }
 
-    fn header_complete(
-        &mut self,
-        want: usize,
-        on_event: &mut impl FnMut(StreamEvent),
-    ) -> Result<(), WireError> {
+    fn header_complete(&mut self, want: usize, on_event: &mut impl FnMut(StreamEvent)) -> Result<(), WireError> {
         if want == HELLO_LEN {
             self.hello = StreamHello::parse(&self.partial[..HELLO_LEN])?;
             self.state = State::Header;
@@ -224,11 +206,7 @@ impl StreamDecoder {
             return;
         }
         let us = (self.wraps << 32) + self.pending.offset_us as u64;
-        on_event(StreamEvent::Apdu {
-            seq: self.seq,
-            len: self.pending.len,
-            send_ns: self.hello.base_ns + us * 1000,
-        });
+        on_event(StreamEvent::Apdu { seq: self.seq, len: self.pending.len, send_ns: self.hello.base_ns + us * 1000 });
         self.seq += 1;
         self.state = State::Header;
     }
@@ -240,20 +218,10 @@ mod tests {
 
     fn stream(lens: &[u16], offsets: &[u32]) -> Vec<u8> {
         let mut v = vec![0u8; HELLO_LEN];
-        StreamHello {
-            flags: 0,
-            flow: 7,
-            base_ns: 1_000_000_000,
-            tag: 3,
-        }
-        .emit(&mut v);
+        StreamHello { flags: 0, flow: 7, base_ns: 1_000_000_000, tag: 3 }.emit(&mut v);
         for (l, o) in lens.iter().zip(offsets) {
             let mut a = vec![0xAAu8; *l as usize];
-            ApduHeader {
-                len: *l,
-                offset_us: *o,
-            }
-            .emit(&mut a);
+            ApduHeader { len: *l, offset_us: *o }.emit(&mut a);
             v.extend(a);
         }
         v
@@ -269,23 +237,8 @@ mod tests {
                 d.feed(c, |e| ev.push(e)).unwrap();
             }
             assert_eq!(ev.len(), 5, "chunk {chunk}");
-            assert_eq!(
-                ev[0],
-                StreamEvent::Hello(StreamHello {
-                    flags: 0,
-                    flow: 7,
-                    base_ns: 1_000_000_000,
-                    tag: 3
-                })
-            );
-            assert_eq!(
-                ev[4],
-                StreamEvent::Apdu {
-                    seq: 3,
-                    len: 7300,
-                    send_ns: 1_000_030_000
-                }
-            );
+            assert_eq!(ev[0], StreamEvent::Hello(StreamHello { flags: 0, flow: 7, base_ns: 1_000_000_000, tag: 3 }));
+            assert_eq!(ev[4], StreamEvent::Apdu { seq: 3, len: 7300, send_ns: 1_000_030_000 });
         }
     }
 
@@ -295,9 +248,7 @@ mod tests {
         let mut d = StreamDecoder::new();
         let mut ev = Vec::new();
         d.feed(&bytes, |e| ev.push(e)).unwrap();
-        let StreamEvent::Apdu { send_ns, .. } = ev[2] else {
-            panic!()
-        };
+        let StreamEvent::Apdu { send_ns, .. } = ev[2] else { panic!() };
         assert_eq!(send_ns, 1_000_000_000 + ((1u64 << 32) + 4) * 1000);
     }
 

@@ -1,9 +1,7 @@
 //! The fuzz targets' properties, run on stable over deterministic pseudo-random inputs, so CI
 //! checks them on every change (the coverage-guided versions live in `fuzz/`).
 
-use horde_wire::{
-    log, ApduHeader, DatagramHeader, Record, StreamDecoder, StreamEvent, StreamHello, HELLO_LEN,
-};
+use horde_wire::{log, ApduHeader, DatagramHeader, Record, StreamDecoder, StreamEvent, StreamHello, HELLO_LEN};
 
 struct XorShift(u64);
 impl XorShift {
@@ -43,22 +41,12 @@ fn stream_decoder_survives_random_and_mutated_streams() {
     for round in 0..2_000 {
         // A valid stream, then (every other round) random bytes flipped in it, cut into random reads.
         let mut s = vec![0u8; HELLO_LEN];
-        StreamHello {
-            flags: 0,
-            flow: 1,
-            base_ns: 5,
-            tag: 0,
-        }
-        .emit(&mut s);
+        StreamHello { flags: 0, flow: 1, base_ns: 5, tag: 0 }.emit(&mut s);
         let apdus = r.next() % 20;
         for _ in 0..apdus {
             let len = 6 + (r.next() % 200) as u16;
             let mut a = vec![0u8; len as usize];
-            ApduHeader {
-                len,
-                offset_us: r.next() as u32,
-            }
-            .emit(&mut a);
+            ApduHeader { len, offset_us: r.next() as u32 }.emit(&mut a);
             s.extend(a);
         }
         let mutated = round % 2 == 1;
@@ -102,11 +90,7 @@ fn log_reader_never_panics() {
         let n = (r.next() % 200) as usize;
         let mut b = r.bytes(n);
         if n >= 32 && r.next().is_multiple_of(2) {
-            log::LogHeader {
-                role: log::Role::Receiver,
-                start_ns: 1,
-            }
-            .emit(&mut b);
+            log::LogHeader { role: log::Role::Receiver, start_ns: 1 }.emit(&mut b);
         }
         if let Ok((_, recs)) = log::read_all(&b) {
             for rec in recs.flatten() {

@@ -41,31 +41,17 @@ pub fn run(args: Args) -> Outcome {
     if args.fixed_hour {
         svc.hour_advances = false;
     }
-    let dur = horde_model::units::parse_duration_ns(&args.duration)
-        .map_err(|m| bad_input(anyhow::anyhow!("--duration: {m}")))?;
+    let dur = horde_model::units::parse_duration_ns(&args.duration).map_err(|m| bad_input(anyhow::anyhow!("--duration: {m}")))?;
     if dur == 0 {
-        return Err(bad_input(anyhow::anyhow!(
-            "--duration must be longer than 0"
-        )));
+        return Err(bad_input(anyhow::anyhow!("--duration must be longer than 0")));
     }
     if !(0.0..24.0).contains(&args.start_hour) {
-        return Err(bad_input(anyhow::anyhow!(
-            "--start-hour must be in 0..24 (got {})",
-            args.start_hour
-        )));
+        return Err(bad_input(anyhow::anyhow!("--start-hour must be in 0..24 (got {})", args.start_hour)));
     }
     if args.players == 0 || args.players > 1 << 24 {
-        return Err(bad_input(anyhow::anyhow!(
-            "--players must be 1..=16777216 (got {})",
-            args.players
-        )));
+        return Err(bad_input(anyhow::anyhow!("--players must be 1..=16777216 (got {})", args.players)));
     }
-    let p = Params {
-        players: args.players,
-        duration_s: dur as f64 / 1e9,
-        seed: args.seed,
-        start_hour: args.start_hour,
-    };
+    let p = Params { players: args.players, duration_s: dur as f64 / 1e9, seed: args.seed, start_hour: args.start_hour };
     let segs = behaviour::run(&svc, &p);
     if let Some(path) = &args.out {
         write_segments(&svc, &segs, path)?;
@@ -73,30 +59,20 @@ pub fn run(args: Args) -> Outcome {
     let sum = behaviour::summarise(&svc, &p, &segs);
     print_summary(&sum, segs.len());
     if let Some(path) = &args.summary_json {
-        super::write_out(
-            path,
-            &serde_json::to_string_pretty(&sum).expect("summary serialises"),
-        )?;
+        super::write_out(path, &serde_json::to_string_pretty(&sum).expect("summary serialises"))?;
     }
     Ok(0)
 }
 
 fn write_segments(svc: &Service, segs: &[Segment], path: &std::path::Path) -> anyhow::Result<()> {
-    let jsonl = path
-        .extension()
-        .is_some_and(|e| e == "jsonl" || e == "json");
+    let jsonl = path.extension().is_some_and(|e| e == "jsonl" || e == "json");
     let mut w: Box<dyn Write> = if path == std::path::Path::new("-") {
         Box::new(std::io::stdout().lock())
     } else {
-        Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        ))
+        Box::new(std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?))
     };
     if !jsonl {
-        writeln!(
-            w,
-            "player,category,sub_activity,start_s,end_s,complete,hour"
-        )?;
+        writeln!(w, "player,category,sub_activity,start_s,end_s,complete,hour")?;
     }
     for s in segs {
         let st = &svc.states[s.state as usize];
@@ -108,11 +84,7 @@ fn write_segments(svc: &Service, segs: &[Segment], path: &std::path::Path) -> an
                 serde_json::json!({"player": s.player, "category": st.name, "sub_activity": sub, "start_s": s.start_s, "end_s": s.end_s, "complete": s.complete, "hour": s.hour})
             )?;
         } else {
-            writeln!(
-                w,
-                "{},{},{},{:.6},{:.6},{},{}",
-                s.player, st.name, sub, s.start_s, s.end_s, s.complete, s.hour
-            )?;
+            writeln!(w, "{},{},{},{:.6},{:.6},{},{}", s.player, st.name, sub, s.start_s, s.end_s, s.complete, s.hour)?;
         }
     }
     w.flush()?;
@@ -124,13 +96,9 @@ fn print_summary(sum: &behaviour::Summary, n: usize) {
         "horde behave: service {}, {} players, {:.0} s from hour {}, seed {}: {} stays",
         sum.service, sum.players, sum.duration_s, sum.start_hour, sum.seed, n
     );
-    println!(
-        "{:<16} {:>10} {:>12} {:>9} {:>14} {:>14}",
-        "category", "time share", "model share", "stays", "mean dwell s", "model dwell s"
-    );
+    println!("{:<16} {:>10} {:>12} {:>9} {:>14} {:>14}", "category", "time share", "model share", "stays", "mean dwell s", "model dwell s");
     for s in &sum.states {
-        let opt =
-            |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
+        let opt = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
         println!(
             "{:<16} {:>10.4} {:>12} {:>9} {:>14.1} {:>14}",
             s.state,

@@ -36,16 +36,11 @@ pub struct Args {
 pub fn load_logs(paths: &[PathBuf]) -> Result<Vec<LoadedLog>, crate::Failure> {
     let mut logs = Vec::new();
     for p in paths {
-        let bytes = std::fs::read(p)
-            .with_context(|| format!("reading log {}", p.display()))
-            .map_err(bad_input)?;
-        let l = load(&bytes).map_err(|e| bad_input(anyhow::anyhow!("{}: not a Horde log ({e}); logs come from `horde send --log` or `horde recv --log`", p.display())))?;
+        let bytes = std::fs::read(p).with_context(|| format!("reading log {}", p.display())).map_err(bad_input)?;
+        let l = load(&bytes)
+            .map_err(|e| bad_input(anyhow::anyhow!("{}: not a Horde log ({e}); logs come from `horde send --log` or `horde recv --log`", p.display())))?;
         if l.trailing_bytes > 0 {
-            eprintln!(
-                "horde decode: note: {} ends with a partial record ({} bytes), ignored",
-                p.display(),
-                l.trailing_bytes
-            );
+            eprintln!("horde decode: note: {} ends with a partial record ({} bytes), ignored", p.display(), l.trailing_bytes);
         }
         logs.push(l);
     }
@@ -53,19 +48,12 @@ pub fn load_logs(paths: &[PathBuf]) -> Result<Vec<LoadedLog>, crate::Failure> {
 }
 
 pub fn run(args: Args) -> Outcome {
-    let window_ns = args
-        .window
-        .as_deref()
-        .map(horde_model::units::parse_duration_ns)
-        .transpose()
-        .map_err(|m| bad_input(anyhow::anyhow!("--window: {m}")))?;
+    let window_ns = args.window.as_deref().map(horde_model::units::parse_duration_ns).transpose().map_err(|m| bad_input(anyhow::anyhow!("--window: {m}")))?;
     if window_ns == Some(0) {
         return Err(bad_input(anyhow::anyhow!("--window must be longer than 0")));
     }
     if args.windows_csv.is_some() && window_ns.is_none() {
-        return Err(bad_input(anyhow::anyhow!(
-            "--windows-csv needs --window, e.g. --window 100ms"
-        )));
+        return Err(bad_input(anyhow::anyhow!("--windows-csv needs --window, e.g. --window 100ms")));
     }
     let logs = load_logs(&args.logs)?;
     let a = analyse(&logs, Options { window_ns });

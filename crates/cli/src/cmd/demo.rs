@@ -52,12 +52,33 @@ size = "discrete(6:4.57, 10:8.00, 14:16.28, 19:4.04, 22:8.28, 35:55.70, 51:3.13)
 repeat = 50
 "#;
 
-/// Runs the embedded demo scenario on loopback (no root) and writes a report directory.
+/// The embedded default scenario of `horde demo`: a WoW evening on loopback.
+pub const DEMO_SCENARIO: &str = r#"# horde demo: World of Warcraft players on loopback, both directions
+name = "demo"
+service = "wow"
+players = 300
+duration = "30s"
+seed = 1
+start_hour = 20
+server = "127.0.0.1:0"
+"#;
+
+/// Runs the embedded default scenario on loopback (no root): 300 WoW players for 30 s, both
+/// directions, then a summary and a report. `--engine` runs the packet-engine demo instead.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// How long the traffic runs
-    #[arg(short = 't', long, default_value = "10s", value_parser = super::duration, value_name = "DURATION")]
-    pub duration: Duration,
+    /// How long the traffic runs (default 30s; 10s with --engine)
+    #[arg(short = 't', long, value_parser = super::duration, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+    /// Players in the WoW scenario
+    #[arg(short, long, default_value_t = 300)]
+    pub players: u32,
+    /// Run the packet-engine demo (game, voice and telnet flows, one-way and round trip)
+    #[arg(long)]
+    pub engine: bool,
+    /// No live progress line
+    #[arg(short, long)]
+    pub quiet: bool,
     /// Directory for logs and the report (default: horde-out/demo-<unix time>)
     #[arg(short = 'o', long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -67,57 +88,38 @@ pub struct Args {
 }
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
-    if args.duration.is_zero() || args.duration > Duration::from_secs(3600) {
-        return Err(bad_input(anyhow::anyhow!(
-            "--duration must be between 1ms and 1h"
-        )));
+    let duration = args.duration.unwrap_or(Duration::from_secs(if args.engine { 10 } else { 30 }));
+    if duration.is_zero() || duration > Duration::from_secs(3600) {
+        return Err(bad_input(anyhow::anyhow!("--duration must be between 1ms and 1h")));
     }
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from(format!(
-            "horde-out/demo-{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0)
-        ))
-    });
-    std::fs::create_dir_all(&out)
-        .with_context(|| format!("creating report directory {}", out.display()))?;
+    let out = args.out.clone().unwrap_or_else(|| super::run::default_out("demo"));
+    if !args.engine {
+        let mut sc = horde_model::scenario::Scenario::parse(DEMO_SCENARIO, "embedded demo scenario", std::path::Path::new(".")).map_err(bad_input)?;
+        super::run::apply_overrides(&mut sc, Some(args.players), Some(&format!("{}ms", duration.as_millis())), Some(args.seed))?;
+        return super::run::execute(&sc, &out, !args.quiet, stop);
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("creating report directory {}", out.display()))?;
     let lo = |p| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p);
-    let ropts = RecvOptions {
-        udp: vec![lo(0), lo(0)],
-        tcp: vec![lo(0)],
-        log: Some(out.join("recv.hlog")),
-        ..Default::default()
-    };
+    let ropts = RecvOptions { udp: vec![lo(0), lo(0)], tcp: vec![lo(0)], log: Some(out.join("recv.hlog")), ..Default::default() };
     let rx_stop = AtomicBool::new(false);
     let (tx_addr, rx_addr) = std::sync::mpsc::channel();
-    eprintln!("horde demo: {} of quake3, counter-strike, voice (RTT), telnet and 50 MMO clients on loopback", super::super::cmd::decode_fmt_duration(args.duration));
+    eprintln!("horde demo: {} of quake3, counter-strike, voice (RTT), telnet and 50 MMO clients on loopback", super::decode_fmt_duration(duration));
     let (recv_res, send_res) = std::thread::scope(|s| {
         let rx_stop = &rx_stop;
         let ropts = &ropts;
         let h = s.spawn(move || receiver::run(ropts, rx_stop, |b| drop(tx_addr.send(b.to_vec()))));
         let bound: Vec<SocketAddr> = match rx_addr.recv() {
             Ok(b) => b,
-            Err(_) => {
-                return (
-                    h.join().expect("receiver thread"),
-                    Err(anyhow::anyhow!("receiver did not start")),
-                )
-            }
+            Err(_) => return (h.join().expect("receiver thread"), Err(anyhow::anyhow!("receiver did not start"))),
         };
         let text = DEMO_FLOWS
-            .replace("DURATION", &format!("{}ms", args.duration.as_millis()))
+            .replace("DURATION", &format!("{}ms", duration.as_millis()))
             .replace("UDP_A", &bound[0].to_string())
             .replace("UDP_B", &bound[1].to_string())
             .replace("TCP", &bound[2].to_string());
         let send = (|| {
-            let flows = FlowFile::parse_and_resolve(&text, args.seed)
-                .map_err(|e| anyhow::anyhow!("embedded scenario: {e}"))?;
-            let sopts = SendOptions {
-                log: Some(out.join("send.hlog")),
-                ..Default::default()
-            };
+            let flows = FlowFile::parse_and_resolve(&text, args.seed).map_err(|e| anyhow::anyhow!("embedded scenario: {e}"))?;
+            let sopts = SendOptions { log: Some(out.join("send.hlog")), ..Default::default() };
             Ok(sender::run(flows, &sopts, stop)?)
         })();
         std::thread::sleep(Duration::from_millis(300));
@@ -131,23 +133,13 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     super::send::print_report(&sreport);
     super::recv::print_report(&rreport);
     let logs = super::decode::load_logs(&[out.join("send.hlog"), out.join("recv.hlog")])?;
-    let a = analyse(
-        &logs,
-        Options {
-            window_ns: Some(1_000_000_000),
-        },
-    );
+    let a = analyse(&logs, Options { window_ns: Some(1_000_000_000) });
     println!();
     print!("{}", export::table(&a, 12));
     std::fs::write(out.join("summary.json"), export::json(&a)).context("writing summary.json")?;
     std::fs::write(out.join("flows.csv"), export::flows_csv(&a)).context("writing flows.csv")?;
-    std::fs::write(out.join("windows.csv"), export::windows_csv(&a.windows))
-        .context("writing windows.csv")?;
-    std::fs::write(
-        out.join("index.html"),
-        horde_stats::html::page("Horde demo", &a),
-    )
-    .context("writing index.html")?;
+    std::fs::write(out.join("windows.csv"), export::windows_csv(&a.windows)).context("writing windows.csv")?;
+    std::fs::write(out.join("index.html"), horde_stats::html::page("Horde demo", &a)).context("writing index.html")?;
     println!("\nreport: {}/index.html (also summary.json, flows.csv, windows.csv; logs send.hlog, recv.hlog)", out.display());
     Ok(if sreport.interrupted { 130 } else { 0 })
 }

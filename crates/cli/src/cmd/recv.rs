@@ -45,11 +45,7 @@ pub struct Args {
 pub fn parse_ports(s: &str) -> Result<Vec<u16>, String> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let port = |p: &str| {
-            p.trim()
-                .parse::<u16>()
-                .map_err(|_| format!("`{p}` is not a port number 1..65535"))
-        };
+        let port = |p: &str| p.trim().parse::<u16>().map_err(|_| format!("`{p}` is not a port number 1..65535"));
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (port(a)?, port(b)?);
@@ -69,11 +65,7 @@ pub fn parse_ports(s: &str) -> Result<Vec<u16>, String> {
 
 pub fn options(args: &Args) -> Result<RecvOptions, crate::Failure> {
     let ports = |o: &Option<String>, flag: &str| -> Result<Vec<u16>, crate::Failure> {
-        o.as_deref()
-            .map(parse_ports)
-            .transpose()
-            .map(|v| v.unwrap_or_default())
-            .map_err(|m| bad_input(anyhow::anyhow!("--{flag}: {m}")))
+        o.as_deref().map(parse_ports).transpose().map(|v| v.unwrap_or_default()).map_err(|m| bad_input(anyhow::anyhow!("--{flag}: {m}")))
     };
     let both = ports(&args.port, "port")?;
     let mut udp = ports(&args.udp, "udp")?;
@@ -99,20 +91,12 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let opts = options(&args)?;
     let report = receiver::run(&opts, stop, |bound| {
         let list: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
-        eprintln!(
-            "horde recv: listening on {} (udp: {}, tcp: {}); Ctrl-C stops",
-            list.join(" "),
-            opts.udp.len(),
-            opts.tcp.len()
-        );
+        eprintln!("horde recv: listening on {} (udp: {}, tcp: {}); Ctrl-C stops", list.join(" "), opts.udp.len(), opts.tcp.len());
     })
     .context("receiving")?;
     print_report(&report);
     if let Some(p) = &args.json {
-        super::write_out(
-            p,
-            &serde_json::to_string_pretty(&report).expect("report serialises"),
-        )?;
+        super::write_out(p, &serde_json::to_string_pretty(&report).expect("report serialises"))?;
     }
     Ok(if report.interrupted { 130 } else { 0 })
 }
@@ -129,10 +113,7 @@ pub fn print_report(r: &RecvReport) {
         if r.interrupted { " — interrupted" } else { "" }
     );
     if r.garbage_datagrams + r.garbage_streams > 0 {
-        eprintln!(
-            "  ignored: {} datagram(s) and {} TCP stream(s) that were not Horde traffic",
-            r.garbage_datagrams, r.garbage_streams
-        );
+        eprintln!("  ignored: {} datagram(s) and {} TCP stream(s) that were not Horde traffic", r.garbage_datagrams, r.garbage_streams);
     }
     if let Some(p) = &r.log {
         eprintln!("  log: {} ({} records)", p.display(), r.log_records);

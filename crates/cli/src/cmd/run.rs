@@ -55,31 +55,19 @@ struct Players {
 
 impl Players {
     fn schedule(&self, player: u32, dir: Direction) -> Source {
-        Box::new(PlayerSchedule::new(
-            self.segments[player as usize].clone(),
-            self.traffic.clone(),
-            dir,
-            self.seed,
-            Transport::Tcp,
-            self.duration_s,
-        ))
+        Box::new(PlayerSchedule::new(self.segments[player as usize].clone(), self.traffic.clone(), dir, self.seed, Transport::Tcp, self.duration_s))
     }
 }
 
 impl Responder for Players {
     fn on_hello(&self, hello: &StreamHello) -> Option<(Source, u32)> {
         let player = hello.tag >> 8;
-        ((player as usize) < self.segments.len())
-            .then(|| (self.schedule(player, Direction::Down), hello.tag))
+        ((player as usize) < self.segments.len()).then(|| (self.schedule(player, Direction::Down), hello.tag))
     }
 
     fn classify(&self, tag: u32, rel_ns: i64) -> u32 {
         let player = (tag >> 8) as usize;
-        let class = self
-            .segments
-            .get(player)
-            .and_then(|s| behaviour::state_at(s, rel_ns as f64 / 1e9))
-            .map_or(0, |s| s.state as u32);
+        let class = self.segments.get(player).and_then(|s| behaviour::state_at(s, rel_ns as f64 / 1e9)).map_or(0, |s| s.state as u32);
         (tag & !0xFF) | class
     }
 }
@@ -104,77 +92,57 @@ pub fn load(args: &Args) -> Result<Scenario, crate::Failure> {
     Ok(sc)
 }
 
-pub fn apply_overrides(
-    sc: &mut Scenario,
-    players: Option<u32>,
-    duration: Option<&str>,
-    seed: Option<u64>,
-) -> Result<(), crate::Failure> {
+pub fn apply_overrides(sc: &mut Scenario, players: Option<u32>, duration: Option<&str>, seed: Option<u64>) -> Result<(), crate::Failure> {
+    let before = (sc.players, sc.duration_s, sc.seed);
     if let Some(p) = players {
         if p == 0 || p > horde_model::scenario::MAX_PLAYERS {
-            return Err(bad_input(anyhow::anyhow!(
-                "--players must be 1..={}",
-                horde_model::scenario::MAX_PLAYERS
-            )));
+            return Err(bad_input(anyhow::anyhow!("--players must be 1..={}", horde_model::scenario::MAX_PLAYERS)));
         }
         sc.players = p;
     }
     if let Some(d) = duration {
-        let ns = horde_model::units::parse_duration_ns(d)
-            .map_err(|m| bad_input(anyhow::anyhow!("--duration: {m}")))?;
+        let ns = horde_model::units::parse_duration_ns(d).map_err(|m| bad_input(anyhow::anyhow!("--duration: {m}")))?;
         if ns == 0 {
-            return Err(bad_input(anyhow::anyhow!(
-                "--duration must be longer than 0"
-            )));
+            return Err(bad_input(anyhow::anyhow!("--duration must be longer than 0")));
         }
         sc.duration_s = ns as f64 / 1e9;
     }
     if let Some(s) = seed {
         sc.seed = s;
     }
+    // The report shows the scenario as run.
+    let changed = [
+        ("players", (sc.players != before.0).then(|| sc.players.to_string())),
+        ("duration", (sc.duration_s != before.1).then(|| format!("\"{}s\"", sc.duration_s))),
+        ("seed", (sc.seed != before.2).then(|| sc.seed.to_string())),
+    ];
+    for (what, set) in changed {
+        if let Some(v) = set {
+            sc.text.push_str(&format!("# overridden on the command line: {what} = {v}\n"));
+        }
+    }
     Ok(())
 }
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let sc = load(&args)?;
-    let name = args
-        .scenario
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "run".into());
+    let name = args.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
     let out = args.out.clone().unwrap_or_else(|| default_out(&name));
     execute(&sc, &out, !args.quiet, stop)
 }
 
 pub fn default_out(name: &str) -> PathBuf {
-    PathBuf::from(format!(
-        "horde-out/{name}-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0)
-    ))
+    PathBuf::from(format!("horde-out/{name}-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)))
 }
 
 /// Runs a validated scenario and writes the report into `out`.
 pub fn execute(sc: &Scenario, out: &Path, progress: bool, stop: &AtomicBool) -> Outcome {
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("creating report directory {}", out.display()))?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display()))?;
     let t_plan = Instant::now();
     let params = sc.behaviour_params();
-    let segments: Vec<Vec<Segment>> = (0..sc.players)
-        .map(|p| behaviour::player(&sc.service, &params, p))
-        .collect();
-    let traffic = sc
-        .service
-        .bind(&sc.variables)
-        .map_err(|(f, m)| bad_input(anyhow::anyhow!("{}: {f}: {m}", sc.name)))?;
-    let players = Arc::new(Players {
-        segments: Arc::new(segments),
-        traffic: Arc::new(traffic),
-        seed: sc.seed,
-        duration_s: sc.duration_s,
-    });
+    let segments: Vec<Vec<Segment>> = (0..sc.players).map(|p| behaviour::player(&sc.service, &params, p)).collect();
+    let traffic = sc.service.bind(&sc.variables).map_err(|(f, m)| bad_input(anyhow::anyhow!("{}: {f}: {m}", sc.name)))?;
+    let players = Arc::new(Players { segments: Arc::new(segments), traffic: Arc::new(traffic), seed: sc.seed, duration_s: sc.duration_s });
     eprintln!(
         "horde run: {} — {} {} players for {:.0} s from hour {} (seed {}); behaviour planned in {:.2} s",
         sc.name,
@@ -200,23 +168,11 @@ pub fn execute(sc: &Scenario, out: &Path, progress: bool, stop: &AtomicBool) -> 
         let players = players_ref;
         let server_opts = &server_opts;
         let server_stop = &server_stop;
-        let server = s.spawn(move || {
-            sender::serve(&[sc.server], server_opts, server_stop, |b| {
-                drop(tx.send(b.to_vec()))
-            })
-        });
+        let server = s.spawn(move || sender::serve(&[sc.server], server_opts, server_stop, |b| drop(tx.send(b.to_vec()))));
         let Ok(bound) = rx.recv() else {
-            return (
-                server.join().expect("server thread"),
-                Err(anyhow::anyhow!("the server side did not start")),
-            );
+            return (server.join().expect("server thread"), Err(anyhow::anyhow!("the server side did not start")));
         };
-        let jobs: Vec<Job> = (0..sc.players)
-            .map(|p| Job {
-                flow: player_flow(p, bound[0]),
-                source: Some(players.schedule(p, Direction::Up)),
-            })
-            .collect();
+        let jobs: Vec<Job> = (0..sc.players).map(|p| Job { flow: player_flow(p, bound[0]), source: Some(players.schedule(p, Direction::Up)) }).collect();
         let copts = SendOptions {
             threads: sc.threads,
             log: Some(out.join("client.hlog")),
@@ -237,10 +193,7 @@ pub fn execute(sc: &Scenario, out: &Path, progress: bool, stop: &AtomicBool) -> 
             r
         });
         server_stop.store(true, Ordering::Relaxed);
-        (
-            server.join().expect("server thread"),
-            client.map_err(anyhow::Error::from),
-        )
+        (server.join().expect("server thread"), client.map_err(anyhow::Error::from))
     });
     let server_report = server_res.context("server side")?;
     let client = client_res.context("client side")?;
@@ -278,7 +231,7 @@ fn show_progress(sc: &Scenario, segments: &[Vec<Segment>], p: &Progress, done: &
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(250));
         tick += 1;
-        if tick % 4 != 0 {
+        if !tick.is_multiple_of(4) {
             continue;
         }
         let t = start.elapsed().as_secs_f64();
@@ -294,13 +247,7 @@ fn show_progress(sc: &Scenario, segments: &[Vec<Segment>], p: &Progress, done: &
             p.recv_packets.load(Ordering::Relaxed),
             p.recv_bytes.load(Ordering::Relaxed),
         );
-        let cats: Vec<String> = sc
-            .service
-            .states
-            .iter()
-            .zip(&counts)
-            .map(|(st, c)| format!("{} {c}", st.name))
-            .collect();
+        let cats: Vec<String> = sc.service.states.iter().zip(&counts).map(|(st, c)| format!("{} {c}", st.name)).collect();
         let line = format!(
             "t={t:>5.0}s  up {:>7} pkt/s {:>8.1} kbit/s  down {:>7} pkt/s {:>8.1} kbit/s  | {}",
             s - last_sent,
@@ -312,7 +259,7 @@ fn show_progress(sc: &Scenario, segments: &[Vec<Segment>], p: &Progress, done: &
         (last_sent, last_sb, last_recv, last_rb) = (s, sb, r, rb);
         if tty {
             eprint!("\r{line}\x1b[K");
-        } else if tick % 20 == 0 {
+        } else if tick.is_multiple_of(20) {
             eprintln!("{line}");
         }
     }
@@ -321,33 +268,18 @@ fn show_progress(sc: &Scenario, segments: &[Vec<Segment>], p: &Progress, done: &
     }
 }
 
-fn report(
-    sc: &Scenario,
-    out: &Path,
-    players: &Players,
-    client: &SendReport,
-    server: &SendReport,
-) -> anyhow::Result<()> {
+fn report(sc: &Scenario, out: &Path, players: &Players, client: &SendReport, server: &SendReport) -> anyhow::Result<()> {
     let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
         let bytes = std::fs::read(out.join(f)).with_context(|| format!("reading {f}"))?;
-        Ok(horde_stats::load(&bytes)
-            .map_err(|e| anyhow::anyhow!("{f}: {e}"))?
-            .records)
+        Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{f}: {e}"))?.records)
     };
     let (c, s) = (load("client.hlog")?, load("server.hlog")?);
-    let ctx = Context {
-        service: &sc.service,
-        traffic: &players.traffic,
-        segments: &players.segments,
-        duration_s: sc.duration_s,
-        epoch_ns: client.t0_real_ns,
-    };
+    let ctx = Context { service: &sc.service, traffic: &players.traffic, segments: &players.segments, duration_s: sc.duration_s, epoch_ns: client.t0_real_ns };
     let g = game::analyse(&ctx, &c, &s);
     let charts = horde_stats::html::game_charts(&g, &ctx);
     std::fs::create_dir_all(out.join("charts")).context("creating charts/")?;
     for (name, svg) in &charts {
-        std::fs::write(out.join("charts").join(name), svg)
-            .with_context(|| format!("writing charts/{name}"))?;
+        std::fs::write(out.join("charts").join(name), svg).with_context(|| format!("writing charts/{name}"))?;
     }
     let summary = Summary {
         scenario: &sc.name,
@@ -361,44 +293,24 @@ fn report(
         server_connections: server.flows.len() as u64,
         analysis: &g,
     };
-    std::fs::write(
-        out.join("summary.json"),
-        serde_json::to_string_pretty(&summary)?,
-    )
-    .context("writing summary.json")?;
+    std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
     std::fs::write(out.join("scenario.toml"), &sc.text).context("writing scenario.toml")?;
     let page = horde_stats::html::game_page(
-        &format!(
-            "Horde run: {} ({} × {}, {:.0} s, seed {})",
-            sc.name, sc.players, sc.service.name, sc.duration_s, sc.seed
-        ),
+        &format!("Horde run: {} ({} × {}, {:.0} s, seed {})", sc.name, sc.players, sc.service.name, sc.duration_s, sc.seed),
         &sc.text,
         &g,
         &charts,
     );
     std::fs::write(out.join("index.html"), page).context("writing index.html")?;
     print_table(&g);
-    println!(
-        "\nreport: {}/index.html (summary.json, charts/*.svg, logs client.hlog and server.hlog)",
-        out.display()
-    );
+    println!("\nreport: {}/index.html (summary.json, charts/*.svg, logs client.hlog and server.hlog)", out.display());
     Ok(())
 }
 
 fn print_table(g: &GameAnalysis) {
     println!(
         "\n{:<15} {:>6} {:>5} {:>9} {:>6} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9}",
-        "category",
-        "occ %",
-        "dir",
-        "APDUs",
-        "lost",
-        "kbit/s",
-        "APDU/s/p",
-        "model",
-        "KS size",
-        "KS IAT",
-        "delay ms"
+        "category", "occ %", "dir", "APDUs", "lost", "kbit/s", "APDU/s/p", "model", "KS size", "KS IAT", "delay ms"
     );
     let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
     for c in &g.categories {
@@ -419,22 +331,6 @@ fn print_table(g: &GameAnalysis) {
             );
         }
     }
-    println!(
-        "{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}",
-        "total",
-        "",
-        "up",
-        g.up.received,
-        g.up.lost,
-        g.up.bitrate_bps / 1e3
-    );
-    println!(
-        "{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}",
-        "total",
-        "",
-        "down",
-        g.down.received,
-        g.down.lost,
-        g.down.bitrate_bps / 1e3
-    );
+    println!("{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}", "total", "", "up", g.up.received, g.up.lost, g.up.bitrate_bps / 1e3);
+    println!("{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}", "total", "", "down", g.down.received, g.down.lost, g.down.bitrate_bps / 1e3);
 }

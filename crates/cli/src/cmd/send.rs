@@ -12,9 +12,7 @@ use crate::{bad_input, Outcome};
 
 /// Flow flags (one flow), shared with the demo.
 #[derive(clap::Args, Debug, Clone, Default)]
-#[command(
-    next_help_heading = "One flow from flags (see `horde presets` for the distribution syntax)"
-)]
+#[command(next_help_heading = "One flow from flags (see `horde presets` for the distribution syntax)")]
 pub struct FlowFlags {
     /// Receiver address, IP:PORT (e.g. 127.0.0.1:9000 or [::1]:9000)
     #[arg(short = 'a', long, value_name = "IP:PORT")]
@@ -111,45 +109,9 @@ pub struct Args {
 
 impl FlowFlags {
     fn any(&self) -> bool {
-        let FlowFlags {
-            dst,
-            src,
-            transport,
-            idt,
-            rate,
-            size,
-            preset,
-            on,
-            off,
-            dscp,
-            tos,
-            ttl,
-            nagle,
-            duration,
-            packets,
-            bytes,
-            start_delay,
-            meter,
-            count,
-        } = self;
-        [
-            dst,
-            src,
-            transport,
-            idt,
-            rate,
-            size,
-            preset,
-            on,
-            off,
-            duration,
-            packets,
-            bytes,
-            start_delay,
-            meter,
-        ]
-        .iter()
-        .any(|o| o.is_some())
+        let FlowFlags { dst, src, transport, idt, rate, size, preset, on, off, dscp, tos, ttl, nagle, duration, packets, bytes, start_delay, meter, count } =
+            self;
+        [dst, src, transport, idt, rate, size, preset, on, off, duration, packets, bytes, start_delay, meter].iter().any(|o| o.is_some())
             || dscp.is_some()
             || tos.is_some()
             || ttl.is_some()
@@ -191,22 +153,20 @@ pub fn flows_from(args: &Args) -> Result<Vec<Flow>, crate::Failure> {
     let mut flows = match &args.flows {
         Some(path) => {
             if args.flow.any() {
-                return Err(bad_input(anyhow::anyhow!("one-flow flags (--dst, --rate, ...) cannot be combined with --flows; put them in the file's [defaults] table")));
+                return Err(bad_input(anyhow::anyhow!(
+                    "one-flow flags (--dst, --rate, ...) cannot be combined with --flows; put them in the file's [defaults] table"
+                )));
             }
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading flow file {}", path.display()))
-                .map_err(bad_input)?;
-            FlowFile::parse_and_resolve(&text, args.seed)
-                .map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", path.display())))?
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading flow file {}", path.display())).map_err(bad_input)?;
+            FlowFile::parse_and_resolve(&text, args.seed).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", path.display())))?
         }
         None => {
             if args.flow.dst.is_none() {
-                return Err(bad_input(anyhow::anyhow!("no destination: give --dst IP:PORT (and --rate/--idt, --size or --preset), or a flow file with --flows FILE")));
+                return Err(bad_input(anyhow::anyhow!(
+                    "no destination: give --dst IP:PORT (and --rate/--idt, --size or --preset), or a flow file with --flows FILE"
+                )));
             }
-            args.flow
-                .to_raw()
-                .resolve_all(0, args.seed, "flow")
-                .map_err(|e| bad_input(anyhow::anyhow!("{e}")))?
+            args.flow.to_raw().resolve_all(0, args.seed, "flow").map_err(|e| bad_input(anyhow::anyhow!("{e}")))?
         }
     };
     for f in &mut flows {
@@ -231,22 +191,13 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let report = sender::run(flows, &opts, stop).context("sending")?;
     print_report(&report);
     if let Some(p) = &args.json {
-        super::write_out(
-            p,
-            &serde_json::to_string_pretty(&report).expect("report serialises"),
-        )?;
+        super::write_out(p, &serde_json::to_string_pretty(&report).expect("report serialises"))?;
     }
     Ok(if report.interrupted { 130 } else { 0 })
 }
 
 pub fn print_report(r: &SendReport) {
-    let rate = if r.duration_s > 0.0 {
-        (r.packets
-            .saturating_sub(r.flows.iter().filter(|f| f.packets > 0).count() as u64)) as f64
-            / r.duration_s
-    } else {
-        0.0
-    };
+    let rate = if r.duration_s > 0.0 { (r.packets.saturating_sub(r.flows.iter().filter(|f| f.packets > 0).count() as u64)) as f64 / r.duration_s } else { 0.0 };
     eprintln!(
         "horde send: {} flow(s) on {} thread(s): {} packets, {} bytes in {:.3} s ({:.1} pkt/s){}",
         r.flows.len(),
@@ -255,14 +206,13 @@ pub fn print_report(r: &SendReport) {
         r.bytes,
         r.duration_s,
         rate,
-        if r.interrupted {
-            " — interrupted"
-        } else {
-            ""
-        }
+        if r.interrupted { " — interrupted" } else { "" }
     );
     let l = &r.lateness;
-    eprintln!("  lateness (actual − scheduled departure): p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us; {} packet(s) > 1 ms late", l.p50_us, l.p99_us, l.p999_us, l.max_us, l.over_1ms);
+    eprintln!(
+        "  lateness (actual − scheduled departure): p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us; {} packet(s) > 1 ms late",
+        l.p50_us, l.p99_us, l.p999_us, l.max_us, l.over_1ms
+    );
     if r.connect_s > 0.0 {
         eprintln!("  TCP: all connections established in {:.3} s", r.connect_s);
     }

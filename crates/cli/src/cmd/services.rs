@@ -33,11 +33,7 @@ pub fn run(args: Args) -> Outcome {
                     "  {:<18} {:<4} states: {:<55} {}",
                     name,
                     s.transport.name(),
-                    s.states
-                        .iter()
-                        .map(|x| x.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    s.states.iter().map(|x| x.name.as_str()).collect::<Vec<_>>().join(", "),
                     s.description
                 );
             }
@@ -50,12 +46,7 @@ pub fn run(args: Args) -> Outcome {
         }
         Some(What::Check { file }) => {
             let s = Service::load(&file).map_err(bad_input)?;
-            println!(
-                "{file}: ok — service `{}`, {} state(s), {}",
-                s.name,
-                s.states.len(),
-                s.transport.name()
-            );
+            println!("{file}: ok — service `{}`, {} state(s), {}", s.name, s.states.len(), s.transport.name());
             Ok(0)
         }
     }

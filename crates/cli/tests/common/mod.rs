@@ -43,32 +43,13 @@ pub struct Recv {
 impl Recv {
     /// Starts `horde recv` with `args` (use `--udp 0 --tcp 0` for ephemeral ports).
     pub fn start(args: &[&str]) -> Recv {
-        let mut child = horde()
-            .arg("recv")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn horde recv");
+        let mut child = horde().arg("recv").args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn horde recv");
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         stderr.read_line(&mut line).unwrap();
-        let list = line
-            .split("listening on ")
-            .nth(1)
-            .unwrap_or_else(|| panic!("unexpected recv banner: {line}"));
-        let addrs = list
-            .split(" (")
-            .next()
-            .unwrap()
-            .split_whitespace()
-            .map(|a| a.parse().unwrap())
-            .collect();
-        Recv {
-            child,
-            addrs,
-            stderr,
-        }
+        let list = line.split("listening on ").nth(1).unwrap_or_else(|| panic!("unexpected recv banner: {line}"));
+        let addrs = list.split(" (").next().unwrap().split_whitespace().map(|a| a.parse().unwrap()).collect();
+        Recv { child, addrs, stderr }
     }
 
     /// Sends SIGTERM and waits; returns the exit code and the rest of stderr.
@@ -100,26 +81,17 @@ pub fn run(cmd: &mut Command) -> Output {
 }
 
 pub fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 /// Decodes logs through the real binary and returns the JSON analysis.
 pub fn decode(logs: &[&Path]) -> serde_json::Value {
-    let out = run(horde()
-        .arg("decode")
-        .args(logs)
-        .args(["--quiet", "--json", "-"]));
+    let out = run(horde().arg("decode").args(logs).args(["--quiet", "--json", "-"]));
     assert!(out.status.success(), "decode failed: {}", text(&out));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// All records of a log, parsed with the wire crate (independently of the decoder).
 pub fn records(p: &Path) -> Vec<horde_wire::Record> {
-    horde_stats::load(&std::fs::read(p).unwrap())
-        .unwrap()
-        .records
+    horde_stats::load(&std::fs::read(p).unwrap()).unwrap().records
 }

@@ -30,13 +30,7 @@ pub struct ParseError {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} in `{}` at character {}",
-            self.msg,
-            self.input,
-            self.pos + 1
-        )
+        write!(f, "{} in `{}` at character {}", self.msg, self.input, self.pos + 1)
     }
 }
 
@@ -52,16 +46,8 @@ const FAMILIES: &[(&str, &[&str], &[&str])] = &[
     ("gamma", &[], &["shape", "scale"]),
     ("weibull", &[], &["scale", "shape"]),
     ("poisson", &[], &["mean"]),
-    (
-        "student_t",
-        &["t", "studentt"],
-        &["location", "scale", "dof"],
-    ),
-    (
-        "extreme_largest",
-        &["lev", "gumbel", "extreme"],
-        &["location", "scale"],
-    ),
+    ("student_t", &["t", "studentt"], &["location", "scale", "dof"]),
+    ("extreme_largest", &["lev", "gumbel", "extreme"], &["location", "scale"]),
     ("extreme_smallest", &["sev"], &["location", "scale"]),
     ("discrete", &[], &[]),
     ("mix", &["mixture"], &[]),
@@ -69,17 +55,9 @@ const FAMILIES: &[(&str, &[&str], &[&str])] = &[
     ("file", &[], &[]),
 ];
 
-fn family_of(
-    name: &str,
-) -> Option<&'static (
-    &'static str,
-    &'static [&'static str],
-    &'static [&'static str],
-)> {
+fn family_of(name: &str) -> Option<&'static (&'static str, &'static [&'static str], &'static [&'static str])> {
     let n = name.to_ascii_lowercase();
-    FAMILIES
-        .iter()
-        .find(|(f, al, _)| *f == n || al.contains(&n.as_str()))
+    FAMILIES.iter().find(|(f, al, _)| *f == n || al.contains(&n.as_str()))
 }
 
 /// The list of family names, for help texts and error messages.
@@ -103,11 +81,7 @@ impl Dist {
     /// `weibull(118.508 + 298.763*exp(-0.0119498*N), 1.41942*N^0.0681572)`.
     /// Operators `+ - * / ^`, parentheses, functions `exp ln log10 sqrt abs min max`.
     pub fn parse_with(s: &str, vars: &Vars) -> Result<Dist, ParseError> {
-        let mut p = Parser {
-            src: s,
-            pos: 0,
-            vars,
-        };
+        let mut p = Parser { src: s, pos: 0, vars };
         let d = p.spec()?;
         p.skip_ws();
         if p.pos < s.len() {
@@ -132,11 +106,7 @@ enum Arg {
 
 impl<'a> Parser<'a> {
     fn error(&self, msg: impl Into<String>) -> ParseError {
-        ParseError {
-            input: self.src.to_string(),
-            pos: self.pos,
-            msg: msg.into(),
-        }
+        ParseError { input: self.src.to_string(), pos: self.pos, msg: msg.into() }
     }
 
     fn rest(&self) -> &'a str {
@@ -169,9 +139,7 @@ impl<'a> Parser<'a> {
     fn word(&mut self) -> Option<&'a str> {
         self.skip_ws();
         let r = self.rest();
-        let n = r
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-            .unwrap_or(r.len());
+        let n = r.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).unwrap_or(r.len());
         if n == 0 || r.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
             return None;
         }
@@ -184,13 +152,7 @@ impl<'a> Parser<'a> {
         let r = self.rest();
         let n = r
             .char_indices()
-            .find(|&(i, c)| {
-                !(c.is_ascii_digit()
-                    || c == '.'
-                    || c == 'e'
-                    || c == 'E'
-                    || ((c == '-' || c == '+') && (i == 0 || r[..i].ends_with(['e', 'E']))))
-            })
+            .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || ((c == '-' || c == '+') && (i == 0 || r[..i].ends_with(['e', 'E'])))))
             .map(|(i, _)| i)
             .unwrap_or(r.len());
         let v = r[..n].parse::<f64>().ok()?;
@@ -204,9 +166,7 @@ impl<'a> Parser<'a> {
         let is_call = self.word().is_some_and(|n| family_of(n).is_some()) && self.eat('(');
         self.pos = start;
         if !is_call
-            && (self
-                .rest()
-                .starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '(' || c == '.')
+            && (self.rest().starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '(' || c == '.')
                 || self.word().is_some_and(|n| self.vars.contains_key(n)))
         {
             self.pos = start;
@@ -214,19 +174,12 @@ impl<'a> Parser<'a> {
         }
         self.pos = start;
         let Some(name) = self.word() else {
-            return Err(self.error(format!(
-                "expected a number or a distribution such as `exponential(10)`; families: {}",
-                family_names().join(", ")
-            )));
+            return Err(self.error(format!("expected a number or a distribution such as `exponential(10)`; families: {}", family_names().join(", "))));
         };
-        let Some(&(family, _, params)) = FAMILIES.iter().find(|(n, al, _)| {
-            *n == name.to_ascii_lowercase() || al.contains(&name.to_ascii_lowercase().as_str())
-        }) else {
+        let Some(&(family, _, params)) = FAMILIES.iter().find(|(n, al, _)| *n == name.to_ascii_lowercase() || al.contains(&name.to_ascii_lowercase().as_str()))
+        else {
             self.pos = start;
-            return Err(self.error(format!(
-                "unknown distribution `{name}`; use one of: {}",
-                family_names().join(", ")
-            )));
+            return Err(self.error(format!("unknown distribution `{name}`; use one of: {}", family_names().join(", "))));
         };
         self.expect('(')?;
         if family == "file" {
@@ -243,26 +196,13 @@ impl<'a> Parser<'a> {
         };
         let path = r[..end].trim().trim_matches(['"', '\'']).to_string();
         self.pos += end + 1;
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| self.error(format!("cannot read values file `{path}`: {e}")))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| self.error(format!("cannot read values file `{path}`: {e}")))?;
         let mut values = Vec::new();
-        for (i, tok) in text
-            .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
-            .filter(|t| !t.is_empty())
-            .enumerate()
-        {
-            let v = tok.parse::<f64>().map_err(|_| {
-                self.error(format!(
-                    "values file `{path}`: item {} (`{tok}`) is not a number",
-                    i + 1
-                ))
-            })?;
+        for (i, tok) in text.split(|c: char| c.is_whitespace() || c == ',' || c == ';').filter(|t| !t.is_empty()).enumerate() {
+            let v = tok.parse::<f64>().map_err(|_| self.error(format!("values file `{path}`: item {} (`{tok}`) is not a number", i + 1)))?;
             values.push(v);
         }
-        Ok(Dist::new(Kind::Trace {
-            source: path,
-            values: Arc::new(values),
-        }))
+        Ok(Dist::new(Kind::Trace { source: path, values: Arc::new(values) }))
     }
 
     fn args(&mut self) -> Result<Vec<Arg>, ParseError> {
@@ -286,8 +226,7 @@ impl<'a> Parser<'a> {
         if let Some(w) = self.number() {
             if self.eat('*') {
                 let after = self.pos;
-                let is_family =
-                    self.word().is_some_and(|n| family_of(n).is_some()) && self.eat('(');
+                let is_family = self.word().is_some_and(|n| family_of(n).is_some()) && self.eat('(');
                 self.pos = after;
                 if is_family {
                     return Ok(Arg::Weighted(w, self.spec()?));
@@ -299,9 +238,7 @@ impl<'a> Parser<'a> {
             if self.eat('=') {
                 let lower = key.to_ascii_lowercase();
                 if lower == "round" {
-                    let v = self
-                        .word()
-                        .ok_or_else(|| self.error("round needs floor, ceil, nearest or none"))?;
+                    let v = self.word().ok_or_else(|| self.error("round needs floor, ceil, nearest or none"))?;
                     return Ok(Arg::Named(lower, v.to_string()));
                 }
                 let v = self.expr()?;
@@ -311,9 +248,7 @@ impl<'a> Parser<'a> {
         self.pos = save;
         let v = self.expr().map_err(|e| {
             if self.pos == save {
-                self.error(
-                    "expected a number, `key=value`, `value:probability` or `weight*distribution`",
-                )
+                self.error("expected a number, `key=value`, `value:probability` or `weight*distribution`")
             } else {
                 e
             }
@@ -380,11 +315,7 @@ impl<'a> Parser<'a> {
         };
         if self.eat('(') {
             let a = self.expr()?;
-            let b = if self.eat(',') {
-                Some(self.expr()?)
-            } else {
-                None
-            };
+            let b = if self.eat(',') { Some(self.expr()?) } else { None };
             self.expect(')')?;
             return Ok(match (name, b) {
                 ("exp", None) => a.exp(),
@@ -414,18 +345,8 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn build(
-        &self,
-        family: &'static str,
-        params: &[&str],
-        args: Vec<Arg>,
-        start: usize,
-    ) -> Result<Dist, ParseError> {
-        let at = |msg: String| ParseError {
-            input: self.src.to_string(),
-            pos: start,
-            msg,
-        };
+    fn build(&self, family: &'static str, params: &[&str], args: Vec<Arg>, start: usize) -> Result<Dist, ParseError> {
+        let at = |msg: String| ParseError { input: self.src.to_string(), pos: start, msg };
         let mut vals: Vec<Option<f64>> = vec![None; params.len()];
         let mut pairs = Vec::new();
         let mut parts = Vec::new();
@@ -437,32 +358,17 @@ impl<'a> Parser<'a> {
                 Arg::Pos(v) if family == "values" => inline.push(v),
                 Arg::Pos(v) => {
                     if next_pos >= params.len() {
-                        return Err(at(format!(
-                            "{family} takes {} positional parameter(s) ({}), got more",
-                            params.len(),
-                            params.join(", ")
-                        )));
+                        return Err(at(format!("{family} takes {} positional parameter(s) ({}), got more", params.len(), params.join(", "))));
                     }
                     vals[next_pos] = Some(v);
                     next_pos += 1;
                 }
                 Arg::Pair(v, p) if family == "discrete" => pairs.push((v, p)),
-                Arg::Pair(..) => {
-                    return Err(at(format!(
-                        "`value:probability` pairs belong in discrete(...), not {family}"
-                    )))
-                }
+                Arg::Pair(..) => return Err(at(format!("`value:probability` pairs belong in discrete(...), not {family}"))),
                 Arg::Weighted(w, c) if family == "mix" => parts.push((w, c)),
-                Arg::Weighted(..) => {
-                    return Err(at(format!(
-                        "`weight*distribution` components belong in mix(...), not {family}"
-                    )))
-                }
+                Arg::Weighted(..) => return Err(at(format!("`weight*distribution` components belong in mix(...), not {family}"))),
                 Arg::Named(k, v) => {
-                    let num = || {
-                        v.parse::<f64>()
-                            .map_err(|_| at(format!("{family}: `{k}` needs a number (got `{v}`)")))
-                    };
+                    let num = || v.parse::<f64>().map_err(|_| at(format!("{family}: `{k}` needs a number (got `{v}`)")));
                     match k.as_str() {
                         "mul" => d.mul = num()?,
                         "shift" => d.shift = num()?,
@@ -482,20 +388,14 @@ impl<'a> Parser<'a> {
                                 "ceil" => Round::Ceil,
                                 "nearest" => Round::Nearest,
                                 "none" => Round::None,
-                                _ => {
-                                    return Err(at(format!(
-                                        "round must be floor, ceil, nearest or none (got `{v}`)"
-                                    )))
-                                }
+                                _ => return Err(at(format!("round must be floor, ceil, nearest or none (got `{v}`)"))),
                             }
                         }
                         "rate" if family == "exponential" => {
                             let r = num()?;
                             vals[0] = Some(1.0 / r);
                         }
-                        "std_dev" | "sigma" | "xmin" | "nu" | "loc"
-                            if alias(family, &k).is_some() =>
-                        {
+                        "std_dev" | "sigma" | "xmin" | "nu" | "loc" if alias(family, &k).is_some() => {
                             let i = alias(family, &k).unwrap();
                             vals[i] = Some(num()?);
                         }
@@ -503,89 +403,36 @@ impl<'a> Parser<'a> {
                             Some(i) => vals[i] = Some(num()?),
                             None => {
                                 let mut allowed: Vec<&str> = params.to_vec();
-                                allowed.extend([
-                                    "mul",
-                                    "shift",
-                                    "round",
-                                    "min",
-                                    "max",
-                                    "redraw_above",
-                                    "redraw_from",
-                                ]);
-                                return Err(at(format!(
-                                    "{family} has no parameter `{k}`; allowed: {}",
-                                    allowed.join(", ")
-                                )));
+                                allowed.extend(["mul", "shift", "round", "min", "max", "redraw_above", "redraw_from"]);
+                                return Err(at(format!("{family} has no parameter `{k}`; allowed: {}", allowed.join(", "))));
                             }
                         },
                     }
                 }
             }
         }
-        let missing = params
-            .iter()
-            .zip(&vals)
-            .find(|(_, v)| v.is_none())
-            .map(|(p, _)| *p);
+        let missing = params.iter().zip(&vals).find(|(_, v)| v.is_none()).map(|(p, _)| *p);
         if let Some(p) = missing {
-            return Err(at(format!(
-                "{family} needs parameter `{p}` ({}({}))",
-                family,
-                params.join(", ")
-            )));
+            return Err(at(format!("{family} needs parameter `{p}` ({}({}))", family, params.join(", "))));
         }
         let v: Vec<f64> = vals.into_iter().map(|v| v.unwrap()).collect();
         d.kind = match family {
             "constant" => Kind::Constant(v[0]),
-            "uniform" => Kind::Uniform {
-                min: v[0],
-                max: v[1],
-            },
+            "uniform" => Kind::Uniform { min: v[0], max: v[1] },
             "exponential" => Kind::Exponential { mean: v[0] },
-            "normal" => Kind::Normal {
-                mean: v[0],
-                std_dev: v[1],
-            },
-            "lognormal" => Kind::LogNormal {
-                mu: v[0],
-                sigma: v[1],
-            },
-            "pareto" => Kind::Pareto {
-                shape: v[0],
-                scale: v[1],
-            },
-            "cauchy" => Kind::Cauchy {
-                location: v[0],
-                scale: v[1],
-            },
-            "gamma" => Kind::Gamma {
-                shape: v[0],
-                scale: v[1],
-            },
-            "weibull" => Kind::Weibull {
-                scale: v[0],
-                shape: v[1],
-            },
+            "normal" => Kind::Normal { mean: v[0], std_dev: v[1] },
+            "lognormal" => Kind::LogNormal { mu: v[0], sigma: v[1] },
+            "pareto" => Kind::Pareto { shape: v[0], scale: v[1] },
+            "cauchy" => Kind::Cauchy { location: v[0], scale: v[1] },
+            "gamma" => Kind::Gamma { shape: v[0], scale: v[1] },
+            "weibull" => Kind::Weibull { scale: v[0], shape: v[1] },
             "poisson" => Kind::Poisson { mean: v[0] },
-            "student_t" => Kind::StudentT {
-                location: v[0],
-                scale: v[1],
-                dof: v[2],
-            },
-            "extreme_largest" => Kind::ExtremeLargest {
-                location: v[0],
-                scale: v[1],
-            },
-            "extreme_smallest" => Kind::ExtremeSmallest {
-                location: v[0],
-                scale: v[1],
-            },
+            "student_t" => Kind::StudentT { location: v[0], scale: v[1], dof: v[2] },
+            "extreme_largest" => Kind::ExtremeLargest { location: v[0], scale: v[1] },
+            "extreme_smallest" => Kind::ExtremeSmallest { location: v[0], scale: v[1] },
             "discrete" => Kind::Discrete(pairs),
             "mix" => Kind::Mixture(parts),
-            "values" => Kind::Trace {
-                source: "inline".into(),
-                values: Arc::new(inline),
-            },
+            "values" => Kind::Trace { source: "inline".into(), values: Arc::new(inline) },
             _ => unreachable!("family table and builder disagree"),
         };
         Ok(d)
@@ -598,13 +445,7 @@ fn alias(family: &str, key: &str) -> Option<usize> {
         ("normal", "std_dev" | "sigma") => Some(1),
         ("pareto", "xmin") => Some(1),
         ("student_t", "nu") => Some(2),
-        (_, "loc")
-            if FAMILIES
-                .iter()
-                .any(|f| f.0 == family && f.2.first() == Some(&"location")) =>
-        {
-            Some(0)
-        }
+        (_, "loc") if FAMILIES.iter().any(|f| f.0 == family && f.2.first() == Some(&"location")) => Some(0),
         _ => None,
     }
 }
@@ -621,47 +462,13 @@ mod tests {
     fn parses_every_family() {
         assert_eq!(p("64").kind, Kind::Constant(64.0));
         assert_eq!(p("constant(64)").kind, Kind::Constant(64.0));
-        assert_eq!(
-            p("uniform(100, 320)").kind,
-            Kind::Uniform {
-                min: 100.0,
-                max: 320.0
-            }
-        );
+        assert_eq!(p("uniform(100, 320)").kind, Kind::Uniform { min: 100.0, max: 320.0 });
         assert_eq!(p("exp(rate=2)").kind, Kind::Exponential { mean: 0.5 });
-        assert_eq!(
-            p("weibull(shape=0.58, scale=268.37)").kind,
-            Kind::Weibull {
-                scale: 268.37,
-                shape: 0.58
-            }
-        );
-        assert_eq!(
-            p("t(41.6994, 0.104821, 0.704073)").kind,
-            Kind::StudentT {
-                location: 41.6994,
-                scale: 0.104821,
-                dof: 0.704073
-            }
-        );
-        assert_eq!(
-            p("lev(45, 5.7)").kind,
-            Kind::ExtremeLargest {
-                location: 45.0,
-                scale: 5.7
-            }
-        );
-        assert_eq!(
-            p("sev(1321.42, 1116)").kind,
-            Kind::ExtremeSmallest {
-                location: 1321.42,
-                scale: 1116.0
-            }
-        );
-        assert_eq!(
-            p("discrete(27:0.8, 28:0.2)").kind,
-            Kind::Discrete(vec![(27.0, 0.8), (28.0, 0.2)])
-        );
+        assert_eq!(p("weibull(shape=0.58, scale=268.37)").kind, Kind::Weibull { scale: 268.37, shape: 0.58 });
+        assert_eq!(p("t(41.6994, 0.104821, 0.704073)").kind, Kind::StudentT { location: 41.6994, scale: 0.104821, dof: 0.704073 });
+        assert_eq!(p("lev(45, 5.7)").kind, Kind::ExtremeLargest { location: 45.0, scale: 5.7 });
+        assert_eq!(p("sev(1321.42, 1116)").kind, Kind::ExtremeSmallest { location: 1321.42, scale: 1116.0 });
+        assert_eq!(p("discrete(27:0.8, 28:0.2)").kind, Kind::Discrete(vec![(27.0, 0.8), (28.0, 0.2)]));
         assert!(matches!(p("values(1, 2, 3)").kind, Kind::Trace { .. }));
     }
 
@@ -670,9 +477,7 @@ mod tests {
         let d = p("mix(0.6*exponential(4.29), 0.4*constant(10.75), min=0, round=ceil)");
         assert_eq!(d.min, Some(0.0));
         assert_eq!(d.round, Round::Ceil);
-        let Kind::Mixture(parts) = &d.kind else {
-            panic!()
-        };
+        let Kind::Mixture(parts) = &d.kind else { panic!() };
         assert_eq!(parts.len(), 2);
         assert_eq!(parts[0].1.kind, Kind::Exponential { mean: 4.29 });
         let d = p("weibull(1220.33, 0.66, shift=500.95)");
@@ -682,28 +487,15 @@ mod tests {
     #[test]
     fn formulas_over_variables() {
         let vars = Vars::from([("N".to_string(), 100.0), ("n".to_string(), 10.0)]);
-        let d = Dist::parse_with(
-            "weibull(118.508 + 298.763*exp(-0.0119498*N), 1.41942*N^0.0681572)",
-            &vars,
-        )
-        .unwrap();
-        let Kind::Weibull { scale, shape } = d.kind else {
-            panic!()
-        };
+        let d = Dist::parse_with("weibull(118.508 + 298.763*exp(-0.0119498*N), 1.41942*N^0.0681572)", &vars).unwrap();
+        let Kind::Weibull { scale, shape } = d.kind else { panic!() };
         assert!((scale - (118.508 + 298.763 * (-1.19498f64).exp())).abs() < 1e-9);
         assert!((shape - 1.41942 * 100f64.powf(0.0681572)).abs() < 1e-12);
-        let d =
-            Dist::parse_with("weibull((258.33 + 38*n)/1.177897, 0.87, min=-2*n)", &vars).unwrap();
+        let d = Dist::parse_with("weibull((258.33 + 38*n)/1.177897, 0.87, min=-2*n)", &vars).unwrap();
         assert_eq!(d.min, Some(-20.0));
         assert_eq!(p("-5").kind, Kind::Constant(-5.0));
         assert_eq!(p("2^3*(1+1)").kind, Kind::Constant(16.0));
-        assert_eq!(
-            p("normal(-1.5e-3, 2)").kind,
-            Kind::Normal {
-                mean: -1.5e-3,
-                std_dev: 2.0
-            }
-        );
+        assert_eq!(p("normal(-1.5e-3, 2)").kind, Kind::Normal { mean: -1.5e-3, std_dev: 2.0 });
         let d = p("mix(0.5*exp(2), 0.5*constant(1e3))");
         assert!(matches!(d.kind, Kind::Mixture(_)));
     }
@@ -732,9 +524,7 @@ mod tests {
         assert!(e.msg.contains("no parameter `foo`"), "{e}");
         let e = "normal(1, 2".parse::<Dist>().unwrap_err();
         assert!(e.msg.contains("expected"), "{e}");
-        let e = "file(/nonexistent/horde-values)"
-            .parse::<Dist>()
-            .unwrap_err();
+        let e = "file(/nonexistent/horde-values)".parse::<Dist>().unwrap_err();
         assert!(e.msg.contains("cannot read values file"), "{e}");
     }
 }
