@@ -50,13 +50,18 @@ pub type Source = Box<dyn Iterator<Item = Departure> + Send>;
 
 /// Hooks of a two-way scenario (see `horde run`).
 pub trait Responder: Send + Sync {
-    /// Server side: the departures to send back on a connection whose client sent `hello`,
-    /// with times in ns after `hello.base_ns` (the client's start), and the tag to log them
-    /// with. `None` closes the connection.
-    fn on_hello(&self, hello: &StreamHello) -> Option<(Source, u32)>;
-    /// The full record tag of an incoming APDU on a connection tagged `tag`, sent `rel_ns` after
-    /// the client's start (e.g. the player's category at that time).
-    fn classify(&self, tag: u32, rel_ns: i64) -> u32;
+    /// Server side: what to do with a connection whose client sent `hello`. `None` closes it.
+    fn on_hello(&self, hello: &StreamHello) -> Option<Accepted>;
+}
+
+/// The server side's answer to a client's hello.
+pub struct Accepted {
+    /// Departures to send back, times in ns after `hello.base_ns` (the client's start).
+    pub source: Source,
+    /// The client's own schedule, regenerated: incoming APDU k is its departure k (see
+    /// [`Job::mirror`]).
+    pub mirror: Option<Source>,
+    pub tag: u32,
 }
 
 /// Counters shared with a progress display; updated with relaxed atomics.
@@ -82,6 +87,9 @@ pub struct SendOptions {
     pub linger: Duration,
     pub responder: Option<Arc<dyn Responder>>,
     pub progress: Option<Arc<Progress>>,
+    /// Keep connections open until this long after the start, whatever the own departures do
+    /// (the peer may still be sending); then linger.
+    pub run_for: Option<Duration>,
 }
 
 impl Default for SendOptions {
@@ -94,6 +102,7 @@ impl Default for SendOptions {
             linger: Duration::from_millis(500),
             responder: None,
             progress: None,
+            run_for: None,
         }
     }
 }
@@ -126,6 +135,8 @@ pub struct FlowSent {
     pub echoes: u64,
     /// APDUs received from the peer on this connection (two-way scenarios).
     pub received: u64,
+    /// Received APDUs whose size differed from the peer's regenerated schedule (must be 0).
+    pub mismatched: u64,
     /// Real (epoch) times of the first and last departure, ns.
     pub first_ns: u64,
     pub last_ns: u64,
@@ -139,6 +150,8 @@ pub struct SendReport {
     pub errors: u64,
     pub echoes: u64,
     pub received: u64,
+    /// Received APDUs that did not match the peer's regenerated schedule (must be 0).
+    pub mismatched: u64,
     /// Seconds from the first to the last departure.
     pub duration_s: f64,
     /// Seconds all TCP connections took to establish (0 without TCP flows).
@@ -182,8 +195,8 @@ struct FlowState {
     sock: Socket,
     tcp: Option<TcpOut>,
     incoming: Incoming,
-    /// Real time of the client's start: incoming send times are classified relative to it.
-    epoch_ns: u64,
+    /// The peer's schedule, regenerated: gives each incoming APDU its class and expected size.
+    mirror: Option<Source>,
     stats: FlowSent,
 }
 
@@ -203,12 +216,16 @@ impl FlowState {
 pub struct Job {
     pub flow: Flow,
     pub source: Option<Source>,
+    /// The peer's schedule on this connection, regenerated (two-way scenarios): the k-th APDU
+    /// that arrives is the peer's k-th departure, which names its class (category) exactly,
+    /// even when it left a few µs after a category change.
+    pub mirror: Option<Source>,
 }
 
 /// Opens the sockets of every flow, connects TCP flows, then runs all flows to their end
 /// (or until `stop` is set) and reports.
 pub fn run(flows: Vec<Flow>, opts: &SendOptions, stop: &AtomicBool) -> Result<SendReport, EngineError> {
-    run_jobs(flows.into_iter().map(|flow| Job { flow, source: None }).collect(), opts, stop)
+    run_jobs(flows.into_iter().map(|flow| Job { flow, source: None, mirror: None }).collect(), opts, stop)
 }
 
 /// [`run`] with explicit sources (e.g. players' behaviour-driven schedules).
@@ -347,6 +364,7 @@ fn summarise(
         errors: flows.iter().map(|f| f.errors).sum(),
         echoes: flows.iter().map(|f| f.echoes).sum(),
         received: flows.iter().map(|f| f.received).sum(),
+        mismatched: flows.iter().map(|f| f.mismatched).sum(),
         duration_s: last.saturating_sub(first) as f64 / 1e9,
         connect_s,
         lateness,
@@ -375,6 +393,7 @@ fn new_stats(flow: &Flow) -> FlowSent {
         errors: 0,
         echoes: 0,
         received: 0,
+        mismatched: 0,
         first_ns: 0,
         last_ns: 0,
     }
@@ -398,7 +417,7 @@ fn open_flow(job: Job) -> Result<FlowState, EngineError> {
     let tcp = (flow.transport == Transport::Tcp).then(|| new_tcp(false));
     let sched: Source = job.source.unwrap_or_else(|| Box::new(Schedule::new(&flow)));
     let incoming = if flow.meter == Meter::Rtt { Incoming::Echo } else { Incoming::Traffic };
-    Ok(FlowState { stats: new_stats(&flow), sched: Some(sched), shift_ns: 0, flow, pending: VecDeque::new(), sock, tcp, incoming, epoch_ns: 0 })
+    Ok(FlowState { stats: new_stats(&flow), sched: Some(sched), shift_ns: 0, flow, pending: VecDeque::new(), sock, tcp, incoming, mirror: job.mirror })
 }
 
 /// A flow spec for a connection accepted by the server side.
@@ -563,7 +582,7 @@ impl Worker {
         self.t0_real = t0_real;
         for i in 0..self.flows.len() {
             // The hello's base is the run's start, so the peer can place our departures in time.
-            self.flows[i].epoch_ns = t0_real;
+
             self.send_hello(i, t0_real);
             if let Some(d) = self.flows[i].peek() {
                 self.heap.push(Reverse((d.at_ns, i)));
@@ -816,7 +835,7 @@ impl Worker {
                 sock,
                 tcp: Some(new_tcp(true)),
                 incoming: Incoming::Traffic,
-                epoch_ns: 0,
+                mirror: None,
             });
             let base = self.t0_real;
             self.send_hello(i, base);
@@ -900,7 +919,8 @@ impl Worker {
             return;
         };
         match resp.on_hello(&h) {
-            Some((source, tag)) => {
+            Some(Accepted { source, mirror, tag }) => {
+                f.mirror = mirror;
                 f.flow.id = h.flow;
                 f.flow.tag = tag;
                 f.flow.name = format!("player {}", tag >> 8);
@@ -909,7 +929,7 @@ impl Worker {
                 f.sched = Some(source);
                 // The client's departures count from its start, ours from our own.
                 f.shift_ns = h.base_ns as i64 - self.t0_real as i64;
-                f.epoch_ns = h.base_ns;
+
                 if let Some(d) = f.peek() {
                     self.heap.push(Reverse((d.at_ns, i)));
                 }
@@ -938,8 +958,11 @@ impl Worker {
             }
             Incoming::Traffic => {
                 f.stats.received += 1;
-                let tag = match &self.opts.responder {
-                    Some(r) => r.classify(f.flow.tag, send_ns as i64 - f.epoch_ns as i64),
+                let tag = match f.mirror.as_mut().and_then(|m| m.next()) {
+                    Some(d) => {
+                        f.stats.mismatched += (d.size != len as u32 || d.seq != seq) as u64;
+                        (f.flow.tag & !0xFF) | d.class as u32
+                    }
                     None => f.flow.tag,
                 };
                 if let Some(p) = &self.opts.progress {
@@ -979,7 +1002,8 @@ impl Worker {
         if self.poll.is_none() {
             return;
         }
-        let deadline = mono_ns() + self.opts.linger.as_nanos() as u64;
+        let end_of_run = self.opts.run_for.map_or(0, |d| self.t0_mono + d.as_nanos() as u64);
+        let deadline = mono_ns().max(end_of_run) + self.opts.linger.as_nanos() as u64;
         let two_way = self.opts.responder.is_some();
         loop {
             let backlog = self.flows.iter().any(|f| f.tcp.as_ref().is_some_and(|t| t.want_write));

@@ -1,10 +1,14 @@
-//! A self-contained HTML page for an [`Analysis`]: opens offline, no scripts, no external
-//! resources. Time series are inline SVG.
+//! Self-contained HTML pages: open offline, no external resources; charts are inline SVG. A
+//! short inline script only checks that every chart was drawn (for tests in a real browser).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::Analysis;
+
+/// A self-check run by the browser: every chart must hold a drawn line. The verdict goes to the
+/// title (readable with `chromium --dump-dom`) and, on failure, to the console.
+const CHART_CHECK: &str = r#"<script>(function(){var svgs=document.querySelectorAll('svg');var drawn=0;svgs.forEach(function(s){var ok=false;s.querySelectorAll('polyline').forEach(function(p){if((p.getAttribute('points')||'').trim().split(/\s+/).length>1&&p.getBBox().width>0){ok=true;}});if(ok){drawn++;}});if(drawn!==svgs.length){console.error('horde report: '+(svgs.length-drawn)+' of '+svgs.length+' charts not drawn');}document.title+=' [charts drawn: '+drawn+'/'+svgs.length+']';})();</script>"#;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
@@ -156,7 +160,9 @@ pub fn page(title: &str, a: &Analysis) -> String {
             f.loss.as_ref().map(|l| format!("{:.3}", l.loss_pct)).unwrap_or_default()
         );
     }
-    s.push_str("</table></body></html>\n");
+    s.push_str("</table>");
+    s.push_str(CHART_CHECK);
+    s.push_str("</body></html>\n");
     s
 }
 
@@ -242,6 +248,7 @@ pub fn game_page(title: &str, scenario: &str, g: &crate::game::GameAnalysis, cha
     for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with("cdf-")) {
         let _ = write!(s, "<figure id=\"{}\" style=\"display:inline-block\">{svg}</figure>", esc(name));
     }
+    s.push_str(CHART_CHECK);
     s.push_str("</body></html>\n");
     s
 }

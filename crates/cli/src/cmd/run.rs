@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use horde_engine::sender::{self, Job, Progress, Responder, Source};
+use horde_engine::sender::{self, Accepted, Job, Progress, Responder, Source};
 use horde_engine::{SendOptions, SendReport};
 use horde_model::behaviour::{self, Segment};
 use horde_model::flow::Transport;
@@ -60,15 +60,13 @@ impl Players {
 }
 
 impl Responder for Players {
-    fn on_hello(&self, hello: &StreamHello) -> Option<(Source, u32)> {
+    fn on_hello(&self, hello: &StreamHello) -> Option<Accepted> {
         let player = hello.tag >> 8;
-        ((player as usize) < self.segments.len()).then(|| (self.schedule(player, Direction::Down), hello.tag))
-    }
-
-    fn classify(&self, tag: u32, rel_ns: i64) -> u32 {
-        let player = (tag >> 8) as usize;
-        let class = self.segments.get(player).and_then(|s| behaviour::state_at(s, rel_ns as f64 / 1e9)).map_or(0, |s| s.state as u32);
-        (tag & !0xFF) | class
+        ((player as usize) < self.segments.len()).then(|| Accepted {
+            source: self.schedule(player, Direction::Down),
+            mirror: Some(self.schedule(player, Direction::Up)),
+            tag: hello.tag,
+        })
     }
 }
 
@@ -83,6 +81,8 @@ struct Summary<'a> {
     variables: &'a std::collections::BTreeMap<String, f64>,
     client: &'a SendReport,
     server_connections: u64,
+    /// Received APDUs that differed from the peer's regenerated schedule, both sides (must be 0).
+    mismatched: u64,
     analysis: &'a GameAnalysis,
 }
 
@@ -172,13 +172,20 @@ pub fn execute(sc: &Scenario, out: &Path, progress: bool, stop: &AtomicBool) -> 
         let Ok(bound) = rx.recv() else {
             return (server.join().expect("server thread"), Err(anyhow::anyhow!("the server side did not start")));
         };
-        let jobs: Vec<Job> = (0..sc.players).map(|p| Job { flow: player_flow(p, bound[0]), source: Some(players.schedule(p, Direction::Up)) }).collect();
+        let jobs: Vec<Job> = (0..sc.players)
+            .map(|p| Job {
+                flow: player_flow(p, bound[0]),
+                source: Some(players.schedule(p, Direction::Up)),
+                mirror: Some(players.schedule(p, Direction::Down)),
+            })
+            .collect();
         let copts = SendOptions {
             threads: sc.threads,
             log: Some(out.join("client.hlog")),
             responder: Some(players.clone() as Arc<dyn Responder>),
             progress: Some(client_progress.clone()),
             linger: Duration::from_millis(1000),
+            run_for: Some(Duration::from_secs_f64(sc.duration_s)),
             connect_timeout: Duration::from_secs(30),
             ..Default::default()
         };
@@ -198,6 +205,10 @@ pub fn execute(sc: &Scenario, out: &Path, progress: bool, stop: &AtomicBool) -> 
     let server_report = server_res.context("server side")?;
     let client = client_res.context("client side")?;
     crate::cmd::send::print_report(&client);
+    let mismatched = client.mismatched + server_report.mismatched;
+    if mismatched > 0 {
+        eprintln!("  warning: {mismatched} APDU(s) differed from the sender's regenerated schedule: a framing or pacing bug; please report it");
+    }
     report(sc, out, &players, &client, &server_report)?;
     Ok(if client.interrupted { 130 } else { 0 })
 }
@@ -291,6 +302,7 @@ fn report(sc: &Scenario, out: &Path, players: &Players, client: &SendReport, ser
         variables: &players.traffic.vars,
         client,
         server_connections: server.flows.len() as u64,
+        mismatched: client.mismatched + server.mismatched,
         analysis: &g,
     };
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;

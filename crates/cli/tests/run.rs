@@ -1,0 +1,193 @@
+//! Scenarios end to end: behaviour-driven two-way traffic, its fidelity to the model, the
+//! report in a real browser, and the service/behaviour commands.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+/// The WoW service with every category equally likely first and a fixed hour, so a short run
+/// has thousands of APDUs in every category and direction.
+fn balanced_wow(dir: &Path) -> std::path::PathBuf {
+    let out = run(horde().args(["services", "show", "wow"]));
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let start = text.find("[first_by_hour]").unwrap();
+    let end = start + text[start..].find("\n\n").unwrap();
+    let mut t = format!("{}{}", &text[..start], &text[end..]);
+    t = t.replace("hour_advances = true", "hour_advances = false\nfirst = [1, 1, 1, 1, 1, 1]");
+    let p = dir.join("wow-balanced.toml");
+    std::fs::write(&p, t).unwrap();
+    p
+}
+
+/// Fidelity (acceptance): for each WoW category and direction, the KS distance between the APDU
+/// sizes / inter-arrival times measured from the receiver's logs and the model is <= 0.03 with
+/// >= 1,000 samples. 900 players for 30 s give 2,500–60,000 samples per cell, so KS noise alone
+/// is below 0.02; the tag, timestamp or framing bugs this test exists for move KS far more.
+/// Inter-arrival times are compared at the model's 1 ms resolution (see horde_stats::game).
+#[test]
+fn wow_traffic_matches_the_model_in_every_category_and_direction() {
+    let dir = Scratch::new("fidelity");
+    let svc = balanced_wow(&dir.0);
+    let sc = dir.path("sc.toml");
+    std::fs::write(&sc, format!("service = '{}'\nplayers = 900\nduration = '30s'\nseed = 3\nstart_hour = 20\n", svc.display())).unwrap();
+    let out = run(horde().args(["run", sc.to_str().unwrap(), "--quiet", "--out", dir.path("out").to_str().unwrap()]));
+    assert!(out.status.success(), "{}", text(&out));
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path("out/summary.json")).unwrap()).unwrap();
+    let cats = s["analysis"]["categories"].as_array().unwrap();
+    assert_eq!(cats.len(), 6);
+    let mut report = String::new();
+    for c in cats {
+        for d in ["up", "down"] {
+            let x = &c[d];
+            let name = format!("{} {d}", c["category"].as_str().unwrap());
+            report.push_str(&format!("{name}: n={} ks_size={} ks_iat={} lost={}\n", x["received"], x["ks_size"], x["ks_iat"], x["lost"]));
+            assert!(x["size_samples"].as_u64().unwrap() >= 1000, "{name}: too few samples\n{report}");
+            assert!(x["iat_samples"].as_u64().unwrap() >= 1000, "{name}: too few intervals\n{report}");
+            assert!(x["ks_size"].as_f64().unwrap() <= 0.03, "{name}: size KS\n{report}");
+            assert!(x["ks_iat"].as_f64().unwrap() <= 0.03, "{name}: IAT KS\n{report}");
+            assert_eq!(x["lost"], 0, "{name}: every APDU sent was received\n{report}");
+            assert_eq!(x["sent"], x["received"], "{name}\n{report}");
+        }
+    }
+    eprintln!("{report}");
+    assert_eq!(s["server_connections"], 900, "every player connected");
+    assert_eq!(s["mismatched"], 0, "every APDU matched the sender's regenerated schedule");
+}
+
+#[test]
+fn the_report_renders_in_a_real_browser() {
+    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()));
+    let Some(chromium) = chromium else {
+        assert!(std::env::var("CI").is_err(), "CI must install chromium (.ci/run does)");
+        eprintln!("SKIPPED: no chromium here; .ci/run installs it");
+        return;
+    };
+    let dir = Scratch::new("browser");
+    let out = run(horde().args(["demo", "-t", "5s", "--players", "150", "--quiet", "--out", dir.path("demo").to_str().unwrap()]));
+    assert!(out.status.success(), "{}", text(&out));
+    let page = format!("file://{}", dir.path("demo/index.html").display());
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--v=0",
+    ];
+    let profile = format!("--user-data-dir={}", dir.path("profile").display());
+    let dom = std::process::Command::new(chromium).args(common).arg(&profile).args(["--dump-dom", &page]).output().unwrap();
+    let dom_text = String::from_utf8_lossy(&dom.stdout);
+    let log = String::from_utf8_lossy(&dom.stderr);
+    assert!(
+        dom_text.contains("[charts drawn: 26/26]"),
+        "the page's own check did not pass: {}",
+        dom_text.lines().find(|l| l.contains("<title>")).unwrap_or("")
+    );
+    let console: Vec<&str> = log.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught")).collect();
+    assert!(console.is_empty(), "console messages: {console:?}");
+    let shot = dir.path("shot.png");
+    let s = std::process::Command::new(chromium)
+        .args(common)
+        .arg(&profile)
+        .args(["--window-size=1400,2000", &format!("--screenshot={}", shot.display()), &page])
+        .output()
+        .unwrap();
+    assert!(s.status.success());
+    let decoder = png::Decoder::new(std::fs::File::open(&shot).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(px).collect();
+    let non_white = pixels.iter().filter(|p| p[..3].iter().any(|c| *c < 240)).count();
+    let colours: std::collections::HashSet<&[u8]> = pixels.iter().map(|p| &p[..3]).collect();
+    assert!(non_white as f64 / pixels.len() as f64 > 0.02, "screenshot nearly blank: {non_white} non-white pixels");
+    // The chart lines' colours (blue measured, red model) are on the page.
+    let has = |r: u8, g: u8, b: u8| pixels.iter().any(|p| p[0].abs_diff(r) < 30 && p[1].abs_diff(g) < 30 && p[2].abs_diff(b) < 30);
+    assert!(has(0x1f, 0x77, 0xb4) && has(0xd6, 0x27, 0x28), "chart lines not visible ({} colours)", colours.len());
+}
+
+#[test]
+fn bad_scenarios_name_the_field() {
+    let dir = Scratch::new("badsc");
+    let cases = [
+        ("service = 'doom'\nplayers = 1\nduration = '1s'\n", "service: "),
+        ("service = 'quake3'\nplayers = 1\nduration = '1s'\n", "runs over UDP"),
+        ("service = 'wow'\nplayers = 0\nduration = '1s'\n", "players: must be 1.."),
+        ("service = 'wow'\nplayers = 5\nduration = 'soon'\n", "duration: "),
+        ("service = 'wow'\nplayers = 5\nduration = '1s'\n[variables]\nM = 3\n", "variables.M: service `wow` has no variable `M`"),
+        ("service = 'wow'\nplayers = 5\nduration = '1s'\nplayerz = 3\n", "unknown field `playerz`"),
+        ("service = 'wow'\nplayers = 5\nduration = '1s'\nstart_hour = 24\n", "start_hour: must be in 0..24"),
+    ];
+    for (body, needle) in cases {
+        let f = dir.path("s.toml");
+        std::fs::write(&f, body).unwrap();
+        let out = run(horde().args(["run", f.to_str().unwrap(), "--quiet"]));
+        assert_eq!(out.status.code(), Some(2), "{body}: {}", text(&out));
+        assert!(text(&out).contains(needle), "{body}: expected `{needle}` in {}", text(&out));
+    }
+    let out = run(horde().args(["run", "/nonexistent/scenario.toml"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("cannot read"));
+}
+
+#[test]
+fn behave_writes_segments_and_a_checkable_summary() {
+    let dir = Scratch::new("behave");
+    let csv = dir.path("seg.csv");
+    let out = run(horde().args([
+        "behave",
+        "--players",
+        "200",
+        "--duration",
+        "2h",
+        "--seed",
+        "4",
+        "--out",
+        csv.to_str().unwrap(),
+        "--summary-json",
+        dir.path("sum.json").to_str().unwrap(),
+    ]));
+    assert!(out.status.success(), "{}", text(&out));
+    let seg = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = seg.lines();
+    assert_eq!(lines.next(), Some("player,category,sub_activity,start_s,end_s,complete,hour"));
+    let rows: Vec<&str> = lines.collect();
+    assert!(rows.len() > 200);
+    assert!(rows.iter().any(|r| r.contains(",pvp,")
+        && (r.contains("arena") || r.contains("gulch") || r.contains("basin") || r.contains("valley") || r.contains("storm") || r.contains("strand"))));
+    let sum: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path("sum.json")).unwrap()).unwrap();
+    let share: f64 = sum["states"].as_array().unwrap().iter().map(|s| s["time_share"].as_f64().unwrap()).sum();
+    assert!((share - 1.0).abs() < 1e-9);
+    // same seed, same output
+    let again = dir.path("seg2.csv");
+    assert!(run(horde().args(["behave", "--players", "200", "--duration", "2h", "--seed", "4", "--out", again.to_str().unwrap()])).status.success());
+    assert_eq!(seg, std::fs::read_to_string(&again).unwrap());
+    let out = run(horde().args(["behave", "--service", "nope"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("no built-in service `nope`"));
+}
+
+#[test]
+fn services_lists_shows_and_checks() {
+    let out = run(horde().args(["services"]));
+    let t = text(&out);
+    for name in ["wow", "quake3", "counter-strike", "ngmn-gaming", "rta-mobile-gaming", "voip", "opensim"] {
+        assert!(t.contains(name), "{name} missing from: {t}");
+    }
+    let out = run(horde().args(["services", "show", "wow"]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[transitions_by_hour.23]"));
+    let dir = Scratch::new("svccheck");
+    let f = dir.path("bad.toml");
+    std::fs::write(&f, String::from_utf8_lossy(&run(horde().args(["services", "show", "voip"])).stdout).replace("constant(92)", "constant(nan)")).unwrap();
+    let out = run(horde().args(["services", "check", f.to_str().unwrap()]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("state.call.up.size"), "{}", text(&out));
+}
