@@ -21,8 +21,8 @@ fn balanced_wow(dir: &Path) -> std::path::PathBuf {
 }
 
 /// Fidelity (acceptance): for each WoW category and direction, the KS distance between the APDU
-/// sizes / inter-arrival times measured from the receiver's logs and the model is <= 0.03 with
-/// >= 1,000 samples. 900 players for 30 s give 2,500–60,000 samples per cell, so KS noise alone
+/// sizes / inter-arrival times measured from the receiver's logs and the model is at most 0.03
+/// with at least 1,000 samples. 900 players for 30 s give 2,500–60,000 samples per cell, so KS noise alone
 /// is below 0.02; the tag, timestamp or framing bugs this test exists for move KS far more.
 /// Inter-arrival times are compared at the model's 1 ms resolution (see horde_stats::game).
 #[test]
