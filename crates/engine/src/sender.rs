@@ -31,7 +31,7 @@ use horde_wire::{ApduHeader, DatagramHeader, Record, RecordKind, Role, StreamDec
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use socket2::Socket;
 
 use crate::clock::{self, mono_ns, real_ns};
@@ -108,7 +108,7 @@ impl Default for SendOptions {
 }
 
 /// Lateness of departures (actual − scheduled), microseconds.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Lateness {
     pub mean_us: f64,
     pub p50_us: f64,
@@ -120,11 +120,11 @@ pub struct Lateness {
     pub over_1ms: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FlowSent {
     pub id: u32,
     pub name: String,
-    pub transport: &'static str,
+    pub transport: String,
     pub dst: SocketAddr,
     pub packets: u64,
     pub bytes: u64,
@@ -142,7 +142,7 @@ pub struct FlowSent {
     pub last_ns: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SendReport {
     pub flows: Vec<FlowSent>,
     pub packets: u64,
@@ -385,7 +385,7 @@ fn new_stats(flow: &Flow) -> FlowSent {
     FlowSent {
         id: flow.id,
         name: flow.name.clone(),
-        transport: flow.transport.name(),
+        transport: flow.transport.name().to_string(),
         dst: flow.dst,
         packets: 0,
         bytes: 0,
@@ -1004,7 +1004,8 @@ impl Worker {
         }
         let end_of_run = self.opts.run_for.map_or(0, |d| self.t0_mono + d.as_nanos() as u64);
         let deadline = mono_ns().max(end_of_run) + self.opts.linger.as_nanos() as u64;
-        let two_way = self.opts.responder.is_some();
+        // In a two-way run the peer may send until the end of the run: stay for all of it.
+        let two_way = self.opts.run_for.is_some();
         loop {
             let backlog = self.flows.iter().any(|f| f.tcp.as_ref().is_some_and(|t| t.want_write));
             let rtt = self.flows.iter().any(|f| f.flow.meter == Meter::Rtt && f.stats.echoes < f.stats.packets);

@@ -96,7 +96,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     if !args.engine {
         let mut sc = horde_model::scenario::Scenario::parse(DEMO_SCENARIO, "embedded demo scenario", std::path::Path::new(".")).map_err(bad_input)?;
         super::run::apply_overrides(&mut sc, Some(args.players), Some(&format!("{}ms", duration.as_millis())), Some(args.seed))?;
-        return super::run::execute(&sc, &out, !args.quiet, stop);
+        return super::run::execute(&sc, None, &out, !args.quiet, stop);
     }
     std::fs::create_dir_all(&out).with_context(|| format!("creating report directory {}", out.display()))?;
     let lo = |p| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p);

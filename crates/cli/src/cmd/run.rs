@@ -43,6 +43,9 @@ pub struct Args {
     /// No live progress line
     #[arg(short, long)]
     pub quiet: bool,
+    /// Internal: run only the server side (started by `horde run` as a child process)
+    #[arg(long, hide = true)]
+    pub serve_only: bool,
 }
 
 /// Both sides' view of the players: segments and the bound model.
@@ -128,21 +131,100 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let sc = load(&args)?;
     let name = args.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
     let out = args.out.clone().unwrap_or_else(|| default_out(&name));
-    execute(&sc, &out, !args.quiet, stop)
+    if args.serve_only {
+        return serve_only(&sc, &out, stop);
+    }
+    execute(&sc, Some(&args.scenario), &out, !args.quiet, stop)
 }
 
 pub fn default_out(name: &str) -> PathBuf {
     PathBuf::from(format!("horde-out/{name}-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)))
 }
 
-/// Runs a validated scenario and writes the report into `out`.
-pub fn execute(sc: &Scenario, out: &Path, progress: bool, stop: &AtomicBool) -> Outcome {
-    std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display()))?;
-    let t_plan = Instant::now();
+/// The players of a scenario: segments from the behaviour process, bound traffic model.
+fn plan(sc: &Scenario) -> Result<Arc<Players>, crate::Failure> {
     let params = sc.behaviour_params();
     let segments: Vec<Vec<Segment>> = (0..sc.players).map(|p| behaviour::player(&sc.service, &params, p)).collect();
     let traffic = sc.service.bind(&sc.variables).map_err(|(f, m)| bad_input(anyhow::anyhow!("{}: {f}: {m}", sc.name)))?;
-    let players = Arc::new(Players { segments: Arc::new(segments), traffic: Arc::new(traffic), seed: sc.seed, duration_s: sc.duration_s });
+    Ok(Arc::new(Players { segments: Arc::new(segments), traffic: Arc::new(traffic), seed: sc.seed, duration_s: sc.duration_s }))
+}
+
+/// The server side as its own process: listens, answers every player's hello with that player's
+/// server→client schedule, logs to `out/server.hlog`, and on SIGTERM writes `out/server.json`.
+fn serve_only(sc: &Scenario, out: &Path, stop: &AtomicBool) -> Outcome {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let players = plan(sc)?;
+    let opts = SendOptions { log: Some(out.join("server.hlog")), responder: Some(players as Arc<dyn Responder>), ..Default::default() };
+    let report = sender::serve(&[sc.server], &opts, stop, |b| {
+        use std::io::Write;
+        println!("{SERVE_BANNER}{}", b[0]);
+        let _ = std::io::stdout().flush();
+    })
+    .context("server side")?;
+    std::fs::write(out.join("server.json"), serde_json::to_string_pretty(&report).expect("report serialises")).context("writing server.json")?;
+    Ok(0)
+}
+
+const SERVE_BANNER: &str = "horde-serve: listening on ";
+
+/// The server-side child process, stopped (SIGTERM) and reaped on drop.
+struct ServerChild(std::process::Child);
+
+impl ServerChild {
+    fn start(sc: &Scenario, scenario: &Path, out: &Path) -> anyhow::Result<(ServerChild, SocketAddr)> {
+        use std::io::BufRead;
+        let exe = std::env::current_exe().context("locating the horde binary")?;
+        let mut child = std::process::Command::new(exe)
+            .arg("run")
+            .arg(scenario)
+            .arg("--serve-only")
+            .arg("--out")
+            .arg(out)
+            .args(["--players", &sc.players.to_string(), "--duration", &format!("{}s", sc.duration_s), "--seed", &sc.seed.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("starting the server side")?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let guard = ServerChild(child);
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line).context("reading the server side's address")?;
+        let addr = line
+            .trim()
+            .strip_prefix(SERVE_BANNER)
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("the server side did not start (see its error above)"))?;
+        Ok((guard, addr))
+    }
+
+    /// Stops the server side and returns its report.
+    fn finish(mut self, out: &Path) -> anyhow::Result<SendReport> {
+        // SAFETY: signalling our own child by pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let status = self.0.wait().context("waiting for the server side")?;
+        if !status.success() {
+            anyhow::bail!("the server side failed ({status})");
+        }
+        let text = std::fs::read_to_string(out.join("server.json")).context("reading server.json")?;
+        Ok(serde_json::from_str(&text).context("parsing server.json")?)
+    }
+}
+
+impl Drop for ServerChild {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Runs a validated scenario and writes the report into `out`. The server side runs as a child
+/// process (each side then has its own descriptor limit: 10,000 players are 20,000 sockets).
+/// `scenario` is the scenario's file, if it has one (the embedded demo's text is written out).
+pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: bool, stop: &AtomicBool) -> Outcome {
+    std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display()))?;
+    let t_plan = Instant::now();
+    let players = plan(sc)?;
     eprintln!(
         "horde run: {} — {} {} players for {:.0} s from hour {} (seed {}); behaviour planned in {:.2} s",
         sc.name,
@@ -153,57 +235,40 @@ pub fn execute(sc: &Scenario, out: &Path, progress: bool, stop: &AtomicBool) -> 
         sc.seed,
         t_plan.elapsed().as_secs_f64()
     );
-
-    let server_stop = AtomicBool::new(false);
+    let scenario_file = match scenario {
+        Some(p) => std::fs::canonicalize(p).with_context(|| format!("locating {}", p.display()))?,
+        None => {
+            let p = out.join("scenario.toml");
+            std::fs::write(&p, &sc.text).context("writing scenario.toml")?;
+            std::fs::canonicalize(&p).context("locating scenario.toml")?
+        }
+    };
+    let (server, addr) = ServerChild::start(sc, &scenario_file, out)?;
     let client_progress = Arc::new(Progress::default());
-    let server_opts = SendOptions {
-        log: Some(out.join("server.hlog")),
-        responder: Some(players.clone() as Arc<dyn Responder>),
-        progress: Some(Arc::new(Progress::default())),
+    let jobs: Vec<Job> = (0..sc.players)
+        .map(|p| Job { flow: player_flow(p, addr), source: Some(players.schedule(p, Direction::Up)), mirror: Some(players.schedule(p, Direction::Down)) })
+        .collect();
+    let copts = SendOptions {
+        threads: sc.threads,
+        log: Some(out.join("client.hlog")),
+        progress: Some(client_progress.clone()),
+        linger: Duration::from_millis(1000),
+        run_for: Some(Duration::from_secs_f64(sc.duration_s)),
+        connect_timeout: Duration::from_secs(30),
         ..Default::default()
     };
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<SocketAddr>>();
-    let players_ref = &players;
-    let (server_res, client_res) = std::thread::scope(|s| {
-        let players = players_ref;
-        let server_opts = &server_opts;
-        let server_stop = &server_stop;
-        let server = s.spawn(move || sender::serve(&[sc.server], server_opts, server_stop, |b| drop(tx.send(b.to_vec()))));
-        let Ok(bound) = rx.recv() else {
-            return (server.join().expect("server thread"), Err(anyhow::anyhow!("the server side did not start")));
-        };
-        let jobs: Vec<Job> = (0..sc.players)
-            .map(|p| Job {
-                flow: player_flow(p, bound[0]),
-                source: Some(players.schedule(p, Direction::Up)),
-                mirror: Some(players.schedule(p, Direction::Down)),
-            })
-            .collect();
-        let copts = SendOptions {
-            threads: sc.threads,
-            log: Some(out.join("client.hlog")),
-            responder: Some(players.clone() as Arc<dyn Responder>),
-            progress: Some(client_progress.clone()),
-            linger: Duration::from_millis(1000),
-            run_for: Some(Duration::from_secs_f64(sc.duration_s)),
-            connect_timeout: Duration::from_secs(30),
-            ..Default::default()
-        };
-        let done = AtomicBool::new(false);
-        let client = std::thread::scope(|s2| {
-            if progress {
-                let (done, p) = (&done, &client_progress);
-                s2.spawn(move || show_progress(sc, &players.segments, p, done));
-            }
-            let r = sender::run_jobs(jobs, &copts, stop);
-            done.store(true, Ordering::Relaxed);
-            r
-        });
-        server_stop.store(true, Ordering::Relaxed);
-        (server.join().expect("server thread"), client.map_err(anyhow::Error::from))
+    let done = AtomicBool::new(false);
+    let client = std::thread::scope(|s| {
+        if progress {
+            let (done, p, players) = (&done, &client_progress, &players);
+            s.spawn(move || show_progress(sc, &players.segments, p, done));
+        }
+        let r = sender::run_jobs(jobs, &copts, stop);
+        done.store(true, Ordering::Relaxed);
+        r
     });
-    let server_report = server_res.context("server side")?;
-    let client = client_res.context("client side")?;
+    let server_report = server.finish(out)?;
+    let client = client.context("client side")?;
     crate::cmd::send::print_report(&client);
     let mismatched = client.mismatched + server_report.mismatched;
     if mismatched > 0 {
