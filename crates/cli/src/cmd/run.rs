@@ -85,9 +85,9 @@ struct Summary<'a> {
     client: &'a SendReport,
     server_connections: u64,
     /// Received APDUs that differed from the peer's regenerated schedule, both sides (must be 0).
-    mismatched: u64,
-    analysis: &'a GameAnalysis,
-}
+        mismatched: u64,
+    resources: Usage,
+    analysis: &'a GameAnalysis,}
 
 pub fn load(args: &Args) -> Result<Scenario, crate::Failure> {
     let mut sc = Scenario::load(&args.scenario).map_err(bad_input)?;
@@ -154,7 +154,7 @@ fn plan(sc: &Scenario) -> Result<Arc<Players>, crate::Failure> {
 fn serve_only(sc: &Scenario, out: &Path, stop: &AtomicBool) -> Outcome {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let players = plan(sc)?;
-    let opts = SendOptions { log: Some(out.join("server.hlog")), responder: Some(players as Arc<dyn Responder>), ..Default::default() };
+        let opts = SendOptions { log: Some(out.join("server.hlog")), responder: Some(players as Arc<dyn Responder>), spin_ns: sc.spin_us * 1000, ..Default::default() };
     let report = sender::serve(&[sc.server], &opts, stop, |b| {
         use std::io::Write;
         println!("{SERVE_BANNER}{}", b[0]);
@@ -249,9 +249,9 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
         .map(|p| Job { flow: player_flow(p, addr), source: Some(players.schedule(p, Direction::Up)), mirror: Some(players.schedule(p, Direction::Down)) })
         .collect();
     let copts = SendOptions {
-        threads: sc.threads,
-        log: Some(out.join("client.hlog")),
-        progress: Some(client_progress.clone()),
+                threads: sc.threads,
+        spin_ns: sc.spin_us * 1000,
+        log: Some(out.join("client.hlog")),progress: Some(client_progress.clone()),
         linger: Duration::from_millis(1000),
         run_for: Some(Duration::from_secs_f64(sc.duration_s)),
         connect_timeout: Duration::from_secs(30),
@@ -267,14 +267,24 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
         done.store(true, Ordering::Relaxed);
         r
     });
-    let server_report = server.finish(out)?;
+        let server_report = server.finish(out)?;
     let client = client.context("client side")?;
+    let usage = Usage::now();
+    eprintln!(
+        "  resources: client process {:.1} s CPU ({:.0} % of the run), peak RSS {} MB; server process {:.1} s CPU ({:.0} %), peak RSS {} MB",
+        usage.client_cpu_s,
+        usage.client_cpu_s / sc.duration_s * 100.0,
+        usage.client_max_rss_kb / 1024,
+        usage.server_cpu_s,
+        usage.server_cpu_s / sc.duration_s * 100.0,
+        usage.server_max_rss_kb / 1024
+    );
     crate::cmd::send::print_report(&client);
     let mismatched = client.mismatched + server_report.mismatched;
     if mismatched > 0 {
         eprintln!("  warning: {mismatched} APDU(s) differed from the sender's regenerated schedule: a framing or pacing bug; please report it");
     }
-    report(sc, out, &players, &client, &server_report)?;
+        report(sc, out, &players, &client, &server_report, &usage)?;
     Ok(if client.interrupted { 130 } else { 0 })
 }
 
@@ -344,8 +354,31 @@ fn show_progress(sc: &Scenario, segments: &[Vec<Segment>], p: &Progress, done: &
     }
 }
 
-fn report(sc: &Scenario, out: &Path, players: &Players, client: &SendReport, server: &SendReport) -> anyhow::Result<()> {
-    let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
+/// CPU time and peak memory of this process (the client side) and of the server-side child.
+#[derive(Serialize, Clone, Copy)]
+struct Usage {
+    client_cpu_s: f64,
+    client_max_rss_kb: u64,
+    server_cpu_s: f64,
+    server_max_rss_kb: u64,
+}
+
+impl Usage {
+    fn now() -> Usage {
+        let get = |who| {
+            // SAFETY: getrusage fills a plain struct.
+            let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+            unsafe { libc::getrusage(who, &mut u) };
+            let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+            (t(u.ru_utime) + t(u.ru_stime), u.ru_maxrss as u64)
+        };
+        let (c, cr) = get(libc::RUSAGE_SELF);
+        let (s, sr) = get(libc::RUSAGE_CHILDREN);
+        Usage { client_cpu_s: c, client_max_rss_kb: cr, server_cpu_s: s, server_max_rss_kb: sr }
+    }
+}
+
+fn report(sc: &Scenario, out: &Path, players: &Players, client: &SendReport, server: &SendReport, usage: &Usage) -> anyhow::Result<()> {let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
         let bytes = std::fs::read(out.join(f)).with_context(|| format!("reading {f}"))?;
         Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{f}: {e}"))?.records)
     };
@@ -367,8 +400,7 @@ fn report(sc: &Scenario, out: &Path, players: &Players, client: &SendReport, ser
         variables: &players.traffic.vars,
         client,
         server_connections: server.flows.len() as u64,
-        mismatched: client.mismatched + server.mismatched,
-        analysis: &g,
+        mismatched: client.mismatched + server.mismatched, resources: *usage,analysis: &g,
     };
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
     std::fs::write(out.join("scenario.toml"), &sc.text).context("writing scenario.toml")?;
