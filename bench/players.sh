@@ -17,9 +17,10 @@ SC=$ROOT/bench/scenarios/wow-capacity.toml
 MAIN_SECS=${QUICK:+10}
 MAIN_SECS=${MAIN_SECS:-60}
 SEARCH_SECS=${QUICK:+10}
-SEARCH_SECS=${SEARCH_SECS:-30}
+SEARCH_SECS=${SEARCH_SECS:-60}
 
-# One run: players, seconds, tag -> one line of numbers (see the python below).
+# One run: players, seconds, tag -> one line of numbers (see the python below). The server side
+# runs 2 worker threads (scenario default), each with its own SO_REUSEPORT listener.
 run() {
   local n=$1 secs=$2 tag=$3
   rm -rf "$OUT/$tag"
@@ -36,7 +37,8 @@ cats = s["analysis"]["categories"]
 errs = [abs(c[k]["rate_error_pct"]) for c in cats for k in ("up", "down") if c[k]["rate_error_pct"] is not None]
 lost = sum(c[k]["lost"] for c in cats for k in ("up", "down"))
 r = s["resources"]
-ok = s["server_connections"] == n and lost == 0 and max(errs) <= 3.0 and s["mismatched"] == 0
+late_ok = s["client"]["lateness"]["p99_us"] <= 5000 and srv["lateness"]["p99_us"] <= 5000
+ok = s["server_connections"] == n and lost == 0 and max(errs) <= 3.0 and s["mismatched"] == 0 and late_ok
 print(n, "ok" if ok else "fails", s["server_connections"], lost, f"{max(errs):.2f}",
       f'{s["client"]["lateness"]["p99_us"]:.0f}', f'{srv["lateness"]["p99_us"]:.0f}',
       f'{r["client_cpu_s"] / s["duration_s"] * 100:.0f}', f'{r["server_cpu_s"] / s["duration_s"] * 100:.0f}',
@@ -83,7 +85,7 @@ done
   echo "| departure lateness p99, client / server | $M_CL / $M_SL µs |"
   echo "| CPU, client / server process (share of one core) | $M_CCPU % / $M_SCPU % |"
   echo "| peak RSS, client / server process | $M_CRSS / $M_SRSS MB |"
-  echo "| bounds met | $M_OK |"
+  echo "| bounds met (as in the search below) | $M_OK |"
   echo
   echo "Command: \`horde run bench/scenarios/wow-capacity.toml --players 10000 --duration ${MAIN_SECS}s\`."
   echo
@@ -93,7 +95,7 @@ done
   echo
   echo "## Largest population meeting the bounds (${SEARCH_SECS} s runs)"
   echo
-  echo "Bounds: every player connected, no APDU lost, every category and direction within 3 % of the model's rate, no APDU differing from the sender's regenerated schedule."
+  echo "Bounds: every player connected, no APDU lost, every category and direction within 3 % of the model's rate, no APDU differing from the sender's regenerated schedule, and departure lateness p99 ≤ 5 ms on both sides (the machine keeps time)."
   echo
   echo "| players | bounds | connected | lost | worst rate error % | p99 lateness client µs | p99 lateness server µs | CPU client % | CPU server % | RSS client MB | RSS server MB |"
   echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

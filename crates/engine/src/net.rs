@@ -110,9 +110,18 @@ pub fn udp_listener(addr: SocketAddr) -> io::Result<Socket> {
 
 /// A non-blocking TCP listener on `addr` with a backlog deep enough for 10,000 connects at once.
 pub fn tcp_listener(addr: SocketAddr) -> io::Result<Socket> {
+    tcp_listener_shared(addr, false)
+}
+
+/// [`tcp_listener`]; with `shared`, SO_REUSEPORT lets several listeners (one per worker thread)
+/// bind the same port, and the kernel spreads incoming connections over them.
+pub fn tcp_listener_shared(addr: SocketAddr, shared: bool) -> io::Result<Socket> {
     let s = Socket::new(domain(&addr), Type::STREAM, Some(Protocol::TCP))?;
     s.set_nonblocking(true)?;
     s.set_reuse_address(true)?;
+    if shared {
+        s.set_reuse_port(true)?;
+    }
     if addr.is_ipv6() {
         s.set_only_v6(true)?;
     }

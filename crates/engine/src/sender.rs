@@ -259,22 +259,31 @@ pub fn serve(listen: &[SocketAddr], opts: &SendOptions, stop: &AtomicBool, ready
         return Err(EngineError::Config("serving needs a responder".into()));
     }
     clock::raise_fd_limit();
-    let mut listeners = Vec::new();
+    let threads = opts.threads.max(1);
+    let mut shares: Vec<(Vec<FlowState>, Vec<TcpListener>)> = (0..threads).map(|_| (Vec::new(), Vec::new())).collect();
     let mut bound = Vec::new();
     for a in listen {
-        let s = net::tcp_listener(*a).map_err(|e| EngineError::Io {
-            what: format!(
-                "binding tcp {a}{}",
-                if e.kind() == io::ErrorKind::AddrInUse { " (the port is in use: stop the other program or pick another port)" } else { "" }
-            ),
-            source: e,
-        })?;
-        let l = TcpListener::from_std(s.into());
-        bound.push(l.local_addr().map_err(|e| EngineError::Io { what: "reading the bound address".into(), source: e })?);
-        listeners.push(l);
+        // The first listener picks the port (a may say port 0); the other workers' listeners
+        // share it through SO_REUSEPORT.
+        let mut addr = *a;
+        for (w, share) in shares.iter_mut().enumerate() {
+            let s = net::tcp_listener_shared(addr, threads > 1).map_err(|e| EngineError::Io {
+                what: format!(
+                    "binding tcp {addr}{}",
+                    if e.kind() == io::ErrorKind::AddrInUse { " (the port is in use: stop the other program or pick another port)" } else { "" }
+                ),
+                source: e,
+            })?;
+            let l = TcpListener::from_std(s.into());
+            if w == 0 {
+                addr = l.local_addr().map_err(|e| EngineError::Io { what: "reading the bound address".into(), source: e })?;
+                bound.push(addr);
+            }
+            share.1.push(l);
+        }
     }
     ready(&bound);
-    run_workers(vec![(Vec::new(), listeners)], opts, stop, START_LEAD_NS, 0.0)
+    run_workers(shares, opts, stop, START_LEAD_NS, 0.0)
 }
 
 fn run_workers(

@@ -38,9 +38,12 @@ pub struct RawScenario {
     /// Values for the service's formula variables, e.g. `N = 500` (players on the server).
     #[serde(default)]
     pub variables: BTreeMap<String, f64>,
-        /// Worker threads on the client side (the server side has its own).
+    /// Worker threads on the client side.
     #[serde(default)]
     pub threads: Option<usize>,
+    /// Worker threads on the server side (default 2; each has its own listener on the port).
+    #[serde(default)]
+    pub server_threads: Option<usize>,
     /// Busy-wait before each departure, µs (default 80: µs precision at the cost of a core
     /// when departures are dense; 0 sleeps only, ~50 µs precision, for big populations).
     #[serde(default)]
@@ -57,7 +60,8 @@ pub struct Scenario {
     pub start_hour: f64,
     pub server: SocketAddr,
     pub variables: Vars,
-        pub threads: usize,
+    pub threads: usize,
+    pub server_threads: usize,
     pub spin_us: u64,
     pub text: String,
 }
@@ -125,7 +129,14 @@ impl Scenario {
             players: raw.players,
             duration_s: dur as f64 / 1e9,
             seed: raw.seed.unwrap_or(1),
-            start_hour, server, variables, threads, spin_us: raw.spin_us.unwrap_or(80), text: text.to_string() })
+            start_hour,
+            server,
+            variables,
+            threads,
+            server_threads: raw.server_threads.unwrap_or(2).clamp(1, 64),
+            spin_us: raw.spin_us.unwrap_or(80),
+            text: text.to_string(),
+        })
     }
 
     /// Reads and parses a scenario file.

@@ -85,9 +85,10 @@ struct Summary<'a> {
     client: &'a SendReport,
     server_connections: u64,
     /// Received APDUs that differed from the peer's regenerated schedule, both sides (must be 0).
-        mismatched: u64,
+    mismatched: u64,
     resources: Usage,
-    analysis: &'a GameAnalysis,}
+    analysis: &'a GameAnalysis,
+}
 
 pub fn load(args: &Args) -> Result<Scenario, crate::Failure> {
     let mut sc = Scenario::load(&args.scenario).map_err(bad_input)?;
@@ -154,7 +155,13 @@ fn plan(sc: &Scenario) -> Result<Arc<Players>, crate::Failure> {
 fn serve_only(sc: &Scenario, out: &Path, stop: &AtomicBool) -> Outcome {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let players = plan(sc)?;
-        let opts = SendOptions { log: Some(out.join("server.hlog")), responder: Some(players as Arc<dyn Responder>), spin_ns: sc.spin_us * 1000, ..Default::default() };
+    let opts = SendOptions {
+        log: Some(out.join("server.hlog")),
+        responder: Some(players as Arc<dyn Responder>),
+        spin_ns: sc.spin_us * 1000,
+        threads: sc.server_threads,
+        ..Default::default()
+    };
     let report = sender::serve(&[sc.server], &opts, stop, |b| {
         use std::io::Write;
         println!("{SERVE_BANNER}{}", b[0]);
@@ -249,9 +256,10 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
         .map(|p| Job { flow: player_flow(p, addr), source: Some(players.schedule(p, Direction::Up)), mirror: Some(players.schedule(p, Direction::Down)) })
         .collect();
     let copts = SendOptions {
-                threads: sc.threads,
+        threads: sc.threads,
         spin_ns: sc.spin_us * 1000,
-        log: Some(out.join("client.hlog")),progress: Some(client_progress.clone()),
+        log: Some(out.join("client.hlog")),
+        progress: Some(client_progress.clone()),
         linger: Duration::from_millis(1000),
         run_for: Some(Duration::from_secs_f64(sc.duration_s)),
         connect_timeout: Duration::from_secs(30),
@@ -267,7 +275,7 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
         done.store(true, Ordering::Relaxed);
         r
     });
-        let server_report = server.finish(out)?;
+    let server_report = server.finish(out)?;
     let client = client.context("client side")?;
     let usage = Usage::now();
     eprintln!(
@@ -284,7 +292,7 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
     if mismatched > 0 {
         eprintln!("  warning: {mismatched} APDU(s) differed from the sender's regenerated schedule: a framing or pacing bug; please report it");
     }
-        report(sc, out, &players, &client, &server_report, &usage)?;
+    report(sc, out, &players, &client, &server_report, &usage)?;
     Ok(if client.interrupted { 130 } else { 0 })
 }
 
@@ -378,7 +386,8 @@ impl Usage {
     }
 }
 
-fn report(sc: &Scenario, out: &Path, players: &Players, client: &SendReport, server: &SendReport, usage: &Usage) -> anyhow::Result<()> {let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
+fn report(sc: &Scenario, out: &Path, players: &Players, client: &SendReport, server: &SendReport, usage: &Usage) -> anyhow::Result<()> {
+    let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
         let bytes = std::fs::read(out.join(f)).with_context(|| format!("reading {f}"))?;
         Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{f}: {e}"))?.records)
     };
@@ -400,7 +409,9 @@ fn report(sc: &Scenario, out: &Path, players: &Players, client: &SendReport, ser
         variables: &players.traffic.vars,
         client,
         server_connections: server.flows.len() as u64,
-        mismatched: client.mismatched + server.mismatched, resources: *usage,analysis: &g,
+        mismatched: client.mismatched + server.mismatched,
+        resources: *usage,
+        analysis: &g,
     };
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
     std::fs::write(out.join("scenario.toml"), &sc.text).context("writing scenario.toml")?;
