@@ -191,3 +191,37 @@ fn services_lists_shows_and_checks() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("state.call.up.size"), "{}", text(&out));
 }
+
+/// A ramp: players join over the first seconds (connecting only then), and every one of them is
+/// served in full.
+#[test]
+fn players_can_join_over_time() {
+    let dir = Scratch::new("ramp");
+    let sc = dir.path("ramp.toml");
+    std::fs::write(&sc, "service = 'wow'\nplayers = 200\nduration = '8s'\nseed = 2\njoin = 'uniform(0, 5)'\n").unwrap();
+    let out = run(horde().args(["run", sc.to_str().unwrap(), "--quiet", "--out", dir.path("out").to_str().unwrap()]));
+    assert!(out.status.success(), "{}", text(&out));
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path("out/summary.json")).unwrap()).unwrap();
+    assert_eq!(s["server_connections"], 200);
+    assert_eq!(s["mismatched"], 0);
+    let cats = s["analysis"]["categories"].as_array().unwrap();
+    assert_eq!(cats.iter().map(|c| c["up"]["lost"].as_u64().unwrap() + c["down"]["lost"].as_u64().unwrap()).sum::<u64>(), 0);
+    // The population grows: few players at the start, all of them after the ramp.
+    let occ = s["analysis"]["occupancy"].as_array().unwrap();
+    let total = |i: usize| occ[i][1].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum::<u64>();
+    assert!(total(0) < 20, "{} players at t=0", total(0));
+    assert_eq!(total(occ.len() - 1), 200);
+    // No player sent anything before it joined: its first APDU comes after the ramp's share.
+    let recs = records(&dir.path("out/client.hlog"));
+    let t0 = s["client"]["t0_real_ns"].as_u64().unwrap();
+    let early = recs
+        .iter()
+        .filter(|r| r.kind == horde_wire::RecordKind::Sent && r.t_b < t0 + 1_000_000_000)
+        .map(|r| r.tag >> 8)
+        .collect::<std::collections::HashSet<_>>();
+    assert!(early.len() < 60, "{} players sent in the first second of a 5 s ramp", early.len());
+    std::fs::write(&sc, "service = 'wow'\nplayers = 5\nduration = '1s'\njoin = 'uniform(5, 1)'\n").unwrap();
+    let out = run(horde().args(["run", sc.to_str().unwrap(), "--quiet"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("join: uniform: max must be > min"), "{}", text(&out));
+}

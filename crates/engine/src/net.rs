@@ -132,6 +132,13 @@ pub fn tcp_listener_shared(addr: SocketAddr, shared: bool) -> io::Result<Socket>
 
 /// Starts a non-blocking TCP connect. Completion shows as writability.
 pub fn tcp_connect(dst: SocketAddr, src: Option<SocketAddr>, tos: Option<u8>, ttl: Option<u8>, nodelay: bool) -> io::Result<Socket> {
+    let s = tcp_socket(dst, src, tos, ttl, nodelay)?;
+    start_connect(&s, dst)?;
+    Ok(s)
+}
+
+/// A non-blocking TCP socket set up for `dst`, not yet connected (see [`start_connect`]).
+pub fn tcp_socket(dst: SocketAddr, src: Option<SocketAddr>, tos: Option<u8>, ttl: Option<u8>, nodelay: bool) -> io::Result<Socket> {
     let s = Socket::new(domain(&dst), Type::STREAM, Some(Protocol::TCP))?;
     s.set_nonblocking(true)?;
     s.set_nodelay(nodelay)?;
@@ -139,9 +146,14 @@ pub fn tcp_connect(dst: SocketAddr, src: Option<SocketAddr>, tos: Option<u8>, tt
     if let Some(src) = src {
         s.bind(&SockAddr::from(src))?;
     }
+    Ok(s)
+}
+
+/// Starts a non-blocking connect; completion shows as writability.
+pub fn start_connect(s: &Socket, dst: SocketAddr) -> io::Result<()> {
     match s.connect(&SockAddr::from(dst)) {
-        Ok(()) => Ok(s),
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(s),
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(()),
         Err(e) => Err(e),
     }
 }

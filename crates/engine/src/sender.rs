@@ -197,6 +197,8 @@ struct FlowState {
     incoming: Incoming,
     /// The peer's schedule, regenerated: gives each incoming APDU its class and expected size.
     mirror: Option<Source>,
+    /// Not connected yet: connect at this time (ns after the start).
+    connect_at: Option<u64>,
     stats: FlowSent,
 }
 
@@ -220,12 +222,14 @@ pub struct Job {
     /// that arrives is the peer's k-th departure, which names its class (category) exactly,
     /// even when it left a few µs after a category change.
     pub mirror: Option<Source>,
+    /// Connect only this long after the start (a player joining late), ns. TCP only.
+    pub connect_at_ns: Option<u64>,
 }
 
 /// Opens the sockets of every flow, connects TCP flows, then runs all flows to their end
 /// (or until `stop` is set) and reports.
 pub fn run(flows: Vec<Flow>, opts: &SendOptions, stop: &AtomicBool) -> Result<SendReport, EngineError> {
-    run_jobs(flows.into_iter().map(|flow| Job { flow, source: None, mirror: None }).collect(), opts, stop)
+    run_jobs(flows.into_iter().map(|flow| Job { flow, source: None, mirror: None, connect_at_ns: None }).collect(), opts, stop)
 }
 
 /// [`run`] with explicit sources (e.g. players' behaviour-driven schedules).
@@ -415,9 +419,11 @@ fn new_tcp(awaiting_hello: bool) -> TcpOut {
 fn open_flow(job: Job) -> Result<FlowState, EngineError> {
     let flow = job.flow;
     let who = format!("flow {} (`{}`)", flow.id, flow.name);
-    let sock = match flow.transport {
-        Transport::Udp => net::udp_connected(flow.dst, flow.src, flow.tos, flow.ttl),
-        Transport::Tcp => net::tcp_connect(flow.dst, flow.src, flow.tos, flow.ttl, flow.nodelay),
+    let connect_at = if flow.transport == Transport::Tcp { job.connect_at_ns } else { None };
+    let sock = match (flow.transport, connect_at) {
+        (Transport::Udp, _) => net::udp_connected(flow.dst, flow.src, flow.tos, flow.ttl),
+        (Transport::Tcp, None) => net::tcp_connect(flow.dst, flow.src, flow.tos, flow.ttl, flow.nodelay),
+        (Transport::Tcp, Some(_)) => net::tcp_socket(flow.dst, flow.src, flow.tos, flow.ttl, flow.nodelay),
     }
     .map_err(|e| EngineError::Flow { flow: who.clone(), what: format!("opening a {} socket to {}", flow.transport.name(), flow.dst), source: e })?;
     if flow.meter == Meter::Rtt && flow.transport == Transport::Udp {
@@ -426,7 +432,18 @@ fn open_flow(job: Job) -> Result<FlowState, EngineError> {
     let tcp = (flow.transport == Transport::Tcp).then(|| new_tcp(false));
     let sched: Source = job.source.unwrap_or_else(|| Box::new(Schedule::new(&flow)));
     let incoming = if flow.meter == Meter::Rtt { Incoming::Echo } else { Incoming::Traffic };
-    Ok(FlowState { stats: new_stats(&flow), sched: Some(sched), shift_ns: 0, flow, pending: VecDeque::new(), sock, tcp, incoming, mirror: job.mirror })
+    Ok(FlowState {
+        stats: new_stats(&flow),
+        sched: Some(sched),
+        shift_ns: 0,
+        flow,
+        pending: VecDeque::new(),
+        sock,
+        tcp,
+        incoming,
+        mirror: job.mirror,
+        connect_at,
+    })
 }
 
 /// A flow spec for a connection accepted by the server side.
@@ -460,7 +477,7 @@ fn connect_all(states: &mut [FlowState], timeout: Duration, stop: &AtomicBool) -
     let mut waiting = 0usize;
     let mut poll = Poll::new().map_err(io_err("creating a poll"))?;
     for (i, s) in states.iter().enumerate() {
-        if s.tcp.is_some() {
+        if s.tcp.is_some() && s.connect_at.is_none() {
             poll.registry().register(&mut SourceFd(&s.sock.as_raw_fd()), Token(i), Interest::WRITABLE).map_err(io_err("registering a socket"))?;
             waiting += 1;
         }
@@ -474,7 +491,7 @@ fn connect_all(states: &mut [FlowState], timeout: Duration, stop: &AtomicBool) -
         }
         let now = mono_ns();
         if now >= deadline {
-            let first = states.iter().zip(&done).find(|(s, d)| s.tcp.is_some() && !**d).map(|(s, _)| s.flow.dst);
+            let first = states.iter().zip(&done).find(|(s, d)| s.tcp.is_some() && s.connect_at.is_none() && !**d).map(|(s, _)| s.flow.dst);
             return Err(EngineError::Config(format!(
                 "{waiting} TCP connection(s) not established within {:?} (first: {}); is `horde recv` listening there?",
                 timeout,
@@ -558,7 +575,9 @@ impl Worker {
         let mut listeners = listeners;
         if let Some(p) = &poll {
             for (i, f) in flows.iter().enumerate() {
-                if f.tcp.is_some() {
+                if f.connect_at.is_some() {
+                    // registered when it connects
+                } else if f.tcp.is_some() {
                     p.registry().register(&mut SourceFd(&f.sock.as_raw_fd()), Token(i), Interest::READABLE | Interest::WRITABLE)?;
                 } else if f.flow.meter == Meter::Rtt {
                     p.registry().register(&mut SourceFd(&f.sock.as_raw_fd()), Token(i), Interest::READABLE)?;
@@ -590,8 +609,11 @@ impl Worker {
         self.t0_mono = t0_mono;
         self.t0_real = t0_real;
         for i in 0..self.flows.len() {
+            if let Some(at) = self.flows[i].connect_at {
+                self.heap.push(Reverse((at, i)));
+                continue;
+            }
             // The hello's base is the run's start, so the peer can place our departures in time.
-
             self.send_hello(i, t0_real);
             if let Some(d) = self.flows[i].peek() {
                 self.heap.push(Reverse((d.at_ns, i)));
@@ -617,7 +639,11 @@ impl Worker {
                 continue;
             }
             self.heap.pop();
-            self.send_due(i, now - self.t0_mono);
+            if self.flows[i].connect_at.is_some() {
+                self.join(i);
+            } else {
+                self.send_due(i, now - self.t0_mono);
+            }
             if let Some(d) = self.flows[i].peek() {
                 self.heap.push(Reverse((d.at_ns, i)));
             }
@@ -627,6 +653,26 @@ impl Worker {
         }
         self.sink.flush();
         Ok(WorkerResult { flows: self.flows.into_iter().map(|f| f.stats).collect(), lateness: self.hist, interrupted })
+    }
+
+    /// A flow whose time has come to connect (a player joining): connect, register, greet.
+    fn join(&mut self, i: usize) {
+        let f = &mut self.flows[i];
+        f.connect_at = None;
+        let ok = net::start_connect(&f.sock, f.flow.dst).is_ok()
+            && self
+                .poll
+                .as_ref()
+                .is_some_and(|p| p.registry().register(&mut SourceFd(&f.sock.as_raw_fd()), Token(i), Interest::READABLE | Interest::WRITABLE).is_ok());
+        if !ok {
+            f.stats.errors += 1;
+            if let Some(t) = &mut f.tcp {
+                t.broken = true;
+            }
+            return;
+        }
+        let base = self.t0_real;
+        self.send_hello(i, base);
     }
 
     fn send_hello(&mut self, i: usize, base_ns: u64) {
@@ -845,6 +891,7 @@ impl Worker {
                 tcp: Some(new_tcp(true)),
                 incoming: Incoming::Traffic,
                 mirror: None,
+                connect_at: None,
             });
             let base = self.t0_real;
             self.send_hello(i, base);

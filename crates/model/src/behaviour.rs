@@ -53,16 +53,23 @@ fn pick(rng: &mut ChaCha8Rng, probs: &[f64]) -> usize {
 
 /// The segments of one player, in time order.
 pub fn player(svc: &Service, p: &Params, player: u32) -> Vec<Segment> {
+    player_joining(svc, p, player, 0.0)
+}
+
+/// [`player`] for a player who joins `join_s` seconds into the run: its session starts then,
+/// with a first state drawn for that hour (and nothing before).
+pub fn player_joining(svc: &Service, p: &Params, player: u32, join_s: f64) -> Vec<Segment> {
     let mut rng = ChaCha8Rng::seed_from_u64(crate::derive_seed(p.seed ^ STREAM_BEHAVIOUR, player as u64));
     let mut dwell_samplers: Vec<Option<Vec<crate::Sampler>>> =
         svc.states.iter().map(|s| s.dwell.as_ref().map(|v| v.iter().map(|d| d.sampler()).collect())).collect();
     let mut out = Vec::new();
     let mut sessions = Vec::new();
     match &svc.session {
-        Session::Fixed => sessions.push((0.0, p.duration_s)),
+        Session::Fixed if join_s < p.duration_s => sessions.push((join_s, p.duration_s)),
+        Session::Fixed => {}
         Session::Arrivals { gap, length } => {
             let (mut g, mut l) = (gap.sampler(), length.sampler());
-            let mut t = g.sample(&mut rng).max(0.0) * rng.random::<f64>();
+            let mut t = join_s + g.sample(&mut rng).max(0.0) * rng.random::<f64>();
             while t < p.duration_s {
                 let len = l.sample(&mut rng).max(0.0);
                 sessions.push((t, (t + len).min(p.duration_s)));

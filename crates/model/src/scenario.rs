@@ -44,6 +44,11 @@ pub struct RawScenario {
     /// Worker threads on the server side (default 2; each has its own listener on the port).
     #[serde(default)]
     pub server_threads: Option<usize>,
+    /// When each player joins, seconds after the start: a distribution drawn once per player
+    /// (seeded). A ramp over a minute: `uniform(0, 60)`; a release-day surge at 20 s:
+    /// `mix(0.2*constant(0), 0.8*uniform(20, 25))`. Default: everyone plays from the start.
+    #[serde(default)]
+    pub join: Option<String>,
     /// Busy-wait before each departure, µs (default 80: µs precision at the cost of a core
     /// when departures are dense; 0 sleeps only, ~50 µs precision, for big populations).
     #[serde(default)]
@@ -63,6 +68,8 @@ pub struct Scenario {
     pub threads: usize,
     pub server_threads: usize,
     pub spin_us: u64,
+    /// Join-time distribution, seconds (None: all at 0).
+    pub join: Option<crate::dist::Dist>,
     pub text: String,
 }
 
@@ -119,6 +126,13 @@ impl Scenario {
         }
         let variables: Vars = raw.variables.into_iter().collect();
         service.bind(&variables).map_err(|(f, m)| fail(&format!("variables (in service {})", f), m))?;
+        let join = match &raw.join {
+            Some(j) => {
+                let d = j.parse::<crate::dist::Dist>().map_err(|e| fail("join", e.to_string()))?.validate().map_err(|e| fail("join", e.to_string()))?;
+                Some(d)
+            }
+            None => None,
+        };
         let threads = raw.threads.unwrap_or(1);
         if threads == 0 || threads > 64 {
             return Err(fail("threads", format!("must be 1..=64 (got {threads})")));
@@ -135,6 +149,7 @@ impl Scenario {
             threads,
             server_threads: raw.server_threads.unwrap_or(2).clamp(1, 64),
             spin_us: raw.spin_us.unwrap_or(80),
+            join,
             text: text.to_string(),
         })
     }
@@ -144,6 +159,20 @@ impl Scenario {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ScenarioError { file: file.clone(), field: "file".into(), msg: format!("cannot read: {e}") })?;
         Scenario::parse(&text, &file, path.parent().unwrap_or(Path::new(".")))
+    }
+
+    /// When player `p` joins, seconds after the start (0 without a `join` distribution).
+    pub fn join_time(&self, p: u32) -> f64 {
+        use rand::SeedableRng;
+        let Some(d) = &self.join else { return 0.0 };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(crate::derive_seed(self.seed ^ 0x4A01_4E00, p as u64));
+        d.sampler().sample(&mut rng).max(0.0)
+    }
+
+    /// Every player's stays, each from its join time.
+    pub fn segments(&self) -> Vec<Vec<crate::behaviour::Segment>> {
+        let params = self.behaviour_params();
+        (0..self.players).map(|p| crate::behaviour::player_joining(&self.service, &params, p, self.join_time(p))).collect()
     }
 
     pub fn behaviour_params(&self) -> crate::behaviour::Params {

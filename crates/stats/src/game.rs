@@ -104,7 +104,7 @@ impl Acc {
 /// Index of the stay of `segs` that holds `t_s`.
 fn segment_index(segs: &[Segment], t_s: f64) -> Option<usize> {
     let i = segs.partition_point(|s| s.start_s <= t_s);
-    (i > 0).then_some(i - 1)
+    i.checked_sub(1)
 }
 
 /// Weights of a category's sub-activities in this run, per direction: the share of the

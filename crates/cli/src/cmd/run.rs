@@ -144,8 +144,7 @@ pub fn default_out(name: &str) -> PathBuf {
 
 /// The players of a scenario: segments from the behaviour process, bound traffic model.
 fn plan(sc: &Scenario) -> Result<Arc<Players>, crate::Failure> {
-    let params = sc.behaviour_params();
-    let segments: Vec<Vec<Segment>> = (0..sc.players).map(|p| behaviour::player(&sc.service, &params, p)).collect();
+    let segments: Vec<Vec<Segment>> = sc.segments();
     let traffic = sc.service.bind(&sc.variables).map_err(|(f, m)| bad_input(anyhow::anyhow!("{}: {f}: {m}", sc.name)))?;
     Ok(Arc::new(Players { segments: Arc::new(segments), traffic: Arc::new(traffic), seed: sc.seed, duration_s: sc.duration_s }))
 }
@@ -253,7 +252,13 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
     let (server, addr) = ServerChild::start(sc, &scenario_file, out)?;
     let client_progress = Arc::new(Progress::default());
     let jobs: Vec<Job> = (0..sc.players)
-        .map(|p| Job { flow: player_flow(p, addr), source: Some(players.schedule(p, Direction::Up)), mirror: Some(players.schedule(p, Direction::Down)) })
+        .map(|p| Job {
+            flow: player_flow(p, addr),
+            source: Some(players.schedule(p, Direction::Up)),
+            mirror: Some(players.schedule(p, Direction::Down)),
+            // A player who joins later connects then.
+            connect_at_ns: Some((sc.join_time(p) * 1e9) as u64).filter(|t| *t > 0),
+        })
         .collect();
     let copts = SendOptions {
         threads: sc.threads,
