@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use horde_model::{Departure, Dist, Flow, Meter, Schedule, Stop, Transport};
+use horde_model::{Departure, Flow, Meter, Schedule, Transport};
 use horde_wire::datagram::{FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST};
 use horde_wire::log::{FLAG_CLAMPED, FLAG_KERNEL_TS};
 use horde_wire::stream::HELLO_ECHO;
@@ -448,24 +448,7 @@ fn open_flow(job: Job) -> Result<FlowState, EngineError> {
 
 /// A flow spec for a connection accepted by the server side.
 fn accepted_flow(peer: SocketAddr) -> Flow {
-    Flow {
-        id: 0,
-        name: format!("from {peer}"),
-        transport: Transport::Tcp,
-        dst: peer,
-        src: None,
-        idt: Dist::constant(0.0),
-        size: Dist::constant(0.0),
-        on_off: None,
-        start_delay: Dist::constant(0.0),
-        seed: 0,
-        tos: None,
-        ttl: None,
-        nodelay: true,
-        stop: Stop::default(),
-        meter: Meter::Owd,
-        tag: 0,
-    }
+    Flow::connection(0, format!("from {peer}"), peer, 0)
 }
 
 /// Waits until every TCP flow's non-blocking connect has completed.

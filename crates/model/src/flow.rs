@@ -156,6 +156,31 @@ pub struct Flow {
     pub tag: u32,
 }
 
+impl Flow {
+    /// A TCP connection whose departures come from elsewhere (a player's behaviour-driven
+    /// schedule, or the server side's answer to a client): no model of its own, TCP_NODELAY on.
+    pub fn connection(id: u32, name: String, dst: SocketAddr, tag: u32) -> Flow {
+        Flow {
+            id,
+            name,
+            transport: Transport::Tcp,
+            dst,
+            src: None,
+            idt: Dist::constant(0.0),
+            size: Dist::constant(0.0),
+            on_off: None,
+            start_delay: Dist::constant(0.0),
+            seed: 0,
+            tos: None,
+            ttl: None,
+            nodelay: true,
+            stop: Stop::default(),
+            meter: Meter::Owd,
+            tag,
+        }
+    }
+}
+
 /// A field of a flow that is not acceptable.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{flow}: {field}: {msg}")]

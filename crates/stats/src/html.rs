@@ -239,7 +239,7 @@ pub fn game_page(title: &str, scenario: &str, g: &crate::game::GameAnalysis, cha
             );
         }
     }
-    s.push_str("</table><p>Rates per player are APDUs over the player-seconds spent in the category; the model rate is 1000 / mean inter-departure time. KS: Kolmogorov–Smirnov distance between the measured distribution (receiver's log) and the model's.</p>");
+    s.push_str("</table><p>Rates per player are APDUs over the player-seconds spent in the category; the model rate is the long-run rate, 1000 / mean inter-departure time. Every fresh start of a bursty inter-departure process (a player joining, a category change) adds about (CV² − 1)/2 APDUs, so short runs and surges show rates above it (WoW trading up: CV² = 5.3, +2 APDUs per start). KS: Kolmogorov–Smirnov distance between the measured distribution (receiver's log) and the model's, inter-arrival times at 1 ms resolution.</p>");
     s.push_str("<h2>Over time</h2>");
     for (name, svg) in charts.iter().filter(|(n, _)| !n.starts_with("cdf-")) {
         let _ = write!(s, "<figure id=\"{}\">{svg}</figure>", esc(name));

@@ -13,7 +13,7 @@ use horde_model::flow::Transport;
 use horde_model::scenario::Scenario;
 use horde_model::schedule::PlayerSchedule;
 use horde_model::service::{BoundTraffic, Direction};
-use horde_model::{Dist, Flow, Meter, Stop};
+use horde_model::Flow;
 use horde_stats::game::{self, Context, GameAnalysis};
 use horde_wire::StreamHello;
 use serde::Serialize;
@@ -302,24 +302,7 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
 }
 
 fn player_flow(p: u32, server: SocketAddr) -> Flow {
-    Flow {
-        id: p,
-        name: format!("player {p}"),
-        transport: Transport::Tcp,
-        dst: server,
-        src: None,
-        idt: Dist::constant(0.0),
-        size: Dist::constant(0.0),
-        on_off: None,
-        start_delay: Dist::constant(0.0),
-        seed: 0,
-        tos: None,
-        ttl: None,
-        nodelay: true,
-        stop: Stop::default(),
-        meter: Meter::Owd,
-        tag: p << 8,
-    }
+    Flow::connection(p, format!("player {p}"), server, p << 8)
 }
 
 fn show_progress(sc: &Scenario, segments: &[Vec<Segment>], p: &Progress, done: &AtomicBool) {
