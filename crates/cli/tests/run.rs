@@ -119,7 +119,7 @@ fn bad_scenarios_name_the_field() {
     let dir = Scratch::new("badsc");
     let cases = [
         ("service = 'doom'\nplayers = 1\nduration = '1s'\n", "service: "),
-        ("service = 'quake3'\nplayers = 1\nduration = '1s'\n", "runs over UDP"),
+        ("service = 'wow'\nplayers = 1\nduration = '1s'\njoin = 'weibul(1, 2)'\n", "join: unknown distribution `weibul`"),
         ("service = 'wow'\nplayers = 0\nduration = '1s'\n", "players: must be 1.."),
         ("service = 'wow'\nplayers = 5\nduration = 'soon'\n", "duration: "),
         ("service = 'wow'\nplayers = 5\nduration = '1s'\n[variables]\nM = 3\n", "variables.M: service `wow` has no variable `M`"),
@@ -224,4 +224,31 @@ fn players_can_join_over_time() {
     let out = run(horde().args(["run", sc.to_str().unwrap(), "--quiet"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("join: uniform: max must be > min"), "{}", text(&out));
+}
+
+/// UDP services run two-way too: a hello datagram per player, server datagrams back to the
+/// player's address, every datagram accounted for and matching the regenerated schedules.
+#[test]
+fn udp_services_run_both_ways() {
+    let dir = Scratch::new("udprun");
+    let sc = dir.path("cs.toml");
+    std::fs::write(&sc, "service = 'counter-strike'\nplayers = 200\nduration = '6s'\nseed = 4\n").unwrap();
+    let out = run(horde().args(["run", sc.to_str().unwrap(), "--quiet", "--out", dir.path("out").to_str().unwrap()]));
+    assert!(out.status.success(), "{}", text(&out));
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path("out/summary.json")).unwrap()).unwrap();
+    assert_eq!(s["server_connections"], 200);
+    assert_eq!(s["mismatched"], 0);
+    for c in s["analysis"]["categories"].as_array().unwrap() {
+        for d in ["up", "down"] {
+            let x = &c[d];
+            let name = format!("{} {d}", c["category"].as_str().unwrap());
+            assert!(x["received"].as_u64().unwrap() > 1000, "{name}: {x}");
+            assert_eq!(x["lost"], 0, "{name}");
+            assert!(x["ks_size"].as_f64().unwrap() <= 0.03, "{name}: {}", x["ks_size"]);
+            assert!(x["ks_iat"].as_f64().unwrap() <= 0.03, "{name}: {}", x["ks_iat"]);
+        }
+    }
+    // Idle players' client IDT is a Student-t clamped at 0: the model's rate is finite (ν > 1).
+    let idle = &s["analysis"]["categories"][1]["up"];
+    assert!(idle["rate_error_pct"].as_f64().unwrap().abs() < 3.0, "{idle}");
 }

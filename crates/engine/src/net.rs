@@ -97,8 +97,17 @@ pub fn udp_connected(dst: SocketAddr, src: Option<SocketAddr>, tos: Option<u8>, 
 
 /// A non-blocking UDP socket bound to `addr` for receiving.
 pub fn udp_listener(addr: SocketAddr) -> io::Result<Socket> {
+    udp_listener_shared(addr, false)
+}
+
+/// [`udp_listener`]; with `shared`, SO_REUSEPORT lets one socket per worker bind the port (the
+/// kernel keeps each client address on one socket).
+pub fn udp_listener_shared(addr: SocketAddr, shared: bool) -> io::Result<Socket> {
     let s = Socket::new(domain(&addr), Type::DGRAM, Some(Protocol::UDP))?;
     s.set_nonblocking(true)?;
+    if shared {
+        s.set_reuse_port(true)?;
+    }
     if addr.is_ipv6() {
         s.set_only_v6(true)?;
     }

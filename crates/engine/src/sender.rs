@@ -13,7 +13,7 @@
 //! the worker runs.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use horde_model::{Departure, Flow, Meter, Schedule, Transport};
-use horde_wire::datagram::{FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST};
+use horde_wire::datagram::{FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST, FLAG_HELLO};
 use horde_wire::log::{FLAG_CLAMPED, FLAG_KERNEL_TS};
 use horde_wire::stream::HELLO_ECHO;
 use horde_wire::{ApduHeader, DatagramHeader, Record, RecordKind, Role, StreamDecoder, StreamEvent, StreamHello, HELLO_LEN};
@@ -44,6 +44,7 @@ use crate::EngineError;
 const START_LEAD_NS: u64 = 20_000_000;
 const START_LEAD_PER_TCP_NS: u64 = 20_000;
 const LISTEN_TOKEN: usize = 1 << 30;
+const UDP_LISTEN_TOKEN: usize = 1 << 29;
 
 /// A flow's departures: a plain schedule, or a player's behaviour-driven one.
 pub type Source = Box<dyn Iterator<Item = Departure> + Send>;
@@ -199,10 +200,36 @@ struct FlowState {
     mirror: Option<Source>,
     /// Not connected yet: connect at this time (ns after the start).
     connect_at: Option<u64>,
+    /// Server side over UDP: the player's address (the socket is the shared listening one).
+    peer: Option<SocketAddr>,
+    /// A mirror departure read ahead (UDP: a later one than the datagram that arrived).
+    mirror_ahead: Option<Departure>,
     stats: FlowSent,
 }
 
 impl FlowState {
+    /// The record tag of the incoming APDU/datagram `seq` of `len` bytes: the peer's departure
+    /// `seq` from the mirror names its class; a size that differs is counted as mismatched.
+    /// Lost datagrams are skipped over; one that arrives after a later one keeps the plain tag.
+    fn classify(&mut self, seq: u64, len: u32) -> u32 {
+        let Some(m) = self.mirror.as_mut() else { return self.flow.tag };
+        loop {
+            let d = match self.mirror_ahead.take().or_else(|| m.next()) {
+                Some(d) => d,
+                None => return self.flow.tag,
+            };
+            if d.seq < seq {
+                continue;
+            }
+            if d.seq > seq {
+                self.mirror_ahead = Some(d);
+                return self.flow.tag;
+            }
+            self.stats.mismatched += (d.size != len) as u64;
+            return (self.flow.tag & !0xFF) | d.class as u32;
+        }
+    }
+
     /// The next departure, drawn from the source if none is pending.
     fn peek(&mut self) -> Option<Departure> {
         if self.pending.is_empty() {
@@ -252,51 +279,72 @@ pub fn run_jobs(jobs: Vec<Job>, opts: &SendOptions, stop: &AtomicBool) -> Result
         shares[i % threads].push(s);
     }
     let lead = START_LEAD_NS + START_LEAD_PER_TCP_NS * tcp_flows / threads as u64;
-    run_workers(shares.into_iter().map(|s| (s, Vec::new())).collect(), opts, stop, lead, connect_s)
+    run_workers(shares.into_iter().map(|flows| Share { flows, ..Default::default() }).collect(), opts, stop, lead, connect_s)
 }
 
 /// The server side of a two-way scenario: listens on `listen`, and for every connection whose
 /// hello the responder accepts, sends that player's departures and logs what arrives. Runs until
 /// `stop` is set. `ready` gets the bound addresses before the first accept.
-pub fn serve(listen: &[SocketAddr], opts: &SendOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAddr])) -> Result<SendReport, EngineError> {
+pub fn serve(
+    listen: &[SocketAddr],
+    transport: Transport,
+    opts: &SendOptions,
+    stop: &AtomicBool,
+    ready: impl FnOnce(&[SocketAddr]),
+) -> Result<SendReport, EngineError> {
     if opts.responder.is_none() {
         return Err(EngineError::Config("serving needs a responder".into()));
     }
     clock::raise_fd_limit();
     let threads = opts.threads.max(1);
-    let mut shares: Vec<(Vec<FlowState>, Vec<TcpListener>)> = (0..threads).map(|_| (Vec::new(), Vec::new())).collect();
+    let mut shares: Vec<Share> = (0..threads).map(|_| Share::default()).collect();
     let mut bound = Vec::new();
     for a in listen {
-        // The first listener picks the port (a may say port 0); the other workers' listeners
-        // share it through SO_REUSEPORT.
+        // The first socket picks the port (a may say port 0); the other workers' sockets share
+        // it through SO_REUSEPORT.
         let mut addr = *a;
         for (w, share) in shares.iter_mut().enumerate() {
-            let s = net::tcp_listener_shared(addr, threads > 1).map_err(|e| EngineError::Io {
+            let bind_err = |e: io::Error| EngineError::Io {
                 what: format!(
-                    "binding tcp {addr}{}",
+                    "binding {} {addr}{}",
+                    transport.name(),
                     if e.kind() == io::ErrorKind::AddrInUse { " (the port is in use: stop the other program or pick another port)" } else { "" }
                 ),
                 source: e,
-            })?;
-            let l = TcpListener::from_std(s.into());
+            };
+            let local = match transport {
+                Transport::Tcp => {
+                    let l = TcpListener::from_std(net::tcp_listener_shared(addr, threads > 1).map_err(bind_err)?.into());
+                    let a = l.local_addr().ok();
+                    share.tcp.push(l);
+                    a
+                }
+                Transport::Udp => {
+                    let u = net::udp_listener_shared(addr, threads > 1).map_err(bind_err)?;
+                    let a = u.local_addr().ok().and_then(|a| a.as_socket());
+                    share.udp.push(u);
+                    a
+                }
+            };
             if w == 0 {
-                addr = l.local_addr().map_err(|e| EngineError::Io { what: "reading the bound address".into(), source: e })?;
+                addr = local.ok_or_else(|| EngineError::Config("cannot read the bound address".into()))?;
                 bound.push(addr);
             }
-            share.1.push(l);
         }
     }
     ready(&bound);
     run_workers(shares, opts, stop, START_LEAD_NS, 0.0)
 }
 
-fn run_workers(
-    shares: Vec<(Vec<FlowState>, Vec<TcpListener>)>,
-    opts: &SendOptions,
-    stop: &AtomicBool,
-    lead_ns: u64,
-    connect_s: f64,
-) -> Result<SendReport, EngineError> {
+/// What one worker starts with.
+#[derive(Default)]
+struct Share {
+    flows: Vec<FlowState>,
+    tcp: Vec<TcpListener>,
+    udp: Vec<Socket>,
+}
+
+fn run_workers(shares: Vec<Share>, opts: &SendOptions, stop: &AtomicBool, lead_ns: u64, connect_s: f64) -> Result<SendReport, EngineError> {
     let threads = shares.len();
     let (writer, sink) = match &opts.log {
         Some(p) => {
@@ -313,14 +361,14 @@ fn run_workers(
         let handles: Vec<_> = shares
             .into_iter()
             .enumerate()
-            .map(|(i, (flows, listeners))| {
+            .map(|(i, share)| {
                 let sink = sink.clone();
                 let opts = opts.clone();
                 let start = &start;
                 std::thread::Builder::new()
                     .name(format!("horde-send-{i}"))
                     .spawn_scoped(scope, move || {
-                        let w = Worker::new(flows, listeners, sink, opts);
+                        let w = Worker::new(share, sink, opts);
                         let (t0_mono, t0_real) = start.arrive();
                         w?.run(t0_mono, t0_real, stop)
                     })
@@ -443,6 +491,8 @@ fn open_flow(job: Job) -> Result<FlowState, EngineError> {
         incoming,
         mirror: job.mirror,
         connect_at,
+        peer: None,
+        mirror_ahead: None,
     })
 }
 
@@ -537,6 +587,9 @@ struct WorkerResult {
 struct Worker {
     flows: Vec<FlowState>,
     listeners: Vec<TcpListener>,
+    /// Server side over UDP: one shared socket per port, and the players seen on them.
+    udp_listeners: Vec<Socket>,
+    udp_peers: HashMap<SocketAddr, usize>,
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     poll: Option<Poll>,
     events: Events,
@@ -551,9 +604,11 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(flows: Vec<FlowState>, listeners: Vec<TcpListener>, sink: LogSink, opts: SendOptions) -> io::Result<Worker> {
+    fn new(share: Share, sink: LogSink, opts: SendOptions) -> io::Result<Worker> {
         clock::tighten_timer_slack();
-        let needs_poll = !listeners.is_empty() || flows.iter().any(|f| f.tcp.is_some() || f.flow.meter == Meter::Rtt);
+        let Share { flows, tcp: listeners, udp: udp_listeners } = share;
+        let udp_in = |f: &FlowState| f.tcp.is_none() && (f.flow.meter == Meter::Rtt || f.mirror.is_some());
+        let needs_poll = !listeners.is_empty() || !udp_listeners.is_empty() || flows.iter().any(|f| f.tcp.is_some() || udp_in(f));
         let poll = if needs_poll { Some(Poll::new()?) } else { None };
         let mut listeners = listeners;
         if let Some(p) = &poll {
@@ -562,19 +617,24 @@ impl Worker {
                     // registered when it connects
                 } else if f.tcp.is_some() {
                     p.registry().register(&mut SourceFd(&f.sock.as_raw_fd()), Token(i), Interest::READABLE | Interest::WRITABLE)?;
-                } else if f.flow.meter == Meter::Rtt {
+                } else if udp_in(f) {
                     p.registry().register(&mut SourceFd(&f.sock.as_raw_fd()), Token(i), Interest::READABLE)?;
                 }
             }
             for (j, l) in listeners.iter_mut().enumerate() {
                 p.registry().register(l, Token(LISTEN_TOKEN + j), Interest::READABLE)?;
             }
+            for (j, u) in udp_listeners.iter().enumerate() {
+                p.registry().register(&mut SourceFd(&u.as_raw_fd()), Token(UDP_LISTEN_TOKEN + j), Interest::READABLE)?;
+            }
         }
-        let has_udp_rtt = flows.iter().any(|f| f.tcp.is_none() && f.flow.meter == Meter::Rtt);
+        let has_udp_rx = !udp_listeners.is_empty() || flows.iter().any(udp_in);
         Ok(Worker {
             heap: BinaryHeap::with_capacity(flows.len()),
             flows,
             listeners,
+            udp_listeners,
+            udp_peers: HashMap::new(),
             poll,
             events: Events::with_capacity(1024),
             sink,
@@ -583,7 +643,7 @@ impl Worker {
             opts,
             hist: new_hist(),
             slots: (0..BATCH).map(|_| Vec::new()).collect(),
-            rx: has_udp_rtt.then(|| RecvBatch::new(horde_model::flow::MAX_UDP_PAYLOAD as usize + 1)),
+            rx: has_udp_rx.then(|| RecvBatch::new(horde_model::flow::MAX_UDP_PAYLOAD as usize + 1)),
             read_buf: vec![0u8; 64 * 1024],
         })
     }
@@ -598,11 +658,12 @@ impl Worker {
             }
             // The hello's base is the run's start, so the peer can place our departures in time.
             self.send_hello(i, t0_real);
+            self.send_udp_hello(i, t0_real);
             if let Some(d) = self.flows[i].peek() {
                 self.heap.push(Reverse((d.at_ns, i)));
             }
         }
-        let serving = !self.listeners.is_empty();
+        let serving = !self.listeners.is_empty() || !self.udp_listeners.is_empty();
         let mut interrupted = false;
         loop {
             if stop.load(Ordering::Relaxed) {
@@ -656,6 +717,19 @@ impl Worker {
         }
         let base = self.t0_real;
         self.send_hello(i, base);
+    }
+
+    /// Two-way UDP flows announce themselves (player tag, start time) in a hello datagram.
+    fn send_udp_hello(&mut self, i: usize, base_ns: u64) {
+        let f = &mut self.flows[i];
+        if f.tcp.is_some() || f.mirror.is_none() {
+            return;
+        }
+        let mut b = [0u8; horde_wire::DATAGRAM_HEADER_LEN];
+        DatagramHeader { flags: FLAG_HELLO, flow: f.flow.id, seq: f.flow.tag, send_ns: base_ns }.emit(&mut b);
+        if f.sock.send(&b).is_err() {
+            f.stats.errors += 1;
+        }
     }
 
     fn send_hello(&mut self, i: usize, base_ns: u64) {
@@ -727,7 +801,11 @@ impl Worker {
             DatagramHeader { flags, flow: f.flow.id, seq: d.seq as u32, send_ns: real }.emit(slot);
         }
         let bufs: Vec<&[u8]> = due.iter().enumerate().map(|(k, d)| &self.slots[k][..d.size as usize]).collect();
-        let sent = match net::send_batch(f.sock.as_raw_fd(), &bufs) {
+        let result = match f.peer {
+            Some(peer) => net::send_batch_to(f.sock.as_raw_fd(), &bufs, &vec![peer; bufs.len()]),
+            None => net::send_batch(f.sock.as_raw_fd(), &bufs),
+        };
+        let sent = match result {
             Ok(k) => k,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
             Err(_) => {
@@ -830,6 +908,10 @@ impl Worker {
                 self.accept(i - LISTEN_TOKEN);
                 continue;
             }
+            if i >= UDP_LISTEN_TOKEN {
+                self.read_udp_listener(i - UDP_LISTEN_TOKEN);
+                continue;
+            }
             if writable && self.flows[i].tcp.as_ref().is_some_and(|t| t.want_write) {
                 self.flush_tcp(i);
             }
@@ -837,7 +919,7 @@ impl Worker {
                 if self.flows[i].tcp.is_some() {
                     self.read_tcp(i);
                 } else {
-                    self.read_udp_echoes(i);
+                    self.read_udp(i);
                 }
             }
         }
@@ -875,13 +957,17 @@ impl Worker {
                 incoming: Incoming::Traffic,
                 mirror: None,
                 connect_at: None,
+                peer: None,
+                mirror_ahead: None,
             });
             let base = self.t0_real;
             self.send_hello(i, base);
         }
     }
 
-    fn read_udp_echoes(&mut self, i: usize) {
+    /// Reads flow `i`'s UDP socket: echoes of our datagrams (round trip), or the peer's own
+    /// datagrams in a two-way run.
+    fn read_udp(&mut self, i: usize) {
         let Some(rx) = &mut self.rx else { return };
         let f = &mut self.flows[i];
         while let Ok(n) = rx.recv(f.sock.as_raw_fd()) {
@@ -891,15 +977,12 @@ impl Worker {
             let now = real_ns();
             for k in 0..n {
                 let info = rx.info(k);
-                let Ok(h) = DatagramHeader::parse(rx.data(k)) else {
-                    continue;
-                };
-                if h.flags & FLAG_ECHO_REPLY == 0 || h.flow != f.flow.id {
+                let Ok(h) = DatagramHeader::parse(rx.data(k)) else { continue };
+                if h.flow != f.flow.id || h.flags & FLAG_HELLO != 0 {
                     continue;
                 }
-                f.stats.echoes += 1;
                 let (t_b, flags) = if info.kernel_ns != 0 { (info.kernel_ns, FLAG_KERNEL_TS) } else { (now, 0) };
-                self.sink.push(Record {
+                let mut rec = Record {
                     flow: h.flow,
                     size: info.len as u32,
                     seq: h.seq as u64,
@@ -910,9 +993,101 @@ impl Worker {
                     ttl: info.ttl,
                     kind: RecordKind::Echoed,
                     flags,
+                };
+                if h.flags & FLAG_ECHO_REPLY != 0 {
+                    f.stats.echoes += 1;
+                } else if f.mirror.is_some() {
+                    rec.kind = RecordKind::Received;
+                    rec.tag = f.classify(h.seq as u64, info.len as u32);
+                    f.stats.received += 1;
+                    if let Some(p) = &self.opts.progress {
+                        p.recv_packets.fetch_add(1, Ordering::Relaxed);
+                        p.recv_bytes.fetch_add(info.len as u64, Ordering::Relaxed);
+                    }
+                } else {
+                    continue;
+                }
+                self.sink.push(rec);
+            }
+        }
+    }
+
+    /// Server side over UDP: a hello from a new address makes a player (its schedule from the
+    /// responder, sent back to that address); data from a known player is logged as received.
+    fn read_udp_listener(&mut self, j: usize) {
+        let fd = self.udp_listeners[j].as_raw_fd();
+        loop {
+            let Some(rx) = &mut self.rx else { return };
+            let n = match rx.recv(fd) {
+                Ok(n) if n > 0 => n,
+                _ => return,
+            };
+            let now = real_ns();
+            let batch: Vec<(Option<DatagramHeader>, crate::net::RxInfo)> = (0..n).map(|k| (DatagramHeader::parse(rx.data(k)).ok(), rx.info(k))).collect();
+            for (h, info) in batch {
+                let (Some(h), Some(from)) = (h, info.from) else { continue };
+                if h.flags & FLAG_HELLO != 0 {
+                    self.udp_hello(j, h, from);
+                    continue;
+                }
+                let Some(&i) = self.udp_peers.get(&from) else { continue };
+                let f = &mut self.flows[i];
+                let tag = f.classify(h.seq as u64, info.len as u32);
+                f.stats.received += 1;
+                if let Some(p) = &self.opts.progress {
+                    p.recv_packets.fetch_add(1, Ordering::Relaxed);
+                    p.recv_bytes.fetch_add(info.len as u64, Ordering::Relaxed);
+                }
+                let (t_b, flags) = if info.kernel_ns != 0 { (info.kernel_ns, FLAG_KERNEL_TS) } else { (now, 0) };
+                self.sink.push(Record {
+                    flow: h.flow,
+                    size: info.len as u32,
+                    seq: h.seq as u64,
+                    t_a: h.send_ns,
+                    t_b,
+                    tag,
+                    tos: info.tos,
+                    ttl: info.ttl,
+                    kind: RecordKind::Received,
+                    flags,
                 });
             }
         }
+    }
+
+    fn udp_hello(&mut self, j: usize, h: DatagramHeader, from: SocketAddr) {
+        if self.udp_peers.contains_key(&from) {
+            return;
+        }
+        let Some(resp) = self.opts.responder.clone() else { return };
+        let hello = StreamHello { flags: 0, flow: h.flow, base_ns: h.send_ns, tag: h.seq };
+        let Some(Accepted { source, mirror, tag }) = resp.on_hello(&hello) else { return };
+        let Ok(sock) = self.udp_listeners[j].try_clone() else { return };
+        let mut flow = Flow::connection(h.flow, format!("player {}", tag >> 8), from, tag);
+        flow.transport = Transport::Udp;
+        let i = self.flows.len();
+        let mut f = FlowState {
+            stats: new_stats(&flow),
+            flow,
+            sched: Some(source),
+            shift_ns: h.send_ns as i64 - self.t0_real as i64,
+            pending: VecDeque::new(),
+            sock,
+            tcp: None,
+            incoming: Incoming::Traffic,
+            mirror,
+            connect_at: None,
+            peer: Some(from),
+            mirror_ahead: None,
+        };
+        if let Some(p) = &self.opts.progress {
+            p.connections.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(d) = f.peek() {
+            self.heap.push(Reverse((d.at_ns, i)));
+        }
+        self.flows.push(f);
+        self.udp_peers.insert(from, i);
     }
 
     /// Reads what the peer sent on TCP flow `i`: echoes, or the peer's own APDUs.
@@ -997,13 +1172,7 @@ impl Worker {
             }
             Incoming::Traffic => {
                 f.stats.received += 1;
-                let tag = match f.mirror.as_mut().and_then(|m| m.next()) {
-                    Some(d) => {
-                        f.stats.mismatched += (d.size != len as u32 || d.seq != seq) as u64;
-                        (f.flow.tag & !0xFF) | d.class as u32
-                    }
-                    None => f.flow.tag,
-                };
+                let tag = f.classify(seq, len as u32);
                 if let Some(p) = &self.opts.progress {
                     p.recv_packets.fetch_add(1, Ordering::Relaxed);
                     p.recv_bytes.fetch_add(len as u64, Ordering::Relaxed);

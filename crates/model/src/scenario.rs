@@ -95,9 +95,7 @@ impl Scenario {
         if raw.fixed_hour == Some(true) {
             service.hour_advances = false;
         }
-        if service.transport != crate::flow::Transport::Tcp {
-            return Err(fail("service", format!("`{}` runs over UDP; `horde run` drives TCP services so far (wow, or your own TCP service)", service.name)));
-        }
+
         if raw.players == 0 || raw.players > MAX_PLAYERS {
             return Err(fail("players", format!("must be 1..={MAX_PLAYERS} (got {})", raw.players)));
         }

@@ -18,6 +18,9 @@ const MAGIC: [u8; 2] = *b"HD";
 pub const FLAG_ECHO_REQUEST: u8 = 0x01;
 /// This datagram is an echo of one the peer sent.
 pub const FLAG_ECHO_REPLY: u8 = 0x02;
+/// First datagram of a two-way flow (`horde run` over UDP): `seq` carries the flow's tag and
+/// `send_ns` the client's start time, as a TCP stream's hello does. It is not traffic.
+pub const FLAG_HELLO: u8 = 0x04;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DatagramHeader {

@@ -20,9 +20,10 @@ use serde::Serialize;
 
 use crate::{bad_input, Outcome};
 
-/// Runs a scenario: every player is one TCP connection carrying its client→server APDUs, and
-/// Horde's server side sends each player's server→client APDUs on the same connection; both
-/// switch models when the player's category changes. Writes logs and a report directory.
+/// Runs a scenario: every player is one connection (TCP, or a UDP socket pair for UDP services)
+/// carrying its client→server APDUs, and Horde's server side sends each player's server→client
+/// APDUs back on it; both switch models when the player's category changes. Writes logs and a
+/// report directory.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Scenario file (TOML: service, players, duration, seed, start_hour, server, variables)
@@ -50,6 +51,7 @@ pub struct Args {
 
 /// Both sides' view of the players: segments and the bound model.
 struct Players {
+    transport: Transport,
     segments: Arc<Vec<Vec<Segment>>>,
     traffic: Arc<BoundTraffic>,
     seed: u64,
@@ -58,7 +60,7 @@ struct Players {
 
 impl Players {
     fn schedule(&self, player: u32, dir: Direction) -> Source {
-        Box::new(PlayerSchedule::new(self.segments[player as usize].clone(), self.traffic.clone(), dir, self.seed, Transport::Tcp, self.duration_s))
+        Box::new(PlayerSchedule::new(self.segments[player as usize].clone(), self.traffic.clone(), dir, self.seed, self.transport, self.duration_s))
     }
 }
 
@@ -146,7 +148,13 @@ pub fn default_out(name: &str) -> PathBuf {
 fn plan(sc: &Scenario) -> Result<Arc<Players>, crate::Failure> {
     let segments: Vec<Vec<Segment>> = sc.segments();
     let traffic = sc.service.bind(&sc.variables).map_err(|(f, m)| bad_input(anyhow::anyhow!("{}: {f}: {m}", sc.name)))?;
-    Ok(Arc::new(Players { segments: Arc::new(segments), traffic: Arc::new(traffic), seed: sc.seed, duration_s: sc.duration_s }))
+    Ok(Arc::new(Players {
+        transport: sc.service.transport,
+        segments: Arc::new(segments),
+        traffic: Arc::new(traffic),
+        seed: sc.seed,
+        duration_s: sc.duration_s,
+    }))
 }
 
 /// The server side as its own process: listens, answers every player's hello with that player's
@@ -161,7 +169,7 @@ fn serve_only(sc: &Scenario, out: &Path, stop: &AtomicBool) -> Outcome {
         threads: sc.server_threads,
         ..Default::default()
     };
-    let report = sender::serve(&[sc.server], &opts, stop, |b| {
+    let report = sender::serve(&[sc.server], sc.service.transport, &opts, stop, |b| {
         use std::io::Write;
         println!("{SERVE_BANNER}{}", b[0]);
         let _ = std::io::stdout().flush();
@@ -253,7 +261,7 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
     let client_progress = Arc::new(Progress::default());
     let jobs: Vec<Job> = (0..sc.players)
         .map(|p| Job {
-            flow: player_flow(p, addr),
+            flow: player_flow(p, addr, sc.service.transport),
             source: Some(players.schedule(p, Direction::Up)),
             mirror: Some(players.schedule(p, Direction::Down)),
             // A player who joins later connects then.
@@ -301,8 +309,10 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
     Ok(if client.interrupted { 130 } else { 0 })
 }
 
-fn player_flow(p: u32, server: SocketAddr) -> Flow {
-    Flow::connection(p, format!("player {p}"), server, p << 8)
+fn player_flow(p: u32, server: SocketAddr, transport: Transport) -> Flow {
+    let mut f = Flow::connection(p, format!("player {p}"), server, p << 8);
+    f.transport = transport;
+    f
 }
 
 fn show_progress(sc: &Scenario, segments: &[Vec<Segment>], p: &Progress, done: &AtomicBool) {
