@@ -221,21 +221,10 @@ impl Receiver {
                         continue;
                     }
                 };
-                let (t_b, flags) = if info.kernel_ns != 0 { (info.kernel_ns, FLAG_KERNEL_TS) } else { (now, 0) };
-                self.report.kernel_timestamps += (flags != 0) as u64;
-                self.count(h.flow, info.len, t_b);
-                self.sink.push(Record {
-                    flow: h.flow,
-                    size: info.len as u32,
-                    seq: h.seq as u64,
-                    t_a: h.send_ns,
-                    t_b,
-                    tag: 0,
-                    tos: info.tos,
-                    ttl: info.ttl,
-                    kind: RecordKind::Received,
-                    flags,
-                });
+                let rec = net::datagram_record(&h, &info, now, 0, RecordKind::Received);
+                self.report.kernel_timestamps += (rec.flags & FLAG_KERNEL_TS != 0) as u64;
+                self.count(h.flow, info.len, rec.t_b);
+                self.sink.push(rec);
                 if h.flags & FLAG_ECHO_REQUEST != 0 {
                     if let Some(from) = info.from {
                         echo_bufs.push((k, from));

@@ -25,7 +25,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use horde_model::{Departure, Flow, Meter, Schedule, Transport};
 use horde_wire::datagram::{FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST, FLAG_HELLO};
-use horde_wire::log::{FLAG_CLAMPED, FLAG_KERNEL_TS};
+use horde_wire::log::FLAG_CLAMPED;
 use horde_wire::stream::HELLO_ECHO;
 use horde_wire::{ApduHeader, DatagramHeader, Record, RecordKind, Role, StreamDecoder, StreamEvent, StreamHello, HELLO_LEN};
 use mio::net::TcpListener;
@@ -73,6 +73,22 @@ pub struct Progress {
     pub recv_packets: AtomicU64,
     pub recv_bytes: AtomicU64,
     pub connections: AtomicU64,
+}
+
+impl Progress {
+    fn sent(p: &Option<Arc<Progress>>, len: u64) {
+        if let Some(p) = p {
+            p.sent_packets.fetch_add(1, Ordering::Relaxed);
+            p.sent_bytes.fetch_add(len, Ordering::Relaxed);
+        }
+    }
+
+    fn received(p: &Option<Arc<Progress>>, len: u64) {
+        if let Some(p) = p {
+            p.recv_packets.fetch_add(1, Ordering::Relaxed);
+            p.recv_bytes.fetch_add(len, Ordering::Relaxed);
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -879,10 +895,7 @@ impl Worker {
         f.stats.packets += 1;
         f.stats.bytes += d.size as u64;
         f.stats.clamped += d.clamped as u64;
-        if let Some(p) = &self.opts.progress {
-            p.sent_packets.fetch_add(1, Ordering::Relaxed);
-            p.sent_bytes.fetch_add(d.size as u64, Ordering::Relaxed);
-        }
+        Progress::sent(&self.opts.progress, d.size as u64);
         self.sink.push(Record {
             flow: f.flow.id,
             size: d.size,
@@ -981,29 +994,14 @@ impl Worker {
                 if h.flow != f.flow.id || h.flags & FLAG_HELLO != 0 {
                     continue;
                 }
-                let (t_b, flags) = if info.kernel_ns != 0 { (info.kernel_ns, FLAG_KERNEL_TS) } else { (now, 0) };
-                let mut rec = Record {
-                    flow: h.flow,
-                    size: info.len as u32,
-                    seq: h.seq as u64,
-                    t_a: h.send_ns,
-                    t_b,
-                    tag: f.flow.tag,
-                    tos: info.tos,
-                    ttl: info.ttl,
-                    kind: RecordKind::Echoed,
-                    flags,
-                };
+                let mut rec = net::datagram_record(&h, &info, now, f.flow.tag, RecordKind::Echoed);
                 if h.flags & FLAG_ECHO_REPLY != 0 {
                     f.stats.echoes += 1;
                 } else if f.mirror.is_some() {
                     rec.kind = RecordKind::Received;
                     rec.tag = f.classify(h.seq as u64, info.len as u32);
                     f.stats.received += 1;
-                    if let Some(p) = &self.opts.progress {
-                        p.recv_packets.fetch_add(1, Ordering::Relaxed);
-                        p.recv_bytes.fetch_add(info.len as u64, Ordering::Relaxed);
-                    }
+                    Progress::received(&self.opts.progress, info.len as u64);
                 } else {
                     continue;
                 }
@@ -1034,23 +1032,8 @@ impl Worker {
                 let f = &mut self.flows[i];
                 let tag = f.classify(h.seq as u64, info.len as u32);
                 f.stats.received += 1;
-                if let Some(p) = &self.opts.progress {
-                    p.recv_packets.fetch_add(1, Ordering::Relaxed);
-                    p.recv_bytes.fetch_add(info.len as u64, Ordering::Relaxed);
-                }
-                let (t_b, flags) = if info.kernel_ns != 0 { (info.kernel_ns, FLAG_KERNEL_TS) } else { (now, 0) };
-                self.sink.push(Record {
-                    flow: h.flow,
-                    size: info.len as u32,
-                    seq: h.seq as u64,
-                    t_a: h.send_ns,
-                    t_b,
-                    tag,
-                    tos: info.tos,
-                    ttl: info.ttl,
-                    kind: RecordKind::Received,
-                    flags,
-                });
+                Progress::received(&self.opts.progress, info.len as u64);
+                self.sink.push(net::datagram_record(&h, &info, now, tag, RecordKind::Received));
             }
         }
     }
@@ -1173,10 +1156,7 @@ impl Worker {
             Incoming::Traffic => {
                 f.stats.received += 1;
                 let tag = f.classify(seq, len as u32);
-                if let Some(p) = &self.opts.progress {
-                    p.recv_packets.fetch_add(1, Ordering::Relaxed);
-                    p.recv_bytes.fetch_add(len as u64, Ordering::Relaxed);
-                }
+                Progress::received(&self.opts.progress, len as u64);
                 self.sink.push(Record {
                     flow: f.flow.id,
                     size: len as u32,
