@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Subcommand)]
 #[allow(clippy::large_enum_variant)] // parsed once
 enum Command {
-    /// Runs a short self-contained example on loopback (receiver, senders, decoder) and reports.
+    /// Runs the embedded default scenario: 300 WoW players on loopback for 30 s, then a summary and a report.
     Demo(cmd::demo::Args),
     /// Sends one flow from flags, or many from a flow file, with microsecond pacing.
     Send(cmd::send::Args),

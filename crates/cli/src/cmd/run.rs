@@ -26,7 +26,7 @@ use crate::{bad_input, Outcome};
 /// report directory.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Scenario file (TOML: service, players, duration, seed, start_hour, server, variables)
+    /// Scenario file (TOML: service, players, duration, seed, start_hour, join, server, variables, threads, server_threads, spin_us; see examples/wow.toml)
     #[arg(value_name = "SCENARIO")]
     pub scenario: PathBuf,
     /// Report directory (default: horde-out/<scenario name>-<unix time>)
