@@ -1,0 +1,646 @@
+//! Topology files and their resolution into a plan the emulator can build.
+//!
+//! ```toml
+//! name = "access"
+//! [[node]]
+//! name = "client"          # with count = N: client1 .. clientN
+//! kind = "host"            # host | router | switch | hub
+//! count = 200
+//! [[node]]
+//! name = "sw"
+//! kind = "switch"
+//! [[link]]
+//! a = "client"             # a group links every member
+//! b = "sw"
+//! subnet = "10.1.0.0/16"   # optional: the segment's subnet (else one is assigned)
+//! delay = "5ms"            # impairments for both directions ...
+//! [link.ab]                # ... or per direction (a → b, b → a)
+//! rate = "10mbit"
+//! ```
+//!
+//! Resolution: links that meet at a switch or hub form one L2 segment (switches joined by links
+//! merge their segments); a link between two hosts/routers is a segment of its own. Each
+//! segment gets a subnet (given, or the next free /24-or-larger from 10.0.0.0/8) and its
+//! hosts/routers get addresses in order of appearance (routers first). Routers forward; every
+//! router gets a static route to every subnet it is not on, via the next hop on a shortest path
+//! (fewest router hops); a host gets a default route via the first router on one of its
+//! segments. Names carry the experiment id so experiments never collide.
+//!
+//! Architecture invariant: pure — no namespaces, sockets or files are touched here.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::Ipv4Addr;
+
+use horde_impair::{LinkSpec, Loss};
+use serde::Deserialize;
+
+/// The most nodes one file may expand to (a typo in `count` must not ask for a million).
+pub const MAX_NODES: usize = 20_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Host,
+    Router,
+    Switch,
+    Hub,
+}
+
+impl Kind {
+    pub fn is_l2(self) -> bool {
+        matches!(self, Kind::Switch | Kind::Hub)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNode {
+    pub name: String,
+    pub kind: Kind,
+    #[serde(default)]
+    pub count: Option<usize>,
+}
+
+/// Impairments as written (both directions, or one).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawImpair {
+    /// e.g. "10mbit", "1.5gbit", "500kbit"
+    pub rate: Option<String>,
+    pub delay: Option<String>,
+    pub jitter: Option<String>,
+    /// "1%", or a Gilbert–Elliott table { p = "1%", r = "25%" }
+    pub loss: Option<RawLoss>,
+    pub duplicate: Option<String>,
+    pub corrupt: Option<String>,
+    /// Queue limit, e.g. "100kB", "64kB"
+    pub queue: Option<String>,
+    /// Let jitter reorder packets.
+    pub reorder: Option<bool>,
+    /// Mahimahi trace file (resolved by the emulator, which reads files).
+    pub trace: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum RawLoss {
+    Percent(String),
+    GilbertElliott { p: String, r: String, loss_bad: Option<String>, loss_good: Option<String> },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLink {
+    pub a: String,
+    pub b: String,
+    #[serde(default)]
+    pub subnet: Option<String>,
+    // Impairments for both directions (the fields of RawImpair, listed so typos are refused).
+    pub rate: Option<String>,
+    pub delay: Option<String>,
+    pub jitter: Option<String>,
+    pub loss: Option<RawLoss>,
+    pub duplicate: Option<String>,
+    pub corrupt: Option<String>,
+    pub queue: Option<String>,
+    pub reorder: Option<bool>,
+    pub trace: Option<String>,
+    #[serde(default)]
+    pub ab: Option<RawImpair>,
+    #[serde(default)]
+    pub ba: Option<RawImpair>,
+}
+
+impl RawLink {
+    fn both(&self) -> RawImpair {
+        RawImpair {
+            rate: self.rate.clone(),
+            delay: self.delay.clone(),
+            jitter: self.jitter.clone(),
+            loss: self.loss.clone(),
+            duplicate: self.duplicate.clone(),
+            corrupt: self.corrupt.clone(),
+            queue: self.queue.clone(),
+            reorder: self.reorder,
+            trace: self.trace.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTopology {
+    pub name: String,
+    #[serde(default)]
+    pub node: Vec<RawNode>,
+    #[serde(default)]
+    pub link: Vec<RawLink>,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}: {field}: {msg}")]
+pub struct TopoError {
+    pub file: String,
+    pub field: String,
+    pub msg: String,
+}
+
+/// An IPv4 subnet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Subnet {
+    pub base: Ipv4Addr,
+    pub prefix: u8,
+}
+
+impl Subnet {
+    pub fn parse(s: &str) -> Result<Subnet, String> {
+        let (a, p) = s.split_once('/').ok_or_else(|| format!("`{s}` is not an IPv4 subnet like 10.1.0.0/24"))?;
+        let base: Ipv4Addr = a.parse().map_err(|_| format!("`{a}` is not an IPv4 address"))?;
+        let prefix: u8 = p.parse().ok().filter(|p| *p <= 30).ok_or_else(|| format!("prefix `/{p}` must be 0..=30"))?;
+        let mask = Self::mask(prefix);
+        if u32::from(base) & !mask != 0 {
+            return Err(format!("`{s}` has host bits set; the subnet is {}/{prefix}", Ipv4Addr::from(u32::from(base) & mask)));
+        }
+        Ok(Subnet { base, prefix })
+    }
+
+    fn mask(prefix: u8) -> u32 {
+        if prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - prefix)
+        }
+    }
+
+    /// Usable host addresses.
+    pub fn capacity(&self) -> u64 {
+        (1u64 << (32 - self.prefix)) - 2
+    }
+
+    /// The `i`-th host address (0-based).
+    pub fn host(&self, i: u64) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.base) + 1 + i as u32)
+    }
+
+    pub fn overlaps(&self, o: &Subnet) -> bool {
+        let m = Self::mask(self.prefix.min(o.prefix));
+        u32::from(self.base) & m == u32::from(o.base) & m
+    }
+}
+
+impl std::fmt::Display for Subnet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.base, self.prefix)
+    }
+}
+
+/// One end of a link inside a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Port {
+    pub node: usize,
+    /// Interface name inside the node's namespace (or on the host for a bridge port).
+    pub ifname: String,
+    /// `None` on switches and hubs.
+    pub addr: Option<Ipv4Addr>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedNode {
+    pub name: String,
+    pub kind: Kind,
+    /// Network namespace (hosts, routers) or bridge name (switches, hubs).
+    pub ns: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedLink {
+    pub a: Port,
+    pub b: Port,
+    /// Impairments a → b and b → a (default: none).
+    pub ab: LinkSpec,
+    pub ba: LinkSpec,
+    /// Mahimahi trace paths, read by the emulator.
+    pub trace_ab: Option<String>,
+    pub trace_ba: Option<String>,
+    pub segment: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedSegment {
+    pub subnet: Subnet,
+    /// Hosts and routers on it, with their addresses.
+    pub members: Vec<(usize, Ipv4Addr)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    pub node: usize,
+    /// `None`: default route.
+    pub dst: Option<Subnet>,
+    pub via: Ipv4Addr,
+}
+
+/// What the emulator builds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub name: String,
+    pub exp: String,
+    pub nodes: Vec<PlannedNode>,
+    pub links: Vec<PlannedLink>,
+    pub segments: Vec<PlannedSegment>,
+    pub routes: Vec<Route>,
+}
+
+impl Plan {
+    pub fn node(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// Addresses of a node, in link order.
+    pub fn addrs(&self, node: usize) -> Vec<Ipv4Addr> {
+        self.links.iter().flat_map(|l| [&l.a, &l.b]).filter(|p| p.node == node).filter_map(|p| p.addr).collect()
+    }
+}
+
+/// Parses and resolves a topology. `exp` is the experiment id (lowercase alphanumeric, 1..=6
+/// characters) that every namespace, bridge and interface name carries.
+pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
+    let fail = |field: String, msg: String| TopoError { file: file.to_string(), field, msg };
+    if exp.is_empty() || exp.len() > 6 || !exp.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()) {
+        return Err(fail("experiment id".into(), format!("`{exp}` must be 1..=6 lowercase letters or digits")));
+    }
+    let raw: RawTopology = toml::from_str(text).map_err(|e| fail("syntax".into(), e.to_string().trim().replace('\n', " ")))?;
+    let (nodes, groups) = expand_nodes(&raw, &fail, exp)?;
+    let mut links = Vec::new();
+    let mut link_subnets: Vec<Option<Subnet>> = Vec::new();
+    let mut ifcount: HashMap<usize, usize> = HashMap::new();
+    for (li, l) in raw.link.iter().enumerate() {
+        let at = |f: &str| format!("link {} ({} – {}): {f}", li + 1, l.a, l.b);
+        let a_members = groups.get(l.a.as_str()).ok_or_else(|| fail(at("a"), format!("unknown node `{}`", l.a)))?;
+        let b_members = groups.get(l.b.as_str()).ok_or_else(|| fail(at("b"), format!("unknown node `{}`", l.b)))?;
+        let pairs: Vec<(usize, usize)> = match (a_members.len(), b_members.len()) {
+            (1, _) => b_members.iter().map(|b| (a_members[0], *b)).collect(),
+            (_, 1) => a_members.iter().map(|a| (*a, b_members[0])).collect(),
+            (x, y) if x == y => a_members.iter().copied().zip(b_members.iter().copied()).collect(),
+            (x, y) => {
+                return Err(fail(at("b"), format!("groups of {x} and {y} nodes cannot be paired; link a group to one node, or to a group of the same size")))
+            }
+        };
+        let subnet = l.subnet.as_deref().map(Subnet::parse).transpose().map_err(|m| fail(at("subnet"), m))?;
+        let both = l.both();
+        let ab_raw = merge(&both, l.ab.as_ref());
+        let ba_raw = merge(&both, l.ba.as_ref());
+        let ab = impairment(&ab_raw).map_err(|(f, m)| fail(at(&format!("ab.{f}")), m))?;
+        let ba = impairment(&ba_raw).map_err(|(f, m)| fail(at(&format!("ba.{f}")), m))?;
+        for (a, b) in pairs {
+            if a == b {
+                return Err(fail(at("b"), format!("`{}` is linked to itself", nodes[a].name)));
+            }
+            let port = |n: usize, ifcount: &mut HashMap<usize, usize>| {
+                let k = ifcount.entry(n).or_insert(0);
+                *k += 1;
+                Port { node: n, ifname: format!("eth{}", *k - 1), addr: None }
+            };
+            let pa = port(a, &mut ifcount);
+            let pb = port(b, &mut ifcount);
+            links.push(PlannedLink {
+                a: pa,
+                b: pb,
+                ab: ab.clone(),
+                ba: ba.clone(),
+                trace_ab: ab_raw.trace.clone(),
+                trace_ba: ba_raw.trace.clone(),
+                segment: 0,
+            });
+            link_subnets.push(subnet);
+        }
+    }
+    // Switch ports are interfaces on the host side: give them experiment-tagged names.
+    let mut n_port = 0usize;
+    for l in &mut links {
+        for p in [&mut l.a, &mut l.b] {
+            if nodes[p.node].kind.is_l2() {
+                p.ifname = format!("hd{exp}p{}", base36(n_port));
+                n_port += 1;
+            }
+        }
+    }
+    let segments = segments_of(&nodes, &mut links);
+    let planned = address(&nodes, &mut links, &link_subnets, segments, &fail)?;
+    let routes = routes(&nodes, &planned);
+    Ok(Plan { name: raw.name, exp: exp.to_string(), nodes, links, segments: planned, routes })
+}
+
+fn base36(mut n: usize) -> String {
+    let digits = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut s = Vec::new();
+    loop {
+        s.push(digits[n % 36]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    s.reverse();
+    String::from_utf8(s).expect("ascii")
+}
+
+type Groups<'a> = BTreeMap<&'a str, Vec<usize>>;
+
+fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoError, exp: &str) -> Result<(Vec<PlannedNode>, Groups<'a>), TopoError> {
+    let mut nodes = Vec::new();
+    let mut groups: Groups = BTreeMap::new();
+    for (i, n) in raw.node.iter().enumerate() {
+        let at = |f: &str| format!("node {} (`{}`): {f}", i + 1, n.name);
+        if n.name.is_empty() || n.name.len() > 32 || !n.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return Err(fail(at("name"), "must be 1..=32 letters, digits, - or _".into()));
+        }
+        let count = n.count.unwrap_or(1);
+        if count == 0 || nodes.len() + count > MAX_NODES {
+            return Err(fail(at("count"), format!("must be 1.., and all nodes together at most {MAX_NODES} (got {count})")));
+        }
+        if groups.contains_key(n.name.as_str()) {
+            return Err(fail(at("name"), "is used twice".into()));
+        }
+        let mut members = Vec::new();
+        for k in 0..count {
+            let name = if n.count.is_some() { format!("{}{}", n.name, k + 1) } else { n.name.clone() };
+            let ns = if n.kind.is_l2() { format!("hd{exp}b{}", base36(nodes.len())) } else { format!("horde-{exp}-{name}") };
+            members.push(nodes.len());
+            nodes.push(PlannedNode { name, kind: n.kind, ns });
+        }
+        groups.insert(n.name.as_str(), members);
+    }
+    // Expanded names must not collide with other nodes (e.g. group "h" member "h1" and node "h1").
+    let mut seen = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if let Some(j) = seen.insert(n.name.clone(), i) {
+            return Err(fail(format!("node `{}`", n.name), format!("the name is taken twice (nodes {} and {})", j + 1, i + 1)));
+        }
+    }
+    Ok((nodes, groups))
+}
+
+fn merge(both: &RawImpair, one: Option<&RawImpair>) -> RawImpair {
+    let Some(o) = one else { return both.clone() };
+    RawImpair {
+        rate: o.rate.clone().or_else(|| both.rate.clone()),
+        delay: o.delay.clone().or_else(|| both.delay.clone()),
+        jitter: o.jitter.clone().or_else(|| both.jitter.clone()),
+        loss: o.loss.clone().or_else(|| both.loss.clone()),
+        duplicate: o.duplicate.clone().or_else(|| both.duplicate.clone()),
+        corrupt: o.corrupt.clone().or_else(|| both.corrupt.clone()),
+        queue: o.queue.clone().or_else(|| both.queue.clone()),
+        reorder: o.reorder.or(both.reorder),
+        trace: o.trace.clone().or_else(|| both.trace.clone()),
+    }
+}
+
+/// "1.5%" → 0.015.
+fn percent(s: &str, field: &'static str) -> Result<f64, (String, String)> {
+    let v = s.trim().strip_suffix('%').and_then(|x| x.trim().parse::<f64>().ok()).filter(|v| (0.0..=100.0).contains(v));
+    v.map(|v| v / 100.0).ok_or_else(|| (field.to_string(), format!("`{s}` must be a percentage 0%..=100%, e.g. 1% or 0.5%")))
+}
+
+/// "10mbit", "1.5gbit", "500kbit", "64000bit" → bit/s.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase().replace("/s", "").replace("bps", "bit");
+    let (num, mul) = if let Some(n) = t.strip_suffix("gbit") {
+        (n, 1e9)
+    } else if let Some(n) = t.strip_suffix("mbit") {
+        (n, 1e6)
+    } else if let Some(n) = t.strip_suffix("kbit") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix("bit") {
+        (n, 1.0)
+    } else {
+        return Err(format!("`{s}` needs a unit: bit, kbit, mbit or gbit (e.g. 10mbit)"));
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a rate like 10mbit"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("`{s}` must be more than 0"));
+    }
+    Ok((v * mul).round() as u64)
+}
+
+/// "100kB", "1MB", "1500B" → bytes.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mul) = if let Some(n) = t.strip_suffix("MB") {
+        (n, 1e6)
+    } else if let Some(n) = t.strip_suffix("kB").or_else(|| t.strip_suffix("KB")) {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('B') {
+        (n, 1.0)
+    } else {
+        return Err(format!("`{s}` needs a unit: B, kB or MB (e.g. 100kB)"));
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a size like 100kB"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("`{s}` must be more than 0"));
+    }
+    Ok((v * mul).round() as u64)
+}
+
+fn impairment(r: &RawImpair) -> Result<LinkSpec, (String, String)> {
+    let dur = |s: &Option<String>, f: &'static str| -> Result<u64, (String, String)> {
+        s.as_deref().map(horde_model::units::parse_duration_ns).transpose().map(|v| v.unwrap_or(0)).map_err(|m| (f.to_string(), m))
+    };
+    let loss = match &r.loss {
+        None => Loss::None,
+        Some(RawLoss::Percent(p)) => Loss::Random(percent(p, "loss")?),
+        Some(RawLoss::GilbertElliott { p, r, loss_bad, loss_good }) => Loss::GilbertElliott {
+            p: percent(p, "loss.p")?,
+            r: percent(r, "loss.r")?,
+            loss_bad: loss_bad.as_deref().map(|s| percent(s, "loss.loss_bad")).transpose()?.unwrap_or(1.0),
+            loss_good: loss_good.as_deref().map(|s| percent(s, "loss.loss_good")).transpose()?.unwrap_or(0.0),
+        },
+    };
+    let spec = LinkSpec {
+        rate_bps: r.rate.as_deref().map(parse_rate).transpose().map_err(|m| ("rate".to_string(), m))?,
+        trace: None,
+        delay_ns: dur(&r.delay, "delay")?,
+        jitter_ns: dur(&r.jitter, "jitter")?,
+        jitter: Default::default(),
+        loss,
+        duplicate: r.duplicate.as_deref().map(|s| percent(s, "duplicate")).transpose()?.unwrap_or(0.0),
+        corrupt: r.corrupt.as_deref().map(|s| percent(s, "corrupt")).transpose()?.unwrap_or(0.0),
+        queue_limit_bytes: r.queue.as_deref().map(parse_bytes).transpose().map_err(|m| ("queue".to_string(), m))?,
+        reorder: r.reorder.unwrap_or(false),
+    };
+    if spec.rate_bps.is_some() && r.trace.is_some() {
+        return Err(("rate".into(), "give either a rate or a trace, not both".into()));
+    }
+    spec.validate().map_err(|e| (e.field.to_string(), e.msg))?;
+    Ok(spec)
+}
+
+/// Groups links into L2 segments: links meeting at a switch/hub share one.
+fn segments_of(nodes: &[PlannedNode], links: &mut [PlannedLink]) -> usize {
+    // union-find over links, joined through switch nodes
+    let mut parent: Vec<usize> = (0..links.len()).collect();
+    fn find(p: &mut [usize], x: usize) -> usize {
+        let mut r = x;
+        while p[r] != r {
+            r = p[r];
+        }
+        let mut c = x;
+        while p[c] != r {
+            let n = p[c];
+            p[c] = r;
+            c = n;
+        }
+        r
+    }
+    let mut by_switch: HashMap<usize, usize> = HashMap::new();
+    for (i, l) in links.iter().enumerate() {
+        for n in [l.a.node, l.b.node] {
+            if nodes[n].kind.is_l2() {
+                if let Some(&j) = by_switch.get(&n) {
+                    let (ri, rj) = (find(&mut parent, i), find(&mut parent, j));
+                    parent[ri] = rj;
+                } else {
+                    by_switch.insert(n, i);
+                }
+            }
+        }
+    }
+    let mut ids: HashMap<usize, usize> = HashMap::new();
+    for i in 0..links.len() {
+        let r = find(&mut parent, i);
+        let next = ids.len();
+        links[i].segment = *ids.entry(r).or_insert(next);
+    }
+    ids.len()
+}
+
+fn address(
+    nodes: &[PlannedNode],
+    links: &mut [PlannedLink],
+    link_subnets: &[Option<Subnet>],
+    n_seg: usize,
+    fail: &dyn Fn(String, String) -> TopoError,
+) -> Result<Vec<PlannedSegment>, TopoError> {
+    // L3 members per segment, routers first, each once per segment
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); n_seg];
+    let mut given: Vec<Option<Subnet>> = vec![None; n_seg];
+    for (i, l) in links.iter().enumerate() {
+        for n in [l.a.node, l.b.node] {
+            if !nodes[n].kind.is_l2() && !members[l.segment].contains(&n) {
+                members[l.segment].push(n);
+            }
+        }
+        if let Some(s) = link_subnets[i] {
+            match given[l.segment] {
+                Some(g) if g != s => return Err(fail(format!("link {} subnet", i + 1), format!("{s} conflicts with {g} given for the same segment"))),
+                _ => given[l.segment] = Some(s),
+            }
+        }
+    }
+    for m in &mut members {
+        m.sort_by_key(|n| (nodes[*n].kind != Kind::Router, *n));
+    }
+    let mut used: Vec<Subnet> = given.iter().flatten().copied().collect();
+    for (i, a) in used.iter().enumerate() {
+        if let Some(b) = used[i + 1..].iter().find(|b| a.overlaps(b) && a != *b) {
+            return Err(fail("subnet".into(), format!("{a} overlaps {b}")));
+        }
+    }
+    let mut segs = Vec::new();
+    let mut next_auto: u32 = u32::from(Ipv4Addr::new(10, 0, 0, 0));
+    for s in 0..n_seg {
+        let need = members[s].len() as u64;
+        let subnet = match given[s] {
+            Some(g) => {
+                if g.capacity() < need {
+                    return Err(fail("subnet".into(), format!("{g} holds {} hosts but its segment has {need}", g.capacity())));
+                }
+                g
+            }
+            None => {
+                // The smallest prefix (at most /24) that holds the segment, aligned, not used.
+                let mut prefix = 24u8;
+                while prefix > 8 && ((1u64 << (32 - prefix)) - 2) < need {
+                    prefix -= 1;
+                }
+                let size = 1u32 << (32 - prefix);
+                loop {
+                    let base = next_auto.div_ceil(size) * size;
+                    let cand = Subnet { base: Ipv4Addr::from(base), prefix };
+                    next_auto = base + size;
+                    if u32::from(cand.base) >> 24 != 10 {
+                        return Err(fail("subnet".into(), "10.0.0.0/8 is exhausted; give subnets explicitly".into()));
+                    }
+                    if !used.iter().any(|u| u.overlaps(&cand)) {
+                        used.push(cand);
+                        break cand;
+                    }
+                }
+            }
+        };
+        let m = members[s].iter().enumerate().map(|(k, n)| (*n, subnet.host(k as u64))).collect();
+        segs.push(PlannedSegment { subnet, members: m });
+    }
+    for l in links.iter_mut() {
+        let seg = &segs[l.segment];
+        for p in [&mut l.a, &mut l.b] {
+            if !nodes[p.node].kind.is_l2() {
+                p.addr = seg.members.iter().find(|(n, _)| *n == p.node).map(|(_, a)| *a);
+            }
+        }
+    }
+    Ok(segs)
+}
+
+/// Static routes: routers to every other subnet along fewest router hops; hosts a default route.
+fn routes(nodes: &[PlannedNode], segs: &[PlannedSegment]) -> Vec<Route> {
+    let mut on: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()]; // node -> segments
+    for (s, seg) in segs.iter().enumerate() {
+        for (n, _) in &seg.members {
+            on[*n].push(s);
+        }
+    }
+    let addr_on = |n: usize, s: usize| segs[s].members.iter().find(|(m, _)| *m == n).map(|(_, a)| *a);
+    let mut out = Vec::new();
+    for (r, node) in nodes.iter().enumerate() {
+        match node.kind {
+            Kind::Router => {
+                // BFS over segments through routers, remembering the first hop.
+                let mut first_hop: HashMap<usize, Ipv4Addr> = HashMap::new();
+                let mut seen: Vec<bool> = vec![false; segs.len()];
+                let mut q = VecDeque::new();
+                for &s in &on[r] {
+                    seen[s] = true;
+                    q.push_back((s, None::<Ipv4Addr>));
+                }
+                while let Some((s, hop)) = q.pop_front() {
+                    for (m, _) in &segs[s].members {
+                        if *m == r || nodes[*m].kind != Kind::Router {
+                            continue;
+                        }
+                        let via = hop.or_else(|| addr_on(*m, s));
+                        for &t in &on[*m] {
+                            if !seen[t] {
+                                seen[t] = true;
+                                if let Some(v) = via {
+                                    first_hop.insert(t, v);
+                                }
+                                q.push_back((t, via));
+                            }
+                        }
+                    }
+                }
+                let mut dsts: Vec<_> = first_hop.into_iter().collect();
+                dsts.sort_by_key(|(s, _)| *s);
+                out.extend(dsts.into_iter().map(|(s, via)| Route { node: r, dst: Some(segs[s].subnet), via }));
+            }
+            Kind::Host => {
+                if let Some(via) = on[r].iter().find_map(|&s| segs[s].members.iter().find(|(m, _)| nodes[*m].kind == Kind::Router).map(|(_, a)| *a)) {
+                    out.push(Route { node: r, dst: None, via });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}

@@ -1,0 +1,110 @@
+//! Topology resolution: groups, segments, addresses, routes, names and impairments.
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+use horde_impair::Loss;
+use horde_topo::{plan, Kind, Subnet};
+
+fn example(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/../../examples/topologies/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+#[test]
+fn seed_testbed_is_one_switched_segment() {
+    let p = plan(&example("seed-testbed.toml"), "seed-testbed.toml", "a1b2").unwrap();
+    assert_eq!(p.nodes.iter().filter(|n| n.kind == Kind::Host).count(), 241);
+    assert_eq!(p.segments.len(), 1);
+    assert_eq!(p.segments[0].subnet, Subnet::parse("10.10.0.0/23").unwrap());
+    let addrs: HashSet<Ipv4Addr> = p.segments[0].members.iter().map(|m| m.1).collect();
+    assert_eq!(addrs.len(), 241, "every host has its own address");
+    assert!(p.routes.is_empty(), "no routers, no routes");
+    assert!(p.node("g8h30").is_some() && p.node("g9h1").is_none());
+}
+
+#[test]
+fn access_network_routes_along_the_routers() {
+    let p = plan(&example("access.toml"), "access.toml", "x").unwrap();
+    assert_eq!(p.segments.len(), 3);
+    let r1 = p.node("r1").unwrap();
+    let r2 = p.node("r2").unwrap();
+    let server = p.node("server").unwrap();
+    let c7 = p.node("client7").unwrap();
+    let addr_in = |n: usize, net: &str| {
+        let s = Subnet::parse(net).unwrap();
+        p.addrs(n).into_iter().find(|a| s.overlaps(&Subnet { base: *a, prefix: 32.min(30) })).unwrap()
+    };
+    // r1 reaches the server's subnet through r2's address on the bottleneck, and back.
+    let route = |n: usize, net: &str| p.routes.iter().find(|r| r.node == n && r.dst == Some(Subnet::parse(net).unwrap())).map(|r| r.via);
+    assert_eq!(route(r1, "10.2.0.0/24"), Some(addr_in(r2, "10.255.0.0/30")));
+    assert_eq!(route(r2, "10.1.0.0/24"), Some(addr_in(r1, "10.255.0.0/30")));
+    // hosts default to the router on their segment (routers get the first addresses)
+    let default = |n: usize| p.routes.iter().find(|r| r.node == n && r.dst.is_none()).map(|r| r.via);
+    assert_eq!(default(c7), Some(Ipv4Addr::new(10, 1, 0, 1)));
+    assert_eq!(default(server), Some(addr_in(r2, "10.2.0.0/24")));
+    assert_eq!(addr_in(r1, "10.1.0.0/24"), Ipv4Addr::new(10, 1, 0, 1));
+    // the bottleneck's impairments, per direction
+    let l = p.links.iter().find(|l| l.a.node == r1 && l.b.node == r2).unwrap();
+    assert_eq!((l.ab.rate_bps, l.ba.rate_bps), (Some(10_000_000), Some(20_000_000)));
+    assert_eq!((l.ab.delay_ns, l.ab.jitter_ns, l.ab.loss), (20_000_000, 5_000_000, Loss::Random(0.01)));
+    assert_eq!(l.ba.queue_limit_bytes, Some(64_000));
+}
+
+#[test]
+fn names_carry_the_experiment_and_fit_the_kernel() {
+    let a = plan(&example("access.toml"), "access.toml", "abc123").unwrap();
+    let b = plan(&example("access.toml"), "access.toml", "zz9").unwrap();
+    let names = |p: &horde_topo::Plan| -> HashSet<String> {
+        p.nodes
+            .iter()
+            .map(|n| n.ns.clone())
+            .chain(p.links.iter().flat_map(|l| [l.a.ifname.clone(), l.b.ifname.clone()]).filter(|n| n.starts_with("hd")))
+            .collect()
+    };
+    assert!(names(&a).is_disjoint(&names(&b)), "two experiments never share a name");
+    for l in &a.links {
+        for p in [&l.a, &l.b] {
+            assert!(p.ifname.len() <= 15, "IFNAMSIZ: {}", p.ifname);
+        }
+    }
+    assert!(a.nodes.iter().all(|n| n.ns.contains("abc123")));
+}
+
+#[test]
+fn a_thousand_hosts_get_an_auto_subnet() {
+    let text = "name = 't'\n[[node]]\nname = 'h'\nkind = 'host'\ncount = 1000\n[[node]]\nname = 's'\nkind = 'switch'\n[[link]]\na = 'h'\nb = 's'\n";
+    let p = plan(text, "t.toml", "k").unwrap();
+    assert_eq!(p.segments[0].subnet.prefix, 22);
+    assert_eq!(p.segments[0].members.len(), 1000);
+}
+
+#[test]
+fn gilbert_elliott_loss_from_a_table() {
+    let text =
+        "name = 't'\n[[node]]\nname = 'a'\nkind = 'host'\n[[node]]\nname = 'b'\nkind = 'host'\n[[link]]\na = 'a'\nb = 'b'\nloss = { p = '1%', r = '25%' }\n";
+    let p = plan(text, "t.toml", "k").unwrap();
+    assert_eq!(p.links[0].ab.loss, Loss::GilbertElliott { p: 0.01, r: 0.25, loss_bad: 1.0, loss_good: 0.0 });
+}
+
+#[test]
+fn bad_topologies_name_the_field() {
+    let base = "name = 't'\n[[node]]\nname = 'a'\nkind = 'host'\n[[node]]\nname = 'b'\nkind = 'host'\n";
+    let case = |extra: &str, needle: &str| {
+        let e = plan(&format!("{base}{extra}"), "t.toml", "k").unwrap_err();
+        assert!(e.to_string().contains(needle), "expected `{needle}` in: {e}");
+    };
+    case("[[link]]\na = 'a'\nb = 'c'\n", "b: unknown node `c`");
+    case("[[link]]\na = 'a'\nb = 'b'\nloss = '1'\n", "must be a percentage");
+    case("[[link]]\na = 'a'\nb = 'b'\nrate = '10'\n", "needs a unit");
+    case("[[link]]\na = 'a'\nb = 'b'\ndelya = '5ms'\n", "unknown field `delya`");
+    case("[[link]]\na = 'a'\nb = 'a'\n", "linked to itself");
+    case("[[node]]\nname = 'a'\nkind = 'host'\n", "is used twice");
+    case("[[node]]\nname = 'x'\nkind = 'host'\ncount = 3\n[[node]]\nname = 'y'\nkind = 'host'\ncount = 2\n[[link]]\na = 'x'\nb = 'y'\n", "cannot be paired");
+    case(
+        "[[node]]\nname = 's'\nkind = 'switch'\n[[node]]\nname = 'h'\nkind = 'host'\ncount = 5\n[[link]]\na = 'h'\nb = 's'\nsubnet = '10.0.0.0/30'\n",
+        "holds 2 hosts but its segment has 5",
+    );
+    case("[[link]]\na = 'a'\nb = 'b'\nsubnet = '10.0.0.1/24'\n", "host bits set");
+    let e = plan(base, "t.toml", "UPPER").unwrap_err();
+    assert_eq!(e.field, "experiment id");
+}
