@@ -506,10 +506,10 @@ fn segments_of(nodes: &[PlannedNode], links: &mut [PlannedLink]) -> usize {
         }
     }
     let mut ids: HashMap<usize, usize> = HashMap::new();
-    for i in 0..links.len() {
+    for (i, l) in links.iter_mut().enumerate() {
         let r = find(&mut parent, i);
         let next = ids.len();
-        links[i].segment = *ids.entry(r).or_insert(next);
+        l.segment = *ids.entry(r).or_insert(next);
     }
     ids.len()
 }
