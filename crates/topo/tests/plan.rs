@@ -32,7 +32,7 @@ fn access_network_routes_along_the_routers() {
     let c7 = p.node("client7").unwrap();
     let addr_in = |n: usize, net: &str| {
         let s = Subnet::parse(net).unwrap();
-        p.addrs(n).into_iter().find(|a| s.overlaps(&Subnet { base: *a, prefix: 32.min(30) })).unwrap()
+        p.addrs(n).into_iter().find(|a| s.overlaps(&Subnet { base: *a, prefix: 30 })).unwrap()
     };
     // r1 reaches the server's subnet through r2's address on the bottleneck, and back.
     let route = |n: usize, net: &str| p.routes.iter().find(|r| r.node == n && r.dst == Some(Subnet::parse(net).unwrap())).map(|r| r.via);
