@@ -45,6 +45,9 @@ const START_LEAD_NS: u64 = 20_000_000;
 const START_LEAD_PER_TCP_NS: u64 = 20_000;
 const LISTEN_TOKEN: usize = 1 << 30;
 const UDP_LISTEN_TOKEN: usize = 1 << 29;
+/// UDP two-way hellos: how many at most, and how far apart.
+const HELLO_TRIES: u8 = 20;
+const HELLO_RETRY_NS: u64 = 100_000_000;
 
 /// A flow's departures: a plain schedule, or a player's behaviour-driven one.
 pub type Source = Box<dyn Iterator<Item = Departure> + Send>;
@@ -220,6 +223,9 @@ struct FlowState {
     peer: Option<SocketAddr>,
     /// A mirror departure read ahead (UDP: a later one than the datagram that arrived).
     mirror_ahead: Option<Departure>,
+    /// UDP two-way client: hellos sent so far and when the last one left (monotonic ns).
+    hellos: u8,
+    last_hello_mono: u64,
     stats: FlowSent,
 }
 
@@ -509,6 +515,8 @@ fn open_flow(job: Job) -> Result<FlowState, EngineError> {
         connect_at,
         peer: None,
         mirror_ahead: None,
+        hellos: 0,
+        last_hello_mono: 0,
     })
 }
 
@@ -738,9 +746,11 @@ impl Worker {
     /// Two-way UDP flows announce themselves (player tag, start time) in a hello datagram.
     fn send_udp_hello(&mut self, i: usize, base_ns: u64) {
         let f = &mut self.flows[i];
-        if f.tcp.is_some() || f.mirror.is_none() {
+        if f.tcp.is_some() || f.mirror.is_none() || f.peer.is_some() {
             return;
         }
+        f.hellos = f.hellos.saturating_add(1);
+        f.last_hello_mono = mono_ns();
         let mut b = [0u8; horde_wire::DATAGRAM_HEADER_LEN];
         DatagramHeader { flags: FLAG_HELLO, flow: f.flow.id, seq: f.flow.tag, send_ns: base_ns }.emit(&mut b);
         if f.sock.send(&b).is_err() {
@@ -805,6 +815,13 @@ impl Worker {
     }
 
     fn send_udp(&mut self, i: usize, due: &[Departure]) {
+        // A hello can be lost on an impaired link: until the server has answered, repeat it with
+        // the departures, at most every 100 ms and 20 times (the server ignores repeats).
+        let f = &self.flows[i];
+        if f.mirror.is_some() && f.peer.is_none() && f.stats.received == 0 && f.hellos < HELLO_TRIES && mono_ns() - f.last_hello_mono >= HELLO_RETRY_NS {
+            let base = self.t0_real;
+            self.send_udp_hello(i, base);
+        }
         let f = &mut self.flows[i];
         let flags = if f.flow.meter == Meter::Rtt { FLAG_ECHO_REQUEST } else { 0 };
         let real = real_ns();
@@ -972,6 +989,8 @@ impl Worker {
                 connect_at: None,
                 peer: None,
                 mirror_ahead: None,
+                hellos: 0,
+                last_hello_mono: 0,
             });
             let base = self.t0_real;
             self.send_hello(i, base);
@@ -1062,6 +1081,8 @@ impl Worker {
             connect_at: None,
             peer: Some(from),
             mirror_ahead: None,
+            hellos: 0,
+            last_hello_mono: 0,
         };
         if let Some(p) = &self.opts.progress {
             p.connections.fetch_add(1, Ordering::Relaxed);
