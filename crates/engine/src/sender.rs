@@ -1158,40 +1158,19 @@ impl Worker {
 
     fn on_apdu(&mut self, i: usize, seq: u64, len: u16, send_ns: u64, now: u64) {
         let f = &mut self.flows[i];
-        match f.incoming {
+        let (tag, kind) = match f.incoming {
             Incoming::Echo => {
                 f.stats.echoes += 1;
-                self.sink.push(Record {
-                    flow: f.flow.id,
-                    size: len as u32,
-                    seq,
-                    t_a: send_ns,
-                    t_b: now,
-                    tag: f.flow.tag,
-                    tos: 255,
-                    ttl: 0,
-                    kind: RecordKind::Echoed,
-                    flags: 0,
-                });
+                (f.flow.tag, RecordKind::Echoed)
             }
             Incoming::Traffic => {
                 f.stats.received += 1;
-                let tag = f.classify(seq, len as u32);
                 Progress::received(&self.opts.progress, len as u64);
-                self.sink.push(Record {
-                    flow: f.flow.id,
-                    size: len as u32,
-                    seq,
-                    t_a: send_ns,
-                    t_b: now,
-                    tag,
-                    tos: 255,
-                    ttl: 0,
-                    kind: RecordKind::Received,
-                    flags: 0,
-                });
+                (f.classify(seq, len as u32), RecordKind::Received)
             }
-        }
+        };
+        // TCP gives no per-APDU TOS/TTL: logged as unknown (255 / 0).
+        self.sink.push(Record { flow: f.flow.id, size: len as u32, seq, t_a: send_ns, t_b: now, tag, tos: 255, ttl: 0, kind, flags: 0 });
     }
 
     /// Stops reading and writing flow `i` (peer closed, or not a Horde stream).
