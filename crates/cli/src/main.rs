@@ -37,6 +37,8 @@ enum Command {
     Behave(cmd::behave::Args),
     /// Runs a scenario: many players, real two-way traffic following their behaviour, and a report.
     Run(cmd::run::Args),
+    /// Emulated environment: topologies of namespace hosts, switches, routers and impaired links (root).
+    Emu(cmd::emu::Args),
 }
 
 /// An error with the exit code it should produce.
@@ -84,6 +86,7 @@ fn main() -> ExitCode {
         Command::Services(a) => cmd::services::run(a),
         Command::Behave(a) => cmd::behave::run(a),
         Command::Run(a) => cmd::run::run(a, &stop),
+        Command::Emu(a) => cmd::emu::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

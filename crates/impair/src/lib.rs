@@ -232,6 +232,14 @@ impl Link {
         })
     }
 
+    /// Changes the impairments of a running link (as `tc qdisc change`): packets already
+    /// scheduled keep their times; the queue and the loss state carry over.
+    pub fn set_spec(&mut self, spec: LinkSpec) -> Result<(), SpecError> {
+        spec.validate()?;
+        self.spec = spec;
+        Ok(())
+    }
+
     pub fn spec(&self) -> &LinkSpec {
         &self.spec
     }

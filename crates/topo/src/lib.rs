@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 
 use horde_impair::{LinkSpec, Loss};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The most nodes one file may expand to (a typo in `count` must not ask for a million).
 pub const MAX_NODES: usize = 20_000;
@@ -62,7 +62,7 @@ pub struct RawNode {
 }
 
 /// Impairments as written (both directions, or one).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawImpair {
     /// e.g. "10mbit", "1.5gbit", "500kbit"
@@ -81,7 +81,7 @@ pub struct RawImpair {
     pub trace: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(untagged)]
 pub enum RawLoss {
     Percent(String),
@@ -93,6 +93,10 @@ pub enum RawLoss {
 pub struct RawLink {
     pub a: String,
     pub b: String,
+    /// Route the link through the emulator even without impairments, so `horde emu link` can
+    /// impair it later.
+    #[serde(default)]
+    pub live: bool,
     #[serde(default)]
     pub subnet: Option<String>,
     // Impairments for both directions (the fields of RawImpair, listed so typos are refused).
@@ -223,6 +227,15 @@ pub struct PlannedLink {
     pub trace_ab: Option<String>,
     pub trace_ba: Option<String>,
     pub segment: usize,
+    /// Changeable while running (impaired, or `live = true`).
+    pub live: bool,
+}
+
+impl PlannedLink {
+    /// Whether packets on this link go through the emulator.
+    pub fn impaired(&self) -> bool {
+        self.live || self.ab != LinkSpec::default() || self.ba != LinkSpec::default() || self.trace_ab.is_some() || self.trace_ba.is_some()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -311,6 +324,7 @@ pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
                 trace_ab: ab_raw.trace.clone(),
                 trace_ba: ba_raw.trace.clone(),
                 segment: 0,
+                live: l.live,
             });
             link_subnets.push(subnet);
         }
@@ -381,7 +395,7 @@ fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoE
     Ok((nodes, groups))
 }
 
-fn merge(both: &RawImpair, one: Option<&RawImpair>) -> RawImpair {
+pub fn merge(both: &RawImpair, one: Option<&RawImpair>) -> RawImpair {
     let Some(o) = one else { return both.clone() };
     RawImpair {
         rate: o.rate.clone().or_else(|| both.rate.clone()),
@@ -442,7 +456,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     Ok((v * mul).round() as u64)
 }
 
-fn impairment(r: &RawImpair) -> Result<LinkSpec, (String, String)> {
+pub fn impairment(r: &RawImpair) -> Result<LinkSpec, (String, String)> {
     let dur = |s: &Option<String>, f: &'static str| -> Result<u64, (String, String)> {
         s.as_deref().map(horde_model::units::parse_duration_ns).transpose().map(|v| v.unwrap_or(0)).map_err(|m| (f.to_string(), m))
     };

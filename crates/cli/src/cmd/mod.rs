@@ -1,6 +1,7 @@
 pub mod behave;
 pub mod decode;
 pub mod demo;
+pub mod emu;
 pub mod presets;
 pub mod recv;
 pub mod run;

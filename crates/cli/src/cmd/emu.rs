@@ -1,0 +1,292 @@
+//! `horde emu`: the emulated environment (namespaces, veth, bridges, impaired links).
+
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{anyhow, Context};
+use horde_emu::fwd::{self, Request};
+use horde_topo::{RawImpair, RawLoss};
+
+use crate::{bad_input, Outcome};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Cmd {
+    /// Builds a topology file (see docs/topology.md) and prints its experiment id. Needs root.
+    Up {
+        /// Topology .toml file
+        file: PathBuf,
+        /// Experiment id (1..=6 lowercase letters/digits); a fresh one by default
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Takes an experiment down: its processes, namespaces, links, bridges and state.
+    Down {
+        /// Experiment id(s)
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Lists running experiments; with an id, that experiment's nodes and addresses.
+    Ls { id: Option<String> },
+    /// Runs a command inside a node (its network namespace; working directory: the node's own directory).
+    Exec {
+        id: String,
+        node: String,
+        /// The command and its arguments, after `--`
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Copies a file to or from a node's own directory: `horde emu cp ID ./f NODE:f` or `... NODE:f ./f`.
+    Cp { id: String, src: String, dst: String },
+    /// Changes an emulated link's impairments while it runs, or (with no option) shows its counters.
+    Link(LinkArgs),
+    /// Removes everything Horde's emulator left behind (namespaces, links, bridges, helper processes). Only Horde's own.
+    Cleanup,
+    /// (internal) the userspace link emulator of one experiment
+    #[command(hide = true)]
+    Daemon { id: String },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LinkArgs {
+    pub id: String,
+    /// One end of the link (node name)
+    pub a: String,
+    /// The other end
+    pub b: String,
+    /// Direction to change: ab (from the first node named), ba, or both
+    #[arg(long, default_value = "both")]
+    pub dir: String,
+    /// Rate, e.g. 10mbit
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// One-way delay, e.g. 50ms
+    #[arg(long)]
+    pub delay: Option<String>,
+    /// Jitter around the delay, e.g. 5ms
+    #[arg(long)]
+    pub jitter: Option<String>,
+    /// Random loss, e.g. 1%
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// Duplication, e.g. 0.1%
+    #[arg(long)]
+    pub duplicate: Option<String>,
+    /// Corruption (a flipped bit), e.g. 0.1%
+    #[arg(long)]
+    pub corrupt: Option<String>,
+    /// Queue limit before tail drop, e.g. 64kB
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Mahimahi trace file for capacity
+    #[arg(long)]
+    pub trace: Option<String>,
+    /// Start from no impairment instead of the current settings
+    #[arg(long)]
+    pub clear: bool,
+}
+
+fn exe() -> PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("horde"))
+}
+
+fn emu_err(e: horde_emu::EmuError) -> crate::Failure {
+    match e {
+        horde_emu::EmuError::Topology(_) => bad_input(anyhow!(e)),
+        e => crate::Failure::from(anyhow!(e)),
+    }
+}
+
+pub fn run(args: Args) -> Outcome {
+    match args.cmd {
+        Cmd::Up { file, id } => up(&file, id),
+        Cmd::Down { ids } => {
+            for id in ids {
+                let r = horde_emu::down(&id).map_err(emu_err)?;
+                if r.namespaces == 0 && r.state_dirs == 0 {
+                    return Err(bad_input(anyhow!("no experiment `{id}` here (see `horde emu ls`)")));
+                }
+                println!("{id}: down ({} namespaces, {} processes removed)", r.namespaces, r.processes);
+            }
+            Ok(0)
+        }
+        Cmd::Ls { id: None } => ls(),
+        Cmd::Ls { id: Some(id) } => ls_one(&id),
+        Cmd::Exec { id, node, command } => exec(&id, &node, &command),
+        Cmd::Cp { id, src, dst } => cp(&id, &src, &dst),
+        Cmd::Link(a) => link(a),
+        Cmd::Cleanup => {
+            let r = horde_emu::cleanup().map_err(emu_err)?;
+            println!("cleanup: removed {} namespaces, {} processes, {} experiment directories", r.namespaces, r.processes, r.state_dirs);
+            Ok(0)
+        }
+        Cmd::Daemon { id } => {
+            horde_emu::fwd::run_daemon(&id).map_err(|e| anyhow!(e))?;
+            Ok(0)
+        }
+    }
+}
+
+fn up(file: &Path, id: Option<String>) -> Outcome {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading topology {}", file.display())).map_err(bad_input)?;
+    let opts = horde_emu::UpOptions { exp: id, daemon_exe: exe(), userspace: true };
+    let r = horde_emu::up(&text, &file.display().to_string(), &opts).map_err(emu_err)?;
+    let m = &r.meta;
+    let hosts = r.plan.nodes.iter().filter(|n| !n.kind.is_l2()).count();
+    eprintln!(
+        "{}: {} nodes ({} with a namespace), {} links ({} emulated, {} path) up in {:.2} s",
+        m.name,
+        m.nodes,
+        hosts,
+        m.links,
+        m.impaired_links,
+        match m.path {
+            horde_emu::LinkPath::Userspace => "userspace",
+            horde_emu::LinkPath::Netem => "netem",
+        },
+        m.up_seconds
+    );
+    eprintln!("  horde emu ls {0}    horde emu exec {0} NODE -- CMD    horde emu down {0}", m.exp);
+    println!("{}", m.exp);
+    Ok(0)
+}
+
+fn ls() -> Outcome {
+    let exps = horde_emu::experiments();
+    if exps.is_empty() {
+        println!("no experiments running");
+        return Ok(0);
+    }
+    println!("{:<8} {:<16} {:>6} {:>6} {:>9} {:>8}  status", "id", "name", "nodes", "links", "emulated", "up (s)");
+    for e in exps {
+        match horde_emu::load(&e) {
+            Ok((m, _)) => {
+                let daemon_ok = m.daemon_pid.is_none_or(|p| !horde_emu::daemons(Some(&e)).is_empty() || Path::new(&format!("/proc/{p}")).exists());
+                let status = if daemon_ok { "up" } else { "broken: link emulator gone (horde emu down)" };
+                println!("{:<8} {:<16} {:>6} {:>6} {:>9} {:>8.2}  {status}", e, m.name, m.nodes, m.links, m.impaired_links, m.up_seconds);
+            }
+            Err(_) => println!(
+                "{:<8} {:<16} {:>6} {:>6} {:>9} {:>8}  leftover: {} namespaces (horde emu cleanup)",
+                e,
+                "?",
+                "?",
+                "?",
+                "?",
+                "?",
+                horde_emu::ns::list(Some(&e)).len()
+            ),
+        }
+    }
+    Ok(0)
+}
+
+fn ls_one(id: &str) -> Outcome {
+    let (m, plan) = horde_emu::load(id).map_err(emu_err)?;
+    println!("{} ({}), from {}", m.exp, m.name, m.file);
+    println!("{:<16} {:<7} {:<22} addresses", "node", "kind", "namespace");
+    for (i, n) in plan.nodes.iter().enumerate() {
+        let addrs: Vec<String> = plan.addrs(i).iter().map(|a| a.to_string()).collect();
+        let ns = if n.kind.is_l2() { format!("(bridge {})", n.ns) } else { n.ns.clone() };
+        println!("{:<16} {:<7} {:<22} {}", n.name, format!("{:?}", n.kind).to_lowercase(), ns, addrs.join(" "));
+    }
+    if m.impaired_links > 0 {
+        if let Ok(r) = fwd::request(id, &Request::Stats) {
+            print_links(&r.links);
+        }
+    }
+    Ok(0)
+}
+
+fn exec(id: &str, node: &str, command: &[String]) -> Outcome {
+    use std::os::unix::process::CommandExt;
+    horde_emu::require_root().map_err(emu_err)?;
+    let (_, plan) = horde_emu::load(id).map_err(emu_err)?;
+    let nsf = horde_emu::open_node(id, &plan, node).map_err(emu_err)?;
+    let dir = horde_emu::node_dir(id, node);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..]).current_dir(&dir).env("HORDE_EXPERIMENT", id).env("HORDE_NODE", node);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&nsf);
+    // SAFETY: setns is async-signal-safe; fd stays open until spawn returns.
+    unsafe {
+        cmd.pre_exec(move || if libc::setns(fd, libc::CLONE_NEWNET) == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) });
+    }
+    let status = cmd.status().with_context(|| format!("running `{}` in {node}", command[0]))?;
+    Ok(status.code().map(|c| c as u8).unwrap_or(1))
+}
+
+/// `NODE:path` → (node, path inside the node's directory).
+fn node_path(s: &str) -> Option<(&str, &str)> {
+    let (n, p) = s.split_once(':')?;
+    (!n.is_empty() && !n.contains('/')).then_some((n, p))
+}
+
+fn inside(id: &str, node: &str, p: &str) -> Result<PathBuf, crate::Failure> {
+    let rel = Path::new(p);
+    if rel.is_absolute() || rel.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(bad_input(anyhow!("`{node}:{p}`: paths in a node are relative to its own directory and may not contain `..`")));
+    }
+    let dir = horde_emu::node_dir(id, node);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir.join(rel))
+}
+
+fn cp(id: &str, src: &str, dst: &str) -> Outcome {
+    let (_, plan) = horde_emu::load(id).map_err(emu_err)?;
+    let resolve = |s: &str| -> Result<PathBuf, crate::Failure> {
+        match node_path(s) {
+            Some((node, p)) => {
+                horde_emu::node_ns(&plan, node).map_err(emu_err)?;
+                inside(id, node, p)
+            }
+            None => Ok(PathBuf::from(s)),
+        }
+    };
+    if node_path(src).is_none() && node_path(dst).is_none() {
+        return Err(bad_input(anyhow!("one of SRC and DST must be NODE:PATH")));
+    }
+    let from = resolve(src)?;
+    let mut to = resolve(dst)?;
+    if to.is_dir() {
+        to = to.join(from.file_name().ok_or_else(|| bad_input(anyhow!("`{src}` names no file")))?);
+    }
+    let n = std::fs::copy(&from, &to).with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    println!("{} → {} ({n} bytes)", from.display(), to.display());
+    Ok(0)
+}
+
+fn link(a: LinkArgs) -> Outcome {
+    let set = RawImpair {
+        rate: a.rate,
+        delay: a.delay,
+        jitter: a.jitter,
+        loss: a.loss.map(RawLoss::Percent),
+        duplicate: a.duplicate,
+        corrupt: a.corrupt,
+        queue: a.queue,
+        reorder: None,
+        trace: a.trace.map(|t| std::fs::canonicalize(&t).map(|p| p.display().to_string()).unwrap_or(t)),
+    };
+    let req =
+        if set == RawImpair::default() && !a.clear { Request::Stats } else { Request::Set { a: a.a.clone(), b: a.b.clone(), dir: a.dir, set, clear: a.clear } };
+    let r = fwd::request(&a.id, &req).map_err(|e| bad_input(anyhow!(e)))?;
+    let links: Vec<_> = r.links.into_iter().filter(|l| (l.a == a.a && l.b == a.b) || (l.a == a.b && l.b == a.a)).collect();
+    if links.is_empty() {
+        return Err(bad_input(anyhow!("no emulated link between {} and {} in {}", a.a, a.b, a.id)));
+    }
+    print_links(&links);
+    Ok(0)
+}
+
+fn print_links(links: &[fwd::LinkReport]) {
+    println!("{:<24} {:>10} {:>8} {:>8} {:>10}  impairments", "emulated link", "frames", "lost", "q-drops", "delivered");
+    for l in links {
+        for (from, to, d) in [(&l.a, &l.b, &l.ab), (&l.b, &l.a, &l.ba)] {
+            println!("{:<24} {:>10} {:>8} {:>8} {:>10}  {}", format!("{from} → {to}"), d.packets, d.lost, d.queue_drops, d.sent, d.spec);
+        }
+    }
+}

@@ -1,0 +1,492 @@
+//! The userspace link emulator: one daemon per experiment, living in the fabric namespace. Each
+//! impaired link is split in two veth pairs whose fabric ends (`hdEXPiNa`, `hdEXPiNb`) the daemon
+//! holds as AF_PACKET sockets; every frame read on one end goes through that direction's
+//! [`horde_impair::Link`] and is written to the other end at the time it decides.
+//!
+//! One thread, epoll over all sockets plus a timerfd armed (nanosecond, absolute) for the
+//! earliest pending frame. A control socket (`ctl.sock`, JSON lines, root only) changes a link's
+//! impairments while traffic flows and reports per-direction counters.
+
+use std::collections::BinaryHeap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use horde_impair::{Link, LinkSpec, LinkStats, Trace};
+use horde_topo::{Plan, RawImpair};
+use serde::{Deserialize, Serialize};
+
+use crate::{ns, state_dir, EmuError};
+
+const ETH_P_ALL: u16 = 0x0003;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const BATCH: usize = 64;
+const FRAME: usize = 65536;
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn os_err(what: &str) -> EmuError {
+    EmuError::io(what, std::io::Error::last_os_error())
+}
+
+/// An AF_PACKET socket bound to one interface, non-blocking, blind to its own sends.
+fn packet_socket(ifname: &str) -> Result<OwnedFd, EmuError> {
+    let c = std::ffi::CString::new(ifname).expect("no NUL");
+    // SAFETY: valid C string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(os_err(&format!("finding interface {ifname} in the fabric namespace")));
+    }
+    // Protocol 0 until bound, so no frame of another interface slips in.
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(os_err("opening an AF_PACKET socket"));
+    }
+    // SAFETY: fd just opened and owned here.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    let big: libc::c_int = 16 << 20;
+    // SAFETY: setsockopt with int values of the right size.
+    unsafe {
+        libc::setsockopt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &one as *const _ as *const libc::c_void, 4);
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &big as *const _ as *const libc::c_void, 4);
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &big as *const _ as *const libc::c_void, 4);
+    }
+    // SAFETY: zeroed sockaddr_ll is valid; fields set below.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = ETH_P_ALL.to_be();
+    sll.sll_ifindex = idx as i32;
+    // SAFETY: sll is a valid sockaddr_ll.
+    if unsafe { libc::bind(fd, &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32) } != 0 {
+        return Err(os_err(&format!("binding an AF_PACKET socket to {ifname}")));
+    }
+    Ok(sock)
+}
+
+/// Counters of one direction of one link.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DirReport {
+    pub packets: u64,
+    pub lost: u64,
+    pub queue_drops: u64,
+    pub duplicated: u64,
+    pub corrupted: u64,
+    pub sent: u64,
+    pub send_errors: u64,
+    pub spec: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LinkReport {
+    pub a: String,
+    pub b: String,
+    pub ab: DirReport,
+    pub ba: DirReport,
+}
+
+/// A control request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum Request {
+    Stats,
+    /// Changes impairments; fields left out keep their values. `dir`: "ab", "ba" or "both".
+    Set {
+        a: String,
+        b: String,
+        dir: String,
+        set: RawImpair,
+        clear: bool,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    pub error: Option<String>,
+    pub links: Vec<LinkReport>,
+}
+
+struct Dir {
+    link: Link,
+    raw: RawImpair,
+    /// Socket frames of this direction leave by.
+    out: usize,
+    sent: u64,
+    send_errors: u64,
+}
+
+struct Shared {
+    dirs: Vec<Dir>,
+    names: Vec<(String, String)>,
+}
+
+struct Pending {
+    at: u64,
+    seq: u64,
+    out: usize,
+    buf: Vec<u8>,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq)) // min-heap
+    }
+}
+
+fn describe(s: &LinkSpec) -> String {
+    let mut v = Vec::new();
+    if let Some(r) = s.rate_bps {
+        v.push(format!("rate {:.3} Mbit/s", r as f64 / 1e6));
+    }
+    if s.trace.is_some() {
+        v.push("trace".into());
+    }
+    if s.delay_ns > 0 {
+        v.push(format!("delay {:.3} ms", s.delay_ns as f64 / 1e6));
+    }
+    if s.jitter_ns > 0 {
+        v.push(format!("jitter {:.3} ms", s.jitter_ns as f64 / 1e6));
+    }
+    match s.loss {
+        horde_impair::Loss::None => {}
+        horde_impair::Loss::Random(p) => v.push(format!("loss {:.3}%", p * 100.0)),
+        horde_impair::Loss::GilbertElliott { p, r, .. } => v.push(format!("loss gemodel p {:.3}% r {:.3}%", p * 100.0, r * 100.0)),
+    }
+    if s.duplicate > 0.0 {
+        v.push(format!("duplicate {:.3}%", s.duplicate * 100.0));
+    }
+    if s.corrupt > 0.0 {
+        v.push(format!("corrupt {:.3}%", s.corrupt * 100.0));
+    }
+    if let Some(q) = s.queue_limit_bytes {
+        v.push(format!("queue {q} B"));
+    }
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// Reads a Mahimahi trace (path relative to the topology's directory).
+fn load_trace(base: &Path, path: &Option<String>) -> Result<Option<Arc<Trace>>, EmuError> {
+    let Some(p) = path else { return Ok(None) };
+    let full = base.join(p);
+    let text = std::fs::read_to_string(&full).map_err(|e| EmuError::io(&format!("reading trace {}", full.display()), e))?;
+    let t = Trace::parse(&text).map_err(|e| EmuError::Other(format!("{}: {e}", full.display())))?;
+    Ok(Some(Arc::new(t)))
+}
+
+fn spec_of(raw: &RawImpair, base: &Path) -> Result<LinkSpec, EmuError> {
+    let mut spec = horde_topo::impairment(raw).map_err(|(f, m)| EmuError::Other(format!("{f}: {m}")))?;
+    spec.trace = load_trace(base, &raw.trace)?;
+    Ok(spec)
+}
+
+/// Starts the daemon for `exp` and waits until its sockets are open.
+pub fn spawn_daemon(exp: &str, exe: &Path) -> Result<u32, EmuError> {
+    use std::os::unix::process::CommandExt;
+    let dir = state_dir(exp);
+    let log = std::fs::File::create(dir.join("daemon.log")).map_err(|e| EmuError::io("creating daemon.log", e))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["emu", "daemon", exp]).stdin(std::process::Stdio::null()).stdout(log.try_clone().map_err(|e| EmuError::io("daemon.log", e))?).stderr(log);
+    // SAFETY: setsid is async-signal-safe; the daemon leaves our session and our Ctrl-C.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| EmuError::io(&format!("starting the link emulator ({})", exe.display()), e))?;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        if dir.join("ready").exists() {
+            return Ok(child.id());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+            return Err(EmuError::Other(format!("the link emulator exited ({status}): {}", log.trim())));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _ = child.kill();
+    Err(EmuError::Other("the link emulator did not start within 10 s (see daemon.log in the experiment's directory)".into()))
+}
+
+/// The daemon's body (`horde emu daemon EXP`). Runs until killed.
+pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
+    let (meta, plan) = crate::load(exp)?;
+    let fabric = ns::open(&format!("{}{exp}", ns::PREFIX))?;
+    ns::enter(&fabric)?;
+    let base = PathBuf::from(&meta.base_dir);
+    let mut socks = Vec::new();
+    let mut dirs = Vec::new();
+    let mut names = Vec::new();
+    let seed = exp.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+    for (k, l) in plan.links.iter().filter(|l| l.impaired()).enumerate() {
+        socks.push(packet_socket(&format!("hd{exp}i{k}a"))?);
+        socks.push(packet_socket(&format!("hd{exp}i{k}b"))?);
+        let raw = raw_of(&plan, l);
+        for (d, (spec, raw)) in [(&l.ab, raw.0), (&l.ba, raw.1)].into_iter().enumerate() {
+            let mut spec = spec.clone();
+            spec.trace = load_trace(&base, if d == 0 { &l.trace_ab } else { &l.trace_ba })?;
+            let link = Link::new(spec, seed ^ (2 * k + d) as u64).map_err(|e| EmuError::Other(e.to_string()))?;
+            // frames read on end a (index 2k) leave by end b (2k+1), and the other way
+            dirs.push(Dir { link, raw, out: 2 * k + 1 - d, sent: 0, send_errors: 0 });
+        }
+        names.push((plan.nodes[l.a.node].name.clone(), plan.nodes[l.b.node].name.clone()));
+    }
+    let shared = Arc::new(Mutex::new(Shared { dirs, names }));
+    let ctl_path = state_dir(exp).join("ctl.sock");
+    let _ = std::fs::remove_file(&ctl_path);
+    let listener = UnixListener::bind(&ctl_path).map_err(|e| EmuError::io("creating the control socket", e))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&ctl_path, std::fs::Permissions::from_mode(0o600));
+    }
+    let sh = shared.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let _ = serve_ctl(conn, &sh, &base);
+        }
+    });
+    std::fs::write(state_dir(exp).join("ready"), std::process::id().to_string()).map_err(|e| EmuError::io("writing ready", e))?;
+    forward(&socks, &shared)
+}
+
+/// The topology's own impairment settings of a link, per direction (for merging live changes).
+fn raw_of(plan: &Plan, l: &horde_topo::PlannedLink) -> (RawImpair, RawImpair) {
+    let _ = plan;
+    (to_raw(&l.ab, &l.trace_ab), to_raw(&l.ba, &l.trace_ba))
+}
+
+fn to_raw(s: &LinkSpec, trace: &Option<String>) -> RawImpair {
+    let ms = |ns: u64| (ns > 0).then(|| format!("{}us", ns / 1000));
+    let pct = |p: f64| (p > 0.0).then(|| format!("{}%", p * 100.0));
+    RawImpair {
+        rate: s.rate_bps.map(|r| format!("{r}bit")),
+        delay: ms(s.delay_ns),
+        jitter: ms(s.jitter_ns),
+        loss: match s.loss {
+            horde_impair::Loss::None => None,
+            horde_impair::Loss::Random(p) => Some(horde_topo::RawLoss::Percent(format!("{}%", p * 100.0))),
+            horde_impair::Loss::GilbertElliott { p, r, loss_bad, loss_good } => Some(horde_topo::RawLoss::GilbertElliott {
+                p: format!("{}%", p * 100.0),
+                r: format!("{}%", r * 100.0),
+                loss_bad: Some(format!("{}%", loss_bad * 100.0)),
+                loss_good: Some(format!("{}%", loss_good * 100.0)),
+            }),
+        },
+        duplicate: pct(s.duplicate),
+        corrupt: pct(s.corrupt),
+        queue: s.queue_limit_bytes.map(|q| format!("{q}B")),
+        reorder: s.reorder.then_some(true),
+        trace: trace.clone(),
+    }
+}
+
+fn serve_ctl(conn: UnixStream, shared: &Mutex<Shared>, base: &Path) -> std::io::Result<()> {
+    let mut w = conn.try_clone()?;
+    for line in BufReader::new(conn).lines() {
+        let line = line?;
+        let resp = match serde_json::from_str::<Request>(&line) {
+            Err(e) => Response { ok: false, error: Some(format!("bad request: {e}")), links: Vec::new() },
+            Ok(req) => handle(req, shared, base),
+        };
+        writeln!(w, "{}", serde_json::to_string(&resp).expect("serializable"))?;
+    }
+    Ok(())
+}
+
+fn handle(req: Request, shared: &Mutex<Shared>, base: &Path) -> Response {
+    let mut sh = shared.lock().expect("forwarder state");
+    if let Request::Set { a, b, dir, set, clear } = req {
+        let found = sh.names.iter().position(|(x, y)| (x == &a && y == &b) || (x == &b && y == &a));
+        let Some(k) = found else {
+            let known: Vec<String> = sh.names.iter().map(|(x, y)| format!("{x} {y}")).collect();
+            return Response {
+                ok: false,
+                error: Some(format!("no emulated link between {a} and {b} (emulated links: {})", known.join("; "))),
+                links: Vec::new(),
+            };
+        };
+        let swapped = sh.names[k].0 != a;
+        let dirs: Vec<usize> = match (dir.as_str(), swapped) {
+            ("both", _) => vec![0, 1],
+            ("ab", false) | ("ba", true) => vec![0],
+            ("ba", false) | ("ab", true) => vec![1],
+            (d, _) => return Response { ok: false, error: Some(format!("direction `{d}`: use ab, ba or both")), links: Vec::new() },
+        };
+        // Validate every direction before changing any.
+        let mut new = Vec::new();
+        for d in &dirs {
+            let old = if clear { RawImpair::default() } else { sh.dirs[2 * k + d].raw.clone() };
+            let raw = horde_topo::merge(&old, Some(&set));
+            match spec_of(&raw, base) {
+                Ok(spec) => new.push((2 * k + d, raw, spec)),
+                Err(e) => return Response { ok: false, error: Some(e.to_string()), links: Vec::new() },
+            }
+        }
+        for (i, raw, spec) in new {
+            if let Err(e) = sh.dirs[i].link.set_spec(spec) {
+                return Response { ok: false, error: Some(e.to_string()), links: Vec::new() };
+            }
+            sh.dirs[i].raw = raw;
+        }
+    }
+    Response { ok: true, error: None, links: reports(&sh) }
+}
+
+fn reports(sh: &Shared) -> Vec<LinkReport> {
+    let dir = |d: &Dir| {
+        let s: LinkStats = d.link.stats();
+        DirReport {
+            packets: s.packets,
+            lost: s.lost,
+            queue_drops: s.queue_drops,
+            duplicated: s.duplicated,
+            corrupted: s.corrupted,
+            sent: d.sent,
+            send_errors: d.send_errors,
+            spec: describe(d.link.spec()),
+        }
+    };
+    sh.names.iter().enumerate().map(|(k, (a, b))| LinkReport { a: a.clone(), b: b.clone(), ab: dir(&sh.dirs[2 * k]), ba: dir(&sh.dirs[2 * k + 1]) }).collect()
+}
+
+/// Sends a request to a running experiment's link emulator.
+pub fn request(exp: &str, req: &Request) -> Result<Response, EmuError> {
+    let p = state_dir(exp).join("ctl.sock");
+    let mut s = UnixStream::connect(&p)
+        .map_err(|e| EmuError::io(&format!("reaching experiment {exp}'s link emulator (is the experiment up, with emulated links? see `horde emu ls`)"), e))?;
+    writeln!(s, "{}", serde_json::to_string(req).expect("serializable")).map_err(|e| EmuError::io("writing to the link emulator", e))?;
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).map_err(|e| EmuError::io("reading from the link emulator", e))?;
+    let r: Response = serde_json::from_str(&line).map_err(|e| EmuError::Other(format!("bad answer from the link emulator: {e}")))?;
+    match (&r.ok, &r.error) {
+        (false, Some(e)) => Err(EmuError::Other(e.clone())),
+        _ => Ok(r),
+    }
+}
+
+fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
+    // SAFETY: plain syscalls; fds checked.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    let tfd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+    if ep < 0 || tfd < 0 {
+        return Err(os_err("creating epoll or timerfd"));
+    }
+    let add = |fd: i32, data: u64| {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: data };
+        // SAFETY: valid epoll fd and event.
+        unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) }
+    };
+    for (i, s) in socks.iter().enumerate() {
+        add(s.as_raw_fd(), i as u64);
+    }
+    add(tfd, u64::MAX);
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+    let mut heap: BinaryHeap<Pending> = BinaryHeap::new();
+    let mut pool: Vec<Vec<u8>> = Vec::new();
+    let mut rx = vec![0u8; FRAME];
+    let mut seq = 0u64;
+    let mut flip = 0x9E37_79B9_7F4A_7C15u64;
+    let mut armed = 0u64;
+    loop {
+        // SAFETY: events buffer valid for its length.
+        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, -1) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(os_err("epoll_wait"));
+        }
+        let mut sh = shared.lock().expect("forwarder state");
+        for ev in &events[..n as usize] {
+            let id = ev.u64;
+            if id == u64::MAX {
+                let mut x = 0u64;
+                // SAFETY: reading the 8-byte expiry count.
+                unsafe { libc::read(tfd, &mut x as *mut u64 as *mut libc::c_void, 8) };
+                armed = 0;
+                continue;
+            }
+            let s = id as usize;
+            for _ in 0..BATCH {
+                // SAFETY: rx is FRAME bytes.
+                let len = unsafe { libc::recv(socks[s].as_raw_fd(), rx.as_mut_ptr() as *mut libc::c_void, FRAME, libc::MSG_DONTWAIT) };
+                if len <= 0 {
+                    break;
+                }
+                let len = len as usize;
+                let now = mono_ns();
+                // frames read on end a (even) travel a→b: direction 2k; on end b: 2k+1
+                let d = &mut sh.dirs[s];
+                if let horde_impair::Verdict::Deliver { at_ns, copies, corrupt } = d.link.on_packet(now, len as u32) {
+                    for c in 0..copies {
+                        let mut buf = pool.pop().unwrap_or_default();
+                        buf.clear();
+                        buf.extend_from_slice(&rx[..len]);
+                        if corrupt && c == 0 && len > 14 {
+                            flip ^= flip << 13;
+                            flip ^= flip >> 7;
+                            flip ^= flip << 17;
+                            let bit = 14 * 8 + (flip % ((len as u64 - 14) * 8)) as usize;
+                            buf[bit / 8] ^= 1 << (bit % 8);
+                        }
+                        seq += 1;
+                        heap.push(Pending { at: at_ns, seq, out: d.out, buf });
+                    }
+                }
+            }
+        }
+        // Deliver what is due.
+        let now = mono_ns();
+        while heap.peek().is_some_and(|p| p.at <= now) {
+            let p = heap.pop().expect("peeked");
+            // SAFETY: buffer valid for its length.
+            let r = unsafe { libc::send(socks[p.out].as_raw_fd(), p.buf.as_ptr() as *const libc::c_void, p.buf.len(), 0) };
+            // direction whose frames leave by socket `out`: the opposite end's reading direction
+            let dir = p.out ^ 1;
+            if r < 0 {
+                sh.dirs[dir].send_errors += 1;
+            } else {
+                sh.dirs[dir].sent += 1;
+            }
+            pool.push(p.buf);
+        }
+        drop(sh);
+        if let Some(next) = heap.peek().map(|p| p.at) {
+            if armed != next {
+                let spec = libc::itimerspec {
+                    it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+                    it_value: libc::timespec { tv_sec: (next / 1_000_000_000) as i64, tv_nsec: (next % 1_000_000_000) as i64 },
+                };
+                // SAFETY: valid itimerspec.
+                unsafe { libc::timerfd_settime(tfd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+                armed = next;
+            }
+        }
+    }
+}

@@ -1,0 +1,535 @@
+//! The emulated environment: a topology plan (horde-topo) built out of network namespaces, veth
+//! pairs and bridges over batched rtnetlink, with impaired links forwarded by a userspace link
+//! emulator (horde-impair behind AF_PACKET sockets) where the kernel has no netem.
+//!
+//! Layout of a running experiment `EXP`:
+//! - `/run/netns/horde-EXP`: the *fabric* namespace. It holds every bridge (switch, hub), every
+//!   switch port, and both ends the forwarder uses on impaired links. Nothing of an experiment
+//!   lives in the host's own namespace, so deleting the namespaces removes every interface.
+//! - `/run/netns/horde-EXP-NODE`: one namespace per host and router.
+//! - `/run/horde/emu/EXP/`: the topology, `meta.json`, the forwarder daemon's pid, socket and
+//!   log, and one directory per node (`node/NODE`, the working directory of `emu exec`).
+//!
+//! Everything Horde makes carries the `horde-` prefix or lives under `/run/horde/emu`, which is
+//! what `cleanup` looks for.
+
+pub mod fwd;
+pub mod nl;
+pub mod ns;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use horde_topo::{Kind, Plan};
+use serde::{Deserialize, Serialize};
+
+use crate::nl::Nl;
+
+pub const STATE_DIR: &str = "/run/horde/emu";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    #[error("{what}: {err}")]
+    Io { what: String, err: std::io::Error },
+    #[error("netlink refused {what}: {msg}")]
+    Netlink { what: String, msg: String },
+    #[error("{0}")]
+    Topology(#[from] horde_topo::TopoError),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl EmuError {
+    pub fn io(what: &str, err: std::io::Error) -> EmuError {
+        EmuError::Io { what: what.to_string(), err }
+    }
+}
+
+/// Fails with advice unless we may create namespaces.
+pub fn require_root() -> Result<(), EmuError> {
+    // SAFETY: no arguments.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(EmuError::Other("the emulated environment needs root (CAP_SYS_ADMIN for namespaces, CAP_NET_ADMIN for links): run it with sudo".into()));
+    }
+    Ok(())
+}
+
+/// How impaired links are emulated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkPath {
+    /// The userspace forwarder (horde-impair): works on every kernel.
+    Userspace,
+    /// Kernel netem on the veth ends.
+    Netem,
+}
+
+/// What `up` records about an experiment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Meta {
+    pub exp: String,
+    pub name: String,
+    /// The topology file as given, and its directory (trace paths are relative to it).
+    pub file: String,
+    pub base_dir: String,
+    pub created_unix: u64,
+    pub nodes: usize,
+    pub links: usize,
+    pub impaired_links: usize,
+    pub path: LinkPath,
+    pub daemon_pid: Option<u32>,
+    pub up_seconds: f64,
+}
+
+pub fn state_dir(exp: &str) -> PathBuf {
+    Path::new(STATE_DIR).join(exp)
+}
+
+pub fn node_dir(exp: &str, node: &str) -> PathBuf {
+    state_dir(exp).join("node").join(node)
+}
+
+/// Reads a running experiment's record and plan.
+pub fn load(exp: &str) -> Result<(Meta, Plan), EmuError> {
+    let dir = state_dir(exp);
+    let meta: Meta = std::fs::read_to_string(dir.join("meta.json"))
+        .map_err(|e| EmuError::io(&format!("experiment `{exp}` is not running here (see `horde emu ls`)"), e))
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| EmuError::Other(format!("{}: {e}", dir.join("meta.json").display()))))?;
+    let text = std::fs::read_to_string(dir.join("topology.toml")).map_err(|e| EmuError::io("reading the experiment's topology", e))?;
+    let plan = horde_topo::plan(&text, &meta.file, exp)?;
+    Ok((meta, plan))
+}
+
+/// A fresh experiment id: 6 base-36 characters from the clock and pid, not in use.
+pub fn new_id() -> String {
+    let seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0) as u64 ^ ((std::process::id() as u64) << 40);
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    loop {
+        let mut id = String::new();
+        let mut v = x;
+        for _ in 0..6 {
+            id.push(b"abcdefghijklmnopqrstuvwxyz0123456789"[(v % 36) as usize] as char);
+            v /= 36;
+        }
+        // start with a letter: reads as an id, not a number
+        if id.as_bytes()[0].is_ascii_lowercase() && !state_dir(&id).exists() && ns::list(Some(&id)).is_empty() {
+            return id;
+        }
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    }
+}
+
+/// Whether the kernel has netem (the module is built in, loaded or loadable).
+pub fn kernel_has_netem() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let release = release.trim();
+    let in_file = |p: String| std::fs::read_to_string(p).map(|t| t.contains("sch_netem")).unwrap_or(false);
+    in_file("/proc/modules".into()) || in_file(format!("/lib/modules/{release}/modules.builtin")) || in_file(format!("/lib/modules/{release}/modules.dep"))
+}
+
+pub struct UpOptions {
+    /// Experiment id; a fresh one when `None`.
+    pub exp: Option<String>,
+    /// Spawn the forwarder with this program (`horde`), as `PROGRAM emu daemon EXP`.
+    pub daemon_exe: PathBuf,
+    /// Force the userspace path even where netem exists.
+    pub userspace: bool,
+}
+
+pub struct UpReport {
+    pub meta: Meta,
+    pub plan: Plan,
+}
+
+/// Per namespace, what `up` keeps while building.
+struct NodeNs {
+    fd: OwnedFd,
+    nl: Nl,
+    /// An AF_INET socket in the namespace, for ethtool ioctls.
+    inet: OwnedFd,
+    next_index: u32,
+}
+
+impl NodeNs {
+    fn index(&mut self) -> u32 {
+        self.next_index += 1;
+        self.next_index
+    }
+}
+
+/// Builds the topology. On failure, everything made so far is removed again.
+pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError> {
+    require_root()?;
+    let t0 = Instant::now();
+    let exp = opts.exp.clone().unwrap_or_else(new_id);
+    if state_dir(&exp).exists() || !ns::list(Some(&exp)).is_empty() {
+        return Err(EmuError::Other(format!("experiment `{exp}` exists already: take it down with `horde emu down {exp}` or pick another id")));
+    }
+    let plan = horde_topo::plan(text, file, &exp)?;
+    let dir = state_dir(&exp);
+    std::fs::create_dir_all(dir.join("node")).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
+    std::fs::write(dir.join("topology.toml"), text).map_err(|e| EmuError::io("saving the topology", e))?;
+    match build(&plan, &exp, file, opts, t0) {
+        Ok(meta) => Ok(UpReport { meta, plan }),
+        Err(e) => {
+            let _ = down(&exp);
+            Err(e)
+        }
+    }
+}
+
+fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> Result<Meta, EmuError> {
+    ns::prepare()?;
+    let impaired: Vec<usize> = (0..plan.links.len()).filter(|&i| plan.links[i].impaired()).collect();
+    let _ = impaired;
+    let path = LinkPath::Userspace;
+    // Namespaces: the fabric first, then one per host and router, made on a helper thread so
+    // this thread stays where it is. Each gets its sockets while the thread is inside it.
+    let mut names = vec![format!("{}{exp}", ns::PREFIX)];
+    let mut which: Vec<Option<usize>> = vec![None; plan.nodes.len()];
+    for (i, n) in plan.nodes.iter().enumerate() {
+        if !n.kind.is_l2() {
+            which[i] = Some(names.len());
+            names.push(n.ns.clone());
+        }
+    }
+    let routers: Vec<bool> = std::iter::once(false).chain(plan.nodes.iter().filter(|n| !n.kind.is_l2()).map(|n| n.kind == Kind::Router)).collect();
+    let mut spaces = std::thread::scope(|s| {
+        s.spawn(|| -> Result<Vec<NodeNs>, EmuError> {
+            let mut out = Vec::with_capacity(names.len());
+            for (k, name) in names.iter().enumerate() {
+                let fd = ns::create_here(name)?;
+                let nl = Nl::open()?;
+                // SAFETY: plain socket(2).
+                let inet = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+                if inet < 0 {
+                    return Err(EmuError::io("opening a socket in a namespace", std::io::Error::last_os_error()));
+                }
+                // SAFETY: just opened, owned here.
+                let inet = unsafe { ns::own(inet) };
+                if routers[k] {
+                    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").map_err(|e| EmuError::io(&format!("enabling forwarding in {name}"), e))?;
+                }
+                out.push(NodeNs { fd, nl, inet, next_index: 1 });
+            }
+            Ok(out)
+        })
+        .join()
+        .expect("namespace thread")
+    })?;
+    // Bridges.
+    let mut bridge_idx: HashMap<usize, u32> = HashMap::new();
+    for (i, n) in plan.nodes.iter().enumerate() {
+        if n.kind.is_l2() {
+            let f = &mut spaces[0];
+            let idx = f.index();
+            f.nl.bridge(&n.ns, idx, n.kind == Kind::Hub)?;
+            bridge_idx.insert(i, idx);
+        }
+    }
+    spaces[0].nl.flush()?;
+    // Links. The forwarder's ends are named hdEXPiNa / hdEXPiNb.
+    let fabric_fd = spaces[0].fd.as_raw_fd();
+    let mut n_imp = 0usize;
+    let mut late_masters: Vec<(u32, u32, String)> = Vec::new();
+    // peers come up from their own namespace's socket once the pairs exist
+    let mut peer_up: Vec<(usize, u32, String)> = Vec::new();
+    for l in &plan.links {
+        let ends: Vec<(&horde_topo::Port, Option<(String, u32)>)> = if l.impaired() {
+            let k = n_imp;
+            n_imp += 1;
+            let fa = format!("hd{exp}i{k}a");
+            let fb = format!("hd{exp}i{k}b");
+            let ia = spaces[0].index();
+            let ib = spaces[0].index();
+            vec![(&l.a, Some((fa, ia))), (&l.b, Some((fb, ib)))]
+        } else {
+            vec![(&l.a, None)]
+        };
+        for (port, fabric_end) in ends {
+            let other = if std::ptr::eq(port, &l.a) { &l.b } else { &l.a };
+            match fabric_end {
+                // node end ↔ the forwarder's end in the fabric
+                Some((fname, fidx)) => {
+                    if let Some(&br) = bridge_idx.get(&port.node) {
+                        let pidx = spaces[0].index();
+                        let f = &mut spaces[0];
+                        f.nl.veth(&port.ifname, pidx, Some(br), &fname, fidx, fabric_fd)?;
+                        peer_up.push((0, fidx, fname.clone()));
+                    } else {
+                        let k = which[port.node].expect("host or router");
+                        let nidx = spaces[k].index();
+                        let nfd = spaces[k].fd.as_raw_fd();
+                        spaces[0].nl.veth(&fname, fidx, None, &port.ifname, nidx, nfd)?;
+                        peer_up.push((k, nidx, port.ifname.clone()));
+                    }
+                }
+                // a plain veth pair between the two nodes
+                None => match (bridge_idx.get(&port.node).copied(), bridge_idx.get(&other.node).copied()) {
+                    (Some(ba), Some(bb)) => {
+                        let ia = spaces[0].index();
+                        let ib = spaces[0].index();
+                        spaces[0].nl.veth(&port.ifname, ia, Some(ba), &other.ifname, ib, fabric_fd)?;
+                        late_masters.push((ib, bb, other.ifname.clone()));
+                        peer_up.push((0, ib, other.ifname.clone()));
+                    }
+                    (Some(br), None) | (None, Some(br)) => {
+                        let (sw, host) = if bridge_idx.contains_key(&port.node) { (port, other) } else { (other, port) };
+                        let k = which[host.node].expect("host or router");
+                        let hidx = spaces[k].index();
+                        let hfd = spaces[k].fd.as_raw_fd();
+                        let sidx = spaces[0].index();
+                        spaces[0].nl.veth(&sw.ifname, sidx, Some(br), &host.ifname, hidx, hfd)?;
+                        peer_up.push((k, hidx, host.ifname.clone()));
+                    }
+                    (None, None) => {
+                        let ka = which[port.node].expect("host or router");
+                        let kb = which[other.node].expect("host or router");
+                        let ia = spaces[ka].index();
+                        let ib = spaces[kb].index();
+                        let bfd = spaces[kb].fd.as_raw_fd();
+                        spaces[ka].nl.veth(&port.ifname, ia, None, &other.ifname, ib, bfd)?;
+                        peer_up.push((kb, ib, other.ifname.clone()));
+                    }
+                },
+            }
+        }
+    }
+    for s in spaces.iter_mut() {
+        s.nl.flush()?;
+    }
+    for (idx, master, name) in &late_masters {
+        spaces[0].nl.set_master(*idx, *master, name)?;
+    }
+    for (k, idx, name) in &peer_up {
+        spaces[*k].nl.up(*idx, name)?;
+    }
+    // Addresses, loopback, routes: on each node's own socket.
+    let mut addrs: Vec<Vec<(String, std::net::Ipv4Addr, u8)>> = vec![Vec::new(); plan.nodes.len()];
+    for l in &plan.links {
+        let prefix = plan.segments[l.segment].subnet.prefix;
+        for p in [&l.a, &l.b] {
+            if let Some(a) = p.addr {
+                addrs[p.node].push((p.ifname.clone(), a, prefix));
+            }
+        }
+    }
+    let has_impaired = n_imp > 0;
+    for (i, n) in plan.nodes.iter().enumerate() {
+        let Some(k) = which[i] else { continue };
+        let s = &mut spaces[k];
+        s.nl.up(1, &format!("lo in {}", n.name))?;
+        for (ifname, a, prefix) in &addrs[i] {
+            let idx = if_index(&s.inet, ifname)?;
+            s.nl.addr(idx, *a, *prefix, &format!("{}:{ifname}", n.name))?;
+            if has_impaired {
+                // The forwarder passes frames as they are: make the stack finish checksums and
+                // segmentation before a frame leaves the node.
+                tx_offload_off(&s.inet, ifname)?;
+            }
+        }
+    }
+    for s in spaces.iter_mut() {
+        s.nl.flush()?;
+    }
+    for r in &plan.routes {
+        let k = which[r.node].expect("routes are for hosts and routers");
+        let what = plan.nodes[r.node].name.clone();
+        spaces[k].nl.route(r.dst.map(|d| (d.base, d.prefix)), r.via, &what)?;
+    }
+    for s in spaces.iter_mut() {
+        s.nl.flush()?;
+    }
+    drop(spaces);
+    let base_dir = Path::new(file).parent().map(|p| p.canonicalize().unwrap_or(p.to_path_buf())).unwrap_or_default();
+    let mut meta = Meta {
+        exp: exp.to_string(),
+        name: plan.name.clone(),
+        file: file.to_string(),
+        base_dir: base_dir.display().to_string(),
+        created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        nodes: plan.nodes.len(),
+        links: plan.links.len(),
+        impaired_links: n_imp,
+        path,
+        daemon_pid: None,
+        up_seconds: 0.0,
+    };
+    save_meta(&meta)?;
+    if has_impaired {
+        meta.daemon_pid = Some(fwd::spawn_daemon(exp, &opts.daemon_exe)?);
+    }
+    meta.up_seconds = t0.elapsed().as_secs_f64();
+    save_meta(&meta)?;
+    Ok(meta)
+}
+
+fn save_meta(meta: &Meta) -> Result<(), EmuError> {
+    let p = state_dir(&meta.exp).join("meta.json");
+    let tmp = p.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(meta).expect("serializable")).map_err(|e| EmuError::io("writing meta.json", e))?;
+    std::fs::rename(&tmp, &p).map_err(|e| EmuError::io("writing meta.json", e))
+}
+
+#[repr(C)]
+struct IfReq {
+    name: [u8; 16],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+fn ifreq(name: &str) -> IfReq {
+    let mut r = IfReq { name: [0; 16], data: std::ptr::null_mut(), _pad: [0; 16] };
+    r.name[..name.len().min(15)].copy_from_slice(&name.as_bytes()[..name.len().min(15)]);
+    r
+}
+
+/// The index of an interface in the namespace of `sock`.
+fn if_index(sock: &OwnedFd, name: &str) -> Result<u32, EmuError> {
+    let mut r = ifreq(name);
+    // SAFETY: SIOCGIFINDEX writes an int into the union at `data`'s offset; the struct is large enough.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFINDEX, &mut r) } != 0 {
+        return Err(EmuError::io(&format!("looking up interface {name}"), std::io::Error::last_os_error()));
+    }
+    // SAFETY: the kernel stored an int at the start of the union.
+    Ok(unsafe { *(&r.data as *const *mut libc::c_void as *const i32) } as u32)
+}
+
+/// `ethtool -K NAME tx off` (which also turns TSO off).
+fn tx_offload_off(sock: &OwnedFd, name: &str) -> Result<(), EmuError> {
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    const ETHTOOL_STXCSUM: u32 = 0x17;
+    let mut v: [u32; 2] = [ETHTOOL_STXCSUM, 0];
+    let mut r = ifreq(name);
+    r.data = v.as_mut_ptr() as *mut libc::c_void;
+    // SAFETY: ifreq with a pointer to a struct ethtool_value.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL, &mut r) } != 0 {
+        return Err(EmuError::io(&format!("turning TX checksum offload off on {name}"), std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Pids of processes whose network namespace is one of `inodes`.
+pub fn processes_in(inodes: &[u64]) -> Vec<i32> {
+    use std::os::unix::fs::MetadataExt;
+    let me = std::process::id() as i32;
+    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+        .filter(|&pid| pid != me)
+        .filter(|pid| std::fs::metadata(format!("/proc/{pid}/ns/net")).map(|m| inodes.contains(&m.ino())).unwrap_or(false))
+        .collect()
+}
+
+/// Pids of Horde forwarder daemons (of one experiment, or all).
+pub fn daemons(exp: Option<&str>) -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+            let is = args.len() >= 4 && args[1] == b"emu" && args[2] == b"daemon";
+            is && exp.is_none_or(|x| args[3] == x.as_bytes())
+        })
+        .collect()
+}
+
+fn kill_all(pids: &[i32]) {
+    for &p in pids {
+        // SAFETY: plain kill(2).
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    // wait (briefly) until they are gone, so their sockets no longer pin the namespaces
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(2) && pids.iter().any(|p| Path::new(&format!("/proc/{p}")).exists() && !zombie(*p)) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z')).unwrap_or(true)
+}
+
+/// What `down` or `cleanup` removed.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Removed {
+    pub namespaces: usize,
+    pub processes: usize,
+    pub state_dirs: usize,
+}
+
+/// Takes an experiment down: stops its forwarder and every process inside its namespaces,
+/// deletes the namespaces (with them every veth and bridge) and the state directory.
+pub fn down(exp: &str) -> Result<Removed, EmuError> {
+    require_root()?;
+    let names = ns::list(Some(exp));
+    let inodes: Vec<u64> = names.iter().filter_map(|n| ns::inode(n)).collect();
+    let mut pids = daemons(Some(exp));
+    pids.extend(processes_in(&inodes));
+    pids.sort_unstable();
+    pids.dedup();
+    kill_all(&pids);
+    let mut removed = Removed { processes: pids.len(), ..Removed::default() };
+    for n in &names {
+        ns::delete(n)?;
+        removed.namespaces += 1;
+    }
+    let dir = state_dir(exp);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| EmuError::io(&format!("removing {}", dir.display()), e))?;
+        removed.state_dirs += 1;
+    }
+    Ok(removed)
+}
+
+/// Experiments present on this machine: from state directories and namespaces both, so one
+/// that crashed half-way is listed too.
+pub fn experiments() -> Vec<String> {
+    let mut v: Vec<String> = ns::list(None).iter().filter_map(|n| ns::experiment_of(n).map(str::to_string)).collect();
+    if let Ok(rd) = std::fs::read_dir(STATE_DIR) {
+        v.extend(rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()));
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Removes everything Horde's emulator left on this machine: every experiment, and forwarder
+/// daemons whose experiment is gone.
+pub fn cleanup() -> Result<Removed, EmuError> {
+    require_root()?;
+    let mut total = Removed::default();
+    for exp in experiments() {
+        let r = down(&exp)?;
+        total.namespaces += r.namespaces;
+        total.processes += r.processes;
+        total.state_dirs += r.state_dirs;
+    }
+    let orphans = daemons(None);
+    kill_all(&orphans);
+    total.processes += orphans.len();
+    Ok(total)
+}
+
+/// The namespace of a node, or an error that lists the nodes.
+pub fn node_ns(plan: &Plan, node: &str) -> Result<String, EmuError> {
+    let i = plan.node(node).ok_or_else(|| {
+        let some: Vec<&str> = plan.nodes.iter().filter(|n| !n.kind.is_l2()).take(8).map(|n| n.name.as_str()).collect();
+        EmuError::Other(format!("no node `{node}` in experiment {} (nodes: {}{})", plan.exp, some.join(", "), if plan.nodes.len() > 8 { ", …" } else { "" }))
+    })?;
+    if plan.nodes[i].kind.is_l2() {
+        return Err(EmuError::Other(format!("`{node}` is a {:?}; switches and hubs are bridges with no namespace of their own", plan.nodes[i].kind)));
+    }
+    Ok(plan.nodes[i].ns.clone())
+}
+
+/// Opens a node's namespace (for exec and for placing players).
+pub fn open_node(exp: &str, plan: &Plan, node: &str) -> Result<File, EmuError> {
+    let name = node_ns(plan, node)?;
+    File::open(ns::path(&name)).map_err(|e| EmuError::io(&format!("opening namespace of {node} in {exp}"), e))
+}

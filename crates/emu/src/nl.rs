@@ -1,0 +1,179 @@
+//! Batched rtnetlink: requests are serialized into one buffer and sent many at a time on one
+//! socket; the acks are matched to requests by sequence number, so a failure names the object.
+//! Interface indexes are chosen by us (RTM_NEWLINK honours `ifi_index`), so no request waits for
+//! the answer of another and the whole topology goes down the socket in a few large writes.
+
+use std::net::Ipv4Addr;
+use std::os::fd::RawFd;
+
+use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST};
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::link::{InfoBridge, InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope, RouteType};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+use crate::EmuError;
+
+/// Requests sent per write; their acks must fit the socket's receive buffer.
+const BATCH: usize = 256;
+
+/// One rtnetlink socket, bound to the network namespace it was opened in.
+pub struct Nl {
+    sock: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+    pending: Vec<(u32, String)>,
+}
+
+impl Nl {
+    /// Opens a socket in the calling thread's network namespace.
+    pub fn open() -> Result<Nl, EmuError> {
+        let mut sock = Socket::new(NETLINK_ROUTE).map_err(|e| EmuError::io("opening an rtnetlink socket", e))?;
+        sock.bind_auto().map_err(|e| EmuError::io("binding an rtnetlink socket", e))?;
+        sock.connect(&SocketAddr::new(0, 0)).map_err(|e| EmuError::io("connecting an rtnetlink socket", e))?;
+        let _ = sock.set_rx_buf_sz(4 << 20);
+        let _ = sock.set_ext_ack(true);
+        let _ = sock.set_cap_ack(true);
+        Ok(Nl { sock, seq: 0, buf: Vec::with_capacity(64 << 10), pending: Vec::new() })
+    }
+
+    fn push(&mut self, msg: RouteNetlinkMessage, flags: u16, what: String) -> Result<(), EmuError> {
+        self.seq += 1;
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+        header.sequence_number = self.seq;
+        let mut m = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
+        m.finalize();
+        let at = self.buf.len();
+        self.buf.resize(at + m.buffer_len(), 0);
+        m.serialize(&mut self.buf[at..]);
+        self.pending.push((self.seq, what));
+        if self.pending.len() >= BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Sends what is queued and checks every ack.
+    pub fn flush(&mut self) -> Result<(), EmuError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let sent = self.sock.send(&self.buf, 0).map_err(|e| EmuError::io("writing to rtnetlink", e))?;
+        if sent != self.buf.len() {
+            return Err(EmuError::Netlink { what: "batch".into(), msg: format!("short write ({sent} of {} bytes)", self.buf.len()) });
+        }
+        self.buf.clear();
+        let first = self.pending[0].0;
+        let mut acked = 0usize;
+        let mut failure: Option<EmuError> = None;
+        let mut rx = vec![0u8; 1 << 20];
+        while acked < self.pending.len() {
+            let n = self.sock.recv(&mut &mut rx[..], 0).map_err(|e| EmuError::io("reading rtnetlink acks", e))?;
+            let mut off = 0;
+            while off + 16 <= n {
+                let len = u32::from_ne_bytes(rx[off..off + 4].try_into().expect("4 bytes")) as usize;
+                if len < 16 || off + len > n {
+                    break;
+                }
+                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[off..off + len]);
+                off += (len + 3) & !3;
+                let Ok(msg) = msg else { continue };
+                let seq = msg.header.sequence_number;
+                if let NetlinkPayload::Error(e) = msg.payload {
+                    acked += 1;
+                    if let Some(code) = e.code {
+                        if failure.is_none() {
+                            let what = seq.checked_sub(first).and_then(|i| self.pending.get(i as usize)).map(|p| p.1.clone()).unwrap_or_default();
+                            let err = std::io::Error::from_raw_os_error(-code.get());
+                            failure = Some(EmuError::Netlink { what, msg: err.to_string() });
+                        }
+                    }
+                }
+            }
+        }
+        self.pending.clear();
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// A veth pair: `a` in this socket's namespace (optionally enslaved to bridge `master`), `b`
+    /// in namespace `ns_b`, with the given interface indexes. `a` comes up; `b` must be set up
+    /// afterwards from its own namespace (the kernel opens a veth only once it has its peer). (The kernel looks a given
+    /// index up in the socket's namespace, so the local end must be the first one.)
+    pub fn veth(&mut self, a: &str, idx_a: u32, master: Option<u32>, b: &str, idx_b: u32, ns_b: RawFd) -> Result<(), EmuError> {
+        let mut peer = LinkMessage::default();
+        peer.header.index = idx_b;
+        peer.attributes = vec![LinkAttribute::IfName(b.into()), LinkAttribute::NetNsFd(ns_b)];
+        let mut m = LinkMessage::default();
+        m.header.index = idx_a;
+        m.header.flags = LinkFlags::Up;
+        m.header.change_mask = LinkFlags::Up;
+        m.attributes = vec![
+            LinkAttribute::IfName(a.into()),
+            LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Veth), LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(peer)))]),
+        ];
+        if let Some(master) = master {
+            m.attributes.push(LinkAttribute::Controller(master));
+        }
+        self.push(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("veth pair {a} – {b}"))
+    }
+
+    /// A bridge, up, in this socket's namespace. A hub is a bridge that never learns addresses
+    /// (ageing time 0), so it floods every frame to every port.
+    pub fn bridge(&mut self, name: &str, idx: u32, hub: bool) -> Result<(), EmuError> {
+        let mut m = LinkMessage::default();
+        m.header.index = idx;
+        m.header.flags = LinkFlags::Up;
+        m.header.change_mask = LinkFlags::Up;
+        let mut info = vec![LinkInfo::Kind(InfoKind::Bridge)];
+        if hub {
+            info.push(LinkInfo::Data(InfoData::Bridge(vec![InfoBridge::AgeingTime(0)])));
+        }
+        m.attributes = vec![LinkAttribute::IfName(name.into()), LinkAttribute::LinkInfo(info)];
+        self.push(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("bridge {name}"))
+    }
+
+    /// Enslaves interface `idx` to bridge `master`.
+    pub fn set_master(&mut self, idx: u32, master: u32, what: &str) -> Result<(), EmuError> {
+        let mut m = LinkMessage::default();
+        m.header.index = idx;
+        m.attributes = vec![LinkAttribute::Controller(master)];
+        self.push(RouteNetlinkMessage::SetLink(m), 0, format!("attaching {what} to its bridge"))
+    }
+
+    /// Sets an interface up (e.g. `lo`, index 1).
+    pub fn up(&mut self, idx: u32, what: &str) -> Result<(), EmuError> {
+        let mut m = LinkMessage::default();
+        m.header.index = idx;
+        m.header.flags = LinkFlags::Up;
+        m.header.change_mask = LinkFlags::Up;
+        self.push(RouteNetlinkMessage::SetLink(m), 0, format!("setting {what} up"))
+    }
+
+    pub fn addr(&mut self, idx: u32, ip: Ipv4Addr, prefix: u8, what: &str) -> Result<(), EmuError> {
+        let mut m = AddressMessage::default();
+        m.header.family = AddressFamily::Inet;
+        m.header.prefix_len = prefix;
+        m.header.index = idx;
+        m.attributes = vec![AddressAttribute::Local(ip.into()), AddressAttribute::Address(ip.into())];
+        self.push(RouteNetlinkMessage::NewAddress(m), NLM_F_CREATE | NLM_F_EXCL, format!("address {ip}/{prefix} on {what}"))
+    }
+
+    /// A static route (`dst` None: the default route) via a gateway.
+    pub fn route(&mut self, dst: Option<(Ipv4Addr, u8)>, via: Ipv4Addr, what: &str) -> Result<(), EmuError> {
+        let mut m = RouteMessage::default();
+        m.header.address_family = AddressFamily::Inet;
+        m.header.table = 254; // RT_TABLE_MAIN
+        m.header.protocol = RouteProtocol::Static;
+        m.header.scope = RouteScope::Universe;
+        m.header.kind = RouteType::Unicast;
+        if let Some((d, p)) = dst {
+            m.header.destination_prefix_length = p;
+            m.attributes.push(RouteAttribute::Destination(RouteAddress::Inet(d)));
+        }
+        m.attributes.push(RouteAttribute::Gateway(RouteAddress::Inet(via)));
+        let to = dst.map_or("default".to_string(), |(d, p)| format!("{d}/{p}"));
+        self.push(RouteNetlinkMessage::NewRoute(m), NLM_F_CREATE | NLM_F_EXCL, format!("route {to} via {via} on {what}"))
+    }
+}

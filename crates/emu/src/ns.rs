@@ -1,0 +1,145 @@
+//! Named network namespaces, compatible with `ip netns`: each is a bind mount of a namespace
+//! file on `/run/netns/NAME`, so it outlives the process that made it and `ip netns exec` works.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use crate::EmuError;
+
+pub const RUN_NETNS: &str = "/run/netns";
+/// Every namespace Horde makes starts with this.
+pub const PREFIX: &str = "horde-";
+
+pub fn path(name: &str) -> PathBuf {
+    Path::new(RUN_NETNS).join(name)
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_encoded_bytes()).expect("no NUL in paths")
+}
+
+fn last_os(what: String) -> EmuError {
+    EmuError::io(&what, std::io::Error::last_os_error())
+}
+
+/// Makes `/run/netns` a shared mount point (as iproute2 does), so namespace mounts propagate.
+pub fn prepare() -> Result<(), EmuError> {
+    std::fs::create_dir_all(RUN_NETNS).map_err(|e| EmuError::io("creating /run/netns", e))?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounted = mounts.lines().any(|l| l.split(' ').nth(4) == Some(RUN_NETNS));
+    let p = cstr(Path::new(RUN_NETNS));
+    // SAFETY: valid C strings; flags as documented in mount(2).
+    unsafe {
+        if !mounted && libc::mount(p.as_ptr(), p.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()) != 0 {
+            return Err(last_os("bind-mounting /run/netns on itself".into()));
+        }
+        if libc::mount(std::ptr::null(), p.as_ptr(), std::ptr::null(), libc::MS_SHARED | libc::MS_REC, std::ptr::null()) != 0 {
+            return Err(last_os("making /run/netns a shared mount".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Moves the calling thread into a fresh network namespace and pins it as `/run/netns/NAME`.
+/// Returns a handle on it. The thread stays in the new namespace (callers open their sockets
+/// there, then go back with [`enter`]).
+pub fn create_here(name: &str) -> Result<OwnedFd, EmuError> {
+    let p = path(name);
+    // SAFETY: plain syscalls on this thread.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(last_os(format!("creating network namespace {name}")));
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&p)
+        .map_err(|e| EmuError::io(&format!("creating {} (left over from an earlier run? try `horde emu cleanup`)", p.display()), e))?;
+    let src = cstr(Path::new("/proc/thread-self/ns/net"));
+    let dst = cstr(&p);
+    // SAFETY: valid C strings.
+    if unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) } != 0 {
+        let e = last_os(format!("bind-mounting namespace {name}"));
+        let _ = std::fs::remove_file(&p);
+        return Err(e);
+    }
+    open(name)
+}
+
+/// A handle on a named namespace.
+pub fn open(name: &str) -> Result<OwnedFd, EmuError> {
+    let f = File::open(path(name)).map_err(|e| EmuError::io(&format!("opening namespace {name} (is the experiment up? see `horde emu ls`)"), e))?;
+    Ok(OwnedFd::from(f))
+}
+
+/// The calling thread's current network namespace.
+pub fn current() -> Result<OwnedFd, EmuError> {
+    let f = File::open("/proc/thread-self/ns/net").map_err(|e| EmuError::io("opening /proc/thread-self/ns/net", e))?;
+    Ok(OwnedFd::from(f))
+}
+
+/// Moves the calling thread into a namespace.
+pub fn enter(fd: &impl AsRawFd) -> Result<(), EmuError> {
+    // SAFETY: fd is a namespace file descriptor.
+    if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(last_os("entering a network namespace".into()));
+    }
+    Ok(())
+}
+
+/// Runs `f` with the calling thread inside namespace `fd`, then returns to where it was.
+/// Sockets opened in `f` stay in that namespace.
+pub fn within<T>(fd: &impl AsRawFd, f: impl FnOnce() -> T) -> Result<T, EmuError> {
+    let home = current()?;
+    enter(fd)?;
+    let out = f();
+    enter(&home)?;
+    Ok(out)
+}
+
+/// Unpins a namespace; the kernel frees it when no process or socket uses it any more.
+pub fn delete(name: &str) -> Result<(), EmuError> {
+    let p = path(name);
+    let c = cstr(&p);
+    // SAFETY: valid C string.
+    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    match std::fs::remove_file(&p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(EmuError::io(&format!("removing {}", p.display()), e)),
+    }
+}
+
+/// Names of Horde's namespaces (optionally of one experiment).
+pub fn list(exp: Option<&str>) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(RUN_NETNS) else { return Vec::new() };
+    let mut v: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with(PREFIX))
+        .filter(|n| exp.is_none_or(|x| experiment_of(n) == Some(x)))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `horde-EXP` or `horde-EXP-NODE` → EXP.
+pub fn experiment_of(ns: &str) -> Option<&str> {
+    let rest = ns.strip_prefix(PREFIX)?;
+    Some(rest.split('-').next().unwrap_or(rest))
+}
+
+/// The namespace inode of a pinned namespace, to recognise processes living in it.
+pub fn inode(name: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path(name)).ok().map(|m| m.ino())
+}
+
+/// Wraps a raw fd we own.
+///
+/// # Safety
+/// `fd` must be an open descriptor owned by nobody else.
+pub unsafe fn own(fd: i32) -> OwnedFd {
+    OwnedFd::from_raw_fd(fd)
+}
