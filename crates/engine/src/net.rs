@@ -336,3 +336,24 @@ fn sockaddr_to(ss: &libc::sockaddr_storage, len: u32) -> Option<SocketAddr> {
         }
     }
 }
+
+/// Runs `f` (which opens sockets) with the calling thread inside network namespace `ns`, then
+/// moves the thread back. Sockets keep the namespace they were opened in.
+pub fn within_netns<T>(ns: &std::fs::File, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    thread_local! {
+        static HOME: Option<std::fs::File> = std::fs::File::open("/proc/thread-self/ns/net").ok();
+    }
+    HOME.with(|home| {
+        let home = home.as_ref().ok_or_else(|| io::Error::other("cannot open this thread's network namespace"))?;
+        // SAFETY: setns on namespace descriptors; the thread returns home before leaving.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let out = f();
+        if unsafe { libc::setns(home.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            // A thread stuck in the wrong namespace would open later sockets there: stop here.
+            panic!("cannot return to this thread's network namespace: {}", io::Error::last_os_error());
+        }
+        out
+    })
+}

@@ -273,12 +273,15 @@ pub struct Job {
     pub mirror: Option<Source>,
     /// Connect only this long after the start (a player joining late), ns. TCP only.
     pub connect_at_ns: Option<u64>,
+    /// Open the socket inside this network namespace (a player on an emulated host). The
+    /// socket stays there; the thread returns to its own namespace.
+    pub netns: Option<Arc<std::fs::File>>,
 }
 
 /// Opens the sockets of every flow, connects TCP flows, then runs all flows to their end
 /// (or until `stop` is set) and reports.
 pub fn run(flows: Vec<Flow>, opts: &SendOptions, stop: &AtomicBool) -> Result<SendReport, EngineError> {
-    run_jobs(flows.into_iter().map(|flow| Job { flow, source: None, mirror: None, connect_at_ns: None }).collect(), opts, stop)
+    run_jobs(flows.into_iter().map(|flow| Job { flow, source: None, mirror: None, connect_at_ns: None, netns: None }).collect(), opts, stop)
 }
 
 /// [`run`] with explicit sources (e.g. players' behaviour-driven schedules).
@@ -490,10 +493,14 @@ fn open_flow(job: Job) -> Result<FlowState, EngineError> {
     let flow = job.flow;
     let who = format!("flow {} (`{}`)", flow.id, flow.name);
     let connect_at = if flow.transport == Transport::Tcp { job.connect_at_ns } else { None };
-    let sock = match (flow.transport, connect_at) {
+    let open = || match (flow.transport, connect_at) {
         (Transport::Udp, _) => net::udp_connected(flow.dst, flow.src, flow.tos, flow.ttl),
         (Transport::Tcp, None) => net::tcp_connect(flow.dst, flow.src, flow.tos, flow.ttl, flow.nodelay),
         (Transport::Tcp, Some(_)) => net::tcp_socket(flow.dst, flow.src, flow.tos, flow.ttl, flow.nodelay),
+    };
+    let sock = match &job.netns {
+        None => open(),
+        Some(ns) => net::within_netns(ns, open),
     }
     .map_err(|e| EngineError::Flow { flow: who.clone(), what: format!("opening a {} socket to {}", flow.transport.name(), flow.dst), source: e })?;
     if flow.meter == Meter::Rtt && flow.transport == Transport::Udp {

@@ -53,6 +53,30 @@ pub struct RawScenario {
     /// when departures are dense; 0 sleeps only, ~50 µs precision, for big populations).
     #[serde(default)]
     pub spin_us: Option<u64>,
+    /// Place the players on an emulated topology (`horde emu`; needs root).
+    #[serde(default)]
+    pub emu: Option<RawEmu>,
+}
+
+/// `[emu]`: which topology, where the players and the server live.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEmu {
+    /// Topology file, relative to the scenario file.
+    pub topology: String,
+    /// Client hosts: node names, or group names (a group `client` of `count = 200` is
+    /// `client1` … `client200`). Players are dealt to them in turn.
+    pub clients: Vec<String>,
+    /// The host the server side runs on.
+    pub server: String,
+}
+
+/// A scenario's placement on an emulated topology.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    pub topology: std::path::PathBuf,
+    pub clients: Vec<String>,
+    pub server: String,
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +94,8 @@ pub struct Scenario {
     pub spin_us: u64,
     /// Join-time distribution, seconds (None: all at 0).
     pub join: Option<crate::dist::Dist>,
+    /// Players on emulated hosts (None: loopback or the given server address).
+    pub emu: Option<Placement>,
     pub text: String,
 }
 
@@ -148,6 +174,15 @@ impl Scenario {
             server_threads: raw.server_threads.unwrap_or(2).clamp(1, 64),
             spin_us: raw.spin_us.unwrap_or(80),
             join,
+            emu: match raw.emu {
+                None => None,
+                Some(e) => {
+                    if e.clients.is_empty() {
+                        return Err(fail("emu.clients", "name at least one client host or group".into()));
+                    }
+                    Some(Placement { topology: dir.join(&e.topology), clients: e.clients, server: e.server })
+                }
+            },
             text: text.to_string(),
         })
     }

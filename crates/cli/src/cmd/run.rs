@@ -26,7 +26,7 @@ use crate::{bad_input, Outcome};
 /// report directory.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Scenario file (TOML: service, players, duration, seed, start_hour, join, server, variables, threads, server_threads, spin_us; see examples/wow.toml)
+    /// Scenario file (TOML: service, players, duration, seed, start_hour, join, server, variables, threads, server_threads, spin_us, [emu]; see examples/wow.toml, examples/wow-access.toml)
     #[arg(value_name = "SCENARIO")]
     pub scenario: PathBuf,
     /// Report directory (default: horde-out/<scenario name>-<unix time>)
@@ -47,6 +47,9 @@ pub struct Args {
     /// Internal: run only the server side (started by `horde run` as a child process)
     #[arg(long, hide = true)]
     pub serve_only: bool,
+    /// Internal: the server side's listening address (overrides the scenario's)
+    #[arg(long, hide = true)]
+    pub listen: Option<SocketAddr>,
 }
 
 /// Both sides' view of the players: segments and the bound model.
@@ -135,6 +138,10 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let name = args.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
     let out = args.out.clone().unwrap_or_else(|| default_out(&name));
     if args.serve_only {
+        let mut sc = sc;
+        if let Some(l) = args.listen {
+            sc.server = l;
+        }
         return serve_only(&sc, &out, stop);
     }
     execute(&sc, Some(&args.scenario), &out, !args.quiet, stop)
@@ -185,11 +192,31 @@ const SERVE_BANNER: &str = "horde-serve: listening on ";
 struct ServerChild(std::process::Child);
 
 impl ServerChild {
-    fn start(sc: &Scenario, scenario: &Path, out: &Path) -> anyhow::Result<(ServerChild, SocketAddr)> {
+    /// `emu`: run it inside this namespace, listening on this address.
+    fn start(sc: &Scenario, scenario: &Path, out: &Path, emu: Option<(&std::fs::File, SocketAddr)>) -> anyhow::Result<(ServerChild, SocketAddr)> {
         use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
         let exe = std::env::current_exe().context("locating the horde binary")?;
-        let mut child = std::process::Command::new(exe)
-            .arg("run")
+        let mut cmd = std::process::Command::new(exe);
+        let ns_fd = emu.map(|(f, _)| std::os::fd::AsRawFd::as_raw_fd(f));
+        cmd.arg("run");
+        if let Some((_, listen)) = emu {
+            cmd.arg("--listen").arg(listen.to_string());
+        }
+        // SAFETY: prctl and setns are async-signal-safe; the fd stays open until spawn returns.
+        unsafe {
+            cmd.pre_exec(move || {
+                // The server side dies with us, even when we are killed.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if let Some(fd) = ns_fd {
+                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd
             .arg(scenario)
             .arg("--serve-only")
             .arg("--out")
@@ -257,10 +284,15 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
             std::fs::canonicalize(&p).context("locating scenario.toml")?
         }
     };
-    let (server, addr) = ServerChild::start(sc, &scenario_file, out)?;
+    let emu = match &sc.emu {
+        Some(p) => Some(EmuRun::up(p, sc)?),
+        None => None,
+    };
+    let (server, addr) = ServerChild::start(sc, &scenario_file, out, emu.as_ref().map(|e| (&e.server_ns, e.server)))?;
     let client_progress = Arc::new(Progress::default());
     let jobs: Vec<Job> = (0..sc.players)
         .map(|p| Job {
+            netns: emu.as_ref().map(|e| e.clients[p as usize % e.clients.len()].clone()),
             flow: player_flow(p, addr, sc.service.transport),
             source: Some(players.schedule(p, Direction::Up)),
             mirror: Some(players.schedule(p, Direction::Down)),
@@ -290,6 +322,9 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
     });
     let server_report = server.finish(out)?;
     let client = client.context("client side")?;
+    if let Some(e) = &emu {
+        e.report(out);
+    }
     let usage = Usage::now();
     eprintln!(
         "  resources: client process {:.1} s CPU ({:.0} % of the run), peak RSS {} MB; server process {:.1} s CPU ({:.0} %), peak RSS {} MB",
@@ -451,4 +486,102 @@ fn print_table(g: &GameAnalysis) {
     }
     println!("{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}", "total", "", "up", g.up.received, g.up.lost, g.up.bitrate_bps / 1e3);
     println!("{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}", "total", "", "down", g.down.received, g.down.lost, g.down.bitrate_bps / 1e3);
+}
+
+/// A scenario's emulated topology, up for the run and taken down after it (also on errors and
+/// Ctrl-C; after SIGKILL, `horde emu cleanup` removes it).
+struct EmuRun {
+    exp: String,
+    _down: Down,
+    server_ns: std::fs::File,
+    server: SocketAddr,
+    clients: Vec<Arc<std::fs::File>>,
+    emulated: usize,
+}
+
+impl EmuRun {
+    fn up(p: &horde_model::scenario::Placement, sc: &Scenario) -> Result<EmuRun, crate::Failure> {
+        horde_emu::require_root().map_err(|e| bad_input(anyhow::anyhow!("{}: [emu]: {e}", sc.name)))?;
+        let text =
+            std::fs::read_to_string(&p.topology).with_context(|| format!("{}: emu.topology: reading {}", sc.name, p.topology.display())).map_err(bad_input)?;
+        let file = p.topology.display().to_string();
+        // Check the placement on the plan before building anything.
+        let plan = horde_topo::plan(&text, &file, "check").map_err(bad_input)?;
+        let host = |name: &str| plan.node(name).filter(|&i| plan.nodes[i].kind == horde_topo::Kind::Host);
+        let server_i = host(&p.server).ok_or_else(|| bad_input(anyhow::anyhow!("{}: emu.server: `{}` is not a host of {file}", sc.name, p.server)))?;
+        let mut client_names = Vec::new();
+        for c in &p.clients {
+            let members: Vec<String> = plan
+                .nodes
+                .iter()
+                .filter(|n| {
+                    n.kind == horde_topo::Kind::Host
+                        && (n.name == *c || n.name.strip_prefix(c.as_str()).is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit())))
+                })
+                .map(|n| n.name.clone())
+                .collect();
+            if members.is_empty() {
+                return Err(bad_input(anyhow::anyhow!("{}: emu.clients: `{c}` names no host or group of hosts in {file}", sc.name)));
+            }
+            client_names.extend(members);
+        }
+        let server_ip =
+            plan.addrs(server_i).first().copied().ok_or_else(|| bad_input(anyhow::anyhow!("{}: emu.server: `{}` has no address", sc.name, p.server)))?;
+        let opts = horde_emu::UpOptions { exp: None, daemon_exe: std::env::current_exe().context("locating the horde binary")?, userspace: true };
+        let t = Instant::now();
+        let r = horde_emu::up(&text, &file, &opts).map_err(|e| anyhow::anyhow!("bringing up {file}: {e}"))?;
+        let exp = r.meta.exp.clone();
+        let down = Down(exp.clone());
+        let open = |n: &str| horde_emu::open_node(&exp, &r.plan, n).map_err(|e| anyhow::anyhow!(e));
+        let server_ns = open(&p.server)?;
+        let clients = client_names.iter().map(|c| open(c).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        let guard = EmuRun {
+            exp: exp.clone(),
+            _down: down,
+            server_ns,
+            server: SocketAddr::new(server_ip.into(), sc.server.port()),
+            clients,
+            emulated: r.meta.impaired_links,
+        };
+        eprintln!(
+            "horde run: emulated topology `{}` up as experiment {exp} in {:.2} s: {} nodes, {} emulated links; {} client hosts, server {} at {server_ip}",
+            r.plan.name,
+            t.elapsed().as_secs_f64(),
+            r.plan.nodes.len(),
+            r.meta.impaired_links,
+            client_names.len(),
+            p.server
+        );
+        Ok(guard)
+    }
+
+    /// Prints the emulated links' counters and writes them to `out/emu.json`.
+    fn report(&self, out: &Path) {
+        if self.emulated == 0 {
+            return;
+        }
+        if let Ok(r) = horde_emu::fwd::request(&self.exp, &horde_emu::fwd::Request::Stats) {
+            for l in &r.links {
+                for (from, to, d) in [(&l.a, &l.b, &l.ab), (&l.b, &l.a, &l.ba)] {
+                    eprintln!(
+                        "  emulated link {from} → {to}: {} frames, {} lost, {} queue drops, {} delivered ({})",
+                        d.packets, d.lost, d.queue_drops, d.sent, d.spec
+                    );
+                }
+            }
+            let _ = std::fs::write(out.join("emu.json"), serde_json::to_string_pretty(&r.links).expect("serializable"));
+        }
+    }
+}
+
+/// Takes an experiment down when dropped.
+struct Down(String);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        match horde_emu::down(&self.0) {
+            Ok(_) => eprintln!("horde run: experiment {} taken down", self.0),
+            Err(e) => eprintln!("horde run: taking experiment {} down failed: {e}; run `horde emu cleanup`", self.0),
+        }
+    }
 }
