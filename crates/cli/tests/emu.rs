@@ -1,0 +1,152 @@
+//! The emulated environment end to end, as root: a topology goes up, Horde's own probes cross
+//! switches, routers and an impaired link, files go in and out of a node, a link changes while
+//! it runs, and everything goes down again. Then the issue's link setting is measured with the
+//! decoder over ≥ 10,000 packets.
+
+mod emu_util;
+
+use emu_util::*;
+
+const ROUTED: &str = r#"
+name = "routed"
+[[node]]
+name = "c"
+kind = "host"
+count = 2
+[[node]]
+name = "sw"
+kind = "switch"
+[[node]]
+name = "r1"
+kind = "router"
+[[node]]
+name = "r2"
+kind = "router"
+[[node]]
+name = "srv"
+kind = "host"
+[[link]]
+a = "c"
+b = "sw"
+subnet = "10.1.0.0/24"
+[[link]]
+a = "r1"
+b = "sw"
+[[link]]
+a = "r1"
+b = "r2"
+subnet = "10.255.0.0/30"
+delay = "10ms"
+[[link]]
+a = "r2"
+b = "srv"
+subnet = "10.2.0.0/24"
+"#;
+
+#[test]
+fn up_probe_copy_change_down() {
+    if !root_or_skip("up_probe_copy_change_down") {
+        return;
+    }
+    let dir = tmp("routed");
+    let topo = write(&dir, "routed.toml", ROUTED);
+    let exp = "tr0ut";
+    let _ = horde(&["emu", "down", exp]);
+    assert_eq!(ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]).trim(), exp);
+    assert_eq!(namespaces(exp).len(), 6, "fabric + 2 clients + 2 routers + server");
+    assert!(ok(&["emu", "ls"]).contains(exp));
+    let nodes = ok(&["emu", "ls", exp]);
+    assert!(nodes.contains("10.2.0.2") && nodes.contains("r1 → r2"), "{nodes}");
+    // A second experiment with the same id is refused, naming the way out.
+    let again = horde(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("horde emu down"));
+
+    // Through the switch, both routers and the 10 ms link.
+    let t = probe(exp, &dir, "c2", "srv", "10.2.0.2", &["-C", "200", "-c", "200", "-z", "200"], "p1");
+    assert_eq!(t["loss"]["lost"], 0, "{t}");
+    let d = t["delay"]["mean_ms"].as_f64().unwrap();
+    assert!((10.0..12.0).contains(&d), "one-way delay {d} ms over a 10 ms link");
+
+    // Change the link while it runs: 30 ms more each way.
+    let out = ok(&["emu", "link", exp, "r1", "r2", "--delay", "40ms"]);
+    assert!(out.contains("delay 40.000 ms"), "{out}");
+    let t = probe(exp, &dir, "c1", "srv", "10.2.0.2", &["-C", "200", "-c", "200", "-z", "200"], "p2");
+    let d = t["delay"]["mean_ms"].as_f64().unwrap();
+    assert!((40.0..42.0).contains(&d), "one-way delay {d} ms after the change to 40 ms");
+    let bad = horde(&["emu", "link", exp, "c1", "srv", "--delay", "1ms"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no emulated link between c1 and srv"), "{bad:?}");
+
+    // exec: exit codes come back; the working directory is the node's own.
+    assert_eq!(horde(&["emu", "exec", exp, "srv", "--", "sh", "-c", "exit 7"]).status.code(), Some(7));
+    let pwd = ok(&["emu", "exec", exp, "srv", "--", "pwd"]);
+    assert!(pwd.trim().ends_with(&format!("{exp}/node/srv")), "{pwd}");
+    let bad = horde(&["emu", "exec", exp, "nosuch", "--", "true"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no node `nosuch`"));
+
+    // cp in and out of a node's directory.
+    let src = write(&dir, "in.txt", "hello node\n");
+    ok(&["emu", "cp", exp, src.to_str().unwrap(), "srv:in.txt"]);
+    assert_eq!(ok(&["emu", "exec", exp, "srv", "--", "cat", "in.txt"]), "hello node\n");
+    let back = dir.join("back.txt");
+    ok(&["emu", "cp", exp, "srv:in.txt", back.to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), "hello node\n");
+    assert!(!horde(&["emu", "cp", exp, "srv:../../x", back.to_str().unwrap()]).status.success());
+
+    let out = ok(&["emu", "down", exp]);
+    assert!(out.contains("down"));
+    assert!(namespaces(exp).is_empty());
+    assert!(!std::path::Path::new(&format!("/run/horde/emu/{exp}")).exists());
+    assert!(!horde(&["emu", "down", exp]).status.success(), "a second down says there is nothing");
+}
+
+const PAIR: &str = r#"
+name = "pair"
+[[node]]
+name = "a"
+kind = "host"
+[[node]]
+name = "b"
+kind = "host"
+[[link]]
+a = "a"
+b = "b"
+subnet = "10.9.0.0/30"
+delay = "20ms"
+jitter = "5ms"
+loss = "1%"
+rate = "10mbit"
+"#;
+
+/// The issue's setting, measured by Horde's decoder on this machine (userspace path): delay and
+/// loss from ≥ 10,000 light-load packets (Poisson, 200/s), the rate from an overload.
+#[test]
+fn impaired_link_matches_its_setting() {
+    if !root_or_skip("impaired_link_matches_its_setting") {
+        return;
+    }
+    let dir = tmp("pair");
+    let topo = write(&dir, "pair.toml", PAIR);
+    let exp = "tpair";
+    let _ = horde(&["emu", "down", exp]);
+    ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    let t = probe(exp, &dir, "a", "b", "10.9.0.2", &["--idt", "exponential(5)", "-c", "100", "-z", "10500", "--seed", "3"], "light");
+    let sent = t["loss"]["expected"].as_u64().unwrap();
+    let lost = t["loss"]["lost"].as_u64().unwrap();
+    let delay = t["delay"]["mean_ms"].as_f64().unwrap();
+    let loss = lost as f64 / sent as f64;
+    eprintln!("light load: {sent} packets, mean one-way delay {delay:.3} ms, loss {:.3} %", loss * 100.0);
+    assert!(sent >= 10_000);
+    assert!((19.0..=21.0).contains(&delay), "mean delay {delay} ms not within 5 % of 20 ms");
+    // 1 % ± 3 standard errors (± 0.30 % absolute at 10,500 packets)
+    let se = (0.01f64 * 0.99 / sent as f64).sqrt();
+    assert!((loss - 0.01).abs() <= 3.0 * se, "loss {loss} vs 1 % (3 s.e. = {})", 3.0 * se);
+
+    // Overload at 15 Mbit/s: the link delivers 10 Mbit/s of frames (payload + 42 B of headers).
+    let t = probe(exp, &dir, "a", "b", "10.9.0.2", &["-C", "1875", "-c", "1000", "-t", "5s"], "over");
+    let pkts = t["packets"].as_f64().unwrap();
+    let secs = t["duration_s"].as_f64().unwrap();
+    let rate = pkts * (1000.0 + 42.0) * 8.0 / secs;
+    eprintln!("overload: {pkts} frames in {secs:.3} s = {:.3} Mbit/s on the wire", rate / 1e6);
+    assert!((rate / 10e6 - 1.0).abs() <= 0.05, "delivered {rate} bit/s, set 10 Mbit/s");
+    ok(&["emu", "down", exp]);
+}

@@ -1,0 +1,77 @@
+//! Helpers of the emulated-environment tests. They need root (namespaces); without it they
+//! skip, except under CI (`CI=true`), where skipping would hide a failure.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const HORDE: &str = env!("CARGO_BIN_EXE_horde");
+
+pub fn root_or_skip(test: &str) -> bool {
+    // SAFETY: no arguments.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: the emulated-environment tests need root, and CI runs as root");
+    }
+    eprintln!("{test}: skipped (needs root: sudo -E cargo test)");
+    false
+}
+
+pub fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("horde-emu-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn horde(args: &[&str]) -> Output {
+    Command::new(HORDE).args(args).output().unwrap()
+}
+
+/// Runs horde and insists on success.
+pub fn ok(args: &[&str]) -> String {
+    let o = horde(args);
+    assert!(o.status.success(), "horde {args:?} failed: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Horde's namespaces of one experiment.
+pub fn namespaces(exp: &str) -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n == &format!("horde-{exp}") || n.starts_with(&format!("horde-{exp}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One probe through the emulated network: `horde recv` on `dst_node`, `horde send` from
+/// `src_node`; returns the decoder's JSON total.
+pub fn probe(exp: &str, dir: &Path, src_node: &str, dst_node: &str, dst_ip: &str, send_args: &[&str], tag: &str) -> serde_json::Value {
+    let rlog = dir.join(format!("{tag}-r.hlog"));
+    let slog = dir.join(format!("{tag}-s.hlog"));
+    let mut recv = Command::new(HORDE)
+        .args(["emu", "exec", exp, dst_node, "--", HORDE, "recv", "-b", dst_ip, "-p", "9000", "--idle", "3s", "-l"])
+        .arg(&rlog)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let dst = format!("{dst_ip}:9000");
+    let mut args = vec!["emu", "exec", exp, src_node, "--", HORDE, "send", "-a", &dst, "-l", slog.to_str().unwrap()];
+    args.extend_from_slice(send_args);
+    ok(&args);
+    assert!(recv.wait().unwrap().success());
+    let out = ok(&["decode", slog.to_str().unwrap(), rlog.to_str().unwrap(), "-q", "--json", "-"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["total"].clone()
+}
