@@ -63,7 +63,7 @@ fn sigkill_then_cleanup_leaves_nothing() {
     assert!(!horde_pids(&["emu", "daemon", "kpair"]).is_empty(), "the link emulator runs");
 
     // 3. `horde run` with players on emulated hosts, killed mid-run.
-    let topo = write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
+    write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
     let sc = write(
         &dir,
         "sc.toml",

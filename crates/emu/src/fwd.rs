@@ -104,7 +104,7 @@ pub enum Request {
         a: String,
         b: String,
         dir: String,
-        set: RawImpair,
+        set: Box<RawImpair>,
         clear: bool,
     },
 }
@@ -342,7 +342,7 @@ fn handle(req: Request, shared: &Mutex<Shared>, base: &Path) -> Response {
         let mut new = Vec::new();
         for d in &dirs {
             let old = if clear { RawImpair::default() } else { sh.dirs[2 * k + d].raw.clone() };
-            let raw = horde_topo::merge(&old, Some(&set));
+            let raw = horde_topo::merge(&old, Some(&*set));
             match spec_of(&raw, base) {
                 Ok(spec) => new.push((2 * k + d, raw, spec)),
                 Err(e) => return Response { ok: false, error: Some(e.to_string()), links: Vec::new() },

@@ -15,6 +15,7 @@ pub struct Args {
 }
 
 #[derive(clap::Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once
 pub enum Cmd {
     /// Builds a topology file (see docs/topology.md) and prints its experiment id. Needs root.
     Up {
@@ -271,8 +272,11 @@ fn link(a: LinkArgs) -> Outcome {
         reorder: None,
         trace: a.trace.map(|t| std::fs::canonicalize(&t).map(|p| p.display().to_string()).unwrap_or(t)),
     };
-    let req =
-        if set == RawImpair::default() && !a.clear { Request::Stats } else { Request::Set { a: a.a.clone(), b: a.b.clone(), dir: a.dir, set, clear: a.clear } };
+    let req = if set == RawImpair::default() && !a.clear {
+        Request::Stats
+    } else {
+        Request::Set { a: a.a.clone(), b: a.b.clone(), dir: a.dir, set: Box::new(set), clear: a.clear }
+    };
     let r = fwd::request(&a.id, &req).map_err(|e| bad_input(anyhow!(e)))?;
     let links: Vec<_> = r.links.into_iter().filter(|l| (l.a == a.a && l.b == a.b) || (l.a == a.b && l.b == a.a)).collect();
     if links.is_empty() {
