@@ -150,3 +150,32 @@ fn impaired_link_matches_its_setting() {
     assert!((rate / 10e6 - 1.0).abs() <= 0.05, "delivered {rate} bit/s, set 10 Mbit/s");
     ok(&["emu", "down", exp]);
 }
+
+/// The kernel path: where netem exists, the link gets a netem qdisc and the probe sees its
+/// delay; where it does not (this project's CI kernel), forcing it fails with an error that
+/// names netem and the way out, and nothing is left behind.
+#[test]
+fn netem_path_where_the_kernel_has_it() {
+    if !root_or_skip("netem_path_where_the_kernel_has_it") {
+        return;
+    }
+    let dir = tmp("netem");
+    let topo = write(&dir, "n.toml", "name = \"n\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"10.8.0.0/30\"\ndelay = \"10ms\"\n");
+    let exp = "tnetem";
+    let _ = horde(&["emu", "down", exp]);
+    let out = std::process::Command::new(HORDE).args(["emu", "up", topo.to_str().unwrap(), "--id", exp]).env("HORDE_EMU_NETEM", "force").output().unwrap();
+    if horde_emu::kernel_has_netem() {
+        assert!(out.status.success(), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("1 by kernel netem"), "{out:?}");
+        let t = probe(exp, &dir, "a", "b", "10.8.0.2", &["-C", "100", "-c", "100", "-z", "100"], "n");
+        let d = t["delay"]["mean_ms"].as_f64().unwrap();
+        assert!((10.0..11.0).contains(&d), "netem delay {d} ms");
+        ok(&["emu", "down", exp]);
+    } else {
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("netem qdisc") && err.contains("--userspace"), "{err}");
+        assert!(namespaces(exp).is_empty(), "a failed up leaves nothing");
+        assert!(!std::path::Path::new(&format!("/run/horde/emu/{exp}")).exists());
+    }
+}

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use horde_impair::{Link, LinkSpec, LinkStats, Trace};
-use horde_topo::{Plan, RawImpair};
+use horde_topo::RawImpair;
 use serde::{Deserialize, Serialize};
 
 use crate::{ns, state_dir, EmuError};
@@ -154,7 +154,8 @@ impl Ord for Pending {
     }
 }
 
-fn describe(s: &LinkSpec) -> String {
+/// A spec in words, as `tc qdisc show` would say it.
+pub fn describe(s: &LinkSpec) -> String {
     let mut v = Vec::new();
     if let Some(r) = s.rate_bps {
         v.push(format!("rate {:.3} Mbit/s", r as f64 / 1e6));
@@ -244,10 +245,11 @@ pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
     let mut dirs = Vec::new();
     let mut names = Vec::new();
     let seed = exp.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
-    for (k, l) in plan.links.iter().filter(|l| l.impaired()).enumerate() {
+    for (k, li) in crate::userspace_links(&plan, &meta).into_iter().enumerate() {
+        let l = &plan.links[li];
         socks.push(packet_socket(&format!("hd{exp}i{k}a"))?);
         socks.push(packet_socket(&format!("hd{exp}i{k}b"))?);
-        let raw = raw_of(&plan, l);
+        let raw = (crate::to_raw(&l.ab, &l.trace_ab), crate::to_raw(&l.ba, &l.trace_ba));
         for (d, (spec, raw)) in [(&l.ab, raw.0), (&l.ba, raw.1)].into_iter().enumerate() {
             let mut spec = spec.clone();
             spec.trace = load_trace(&base, if d == 0 { &l.trace_ab } else { &l.trace_ba })?;
@@ -273,37 +275,6 @@ pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
     });
     std::fs::write(state_dir(exp).join("ready"), std::process::id().to_string()).map_err(|e| EmuError::io("writing ready", e))?;
     forward(&socks, &shared)
-}
-
-/// The topology's own impairment settings of a link, per direction (for merging live changes).
-fn raw_of(plan: &Plan, l: &horde_topo::PlannedLink) -> (RawImpair, RawImpair) {
-    let _ = plan;
-    (to_raw(&l.ab, &l.trace_ab), to_raw(&l.ba, &l.trace_ba))
-}
-
-fn to_raw(s: &LinkSpec, trace: &Option<String>) -> RawImpair {
-    let ms = |ns: u64| (ns > 0).then(|| format!("{}us", ns / 1000));
-    let pct = |p: f64| (p > 0.0).then(|| format!("{}%", p * 100.0));
-    RawImpair {
-        rate: s.rate_bps.map(|r| format!("{r}bit")),
-        delay: ms(s.delay_ns),
-        jitter: ms(s.jitter_ns),
-        loss: match s.loss {
-            horde_impair::Loss::None => None,
-            horde_impair::Loss::Random(p) => Some(horde_topo::RawLoss::Percent(format!("{}%", p * 100.0))),
-            horde_impair::Loss::GilbertElliott { p, r, loss_bad, loss_good } => Some(horde_topo::RawLoss::GilbertElliott {
-                p: format!("{}%", p * 100.0),
-                r: format!("{}%", r * 100.0),
-                loss_bad: Some(format!("{}%", loss_bad * 100.0)),
-                loss_good: Some(format!("{}%", loss_good * 100.0)),
-            }),
-        },
-        duplicate: pct(s.duplicate),
-        corrupt: pct(s.corrupt),
-        queue: s.queue_limit_bytes.map(|q| format!("{q}B")),
-        reorder: s.reorder.then_some(true),
-        trace: trace.clone(),
-    }
 }
 
 fn serve_ctl(conn: UnixStream, shared: &Mutex<Shared>, base: &Path) -> std::io::Result<()> {

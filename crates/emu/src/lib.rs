@@ -23,7 +23,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use horde_topo::{Kind, Plan};
+use horde_impair::{Jitter, LinkSpec};
+use horde_topo::{Kind, Plan, PlannedLink, RawImpair};
 use serde::{Deserialize, Serialize};
 
 use crate::nl::Nl;
@@ -80,6 +81,10 @@ pub struct Meta {
     pub links: usize,
     pub impaired_links: usize,
     pub path: LinkPath,
+    /// Links emulated by kernel netem (plan link index) with their current settings per
+    /// direction; every other emulated link goes through the userspace link emulator.
+    #[serde(default)]
+    pub netem_links: Vec<(usize, RawImpair, RawImpair)>,
     pub daemon_pid: Option<u32>,
     pub up_seconds: f64,
 }
@@ -129,6 +134,110 @@ pub fn kernel_has_netem() -> bool {
     let release = release.trim();
     let in_file = |p: String| std::fs::read_to_string(p).map(|t| t.contains("sch_netem")).unwrap_or(false);
     in_file("/proc/modules".into()) || in_file(format!("/lib/modules/{release}/modules.builtin")) || in_file(format!("/lib/modules/{release}/modules.dep"))
+}
+
+/// Whether kernel netem gives a link exactly what the userspace path would: no capacity trace,
+/// uniform jitter, and netem's ordering (in order with a rate, reordered by jitter without one).
+pub fn netem_can(l: &PlannedLink) -> bool {
+    let ok = |s: &LinkSpec| s.trace.is_none() && s.jitter == Jitter::Uniform && (s.jitter_ns == 0 || s.reorder == s.rate_bps.is_none());
+    l.trace_ab.is_none() && l.trace_ba.is_none() && ok(&l.ab) && ok(&l.ba)
+}
+
+/// The links the userspace link emulator carries, in the order of its `hdEXPiN` interfaces.
+pub fn userspace_links(plan: &Plan, meta: &Meta) -> Vec<usize> {
+    (0..plan.links.len()).filter(|&i| plan.links[i].impaired() && !meta.netem_links.iter().any(|n| n.0 == i)).collect()
+}
+
+/// A spec written back as topology fields (to merge live changes into).
+pub fn to_raw(s: &LinkSpec, trace: &Option<String>) -> RawImpair {
+    let us = |ns: u64| (ns > 0).then(|| format!("{}us", ns / 1000));
+    let pct = |p: f64| (p > 0.0).then(|| format!("{}%", p * 100.0));
+    RawImpair {
+        rate: s.rate_bps.map(|r| format!("{r}bit")),
+        delay: us(s.delay_ns),
+        jitter: us(s.jitter_ns),
+        loss: match s.loss {
+            horde_impair::Loss::None => None,
+            horde_impair::Loss::Random(p) => Some(horde_topo::RawLoss::Percent(format!("{}%", p * 100.0))),
+            horde_impair::Loss::GilbertElliott { p, r, loss_bad, loss_good } => Some(horde_topo::RawLoss::GilbertElliott {
+                p: format!("{}%", p * 100.0),
+                r: format!("{}%", r * 100.0),
+                loss_bad: Some(format!("{}%", loss_bad * 100.0)),
+                loss_good: Some(format!("{}%", loss_good * 100.0)),
+            }),
+        },
+        duplicate: pct(s.duplicate),
+        corrupt: pct(s.corrupt),
+        queue: s.queue_limit_bytes.map(|q| format!("{q}B")),
+        reorder: s.reorder.then_some(true),
+        trace: trace.clone(),
+    }
+}
+
+/// Changes a netem link's settings while it runs (`horde emu link` on the kernel path).
+pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, set: &RawImpair, clear: bool) -> Result<Option<Vec<(String, String, String)>>, EmuError> {
+    let (mut meta, plan) = load(exp)?;
+    let Some(pos) = meta.netem_links.iter().position(|(i, _, _)| {
+        let l = &plan.links[*i];
+        let (x, y) = (&plan.nodes[l.a.node].name, &plan.nodes[l.b.node].name);
+        (x == a && y == b) || (x == b && y == a)
+    }) else {
+        return Ok(None);
+    };
+    let li = meta.netem_links[pos].0;
+    let l = &plan.links[li];
+    let swapped = plan.nodes[l.a.node].name != a;
+    let dirs: Vec<usize> = match (dir, swapped) {
+        ("both", _) => vec![0, 1],
+        ("ab", false) | ("ba", true) => vec![0],
+        ("ba", false) | ("ab", true) => vec![1],
+        (d, _) => return Err(EmuError::Other(format!("direction `{d}`: use ab, ba or both"))),
+    };
+    let base = PathBuf::from(&meta.base_dir);
+    let mut out = Vec::new();
+    for d in dirs {
+        let old = if clear {
+            RawImpair::default()
+        } else if d == 0 {
+            meta.netem_links[pos].1.clone()
+        } else {
+            meta.netem_links[pos].2.clone()
+        };
+        let raw = horde_topo::merge(&old, Some(set));
+        let spec = horde_topo::impairment(&raw).map_err(|(f, m)| EmuError::Other(format!("{f}: {m}")))?;
+        let probe = PlannedLink { ab: spec.clone(), ba: spec.clone(), trace_ab: raw.trace.clone(), trace_ba: None, ..l.clone() };
+        if !netem_can(&probe) {
+            return Err(EmuError::Other(
+                "netem cannot give this link these settings (a trace, normal jitter, or an ordering netem does not have): bring the experiment up with --userspace".into(),
+            ));
+        }
+        let _ = &base;
+        let port = if d == 0 { &l.a } else { &l.b };
+        let nsname = if plan.nodes[port.node].kind.is_l2() { format!("{}{exp}", ns::PREFIX) } else { plan.nodes[port.node].ns.clone() };
+        let fd = ns::open(&nsname)?;
+        let ifname = port.ifname.clone();
+        ns::within(&fd, || -> Result<(), EmuError> {
+            let c = std::ffi::CString::new(ifname.clone()).expect("no NUL");
+            // SAFETY: valid C string.
+            let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+            if idx == 0 {
+                return Err(EmuError::io(&format!("finding {ifname}"), std::io::Error::last_os_error()));
+            }
+            let mut nl = Nl::open()?;
+            nl.netem(idx, &spec, true, &ifname)?;
+            nl.flush()
+        })??;
+        let (from, to) =
+            if d == 0 { (&plan.nodes[l.a.node].name, &plan.nodes[l.b.node].name) } else { (&plan.nodes[l.b.node].name, &plan.nodes[l.a.node].name) };
+        out.push((from.clone(), to.clone(), fwd::describe(&spec)));
+        if d == 0 {
+            meta.netem_links[pos].1 = raw;
+        } else {
+            meta.netem_links[pos].2 = raw;
+        }
+    }
+    save_meta(&meta)?;
+    Ok(Some(out))
 }
 
 pub struct UpOptions {
@@ -185,8 +294,10 @@ pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError
 fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> Result<Meta, EmuError> {
     ns::prepare()?;
     let impaired: Vec<usize> = (0..plan.links.len()).filter(|&i| plan.links[i].impaired()).collect();
-    let _ = impaired;
-    let path = LinkPath::Userspace;
+    let netem = !opts.userspace && !impaired.is_empty() && (kernel_has_netem() || std::env::var("HORDE_EMU_NETEM").is_ok_and(|v| v == "force"));
+    // Kernel path for the links netem represents exactly; the userspace path for the rest.
+    let netem_links: Vec<usize> = if netem { impaired.iter().copied().filter(|&i| netem_can(&plan.links[i])).collect() } else { Vec::new() };
+    let path = if netem_links.is_empty() { LinkPath::Userspace } else { LinkPath::Netem };
     // Namespaces: the fabric first, then one per host and router, made on a helper thread so
     // this thread stays where it is. Each gets its sockets while the thread is inside it.
     let mut names = vec![format!("{}{exp}", ns::PREFIX)];
@@ -238,8 +349,12 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
     let mut late_masters: Vec<(u32, u32, String)> = Vec::new();
     // peers come up from their own namespace's socket once the pairs exist
     let mut peer_up: Vec<(usize, u32, String)> = Vec::new();
-    for l in &plan.links {
-        let ends: Vec<(&horde_topo::Port, Option<(String, u32)>)> = if l.impaired() {
+    // Where each plain link's ends landed (namespace slot, index), for netem qdiscs.
+    let mut qdiscs: Vec<(usize, u32, LinkSpec, String)> = Vec::new();
+    for (li, l) in plan.links.iter().enumerate() {
+        let on_netem = netem_links.contains(&li);
+        let mut landed: Vec<(usize, u32)> = Vec::new();
+        let ends: Vec<(&horde_topo::Port, Option<(String, u32)>)> = if l.impaired() && !on_netem {
             let k = n_imp;
             n_imp += 1;
             let fa = format!("hd{exp}i{k}a");
@@ -276,6 +391,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
                         spaces[0].nl.veth(&port.ifname, ia, Some(ba), &other.ifname, ib, fabric_fd)?;
                         late_masters.push((ib, bb, other.ifname.clone()));
                         peer_up.push((0, ib, other.ifname.clone()));
+                        landed = vec![(0, ia), (0, ib)];
                     }
                     (Some(br), None) | (None, Some(br)) => {
                         let (sw, host) = if bridge_idx.contains_key(&port.node) { (port, other) } else { (other, port) };
@@ -285,6 +401,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
                         let sidx = spaces[0].index();
                         spaces[0].nl.veth(&sw.ifname, sidx, Some(br), &host.ifname, hidx, hfd)?;
                         peer_up.push((k, hidx, host.ifname.clone()));
+                        landed = if std::ptr::eq(sw, port) { vec![(0, sidx), (k, hidx)] } else { vec![(k, hidx), (0, sidx)] };
                     }
                     (None, None) => {
                         let ka = which[port.node].expect("host or router");
@@ -294,9 +411,15 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
                         let bfd = spaces[kb].fd.as_raw_fd();
                         spaces[ka].nl.veth(&port.ifname, ia, None, &other.ifname, ib, bfd)?;
                         peer_up.push((kb, ib, other.ifname.clone()));
+                        landed = vec![(ka, ia), (kb, ib)];
                     }
                 },
             }
+        }
+        if on_netem {
+            let name = |p: &horde_topo::Port| format!("{}:{}", plan.nodes[p.node].name, p.ifname);
+            qdiscs.push((landed[0].0, landed[0].1, l.ab.clone(), name(&l.a)));
+            qdiscs.push((landed[1].0, landed[1].1, l.ba.clone(), name(&l.b)));
         }
     }
     for s in spaces.iter_mut() {
@@ -307,6 +430,11 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
     }
     for (k, idx, name) in &peer_up {
         spaces[*k].nl.up(*idx, name)?;
+    }
+    for (k, idx, spec, name) in &qdiscs {
+        if *spec != LinkSpec::default() {
+            spaces[*k].nl.netem(*idx, spec, false, name)?;
+        }
     }
     // Addresses, loopback, routes: on each node's own socket.
     let mut addrs: Vec<Vec<(String, std::net::Ipv4Addr, u8)>> = vec![Vec::new(); plan.nodes.len()];
@@ -319,6 +447,8 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
         }
     }
     let has_impaired = n_imp > 0;
+    let netem_raw: Vec<(usize, RawImpair, RawImpair)> =
+        netem_links.iter().map(|&i| (i, to_raw(&plan.links[i].ab, &plan.links[i].trace_ab), to_raw(&plan.links[i].ba, &plan.links[i].trace_ba))).collect();
     for (i, n) in plan.nodes.iter().enumerate() {
         let Some(k) = which[i] else { continue };
         let s = &mut spaces[k];
@@ -354,8 +484,9 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
         created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
         nodes: plan.nodes.len(),
         links: plan.links.len(),
-        impaired_links: n_imp,
+        impaired_links: n_imp + netem_links.len(),
         path,
+        netem_links: netem_raw,
         daemon_pid: None,
         up_seconds: 0.0,
     };

@@ -14,6 +14,9 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 use crate::EmuError;
+use horde_impair::{LinkSpec, Loss};
+use netlink_packet_core::{DefaultNla, NLM_F_REPLACE};
+use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage};
 
 /// Requests sent per write; their acks must fit the socket's receive buffer.
 const BATCH: usize = 256;
@@ -175,5 +178,138 @@ impl Nl {
         m.attributes.push(RouteAttribute::Gateway(RouteAddress::Inet(via)));
         let to = dst.map_or("default".to_string(), |(d, p)| format!("{d}/{p}"));
         self.push(RouteNetlinkMessage::NewRoute(m), NLM_F_CREATE | NLM_F_EXCL, format!("route {to} via {via} on {what}"))
+    }
+}
+
+/// linux/pkt_sched.h
+const TCA_OPTIONS: u16 = 2;
+const TCA_NETEM_CORRUPT: u16 = 4;
+const TCA_NETEM_LOSS: u16 = 5;
+const TCA_NETEM_RATE: u16 = 6;
+const TCA_NETEM_RATE64: u16 = 8;
+const TCA_NETEM_LATENCY64: u16 = 10;
+const TCA_NETEM_JITTER64: u16 = 11;
+const NETEM_LOSS_GE: u16 = 2;
+/// netem's limit is in packets: a byte limit becomes this many full-size frames.
+const FRAME_BYTES: u64 = 1514;
+
+/// A probability as netem's 32-bit fraction.
+fn prob32(p: f64) -> u32 {
+    (p.clamp(0.0, 1.0) * u32::MAX as f64).round() as u32
+}
+
+fn nla(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
+    let len = 4 + value.len();
+    out.extend_from_slice(&(len as u16).to_ne_bytes());
+    out.extend_from_slice(&kind.to_ne_bytes());
+    out.extend_from_slice(value);
+    out.resize(out.len() + ((4 - len % 4) % 4), 0);
+}
+
+/// netem's TCA_OPTIONS: a `struct tc_netem_qopt` followed by netlink attributes (64-bit
+/// latency and jitter in ns, rate in bytes/s, Gilbert–Elliott loss, corruption).
+pub fn netem_options(spec: &LinkSpec) -> Vec<u8> {
+    let limit = spec.queue_limit_bytes.map_or(1000, |b| b.div_ceil(FRAME_BYTES).max(1)) as u32;
+    let loss = if let Loss::Random(p) = spec.loss { prob32(p) } else { 0 };
+    let mut out = Vec::with_capacity(96);
+    // latency, limit, loss, gap, duplicate, jitter (latency and jitter: the 64-bit attributes)
+    for v in [0u32, limit, loss, 0, prob32(spec.duplicate), 0] {
+        out.extend_from_slice(&v.to_ne_bytes());
+    }
+    nla(&mut out, TCA_NETEM_LATENCY64, &(spec.delay_ns as i64).to_ne_bytes());
+    nla(&mut out, TCA_NETEM_JITTER64, &(spec.jitter_ns as i64).to_ne_bytes());
+    if let Some(bps) = spec.rate_bps {
+        let bytes = bps / 8;
+        let mut r = Vec::with_capacity(16);
+        r.extend_from_slice(&(bytes.min(u32::MAX as u64) as u32).to_ne_bytes());
+        r.extend_from_slice(&[0u8; 12]); // packet_overhead, cell_size, cell_overhead
+        nla(&mut out, TCA_NETEM_RATE, &r);
+        if bytes >= u32::MAX as u64 {
+            nla(&mut out, TCA_NETEM_RATE64, &bytes.to_ne_bytes());
+        }
+    }
+    if let Loss::GilbertElliott { p, r, loss_bad, loss_good } = spec.loss {
+        // struct tc_netem_gemodel { p, r, h, k1 }: the kernel loses in the bad state when a draw
+        // exceeds h, in the good state when it is below k1.
+        let mut ge = Vec::with_capacity(16);
+        for v in [prob32(p), prob32(r), prob32(1.0 - loss_bad), prob32(loss_good)] {
+            ge.extend_from_slice(&v.to_ne_bytes());
+        }
+        let mut nested = Vec::new();
+        nla(&mut nested, NETEM_LOSS_GE, &ge);
+        nla(&mut out, TCA_NETEM_LOSS | NLA_F_NESTED, &nested);
+    }
+    if spec.corrupt > 0.0 {
+        let mut c = Vec::with_capacity(8);
+        c.extend_from_slice(&prob32(spec.corrupt).to_ne_bytes());
+        c.extend_from_slice(&0u32.to_ne_bytes());
+        nla(&mut out, TCA_NETEM_CORRUPT, &c);
+    }
+    out
+}
+
+const NLA_F_NESTED: u16 = 1 << 15;
+
+impl Nl {
+    /// A netem root qdisc on interface `idx` of this socket's namespace (`replace`: change the
+    /// one in place, as `tc qdisc replace`).
+    pub fn netem(&mut self, idx: u32, spec: &LinkSpec, replace: bool, what: &str) -> Result<(), EmuError> {
+        let mut m = TcMessage::default();
+        m.header.index = idx as i32;
+        m.header.parent = TcHandle::ROOT;
+        m.header.handle = TcHandle { major: 1, minor: 0 };
+        m.attributes = vec![TcAttribute::Kind("netem".into()), TcAttribute::Other(DefaultNla::new(TCA_OPTIONS, netem_options(spec)))];
+        let flags = if replace { NLM_F_CREATE | NLM_F_REPLACE } else { NLM_F_CREATE | NLM_F_EXCL };
+        self.push(RouteNetlinkMessage::NewQueueDiscipline(m), flags, format!("a netem qdisc on {what} (kernel path; `--userspace` avoids it)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(b: &[u8]) -> Vec<(u16, Vec<u8>)> {
+        let mut v = Vec::new();
+        let mut o = 0;
+        while o + 4 <= b.len() {
+            let len = u16::from_ne_bytes([b[o], b[o + 1]]) as usize;
+            let kind = u16::from_ne_bytes([b[o + 2], b[o + 3]]);
+            v.push((kind, b[o + 4..o + len].to_vec()));
+            o += (len + 3) & !3;
+        }
+        v
+    }
+
+    #[test]
+    fn netem_options_layout() {
+        let spec = LinkSpec {
+            rate_bps: Some(10_000_000),
+            delay_ns: 20_000_000,
+            jitter_ns: 5_000_000,
+            loss: Loss::Random(0.01),
+            duplicate: 0.5,
+            queue_limit_bytes: Some(64_000),
+            ..LinkSpec::default()
+        };
+        let b = netem_options(&spec);
+        let word = |i: usize| u32::from_ne_bytes(b[i * 4..i * 4 + 4].try_into().unwrap());
+        assert_eq!(word(1), 43, "64 kB is 43 full frames");
+        assert_eq!(word(2), (0.01 * u32::MAX as f64).round() as u32);
+        assert_eq!(word(4), (0.5 * u32::MAX as f64).round() as u32);
+        let a = attrs(&b[24..]);
+        assert_eq!(a[0], (TCA_NETEM_LATENCY64, 20_000_000i64.to_ne_bytes().to_vec()));
+        assert_eq!(a[1], (TCA_NETEM_JITTER64, 5_000_000i64.to_ne_bytes().to_vec()));
+        assert_eq!(a[2].0, TCA_NETEM_RATE);
+        assert_eq!(u32::from_ne_bytes(a[2].1[..4].try_into().unwrap()), 1_250_000, "bytes per second");
+        assert_eq!(a.len(), 3);
+
+        let ge = LinkSpec { loss: Loss::GilbertElliott { p: 0.01, r: 0.25, loss_bad: 1.0, loss_good: 0.0 }, corrupt: 0.001, ..LinkSpec::default() };
+        let a = attrs(&netem_options(&ge)[24..]);
+        assert_eq!(a[2].0, TCA_NETEM_LOSS | NLA_F_NESTED);
+        let inner = attrs(&a[2].1);
+        assert_eq!(inner[0].0, NETEM_LOSS_GE);
+        let w = |i: usize| u32::from_ne_bytes(inner[0].1[i * 4..i * 4 + 4].try_into().unwrap());
+        assert_eq!((w(0), w(1), w(2), w(3)), (prob32(0.01), prob32(0.25), 0, 0), "always lost in the bad state, never in the good");
+        assert_eq!(a[3].0, TCA_NETEM_CORRUPT);
     }
 }

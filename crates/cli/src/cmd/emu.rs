@@ -24,6 +24,9 @@ pub enum Cmd {
         /// Experiment id (1..=6 lowercase letters/digits); a fresh one by default
         #[arg(long)]
         id: Option<String>,
+        /// Emulate every impaired link in userspace, even where the kernel has netem
+        #[arg(long)]
+        userspace: bool,
     },
     /// Takes an experiment down: its processes, namespaces, links, bridges and state.
     Down {
@@ -104,7 +107,7 @@ fn emu_err(e: horde_emu::EmuError) -> crate::Failure {
 
 pub fn run(args: Args) -> Outcome {
     match args.cmd {
-        Cmd::Up { file, id } => up(&file, id),
+        Cmd::Up { file, id, userspace } => up(&file, id, userspace),
         Cmd::Down { ids } => {
             for id in ids {
                 let r = horde_emu::down(&id).map_err(emu_err)?;
@@ -132,23 +135,21 @@ pub fn run(args: Args) -> Outcome {
     }
 }
 
-fn up(file: &Path, id: Option<String>) -> Outcome {
+fn up(file: &Path, id: Option<String>, userspace: bool) -> Outcome {
     let text = std::fs::read_to_string(file).with_context(|| format!("reading topology {}", file.display())).map_err(bad_input)?;
-    let opts = horde_emu::UpOptions { exp: id, daemon_exe: exe(), userspace: true };
+    let opts = horde_emu::UpOptions { exp: id, daemon_exe: exe(), userspace };
     let r = horde_emu::up(&text, &file.display().to_string(), &opts).map_err(emu_err)?;
     let m = &r.meta;
     let hosts = r.plan.nodes.iter().filter(|n| !n.kind.is_l2()).count();
     eprintln!(
-        "{}: {} nodes ({} with a namespace), {} links ({} emulated, {} path) up in {:.2} s",
+        "{}: {} nodes ({} with a namespace), {} links ({} emulated: {} by kernel netem, {} by the userspace link emulator) up in {:.2} s",
         m.name,
         m.nodes,
         hosts,
         m.links,
         m.impaired_links,
-        match m.path {
-            horde_emu::LinkPath::Userspace => "userspace",
-            horde_emu::LinkPath::Netem => "netem",
-        },
+        m.netem_links.len(),
+        m.impaired_links - m.netem_links.len(),
         m.up_seconds
     );
     eprintln!("  horde emu ls {0}    horde emu exec {0} NODE -- CMD    horde emu down {0}", m.exp);
