@@ -174,8 +174,11 @@ pub fn to_raw(s: &LinkSpec, trace: &Option<String>) -> RawImpair {
     }
 }
 
+/// One direction changed: from, to, the new settings in words.
+pub type Changed = (String, String, String);
+
 /// Changes a netem link's settings while it runs (`horde emu link` on the kernel path).
-pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, set: &RawImpair, clear: bool) -> Result<Option<Vec<(String, String, String)>>, EmuError> {
+pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, set: &RawImpair, clear: bool) -> Result<Option<Vec<Changed>>, EmuError> {
     let (mut meta, plan) = load(exp)?;
     let Some(pos) = meta.netem_links.iter().position(|(i, _, _)| {
         let l = &plan.links[*i];
