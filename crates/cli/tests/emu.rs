@@ -179,3 +179,38 @@ fn netem_path_where_the_kernel_has_it() {
         assert!(!std::path::Path::new(&format!("/run/horde/emu/{exp}")).exists());
     }
 }
+
+/// `horde run` with `[emu]`: WoW players on 200 client hosts behind the access network's 20 ms
+/// bottleneck; the report shows the bottleneck and the topology is gone afterwards.
+#[test]
+fn run_places_players_on_emulated_hosts() {
+    if !root_or_skip("run_places_players_on_emulated_hosts") {
+        return;
+    }
+    let dir = tmp("run");
+    write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
+    let sc = write(
+        &dir,
+        "sc.toml",
+        "service = \"wow\"\nplayers = 120\nduration = \"8s\"\nseed = 5\n[emu]\ntopology = \"access.toml\"\nclients = [\"client\"]\nserver = \"server\"\n",
+    );
+    let out = dir.join("out");
+    let o = std::process::Command::new(HORDE).args(["run", sc.to_str().unwrap(), "-q", "--out", out.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let exp = err.split("as experiment ").nth(1).and_then(|s| s.split_whitespace().next()).expect("experiment id in the output");
+    assert!(namespaces(exp).is_empty(), "the run takes its topology down");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["server_connections"], 120, "every player connected through the routers");
+    assert_eq!(s["mismatched"], 0);
+    for c in s["analysis"]["categories"].as_array().unwrap() {
+        let up = &c["up"];
+        if up["received"].as_u64().unwrap_or(0) >= 20 {
+            let p50 = up["delay_p50_ms"].as_f64().unwrap();
+            assert!((20.0..60.0).contains(&p50), "{}: upstream delay p50 {p50} ms behind the 20 ms bottleneck", c["category"]);
+        }
+    }
+    let links: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("emu.json")).unwrap()).unwrap();
+    assert!(links[0]["ab"]["packets"].as_u64().unwrap() > 100, "{links}");
+    assert!(links[0]["ab"]["lost"].as_u64().unwrap() > 0, "1 % loss on the bottleneck: {links}");
+}
