@@ -35,28 +35,44 @@ pub enum Cmd {
         ids: Vec<String>,
     },
     /// Lists running experiments; with an id, that experiment's nodes and addresses.
-    Ls { id: Option<String> },
+    Ls {
+        /// Experiment id (from `horde emu up`)
+        id: Option<String>,
+    },
     /// Runs a command inside a node (its network namespace; working directory: the node's own directory).
     Exec {
+        /// Experiment id (from `horde emu up`)
         id: String,
+        /// Host or router name (as in `horde emu ls ID`)
         node: String,
         /// The command and its arguments, after `--`
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
     /// Copies a file to or from a node's own directory: `horde emu cp ID ./f NODE:f` or `... NODE:f ./f`.
-    Cp { id: String, src: String, dst: String },
+    Cp {
+        /// Experiment id (from `horde emu up`)
+        id: String,
+        /// A local path, or NODE:PATH inside the node's directory
+        src: String,
+        /// A local path (or directory), or NODE:PATH
+        dst: String,
+    },
     /// Changes an emulated link's impairments while it runs, or (with no option) shows its counters.
     Link(LinkArgs),
     /// Removes everything Horde's emulator left behind (namespaces, links, bridges, helper processes). Only Horde's own.
     Cleanup,
     /// (internal) the userspace link emulator of one experiment
     #[command(hide = true)]
-    Daemon { id: String },
+    Daemon {
+        /// Experiment id
+        id: String,
+    },
 }
 
 #[derive(clap::Args, Debug)]
 pub struct LinkArgs {
+    /// Experiment id (from `horde emu up`)
     pub id: String,
     /// One end of the link (node name)
     pub a: String,
