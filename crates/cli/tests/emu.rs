@@ -211,7 +211,9 @@ fn run_places_players_on_emulated_hosts() {
             assert!((20.0..60.0).contains(&p50), "{}: upstream delay p50 {p50} ms behind the 20 ms bottleneck", c["category"]);
         }
     }
-    let links: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("emu.json")).unwrap()).unwrap();
+    let links = &s["emulated_links"];
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("Emulated network") && html.contains("r1 → r2"), "the report shows the emulated links");
     assert!(links[0]["ab"]["packets"].as_u64().unwrap() > 100, "{links}");
     assert!(links[0]["ab"]["lost"].as_u64().unwrap() > 0, "1 % loss on the bottleneck: {links}");
 }

@@ -210,9 +210,13 @@ pub fn game_charts(g: &crate::game::GameAnalysis, ctx: &crate::game::Context) ->
 
 /// The report page of a two-way scenario run. `charts` from [`game_charts`] are inlined, so the
 /// page opens offline with no other file.
-pub fn game_page(title: &str, scenario: &str, g: &crate::game::GameAnalysis, charts: &[(String, String)]) -> String {
+/// `network`: the emulated network's link counters as text (runs on an emulated topology).
+pub fn game_page(title: &str, scenario: &str, network: Option<&str>, g: &crate::game::GameAnalysis, charts: &[(String, String)]) -> String {
     let mut s = format!("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;margin:2em;max-width:1500px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}pre{{background:#f6f6f6;padding:1em}}svg{{margin:4px;border:1px solid #eee}}</style></head><body><h1>{t}</h1>", t = esc(title));
     let _ = write!(s, "<h2>Scenario</h2><pre>{}</pre>", esc(scenario));
+    if let Some(n) = network {
+        let _ = write!(s, "<h2>Emulated network</h2><p>Frames each emulated link carried, lost (random or burst loss), dropped at its queue, and delivered, per direction, at the end of the run.</p><pre>{}</pre>", esc(n));
+    }
     s.push_str("<h2>Per category and direction</h2><table><tr><th>category</th><th>occupancy</th><th>dir</th><th>APDUs recv</th><th>lost</th><th>kbit/s</th><th>APDU/s per player</th><th>model</th><th>error %</th><th>mean size B</th><th>model</th><th>KS size</th><th>KS IAT</th><th>delay mean ms</th><th>p99 ms</th><th>jitter ms</th></tr>");
     let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
     for c in &g.categories {

@@ -92,6 +92,9 @@ struct Summary<'a> {
     /// Received APDUs that differed from the peer's regenerated schedule, both sides (must be 0).
     mismatched: u64,
     resources: Usage,
+    /// Counters of the emulated links (runs with `[emu]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    emulated_links: Option<&'a [horde_emu::fwd::LinkReport]>,
     analysis: &'a GameAnalysis,
 }
 
@@ -322,9 +325,7 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
     });
     let server_report = server.finish(out)?;
     let client = client.context("client side")?;
-    if let Some(e) = &emu {
-        e.report(out);
-    }
+    let links = emu.as_ref().and_then(|e| e.links());
     let usage = Usage::now();
     eprintln!(
         "  resources: client process {:.1} s CPU ({:.0} % of the run), peak RSS {} MB; server process {:.1} s CPU ({:.0} %), peak RSS {} MB",
@@ -340,7 +341,7 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
     if mismatched > 0 {
         eprintln!("  warning: {mismatched} APDU(s) differed from the sender's regenerated schedule: a framing or pacing bug; please report it");
     }
-    report(sc, out, &players, &client, &server_report, &usage)?;
+    report(sc, out, &players, &client, &server_report, &usage, links.as_deref())?;
     Ok(if client.interrupted { 130 } else { 0 })
 }
 
@@ -419,7 +420,15 @@ impl Usage {
     }
 }
 
-fn report(sc: &Scenario, out: &Path, players: &Players, client: &SendReport, server: &SendReport, usage: &Usage) -> anyhow::Result<()> {
+fn report(
+    sc: &Scenario,
+    out: &Path,
+    players: &Players,
+    client: &SendReport,
+    server: &SendReport,
+    usage: &Usage,
+    links: Option<&[horde_emu::fwd::LinkReport]>,
+) -> anyhow::Result<()> {
     let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
         let bytes = std::fs::read(out.join(f)).with_context(|| format!("reading {f}"))?;
         Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{f}: {e}"))?.records)
@@ -444,6 +453,7 @@ fn report(sc: &Scenario, out: &Path, players: &Players, client: &SendReport, ser
         server_connections: server.flows.len() as u64,
         mismatched: client.mismatched + server.mismatched,
         resources: *usage,
+        emulated_links: links,
         analysis: &g,
     };
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
@@ -451,6 +461,7 @@ fn report(sc: &Scenario, out: &Path, players: &Players, client: &SendReport, ser
     let page = horde_stats::html::game_page(
         &format!("Horde run: {} ({} × {}, {:.0} s, seed {})", sc.name, sc.players, sc.service.name, sc.duration_s, sc.seed),
         &sc.text,
+        links.map(links_table).as_deref(),
         &g,
         &charts,
     );
@@ -555,23 +566,26 @@ impl EmuRun {
         Ok(guard)
     }
 
-    /// Prints the emulated links' counters and writes them to `out/emu.json`.
-    fn report(&self, out: &Path) {
+    /// The emulated links' counters at the end of the run (printed, and kept for the report).
+    fn links(&self) -> Option<Vec<horde_emu::fwd::LinkReport>> {
         if self.emulated == 0 {
-            return;
+            return None;
         }
-        if let Ok(r) = horde_emu::fwd::request(&self.exp, &horde_emu::fwd::Request::Stats) {
-            for l in &r.links {
-                for (from, to, d) in [(&l.a, &l.b, &l.ab), (&l.b, &l.a, &l.ba)] {
-                    eprintln!(
-                        "  emulated link {from} → {to}: {} frames, {} lost, {} queue drops, {} delivered ({})",
-                        d.packets, d.lost, d.queue_drops, d.sent, d.spec
-                    );
-                }
-            }
-            let _ = std::fs::write(out.join("emu.json"), serde_json::to_string_pretty(&r.links).expect("serializable"));
+        let r = horde_emu::fwd::request(&self.exp, &horde_emu::fwd::Request::Stats).ok()?;
+        eprint!("{}", links_table(&r.links));
+        Some(r.links)
+    }
+}
+
+/// The emulated links as a text table.
+fn links_table(links: &[horde_emu::fwd::LinkReport]) -> String {
+    let mut t = format!("{:<24} {:>10} {:>8} {:>8} {:>10}  impairments\n", "emulated link", "frames", "lost", "q-drops", "delivered");
+    for l in links {
+        for (from, to, d) in [(&l.a, &l.b, &l.ab), (&l.b, &l.a, &l.ba)] {
+            t.push_str(&format!("{:<24} {:>10} {:>8} {:>8} {:>10}  {}\n", format!("{from} → {to}"), d.packets, d.lost, d.queue_drops, d.sent, d.spec));
         }
     }
+    t
 }
 
 /// Takes an experiment down when dropped.
