@@ -37,7 +37,7 @@ pub enum EmuError {
     Io { what: String, err: std::io::Error },
     #[error("netlink refused {what}: {msg}")]
     Netlink { what: String, msg: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Topology(#[from] horde_topo::TopoError),
     #[error("{0}")]
     Other(String),

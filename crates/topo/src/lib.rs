@@ -289,8 +289,16 @@ pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
     let mut ifcount: HashMap<usize, usize> = HashMap::new();
     for (li, l) in raw.link.iter().enumerate() {
         let at = |f: &str| format!("link {} ({} – {}): {f}", li + 1, l.a, l.b);
-        let a_members = groups.get(l.a.as_str()).ok_or_else(|| fail(at("a"), format!("unknown node `{}`", l.a)))?;
-        let b_members = groups.get(l.b.as_str()).ok_or_else(|| fail(at("b"), format!("unknown node `{}`", l.b)))?;
+        // a node, a group, or one member of a group (`h1` of group `h`)
+        let members = |name: &str, end: &str| -> Result<Vec<usize>, TopoError> {
+            groups
+                .get(name)
+                .cloned()
+                .or_else(|| nodes.iter().position(|n| n.name == name).map(|i| vec![i]))
+                .ok_or_else(|| fail(at(end), format!("unknown node `{name}`")))
+        };
+        let a_members = members(&l.a, "a")?;
+        let b_members = members(&l.b, "b")?;
         let pairs: Vec<(usize, usize)> = match (a_members.len(), b_members.len()) {
             (1, _) => b_members.iter().map(|b| (a_members[0], *b)).collect(),
             (_, 1) => a_members.iter().map(|a| (*a, b_members[0])).collect(),

@@ -108,3 +108,14 @@ fn bad_topologies_name_the_field() {
     let e = plan(base, "t.toml", "UPPER").unwrap_err();
     assert_eq!(e.field, "experiment id");
 }
+
+#[test]
+fn a_link_may_name_one_member_of_a_group() {
+    let t = "name = \"m\"\n[[node]]\nname = \"h\"\nkind = \"host\"\ncount = 3\n[[node]]\nname = \"s\"\nkind = \"switch\"\n[[link]]\na = \"h\"\nb = \"s\"\n[[link]]\na = \"h2\"\nb = \"h3\"\ndelay = \"1ms\"\n";
+    let p = plan(t, "m.toml", "m").unwrap();
+    assert_eq!(p.links.len(), 4);
+    let l = &p.links[3];
+    assert_eq!((p.nodes[l.a.node].name.as_str(), p.nodes[l.b.node].name.as_str()), ("h2", "h3"));
+    let e = plan(&t.replace("a = \"h2\"", "a = \"h9\""), "m.toml", "m").unwrap_err();
+    assert!(e.to_string().contains("unknown node `h9`"), "{e}");
+}
