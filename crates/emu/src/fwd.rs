@@ -302,12 +302,9 @@ fn handle(req: Request, shared: &Mutex<Shared>, base: &Path) -> Response {
                 links: Vec::new(),
             };
         };
-        let swapped = sh.names[k].0 != a;
-        let dirs: Vec<usize> = match (dir.as_str(), swapped) {
-            ("both", _) => vec![0, 1],
-            ("ab", false) | ("ba", true) => vec![0],
-            ("ba", false) | ("ab", true) => vec![1],
-            (d, _) => return Response { ok: false, error: Some(format!("direction `{d}`: use ab, ba or both")), links: Vec::new() },
+        let dirs = match crate::directions(&dir, sh.names[k].0 != a) {
+            Ok(d) => d,
+            Err(e) => return Response { ok: false, error: Some(e), links: Vec::new() },
         };
         // Validate every direction before changing any.
         let mut new = Vec::new();
@@ -344,6 +341,17 @@ fn reports(sh: &Shared) -> Vec<LinkReport> {
         }
     };
     sh.names.iter().enumerate().map(|(k, (a, b))| LinkReport { a: a.clone(), b: b.clone(), ab: dir(&sh.dirs[2 * k]), ba: dir(&sh.dirs[2 * k + 1]) }).collect()
+}
+
+/// Link counters as a text table, one row per direction.
+pub fn links_table(links: &[LinkReport]) -> String {
+    let mut t = format!("{:<24} {:>10} {:>8} {:>8} {:>10}  impairments\n", "emulated link", "frames", "lost", "q-drops", "delivered");
+    for l in links {
+        for (from, to, d) in [(&l.a, &l.b, &l.ab), (&l.b, &l.a, &l.ba)] {
+            t.push_str(&format!("{:<24} {:>10} {:>8} {:>8} {:>10}  {}\n", format!("{from} → {to}"), d.packets, d.lost, d.queue_drops, d.sent, d.spec));
+        }
+    }
+    t
 }
 
 /// Sends a request to a running experiment's link emulator.

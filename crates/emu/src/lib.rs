@@ -174,6 +174,17 @@ pub fn to_raw(s: &LinkSpec, trace: &Option<String>) -> RawImpair {
     }
 }
 
+/// The link directions (0: a→b as the topology has it, 1: b→a) that `dir` names, where `ab`
+/// means "from the first node the user named" and `swapped` says they named b first.
+pub fn directions(dir: &str, swapped: bool) -> Result<Vec<usize>, String> {
+    match (dir, swapped) {
+        ("both", _) => Ok(vec![0, 1]),
+        ("ab", false) | ("ba", true) => Ok(vec![0]),
+        ("ba", false) | ("ab", true) => Ok(vec![1]),
+        (d, _) => Err(format!("direction `{d}`: use ab, ba or both")),
+    }
+}
+
 /// One direction changed: from, to, the new settings in words.
 pub type Changed = (String, String, String);
 
@@ -189,13 +200,7 @@ pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, set: &RawImpair, cle
     };
     let li = meta.netem_links[pos].0;
     let l = &plan.links[li];
-    let swapped = plan.nodes[l.a.node].name != a;
-    let dirs: Vec<usize> = match (dir, swapped) {
-        ("both", _) => vec![0, 1],
-        ("ab", false) | ("ba", true) => vec![0],
-        ("ba", false) | ("ab", true) => vec![1],
-        (d, _) => return Err(EmuError::Other(format!("direction `{d}`: use ab, ba or both"))),
-    };
+    let dirs = directions(dir, plan.nodes[l.a.node].name != a).map_err(EmuError::Other)?;
     let base = PathBuf::from(&meta.base_dir);
     let mut out = Vec::new();
     for d in dirs {

@@ -304,10 +304,5 @@ fn link(a: LinkArgs) -> Outcome {
 }
 
 fn print_links(links: &[fwd::LinkReport]) {
-    println!("{:<24} {:>10} {:>8} {:>8} {:>10}  impairments", "emulated link", "frames", "lost", "q-drops", "delivered");
-    for l in links {
-        for (from, to, d) in [(&l.a, &l.b, &l.ab), (&l.b, &l.a, &l.ba)] {
-            println!("{:<24} {:>10} {:>8} {:>8} {:>10}  {}", format!("{from} → {to}"), d.packets, d.lost, d.queue_drops, d.sent, d.spec);
-        }
-    }
+    print!("{}", fwd::links_table(links));
 }

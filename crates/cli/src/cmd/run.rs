@@ -461,7 +461,7 @@ fn report(
     let page = horde_stats::html::game_page(
         &format!("Horde run: {} ({} × {}, {:.0} s, seed {})", sc.name, sc.players, sc.service.name, sc.duration_s, sc.seed),
         &sc.text,
-        links.map(links_table).as_deref(),
+        links.map(horde_emu::fwd::links_table).as_deref(),
         &g,
         &charts,
     );
@@ -572,20 +572,9 @@ impl EmuRun {
             return None;
         }
         let r = horde_emu::fwd::request(&self.exp, &horde_emu::fwd::Request::Stats).ok()?;
-        eprint!("{}", links_table(&r.links));
+        eprint!("{}", horde_emu::fwd::links_table(&r.links));
         Some(r.links)
     }
-}
-
-/// The emulated links as a text table.
-fn links_table(links: &[horde_emu::fwd::LinkReport]) -> String {
-    let mut t = format!("{:<24} {:>10} {:>8} {:>8} {:>10}  impairments\n", "emulated link", "frames", "lost", "q-drops", "delivered");
-    for l in links {
-        for (from, to, d) in [(&l.a, &l.b, &l.ab), (&l.b, &l.a, &l.ba)] {
-            t.push_str(&format!("{:<24} {:>10} {:>8} {:>8} {:>10}  {}\n", format!("{from} → {to}"), d.packets, d.lost, d.queue_drops, d.sent, d.spec));
-        }
-    }
-    t
 }
 
 /// Takes an experiment down when dropped.
