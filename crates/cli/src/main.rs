@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
+#[macro_use]
+mod output;
 mod cmd;
 
 /// Horde: behaviour-driven traffic generator and network-emulation testbed for online games.
@@ -45,17 +47,26 @@ enum Command {
 pub struct Failure {
     pub code: u8,
     pub err: anyhow::Error,
+    /// Nothing to report (standard output was closed by its reader).
+    pub quiet: bool,
+}
+
+impl Failure {
+    /// Standard output was closed early (`| head`): not an error, exit 0 without a message.
+    pub fn closed_pipe() -> Failure {
+        Failure { code: 0, err: anyhow::anyhow!("standard output closed"), quiet: true }
+    }
 }
 
 impl From<anyhow::Error> for Failure {
     fn from(err: anyhow::Error) -> Self {
-        Failure { code: 1, err }
+        Failure { code: 1, err, quiet: false }
     }
 }
 
 /// Marks an error as bad input (exit code 2).
 pub fn bad_input(err: impl Into<anyhow::Error>) -> Failure {
-    Failure { code: 2, err: err.into() }
+    Failure { code: 2, err: err.into(), quiet: false }
 }
 
 pub type Outcome = Result<u8, Failure>;
@@ -68,6 +79,11 @@ fn stop_flag() -> Arc<AtomicBool> {
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
     stop
+}
+
+/// Whether an error is standard output closed by its reader (`horde behave --out - | head`).
+fn is_closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 fn main() -> ExitCode {
@@ -86,12 +102,13 @@ fn main() -> ExitCode {
         Command::Services(a) => cmd::services::run(a),
         Command::Behave(a) => cmd::behave::run(a),
         Command::Run(a) => cmd::run::run(a, &stop),
-        Command::Emu(a) => cmd::emu::run(a),
+        Command::Emu(a) => cmd::emu::run(a, stop.clone()),
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        Err(f) if f.quiet || is_closed_pipe(&f.err) => ExitCode::from(0),
         Err(f) => {
-            eprintln!("horde: error: {:#}", f.err);
+            say!("horde: error: {:#}", f.err);
             ExitCode::from(f.code)
         }
     }

@@ -85,7 +85,7 @@ fn sigkill_then_cleanup_leaves_nothing() {
     let (ns, state, _) = leftovers();
     assert!(ns.len() > 200 && state.len() >= 2, "there is something to clean: {} namespaces, state {state:?}", ns.len());
 
-    let out = ok(&["emu", "cleanup"]);
+    let out = ok(&["emu", "cleanup", "--all"]);
     eprintln!("{out}");
     let t = Instant::now();
     let (ns, state, ifs) = leftovers();

@@ -8,7 +8,7 @@
 //! impairments while traffic flows and reports per-direction counters.
 
 use std::collections::BinaryHeap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -25,6 +25,14 @@ const ETH_P_ALL: u16 = 0x0003;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const BATCH: usize = 64;
 const FRAME: usize = 65536;
+/// Bytes one direction may hold in its delay line before frames are dropped (and counted):
+/// 64 MiB is 0.5 s of a 1 Gbit/s link. netem bounds its delay line likewise (`limit`, 1000
+/// packets by default); without a bound a long delay and a flood would take all memory.
+const MAX_PENDING_BYTES: u64 = 64 << 20;
+/// How long a control client may take to send its request line.
+const CTL_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest control request line.
+const CTL_MAX_LINE: u64 = 1 << 20;
 
 fn mono_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -83,6 +91,9 @@ pub struct DirReport {
     pub corrupted: u64,
     pub sent: u64,
     pub send_errors: u64,
+    /// Frames dropped because the direction's delay line held its byte limit already.
+    #[serde(default)]
+    pub overflow_drops: u64,
     pub spec: String,
 }
 
@@ -123,6 +134,8 @@ struct Dir {
     out: usize,
     sent: u64,
     send_errors: u64,
+    pending_bytes: u64,
+    overflow_drops: u64,
 }
 
 struct Shared {
@@ -190,11 +203,12 @@ pub fn describe(s: &LinkSpec) -> String {
     }
 }
 
-/// Reads a Mahimahi trace (path relative to the topology's directory).
+/// Reads a Mahimahi trace (path relative to the topology's directory): a regular file of at
+/// most [`horde_model::files::MAX_DATA`] bytes, so a FIFO or `/dev/zero` is refused at once.
 fn load_trace(base: &Path, path: &Option<String>) -> Result<Option<Arc<Trace>>, EmuError> {
     let Some(p) = path else { return Ok(None) };
     let full = base.join(p);
-    let text = std::fs::read_to_string(&full).map_err(|e| EmuError::io(&format!("reading trace {}", full.display()), e))?;
+    let text = horde_model::files::read_text(&full, horde_model::files::MAX_DATA, "traces").map_err(|e| EmuError::Other(format!("reading trace: {e}")))?;
     let t = Trace::parse(&text).map_err(|e| EmuError::Other(format!("{}: {e}", full.display())))?;
     Ok(Some(Arc::new(t)))
 }
@@ -255,7 +269,7 @@ pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
             spec.trace = load_trace(&base, if d == 0 { &l.trace_ab } else { &l.trace_ba })?;
             let link = Link::new(spec, seed ^ (2 * k + d) as u64).map_err(|e| EmuError::Other(e.to_string()))?;
             // frames read on end a (index 2k) leave by end b (2k+1), and the other way
-            dirs.push(Dir { link, raw, out: 2 * k + 1 - d, sent: 0, send_errors: 0 });
+            dirs.push(Dir { link, raw, out: 2 * k + 1 - d, sent: 0, send_errors: 0, pending_bytes: 0, overflow_drops: 0 });
         }
         names.push((plan.nodes[l.a.node].name.clone(), plan.nodes[l.b.node].name.clone()));
     }
@@ -277,53 +291,71 @@ pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
     forward(&socks, &shared)
 }
 
+/// Serves one control connection: one request per line. A client that stalls is dropped after
+/// [`CTL_TIMEOUT`], and a line is at most [`CTL_MAX_LINE`] bytes, so no client holds the
+/// control thread or its memory.
 fn serve_ctl(conn: UnixStream, shared: &Mutex<Shared>, base: &Path) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(CTL_TIMEOUT))?;
+    conn.set_write_timeout(Some(CTL_TIMEOUT))?;
     let mut w = conn.try_clone()?;
-    for line in BufReader::new(conn).lines() {
-        let line = line?;
-        let resp = match serde_json::from_str::<Request>(&line) {
+    let mut r = BufReader::new(conn);
+    loop {
+        let mut line = Vec::new();
+        let n = (&mut r).take(CTL_MAX_LINE).read_until(b'\n', &mut line)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let resp = match serde_json::from_slice::<Request>(&line) {
             Err(e) => Response { ok: false, error: Some(format!("bad request: {e}")), links: Vec::new() },
             Ok(req) => handle(req, shared, base),
         };
         writeln!(w, "{}", serde_json::to_string(&resp).expect("serializable"))?;
+        if !line.ends_with(b"\n") {
+            return Ok(());
+        }
     }
-    Ok(())
 }
 
+fn refuse(msg: String) -> Response {
+    Response { ok: false, error: Some(msg), links: Vec::new() }
+}
+
+/// Applies a control request. New settings (and trace files) are read and validated before the
+/// forwarder's lock is taken, so a slow file never stalls the frames.
 fn handle(req: Request, shared: &Mutex<Shared>, base: &Path) -> Response {
-    let mut sh = shared.lock().expect("forwarder state");
     if let Request::Set { a, b, dir, set, clear } = req {
-        let found = sh.names.iter().position(|(x, y)| (x == &a && y == &b) || (x == &b && y == &a));
-        let Some(k) = found else {
-            let known: Vec<String> = sh.names.iter().map(|(x, y)| format!("{x} {y}")).collect();
-            return Response {
-                ok: false,
-                error: Some(format!("no emulated link between {a} and {b} (emulated links: {})", known.join("; "))),
-                links: Vec::new(),
+        let (k, olds) = {
+            let sh = shared.lock().expect("forwarder state");
+            let found = sh.names.iter().position(|(x, y)| (x == &a && y == &b) || (x == &b && y == &a));
+            let Some(k) = found else {
+                let known: Vec<String> = sh.names.iter().map(|(x, y)| format!("{x} {y}")).collect();
+                return refuse(format!("no emulated link between {a} and {b} (emulated links: {})", known.join("; ")));
             };
-        };
-        let dirs = match crate::directions(&dir, sh.names[k].0 != a) {
-            Ok(d) => d,
-            Err(e) => return Response { ok: false, error: Some(e), links: Vec::new() },
+            let dirs = match crate::directions(&dir, sh.names[k].0 != a) {
+                Ok(d) => d,
+                Err(e) => return refuse(e),
+            };
+            (k, dirs.into_iter().map(|d| (d, if clear { RawImpair::default() } else { sh.dirs[2 * k + d].raw.clone() })).collect::<Vec<_>>())
         };
         // Validate every direction before changing any.
         let mut new = Vec::new();
-        for d in &dirs {
-            let old = if clear { RawImpair::default() } else { sh.dirs[2 * k + d].raw.clone() };
+        for (d, old) in olds {
             let raw = horde_topo::merge(&old, Some(&*set));
             match spec_of(&raw, base) {
                 Ok(spec) => new.push((2 * k + d, raw, spec)),
-                Err(e) => return Response { ok: false, error: Some(e.to_string()), links: Vec::new() },
+                Err(e) => return refuse(e.to_string()),
             }
         }
+        let mut sh = shared.lock().expect("forwarder state");
         for (i, raw, spec) in new {
             if let Err(e) = sh.dirs[i].link.set_spec(spec) {
-                return Response { ok: false, error: Some(e.to_string()), links: Vec::new() };
+                return refuse(e.to_string());
             }
             sh.dirs[i].raw = raw;
         }
+        return Response { ok: true, error: None, links: reports(&sh) };
     }
-    Response { ok: true, error: None, links: reports(&sh) }
+    Response { ok: true, error: None, links: reports(&shared.lock().expect("forwarder state")) }
 }
 
 fn reports(sh: &Shared) -> Vec<LinkReport> {
@@ -337,6 +369,7 @@ fn reports(sh: &Shared) -> Vec<LinkReport> {
             corrupted: s.corrupted,
             sent: d.sent,
             send_errors: d.send_errors,
+            overflow_drops: d.overflow_drops,
             spec: describe(d.link.spec()),
         }
     };
@@ -356,6 +389,7 @@ pub fn links_table(links: &[LinkReport]) -> String {
 
 /// Sends a request to a running experiment's link emulator.
 pub fn request(exp: &str, req: &Request) -> Result<Response, EmuError> {
+    crate::check_id(exp)?;
     let p = state_dir(exp).join("ctl.sock");
     let mut s = UnixStream::connect(&p)
         .map_err(|e| EmuError::io(&format!("reaching experiment {exp}'s link emulator (is the experiment up, with emulated links? see `horde emu ls`)"), e))?;
@@ -424,6 +458,11 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
                 let d = &mut sh.dirs[s];
                 if let horde_impair::Verdict::Deliver { at_ns, copies, corrupt } = d.link.on_packet(now, len as u32) {
                     for c in 0..copies {
+                        if d.pending_bytes + len as u64 > MAX_PENDING_BYTES {
+                            d.overflow_drops += 1;
+                            continue;
+                        }
+                        d.pending_bytes += len as u64;
                         let mut buf = pool.pop().unwrap_or_default();
                         buf.clear();
                         buf.extend_from_slice(&rx[..len]);
@@ -448,6 +487,7 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
             let r = unsafe { libc::send(socks[p.out].as_raw_fd(), p.buf.as_ptr() as *const libc::c_void, p.buf.len(), 0) };
             // direction whose frames leave by socket `out`: the opposite end's reading direction
             let dir = p.out ^ 1;
+            sh.dirs[dir].pending_bytes -= p.buf.len() as u64;
             if r < 0 {
                 sh.dirs[dir].send_errors += 1;
             } else {

@@ -40,6 +40,10 @@ pub enum EmuError {
     #[error(transparent)]
     Topology(#[from] horde_topo::TopoError),
     #[error("{0}")]
+    BadId(String),
+    #[error("interrupted; everything built so far was removed")]
+    Interrupted,
+    #[error("{0}")]
     Other(String),
 }
 
@@ -89,6 +93,13 @@ pub struct Meta {
     pub up_seconds: f64,
 }
 
+/// Checks an experiment id before it names anything: ids are what `up` makes (1..=6 lowercase
+/// letters or digits), never paths, so no command can reach outside Horde's own state.
+pub fn check_id(exp: &str) -> Result<(), EmuError> {
+    horde_topo::check_exp_id(exp).map_err(EmuError::BadId)
+}
+
+/// The state directory of experiment `exp` (an id checked by [`check_id`]).
 pub fn state_dir(exp: &str) -> PathBuf {
     Path::new(STATE_DIR).join(exp)
 }
@@ -99,6 +110,7 @@ pub fn node_dir(exp: &str, node: &str) -> PathBuf {
 
 /// Reads a running experiment's record and plan.
 pub fn load(exp: &str) -> Result<(Meta, Plan), EmuError> {
+    check_id(exp)?;
     let dir = state_dir(exp);
     let meta: Meta = std::fs::read_to_string(dir.join("meta.json"))
         .map_err(|e| EmuError::io(&format!("experiment `{exp}` is not running here (see `horde emu ls`)"), e))
@@ -251,6 +263,8 @@ pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, set: &RawImpair, cle
 pub struct UpOptions {
     /// Experiment id; a fresh one when `None`.
     pub exp: Option<String>,
+    /// Set (by SIGINT/SIGTERM) to abandon the build: what was made is removed again.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Spawn the forwarder with this program (`horde`), as `PROGRAM emu daemon EXP`.
     pub daemon_exe: PathBuf,
     /// Force the userspace path even where netem exists.
@@ -283,6 +297,7 @@ pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError
     require_root()?;
     let t0 = Instant::now();
     let exp = opts.exp.clone().unwrap_or_else(new_id);
+    check_id(&exp)?;
     if state_dir(&exp).exists() || !ns::list(Some(&exp)).is_empty() {
         return Err(EmuError::Other(format!("experiment `{exp}` exists already: take it down with `horde emu down {exp}` or pick another id")));
     }
@@ -296,6 +311,13 @@ pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError
             let _ = down(&exp);
             Err(e)
         }
+    }
+}
+
+fn interrupted(opts: &UpOptions) -> Result<(), EmuError> {
+    match &opts.stop {
+        Some(s) if s.load(std::sync::atomic::Ordering::Relaxed) => Err(EmuError::Interrupted),
+        _ => Ok(()),
     }
 }
 
@@ -321,6 +343,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
         s.spawn(|| -> Result<Vec<NodeNs>, EmuError> {
             let mut out = Vec::with_capacity(names.len());
             for (k, name) in names.iter().enumerate() {
+                interrupted(opts)?;
                 let fd = ns::create_here(name)?;
                 let nl = Nl::open()?;
                 // SAFETY: plain socket(2).
@@ -340,6 +363,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
         .join()
         .expect("namespace thread")
     })?;
+    interrupted(opts)?;
     // Bridges.
     let mut bridge_idx: HashMap<usize, u32> = HashMap::new();
     for (i, n) in plan.nodes.iter().enumerate() {
@@ -433,6 +457,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
     for s in spaces.iter_mut() {
         s.nl.flush()?;
     }
+    interrupted(opts)?;
     for (idx, master, name) in &late_masters {
         spaces[0].nl.set_master(*idx, *master, name)?;
     }
@@ -454,6 +479,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
             }
         }
     }
+    interrupted(opts)?;
     let has_impaired = n_imp > 0;
     let netem_raw: Vec<(usize, RawImpair, RawImpair)> =
         netem_links.iter().map(|&i| (i, to_raw(&plan.links[i].ab, &plan.links[i].trace_ab), to_raw(&plan.links[i].ba, &plan.links[i].trace_ba))).collect();
@@ -483,6 +509,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
         s.nl.flush()?;
     }
     drop(spaces);
+    interrupted(opts)?;
     let base_dir = Path::new(file).parent().map(|p| p.canonicalize().unwrap_or(p.to_path_buf())).unwrap_or_default();
     let mut meta = Meta {
         exp: exp.to_string(),
@@ -564,17 +591,51 @@ pub fn processes_in(inodes: &[u64]) -> Vec<i32> {
         .collect()
 }
 
-/// Pids of Horde forwarder daemons (of one experiment, or all).
+/// Whether process `pid` runs a Horde binary: its executable is named `horde` (as built and
+/// installed) or is this very program. Command lines prove nothing (anyone can write `emu
+/// daemon` into theirs), so they are never enough on their own.
+fn runs_horde(pid: i32) -> bool {
+    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else { return false };
+    let name = exe.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    // A binary rebuilt while it runs reads as "horde (deleted)".
+    name.trim_end_matches(" (deleted)") == "horde" || std::env::current_exe().is_ok_and(|me| me == exe)
+}
+
+fn netns_inode(pid: i32) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/ns/net")).ok().map(|m| m.ino())
+}
+
+/// The experiment a Horde link-emulator daemon serves, if `pid` provably is one: a Horde
+/// executable, started as exactly `horde emu daemon ID` with a valid id, living in that
+/// experiment's fabric namespace (or, once the namespace is gone, in a namespace that is not the
+/// machine's own: a daemon never lives there after its first instant).
+fn daemon_of(pid: i32, host_ns: Option<u64>) -> Option<String> {
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<&[u8]> = cmd.strip_suffix(&[0]).unwrap_or(&cmd).split(|&b| b == 0).collect();
+    if args.len() != 4 || args[1] != b"emu" || args[2] != b"daemon" {
+        return None;
+    }
+    let exp = std::str::from_utf8(args[3]).ok()?;
+    check_id(exp).ok()?;
+    if !runs_horde(pid) {
+        return None;
+    }
+    let ns = netns_inode(pid)?;
+    let at_home = match ns::inode(&format!("{}{exp}", ns::PREFIX)) {
+        Some(fabric) => ns == fabric,
+        None => Some(ns) != host_ns,
+    };
+    at_home.then(|| exp.to_string())
+}
+
+/// Pids of Horde link-emulator daemons (of one experiment, or all), proven as [`daemon_of`] says.
 pub fn daemons(exp: Option<&str>) -> Vec<i32> {
     let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let host_ns = netns_inode(1);
     rd.filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
-        .filter(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
-            let is = args.len() >= 4 && args[1] == b"emu" && args[2] == b"daemon";
-            is && exp.is_none_or(|x| args[3] == x.as_bytes())
-        })
+        .filter(|&pid| daemon_of(pid, host_ns).is_some_and(|d| exp.is_none_or(|x| x == d)))
         .collect()
 }
 
@@ -594,64 +655,134 @@ fn zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z')).unwrap_or(true)
 }
 
-/// What `down` or `cleanup` removed.
+/// What `down` or `cleanup` removed (or, dry, would remove).
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Removed {
     pub namespaces: usize,
     pub processes: usize,
     pub state_dirs: usize,
+    /// What exactly: `namespace NAME`, `process PID (EXE)`, `directory PATH`.
+    pub items: Vec<String>,
+}
+
+impl Removed {
+    fn add(&mut self, o: Removed) {
+        self.namespaces += o.namespaces;
+        self.processes += o.processes;
+        self.state_dirs += o.state_dirs;
+        self.items.extend(o.items);
+    }
+}
+
+fn describe_pid(pid: i32) -> String {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map(|p| p.display().to_string()).unwrap_or_else(|_| "?".into());
+    format!("process {pid} ({exe})")
+}
+
+/// The state directory of `exp`, if present, checked to be a directory of Horde's state root
+/// and not a link to somewhere else.
+fn own_state_dir(exp: &str) -> Result<Option<PathBuf>, EmuError> {
+    check_id(exp)?;
+    let dir = state_dir(exp);
+    let meta = match std::fs::symlink_metadata(&dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(EmuError::io(&format!("inspecting {}", dir.display()), e)),
+    };
+    if !meta.is_dir() {
+        // A file or a link where a state directory belongs: only the entry itself is ours.
+        return Ok(Some(dir));
+    }
+    let root = Path::new(STATE_DIR).canonicalize().map_err(|e| EmuError::io(&format!("resolving {STATE_DIR}"), e))?;
+    let real = dir.canonicalize().map_err(|e| EmuError::io(&format!("resolving {}", dir.display()), e))?;
+    if real.parent() != Some(root.as_path()) {
+        return Err(EmuError::Other(format!("{} resolves to {}, outside {STATE_DIR}: not removing it", dir.display(), real.display())));
+    }
+    Ok(Some(dir))
 }
 
 /// Takes an experiment down: stops its forwarder and every process inside its namespaces,
-/// deletes the namespaces (with them every veth and bridge) and the state directory.
-pub fn down(exp: &str) -> Result<Removed, EmuError> {
+/// deletes the namespaces (with them every veth and bridge) and the state directory. With
+/// `dry_run`, only says what it would remove.
+pub fn down_with(exp: &str, dry_run: bool) -> Result<Removed, EmuError> {
     require_root()?;
+    check_id(exp)?;
     let names = ns::list(Some(exp));
-    let inodes: Vec<u64> = names.iter().filter_map(|n| ns::inode(n)).collect();
+    // Never the machine's own namespace, whatever a `horde-` mount in /run/netns points at.
+    let host = netns_inode(1);
+    let inodes: Vec<u64> = names.iter().filter_map(|n| ns::inode(n)).filter(|i| Some(*i) != host).collect();
     let mut pids = daemons(Some(exp));
     pids.extend(processes_in(&inodes));
     pids.sort_unstable();
     pids.dedup();
+    let dir = own_state_dir(exp)?;
+    let mut removed = Removed { processes: pids.len(), namespaces: names.len(), state_dirs: dir.is_some() as usize, ..Removed::default() };
+    removed.items.extend(pids.iter().map(|p| describe_pid(*p)));
+    removed.items.extend(names.iter().map(|n| format!("namespace {n}")));
+    removed.items.extend(dir.iter().map(|d| format!("directory {}", d.display())));
+    if dry_run {
+        return Ok(removed);
+    }
     kill_all(&pids);
-    let mut removed = Removed { processes: pids.len(), ..Removed::default() };
     for n in &names {
         ns::delete(n)?;
-        removed.namespaces += 1;
     }
-    let dir = state_dir(exp);
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(|e| EmuError::io(&format!("removing {}", dir.display()), e))?;
-        removed.state_dirs += 1;
+    if let Some(dir) = dir {
+        let r = if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) { std::fs::remove_dir_all(&dir) } else { std::fs::remove_file(&dir) };
+        r.map_err(|e| EmuError::io(&format!("removing {}", dir.display()), e))?;
     }
     Ok(removed)
 }
 
+/// [`down_with`], for real.
+pub fn down(exp: &str) -> Result<Removed, EmuError> {
+    down_with(exp, false)
+}
+
 /// Experiments present on this machine: from state directories and namespaces both, so one
-/// that crashed half-way is listed too.
+/// that crashed half-way is listed too. Entries that are not valid ids are not Horde's.
 pub fn experiments() -> Vec<String> {
     let mut v: Vec<String> = ns::list(None).iter().filter_map(|n| ns::experiment_of(n).map(str::to_string)).collect();
     if let Ok(rd) = std::fs::read_dir(STATE_DIR) {
         v.extend(rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()));
     }
+    v.retain(|e| check_id(e).is_ok());
     v.sort();
     v.dedup();
     v
 }
 
-/// Removes everything Horde's emulator left on this machine: every experiment, and forwarder
-/// daemons whose experiment is gone.
-pub fn cleanup() -> Result<Removed, EmuError> {
+/// What `cleanup` acts on.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// These experiments.
+    Ids(Vec<String>),
+    /// Every experiment on the machine, and link-emulator daemons whose experiment is gone.
+    All,
+}
+
+/// Removes what Horde's emulator left behind after a crash, for the given experiments or all.
+pub fn cleanup(target: &Target, dry_run: bool) -> Result<Removed, EmuError> {
     require_root()?;
     let mut total = Removed::default();
-    for exp in experiments() {
-        let r = down(&exp)?;
-        total.namespaces += r.namespaces;
-        total.processes += r.processes;
-        total.state_dirs += r.state_dirs;
+    let ids = match target {
+        Target::Ids(ids) => {
+            ids.iter().try_for_each(|i| check_id(i))?;
+            ids.clone()
+        }
+        Target::All => experiments(),
+    };
+    for exp in &ids {
+        total.add(down_with(exp, dry_run)?);
     }
-    let orphans = daemons(None);
-    kill_all(&orphans);
-    total.processes += orphans.len();
+    if matches!(target, Target::All) {
+        let orphans = daemons(None);
+        total.processes += orphans.len();
+        total.items.extend(orphans.iter().map(|p| describe_pid(*p)));
+        if !dry_run {
+            kill_all(&orphans);
+        }
+    }
     Ok(total)
 }
 

@@ -55,7 +55,7 @@ pub fn create_here(name: &str) -> Result<OwnedFd, EmuError> {
         .write(true)
         .create_new(true)
         .open(&p)
-        .map_err(|e| EmuError::io(&format!("creating {} (left over from an earlier run? try `horde emu cleanup`)", p.display()), e))?;
+        .map_err(|e| EmuError::io(&format!("creating {} (left over from an earlier run? try `horde emu cleanup --all`)", p.display()), e))?;
     let src = cstr(Path::new("/proc/thread-self/ns/net"));
     let dst = cstr(&p);
     // SAFETY: valid C strings.

@@ -55,8 +55,9 @@ pub struct Trace {
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TraceError {
-    #[error("line {line}: `{text}` is not a whole number of milliseconds")]
-    NotANumber { line: usize, text: String },
+    /// (The line itself is not quoted: the file may not be a trace at all.)
+    #[error("line {line} is not a whole number of milliseconds")]
+    NotANumber { line: usize },
     #[error("line {line}: {value} ms comes before the previous line's {prev} ms; a trace must not go back in time")]
     Decreasing { line: usize, value: u64, prev: u64 },
     #[error("the trace has no delivery opportunity (no lines), or its last one is at 0 ms (a trace needs a period > 0)")]
@@ -74,7 +75,7 @@ impl Trace {
             if t.is_empty() {
                 continue;
             }
-            let ms: u64 = t.parse().map_err(|_| TraceError::NotANumber { line: i + 1, text: t.to_string() })?;
+            let ms: u64 = t.parse().map_err(|_| TraceError::NotANumber { line: i + 1 })?;
             if let Some(&prev) = v.last() {
                 if ms < prev {
                     return Err(TraceError::Decreasing { line: i + 1, value: ms, prev });

@@ -185,12 +185,19 @@ impl Dist {
             }
         }
         self.kind = self.kind.validate()?;
+        self.kind.check_constructs()?;
+        BaseSampler::try_new(&self.kind)?;
         Ok(self)
     }
 
-    /// Builds the sampler. `self` must have been validated.
+    /// Builds the sampler.
+    ///
+    /// # Panics
+    /// If `self` was not validated ([`Dist::validate`] builds every sampler once, so a validated
+    /// specification cannot fail here).
     pub fn sampler(&self) -> Sampler {
-        Sampler { base: BaseSampler::new(&self.kind), dist: self.clone(), cursor: 0 }
+        let base = BaseSampler::try_new(&self.kind).unwrap_or_else(|e| panic!("sampler of an unvalidated distribution: {e}"));
+        Sampler { base, dist: self.clone(), cursor: 0 }
     }
 
     /// Applies mul, shift, rounding and clamping to a base draw.
@@ -371,6 +378,30 @@ impl Dist {
     }
 }
 
+/// The smallest mean inter-departure time (or on-period) a flow may ask for, ms: 100 ns, i.e.
+/// 10 M packets/s from one flow. No socket or clock paces beyond that (this machine's loopback
+/// saturates near 0.3 M packets/s), so a faster request is a mistake such as `--rate 1e12`.
+pub const MIN_MEAN_IDT_MS: f64 = 1e-4;
+
+impl Dist {
+    /// Checks that time moves forward when this specification is drawn as an inter-departure
+    /// time or an on-period (negative draws count as 0): some draws must be positive, and their
+    /// mean must be at least [`MIN_MEAN_IDT_MS`]. `self` must have been validated.
+    pub fn check_advances(&self) -> Result<(), String> {
+        let positive = 1.0 - self.cdf(0.0);
+        if positive.is_nan() || positive <= 1e-12 {
+            return Err(format!("every draw of {self} is <= 0 ms, so time would never advance; give a positive time"));
+        }
+        let at_least_zero = Dist { min: Some(self.min.map_or(0.0, |m| m.max(0.0))), ..self.clone() };
+        match at_least_zero.mean_estimate() {
+            Some(m) if m < MIN_MEAN_IDT_MS => Err(format!(
+                "{self} has a mean of {m:.3e} ms: more than 10 M packets/s from one flow, beyond what a socket can pace; use a longer time or several flows"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 fn err(family: &'static str, param: &'static str, requirement: &'static str, got: impl ToString) -> DistError {
     DistError { family, param, requirement, got: got.to_string() }
 }
@@ -468,6 +499,32 @@ impl Kind {
             }
         }
         Ok(self)
+    }
+
+    /// Builds the `statrs` distribution behind [`Kind::cdf`] once, so that the CDF's own
+    /// constructors cannot fail later on parameters that passed the range checks.
+    fn check_constructs(&self) -> Result<(), DistError> {
+        use statrs::distribution as sd;
+        let fam = self.family();
+        let refuse = |e: &dyn fmt::Display| DistError {
+            family: fam,
+            param: "parameters",
+            requirement: "must be in a range the CDF can be computed for",
+            got: e.to_string(),
+        };
+        match self {
+            Kind::Exponential { mean } => sd::Exp::new(1.0 / mean).map(drop).map_err(|e| refuse(&e)),
+            Kind::Normal { mean, std_dev } => sd::Normal::new(*mean, *std_dev).map(drop).map_err(|e| refuse(&e)),
+            Kind::LogNormal { mu, sigma } => sd::LogNormal::new(*mu, *sigma).map(drop).map_err(|e| refuse(&e)),
+            Kind::Pareto { shape, scale } => sd::Pareto::new(*scale, *shape).map(drop).map_err(|e| refuse(&e)),
+            Kind::Cauchy { location, scale } => sd::Cauchy::new(*location, *scale).map(drop).map_err(|e| refuse(&e)),
+            Kind::Gamma { shape, scale } => sd::Gamma::new(*shape, 1.0 / scale).map(drop).map_err(|e| refuse(&e)),
+            Kind::Weibull { scale, shape } => sd::Weibull::new(*shape, *scale).map(drop).map_err(|e| refuse(&e)),
+            Kind::Poisson { mean } => sd::Poisson::new(*mean).map(drop).map_err(|e| refuse(&e)),
+            Kind::StudentT { location, scale, dof } => sd::StudentsT::new(*location, *scale, *dof).map(drop).map_err(|e| refuse(&e)),
+            Kind::Uniform { min, max } if !(max - min).is_finite() => Err(err(fam, "max", "minus min must be a finite width", format!("min {min}, max {max}"))),
+            _ => Ok(()),
+        }
     }
 
     /// `P(B <= x)`.
@@ -659,23 +716,31 @@ enum BaseSampler {
 }
 
 impl BaseSampler {
-    fn new(kind: &Kind) -> Self {
+    /// Builds the sampler; fails where `rand_distr` refuses the parameters (a range too wide to
+    /// draw from, a Poisson mean past what it can sample), which validation reports as bad input.
+    fn try_new(kind: &Kind) -> Result<Self, DistError> {
         use rand_distr as rd;
-        // Parameters were validated, so the constructors cannot fail.
-        match kind {
+        let fam = kind.family();
+        let refuse = |e: &dyn fmt::Display| DistError {
+            family: fam,
+            param: "parameters",
+            requirement: "must be in a range the sampler can draw from",
+            got: e.to_string(),
+        };
+        Ok(match kind {
             Kind::Constant(v) => BaseSampler::Constant(*v),
-            Kind::Uniform { min, max } => BaseSampler::Uniform(rd::Uniform::new(*min, *max).unwrap()),
-            Kind::Exponential { mean } => BaseSampler::Exp(rd::Exp::new(1.0 / mean).unwrap()),
-            Kind::Normal { mean, std_dev } => BaseSampler::Normal(rd::Normal::new(*mean, *std_dev).unwrap()),
-            Kind::LogNormal { mu, sigma } => BaseSampler::LogNormal(rd::LogNormal::new(*mu, *sigma).unwrap()),
-            Kind::Pareto { shape, scale } => BaseSampler::Pareto(rd::Pareto::new(*scale, *shape).unwrap()),
-            Kind::Cauchy { location, scale } => BaseSampler::Cauchy(rd::Cauchy::new(*location, *scale).unwrap()),
-            Kind::Gamma { shape, scale } => BaseSampler::Gamma(rd::Gamma::new(*shape, *scale).unwrap()),
-            Kind::Weibull { scale, shape } => BaseSampler::Weibull(rd::Weibull::new(*scale, *shape).unwrap()),
-            Kind::Poisson { mean } => BaseSampler::Poisson(rd::Poisson::new(*mean).unwrap()),
-            Kind::StudentT { location, scale, dof } => BaseSampler::StudentT(rd::StudentT::new(*dof).unwrap(), *location, *scale),
-            Kind::ExtremeLargest { location, scale } => BaseSampler::Gumbel(rd::Gumbel::new(*location, *scale).unwrap()),
-            Kind::ExtremeSmallest { location, scale } => BaseSampler::NegGumbel(rd::Gumbel::new(-location, *scale).unwrap()),
+            Kind::Uniform { min, max } => BaseSampler::Uniform(rd::Uniform::new(*min, *max).map_err(|e| refuse(&e))?),
+            Kind::Exponential { mean } => BaseSampler::Exp(rd::Exp::new(1.0 / mean).map_err(|e| refuse(&e))?),
+            Kind::Normal { mean, std_dev } => BaseSampler::Normal(rd::Normal::new(*mean, *std_dev).map_err(|e| refuse(&e))?),
+            Kind::LogNormal { mu, sigma } => BaseSampler::LogNormal(rd::LogNormal::new(*mu, *sigma).map_err(|e| refuse(&e))?),
+            Kind::Pareto { shape, scale } => BaseSampler::Pareto(rd::Pareto::new(*scale, *shape).map_err(|e| refuse(&e))?),
+            Kind::Cauchy { location, scale } => BaseSampler::Cauchy(rd::Cauchy::new(*location, *scale).map_err(|e| refuse(&e))?),
+            Kind::Gamma { shape, scale } => BaseSampler::Gamma(rd::Gamma::new(*shape, *scale).map_err(|e| refuse(&e))?),
+            Kind::Weibull { scale, shape } => BaseSampler::Weibull(rd::Weibull::new(*scale, *shape).map_err(|e| refuse(&e))?),
+            Kind::Poisson { mean } => BaseSampler::Poisson(rd::Poisson::new(*mean).map_err(|e| refuse(&e))?),
+            Kind::StudentT { location, scale, dof } => BaseSampler::StudentT(rd::StudentT::new(*dof).map_err(|e| refuse(&e))?, *location, *scale),
+            Kind::ExtremeLargest { location, scale } => BaseSampler::Gumbel(rd::Gumbel::new(*location, *scale).map_err(|e| refuse(&e))?),
+            Kind::ExtremeSmallest { location, scale } => BaseSampler::NegGumbel(rd::Gumbel::new(-location, *scale).map_err(|e| refuse(&e))?),
             Kind::Discrete(pairs) => {
                 let mut acc = 0.0;
                 let cum = pairs.iter().map(|(_, p)| {
@@ -693,10 +758,13 @@ impl BaseSampler {
                         acc
                     })
                     .collect();
-                BaseSampler::Mixture(cum, parts.iter().map(|(_, d)| d.sampler()).collect())
+                let samplers = parts.iter().map(|(_, d)| {
+                    d.kind.check_constructs().and_then(|_| BaseSampler::try_new(&d.kind)).map(|base| Sampler { base, dist: d.clone(), cursor: 0 })
+                });
+                BaseSampler::Mixture(cum, samplers.collect::<Result<_, _>>()?)
             }
             Kind::Trace { values, .. } => BaseSampler::Trace(values.clone()),
-        }
+        })
     }
 }
 

@@ -18,6 +18,8 @@ pub const DEFAULT_SEED: u64 = 1;
 pub const MAX_UDP_PAYLOAD: u32 = 65_507;
 /// Upper bound on `repeat`, so a typo cannot ask for a billion flows.
 pub const MAX_REPEAT: u64 = 1_000_000;
+/// Upper bound on the flows of one file, all `repeat`s included: each flow is a socket.
+pub const MAX_FLOWS: usize = 1_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -205,7 +207,7 @@ impl FlowFile {
     /// Parses a TOML flow file and resolves every flow. `base_seed` seeds flows that give none.
     pub fn parse_and_resolve(text: &str, base_seed: u64) -> Result<Vec<Flow>, FlowError> {
         let file: FlowFile =
-            toml::from_str(text).map_err(|e| FlowError { flow: "flow file".into(), field: "syntax", msg: e.to_string().trim().to_string() })?;
+            toml::from_str(text).map_err(|e| FlowError { flow: "flow file".into(), field: "syntax", msg: crate::files::toml_error(text, &e) })?;
         if file.flow.is_empty() {
             return Err(FlowError { flow: "flow file".into(), field: "flow", msg: "no [[flow]] tables; add at least one (see examples/flows.toml)".into() });
         }
@@ -222,6 +224,9 @@ impl FlowFile {
             let label = format!("flow {}", i + 1);
             let raw: RawFlow =
                 merged.try_into().map_err(|e: toml::de::Error| FlowError { flow: label.clone(), field: "table", msg: e.message().to_string() })?;
+            if flows.len() as u64 + raw.repeat.unwrap_or(1) > MAX_FLOWS as u64 {
+                return Err(FlowError { flow: label, field: "repeat", msg: format!("the file asks for more than {MAX_FLOWS} flows in all") });
+            }
             flows.extend(raw.resolve_all(flows.len() as u32, base_seed, &label)?);
         }
         Ok(flows)
@@ -335,6 +340,15 @@ impl RawFlow {
             Some(m) => return Err(fail("meter", format!("must be owd (one-way delay) or rtt (round trip) (got `{m}`)"))),
         };
         let stop = self.stop().map_err(|(f, m)| fail(f, m))?;
+        // A schedule that cannot advance would send without end (or flood until the deadline):
+        // refuse it, unless a packet or byte budget makes it a finite burst.
+        if stop.packets.is_none() && stop.bytes.is_none() {
+            let field = if self.rate.is_some() { "rate" } else { "idt" };
+            idt.check_advances().map_err(|m| fail(field, m))?;
+        }
+        if let Some((on, _)) = &on_off {
+            on.check_advances().map_err(|m| fail("on", m))?;
+        }
 
         Ok(Flow {
             id,
@@ -443,6 +457,24 @@ mod tests {
         assert_eq!(e.field, "size");
         let e = raw(&[("dst", "'127.0.0.1:1'"), ("rate", "10"), ("size", "1"), ("on", "'exp(5)'")]).resolve(0, 1, "flow 1").unwrap_err();
         assert_eq!(e.field, "off");
+    }
+
+    #[test]
+    fn regression_schedules_that_cannot_advance_are_refused() {
+        let dst = ("dst", "'127.0.0.1:9'");
+        let e = raw(&[dst, ("rate", "1e12"), ("size", "64")]).resolve(0, 1, "flow 1").unwrap_err();
+        assert_eq!(e.field, "rate");
+        assert!(e.msg.contains("beyond what a socket can pace"), "{e}");
+        let e = raw(&[dst, ("idt", "'normal(-5, 1)'"), ("size", "64")]).resolve(0, 1, "flow 1").unwrap_err();
+        assert_eq!(e.field, "idt");
+        let e = raw(&[dst, ("idt", "0"), ("size", "64")]).resolve(0, 1, "flow 1").unwrap_err();
+        assert!(e.msg.contains("never advance"), "{e}");
+        let e = raw(&[dst, ("idt", "1"), ("size", "64"), ("on", "0"), ("off", "'exp(5)'")]).resolve(0, 1, "flow 1").unwrap_err();
+        assert_eq!(e.field, "on");
+        // a finite burst is fine, and so are realistic models with some zero gaps
+        assert!(raw(&[dst, ("idt", "0"), ("size", "64"), ("packets", "100")]).resolve(0, 1, "flow 1").is_ok());
+        assert!(raw(&[dst, ("idt", "'mix(0.8*exp(200), 0.2*constant(0))'"), ("size", "64")]).resolve(0, 1, "flow 1").is_ok());
+        assert!(raw(&[dst, ("rate", "'1M'"), ("size", "64")]).resolve(0, 1, "flow 1").is_ok());
     }
 
     #[test]

@@ -14,6 +14,21 @@ use crate::service::Service;
 
 /// The most players one run may hold: player ids travel in 24 bits of a record's tag.
 pub const MAX_PLAYERS: u32 = 1 << 24;
+/// The longest run: 7 days. Every player's stays are planned before the first packet (both
+/// sides compute them), so the plan grows with the duration; a week of WoW behaviour for 10,000
+/// players is ~10 M stays (~0.5 GB). Longer soaks are a chain of runs.
+pub const MAX_RUN_DURATION_NS: u64 = 7 * 86_400 * 1_000_000_000;
+
+/// Checks a run's duration (from a scenario file or a `--duration` override).
+pub fn check_duration(ns: u64) -> Result<(), String> {
+    if ns == 0 {
+        return Err("must be longer than 0".into());
+    }
+    if ns > MAX_RUN_DURATION_NS {
+        return Err(format!("{} s is longer than a run may be (7 days); split a longer soak into several runs", ns / 1_000_000_000));
+    }
+    Ok(())
+}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -111,7 +126,7 @@ impl Scenario {
     /// Parses a scenario; `dir` resolves a relative service path.
     pub fn parse(text: &str, file: &str, dir: &Path) -> Result<Scenario, ScenarioError> {
         let fail = |field: &str, msg: String| ScenarioError { file: file.to_string(), field: field.to_string(), msg };
-        let raw: RawScenario = toml::from_str(text).map_err(|e| fail("syntax", e.to_string().trim().replace('\n', " ")))?;
+        let raw: RawScenario = toml::from_str(text).map_err(|e| fail("syntax", crate::files::toml_error(text, &e)))?;
         let svc_ref = if crate::service::BUILTINS.iter().any(|b| b.0 == raw.service) {
             raw.service.clone()
         } else {
@@ -131,9 +146,7 @@ impl Scenario {
             Quantity::Text(s) => s.clone(),
         };
         let dur = crate::units::parse_duration_ns(&text_of(&raw.duration)).map_err(|m| fail("duration", m))?;
-        if dur == 0 {
-            return Err(fail("duration", "must be longer than 0".into()));
-        }
+        check_duration(dur).map_err(|m| fail("duration", m))?;
         let start_hour = raw.start_hour.unwrap_or(20.0);
         if !(0.0..24.0).contains(&start_hour) {
             return Err(fail("start_hour", format!("must be in 0..24 (got {start_hour})")));
@@ -190,7 +203,11 @@ impl Scenario {
     /// Reads and parses a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError { file: file.clone(), field: "file".into(), msg: format!("cannot read: {e}") })?;
+        let text = crate::files::read_text(path, crate::files::MAX_TOML, "scenario files").map_err(|e| ScenarioError {
+            file: file.clone(),
+            field: "file".into(),
+            msg: format!("cannot read: {e}"),
+        })?;
         Scenario::parse(&text, &file, path.parent().unwrap_or(Path::new(".")))
     }
 

@@ -208,7 +208,7 @@ impl Service {
     /// Parses and validates a service file's text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Service, ServiceError> {
         let fail = |field: &str, msg: String| ServiceError { file: file.to_string(), field: field.to_string(), msg };
-        let raw: RawService = toml::from_str(text).map_err(|e| fail("syntax", e.to_string().trim().replace('\n', " ")))?;
+        let raw: RawService = toml::from_str(text).map_err(|e| fail("syntax", crate::files::toml_error(text, &e)))?;
         let transport = match raw.transport.as_str() {
             "tcp" => Transport::Tcp,
             "udp" => Transport::Udp,
@@ -227,6 +227,11 @@ impl Service {
             if !raw.states.contains(k) {
                 return Err(fail(&format!("state.{k}"), format!("`{k}` is not in `states` ({})", raw.states.join(", "))));
             }
+        }
+        // A state without its table would have no dwell (it would never end) and no traffic:
+        // almost always a typo or a forgotten table, never what the author meant.
+        if let Some(missing) = raw.states.iter().find(|s| !raw.state.contains_key(*s)) {
+            return Err(fail(&format!("state.{missing}"), format!("`{missing}` is listed in `states` but has no [state.{missing}] table (dwell, up, down)")));
         }
         let mut states = Vec::new();
         for name in &raw.states {
@@ -294,7 +299,7 @@ impl Service {
             return Service::builtin(name_or_path);
         }
         if name_or_path.ends_with(".toml") || name_or_path.contains('/') {
-            let text = std::fs::read_to_string(name_or_path).map_err(|e| ServiceError {
+            let text = crate::files::read_text(std::path::Path::new(name_or_path), crate::files::MAX_TOML, "service files").map_err(|e| ServiceError {
                 file: name_or_path.to_string(),
                 field: "file".into(),
                 msg: format!("cannot read: {e}"),
@@ -331,6 +336,7 @@ impl Service {
                             )
                         };
                         let idt = dist(&r.idt, &v).map_err(|m| (at("idt"), m))?;
+                        idt.check_advances().map_err(|m| (at("idt"), m))?;
                         let size = dist(&r.size, &v).map_err(|m| (at("size"), m))?;
                         dirs[i] = Some(Traffic { idt, size });
                     }

@@ -275,14 +275,22 @@ impl Plan {
     }
 }
 
-/// Parses and resolves a topology. `exp` is the experiment id (lowercase alphanumeric, 1..=6
-/// characters) that every namespace, bridge and interface name carries.
+/// Checks an experiment id: 1..=6 lowercase ASCII letters or digits, as `horde emu up` makes
+/// them. Every name an experiment owns (namespaces, bridges, interfaces, its state directory)
+/// carries its id, so an id can never be a path, be empty, or match another experiment's prefix.
+pub fn check_exp_id(exp: &str) -> Result<(), String> {
+    if exp.is_empty() || exp.len() > 6 || !exp.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()) {
+        return Err(format!("experiment id `{}` must be 1..=6 lowercase letters or digits (as `horde emu up` prints them)", exp.escape_debug()));
+    }
+    Ok(())
+}
+
+/// Parses and resolves a topology. `exp` is the experiment id (see [`check_exp_id`]) that every
+/// namespace, bridge and interface name carries.
 pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
     let fail = |field: String, msg: String| TopoError { file: file.to_string(), field, msg };
-    if exp.is_empty() || exp.len() > 6 || !exp.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()) {
-        return Err(fail("experiment id".into(), format!("`{exp}` must be 1..=6 lowercase letters or digits")));
-    }
-    let raw: RawTopology = toml::from_str(text).map_err(|e| fail("syntax".into(), e.to_string().trim().replace('\n', " ")))?;
+    check_exp_id(exp).map_err(|m| fail("experiment id".into(), m))?;
+    let raw: RawTopology = toml::from_str(text).map_err(|e| fail("syntax".into(), horde_model::files::toml_error(text, &e)))?;
     let (nodes, groups) = expand_nodes(&raw, &fail, exp)?;
     let mut links = Vec::new();
     let mut link_subnets: Vec<Option<Subnet>> = Vec::new();
@@ -347,6 +355,7 @@ pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
             }
         }
     }
+    check_l2_loops(&nodes, &links).map_err(|(field, msg)| fail(field, msg))?;
     let segments = segments_of(&nodes, &mut links);
     let planned = address(&nodes, &mut links, &link_subnets, segments, &fail)?;
     let routes = routes(&nodes, &planned);
@@ -497,6 +506,38 @@ pub fn impairment(r: &RawImpair) -> Result<LinkSpec, (String, String)> {
     Ok(spec)
 }
 
+/// Refuses loops among switches and hubs. Horde's bridges run without STP (a spanning tree would
+/// block ports for 30 s while it converges and change which path frames take), so a loop would
+/// flood every broadcast forever: both CPUs in softirq until the experiment is taken down.
+fn check_l2_loops(nodes: &[PlannedNode], links: &[PlannedLink]) -> Result<(), (String, String)> {
+    let mut parent: Vec<usize> = (0..nodes.len()).collect();
+    fn root(p: &mut [usize], mut x: usize) -> usize {
+        while p[x] != x {
+            p[x] = p[p[x]];
+            x = p[x];
+        }
+        x
+    }
+    for (i, l) in links.iter().enumerate() {
+        let (a, b) = (l.a.node, l.b.node);
+        if !(nodes[a].kind.is_l2() && nodes[b].kind.is_l2()) {
+            continue;
+        }
+        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+        if ra == rb {
+            return Err((
+                format!("link {} ({} – {})", i + 1, nodes[a].name, nodes[b].name),
+                format!(
+                    "closes a loop: `{}` and `{}` are already connected through other switches or hubs. Horde's bridges run without STP, so a loop would flood frames forever; remove one of the links",
+                    nodes[a].name, nodes[b].name
+                ),
+            ));
+        }
+        parent[ra] = rb;
+    }
+    Ok(())
+}
+
 /// Groups links into L2 segments: links meeting at a switch/hub share one.
 fn segments_of(nodes: &[PlannedNode], links: &mut [PlannedLink]) -> usize {
     // union-find over links, joined through switch nodes
@@ -562,12 +603,19 @@ fn address(
     for m in &mut members {
         m.sort_by_key(|n| (nodes[*n].kind != Kind::Router, *n));
     }
-    let mut used: Vec<Subnet> = given.iter().flatten().copied().collect();
-    for (i, a) in used.iter().enumerate() {
-        if let Some(b) = used[i + 1..].iter().find(|b| a.overlaps(b) && a != *b) {
-            return Err(fail("subnet".into(), format!("{a} overlaps {b}")));
+    // Subnets given for different segments must not overlap, identical ones included: two
+    // segments with one subnet would hand out the same addresses twice.
+    let given_by_seg: Vec<(usize, Subnet)> = given.iter().enumerate().filter_map(|(s, g)| g.map(|g| (s, g))).collect();
+    for (i, (_, a)) in given_by_seg.iter().enumerate() {
+        if let Some((_, b)) = given_by_seg[i + 1..].iter().find(|(_, b)| a.overlaps(b)) {
+            let what = if a == b { "is given to two separate segments" } else { "overlaps" };
+            return Err(fail(
+                "subnet".into(),
+                format!("{a} {what} {b}; give every segment (a switch and what hangs on it, or a point-to-point link) its own subnet"),
+            ));
         }
     }
+    let mut used: Vec<Subnet> = given_by_seg.iter().map(|(_, g)| *g).collect();
     let mut segs = Vec::new();
     let mut next_auto: u32 = u32::from(Ipv4Addr::new(10, 0, 0, 0));
     for s in 0..n_seg {

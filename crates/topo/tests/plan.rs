@@ -119,3 +119,36 @@ fn a_link_may_name_one_member_of_a_group() {
     let e = plan(&t.replace("a = \"h2\"", "a = \"h9\""), "m.toml", "m").unwrap_err();
     assert!(e.to_string().contains("unknown node `h9`"), "{e}");
 }
+
+const TWO_SWITCHES: &str = "name = \"t\"\n[[node]]\nname = \"h\"\nkind = \"host\"\ncount = 2\n[[node]]\nname = \"s1\"\nkind = \"switch\"\n[[node]]\nname = \"s2\"\nkind = \"switch\"\n[[node]]\nname = \"s3\"\nkind = \"hub\"\n[[link]]\na = \"h1\"\nb = \"s1\"\n[[link]]\na = \"h2\"\nb = \"s2\"\n[[link]]\na = \"s1\"\nb = \"s2\"\n";
+
+#[test]
+fn regression_switch_loops_are_refused() {
+    assert!(plan(TWO_SWITCHES, "t.toml", "x").is_ok(), "a tree of switches is fine");
+    // a second link between the same two switches, and a triangle through a hub
+    for extra in ["[[link]]\na = \"s2\"\nb = \"s1\"\n", "[[link]]\na = \"s2\"\nb = \"s3\"\n[[link]]\na = \"s3\"\nb = \"s1\"\n"] {
+        let e = plan(&format!("{TWO_SWITCHES}{extra}"), "t.toml", "x").unwrap_err();
+        assert!(e.msg.contains("closes a loop") && e.msg.contains("without STP"), "{e}");
+        assert!(e.field.starts_with("link "), "{e}");
+    }
+}
+
+#[test]
+fn regression_the_same_subnet_on_two_segments_is_refused() {
+    let text = "name = \"t\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[node]]\nname = \"c\"\nkind = \"host\"\n\
+                [[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"10.5.0.0/24\"\n[[link]]\na = \"b\"\nb = \"c\"\nsubnet = \"10.5.0.0/24\"\n";
+    let e = plan(text, "t.toml", "x").unwrap_err();
+    assert!(e.msg.contains("10.5.0.0/24 is given to two separate segments"), "{e}");
+    let text = text.replace("subnet = \"10.5.0.0/24\"\n[[link]]", "subnet = \"10.5.0.0/16\"\n[[link]]");
+    let e = plan(&text, "t.toml", "x").unwrap_err();
+    assert!(e.msg.contains("overlaps"), "{e}");
+}
+
+#[test]
+fn regression_experiment_ids_cannot_be_paths() {
+    for bad in ["", "../../tmp/v", "/tmp/v", "abcdefg", "a b", "A1", "a/b", ".", "..", "é"] {
+        assert!(horde_topo::check_exp_id(bad).is_err(), "{bad:?}");
+        assert!(plan(TWO_SWITCHES, "t.toml", bad).is_err(), "{bad:?}");
+    }
+    assert!(horde_topo::check_exp_id("k3x9qa").is_ok());
+}

@@ -57,7 +57,7 @@ pub fn run(args: Args) -> Outcome {
         write_segments(&svc, &segs, path)?;
     }
     let sum = behaviour::summarise(&svc, &p, &segs);
-    print_summary(&sum, segs.len());
+    print_summary(&sum, segs.len())?;
     if let Some(path) = &args.summary_json {
         super::write_out(path, &serde_json::to_string_pretty(&sum).expect("summary serialises"))?;
     }
@@ -91,15 +91,20 @@ fn write_segments(svc: &Service, segs: &[Segment], path: &std::path::Path) -> an
     Ok(())
 }
 
-fn print_summary(sum: &behaviour::Summary, n: usize) {
-    eprintln!(
+fn print_summary(sum: &behaviour::Summary, n: usize) -> Result<(), crate::Failure> {
+    say!(
         "horde behave: service {}, {} players, {:.0} s from hour {}, seed {}: {} stays",
-        sum.service, sum.players, sum.duration_s, sum.start_hour, sum.seed, n
+        sum.service,
+        sum.players,
+        sum.duration_s,
+        sum.start_hour,
+        sum.seed,
+        n
     );
-    println!("{:<16} {:>10} {:>12} {:>9} {:>14} {:>14}", "category", "time share", "model share", "stays", "mean dwell s", "model dwell s");
+    outln!("{:<16} {:>10} {:>12} {:>9} {:>14} {:>14}", "category", "time share", "model share", "stays", "mean dwell s", "model dwell s")?;
     for s in &sum.states {
         let opt = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
-        println!(
+        outln!(
             "{:<16} {:>10.4} {:>12} {:>9} {:>14.1} {:>14}",
             s.state,
             s.time_share,
@@ -107,7 +112,7 @@ fn print_summary(sum: &behaviour::Summary, n: usize) {
             s.segments,
             s.mean_dwell_s,
             opt(s.model_dwell_s, 1)
-        );
+        )?;
     }
-    println!("model share: long-run share at the start hour (exact with --fixed-hour); transitions in --summary-json");
+    outln!("model share: long-run share at the start hour (exact with --fixed-hour); transitions in --summary-json")
 }

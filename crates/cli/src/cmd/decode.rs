@@ -40,7 +40,7 @@ pub fn load_logs(paths: &[PathBuf]) -> Result<Vec<LoadedLog>, crate::Failure> {
         let l = load(&bytes)
             .map_err(|e| bad_input(anyhow::anyhow!("{}: not a Horde log ({e}); logs come from `horde send --log` or `horde recv --log`", p.display())))?;
         if l.trailing_bytes > 0 {
-            eprintln!("horde decode: note: {} ends with a partial record ({} bytes), ignored", p.display(), l.trailing_bytes);
+            say!("horde decode: note: {} ends with a partial record ({} bytes), ignored", p.display(), l.trailing_bytes);
         }
         logs.push(l);
     }
@@ -58,7 +58,7 @@ pub fn run(args: Args) -> Outcome {
     let logs = load_logs(&args.logs)?;
     let a = analyse(&logs, Options { window_ns });
     if !args.quiet {
-        print!("{}", export::table(&a, args.max_flows));
+        crate::output::out(&export::table(&a, args.max_flows))?;
     }
     if let Some(p) = &args.json {
         super::write_out(p, &export::json(&a))?;

@@ -103,7 +103,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let ropts = RecvOptions { udp: vec![lo(0), lo(0)], tcp: vec![lo(0)], log: Some(out.join("recv.hlog")), ..Default::default() };
     let rx_stop = AtomicBool::new(false);
     let (tx_addr, rx_addr) = std::sync::mpsc::channel();
-    eprintln!("horde demo: {} of quake3, counter-strike, voice (RTT), telnet and 50 MMO clients on loopback", super::decode_fmt_duration(duration));
+    say!("horde demo: {} of quake3, counter-strike, voice (RTT), telnet and 50 MMO clients on loopback", super::decode_fmt_duration(duration));
     let (recv_res, send_res) = std::thread::scope(|s| {
         let rx_stop = &rx_stop;
         let ropts = &ropts;
@@ -134,12 +134,11 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     super::recv::print_report(&rreport);
     let logs = super::decode::load_logs(&[out.join("send.hlog"), out.join("recv.hlog")])?;
     let a = analyse(&logs, Options { window_ns: Some(1_000_000_000) });
-    println!();
-    print!("{}", export::table(&a, 12));
+    crate::output::out(&format!("\n{}", export::table(&a, 12)))?;
     std::fs::write(out.join("summary.json"), export::json(&a)).context("writing summary.json")?;
     std::fs::write(out.join("flows.csv"), export::flows_csv(&a)).context("writing flows.csv")?;
     std::fs::write(out.join("windows.csv"), export::windows_csv(&a.windows)).context("writing windows.csv")?;
     std::fs::write(out.join("index.html"), horde_stats::html::page("Horde demo", &a)).context("writing index.html")?;
-    println!("\nreport: {}/index.html (also summary.json, flows.csv, windows.csv; logs send.hlog, recv.hlog)", out.display());
+    outln!("\nreport: {}/index.html (also summary.json, flows.csv, windows.csv; logs send.hlog, recv.hlog)", out.display())?;
     Ok(if sreport.interrupted { 130 } else { 0 })
 }

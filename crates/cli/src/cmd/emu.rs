@@ -60,8 +60,18 @@ pub enum Cmd {
     },
     /// Changes an emulated link's impairments while it runs, or (with no option) shows its counters.
     Link(LinkArgs),
-    /// Removes everything Horde's emulator left behind (namespaces, links, bridges, helper processes). Only Horde's own.
-    Cleanup,
+    /// Removes what Horde's emulator left behind after a crash (namespaces, links, bridges, helper processes) for the given experiments, or with --all for every one. Only Horde's own.
+    Cleanup {
+        /// Experiment id(s) to clean up
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        ids: Vec<String>,
+        /// Every experiment on this machine, and link emulators whose experiment is gone
+        #[arg(long)]
+        all: bool,
+        /// Only list what would be removed
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// (internal) the userspace link emulator of one experiment
     #[command(hide = true)]
     Daemon {
@@ -116,21 +126,23 @@ fn exe() -> PathBuf {
 
 fn emu_err(e: horde_emu::EmuError) -> crate::Failure {
     match e {
-        horde_emu::EmuError::Topology(_) => bad_input(anyhow!(e)),
+        horde_emu::EmuError::Topology(_) | horde_emu::EmuError::BadId(_) => bad_input(anyhow!(e)),
+        horde_emu::EmuError::Interrupted => crate::Failure { code: 130, err: anyhow!(e), quiet: false },
         e => crate::Failure::from(anyhow!(e)),
     }
 }
 
-pub fn run(args: Args) -> Outcome {
+pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Outcome {
     match args.cmd {
-        Cmd::Up { file, id, userspace } => up(&file, id, userspace),
+        Cmd::Up { file, id, userspace } => up(&file, id, userspace, stop),
         Cmd::Down { ids } => {
             for id in ids {
+                horde_emu::check_id(&id).map_err(emu_err)?;
                 let r = horde_emu::down(&id).map_err(emu_err)?;
                 if r.namespaces == 0 && r.state_dirs == 0 {
                     return Err(bad_input(anyhow!("no experiment `{id}` here (see `horde emu ls`)")));
                 }
-                println!("{id}: down ({} namespaces, {} processes removed)", r.namespaces, r.processes);
+                outln!("{id}: down ({} namespaces, {} processes removed)", r.namespaces, r.processes)?;
             }
             Ok(0)
         }
@@ -139,9 +151,16 @@ pub fn run(args: Args) -> Outcome {
         Cmd::Exec { id, node, command } => exec(&id, &node, &command),
         Cmd::Cp { id, src, dst } => cp(&id, &src, &dst),
         Cmd::Link(a) => link(a),
-        Cmd::Cleanup => {
-            let r = horde_emu::cleanup().map_err(emu_err)?;
-            println!("cleanup: removed {} namespaces, {} processes, {} experiment directories", r.namespaces, r.processes, r.state_dirs);
+        Cmd::Cleanup { ids, all, dry_run } => {
+            let target = if all { horde_emu::Target::All } else { horde_emu::Target::Ids(ids) };
+            let r = horde_emu::cleanup(&target, dry_run).map_err(emu_err)?;
+            let verb = if dry_run { "would remove" } else { "removed" };
+            let mut o = String::new();
+            for item in &r.items {
+                o.push_str(&format!("  {verb} {item}\n"));
+            }
+            o.push_str(&format!("cleanup: {verb} {} namespaces, {} processes, {} experiment directories\n", r.namespaces, r.processes, r.state_dirs));
+            crate::output::out(&o)?;
             Ok(0)
         }
         Cmd::Daemon { id } => {
@@ -151,13 +170,16 @@ pub fn run(args: Args) -> Outcome {
     }
 }
 
-fn up(file: &Path, id: Option<String>, userspace: bool) -> Outcome {
-    let text = std::fs::read_to_string(file).with_context(|| format!("reading topology {}", file.display())).map_err(bad_input)?;
-    let opts = horde_emu::UpOptions { exp: id, daemon_exe: exe(), userspace };
+fn up(file: &Path, id: Option<String>, userspace: bool, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Outcome {
+    if let Some(id) = &id {
+        horde_emu::check_id(id).map_err(emu_err)?;
+    }
+    let text = horde_model::files::read_text(file, horde_model::files::MAX_TOML, "topology files").context("reading the topology").map_err(bad_input)?;
+    let opts = horde_emu::UpOptions { exp: id, daemon_exe: exe(), userspace, stop: Some(stop) };
     let r = horde_emu::up(&text, &file.display().to_string(), &opts).map_err(emu_err)?;
     let m = &r.meta;
     let hosts = r.plan.nodes.iter().filter(|n| !n.kind.is_l2()).count();
-    eprintln!(
+    say!(
         "{}: {} nodes ({} with a namespace), {} links ({} emulated: {} by kernel netem, {} by the userspace link emulator) up in {:.2} s",
         m.name,
         m.nodes,
@@ -168,27 +190,27 @@ fn up(file: &Path, id: Option<String>, userspace: bool) -> Outcome {
         m.impaired_links - m.netem_links.len(),
         m.up_seconds
     );
-    eprintln!("  horde emu ls {0}    horde emu exec {0} NODE -- CMD    horde emu down {0}", m.exp);
-    println!("{}", m.exp);
+    say!("  horde emu ls {0}    horde emu exec {0} NODE -- CMD    horde emu down {0}", m.exp);
+    outln!("{}", m.exp)?;
     Ok(0)
 }
 
 fn ls() -> Outcome {
     let exps = horde_emu::experiments();
     if exps.is_empty() {
-        println!("no experiments running");
+        outln!("no experiments running")?;
         return Ok(0);
     }
-    println!("{:<8} {:<16} {:>6} {:>6} {:>9} {:>8}  status", "id", "name", "nodes", "links", "emulated", "up (s)");
+    let mut o = format!("{:<8} {:<16} {:>6} {:>6} {:>9} {:>8}  status\n", "id", "name", "nodes", "links", "emulated", "up (s)");
     for e in exps {
         match horde_emu::load(&e) {
             Ok((m, _)) => {
                 let daemon_ok = m.daemon_pid.is_none_or(|p| !horde_emu::daemons(Some(&e)).is_empty() || Path::new(&format!("/proc/{p}")).exists());
                 let status = if daemon_ok { "up" } else { "broken: link emulator gone (horde emu down)" };
-                println!("{:<8} {:<16} {:>6} {:>6} {:>9} {:>8.2}  {status}", e, m.name, m.nodes, m.links, m.impaired_links, m.up_seconds);
+                o.push_str(&format!("{:<8} {:<16} {:>6} {:>6} {:>9} {:>8.2}  {status}\n", e, m.name, m.nodes, m.links, m.impaired_links, m.up_seconds));
             }
-            Err(_) => println!(
-                "{:<8} {:<16} {:>6} {:>6} {:>9} {:>8}  leftover: {} namespaces (horde emu cleanup)",
+            Err(_) => o.push_str(&format!(
+                "{:<8} {:<16} {:>6} {:>6} {:>9} {:>8}  leftover: {} namespaces (horde emu cleanup {e})\n",
                 e,
                 "?",
                 "?",
@@ -196,26 +218,27 @@ fn ls() -> Outcome {
                 "?",
                 "?",
                 horde_emu::ns::list(Some(&e)).len()
-            ),
+            )),
         }
     }
+    crate::output::out(&o)?;
     Ok(0)
 }
 
 fn ls_one(id: &str) -> Outcome {
     let (m, plan) = horde_emu::load(id).map_err(emu_err)?;
-    println!("{} ({}), from {}", m.exp, m.name, m.file);
-    println!("{:<16} {:<7} {:<22} addresses", "node", "kind", "namespace");
+    let mut o = format!("{} ({}), from {}\n{:<16} {:<7} {:<22} addresses\n", m.exp, m.name, m.file, "node", "kind", "namespace");
     for (i, n) in plan.nodes.iter().enumerate() {
         let addrs: Vec<String> = plan.addrs(i).iter().map(|a| a.to_string()).collect();
         let ns = if n.kind.is_l2() { format!("(bridge {})", n.ns) } else { n.ns.clone() };
-        println!("{:<16} {:<7} {:<22} {}", n.name, format!("{:?}", n.kind).to_lowercase(), ns, addrs.join(" "));
+        o.push_str(&format!("{:<16} {:<7} {:<22} {}\n", n.name, format!("{:?}", n.kind).to_lowercase(), ns, addrs.join(" ")));
     }
     if m.impaired_links > 0 {
         if let Ok(r) = fwd::request(id, &Request::Stats) {
-            print_links(&r.links);
+            o.push_str(&fwd::links_table(&r.links));
         }
     }
+    crate::output::out(&o)?;
     Ok(0)
 }
 
@@ -273,7 +296,7 @@ fn cp(id: &str, src: &str, dst: &str) -> Outcome {
         to = to.join(from.file_name().ok_or_else(|| bad_input(anyhow!("`{src}` names no file")))?);
     }
     let n = std::fs::copy(&from, &to).with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
-    println!("{} → {} ({n} bytes)", from.display(), to.display());
+    outln!("{} → {} ({n} bytes)", from.display(), to.display())?;
     Ok(0)
 }
 
@@ -299,10 +322,6 @@ fn link(a: LinkArgs) -> Outcome {
     if links.is_empty() {
         return Err(bad_input(anyhow!("no emulated link between {} and {} in {}", a.a, a.b, a.id)));
     }
-    print_links(&links);
+    crate::output::out(&fwd::links_table(&links))?;
     Ok(0)
-}
-
-fn print_links(links: &[fwd::LinkReport]) {
-    print!("{}", fwd::links_table(links));
 }

@@ -13,12 +13,11 @@ use std::path::Path;
 use anyhow::Context;
 
 /// Writes `text` to `path`, or to stdout when `path` is `-`.
-pub fn write_out(path: &Path, text: &str) -> anyhow::Result<()> {
+pub fn write_out(path: &Path, text: &str) -> Result<(), crate::Failure> {
     if path == Path::new("-") {
-        print!("{text}");
-        Ok(())
+        crate::output::out(text)
     } else {
-        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+        Ok(std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?)
     }
 }
 

@@ -91,7 +91,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let opts = options(&args)?;
     let report = receiver::run(&opts, stop, |bound| {
         let list: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
-        eprintln!("horde recv: listening on {} (udp: {}, tcp: {}); Ctrl-C stops", list.join(" "), opts.udp.len(), opts.tcp.len());
+        say!("horde recv: listening on {} (udp: {}, tcp: {}); Ctrl-C stops", list.join(" "), opts.udp.len(), opts.tcp.len());
     })
     .context("receiving")?;
     print_report(&report);
@@ -102,7 +102,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
 }
 
 pub fn print_report(r: &RecvReport) {
-    eprintln!(
+    say!(
         "horde recv: {} packets, {} bytes from {} flow(s) in {:.3} s; {} TCP connection(s); {} echoed{}",
         r.packets,
         r.bytes,
@@ -113,9 +113,9 @@ pub fn print_report(r: &RecvReport) {
         if r.interrupted { " — interrupted" } else { "" }
     );
     if r.garbage_datagrams + r.garbage_streams > 0 {
-        eprintln!("  ignored: {} datagram(s) and {} TCP stream(s) that were not Horde traffic", r.garbage_datagrams, r.garbage_streams);
+        say!("  ignored: {} datagram(s) and {} TCP stream(s) that were not Horde traffic", r.garbage_datagrams, r.garbage_streams);
     }
     if let Some(p) = &r.log {
-        eprintln!("  log: {} ({} records)", p.display(), r.log_records);
+        say!("  log: {} ({} records)", p.display(), r.log_records);
     }
 }

@@ -181,8 +181,9 @@ fn serve_only(sc: &Scenario, out: &Path, stop: &AtomicBool) -> Outcome {
     };
     let report = sender::serve(&[sc.server], sc.service.transport, &opts, stop, |b| {
         use std::io::Write;
-        println!("{SERVE_BANNER}{}", b[0]);
-        let _ = std::io::stdout().flush();
+        let mut o = std::io::stdout();
+        let _ = writeln!(o, "{SERVE_BANNER}{}", b[0]);
+        let _ = o.flush();
     })
     .context("server side")?;
     std::fs::write(out.join("server.json"), serde_json::to_string_pretty(&report).expect("report serialises")).context("writing server.json")?;
@@ -269,7 +270,7 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
     std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display()))?;
     let t_plan = Instant::now();
     let players = plan(sc)?;
-    eprintln!(
+    say!(
         "horde run: {} — {} {} players for {:.0} s from hour {} (seed {}); behaviour planned in {:.2} s",
         sc.name,
         sc.players,
@@ -327,7 +328,7 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
     let client = client.context("client side")?;
     let links = emu.as_ref().and_then(|e| e.links());
     let usage = Usage::now();
-    eprintln!(
+    say!(
         "  resources: client process {:.1} s CPU ({:.0} % of the run), peak RSS {} MB; server process {:.1} s CPU ({:.0} %), peak RSS {} MB",
         usage.client_cpu_s,
         usage.client_cpu_s / sc.duration_s * 100.0,
@@ -339,9 +340,10 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
     crate::cmd::send::print_report(&client);
     let mismatched = client.mismatched + server_report.mismatched;
     if mismatched > 0 {
-        eprintln!("  warning: {mismatched} APDU(s) differed from the sender's regenerated schedule: a framing or pacing bug; please report it");
+        say!("  warning: {mismatched} APDU(s) differed from the sender's regenerated schedule: a framing or pacing bug; please report it");
     }
-    report(sc, out, &players, &client, &server_report, &usage, links.as_deref())?;
+    let table = report(sc, out, &players, &client, &server_report, &usage, links.as_deref())?;
+    crate::output::out(&table)?;
     Ok(if client.interrupted { 130 } else { 0 })
 }
 
@@ -386,13 +388,13 @@ fn show_progress(sc: &Scenario, segments: &[Vec<Segment>], p: &Progress, done: &
         );
         (last_sent, last_sb, last_recv, last_rb) = (s, sb, r, rb);
         if tty {
-            eprint!("\r{line}\x1b[K");
+            say_inline!("\r{line}\x1b[K");
         } else if tick.is_multiple_of(20) {
-            eprintln!("{line}");
+            say!("{line}");
         }
     }
     if tty {
-        eprintln!();
+        say!();
     }
 }
 
@@ -428,7 +430,7 @@ fn report(
     server: &SendReport,
     usage: &Usage,
     links: Option<&[horde_emu::fwd::LinkReport]>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<String> {
     let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
         let bytes = std::fs::read(out.join(f)).with_context(|| format!("reading {f}"))?;
         Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{f}: {e}"))?.records)
@@ -466,20 +468,22 @@ fn report(
         &charts,
     );
     std::fs::write(out.join("index.html"), page).context("writing index.html")?;
-    print_table(&g);
-    println!("\nreport: {}/index.html (summary.json, charts/*.svg, logs client.hlog and server.hlog)", out.display());
-    Ok(())
+    Ok(format!("{}\nreport: {}/index.html (summary.json, charts/*.svg, logs client.hlog and server.hlog)\n", table(&g), out.display()))
 }
 
-fn print_table(g: &GameAnalysis) {
-    println!(
+fn table(g: &GameAnalysis) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
         "\n{:<15} {:>6} {:>5} {:>9} {:>6} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9}",
         "category", "occ %", "dir", "APDUs", "lost", "kbit/s", "APDU/s/p", "model", "KS size", "KS IAT", "delay ms"
     );
     let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
     for c in &g.categories {
         for (dir, st) in [("up", &c.up), ("down", &c.down)] {
-            println!(
+            let _ = writeln!(
+                o,
                 "{:<15} {:>6.1} {:>5} {:>9} {:>6} {:>10.1} {:>9.3} {:>8} {:>8} {:>8} {:>9}",
                 c.category,
                 c.occupancy_share * 100.0,
@@ -495,8 +499,9 @@ fn print_table(g: &GameAnalysis) {
             );
         }
     }
-    println!("{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}", "total", "", "up", g.up.received, g.up.lost, g.up.bitrate_bps / 1e3);
-    println!("{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}", "total", "", "down", g.down.received, g.down.lost, g.down.bitrate_bps / 1e3);
+    let _ = writeln!(o, "{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}", "total", "", "up", g.up.received, g.up.lost, g.up.bitrate_bps / 1e3);
+    let _ = writeln!(o, "{:<15} {:>6} {:>5} {:>9} {:>6} {:>10.1}", "total", "", "down", g.down.received, g.down.lost, g.down.bitrate_bps / 1e3);
+    o
 }
 
 /// A scenario's emulated topology, up for the run and taken down after it (also on errors and
@@ -538,7 +543,7 @@ impl EmuRun {
         }
         let server_ip =
             plan.addrs(server_i).first().copied().ok_or_else(|| bad_input(anyhow::anyhow!("{}: emu.server: `{}` has no address", sc.name, p.server)))?;
-        let opts = horde_emu::UpOptions { exp: None, daemon_exe: std::env::current_exe().context("locating the horde binary")?, userspace: true };
+        let opts = horde_emu::UpOptions { exp: None, daemon_exe: std::env::current_exe().context("locating the horde binary")?, userspace: true, stop: None };
         let t = Instant::now();
         let r = horde_emu::up(&text, &file, &opts).map_err(|e| anyhow::anyhow!("bringing up {file}: {e}"))?;
         let exp = r.meta.exp.clone();
@@ -554,7 +559,7 @@ impl EmuRun {
             clients,
             emulated: r.meta.impaired_links,
         };
-        eprintln!(
+        say!(
             "horde run: emulated topology `{}` up as experiment {exp} in {:.2} s: {} nodes, {} emulated links; {} client hosts, server {} at {server_ip}",
             r.plan.name,
             t.elapsed().as_secs_f64(),
@@ -572,7 +577,7 @@ impl EmuRun {
             return None;
         }
         let r = horde_emu::fwd::request(&self.exp, &horde_emu::fwd::Request::Stats).ok()?;
-        eprint!("{}", horde_emu::fwd::links_table(&r.links));
+        say_inline!("{}", horde_emu::fwd::links_table(&r.links));
         Some(r.links)
     }
 }
@@ -583,8 +588,8 @@ struct Down(String);
 impl Drop for Down {
     fn drop(&mut self) {
         match horde_emu::down(&self.0) {
-            Ok(_) => eprintln!("horde run: experiment {} taken down", self.0),
-            Err(e) => eprintln!("horde run: taking experiment {} down failed: {e}; run `horde emu cleanup`", self.0),
+            Ok(_) => say!("horde run: experiment {} taken down", self.0),
+            Err(e) => say!("horde run: taking experiment {} down failed: {e}; run `horde emu cleanup {}`", self.0, self.0),
         }
     }
 }

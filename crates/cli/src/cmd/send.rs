@@ -198,7 +198,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
 
 pub fn print_report(r: &SendReport) {
     let rate = if r.duration_s > 0.0 { (r.packets.saturating_sub(r.flows.iter().filter(|f| f.packets > 0).count() as u64)) as f64 / r.duration_s } else { 0.0 };
-    eprintln!(
+    say!(
         "horde send: {} flow(s) on {} thread(s): {} packets, {} bytes in {:.3} s ({:.1} pkt/s){}",
         r.flows.len(),
         r.threads,
@@ -209,25 +209,29 @@ pub fn print_report(r: &SendReport) {
         if r.interrupted { " — interrupted" } else { "" }
     );
     let l = &r.lateness;
-    eprintln!(
+    say!(
         "  lateness (actual − scheduled departure): p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us; {} packet(s) > 1 ms late",
-        l.p50_us, l.p99_us, l.p999_us, l.max_us, l.over_1ms
+        l.p50_us,
+        l.p99_us,
+        l.p999_us,
+        l.max_us,
+        l.over_1ms
     );
     if r.connect_s > 0.0 {
-        eprintln!("  TCP: all connections established in {:.3} s", r.connect_s);
+        say!("  TCP: all connections established in {:.3} s", r.connect_s);
     }
     let clamped: u64 = r.flows.iter().map(|f| f.clamped).sum();
     if clamped > 0 {
-        eprintln!("  note: {clamped} packet(s) had their drawn size clamped to the transport's limits (UDP 20..65507 B, TCP 6..65535 B) or to the byte budget");
+        say!("  note: {clamped} packet(s) had their drawn size clamped to the transport's limits (UDP 20..65507 B, TCP 6..65535 B) or to the byte budget");
     }
     if r.errors > 0 {
-        eprintln!("  warning: {} send error(s): the receiver refused packets (is `horde recv` listening?)", r.errors);
+        say!("  warning: {} send error(s): the receiver refused packets (is `horde recv` listening?)", r.errors);
     }
     if r.echoes > 0 {
-        eprintln!("  echoes received: {}", r.echoes);
+        say!("  echoes received: {}", r.echoes);
     }
     if let Some(p) = &r.log {
-        eprintln!("  log: {} ({} records)", p.display(), r.log_records);
+        say!("  log: {} ({} records)", p.display(), r.log_records);
     }
     let _ = fmt_ns;
 }

@@ -26,27 +26,27 @@ pub enum What {
 pub fn run(args: Args) -> Outcome {
     match args.what {
         None => {
-            println!("Built-in services (`horde services show NAME` prints one; schema in docs/services.md):");
+            outln!("Built-in services (`horde services show NAME` prints one; schema in docs/services.md):")?;
             for (name, _) in BUILTINS {
                 let s = Service::builtin(name).expect("built-in service loads");
-                println!(
+                outln!(
                     "  {:<18} {:<4} states: {:<55} {}",
                     name,
                     s.transport.name(),
                     s.states.iter().map(|x| x.name.as_str()).collect::<Vec<_>>().join(", "),
                     s.description
-                );
+                )?;
             }
             Ok(0)
         }
         Some(What::Show { name }) => {
             let s = Service::load(&name).map_err(bad_input)?;
-            print!("{}", s.text);
+            crate::output::out(&s.text)?;
             Ok(0)
         }
         Some(What::Check { file }) => {
             let s = Service::load(&file).map_err(bad_input)?;
-            println!("{file}: ok — service `{}`, {} state(s), {}", s.name, s.states.len(), s.transport.name());
+            outln!("{file}: ok — service `{}`, {} state(s), {}", s.name, s.states.len(), s.transport.name())?;
             Ok(0)
         }
     }

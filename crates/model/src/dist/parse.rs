@@ -81,7 +81,7 @@ impl Dist {
     /// `weibull(118.508 + 298.763*exp(-0.0119498*N), 1.41942*N^0.0681572)`.
     /// Operators `+ - * / ^`, parentheses, functions `exp ln log10 sqrt abs min max`.
     pub fn parse_with(s: &str, vars: &Vars) -> Result<Dist, ParseError> {
-        let mut p = Parser { src: s, pos: 0, vars };
+        let mut p = Parser { src: s, pos: 0, vars, depth: 0 };
         let d = p.spec()?;
         p.skip_ws();
         if p.pos < s.len() {
@@ -91,10 +91,16 @@ impl Dist {
     }
 }
 
+/// How deeply distributions and formulas may nest (`mix(` in `mix(`, parentheses, unary minus,
+/// `^` chains). Real models nest two or three levels; the limit keeps hostile text such as
+/// 50,000 `(` from exhausting the stack.
+pub const MAX_NESTING: u32 = 32;
+
 struct Parser<'a> {
     src: &'a str,
     pos: usize,
     vars: &'a Vars,
+    depth: u32,
 }
 
 enum Arg {
@@ -160,7 +166,22 @@ impl<'a> Parser<'a> {
         Some(v)
     }
 
+    /// Runs `f` one nesting level deeper, refusing text nested past [`MAX_NESTING`].
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, ParseError>) -> Result<T, ParseError> {
+        if self.depth >= MAX_NESTING {
+            return Err(self.error(format!("nested more than {MAX_NESTING} levels deep")));
+        }
+        self.depth += 1;
+        let r = f(self);
+        self.depth -= 1;
+        r
+    }
+
     fn spec(&mut self) -> Result<Dist, ParseError> {
+        self.nested(Self::spec_inner)
+    }
+
+    fn spec_inner(&mut self) -> Result<Dist, ParseError> {
         self.skip_ws();
         let start = self.pos;
         let is_call = self.word().is_some_and(|n| family_of(n).is_some()) && self.eat('(');
@@ -196,10 +217,12 @@ impl<'a> Parser<'a> {
         };
         let path = r[..end].trim().trim_matches(['"', '\'']).to_string();
         self.pos += end + 1;
-        let text = std::fs::read_to_string(&path).map_err(|e| self.error(format!("cannot read values file `{path}`: {e}")))?;
+        let text = crate::files::read_text(std::path::Path::new(&path), crate::files::MAX_DATA, "value files")
+            .map_err(|e| self.error(format!("cannot read values file: {e}")))?;
         let mut values = Vec::new();
         for (i, tok) in text.split(|c: char| c.is_whitespace() || c == ',' || c == ';').filter(|t| !t.is_empty()).enumerate() {
-            let v = tok.parse::<f64>().map_err(|_| self.error(format!("values file `{path}`: item {} (`{tok}`) is not a number", i + 1)))?;
+            // The item's position only: the file may not be a value list at all.
+            let v = tok.parse::<f64>().map_err(|_| self.error(format!("values file `{path}`: item {} is not a number", i + 1)))?;
             values.push(v);
         }
         Ok(Dist::new(Kind::Trace { source: path, values: Arc::new(values) }))
@@ -292,17 +315,18 @@ impl<'a> Parser<'a> {
     fn power(&mut self) -> Result<f64, ParseError> {
         let base = self.unary()?;
         if self.eat('^') {
-            return Ok(base.powf(self.power()?));
+            let exp = self.nested(Self::power)?;
+            return Ok(base.powf(exp));
         }
         Ok(base)
     }
 
     fn unary(&mut self) -> Result<f64, ParseError> {
         if self.eat('-') {
-            return Ok(-self.unary()?);
+            return self.nested(Self::unary).map(|v| -v);
         }
         if self.eat('(') {
-            let v = self.expr()?;
+            let v = self.nested(Self::expr)?;
             self.expect(')')?;
             return Ok(v);
         }
@@ -314,8 +338,8 @@ impl<'a> Parser<'a> {
             return Err(self.error("expected a number or a formula"));
         };
         if self.eat('(') {
-            let a = self.expr()?;
-            let b = if self.eat(',') { Some(self.expr()?) } else { None };
+            let a = self.nested(Self::expr)?;
+            let b = if self.eat(',') { Some(self.nested(Self::expr)?) } else { None };
             self.expect(')')?;
             return Ok(match (name, b) {
                 ("exp", None) => a.exp(),
@@ -526,5 +550,45 @@ mod tests {
         assert!(e.msg.contains("expected"), "{e}");
         let e = "file(/nonexistent/horde-values)".parse::<Dist>().unwrap_err();
         assert!(e.msg.contains("cannot read values file"), "{e}");
+        let e = "file(/dev/zero)".parse::<Dist>().unwrap_err();
+        assert!(e.msg.contains("character device"), "{e}");
+        let e = "file(/etc/hostname)".parse::<Dist>();
+        if let Err(e) = e {
+            assert!(e.msg.contains("item 1 is not a number"), "{e}");
+        }
+    }
+
+    #[test]
+    fn regression_deep_nesting_is_an_error_not_a_stack_overflow() {
+        for text in [
+            format!("{}exp(1){}", "mix(1*".repeat(10_000), ")".repeat(10_000)),
+            format!("{}1{}", "(".repeat(50_000), ")".repeat(50_000)),
+            format!("constant({}1)", "-".repeat(50_000)),
+            format!("constant(2{})", "^2".repeat(50_000)),
+            format!("constant({}1{})", "exp(".repeat(50_000), ")".repeat(50_000)),
+        ] {
+            let e = text.parse::<Dist>().unwrap_err();
+            assert!(e.msg.contains("nested more than 32 levels"), "{}", e.msg);
+        }
+        assert!("mix(1*mix(1*mix(1*exp(1))))".parse::<Dist>().is_ok());
+    }
+
+    #[test]
+    fn regression_extreme_parameters_are_refused_not_panicking() {
+        for text in ["poisson(1e20)", "uniform(-1e308, 1e308)", "exponential(1e-320)", "normal(0, 1e308)", "gamma(1e-320, 1)", "student_t(0, 1, 1e-320)"] {
+            match p(text).validate() {
+                Ok(d) => {
+                    // whatever validates must sample and give a CDF without panicking
+                    use rand::SeedableRng;
+                    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+                    let mut smp = d.sampler();
+                    let _ = smp.sample(&mut rng);
+                    let _ = d.cdf(1.0);
+                }
+                Err(e) => assert!(!e.to_string().is_empty()),
+            }
+        }
+        assert!(p("poisson(1e20)").validate().is_err());
+        assert!(p("uniform(-1e308, 1e308)").validate().is_err());
     }
 }

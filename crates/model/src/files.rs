@@ -1,0 +1,129 @@
+//! Reading files that users name (flow, scenario, service and topology files, value lists,
+//! capacity traces) as hostile input: regular files only (a FIFO, `/dev/zero` or a directory is
+//! refused before anything is read, without blocking), a size limit checked before and while
+//! reading, and errors that name the file and the problem, never its contents.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Largest TOML file Horde reads (flows, scenarios, services, topologies). The largest built-in
+/// (the WoW service with 24 hourly matrices) is 11 kB; 4 MiB leaves room for generated files
+/// with thousands of flows while keeping a mistaken multi-gigabyte file out of memory.
+pub const MAX_TOML: u64 = 4 << 20;
+/// Largest data file (replayed values, Mahimahi traces): a day-long 1 ms trace is ~600 kB.
+pub const MAX_DATA: u64 = 64 << 20;
+
+/// Why a user's file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: is a {kind}, not a regular file; give the path of a file")]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error("{path}: is {size} bytes, more than the {limit}-byte limit for {what}")]
+    TooLarge { path: PathBuf, size: u64, limit: u64, what: &'static str },
+    #[error("{path}: is not UTF-8 text")]
+    NotText { path: PathBuf },
+}
+
+fn kind_of(ft: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "directory"
+    } else if ft.is_fifo() {
+        "FIFO (named pipe)"
+    } else if ft.is_char_device() {
+        "character device"
+    } else if ft.is_block_device() {
+        "block device"
+    } else if ft.is_socket() {
+        "socket"
+    } else {
+        "special file"
+    }
+}
+
+/// Reads a whole regular file of at most `limit` bytes. `what` names the kind of file in the
+/// size error ("TOML files", "traces").
+pub fn read_bytes(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, FileError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| FileError::Io { path: path.to_path_buf(), source };
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked right after.
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(FileError::NotRegular { path: path.to_path_buf(), kind: kind_of(&meta.file_type()) });
+    }
+    if meta.len() > limit {
+        return Err(FileError::TooLarge { path: path.to_path_buf(), size: meta.len(), limit, what });
+    }
+    // Files under /proc report size 0 and may be endless: the limit holds while reading too.
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut buf).map_err(io)?;
+    if buf.len() as u64 > limit {
+        return Err(FileError::TooLarge { path: path.to_path_buf(), size: buf.len() as u64, limit, what });
+    }
+    Ok(buf)
+}
+
+/// [`read_bytes`] for text.
+pub fn read_text(path: &Path, limit: u64, what: &'static str) -> Result<String, FileError> {
+    String::from_utf8(read_bytes(path, limit, what)?).map_err(|_| FileError::NotText { path: path.to_path_buf() })
+}
+
+/// A TOML error as "line L, column C: MESSAGE", without the offending line: the file may not be
+/// a Horde file at all (`/etc/shadow` given by mistake), and its contents are not ours to print.
+pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {col}: {msg}")
+        }
+        None => msg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn special_files_are_refused_without_reading() {
+        let e = read_text(Path::new("/dev/zero"), MAX_TOML, "TOML files").unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+        let e = read_text(Path::new("/"), MAX_TOML, "TOML files").unwrap_err();
+        assert!(e.to_string().contains("directory"), "{e}");
+        let dir = std::env::temp_dir().join(format!("horde-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_text(&fifo, MAX_TOML, "TOML files").unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        let big = dir.join("big");
+        std::fs::write(&big, vec![b'a'; 2000]).unwrap();
+        let e = read_text(&big, 1000, "test files").unwrap_err();
+        assert!(e.to_string().contains("2000 bytes, more than the 1000-byte limit for test files"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn endless_proc_files_hit_the_limit_while_reading() {
+        // /proc/self/maps reports size 0; read under a tiny limit it must be refused, not cut.
+        let e = read_bytes(Path::new("/proc/self/maps"), 16, "test files").unwrap_err();
+        assert!(matches!(e, FileError::TooLarge { .. }), "{e}");
+    }
+
+    #[test]
+    fn toml_errors_give_the_place_not_the_line() {
+        let text = "ok = 1\nroot:$6$secret$hash:19000:0:99999:7:::\n";
+        let e = toml::from_str::<toml::Table>(text).unwrap_err();
+        let m = toml_error(text, &e);
+        assert!(m.starts_with("line 2, column"), "{m}");
+        assert!(!m.contains("secret"), "{m}");
+    }
+}
