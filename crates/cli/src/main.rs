@@ -41,6 +41,8 @@ enum Command {
     Run(cmd::run::Args),
     /// Emulated environment: topologies of namespace hosts, switches, routers and impaired links (root).
     Emu(cmd::emu::Args),
+    /// Makes a run key (for --key-file and scenarios' key_file): hellos without it are dropped.
+    Key(cmd::key::Args),
 }
 
 /// An error with the exit code it should produce.
@@ -100,9 +102,10 @@ fn main() -> ExitCode {
         Command::Decode(a) => cmd::decode::run(a),
         Command::Presets => cmd::presets::run(),
         Command::Services(a) => cmd::services::run(a),
-        Command::Behave(a) => cmd::behave::run(a),
+        Command::Behave(a) => cmd::behave::run(a, &stop),
         Command::Run(a) => cmd::run::run(a, &stop),
         Command::Emu(a) => cmd::emu::run(a, stop.clone()),
+        Command::Key(a) => cmd::key::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

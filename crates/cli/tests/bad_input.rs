@@ -30,7 +30,7 @@ fn bad_flags_name_the_field_and_the_range() {
 #[test]
 fn bad_files_are_named() {
     let dir = Scratch::new("badfiles");
-    fails_with(&["send", "--flows", "/nonexistent/flows.toml"], "reading flow file /nonexistent/flows.toml");
+    fails_with(&["send", "--flows", "/nonexistent/flows.toml"], "reading the flow file: /nonexistent/flows.toml: No such file");
     let f = dir.path("f.toml");
     std::fs::write(&f, "[[flow]]\ndst = '127.0.0.1:9'\nrate = 5\nsize = 9\nsizee = 4\n").unwrap();
     fails_with(&["send", "--flows", f.to_str().unwrap()], "unknown field `sizee`");

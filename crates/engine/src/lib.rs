@@ -5,23 +5,36 @@
 //! (no async runtime: its timers are 1 ms coarse), and the logging thread is the only one that
 //! touches the disk.
 
+mod accept;
 pub mod clock;
 pub mod logger;
 pub mod net;
+mod reading;
 pub mod receiver;
 pub mod sender;
+mod setup;
+mod worker;
 
 pub use receiver::{RecvOptions, RecvReport};
 pub use sender::{SendOptions, SendReport};
+
+/// 32 bytes from the operating system's random source (getrandom), for secrets: run keys and
+/// cookie secrets. The only randomness Horde draws that is not seeded.
+pub fn random_secret() -> std::io::Result<[u8; 32]> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(b)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("{0}")]
     Config(String),
-    #[error("{flow}: {what}: {source}")]
-    Flow { flow: String, what: String, source: std::io::Error },
-    #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    // (`err` is part of the message, not a chained source: anyhow would print it twice.)
+    #[error("{flow}: {what}: {err}")]
+    Flow { flow: String, what: String, err: std::io::Error },
+    #[error("{what}: {err}")]
+    Io { what: String, err: std::io::Error },
     #[error("interrupted")]
     Interrupted,
 }

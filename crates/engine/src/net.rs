@@ -209,13 +209,6 @@ pub fn send_batch_to(fd: RawFd, bufs: &[&[u8]], to: &[SocketAddr]) -> io::Result
     }
 }
 
-/// The log record of a received Horde datagram: its header, what the kernel said, and `now`
-/// (used when the kernel gave no receive timestamp).
-pub fn datagram_record(h: &horde_wire::DatagramHeader, info: &RxInfo, now: u64, tag: u32, kind: horde_wire::RecordKind) -> horde_wire::Record {
-    let (t_b, flags) = if info.kernel_ns != 0 { (info.kernel_ns, horde_wire::log::FLAG_KERNEL_TS) } else { (now, 0) };
-    horde_wire::Record { flow: h.flow, size: info.len as u32, seq: h.seq as u64, t_a: h.send_ns, t_b, tag, tos: info.tos, ttl: info.ttl, kind, flags }
-}
-
 /// What the kernel told about one received datagram.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RxInfo {

@@ -2,8 +2,14 @@
 //! (kernel SO_TIMESTAMPNS for UDP), logs it, and echoes it when the sender asked for round-trip
 //! measurement. Anything that is not a Horde packet is counted and dropped; it never stops the
 //! receiver.
+//!
+//! It gives nothing to an address that has not proven it wants it: a UDP flow is logged and
+//! echoed only once its sender passed address validation ([`horde_proto::Gate`]); before that,
+//! a hello gets at most a challenge smaller than itself. Resources are bounded: TCP connections
+//! have a cap, a deadline for their hello and optionally an idle timeout; an echo backlog has a
+//! cap, past which the receiver stops reading that connection, and closes it if it stays full.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -11,16 +17,20 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use horde_wire::datagram::{FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST};
+use horde_proto::conn::{ECHO_LIMIT, ECHO_STALL_NS};
+use horde_proto::gate::{Decision, Gate, GateConfig};
+use horde_proto::{Accepted, Conn, Ctx, RunKey, RxMeta};
+use horde_wire::control::Status;
+use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST, FLAG_HELLO};
 use horde_wire::log::FLAG_KERNEL_TS;
-use horde_wire::stream::HELLO_ECHO;
-use horde_wire::{DatagramHeader, Record, RecordKind, Role, StreamDecoder, StreamEvent};
+use horde_wire::{DatagramHeader, Record, RecordKind, Role};
 use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use serde::Serialize;
 use socket2::Socket;
 
+use crate::accept::{accept_or_shed, Accepted as Incoming};
 use crate::clock::{self, mono_ns, real_ns};
 use crate::logger::{LogSink, LogWriter};
 use crate::net::{self, RecvBatch};
@@ -32,8 +42,15 @@ const LISTENER_BASE: usize = 1 << 20;
 const CONN_BASE: usize = 1 << 21;
 /// Batches drained from one UDP socket before serving other sockets.
 const FAIRNESS_BATCHES: usize = 64;
+/// How long a TCP connection may take to send its hello: 5 s (as a server side's).
+const HELLO_TIMEOUT_NS: u64 = 5_000_000_000;
+/// How often deadlines are looked at.
+const SWEEP_NS: u64 = 100_000_000;
+/// An admitted UDP flow unheard of for this long may make room for a new one when the gate is
+/// full: 60 s.
+const UDP_FLOW_IDLE_S: u64 = 60;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RecvOptions {
     pub udp: Vec<SocketAddr>,
     pub tcp: Vec<SocketAddr>,
@@ -44,6 +61,29 @@ pub struct RecvOptions {
     pub idle: Option<Duration>,
     /// Stop after this many packets.
     pub packets: Option<u64>,
+    /// Hellos must carry a MAC under this key (OPEN: no key).
+    pub key: RunKey,
+    /// TCP connections open at once at most; more are closed as they come.
+    pub max_conns: usize,
+    /// Close a TCP connection nothing arrived on for this long.
+    pub conn_idle: Option<Duration>,
+}
+
+impl Default for RecvOptions {
+    /// 10,000 connections: a WoW run of 10,000 players on one machine (the largest measured).
+    fn default() -> Self {
+        RecvOptions {
+            udp: Vec::new(),
+            tcp: Vec::new(),
+            log: None,
+            duration: None,
+            idle: None,
+            packets: None,
+            key: RunKey::OPEN,
+            max_conns: 10_000,
+            conn_idle: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -52,6 +92,30 @@ pub struct FlowReceived {
     pub bytes: u64,
     pub first_ns: u64,
     pub last_ns: u64,
+}
+
+/// What the receiver turned away.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RecvRefusals {
+    /// Challenges sent to hellos from addresses not validated yet, and their bytes.
+    pub challenges: u64,
+    pub challenge_bytes: u64,
+    /// Hellos without a MAC under the key (no answer).
+    pub bad_mac: u64,
+    /// Hellos malformed or over the challenge budget.
+    pub dropped_hellos: u64,
+    /// Validated flows refused because the receiver held as many as it may.
+    pub full: u64,
+    /// Data datagrams of flows whose sender never passed validation: not logged, not echoed.
+    pub unadmitted_datagrams: u64,
+    /// TCP connections closed at once: over --max-conns, or no descriptor left.
+    pub refused_conns: u64,
+    /// TCP connections closed without a valid hello (timeout, or a MAC not under the key).
+    pub closed_before_hello: u64,
+    /// TCP connections closed because their echoes were not read for 10 s.
+    pub stalled_conns: u64,
+    /// TCP connections closed by --conn-idle.
+    pub idle_conns: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -66,6 +130,7 @@ pub struct RecvReport {
     pub tcp_connections: u64,
     pub echoed: u64,
     pub kernel_timestamps: u64,
+    pub refusals: RecvRefusals,
     pub flows: BTreeMap<u32, FlowReceived>,
     pub duration_s: f64,
     pub interrupted: bool,
@@ -73,13 +138,21 @@ pub struct RecvReport {
     pub log_records: u64,
 }
 
-struct Conn {
+/// One TCP connection of the receiver.
+struct SinkConn {
+    conn: Conn,
     sock: TcpStream,
-    decoder: StreamDecoder,
-    echo: bool,
-    out: Vec<u8>,
-    flow: u32,
+    hello_deadline: u64,
+    last_io: u64,
+    /// Reading paused (echo backlog full) since.
+    stalled_since: Option<u64>,
+}
+
+/// An admitted UDP flow.
+struct UdpFlow {
     tag: u32,
+    echo: bool,
+    last_s: u64,
 }
 
 /// Binds every listener, calls `ready` with the bound addresses (port 0 becomes a real port),
@@ -91,11 +164,13 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
     clock::raise_fd_limit();
     let bind_err = |proto: &str, a: &SocketAddr, e: io::Error| {
         let hint = if e.kind() == io::ErrorKind::AddrInUse { " (the port is in use: stop the other program or pick another port)" } else { "" };
-        EngineError::Io { what: format!("binding {proto} {a}{hint}"), source: e }
+        EngineError::Io { what: format!("binding {proto} {a}{hint}"), err: e }
     };
-    let mut udp: Vec<Socket> = Vec::new();
+    let secret = crate::random_secret().map_err(|e| EngineError::Io { what: "drawing a secret for address-validation cookies".into(), err: e })?;
+    let mut udp: Vec<(Socket, Gate)> = Vec::new();
     for a in &opts.udp {
-        udp.push(net::udp_listener(*a).map_err(|e| bind_err("udp", a, e))?);
+        let s = net::udp_listener(*a).map_err(|e| bind_err("udp", a, e))?;
+        udp.push((s, Gate::new(GateConfig::receiver(opts.key.clone()), secret)));
     }
     let mut listeners: Vec<TcpListener> = Vec::new();
     for a in &opts.tcp {
@@ -104,13 +179,13 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
     }
     let mut bound = Vec::new();
     let mut names = Vec::new();
-    for s in &udp {
-        let a = s.local_addr().ok().and_then(|a| a.as_socket()).expect("bound UDP socket has an address");
+    for (s, _) in &udp {
+        let a = s.local_addr().ok().and_then(|a| a.as_socket()).ok_or_else(|| EngineError::Config("cannot read a bound UDP address".into()))?;
         bound.push(a);
         names.push(format!("udp {a}"));
     }
     for l in &listeners {
-        let a = l.local_addr().expect("bound TCP listener has an address");
+        let a = l.local_addr().map_err(|e| EngineError::Io { what: "reading a bound TCP address".into(), err: e })?;
         bound.push(a);
         names.push(format!("tcp {a}"));
     }
@@ -118,7 +193,7 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
     let (writer, sink) = match &opts.log {
         Some(p) => {
             let (w, s) =
-                LogWriter::create(p, Role::Receiver, start_real).map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), source: e })?;
+                LogWriter::create(p, Role::Receiver, start_real).map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), err: e })?;
             (Some(w), s)
         }
         None => (None, LogSink::disabled()),
@@ -126,51 +201,98 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
     ready(&bound);
     let mut rx = Receiver {
         udp,
+        udp_flows: HashMap::new(),
         listeners,
         conns: Vec::new(),
         free: Vec::new(),
+        open: 0,
+        pending: VecDeque::new(),
         sink,
         report: RecvReport { listening: names, log: opts.log.clone(), ..Default::default() },
         batch: RecvBatch::new(MAX_DATAGRAM),
         read_buf: vec![0u8; 256 * 1024],
         last_arrival: mono_ns(),
+        spare: std::fs::File::open("/dev/null").ok(),
+        opts: opts.clone(),
     };
     let res = rx.serve(opts, stop);
     rx.sink.flush();
     let mut report = std::mem::take(&mut rx.report);
     drop(rx);
     if let Some(w) = writer {
-        report.log_records = w.finish().map_err(|e| EngineError::Io { what: "writing the receive log".into(), source: e })?;
+        report.log_records = w.finish().map_err(|e| EngineError::Io { what: "writing the receive log".into(), err: e })?;
     }
-    res.map_err(|e| EngineError::Io { what: "receiving".into(), source: e })?;
+    res.map_err(|e| EngineError::Io { what: "receiving".into(), err: e })?;
     Ok(report)
 }
 
 struct Receiver {
-    udp: Vec<Socket>,
+    udp: Vec<(Socket, Gate)>,
+    /// Admitted UDP flows, per (source, flow id).
+    udp_flows: HashMap<(SocketAddr, u32), UdpFlow>,
     listeners: Vec<TcpListener>,
-    conns: Vec<Option<Conn>>,
+    conns: Vec<Option<SinkConn>>,
     free: Vec<usize>,
+    open: usize,
+    /// Connections waiting for their hello, oldest first.
+    pending: VecDeque<usize>,
     sink: LogSink,
     report: RecvReport,
     batch: RecvBatch,
     read_buf: Vec<u8>,
     last_arrival: u64,
+    spare: Option<std::fs::File>,
+    opts: RecvOptions,
+}
+
+/// A sink connection's view of the receiver while it reads: records are counted and logged.
+struct SinkCtx<'a> {
+    sink: &'a mut LogSink,
+    report: &'a mut RecvReport,
+}
+
+impl Ctx for SinkCtx<'_> {
+    fn t0_real(&self) -> u64 {
+        0
+    }
+
+    fn record(&mut self, r: Record) {
+        count(self.report, r.flow, r.size as usize, r.t_b);
+        self.sink.push(r);
+    }
+
+    fn respond(&mut self, _: u32, _: u32) -> Result<Accepted, Status> {
+        Err(Status::UnknownPlayer)
+    }
+}
+
+fn count(report: &mut RecvReport, flow: u32, len: usize, t: u64) {
+    report.packets += 1;
+    report.bytes += len as u64;
+    let f = report.flows.entry(flow).or_default();
+    if f.packets == 0 {
+        f.first_ns = t;
+    }
+    f.packets += 1;
+    f.bytes += len as u64;
+    f.last_ns = t;
 }
 
 impl Receiver {
     fn serve(&mut self, opts: &RecvOptions, stop: &AtomicBool) -> io::Result<()> {
         let mut poll = Poll::new()?;
-        for (i, s) in self.udp.iter().enumerate() {
+        for (i, (s, _)) in self.udp.iter().enumerate() {
             poll.registry().register(&mut SourceFd(&s.as_raw_fd()), Token(i), Interest::READABLE)?;
         }
         for (i, l) in self.listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(LISTENER_BASE + i), Interest::READABLE)?;
         }
         let started = mono_ns();
+        let mut next_sweep = started + SWEEP_NS;
         let mut events = Events::with_capacity(4096);
         loop {
             let now = mono_ns();
+            self.sink.tick(now);
             if stop.load(Ordering::Relaxed) {
                 self.report.interrupted = true;
                 break;
@@ -180,6 +302,10 @@ impl Receiver {
                 || opts.packets.is_some_and(|p| self.report.packets >= p)
             {
                 break;
+            }
+            if now >= next_sweep {
+                self.sweep(&poll, now);
+                next_sweep = now + SWEEP_NS;
             }
             match poll.poll(&mut events, Some(Duration::from_millis(50))) {
                 Ok(()) => {}
@@ -202,7 +328,7 @@ impl Receiver {
     }
 
     fn drain_udp(&mut self, i: usize) {
-        let fd = self.udp[i].as_raw_fd();
+        let fd = self.udp[i].0.as_raw_fd();
         for _ in 0..FAIRNESS_BATCHES {
             let n = match self.batch.recv(fd) {
                 Ok(0) => return,
@@ -211,33 +337,98 @@ impl Receiver {
             };
             self.last_arrival = mono_ns();
             let now = real_ns();
+            let now_s = self.last_arrival / 1_000_000_000;
             let mut echo_bufs: Vec<(usize, SocketAddr)> = Vec::new();
+            let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
             for k in 0..n {
                 let info = self.batch.info(k);
-                let h = match DatagramHeader::parse(self.batch.data(k)) {
+                let data = self.batch.data(k);
+                let h = match DatagramHeader::parse(data) {
                     Ok(h) if h.flags & FLAG_ECHO_REPLY == 0 && info.len < MAX_DATAGRAM => h,
                     _ => {
                         self.report.garbage_datagrams += 1;
                         continue;
                     }
                 };
-                let rec = net::datagram_record(&h, &info, now, 0, RecordKind::Received);
-                self.report.kernel_timestamps += (rec.flags & FLAG_KERNEL_TS != 0) as u64;
-                self.count(h.flow, info.len, rec.t_b);
-                self.sink.push(rec);
-                if h.flags & FLAG_ECHO_REQUEST != 0 {
-                    if let Some(from) = info.from {
-                        echo_bufs.push((k, from));
+                let Some(from) = info.from else { continue };
+                if h.flags & FLAG_HELLO != 0 {
+                    let hello = data.to_vec();
+                    if let Some(r) = self.hello(i, from, &hello, now_s) {
+                        replies.push((r, from));
                     }
+                    continue;
+                }
+                if h.flags & CONTROL_FLAGS != 0 {
+                    self.report.garbage_datagrams += 1;
+                    continue;
+                }
+                let Some(f) = self.udp_flows.get_mut(&(from, h.flow)) else {
+                    self.report.refusals.unadmitted_datagrams += 1;
+                    continue;
+                };
+                f.last_s = now_s;
+                let meta = RxMeta { len: info.len, kernel_ns: info.kernel_ns, tos: info.tos, ttl: info.ttl };
+                let rec = horde_proto::conn::datagram_record(&h, &meta, now, f.tag, RecordKind::Received);
+                let echo = f.echo && h.flags & FLAG_ECHO_REQUEST != 0;
+                self.report.kernel_timestamps += (rec.flags & FLAG_KERNEL_TS != 0) as u64;
+                count(&mut self.report, h.flow, info.len, rec.t_b);
+                self.sink.push(rec);
+                if echo {
+                    echo_bufs.push((k, from));
                 }
             }
             if !echo_bufs.is_empty() {
                 self.echo_udp(fd, &echo_bufs);
             }
+            for (r, to) in replies {
+                // Never more bytes than the hello that asked (a challenge is 36 bytes, an answer
+                // 21; a hello at least 64).
+                let _ = net::send_batch_to(fd, &[&r], &[to]);
+            }
             if n < net::BATCH {
                 return;
             }
         }
+    }
+
+    /// A UDP hello: the gate decides; a validated flow is admitted (making room among flows
+    /// idle for a minute when full). Returns what to send back.
+    fn hello(&mut self, i: usize, from: SocketAddr, data: &[u8], now_s: u64) -> Option<Vec<u8>> {
+        let gate = &mut self.udp[i].1;
+        let before = gate.stats;
+        let reply = match gate.on_hello(mono_ns(), from, data) {
+            Decision::Drop(_) => None,
+            Decision::Challenge(c) => Some(c.to_vec()),
+            Decision::Again(a) => Some(a.to_vec()),
+            Decision::Validated(h) => {
+                if gate.admitted_count() >= GateConfig::receiver(RunKey::OPEN).max_flows {
+                    let idle: Vec<(SocketAddr, u32)> =
+                        self.udp_flows.iter().filter(|(_, f)| now_s.saturating_sub(f.last_s) >= UDP_FLOW_IDLE_S).map(|(k, _)| *k).collect();
+                    for k in idle {
+                        self.udp_flows.remove(&k);
+                        gate.forget(k.0, k.1);
+                    }
+                }
+                match gate.admit(from, &h) {
+                    Ok(answer) => {
+                        let echo = h.header.flags & FLAG_ECHO_REQUEST != 0;
+                        self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, last_s: now_s });
+                        Some(answer.to_vec())
+                    }
+                    Err(refusal) => {
+                        self.report.refusals.full += 1;
+                        Some(refusal.to_vec())
+                    }
+                }
+            }
+        };
+        let after = self.udp[i].1.stats;
+        let r = &mut self.report.refusals;
+        r.challenges += after.challenges - before.challenges;
+        r.challenge_bytes += after.challenge_bytes - before.challenge_bytes;
+        r.bad_mac += after.bad_mac - before.bad_mac;
+        r.dropped_hellos += (after.malformed - before.malformed) + (after.over_budget - before.over_budget);
+        reply
     }
 
     fn echo_udp(&mut self, fd: i32, which: &[(usize, SocketAddr)]) {
@@ -252,39 +443,35 @@ impl Receiver {
         }
     }
 
-    fn count(&mut self, flow: u32, len: usize, t: u64) {
-        self.report.packets += 1;
-        self.report.bytes += len as u64;
-        let f = self.report.flows.entry(flow).or_default();
-        if f.packets == 0 {
-            f.first_ns = t;
-        }
-        f.packets += 1;
-        f.bytes += len as u64;
-        f.last_ns = t;
-    }
-
     fn accept(&mut self, poll: &Poll, li: usize) {
         loop {
-            match self.listeners[li].accept() {
-                Ok((mut sock, _peer)) => {
-                    let _ = sock.set_nodelay(true);
-                    let idx = self.free.pop().unwrap_or_else(|| {
-                        self.conns.push(None);
-                        self.conns.len() - 1
-                    });
-                    if poll.registry().register(&mut sock, Token(CONN_BASE + idx), Interest::READABLE | Interest::WRITABLE).is_err() {
-                        self.free.push(idx);
-                        continue;
-                    }
-                    self.report.tcp_connections += 1;
-                    self.conns[idx] = Some(Conn { sock, decoder: StreamDecoder::new(), echo: false, out: Vec::new(), flow: 0, tag: 0 });
+            let (mut sock, peer) = match accept_or_shed(&self.listeners[li], &mut self.spare) {
+                Incoming::Conn(s, p) => (s, p),
+                Incoming::Shed => {
+                    self.report.refusals.refused_conns += 1;
+                    continue;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // Out of file descriptors or a connection reset before accept: keep serving.
-                Err(_) => return,
+                Incoming::None => return,
+            };
+            if self.open >= self.opts.max_conns {
+                self.report.refusals.refused_conns += 1;
+                continue;
             }
+            let _ = sock.set_nodelay(true);
+            let idx = self.free.pop().unwrap_or_else(|| {
+                self.conns.push(None);
+                self.conns.len() - 1
+            });
+            if poll.registry().register(&mut sock, Token(CONN_BASE + idx), Interest::READABLE | Interest::WRITABLE).is_err() {
+                self.free.push(idx);
+                continue;
+            }
+            self.report.tcp_connections += 1;
+            self.open += 1;
+            let now = mono_ns();
+            let conn = Conn::sink_tcp(format!("from {peer}"), self.opts.key.clone());
+            self.conns[idx] = Some(SinkConn { conn, sock, hello_deadline: now + HELLO_TIMEOUT_NS, last_io: now, stalled_since: None });
+            self.pending.push_back(idx);
         }
     }
 
@@ -292,24 +479,74 @@ impl Receiver {
         let Some(Some(c)) = self.conns.get_mut(idx) else {
             return;
         };
+        let now = mono_ns();
         let mut close = false;
-        if readable {
-            close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, &mut self.last_arrival);
+        if readable && c.stalled_since.is_none() {
+            close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, now);
+            self.last_arrival = now;
         }
-        if (writable || readable) && !close && !c.out.is_empty() {
+        if (writable || readable) && !close && !c.conn.out().is_empty() {
             close = flush_out(c);
         }
-        if close {
-            if let Some(mut c) = self.conns[idx].take() {
-                let _ = poll.registry().deregister(&mut c.sock);
+        if !close {
+            // Back-pressure: past the echo limit, stop reading until the peer takes some.
+            let full = c.conn.echo_backlog_full();
+            match (full, c.stalled_since) {
+                (true, None) => {
+                    c.stalled_since = Some(now);
+                    let _ = poll.registry().reregister(&mut c.sock, Token(CONN_BASE + idx), Interest::WRITABLE);
+                }
+                (false, Some(_)) if c.conn.out().len() < ECHO_LIMIT / 2 => {
+                    c.stalled_since = None;
+                    let _ = poll.registry().reregister(&mut c.sock, Token(CONN_BASE + idx), Interest::READABLE | Interest::WRITABLE);
+                }
+                _ => {}
             }
+        }
+        if close {
+            self.close(poll, idx);
+        }
+    }
+
+    fn close(&mut self, poll: &Poll, idx: usize) {
+        if let Some(mut c) = self.conns[idx].take() {
+            let _ = poll.registry().deregister(&mut c.sock);
+            self.open -= 1;
             self.free.push(idx);
+        }
+    }
+
+    /// Deadlines: hellos that did not come, echoes not read, idle connections.
+    fn sweep(&mut self, poll: &Poll, now: u64) {
+        while let Some(&idx) = self.pending.front() {
+            match &self.conns[idx] {
+                Some(c) if c.conn.awaiting_hello() && c.hello_deadline > now => break,
+                Some(c) if c.conn.awaiting_hello() => {
+                    self.pending.pop_front();
+                    self.report.refusals.closed_before_hello += 1;
+                    self.close(poll, idx);
+                }
+                _ => {
+                    self.pending.pop_front();
+                }
+            }
+        }
+        let idle_ns = self.opts.conn_idle.map(|d| d.as_nanos() as u64);
+        for idx in 0..self.conns.len() {
+            let Some(c) = &self.conns[idx] else { continue };
+            if c.stalled_since.is_some_and(|t| now - t >= ECHO_STALL_NS) {
+                self.report.refusals.stalled_conns += 1;
+                self.close(poll, idx);
+            } else if idle_ns.is_some_and(|d| now - c.last_io >= d) {
+                self.report.refusals.idle_conns += 1;
+                self.close(poll, idx);
+            }
         }
     }
 }
 
 /// Reads what is available; returns true when the connection should be closed.
-fn read_conn(c: &mut Conn, buf: &mut [u8], sink: &mut LogSink, report: &mut RecvReport, last_arrival: &mut u64) -> bool {
+fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut RecvReport, now_mono: u64) -> bool {
     loop {
         let n = match c.sock.read(buf) {
             Ok(0) => return true,
@@ -318,65 +555,43 @@ fn read_conn(c: &mut Conn, buf: &mut [u8], sink: &mut LogSink, report: &mut Recv
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return true,
         };
-        *last_arrival = mono_ns();
-        let now = real_ns();
-        let mut apdus: Vec<(u64, u16, u64)> = Vec::new();
-        let mut hello = None;
-        let r = c.decoder.feed(&buf[..n], |ev| match ev {
-            StreamEvent::Hello(h) => hello = Some(h),
-            StreamEvent::Apdu { seq, len, send_ns } => apdus.push((seq, len, send_ns)),
-        });
-        if let Some(h) = hello {
-            c.flow = h.flow;
-            c.tag = h.tag;
-            c.echo = h.flags & HELLO_ECHO != 0;
+        c.last_io = now_mono;
+        let was_waiting = c.conn.awaiting_hello();
+        let before = report.packets;
+        let r = c.conn.on_stream(real_ns(), &buf[..n], &mut SinkCtx { sink, report });
+        if c.conn.echoing() {
+            report.echoed += report.packets - before;
         }
-        for (seq, len, send_ns) in apdus {
-            report.packets += 1;
-            report.bytes += len as u64;
-            let f = report.flows.entry(c.flow).or_default();
-            if f.packets == 0 {
-                f.first_ns = now;
+        match r {
+            Err(horde_proto::Close::NotHorde(_)) => {
+                report.garbage_streams += 1;
+                return true;
             }
-            f.packets += 1;
-            f.bytes += len as u64;
-            f.last_ns = now;
-            if c.echo {
-                report.echoed += 1;
+            Err(_) => {
+                if was_waiting {
+                    report.refusals.closed_before_hello += 1;
+                }
+                return true;
             }
-            sink.push(Record {
-                flow: c.flow,
-                size: len as u32,
-                seq,
-                t_a: send_ns,
-                t_b: now,
-                tag: c.tag,
-                tos: 255,
-                ttl: 0,
-                kind: RecordKind::Received,
-                flags: 0,
-            });
+            Ok(_) => {}
         }
-        if r.is_err() {
-            report.garbage_streams += 1;
-            return true;
-        }
-        if c.echo {
-            c.out.extend_from_slice(&buf[..n]);
+        if !c.conn.out().is_empty() {
             if flush_out(c) {
                 return true;
+            }
+            if c.conn.echo_backlog_full() {
+                return false;
             }
         }
     }
 }
 
-fn flush_out(c: &mut Conn) -> bool {
-    while !c.out.is_empty() {
-        match c.sock.write(&c.out) {
+/// Writes the echo backlog; returns true when the connection should be closed.
+fn flush_out(c: &mut SinkConn) -> bool {
+    while !c.conn.out().is_empty() {
+        match c.sock.write(c.conn.out()) {
             Ok(0) => return true,
-            Ok(k) => {
-                c.out.drain(..k);
-            }
+            Ok(k) => c.conn.wrote(k),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return true,

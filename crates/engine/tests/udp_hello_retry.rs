@@ -10,7 +10,7 @@ use horde_engine::sender::{self, Accepted, Job, Responder, Source};
 use horde_engine::SendOptions;
 use horde_model::flow::RawFlow;
 use horde_model::{Flow, Schedule, Transport};
-use horde_wire::StreamHello;
+use horde_wire::control::Status;
 
 fn flow(dst: &str, rate: &str) -> Flow {
     let raw = RawFlow { dst: Some(dst.into()), rate: Some(rate.into()), size: Some("100".into()), duration: Some("2s".into()), ..Default::default() };
@@ -23,10 +23,10 @@ struct Echoing {
 }
 
 impl Responder for Echoing {
-    fn on_hello(&self, hello: &StreamHello) -> Option<Accepted> {
+    fn on_hello(&self, _flow: u32, tag: u32) -> Result<Accepted, Status> {
         let source: Source = Box::new(Schedule::new(&self.down));
         let mirror: Source = Box::new(Schedule::new(&self.up));
-        Some(Accepted { source, mirror: Some(mirror), tag: hello.tag })
+        Ok(Accepted { source, mirror: Some(mirror), tag })
     }
 }
 

@@ -119,8 +119,8 @@ pub struct StateSummary {
     /// Expected share for a fixed hour of day (semi-Markov: π_i·m_i / Σ π_j·m_j), if computable.
     pub model_share: Option<f64>,
     pub segments: u64,
-    /// Mean dwell over complete segments, seconds.
-    pub mean_dwell_s: f64,
+    /// Mean dwell over complete segments, seconds (none when no stay in it ended within the run).
+    pub mean_dwell_s: Option<f64>,
     /// The model's mean dwell at the start hour, seconds.
     pub model_dwell_s: Option<f64>,
 }
@@ -137,42 +137,73 @@ pub struct Summary {
     pub transitions: Vec<Vec<u64>>,
 }
 
-/// Time shares, dwell means and transition counts of a behaviour run, beside the model's own.
-pub fn summarise(svc: &Service, p: &Params, segs: &[Segment]) -> Summary {
-    let n = svc.states.len();
-    let mut time = vec![0.0; n];
-    let mut count = vec![0u64; n];
-    let mut dwell_sum = vec![0.0; n];
-    let mut dwell_n = vec![0u64; n];
-    let mut trans = vec![vec![0u64; n]; n];
-    for (i, s) in segs.iter().enumerate() {
-        let k = s.state as usize;
-        time[k] += s.end_s - s.start_s;
-        count[k] += 1;
-        if s.complete {
-            dwell_sum[k] += s.end_s - s.start_s;
-            dwell_n[k] += 1;
-        }
-        if let Some(next) = segs.get(i + 1) {
-            if next.player == s.player && next.start_s == s.end_s {
-                trans[k][next.state as usize] += 1;
+/// Accumulates a behaviour run's summary player by player, so a long run never holds every
+/// stay in memory (`horde behave` writes them out as it goes).
+pub struct SummaryAcc {
+    time: Vec<f64>,
+    count: Vec<u64>,
+    dwell_sum: Vec<f64>,
+    dwell_n: Vec<u64>,
+    trans: Vec<Vec<u64>>,
+}
+
+impl SummaryAcc {
+    pub fn new(svc: &Service) -> Self {
+        let n = svc.states.len();
+        SummaryAcc { time: vec![0.0; n], count: vec![0; n], dwell_sum: vec![0.0; n], dwell_n: vec![0; n], trans: vec![vec![0; n]; n] }
+    }
+
+    /// Adds one player's stays (in time order), or any run of stays in player-then-time order.
+    pub fn add(&mut self, segs: &[Segment]) {
+        for (i, s) in segs.iter().enumerate() {
+            let k = s.state as usize;
+            self.time[k] += s.end_s - s.start_s;
+            self.count[k] += 1;
+            if s.complete {
+                self.dwell_sum[k] += s.end_s - s.start_s;
+                self.dwell_n[k] += 1;
+            }
+            if let Some(next) = segs.get(i + 1) {
+                if next.player == s.player && next.start_s == s.end_s {
+                    self.trans[k][next.state as usize] += 1;
+                }
             }
         }
     }
-    let total: f64 = time.iter().sum();
-    let hour = (p.start_hour.rem_euclid(24.0)) as usize % HOURS;
-    let model = stationary_shares(svc, hour);
-    let states = (0..n)
-        .map(|k| StateSummary {
-            state: svc.states[k].name.clone(),
-            time_share: if total > 0.0 { time[k] / total } else { 0.0 },
-            model_share: model.as_ref().map(|m| m[k]),
-            segments: count[k],
-            mean_dwell_s: if dwell_n[k] > 0 { dwell_sum[k] / dwell_n[k] as f64 } else { 0.0 },
-            model_dwell_s: svc.states[k].dwell.as_ref().and_then(|d| d[hour].mean_estimate()),
-        })
-        .collect();
-    Summary { service: svc.name.clone(), players: p.players, duration_s: p.duration_s, seed: p.seed, start_hour: p.start_hour, states, transitions: trans }
+
+    /// Time shares, dwell means and transition counts, beside the model's own.
+    pub fn finish(self, svc: &Service, p: &Params) -> Summary {
+        let n = svc.states.len();
+        let total: f64 = self.time.iter().sum();
+        let hour = (p.start_hour.rem_euclid(24.0)) as usize % HOURS;
+        let model = stationary_shares(svc, hour);
+        let states = (0..n)
+            .map(|k| StateSummary {
+                state: svc.states[k].name.clone(),
+                time_share: if total > 0.0 { self.time[k] / total } else { 0.0 },
+                model_share: model.as_ref().map(|m| m[k]),
+                segments: self.count[k],
+                mean_dwell_s: (self.dwell_n[k] > 0).then(|| self.dwell_sum[k] / self.dwell_n[k] as f64),
+                model_dwell_s: svc.states[k].dwell.as_ref().and_then(|d| d[hour].mean_estimate()),
+            })
+            .collect();
+        Summary {
+            service: svc.name.clone(),
+            players: p.players,
+            duration_s: p.duration_s,
+            seed: p.seed,
+            start_hour: p.start_hour,
+            states,
+            transitions: self.trans,
+        }
+    }
+}
+
+/// Time shares, dwell means and transition counts of a behaviour run, beside the model's own.
+pub fn summarise(svc: &Service, p: &Params, segs: &[Segment]) -> Summary {
+    let mut acc = SummaryAcc::new(svc);
+    acc.add(segs);
+    acc.finish(svc, p)
 }
 
 /// Long-run time shares at a fixed hour: the embedded chain's stationary distribution π

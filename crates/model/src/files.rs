@@ -16,8 +16,9 @@ pub const MAX_DATA: u64 = 64 << 20;
 /// Why a user's file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// (`err` is shown in the message, not chained as a source: once is enough.)
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("{path}: is a {kind}, not a regular file; give the path of a file")]
     NotRegular { path: PathBuf, kind: &'static str },
     #[error("{path}: is {size} bytes, more than the {limit}-byte limit for {what}")]
@@ -47,7 +48,7 @@ fn kind_of(ft: &std::fs::FileType) -> &'static str {
 /// size error ("TOML files", "traces").
 pub fn read_bytes(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, FileError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let io = |source| FileError::Io { path: path.to_path_buf(), source };
+    let io = |err| FileError::Io { path: path.to_path_buf(), err };
     // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked right after.
     let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(io)?;
     let meta = file.metadata().map_err(io)?;

@@ -71,6 +71,10 @@ pub struct RawScenario {
     /// Place the players on an emulated topology (`horde emu`; needs root).
     #[serde(default)]
     pub emu: Option<RawEmu>,
+    /// A run key file (from `horde key --out FILE`), relative to the scenario: both sides of the
+    /// run use it. Without one, each run makes a fresh key and hands it to its server side.
+    #[serde(default)]
+    pub key_file: Option<String>,
 }
 
 /// `[emu]`: which topology, where the players and the server live.
@@ -111,6 +115,8 @@ pub struct Scenario {
     pub join: Option<crate::dist::Dist>,
     /// Players on emulated hosts (None: loopback or the given server address).
     pub emu: Option<Placement>,
+    /// The run key's file, if the scenario names one.
+    pub key_file: Option<std::path::PathBuf>,
     pub text: String,
 }
 
@@ -196,6 +202,7 @@ impl Scenario {
                     Some(Placement { topology: dir.join(&e.topology), clients: e.clients, server: e.server })
                 }
             },
+            key_file: raw.key_file.map(|k| dir.join(k)),
             text: text.to_string(),
         })
     }

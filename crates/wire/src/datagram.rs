@@ -18,9 +18,15 @@ const MAGIC: [u8; 2] = *b"HD";
 pub const FLAG_ECHO_REQUEST: u8 = 0x01;
 /// This datagram is an echo of one the peer sent.
 pub const FLAG_ECHO_REPLY: u8 = 0x02;
-/// First datagram of a two-way flow (`horde run` over UDP): `seq` carries the flow's tag and
-/// `send_ns` the client's start time, as a TCP stream's hello does. It is not traffic.
+/// A flow's hello (see [`crate::control`]): `seq` carries the flow's tag and `send_ns` the
+/// sender's start time, as a TCP stream's hello does. It is not traffic.
 pub const FLAG_HELLO: u8 = 0x04;
+/// The receiver's challenge to a hello from an address it has not validated yet.
+pub const FLAG_CHALLENGE: u8 = 0x08;
+/// The receiver's answer to a validated hello: accepted, or refused with a reason.
+pub const FLAG_ANSWER: u8 = 0x10;
+/// Flags that mark a control datagram rather than traffic.
+pub const CONTROL_FLAGS: u8 = FLAG_HELLO | FLAG_CHALLENGE | FLAG_ANSWER;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DatagramHeader {

@@ -8,6 +8,7 @@
 //! Panics: `emit` functions panic if the destination buffer is shorter than the layout; `parse`
 //! functions never panic, whatever the input.
 
+pub mod control;
 pub mod datagram;
 pub mod log;
 pub mod stream;
@@ -16,8 +17,10 @@ pub use datagram::{DatagramHeader, DATAGRAM_HEADER_LEN};
 pub use log::{LogHeader, Record, RecordKind, Role, LOG_HEADER_LEN, RECORD_LEN};
 pub use stream::{ApduHeader, StreamDecoder, StreamEvent, StreamHello, APDU_HEADER_LEN, HELLO_LEN, MAX_APDU};
 
-/// Wire protocol version carried in datagram headers and stream hellos.
-pub const VERSION: u8 = 1;
+/// Wire protocol version carried in datagram headers and stream hellos. Version 2 added address
+/// validation (UDP hello, challenge, answer) and the hello's MAC; a peer of another version is
+/// refused as "unsupported version".
+pub const VERSION: u8 = 2;
 
 /// Why bytes could not be read as one of Horde's layouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -4,11 +4,11 @@
 //! exactly N bytes on the stream: its first 6 bytes are its header, the rest padding.
 //!
 //! ```text
-//! hello (20 bytes, once):
-//!  0      2      3      4             8                          16           20
-//!  +------+------+------+-------------+--------------------------+------------+
-//!  | 'HS' | ver  | flags| flow id u32 | base time, ns since epoch| tag u32    |
-//!  +------+------+------+-------------+--------------------------+------------+
+//! hello (36 bytes, once):
+//!  0      2      3      4             8                          16           20           36
+//!  +------+------+------+-------------+--------------------------+------------+------------+
+//!  | 'HS' | ver  | flags| flow id u32 | base time, ns since epoch| tag u32    | MAC 16 B   |
+//!  +------+------+------+-------------+--------------------------+------------+------------+
 //! APDU header (6 bytes, at the start of every APDU):
 //!  0             2                              6
 //!  +-------------+------------------------------+
@@ -18,11 +18,14 @@
 //! All big-endian. The µs offset wraps every 2^32 µs (71.6 min); APDUs on a stream are sent
 //! in order, so the decoder unwraps it by counting wraps. The sequence number of an APDU is its
 //! index on the stream. The 6-byte header is why the smallest TCP APDU is 6 bytes (the
-//! smallest WoW APDU in the reference traces is 6 bytes too).
+//! smallest WoW APDU in the reference traces is 6 bytes too). The MAC authenticates bytes 0..20
+//! with the run key (computed and checked by `horde-proto`; parsing only carries it).
 
 use crate::{need, WireError, VERSION};
 
-pub const HELLO_LEN: usize = 20;
+pub const HELLO_LEN: usize = 36;
+/// The part of a hello its MAC covers.
+pub const HELLO_SIGNED_LEN: usize = 20;
 pub const APDU_HEADER_LEN: usize = 6;
 pub const MAX_APDU: usize = u16::MAX as usize;
 const MAGIC: [u8; 2] = *b"HS";
@@ -37,6 +40,8 @@ pub struct StreamHello {
     pub base_ns: u64,
     /// Free for the scenario layer (e.g. a player id); 0 when unused.
     pub tag: u32,
+    /// Message authentication code over the first 20 bytes (see `horde_proto::auth`).
+    pub mac: [u8; 16],
 }
 
 impl StreamHello {
@@ -53,16 +58,25 @@ impl StreamHello {
             flow: u32::from_be_bytes(buf[4..8].try_into().unwrap()),
             base_ns: u64::from_be_bytes(buf[8..16].try_into().unwrap()),
             tag: u32::from_be_bytes(buf[16..20].try_into().unwrap()),
+            mac: buf[20..36].try_into().unwrap(),
         })
     }
 
     pub fn emit(&self, buf: &mut [u8]) {
+        buf[..HELLO_SIGNED_LEN].copy_from_slice(&self.signed());
+        buf[20..36].copy_from_slice(&self.mac);
+    }
+
+    /// The 20 bytes the MAC covers.
+    pub fn signed(&self) -> [u8; HELLO_SIGNED_LEN] {
+        let mut buf = [0u8; HELLO_SIGNED_LEN];
         buf[0..2].copy_from_slice(&MAGIC);
         buf[2] = VERSION;
         buf[3] = self.flags;
         buf[4..8].copy_from_slice(&self.flow.to_be_bytes());
         buf[8..16].copy_from_slice(&self.base_ns.to_be_bytes());
         buf[16..20].copy_from_slice(&self.tag.to_be_bytes());
+        buf
     }
 }
 
@@ -218,7 +232,7 @@ mod tests {
 
     fn stream(lens: &[u16], offsets: &[u32]) -> Vec<u8> {
         let mut v = vec![0u8; HELLO_LEN];
-        StreamHello { flags: 0, flow: 7, base_ns: 1_000_000_000, tag: 3 }.emit(&mut v);
+        StreamHello { flags: 0, flow: 7, base_ns: 1_000_000_000, tag: 3, mac: [9; 16] }.emit(&mut v);
         for (l, o) in lens.iter().zip(offsets) {
             let mut a = vec![0xAAu8; *l as usize];
             ApduHeader { len: *l, offset_us: *o }.emit(&mut a);
@@ -237,7 +251,7 @@ mod tests {
                 d.feed(c, |e| ev.push(e)).unwrap();
             }
             assert_eq!(ev.len(), 5, "chunk {chunk}");
-            assert_eq!(ev[0], StreamEvent::Hello(StreamHello { flags: 0, flow: 7, base_ns: 1_000_000_000, tag: 3 }));
+            assert_eq!(ev[0], StreamEvent::Hello(StreamHello { flags: 0, flow: 7, base_ns: 1_000_000_000, tag: 3, mac: [9; 16] }));
             assert_eq!(ev[4], StreamEvent::Apdu { seq: 3, len: 7300, send_ns: 1_000_030_000 });
         }
     }

@@ -41,7 +41,7 @@ fn stream_decoder_survives_random_and_mutated_streams() {
     for round in 0..2_000 {
         // A valid stream, then (every other round) random bytes flipped in it, cut into random reads.
         let mut s = vec![0u8; HELLO_LEN];
-        StreamHello { flags: 0, flow: 1, base_ns: 5, tag: 0 }.emit(&mut s);
+        StreamHello { flags: 0, flow: 1, base_ns: 5, tag: 0, mac: [0; 16] }.emit(&mut s);
         let apdus = r.next() % 20;
         for _ in 0..apdus {
             let len = 6 + (r.next() % 200) as u16;
@@ -99,5 +99,30 @@ fn log_reader_never_panics() {
                 assert_eq!(Record::parse(&out).unwrap(), rec);
             }
         };
+    }
+}
+
+#[test]
+fn control_datagrams_never_panic_and_round_trip() {
+    use horde_wire::control::{Answer, Challenge, Hello};
+    let mut r = XorShift(23);
+    for i in 0..200_000 {
+        let n = (r.next() % 80) as usize;
+        let mut b = r.bytes(n);
+        if i % 2 == 0 && n >= 4 {
+            b[0] = b'H';
+            b[1] = b'D';
+            b[2] = horde_wire::VERSION;
+            b[3] = [0x04, 0x08, 0x10, 0x1c][i / 2 % 4];
+        }
+        if let Ok(h) = Hello::parse(&b) {
+            assert_eq!(&h.emit()[..52], &b[..52].iter().enumerate().map(|(k, x)| if k == 3 { *x | 0x04 } else { *x }).collect::<Vec<_>>()[..]);
+        }
+        if let Ok(c) = Challenge::parse(&b) {
+            assert_eq!(Challenge::parse(&c.emit()).unwrap(), c);
+        }
+        if let Ok(a) = Answer::parse(&b) {
+            assert_eq!(Answer::parse(&a.emit()).unwrap(), a);
+        }
     }
 }

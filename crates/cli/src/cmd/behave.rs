@@ -1,5 +1,6 @@
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use horde_model::behaviour::{self, Params, Segment};
@@ -36,14 +37,18 @@ pub struct Args {
     pub summary_json: Option<PathBuf>,
 }
 
-pub fn run(args: Args) -> Outcome {
+/// The longest simulated time: a year of behaviour (stays are streamed, so memory does not grow
+/// with it; the limit only keeps a typo from running for days).
+const MAX_BEHAVE_NS: u64 = 366 * 86_400 * 1_000_000_000;
+
+pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let mut svc = Service::load(&args.service).map_err(bad_input)?;
     if args.fixed_hour {
         svc.hour_advances = false;
     }
     let dur = horde_model::units::parse_duration_ns(&args.duration).map_err(|m| bad_input(anyhow::anyhow!("--duration: {m}")))?;
-    if dur == 0 {
-        return Err(bad_input(anyhow::anyhow!("--duration must be longer than 0")));
+    if dur == 0 || dur > MAX_BEHAVE_NS {
+        return Err(bad_input(anyhow::anyhow!("--duration must be longer than 0 and at most 366 days (got {})", args.duration)));
     }
     if !(0.0..24.0).contains(&args.start_hour) {
         return Err(bad_input(anyhow::anyhow!("--start-hour must be in 0..24 (got {})", args.start_hour)));
@@ -52,43 +57,78 @@ pub fn run(args: Args) -> Outcome {
         return Err(bad_input(anyhow::anyhow!("--players must be 1..=16777216 (got {})", args.players)));
     }
     let p = Params { players: args.players, duration_s: dur as f64 / 1e9, seed: args.seed, start_hour: args.start_hour };
-    let segs = behaviour::run(&svc, &p);
-    if let Some(path) = &args.out {
-        write_segments(&svc, &segs, path)?;
+    let mut sink = match &args.out {
+        Some(path) => Some(SegmentSink::open(path)?),
+        None => None,
+    };
+    let mut acc = behaviour::SummaryAcc::new(&svc);
+    let mut stays = 0usize;
+    let mut done = 0u32;
+    for player in 0..p.players {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let segs = behaviour::player(&svc, &p, player);
+        if let Some(s) = &mut sink {
+            s.write(&svc, &segs)?;
+        }
+        acc.add(&segs);
+        stays += segs.len();
+        done += 1;
     }
-    let sum = behaviour::summarise(&svc, &p, &segs);
-    print_summary(&sum, segs.len())?;
+    if let Some(s) = sink {
+        s.finish()?;
+    }
+    let interrupted = done < p.players;
+    let sum = acc.finish(&svc, &Params { players: done, ..p });
+    if interrupted {
+        say!("horde behave: interrupted after {done} of {} players; the summary covers those", p.players);
+    }
+    print_summary(&sum, stays)?;
     if let Some(path) = &args.summary_json {
         super::write_out(path, &serde_json::to_string_pretty(&sum).expect("summary serialises"))?;
     }
-    Ok(0)
+    Ok(if interrupted { 130 } else { 0 })
 }
 
-fn write_segments(svc: &Service, segs: &[Segment], path: &std::path::Path) -> anyhow::Result<()> {
-    let jsonl = path.extension().is_some_and(|e| e == "jsonl" || e == "json");
-    let mut w: Box<dyn Write> = if path == std::path::Path::new("-") {
-        Box::new(std::io::stdout().lock())
-    } else {
-        Box::new(std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?))
-    };
-    if !jsonl {
-        writeln!(w, "player,category,sub_activity,start_s,end_s,complete,hour")?;
-    }
-    for s in segs {
-        let st = &svc.states[s.state as usize];
-        let sub = &st.subs[s.sub as usize].name;
-        if jsonl {
-            writeln!(
-                w,
-                "{}",
-                serde_json::json!({"player": s.player, "category": st.name, "sub_activity": sub, "start_s": s.start_s, "end_s": s.end_s, "complete": s.complete, "hour": s.hour})
-            )?;
+/// Where stays go: CSV or JSON Lines, a file or standard output.
+struct SegmentSink {
+    w: Box<dyn Write>,
+    jsonl: bool,
+}
+
+impl SegmentSink {
+    fn open(path: &std::path::Path) -> anyhow::Result<SegmentSink> {
+        let jsonl = path.extension().is_some_and(|e| e == "jsonl" || e == "json");
+        let mut w: Box<dyn Write> = if path == std::path::Path::new("-") {
+            Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
         } else {
-            writeln!(w, "{},{},{},{:.6},{:.6},{},{}", s.player, st.name, sub, s.start_s, s.end_s, s.complete, s.hour)?;
+            Box::new(std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?))
+        };
+        if !jsonl {
+            writeln!(w, "player,category,sub_activity,start_s,end_s,complete,hour")?;
         }
+        Ok(SegmentSink { w, jsonl })
     }
-    w.flush()?;
-    Ok(())
+
+    fn write(&mut self, svc: &Service, segs: &[Segment]) -> anyhow::Result<()> {
+        for s in segs {
+            let st = &svc.states[s.state as usize];
+            let sub = &st.subs[s.sub as usize].name;
+            if self.jsonl {
+                let row = serde_json::json!({"player": s.player, "category": st.name, "sub_activity": sub, "start_s": s.start_s, "end_s": s.end_s, "complete": s.complete, "hour": s.hour});
+                writeln!(self.w, "{row}")?;
+            } else {
+                writeln!(self.w, "{},{},{},{:.6},{:.6},{},{}", s.player, st.name, sub, s.start_s, s.end_s, s.complete, s.hour)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> anyhow::Result<()> {
+        self.w.flush()?;
+        Ok(())
+    }
 }
 
 fn print_summary(sum: &behaviour::Summary, n: usize) -> Result<(), crate::Failure> {
@@ -105,12 +145,12 @@ fn print_summary(sum: &behaviour::Summary, n: usize) -> Result<(), crate::Failur
     for s in &sum.states {
         let opt = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
         outln!(
-            "{:<16} {:>10.4} {:>12} {:>9} {:>14.1} {:>14}",
+            "{:<16} {:>10.4} {:>12} {:>9} {:>14} {:>14}",
             s.state,
             s.time_share,
             opt(s.model_share, 4),
             s.segments,
-            s.mean_dwell_s,
+            s.mean_dwell_s.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
             opt(s.model_dwell_s, 1)
         )?;
     }

@@ -33,10 +33,13 @@ pub struct Args {
     pub quiet: bool,
 }
 
+/// The largest log `decode` reads: 4 GiB is 100 M records, ~5 GB of memory once decoded.
+const MAX_LOG: u64 = 4 << 30;
+
 pub fn load_logs(paths: &[PathBuf]) -> Result<Vec<LoadedLog>, crate::Failure> {
     let mut logs = Vec::new();
     for p in paths {
-        let bytes = std::fs::read(p).with_context(|| format!("reading log {}", p.display())).map_err(bad_input)?;
+        let bytes = horde_model::files::read_bytes(p, MAX_LOG, "logs").context("reading a log").map_err(bad_input)?;
         let l = load(&bytes)
             .map_err(|e| bad_input(anyhow::anyhow!("{}: not a Horde log ({e}); logs come from `horde send --log` or `horde recv --log`", p.display())))?;
         if l.trailing_bytes > 0 {

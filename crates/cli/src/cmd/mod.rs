@@ -2,13 +2,14 @@ pub mod behave;
 pub mod decode;
 pub mod demo;
 pub mod emu;
+pub mod key;
 pub mod presets;
 pub mod recv;
 pub mod run;
 pub mod send;
 pub mod services;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
@@ -29,4 +30,38 @@ pub fn duration(s: &str) -> Result<std::time::Duration, String> {
 /// `10s`, `1.5s`, `250ms` for messages.
 pub fn decode_fmt_duration(d: std::time::Duration) -> String {
     horde_model::units::fmt_ns(d.as_nanos() as f64)
+}
+
+/// The run-key option shared by `send`, `recv` and `key`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct KeyArgs {
+    /// File holding the run key (64 hex digits, from `horde key --out FILE`); hellos without a MAC under it are dropped. Default: $HORDE_KEY_FILE, else no key
+    #[arg(long, value_name = "FILE", env = "HORDE_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+}
+
+impl KeyArgs {
+    pub fn key(&self) -> Result<horde_proto::RunKey, crate::Failure> {
+        match &self.key_file {
+            None => Ok(horde_proto::RunKey::OPEN),
+            Some(p) => read_key(p),
+        }
+    }
+}
+
+/// Reads a run key file: a regular file of 64 hex digits. A key others can read is no secret:
+/// a file readable by group or others is refused, as ssh refuses such private keys.
+pub fn read_key(p: &Path) -> Result<horde_proto::RunKey, crate::Failure> {
+    use std::os::unix::fs::PermissionsExt;
+    let text = horde_model::files::read_text(p, 4096, "key files").context("reading the run key").map_err(crate::bad_input)?;
+    let mode = std::fs::metadata(p).map(|m| m.permissions().mode()).unwrap_or(0);
+    if mode & 0o077 != 0 {
+        return Err(crate::bad_input(anyhow::anyhow!(
+            "{}: the run key is readable by others (mode {:o}); make it private with `chmod 600 {}`",
+            p.display(),
+            mode & 0o777,
+            p.display()
+        )));
+    }
+    horde_proto::RunKey::parse_hex(&text).map_err(|e| crate::bad_input(anyhow::anyhow!("{}: {e}", p.display())))
 }

@@ -39,6 +39,14 @@ pub struct Args {
     /// Write the receive report as JSON to FILE (- for stdout)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub key: super::KeyArgs,
+    /// TCP connections open at once at most; more are closed as they arrive
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_conns: usize,
+    /// Close a TCP connection on which nothing arrived for this long (default: never)
+    #[arg(long, value_parser = super::duration, value_name = "DURATION")]
+    pub conn_idle: Option<Duration>,
 }
 
 /// Parses `9000`, `9000-9010`, `9000,9005,9100-9101`.
@@ -84,6 +92,9 @@ pub fn options(args: &Args) -> Result<RecvOptions, crate::Failure> {
         duration: args.duration,
         idle: args.idle,
         packets: args.packets,
+        key: args.key.key()?,
+        max_conns: args.max_conns.max(1),
+        conn_idle: args.conn_idle.filter(|d| !d.is_zero()),
     })
 }
 

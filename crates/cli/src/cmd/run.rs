@@ -14,8 +14,9 @@ use horde_model::scenario::Scenario;
 use horde_model::schedule::PlayerSchedule;
 use horde_model::service::{BoundTraffic, Direction};
 use horde_model::Flow;
+use horde_proto::RunKey;
 use horde_stats::game::{self, Context, GameAnalysis};
-use horde_wire::StreamHello;
+use horde_wire::control::Status;
 use serde::Serialize;
 
 use crate::{bad_input, Outcome};
@@ -59,6 +60,8 @@ struct Players {
     traffic: Arc<BoundTraffic>,
     seed: u64,
     duration_s: f64,
+    /// Server side: players granted to a connection already (each once per run).
+    claimed: Vec<std::sync::atomic::AtomicBool>,
 }
 
 impl Players {
@@ -68,13 +71,27 @@ impl Players {
 }
 
 impl Responder for Players {
-    fn on_hello(&self, hello: &StreamHello) -> Option<Accepted> {
-        let player = hello.tag >> 8;
-        ((player as usize) < self.segments.len()).then(|| Accepted {
-            source: self.schedule(player, Direction::Down),
-            mirror: Some(self.schedule(player, Direction::Up)),
-            tag: hello.tag,
-        })
+    /// Grants player `tag >> 8` to the connection whose flow is that player, once per run: a
+    /// replayed hello cannot take a second stream of the same player.
+    fn on_hello(&self, flow: u32, tag: u32) -> Result<Accepted, Status> {
+        let player = tag >> 8;
+        let claim = self.claimed.get(player as usize).filter(|_| flow == player && tag & 0xFF == 0).ok_or(Status::UnknownPlayer)?;
+        if claim.swap(true, Ordering::AcqRel) {
+            return Err(Status::Taken);
+        }
+        Ok(Accepted { source: self.schedule(player, Direction::Down), mirror: Some(self.schedule(player, Direction::Up)), tag })
+    }
+}
+
+/// The environment variable that hands the run key to the server-side child (not its command
+/// line: /proc/PID/cmdline is world-readable, /proc/PID/environ only to the same user).
+const RUN_KEY_ENV: &str = "HORDE_RUN_KEY";
+
+/// The run's key: the scenario's key file, or a fresh one.
+fn run_key(sc: &Scenario) -> Result<RunKey, crate::Failure> {
+    match &sc.key_file {
+        Some(p) => super::read_key(p),
+        None => Ok(RunKey::from_bytes(horde_engine::random_secret().context("drawing a run key")?)),
     }
 }
 
@@ -114,9 +131,7 @@ pub fn apply_overrides(sc: &mut Scenario, players: Option<u32>, duration: Option
     }
     if let Some(d) = duration {
         let ns = horde_model::units::parse_duration_ns(d).map_err(|m| bad_input(anyhow::anyhow!("--duration: {m}")))?;
-        if ns == 0 {
-            return Err(bad_input(anyhow::anyhow!("--duration must be longer than 0")));
-        }
+        horde_model::scenario::check_duration(ns).map_err(|m| bad_input(anyhow::anyhow!("--duration: {m}")))?;
         sc.duration_s = ns as f64 / 1e9;
     }
     if let Some(s) = seed {
@@ -164,6 +179,7 @@ fn plan(sc: &Scenario) -> Result<Arc<Players>, crate::Failure> {
         traffic: Arc::new(traffic),
         seed: sc.seed,
         duration_s: sc.duration_s,
+        claimed: (0..sc.players).map(|_| std::sync::atomic::AtomicBool::new(false)).collect(),
     }))
 }
 
@@ -172,11 +188,17 @@ fn plan(sc: &Scenario) -> Result<Arc<Players>, crate::Failure> {
 fn serve_only(sc: &Scenario, out: &Path, stop: &AtomicBool) -> Outcome {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let players = plan(sc)?;
+    let key = match std::env::var(RUN_KEY_ENV) {
+        Ok(hex) => RunKey::parse_hex(&hex).map_err(|e| bad_input(anyhow::anyhow!("{RUN_KEY_ENV}: {e}")))?,
+        Err(_) => run_key(sc)?,
+    };
     let opts = SendOptions {
         log: Some(out.join("server.hlog")),
         responder: Some(players as Arc<dyn Responder>),
         spin_ns: sc.spin_us * 1000,
         threads: sc.server_threads,
+        key,
+        serve_limits: horde_engine::sender::ServeLimits { max_players: sc.players as usize, ..Default::default() },
         ..Default::default()
     };
     let report = sender::serve(&[sc.server], sc.service.transport, &opts, stop, |b| {
@@ -197,7 +219,7 @@ struct ServerChild(std::process::Child);
 
 impl ServerChild {
     /// `emu`: run it inside this namespace, listening on this address.
-    fn start(sc: &Scenario, scenario: &Path, out: &Path, emu: Option<(&std::fs::File, SocketAddr)>) -> anyhow::Result<(ServerChild, SocketAddr)> {
+    fn start(sc: &Scenario, scenario: &Path, out: &Path, key: &RunKey, emu: Option<(&std::fs::File, SocketAddr)>) -> anyhow::Result<(ServerChild, SocketAddr)> {
         use std::io::BufRead;
         use std::os::unix::process::CommandExt;
         let exe = std::env::current_exe().context("locating the horde binary")?;
@@ -226,6 +248,7 @@ impl ServerChild {
             .arg("--out")
             .arg(out)
             .args(["--players", &sc.players.to_string(), "--duration", &format!("{}s", sc.duration_s), "--seed", &sc.seed.to_string()])
+            .env(RUN_KEY_ENV, key.to_hex())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .context("starting the server side")?;
@@ -288,11 +311,12 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
             std::fs::canonicalize(&p).context("locating scenario.toml")?
         }
     };
+    let key = run_key(sc)?;
     let emu = match &sc.emu {
         Some(p) => Some(EmuRun::up(p, sc)?),
         None => None,
     };
-    let (server, addr) = ServerChild::start(sc, &scenario_file, out, emu.as_ref().map(|e| (&e.server_ns, e.server)))?;
+    let (server, addr) = ServerChild::start(sc, &scenario_file, out, &key, emu.as_ref().map(|e| (&e.server_ns, e.server)))?;
     let client_progress = Arc::new(Progress::default());
     let jobs: Vec<Job> = (0..sc.players)
         .map(|p| Job {
@@ -312,6 +336,7 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
         linger: Duration::from_millis(1000),
         run_for: Some(Duration::from_secs_f64(sc.duration_s)),
         connect_timeout: Duration::from_secs(30),
+        key,
         ..Default::default()
     };
     let done = AtomicBool::new(false);
@@ -518,8 +543,9 @@ struct EmuRun {
 impl EmuRun {
     fn up(p: &horde_model::scenario::Placement, sc: &Scenario) -> Result<EmuRun, crate::Failure> {
         horde_emu::require_root().map_err(|e| bad_input(anyhow::anyhow!("{}: [emu]: {e}", sc.name)))?;
-        let text =
-            std::fs::read_to_string(&p.topology).with_context(|| format!("{}: emu.topology: reading {}", sc.name, p.topology.display())).map_err(bad_input)?;
+        let text = horde_model::files::read_text(&p.topology, horde_model::files::MAX_TOML, "topology files")
+            .with_context(|| format!("{}: emu.topology", sc.name))
+            .map_err(bad_input)?;
         let file = p.topology.display().to_string();
         // Check the placement on the plan before building anything.
         let plan = horde_topo::plan(&text, &file, "check").map_err(bad_input)?;

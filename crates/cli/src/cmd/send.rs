@@ -105,6 +105,11 @@ pub struct Args {
     /// Write the send report as JSON to FILE (- for stdout)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub key: super::KeyArgs,
+    /// Send UDP without validating the address first: for a destination that is not `horde recv` (a capture, a device); a Horde receiver drops such flows
+    #[arg(long)]
+    pub no_greet: bool,
 }
 
 impl FlowFlags {
@@ -157,7 +162,7 @@ pub fn flows_from(args: &Args) -> Result<Vec<Flow>, crate::Failure> {
                     "one-flow flags (--dst, --rate, ...) cannot be combined with --flows; put them in the file's [defaults] table"
                 )));
             }
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading flow file {}", path.display())).map_err(bad_input)?;
+            let text = horde_model::files::read_text(path, horde_model::files::MAX_TOML, "flow files").context("reading the flow file").map_err(bad_input)?;
             FlowFile::parse_and_resolve(&text, args.seed).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", path.display())))?
         }
         None => {
@@ -186,6 +191,8 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         log: args.log.clone(),
         connect_timeout: args.connect_timeout,
         linger: args.linger,
+        key: args.key.key()?,
+        greet: !args.no_greet,
         ..Default::default()
     };
     let report = sender::run(flows, &opts, stop).context("sending")?;
@@ -218,7 +225,13 @@ pub fn print_report(r: &SendReport) {
         l.over_1ms
     );
     if r.connect_s > 0.0 {
-        say!("  TCP: all connections established in {:.3} s", r.connect_s);
+        say!("  set-up (TCP connects, UDP address validation): {:.3} s", r.connect_s);
+    }
+    if r.unsent > 0 {
+        say!(
+            "  warning: {} departure(s) were still due when their flow's duration ended and were not sent: the sender fell behind the schedule (lower the rate, add --threads, or give up precision with --spin-us 0)",
+            r.unsent
+        );
     }
     let clamped: u64 = r.flows.iter().map(|f| f.clamped).sum();
     if clamped > 0 {

@@ -1,0 +1,288 @@
+//! What a worker does when its sockets are readable or writable: accept connections (server
+//! side), feed arriving bytes and datagrams to their connections, and let the gates decide
+//! about UDP hellos. Every byte's meaning is the connection's ([`horde_proto::Conn`]) or the
+//! gate's ([`horde_proto::Gate`]) business; this file only moves bytes.
+
+use std::io::{self, Read};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use horde_proto::gate::Decision;
+use horde_proto::{Accepted, Close, Conn, Ctx, Event, Responder, RxMeta};
+use horde_wire::control::Status;
+use horde_wire::datagram::{CONTROL_FLAGS, FLAG_HELLO};
+use horde_wire::{DatagramHeader, Record, RecordKind};
+use mio::unix::SourceFd;
+use mio::{Interest, Token};
+use socket2::Socket;
+
+use crate::accept::{accept_or_shed, Accepted as Incoming};
+use crate::clock::{mono_ns, real_ns};
+use crate::logger::LogSink;
+use crate::net;
+use crate::sender::Progress;
+use crate::worker::{Slot, Sock, Worker, LISTEN_TOKEN, UDP_LISTEN_TOKEN};
+
+/// A connection's view of its worker while it reads.
+struct IoCtx<'a> {
+    t0_real: u64,
+    sink: &'a mut LogSink,
+    responder: Option<&'a Arc<dyn Responder>>,
+    progress: &'a Option<Arc<Progress>>,
+}
+
+impl Ctx for IoCtx<'_> {
+    fn t0_real(&self) -> u64 {
+        self.t0_real
+    }
+
+    fn record(&mut self, r: Record) {
+        if r.kind == RecordKind::Received {
+            Progress::received(self.progress, r.size as u64);
+        }
+        self.sink.push(r);
+    }
+
+    fn respond(&mut self, flow: u32, tag: u32) -> Result<Accepted, Status> {
+        self.responder.ok_or(Status::UnknownPlayer)?.on_hello(flow, tag)
+    }
+}
+
+impl Worker {
+    pub(crate) fn poll_io(&mut self, timeout: Duration) {
+        self.free.append(&mut self.free_next);
+        let Some(poll) = &mut self.poll else { return };
+        if poll.poll(&mut self.events, Some(timeout)).is_err() {
+            return;
+        }
+        let ready: Vec<(usize, bool, bool)> = self.events.iter().map(|e| (e.token().0, e.is_readable(), e.is_writable())).collect();
+        for (t, readable, writable) in ready {
+            if t >= LISTEN_TOKEN {
+                self.accept(t - LISTEN_TOKEN);
+            } else if t >= UDP_LISTEN_TOKEN {
+                self.read_udp_listener(t - UDP_LISTEN_TOKEN);
+            } else if t < self.slots.len() {
+                if writable {
+                    self.flush_tcp(t);
+                }
+                if readable {
+                    match self.slots[t].conn.transport() {
+                        horde_model::Transport::Tcp => self.read_tcp(t),
+                        horde_model::Transport::Udp => self.read_udp(t),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Server side: takes every pending connection. Nothing is sent until its hello arrives.
+    fn accept(&mut self, j: usize) {
+        loop {
+            let (stream, peer) = match accept_or_shed(&self.listeners[j], &mut self.spare) {
+                Incoming::Conn(s, p) => (s, p),
+                Incoming::Shed => {
+                    self.refusals.shed += 1;
+                    continue;
+                }
+                Incoming::None => return,
+            };
+            let (max_pending, hello_timeout) = (self.opts.serve_limits.max_pending, self.opts.serve_limits.hello_timeout);
+            // At the limit of connections without a hello, the oldest one makes room.
+            while self.pending.len() >= max_pending {
+                let Some(old) = self.pending.pop_front() else { break };
+                if self.slots[old].conn.awaiting_hello() && !matches!(self.slots[old].sock, Sock::Closed) {
+                    self.refusals.closed_before_hello += 1;
+                    self.close(old);
+                }
+            }
+            let sock = Socket::from(std::os::fd::OwnedFd::from(stream));
+            let _ = sock.set_nodelay(true);
+            let slot = Slot {
+                conn: Conn::server_tcp(format!("from {peer}"), self.opts.key.clone()),
+                sock: Sock::Own(sock),
+                dst: peer,
+                peer: None,
+                hello_deadline: Some(mono_ns() + hello_timeout.as_nanos() as u64),
+            };
+            let i = match self.free.pop() {
+                Some(i) => {
+                    self.slots[i] = slot;
+                    i
+                }
+                None => {
+                    self.slots.push(slot);
+                    self.slots.len() - 1
+                }
+            };
+            let Some(poll) = &self.poll else { return };
+            if poll.registry().register(&mut SourceFd(&self.slots[i].fd()), Token(i), Interest::READABLE | Interest::WRITABLE).is_err() {
+                self.slots[i].sock = Sock::Closed;
+                self.free_next.push(i);
+                continue;
+            }
+            self.pending.push_back(i);
+        }
+    }
+
+    /// Reads a TCP connection: echoes, the peer's APDUs, or (server side) the client's hello.
+    fn read_tcp(&mut self, i: usize) {
+        loop {
+            let n = {
+                let Sock::Own(sock) = &self.slots[i].sock else { return };
+                match (&*sock).read(&mut self.read_buf) {
+                    Ok(0) => return self.close(i),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                    Err(_) => return self.close(i),
+                }
+            };
+            let now = real_ns();
+            let Worker { slots, sink, opts, t0_real, read_buf, .. } = self;
+            let mut ctx = IoCtx { t0_real: *t0_real, sink, responder: opts.responder.as_ref(), progress: &opts.progress };
+            match slots[i].conn.on_stream(now, &read_buf[..n], &mut ctx) {
+                Ok(Some(Event::Granted)) => {
+                    if let Some(p) = &self.opts.progress {
+                        p.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    self.schedule(i);
+                    self.flush_tcp(i);
+                }
+                Ok(_) => {}
+                Err(c) => {
+                    match c {
+                        Close::BadMac => self.refusals.bad_mac += 1,
+                        Close::Refused(_) => self.refusals.refused += 1,
+                        Close::NotHorde(_) => {}
+                    }
+                    if self.slots[i].conn.role() == horde_proto::Role::Server && self.slots[i].conn.awaiting_hello() {
+                        self.refusals.closed_before_hello += 1;
+                    }
+                    return self.close(i);
+                }
+            }
+        }
+    }
+
+    /// Reads a UDP client's socket: echoes of our datagrams, the peer's datagrams in a two-way
+    /// run, and the answers to our hellos.
+    fn read_udp(&mut self, i: usize) {
+        let Some(rx) = &mut self.rx else { return };
+        let fd = self.slots[i].fd();
+        while let Ok(n) = rx.recv(fd) {
+            if n == 0 {
+                break;
+            }
+            let now = real_ns();
+            for k in 0..n {
+                let info = rx.info(k);
+                let meta = RxMeta { len: info.len, kernel_ns: info.kernel_ns, tos: info.tos, ttl: info.ttl };
+                match self.slots[i].conn.on_datagram(now, rx.data(k), &meta) {
+                    Ok(Some(rec)) => {
+                        if rec.kind == RecordKind::Received {
+                            Progress::received(&self.opts.progress, rec.size as u64);
+                        }
+                        self.sink.push(rec);
+                    }
+                    Ok(None) => {}
+                    // The receiver refused this flow after validating it: nothing more to do.
+                    Err(_) => self.slots[i].conn.stats.errors += 1,
+                }
+            }
+        }
+    }
+
+    /// Server side over UDP: hellos go to the gate; data counts only from admitted players.
+    fn read_udp_listener(&mut self, j: usize) {
+        let fd = self.udp_listeners[j].0.as_raw_fd();
+        loop {
+            let Some(rx) = &mut self.rx else { return };
+            let n = match rx.recv(fd) {
+                Ok(n) if n > 0 => n,
+                _ => return,
+            };
+            let now = real_ns();
+            let batch: Vec<(Vec<u8>, net::RxInfo)> = (0..n)
+                .map(|k| {
+                    (
+                        if rx.data(k).get(3).is_some_and(|f| f & FLAG_HELLO != 0) {
+                            rx.data(k).to_vec()
+                        } else {
+                            rx.data(k)[..20.min(rx.data(k).len())].to_vec()
+                        },
+                        rx.info(k),
+                    )
+                })
+                .collect();
+            for (bytes, info) in batch {
+                let Some(from) = info.from else { continue };
+                let Ok(h) = DatagramHeader::parse(&bytes) else {
+                    self.refusals.unadmitted += 1;
+                    continue;
+                };
+                if h.flags & FLAG_HELLO != 0 {
+                    self.udp_hello(j, from, &bytes);
+                    continue;
+                }
+                match self.udp_peers.get(&from) {
+                    Some(&i) if self.slots[i].conn.flow == h.flow && h.flags & CONTROL_FLAGS == 0 => {
+                        let meta = RxMeta { len: info.len, kernel_ns: info.kernel_ns, tos: info.tos, ttl: info.ttl };
+                        let rec = self.slots[i].conn.on_peer_datagram(now, &h, &meta);
+                        Progress::received(&self.opts.progress, info.len as u64);
+                        self.sink.push(rec);
+                    }
+                    _ => self.refusals.unadmitted += 1,
+                }
+            }
+        }
+    }
+
+    fn udp_hello(&mut self, j: usize, from: SocketAddr, bytes: &[u8]) {
+        let (listener, gate) = &mut self.udp_listeners[j];
+        let fd = listener.as_raw_fd();
+        let before = gate.stats;
+        let reply: Option<Vec<u8>> = match gate.on_hello(mono_ns(), from, bytes) {
+            Decision::Drop(_) => None,
+            Decision::Challenge(c) => Some(c.to_vec()),
+            Decision::Again(a) => Some(a.to_vec()),
+            Decision::Validated(h) => {
+                let granted = match &self.opts.responder {
+                    Some(r) => r.on_hello(h.header.flow, h.header.seq),
+                    None => Err(Status::UnknownPlayer),
+                };
+                match granted {
+                    Err(status) => Some(gate.refuse(&h, status).to_vec()),
+                    Ok(acc) => match gate.admit(from, &h) {
+                        Err(refusal) => Some(refusal.to_vec()),
+                        Ok(answer) => {
+                            let conn = Conn::server_udp(format!("player {}", h.header.seq >> 8), h.header.flow, acc, h.header.send_ns, self.t0_real);
+                            let i = self.slots.len();
+                            self.slots.push(Slot { conn, sock: Sock::Listener(j), dst: from, peer: Some(from), hello_deadline: None });
+                            self.udp_peers.insert(from, i);
+                            if let Some(p) = &self.opts.progress {
+                                p.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                            self.schedule(i);
+                            Some(answer.to_vec())
+                        }
+                    },
+                }
+            }
+        };
+        let gate = &self.udp_listeners[j].1;
+        let after = gate.stats;
+        self.refusals.challenges += after.challenges - before.challenges;
+        self.refusals.challenge_bytes += after.challenge_bytes - before.challenge_bytes;
+        self.refusals.bad_mac += after.bad_mac - before.bad_mac;
+        self.refusals.dropped_hellos += (after.malformed - before.malformed) + (after.over_budget - before.over_budget);
+        self.refusals.refused += after.refused - before.refused;
+        if let Some(r) = reply {
+            // Never more bytes than the hello that asked (the gate's replies are 21 or 36 bytes;
+            // a hello is at least 64).
+            debug_assert!(r.len() <= bytes.len());
+            let _ = net::send_batch_to(fd, &[&r], &[from]);
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! A sender worker: the I/O shell around its connections ([`horde_proto::Conn`]). It owns their
+//! sockets, a min-heap of their next departures, a poll for what arrives, and (on a server
+//! side) listeners with their address-validation gates. This file holds the loop, pacing and
+//! sending; reading and accepting are in [`crate::reading`].
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use horde_model::{Departure, Transport};
+use horde_proto::gate::{Gate, GateConfig};
+use horde_proto::{Conn, GreetState, Role};
+use horde_wire::DatagramHeader;
+use mio::net::TcpListener;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use socket2::Socket;
+
+use crate::clock::{self, mono_ns, real_ns};
+use crate::logger::LogSink;
+use crate::net::{self, RecvBatch, BATCH};
+use crate::sender::{new_hist, FlowSent, Progress, Refusals, SendOptions, NO_DEPARTURE};
+
+pub(crate) const LISTEN_TOKEN: usize = 1 << 30;
+pub(crate) const UDP_LISTEN_TOKEN: usize = 1 << 29;
+/// How often timers other than departures are looked at (hello retries, hello deadlines).
+const HOUSEKEEPING_NS: u64 = 20_000_000;
+
+/// Where a connection's bytes go.
+pub enum Sock {
+    Own(Socket),
+    /// A UDP player of a server side: sent through the shared listening socket `usize`.
+    Listener(usize),
+    Closed,
+}
+
+/// One connection and its socket.
+pub struct Slot {
+    pub conn: Conn,
+    pub sock: Sock,
+    /// Where it sends (a client) or who it serves (a server side).
+    pub dst: SocketAddr,
+    /// A server side's UDP player: its address.
+    pub peer: Option<SocketAddr>,
+    /// Server side, TCP: when its hello must have arrived (monotonic ns).
+    pub hello_deadline: Option<u64>,
+}
+
+impl Slot {
+    pub fn fd(&self) -> RawFd {
+        match &self.sock {
+            Sock::Own(s) => s.as_raw_fd(),
+            _ => -1,
+        }
+    }
+
+    /// Sends one datagram on the slot's own (connected) socket.
+    pub fn send(&self, b: &[u8]) -> io::Result<usize> {
+        match &self.sock {
+            Sock::Own(s) => s.send(b),
+            _ => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    /// Receives one datagram from the slot's own socket, without blocking.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match &self.sock {
+            Sock::Own(s) => (&*s).read(buf),
+            _ => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    /// Whether a greeting UDP flow has its cookie (or more).
+    pub fn validated(&self) -> bool {
+        self.conn.greeter().is_none_or(|g| !matches!(g.state(), GreetState::Asking | GreetState::GaveUp))
+    }
+
+    pub(crate) fn report(&self) -> FlowSent {
+        let s = &self.conn.stats;
+        FlowSent {
+            id: self.conn.flow,
+            name: self.conn.name.clone(),
+            transport: self.conn.transport().name().to_string(),
+            dst: self.peer.unwrap_or(self.dst),
+            packets: s.packets,
+            bytes: s.bytes,
+            clamped: s.clamped,
+            errors: s.errors,
+            echoes: s.echoes,
+            received: s.received,
+            mismatched: self.conn.mismatched(),
+            unsent: s.unsent,
+            first_ns: s.first_ns,
+            last_ns: s.last_ns,
+        }
+    }
+}
+
+/// What one worker starts with.
+#[derive(Default)]
+pub struct Share {
+    pub slots: Vec<Slot>,
+    pub tcp: Vec<TcpListener>,
+    pub udp: Vec<Socket>,
+    /// Server side: the cookie secret all workers' gates share.
+    pub secret: [u8; 32],
+}
+
+pub struct WorkerResult {
+    pub flows: Vec<FlowSent>,
+    pub lateness: Histogram<u64>,
+    pub interrupted: bool,
+    pub refusals: Refusals,
+    pub end_real_ns: u64,
+}
+
+pub struct Worker {
+    pub(crate) slots: Vec<Slot>,
+    pub(crate) listeners: Vec<TcpListener>,
+    /// Server side over UDP: one shared socket per port with its gate, and the players on it.
+    pub(crate) udp_listeners: Vec<(Socket, Gate)>,
+    pub(crate) udp_peers: HashMap<SocketAddr, usize>,
+    pub(crate) heap: BinaryHeap<Reverse<(u64, usize)>>,
+    /// Clients whose greeter still has hellos to send.
+    pub(crate) greeting: Vec<usize>,
+    /// Server side: TCP connections waiting for their hello, oldest first.
+    pub(crate) pending: VecDeque<usize>,
+    /// Slots of connections closed before their hello, free for reuse (after this poll round).
+    pub(crate) free: Vec<usize>,
+    pub(crate) free_next: Vec<usize>,
+    pub(crate) poll: Option<Poll>,
+    pub(crate) events: Events,
+    pub(crate) sink: LogSink,
+    pub(crate) t0_mono: u64,
+    pub(crate) t0_real: u64,
+    pub(crate) opts: SendOptions,
+    hist: Histogram<u64>,
+    bufs: Vec<Vec<u8>>,
+    pub(crate) rx: Option<RecvBatch>,
+    pub(crate) read_buf: Vec<u8>,
+    /// A descriptor held in reserve, given up to shed a connection when descriptors run out.
+    pub(crate) spare: Option<std::fs::File>,
+    pub(crate) refusals: Refusals,
+    next_housekeeping: u64,
+}
+
+impl Worker {
+    pub fn new(share: Share, sink: LogSink, opts: SendOptions) -> io::Result<Worker> {
+        clock::tighten_timer_slack();
+        let Share { slots, tcp: mut listeners, udp, secret } = share;
+        let serving = !listeners.is_empty() || !udp.is_empty();
+        let needs_poll = serving || slots.iter().any(|s| s.conn.reads());
+        let poll = if needs_poll { Some(Poll::new()?) } else { None };
+        let lim = &opts.serve_limits;
+        let gate_cfg = GateConfig { max_flows: lim.max_players, max_flows_per_ip: lim.max_players, ..GateConfig::receiver(opts.key.clone()) };
+        let udp_listeners: Vec<(Socket, Gate)> = udp.into_iter().map(|s| (s, Gate::new(gate_cfg.clone(), secret))).collect();
+        if let Some(p) = &poll {
+            for (i, s) in slots.iter().enumerate() {
+                if s.conn.connect_at.is_some() {
+                    // registered when it connects
+                } else if s.conn.transport() == Transport::Tcp {
+                    p.registry().register(&mut SourceFd(&s.fd()), Token(i), Interest::READABLE | Interest::WRITABLE)?;
+                } else if s.conn.reads() {
+                    p.registry().register(&mut SourceFd(&s.fd()), Token(i), Interest::READABLE)?;
+                }
+            }
+            for (j, l) in listeners.iter_mut().enumerate() {
+                p.registry().register(l, Token(LISTEN_TOKEN + j), Interest::READABLE)?;
+            }
+            for (j, (u, _)) in udp_listeners.iter().enumerate() {
+                p.registry().register(&mut SourceFd(&u.as_raw_fd()), Token(UDP_LISTEN_TOKEN + j), Interest::READABLE)?;
+            }
+        }
+        let has_udp_rx = !udp_listeners.is_empty() || slots.iter().any(|s| s.conn.transport() == Transport::Udp && s.conn.reads());
+        Ok(Worker {
+            heap: BinaryHeap::with_capacity(slots.len()),
+            slots,
+            listeners,
+            udp_listeners,
+            udp_peers: HashMap::new(),
+            greeting: Vec::new(),
+            pending: VecDeque::new(),
+            free: Vec::new(),
+            free_next: Vec::new(),
+            poll,
+            events: Events::with_capacity(1024),
+            sink,
+            t0_mono: 0,
+            t0_real: 0,
+            opts,
+            hist: new_hist(),
+            bufs: (0..BATCH).map(|_| Vec::new()).collect(),
+            rx: has_udp_rx.then(|| RecvBatch::new(horde_model::flow::MAX_UDP_PAYLOAD as usize + 1)),
+            read_buf: vec![0u8; 64 * 1024],
+            spare: serving.then(|| std::fs::File::open("/dev/null").ok()).flatten(),
+            refusals: Refusals::default(),
+            next_housekeeping: 0,
+        })
+    }
+
+    pub(crate) fn serving(&self) -> bool {
+        !self.listeners.is_empty() || !self.udp_listeners.is_empty()
+    }
+
+    pub fn run(mut self, t0_mono: u64, t0_real: u64, stop: &AtomicBool) -> io::Result<WorkerResult> {
+        self.t0_mono = t0_mono;
+        self.t0_real = t0_real;
+        for i in 0..self.slots.len() {
+            if let Some(at) = self.slots[i].conn.connect_at {
+                self.heap.push(Reverse((at, i)));
+                continue;
+            }
+            self.start_slot(i);
+        }
+        let serving = self.serving();
+        let mut interrupted = false;
+        loop {
+            let now = mono_ns();
+            self.sink.tick(now);
+            if stop.load(Ordering::Relaxed) {
+                interrupted = !serving;
+                break;
+            }
+            if now >= self.next_housekeeping {
+                self.housekeeping(now);
+                self.next_housekeeping = now + HOUSEKEEPING_NS;
+            }
+            let Some(&Reverse((at, i))) = self.heap.peek() else {
+                if serving || !self.greeting.is_empty() {
+                    self.poll_io(Duration::from_millis(20));
+                    continue;
+                }
+                break;
+            };
+            if self.t0_mono + at > now {
+                self.wait((self.t0_mono + at).min(self.next_housekeeping));
+                continue;
+            }
+            self.heap.pop();
+            if self.slots[i].conn.connect_at.is_some() {
+                self.join(i);
+            } else {
+                self.send_due(i, now - self.t0_mono);
+            }
+            self.schedule(i);
+        }
+        if !serving {
+            self.linger(stop);
+        }
+        self.sink.flush();
+        Ok(WorkerResult {
+            flows: self.slots.iter().filter(|s| !(s.conn.role() == Role::Server && s.conn.awaiting_hello())).map(Slot::report).collect(),
+            lateness: self.hist,
+            interrupted,
+            refusals: self.refusals.clone(),
+            end_real_ns: real_ns(),
+        })
+    }
+
+    /// Puts slot `i`'s next departure on the heap.
+    pub(crate) fn schedule(&mut self, i: usize) {
+        if let Some(at) = self.slots[i].conn.next_at() {
+            self.heap.push(Reverse((at, i)));
+        }
+    }
+
+    /// A client's start: the TCP hello is queued (signed, based at the common start), a UDP
+    /// greeter may ask to be admitted; then its departures.
+    fn start_slot(&mut self, i: usize) {
+        self.slots[i].conn.start(self.t0_real);
+        if self.slots[i].conn.greeter().is_some() {
+            self.greeting.push(i);
+            self.send_hellos(i, mono_ns());
+        }
+        self.flush_tcp(i);
+        self.schedule(i);
+    }
+
+    /// A flow whose time has come to connect (a player joining): connect, register, greet.
+    fn join(&mut self, i: usize) {
+        let s = &mut self.slots[i];
+        s.conn.connect_at = None;
+        let Sock::Own(sock) = &s.sock else { return };
+        let ok = net::start_connect(sock, s.dst).is_ok()
+            && self
+                .poll
+                .as_ref()
+                .is_some_and(|p| p.registry().register(&mut SourceFd(&sock.as_raw_fd()), Token(i), Interest::READABLE | Interest::WRITABLE).is_ok());
+        if !ok {
+            s.conn.stats.errors += 1;
+            s.conn.broke();
+            return;
+        }
+        s.conn.start(self.t0_real);
+        self.flush_tcp(i);
+    }
+
+    /// Sends the greeter's hello of slot `i` if one is due.
+    pub(crate) fn send_hellos(&mut self, i: usize, now: u64) {
+        let s = &mut self.slots[i];
+        if let Some(h) = s.conn.poll_hello(now) {
+            if s.send(&h).is_err() {
+                s.conn.stats.errors += 1;
+            }
+        }
+    }
+
+    /// Timers other than departures: greeters' retries, hello deadlines of pending connections.
+    fn housekeeping(&mut self, now: u64) {
+        let mut k = 0;
+        while k < self.greeting.len() {
+            let i = self.greeting[k];
+            self.send_hellos(i, now);
+            if self.slots[i].conn.greeter().is_some_and(|g| g.next_ns().is_none()) {
+                self.greeting.swap_remove(k);
+            } else {
+                k += 1;
+            }
+        }
+        while let Some(&i) = self.pending.front() {
+            let s = &self.slots[i];
+            let waiting = s.conn.awaiting_hello() && !matches!(s.sock, Sock::Closed);
+            if waiting && s.hello_deadline.is_some_and(|d| d > now) {
+                break;
+            }
+            self.pending.pop_front();
+            if waiting {
+                self.refusals.closed_before_hello += 1;
+                self.close(i);
+            }
+        }
+    }
+
+    /// Waits for the monotonic `deadline`, serving socket events meanwhile.
+    fn wait(&mut self, deadline: u64) {
+        loop {
+            let now = mono_ns();
+            if now >= deadline {
+                return;
+            }
+            let gap = deadline - now;
+            if self.poll.is_some() {
+                let ms = if gap > 2_000_000 { (gap - 1_000_000) / 1_000_000 } else { 0 };
+                self.poll_io(Duration::from_millis(ms));
+                if ms > 0 {
+                    continue;
+                }
+                if gap > self.opts.spin_ns {
+                    clock::sleep_until((deadline - self.opts.spin_ns).min(now + 200_000));
+                    continue;
+                }
+            }
+            clock::wait_until(deadline, self.opts.spin_ns);
+            return;
+        }
+    }
+
+    /// Sends every departure of slot `i` that is due at `now_rel` (up to one batch).
+    fn send_due(&mut self, i: usize, now_rel: u64) {
+        let mut due = [NO_DEPARTURE; BATCH];
+        let n = self.slots[i].conn.take_due(now_rel, &mut due);
+        if n == 0 {
+            return;
+        }
+        match self.slots[i].conn.transport() {
+            Transport::Tcp => self.send_tcp(i, &due[..n]),
+            Transport::Udp => self.send_udp(i, &due[..n]),
+        }
+    }
+
+    fn send_udp(&mut self, i: usize, due: &[Departure]) {
+        let real = real_ns();
+        let mono = mono_ns();
+        let s = &self.slots[i];
+        let flags = s.conn.datagram_flags();
+        for (k, d) in due.iter().enumerate() {
+            let b = &mut self.bufs[k];
+            if b.len() < d.size as usize {
+                b.resize(d.size as usize, 0);
+            }
+            DatagramHeader { flags, flow: s.conn.flow, seq: d.seq as u32, send_ns: real }.emit(b);
+        }
+        let bufs: Vec<&[u8]> = due.iter().enumerate().map(|(k, d)| &self.bufs[k][..d.size as usize]).collect();
+        let result = match (&s.sock, s.peer) {
+            (Sock::Own(sock), _) => net::send_batch(sock.as_raw_fd(), &bufs),
+            (Sock::Listener(j), Some(peer)) => net::send_batch_to(self.udp_listeners[*j].0.as_raw_fd(), &bufs, &vec![peer; bufs.len()]),
+            _ => Err(io::ErrorKind::NotConnected.into()),
+        };
+        let sent = match result {
+            Ok(k) => k.min(due.len()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(_) => {
+                // Refused (nobody listening) or another hard error: this packet is lost.
+                self.slots[i].conn.stats.errors += 1;
+                1
+            }
+        };
+        for d in &due[..sent] {
+            self.account(i, d, real, mono);
+        }
+        // Unsent packets stay first in line; they leave on the next pass, late but not dropped.
+        self.slots[i].conn.requeue(&due[sent..]);
+    }
+
+    fn send_tcp(&mut self, i: usize, due: &[Departure]) {
+        let real = real_ns();
+        let mono = mono_ns();
+        if !self.slots[i].conn.queue_apdus(due, real) {
+            return;
+        }
+        for d in due {
+            self.account(i, d, real, mono);
+        }
+        self.flush_tcp(i);
+    }
+
+    /// Writes what the kernel takes of slot `i`'s TCP backlog.
+    pub(crate) fn flush_tcp(&mut self, i: usize) {
+        let s = &mut self.slots[i];
+        let Sock::Own(sock) = &s.sock else { return };
+        while s.conn.wants_write() {
+            match (&*sock).write(s.conn.out()) {
+                Ok(0) => s.conn.broke(),
+                Ok(k) => s.conn.wrote(k),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => s.conn.broke(),
+            }
+        }
+    }
+
+    fn account(&mut self, i: usize, d: &Departure, real: u64, mono: u64) {
+        self.hist.saturating_record(mono.saturating_sub(self.t0_mono + d.at_ns).max(1));
+        let rec = self.slots[i].conn.sent(d, self.t0_real + d.at_ns, real);
+        Progress::sent(&self.opts.progress, d.size as u64);
+        self.sink.push(rec);
+    }
+
+    /// Stops reading and writing slot `i` and closes its socket (the peer closed, or it is not
+    /// this run's). A server's connection that never got past its hello frees its slot.
+    pub(crate) fn close(&mut self, i: usize) {
+        let s = &mut self.slots[i];
+        if let (Sock::Own(sock), Some(p)) = (&s.sock, &self.poll) {
+            let _ = p.registry().deregister(&mut SourceFd(&sock.as_raw_fd()));
+        }
+        let never_granted = s.conn.role() == Role::Server && s.conn.awaiting_hello();
+        s.conn.broke();
+        s.sock = Sock::Closed;
+        if never_granted {
+            self.free_next.push(i);
+        }
+    }
+
+    /// After the last departure: drain TCP backlogs and collect late echoes and APDUs.
+    fn linger(&mut self, stop: &AtomicBool) {
+        if self.poll.is_none() {
+            return;
+        }
+        let end_of_run = self.opts.run_for.map_or(0, |d| self.t0_mono + d.as_nanos() as u64);
+        let deadline = mono_ns().max(end_of_run) + self.opts.linger.as_nanos() as u64;
+        // In a two-way run the peer may send until the end of the run: stay for all of it.
+        let two_way = self.opts.run_for.is_some();
+        loop {
+            let backlog = self.slots.iter().any(|s| s.conn.wants_write());
+            let rtt = self.slots.iter().any(|s| s.conn.expects_echoes());
+            let now = mono_ns();
+            self.sink.tick(now);
+            if (!backlog && !rtt && !two_way) || now >= deadline || stop.load(Ordering::Relaxed) {
+                return;
+            }
+            self.poll_io(Duration::from_millis(((deadline - now) / 1_000_000).clamp(1, 50)));
+        }
+    }
+}

@@ -1,0 +1,618 @@
+//! One flow or connection of the engine without its socket: what it sends and when, how its
+//! bytes are framed, and what the bytes that arrive on it mean. Bytes and times in; departures,
+//! bytes to write and log records out. The engine's workers are its I/O shell (sockets, pacing,
+//! batching); tests drive it with no socket at all (`tests/conn.rs`).
+//!
+//! Three roles:
+//! - **client**: a flow of `horde send` or a player of `horde run`. It sends its own departures;
+//!   over TCP its stream starts with a signed hello; over UDP a [`Greeter`] validates its address
+//!   with the receiver first. What comes back is echoes (round-trip mode) or the peer's own
+//!   traffic (two-way runs), classified by the peer's regenerated schedule ([`Mirror`]).
+//! - **server**: a connection accepted by a scenario's server side. It sends nothing until the
+//!   client's hello arrives, is signed with the run key and names a player the [`Responder`]
+//!   grants; then it sends that player's server→client schedule, shifted onto its own clock.
+//! - **sink**: a TCP connection of `horde recv`: it logs the APDUs of a signed hello's flow and,
+//!   when the hello asks for it, mirrors every byte back within a bounded buffer.
+
+use std::collections::VecDeque;
+
+use horde_model::{Departure, Flow, Meter, Transport};
+use horde_wire::control::Status;
+use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY};
+use horde_wire::log::{FLAG_CLAMPED, FLAG_KERNEL_TS};
+use horde_wire::stream::HELLO_ECHO;
+use horde_wire::{ApduHeader, DatagramHeader, Record, RecordKind, StreamDecoder, StreamEvent, StreamHello, WireError, HELLO_LEN};
+
+use crate::auth::RunKey;
+use crate::gate::sign_stream_hello;
+use crate::greeter::{GreetEvent, GreetState, Greeter};
+use crate::mirror::{Mirror, Source};
+
+/// The most bytes a sink holds for echoing while its peer does not read them: 1 MiB (a second
+/// of a 8 Mbit/s round-trip flow). Past it the sink stops reading (TCP pushes back on the sender);
+/// a peer that never reads is closed after [`ECHO_STALL_NS`].
+pub const ECHO_LIMIT: usize = 1 << 20;
+/// How long an echo backlog may stay full before the sink closes the connection: 10 s.
+pub const ECHO_STALL_NS: u64 = 10_000_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Client,
+    Server,
+    Sink,
+}
+
+/// The server side's grant for a client's hello.
+pub struct Accepted {
+    /// Departures to send back, times in ns after the client's start (the hello's base).
+    pub source: Source,
+    /// The client's own schedule, regenerated: incoming APDU k is its departure k.
+    pub mirror: Option<Source>,
+    pub tag: u32,
+}
+
+/// Decides about a client's hello on the server side of a two-way scenario.
+pub trait Responder: Send + Sync {
+    /// Flow `flow` says it plays `tag` (player << 8). Each player is granted once per run.
+    fn on_hello(&self, flow: u32, tag: u32) -> Result<Accepted, Status>;
+}
+
+/// What a connection needs from its surroundings while it reads.
+pub trait Ctx {
+    /// Real time (ns since the epoch) of the worker's start: departure times count from here.
+    fn t0_real(&self) -> u64;
+    fn record(&mut self, r: Record);
+    /// Server role: asks the scenario about a client's hello.
+    fn respond(&mut self, flow: u32, tag: u32) -> Result<Accepted, Status>;
+}
+
+/// Why a stream connection ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Close {
+    /// Its bytes are not a Horde stream of this version.
+    NotHorde(WireError),
+    /// Its hello was not signed with the run key.
+    BadMac,
+    /// The server side refused the player.
+    Refused(Status),
+}
+
+/// What happened while reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Server role: the hello was granted; departures now exist.
+    Granted,
+    /// Sink role: the peer asked for echoes.
+    EchoRequested,
+}
+
+/// What the kernel said about a received datagram.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RxMeta {
+    pub len: usize,
+    /// CLOCK_REALTIME ns from SO_TIMESTAMPNS, 0 if absent.
+    pub kernel_ns: u64,
+    pub tos: u8,
+    pub ttl: u8,
+}
+
+/// The log record of a received Horde datagram: its header, what the kernel said, and `now`
+/// (used when the kernel gave no receive timestamp).
+pub fn datagram_record(h: &DatagramHeader, m: &RxMeta, now: u64, tag: u32, kind: RecordKind) -> Record {
+    let (t_b, flags) = if m.kernel_ns != 0 { (m.kernel_ns, FLAG_KERNEL_TS) } else { (now, 0) };
+    Record { flow: h.flow, size: m.len as u32, seq: h.seq as u64, t_a: h.send_ns, t_b, tag, tos: m.tos, ttl: m.ttl, kind, flags }
+}
+
+/// Counters of one connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnStats {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Departures whose drawn size was clamped to the transport's limits.
+    pub clamped: u64,
+    /// Departures the OS refused or that could not be written (a broken stream).
+    pub errors: u64,
+    pub echoes: u64,
+    /// APDUs received from the peer (two-way runs, sinks).
+    pub received: u64,
+    /// Departures still due when the flow's duration ended (the sender fell behind): not sent.
+    pub unsent: u64,
+    /// Real (epoch) times of the first and last departure, ns.
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+struct Stream {
+    out: Vec<u8>,
+    sent_upto: usize,
+    /// Base of the send-time offsets in our APDU headers (our hello's base).
+    base_ns: u64,
+    decoder: StreamDecoder,
+    broken: bool,
+    /// Sink: mirror every byte back (the hello asked for it).
+    echo: bool,
+    /// Server, sink: the peer's hello has not arrived yet.
+    awaiting_hello: bool,
+    /// Bytes fed to the decoder so far.
+    fed: u64,
+    /// Sink: the peer's hello, to mirror it byte for byte.
+    hello: Option<StreamHello>,
+}
+
+impl Stream {
+    fn new(awaiting_hello: bool) -> Stream {
+        Stream { out: Vec::new(), sent_upto: 0, base_ns: 0, decoder: StreamDecoder::new(), broken: false, echo: false, awaiting_hello, fed: 0, hello: None }
+    }
+}
+
+pub struct Conn {
+    pub flow: u32,
+    pub tag: u32,
+    pub name: String,
+    role: Role,
+    transport: Transport,
+    meter: Meter,
+    tos: Option<u8>,
+    ttl: Option<u8>,
+    key: RunKey,
+    sched: Option<Source>,
+    /// Added to every departure time: moves a source's time base onto the worker's.
+    shift_ns: i64,
+    pending: VecDeque<Departure>,
+    mirror: Option<Mirror>,
+    stream: Option<Stream>,
+    greeter: Option<Greeter>,
+    /// Not connected yet: connect at this time (ns after the start).
+    pub connect_at: Option<u64>,
+    /// No departure is sent at or after this time (ns after the start).
+    deadline_ns: Option<u64>,
+    pub stats: ConnStats,
+}
+
+impl Conn {
+    /// A client flow. `source`: its departures (a player's schedule, or the flow's own);
+    /// `mirror`: the peer's schedule in a two-way run; `greet`: validate the address of a UDP
+    /// flow with the receiver before sending (every flow to a Horde receiver does).
+    pub fn client(flow: &Flow, source: Source, mirror: Option<Source>, key: RunKey, greet: bool) -> Conn {
+        let tcp = flow.transport == Transport::Tcp;
+        let greeter = (!tcp && greet).then(|| {
+            let flags = if flow.meter == Meter::Rtt { horde_wire::datagram::FLAG_ECHO_REQUEST } else { 0 };
+            Greeter::new(key.clone(), flags, flow.id, flow.tag, None)
+        });
+        Conn {
+            flow: flow.id,
+            tag: flow.tag,
+            name: flow.name.clone(),
+            role: Role::Client,
+            transport: flow.transport,
+            meter: flow.meter,
+            tos: flow.tos,
+            ttl: flow.ttl,
+            key,
+            sched: Some(source),
+            shift_ns: 0,
+            pending: VecDeque::new(),
+            mirror: mirror.map(Mirror::new),
+            stream: tcp.then(|| Stream::new(false)),
+            greeter,
+            connect_at: None,
+            deadline_ns: None,
+            stats: ConnStats::default(),
+        }
+    }
+
+    /// A TCP connection accepted by a scenario's server side, waiting for its client's hello.
+    pub fn server_tcp(name: String, key: RunKey) -> Conn {
+        Conn { stream: Some(Stream::new(true)), ..Conn::bare(Role::Server, Transport::Tcp, name, key) }
+    }
+
+    /// A UDP player admitted by a scenario's server side (its hello passed the gate and the
+    /// responder): `base_ns` is the client's start, `t0_real` ours.
+    pub fn server_udp(name: String, flow: u32, accepted: Accepted, base_ns: u64, t0_real: u64) -> Conn {
+        let mut c = Conn::bare(Role::Server, Transport::Udp, name, RunKey::OPEN);
+        c.grant(flow, accepted, base_ns, t0_real);
+        c
+    }
+
+    /// A TCP connection accepted by `horde recv`.
+    pub fn sink_tcp(name: String, key: RunKey) -> Conn {
+        Conn { stream: Some(Stream::new(true)), ..Conn::bare(Role::Sink, Transport::Tcp, name, key) }
+    }
+
+    fn bare(role: Role, transport: Transport, name: String, key: RunKey) -> Conn {
+        Conn {
+            flow: 0,
+            tag: 0,
+            name,
+            role,
+            transport,
+            meter: Meter::Owd,
+            tos: None,
+            ttl: None,
+            key,
+            sched: None,
+            shift_ns: 0,
+            pending: VecDeque::new(),
+            mirror: None,
+            stream: None,
+            greeter: None,
+            connect_at: None,
+            deadline_ns: None,
+            stats: ConnStats::default(),
+        }
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    /// Whether anything arrives on this connection that must be read (TCP always; UDP clients
+    /// that expect echoes, the peer's traffic or handshake answers).
+    pub fn reads(&self) -> bool {
+        self.stream.is_some() || self.meter == Meter::Rtt || self.mirror.is_some() || self.greeter.is_some()
+    }
+
+    /// A round-trip client still missing echoes of what it sent.
+    pub fn expects_echoes(&self) -> bool {
+        self.role == Role::Client && self.meter == Meter::Rtt && self.stats.echoes < self.stats.packets
+    }
+
+    /// Received APDUs that did not match the peer's regenerated schedule (must be 0).
+    pub fn mismatched(&self) -> u64 {
+        self.mirror.as_ref().map_or(0, |m| m.mismatched)
+    }
+
+    /// No departure at or after `deadline_ns` (ns after the start): a flow's duration, or the
+    /// end of a run, holds whatever happens.
+    pub fn set_deadline(&mut self, deadline_ns: Option<u64>) {
+        self.deadline_ns = deadline_ns;
+    }
+
+    // ---- start and handshake ----------------------------------------------------------------
+
+    /// The worker's clock starts at `t0_real`: a TCP client queues its signed hello; a UDP
+    /// client's greeter may now ask to be admitted with that base.
+    pub fn start(&mut self, t0_real: u64) {
+        if let Some(g) = &mut self.greeter {
+            g.set_base(t0_real);
+        }
+        if self.role == Role::Client && self.stream.is_some() {
+            let flags = if self.meter == Meter::Rtt { HELLO_ECHO } else { 0 };
+            self.queue_hello(flags, t0_real);
+        }
+    }
+
+    fn queue_hello(&mut self, flags: u8, base_ns: u64) {
+        let h = sign_stream_hello(&self.key, StreamHello { flags, flow: self.flow, base_ns, tag: self.tag, mac: [0; 16] });
+        if let Some(s) = &mut self.stream {
+            s.base_ns = base_ns;
+            let at = s.out.len();
+            s.out.resize(at + HELLO_LEN, 0);
+            h.emit(&mut s.out[at..]);
+        }
+    }
+
+    /// The greeter of a UDP client, if it validates its address.
+    pub fn greeter(&self) -> Option<&Greeter> {
+        self.greeter.as_ref()
+    }
+
+    /// A hello datagram due at `now_mono` (the greeter's retries).
+    pub fn poll_hello(&mut self, now_mono: u64) -> Option<[u8; horde_wire::control::HELLO_DATAGRAM_LEN]> {
+        self.greeter.as_mut()?.poll_transmit(now_mono)
+    }
+
+    /// Whether the flow may send its departures: a UDP client that greets must have been
+    /// accepted (data before that would be dropped as not the run's).
+    pub fn admitted(&self) -> bool {
+        self.greeter.as_ref().is_none_or(|g| g.state() == GreetState::Accepted)
+    }
+
+    // ---- departures --------------------------------------------------------------------------
+
+    /// When the next departure is due (ns after the start), drawing it from the source.
+    pub fn next_at(&mut self) -> Option<u64> {
+        if self.pending.is_empty() {
+            let mut d = self.sched.as_mut()?.next()?;
+            d.at_ns = (d.at_ns as i64 + self.shift_ns).max(0) as u64;
+            self.pending.push_back(d);
+        }
+        self.pending.front().map(|d| d.at_ns)
+    }
+
+    /// Moves the departures due at `now_rel` (ns after the start) into `out`, at most its
+    /// length. Past the deadline the flow ends: what was still due is counted as unsent.
+    pub fn take_due(&mut self, now_rel: u64, out: &mut [Departure]) -> usize {
+        if self.deadline_ns.is_some_and(|d| now_rel >= d) {
+            self.end_at_deadline();
+            return 0;
+        }
+        let mut n = 0;
+        while n < out.len() {
+            match self.next_at() {
+                Some(at) if at <= now_rel => {
+                    out[n] = self.pending.pop_front().expect("peeked");
+                    n += 1;
+                }
+                _ => break,
+            }
+        }
+        n
+    }
+
+    /// Counts the departures scheduled before the deadline but not sent, and stops the flow.
+    fn end_at_deadline(&mut self) {
+        let deadline = self.deadline_ns.unwrap_or(u64::MAX);
+        while let Some(at) = self.next_at() {
+            if at >= deadline {
+                break;
+            }
+            self.pending.pop_front();
+            self.stats.unsent += 1;
+        }
+        self.pending.clear();
+        self.sched = None;
+    }
+
+    /// Puts departures the kernel did not take back first in line.
+    pub fn requeue(&mut self, unsent: &[Departure]) {
+        for d in unsent.iter().rev() {
+            self.pending.push_front(*d);
+        }
+    }
+
+    /// Accounts a departure that left at `real` (scheduled at `sched_real`): its log record.
+    pub fn sent(&mut self, d: &Departure, sched_real: u64, real: u64) -> Record {
+        if self.stats.packets == 0 {
+            self.stats.first_ns = real;
+        }
+        self.stats.last_ns = real;
+        self.stats.packets += 1;
+        self.stats.bytes += d.size as u64;
+        self.stats.clamped += d.clamped as u64;
+        Record {
+            flow: self.flow,
+            size: d.size,
+            seq: d.seq,
+            t_a: sched_real,
+            t_b: real,
+            tag: self.tag | d.class as u32,
+            tos: self.tos.unwrap_or(0),
+            ttl: self.ttl.unwrap_or(0),
+            kind: RecordKind::Sent,
+            flags: if d.clamped { FLAG_CLAMPED } else { 0 },
+        }
+    }
+
+    /// The flags of this flow's data datagrams.
+    pub fn datagram_flags(&self) -> u8 {
+        if self.meter == Meter::Rtt {
+            horde_wire::datagram::FLAG_ECHO_REQUEST
+        } else {
+            0
+        }
+    }
+
+    // ---- TCP output --------------------------------------------------------------------------
+
+    /// Appends due APDUs to the stream (an APDU of N bytes is N bytes on the stream). Returns
+    /// false if the stream is broken (the departures count as errors, not sent).
+    pub fn queue_apdus(&mut self, due: &[Departure], real: u64) -> bool {
+        let Some(s) = &mut self.stream else { return false };
+        if s.broken {
+            self.stats.errors += due.len() as u64;
+            return false;
+        }
+        for d in due {
+            let at = s.out.len();
+            s.out.resize(at + d.size as usize, 0);
+            ApduHeader::at(d.size as u16, s.base_ns, real).emit(&mut s.out[at..]);
+        }
+        true
+    }
+
+    /// Bytes waiting to be written to the stream.
+    pub fn out(&self) -> &[u8] {
+        self.stream.as_ref().map_or(&[], |s| &s.out[s.sent_upto..])
+    }
+
+    /// `k` bytes of [`Conn::out`] were written.
+    pub fn wrote(&mut self, k: usize) {
+        let Some(s) = &mut self.stream else { return };
+        s.sent_upto += k;
+        if s.sent_upto == s.out.len() {
+            s.out.clear();
+            s.sent_upto = 0;
+        } else if s.sent_upto > 1 << 20 {
+            s.out.drain(..s.sent_upto);
+            s.sent_upto = 0;
+        }
+    }
+
+    /// The stream cannot be written any more (the peer went away).
+    pub fn broke(&mut self) {
+        if let Some(s) = &mut self.stream {
+            s.broken = true;
+            s.out.clear();
+            s.sent_upto = 0;
+        }
+    }
+
+    pub fn broken(&self) -> bool {
+        self.stream.as_ref().is_some_and(|s| s.broken)
+    }
+
+    /// Whether the stream has bytes waiting for writability.
+    pub fn wants_write(&self) -> bool {
+        self.stream.as_ref().is_some_and(|s| !s.broken && s.sent_upto < s.out.len())
+    }
+
+    /// Sink: the echo backlog is full; stop reading until the peer takes some.
+    pub fn echo_backlog_full(&self) -> bool {
+        self.out().len() >= ECHO_LIMIT
+    }
+
+    /// Sink: the peer's hello asked for its bytes to be mirrored back.
+    pub fn echoing(&self) -> bool {
+        self.stream.as_ref().is_some_and(|s| s.echo)
+    }
+
+    /// Server or sink: still waiting for the peer's hello.
+    pub fn awaiting_hello(&self) -> bool {
+        self.stream.as_ref().is_some_and(|s| s.awaiting_hello)
+    }
+
+    // ---- input -------------------------------------------------------------------------------
+
+    /// Feeds bytes read from the stream at `now` (real ns). Records go to `ctx`.
+    pub fn on_stream(&mut self, now: u64, bytes: &[u8], ctx: &mut dyn Ctx) -> Result<Option<Event>, Close> {
+        let Some(mut s) = self.stream.take() else { return Ok(None) };
+        let echoing = s.echo;
+        s.fed += bytes.len() as u64;
+        let mut events: Vec<StreamEvent> = Vec::new();
+        let r = s.decoder.feed(bytes, |ev| events.push(ev));
+        let mut out = Ok(None);
+        for ev in events {
+            let step = match ev {
+                StreamEvent::Hello(h) => self.on_stream_hello(&mut s, h, ctx),
+                StreamEvent::Apdu { seq, len, send_ns } => {
+                    self.on_apdu(seq, len, send_ns, now, ctx);
+                    Ok(None)
+                }
+            };
+            match step {
+                Ok(Some(e)) => out = Ok(Some(e)),
+                Ok(None) => {}
+                Err(c) => {
+                    out = Err(c);
+                    break;
+                }
+            }
+        }
+        if out.is_ok() {
+            if let Err(e) = r {
+                out = Err(Close::NotHorde(e));
+            }
+        }
+        if out.is_ok() && echoing {
+            s.out.extend_from_slice(bytes);
+        } else if out.is_ok() && s.echo {
+            // The hello that asked for echoes completed in this read (perhaps after earlier
+            // partial reads): mirror it whole, then what followed it.
+            let after = (s.fed - HELLO_LEN as u64) as usize;
+            let at = s.out.len();
+            s.out.resize(at + HELLO_LEN, 0);
+            s.hello.expect("a hello asked for echoes").emit(&mut s.out[at..]);
+            s.out.extend_from_slice(&bytes[bytes.len() - after..]);
+        }
+        self.stream = Some(s);
+        out
+    }
+
+    fn on_stream_hello(&mut self, s: &mut Stream, h: StreamHello, ctx: &mut dyn Ctx) -> Result<Option<Event>, Close> {
+        match self.role {
+            // The server's hello (two-way), or our own echoed back (round trip).
+            Role::Client => {
+                if self.mirror.is_some() && !self.key.verify_tcp_hello(&h.signed(), &h.mac) {
+                    return Err(Close::BadMac);
+                }
+                Ok(None)
+            }
+            Role::Server if s.awaiting_hello => {
+                s.awaiting_hello = false;
+                if !self.key.verify_tcp_hello(&h.signed(), &h.mac) {
+                    return Err(Close::BadMac);
+                }
+                let accepted = ctx.respond(h.flow, h.tag).map_err(Close::Refused)?;
+                self.grant(h.flow, accepted, h.base_ns, ctx.t0_real());
+                // Answer with our own hello only now: nothing goes to a peer before its hello
+                // proved it belongs to the run.
+                let sig = sign_stream_hello(&self.key, StreamHello { flags: 0, flow: self.flow, base_ns: ctx.t0_real(), tag: self.tag, mac: [0; 16] });
+                s.base_ns = ctx.t0_real();
+                let at = s.out.len();
+                s.out.resize(at + HELLO_LEN, 0);
+                sig.emit(&mut s.out[at..]);
+                Ok(Some(Event::Granted))
+            }
+            Role::Server => Ok(None),
+            Role::Sink => {
+                s.awaiting_hello = false;
+                if !self.key.verify_tcp_hello(&h.signed(), &h.mac) {
+                    return Err(Close::BadMac);
+                }
+                self.flow = h.flow;
+                self.tag = h.tag;
+                s.hello = Some(h);
+                s.echo = h.flags & HELLO_ECHO != 0;
+                Ok(s.echo.then_some(Event::EchoRequested))
+            }
+        }
+    }
+
+    /// Server role: the responder granted the hello; `base_ns` is the client's start.
+    fn grant(&mut self, flow: u32, a: Accepted, base_ns: u64, t0_real: u64) {
+        self.flow = flow;
+        self.tag = a.tag;
+        self.name = format!("player {}", a.tag >> 8);
+        self.sched = Some(a.source);
+        self.mirror = a.mirror.map(Mirror::new);
+        // The client's departures count from its start, ours from our own.
+        self.shift_ns = base_ns as i64 - t0_real as i64;
+    }
+
+    fn on_apdu(&mut self, seq: u64, len: u16, send_ns: u64, now: u64, ctx: &mut dyn Ctx) {
+        let (tag, kind) = if self.role == Role::Client && self.meter == Meter::Rtt {
+            self.stats.echoes += 1;
+            (self.tag, RecordKind::Echoed)
+        } else {
+            self.stats.received += 1;
+            (self.classify(seq, len as u32), RecordKind::Received)
+        };
+        // TCP gives no per-APDU TOS/TTL: logged as unknown (255 / 0).
+        ctx.record(Record { flow: self.flow, size: len as u32, seq, t_a: send_ns, t_b: now, tag, tos: 255, ttl: 0, kind, flags: 0 });
+    }
+
+    /// The record tag of arrival `seq` of `len` bytes: the peer's departure names its class.
+    fn classify(&mut self, seq: u64, len: u32) -> u32 {
+        match self.mirror.as_mut().and_then(|m| m.classify(seq, len)) {
+            Some(class) => (self.tag & !0xFF) | class as u32,
+            None => self.tag,
+        }
+    }
+
+    /// Feeds a datagram that arrived on a UDP client's socket (`now`: real ns). Returns its log
+    /// record if it is traffic of this flow; handshake answers are consumed.
+    pub fn on_datagram(&mut self, now: u64, bytes: &[u8], meta: &RxMeta) -> Result<Option<Record>, Status> {
+        if let Some(g) = &mut self.greeter {
+            match g.on_datagram(bytes) {
+                Some(GreetEvent::Refused(s)) => return Err(s),
+                Some(_) => return Ok(None),
+                None => {}
+            }
+        }
+        let Ok(h) = DatagramHeader::parse(bytes) else { return Ok(None) };
+        if h.flow != self.flow || h.flags & CONTROL_FLAGS != 0 {
+            return Ok(None);
+        }
+        if h.flags & FLAG_ECHO_REPLY != 0 {
+            self.stats.echoes += 1;
+            return Ok(Some(datagram_record(&h, meta, now, self.tag, RecordKind::Echoed)));
+        }
+        if self.mirror.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(self.on_peer_datagram(now, &h, meta)))
+    }
+
+    /// Server role over UDP (and two-way clients): a data datagram of the peer, already known
+    /// to come from its admitted address.
+    pub fn on_peer_datagram(&mut self, now: u64, h: &DatagramHeader, meta: &RxMeta) -> Record {
+        self.stats.received += 1;
+        let tag = self.classify(h.seq as u64, meta.len as u32);
+        datagram_record(h, meta, now, tag, RecordKind::Received)
+    }
+}

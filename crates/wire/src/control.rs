@@ -1,0 +1,183 @@
+//! Control datagrams of address validation: a UDP flow's sender proves it can receive at its
+//! source address before anything beyond a small challenge is sent there (the idea of QUIC's
+//! Retry and TCP's handshake). Every one starts with the datagram header of
+//! [`crate::datagram`]; `flow`, `seq` (the tag) and `send_ns` (the base) are the hello's.
+//!
+//! ```text
+//! hello (sender → receiver), at least 64 bytes:
+//!  0                   20           36           52           64
+//!  +-------------------+------------+------------+------------+
+//!  | header, HELLO     | cookie 16 B| MAC 16 B   | zeros      |
+//!  +-------------------+------------+------------+------------+
+//! challenge (receiver → an address it has not validated), 36 bytes:
+//!  | header, CHALLENGE | cookie 16 B|
+//! answer (receiver → a validated address), 21 bytes:
+//!  | header, ANSWER    | status u8  |
+//! ```
+//! A challenge is smaller than the hello that caused it, so a spoofed hello makes Horde send at
+//! most 36/64 of its bytes to the victim. The cookie is all zeros until the receiver gave one;
+//! the MAC covers bytes 0..36 (computed by `horde-proto`). Big-endian like every header.
+
+use crate::datagram::{FLAG_ANSWER, FLAG_CHALLENGE, FLAG_HELLO};
+use crate::{need, DatagramHeader, WireError, DATAGRAM_HEADER_LEN};
+
+/// The smallest hello: its padding pays for the challenge (see the module docs).
+pub const HELLO_DATAGRAM_LEN: usize = 64;
+/// The part of a hello its MAC covers.
+pub const HELLO_SIGNED_LEN: usize = 36;
+pub const CHALLENGE_LEN: usize = 36;
+pub const ANSWER_LEN: usize = 21;
+
+/// A UDP flow's hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Hello {
+    /// `flags` must include [`FLAG_HELLO`]; other bits (e.g. echo request) describe the flow.
+    pub header: DatagramHeader,
+    pub cookie: [u8; 16],
+    pub mac: [u8; 16],
+}
+
+impl Hello {
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        need(buf, HELLO_DATAGRAM_LEN)?;
+        let header = DatagramHeader::parse(buf)?;
+        if header.flags & FLAG_HELLO == 0 {
+            return Err(WireError::BadMagic);
+        }
+        Ok(Hello { header, cookie: buf[20..36].try_into().unwrap(), mac: buf[36..52].try_into().unwrap() })
+    }
+
+    /// Writes the hello, zero-padded to [`HELLO_DATAGRAM_LEN`].
+    pub fn emit(&self) -> [u8; HELLO_DATAGRAM_LEN] {
+        let mut b = [0u8; HELLO_DATAGRAM_LEN];
+        b[..HELLO_SIGNED_LEN].copy_from_slice(&self.signed());
+        b[36..52].copy_from_slice(&self.mac);
+        b
+    }
+
+    /// The bytes the MAC covers: header and cookie.
+    pub fn signed(&self) -> [u8; HELLO_SIGNED_LEN] {
+        let mut b = [0u8; HELLO_SIGNED_LEN];
+        DatagramHeader { flags: self.header.flags | FLAG_HELLO, ..self.header }.emit(&mut b);
+        b[20..36].copy_from_slice(&self.cookie);
+        b
+    }
+}
+
+/// The receiver's challenge: "send your hello again with this cookie".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Challenge {
+    pub flow: u32,
+    pub tag: u32,
+    pub base_ns: u64,
+    pub cookie: [u8; 16],
+}
+
+impl Challenge {
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        need(buf, CHALLENGE_LEN)?;
+        let h = DatagramHeader::parse(buf)?;
+        if h.flags & FLAG_CHALLENGE == 0 {
+            return Err(WireError::BadMagic);
+        }
+        Ok(Challenge { flow: h.flow, tag: h.seq, base_ns: h.send_ns, cookie: buf[20..36].try_into().unwrap() })
+    }
+
+    pub fn emit(&self) -> [u8; CHALLENGE_LEN] {
+        let mut b = [0u8; CHALLENGE_LEN];
+        DatagramHeader { flags: FLAG_CHALLENGE, flow: self.flow, seq: self.tag, send_ns: self.base_ns }.emit(&mut b);
+        b[20..36].copy_from_slice(&self.cookie);
+        b
+    }
+}
+
+/// What the receiver decided about a validated hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Status {
+    Accepted = 0,
+    /// The receiver holds as many flows (players) as it may.
+    Full = 1,
+    /// The server side knows no such player (tag) in this run.
+    UnknownPlayer = 2,
+    /// Another connection already plays this player.
+    Taken = 3,
+}
+
+impl Status {
+    fn from_u8(v: u8) -> Option<Status> {
+        Some(match v {
+            0 => Status::Accepted,
+            1 => Status::Full,
+            2 => Status::UnknownPlayer,
+            3 => Status::Taken,
+            _ => return None,
+        })
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Status::Accepted => "accepted",
+            Status::Full => "the receiver holds as many flows as it may",
+            Status::UnknownPlayer => "the server side has no such player in this run",
+            Status::Taken => "another connection already plays this player",
+        }
+    }
+}
+
+/// The receiver's answer to a validated hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    pub flow: u32,
+    pub tag: u32,
+    pub base_ns: u64,
+    pub status: Status,
+}
+
+impl Answer {
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        need(buf, ANSWER_LEN)?;
+        let h = DatagramHeader::parse(buf)?;
+        if h.flags & FLAG_ANSWER == 0 {
+            return Err(WireError::BadMagic);
+        }
+        let status = Status::from_u8(buf[DATAGRAM_HEADER_LEN]).ok_or(WireError::BadLength(buf[DATAGRAM_HEADER_LEN] as usize))?;
+        Ok(Answer { flow: h.flow, tag: h.seq, base_ns: h.send_ns, status })
+    }
+
+    pub fn emit(&self) -> [u8; ANSWER_LEN] {
+        let mut b = [0u8; ANSWER_LEN];
+        DatagramHeader { flags: FLAG_ANSWER, flow: self.flow, seq: self.tag, send_ns: self.base_ns }.emit(&mut b);
+        b[DATAGRAM_HEADER_LEN] = self.status as u8;
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_sizes() {
+        let h = Hello { header: DatagramHeader { flags: FLAG_HELLO | 1, flow: 7, seq: 0x0300, send_ns: 99 }, cookie: [3; 16], mac: [4; 16] };
+        let b = h.emit();
+        assert_eq!(Hello::parse(&b).unwrap(), h);
+        assert_eq!(&b[52..], &[0u8; 12], "padding is zero");
+        let c = Challenge { flow: 7, tag: 0x0300, base_ns: 99, cookie: [5; 16] };
+        assert_eq!(Challenge::parse(&c.emit()).unwrap(), c);
+        let a = Answer { flow: 7, tag: 0x0300, base_ns: 99, status: Status::Taken };
+        assert_eq!(Answer::parse(&a.emit()).unwrap(), a);
+        // The amplification bound: nothing Horde sends to an unvalidated address is larger.
+        const { assert!(CHALLENGE_LEN < HELLO_DATAGRAM_LEN && ANSWER_LEN < HELLO_DATAGRAM_LEN) };
+    }
+
+    #[test]
+    fn refuses_short_and_mislabelled() {
+        let h = Hello { header: DatagramHeader { flags: FLAG_HELLO, ..Default::default() }, ..Default::default() };
+        assert!(Hello::parse(&h.emit()[..63]).is_err(), "an unpadded hello is refused");
+        assert!(Challenge::parse(&h.emit()).is_err(), "a hello is not a challenge");
+        let mut a = Answer { flow: 1, tag: 2, base_ns: 3, status: Status::Accepted }.emit();
+        a[20] = 200;
+        assert!(Answer::parse(&a).is_err());
+    }
+}
