@@ -85,7 +85,14 @@ fn sigkill_then_cleanup_leaves_nothing() {
     let (ns, state, _) = leftovers();
     assert!(ns.len() > 200 && state.len() >= 2, "there is something to clean: {} namespaces, state {state:?}", ns.len());
 
+    // Regression: cleanup killed a non-Horde process whose command line read `emu daemon`.
+    let mut fake = lookalike(&dir, "kpair");
     let out = ok(&["emu", "cleanup", "--all"]);
+    if let Some(f) = &mut fake {
+        assert!(f.try_wait().unwrap().is_none(), "cleanup --all killed a process that only looks like Horde's");
+        let _ = f.kill();
+        let _ = f.wait();
+    }
     eprintln!("{out}");
     let t = Instant::now();
     let (ns, state, ifs) = leftovers();

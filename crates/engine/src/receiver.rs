@@ -108,7 +108,8 @@ pub struct RecvRefusals {
     pub full: u64,
     /// Data datagrams of flows whose sender never passed validation: not logged, not echoed.
     pub unadmitted_datagrams: u64,
-    /// TCP connections closed at once: over --max-conns, or no descriptor left.
+    /// TCP connections closed at once: over --max-conns with every connection a flow, or no
+    /// descriptor left.
     pub refused_conns: u64,
     /// TCP connections closed without a valid hello (timeout, or a MAC not under the key).
     pub closed_before_hello: u64,
@@ -453,6 +454,15 @@ impl Receiver {
                 }
                 Incoming::None => return,
             };
+            // At the cap, the oldest connection that has not sent its hello makes room (so idle
+            // connects cannot lock real flows out); if every one is a flow, the newcomer goes.
+            while self.open >= self.opts.max_conns {
+                let Some(old) = self.pending.pop_front() else { break };
+                if self.conns[old].as_ref().is_some_and(|c| c.conn.awaiting_hello()) {
+                    self.report.refusals.closed_before_hello += 1;
+                    self.close(poll, old);
+                }
+            }
             if self.open >= self.opts.max_conns {
                 self.report.refusals.refused_conns += 1;
                 continue;

@@ -228,8 +228,21 @@ impl Scenario {
 
     /// Every player's stays, each from its join time.
     pub fn segments(&self) -> Vec<Vec<crate::behaviour::Segment>> {
+        self.segments_unless(&|| false).expect("never stopped")
+    }
+
+    /// [`Scenario::segments`], asking `stop` between players: `None` if it said stop (a long
+    /// plan must not outlive Ctrl-C).
+    pub fn segments_unless(&self, stop: &dyn Fn() -> bool) -> Option<Vec<Vec<crate::behaviour::Segment>>> {
         let params = self.behaviour_params();
-        (0..self.players).map(|p| crate::behaviour::player_joining(&self.service, &params, p, self.join_time(p))).collect()
+        let mut out = Vec::with_capacity(self.players as usize);
+        for p in 0..self.players {
+            if p % 256 == 0 && stop() {
+                return None;
+            }
+            out.push(crate::behaviour::player_joining(&self.service, &params, p, self.join_time(p)));
+        }
+        Some(out)
     }
 
     pub fn behaviour_params(&self) -> crate::behaviour::Params {

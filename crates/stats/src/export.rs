@@ -133,6 +133,9 @@ pub fn table(a: &Analysis, max_flows: usize) -> String {
         let _ = writeln!(s, "  ... {} more flows (use --json or --csv for all)", a.flows.len() - shown);
     }
     let t = &a.total;
+    if !a.has_receiver_log && t.delay.is_none() {
+        let _ = writeln!(s, "sender log only: departures are shown; give the receiver's log too (or measure round trips) for delay and loss");
+    }
     if let Some(l) = &t.loss {
         let _ = writeln!(
             s,

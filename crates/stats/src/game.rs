@@ -84,6 +84,26 @@ pub struct Context<'a> {
     pub duration_s: f64,
     /// Real time of the run's start (the client's), ns.
     pub epoch_ns: u64,
+    /// An interrupted run: only APDUs sent before this real time (ns) count, on both sides, so
+    /// what was in flight at the interruption is neither sent nor lost. `duration_s` is then
+    /// the time up to it.
+    pub cutoff_ns: Option<u64>,
+}
+
+/// Per (player, direction): how many of its first APDUs were sent before the cutoff. APDUs of a
+/// connection leave in sequence order, so these are exactly the ones with a smaller sequence
+/// number, on the sender's and the receiver's side alike.
+fn in_scope(ctx: &Context, client: &[Record], server: &[Record]) -> Option<Vec<[u64; 2]>> {
+    let cutoff = ctx.cutoff_ns?;
+    let mut limit = vec![[0u64; 2]; ctx.segments.len()];
+    for (recs, dir) in [(client, Direction::Up), (server, Direction::Down)] {
+        for r in recs.iter().filter(|r| r.kind == RecordKind::Sent && r.t_b < cutoff) {
+            if let Some(l) = limit.get_mut((r.tag >> 8) as usize) {
+                l[dir as usize] = l[dir as usize].max(r.seq + 1);
+            }
+        }
+    }
+    Some(limit)
 }
 
 struct Acc {
@@ -186,10 +206,12 @@ fn quantile_points(sorted: &[f64]) -> Vec<(f64, f64)> {
 /// Analyses a run from the client's and the server's records.
 pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnalysis {
     let n = ctx.service.states.len();
+    let limit = in_scope(ctx, client, server);
+    let counts = |r: &Record, dir: Direction| limit.as_ref().is_none_or(|l| l.get((r.tag >> 8) as usize).is_some_and(|l| r.seq < l[dir as usize]));
     // [state][dir]
     let mut acc: Vec<[Acc; 2]> = (0..n).map(|_| [Acc::new(), Acc::new()]).collect();
     for (recs, dir_sent) in [(client, Direction::Up), (server, Direction::Down)] {
-        for r in recs.iter().filter(|r| r.kind == RecordKind::Sent) {
+        for r in recs.iter().filter(|r| r.kind == RecordKind::Sent && counts(r, dir_sent)) {
             let c = (r.tag & 0xFF) as usize;
             if c < n {
                 acc[c][dir_sent as usize].sent += 1;
@@ -203,7 +225,7 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
         // (player, stay) -> last arrival time, for inter-arrival times within a stay
         let mut last: BTreeMap<(u32, usize), u64> = BTreeMap::new();
         let mut prev_transit: BTreeMap<(u32, usize), i64> = BTreeMap::new();
-        for r in recs.iter().filter(|r| r.kind == RecordKind::Received) {
+        for r in recs.iter().filter(|r| r.kind == RecordKind::Received && counts(r, dir)) {
             let player = r.tag >> 8;
             let c = (r.tag & 0xFF) as usize;
             if c >= n {
@@ -321,7 +343,7 @@ fn direction_stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: D
     s.iat_cdf = quantile_points(&a.iats);
     if !a.delays.is_empty() {
         a.delays.sort_by(|x, y| x.total_cmp(y));
-        let q = |p: f64| a.delays[((p * a.delays.len() as f64).ceil() as usize).clamp(1, a.delays.len()) - 1];
+        let q = |p: f64| crate::quantile::nearest_rank(&a.delays, p).unwrap_or(0.0);
         s.delay_mean_ms = Some(a.delays.iter().sum::<f64>() / a.delays.len() as f64);
         s.delay_p50_ms = Some(q(0.5));
         s.delay_p99_ms = Some(q(0.99));

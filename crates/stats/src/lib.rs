@@ -10,19 +10,20 @@
 //! - jitter = RFC 3550 §6.4.1 estimator J += (|D| − J)/16 over arrival order, in ms; `ipdv` is
 //!   the mean |Δdelay| between consecutive arrivals;
 //! - loss: with the sender's log, sent sequence numbers never received; otherwise the gaps in the
-//!   received sequence range. A loss burst is a run of consecutive lost sequence numbers;
+//!   received sequence range. A loss burst is a run of consecutive lost sequence numbers. A
+//!   sender's log alone (no receiver log, no echoes) says nothing about loss: it is not computed;
 //! - duplicates: arrivals of a sequence number already seen; reordered: arrivals whose sequence
 //!   number is below the highest seen before it (RFC 4737's reordered packets).
 
 use std::collections::BTreeMap;
 
-use hdrhistogram::Histogram;
 use horde_wire::{log, Record, RecordKind, WireError};
 use serde::Serialize;
 
 pub mod export;
 pub mod game;
 pub mod html;
+pub mod quantile;
 
 /// Records of one log, with what its header said.
 pub struct LoadedLog {
@@ -136,6 +137,9 @@ pub struct Analysis {
     pub window_s: Option<f64>,
     /// Records whose kind did not fit the log's role, ignored.
     pub ignored_records: u64,
+    /// Whether a receiver's log was among the inputs (without one, and without echoes, there
+    /// is no loss or delay to compute: only departures).
+    pub has_receiver_log: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -176,7 +180,8 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
         unwrap_seqs(&mut acc.rx);
         unwrap_seqs(&mut acc.echo);
     }
-    let mut out = Analysis { ignored_records: ignored, window_s: opts.window_ns.map(|w| w as f64 / 1e9), ..Default::default() };
+    let has_receiver = logs.iter().any(|l| l.role == horde_wire::Role::Receiver);
+    let mut out = Analysis { ignored_records: ignored, window_s: opts.window_ns.map(|w| w as f64 / 1e9), has_receiver_log: has_receiver, ..Default::default() };
     let mut total_delay = DelayAcc::default();
     let mut total_late = LateAcc::default();
     let mut total_loss: Option<LossStats> = None;
@@ -184,7 +189,7 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
     // The total's delay pools one-way delays; round trips only when no flow measured one-way.
     let any_owd = flows.values().any(|a| !a.rx.is_empty());
     for (id, acc) in &flows {
-        let (stats, d, late) = flow_stats(*id, acc);
+        let (stats, d, late) = flow_stats(*id, acc, has_receiver);
         if (d.kind == "owd") == any_owd {
             total_delay.merge(&d);
         }
@@ -260,7 +265,7 @@ fn pct(part: u64, whole: u64) -> f64 {
     }
 }
 
-fn flow_stats(id: u32, acc: &FlowAcc) -> (FlowStats, DelayAcc, LateAcc) {
+fn flow_stats(id: u32, acc: &FlowAcc, has_receiver: bool) -> (FlowStats, DelayAcc, LateAcc) {
     let rtt = acc.rx.is_empty() && !acc.echo.is_empty();
     let arr = if rtt { &acc.echo } else { &acc.rx };
     let mut s = FlowStats { flow: Some(id), ..Default::default() };
@@ -287,7 +292,7 @@ fn flow_stats(id: u32, acc: &FlowAcc) -> (FlowStats, DelayAcc, LateAcc) {
         s.tos = mode(arr.iter().map(|a| a.tos));
         s.ttl = mode(arr.iter().map(|a| a.ttl));
     }
-    if !arr.is_empty() || !acc.tx.is_empty() {
+    if !arr.is_empty() || (!acc.tx.is_empty() && has_receiver) {
         s.loss = Some(loss(arr, &acc.tx));
     }
     let mut late = LateAcc::default();
@@ -417,16 +422,12 @@ impl DelayAcc {
         self.n += o.n;
     }
 
-    fn finish(self) -> Option<DelayStats> {
+    fn finish(mut self) -> Option<DelayStats> {
         if self.n == 0 {
             return None;
         }
-        let offset = (-self.min).max(0) as u64;
-        let mut h = Histogram::<u64>::new_with_bounds(1, (self.max as i128 + offset as i128).max(2) as u64 * 2, 3).expect("histogram bounds");
-        for v in &self.values {
-            h.saturating_record((*v + offset as i64).max(1) as u64);
-        }
-        let q = |p: f64| (h.value_at_quantile(p) as i64 - offset as i64) as f64 / 1e6;
+        self.values.sort_unstable();
+        let q = |p: f64| quantile::nearest_rank(&self.values, p).unwrap_or(0) as f64 / 1e6;
         let n = self.n as f64;
         let mean = self.sum / n;
         Some(DelayStats {
@@ -466,7 +467,7 @@ impl LateAcc {
         }
         self.values.sort_unstable();
         let n = self.values.len();
-        let q = |v: &[i64], p: f64| v[((p * n as f64).ceil() as usize).clamp(1, n) - 1] as f64 / 1e3;
+        let q = |v: &[i64], p: f64| quantile::nearest_rank(v, p).unwrap_or(0) as f64 / 1e3;
         let mut abs: Vec<i64> = self.values.iter().map(|v| v.abs()).collect();
         abs.sort_unstable();
         Some(Lateness {

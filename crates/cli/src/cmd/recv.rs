@@ -41,7 +41,7 @@ pub struct Args {
     pub json: Option<PathBuf>,
     #[command(flatten)]
     pub key: super::KeyArgs,
-    /// TCP connections open at once at most; more are closed as they arrive
+    /// TCP connections open at once at most; past it the oldest one that has not sent its hello is closed (else the newcomer)
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub max_conns: usize,
     /// Close a TCP connection on which nothing arrived for this long (default: never)

@@ -112,6 +112,10 @@ struct Summary<'a> {
     /// Counters of the emulated links (runs with `[emu]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     emulated_links: Option<&'a [horde_emu::fwd::LinkReport]>,
+    /// A run stopped before its end (a signal, or the server side died) and what the
+    /// statistics cover; absent for a complete run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interruption: Option<&'a Interruption>,
     analysis: &'a GameAnalysis,
 }
 
@@ -170,8 +174,12 @@ pub fn default_out(name: &str) -> PathBuf {
 }
 
 /// The players of a scenario: segments from the behaviour process, bound traffic model.
-fn plan(sc: &Scenario) -> Result<Arc<Players>, crate::Failure> {
-    let segments: Vec<Vec<Segment>> = sc.segments();
+fn plan(sc: &Scenario, stop: &AtomicBool) -> Result<Arc<Players>, crate::Failure> {
+    let segments: Vec<Vec<Segment>> = sc.segments_unless(&|| stop.load(Ordering::Relaxed)).ok_or_else(|| crate::Failure {
+        code: 130,
+        err: anyhow::anyhow!("interrupted while planning the players' behaviour"),
+        quiet: false,
+    })?;
     let traffic = sc.service.bind(&sc.variables).map_err(|(f, m)| bad_input(anyhow::anyhow!("{}: {f}: {m}", sc.name)))?;
     Ok(Arc::new(Players {
         transport: sc.service.transport,
@@ -187,7 +195,7 @@ fn plan(sc: &Scenario) -> Result<Arc<Players>, crate::Failure> {
 /// server→client schedule, logs to `out/server.hlog`, and on SIGTERM writes `out/server.json`.
 fn serve_only(sc: &Scenario, out: &Path, stop: &AtomicBool) -> Outcome {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let players = plan(sc)?;
+    let players = plan(sc, stop)?;
     let key = match std::env::var(RUN_KEY_ENV) {
         Ok(hex) => RunKey::parse_hex(&hex).map_err(|e| bad_input(anyhow::anyhow!("{RUN_KEY_ENV}: {e}")))?,
         Err(_) => run_key(sc)?,
@@ -264,16 +272,21 @@ impl ServerChild {
         Ok((guard, addr))
     }
 
-    /// Stops the server side and returns its report.
-    fn finish(mut self, out: &Path) -> anyhow::Result<SendReport> {
-        // SAFETY: signalling our own child by pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+    /// Stops the server side and returns its report (`None` if it died and left none).
+    fn finish(mut self, out: &Path, died: bool) -> anyhow::Result<Option<SendReport>> {
+        if self.0.try_wait().ok().flatten().is_none() {
+            // SAFETY: signalling our own child by pid.
+            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        }
         let status = self.0.wait().context("waiting for the server side")?;
-        if !status.success() {
+        if !status.success() && !died {
             anyhow::bail!("the server side failed ({status})");
         }
-        let text = std::fs::read_to_string(out.join("server.json")).context("reading server.json")?;
-        serde_json::from_str(&text).context("parsing server.json")
+        match std::fs::read_to_string(out.join("server.json")) {
+            Ok(text) => Ok(Some(serde_json::from_str(&text).context("parsing server.json")?)),
+            Err(_) if died => Ok(None),
+            Err(e) => Err(anyhow::Error::new(e).context("reading server.json")),
+        }
     }
 }
 
@@ -292,7 +305,7 @@ impl Drop for ServerChild {
 pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: bool, stop: &AtomicBool) -> Outcome {
     std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display()))?;
     let t_plan = Instant::now();
-    let players = plan(sc)?;
+    let players = plan(sc, stop)?;
     say!(
         "horde run: {} — {} {} players for {:.0} s from hour {} (seed {}); behaviour planned in {:.2} s",
         sc.name,
@@ -340,17 +353,26 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
         ..Default::default()
     };
     let done = AtomicBool::new(false);
+    // The client stops on the user's signal, or when the server side dies.
+    let run_stop = AtomicBool::new(false);
+    let server = std::sync::Mutex::new(server);
+    let died: std::sync::Mutex<Option<(String, u64)>> = std::sync::Mutex::new(None);
     let client = std::thread::scope(|s| {
         if progress {
             let (done, p, players) = (&done, &client_progress, &players);
             s.spawn(move || show_progress(sc, &players.segments, p, done));
         }
-        let r = sender::run_jobs(jobs, &copts, stop);
+        s.spawn(|| watch_server(&server, stop, &run_stop, &done, &died));
+        let r = sender::run_jobs(jobs, &copts, &run_stop);
         done.store(true, Ordering::Relaxed);
         r
     });
-    let server_report = server.finish(out)?;
+    let server = server.into_inner().unwrap_or_else(|p| p.into_inner());
+    let died = died.into_inner().unwrap_or_else(|p| p.into_inner());
+    let server_report = server.finish(out, died.is_some())?;
     let client = client.context("client side")?;
+    let interruption = Interruption::of(sc, &client, server_report.as_ref(), died.as_ref(), stop.load(Ordering::Relaxed));
+    let server_report = server_report.unwrap_or_else(|| empty_report(&client));
     let links = emu.as_ref().and_then(|e| e.links());
     let usage = Usage::now();
     say!(
@@ -367,9 +389,106 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
     if mismatched > 0 {
         say!("  warning: {mismatched} APDU(s) differed from the sender's regenerated schedule: a framing or pacing bug; please report it");
     }
-    let table = report(sc, out, &players, &client, &server_report, &usage, links.as_deref())?;
+    let outcomes = Outcomes { client: &client, server: &server_report, usage: &usage, links: links.as_deref(), interruption: interruption.as_ref() };
+    let table = report(sc, out, &players, &outcomes)?;
     crate::output::out(&table)?;
-    Ok(if client.interrupted { 130 } else { 0 })
+    if let Some((status, _)) = died {
+        let i = interruption.expect("a death is an interruption");
+        return Err(crate::Failure::from(anyhow::anyhow!(
+            "the server side exited unexpectedly ({status}) {:.1} s into the run; the report covers the first {:.1} s",
+            i.at_s,
+            i.analysed_s
+        )));
+    }
+    Ok(if interruption.is_some() { 130 } else { 0 })
+}
+
+/// APDUs sent this close to an interruption are left out of every count: they may have been in
+/// flight (1 s covers the delay of any link Horde emulates in practice).
+const IN_FLIGHT_GRACE_S: f64 = 1.0;
+
+/// A run that stopped before its end, and what the statistics cover.
+#[derive(Serialize, Clone, Debug)]
+struct Interruption {
+    /// Seconds into the run when it stopped.
+    at_s: f64,
+    /// Seconds covered by the statistics: up to `IN_FLIGHT_GRACE_S` before the stop.
+    analysed_s: f64,
+    /// "interrupted" (a signal), or why the server side stopped.
+    reason: String,
+}
+
+impl Interruption {
+    fn of(sc: &Scenario, client: &SendReport, server: Option<&SendReport>, died: Option<&(String, u64)>, signalled: bool) -> Option<Interruption> {
+        if !(client.interrupted || signalled || died.is_some()) {
+            return None;
+        }
+        let mut end = client.end_real_ns;
+        if let Some(s) = server.filter(|s| s.end_real_ns > 0) {
+            end = end.min(s.end_real_ns);
+        }
+        if let Some((_, t)) = died {
+            end = end.min(*t);
+        }
+        let at_s = (end.saturating_sub(client.t0_real_ns) as f64 / 1e9).min(sc.duration_s);
+        // A killed server side's log lacks up to its last flush interval as well.
+        let (reason, grace) = match died {
+            Some((status, _)) => (format!("the server side exited ({status})"), IN_FLIGHT_GRACE_S + horde_engine::logger::FLUSH_EVERY_NS as f64 / 1e9),
+            None => ("interrupted".into(), IN_FLIGHT_GRACE_S),
+        };
+        Some(Interruption { at_s, analysed_s: (at_s - grace).max(0.0), reason })
+    }
+
+    fn note(&self, duration_s: f64) -> String {
+        format!(
+            "{} at {:.1} s of {:.0} s: statistics cover the first {:.1} s (APDUs sent after that may have been in flight, or unlogged by a killed process, and are left out)",
+            self.reason, self.at_s, duration_s, self.analysed_s
+        )
+    }
+}
+
+/// Polls the server-side child while the client runs: a dead server side stops the client
+/// (within 50 ms) instead of leaving it to run to the end with nobody answering.
+fn watch_server(
+    server: &std::sync::Mutex<ServerChild>,
+    stop: &AtomicBool,
+    run_stop: &AtomicBool,
+    done: &AtomicBool,
+    died: &std::sync::Mutex<Option<(String, u64)>>,
+) {
+    while !done.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) {
+            run_stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        let exited = server.lock().ok().and_then(|mut c| c.0.try_wait().ok().flatten());
+        if let Some(status) = exited {
+            if !stop.load(Ordering::Relaxed) {
+                *died.lock().unwrap_or_else(|p| p.into_inner()) = Some((status.to_string(), horde_engine::clock::real_ns()));
+            }
+            run_stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The server side's report when it left none (it died).
+fn empty_report(client: &SendReport) -> SendReport {
+    SendReport {
+        flows: Vec::new(),
+        packets: 0,
+        bytes: 0,
+        errors: 0,
+        echoes: 0,
+        received: 0,
+        mismatched: 0,
+        unsent: 0,
+        log_records: 0,
+        log: None,
+        interrupted: true,
+        ..client.clone()
+    }
 }
 
 fn player_flow(p: u32, server: SocketAddr, transport: Transport) -> Flow {
@@ -447,21 +566,30 @@ impl Usage {
     }
 }
 
-fn report(
-    sc: &Scenario,
-    out: &Path,
-    players: &Players,
-    client: &SendReport,
-    server: &SendReport,
-    usage: &Usage,
-    links: Option<&[horde_emu::fwd::LinkReport]>,
-) -> anyhow::Result<String> {
+/// What a run produced, for its report.
+struct Outcomes<'a> {
+    client: &'a SendReport,
+    server: &'a SendReport,
+    usage: &'a Usage,
+    links: Option<&'a [horde_emu::fwd::LinkReport]>,
+    interruption: Option<&'a Interruption>,
+}
+
+fn report(sc: &Scenario, out: &Path, players: &Players, o: &Outcomes) -> anyhow::Result<String> {
+    let Outcomes { client, server, usage, links, interruption } = *o;
     let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
         let bytes = std::fs::read(out.join(f)).with_context(|| format!("reading {f}"))?;
         Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{f}: {e}"))?.records)
     };
     let (c, s) = (load("client.hlog")?, load("server.hlog")?);
-    let ctx = Context { service: &sc.service, traffic: &players.traffic, segments: &players.segments, duration_s: sc.duration_s, epoch_ns: client.t0_real_ns };
+    let ctx = Context {
+        service: &sc.service,
+        traffic: &players.traffic,
+        segments: &players.segments,
+        duration_s: interruption.map_or(sc.duration_s, |i| i.analysed_s),
+        epoch_ns: client.t0_real_ns,
+        cutoff_ns: interruption.map(|i| client.t0_real_ns + (i.analysed_s * 1e9) as u64),
+    };
     let g = game::analyse(&ctx, &c, &s);
     let charts = horde_stats::html::game_charts(&g, &ctx);
     std::fs::create_dir_all(out.join("charts")).context("creating charts/")?;
@@ -481,19 +609,22 @@ fn report(
         mismatched: client.mismatched + server.mismatched,
         resources: *usage,
         emulated_links: links,
+        interruption,
         analysis: &g,
     };
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
     std::fs::write(out.join("scenario.toml"), &sc.text).context("writing scenario.toml")?;
+    let note = interruption.map(|i| format!(" — {}", i.note(sc.duration_s))).unwrap_or_default();
     let page = horde_stats::html::game_page(
-        &format!("Horde run: {} ({} × {}, {:.0} s, seed {})", sc.name, sc.players, sc.service.name, sc.duration_s, sc.seed),
+        &format!("Horde run: {} ({} × {}, {:.0} s, seed {}){note}", sc.name, sc.players, sc.service.name, sc.duration_s, sc.seed),
         &sc.text,
         links.map(horde_emu::fwd::links_table).as_deref(),
         &g,
         &charts,
     );
     std::fs::write(out.join("index.html"), page).context("writing index.html")?;
-    Ok(format!("{}\nreport: {}/index.html (summary.json, charts/*.svg, logs client.hlog and server.hlog)\n", table(&g), out.display()))
+    let note = interruption.map(|i| format!("\n{}\n", i.note(sc.duration_s))).unwrap_or_default();
+    Ok(format!("{note}{}\nreport: {}/index.html (summary.json, charts/*.svg, logs client.hlog and server.hlog)\n", table(&g), out.display()))
 }
 
 fn table(g: &GameAnalysis) -> String {

@@ -75,3 +75,18 @@ pub fn probe(exp: &str, dir: &Path, src_node: &str, dst_node: &str, dst_ip: &str
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     v["total"].clone()
 }
+
+/// A process that is not Horde's but whose command line reads `horde emu daemon ID` (a C
+/// program that sleeps a minute, started with argv[0] = "horde").
+pub fn lookalike(dir: &Path, id: &str) -> Option<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    let src = write(dir, "sleeper.c", "#include <unistd.h>\nint main(void) { sleep(60); return 0; }\n");
+    let bin = dir.join("sleeper");
+    let built = Command::new("cc").arg(&src).arg("-o").arg(&bin).status().is_ok_and(|s| s.success());
+    if !built {
+        assert!(std::env::var("CI").is_err(), "CI has a C compiler");
+        eprintln!("skipped the lookalike part: no C compiler");
+        return None;
+    }
+    Some(Command::new(&bin).arg0("horde").args(["emu", "daemon", id]).spawn().unwrap())
+}
