@@ -1,0 +1,39 @@
+//! The topology fuzz target's property on stable: mutated example topologies never panic the
+//! planner (the coverage-guided version is `fuzz/fuzz_targets/toml_topology.rs`).
+
+struct XorShift(u64);
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn mutated_topologies_never_panic() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies");
+    let mut r = XorShift(31);
+    let alphabet = b"=[]{}\"'.-/0123456789 \nabhsw%";
+    let mut planned = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read(e.unwrap().path()).unwrap();
+        for _ in 0..400 {
+            let mut b = text.clone();
+            for _ in 0..1 + r.next() % 3 {
+                let i = (r.next() % b.len() as u64) as usize;
+                if r.next() % 2 == 0 {
+                    b[i] = alphabet[(r.next() % alphabet.len() as u64) as usize];
+                } else {
+                    b.remove(i);
+                }
+            }
+            if let Ok(p) = horde_topo::plan(&String::from_utf8_lossy(&b), "m.toml", "g1") {
+                planned += 1;
+                assert!(p.links.iter().all(|l| l.a.ifname.len() <= 15 && l.b.ifname.len() <= 15));
+            }
+        }
+    }
+    assert!(planned > 20, "{planned}");
+}

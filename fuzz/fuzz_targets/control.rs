@@ -1,0 +1,16 @@
+#![no_main]
+use horde_wire::control::{Answer, Challenge, Hello};
+use libfuzzer_sys::fuzz_target;
+
+// The control datagrams' parsers: never panic; what parses re-emits what was parsed.
+fuzz_target!(|data: &[u8]| {
+    if let Ok(h) = Hello::parse(data) {
+        assert_eq!(Hello::parse(&h.emit()).unwrap(), h);
+    }
+    if let Ok(c) = Challenge::parse(data) {
+        assert_eq!(Challenge::parse(&c.emit()).unwrap(), c);
+    }
+    if let Ok(a) = Answer::parse(data) {
+        assert_eq!(Answer::parse(&a.emit()).unwrap(), a);
+    }
+});

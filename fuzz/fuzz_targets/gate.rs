@@ -1,0 +1,28 @@
+#![no_main]
+use horde_proto::gate::{Decision, Gate, GateConfig};
+use horde_proto::RunKey;
+use libfuzzer_sys::fuzz_target;
+
+// The server side's handling of UDP hellos: any datagrams from any addresses, at any times.
+// Never panics; never answers with more bytes than it received; never admits more flows than
+// its caps; answers only hellos made with the key.
+fuzz_target!(|data: &[u8]| {
+    let key = RunKey::from_bytes([7; 32]);
+    let mut g = Gate::new(GateConfig { max_flows: 8, max_flows_per_ip: 4, ..GateConfig::receiver(key) }, [1; 32]);
+    let mut now = 0u64;
+    for chunk in data.chunks(80) {
+        let Some((&head, body)) = chunk.split_first() else { continue };
+        now += head as u64 * 7_919_000;
+        let from = std::net::SocketAddr::from(([10, 0, 0, head % 8], 4000 + (head as u16 % 3)));
+        match g.on_hello(now, from, body) {
+            Decision::Challenge(c) => assert!(c.len() <= body.len()),
+            Decision::Again(a) => assert!(a.len() <= body.len()),
+            Decision::Validated(h) => {
+                let r = g.admit(from, &h);
+                assert!(r.map(|a| a.len()).unwrap_or_else(|a| a.len()) <= body.len());
+            }
+            Decision::Drop(_) => {}
+        }
+        assert!(g.admitted_count() <= 8);
+    }
+});

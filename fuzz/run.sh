@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for SECONDS each (default 15), seeding corpora from the repository's
+# own files. Needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
+# Usage: fuzz/run.sh [SECONDS] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")"
+secs=${1:-15}
+shift || true
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  mapfile -t targets < <(cargo +nightly fuzz list)
+fi
+mkdir -p corpus
+for t in toml_flows toml_service toml_scenario toml_topology; do mkdir -p "corpus/$t"; done
+cp -n ../examples/flows.toml corpus/toml_flows/ 2>/dev/null || true
+cp -n ../crates/model/services/*.toml corpus/toml_service/ 2>/dev/null || true
+cp -n ../examples/*.toml corpus/toml_scenario/ 2>/dev/null || true
+cp -n ../examples/topologies/*.toml corpus/toml_topology/ 2>/dev/null || true
+status=0
+for t in "${targets[@]}"; do
+  dict=()
+  case "$t" in toml_*) dict=(-dict=toml.dict) ;; esac
+  mkdir -p "corpus/$t"
+  echo "== $t (${secs} s)"
+  if ! cargo +nightly fuzz run "$t" "corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 "${dict[@]}" 2> "fuzz-$t.log"; then
+    echo "fuzz target $t failed:"; tail -40 "fuzz-$t.log"; status=1
+  else
+    grep -E "^Done" "fuzz-$t.log" || true
+  fi
+done
+exit $status
