@@ -8,11 +8,11 @@
 #   sudo bash bench/hostile.sh                 # both parts (A: ~4 min, B: SOAK_SECONDS, 600)
 #   HORDE_OLD=/path/to/old/horde sudo -E bash bench/hostile.sh   # part A for an older build too
 #   PART=A sudo bash bench/hostile.sh          # one part
+#   HORDE_NEW=/path/to/horde sudo -E bash bench/hostile.sh       # this build instead of building
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "hostile.sh spoofs source addresses: run it as root" >&2; exit 1; }
-cargo build --release -q
-NEW=$PWD/target/release/horde
+if [ -n "${HORDE_NEW:-}" ]; then NEW=$HORDE_NEW; else cargo build --release -q; NEW=$PWD/target/release/horde; fi
 OUT=$PWD/bench/out/hostile
 mkdir -p "$OUT"
 PART=${PART:-AB}
@@ -35,7 +35,7 @@ stop() { kill "$(cat "$1/pid")" 2>/dev/null || true; wait "$(cat "$1/pid")" 2>/d
 recv_at() { # BIN DIR -> udp address
   local bin=$1 dir=$2
   mkdir -p "$dir"
-  "$bin" recv --udp 0 2> "$dir/err" &
+  "$bin" recv --udp 0 > "$dir/out" 2> "$dir/err" &
   echo $! > "$dir/pid"
   for _ in $(seq 100); do grep -q listening "$dir/err" 2>/dev/null && break; sleep 0.05; done
   sed -E 's/.*listening on ([^ ]+).*/\1/' "$dir/err" | head -1

@@ -60,7 +60,7 @@ pub enum Cmd {
     },
     /// Changes an emulated link's impairments while it runs, or (with no option) shows its counters.
     Link(LinkArgs),
-    /// Removes what Horde's emulator left behind after a crash (namespaces, links, bridges, helper processes) for the given experiments, or with --all for every one. Only Horde's own.
+    /// Removes what Horde's emulator left behind after a crash (namespaces, links, bridges, helper processes) for the given experiments, or with --all for every one; it touches only Horde's own namespaces, state under /run/horde/emu and processes it can prove are its own
     Cleanup {
         /// Experiment id(s) to clean up
         #[arg(required_unless_present = "all", conflicts_with = "all")]
