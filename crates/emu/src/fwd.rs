@@ -82,7 +82,7 @@ fn packet_socket(ifname: &str) -> Result<OwnedFd, EmuError> {
 }
 
 /// Counters of one direction of one link.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DirReport {
     pub packets: u64,
     pub lost: u64,
@@ -97,7 +97,7 @@ pub struct DirReport {
     pub spec: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LinkReport {
     pub a: String,
     pub b: String,

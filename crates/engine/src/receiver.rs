@@ -86,7 +86,7 @@ impl Default for RecvOptions {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct FlowReceived {
     pub packets: u64,
     pub bytes: u64,
@@ -95,7 +95,7 @@ pub struct FlowReceived {
 }
 
 /// What the receiver turned away.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct RecvRefusals {
     /// Challenges sent to hellos from addresses not validated yet, and their bytes.
     pub challenges: u64,
@@ -119,7 +119,7 @@ pub struct RecvRefusals {
     pub idle_conns: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct RecvReport {
     pub listening: Vec<String>,
     pub packets: u64,

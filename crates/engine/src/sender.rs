@@ -127,7 +127,7 @@ impl Default for SendOptions {
 }
 
 /// Lateness of departures (actual − scheduled), microseconds.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Lateness {
     pub mean_us: f64,
     pub p50_us: f64,
@@ -139,7 +139,7 @@ pub struct Lateness {
     pub over_1ms: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FlowSent {
     pub id: u32,
     pub name: String,
@@ -166,7 +166,7 @@ pub struct FlowSent {
 }
 
 /// What the server side's gates and listeners turned away (all zero for a client).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Refusals {
     /// UDP hellos answered with a challenge (the source was not validated yet).
     pub challenges: u64,
@@ -199,7 +199,7 @@ impl Refusals {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SendReport {
     pub flows: Vec<FlowSent>,
     pub packets: u64,

@@ -24,7 +24,7 @@ impl XorShift {
 fn datagram(r: &mut XorShift) -> Vec<u8> {
     let n = (r.next() % 90) as usize;
     let mut b = r.bytes(n);
-    if n >= 4 && r.next() % 2 == 0 {
+    if n >= 4 && r.next().is_multiple_of(2) {
         b[0] = b'H';
         b[1] = b'D';
         b[2] = horde_wire::VERSION;

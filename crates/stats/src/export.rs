@@ -4,134 +4,175 @@
 
 use std::fmt::Write as _;
 
+use serde::Serialize;
+
 use crate::{Analysis, FlowStats, Window};
 
 pub fn json(a: &Analysis) -> String {
     serde_json::to_string_pretty(a).expect("analysis serialises")
 }
 
-fn opt(v: Option<f64>) -> String {
-    v.map(|x| format!("{x:.6}")).unwrap_or_default()
+/// One row of `flows.csv`: the CSV header is these field names, in this order, so header and
+/// rows cannot disagree. A stable contract (docs/schemas/README.md): columns are only added.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FlowRow {
+    /// Flow id, or `total`.
+    pub flow: String,
+    pub packets: u64,
+    pub bytes: u64,
+    pub duration_s: f64,
+    pub bitrate_bps: f64,
+    pub pkt_rate: f64,
+    pub min_size: u64,
+    pub max_size: u64,
+    /// `owd` (one-way) or `rtt`; empty without delay.
+    pub delay_kind: Option<&'static str>,
+    pub delay_min_ms: Option<f64>,
+    pub delay_mean_ms: Option<f64>,
+    pub delay_max_ms: Option<f64>,
+    pub delay_stddev_ms: Option<f64>,
+    pub delay_p50_ms: Option<f64>,
+    pub delay_p90_ms: Option<f64>,
+    pub delay_p99_ms: Option<f64>,
+    pub delay_p999_ms: Option<f64>,
+    pub jitter_ms: Option<f64>,
+    pub ipdv_mean_ms: Option<f64>,
+    pub sent: Option<u64>,
+    pub expected: Option<u64>,
+    pub lost: Option<u64>,
+    pub loss_pct: Option<f64>,
+    pub loss_bursts: Option<u64>,
+    pub loss_burst_max: Option<u64>,
+    pub duplicates: Option<u64>,
+    pub reordered: Option<u64>,
+    pub lateness_p50_us: Option<f64>,
+    pub lateness_p99_us: Option<f64>,
+    pub lateness_max_us: Option<f64>,
+    pub tos: Option<u8>,
+    pub ttl: Option<u8>,
 }
 
-pub const FLOW_CSV_HEADER: &str = "flow,packets,bytes,duration_s,bitrate_bps,pkt_rate,min_size,max_size,delay_kind,delay_min_ms,delay_mean_ms,delay_max_ms,delay_stddev_ms,delay_p50_ms,delay_p90_ms,delay_p99_ms,delay_p999_ms,jitter_ms,ipdv_mean_ms,sent,expected,lost,loss_pct,loss_bursts,loss_burst_max,duplicates,reordered,lateness_p50_us,lateness_p99_us,lateness_max_us,tos,ttl";
-
-fn flow_row(f: &FlowStats) -> String {
-    let d = f.delay.as_ref();
-    let l = f.loss.as_ref();
-    let s = f.send_lateness.as_ref();
-    [
-        f.flow.map(|x| x.to_string()).unwrap_or_else(|| "total".into()),
-        f.packets.to_string(),
-        f.bytes.to_string(),
-        format!("{:.6}", f.duration_s),
-        format!("{:.1}", f.bitrate_bps),
-        format!("{:.3}", f.pkt_rate),
-        f.min_size.to_string(),
-        f.max_size.to_string(),
-        d.map(|d| d.kind.to_string()).unwrap_or_default(),
-        opt(d.map(|d| d.min_ms)),
-        opt(d.map(|d| d.mean_ms)),
-        opt(d.map(|d| d.max_ms)),
-        opt(d.map(|d| d.stddev_ms)),
-        opt(d.map(|d| d.p50_ms)),
-        opt(d.map(|d| d.p90_ms)),
-        opt(d.map(|d| d.p99_ms)),
-        opt(d.map(|d| d.p999_ms)),
-        opt(d.map(|d| d.jitter_ms)),
-        opt(d.map(|d| d.ipdv_mean_ms)),
-        l.and_then(|l| l.sent).map(|x| x.to_string()).unwrap_or_default(),
-        l.map(|l| l.expected.to_string()).unwrap_or_default(),
-        l.map(|l| l.lost.to_string()).unwrap_or_default(),
-        opt(l.map(|l| l.loss_pct)),
-        l.map(|l| l.bursts.to_string()).unwrap_or_default(),
-        l.map(|l| l.burst_max.to_string()).unwrap_or_default(),
-        l.map(|l| l.duplicates.to_string()).unwrap_or_default(),
-        l.map(|l| l.reordered.to_string()).unwrap_or_default(),
-        opt(s.map(|s| s.p50_us)),
-        opt(s.map(|s| s.p99_us)),
-        opt(s.map(|s| s.max_us)),
-        f.tos.map(|x| x.to_string()).unwrap_or_default(),
-        f.ttl.map(|x| x.to_string()).unwrap_or_default(),
-    ]
-    .join(",")
-}
-
-pub fn flows_csv(a: &Analysis) -> String {
-    let mut s = String::from(FLOW_CSV_HEADER);
-    s.push('\n');
-    for f in a.flows.iter().chain(std::iter::once(&a.total)) {
-        s.push_str(&flow_row(f));
-        s.push('\n');
-    }
-    s
-}
-
-pub const WINDOW_CSV_HEADER: &str = "start_s,flow,packets,bytes,bitrate_bps,pkt_rate,delay_mean_ms,delay_max_ms,jitter_ms,lost";
-
-pub fn windows_csv(w: &[Window]) -> String {
-    let mut s = String::from(WINDOW_CSV_HEADER);
-    s.push('\n');
-    for x in w {
-        let _ = writeln!(
-            s,
-            "{:.6},{},{},{},{:.1},{:.3},{},{},{},{}",
-            x.start_s,
-            x.flow.map(|f| f.to_string()).unwrap_or_default(),
-            x.packets,
-            x.bytes,
-            x.bitrate_bps,
-            x.pkt_rate,
-            opt(x.delay_mean_ms),
-            opt(x.delay_max_ms),
-            opt(x.jitter_ms),
-            x.lost.map(|l| l.to_string()).unwrap_or_default()
-        );
-    }
-    s
-}
-
-fn rate(bps: f64) -> String {
-    match bps {
-        b if b >= 1e9 => format!("{:.2} Gbit/s", b / 1e9),
-        b if b >= 1e6 => format!("{:.2} Mbit/s", b / 1e6),
-        b if b >= 1e3 => format!("{:.2} kbit/s", b / 1e3),
-        b => format!("{b:.0} bit/s"),
-    }
-}
-
-/// The readable table: one block per flow (at most `max_flows`, then a count), then the total.
-pub fn table(a: &Analysis, max_flows: usize) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:>8} {:>10} {:>12} {:>14} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
-        "flow", "packets", "pkt/s", "throughput", "delay", "mean ms", "p50 ms", "p99 ms", "max ms", "jitter", "loss %"
-    );
-    let shown = a.flows.len().min(max_flows);
-    let total_row = (a.flows.len() > 1).then_some(&a.total);
-    for f in a.flows[..shown].iter().chain(total_row) {
+impl From<&FlowStats> for FlowRow {
+    fn from(f: &FlowStats) -> FlowRow {
         let d = f.delay.as_ref();
-        let m = |g: fn(&crate::DelayStats) -> f64| d.map(|d| format!("{:.3}", g(d))).unwrap_or_else(|| "-".into());
-        let _ = writeln!(
-            s,
-            "{:>8} {:>10} {:>12.1} {:>14} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
-            f.flow.map(|x| x.to_string()).unwrap_or_else(|| "total".into()),
-            f.packets,
-            f.pkt_rate,
-            rate(f.bitrate_bps),
-            d.map(|d| d.kind).unwrap_or("-"),
-            m(|d| d.mean_ms),
-            m(|d| d.p50_ms),
-            m(|d| d.p99_ms),
-            m(|d| d.max_ms),
-            m(|d| d.jitter_ms),
-            f.loss.as_ref().map(|l| format!("{:.3}", l.loss_pct)).unwrap_or_else(|| "-".into()),
-        );
+        let l = f.loss.as_ref();
+        let s = f.send_lateness.as_ref();
+        FlowRow {
+            flow: f.flow.map(|x| x.to_string()).unwrap_or_else(|| "total".into()),
+            packets: f.packets,
+            bytes: f.bytes,
+            duration_s: f.duration_s,
+            bitrate_bps: f.bitrate_bps,
+            pkt_rate: f.pkt_rate,
+            min_size: f.min_size,
+            max_size: f.max_size,
+            delay_kind: d.map(|d| d.kind),
+            delay_min_ms: d.map(|d| d.min_ms),
+            delay_mean_ms: d.map(|d| d.mean_ms),
+            delay_max_ms: d.map(|d| d.max_ms),
+            delay_stddev_ms: d.map(|d| d.stddev_ms),
+            delay_p50_ms: d.map(|d| d.p50_ms),
+            delay_p90_ms: d.map(|d| d.p90_ms),
+            delay_p99_ms: d.map(|d| d.p99_ms),
+            delay_p999_ms: d.map(|d| d.p999_ms),
+            jitter_ms: d.map(|d| d.jitter_ms),
+            ipdv_mean_ms: d.map(|d| d.ipdv_mean_ms),
+            sent: l.and_then(|l| l.sent),
+            expected: l.map(|l| l.expected),
+            lost: l.map(|l| l.lost),
+            loss_pct: l.map(|l| l.loss_pct),
+            loss_bursts: l.map(|l| l.bursts),
+            loss_burst_max: l.map(|l| l.burst_max),
+            duplicates: l.map(|l| l.duplicates),
+            reordered: l.map(|l| l.reordered),
+            lateness_p50_us: s.map(|s| s.p50_us),
+            lateness_p99_us: s.map(|s| s.p99_us),
+            lateness_max_us: s.map(|s| s.max_us),
+            tos: f.tos,
+            ttl: f.ttl,
+        }
     }
+}
+
+/// Serialises rows with a header made from the row type's field names.
+fn to_csv<R: Serialize>(rows: impl IntoIterator<Item = R>) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in rows {
+        // Writing plain rows into memory cannot fail.
+        let _ = w.serialize(r);
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
+/// `flows.csv`: one row per flow, then the total row.
+pub fn flows_csv(a: &Analysis) -> String {
+    to_csv(a.flows.iter().chain(std::iter::once(&a.total)).map(FlowRow::from))
+}
+
+/// `windows.csv`: one row per flow and time window (the row type is [`Window`]).
+pub fn windows_csv(w: &[Window]) -> String {
+    to_csv(w)
+}
+
+/// The per-flow table (every flow, then the total when there are several), for the terminal,
+/// the report and files.
+pub fn flow_table(a: &Analysis) -> crate::table::Table {
+    use crate::table::{Cell, Column, Table};
+    let mut t = Table::new(vec![
+        Column::new("flow", "flow"),
+        Column::new("packets", "packets"),
+        Column::new("pkt_rate", "pkt/s"),
+        Column::new("kbit_s", "kbit/s"),
+        Column::new("delay_kind", "delay"),
+        Column::new("delay_mean_ms", "mean ms"),
+        Column::new("delay_p50_ms", "p50 ms"),
+        Column::new("delay_p99_ms", "p99 ms"),
+        Column::new("delay_max_ms", "max ms"),
+        Column::new("jitter_ms", "jitter ms"),
+        Column::new("loss_pct", "loss %"),
+    ]);
+    let total_row = (a.flows.len() > 1).then_some(&a.total);
+    for f in a.flows.iter().chain(total_row) {
+        let d = f.delay.as_ref();
+        t.push(vec![
+            Cell::text(f.flow.map(|x| x.to_string()).unwrap_or_else(|| "total".into())),
+            Cell::Int(f.packets),
+            Cell::Num(f.pkt_rate, 1),
+            Cell::Num(f.bitrate_bps / 1e3, 2),
+            Cell::text(d.map(|d| d.kind).unwrap_or("-")),
+            Cell::opt(d.map(|d| d.mean_ms), 3),
+            Cell::opt(d.map(|d| d.p50_ms), 3),
+            Cell::opt(d.map(|d| d.p99_ms), 3),
+            Cell::opt(d.map(|d| d.max_ms), 3),
+            Cell::opt(d.map(|d| d.jitter_ms), 3),
+            Cell::opt(f.loss.as_ref().map(|l| l.loss_pct), 3),
+        ]);
+    }
+    t
+}
+
+/// The readable summary: the per-flow table (at most `max_flows` flows, then a count; 0: all),
+/// then the total's loss, delay and lateness in words.
+pub fn table(a: &Analysis, max_flows: usize) -> String {
+    let mut full = flow_table(a);
+    let shown = if max_flows == 0 { a.flows.len() } else { a.flows.len().min(max_flows) };
+    if shown < a.flows.len() {
+        // Keep the first `shown` flows and the total row.
+        let total = full.rows.pop();
+        full.rows.truncate(shown);
+        full.rows.extend(total);
+    }
+    let mut s = full.text(true);
     if a.flows.len() > shown {
         let _ = writeln!(s, "  ... {} more flows (use --json or --csv for all)", a.flows.len() - shown);
     }
+    s.push_str(&totals_text(a));
+    s
+}
+
+/// The total's loss, delay and departure lateness in words.
+pub fn totals_text(a: &Analysis) -> String {
+    let mut s = String::new();
     let t = &a.total;
     if !a.has_receiver_log && t.delay.is_none() {
         let _ = writeln!(s, "sender log only: departures are shown; give the receiver's log too (or measure round trips) for delay and loss");

@@ -18,7 +18,7 @@ use serde::Serialize;
 /// Points kept per empirical CDF in the report (quantiles), so a report stays small.
 const CDF_POINTS: usize = 200;
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct DirectionStats {
     pub sent: u64,
     pub received: u64,
@@ -53,7 +53,7 @@ pub struct DirectionStats {
     pub iat_cdf: Vec<(f64, f64)>,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct CategoryStats {
     pub category: String,
     pub player_seconds: f64,
@@ -62,7 +62,7 @@ pub struct CategoryStats {
     pub down: DirectionStats,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct GameAnalysis {
     pub categories: Vec<CategoryStats>,
     pub up: DirectionStats,
@@ -112,12 +112,12 @@ struct Acc {
     iats: Vec<f64>,
     delays: Vec<f64>,
     bytes: u64,
-    jitter: f64,
+    jitter: crate::metrics::Jitter,
 }
 
 impl Acc {
     fn new() -> Self {
-        Acc { sent: 0, sizes: Vec::new(), iats: Vec::new(), delays: Vec::new(), bytes: 0, jitter: 0.0 }
+        Acc { sent: 0, sizes: Vec::new(), iats: Vec::new(), delays: Vec::new(), bytes: 0, jitter: Default::default() }
     }
 }
 
@@ -254,7 +254,7 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
                 a.iats.push((r.t_b as f64 - prev as f64) / 1e6);
             }
             if let Some(pt) = prev_transit.insert((player, stay), transit) {
-                a.jitter += (((transit - pt).abs() as f64) - a.jitter) / 16.0;
+                a.jitter.update(transit - pt);
             }
         }
     }
@@ -313,8 +313,9 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
 fn direction_stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: Direction, a: &mut Acc, player_seconds: f64) -> DirectionStats {
     let received = a.sizes.len() as u64;
     let mut s = DirectionStats { sent: a.sent, received, lost: a.sent.saturating_sub(received), bytes: a.bytes, ..Default::default() };
-    s.bitrate_bps = a.bytes as f64 * 8.0 / ctx.duration_s;
-    s.apdu_rate_per_player = if player_seconds > 0.0 { received as f64 / player_seconds } else { 0.0 };
+    s.bitrate_bps = crate::metrics::interval_rates(received, a.bytes, ctx.duration_s).1;
+    // APDUs per player-second: the interval is the time players spent in the category.
+    s.apdu_rate_per_player = crate::metrics::interval_rates(received, a.bytes, player_seconds).0;
     s.mean_size = if received > 0 { a.bytes as f64 / received as f64 } else { 0.0 };
     s.size_samples = received;
     s.iat_samples = a.iats.len() as u64;
@@ -348,7 +349,7 @@ fn direction_stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: D
         s.delay_p50_ms = Some(q(0.5));
         s.delay_p99_ms = Some(q(0.99));
         s.delay_max_ms = a.delays.last().copied();
-        s.jitter_ms = Some(a.jitter / 1e6);
+        s.jitter_ms = Some(a.jitter.ms());
     }
     s
 }
@@ -378,4 +379,54 @@ fn model_rate(ctx: &Context, by_time: &[f64], state: usize, dir: Direction) -> O
         }
     }
     (acc > 0.0).then_some(acc)
+}
+
+/// The per-category table of a run, for the terminal (brief columns), the report and files.
+pub fn table(g: &GameAnalysis) -> crate::table::Table {
+    use crate::table::{Cell, Column, Table};
+    let mut t = Table::new(vec![
+        Column::new("category", "category"),
+        Column::new("occupancy_pct", "occ %"),
+        Column::new("dir", "dir"),
+        Column::new("received", "APDUs"),
+        Column::new("lost", "lost"),
+        Column::new("kbit_s", "kbit/s"),
+        Column::new("apdu_rate_per_player", "APDU/s/p"),
+        Column::new("model_apdu_rate_per_player", "model"),
+        Column::full("rate_error_pct", "error %"),
+        Column::full("mean_size", "size B"),
+        Column::full("model_mean_size", "model B"),
+        Column::new("ks_size", "KS size"),
+        Column::new("ks_iat", "KS IAT"),
+        Column::new("delay_mean_ms", "delay ms"),
+        Column::full("delay_p99_ms", "p99 ms"),
+        Column::full("jitter_ms", "jitter ms"),
+    ]);
+    let row = |cat: &str, occ: Option<f64>, dir: &str, st: &DirectionStats| {
+        vec![
+            Cell::text(cat),
+            Cell::opt(occ.map(|o| o * 100.0), 1),
+            Cell::text(dir),
+            Cell::Int(st.received),
+            Cell::Int(st.lost),
+            Cell::Num(st.bitrate_bps / 1e3, 1),
+            Cell::Num(st.apdu_rate_per_player, 3),
+            Cell::opt(st.model_apdu_rate_per_player, 3),
+            Cell::opt(st.rate_error_pct, 2),
+            Cell::Num(st.mean_size, 1),
+            Cell::opt(st.model_mean_size, 1),
+            Cell::opt(st.ks_size, 3),
+            Cell::opt(st.ks_iat, 3),
+            Cell::opt(st.delay_mean_ms, 3),
+            Cell::opt(st.delay_p99_ms, 3),
+            Cell::opt(st.jitter_ms, 3),
+        ]
+    };
+    for c in &g.categories {
+        t.push(row(&c.category, Some(c.occupancy_share), "up", &c.up));
+        t.push(row(&c.category, Some(c.occupancy_share), "down", &c.down));
+    }
+    t.push(row("total", None, "up", &g.up));
+    t.push(row("total", None, "down", &g.down));
+    t
 }

@@ -10,9 +10,7 @@ use crate::Analysis;
 /// title (readable with `chromium --dump-dom`) and, on failure, to the console.
 const CHART_CHECK: &str = r#"<script>(function(){var svgs=document.querySelectorAll('svg');var drawn=0;svgs.forEach(function(s){var ok=false;s.querySelectorAll('polyline').forEach(function(p){if((p.getAttribute('points')||'').trim().split(/\s+/).length>1&&p.getBBox().width>0){ok=true;}});if(ok){drawn++;}});if(drawn!==svgs.length){console.error('horde report: '+(svgs.length-drawn)+' of '+svgs.length+' charts not drawn');}document.title+=' [charts drawn: '+drawn+'/'+svgs.length+']';})();</script>"#;
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
+use crate::table::esc;
 
 /// An SVG line chart of `(x, y)` points with labelled axes, 720 × 260 px.
 pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[(String, Vec<(f64, f64)>)]) -> String {
@@ -134,7 +132,7 @@ pub fn page(title: &str, a: &Analysis) -> String {
     let bps: Vec<(f64, f64)> = totals.iter().map(|(k, v)| (*k as f64 / 1e6, v.1 / 1e3)).collect();
     let delay: Vec<(f64, f64)> = totals.iter().filter(|(_, v)| v.3 > 0.0).map(|(k, v)| (*k as f64 / 1e6, v.2 / v.3)).collect();
     let mut s = format!("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}pre{{background:#f6f6f6;padding:1em}}</style></head><body><h1>{t}</h1>", t = esc(title));
-    let _ = write!(s, "<h2>Summary</h2><pre>{}</pre>", esc(&crate::export::table(a, 0)));
+    let _ = write!(s, "<h2>Summary</h2><pre>{}</pre>", esc(&crate::export::totals_text(a)));
     if !pps.is_empty() {
         let _ = write!(s, "<h2>Over time ({} s windows)</h2>", a.window_s.unwrap_or(0.0));
         s.push_str(&line_chart("Packets per second, all flows", "time (s)", "pkt/s", &[("pkt/s".into(), pps)]));
@@ -143,24 +141,8 @@ pub fn page(title: &str, a: &Analysis) -> String {
             s.push_str(&line_chart("Mean delay, all flows", "time (s)", "ms", &[("delay".into(), delay)]));
         }
     }
-    s.push_str("<h2>Flows</h2><table><tr><th>flow</th><th>packets</th><th>pkt/s</th><th>kbit/s</th><th>delay</th><th>mean ms</th><th>p99 ms</th><th>jitter ms</th><th>loss %</th></tr>");
-    for f in &a.flows {
-        let d = f.delay.as_ref();
-        let _ = write!(
-            s,
-            "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            f.flow.unwrap_or(0),
-            f.packets,
-            f.pkt_rate,
-            f.bitrate_bps / 1e3,
-            d.map(|d| d.kind).unwrap_or("-"),
-            d.map(|d| format!("{:.3}", d.mean_ms)).unwrap_or_default(),
-            d.map(|d| format!("{:.3}", d.p99_ms)).unwrap_or_default(),
-            d.map(|d| format!("{:.3}", d.jitter_ms)).unwrap_or_default(),
-            f.loss.as_ref().map(|l| format!("{:.3}", l.loss_pct)).unwrap_or_default()
-        );
-    }
-    s.push_str("</table>");
+    s.push_str("<h2>Flows</h2>");
+    s.push_str(&crate::export::flow_table(a).html());
     s.push_str(CHART_CHECK);
     s.push_str("</body></html>\n");
     s
@@ -217,33 +199,9 @@ pub fn game_page(title: &str, scenario: &str, network: Option<&str>, g: &crate::
     if let Some(n) = network {
         let _ = write!(s, "<h2>Emulated network</h2><p>Frames each emulated link carried, lost (random or burst loss), dropped at its queue, and delivered, per direction, at the end of the run.</p><pre>{}</pre>", esc(n));
     }
-    s.push_str("<h2>Per category and direction</h2><table><tr><th>category</th><th>occupancy</th><th>dir</th><th>APDUs recv</th><th>lost</th><th>kbit/s</th><th>APDU/s per player</th><th>model</th><th>error %</th><th>mean size B</th><th>model</th><th>KS size</th><th>KS IAT</th><th>delay mean ms</th><th>p99 ms</th><th>jitter ms</th></tr>");
-    let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
-    for c in &g.categories {
-        for (dir, st) in [("up", &c.up), ("down", &c.down)] {
-            let _ = write!(
-                s,
-                "<tr><td>{}</td><td>{:.1} %</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&c.category),
-                c.occupancy_share * 100.0,
-                dir,
-                st.received,
-                st.lost,
-                st.bitrate_bps / 1e3,
-                st.apdu_rate_per_player,
-                f(st.model_apdu_rate_per_player, 3),
-                f(st.rate_error_pct, 2),
-                st.mean_size,
-                f(st.model_mean_size, 1),
-                f(st.ks_size, 4),
-                f(st.ks_iat, 4),
-                f(st.delay_mean_ms, 3),
-                f(st.delay_p99_ms, 3),
-                f(st.jitter_ms, 3)
-            );
-        }
-    }
-    s.push_str("</table><p>Rates per player are APDUs over the player-seconds spent in the category; the model rate is the long-run rate, 1000 / mean inter-departure time. Every fresh start of a bursty inter-departure process (a player joining, a category change) adds about (CV² − 1)/2 APDUs, so short runs and surges show rates above it (WoW trading up: CV² = 5.3, +2 APDUs per start). KS: Kolmogorov–Smirnov distance between the measured distribution (receiver's log) and the model's, inter-arrival times at 1 ms resolution.</p>");
+    s.push_str("<h2>Per category and direction</h2>");
+    s.push_str(&crate::game::table(g).html());
+    s.push_str("<p>Rates per player are APDUs over the player-seconds spent in the category; the model rate is the long-run rate, 1000 / mean inter-departure time. Every fresh start of a bursty inter-departure process (a player joining, a category change) adds about (CV² − 1)/2 APDUs, so short runs and surges show rates above it (WoW trading up: CV² = 5.3, +2 APDUs per start). KS: Kolmogorov–Smirnov distance between the measured distribution (receiver's log) and the model's, inter-arrival times at 1 ms resolution.</p>");
     s.push_str("<h2>Over time</h2>");
     for (name, svg) in charts.iter().filter(|(n, _)| !n.starts_with("cdf-")) {
         let _ = write!(s, "<figure id=\"{}\">{svg}</figure>", esc(name));

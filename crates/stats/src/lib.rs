@@ -23,7 +23,9 @@ use serde::Serialize;
 pub mod export;
 pub mod game;
 pub mod html;
+pub mod metrics;
 pub mod quantile;
+pub mod table;
 
 /// Records of one log, with what its header said.
 pub struct LoadedLog {
@@ -46,7 +48,7 @@ pub struct Options {
     pub window_ns: Option<u64>,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct DelayStats {
     /// "owd" (one-way delay) or "rtt" (round-trip time).
     pub kind: &'static str,
@@ -65,7 +67,7 @@ pub struct DelayStats {
     pub ipdv_mean_ms: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct LossStats {
     /// Packets the sender sent (from its log), if given.
     pub sent: Option<u64>,
@@ -81,7 +83,7 @@ pub struct LossStats {
     pub reordered: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct Lateness {
     pub packets: u64,
     pub mean_us: f64,
@@ -93,7 +95,7 @@ pub struct Lateness {
     pub abs_p99_us: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct FlowStats {
     /// Flow id; `None` in the total row.
     pub flow: Option<u32>,
@@ -113,7 +115,7 @@ pub struct FlowStats {
     pub ttl: Option<u8>,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct Window {
     /// Seconds since the first departure (the first arrival when no sender log was given).
     pub start_s: f64,
@@ -129,7 +131,7 @@ pub struct Window {
     pub lost: Option<u64>,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct Analysis {
     pub flows: Vec<FlowStats>,
     pub total: FlowStats,
@@ -230,9 +232,7 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
     out.total.send_lateness = total_late.finish();
     if last > first && out.total.packets > 1 {
         out.total.duration_s = (last - first) as f64 / 1e9;
-        let n = out.total.packets as f64;
-        out.total.pkt_rate = (n - 1.0) / out.total.duration_s;
-        out.total.bitrate_bps = out.total.bytes as f64 * 8.0 * (n - 1.0) / n / out.total.duration_s;
+        (out.total.pkt_rate, out.total.bitrate_bps) = metrics::span_rates(out.total.packets, out.total.bytes, out.total.duration_s);
     }
     if let Some(w) = opts.window_ns {
         out.windows = windows(&flows, w, first);
@@ -278,9 +278,7 @@ fn flow_stats(id: u32, acc: &FlowAcc, has_receiver: bool) -> (FlowStats, DelayAc
         let last = arr.iter().map(|a| a.recv).max().unwrap();
         if last > first {
             s.duration_s = (last - first) as f64 / 1e9;
-            let n = s.packets as f64;
-            s.pkt_rate = (n - 1.0) / s.duration_s;
-            s.bitrate_bps = s.bytes as f64 * 8.0 * (n - 1.0) / n / s.duration_s;
+            (s.pkt_rate, s.bitrate_bps) = metrics::span_rates(s.packets, s.bytes, s.duration_s);
         }
     }
     let mut d = DelayAcc { kind: if rtt { "rtt" } else { "owd" }, ..Default::default() };
@@ -308,9 +306,7 @@ fn flow_stats(id: u32, acc: &FlowAcc, has_receiver: bool) -> (FlowStats, DelayAc
         let last = acc.tx.iter().map(|t| t.2).max().unwrap();
         if last > first {
             s.duration_s = (last - first) as f64 / 1e9;
-            let n = s.packets as f64;
-            s.pkt_rate = (n - 1.0) / s.duration_s;
-            s.bitrate_bps = s.bytes as f64 * 8.0 * (n - 1.0) / n / s.duration_s;
+            (s.pkt_rate, s.bitrate_bps) = metrics::span_rates(s.packets, s.bytes, s.duration_s);
         }
     }
     (s, d, late)
@@ -378,14 +374,25 @@ struct DelayAcc {
     max: i64,
     /// Delays shifted by `offset` so negative one-way delays (unsynchronised clocks) fit.
     values: Vec<i64>,
-    jitter: f64,
+    jitter: metrics::Jitter,
     ipdv_sum: f64,
     prev: Option<(u64, u64)>,
 }
 
 impl Default for DelayAcc {
     fn default() -> Self {
-        DelayAcc { kind: "owd", n: 0, sum: 0.0, sumsq: 0.0, min: i64::MAX, max: i64::MIN, values: Vec::new(), jitter: 0.0, ipdv_sum: 0.0, prev: None }
+        DelayAcc {
+            kind: "owd",
+            n: 0,
+            sum: 0.0,
+            sumsq: 0.0,
+            min: i64::MAX,
+            max: i64::MIN,
+            values: Vec::new(),
+            jitter: metrics::Jitter::default(),
+            ipdv_sum: 0.0,
+            prev: None,
+        }
     }
 }
 
@@ -400,7 +407,7 @@ impl DelayAcc {
         self.values.push(d);
         if let Some((ps, pr)) = self.prev {
             let dd = (recv as i64 - pr as i64) - (send as i64 - ps as i64);
-            self.jitter += (dd.unsigned_abs() as f64 - self.jitter) / 16.0;
+            self.jitter.update(dd);
             self.ipdv_sum += dd.unsigned_abs() as f64;
         }
         self.prev = Some((send, recv));
@@ -417,7 +424,7 @@ impl DelayAcc {
         self.max = self.max.max(o.max);
         self.values.extend_from_slice(&o.values);
         // Total jitter: packet-weighted mean of the flows' jitter.
-        self.jitter = (self.jitter * self.n as f64 + o.jitter * o.n as f64) / (self.n + o.n) as f64;
+        self.jitter = metrics::Jitter::pooled(self.jitter, self.n, o.jitter, o.n);
         self.ipdv_sum += o.ipdv_sum;
         self.n += o.n;
     }
@@ -441,7 +448,7 @@ impl DelayAcc {
             p90_ms: q(0.9),
             p99_ms: q(0.99),
             p999_ms: q(0.999),
-            jitter_ms: self.jitter / 1e6,
+            jitter_ms: self.jitter.ms(),
             ipdv_mean_ms: if self.n > 1 { self.ipdv_sum / (n - 1.0) / 1e6 } else { 0.0 },
         })
     }
@@ -510,8 +517,7 @@ fn windows(flows: &BTreeMap<u32, FlowAcc>, w: u64, first: u64) -> Vec<Window> {
     let secs = w as f64 / 1e9;
     out.into_values()
         .map(|(mut win, d)| {
-            win.pkt_rate = win.packets as f64 / secs;
-            win.bitrate_bps = win.bytes as f64 * 8.0 / secs;
+            (win.pkt_rate, win.bitrate_bps) = metrics::interval_rates(win.packets, win.bytes, secs);
             if let Some(ds) = d.finish() {
                 win.delay_mean_ms = Some(ds.mean_ms);
                 win.delay_max_ms = Some(ds.max_ms);

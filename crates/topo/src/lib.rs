@@ -262,11 +262,21 @@ pub struct Plan {
     pub links: Vec<PlannedLink>,
     pub segments: Vec<PlannedSegment>,
     pub routes: Vec<Route>,
+    /// Every `[[node]]` entry by its name: the members of a group (`count = N`), or the one
+    /// node it declares.
+    pub groups: BTreeMap<String, Vec<usize>>,
 }
 
 impl Plan {
     pub fn node(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// The nodes a `[[node]]` entry declared: every member of group `name`, or the single node
+    /// of that name. `None` when no entry has that name (a member such as `client1` is not a
+    /// group; look it up with [`Plan::node`]).
+    pub fn hosts_of(&self, name: &str) -> Option<&[usize]> {
+        self.groups.get(name).map(|v| v.as_slice())
     }
 
     /// Addresses of a node, in link order.
@@ -359,7 +369,8 @@ pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
     let segments = segments_of(&nodes, &mut links);
     let planned = address(&nodes, &mut links, &link_subnets, segments, &fail)?;
     let routes = routes(&nodes, &planned);
-    Ok(Plan { name: raw.name, exp: exp.to_string(), nodes, links, segments: planned, routes })
+    let groups = groups.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    Ok(Plan { name: raw.name, exp: exp.to_string(), nodes, links, segments: planned, routes, groups })
 }
 
 fn base36(mut n: usize) -> String {

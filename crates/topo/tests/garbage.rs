@@ -23,7 +23,7 @@ fn mutated_topologies_never_panic() {
             let mut b = text.clone();
             for _ in 0..1 + r.next() % 3 {
                 let i = (r.next() % b.len() as u64) as usize;
-                if r.next() % 2 == 0 {
+                if r.next().is_multiple_of(2) {
                     b[i] = alphabet[(r.next() % alphabet.len() as u64) as usize];
                 } else {
                     b.remove(i);

@@ -152,3 +152,15 @@ fn regression_experiment_ids_cannot_be_paths() {
     }
     assert!(horde_topo::check_exp_id("k3x9qa").is_ok());
 }
+
+#[test]
+fn groups_are_exposed_by_name_and_a_lookalike_host_is_not_a_member() {
+    // `client10` is a host of its own, not the 10th member of group `client` (of 3).
+    let t = "name = \"g\"\n[[node]]\nname = \"client\"\nkind = \"host\"\ncount = 3\n[[node]]\nname = \"client10\"\nkind = \"host\"\n[[node]]\nname = \"s\"\nkind = \"switch\"\n[[link]]\na = \"client\"\nb = \"s\"\n[[link]]\na = \"client10\"\nb = \"s\"\n";
+    let p = plan(t, "g.toml", "g").unwrap();
+    let names = |g: &str| p.hosts_of(g).unwrap().iter().map(|&i| p.nodes[i].name.clone()).collect::<Vec<_>>();
+    assert_eq!(names("client"), ["client1", "client2", "client3"]);
+    assert_eq!(names("client10"), ["client10"]);
+    assert!(p.hosts_of("client1").is_none(), "a member is not a group");
+    assert!(p.hosts_of("nobody").is_none());
+}

@@ -95,7 +95,8 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let out = args.out.clone().unwrap_or_else(|| super::run::default_out("demo"));
     if !args.engine {
         let mut sc = horde_model::scenario::Scenario::parse(DEMO_SCENARIO, "embedded demo scenario", std::path::Path::new(".")).map_err(bad_input)?;
-        super::run::apply_overrides(&mut sc, Some(args.players), Some(&format!("{}ms", duration.as_millis())), Some(args.seed))?;
+        let d = format!("{}ms", duration.as_millis());
+        horde_scenario::apply_overrides(&mut sc, &horde_scenario::Overrides { players: Some(args.players), duration: Some(&d), seed: Some(args.seed) })?;
         return super::run::execute(&sc, None, &out, !args.quiet, stop);
     }
     std::fs::create_dir_all(&out).with_context(|| format!("creating report directory {}", out.display()))?;

@@ -44,24 +44,7 @@ impl KeyArgs {
     pub fn key(&self) -> Result<horde_proto::RunKey, crate::Failure> {
         match &self.key_file {
             None => Ok(horde_proto::RunKey::OPEN),
-            Some(p) => read_key(p),
+            Some(p) => Ok(horde_scenario::read_key(p)?),
         }
     }
-}
-
-/// Reads a run key file: a regular file of 64 hex digits. A key others can read is no secret:
-/// a file readable by group or others is refused, as ssh refuses such private keys.
-pub fn read_key(p: &Path) -> Result<horde_proto::RunKey, crate::Failure> {
-    use std::os::unix::fs::PermissionsExt;
-    let text = horde_model::files::read_text(p, 4096, "key files").context("reading the run key").map_err(crate::bad_input)?;
-    let mode = std::fs::metadata(p).map(|m| m.permissions().mode()).unwrap_or(0);
-    if mode & 0o077 != 0 {
-        return Err(crate::bad_input(anyhow::anyhow!(
-            "{}: the run key is readable by others (mode {:o}); make it private with `chmod 600 {}`",
-            p.display(),
-            mode & 0o777,
-            p.display()
-        )));
-    }
-    horde_proto::RunKey::parse_hex(&text).map_err(|e| crate::bad_input(anyhow::anyhow!("{}: {e}", p.display())))
 }

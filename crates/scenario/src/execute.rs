@@ -1,0 +1,286 @@
+//! One run of a scenario end to end: plan, place, start the server side, run the players,
+//! collect, report.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use horde_engine::sender::{self, Job, Progress};
+use horde_engine::SendReport;
+use horde_model::behaviour;
+use horde_model::scenario::Scenario;
+use horde_model::service::Direction;
+
+use crate::placement::EmuRun;
+use crate::report::{self, Interruption, Outcomes, Summary, Usage};
+use crate::server::{ChildSpec, ServerChild};
+use crate::{players, Error, Event, Events, Snapshot};
+
+/// How to run a scenario.
+pub struct RunOptions<'a> {
+    /// Report directory (created).
+    pub out: &'a Path,
+    /// The scenario's file, if it has one (else its text is written to `out/scenario.toml`
+    /// for the server side to read).
+    pub scenario_file: Option<&'a Path>,
+    /// Where the server side runs.
+    pub server: ServerSide,
+    /// Only these players run on this side (a shard, see [`crate::shards`]); all by default.
+    pub shard: Option<Range<u32>>,
+    /// Progress and notes; called from the run's threads.
+    pub events: Events<'a>,
+    /// Set by a signal: the run stops, and reports what it measured until then.
+    pub stop: &'a AtomicBool,
+}
+
+/// Where a run's server side runs.
+#[derive(Debug, Clone)]
+pub enum ServerSide {
+    /// A child process of this `horde` binary (`run FILE --serve-only`), so each side has its
+    /// own descriptor limit; the binary also runs the link emulator of an emulated placement.
+    Child(PathBuf),
+    /// A thread of this process (tests, small runs; not with an emulated placement).
+    InProcess,
+}
+
+/// The running server side.
+enum Server {
+    Child(ServerChild),
+    Thread { handle: std::thread::JoinHandle<Result<SendReport, Error>>, stop: Arc<AtomicBool> },
+}
+
+impl Server {
+    fn start(sc: &Scenario, side: &ServerSide, spec: &ChildSpec) -> Result<(Server, std::net::SocketAddr), Error> {
+        match side {
+            ServerSide::Child(exe) => {
+                let (c, a) = ServerChild::start(sc, &ChildSpec { exe, ..*spec }).map_err(Error::Failed)?;
+                Ok((Server::Child(c), a))
+            }
+            ServerSide::InProcess => {
+                let stop = Arc::new(AtomicBool::new(false));
+                let (tx, rx) = std::sync::mpsc::channel();
+                let (sc2, out, key, stop2) = (sc.clone(), spec.out.to_path_buf(), spec.key.clone(), stop.clone());
+                let handle = std::thread::Builder::new()
+                    .name("horde-server-side".into())
+                    .spawn(move || {
+                        crate::server::serve(&sc2, &out, key, &stop2, |a| {
+                            let _ = tx.send(a);
+                        })
+                    })
+                    .context("starting the server side's thread")
+                    .map_err(Error::Failed)?;
+                match rx.recv() {
+                    Ok(a) => Ok((Server::Thread { handle, stop }, a)),
+                    Err(_) => Err(handle
+                        .join()
+                        .unwrap_or_else(|_| Err(Error::Failed(anyhow::anyhow!("the server side panicked"))))
+                        .err()
+                        .unwrap_or_else(|| Error::Failed(anyhow::anyhow!("the server side did not start")))),
+                }
+            }
+        }
+    }
+
+    fn exited(&mut self) -> Option<String> {
+        match self {
+            Server::Child(c) => c.exited().map(|s| s.to_string()),
+            Server::Thread { handle, .. } => handle.is_finished().then(|| "its thread ended".to_string()),
+        }
+    }
+
+    fn finish(self, out: &Path, died: bool) -> anyhow::Result<Option<SendReport>> {
+        match self {
+            Server::Child(c) => c.finish(out, died),
+            Server::Thread { handle, stop } => {
+                stop.store(true, Ordering::Relaxed);
+                match handle.join() {
+                    Ok(Ok(r)) => Ok(Some(r)),
+                    Ok(Err(e)) if !died => Err(e.into_anyhow().context("server side")),
+                    Ok(Err(_)) => Ok(None),
+                    Err(_) => anyhow::bail!("the server side panicked"),
+                }
+            }
+        }
+    }
+}
+
+/// What a run produced.
+pub struct RunOutcome {
+    pub summary: Summary,
+    /// The server side's report (empty if it died before writing one).
+    pub server: SendReport,
+    /// `Some(status)`: the server side died during the run (the report covers the time before).
+    pub server_died: Option<String>,
+}
+
+impl RunOutcome {
+    /// Whether the run stopped before its end (signal or dead server side).
+    pub fn interrupted(&self) -> bool {
+        self.summary.interruption.is_some()
+    }
+}
+
+/// Runs a validated scenario and writes the report into `opts.out`. The server side runs as a
+/// child process (each side then has its own descriptor limit).
+pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
+    let failed = Error::Failed;
+    let out = opts.out;
+    std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
+    let t_plan = Instant::now();
+    let players = Arc::new(players::plan(sc, opts.stop)?);
+    (opts.events)(&Event::Planned { seconds: t_plan.elapsed().as_secs_f64() });
+    let shard = opts.shard.clone().unwrap_or(0..sc.players);
+    if shard.end > sc.players || shard.is_empty() {
+        return Err(Error::BadInput(anyhow::anyhow!("shard {}..{} is not a non-empty part of players 0..{}", shard.start, shard.end, sc.players)));
+    }
+    let scenario_file = match opts.scenario_file {
+        Some(p) => std::fs::canonicalize(p).with_context(|| format!("locating {}", p.display())).map_err(failed)?,
+        None => {
+            let p = out.join("scenario.toml");
+            std::fs::write(&p, &sc.text).context("writing scenario.toml").map_err(failed)?;
+            std::fs::canonicalize(&p).context("locating scenario.toml").map_err(failed)?
+        }
+    };
+    let key = crate::server::run_key(sc)?;
+    let emu = match &sc.emu {
+        Some(p) => match &opts.server {
+            ServerSide::Child(exe) => Some(EmuRun::up(p, sc, exe, opts.events)?),
+            ServerSide::InProcess => {
+                return Err(Error::BadInput(anyhow::anyhow!("{}: [emu] runs the server side as a child process (ServerSide::Child)", sc.name)))
+            }
+        },
+        None => None,
+    };
+    let no_exe = PathBuf::new();
+    let spec = ChildSpec { exe: &no_exe, scenario: &scenario_file, out, key: &key, netns: emu.as_ref().map(|e| (&e.server_ns, e.server)) };
+    let (server, addr) = Server::start(sc, &opts.server, &spec)?;
+    let client_progress = Arc::new(Progress::default());
+    let jobs: Vec<Job> = shard
+        .clone()
+        .map(|p| Job {
+            netns: emu.as_ref().map(|e| e.clients[p as usize % e.clients.len()].clone()),
+            flow: players::player_flow(p, addr, sc.service.transport),
+            source: Some(players.schedule(p, Direction::Up)),
+            mirror: Some(players.schedule(p, Direction::Down)),
+            // A player who joins later connects then.
+            connect_at_ns: Some((sc.join_time(p) * 1e9) as u64).filter(|t| *t > 0),
+        })
+        .collect();
+    let copts = horde_engine::SendOptions {
+        threads: sc.threads,
+        spin_ns: sc.spin_us * 1000,
+        log: Some(out.join("client.hlog")),
+        progress: Some(client_progress.clone()),
+        linger: Duration::from_millis(1000),
+        run_for: Some(Duration::from_secs_f64(sc.duration_s)),
+        connect_timeout: Duration::from_secs(30),
+        key,
+        ..Default::default()
+    };
+    let done = AtomicBool::new(false);
+    // The client stops on the user's signal, or when the server side dies.
+    let run_stop = AtomicBool::new(false);
+    let server = Mutex::new(server);
+    let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
+    let client = std::thread::scope(|s| {
+        let (done_r, p, pl) = (&done, &client_progress, &players);
+        s.spawn(move || progress(sc, &pl.segments, p, done_r, opts.events));
+        s.spawn(|| watch_server(&server, opts.stop, &run_stop, &done, &died));
+        let r = sender::run_jobs(jobs, &copts, &run_stop);
+        done.store(true, Ordering::Relaxed);
+        r
+    });
+    let server = server.into_inner().unwrap_or_else(|p| p.into_inner());
+    let died = died.into_inner().unwrap_or_else(|p| p.into_inner());
+    let server_report = server.finish(out, died.is_some()).map_err(failed)?;
+    let client = client.context("client side").map_err(failed)?;
+    let interruption = Interruption::of(sc, &client, server_report.as_ref(), died.as_ref(), opts.stop.load(Ordering::Relaxed));
+    let server_report = server_report.unwrap_or_else(|| empty_report(&client));
+    let links = emu.as_ref().and_then(|e| e.links());
+    let outcomes = Outcomes { client, server: server_report.clone(), usage: Usage::now(), links, interruption, shard };
+    let summary = report::write(sc, out, &players, outcomes).map_err(failed)?;
+    drop(emu);
+    Ok(RunOutcome { summary, server: server_report, server_died: died.map(|d| d.0) })
+}
+
+/// Polls the server-side child while the client runs: a dead server side stops the client
+/// (within 50 ms) instead of leaving it to run to the end with nobody answering.
+fn watch_server(server: &Mutex<Server>, stop: &AtomicBool, run_stop: &AtomicBool, done: &AtomicBool, died: &Mutex<Option<(String, u64)>>) {
+    while !done.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) {
+            run_stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        let exited = server.lock().ok().and_then(|mut c| c.exited());
+        if let Some(status) = exited {
+            if !stop.load(Ordering::Relaxed) {
+                *died.lock().unwrap_or_else(|p| p.into_inner()) = Some((status, horde_engine::clock::real_ns()));
+            }
+            run_stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The server side's report when it left none (it died).
+fn empty_report(client: &SendReport) -> SendReport {
+    SendReport {
+        flows: Vec::new(),
+        packets: 0,
+        bytes: 0,
+        errors: 0,
+        echoes: 0,
+        received: 0,
+        mismatched: 0,
+        unsent: 0,
+        log_records: 0,
+        log: None,
+        interrupted: true,
+        ..client.clone()
+    }
+}
+
+/// Reports progress once a second: rates over the last second and players per category.
+fn progress(sc: &Scenario, segments: &[Vec<behaviour::Segment>], p: &Progress, done: &AtomicBool, events: Events) {
+    let start = Instant::now();
+    let mut last = [0u64; 4];
+    let mut tick = 0u64;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(250));
+        tick += 1;
+        if !tick.is_multiple_of(4) {
+            continue;
+        }
+        let t = start.elapsed().as_secs_f64();
+        let mut counts = vec![0u32; sc.service.states.len()];
+        for segs in segments {
+            if let Some(s) = behaviour::state_at(segs, t) {
+                counts[s.state as usize] += 1;
+            }
+        }
+        let now = [
+            p.sent_packets.load(Ordering::Relaxed),
+            p.sent_bytes.load(Ordering::Relaxed),
+            p.recv_packets.load(Ordering::Relaxed),
+            p.recv_bytes.load(Ordering::Relaxed),
+        ];
+        let d = |i: usize| now[i] - last[i];
+        let snap = Snapshot {
+            t_s: t,
+            up_pkt_s: d(0),
+            up_bit_s: d(1) * 8,
+            down_pkt_s: d(2),
+            down_bit_s: d(3) * 8,
+            sent_packets: now[0],
+            received_packets: now[2],
+            connections: p.connections.load(Ordering::Relaxed),
+            categories: sc.service.states.iter().zip(&counts).map(|(st, c)| (st.name.clone(), *c)).collect(),
+        };
+        last = now;
+        events(&Event::Tick(snap));
+    }
+}

@@ -1,0 +1,128 @@
+//! Horde's scenario runner as a library: what `horde run` does, without the CLI. A scenario is
+//! planned ([`plan`]: every player's behaviour stays and the bound traffic model, the same on
+//! every side and every shard), placed (on loopback, or on an emulated topology), run
+//! ([`execute`]: the client side in this process, the server side as a child), and reported
+//! ([`Summary`], `summary.json`, `index.html`). Progress and notes go through a callback
+//! ([`Event`]), never to the terminal; errors say whether the input was bad, the run failed
+//! or it was interrupted ([`Error`]).
+//!
+//! Players can be split into shards by id ([`shards`]); a shard runs only its players' client
+//! sides while every side still computes every player's behaviour from the scenario alone.
+
+pub mod execute;
+pub mod placement;
+pub mod players;
+pub mod report;
+pub mod server;
+
+pub use execute::{execute, RunOptions, RunOutcome, ServerSide};
+pub use players::{plan, player_flow, shards, Players};
+pub use report::{Interruption, Summary, Usage, SUMMARY_SCHEMA_VERSION};
+pub use server::{read_key, run_key, serve, server_key};
+
+use horde_model::scenario::Scenario;
+
+/// Why a run did not happen or did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The scenario, a file it names, or an option is wrong (exit code 2).
+    #[error("{0:#}")]
+    BadInput(anyhow::Error),
+    /// The run could not be carried out (I/O, the server side, the emulated network; exit 1).
+    #[error("{0:#}")]
+    Failed(anyhow::Error),
+    /// Stopped by a signal before anything was measured (exit 130).
+    #[error("{0}")]
+    Interrupted(String),
+}
+
+impl Error {
+    /// The process exit code for this error: 2 bad input, 1 failed, 130 interrupted.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::BadInput(_) => 2,
+            Error::Failed(_) => 1,
+            Error::Interrupted(_) => 130,
+        }
+    }
+
+    /// The underlying error, with its context chain.
+    pub fn into_anyhow(self) -> anyhow::Error {
+        match self {
+            Error::BadInput(e) | Error::Failed(e) => e,
+            Error::Interrupted(m) => anyhow::anyhow!(m),
+        }
+    }
+}
+
+/// What a run reports while it runs.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The behaviour process planned every player, in this many seconds.
+    Planned { seconds: f64 },
+    /// A line for people (placement up, experiment taken down, …).
+    Note(String),
+    /// Once a second while the players run.
+    Tick(Snapshot),
+}
+
+/// The client side's progress over the last second.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Snapshot {
+    /// Seconds since the players started.
+    pub t_s: f64,
+    pub up_pkt_s: u64,
+    pub up_bit_s: u64,
+    pub down_pkt_s: u64,
+    pub down_bit_s: u64,
+    /// Totals so far.
+    pub sent_packets: u64,
+    pub received_packets: u64,
+    pub connections: u64,
+    /// Players per behaviour state now (whole scenario, every shard).
+    pub categories: Vec<(String, u32)>,
+}
+
+/// Where progress goes: called from the run's threads.
+pub type Events<'a> = &'a (dyn Fn(&Event) + Sync);
+
+/// Changes to a loaded scenario from the command line (or a controller), recorded in the
+/// scenario's text so the report shows the scenario as run.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides<'a> {
+    pub players: Option<u32>,
+    /// A duration with its unit, e.g. "30s".
+    pub duration: Option<&'a str>,
+    pub seed: Option<u64>,
+}
+
+/// Applies [`Overrides`], checking them as the scenario file's own fields are checked.
+pub fn apply_overrides(sc: &mut Scenario, o: &Overrides) -> Result<(), Error> {
+    let bad = |m: String| Error::BadInput(anyhow::anyhow!(m));
+    let before = (sc.players, sc.duration_s, sc.seed);
+    if let Some(p) = o.players {
+        if p == 0 || p > horde_model::scenario::MAX_PLAYERS {
+            return Err(bad(format!("--players must be 1..={}", horde_model::scenario::MAX_PLAYERS)));
+        }
+        sc.players = p;
+    }
+    if let Some(d) = o.duration {
+        let ns = horde_model::units::parse_duration_ns(d).map_err(|m| bad(format!("--duration: {m}")))?;
+        horde_model::scenario::check_duration(ns).map_err(|m| bad(format!("--duration: {m}")))?;
+        sc.duration_s = ns as f64 / 1e9;
+    }
+    if let Some(s) = o.seed {
+        sc.seed = s;
+    }
+    let changed = [
+        ("players", (sc.players != before.0).then(|| sc.players.to_string())),
+        ("duration", (sc.duration_s != before.1).then(|| format!("\"{}s\"", sc.duration_s))),
+        ("seed", (sc.seed != before.2).then(|| sc.seed.to_string())),
+    ];
+    for (what, set) in changed {
+        if let Some(v) = set {
+            sc.text.push_str(&format!("# overridden on the command line: {what} = {v}\n"));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! A run's results: [`Summary`] (the contract behind `summary.json`, described by
+//! `docs/schemas/summary.schema.json`) and the report directory.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use horde_engine::SendReport;
+use horde_model::scenario::Scenario;
+use horde_stats::game::{self, Context, GameAnalysis};
+use serde::Serialize;
+
+use crate::players::Players;
+
+/// Version of `summary.json`'s layout. Bump it (and add a line to docs/CHANGELOG-results.md)
+/// whenever a field changes meaning, is renamed or removed; adding a field is a minor change
+/// that also gets a changelog line.
+pub const SUMMARY_SCHEMA_VERSION: u32 = 2;
+
+/// APDUs sent this close to an interruption are left out of every count: they may have been in
+/// flight (1 s covers the delay of any link Horde emulates in practice).
+pub const IN_FLIGHT_GRACE_S: f64 = 1.0;
+
+/// A run that stopped before its end, and what the statistics cover.
+#[derive(Serialize, Clone, Debug, schemars::JsonSchema)]
+pub struct Interruption {
+    /// Seconds into the run when it stopped.
+    pub at_s: f64,
+    /// Seconds covered by the statistics: up to `IN_FLIGHT_GRACE_S` before the stop.
+    pub analysed_s: f64,
+    /// "interrupted" (a signal), or why the server side stopped.
+    pub reason: String,
+}
+
+impl Interruption {
+    /// The interruption of a run, if it was one. `died`: the server side's exit status and the
+    /// real time (ns) it was seen dead.
+    pub fn of(sc: &Scenario, client: &SendReport, server: Option<&SendReport>, died: Option<&(String, u64)>, signalled: bool) -> Option<Interruption> {
+        if !(client.interrupted || signalled || died.is_some()) {
+            return None;
+        }
+        let mut end = client.end_real_ns;
+        if let Some(s) = server.filter(|s| s.end_real_ns > 0) {
+            end = end.min(s.end_real_ns);
+        }
+        if let Some((_, t)) = died {
+            end = end.min(*t);
+        }
+        let at_s = (end.saturating_sub(client.t0_real_ns) as f64 / 1e9).min(sc.duration_s);
+        // A killed server side's log lacks up to its last flush interval as well.
+        let (reason, grace) = match died {
+            Some((status, _)) => (format!("the server side exited ({status})"), IN_FLIGHT_GRACE_S + horde_engine::logger::FLUSH_EVERY_NS as f64 / 1e9),
+            None => ("interrupted".into(), IN_FLIGHT_GRACE_S),
+        };
+        Some(Interruption { at_s, analysed_s: (at_s - grace).max(0.0), reason })
+    }
+
+    /// One sentence for people.
+    pub fn note(&self, duration_s: f64) -> String {
+        format!(
+            "{} at {:.1} s of {:.0} s: statistics cover the first {:.1} s (APDUs sent after that may have been in flight, or unlogged by a killed process, and are left out)",
+            self.reason, self.at_s, duration_s, self.analysed_s
+        )
+    }
+}
+
+/// CPU time and peak memory of this process (the client side) and of the server-side child.
+#[derive(Serialize, Clone, Copy, Debug, Default, schemars::JsonSchema)]
+pub struct Usage {
+    pub client_cpu_s: f64,
+    pub client_max_rss_kb: u64,
+    pub server_cpu_s: f64,
+    pub server_max_rss_kb: u64,
+}
+
+impl Usage {
+    /// This process's usage so far, and that of its reaped children.
+    pub fn now() -> Usage {
+        let get = |who| {
+            // SAFETY: getrusage fills a plain struct.
+            let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+            unsafe { libc::getrusage(who, &mut u) };
+            let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+            (t(u.ru_utime) + t(u.ru_stime), u.ru_maxrss as u64)
+        };
+        let (c, cr) = get(libc::RUSAGE_SELF);
+        let (s, sr) = get(libc::RUSAGE_CHILDREN);
+        Usage { client_cpu_s: c, client_max_rss_kb: cr, server_cpu_s: s, server_max_rss_kb: sr }
+    }
+}
+
+/// Everything a run produced: `summary.json`.
+#[derive(Serialize, Debug, schemars::JsonSchema)]
+pub struct Summary {
+    /// [`SUMMARY_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    pub scenario: String,
+    pub service: String,
+    pub players: u32,
+    pub duration_s: f64,
+    pub seed: u64,
+    pub start_hour: f64,
+    pub variables: std::collections::BTreeMap<String, f64>,
+    pub client: SendReport,
+    /// Players the server side served (granted at their hello and sent or received traffic).
+    pub server_connections: u64,
+    /// Received APDUs that differed from the peer's regenerated schedule, both sides (must be 0).
+    pub mismatched: u64,
+    pub resources: Usage,
+    /// Counters of the emulated links (runs with `[emu]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulated_links: Option<Vec<horde_emu::fwd::LinkReport>>,
+    /// A run stopped before its end (a signal, or the server side died) and what the
+    /// statistics cover; absent for a complete run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interruption: Option<Interruption>,
+    pub analysis: GameAnalysis,
+}
+
+/// What a run measured, before analysis.
+pub struct Outcomes {
+    pub client: SendReport,
+    pub server: SendReport,
+    pub usage: Usage,
+    pub links: Option<Vec<horde_emu::fwd::LinkReport>>,
+    pub interruption: Option<Interruption>,
+    /// The players this side ran (all, or a shard).
+    pub shard: std::ops::Range<u32>,
+}
+
+/// Analyses the logs in `out` and writes the report directory: `summary.json`,
+/// `scenario.toml`, `charts/*.svg` and `index.html`.
+pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyhow::Result<Summary> {
+    let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
+        let bytes = std::fs::read(out.join(f)).with_context(|| format!("reading {f}"))?;
+        Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{f}: {e}"))?.records)
+    };
+    let (c, s) = (load("client.hlog")?, load("server.hlog")?);
+    // A shard's report covers its own players: the others spent no time in any category here.
+    let masked: Vec<Vec<horde_model::behaviour::Segment>>;
+    let segments: &[Vec<horde_model::behaviour::Segment>] = if o.shard == (0..sc.players) {
+        &players.segments
+    } else {
+        masked = players.segments.iter().enumerate().map(|(p, s)| if o.shard.contains(&(p as u32)) { s.clone() } else { Vec::new() }).collect();
+        &masked
+    };
+    let ctx = Context {
+        service: &sc.service,
+        traffic: &players.traffic,
+        segments,
+        duration_s: o.interruption.as_ref().map_or(sc.duration_s, |i| i.analysed_s),
+        epoch_ns: o.client.t0_real_ns,
+        cutoff_ns: o.interruption.as_ref().map(|i| o.client.t0_real_ns + (i.analysed_s * 1e9) as u64),
+    };
+    let g = game::analyse(&ctx, &c, &s);
+    let charts = horde_stats::html::game_charts(&g, &ctx);
+    std::fs::create_dir_all(out.join("charts")).context("creating charts/")?;
+    for (name, svg) in &charts {
+        std::fs::write(out.join("charts").join(name), svg).with_context(|| format!("writing charts/{name}"))?;
+    }
+    let summary = Summary {
+        schema_version: SUMMARY_SCHEMA_VERSION,
+        scenario: sc.name.clone(),
+        service: sc.service.name.clone(),
+        players: sc.players,
+        duration_s: sc.duration_s,
+        seed: sc.seed,
+        start_hour: sc.start_hour,
+        variables: players.traffic.vars.clone(),
+        // Players the server side granted (connections refused at their hello are counted in
+        // the server side's refusals, not here).
+        server_connections: o.server.flows.iter().filter(|f| f.packets > 0 || f.received > 0).count() as u64,
+        mismatched: o.client.mismatched + o.server.mismatched,
+        client: o.client,
+        resources: o.usage,
+        emulated_links: o.links,
+        interruption: o.interruption,
+        analysis: g,
+    };
+    std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
+    std::fs::write(out.join("scenario.toml"), &sc.text).context("writing scenario.toml")?;
+    let note = summary.interruption.as_ref().map(|i| format!(" — {}", i.note(sc.duration_s))).unwrap_or_default();
+    let page = horde_stats::html::game_page(
+        &format!("Horde run: {} ({} × {}, {:.0} s, seed {}){note}", sc.name, sc.players, sc.service.name, sc.duration_s, sc.seed),
+        &sc.text,
+        summary.emulated_links.as_deref().map(horde_emu::fwd::links_table).as_deref(),
+        &summary.analysis,
+        &charts,
+    );
+    std::fs::write(out.join("index.html"), page).context("writing index.html")?;
+    Ok(summary)
+}

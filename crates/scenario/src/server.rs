@@ -1,0 +1,173 @@
+//! The server side of a run: in this process ([`serve`]), or as a child process
+//! ([`ServerChild`]: `horde run FILE --serve-only`, which calls [`serve`]), so that each side has
+//! its own descriptor limit (10,000 players are 20,000 sockets).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use horde_engine::sender::{self, Responder, ServeLimits};
+use horde_engine::{SendOptions, SendReport};
+use horde_model::scenario::Scenario;
+use horde_proto::RunKey;
+
+use crate::{players, Error};
+
+/// The environment variable that hands the run key to the server-side child (not its command
+/// line: /proc/PID/cmdline is world-readable, /proc/PID/environ only to the same user).
+pub const RUN_KEY_ENV: &str = "HORDE_RUN_KEY";
+
+/// The line a server-side child prints on standard output once it listens.
+pub const SERVE_BANNER: &str = "horde-serve: listening on ";
+
+/// Reads a run key file: a regular file of 64 hex digits (as `horde key` writes it). A key
+/// others can read is no secret: a file readable by group or others is refused, as ssh refuses
+/// such private keys.
+pub fn read_key(p: &Path) -> Result<RunKey, Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let text = horde_model::files::read_text(p, 4096, "key files").context("reading the run key").map_err(Error::BadInput)?;
+    let mode = std::fs::metadata(p).map(|m| m.permissions().mode()).unwrap_or(0);
+    if mode & 0o077 != 0 {
+        return Err(Error::BadInput(anyhow::anyhow!(
+            "{}: the run key is readable by others (mode {:o}); make it private with `chmod 600 {}`",
+            p.display(),
+            mode & 0o777,
+            p.display()
+        )));
+    }
+    RunKey::parse_hex(&text).map_err(|e| Error::BadInput(anyhow::anyhow!("{}: {e}", p.display())))
+}
+
+/// The run's key: the scenario's key file, or a fresh one.
+pub fn run_key(sc: &Scenario) -> Result<RunKey, Error> {
+    match &sc.key_file {
+        Some(p) => read_key(p),
+        None => Ok(RunKey::from_bytes(horde_engine::random_secret().context("drawing a run key").map_err(Error::Failed)?)),
+    }
+}
+
+/// The key a server-side child uses: the one its parent handed over in [`RUN_KEY_ENV`], else
+/// the scenario's.
+pub fn server_key(sc: &Scenario) -> Result<RunKey, Error> {
+    match std::env::var(RUN_KEY_ENV) {
+        Ok(hex) => RunKey::parse_hex(&hex).map_err(|e| Error::BadInput(anyhow::anyhow!("{RUN_KEY_ENV}: {e}"))),
+        Err(_) => run_key(sc),
+    }
+}
+
+/// Runs the server side of `sc` until `stop`: listens on `sc.server`, grants every player once
+/// (signed hello, known player), sends it its server→client schedule, logs to
+/// `out/server.hlog` and writes its report to `out/server.json`. `on_listening` gets the bound
+/// address before the first connection is accepted.
+pub fn serve(sc: &Scenario, out: &Path, key: RunKey, stop: &AtomicBool, on_listening: impl FnOnce(SocketAddr)) -> Result<SendReport, Error> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display())).map_err(Error::Failed)?;
+    let players = Arc::new(players::plan(sc, stop)?);
+    let opts = SendOptions {
+        log: Some(out.join("server.hlog")),
+        responder: Some(players as Arc<dyn Responder>),
+        spin_ns: sc.spin_us * 1000,
+        threads: sc.server_threads,
+        key,
+        serve_limits: ServeLimits { max_players: sc.players as usize, ..Default::default() },
+        ..Default::default()
+    };
+    let report = sender::serve(&[sc.server], sc.service.transport, &opts, stop, |b| on_listening(b[0])).context("server side").map_err(Error::Failed)?;
+    let json = serde_json::to_string_pretty(&report).context("encoding server.json").map_err(Error::Failed)?;
+    std::fs::write(out.join("server.json"), json).context("writing server.json").map_err(Error::Failed)?;
+    Ok(report)
+}
+
+/// The server-side child process, stopped (SIGTERM) and reaped on drop.
+pub struct ServerChild(std::process::Child);
+
+/// How to start the server side as a child.
+pub struct ChildSpec<'a> {
+    /// The `horde` binary (its `run FILE --serve-only` calls [`serve`]).
+    pub exe: &'a Path,
+    /// The scenario file (absolute).
+    pub scenario: &'a Path,
+    pub out: &'a Path,
+    pub key: &'a RunKey,
+    /// Run it inside this network namespace, listening on this address (emulated placement).
+    pub netns: Option<(&'a std::fs::File, SocketAddr)>,
+}
+
+impl ServerChild {
+    /// Starts the server side and waits for its listening address.
+    pub fn start(sc: &Scenario, spec: &ChildSpec) -> anyhow::Result<(ServerChild, SocketAddr)> {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let mut cmd = std::process::Command::new(spec.exe);
+        let ns_fd = spec.netns.map(|(f, _)| std::os::fd::AsRawFd::as_raw_fd(f));
+        cmd.arg("run");
+        if let Some((_, listen)) = spec.netns {
+            cmd.arg("--listen").arg(listen.to_string());
+        }
+        // SAFETY: prctl and setns are async-signal-safe; the fd stays open until spawn returns.
+        unsafe {
+            cmd.pre_exec(move || {
+                // The server side dies with us, even when we are killed.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if let Some(fd) = ns_fd {
+                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .arg(spec.scenario)
+            .arg("--serve-only")
+            .arg("--out")
+            .arg(spec.out)
+            .args(["--players", &sc.players.to_string(), "--duration", &format!("{}s", sc.duration_s), "--seed", &sc.seed.to_string()])
+            .env(RUN_KEY_ENV, spec.key.to_hex())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("starting the server side")?;
+        let stdout = child.stdout.take().context("the server side's standard output")?;
+        let guard = ServerChild(child);
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line).context("reading the server side's address")?;
+        let addr = line
+            .trim()
+            .strip_prefix(SERVE_BANNER)
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("the server side did not start (see its error above)"))?;
+        Ok((guard, addr))
+    }
+
+    /// The child's exit status, if it has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.0.try_wait().ok().flatten()
+    }
+
+    /// Stops the server side and returns its report (`None` if it died and left none).
+    pub fn finish(mut self, out: &Path, died: bool) -> anyhow::Result<Option<SendReport>> {
+        if self.0.try_wait().ok().flatten().is_none() {
+            // SAFETY: signalling our own child by pid.
+            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        }
+        let status = self.0.wait().context("waiting for the server side")?;
+        if !status.success() && !died {
+            anyhow::bail!("the server side failed ({status})");
+        }
+        match std::fs::read_to_string(out.join("server.json")) {
+            Ok(text) => Ok(Some(serde_json::from_str(&text).context("parsing server.json")?)),
+            Err(_) if died => Ok(None),
+            Err(e) => Err(anyhow::Error::new(e).context("reading server.json")),
+        }
+    }
+}
+
+impl Drop for ServerChild {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}

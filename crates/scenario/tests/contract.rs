@@ -1,0 +1,123 @@
+//! Results as a tested contract: `summary.json` and `decode --json` against their JSON Schemas
+//! (generated from the types, pinned in docs/schemas/), the CSV headers against their row
+//! types, and the report's escaping of user-supplied strings.
+//!
+//! After a deliberate change to a result type: `HORDE_UPDATE_SCHEMAS=1 cargo test -p
+//! horde-scenario --test contract`, then add a line to docs/schemas/CHANGELOG.md.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use horde_model::scenario::Scenario;
+use horde_scenario::{execute, RunOptions, ServerSide, Summary};
+use horde_stats::{Analysis, LoadedLog, Options};
+use horde_wire::{Record, RecordKind, Role};
+
+fn schemas_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/schemas")
+}
+
+/// The schema generated from the type, checked against the committed file.
+fn pinned(name: &str, schema: schemars::schema::RootSchema) -> serde_json::Value {
+    let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+    let path = schemas_dir().join(format!("{name}.schema.json"));
+    if std::env::var_os("HORDE_UPDATE_SCHEMAS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == text,
+        "{} differs from the result type: if the change is deliberate, run HORDE_UPDATE_SCHEMAS=1 cargo test -p horde-scenario --test contract and add a line to docs/schemas/CHANGELOG.md",
+        path.display()
+    );
+    serde_json::from_str(&text).unwrap()
+}
+
+fn validate(schema: &serde_json::Value, instance: &serde_json::Value, what: &str) {
+    let compiled = jsonschema::JSONSchema::compile(schema).expect("the schema compiles");
+    let msgs: Vec<String> = match compiled.validate(instance) {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors.take(5).map(|e| format!("{} at {}", e, e.instance_path)).collect(),
+    };
+    assert!(msgs.is_empty(), "{what} does not follow its schema: {msgs:#?}");
+}
+
+fn run_scenario(name: &str, tag: &str) -> (PathBuf, horde_scenario::RunOutcome) {
+    let text = format!("name = {}\nservice = \"quake3\"\nplayers = 3\nduration = \"2s\"\nseed = 5\nserver = \"127.0.0.1:0\"\n", toml_string(name));
+    let sc = Scenario::parse(&text, "contract.toml", Path::new(".")).unwrap();
+    let out = std::env::temp_dir().join(format!("horde-contract-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let stop = AtomicBool::new(false);
+    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &|_| {}, stop: &stop };
+    let r = execute(&sc, &opts).unwrap();
+    (out, r)
+}
+
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+#[test]
+fn summary_json_follows_its_schema() {
+    let schema = pinned("summary", schemars::schema_for!(Summary));
+    let (out, r) = run_scenario("contract", "summary");
+    let instance: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(instance["schema_version"], horde_scenario::SUMMARY_SCHEMA_VERSION);
+    validate(&schema, &instance, "summary.json");
+    assert!(r.summary.analysis.up.received > 0);
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// Two flows, one-way with loss and one round trip, with windows: every optional part present.
+fn analysis() -> Analysis {
+    let rec = |flow, seq, t_a, t_b, kind| Record { flow, size: 100, seq, t_a, t_b, tag: 0, tos: 0, ttl: 64, kind, flags: 0 };
+    let mut sent = Vec::new();
+    let mut recv = Vec::new();
+    for s in 0..50u64 {
+        let t = 1_000_000_000 + s * 10_000_000;
+        sent.push(rec(1, s, t, t + 3, RecordKind::Sent));
+        if s % 10 != 3 {
+            recv.push(rec(1, s, t, t + 2_000_000 + (s % 4) * 100_000, RecordKind::Received));
+        }
+        sent.push(rec(2, s, t, t + 3, RecordKind::Sent));
+        sent.push(rec(2, s, t, t + 5_000_000, RecordKind::Echoed));
+    }
+    let logs = [LoadedLog { role: Role::Sender, records: sent, trailing_bytes: 0 }, LoadedLog { role: Role::Receiver, records: recv, trailing_bytes: 0 }];
+    horde_stats::analyse(&logs, Options { window_ns: Some(100_000_000) })
+}
+
+#[test]
+fn decode_json_follows_its_schema() {
+    let schema = pinned("decode", schemars::schema_for!(Analysis));
+    let a = analysis();
+    assert!(a.total.loss.is_some() && !a.windows.is_empty());
+    let instance: serde_json::Value = serde_json::from_str(&horde_stats::export::json(&a)).unwrap();
+    validate(&schema, &instance, "decode --json");
+}
+
+#[test]
+fn csv_headers_are_the_row_types_and_stay_stable() {
+    let a = analysis();
+    let flows = horde_stats::export::flows_csv(&a);
+    // The published column order (README, docs/schemas/README.md): columns are only ever added.
+    assert_eq!(
+        flows.lines().next().unwrap(),
+        "flow,packets,bytes,duration_s,bitrate_bps,pkt_rate,min_size,max_size,delay_kind,delay_min_ms,delay_mean_ms,delay_max_ms,delay_stddev_ms,delay_p50_ms,delay_p90_ms,delay_p99_ms,delay_p999_ms,jitter_ms,ipdv_mean_ms,sent,expected,lost,loss_pct,loss_bursts,loss_burst_max,duplicates,reordered,lateness_p50_us,lateness_p99_us,lateness_max_us,tos,ttl"
+    );
+    assert_eq!(flows.lines().count(), 1 + 2 + 1, "header, two flows, total");
+    let mut r = csv::Reader::from_reader(flows.as_bytes());
+    let n = r.headers().unwrap().len();
+    assert!(r.records().all(|row| row.unwrap().len() == n), "every row has every column");
+    let windows = horde_stats::export::windows_csv(&a.windows);
+    assert_eq!(windows.lines().next().unwrap(), "start_s,flow,packets,bytes,bitrate_bps,pkt_rate,delay_mean_ms,delay_max_ms,jitter_ms,lost");
+}
+
+#[test]
+fn the_report_escapes_user_supplied_strings() {
+    let evil = "q\"<>&'x";
+    let (out, _) = run_scenario(evil, "escape");
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(!page.contains(evil), "the raw name is nowhere in the page");
+    assert!(page.contains("q&quot;&lt;&gt;&amp;&#39;x"), "the name is shown escaped");
+    std::fs::remove_dir_all(&out).unwrap();
+}
