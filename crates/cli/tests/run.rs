@@ -85,11 +85,16 @@ fn the_report_renders_in_a_real_browser() {
     let dom = std::process::Command::new(chromium).args(common).arg(&profile).args(["--dump-dom", &page]).output().unwrap();
     let dom_text = String::from_utf8_lossy(&dom.stdout);
     let log = String::from_utf8_lossy(&dom.stderr);
+    let charts = std::fs::read_dir(dir.path("demo/charts")).unwrap().count();
+    assert!(charts >= 30, "occupancy, throughput, delay and loss over time, two delay CDFs, 24 distribution charts: {charts}");
     assert!(
-        dom_text.contains("[charts drawn: 26/26]"),
+        dom_text.contains(&format!("[charts drawn: {charts}/{charts}]")),
         "the page's own check did not pass: {}",
         dom_text.lines().find(|l| l.contains("<title>")).unwrap_or("")
     );
+    for id in ["delay-over-time.svg", "loss-over-time.svg", "delay-cdf-up.svg", "delay-cdf-down.svg"] {
+        assert!(dom_text.contains(&format!("id=\"{id}\"")), "the report has the {id} chart");
+    }
     let console: Vec<&str> = log.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught")).collect();
     assert!(console.is_empty(), "console messages: {console:?}");
     let shot = dir.path("shot.png");
@@ -100,6 +105,10 @@ fn the_report_renders_in_a_real_browser() {
         .output()
         .unwrap();
     assert!(s.status.success());
+    // The screenshot is kept as an artefact of the test run: target/tmp/report-screenshot.png.
+    let artefact = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshot.png");
+    std::fs::copy(&shot, &artefact).unwrap();
+    eprintln!("report screenshot: {}", artefact.display());
     let decoder = png::Decoder::new(std::fs::File::open(&shot).unwrap());
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size()];

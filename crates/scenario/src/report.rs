@@ -185,7 +185,46 @@ pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyho
         summary.emulated_links.as_deref().map(horde_emu::fwd::links_table).as_deref(),
         &summary.analysis,
         &charts,
+        &verdict(&summary),
     );
     std::fs::write(out.join("index.html"), page).context("writing index.html")?;
     Ok(summary)
+}
+
+/// A category and direction needs this many APDUs before its rate is judged against the model.
+pub const MIN_APDUS_TO_JUDGE: u64 = 1000;
+
+/// The boxes at the top of the report: did every player connect, was anything lost, how far is
+/// the worst category's rate from the model, how good is the worst fit.
+pub fn verdict(s: &Summary) -> Vec<horde_stats::html::Verdict> {
+    use horde_stats::html::Verdict;
+    let g = &s.analysis;
+    let expected = s.client.flows.len();
+    let connected = s.client.flows.iter().filter(|f| f.packets > 0 || f.received > 0).count();
+    let mut v = vec![
+        Verdict { label: "players connected".into(), value: format!("{connected} of {expected}"), ok: connected == expected },
+        Verdict { label: "APDUs lost (up / down)".into(), value: format!("{} / {}", g.up.lost, g.down.lost), ok: g.up.lost + g.down.lost == 0 },
+    ];
+    let rows = || g.categories.iter().flat_map(|c| [(c, "up", &c.up), (c, "down", &c.down)]);
+    // Categories with few APDUs cannot be judged: a bursty process's count over a few stays
+    // strays far from its long-run rate by chance (and every fresh start adds (CV² − 1)/2).
+    let judged = |st: &horde_stats::game::DirectionStats| st.rate_error_pct.is_some() && st.received >= MIN_APDUS_TO_JUDGE;
+    if let Some((c, d, st)) =
+        rows().filter(|r| judged(r.2)).max_by(|a, b| a.2.rate_error_pct.unwrap_or(0.0).abs().total_cmp(&b.2.rate_error_pct.unwrap_or(0.0).abs()))
+    {
+        let e = st.rate_error_pct.unwrap_or(0.0);
+        v.push(Verdict { label: format!("worst rate vs model ({} {d}, {} APDUs)", c.category, st.received), value: format!("{e:+.2} %"), ok: e.abs() <= 3.0 });
+    }
+    let few = rows().filter(|r| r.2.rate_error_pct.is_some() && !judged(r.2)).count();
+    if few > 0 {
+        v.push(Verdict { label: format!("categories with under {MIN_APDUS_TO_JUDGE} APDUs (rate not judged)"), value: few.to_string(), ok: true });
+    }
+    let ks = |st: &horde_stats::game::DirectionStats| st.ks_size.unwrap_or(0.0).max(st.ks_iat.unwrap_or(0.0));
+    if let Some((c, d, st)) = rows().filter(|r| r.2.ks_size.is_some() || r.2.ks_iat.is_some()).max_by(|a, b| ks(a.2).total_cmp(&ks(b.2))) {
+        v.push(Verdict { label: format!("worst KS distance ({} {d})", c.category), value: format!("{:.3}", ks(st)), ok: ks(st) <= 0.05 });
+    }
+    if let Some(i) = &s.interruption {
+        v.push(Verdict { label: "interrupted".into(), value: format!("at {:.1} s", i.at_s), ok: false });
+    }
+    v
 }

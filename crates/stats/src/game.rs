@@ -51,6 +51,21 @@ pub struct DirectionStats {
     /// Empirical CDF points `(value, F)` of sizes and inter-arrival times (ms), for charts.
     pub size_cdf: Vec<(f64, f64)>,
     pub iat_cdf: Vec<(f64, f64)>,
+    /// Empirical CDF points `(delay ms, F)` of one-way delays.
+    pub delay_cdf: Vec<(f64, f64)>,
+}
+
+/// One second of a run, per direction (index 0 up, 1 down): APDUs sent in it (by send time),
+/// of those how many never arrived, and the delays of what arrived in it (by arrival time).
+#[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
+pub struct Second {
+    /// Seconds since the run's start.
+    pub t_s: f64,
+    pub sent: [u64; 2],
+    pub lost: [u64; 2],
+    /// Nearest-rank median and 99th percentile of the one-way delays of arrivals, ms.
+    pub delay_p50_ms: [Option<f64>; 2],
+    pub delay_p99_ms: [Option<f64>; 2],
 }
 
 #[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
@@ -73,6 +88,8 @@ pub struct GameAnalysis {
     pub sub_weights: Vec<[Vec<f64>; 2]>,
     /// Received bit/s per direction per second: `(second, up, down)`.
     pub throughput: Vec<(f64, f64, f64)>,
+    /// Loss and delay per second.
+    pub seconds: Vec<Second>,
 }
 
 /// Everything the analysis needs besides the logs.
@@ -220,6 +237,16 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
     }
     let secs = ctx.duration_s.ceil() as usize + 2;
     let mut thr = vec![(0.0f64, 0.0f64); secs];
+    let second_of = |ns: u64| ((ns as i64 - ctx.epoch_ns as i64).max(0) as f64 / 1e9) as usize;
+    // Per second and direction: sent (by send time), received of those, delays by arrival.
+    let mut per_sec: Vec<[(u64, u64, Vec<f64>); 2]> = (0..secs).map(|_| Default::default()).collect();
+    for (recs, dir) in [(client, Direction::Up), (server, Direction::Down)] {
+        for r in recs.iter().filter(|r| r.kind == RecordKind::Sent && counts(r, dir)) {
+            if let Some(s) = per_sec.get_mut(second_of(r.t_a)) {
+                s[dir as usize].0 += 1;
+            }
+        }
+    }
     // Arrivals: up at the server, down at the client.
     for (recs, dir) in [(server, Direction::Up), (client, Direction::Down)] {
         // (player, stay) -> last arrival time, for inter-arrival times within a stay
@@ -235,6 +262,12 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
             a.sizes.push(r.size as f64);
             a.bytes += r.size as u64;
             let transit = r.t_b as i64 - r.t_a as i64;
+            if let Some(s) = per_sec.get_mut(second_of(r.t_a)) {
+                s[dir as usize].1 += 1;
+            }
+            if let Some(s) = per_sec.get_mut(second_of(r.t_b)) {
+                s[dir as usize].2.push(transit as f64 / 1e6);
+            }
             a.delays.push(transit as f64 / 1e6);
             let rel_s = (r.t_a as i64 - ctx.epoch_ns as i64) as f64 / 1e9;
             let sec = ((r.t_b as i64 - ctx.epoch_ns as i64).max(0) as f64 / 1e9) as usize;
@@ -293,6 +326,23 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
     out.up = direction_stats(ctx, None, Direction::Up, &mut tot[0], total_ps);
     out.down = direction_stats(ctx, None, Direction::Down, &mut tot[1], total_ps);
     out.throughput = thr.iter().enumerate().take(ctx.duration_s.ceil() as usize).map(|(i, (u, d))| (i as f64, *u, *d)).collect();
+    out.seconds = per_sec
+        .iter_mut()
+        .enumerate()
+        .take(ctx.duration_s.ceil() as usize)
+        .map(|(i, s)| {
+            let mut sec = Second { t_s: i as f64, ..Default::default() };
+            for d in 0..2 {
+                let (sent, got, delays) = &mut s[d];
+                sec.sent[d] = *sent;
+                sec.lost[d] = sent.saturating_sub(*got);
+                delays.sort_by(|x, y| x.total_cmp(y));
+                sec.delay_p50_ms[d] = crate::quantile::nearest_rank(delays, 0.5);
+                sec.delay_p99_ms[d] = crate::quantile::nearest_rank(delays, 0.99);
+            }
+            sec
+        })
+        .collect();
     let step = (ctx.duration_s / 200.0).max(1.0);
     let mut t = 0.0;
     while t < ctx.duration_s {
@@ -349,7 +399,10 @@ fn direction_stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: D
         s.delay_p50_ms = Some(q(0.5));
         s.delay_p99_ms = Some(q(0.99));
         s.delay_max_ms = a.delays.last().copied();
-        s.jitter_ms = Some(a.jitter.ms());
+        s.delay_cdf = quantile_points(&a.delays);
+        // Jitter is estimated per category (consecutive packets of one player and stay); a
+        // direction's total has no single sequence to estimate it over.
+        s.jitter_ms = state.is_some().then(|| a.jitter.ms());
     }
     s
 }

@@ -8,111 +8,18 @@ use crate::Analysis;
 
 /// A self-check run by the browser: every chart must hold a drawn line. The verdict goes to the
 /// title (readable with `chromium --dump-dom`) and, on failure, to the console.
-const CHART_CHECK: &str = r#"<script>(function(){var svgs=document.querySelectorAll('svg');var drawn=0;svgs.forEach(function(s){var ok=false;s.querySelectorAll('polyline').forEach(function(p){if((p.getAttribute('points')||'').trim().split(/\s+/).length>1&&p.getBBox().width>0){ok=true;}});if(ok){drawn++;}});if(drawn!==svgs.length){console.error('horde report: '+(svgs.length-drawn)+' of '+svgs.length+' charts not drawn');}document.title+=' [charts drawn: '+drawn+'/'+svgs.length+']';})();</script>"#;
+const CHART_CHECK: &str = r#"<script>(function(){var svgs=document.querySelectorAll('svg');var drawn=0;svgs.forEach(function(s){var ok=false;s.querySelectorAll('polyline.series').forEach(function(p){if((p.getAttribute('points')||'').trim().split(/\s+/).length>1&&p.getBBox().width>0){ok=true;}});if(ok){drawn++;}});if(drawn!==svgs.length){console.error('horde report: '+(svgs.length-drawn)+' of '+svgs.length+' charts not drawn');}document.title+=' [charts drawn: '+drawn+'/'+svgs.length+']';})();</script>"#;
 
 use crate::table::esc;
 
-/// An SVG line chart of `(x, y)` points with labelled axes, 720 × 260 px.
-pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[(String, Vec<(f64, f64)>)]) -> String {
-    line_chart_sized(title, x_label, y_label, series, 720.0, 260.0)
-}
+use crate::charts::{spans_decades, steps, Chart, Series};
 
-/// Points of an empirical CDF as a staircase (a vertical step at each value).
-pub fn steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
-    let mut out = Vec::with_capacity(points.len() * 2 + 1);
-    let mut prev = 0.0;
-    for (x, y) in points {
-        out.push((*x, prev));
-        out.push((*x, *y));
-        prev = *y;
-    }
-    out
-}
+/// Styles shared by every page: charts take the page's width (their SVG has a viewBox).
+const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td.t{text-align:left}th{background:#f3f3f3}pre{background:#f6f6f6;padding:1em;overflow-x:auto}figure{margin:1em 0}figure svg{width:100%;height:auto;border:1px solid #eee}.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:0 1em}.verdict{display:flex;flex-wrap:wrap;gap:.6em;margin:1em 0}.verdict div{border-radius:6px;padding:.6em 1em;background:#eef6ee;border:1px solid #9c9}.verdict div.bad{background:#fbeeee;border-color:#d99}.verdict b{display:block;font-size:1.4em}";
 
-fn tick(v: f64, span: f64) -> String {
-    if span >= 100.0 {
-        format!("{v:.0}")
-    } else if span >= 1.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-/// [`line_chart`] with a given size in px.
-pub fn line_chart_sized(title: &str, x_label: &str, y_label: &str, series: &[(String, Vec<(f64, f64)>)], w: f64, h: f64) -> String {
-    let m = 50.0;
-    let pts = series.iter().flat_map(|s| s.1.iter());
-    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
-    for (x, y) in pts {
-        x0 = x0.min(*x);
-        x1 = x1.max(*x);
-        y1 = y1.max(*y);
-    }
-    if x0 >= x1 {
-        x1 = x0 + 1.0;
-    }
-    if y1 <= 0.0 {
-        y1 = 1.0;
-    }
-    let sx = |x: f64| m + (x - x0) / (x1 - x0) * (w - 1.5 * m);
-    let sy = |y: f64| h - m + -(y / y1) * (h - 1.5 * m);
-    let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" aria-label="{t}"><title>{t}</title><rect width="100%" height="100%" fill="white"/><text x="{tx}" y="16" font-size="13" font-weight="bold" text-anchor="middle">{t}</text>"#,
-        tx = w / 2.0,
-        t = esc(title)
-    );
-    let _ = write!(
-        s,
-        r#"<line x1="{m}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{m}" y1="{}" x2="{m}" y2="{}" stroke="black"/>"#,
-        h - m,
-        w - m / 2.0,
-        h - m,
-        h - m,
-        m / 2.0
-    );
-    for i in 0..=4 {
-        let y = y1 * i as f64 / 4.0;
-        let _ = write!(
-            s,
-            r##"<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text><line x1="{m}" x2="{}" y1="{}" y2="{}" stroke="#ddd"/>"##,
-            m - 4.0,
-            sy(y) + 4.0,
-            tick(y, y1),
-            w - m / 2.0,
-            sy(y),
-            sy(y)
-        );
-    }
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="{}" font-size="12" text-anchor="middle">{}</text><text x="{}" y="{}" font-size="11">{}</text><text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>"#,
-        w / 2.0,
-        h - 12.0,
-        esc(x_label),
-        m,
-        h - m + 14.0,
-        tick(x0, x1 - x0),
-        w - m / 2.0,
-        h - m + 14.0,
-        tick(x1, x1 - x0)
-    );
-    let _ = write!(s, r#"<text x="12" y="{}" font-size="12" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#, h / 2.0, h / 2.0, esc(y_label));
-    const COLOURS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
-    for (i, (name, points)) in series.iter().enumerate() {
-        let c = COLOURS[i % COLOURS.len()];
-        let p: Vec<String> = points.iter().map(|(x, y)| format!("{:.1},{:.1}", sx(*x), sy(*y))).collect();
-        let _ = write!(
-            s,
-            r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{}"/><text x="{}" y="{}" font-size="11" fill="{c}">{}</text>"#,
-            p.join(" "),
-            w - 1.6 * m - 90.0,
-            m / 2.0 + 14.0 * (i as f64 + 1.0),
-            esc(name)
-        );
-    }
-    s.push_str("</svg>");
-    s
+/// A chart inside a figure with an anchor.
+fn figure(name: &str, svg: &str) -> String {
+    format!("<figure id=\"{}\">{svg}</figure>", esc(name))
 }
 
 /// The whole page: totals, a per-flow table and time-series charts.
@@ -131,14 +38,18 @@ pub fn page(title: &str, a: &Analysis) -> String {
     let pps: Vec<(f64, f64)> = totals.iter().map(|(k, v)| (*k as f64 / 1e6, v.0)).collect();
     let bps: Vec<(f64, f64)> = totals.iter().map(|(k, v)| (*k as f64 / 1e6, v.1 / 1e3)).collect();
     let delay: Vec<(f64, f64)> = totals.iter().filter(|(_, v)| v.3 > 0.0).map(|(k, v)| (*k as f64 / 1e6, v.2 / v.3)).collect();
-    let mut s = format!("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}pre{{background:#f6f6f6;padding:1em}}</style></head><body><h1>{t}</h1>", t = esc(title));
+    let mut s = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>",
+        t = esc(title)
+    );
     let _ = write!(s, "<h2>Summary</h2><pre>{}</pre>", esc(&crate::export::totals_text(a)));
     if !pps.is_empty() {
         let _ = write!(s, "<h2>Over time ({} s windows)</h2>", a.window_s.unwrap_or(0.0));
-        s.push_str(&line_chart("Packets per second, all flows", "time (s)", "pkt/s", &[("pkt/s".into(), pps)]));
-        s.push_str(&line_chart("Throughput, all flows", "time (s)", "kbit/s", &[("kbit/s".into(), bps)]));
+        let one = |name: &str, pts: Vec<(f64, f64)>| -> Vec<Series> { vec![(name.to_string(), pts)] };
+        s.push_str(&figure("pps", &Chart::new("Packets per second, all flows", "time (s)", "pkt/s", &one("", pps)).svg()));
+        s.push_str(&figure("throughput", &Chart::new("Throughput, all flows", "time (s)", "kbit/s", &one("", bps)).svg()));
         if !delay.is_empty() {
-            s.push_str(&line_chart("Mean delay, all flows", "time (s)", "ms", &[("delay".into(), delay)]));
+            s.push_str(&figure("delay", &Chart::new("Mean delay, all flows", "time (s)", "delay (ms)", &one("", delay)).svg()));
         }
     }
     s.push_str("<h2>Flows</h2>");
@@ -148,21 +59,57 @@ pub fn page(title: &str, a: &Analysis) -> String {
     s
 }
 
-/// Charts of a two-way scenario run, as `(file name, SVG)`: occupancy, throughput, and for each
-/// category and direction the measured APDU size and inter-arrival CDFs over the model's CDF.
+/// Charts of a two-way scenario run, as `(file name, SVG)`: players per category, throughput,
+/// delay percentiles and loss over time, delay CDFs per direction, and for each category and
+/// direction the measured APDU size and inter-arrival CDFs over the model's CDF.
 pub fn game_charts(g: &crate::game::GameAnalysis, ctx: &crate::game::Context) -> Vec<(String, String)> {
     use horde_model::service::Direction;
     let mut out = Vec::new();
     let names: Vec<String> = g.categories.iter().map(|c| c.category.clone()).collect();
-    let occ: Vec<(String, Vec<(f64, f64)>)> =
-        names.iter().enumerate().map(|(k, n)| (n.clone(), g.occupancy.iter().map(|(t, c)| (*t, c[k] as f64)).collect())).collect();
-    out.push(("occupancy.svg".to_string(), line_chart("Players per category", "time (s)", "players", &occ)));
-    let up: Vec<(f64, f64)> = g.throughput.iter().map(|(t, u, _)| (*t, u / 1e3)).collect();
-    let down: Vec<(f64, f64)> = g.throughput.iter().map(|(t, _, d)| (*t, d / 1e3)).collect();
+    let occ: Vec<Series> = names.iter().enumerate().map(|(k, n)| (n.clone(), g.occupancy.iter().map(|(t, c)| (*t, c[k] as f64)).collect())).collect();
+    out.push(("occupancy.svg".to_string(), Chart::new("Players per category", "time (s)", "players", &occ).svg()));
+    let thr: Vec<Series> = vec![
+        ("client → server".into(), g.throughput.iter().map(|(t, u, _)| (*t, u / 1e3)).collect()),
+        ("server → client".into(), g.throughput.iter().map(|(t, _, d)| (*t, d / 1e3)).collect()),
+    ];
+    out.push(("throughput.svg".to_string(), Chart::new("Received throughput", "time (s)", "kbit/s", &thr).svg()));
+    let dirs = [("client → server", 0usize), ("server → client", 1usize)];
+    let mut delay: Vec<Series> = Vec::new();
+    for (label, d) in dirs {
+        for (q, pick) in [("p50", 0), ("p99", 1)] {
+            let pts = g.seconds.iter().filter_map(|s| if pick == 0 { s.delay_p50_ms[d] } else { s.delay_p99_ms[d] }.map(|v| (s.t_s, v))).collect();
+            delay.push((format!("{label} {q}"), pts));
+        }
+    }
+    out.push(("delay-over-time.svg".to_string(), Chart::new("One-way delay per second (median and 99th percentile)", "time (s)", "delay (ms)", &delay).svg()));
+    let loss: Vec<Series> = dirs
+        .iter()
+        .map(|(label, d)| {
+            (
+                (*label).to_string(),
+                g.seconds.iter().map(|s| (s.t_s, if s.sent[*d] > 0 { s.lost[*d] as f64 * 100.0 / s.sent[*d] as f64 } else { 0.0 })).collect(),
+            )
+        })
+        .collect();
     out.push((
-        "throughput.svg".to_string(),
-        line_chart("Received throughput", "time (s)", "kbit/s", &[("client → server".into(), up), ("server → client".into(), down)]),
+        "loss-over-time.svg".to_string(),
+        Chart::new("Loss per second (APDUs sent in that second that never arrived)", "time (s)", "loss (%)", &loss).svg(),
     ));
+    for (label, dir) in [("client → server", Direction::Up), ("server → client", Direction::Down)] {
+        let series: Vec<Series> = g
+            .categories
+            .iter()
+            .map(|c| (c.category.clone(), steps(&if dir == Direction::Up { &c.up } else { &c.down }.delay_cdf)))
+            .filter(|s| !s.1.is_empty())
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        let lo = series.iter().flat_map(|s| s.1.iter().map(|p| p.0)).filter(|x| *x > 0.0).fold(f64::INFINITY, f64::min);
+        let hi = series.iter().flat_map(|s| s.1.iter().map(|p| p.0)).fold(0.0f64, f64::max);
+        let chart = Chart::new(&format!("One-way delay CDF, {label}"), "delay (ms)", "CDF", &series).cdf().log_x(spans_decades(lo, hi)).svg();
+        out.push((format!("delay-cdf-{}.svg", dir.name()), chart));
+    }
     for (k, c) in g.categories.iter().enumerate() {
         for (dir, st) in [(Direction::Up, &c.up), (Direction::Down, &c.down)] {
             for (what, pts, size) in [("size", &st.size_cdf, true), ("iat", &st.iat_cdf, false)] {
@@ -170,19 +117,28 @@ pub fn game_charts(g: &crate::game::GameAnalysis, ctx: &crate::game::Context) ->
                     continue;
                 }
                 let hi = pts.iter().map(|p| p.0).fold(0.0f64, f64::max).max(1.0);
-                let model: Vec<(f64, f64)> = (0..=600)
-                    .map(|i| hi * i as f64 / 600.0)
-                    .map(|x| (x, crate::game::model_cdf(ctx, &g.sub_weights[k], k, dir, size, x).unwrap_or(0.0)))
-                    .collect();
-                let (label, unit) = if size { ("APDU size", "bytes") } else { ("inter-arrival time", "ms") };
+                let lo = pts.iter().map(|p| p.0).filter(|x| *x > 0.0).fold(f64::INFINITY, f64::min);
+                // Inter-arrival times span decades (ms bursts, multi-second pauses): log axis.
+                let log = !size && spans_decades(lo, hi);
+                let grid: Vec<f64> = if log {
+                    let (a, b) = (lo.max(1e-3).ln(), hi.ln());
+                    (0..=600).map(|i| (a + (b - a) * i as f64 / 600.0).exp()).collect()
+                } else {
+                    (0..=600).map(|i| hi * i as f64 / 600.0).collect()
+                };
+                let model: Vec<(f64, f64)> =
+                    grid.into_iter().map(|x| (x, crate::game::model_cdf(ctx, &g.sub_weights[k], k, dir, size, x).unwrap_or(0.0))).collect();
+                let (label, unit) = if size { ("APDU size", "size (bytes)") } else { ("inter-arrival time", "inter-arrival time (ms)") };
+                let ks = if size { st.ks_size } else { st.ks_iat };
                 let title = format!(
-                    "{} {} {} (KS {:.3})",
+                    "{} {} {} (KS {})",
                     c.category,
                     if dir == Direction::Up { "up" } else { "down" },
                     label,
-                    if size { st.ks_size } else { st.ks_iat }.unwrap_or(f64::NAN)
+                    ks.map_or("-".into(), |v| format!("{v:.3}"))
                 );
-                let svg = line_chart_sized(&title, unit, "CDF", &[("measured".into(), steps(pts)), ("model".into(), model)], 470.0, 240.0);
+                let series: Vec<Series> = vec![("measured".into(), steps(pts)), ("model".into(), model)];
+                let svg = Chart::new(&title, unit, "CDF", &series).cdf().log_x(log).size(620, 300).svg();
                 out.push((format!("cdf-{}-{}-{}.svg", c.category, dir.name(), what), svg));
             }
         }
@@ -190,12 +146,31 @@ pub fn game_charts(g: &crate::game::GameAnalysis, ctx: &crate::game::Context) ->
     out
 }
 
+/// One box of a report's verdict: a label, its value, and whether it is what a good run shows.
+pub struct Verdict {
+    pub label: String,
+    pub value: String,
+    pub ok: bool,
+}
+
 /// The report page of a two-way scenario run. `charts` from [`game_charts`] are inlined, so the
 /// page opens offline with no other file.
 /// `network`: the emulated network's link counters as text (runs on an emulated topology).
-pub fn game_page(title: &str, scenario: &str, network: Option<&str>, g: &crate::game::GameAnalysis, charts: &[(String, String)]) -> String {
-    let mut s = format!("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;margin:2em;max-width:1500px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px;text-align:right}}pre{{background:#f6f6f6;padding:1em}}svg{{margin:4px;border:1px solid #eee}}</style></head><body><h1>{t}</h1>", t = esc(title));
-    let _ = write!(s, "<h2>Scenario</h2><pre>{}</pre>", esc(scenario));
+/// `verdict`: the boxes shown first (connected, lost, worst rate error, worst fit).
+pub fn game_page(
+    title: &str,
+    scenario: &str,
+    network: Option<&str>,
+    g: &crate::game::GameAnalysis,
+    charts: &[(String, String)],
+    verdict: &[Verdict],
+) -> String {
+    let mut s = format!("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>", t = esc(title));
+    s.push_str("<div class=\"verdict\">");
+    for v in verdict {
+        let _ = write!(s, "<div{}>{}<b>{}</b></div>", if v.ok { "" } else { " class=\"bad\"" }, esc(&v.label), esc(&v.value));
+    }
+    s.push_str("</div>");
     if let Some(n) = network {
         let _ = write!(s, "<h2>Emulated network</h2><p>Frames each emulated link carried, lost (random or burst loss), dropped at its queue, and delivered, per direction, at the end of the run.</p><pre>{}</pre>", esc(n));
     }
@@ -203,13 +178,19 @@ pub fn game_page(title: &str, scenario: &str, network: Option<&str>, g: &crate::
     s.push_str(&crate::game::table(g).html());
     s.push_str("<p>Rates per player are APDUs over the player-seconds spent in the category; the model rate is the long-run rate, 1000 / mean inter-departure time. Every fresh start of a bursty inter-departure process (a player joining, a category change) adds about (CV² − 1)/2 APDUs, so short runs and surges show rates above it (WoW trading up: CV² = 5.3, +2 APDUs per start). KS: Kolmogorov–Smirnov distance between the measured distribution (receiver's log) and the model's, inter-arrival times at 1 ms resolution.</p>");
     s.push_str("<h2>Over time</h2>");
-    for (name, svg) in charts.iter().filter(|(n, _)| !n.starts_with("cdf-")) {
-        let _ = write!(s, "<figure id=\"{}\">{svg}</figure>", esc(name));
+    for (name, svg) in charts.iter().filter(|(n, _)| !n.starts_with("cdf-") && !n.starts_with("delay-cdf-")) {
+        s.push_str(&figure(name, svg));
     }
-    s.push_str("<h2>Measured distributions over the model's</h2>");
+    s.push_str("<h2>Delay distributions</h2>");
+    for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with("delay-cdf-")) {
+        s.push_str(&figure(name, svg));
+    }
+    s.push_str("<h2>Measured distributions over the model's</h2><div class=\"grid\">");
     for (name, svg) in charts.iter().filter(|(n, _)| n.starts_with("cdf-")) {
-        let _ = write!(s, "<figure id=\"{}\" style=\"display:inline-block\">{svg}</figure>", esc(name));
+        s.push_str(&figure(name, svg));
     }
+    s.push_str("</div>");
+    let _ = write!(s, "<h2>Scenario</h2><pre>{}</pre>", esc(scenario));
     s.push_str(CHART_CHECK);
     s.push_str("</body></html>\n");
     s

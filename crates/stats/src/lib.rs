@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use horde_wire::{log, Record, RecordKind, WireError};
 use serde::Serialize;
 
+pub mod charts;
 pub mod export;
 pub mod game;
 pub mod html;
