@@ -332,8 +332,7 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
         .take(ctx.duration_s.ceil() as usize)
         .map(|(i, s)| {
             let mut sec = Second { t_s: i as f64, ..Default::default() };
-            for d in 0..2 {
-                let (sent, got, delays) = &mut s[d];
+            for (d, (sent, got, delays)) in s.iter_mut().enumerate() {
                 sec.sent[d] = *sent;
                 sec.lost[d] = sent.saturating_sub(*got);
                 delays.sort_by(|x, y| x.total_cmp(y));
