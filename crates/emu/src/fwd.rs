@@ -129,7 +129,6 @@ pub struct Response {
 
 struct Dir {
     link: Link,
-    raw: RawImpair,
     /// Socket frames of this direction leave by.
     out: usize,
     sent: u64,
@@ -213,9 +212,13 @@ fn load_trace(base: &Path, path: &Option<String>) -> Result<Option<Arc<Trace>>, 
     Ok(Some(Arc::new(t)))
 }
 
-fn spec_of(raw: &RawImpair, base: &Path) -> Result<LinkSpec, EmuError> {
-    let mut spec = horde_topo::impairment(raw).map_err(|(f, m)| EmuError::Other(format!("{f}: {m}")))?;
-    spec.trace = load_trace(base, &raw.trace)?;
+/// The new settings of a direction: its current ones with the change applied (typed all the
+/// way; a new trace file is read here).
+fn changed_spec(old: &LinkSpec, change: &horde_topo::LinkChange, clear: bool, base: &Path) -> Result<LinkSpec, EmuError> {
+    let mut spec = change.apply(old, clear).map_err(|(f, m)| EmuError::Other(format!("{f}: {m}")))?;
+    if change.trace.is_some() {
+        spec.trace = load_trace(base, &change.trace)?;
+    }
     Ok(spec)
 }
 
@@ -263,13 +266,12 @@ pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
         let l = &plan.links[li];
         socks.push(packet_socket(&format!("hd{exp}i{k}a"))?);
         socks.push(packet_socket(&format!("hd{exp}i{k}b"))?);
-        let raw = (crate::to_raw(&l.ab, &l.trace_ab), crate::to_raw(&l.ba, &l.trace_ba));
-        for (d, (spec, raw)) in [(&l.ab, raw.0), (&l.ba, raw.1)].into_iter().enumerate() {
+        for (d, spec) in [&l.ab, &l.ba].into_iter().enumerate() {
             let mut spec = spec.clone();
             spec.trace = load_trace(&base, if d == 0 { &l.trace_ab } else { &l.trace_ba })?;
             let link = Link::new(spec, seed ^ (2 * k + d) as u64).map_err(|e| EmuError::Other(e.to_string()))?;
             // frames read on end a (index 2k) leave by end b (2k+1), and the other way
-            dirs.push(Dir { link, raw, out: 2 * k + 1 - d, sent: 0, send_errors: 0, pending_bytes: 0, overflow_drops: 0 });
+            dirs.push(Dir { link, out: 2 * k + 1 - d, sent: 0, send_errors: 0, pending_bytes: 0, overflow_drops: 0 });
         }
         names.push((plan.nodes[l.a.node].name.clone(), plan.nodes[l.b.node].name.clone()));
     }
@@ -335,23 +337,26 @@ fn handle(req: Request, shared: &Mutex<Shared>, base: &Path) -> Response {
                 Ok(d) => d,
                 Err(e) => return refuse(e),
             };
-            (k, dirs.into_iter().map(|d| (d, if clear { RawImpair::default() } else { sh.dirs[2 * k + d].raw.clone() })).collect::<Vec<_>>())
+            (k, dirs.into_iter().map(|d| (d, sh.dirs[2 * k + d].link.spec().clone())).collect::<Vec<_>>())
+        };
+        // The request's text is parsed once, here at the edge; from then on settings are typed.
+        let change = match horde_topo::LinkChange::parse(&set) {
+            Ok(c) => c,
+            Err((f, m)) => return refuse(format!("{f}: {m}")),
         };
         // Validate every direction before changing any.
         let mut new = Vec::new();
         for (d, old) in olds {
-            let raw = horde_topo::merge(&old, Some(&*set));
-            match spec_of(&raw, base) {
-                Ok(spec) => new.push((2 * k + d, raw, spec)),
+            match changed_spec(&old, &change, clear, base) {
+                Ok(spec) => new.push((2 * k + d, spec)),
                 Err(e) => return refuse(e.to_string()),
             }
         }
         let mut sh = shared.lock().expect("forwarder state");
-        for (i, raw, spec) in new {
+        for (i, spec) in new {
             if let Err(e) = sh.dirs[i].link.set_spec(spec) {
                 return refuse(e.to_string());
             }
-            sh.dirs[i].raw = raw;
         }
         return Response { ok: true, error: None, links: reports(&sh) };
     }

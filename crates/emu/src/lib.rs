@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use horde_impair::{Jitter, LinkSpec};
-use horde_topo::{Kind, Plan, PlannedLink, RawImpair};
+use horde_topo::{Kind, Plan, PlannedLink};
 use serde::{Deserialize, Serialize};
 
 use crate::nl::Nl;
@@ -88,7 +88,7 @@ pub struct Meta {
     /// Links emulated by kernel netem (plan link index) with their current settings per
     /// direction; every other emulated link goes through the userspace link emulator.
     #[serde(default)]
-    pub netem_links: Vec<(usize, RawImpair, RawImpair)>,
+    pub netem_links: Vec<(usize, LinkSpec, LinkSpec)>,
     pub daemon_pid: Option<u32>,
     pub up_seconds: f64,
 }
@@ -160,32 +160,6 @@ pub fn userspace_links(plan: &Plan, meta: &Meta) -> Vec<usize> {
     (0..plan.links.len()).filter(|&i| plan.links[i].impaired() && !meta.netem_links.iter().any(|n| n.0 == i)).collect()
 }
 
-/// A spec written back as topology fields (to merge live changes into).
-pub fn to_raw(s: &LinkSpec, trace: &Option<String>) -> RawImpair {
-    let us = |ns: u64| (ns > 0).then(|| format!("{}us", ns / 1000));
-    let pct = |p: f64| (p > 0.0).then(|| format!("{}%", p * 100.0));
-    RawImpair {
-        rate: s.rate_bps.map(|r| format!("{r}bit")),
-        delay: us(s.delay_ns),
-        jitter: us(s.jitter_ns),
-        loss: match s.loss {
-            horde_impair::Loss::None => None,
-            horde_impair::Loss::Random(p) => Some(horde_topo::RawLoss::Percent(format!("{}%", p * 100.0))),
-            horde_impair::Loss::GilbertElliott { p, r, loss_bad, loss_good } => Some(horde_topo::RawLoss::GilbertElliott {
-                p: format!("{}%", p * 100.0),
-                r: format!("{}%", r * 100.0),
-                loss_bad: Some(format!("{}%", loss_bad * 100.0)),
-                loss_good: Some(format!("{}%", loss_good * 100.0)),
-            }),
-        },
-        duplicate: pct(s.duplicate),
-        corrupt: pct(s.corrupt),
-        queue: s.queue_limit_bytes.map(|q| format!("{q}B")),
-        reorder: s.reorder.then_some(true),
-        trace: trace.clone(),
-    }
-}
-
 /// The link directions (0: a→b as the topology has it, 1: b→a) that `dir` names, where `ab`
 /// means "from the first node the user named" and `swapped` says they named b first.
 pub fn directions(dir: &str, swapped: bool) -> Result<Vec<usize>, String> {
@@ -200,8 +174,10 @@ pub fn directions(dir: &str, swapped: bool) -> Result<Vec<usize>, String> {
 /// One direction changed: from, to, the new settings in words.
 pub type Changed = (String, String, String);
 
-/// Changes a netem link's settings while it runs (`horde emu link` on the kernel path).
-pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, set: &RawImpair, clear: bool) -> Result<Option<Vec<Changed>>, EmuError> {
+/// Changes a netem link's settings while it runs (`horde emu link` on the kernel path): the
+/// root netem qdisc of each changed direction is replaced in place (`RTM_NEWQDISC` with
+/// `NLM_F_REPLACE`), no daemon involved. `None` if `a`–`b` is not a netem link of `exp`.
+pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, change: &horde_topo::LinkChange, clear: bool) -> Result<Option<Vec<Changed>>, EmuError> {
     let (mut meta, plan) = load(exp)?;
     let Some(pos) = meta.netem_links.iter().position(|(i, _, _)| {
         let l = &plan.links[*i];
@@ -210,28 +186,22 @@ pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, set: &RawImpair, cle
     }) else {
         return Ok(None);
     };
+    if change.trace.is_some() {
+        return Err(EmuError::Other("netem cannot follow a capacity trace: bring the experiment up with --userspace".into()));
+    }
     let li = meta.netem_links[pos].0;
     let l = &plan.links[li];
     let dirs = directions(dir, plan.nodes[l.a.node].name != a).map_err(EmuError::Other)?;
-    let base = PathBuf::from(&meta.base_dir);
     let mut out = Vec::new();
     for d in dirs {
-        let old = if clear {
-            RawImpair::default()
-        } else if d == 0 {
-            meta.netem_links[pos].1.clone()
-        } else {
-            meta.netem_links[pos].2.clone()
-        };
-        let raw = horde_topo::merge(&old, Some(set));
-        let spec = horde_topo::impairment(&raw).map_err(|(f, m)| EmuError::Other(format!("{f}: {m}")))?;
-        let probe = PlannedLink { ab: spec.clone(), ba: spec.clone(), trace_ab: raw.trace.clone(), trace_ba: None, ..l.clone() };
+        let old = if d == 0 { &meta.netem_links[pos].1 } else { &meta.netem_links[pos].2 };
+        let spec = change.apply(old, clear).map_err(|(f, m)| EmuError::Other(format!("{f}: {m}")))?;
+        let probe = PlannedLink { ab: spec.clone(), ba: spec.clone(), trace_ab: None, trace_ba: None, ..l.clone() };
         if !netem_can(&probe) {
             return Err(EmuError::Other(
                 "netem cannot give this link these settings (a trace, normal jitter, or an ordering netem does not have): bring the experiment up with --userspace".into(),
             ));
         }
-        let _ = &base;
         let port = if d == 0 { &l.a } else { &l.b };
         let nsname = if plan.nodes[port.node].kind.is_l2() { format!("{}{exp}", ns::PREFIX) } else { plan.nodes[port.node].ns.clone() };
         let fd = ns::open(&nsname)?;
@@ -251,9 +221,9 @@ pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, set: &RawImpair, cle
             if d == 0 { (&plan.nodes[l.a.node].name, &plan.nodes[l.b.node].name) } else { (&plan.nodes[l.b.node].name, &plan.nodes[l.a.node].name) };
         out.push((from.clone(), to.clone(), fwd::describe(&spec)));
         if d == 0 {
-            meta.netem_links[pos].1 = raw;
+            meta.netem_links[pos].1 = spec;
         } else {
-            meta.netem_links[pos].2 = raw;
+            meta.netem_links[pos].2 = spec;
         }
     }
     save_meta(&meta)?;
@@ -481,8 +451,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
     }
     interrupted(opts)?;
     let has_impaired = n_imp > 0;
-    let netem_raw: Vec<(usize, RawImpair, RawImpair)> =
-        netem_links.iter().map(|&i| (i, to_raw(&plan.links[i].ab, &plan.links[i].trace_ab), to_raw(&plan.links[i].ba, &plan.links[i].trace_ba))).collect();
+    let netem_raw: Vec<(usize, LinkSpec, LinkSpec)> = netem_links.iter().map(|&i| (i, plan.links[i].ab.clone(), plan.links[i].ba.clone())).collect();
     for (i, n) in plan.nodes.iter().enumerate() {
         let Some(k) = which[i] else { continue };
         let s = &mut spaces[k];

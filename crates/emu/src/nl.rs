@@ -254,14 +254,22 @@ impl Nl {
     /// A netem root qdisc on interface `idx` of this socket's namespace (`replace`: change the
     /// one in place, as `tc qdisc replace`).
     pub fn netem(&mut self, idx: u32, spec: &LinkSpec, replace: bool, what: &str) -> Result<(), EmuError> {
-        let mut m = TcMessage::default();
-        m.header.index = idx as i32;
-        m.header.parent = TcHandle::ROOT;
-        m.header.handle = TcHandle { major: 1, minor: 0 };
-        m.attributes = vec![TcAttribute::Kind("netem".into()), TcAttribute::Other(DefaultNla::new(TCA_OPTIONS, netem_options(spec)))];
-        let flags = if replace { NLM_F_CREATE | NLM_F_REPLACE } else { NLM_F_CREATE | NLM_F_EXCL };
-        self.push(RouteNetlinkMessage::NewQueueDiscipline(m), flags, format!("a netem qdisc on {what} (kernel path; `--userspace` avoids it)"))
+        let (m, flags) = netem_request(idx, spec, replace);
+        self.push(m, flags, format!("a netem qdisc on {what} (kernel path; `--userspace` avoids it)"))
     }
+}
+
+/// The request for a netem root qdisc on interface `idx`, and its flags: created once at `up`
+/// (`NLM_F_EXCL`), replaced in place by `horde emu link` (`NLM_F_REPLACE`, as `tc qdisc
+/// replace`: queue and counters of the old qdisc go, the link never runs without one).
+pub fn netem_request(idx: u32, spec: &LinkSpec, replace: bool) -> (RouteNetlinkMessage, u16) {
+    let mut m = TcMessage::default();
+    m.header.index = idx as i32;
+    m.header.parent = TcHandle::ROOT;
+    m.header.handle = TcHandle { major: 1, minor: 0 };
+    m.attributes = vec![TcAttribute::Kind("netem".into()), TcAttribute::Other(DefaultNla::new(TCA_OPTIONS, netem_options(spec)))];
+    let flags = if replace { NLM_F_CREATE | NLM_F_REPLACE } else { NLM_F_CREATE | NLM_F_EXCL };
+    (RouteNetlinkMessage::NewQueueDiscipline(m), flags)
 }
 
 #[cfg(test)]
@@ -278,6 +286,38 @@ mod tests {
             o += (len + 3) & !3;
         }
         v
+    }
+
+    #[test]
+    fn a_live_change_replaces_the_netem_qdisc_in_place() {
+        let spec = LinkSpec { delay_ns: 50_000_123, loss: Loss::Random(0.02), ..LinkSpec::default() };
+        let (m, flags) = netem_request(7, &spec, true);
+        assert_eq!(flags & NLM_F_REPLACE, NLM_F_REPLACE, "replace in place");
+        assert_eq!(flags & NLM_F_CREATE, NLM_F_CREATE);
+        assert_eq!(flags & NLM_F_EXCL, 0, "not refused because one exists");
+        let RouteNetlinkMessage::NewQueueDiscipline(tc) = m else { panic!("a new-qdisc request") };
+        assert_eq!(tc.header.index, 7);
+        assert_eq!(tc.header.parent, TcHandle::ROOT);
+        assert!(tc.attributes.contains(&TcAttribute::Kind("netem".into())));
+        let opts = tc
+            .attributes
+            .iter()
+            .find_map(|a| {
+                if let TcAttribute::Other(n) = a {
+                    use netlink_packet_core::Nla as _;
+                    let mut v = vec![0; n.value_len()];
+                    n.emit_value(&mut v);
+                    Some(v)
+                } else {
+                    None
+                }
+            })
+            .unwrap();
+        assert_eq!(opts, netem_options(&spec));
+        let a = attrs(&opts[24..]);
+        assert_eq!(a[0], (TCA_NETEM_LATENCY64, 50_000_123i64.to_ne_bytes().to_vec()), "nanoseconds kept");
+        let (_, at_up) = netem_request(7, &spec, false);
+        assert_eq!(at_up & (NLM_F_REPLACE | NLM_F_EXCL), NLM_F_EXCL, "created once at up");
     }
 
     #[test]

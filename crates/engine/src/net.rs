@@ -330,9 +330,14 @@ fn sockaddr_to(ss: &libc::sockaddr_storage, len: u32) -> Option<SocketAddr> {
     }
 }
 
-/// Runs `f` (which opens sockets) with the calling thread inside network namespace `ns`, then
-/// moves the thread back. Sockets keep the namespace they were opened in.
-pub fn within_netns<T>(ns: &std::fs::File, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+/// Runs `f` with the calling thread inside network namespace `ns`, then moves the thread back:
+/// Horde's one way into a namespace (the engine opening players' sockets, the emulator
+/// configuring interfaces). Sockets opened in `f` keep the namespace they were opened in.
+///
+/// Failure policy: if the thread cannot enter `ns`, nothing happened and the error is
+/// returned. If it cannot return, the process aborts: a thread left in another network would
+/// send every later packet there, and no caller can undo that.
+pub fn within_netns<T>(ns: &impl std::os::fd::AsRawFd, f: impl FnOnce() -> T) -> io::Result<T> {
     thread_local! {
         static HOME: Option<std::fs::File> = std::fs::File::open("/proc/thread-self/ns/net").ok();
     }
@@ -344,9 +349,9 @@ pub fn within_netns<T>(ns: &std::fs::File, f: impl FnOnce() -> io::Result<T>) ->
         }
         let out = f();
         if unsafe { libc::setns(home.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            // A thread stuck in the wrong namespace would open later sockets there: stop here.
-            panic!("cannot return to this thread's network namespace: {}", io::Error::last_os_error());
+            eprintln!("horde: fatal: cannot return to this thread's network namespace ({}); stopping", io::Error::last_os_error());
+            std::process::abort();
         }
-        out
+        Ok(out)
     })
 }

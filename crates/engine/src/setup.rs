@@ -51,7 +51,7 @@ fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
     };
     let sock = match &job.netns {
         None => open(),
-        Some(ns) => net::within_netns(ns, open),
+        Some(ns) => net::within_netns(ns, open).and_then(|r| r),
     }
     .map_err(|e| EngineError::Flow { flow: who.clone(), what: format!("opening a {} socket to {}", flow.transport.name(), flow.dst), err: e })?;
     if flow.meter == Meter::Rtt && flow.transport == Transport::Udp {

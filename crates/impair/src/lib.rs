@@ -22,7 +22,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// Packet loss model.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Loss {
     #[default]
     None,
@@ -36,7 +36,7 @@ pub enum Loss {
 }
 
 /// How the jitter around `delay` is drawn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Jitter {
     /// Uniform in ±jitter (netem's default).
     #[default]
@@ -113,11 +113,14 @@ impl Trace {
 }
 
 /// A link direction's impairments.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// Serialisable (a link emulator's state, an experiment's metadata) except for a trace, which
+/// is data read from a file and is stored by its path by whoever keeps the spec.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LinkSpec {
     /// Serialization rate; `None` with no trace: no rate limit.
     pub rate_bps: Option<u64>,
     /// Trace-driven capacity (replaces `rate_bps`).
+    #[serde(skip)]
     pub trace: Option<Arc<Trace>>,
     pub delay_ns: u64,
     pub jitter_ns: u64,

@@ -164,3 +164,21 @@ fn groups_are_exposed_by_name_and_a_lookalike_host_is_not_a_member() {
     assert!(p.hosts_of("client1").is_none(), "a member is not a group");
     assert!(p.hosts_of("nobody").is_none());
 }
+
+#[test]
+fn a_live_change_is_typed_and_keeps_nanoseconds() {
+    use horde_topo::{LinkChange, RawImpair};
+    let base = horde_impair::LinkSpec { rate_bps: Some(10_000_000), delay_ns: 20_000_000, loss: Loss::Random(0.01), ..Default::default() };
+    let c = LinkChange::parse(&RawImpair { delay: Some("1500ns".into()), ..Default::default() }).unwrap();
+    let s = c.apply(&base, false).unwrap();
+    assert_eq!(s.delay_ns, 1500, "no rounding to whole microseconds");
+    assert_eq!((s.rate_bps, s.loss), (Some(10_000_000), Loss::Random(0.01)), "fields not given stay");
+    let s = c.apply(&base, true).unwrap();
+    assert_eq!((s.rate_bps, s.loss, s.delay_ns), (None, Loss::None, 1500), "--clear starts from nothing");
+    let e = LinkChange::parse(&RawImpair { loss: Some(horde_topo::RawLoss::Percent("150%".into())), ..Default::default() }).unwrap_err();
+    assert_eq!(e.0, "loss", "{e:?}");
+    let e = LinkChange::parse(&RawImpair { rate: Some("1mbit".into()), trace: Some("t".into()), ..Default::default() }).unwrap_err();
+    assert!(e.1.contains("either a rate or a trace"), "{e:?}");
+    let trace = LinkChange::parse(&RawImpair { trace: Some("t.trace".into()), ..Default::default() }).unwrap();
+    assert_eq!(trace.apply(&base, false).unwrap().rate_bps, None, "a trace replaces the rate");
+}

@@ -312,7 +312,21 @@ fn link(a: LinkArgs) -> Outcome {
         reorder: None,
         trace: a.trace.map(|t| std::fs::canonicalize(&t).map(|p| p.display().to_string()).unwrap_or(t)),
     };
-    let req = if set == RawImpair::default() && !a.clear {
+    // Checked here, with the topology file's rules, before anything is asked of the link.
+    let change = horde_topo::LinkChange::parse(&set).map_err(|(f, m)| bad_input(anyhow!("--{f}: {m}")))?;
+    horde_topo::check_exp_id(&a.id).map_err(|m| bad_input(anyhow!(m)))?;
+    // A link on the kernel path: its netem qdiscs are replaced in place (no daemon needed).
+    if !change.is_empty() || a.clear {
+        if let Some(changed) = horde_emu::change_netem(&a.id, &a.a, &a.b, &a.dir, &change, a.clear).map_err(|e| bad_input(anyhow!(e)))? {
+            let mut s = String::new();
+            for (from, to, spec) in changed {
+                s.push_str(&format!("{from} → {to}: {spec} (kernel netem, replaced in place)\n"));
+            }
+            crate::output::out(&s)?;
+            return Ok(0);
+        }
+    }
+    let req = if change.is_empty() && !a.clear {
         Request::Stats
     } else {
         Request::Set { a: a.a.clone(), b: a.b.clone(), dir: a.dir, set: Box::new(set), clear: a.clear }
