@@ -121,3 +121,29 @@ fn the_report_escapes_user_supplied_strings() {
     assert!(page.contains("q&quot;&lt;&gt;&amp;&#39;x"), "the name is shown escaped");
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// `decode`'s statistics and the run report's, over the same records, agree: one definition of
+/// each statistic (nearest-rank percentiles, the same delay, the same counts).
+#[test]
+fn decode_and_the_report_give_the_same_numbers_for_the_same_records() {
+    let (out, r) = run_scenario("same", "same");
+    let load = |f: &str| horde_stats::load(&std::fs::read(out.join(f)).unwrap()).unwrap().records;
+    let (client, server) = (load("client.hlog"), load("server.hlog"));
+    // The up direction as decode sees a one-way flow: the client's departures, the server's
+    // arrivals.
+    let sent: Vec<Record> = client.iter().filter(|r| r.kind == RecordKind::Sent).copied().collect();
+    let recv: Vec<Record> = server.iter().filter(|r| r.kind == RecordKind::Received).copied().collect();
+    let logs = [LoadedLog { role: Role::Sender, records: sent, trailing_bytes: 0 }, LoadedLog { role: Role::Receiver, records: recv, trailing_bytes: 0 }];
+    let a = horde_stats::analyse(&logs, Options { window_ns: None });
+    let up = &r.summary.analysis.up;
+    let d = a.total.delay.as_ref().expect("delays");
+    assert_eq!(a.total.packets, up.received);
+    assert_eq!(a.total.loss.as_ref().unwrap().lost, up.lost);
+    let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
+    assert!(close(d.mean_ms, up.delay_mean_ms.unwrap()), "{} vs {:?}", d.mean_ms, up.delay_mean_ms);
+    assert!(close(d.p50_ms, up.delay_p50_ms.unwrap()), "{} vs {:?}", d.p50_ms, up.delay_p50_ms);
+    assert!(close(d.p99_ms, up.delay_p99_ms.unwrap()), "{} vs {:?}", d.p99_ms, up.delay_p99_ms);
+    assert!(close(d.max_ms, up.delay_max_ms.unwrap()), "{} vs {:?}", d.max_ms, up.delay_max_ms);
+    assert!(d.p999_ms <= d.max_ms);
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -25,7 +25,7 @@ pub struct Args {
     /// Write the time series as CSV to FILE (needs --window)
     #[arg(long, value_name = "FILE")]
     pub windows_csv: Option<PathBuf>,
-    /// Flows shown in the table (all are in JSON/CSV)
+    /// Flows shown in the table, 0 for all (all are always in JSON/CSV)
     #[arg(long, default_value_t = 20)]
     pub max_flows: usize,
     /// Do not print the table
