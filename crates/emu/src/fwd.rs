@@ -94,6 +94,12 @@ pub struct DirReport {
     /// Frames dropped because the direction's delay line held its byte limit already.
     #[serde(default)]
     pub overflow_drops: u64,
+    /// Bytes in the rate limiter's queue when the counters were read.
+    #[serde(default)]
+    pub queue_bytes: u64,
+    /// Bytes inside the link when the counters were read (queued or being delayed).
+    #[serde(default)]
+    pub in_flight_bytes: u64,
     pub spec: String,
 }
 
@@ -364,6 +370,7 @@ fn handle(req: Request, shared: &Mutex<Shared>, base: &Path) -> Response {
 }
 
 fn reports(sh: &Shared) -> Vec<LinkReport> {
+    let now = mono_ns();
     let dir = |d: &Dir| {
         let s: LinkStats = d.link.stats();
         DirReport {
@@ -375,6 +382,8 @@ fn reports(sh: &Shared) -> Vec<LinkReport> {
             sent: d.sent,
             send_errors: d.send_errors,
             overflow_drops: d.overflow_drops,
+            queue_bytes: d.link.queued_bytes(now),
+            in_flight_bytes: d.pending_bytes,
             spec: describe(d.link.spec()),
         }
     };

@@ -252,6 +252,12 @@ impl Link {
         self.stats
     }
 
+    /// Bytes waiting in the rate limiter's queue at `now_ns` (packets whose serialisation has
+    /// not ended by then): the queue a `queue` limit applies to.
+    pub fn queued_bytes(&self, now_ns: u64) -> u64 {
+        self.queue.iter().filter(|(t, _)| *t > now_ns).map(|(_, l)| *l as u64).sum()
+    }
+
     /// Decides the fate of a packet of `len` bytes arriving at `now_ns` (non-decreasing).
     pub fn on_packet(&mut self, now_ns: u64, len: u32) -> Verdict {
         self.stats.packets += 1;

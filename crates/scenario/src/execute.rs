@@ -185,9 +185,14 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let run_stop = AtomicBool::new(false);
     let server = Mutex::new(server);
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
+    let link_series = Mutex::new(Vec::new());
     let client = std::thread::scope(|s| {
         let (done_r, p, pl) = (&done, &client_progress, &players);
         s.spawn(move || progress(sc, &pl.segments, p, done_r, opts.events));
+        if let Some(e) = emu.as_ref().filter(|e| e.links().is_some()) {
+            let (done_r, series) = (&done, &link_series);
+            s.spawn(move || sample_links(e, done_r, series));
+        }
         s.spawn(|| watch_server(&server, opts.stop, &run_stop, &done, &died));
         let r = sender::run_jobs(jobs, &copts, &run_stop);
         done.store(true, Ordering::Relaxed);
@@ -200,10 +205,27 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let interruption = Interruption::of(sc, &client, server_report.as_ref(), died.as_ref(), opts.stop.load(Ordering::Relaxed));
     let server_report = server_report.unwrap_or_else(|| empty_report(&client));
     let links = emu.as_ref().and_then(|e| e.links());
-    let outcomes = Outcomes { client, server: server_report.clone(), usage: Usage::now(), links, interruption, shard };
+    let link_series = link_series.into_inner().unwrap_or_else(|p| p.into_inner());
+    let outcomes = Outcomes { client, server: server_report.clone(), usage: Usage::now(), links, link_series, interruption, shard };
     let summary = report::write(sc, out, &players, outcomes).map_err(failed)?;
     drop(emu);
     Ok(RunOutcome { summary, server: server_report, server_died: died.map(|d| d.0) })
+}
+
+/// Samples the emulated links' counters once a second while the players run.
+fn sample_links(e: &EmuRun, done: &AtomicBool, series: &Mutex<Vec<crate::report::LinkSeries>>) {
+    let start = Instant::now();
+    let mut next = Duration::ZERO;
+    while !done.load(Ordering::Relaxed) {
+        if start.elapsed() >= next {
+            if let Some(links) = e.links() {
+                let mut s = series.lock().unwrap_or_else(|p| p.into_inner());
+                crate::report::LinkSeries::record(&mut s, start.elapsed().as_secs_f64(), &links);
+            }
+            next += Duration::from_secs(1);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Polls the server-side child while the client runs: a dead server side stops the client

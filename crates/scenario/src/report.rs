@@ -88,6 +88,85 @@ impl Usage {
     }
 }
 
+/// One direction of an emulated link at one sample.
+#[derive(Serialize, Clone, Copy, Debug, Default, schemars::JsonSchema)]
+pub struct LinkDirPoint {
+    /// Frames that entered the link so far.
+    pub packets: u64,
+    /// Frames dropped so far: random or burst loss, queue limit, delay-line limit.
+    pub dropped: u64,
+    /// Bytes in the rate limiter's queue.
+    pub queue_bytes: u64,
+    /// Bytes inside the link (queued or being delayed).
+    pub in_flight_bytes: u64,
+}
+
+/// An emulated link's counters, sampled once a second during a run.
+#[derive(Serialize, Clone, Debug, Default, schemars::JsonSchema)]
+pub struct LinkSeries {
+    pub a: String,
+    pub b: String,
+    /// `(seconds since the start, a → b, b → a)`.
+    pub points: Vec<(f64, LinkDirPoint, LinkDirPoint)>,
+}
+
+impl LinkSeries {
+    /// Adds one sample of every link to the series.
+    pub fn record(series: &mut Vec<LinkSeries>, t_s: f64, links: &[horde_emu::fwd::LinkReport]) {
+        let point = |d: &horde_emu::fwd::DirReport| LinkDirPoint {
+            packets: d.packets,
+            dropped: d.lost + d.queue_drops + d.overflow_drops,
+            queue_bytes: d.queue_bytes,
+            in_flight_bytes: d.in_flight_bytes,
+        };
+        for l in links {
+            let i = match series.iter().position(|s| s.a == l.a && s.b == l.b) {
+                Some(i) => i,
+                None => {
+                    series.push(LinkSeries { a: l.a.clone(), b: l.b.clone(), points: Vec::new() });
+                    series.len() - 1
+                }
+            };
+            series[i].points.push((t_s, point(&l.ab), point(&l.ba)));
+        }
+    }
+
+    /// Charts of this link: queue and in-flight bytes, and drops per second, per direction.
+    pub fn charts(&self) -> Vec<(String, String)> {
+        use horde_stats::charts::{Chart, Series};
+        let (ab, ba) = (format!("{} → {}", self.a, self.b), format!("{} → {}", self.b, self.a));
+        let pick =
+            |f: fn(&LinkDirPoint) -> f64, d: usize| -> Vec<(f64, f64)> { self.points.iter().map(|(t, x, y)| (*t, f(if d == 0 { x } else { y }))).collect() };
+        let queue: Vec<Series> = vec![
+            (format!("{ab} queue"), pick(|p| p.queue_bytes as f64 / 1e3, 0)),
+            (format!("{ab} in flight"), pick(|p| p.in_flight_bytes as f64 / 1e3, 0)),
+            (format!("{ba} queue"), pick(|p| p.queue_bytes as f64 / 1e3, 1)),
+            (format!("{ba} in flight"), pick(|p| p.in_flight_bytes as f64 / 1e3, 1)),
+        ];
+        let drops = |d: usize| -> Vec<(f64, f64)> {
+            self.points
+                .windows(2)
+                .map(|w| {
+                    let (p, q) = if d == 0 { (&w[0].1, &w[1].1) } else { (&w[0].2, &w[1].2) };
+                    (w[1].0, (q.dropped - p.dropped) as f64 / (w[1].0 - w[0].0).max(1e-3))
+                })
+                .collect()
+        };
+        let drop_series: Vec<Series> = vec![(ab, drops(0)), (ba, drops(1))];
+        let name = format!("{}-{}", self.a, self.b);
+        vec![
+            (
+                format!("link-{name}-queue.svg"),
+                Chart::new(&format!("Emulated link {}–{}: bytes queued and in flight", self.a, self.b), "time (s)", "kB", &queue).svg(),
+            ),
+            (
+                format!("link-{name}-drops.svg"),
+                Chart::new(&format!("Emulated link {}–{}: frames dropped per second", self.a, self.b), "time (s)", "frames/s", &drop_series).svg(),
+            ),
+        ]
+    }
+}
+
 /// Everything a run produced: `summary.json`.
 #[derive(Serialize, Debug, schemars::JsonSchema)]
 pub struct Summary {
@@ -109,6 +188,9 @@ pub struct Summary {
     /// Counters of the emulated links (runs with `[emu]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub emulated_links: Option<Vec<horde_emu::fwd::LinkReport>>,
+    /// The emulated links' counters once a second (runs with `[emu]` and emulated links).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub emulated_link_series: Vec<LinkSeries>,
     /// A run stopped before its end (a signal, or the server side died) and what the
     /// statistics cover; absent for a complete run.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -122,6 +204,7 @@ pub struct Outcomes {
     pub server: SendReport,
     pub usage: Usage,
     pub links: Option<Vec<horde_emu::fwd::LinkReport>>,
+    pub link_series: Vec<LinkSeries>,
     pub interruption: Option<Interruption>,
     /// The players this side ran (all, or a shard).
     pub shard: std::ops::Range<u32>,
@@ -152,7 +235,10 @@ pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyho
         cutoff_ns: o.interruption.as_ref().map(|i| o.client.t0_real_ns + (i.analysed_s * 1e9) as u64),
     };
     let g = game::analyse(&ctx, &c, &s);
-    let charts = horde_stats::html::game_charts(&g, &ctx);
+    let mut charts = horde_stats::html::game_charts(&g, &ctx);
+    for l in &o.link_series {
+        charts.extend(l.charts());
+    }
     std::fs::create_dir_all(out.join("charts")).context("creating charts/")?;
     for (name, svg) in &charts {
         std::fs::write(out.join("charts").join(name), svg).with_context(|| format!("writing charts/{name}"))?;
@@ -173,6 +259,7 @@ pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyho
         client: o.client,
         resources: o.usage,
         emulated_links: o.links,
+        emulated_link_series: o.link_series,
         interruption: o.interruption,
         analysis: g,
     };
