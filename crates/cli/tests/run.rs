@@ -5,6 +5,15 @@ mod common;
 use common::*;
 use std::path::Path;
 
+/// Tests that judge timing (inter-arrival times against the model) run one at a time: two
+/// traffic runs side by side on a 2-core machine share the CPUs, and receiver timestamps then
+/// carry the other run's scheduling delays, which is not what these tests measure.
+static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn timing() -> std::sync::MutexGuard<'static, ()> {
+    TIMING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The WoW service with every category equally likely first and a fixed hour, so a short run
 /// has thousands of APDUs in every category and direction.
 fn balanced_wow(dir: &Path) -> std::path::PathBuf {
@@ -27,6 +36,7 @@ fn balanced_wow(dir: &Path) -> std::path::PathBuf {
 /// Inter-arrival times are compared at the model's 1 ms resolution (see horde_stats::game).
 #[test]
 fn wow_traffic_matches_the_model_in_every_category_and_direction() {
+    let _timing = timing();
     let dir = Scratch::new("fidelity");
     let svc = balanced_wow(&dir.0);
     let sc = dir.path("sc.toml");
@@ -57,6 +67,7 @@ fn wow_traffic_matches_the_model_in_every_category_and_direction() {
 
 #[test]
 fn the_report_renders_in_a_real_browser() {
+    let _timing = timing();
     let chromium = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()));
@@ -205,6 +216,7 @@ fn services_lists_shows_and_checks() {
 /// served in full.
 #[test]
 fn players_can_join_over_time() {
+    let _timing = timing();
     let dir = Scratch::new("ramp");
     let sc = dir.path("ramp.toml");
     std::fs::write(&sc, "service = 'wow'\nplayers = 200\nduration = '8s'\nseed = 2\njoin = 'uniform(0, 5)'\n").unwrap();
@@ -239,6 +251,7 @@ fn players_can_join_over_time() {
 /// player's address, every datagram accounted for and matching the regenerated schedules.
 #[test]
 fn udp_services_run_both_ways() {
+    let _timing = timing();
     let dir = Scratch::new("udprun");
     let sc = dir.path("cs.toml");
     std::fs::write(&sc, "service = 'counter-strike'\nplayers = 200\nduration = '6s'\nseed = 4\n").unwrap();
