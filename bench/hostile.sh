@@ -38,7 +38,7 @@ recv_at() { # BIN DIR -> udp address
   "$bin" recv --udp 0 > "$dir/out" 2> "$dir/err" &
   echo $! > "$dir/pid"
   for _ in $(seq 100); do grep -q listening "$dir/err" 2>/dev/null && break; sleep 0.05; done
-  sed -E 's/.*listening on ([^ ]+).*/\1/' "$dir/err" | head -1
+  sed -E 's/.*listening on udp ([^ ,]+).*/\1/' "$dir/err" | head -1
 }
 
 part_a() { # BIN LABEL VERSION
@@ -109,8 +109,8 @@ EOF
   local rpid=$!
   for _ in $(seq 100); do grep -q listening "$d/recv.err" 2>/dev/null && break; sleep 0.05; done
   local rudp rtcp
-  rudp=$(sed -E 's/.*listening on ([^ ]+) ([^ ]+).*/\1/' "$d/recv.err" | head -1)
-  rtcp=$(sed -E 's/.*listening on ([^ ]+) ([^ ]+).*/\2/' "$d/recv.err" | head -1)
+  rudp=$(sed -E 's/.*listening on udp ([^ ,]+).*/\1/' "$d/recv.err" | head -1)
+  rtcp=$(sed -E 's/.*, tcp ([^ ,]+).*/\1/' "$d/recv.err" | head -1)
   "$NEW" run "$d/sc.toml" --quiet --out "$d/run" > "$d/run.out" 2> "$d/run.err" &
   local run=$!
   local srv=""

@@ -43,3 +43,30 @@ macro_rules! say_inline {
         let _ = e.flush();
     }};
 }
+
+/// Human-readable results: to standard output, unless machine output (`--json -`, `--csv -`,
+/// `--out -`) has it, then to standard error, so `| jq` and `| head` see only the machine's.
+pub fn human(text: &str, machine_on_stdout: bool) -> Result<(), Failure> {
+    if machine_on_stdout {
+        let mut e = std::io::stderr().lock();
+        let _ = e.write_all(text.as_bytes());
+        let _ = e.flush();
+        Ok(())
+    } else {
+        out(text)
+    }
+}
+
+/// Whether a path flag means standard output.
+pub fn is_stdout(p: &Option<std::path::PathBuf>) -> bool {
+    p.as_deref() == Some(std::path::Path::new("-"))
+}
+
+/// At most one machine output may go to standard output.
+pub fn one_stdout(flags: &[(&str, &Option<std::path::PathBuf>)]) -> Result<bool, Failure> {
+    let on: Vec<&str> = flags.iter().filter(|(_, p)| is_stdout(p)).map(|(n, _)| *n).collect();
+    if on.len() > 1 {
+        return Err(crate::bad_input(anyhow::anyhow!("{} all write to standard output (`-`); send all but one to files", on.join(", "))));
+    }
+    Ok(!on.is_empty())
+}

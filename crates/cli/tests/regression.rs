@@ -189,7 +189,7 @@ fn regression_an_echo_peer_that_never_reads_is_bounded() {
     let mut child = horde().args(["recv", "--tcp", "0"]).stderr(Stdio::piped()).spawn().unwrap();
     let mut banner = String::new();
     BufReader::new(child.stderr.as_mut().unwrap()).read_line(&mut banner).unwrap();
-    let addr: SocketAddr = banner.split("listening on ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    let addr: SocketAddr = banner.split("listening on tcp ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
     let mut c = TcpStream::connect(addr).unwrap();
     let h = sign_stream_hello(&RunKey::OPEN, StreamHello { flags: horde_wire::stream::HELLO_ECHO, flow: 1, base_ns: 1, tag: 0, mac: [0; 16] });
     let mut hb = [0u8; HELLO_LEN];

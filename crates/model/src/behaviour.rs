@@ -116,12 +116,13 @@ pub struct StateSummary {
     pub state: String,
     /// Share of all player-seconds spent in this state.
     pub time_share: f64,
-    /// Expected share for a fixed hour of day (semi-Markov: π_i·m_i / Σ π_j·m_j), if computable.
+    /// Expected share (semi-Markov: π_i·m_i / Σ π_j·m_j at each hour of day), averaged over the
+    /// hours the run covered, weighted by the time in each; if computable.
     pub model_share: Option<f64>,
     pub segments: u64,
     /// Mean dwell over complete segments, seconds (none when no stay in it ended within the run).
     pub mean_dwell_s: Option<f64>,
-    /// The model's mean dwell at the start hour, seconds.
+    /// The model's mean dwell, seconds, over the hours covered as `model_share`.
     pub model_dwell_s: Option<f64>,
 }
 
@@ -175,8 +176,18 @@ impl SummaryAcc {
     pub fn finish(self, svc: &Service, p: &Params) -> Summary {
         let n = svc.states.len();
         let total: f64 = self.time.iter().sum();
-        let hour = (p.start_hour.rem_euclid(24.0)) as usize % HOURS;
-        let model = stationary_shares(svc, hour);
+        // The model over the hours the run covered, each weighted by the time spent in it
+        // (one hour when the hour does not advance).
+        let weights = hour_weights(svc, p);
+        let model: Option<Vec<f64>> = weights.iter().try_fold(vec![0.0; n], |mut acc, &(h, w)| {
+            let s = stationary_shares(svc, h)?;
+            acc.iter_mut().zip(&s).for_each(|(a, x)| *a += w * x);
+            Some(acc)
+        });
+        let model_dwell = |k: usize| -> Option<f64> {
+            let d = svc.states[k].dwell.as_ref()?;
+            weights.iter().try_fold(0.0, |acc, &(h, w)| Some(acc + w * d[h].mean_estimate()?))
+        };
         let states = (0..n)
             .map(|k| StateSummary {
                 state: svc.states[k].name.clone(),
@@ -184,7 +195,7 @@ impl SummaryAcc {
                 model_share: model.as_ref().map(|m| m[k]),
                 segments: self.count[k],
                 mean_dwell_s: (self.dwell_n[k] > 0).then(|| self.dwell_sum[k] / self.dwell_n[k] as f64),
-                model_dwell_s: svc.states[k].dwell.as_ref().and_then(|d| d[hour].mean_estimate()),
+                model_dwell_s: model_dwell(k),
             })
             .collect();
         Summary {
@@ -197,6 +208,25 @@ impl SummaryAcc {
             transitions: self.trans,
         }
     }
+}
+
+/// The hours of day a run covers and the share of its time in each: `(hour, weight)`, weights
+/// summing to 1. A service whose hour does not advance, or a run inside one hour, has one.
+pub fn hour_weights(svc: &Service, p: &Params) -> Vec<(usize, f64)> {
+    let mut w = [0.0f64; HOURS];
+    if !svc.hour_advances || p.duration_s <= 0.0 {
+        return vec![(svc.hour_at(p.start_hour, 0.0), 1.0)];
+    }
+    let mut t = 0.0;
+    while t < p.duration_s {
+        // Up to the next whole hour of day (or the end of the run).
+        let h_now = p.start_hour + t / 3600.0;
+        let next = ((h_now.floor() + 1.0 - p.start_hour) * 3600.0).min(p.duration_s);
+        let step = (next - t).max(1e-9);
+        w[svc.hour_at(p.start_hour, t)] += step;
+        t += step;
+    }
+    w.iter().enumerate().filter(|(_, x)| **x > 0.0).map(|(h, x)| (h, x / p.duration_s)).collect()
 }
 
 /// Time shares, dwell means and transition counts of a behaviour run, beside the model's own.

@@ -821,6 +821,18 @@ impl Sampler {
     }
 }
 
+/// A probability or weight as people write it: rounded to 12 significant digits, so the
+/// binary leftovers of normalising (0.6499999999999999) read as what was meant (0.65).
+fn short(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return x.to_string();
+    }
+    let digits = 12 - (x.abs().log10().floor() as i32 + 1);
+    let scale = 10f64.powi(digits.clamp(0, 300));
+    let r = (x * scale).round() / scale;
+    r.to_string()
+}
+
 impl fmt::Display for Dist {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}(", self.family())?;
@@ -838,8 +850,8 @@ impl fmt::Display for Dist {
                 vec![location.to_string(), scale.to_string()]
             }
             Kind::StudentT { location, scale, dof } => vec![location.to_string(), scale.to_string(), dof.to_string()],
-            Kind::Discrete(pairs) => pairs.iter().map(|(v, p)| format!("{v}:{p}")).collect(),
-            Kind::Mixture(parts) => parts.iter().map(|(w, d)| format!("{w}*{d}")).collect(),
+            Kind::Discrete(pairs) => pairs.iter().map(|(v, p)| format!("{v}:{}", short(*p))).collect(),
+            Kind::Mixture(parts) => parts.iter().map(|(w, d)| format!("{}*{d}", short(*w))).collect(),
             Kind::Trace { source, .. } => vec![source.clone()],
         };
         if self.mul != 1.0 {

@@ -1,5 +1,5 @@
 //! Named traffic models (D-ITG 2.8.1 application presets), parameters from
-//! `shared/reference/models.md` §2 (source: D-ITG src/ITGSend/traffic.cpp).
+//! `docs/models.md` §2 (source: D-ITG src/ITGSend/traffic.cpp).
 //! Text form: `NAME` or `NAME(key=value, ...)`, e.g. `voip(codec=g729.2, rtp=crtp, vad=on)`.
 
 use crate::dist::Dist;

@@ -278,6 +278,11 @@ fn progress(sc: &Scenario, segments: &[Vec<behaviour::Segment>], p: &Progress, d
             continue;
         }
         let t = start.elapsed().as_secs_f64();
+        if t > sc.duration_s + 0.5 {
+            // The traffic is over (the last second is the linger for in-flight APDUs): a tick
+            // now would only report zeros.
+            continue;
+        }
         let mut counts = vec![0u32; sc.service.states.len()];
         for segs in segments {
             if let Some(s) = behaviour::state_at(segs, t) {

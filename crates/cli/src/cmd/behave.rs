@@ -16,10 +16,10 @@ pub struct Args {
     #[arg(short, long, default_value = "wow")]
     pub service: String,
     /// Number of players
-    #[arg(short, long, default_value_t = 1000)]
+    #[arg(short = 'n', long, default_value_t = 1000)]
     pub players: u32,
     /// Simulated time, e.g. 1h, 30m, 86400s
-    #[arg(short, long, default_value = "1h")]
+    #[arg(short = 't', long, short_alias = 'd', default_value = "1h")]
     pub duration: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -84,7 +84,8 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     if interrupted {
         say!("horde behave: interrupted after {done} of {} players; the summary covers those", p.players);
     }
-    print_summary(&sum, stays)?;
+    let machine = crate::output::one_stdout(&[("--out", &args.out), ("--summary-json", &args.summary_json)])?;
+    print_summary(&sum, stays, machine)?;
     if let Some(path) = &args.summary_json {
         super::write_out(path, &serde_json::to_string_pretty(&sum).expect("summary serialises"))?;
     }
@@ -131,7 +132,11 @@ impl SegmentSink {
     }
 }
 
-fn print_summary(sum: &behaviour::Summary, n: usize) -> Result<(), crate::Failure> {
+/// `machine_on_stdout`: stays or the JSON summary go to standard output, so this goes to
+/// standard error.
+fn print_summary(sum: &behaviour::Summary, n: usize, machine_on_stdout: bool) -> Result<(), crate::Failure> {
+    use std::fmt::Write as _;
+    let mut o = String::new();
     say!(
         "horde behave: service {}, {} players, {:.0} s from hour {}, seed {}: {} stays",
         sum.service,
@@ -141,10 +146,11 @@ fn print_summary(sum: &behaviour::Summary, n: usize) -> Result<(), crate::Failur
         sum.seed,
         n
     );
-    outln!("{:<16} {:>10} {:>12} {:>9} {:>14} {:>14}", "category", "time share", "model share", "stays", "mean dwell s", "model dwell s")?;
+    let _ = writeln!(o, "{:<16} {:>10} {:>12} {:>9} {:>14} {:>14}", "category", "time share", "model share", "stays", "mean dwell s", "model dwell s");
     for s in &sum.states {
         let opt = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
-        outln!(
+        let _ = writeln!(
+            o,
             "{:<16} {:>10.4} {:>12} {:>9} {:>14} {:>14}",
             s.state,
             s.time_share,
@@ -152,7 +158,11 @@ fn print_summary(sum: &behaviour::Summary, n: usize) -> Result<(), crate::Failur
             s.segments,
             s.mean_dwell_s.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
             opt(s.model_dwell_s, 1)
-        )?;
+        );
     }
-    outln!("model share: long-run share at the start hour (exact with --fixed-hour); transitions in --summary-json")
+    let _ = writeln!(
+        o,
+        "model share: each hour's long-run share, weighted by the time the run spent in that hour (exact with --fixed-hour); transitions in --summary-json"
+    );
+    crate::output::human(&o, machine_on_stdout)
 }

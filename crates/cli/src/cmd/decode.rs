@@ -58,10 +58,11 @@ pub fn run(args: Args) -> Outcome {
     if args.windows_csv.is_some() && window_ns.is_none() {
         return Err(bad_input(anyhow::anyhow!("--windows-csv needs --window, e.g. --window 100ms")));
     }
+    let machine = crate::output::one_stdout(&[("--json", &args.json), ("--csv", &args.csv), ("--windows-csv", &args.windows_csv)])?;
     let logs = load_logs(&args.logs)?;
     let a = analyse(&logs, Options { window_ns });
     if !args.quiet {
-        crate::output::out(&export::table(&a, args.max_flows))?;
+        crate::output::human(&export::table(&a, args.max_flows), machine)?;
     }
     if let Some(p) = &args.json {
         super::write_out(p, &export::json(&a))?;

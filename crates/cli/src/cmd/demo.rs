@@ -71,7 +71,7 @@ pub struct Args {
     #[arg(short = 't', long, value_parser = super::duration, value_name = "DURATION")]
     pub duration: Option<Duration>,
     /// Players in the WoW scenario
-    #[arg(short, long, default_value_t = 300)]
+    #[arg(short = 'n', long, default_value_t = 300)]
     pub players: u32,
     /// Run the packet-engine demo (game, voice and telnet flows, one-way and round trip)
     #[arg(long)]

@@ -249,7 +249,14 @@ fn exec(id: &str, node: &str, command: &[String]) -> Outcome {
     let nsf = horde_emu::open_node(id, &plan, node).map_err(emu_err)?;
     let dir = horde_emu::node_dir(id, node);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut cmd = std::process::Command::new(&command[0]);
+    // `horde` inside a node is this binary, whether or not it is on root's PATH (sudo resets
+    // PATH; a freshly built binary is in target/release).
+    let program = if command[0] == "horde" && which("horde").is_none() {
+        std::env::current_exe().context("locating the horde binary")?
+    } else {
+        PathBuf::from(&command[0])
+    };
+    let mut cmd = std::process::Command::new(&program);
     cmd.args(&command[1..]).current_dir(&dir).env("HORDE_EXPERIMENT", id).env("HORDE_NODE", node);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&nsf);
     // SAFETY: setns is async-signal-safe; fd stays open until spawn returns.
@@ -258,6 +265,11 @@ fn exec(id: &str, node: &str, command: &[String]) -> Outcome {
     }
     let status = cmd.status().with_context(|| format!("running `{}` in {node}", command[0]))?;
     Ok(status.code().map(|c| c as u8).unwrap_or(1))
+}
+
+/// The first `name` on PATH, if any.
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
 }
 
 /// `NODE:path` → (node, path inside the node's directory).

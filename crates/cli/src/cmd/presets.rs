@@ -3,7 +3,7 @@ use horde_model::preset::{Preset, CODECS, NAMES};
 pub fn run() -> crate::Outcome {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let _ = writeln!(o, "Presets (use with --preset NAME; parameters from D-ITG 2.8.1, see shared/reference/models.md §2):");
+    let _ = writeln!(o, "Presets (use with --preset NAME; parameters from D-ITG 2.8.1, see docs/models.md §2):");
     for n in NAMES {
         let p: Preset = n.parse().expect("built-in preset");
         let _ = writeln!(o, "  {:<8} {}  idt (ms) = {}\n  {:<8}      size (B) = {}", n, p.transport.name(), p.idt, "", p.size);

@@ -101,8 +101,9 @@ pub fn options(args: &Args) -> Result<RecvOptions, crate::Failure> {
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let opts = options(&args)?;
     let report = receiver::run(&opts, stop, |bound| {
-        let list: Vec<String> = bound.iter().map(|a| a.to_string()).collect();
-        say!("horde recv: listening on {} (udp: {}, tcp: {}); Ctrl-C stops", list.join(" "), opts.udp.len(), opts.tcp.len());
+        // Bound addresses come UDP first, then TCP, in the order given.
+        let list: Vec<String> = bound.iter().enumerate().map(|(i, a)| format!("{} {a}", if i < opts.udp.len() { "udp" } else { "tcp" })).collect();
+        say!("horde recv: listening on {} (Ctrl-C stops)", list.join(", "));
     })
     .context("receiving")?;
     print_report(&report);

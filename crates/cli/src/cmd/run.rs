@@ -18,14 +18,14 @@ pub struct Args {
     /// Scenario file (TOML: service, players, duration, seed, start_hour, join, server, variables, threads, server_threads, spin_us, [emu]; see examples/wow.toml, examples/wow-access.toml)
     #[arg(value_name = "SCENARIO")]
     pub scenario: PathBuf,
-    /// Report directory (default: horde-out/<scenario name>-<unix time>)
+    /// Report directory (default: horde-out/<scenario file name>-<unix time>)
     #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Override the scenario's player count
-    #[arg(long)]
+    #[arg(short = 'n', long)]
     pub players: Option<u32>,
     /// Override the scenario's duration, e.g. 30s
-    #[arg(short, long, value_name = "DURATION")]
+    #[arg(short = 't', long, short_alias = 'd', value_name = "DURATION")]
     pub duration: Option<String>,
     /// Override the scenario's seed
     #[arg(long)]

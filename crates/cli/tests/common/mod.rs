@@ -48,7 +48,8 @@ impl Recv {
         let mut line = String::new();
         stderr.read_line(&mut line).unwrap();
         let list = line.split("listening on ").nth(1).unwrap_or_else(|| panic!("unexpected recv banner: {line}"));
-        let addrs = list.split(" (").next().unwrap().split_whitespace().map(|a| a.parse().unwrap()).collect();
+        // "udp 127.0.0.1:9000, tcp 127.0.0.1:9001 (Ctrl-C stops)"
+        let addrs = list.split(" (").next().unwrap().split(", ").map(|a| a.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
         Recv { child, addrs, stderr }
     }
 

@@ -1,0 +1,83 @@
+//! The first hour of a new user (issue 13): each rough edge a new user hit, as a test.
+
+mod common;
+use common::*;
+
+/// `--json -` / `--csv -` put only machine output on standard output, so `| jq` works.
+#[test]
+fn machine_output_is_alone_on_stdout() {
+    let dir = Scratch::new("fh-stdout");
+    let rx = Recv::start(&["--udp", "0", "--log", dir.path("r.hlog").to_str().unwrap()]);
+    let dst = rx.addrs[0].to_string();
+    let s = run(horde().args(["send", "--dst", &dst, "--rate", "200", "--size", "64", "--packets", "50", "--log", dir.path("s.hlog").to_str().unwrap()]));
+    assert!(s.status.success(), "{}", text(&s));
+    rx.stop();
+    let logs = [dir.path("s.hlog"), dir.path("r.hlog")];
+    let o = run(horde().arg("decode").args(&logs).args(["--json", "-"]));
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("standard output is exactly the JSON");
+    assert_eq!(v["total"]["packets"], 50);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("flow"), "the table went to standard error");
+    let o = run(horde().arg("decode").args(&logs).args(["--csv", "-"]));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.starts_with("flow,packets,") && out.lines().count() == 3, "header, the flow, the total: {out}");
+    let o = run(horde().arg("decode").args(&logs).args(["--csv", "-", "--json", "-"]));
+    assert_eq!(o.status.code(), Some(2), "two machine outputs cannot share standard output");
+    // behave: stays on stdout, the summary on stderr.
+    let o = run(horde().args(["behave", "-n", "20", "-t", "1h", "--out", "-"]));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.lines().all(|l| l.starts_with("player,") || l.split(',').count() == 7), "only CSV rows on stdout");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("model share"));
+}
+
+/// A 24-hour behaviour run is compared with the model over the hours it covered (it was the
+/// start hour's alone: raiding "off" by +56 %).
+#[test]
+fn a_multi_hour_behave_summary_compares_with_the_hours_it_covered() {
+    let o = run(horde().args(["behave", "-n", "1500", "-t", "24h", "--start-hour", "0", "--summary-json", "-"]));
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for s in v["states"].as_array().unwrap() {
+        let (got, model) = (s["time_share"].as_f64().unwrap(), s["model_share"].as_f64().unwrap());
+        assert!((got - model).abs() < 0.015, "{}: {got} vs {model}", s["state"]);
+    }
+}
+
+/// One flag vocabulary: -t duration, -n players, -o out, -p port; old -d kept as an alias.
+#[test]
+fn flags_mean_the_same_everywhere() {
+    for args in [["behave", "-n", "5", "-t", "10m"], ["behave", "-n", "5", "-d", "10m"]] {
+        let o = run(horde().args(args));
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+    }
+    for sub in ["demo", "run", "behave"] {
+        let h = String::from_utf8(run(horde().args([sub, "--help"])).stdout).unwrap();
+        assert!(h.contains("-n, --players"), "{sub}: {h}");
+        assert!(h.contains("-t, --duration"), "{sub}: {h}");
+    }
+    for sub in ["send", "recv"] {
+        let h = String::from_utf8(run(horde().args([sub, "--help"])).stdout).unwrap();
+        assert!(h.contains("-t, --duration"), "{sub}");
+    }
+    let h = String::from_utf8(run(horde().args(["recv", "--help"])).stdout).unwrap();
+    assert!(h.contains("-p, --port"));
+}
+
+/// Noise a new user saw: a doubled address, binary leftovers in presets, a citation of a file
+/// that was not in the repository.
+#[test]
+fn output_without_noise() {
+    let rx = Recv::start(&["--port", "0"]);
+    let (_, err) = rx.stop();
+    let _ = err;
+    let o = run(horde().args(["recv", "--udp", "0", "--tcp", "0", "-t", "100ms"]));
+    let banner = String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("").to_string();
+    assert!(banner.contains("listening on udp 127.0.0.1:") && banner.contains(", tcp 127.0.0.1:"), "{banner}");
+    let p = String::from_utf8(run(horde().arg("presets")).stdout).unwrap();
+    assert!(!p.contains("99999") && !p.contains("00000001"), "presets print as written");
+    assert!(p.contains("docs/models.md"));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    assert!(root.join("docs/models.md").is_file(), "what presets and services cite is in the repository");
+    let wow = String::from_utf8(run(horde().args(["services", "show", "wow"])).stdout).unwrap();
+    assert!(!wow.contains("shared/reference"));
+}
