@@ -57,6 +57,9 @@ fn up_probe_copy_change_down() {
     assert!(ok(&["emu", "ls"]).contains(exp));
     let nodes = ok(&["emu", "ls", exp]);
     assert!(nodes.contains("10.2.0.2") && nodes.contains("r1 → r2"), "{nodes}");
+    // The picture of what was built (Graphviz).
+    let dot = ok(&["emu", "ls", exp, "--dot"]);
+    assert!(dot.starts_with("graph ") && dot.contains("\"r1\" -- \"r2\"") && dot.contains("shape=box") && dot.trim_end().ends_with('}'), "{dot}");
     // A second experiment with the same id is refused, naming the way out.
     let again = horde(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
     assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("horde emu down"));

@@ -81,3 +81,41 @@ fn output_without_noise() {
     let wow = String::from_utf8(run(horde().args(["services", "show", "wow"])).stdout).unwrap();
     assert!(!wow.contains("shared/reference"));
 }
+
+/// `decode --window` shows the time series on the terminal; two senders sharing a flow id at
+/// one receiver are named as the likely cause of the duplicates they produce.
+#[test]
+fn decode_shows_windows_and_warns_of_shared_flow_ids() {
+    let dir = Scratch::new("fh-windows");
+    let rlog = dir.path("r.hlog");
+    let rx = Recv::start(&["--udp", "0", "--log", rlog.to_str().unwrap()]);
+    let dst = rx.addrs[0].to_string();
+    let senders: Vec<_> = (0..2)
+        .map(|_| {
+            horde().args(["send", "--dst", &dst, "--rate", "1000", "--size", "64", "--packets", "800"]).stderr(std::process::Stdio::null()).spawn().unwrap()
+        })
+        .collect();
+    for mut s in senders {
+        assert!(s.wait().unwrap().success());
+    }
+    rx.stop();
+    let o = run(horde().args(["decode", rlog.to_str().unwrap(), "--window", "200ms"]));
+    let out = text(&o);
+    assert!(out.contains("per 0.2 s window, all flows"), "{out}");
+    assert!(out.contains("several senders probably used flow id 0"), "{out}");
+}
+
+/// A machine-readable progress stream for dashboards: one JSON object per second.
+#[test]
+fn progress_as_json_lines() {
+    let dir = Scratch::new("fh-progress");
+    let f = dir.path("progress.jsonl");
+    let o = run(horde().args(["demo", "-t", "3s", "-n", "20", "--out", dir.path("d").to_str().unwrap(), "--progress-file", f.to_str().unwrap()]));
+    assert!(o.status.success(), "{}", text(&o));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&f).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!((2..=4).contains(&lines.len()), "{} lines", lines.len());
+    let last = &lines[lines.len() - 1]["progress"];
+    assert!(last["sent_packets"].as_u64().unwrap() > 0 && last["down_pkt_s"].as_u64().unwrap() > 0, "{last}");
+    let players: u64 = last["categories"].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum();
+    assert_eq!(players, 20);
+}

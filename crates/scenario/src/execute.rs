@@ -284,8 +284,10 @@ fn progress(sc: &Scenario, segments: &[Vec<behaviour::Segment>], p: &Progress, d
             continue;
         }
         let mut counts = vec![0u32; sc.service.states.len()];
+        // Stays end at the run's end: count the players as they were just before it.
+        let at = t.min(sc.duration_s - 1e-6).max(0.0);
         for segs in segments {
-            if let Some(s) = behaviour::state_at(segs, t) {
+            if let Some(s) = behaviour::state_at(segs, at) {
                 counts[s.state as usize] += 1;
             }
         }
@@ -304,7 +306,6 @@ fn progress(sc: &Scenario, segments: &[Vec<behaviour::Segment>], p: &Progress, d
             down_bit_s: d(3) * 8,
             sent_packets: now[0],
             received_packets: now[2],
-            connections: p.connections.load(Ordering::Relaxed),
             categories: sc.service.states.iter().zip(&counts).map(|(st, c)| (st.name.clone(), *c)).collect(),
         };
         last = now;

@@ -78,7 +78,6 @@ pub struct Snapshot {
     /// Totals so far.
     pub sent_packets: u64,
     pub received_packets: u64,
-    pub connections: u64,
     /// Players per behaviour state now (whole scenario, every shard).
     pub categories: Vec<(String, u32)>,
 }

@@ -167,6 +167,63 @@ pub fn table(a: &Analysis, max_flows: usize) -> String {
         let _ = writeln!(s, "  ... {} more flows (use --json or --csv for all)", a.flows.len() - shown);
     }
     s.push_str(&totals_text(a));
+    if !a.windows.is_empty() {
+        s.push_str(&windows_text(a, MAX_WINDOW_ROWS));
+    }
+    s
+}
+
+/// Windows shown on the terminal (all are in `--windows-csv`).
+pub const MAX_WINDOW_ROWS: usize = 40;
+
+/// All flows together per time window: the terminal's view of `--window`.
+pub fn window_totals(a: &Analysis) -> crate::table::Table {
+    use crate::table::{Cell, Column, Table};
+    let mut by: std::collections::BTreeMap<u64, (u64, u64, f64, f64, Option<u64>)> = Default::default();
+    for w in &a.windows {
+        let e = by.entry((w.start_s * 1e9).round() as u64).or_default();
+        e.0 += w.packets;
+        e.1 += w.bytes;
+        if let Some(d) = w.delay_mean_ms {
+            e.2 += d * w.packets as f64;
+            e.3 += w.packets as f64;
+        }
+        if let Some(l) = w.lost {
+            *e.4.get_or_insert(0) += l;
+        }
+    }
+    let secs = a.window_s.unwrap_or(1.0);
+    let mut t = Table::new(vec![
+        Column::new("start_s", "window start s"),
+        Column::new("packets", "packets"),
+        Column::new("pkt_rate", "pkt/s"),
+        Column::new("kbit_s", "kbit/s"),
+        Column::new("delay_mean_ms", "mean delay ms"),
+        Column::new("lost", "lost"),
+    ]);
+    for (start, (p, b, dsum, dn, lost)) in by {
+        let (pps, bps) = crate::metrics::interval_rates(p, b, secs);
+        t.push(vec![
+            Cell::Num(start as f64 / 1e9, 3),
+            Cell::Int(p),
+            Cell::Num(pps, 1),
+            Cell::Num(bps / 1e3, 2),
+            Cell::opt((dn > 0.0).then(|| dsum / dn), 3),
+            lost.map_or(Cell::None, Cell::Int),
+        ]);
+    }
+    t
+}
+
+fn windows_text(a: &Analysis, max_rows: usize) -> String {
+    let mut t = window_totals(a);
+    let n = t.rows.len();
+    t.rows.truncate(max_rows);
+    let mut s = format!("\nper {} s window, all flows:\n", a.window_s.unwrap_or(0.0));
+    s.push_str(&t.text(true));
+    if n > max_rows {
+        let _ = writeln!(s, "  ... {} more windows (use --windows-csv for all, per flow)", n - max_rows);
+    }
     s
 }
 
@@ -174,6 +231,19 @@ pub fn table(a: &Analysis, max_flows: usize) -> String {
 pub fn totals_text(a: &Analysis) -> String {
     let mut s = String::new();
     let t = &a.total;
+    for f in &a.flows {
+        if let (Some(id), Some(l)) = (f.flow, &f.loss) {
+            // Two senders with the same flow id at one receiver interleave two sequence spaces:
+            // nearly every packet then looks duplicated or reordered.
+            if l.duplicates > 100 && l.duplicates * 4 > f.packets {
+                let _ = writeln!(
+                    s,
+                    "warning: flow {id}: {} of {} packets are duplicates: several senders probably used flow id {id} towards this receiver; give each sender its own --id-base",
+                    l.duplicates, f.packets
+                );
+            }
+        }
+    }
     if !a.has_receiver_log && t.delay.is_none() {
         let _ = writeln!(s, "sender log only: departures are shown; give the receiver's log too (or measure round trips) for delay and loss");
     }

@@ -176,7 +176,7 @@ pub fn game_page(
     }
     s.push_str("<h2>Per category and direction</h2>");
     s.push_str(&crate::game::table(g).html());
-    s.push_str("<p>Rates per player are APDUs over the player-seconds spent in the category; the model rate is the long-run rate, 1000 / mean inter-departure time. Every fresh start of a bursty inter-departure process (a player joining, a category change) adds about (CV² − 1)/2 APDUs, so short runs and surges show rates above it (WoW trading up: CV² = 5.3, +2 APDUs per start). KS: Kolmogorov–Smirnov distance between the measured distribution (receiver's log) and the model's, inter-arrival times at 1 ms resolution.</p>");
+    s.push_str("<p>Rates per player are APDUs over the player-seconds spent in the category; the model rate is the long-run rate, 1000 / mean inter-departure time. Every fresh start of a bursty inter-departure process (a player joining, a category change) adds about (CV² − 1)/2 APDUs, so short runs and surges show rates above it (WoW trading up: CV² = 5.3, +2 APDUs per start). Lost: APDUs sent but never received; over TCP (which itself loses nothing) these are APDUs still queued in a socket or on a link when the run ended. KS: Kolmogorov–Smirnov distance between the measured distribution (receiver's log) and the model's, inter-arrival times at 1 ms resolution.</p>");
     s.push_str("<h2>Over time</h2>");
     for (name, svg) in charts.iter().filter(|(n, _)| !n.starts_with("cdf-") && !n.starts_with("delay-cdf-")) {
         s.push_str(&figure(name, svg));

@@ -182,3 +182,17 @@ fn a_live_change_is_typed_and_keeps_nanoseconds() {
     let trace = LinkChange::parse(&RawImpair { trace: Some("t.trace".into()), ..Default::default() }).unwrap();
     assert_eq!(trace.apply(&base, false).unwrap().rate_bps, None, "a trace replaces the rate");
 }
+
+#[test]
+fn the_plan_draws_as_a_graphviz_graph() {
+    let p = plan(&example("access.toml"), "access.toml", "a1").unwrap();
+    let dot = horde_topo::dot(&p, |s| format!("{} ms", s.delay_ns / 1_000_000));
+    assert!(dot.starts_with("graph \"") && dot.trim_end().ends_with('}'));
+    assert_eq!(dot.matches(" -- ").count(), p.links.len(), "one edge per link");
+    assert_eq!(dot.matches("shape=").count(), p.nodes.len(), "one vertex per node");
+    assert!(dot.contains("style=bold"), "emulated links stand out");
+    // Quotes in names cannot break the graph.
+    let mut q = p.clone();
+    q.nodes[0].name = "a\"b".into();
+    assert!(horde_topo::dot(&q, |_| String::new()).contains("\"a\\\"b\""));
+}

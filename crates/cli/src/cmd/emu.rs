@@ -38,6 +38,9 @@ pub enum Cmd {
     Ls {
         /// Experiment id (from `horde emu up`)
         id: Option<String>,
+        /// Print the experiment's topology as a Graphviz graph (`| dot -Tsvg > topo.svg`)
+        #[arg(long, requires = "id")]
+        dot: bool,
     },
     /// Runs a command inside a node (its network namespace; working directory: the node's own directory).
     Exec {
@@ -146,8 +149,14 @@ pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> O
             }
             Ok(0)
         }
-        Cmd::Ls { id: None } => ls(),
-        Cmd::Ls { id: Some(id) } => ls_one(&id),
+        Cmd::Ls { id: None, .. } => ls(),
+        Cmd::Ls { id: Some(id), dot: true } => {
+            horde_topo::check_exp_id(&id).map_err(|m| bad_input(anyhow!(m)))?;
+            let (_, plan) = horde_emu::load(&id).map_err(emu_err)?;
+            crate::output::out(&horde_topo::dot(&plan, fwd::describe))?;
+            Ok(0)
+        }
+        Cmd::Ls { id: Some(id), dot: false } => ls_one(&id),
         Cmd::Exec { id, node, command } => exec(&id, &node, &command),
         Cmd::Cp { id, src, dst } => cp(&id, &src, &dst),
         Cmd::Link(a) => link(a),

@@ -33,6 +33,13 @@ pub struct Args {
     /// No live progress line
     #[arg(short, long)]
     pub quiet: bool,
+    /// Progress as `text` (a line on the terminal) or `json` (one JSON object per second on
+    /// standard error, or in --progress-file: t_s, rates, totals, players per category)
+    #[arg(long, value_enum, default_value_t = super::run::ProgressMode::Text)]
+    pub progress: super::run::ProgressMode,
+    /// Write JSON progress lines to this file instead of standard error (implies --progress json)
+    #[arg(long, value_name = "FILE")]
+    pub progress_file: Option<PathBuf>,
     /// Internal: run only the server side (started by `horde run` as a child process)
     #[arg(long, hide = true)]
     pub serve_only: bool,
@@ -72,7 +79,36 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         })?;
         return Ok(0);
     }
-    execute(&sc, Some(&args.scenario), &out, !args.quiet, stop)
+    let progress = Progress::of(args.quiet, args.progress, args.progress_file.as_deref())?;
+    execute(&sc, Some(&args.scenario), &out, progress, stop)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressMode {
+    Text,
+    Json,
+}
+
+/// Where a run's progress goes.
+pub enum Progress {
+    None,
+    Text,
+    /// JSON lines to standard error, or to a file.
+    Json(Option<std::sync::Mutex<std::fs::File>>),
+}
+
+impl Progress {
+    pub fn of(quiet: bool, mode: ProgressMode, file: Option<&Path>) -> Result<Progress, crate::Failure> {
+        if let Some(f) = file {
+            let file = std::fs::File::create(f).map_err(|e| bad_input(anyhow::anyhow!("--progress-file {}: {e}", f.display())))?;
+            return Ok(Progress::Json(Some(std::sync::Mutex::new(file))));
+        }
+        Ok(match (quiet, mode) {
+            (true, _) => Progress::None,
+            (false, ProgressMode::Text) => Progress::Text,
+            (false, ProgressMode::Json) => Progress::Json(None),
+        })
+    }
 }
 
 pub fn default_out(name: &str) -> PathBuf {
@@ -80,13 +116,13 @@ pub fn default_out(name: &str) -> PathBuf {
 }
 
 /// Runs a scenario through the library and prints what it reports.
-pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: bool, stop: &AtomicBool) -> Outcome {
+pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: Progress, stop: &AtomicBool) -> Outcome {
     let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("locating the horde binary: {e}"))?;
     let printer = Printer { sc, progress, tty: std::io::stderr().is_terminal() };
     let events = |e: &Event| printer.event(e);
     let opts = RunOptions { out, scenario_file: scenario, server: ServerSide::Child(exe), shard: None, events: &events, stop };
     let r = horde_scenario::execute(sc, &opts)?;
-    if printer.tty && progress {
+    if printer.tty && matches!(printer.progress, Progress::Text) {
         say!();
     }
     let s = &r.summary;
@@ -128,7 +164,7 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: boo
 /// (every 5 s otherwise).
 struct Printer<'a> {
     sc: &'a Scenario,
-    progress: bool,
+    progress: Progress,
     tty: bool,
 }
 
@@ -146,7 +182,18 @@ impl Printer<'_> {
                 sc.seed
             ),
             Event::Note(m) => say!("horde run: {m}"),
-            Event::Tick(s) if self.progress => {
+            Event::Tick(s) if matches!(self.progress, Progress::Json(_)) => {
+                let line = serde_json::json!({ "event": "progress", "scenario": sc.name, "progress": s }).to_string() + "\n";
+                match &self.progress {
+                    Progress::Json(Some(f)) => {
+                        use std::io::Write as _;
+                        let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+                        let _ = f.write_all(line.as_bytes()).and_then(|_| f.flush());
+                    }
+                    _ => say_inline!("{line}"),
+                }
+            }
+            Event::Tick(s) if matches!(self.progress, Progress::Text) => {
                 let cats: Vec<String> = s.categories.iter().map(|(n, c)| format!("{n} {c}")).collect();
                 let line = format!(
                     "t={:>5.0}s  up {:>7} pkt/s {:>8.1} kbit/s  down {:>7} pkt/s {:>8.1} kbit/s  | {}",
