@@ -119,3 +119,20 @@ fn progress_as_json_lines() {
     let players: u64 = last["categories"].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum();
     assert_eq!(players, 20);
 }
+
+/// `send --meter rtt` says what the round trips were.
+#[test]
+fn send_meter_rtt_prints_round_trips() {
+    let rx = Recv::start(&["--udp", "0"]);
+    let dst = rx.addrs[0].to_string();
+    let o = run(horde().args(["send", "--dst", &dst, "--rate", "500", "--size", "64", "--packets", "200", "--meter", "rtt", "--json", "-"]));
+    rx.stop();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("round trip: 200 echoes of 200 sent; min "), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rtt = &v["flows"][0]["rtt"];
+    assert!(
+        rtt["min_us"].as_f64().unwrap() > 0.0 && rtt["min_us"].as_f64() <= rtt["mean_us"].as_f64() && rtt["mean_us"].as_f64() <= rtt["max_us"].as_f64(),
+        "{rtt}"
+    );
+}

@@ -139,6 +139,15 @@ pub struct Lateness {
     pub over_1ms: u64,
 }
 
+/// Round-trip times of a flow's echoes (`--meter rtt`), µs. Percentiles and jitter: `horde
+/// decode` on the sender's log.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+pub struct Rtt {
+    pub min_us: f64,
+    pub mean_us: f64,
+    pub max_us: f64,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FlowSent {
     pub id: u32,
@@ -152,6 +161,9 @@ pub struct FlowSent {
     /// Packets the OS refused (e.g. ICMP port unreachable: nobody listening).
     pub errors: u64,
     pub echoes: u64,
+    /// Round trips of the echoes, when any came back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt: Option<Rtt>,
     /// APDUs received from the peer on this connection (two-way scenarios).
     pub received: u64,
     /// Received APDUs whose size differed from the peer's regenerated schedule (must be 0).

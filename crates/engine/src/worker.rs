@@ -24,7 +24,7 @@ use socket2::Socket;
 use crate::clock::{self, mono_ns, real_ns};
 use crate::logger::LogSink;
 use crate::net::{self, RecvBatch, BATCH};
-use crate::sender::{new_hist, FlowSent, Progress, Refusals, SendOptions, NO_DEPARTURE};
+use crate::sender::{new_hist, FlowSent, Progress, Refusals, Rtt, SendOptions, NO_DEPARTURE};
 
 pub(crate) const LISTEN_TOKEN: usize = 1 << 30;
 pub(crate) const UDP_LISTEN_TOKEN: usize = 1 << 29;
@@ -92,6 +92,11 @@ impl Slot {
             clamped: s.clamped,
             errors: s.errors,
             echoes: s.echoes,
+            rtt: (s.echoes > 0).then(|| Rtt {
+                min_us: s.rtt_min_ns as f64 / 1e3,
+                mean_us: s.rtt_sum_ns as f64 / s.echoes as f64 / 1e3,
+                max_us: s.rtt_max_ns as f64 / 1e3,
+            }),
             received: s.received,
             mismatched: self.conn.mismatched(),
             unsent: s.unsent,

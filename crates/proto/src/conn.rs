@@ -113,6 +113,10 @@ pub struct ConnStats {
     /// Departures the OS refused or that could not be written (a broken stream).
     pub errors: u64,
     pub echoes: u64,
+    /// Round trips of the echoes (echo arrival − departure), ns: sum, min, max.
+    pub rtt_sum_ns: u64,
+    pub rtt_min_ns: u64,
+    pub rtt_max_ns: u64,
     /// APDUs received from the peer (two-way runs, sinks).
     pub received: u64,
     /// Departures still due when the flow's duration ended (the sender fell behind): not sent.
@@ -120,6 +124,16 @@ pub struct ConnStats {
     /// Real (epoch) times of the first and last departure, ns.
     pub first_ns: u64,
     pub last_ns: u64,
+}
+
+impl ConnStats {
+    /// Counts an echo that took `rtt_ns` there and back.
+    fn echo(&mut self, rtt_ns: u64) {
+        self.rtt_min_ns = if self.echoes == 0 { rtt_ns } else { self.rtt_min_ns.min(rtt_ns) };
+        self.rtt_max_ns = self.rtt_max_ns.max(rtt_ns);
+        self.rtt_sum_ns = self.rtt_sum_ns.saturating_add(rtt_ns);
+        self.echoes += 1;
+    }
 }
 
 struct Stream {
@@ -566,7 +580,7 @@ impl Conn {
 
     fn on_apdu(&mut self, seq: u64, len: u16, send_ns: u64, now: u64, ctx: &mut dyn Ctx) {
         let (tag, kind) = if self.role == Role::Client && self.meter == Meter::Rtt {
-            self.stats.echoes += 1;
+            self.stats.echo(now.saturating_sub(send_ns));
             (self.tag, RecordKind::Echoed)
         } else {
             self.stats.received += 1;
@@ -599,7 +613,7 @@ impl Conn {
             return Ok(None);
         }
         if h.flags & FLAG_ECHO_REPLY != 0 {
-            self.stats.echoes += 1;
+            self.stats.echo(now.saturating_sub(h.send_ns));
             return Ok(Some(datagram_record(&h, meta, now, self.tag, RecordKind::Echoed)));
         }
         if self.mirror.is_none() {

@@ -241,7 +241,20 @@ pub fn print_report(r: &SendReport) {
         say!("  warning: {} send error(s): the receiver refused packets (is `horde recv` listening?)", r.errors);
     }
     if r.echoes > 0 {
-        say!("  echoes received: {}", r.echoes);
+        let rtts: Vec<(u64, horde_engine::sender::Rtt)> = r.flows.iter().filter_map(|f| f.rtt.map(|x| (f.echoes, x))).collect();
+        let min = rtts.iter().map(|x| x.1.min_us).fold(f64::INFINITY, f64::min);
+        let max = rtts.iter().map(|x| x.1.max_us).fold(0.0, f64::max);
+        let mean = rtts.iter().map(|(n, x)| x.mean_us * *n as f64).sum::<f64>() / r.echoes as f64;
+        let sent: u64 = r.flows.iter().filter(|f| f.rtt.is_some() || f.echoes > 0).map(|f| f.packets).sum();
+        say!(
+            "  round trip: {} echoes of {} sent; min {:.3} / mean {:.3} / max {:.3} ms{}",
+            r.echoes,
+            sent,
+            min / 1e3,
+            mean / 1e3,
+            max / 1e3,
+            if r.log.is_some() { " (percentiles, jitter, loss: horde decode on the log)" } else { " (give --log for percentiles and jitter)" }
+        );
     }
     if let Some(p) = &r.log {
         say!("  log: {} ({} records)", p.display(), r.log_records);
