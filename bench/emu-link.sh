@@ -15,7 +15,7 @@ mkdir -p "$OUT"
 [ "$(id -u)" = 0 ] || { echo "bench/emu-link.sh needs root (namespaces)"; exit 2; }
 cargo build --release -q -p horde
 H=$ROOT/target/release/horde
-"$H" emu down blink >/dev/null 2>&1 || true
+"$H" emu down blink --purge >/dev/null 2>&1 || true
 cat > "$OUT/link.toml" <<'T'
 name = "issue-link"
 [[node]]
@@ -34,7 +34,7 @@ loss = "1%"
 rate = "10mbit"
 T
 "$H" emu up "$OUT/link.toml" --id blink >/dev/null 2>&1
-trap '"$H" emu down blink >/dev/null 2>&1 || true' EXIT
+trap '"$H" emu down blink --purge >/dev/null 2>&1 || true' EXIT
 phase() { # tag, send args...
   local tag=$1; shift
   "$H" emu exec blink b -- "$H" recv -b 10.9.0.2 -p 9000 --idle 3s -l "$OUT/$tag.r.hlog" >/dev/null 2>&1 &

@@ -57,7 +57,7 @@ for n in $SIZES; do
     sleep 0.3
     "$H" emu exec "b$n" "h$n" -- "$H" send -a 10.0.0.1:9000 -C 100 -c 64 -z 10 >/dev/null 2>&1
     wait
-    t2=$(now); "$H" emu down "b$n" >/dev/null; t3=$(now)
+    t2=$(now); "$H" emu down "b$n" --purge >/dev/null; t3=$(now)
     ups+=("$(python3 -c "print($t1-$t0)")"); downs+=("$(python3 -c "print($t3-$t2)")")
     sleep 2 # the kernel frees namespaces in the background
   done
@@ -118,7 +118,7 @@ PY
   echo "forwarding $rate pkt/s offered: $row"
 done
 "$H" emu link bfwd a b > "$OUT/fwd-link.txt" || true
-"$H" emu down bfwd >/dev/null
+"$H" emu down bfwd --purge >/dev/null
 
 {
   echo "# Emulated environment: Horde against Mininet"

@@ -51,7 +51,7 @@ fn up_probe_copy_change_down() {
     let dir = tmp("routed");
     let topo = write(&dir, "routed.toml", ROUTED);
     let exp = "tr0ut";
-    let _ = horde(&["emu", "down", exp]);
+    let _ = horde(&["emu", "down", exp, "--purge"]);
     assert_eq!(ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]).trim(), exp);
     assert_eq!(namespaces(exp).len(), 6, "fabric + 2 clients + 2 routers + server");
     assert!(ok(&["emu", "ls"]).contains(exp));
@@ -95,11 +95,11 @@ fn up_probe_copy_change_down() {
     assert_eq!(std::fs::read_to_string(&back).unwrap(), "hello node\n");
     assert!(!horde(&["emu", "cp", exp, "srv:../../x", back.to_str().unwrap()]).status.success());
 
-    let out = ok(&["emu", "down", exp]);
+    let out = ok(&["emu", "down", exp, "--purge"]);
     assert!(out.contains("down"));
     assert!(namespaces(exp).is_empty());
     assert!(!std::path::Path::new(&format!("/run/horde/emu/{exp}")).exists());
-    assert!(!horde(&["emu", "down", exp]).status.success(), "a second down says there is nothing");
+    assert!(!horde(&["emu", "down", exp, "--purge"]).status.success(), "a second down says there is nothing");
 }
 
 const PAIR: &str = r#"
@@ -131,7 +131,7 @@ fn impaired_link_matches_its_setting() {
     let dir = tmp("pair");
     let topo = write(&dir, "pair.toml", PAIR);
     let exp = "tpair";
-    let _ = horde(&["emu", "down", exp]);
+    let _ = horde(&["emu", "down", exp, "--purge"]);
     ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
     let t = probe(exp, &dir, "a", "b", "10.9.0.2", &["--idt", "exponential(10)", "-c", "100", "-z", "5000", "--seed", "3"], "light");
     let sent = t["loss"]["expected"].as_u64().unwrap();
@@ -152,7 +152,7 @@ fn impaired_link_matches_its_setting() {
     let rate = pkts * (1000.0 + 42.0) * 8.0 / secs;
     eprintln!("overload: {pkts} frames in {secs:.3} s = {:.3} Mbit/s on the wire", rate / 1e6);
     assert!((rate / 10e6 - 1.0).abs() <= 0.05, "delivered {rate} bit/s, set 10 Mbit/s");
-    ok(&["emu", "down", exp]);
+    ok(&["emu", "down", exp, "--purge"]);
 }
 
 /// The kernel path: where netem exists, the link gets a netem qdisc and the probe sees its
@@ -166,7 +166,7 @@ fn netem_path_where_the_kernel_has_it() {
     let dir = tmp("netem");
     let topo = write(&dir, "n.toml", "name = \"n\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"10.8.0.0/30\"\ndelay = \"10ms\"\n");
     let exp = "tnetem";
-    let _ = horde(&["emu", "down", exp]);
+    let _ = horde(&["emu", "down", exp, "--purge"]);
     let out = std::process::Command::new(HORDE).args(["emu", "up", topo.to_str().unwrap(), "--id", exp]).env("HORDE_EMU_NETEM", "force").output().unwrap();
     if horde_emu::kernel_has_netem() {
         assert!(out.status.success(), "{out:?}");
@@ -174,7 +174,7 @@ fn netem_path_where_the_kernel_has_it() {
         let t = probe(exp, &dir, "a", "b", "10.8.0.2", &["-C", "100", "-c", "100", "-z", "100"], "n");
         let d = t["delay"]["mean_ms"].as_f64().unwrap();
         assert!((10.0..11.0).contains(&d), "netem delay {d} ms");
-        ok(&["emu", "down", exp]);
+        ok(&["emu", "down", exp, "--purge"]);
     } else {
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);

@@ -114,5 +114,5 @@ fn sigkill_then_cleanup_leaves_nothing() {
     );
     // And the machine is usable again: the same ids come up.
     ok(&["emu", "up", pair.to_str().unwrap(), "--id", "kpair"]);
-    ok(&["emu", "down", "kpair"]);
+    ok(&["emu", "down", "kpair", "--purge"]);
 }

@@ -26,7 +26,7 @@ fn regression_emu_down_never_deletes_a_path() {
     ok(&["emu", "up", pair.to_str().unwrap(), "--id", "rdown"]);
     let rel = format!("../../..{}", victim.display());
     for id in [victim.to_str().unwrap(), rel.as_str(), "", ".", "..", "rdown/../../x"] {
-        let o = horde(&["emu", "down", id]);
+        let o = horde(&["emu", "down", id, "--purge"]);
         assert_eq!(o.status.code(), Some(2), "emu down {id:?}: {}", String::from_utf8_lossy(&o.stderr));
         assert!(String::from_utf8_lossy(&o.stderr).contains("experiment id"), "{}", String::from_utf8_lossy(&o.stderr));
         let o = horde(&["emu", "cleanup", id]);
@@ -35,7 +35,7 @@ fn regression_emu_down_never_deletes_a_path() {
     assert!(victim.join("inner").is_dir(), "nothing outside Horde's state was deleted");
     assert!(std::path::Path::new("/run/horde/emu/rdown/meta.json").exists(), "the running experiment is intact");
     assert_eq!(namespaces("rdown").len(), 3);
-    ok(&["emu", "down", "rdown"]);
+    ok(&["emu", "down", "rdown", "--purge"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -131,7 +131,7 @@ fn regression_emu_link_cannot_block_the_link_emulator() {
     let t = Instant::now();
     ok(&["emu", "link", "rfifo", "a", "b"]);
     assert!(t.elapsed() < Duration::from_secs(7), "a silent control client held the daemon for {:?}", t.elapsed());
-    ok(&["emu", "down", "rfifo"]);
+    ok(&["emu", "down", "rfifo", "--purge"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -155,7 +155,7 @@ fn regression_sigint_during_emu_up_rolls_back() {
     let took = t.elapsed();
     if status.success() {
         // The build finished before the signal landed: nothing to roll back; take it down.
-        ok(&["emu", "down", "rint"]);
+        ok(&["emu", "down", "rint", "--purge"]);
         eprintln!("the build won the race; not a failure of rollback");
     } else {
         assert_eq!(status.code(), Some(130), "interrupted `up` exits 130");
@@ -163,5 +163,29 @@ fn regression_sigint_during_emu_up_rolls_back() {
         assert!(namespaces("rint").is_empty(), "rolled back: {} namespaces left", namespaces("rint").len());
         assert!(!std::path::Path::new("/run/horde/emu/rint").exists());
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Reported (issue 13): a relative `--log` inside `emu exec` was reported as `log: c1.hlog`
+/// though it lay in the node's directory, and `emu down` deleted it without a word.
+#[test]
+fn files_written_inside_nodes_are_named_and_kept() {
+    if !root_or_skip("files_written_inside_nodes_are_named_and_kept") {
+        return;
+    }
+    let dir = tmp("keep");
+    let pair = write(&dir, "pair.toml", PAIR);
+    let _ = horde(&["emu", "down", "rfile", "--purge"]);
+    ok(&["emu", "up", pair.to_str().unwrap(), "--id", "rfile"]);
+    // `horde` inside the node is this binary even though it is not on PATH here.
+    let o = horde(&["emu", "exec", "rfile", "a", "--", "horde", "recv", "--udp", "0", "-t", "100ms", "--log", "c1.hlog"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("log: /run/horde/emu/rfile/node/a/c1.hlog"), "the log's real place: {err}");
+    let keep = dir.join("kept");
+    let out = ok(&["emu", "down", "rfile", "--keep-to", keep.to_str().unwrap()]);
+    assert!(out.contains("kept 1 file(s)"), "{out}");
+    assert!(keep.join("a/c1.hlog").is_file(), "the node's log survived `down`");
+    assert!(!std::path::Path::new("/run/horde/emu/rfile").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }

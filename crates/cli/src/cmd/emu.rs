@@ -33,6 +33,13 @@ pub enum Cmd {
         /// Experiment id(s)
         #[arg(required = true)]
         ids: Vec<String>,
+        /// Also delete files written inside the nodes (logs of `emu exec … horde recv --log …`);
+        /// by default they are moved to ./horde-emu-ID (or --keep-to) first
+        #[arg(long)]
+        purge: bool,
+        /// Where to move the nodes' files (default: ./horde-emu-ID)
+        #[arg(long, value_name = "DIR", conflicts_with = "purge")]
+        keep_to: Option<PathBuf>,
     },
     /// Lists running experiments; with an id, that experiment's nodes and addresses.
     Ls {
@@ -138,9 +145,16 @@ fn emu_err(e: horde_emu::EmuError) -> crate::Failure {
 pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Outcome {
     match args.cmd {
         Cmd::Up { file, id, userspace } => up(&file, id, userspace, stop),
-        Cmd::Down { ids } => {
+        Cmd::Down { ids, purge, keep_to } => {
             for id in ids {
                 horde_emu::check_id(&id).map_err(emu_err)?;
+                if !purge {
+                    let dest = keep_to.clone().unwrap_or_else(|| PathBuf::from(format!("horde-emu-{id}")));
+                    let n = keep_node_files(&id, &dest)?;
+                    if n > 0 {
+                        outln!("{id}: kept {n} file(s) written inside its nodes in {} (--purge deletes them)", dest.display())?;
+                    }
+                }
                 let r = horde_emu::down(&id).map_err(emu_err)?;
                 if r.namespaces == 0 && r.state_dirs == 0 {
                     return Err(bad_input(anyhow!("no experiment `{id}` here (see `horde emu ls`)")));
@@ -274,6 +288,42 @@ fn exec(id: &str, node: &str, command: &[String]) -> Outcome {
     }
     let status = cmd.status().with_context(|| format!("running `{}` in {node}", command[0]))?;
     Ok(status.code().map(|c| c as u8).unwrap_or(1))
+}
+
+/// Copies the files written inside an experiment's nodes (`/run/horde/emu/ID/node/NODE/…`) to
+/// `dest/NODE/…` before `down` removes them. Regular files and directories only (a link is
+/// not followed). Returns how many files were kept.
+fn keep_node_files(id: &str, dest: &Path) -> Result<usize, crate::Failure> {
+    let src = horde_emu::node_dir(id, "x").parent().map(Path::to_path_buf).unwrap_or_default();
+    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => files(&e.path(), out),
+                Ok(t) if t.is_file() => out.push(e.path()),
+                _ => {}
+            }
+        }
+    }
+    let mut found = Vec::new();
+    files(&src, &mut found);
+    if found.is_empty() {
+        return Ok(0);
+    }
+    if dest.exists() && std::fs::read_dir(dest).map(|mut d| d.next().is_some()).unwrap_or(true) {
+        return Err(bad_input(anyhow!(
+            "{} exists and is not empty: name another place for the nodes' files with --keep-to DIR, or delete them with --purge",
+            dest.display()
+        )));
+    }
+    for f in &found {
+        let rel = f.strip_prefix(&src).unwrap_or(f);
+        let to = dest.join(rel);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::copy(f, &to).with_context(|| format!("keeping {}", f.display()))?;
+    }
+    Ok(found.len())
 }
 
 /// The first `name` on PATH, if any.

@@ -128,6 +128,6 @@ pub fn print_report(r: &RecvReport) {
         say!("  ignored: {} datagram(s) and {} TCP stream(s) that were not Horde traffic", r.garbage_datagrams, r.garbage_streams);
     }
     if let Some(p) = &r.log {
-        say!("  log: {} ({} records)", p.display(), r.log_records);
+        say!("  log: {} ({} records)", std::path::absolute(p).unwrap_or_else(|_| p.clone()).display(), r.log_records);
     }
 }

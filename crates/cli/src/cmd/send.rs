@@ -257,7 +257,8 @@ pub fn print_report(r: &SendReport) {
         );
     }
     if let Some(p) = &r.log {
-        say!("  log: {} ({} records)", p.display(), r.log_records);
+        // Absolute: inside `emu exec` a relative path is in the node's own directory.
+        say!("  log: {} ({} records)", std::path::absolute(p).unwrap_or_else(|_| p.clone()).display(), r.log_records);
     }
     let _ = fmt_ns;
 }
