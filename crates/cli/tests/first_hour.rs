@@ -136,3 +136,23 @@ fn send_meter_rtt_prints_round_trips() {
         "{rtt}"
     );
 }
+
+/// With many flows, `decode --sort` puts the interesting ones in the table's first rows.
+#[test]
+fn decode_sorts_the_table() {
+    let dir = Scratch::new("fh-sort");
+    let rlog = dir.path("r.hlog");
+    let rx = Recv::start(&["--udp", "0", "--log", rlog.to_str().unwrap()]);
+    let dst = rx.addrs[0].to_string();
+    for (base, n) in [("1", "50"), ("2", "300")] {
+        let o = run(horde().args(["send", "--dst", &dst, "--rate", "2000", "--size", "64", "--packets", n, "--id-base", base]));
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    rx.stop();
+    let first_row = |sort: &str| {
+        let o = run(horde().args(["decode", rlog.to_str().unwrap(), "--max-flows", "1", "--sort", sort]));
+        String::from_utf8(o.stdout).unwrap().lines().nth(1).unwrap().split_whitespace().next().unwrap().to_string()
+    };
+    assert_eq!(first_row("id"), "1");
+    assert_eq!(first_row("packets"), "2", "the busiest flow first");
+}

@@ -28,9 +28,21 @@ pub struct Args {
     /// Flows shown in the table, 0 for all (all are always in JSON/CSV)
     #[arg(long, default_value_t = 20)]
     pub max_flows: usize,
+    /// Order of the flows in the table: id, loss (worst first), delay (highest p99 first) or
+    /// packets (most first); with many flows, `loss` or `delay` shows the interesting ones
+    #[arg(long, value_enum, default_value_t = Sort::Id)]
+    pub sort: Sort,
     /// Do not print the table
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sort {
+    Id,
+    Loss,
+    Delay,
+    Packets,
 }
 
 /// The largest log `decode` reads: 4 GiB is 100 M records, ~5 GB of memory once decoded.
@@ -62,7 +74,22 @@ pub fn run(args: Args) -> Outcome {
     let logs = load_logs(&args.logs)?;
     let a = analyse(&logs, Options { window_ns });
     if !args.quiet {
-        crate::output::human(&export::table(&a, args.max_flows), machine)?;
+        // Only the table's order; JSON and CSV keep flow order.
+        let mut shown = a.clone();
+        let key = |f: &horde_stats::FlowStats| -> f64 {
+            match args.sort {
+                Sort::Id => f.flow.unwrap_or(0) as f64,
+                Sort::Loss => -f.loss.as_ref().map_or(0.0, |l| l.loss_pct),
+                Sort::Delay => -f.delay.as_ref().map_or(0.0, |d| d.p99_ms),
+                Sort::Packets => -(f.packets as f64),
+            }
+        };
+        shown.flows.sort_by(|x, y| key(x).total_cmp(&key(y)).then(x.flow.cmp(&y.flow)));
+        let mut text = export::table(&shown, args.max_flows);
+        if args.sort == Sort::Id && args.max_flows > 0 && a.flows.len() > args.max_flows {
+            text.push_str("  (first flows by id; --sort loss or --sort delay shows the worst first)\n");
+        }
+        crate::output::human(&text, machine)?;
     }
     if let Some(p) = &args.json {
         super::write_out(p, &export::json(&a))?;
