@@ -219,4 +219,9 @@ fn run_places_players_on_emulated_hosts() {
     assert!(html.contains("Emulated network") && html.contains("r1 → r2"), "the report shows the emulated links");
     assert!(links[0]["ab"]["packets"].as_u64().unwrap() > 100, "{links}");
     assert!(links[0]["ab"]["lost"].as_u64().unwrap() > 0, "1 % loss on the bottleneck: {links}");
+    // A picture of the topology, and the bottleneck's queue and drops over time.
+    let topo = std::fs::read_to_string(out.join("charts/topology.svg")).unwrap();
+    assert!(topo.contains("r1") && topo.contains("r2") && topo.contains("class=\"series\""), "{topo}");
+    assert!(out.join("charts/link-r1-r2-queue.svg").is_file() && out.join("charts/link-r1-r2-drops.svg").is_file());
+    assert!(s["emulated_link_series"][0]["points"].as_array().unwrap().len() >= 3, "sampled once a second");
 }

@@ -206,7 +206,8 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let server_report = server_report.unwrap_or_else(|| empty_report(&client));
     let links = emu.as_ref().and_then(|e| e.links());
     let link_series = link_series.into_inner().unwrap_or_else(|p| p.into_inner());
-    let outcomes = Outcomes { client, server: server_report.clone(), usage: Usage::now(), links, link_series, interruption, shard };
+    let topology_svg = emu.as_ref().map(|e| crate::topology::svg(&e.plan, &e.server_name, horde_emu::fwd::describe));
+    let outcomes = Outcomes { client, server: server_report.clone(), usage: Usage::now(), links, link_series, topology_svg, interruption, shard };
     let summary = report::write(sc, out, &players, outcomes).map_err(failed)?;
     drop(emu);
     Ok(RunOutcome { summary, server: server_report, server_died: died.map(|d| d.0) })

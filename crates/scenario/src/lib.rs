@@ -14,6 +14,7 @@ pub mod placement;
 pub mod players;
 pub mod report;
 pub mod server;
+pub mod topology;
 
 pub use execute::{execute, RunOptions, RunOutcome, ServerSide};
 pub use players::{plan, player_flow, shards, Players};

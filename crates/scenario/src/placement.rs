@@ -21,6 +21,9 @@ pub struct EmuRun<'a> {
     /// Client hosts' namespaces; player `p` goes on `clients[p % clients.len()]`.
     pub clients: Vec<Arc<std::fs::File>>,
     emulated: usize,
+    /// The plan that was built, and the server host's name (for the report's picture).
+    pub plan: horde_topo::Plan,
+    pub server_name: String,
 }
 
 /// The hosts an `[emu]` placement names: each entry of `clients` is a host, or a group of hosts
@@ -76,7 +79,16 @@ impl<'a> EmuRun<'a> {
             client_names.len(),
             p.server
         )));
-        Ok(EmuRun { exp, _down: down, server_ns, server: SocketAddr::new(server_ip.into(), sc.server.port()), clients, emulated: r.meta.impaired_links })
+        Ok(EmuRun {
+            exp,
+            _down: down,
+            server_ns,
+            server: SocketAddr::new(server_ip.into(), sc.server.port()),
+            clients,
+            emulated: r.meta.impaired_links,
+            plan: r.plan,
+            server_name: p.server.clone(),
+        })
     }
 
     /// The emulated links' counters now (`None` without emulated links, or if the link

@@ -205,6 +205,8 @@ pub struct Outcomes {
     pub usage: Usage,
     pub links: Option<Vec<horde_emu::fwd::LinkReport>>,
     pub link_series: Vec<LinkSeries>,
+    /// The emulated topology's picture (runs with `[emu]`).
+    pub topology_svg: Option<String>,
     pub interruption: Option<Interruption>,
     /// The players this side ran (all, or a shard).
     pub shard: std::ops::Range<u32>,
@@ -236,6 +238,9 @@ pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyho
     };
     let g = game::analyse(&ctx, &c, &s);
     let mut charts = horde_stats::html::game_charts(&g, &ctx);
+    if let Some(t) = &o.topology_svg {
+        charts.insert(0, ("topology.svg".to_string(), t.clone()));
+    }
     for l in &o.link_series {
         charts.extend(l.charts());
     }
