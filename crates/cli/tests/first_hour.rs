@@ -156,3 +156,22 @@ fn decode_sorts_the_table() {
     assert_eq!(first_row("id"), "1");
     assert_eq!(first_row("packets"), "2", "the busiest flow first");
 }
+
+/// `decode --flows FILE` shows the flows' names from the file they came from.
+#[test]
+fn decode_names_flows_from_their_file() {
+    let dir = Scratch::new("fh-names");
+    let rlog = dir.path("r.hlog");
+    let rx = Recv::start(&["--udp", "0", "--log", rlog.to_str().unwrap()]);
+    let flows = dir.path("f.toml");
+    std::fs::write(&flows, format!("[defaults]\ndst = \"{}\"\nduration = \"300ms\"\n[[flow]]\nname = \"voice\"\nrate = 100\nsize = 64\n[[flow]]\nname = \"game\"\nrate = 50\nsize = 80\n", rx.addrs[0])).unwrap();
+    let o = run(horde().args(["send", "--flows", flows.to_str().unwrap()]));
+    assert!(o.status.success(), "{}", text(&o));
+    rx.stop();
+    let o = run(horde().args(["decode", rlog.to_str().unwrap(), "--flows", flows.to_str().unwrap()]));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("voice") && out.contains("game"), "{out}");
+    let o = run(horde().args(["decode", rlog.to_str().unwrap(), "--flows", flows.to_str().unwrap(), "--csv", "-"]));
+    let csv = String::from_utf8(o.stdout).unwrap();
+    assert!(csv.lines().nth(1).unwrap().ends_with(",voice"), "{csv}");
+}

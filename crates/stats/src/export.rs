@@ -50,6 +50,8 @@ pub struct FlowRow {
     pub lateness_max_us: Option<f64>,
     pub tos: Option<u8>,
     pub ttl: Option<u8>,
+    /// The flow's name from its flow file (`decode --flows`); empty otherwise.
+    pub name: Option<String>,
 }
 
 impl From<&FlowStats> for FlowRow {
@@ -90,6 +92,7 @@ impl From<&FlowStats> for FlowRow {
             lateness_max_us: s.map(|s| s.max_us),
             tos: f.tos,
             ttl: f.ttl,
+            name: f.name.clone(),
         }
     }
 }
@@ -131,10 +134,14 @@ pub fn flow_table(a: &Analysis) -> crate::table::Table {
         Column::new("jitter_ms", "jitter ms"),
         Column::new("loss_pct", "loss %"),
     ]);
+    let named = a.flows.iter().any(|f| f.name.is_some());
+    if named {
+        t.columns.insert(1, Column::new("name", "name"));
+    }
     let total_row = (a.flows.len() > 1).then_some(&a.total);
     for f in a.flows.iter().chain(total_row) {
         let d = f.delay.as_ref();
-        t.push(vec![
+        let mut row = vec![
             Cell::text(f.flow.map(|x| x.to_string()).unwrap_or_else(|| "total".into())),
             Cell::Int(f.packets),
             Cell::Num(f.pkt_rate, 1),
@@ -146,7 +153,11 @@ pub fn flow_table(a: &Analysis) -> crate::table::Table {
             Cell::opt(d.map(|d| d.max_ms), 3),
             Cell::opt(d.map(|d| d.jitter_ms), 3),
             Cell::opt(f.loss.as_ref().map(|l| l.loss_pct), 3),
-        ]);
+        ];
+        if named {
+            row.insert(1, Cell::text(f.name.clone().unwrap_or_default()));
+        }
+        t.push(row);
     }
     t
 }

@@ -100,6 +100,9 @@ pub struct Lateness {
 pub struct FlowStats {
     /// Flow id; `None` in the total row.
     pub flow: Option<u32>,
+    /// The flow's name from its flow file (`decode --flows`), when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub packets: u64,
     pub bytes: u64,
     pub duration_s: f64,

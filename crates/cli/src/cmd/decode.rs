@@ -28,6 +28,9 @@ pub struct Args {
     /// Flows shown in the table, 0 for all (all are always in JSON/CSV)
     #[arg(long, default_value_t = 20)]
     pub max_flows: usize,
+    /// The flow file the logs came from: its flows' names are shown beside their ids
+    #[arg(short = 'F', long, value_name = "FILE")]
+    pub flows: Option<PathBuf>,
     /// Order of the flows in the table: id, loss (worst first), delay (highest p99 first) or
     /// packets (most first); with many flows, `loss` or `delay` shows the interesting ones
     #[arg(long, value_enum, default_value_t = Sort::Id)]
@@ -72,7 +75,15 @@ pub fn run(args: Args) -> Outcome {
     }
     let machine = crate::output::one_stdout(&[("--json", &args.json), ("--csv", &args.csv), ("--windows-csv", &args.windows_csv)])?;
     let logs = load_logs(&args.logs)?;
-    let a = analyse(&logs, Options { window_ns });
+    let mut a = analyse(&logs, Options { window_ns });
+    if let Some(p) = &args.flows {
+        let text = horde_model::files::read_text(p, horde_model::files::MAX_TOML, "flow files").context("reading the flow file").map_err(bad_input)?;
+        let flows = horde_model::flow::FlowFile::parse_and_resolve(&text, 0).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", p.display())))?;
+        let names: std::collections::HashMap<u32, String> = flows.into_iter().map(|f| (f.id, f.name)).collect();
+        for f in &mut a.flows {
+            f.name = f.flow.and_then(|id| names.get(&id).cloned());
+        }
+    }
     if !args.quiet {
         // Only the table's order; JSON and CSV keep flow order.
         let mut shown = a.clone();
