@@ -189,3 +189,25 @@ fn files_written_inside_nodes_are_named_and_kept() {
     assert!(!std::path::Path::new("/run/horde/emu/rfile").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Reported (issue 13): `emu link` worked only on links the file already impaired, with no
+/// way out named. `up --live` makes every link changeable.
+#[test]
+fn any_link_can_be_changed_when_brought_up_live() {
+    if !root_or_skip("any_link_can_be_changed_when_brought_up_live") {
+        return;
+    }
+    let dir = tmp("live");
+    let plain = write(&dir, "plain.toml", &PAIR.replace("delay = \"5ms\"\n", ""));
+    let _ = horde(&["emu", "down", "rplain", "--purge"]);
+    ok(&["emu", "up", plain.to_str().unwrap(), "--id", "rplain"]);
+    let o = horde(&["emu", "link", "rplain", "a", "b", "--delay", "10ms"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--live"), "the way out is named: {}", String::from_utf8_lossy(&o.stderr));
+    ok(&["emu", "down", "rplain", "--purge"]);
+    ok(&["emu", "up", plain.to_str().unwrap(), "--id", "rplain", "--live"]);
+    let out = ok(&["emu", "link", "rplain", "a", "b", "--delay", "10ms"]);
+    assert!(out.contains("delay 10.000 ms"), "{out}");
+    ok(&["emu", "down", "rplain", "--purge"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

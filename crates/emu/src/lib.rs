@@ -91,6 +91,9 @@ pub struct Meta {
     pub netem_links: Vec<(usize, LinkSpec, LinkSpec)>,
     pub daemon_pid: Option<u32>,
     pub up_seconds: f64,
+    /// Every link was brought up changeable (`up --live`): all go through the link emulator.
+    #[serde(default)]
+    pub live_all: bool,
 }
 
 /// Checks an experiment id before it names anything: ids are what `up` makes (1..=6 lowercase
@@ -116,8 +119,18 @@ pub fn load(exp: &str) -> Result<(Meta, Plan), EmuError> {
         .map_err(|e| EmuError::io(&format!("experiment `{exp}` is not running here (see `horde emu ls`)"), e))
         .and_then(|t| serde_json::from_str(&t).map_err(|e| EmuError::Other(format!("{}: {e}", dir.join("meta.json").display()))))?;
     let text = std::fs::read_to_string(dir.join("topology.toml")).map_err(|e| EmuError::io("reading the experiment's topology", e))?;
-    let plan = horde_topo::plan(&text, &meta.file, exp)?;
+    let mut plan = horde_topo::plan(&text, &meta.file, exp)?;
+    if meta.live_all {
+        make_live(&mut plan);
+    }
     Ok((meta, plan))
+}
+
+/// Marks every link changeable (`up --live`): each then runs through the link emulator.
+fn make_live(plan: &mut Plan) {
+    for l in &mut plan.links {
+        l.live = true;
+    }
 }
 
 /// A fresh experiment id: 6 base-36 characters from the clock and pid, not in use.
@@ -239,6 +252,8 @@ pub struct UpOptions {
     pub daemon_exe: PathBuf,
     /// Force the userspace path even where netem exists.
     pub userspace: bool,
+    /// Make every link changeable with `horde emu link` (each through the link emulator).
+    pub live_all: bool,
 }
 
 pub struct UpReport {
@@ -271,7 +286,10 @@ pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError
     if state_dir(&exp).exists() || !ns::list(Some(&exp)).is_empty() {
         return Err(EmuError::Other(format!("experiment `{exp}` exists already: take it down with `horde emu down {exp}` or pick another id")));
     }
-    let plan = horde_topo::plan(text, file, &exp)?;
+    let mut plan = horde_topo::plan(text, file, &exp)?;
+    if opts.live_all {
+        make_live(&mut plan);
+    }
     let dir = state_dir(&exp);
     std::fs::create_dir_all(dir.join("node")).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
     std::fs::write(dir.join("topology.toml"), text).map_err(|e| EmuError::io("saving the topology", e))?;
@@ -493,6 +511,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
         netem_links: netem_raw,
         daemon_pid: None,
         up_seconds: 0.0,
+        live_all: opts.live_all,
     };
     save_meta(&meta)?;
     if has_impaired {

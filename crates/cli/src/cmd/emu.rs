@@ -27,6 +27,11 @@ pub enum Cmd {
         /// Emulate every impaired link in userspace, even where the kernel has netem
         #[arg(long)]
         userspace: bool,
+        /// Make every link changeable with `horde emu link` (each then runs through the
+        /// userspace link emulator; without it, only impaired links and links marked
+        /// `live = true` can be changed)
+        #[arg(long)]
+        live: bool,
     },
     /// Takes an experiment down: its processes, namespaces, links, bridges and state.
     Down {
@@ -144,7 +149,7 @@ fn emu_err(e: horde_emu::EmuError) -> crate::Failure {
 
 pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Outcome {
     match args.cmd {
-        Cmd::Up { file, id, userspace } => up(&file, id, userspace, stop),
+        Cmd::Up { file, id, userspace, live } => up(&file, id, userspace, live, stop),
         Cmd::Down { ids, purge, keep_to } => {
             for id in ids {
                 horde_emu::check_id(&id).map_err(emu_err)?;
@@ -193,12 +198,12 @@ pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> O
     }
 }
 
-fn up(file: &Path, id: Option<String>, userspace: bool, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Outcome {
+fn up(file: &Path, id: Option<String>, userspace: bool, live_all: bool, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Outcome {
     if let Some(id) = &id {
         horde_emu::check_id(id).map_err(emu_err)?;
     }
     let text = horde_model::files::read_text(file, horde_model::files::MAX_TOML, "topology files").context("reading the topology").map_err(bad_input)?;
-    let opts = horde_emu::UpOptions { exp: id, daemon_exe: exe(), userspace, stop: Some(stop) };
+    let opts = horde_emu::UpOptions { exp: id, daemon_exe: exe(), userspace, live_all, stop: Some(stop) };
     let r = horde_emu::up(&text, &file.display().to_string(), &opts).map_err(emu_err)?;
     let m = &r.meta;
     let hosts = r.plan.nodes.iter().filter(|n| !n.kind.is_l2()).count();
@@ -397,6 +402,15 @@ fn link(a: LinkArgs) -> Outcome {
             return Ok(0);
         }
     }
+    let (meta, _) = horde_emu::load(&a.id).map_err(emu_err)?;
+    if meta.daemon_pid.is_none() {
+        return Err(bad_input(anyhow!(
+            "{} has no link going through the link emulator, so no link between {} and {} can be changed: only impaired links and links with `live = true` can be; bring the experiment up with `horde emu up FILE --live` to make every link changeable",
+            a.id,
+            a.a,
+            a.b
+        )));
+    }
     let req = if change.is_empty() && !a.clear {
         Request::Stats
     } else {
@@ -405,7 +419,12 @@ fn link(a: LinkArgs) -> Outcome {
     let r = fwd::request(&a.id, &req).map_err(|e| bad_input(anyhow!(e)))?;
     let links: Vec<_> = r.links.into_iter().filter(|l| (l.a == a.a && l.b == a.b) || (l.a == a.b && l.b == a.a)).collect();
     if links.is_empty() {
-        return Err(bad_input(anyhow!("no emulated link between {} and {} in {}", a.a, a.b, a.id)));
+        return Err(bad_input(anyhow!(
+            "no emulated link between {} and {} in {}: only impaired links and links with `live = true` can be changed; bring the experiment up with `horde emu up FILE --live` to make every link changeable",
+            a.a,
+            a.b,
+            a.id
+        )));
     }
     crate::output::out(&fwd::links_table(&links))?;
     Ok(0)
