@@ -175,3 +175,16 @@ fn decode_names_flows_from_their_file() {
     let csv = String::from_utf8(o.stdout).unwrap();
     assert!(csv.lines().nth(1).unwrap().ends_with(",voice"), "{csv}");
 }
+
+/// Errors say things once (`Connection refused (os error 111): Connection refused (os error 111)`).
+#[test]
+fn a_refused_connection_is_said_once() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let o = run(horde().args(["send", "-T", "tcp", "--dst", &format!("127.0.0.1:{port}"), "--rate", "10", "--size", "64", "--packets", "1"]));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+    assert!(err.contains("is `horde recv"), "says what to do: {err}");
+}
