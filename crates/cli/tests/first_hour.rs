@@ -188,3 +188,14 @@ fn a_refused_connection_is_said_once() {
     assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
     assert!(err.contains("is `horde recv"), "says what to do: {err}");
 }
+
+/// A UDP flow to a port where nothing listens says so (ICMP port unreachable), not "no answer".
+#[test]
+fn a_udp_flow_to_a_closed_port_says_nothing_listens() {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = s.local_addr().unwrap().port();
+    drop(s);
+    let o = run(horde().args(["send", "--dst", &format!("127.0.0.1:{port}"), "--rate", "10", "--size", "64", "--packets", "1"]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("nothing listens on UDP") && text(&o).contains(&format!("horde recv --udp {port}")), "{}", text(&o));
+}

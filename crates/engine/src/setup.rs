@@ -143,6 +143,8 @@ pub fn validate_all(slots: &mut [Slot], timeout: Duration, stop: &AtomicBool) ->
     let mut events = Events::with_capacity(1024);
     let mut buf = vec![0u8; 2048];
     let mut left = greeting.len();
+    // Flows whose destination answered with ICMP port unreachable (said if they time out).
+    let mut refused = vec![false; slots.len()];
     while left > 0 {
         if stop.load(Ordering::Relaxed) {
             return Err(EngineError::Interrupted);
@@ -150,15 +152,17 @@ pub fn validate_all(slots: &mut [Slot], timeout: Duration, stop: &AtomicBool) ->
         let now = mono_ns();
         let asking = |s: &Slot| s.conn.greeter().is_some_and(|g| g.state() == GreetState::Asking);
         if now >= deadline || greeting.iter().any(|&i| slots[i].conn.greeter().is_some_and(|g| g.state() == GreetState::GaveUp)) {
-            let s = greeting.iter().map(|&i| &slots[i]).find(|s| !s.validated()).expect("one is left");
-            return Err(no_answer(s, timeout));
+            let i = greeting.iter().copied().find(|&i| !slots[i].validated()).expect("one is left");
+            return Err(no_answer(&slots[i], timeout, refused[i]));
         }
         let mut next = deadline;
         for &i in &greeting {
             let s = &mut slots[i];
             if let Some(h) = s.conn.poll_hello(now) {
                 // Refused now (nobody there yet) is the same as lost: the retry follows.
-                let _ = s.send(&h);
+                if s.send(&h).is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused) {
+                    refused[i] = true;
+                }
             }
             if asking(s) {
                 next = next.min(s.conn.greeter().and_then(|g| g.next_ns()).unwrap_or(deadline));
@@ -169,7 +173,14 @@ pub fn validate_all(slots: &mut [Slot], timeout: Duration, stop: &AtomicBool) ->
         for ev in events.iter() {
             let s = &mut slots[ev.token().0];
             let was = s.validated();
-            while let Ok(n) = s.recv(&mut buf) {
+            loop {
+                let n = match s.recv(&mut buf) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        refused[ev.token().0] |= e.kind() == std::io::ErrorKind::ConnectionRefused;
+                        break;
+                    }
+                };
                 let r = s.conn.on_datagram(real_ns(), &buf[..n], &RxMeta { len: n, ..Default::default() });
                 if let Err(status) = r {
                     return Err(EngineError::Config(format!(
@@ -189,7 +200,16 @@ pub fn validate_all(slots: &mut [Slot], timeout: Duration, stop: &AtomicBool) ->
     Ok(())
 }
 
-fn no_answer(s: &Slot, timeout: Duration) -> EngineError {
+fn no_answer(s: &Slot, timeout: Duration, refused: bool) -> EngineError {
+    if refused {
+        return EngineError::Config(format!(
+            "flow {} (`{}`): nothing listens on UDP at {} (its hellos drew ICMP port unreachable): start `horde recv --udp {}` there first",
+            s.conn.flow,
+            s.conn.name,
+            s.dst,
+            s.dst.port()
+        ));
+    }
     EngineError::Config(format!(
         "flow {} (`{}`): no answer to its hello from {} within {timeout:?}: is `horde recv` (or the run's server side) listening there on UDP? \
          With a run key, both sides need the same key; to send to something that is not Horde, use --no-greet",
