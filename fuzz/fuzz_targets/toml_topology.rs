@@ -1,13 +1,25 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-// Any text as a topology file: planning never panics, and a plan's names fit the kernel's
-// 15-byte interface names.
+// Any text as a topology file: planning never panics, a plan's names fit the kernel's 15-byte
+// interface names, and its Graphviz picture draws. The same text as a live link change (`horde
+// emu link` fields): parsing and applying never panic, and what applies validates.
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else { return };
     if let Ok(p) = horde_topo::plan(s, "fuzz.toml", "fz1") {
         for l in &p.links {
             assert!(l.a.ifname.len() <= 15 && l.b.ifname.len() <= 15);
+        }
+        let _ = horde_topo::dot(&p, |spec| format!("{}", spec.delay_ns));
+    }
+    if let Ok(raw) = toml::from_str::<horde_topo::RawImpair>(s) {
+        if let Ok(change) = horde_topo::LinkChange::parse(&raw) {
+            let base = horde_impair::LinkSpec { rate_bps: Some(1_000_000), delay_ns: 5_000_000, ..Default::default() };
+            for clear in [false, true] {
+                if let Ok(spec) = change.apply(&base, clear) {
+                    assert!(spec.validate().is_ok());
+                }
+            }
         }
     }
 });

@@ -37,3 +37,32 @@ fn mutated_topologies_never_panic() {
     }
     assert!(planned > 20, "{planned}");
 }
+
+/// Live link changes (`horde emu link` fields, as the link emulator's control socket receives
+/// them): mutated values never panic, and what applies validates.
+#[test]
+fn mutated_link_changes_never_panic() {
+    let mut r = XorShift(57);
+    let text =
+        "rate = \"10mbit\"\ndelay = \"20ms\"\njitter = \"5ms\"\nloss = \"1%\"\nduplicate = \"0.5%\"\ncorrupt = \"0.1%\"\nqueue = \"64kB\"\nreorder = true\n";
+    let alphabet = b"0123456789.-%emkgbitsuBn \"";
+    let base = horde_impair::LinkSpec { rate_bps: Some(1_000_000), delay_ns: 1, ..Default::default() };
+    let mut applied = 0;
+    for _ in 0..3000 {
+        let mut b = text.as_bytes().to_vec();
+        for _ in 0..1 + r.next() % 3 {
+            let i = (r.next() % b.len() as u64) as usize;
+            b[i] = alphabet[(r.next() % alphabet.len() as u64) as usize];
+        }
+        let Ok(raw) = toml::from_str::<horde_topo::RawImpair>(&String::from_utf8_lossy(&b)) else { continue };
+        if let Ok(c) = horde_topo::LinkChange::parse(&raw) {
+            for clear in [false, true] {
+                if let Ok(s) = c.apply(&base, clear) {
+                    applied += 1;
+                    assert!(s.validate().is_ok());
+                }
+            }
+        }
+    }
+    assert!(applied > 100, "{applied}");
+}
