@@ -2,45 +2,38 @@
 //! own files (flipped, deleted and duplicated bytes, spliced lines): parsing and validation never
 //! panic, and what loads runs (the coverage-guided versions live in `fuzz/`).
 
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
 use horde_model::scenario::Scenario;
 use horde_model::service::{Service, BUILTINS};
 use horde_model::FlowFile;
 
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// `n` mutants of `text`, each a few byte-level edits away.
 fn mutants(text: &str, n: usize, seed: u64) -> Vec<String> {
-    let mut r = XorShift(seed);
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
     let bytes = text.as_bytes();
     let alphabet = b"=[]{}\"',.-+*/()0123456789eE_ \nabcxyz%";
     (0..n)
         .map(|_| {
             let mut b = bytes.to_vec();
-            for _ in 0..1 + r.next() % 4 {
+            for _ in 0..1 + r.next_u64() % 4 {
                 if b.is_empty() {
                     break;
                 }
-                let i = (r.next() % b.len() as u64) as usize;
-                match r.next() % 4 {
-                    0 => b[i] = alphabet[(r.next() % alphabet.len() as u64) as usize],
+                let i = (r.next_u64() % b.len() as u64) as usize;
+                match r.next_u64() % 4 {
+                    0 => b[i] = alphabet[(r.next_u64() % alphabet.len() as u64) as usize],
                     1 => {
                         b.remove(i);
                     }
                     2 => {
-                        let j = (r.next() % b.len() as u64) as usize;
+                        let j = (r.next_u64() % b.len() as u64) as usize;
                         let (lo, hi) = (i.min(j), i.max(j).min(lo_plus(i.min(j), 40, b.len())));
                         let piece = b[lo..hi].to_vec();
                         b.splice(i..i, piece);
                     }
-                    _ => b.insert(i, alphabet[(r.next() % alphabet.len() as u64) as usize]),
+                    _ => b.insert(i, alphabet[(r.next_u64() % alphabet.len() as u64) as usize]),
                 }
             }
             String::from_utf8_lossy(&b).into_owned()

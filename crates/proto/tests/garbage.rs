@@ -2,44 +2,35 @@
 //! the gate and the connections never panic on any bytes, never answer with more bytes than
 //! they received, and never admit past their caps (coverage-guided versions: `fuzz/`).
 
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
 use horde_model::{Flow, Meter, Transport};
 use horde_proto::gate::{Decision, Gate, GateConfig};
 use horde_proto::{Accepted, Conn, Ctx, RunKey, RxMeta};
 use horde_wire::control::Status;
 
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
 /// Random bytes, often shaped like Horde's control datagrams (magic, version, flags set).
-fn datagram(r: &mut XorShift) -> Vec<u8> {
-    let n = (r.next() % 90) as usize;
-    let mut b = r.bytes(n);
-    if n >= 4 && r.next().is_multiple_of(2) {
+fn datagram(r: &mut ChaCha8Rng) -> Vec<u8> {
+    let n = (r.next_u64() % 90) as usize;
+    let mut b = vec![0u8; n];
+    r.fill_bytes(&mut b);
+    if n >= 4 && r.next_u64().is_multiple_of(2) {
         b[0] = b'H';
         b[1] = b'D';
         b[2] = horde_wire::VERSION;
-        b[3] = [0x04, 0x08, 0x10, 0x05, 0x01][(r.next() % 5) as usize];
+        b[3] = [0x04, 0x08, 0x10, 0x05, 0x01][(r.next_u64() % 5) as usize];
     }
     b
 }
 
 #[test]
 fn the_gate_never_amplifies_or_overfills() {
-    let mut r = XorShift(77);
+    let mut r = ChaCha8Rng::seed_from_u64(77);
     let mut g = Gate::new(GateConfig { max_flows: 16, max_flows_per_ip: 4, ..GateConfig::receiver(RunKey::OPEN) }, [4; 32]);
     for i in 0..200_000u64 {
         let b = datagram(&mut r);
-        let from = std::net::SocketAddr::from(([10, 0, (i % 3) as u8, (r.next() % 9) as u8], 5000));
+        let from = std::net::SocketAddr::from(([10, 0, (i % 3) as u8, (r.next_u64() % 9) as u8], 5000));
         match g.on_hello(i * 1_000_000, from, &b) {
             Decision::Challenge(c) => assert!(c.len() <= b.len()),
             Decision::Again(a) => assert!(a.len() <= b.len()),
@@ -66,19 +57,20 @@ impl Ctx for NullCtx {
 
 #[test]
 fn connections_survive_any_bytes() {
-    let mut r = XorShift(91);
+    let mut r = ChaCha8Rng::seed_from_u64(91);
     for round in 0..2_000 {
         let mut server = Conn::server_tcp("s".into(), RunKey::OPEN);
         let mut sink = Conn::sink_tcp("k".into(), RunKey::OPEN);
         let mut fed = 0;
-        let n = (r.next() % 400) as usize;
-        let mut stream = r.bytes(n);
+        let n = (r.next_u64() % 400) as usize;
+        let mut stream = vec![0u8; n];
+        r.fill_bytes(&mut stream);
         if round % 2 == 0 && stream.len() > 36 {
             // a valid hello start, then garbage
             let h = horde_proto::gate::sign_stream_hello(&RunKey::OPEN, horde_wire::StreamHello { flags: 1, flow: 1, base_ns: 2, tag: 3 << 8, mac: [0; 16] });
             h.emit(&mut stream[..36]);
         }
-        for chunk in stream.chunks(1 + (r.next() % 50) as usize) {
+        for chunk in stream.chunks(1 + (r.next_u64() % 50) as usize) {
             fed += chunk.len();
             let _ = server.on_stream(9, chunk, &mut NullCtx);
             let _ = sink.on_stream(9, chunk, &mut NullCtx);

@@ -1,30 +1,23 @@
 //! The topology fuzz target's property on stable: mutated example topologies never panic the
 //! planner (the coverage-guided version is `fuzz/fuzz_targets/toml_topology.rs`).
 
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 #[test]
 fn mutated_topologies_never_panic() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies");
-    let mut r = XorShift(31);
+    let mut r = ChaCha8Rng::seed_from_u64(31);
     let alphabet = b"=[]{}\"'.-/0123456789 \nabhsw%";
     let mut planned = 0;
     for e in std::fs::read_dir(dir).unwrap() {
         let text = std::fs::read(e.unwrap().path()).unwrap();
         for _ in 0..400 {
             let mut b = text.clone();
-            for _ in 0..1 + r.next() % 3 {
-                let i = (r.next() % b.len() as u64) as usize;
-                if r.next().is_multiple_of(2) {
-                    b[i] = alphabet[(r.next() % alphabet.len() as u64) as usize];
+            for _ in 0..1 + r.next_u64() % 3 {
+                let i = (r.next_u64() % b.len() as u64) as usize;
+                if r.next_u64().is_multiple_of(2) {
+                    b[i] = alphabet[(r.next_u64() % alphabet.len() as u64) as usize];
                 } else {
                     b.remove(i);
                 }
@@ -42,7 +35,7 @@ fn mutated_topologies_never_panic() {
 /// them): mutated values never panic, and what applies validates.
 #[test]
 fn mutated_link_changes_never_panic() {
-    let mut r = XorShift(57);
+    let mut r = ChaCha8Rng::seed_from_u64(57);
     let text =
         "rate = \"10mbit\"\ndelay = \"20ms\"\njitter = \"5ms\"\nloss = \"1%\"\nduplicate = \"0.5%\"\ncorrupt = \"0.1%\"\nqueue = \"64kB\"\nreorder = true\n";
     let alphabet = b"0123456789.-%emkgbitsuBn \"";
@@ -50,9 +43,9 @@ fn mutated_link_changes_never_panic() {
     let mut applied = 0;
     for _ in 0..3000 {
         let mut b = text.as_bytes().to_vec();
-        for _ in 0..1 + r.next() % 3 {
-            let i = (r.next() % b.len() as u64) as usize;
-            b[i] = alphabet[(r.next() % alphabet.len() as u64) as usize];
+        for _ in 0..1 + r.next_u64() % 3 {
+            let i = (r.next_u64() % b.len() as u64) as usize;
+            b[i] = alphabet[(r.next_u64() % alphabet.len() as u64) as usize];
         }
         let Ok(raw) = toml::from_str::<horde_topo::RawImpair>(&String::from_utf8_lossy(&b)) else { continue };
         if let Ok(c) = horde_topo::LinkChange::parse(&raw) {

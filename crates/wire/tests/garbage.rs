@@ -1,27 +1,18 @@
 //! The fuzz targets' properties, run on stable over deterministic pseudo-random inputs, so CI
 //! checks them on every change (the coverage-guided versions live in `fuzz/`).
 
-use horde_wire::{log, ApduHeader, DatagramHeader, Record, StreamDecoder, StreamEvent, StreamHello, HELLO_LEN};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
+use horde_wire::{log, ApduHeader, DatagramHeader, Record, StreamDecoder, StreamEvent, StreamHello, HELLO_LEN};
 
 #[test]
 fn datagram_parse_never_panics_and_round_trips() {
-    let mut r = XorShift(7);
+    let mut r = ChaCha8Rng::seed_from_u64(7);
     for i in 0..200_000 {
-        let n = (r.next() % 64) as usize;
-        let mut b = r.bytes(n);
+        let n = (r.next_u64() % 64) as usize;
+        let mut b = vec![0u8; n];
+        r.fill_bytes(&mut b);
         if i % 2 == 0 && n >= 3 {
             b[0] = b'H';
             b[1] = b'D';
@@ -37,23 +28,23 @@ fn datagram_parse_never_panics_and_round_trips() {
 
 #[test]
 fn stream_decoder_survives_random_and_mutated_streams() {
-    let mut r = XorShift(11);
+    let mut r = ChaCha8Rng::seed_from_u64(11);
     for round in 0..2_000 {
         // A valid stream, then (every other round) random bytes flipped in it, cut into random reads.
         let mut s = vec![0u8; HELLO_LEN];
         StreamHello { flags: 0, flow: 1, base_ns: 5, tag: 0, mac: [0; 16] }.emit(&mut s);
-        let apdus = r.next() % 20;
+        let apdus = r.next_u64() % 20;
         for _ in 0..apdus {
-            let len = 6 + (r.next() % 200) as u16;
+            let len = 6 + (r.next_u64() % 200) as u16;
             let mut a = vec![0u8; len as usize];
-            ApduHeader { len, offset_us: r.next() as u32 }.emit(&mut a);
+            ApduHeader { len, offset_us: r.next_u64() as u32 }.emit(&mut a);
             s.extend(a);
         }
         let mutated = round % 2 == 1;
         if mutated {
             for _ in 0..3 {
-                let i = (r.next() as usize) % s.len();
-                s[i] = r.next() as u8;
+                let i = (r.next_u64() as usize) % s.len();
+                s[i] = r.next_u64() as u8;
             }
         }
         let mut d = StreamDecoder::new();
@@ -61,7 +52,7 @@ fn stream_decoder_survives_random_and_mutated_streams() {
         let mut failed = false;
         let mut pos = 0;
         while pos < s.len() {
-            let k = 1 + (r.next() as usize) % 64;
+            let k = 1 + (r.next_u64() as usize) % 64;
             let end = (pos + k).min(s.len());
             let res = d.feed(&s[pos..end], |ev| {
                 if let StreamEvent::Apdu { seq: q, len, .. } = ev {
@@ -85,11 +76,12 @@ fn stream_decoder_survives_random_and_mutated_streams() {
 
 #[test]
 fn log_reader_never_panics() {
-    let mut r = XorShift(3);
+    let mut r = ChaCha8Rng::seed_from_u64(3);
     for _ in 0..20_000 {
-        let n = (r.next() % 200) as usize;
-        let mut b = r.bytes(n);
-        if n >= 32 && r.next().is_multiple_of(2) {
+        let n = (r.next_u64() % 200) as usize;
+        let mut b = vec![0u8; n];
+        r.fill_bytes(&mut b);
+        if n >= 32 && r.next_u64().is_multiple_of(2) {
             log::LogHeader { role: log::Role::Receiver, start_ns: 1 }.emit(&mut b);
         }
         if let Ok((_, recs)) = log::read_all(&b) {
@@ -105,10 +97,11 @@ fn log_reader_never_panics() {
 #[test]
 fn control_datagrams_never_panic_and_round_trip() {
     use horde_wire::control::{Answer, Challenge, Hello};
-    let mut r = XorShift(23);
+    let mut r = ChaCha8Rng::seed_from_u64(23);
     for i in 0..200_000 {
-        let n = (r.next() % 80) as usize;
-        let mut b = r.bytes(n);
+        let n = (r.next_u64() % 80) as usize;
+        let mut b = vec![0u8; n];
+        r.fill_bytes(&mut b);
         if i % 2 == 0 && n >= 4 {
             b[0] = b'H';
             b[1] = b'D';
