@@ -32,6 +32,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 
 use horde_impair::{LinkSpec, Loss};
+
+mod change;
+mod dot;
+pub use change::LinkChange;
+pub use dot::dot;
 use serde::{Deserialize, Serialize};
 
 /// The most nodes one file may expand to (a typo in `count` must not ask for a million).
@@ -423,78 +428,6 @@ fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoE
     Ok((nodes, groups))
 }
 
-/// A change to one direction of a running link (`horde emu link`): every field given replaces
-/// the current value, the others stay. Typed, so settings never go back through text (no
-/// rounding: a delay keeps its nanoseconds).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LinkChange {
-    pub rate_bps: Option<u64>,
-    pub delay_ns: Option<u64>,
-    pub jitter_ns: Option<u64>,
-    pub loss: Option<Loss>,
-    pub duplicate: Option<f64>,
-    pub corrupt: Option<f64>,
-    pub queue_limit_bytes: Option<u64>,
-    pub reorder: Option<bool>,
-    /// A Mahimahi trace file replacing the rate (read by the emulator).
-    pub trace: Option<String>,
-}
-
-impl LinkChange {
-    /// Parses the fields a user gave, with the same rules (and error messages) as a topology
-    /// file's link fields.
-    pub fn parse(r: &RawImpair) -> Result<LinkChange, (String, String)> {
-        if r.rate.is_some() && r.trace.is_some() {
-            return Err(("rate".into(), "give either a rate or a trace, not both".into()));
-        }
-        let dur = |s: &Option<String>, f: &'static str| s.as_deref().map(horde_model::units::parse_duration_ns).transpose().map_err(|m| (f.to_string(), m));
-        let loss = match &r.loss {
-            None => None,
-            Some(l) => Some(impairment(&RawImpair { loss: Some(l.clone()), ..Default::default() })?.loss),
-        };
-        Ok(LinkChange {
-            rate_bps: r.rate.as_deref().map(parse_rate).transpose().map_err(|m| ("rate".to_string(), m))?,
-            delay_ns: dur(&r.delay, "delay")?,
-            jitter_ns: dur(&r.jitter, "jitter")?,
-            loss,
-            duplicate: r.duplicate.as_deref().map(|s| percent(s, "duplicate")).transpose()?,
-            corrupt: r.corrupt.as_deref().map(|s| percent(s, "corrupt")).transpose()?,
-            queue_limit_bytes: r.queue.as_deref().map(parse_bytes).transpose().map_err(|m| ("queue".to_string(), m))?,
-            reorder: r.reorder,
-            trace: r.trace.clone(),
-        })
-    }
-
-    /// Whether nothing is changed.
-    pub fn is_empty(&self) -> bool {
-        *self == LinkChange::default()
-    }
-
-    /// The new settings: `base` (or no impairment at all, with `clear`) with the given fields
-    /// replaced. A rate replaces a trace; a trace (loaded by the caller) replaces the rate.
-    pub fn apply(&self, base: &LinkSpec, clear: bool) -> Result<LinkSpec, (String, String)> {
-        let mut s = if clear { LinkSpec::default() } else { base.clone() };
-        if let Some(r) = self.rate_bps {
-            s.rate_bps = Some(r);
-            s.trace = None;
-        }
-        if self.trace.is_some() {
-            s.rate_bps = None;
-        }
-        s.delay_ns = self.delay_ns.unwrap_or(s.delay_ns);
-        s.jitter_ns = self.jitter_ns.unwrap_or(s.jitter_ns);
-        s.loss = self.loss.unwrap_or(s.loss);
-        s.duplicate = self.duplicate.unwrap_or(s.duplicate);
-        s.corrupt = self.corrupt.unwrap_or(s.corrupt);
-        if self.queue_limit_bytes.is_some() {
-            s.queue_limit_bytes = self.queue_limit_bytes;
-        }
-        s.reorder = self.reorder.unwrap_or(s.reorder);
-        s.validate().map_err(|e| (e.field.to_string(), e.msg))?;
-        Ok(s)
-    }
-}
-
 pub fn merge(both: &RawImpair, one: Option<&RawImpair>) -> RawImpair {
     let Some(o) = one else { return both.clone() };
     RawImpair {
@@ -511,7 +444,7 @@ pub fn merge(both: &RawImpair, one: Option<&RawImpair>) -> RawImpair {
 }
 
 /// "1.5%" → 0.015.
-fn percent(s: &str, field: &'static str) -> Result<f64, (String, String)> {
+pub(crate) fn percent(s: &str, field: &'static str) -> Result<f64, (String, String)> {
     let v = s.trim().strip_suffix('%').and_then(|x| x.trim().parse::<f64>().ok()).filter(|v| (0.0..=100.0).contains(v));
     v.map(|v| v / 100.0).ok_or_else(|| (field.to_string(), format!("`{s}` must be a percentage 0%..=100%, e.g. 1% or 0.5%")))
 }
@@ -796,40 +729,4 @@ fn routes(nodes: &[PlannedNode], segs: &[PlannedSegment]) -> Vec<Route> {
         }
     }
     out
-}
-
-/// The topology as a Graphviz graph (`dot -Tsvg`): hosts as boxes, routers as ellipses,
-/// switches and hubs as diamonds, links labelled with their addresses and, for emulated
-/// links, their settings per direction. Names are quoted, so any node name is safe.
-pub fn dot(plan: &Plan, describe: impl Fn(&LinkSpec) -> String) -> String {
-    use std::fmt::Write as _;
-    let q = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
-    let mut o = format!(
-        "graph {} {{\n  graph [overlap=false, splines=true];\n  node [fontname=\"sans-serif\", fontsize=11];\n  edge [fontname=\"sans-serif\", fontsize=9];\n",
-        q(&plan.name)
-    );
-    for (i, n) in plan.nodes.iter().enumerate() {
-        let shape = match n.kind {
-            Kind::Host => "box",
-            Kind::Router => "ellipse",
-            _ => "diamond",
-        };
-        let addrs: Vec<String> = plan.addrs(i).iter().map(|a| a.to_string()).collect();
-        let label = if addrs.is_empty() { n.name.clone() } else { format!("{}\\n{}", n.name, addrs.join("\\n")) };
-        let _ = writeln!(o, "  {} [shape={shape}, label={}];", q(&n.name), q(&label));
-    }
-    for l in &plan.links {
-        let (a, b) = (&plan.nodes[l.a.node].name, &plan.nodes[l.b.node].name);
-        let mut label = Vec::new();
-        if l.ab != LinkSpec::default() || l.trace_ab.is_some() {
-            label.push(format!("{a}→{b}: {}", describe(&l.ab)));
-        }
-        if l.ba != LinkSpec::default() || l.trace_ba.is_some() {
-            label.push(format!("{b}→{a}: {}", describe(&l.ba)));
-        }
-        let style = if l.impaired() { ", style=bold, color=\"#d62728\"" } else { "" };
-        let _ = writeln!(o, "  {} -- {} [label={}{style}];", q(a), q(b), q(&label.join("\\n")));
-    }
-    o.push_str("}\n");
-    o
 }
