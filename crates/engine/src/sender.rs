@@ -154,6 +154,12 @@ pub struct FlowSent {
     pub name: String,
     pub transport: String,
     pub dst: SocketAddr,
+    /// Sent as fast as the path allowed (no schedule: no lateness).
+    #[serde(default)]
+    pub bulk: bool,
+    /// The receiver sent bulk back (`received` counts it); `packets` are keep-alives.
+    #[serde(default)]
+    pub reverse: bool,
     pub packets: u64,
     pub bytes: u64,
     /// Packets whose drawn size was clamped to the transport's limits.
@@ -164,8 +170,11 @@ pub struct FlowSent {
     /// Round trips of the echoes, when any came back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt: Option<Rtt>,
-    /// APDUs received from the peer on this connection (two-way scenarios).
+    /// APDUs received from the peer on this connection (two-way scenarios, reverse flows).
     pub received: u64,
+    /// Their bytes.
+    #[serde(default)]
+    pub received_bytes: u64,
     /// Received APDUs whose size differed from the peer's regenerated schedule (must be 0).
     pub mismatched: u64,
     /// Departures still due when the flow's duration ended: the sender fell behind and did

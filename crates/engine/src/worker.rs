@@ -30,6 +30,17 @@ pub(crate) const LISTEN_TOKEN: usize = 1 << 30;
 pub(crate) const UDP_LISTEN_TOKEN: usize = 1 << 29;
 /// How often timers other than departures are looked at (hello retries, hello deadlines).
 const HOUSEKEEPING_NS: u64 = 20_000_000;
+/// A bulk TCP flow queues APDUs until this many bytes wait in user space: enough for one
+/// large write per pump (iperf3 writes 128 KiB), little enough to keep memory bounded.
+const BULK_TCP_BACKLOG: usize = 256 * 1024;
+
+/// What one pump of a bulk flow did.
+enum Pumped {
+    Sent,
+    /// Its socket takes no more now; writability will wake the worker.
+    Full,
+    Done,
+}
 
 /// Where a connection's bytes go.
 pub enum Sock {
@@ -87,6 +98,8 @@ impl Slot {
             name: self.conn.name.clone(),
             transport: self.conn.transport().name().to_string(),
             dst: self.peer.unwrap_or(self.dst),
+            bulk: self.conn.bulk(),
+            reverse: self.conn.reverse(),
             packets: s.packets,
             bytes: s.bytes,
             clamped: s.clamped,
@@ -98,6 +111,7 @@ impl Slot {
                 max_us: s.rtt_max_ns as f64 / 1e3,
             }),
             received: s.received,
+            received_bytes: s.received_bytes,
             mismatched: self.conn.mismatched(),
             unsent: s.unsent,
             first_ns: s.first_ns,
@@ -152,6 +166,8 @@ pub struct Worker {
     pub(crate) spare: Option<std::fs::File>,
     pub(crate) refusals: Refusals,
     next_housekeeping: u64,
+    /// Started bulk flows, pumped whenever their sockets take more.
+    bulk: Vec<usize>,
 }
 
 impl Worker {
@@ -159,7 +175,7 @@ impl Worker {
         clock::tighten_timer_slack();
         let Share { slots, tcp: mut listeners, udp, secret } = share;
         let serving = !listeners.is_empty() || !udp.is_empty();
-        let needs_poll = serving || slots.iter().any(|s| s.conn.reads());
+        let needs_poll = serving || slots.iter().any(|s| s.conn.reads() || s.conn.bulk());
         let poll = if needs_poll { Some(Poll::new()?) } else { None };
         let lim = &opts.serve_limits;
         let gate_cfg = GateConfig { max_flows: lim.max_players, max_flows_per_ip: lim.max_players, ..GateConfig::receiver(opts.key.clone()) };
@@ -170,6 +186,10 @@ impl Worker {
                     // registered when it connects
                 } else if s.conn.transport() == Transport::Tcp {
                     p.registry().register(&mut SourceFd(&s.fd()), Token(i), Interest::READABLE | Interest::WRITABLE)?;
+                } else if s.conn.bulk() {
+                    // Writability wakes a bulk flow whose socket buffer was full.
+                    let interest = if s.conn.reads() { Interest::READABLE | Interest::WRITABLE } else { Interest::WRITABLE };
+                    p.registry().register(&mut SourceFd(&s.fd()), Token(i), interest)?;
                 } else if s.conn.reads() {
                     p.registry().register(&mut SourceFd(&s.fd()), Token(i), Interest::READABLE)?;
                 }
@@ -205,6 +225,7 @@ impl Worker {
             spare: serving.then(|| std::fs::File::open("/dev/null").ok()).flatten(),
             refusals: Refusals::default(),
             next_housekeeping: 0,
+            bulk: Vec::new(),
         })
     }
 
@@ -236,6 +257,10 @@ impl Worker {
                 self.next_housekeeping = now + HOUSEKEEPING_NS;
             }
             let Some(&Reverse((at, i))) = self.heap.peek() else {
+                if !self.bulk.is_empty() {
+                    self.pump_bulk(now);
+                    continue;
+                }
                 if serving || !self.greeting.is_empty() {
                     self.poll_io(Duration::from_millis(20));
                     continue;
@@ -243,6 +268,10 @@ impl Worker {
                 break;
             };
             if self.t0_mono + at > now {
+                if !self.bulk.is_empty() {
+                    self.pump_bulk(now);
+                    continue;
+                }
                 self.wait((self.t0_mono + at).min(self.next_housekeeping));
                 continue;
             }
@@ -367,6 +396,12 @@ impl Worker {
 
     /// Sends every departure of slot `i` that is due at `now_rel` (up to one batch).
     fn send_due(&mut self, i: usize, now_rel: u64) {
+        if self.slots[i].conn.bulk() {
+            // Its start has come: from now on it is pumped, not scheduled.
+            self.slots[i].conn.begin_bulk();
+            self.bulk.push(i);
+            return;
+        }
         let mut due = [NO_DEPARTURE; BATCH];
         let n = self.slots[i].conn.take_due(now_rel, &mut due);
         if n == 0 {
@@ -374,11 +409,92 @@ impl Worker {
         }
         match self.slots[i].conn.transport() {
             Transport::Tcp => self.send_tcp(i, &due[..n]),
-            Transport::Udp => self.send_udp(i, &due[..n]),
+            Transport::Udp => {
+                self.send_udp(i, &due[..n]);
+            }
         }
     }
 
-    fn send_udp(&mut self, i: usize, due: &[Departure]) {
+    /// One round over the started bulk flows: each whose socket takes more gets a batch. When
+    /// every socket is full the worker waits (at most 1 ms) for writability; in between it
+    /// looks at what arrived without waiting.
+    fn pump_bulk(&mut self, now: u64) {
+        let now_rel = now - self.t0_mono;
+        let mut sent = false;
+        let mut k = 0;
+        while k < self.bulk.len() {
+            let i = self.bulk[k];
+            match self.pump(i, now_rel) {
+                Pumped::Sent => sent = true,
+                Pumped::Full => {}
+                Pumped::Done => {
+                    self.bulk.swap_remove(k);
+                    continue;
+                }
+            }
+            k += 1;
+        }
+        let wait = if sent { Duration::ZERO } else { Duration::from_millis(1) };
+        if self.poll.is_some() {
+            self.poll_io(wait);
+        } else if !sent {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    fn pump(&mut self, i: usize, now_rel: u64) -> Pumped {
+        let mut due = [NO_DEPARTURE; BATCH];
+        match self.slots[i].conn.transport() {
+            Transport::Udp => {
+                let n = self.slots[i].conn.take_bulk(now_rel, &mut due);
+                if n == 0 {
+                    return if self.slots[i].conn.bulk_done() { Pumped::Done } else { Pumped::Full };
+                }
+                if self.send_udp(i, &due[..n]) < n {
+                    Pumped::Full
+                } else {
+                    Pumped::Sent
+                }
+            }
+            Transport::Tcp => {
+                if self.slots[i].conn.broken() {
+                    return Pumped::Done;
+                }
+                self.flush_tcp(i);
+                if self.slots[i].conn.wants_write() {
+                    return Pumped::Full;
+                }
+                // Queue up to the backlog, then one write: the clock (and the deadline) is
+                // looked at again on the next pump.
+                let mut queued = false;
+                while self.slots[i].conn.out().len() < BULK_TCP_BACKLOG {
+                    let n = self.slots[i].conn.take_bulk(now_rel, &mut due[..4]);
+                    if n == 0 {
+                        break;
+                    }
+                    let real = real_ns();
+                    if !self.slots[i].conn.queue_apdus(&due[..n], real) {
+                        return Pumped::Done;
+                    }
+                    for d in &due[..n] {
+                        self.account(i, d, real, 0);
+                    }
+                    queued = true;
+                }
+                self.flush_tcp(i);
+                if queued {
+                    Pumped::Sent
+                } else if self.slots[i].conn.bulk_done() {
+                    Pumped::Done
+                } else {
+                    Pumped::Full
+                }
+            }
+        }
+    }
+
+    /// Sends `due` on UDP slot `i`; returns how many the kernel took (the rest are requeued).
+    fn send_udp(&mut self, i: usize, due: &[Departure]) -> usize {
         let real = real_ns();
         let mono = mono_ns();
         let s = &self.slots[i];
@@ -410,6 +526,7 @@ impl Worker {
         }
         // Unsent packets stay first in line; they leave on the next pass, late but not dropped.
         self.slots[i].conn.requeue(&due[sent..]);
+        sent
     }
 
     fn send_tcp(&mut self, i: usize, due: &[Departure]) {
@@ -440,7 +557,10 @@ impl Worker {
     }
 
     fn account(&mut self, i: usize, d: &Departure, real: u64, mono: u64) {
-        self.hist.saturating_record(mono.saturating_sub(self.t0_mono + d.at_ns).max(1));
+        // A bulk departure leaves when the socket takes it: it has no lateness.
+        if !self.slots[i].conn.bulk() {
+            self.hist.saturating_record(mono.saturating_sub(self.t0_mono + d.at_ns).max(1));
+        }
         let rec = self.slots[i].conn.sent(d, self.t0_real + d.at_ns, real);
         Progress::sent(&self.opts.progress, d.size as u64);
         self.sink.push(rec);

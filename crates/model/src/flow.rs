@@ -18,6 +18,12 @@ pub const DEFAULT_SEED: u64 = 1;
 pub const MAX_UDP_PAYLOAD: u32 = 65_507;
 /// Upper bound on `repeat`, so a typo cannot ask for a billion flows.
 pub const MAX_REPEAT: u64 = 1_000_000;
+/// A reverse flow's own departures, ms apart: each renews the receiver's consent to keep
+/// sending (it stops [`REVERSE_CONSENT_MS`] after the last one) and carries the size to use.
+pub const REVERSE_KEEPALIVE_MS: f64 = 100.0;
+/// How long a receiver keeps sending a reverse flow after its last keep-alive: 1 s, ten
+/// keep-alives (a lossy link loses several in a row before the flow stops).
+pub const REVERSE_CONSENT_MS: u64 = 1000;
 /// Upper bound on the flows of one file, all `repeat`s included: each flow is a socket.
 pub const MAX_FLOWS: usize = 1_000_000;
 
@@ -41,6 +47,16 @@ impl Transport {
     pub fn max_size(self) -> u32 {
         match self {
             Transport::Udp => MAX_UDP_PAYLOAD,
+            Transport::Tcp => horde_wire::MAX_APDU as u32,
+        }
+    }
+
+    /// A bulk flow's payload (UDP) or APDU (TCP) size when none is given: 1,472 B over UDP (the
+    /// largest IPv4 payload a 1,500-byte MTU carries unfragmented, as iperf3 and D-ITG users
+    /// expect), 65,535 B over TCP (the largest APDU; the stream is segmented by TCP anyway).
+    pub fn bulk_size(self) -> u32 {
+        match self {
+            Transport::Udp => 1472,
             Transport::Tcp => horde_wire::MAX_APDU as u32,
         }
     }
@@ -131,6 +147,10 @@ pub struct RawFlow {
     pub repeat: Option<u64>,
     /// Free number carried into log records (the scenario layer uses it for players).
     pub tag: Option<u32>,
+    /// Send as fast as the path allows (no inter-departure model).
+    pub bulk: Option<bool>,
+    /// Bulk from the receiver back to the sender (the sender measures what arrives).
+    pub reverse: Option<bool>,
 }
 
 /// A validated flow: the engine takes this as is.
@@ -156,6 +176,11 @@ pub struct Flow {
     pub stop: Stop,
     pub meter: Meter,
     pub tag: u32,
+    /// As fast as the path allows: departures leave when the socket takes them (`idt` unused).
+    pub bulk: bool,
+    /// Bulk, from the receiver back to this host; the flow itself sends only what keeps the
+    /// reverse direction alive (see docs/cli.md, "Bulk modes").
+    pub reverse: bool,
 }
 
 impl Flow {
@@ -179,6 +204,8 @@ impl Flow {
             stop: Stop::default(),
             meter: Meter::Owd,
             tag,
+            bulk: false,
+            reverse: false,
         }
     }
 }
@@ -289,7 +316,23 @@ impl RawFlow {
             }
         }
 
+        let reverse = self.reverse.unwrap_or(false);
+        let bulk = self.bulk.unwrap_or(false) || reverse;
+        if bulk {
+            let modelled = [("idt", self.idt.is_some()), ("rate", self.rate.is_some()), ("preset", self.preset.is_some()), ("on", self.on.is_some())];
+            if let Some((field, _)) = modelled.iter().find(|m| m.1) {
+                return Err(fail(
+                    field,
+                    "bulk sends as fast as the path allows and has no timing model; drop it (or drop bulk/reverse to send the modelled flow)".into(),
+                ));
+            }
+            if self.meter.as_deref() == Some("rtt") {
+                return Err(fail("meter", "bulk flows measure one-way delay and throughput; drop --meter rtt (or send a modelled flow)".into()));
+            }
+        }
         let idt = match (&self.idt, &self.rate) {
+            _ if reverse => Dist::constant(REVERSE_KEEPALIVE_MS),
+            _ if bulk => Dist::constant(0.0),
             (Some(_), Some(_)) => return Err(fail("rate", "give either idt or rate, not both".into())),
             (Some(q), None) => dist(q).map_err(|m| fail("idt", m))?,
             (None, Some(q)) => {
@@ -311,6 +354,7 @@ impl RawFlow {
         };
         let size = match (&self.size, &preset) {
             (Some(q), _) => dist(q).map_err(|m| fail("size", m))?,
+            (None, _) if bulk => Dist::constant(transport.bulk_size() as f64),
             (None, Some(p)) => p.size.clone(),
             (None, None) => return Err(fail("size", "missing; give --size in bytes, e.g. 64 or normal(64, 3)".into())),
         };
@@ -342,7 +386,7 @@ impl RawFlow {
         let stop = self.stop().map_err(|(f, m)| fail(f, m))?;
         // A schedule that cannot advance would send without end (or flood until the deadline):
         // refuse it, unless a packet or byte budget makes it a finite burst.
-        if stop.packets.is_none() && stop.bytes.is_none() {
+        if stop.packets.is_none() && stop.bytes.is_none() && !bulk {
             let field = if self.rate.is_some() { "rate" } else { "idt" };
             idt.check_advances().map_err(|m| fail(field, m))?;
         }
@@ -367,6 +411,8 @@ impl RawFlow {
             stop,
             meter,
             tag: self.tag.unwrap_or(0),
+            bulk,
+            reverse,
         })
     }
 

@@ -117,8 +117,9 @@ pub struct ConnStats {
     pub rtt_sum_ns: u64,
     pub rtt_min_ns: u64,
     pub rtt_max_ns: u64,
-    /// APDUs received from the peer (two-way runs, sinks).
+    /// APDUs received from the peer (two-way runs, sinks, reverse flows), and their bytes.
     pub received: u64,
+    pub received_bytes: u64,
     /// Departures still due when the flow's duration ended (the sender fell behind): not sent.
     pub unsent: u64,
     /// Real (epoch) times of the first and last departure, ns.
@@ -180,6 +181,12 @@ pub struct Conn {
     pub connect_at: Option<u64>,
     /// No departure is sent at or after this time (ns after the start).
     deadline_ns: Option<u64>,
+    /// Bulk: departures leave when the socket takes them, stamped with that time.
+    bulk: bool,
+    /// Bulk, and its start has come: the worker pumps it instead of scheduling it.
+    bulk_started: bool,
+    /// Client: the receiver sends bulk back; our own departures are keep-alives.
+    reverse: bool,
     pub stats: ConnStats,
 }
 
@@ -211,6 +218,9 @@ impl Conn {
             greeter,
             connect_at: None,
             deadline_ns: None,
+            bulk: flow.bulk && !flow.reverse,
+            bulk_started: false,
+            reverse: flow.reverse,
             stats: ConnStats::default(),
         }
     }
@@ -252,6 +262,9 @@ impl Conn {
             greeter: None,
             connect_at: None,
             deadline_ns: None,
+            bulk: false,
+            bulk_started: false,
+            reverse: false,
             stats: ConnStats::default(),
         }
     }
@@ -330,6 +343,9 @@ impl Conn {
 
     /// When the next departure is due (ns after the start), drawing it from the source.
     pub fn next_at(&mut self) -> Option<u64> {
+        if self.bulk_started {
+            return None;
+        }
         if self.pending.is_empty() {
             let mut d = self.sched.as_mut()?.next()?;
             d.at_ns = (d.at_ns as i64 + self.shift_ns).max(0) as u64;
@@ -360,6 +376,12 @@ impl Conn {
 
     /// Counts the departures scheduled before the deadline but not sent, and stops the flow.
     fn end_at_deadline(&mut self) {
+        if self.bulk {
+            // Nothing is ever late in bulk: what the socket did not take was never due.
+            self.pending.clear();
+            self.sched = None;
+            return;
+        }
         let deadline = self.deadline_ns.unwrap_or(u64::MAX);
         while let Some(at) = self.next_at() {
             if at >= deadline {
@@ -370,6 +392,52 @@ impl Conn {
         }
         self.pending.clear();
         self.sched = None;
+    }
+
+    /// A bulk flow: sends as fast as its socket takes departures (see [`Conn::take_bulk`]).
+    pub fn bulk(&self) -> bool {
+        self.bulk
+    }
+
+    /// A reverse flow: the receiver sends bulk back; its own departures are keep-alives.
+    pub fn reverse(&self) -> bool {
+        self.reverse
+    }
+
+    /// The bulk flow's start has come (its first departure was due): from now on the worker
+    /// pumps it with [`Conn::take_bulk`] whenever its socket can take more.
+    pub fn begin_bulk(&mut self) {
+        self.bulk_started = self.bulk;
+    }
+
+    /// Whether a started bulk flow has nothing left to send (budget spent, deadline passed).
+    pub fn bulk_done(&self) -> bool {
+        self.bulk_started && self.sched.is_none() && self.pending.is_empty()
+    }
+
+    /// Up to `out.len()` departures of a started bulk flow, each stamped `now_rel` (ns after the
+    /// start): they leave now, so they are never late. Past the deadline the flow ends.
+    pub fn take_bulk(&mut self, now_rel: u64, out: &mut [Departure]) -> usize {
+        if self.deadline_ns.is_some_and(|d| now_rel >= d) {
+            self.end_at_deadline();
+            return 0;
+        }
+        let mut n = 0;
+        while n < out.len() {
+            let d = match self.pending.pop_front() {
+                Some(d) => d,
+                None => match self.sched.as_mut().and_then(|s| s.next()) {
+                    Some(d) => d,
+                    None => {
+                        self.sched = None;
+                        break;
+                    }
+                },
+            };
+            out[n] = Departure { at_ns: now_rel, ..d };
+            n += 1;
+        }
+        n
     }
 
     /// Puts departures the kernel did not take back first in line.
@@ -584,6 +652,7 @@ impl Conn {
             (self.tag, RecordKind::Echoed)
         } else {
             self.stats.received += 1;
+            self.stats.received_bytes += len as u64;
             (self.classify(seq, len as u32), RecordKind::Received)
         };
         // TCP gives no per-APDU TOS/TTL: logged as unknown (255 / 0).
@@ -626,6 +695,7 @@ impl Conn {
     /// to come from its admitted address.
     pub fn on_peer_datagram(&mut self, now: u64, h: &DatagramHeader, meta: &RxMeta) -> Record {
         self.stats.received += 1;
+        self.stats.received_bytes += meta.len as u64;
         let tag = self.classify(h.seq as u64, meta.len as u32);
         datagram_record(h, meta, now, tag, RecordKind::Received)
     }

@@ -68,9 +68,15 @@ pub struct FlowFlags {
     /// owd: receiver logs one-way delay; rtt: receiver echoes, sender logs round-trip time
     #[arg(long, value_name = "owd|rtt")]
     pub meter: Option<String>,
-    /// Number of identical flows to run (each with its own id and seed)
-    #[arg(long, value_name = "N")]
+    /// Number of identical flows to run (each with its own id and seed); -P/--parallel as in iperf3
+    #[arg(short = 'P', long, visible_alias = "parallel", value_name = "N")]
     pub count: Option<u64>,
+    /// As fast as the path allows (iperf3's default): no --rate/--idt; --size defaults to 1472 B (UDP) or 65535 B APDUs (TCP)
+    #[arg(long)]
+    pub bulk: bool,
+    /// Bulk from the receiver back to this host (iperf3 -R); this host logs what arrives. Implies --bulk
+    #[arg(short = 'R', long)]
+    pub reverse: bool,
 }
 
 /// Sends traffic. One flow from flags, or many from a TOML flow file (see examples/flows.toml).
@@ -114,13 +120,36 @@ pub struct Args {
 
 impl FlowFlags {
     fn any(&self) -> bool {
-        let FlowFlags { dst, src, transport, idt, rate, size, preset, on, off, dscp, tos, ttl, nagle, duration, packets, bytes, start_delay, meter, count } =
-            self;
+        let FlowFlags {
+            dst,
+            src,
+            transport,
+            idt,
+            rate,
+            size,
+            preset,
+            on,
+            off,
+            dscp,
+            tos,
+            ttl,
+            nagle,
+            duration,
+            packets,
+            bytes,
+            start_delay,
+            meter,
+            count,
+            bulk,
+            reverse,
+        } = self;
         [dst, src, transport, idt, rate, size, preset, on, off, duration, packets, bytes, start_delay, meter].iter().any(|o| o.is_some())
             || dscp.is_some()
             || tos.is_some()
             || ttl.is_some()
             || *nagle
+            || *bulk
+            || *reverse
             || count.is_some()
     }
 
@@ -149,6 +178,8 @@ impl FlowFlags {
             meter: self.meter.clone(),
             repeat: self.count,
             tag: None,
+            bulk: self.bulk.then_some(true),
+            reverse: self.reverse.then_some(true),
         }
     }
 }
@@ -215,15 +246,33 @@ pub fn print_report(r: &SendReport) {
         rate,
         if r.interrupted { " — interrupted" } else { "" }
     );
+    let bulk = r.flows.iter().any(|f| f.bulk);
+    if bulk && r.duration_s > 0.0 {
+        let bytes: u64 = r.flows.iter().filter(|f| f.bulk).map(|f| f.bytes).sum();
+        say!("  bulk throughput: {:.1} Mbit/s of payload sent ({} B)", bytes as f64 * 8.0 / r.duration_s / 1e6, bytes);
+    }
+    let reverse: Vec<&horde_engine::sender::FlowSent> = r.flows.iter().filter(|f| f.reverse).collect();
+    if !reverse.is_empty() {
+        let bytes: u64 = reverse.iter().map(|f| f.received_bytes).sum();
+        let packets: u64 = reverse.iter().map(|f| f.received).sum();
+        let secs = reverse.iter().map(|f| f.last_ns.saturating_sub(f.first_ns)).max().unwrap_or(0) as f64 / 1e9;
+        say!(
+            "  reverse: received {packets} packets, {bytes} B from the receiver{}{}",
+            if secs > 0.0 { format!(" ({:.1} Mbit/s over {secs:.3} s)", bytes as f64 * 8.0 / secs / 1e6) } else { String::new() },
+            if r.log.is_some() { "; delays, loss and windows: horde decode on the log" } else { "" }
+        );
+    }
     let l = &r.lateness;
-    say!(
-        "  lateness (actual − scheduled departure): p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us; {} packet(s) > 1 ms late",
-        l.p50_us,
-        l.p99_us,
-        l.p999_us,
-        l.max_us,
-        l.over_1ms
-    );
+    if r.flows.iter().any(|f| !f.bulk && !f.reverse) {
+        say!(
+            "  lateness (actual − scheduled departure): p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us; {} packet(s) > 1 ms late",
+            l.p50_us,
+            l.p99_us,
+            l.p999_us,
+            l.max_us,
+            l.over_1ms
+        );
+    }
     if r.connect_s > 0.0 {
         say!("  set-up (TCP connects, UDP address validation): {:.3} s", r.connect_s);
     }
