@@ -199,3 +199,80 @@ fn a_udp_flow_to_a_closed_port_says_nothing_listens() {
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).contains("nothing listens on UDP") && text(&o).contains(&format!("horde recv --udp {port}")), "{}", text(&o));
 }
+
+/// `send --bulk` over TCP and UDP, with -P parallel flows: as fast as the path allows, every
+/// APDU or datagram logged on both sides, and the logs decode like any flow's.
+#[test]
+fn send_bulk_tcp_and_udp_with_parallel_flows() {
+    let dir = Scratch::new("fh-bulk");
+    for transport in ["tcp", "udp"] {
+        let (slog, rlog) = (dir.path(&format!("s-{transport}.hlog")), dir.path(&format!("r-{transport}.hlog")));
+        let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", rlog.to_str().unwrap()]);
+        let dst = if transport == "udp" { rx.addrs[0] } else { rx.addrs[1] }.to_string();
+        let o = run(horde().args(["send", "-a", &dst, "-T", transport, "--bulk", "-P", "3", "-t", "500ms", "-l", slog.to_str().unwrap(), "--json", "-"]));
+        assert!(o.status.success(), "{}", text(&o));
+        let (code, _) = rx.stop();
+        assert_eq!(code, 130);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("bulk throughput:") && !err.contains("lateness"), "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["flows"].as_array().unwrap().len(), 3);
+        assert!(v["flows"].as_array().unwrap().iter().all(|f| f["bulk"] == true && f["packets"].as_u64().unwrap() > 100), "{v}");
+        assert!(v["duration_s"].as_f64().unwrap() <= 0.55, "the duration holds: {}", v["duration_s"]);
+        let sent = v["packets"].as_u64().unwrap();
+        let size = if transport == "udp" { 1472 } else { 65535 };
+        assert_eq!(v["bytes"].as_u64().unwrap(), sent * size, "default bulk size over {transport}");
+        let a = decode(&[&slog, &rlog]);
+        assert_eq!(a["total"]["loss"]["sent"].as_u64(), Some(sent), "every departure logged");
+        if transport == "tcp" {
+            assert_eq!(a["total"]["packets"].as_u64(), Some(sent), "TCP delivers every APDU");
+        }
+        assert!(a["total"]["bitrate_bps"].as_f64().unwrap() > 1e8, "{transport}: {}", a["total"]["bitrate_bps"]);
+    }
+}
+
+/// `send --reverse` (-R): the receiver sends bulk back while the keep-alives come; the
+/// sender's log decodes as the reverse direction; `recv --no-reverse` refuses.
+#[test]
+fn send_reverse_gets_bulk_back_and_can_be_refused() {
+    let dir = Scratch::new("fh-reverse");
+    let rx = Recv::start(&["--udp", "0", "--tcp", "0"]);
+    for (transport, dst) in [("tcp", rx.addrs[1]), ("udp", rx.addrs[0])] {
+        let slog = dir.path(&format!("s-{transport}.hlog"));
+        let o = run(horde().args([
+            "send",
+            "-a",
+            &dst.to_string(),
+            "-T",
+            transport,
+            "-R",
+            "-c",
+            "1000",
+            "-t",
+            "600ms",
+            "-l",
+            slog.to_str().unwrap(),
+            "--json",
+            "-",
+        ]));
+        assert!(o.status.success(), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let f = &v["flows"][0];
+        assert!(f["reverse"] == true && f["received"].as_u64().unwrap() > 100, "{transport}: {f}");
+        assert_eq!(f["received_bytes"].as_u64().unwrap(), f["received"].as_u64().unwrap() * 1000, "the keep-alive's size");
+        assert!(f["packets"].as_u64().unwrap() <= 7, "keep-alives only, 10 per second: {f}");
+        let o = run(horde().args(["decode", slog.to_str().unwrap()]));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("0 rev"), "{}", text(&o));
+        let a = decode(&[&slog]);
+        let back = a["flows"].as_array().unwrap().iter().find(|f| f["reverse"] == true).expect("a reverse row").clone();
+        assert_eq!(back["delay"]["kind"], "owd");
+        assert_eq!(back["packets"].as_u64(), f["received"].as_u64());
+    }
+    let (_, err) = rx.stop();
+    assert!(err.contains("reverse: sent "), "{err}");
+    let rx = Recv::start(&["--udp", "0", "--no-reverse"]);
+    let o = run(horde().args(["send", "-a", &rx.addrs[0].to_string(), "-R", "-t", "300ms"]));
+    let (_, err) = rx.stop();
+    assert!(text(&o).contains("sent nothing back"), "{}", text(&o));
+    assert!(err.contains("refused"), "{err}");
+}

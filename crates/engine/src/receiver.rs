@@ -17,11 +17,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use horde_proto::conn::{ECHO_LIMIT, ECHO_STALL_NS};
+use horde_proto::conn::{ECHO_LIMIT, ECHO_STALL_NS, REVERSE_CONSENT_NS};
 use horde_proto::gate::{Decision, Gate, GateConfig};
 use horde_proto::{Accepted, Conn, Ctx, RunKey, RxMeta};
 use horde_wire::control::Status;
-use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST, FLAG_HELLO};
+use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST, FLAG_HELLO, FLAG_REVERSE, FLAG_REVERSE_DATA};
 use horde_wire::log::FLAG_KERNEL_TS;
 use horde_wire::{DatagramHeader, Record, RecordKind, Role};
 use mio::net::{TcpListener, TcpStream};
@@ -46,6 +46,8 @@ const FAIRNESS_BATCHES: usize = 64;
 const HELLO_TIMEOUT_NS: u64 = 5_000_000_000;
 /// How often deadlines are looked at.
 const SWEEP_NS: u64 = 100_000_000;
+/// A reverse TCP flow gets APDUs queued until this many bytes wait (one large write per pump).
+const REVERSE_TCP_BACKLOG: usize = 256 * 1024;
 /// An admitted UDP flow unheard of for this long may make room for a new one when the gate is
 /// full: 60 s.
 const UDP_FLOW_IDLE_S: u64 = 60;
@@ -67,6 +69,9 @@ pub struct RecvOptions {
     pub max_conns: usize,
     /// Close a TCP connection nothing arrived on for this long.
     pub conn_idle: Option<Duration>,
+    /// Send bulk back to reverse flows (`send --reverse`) that ask for it, while their
+    /// keep-alives come from their validated address.
+    pub reverse: bool,
 }
 
 impl Default for RecvOptions {
@@ -82,6 +87,7 @@ impl Default for RecvOptions {
             key: RunKey::OPEN,
             max_conns: 10_000,
             conn_idle: None,
+            reverse: true,
         }
     }
 }
@@ -117,6 +123,9 @@ pub struct RecvRefusals {
     pub stalled_conns: u64,
     /// TCP connections closed by --conn-idle.
     pub idle_conns: u64,
+    /// Reverse requests refused (--no-reverse): TCP connections closed, UDP keep-alives ignored.
+    #[serde(default)]
+    pub reverse: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
@@ -130,6 +139,11 @@ pub struct RecvReport {
     pub garbage_streams: u64,
     pub tcp_connections: u64,
     pub echoed: u64,
+    /// Bulk sent back to reverse flows: packets (UDP) or APDUs (TCP), and bytes.
+    #[serde(default)]
+    pub reverse_packets: u64,
+    #[serde(default)]
+    pub reverse_bytes: u64,
     pub kernel_timestamps: u64,
     pub refusals: RecvRefusals,
     pub flows: BTreeMap<u32, FlowReceived>,
@@ -147,6 +161,16 @@ struct SinkConn {
     last_io: u64,
     /// Reading paused (echo backlog full) since.
     stalled_since: Option<u64>,
+}
+
+/// A UDP reverse flow: bulk goes back to its validated address while its keep-alives come.
+struct UdpReverse {
+    /// The listening socket it arrived on (and leaves from).
+    sock: usize,
+    size: usize,
+    seq: u32,
+    /// Monotonic time of the last keep-alive, ns.
+    heard: u64,
 }
 
 /// An admitted UDP flow.
@@ -213,6 +237,9 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
         batch: RecvBatch::new(MAX_DATAGRAM),
         read_buf: vec![0u8; 256 * 1024],
         last_arrival: mono_ns(),
+        reverse_udp: HashMap::new(),
+        reverse_tcp: Vec::new(),
+        rev_bufs: Vec::new(),
         spare: std::fs::File::open("/dev/null").ok(),
         opts: opts.clone(),
     };
@@ -242,6 +269,10 @@ struct Receiver {
     batch: RecvBatch,
     read_buf: Vec<u8>,
     last_arrival: u64,
+    /// Reverse flows being served, UDP per (source, flow id), TCP by connection.
+    reverse_udp: HashMap<(SocketAddr, u32), UdpReverse>,
+    reverse_tcp: Vec<usize>,
+    rev_bufs: Vec<Vec<u8>>,
     spare: Option<std::fs::File>,
     opts: RecvOptions,
 }
@@ -308,7 +339,13 @@ impl Receiver {
                 self.sweep(&poll, now);
                 next_sweep = now + SWEEP_NS;
             }
-            match poll.poll(&mut events, Some(Duration::from_millis(50))) {
+            // Reverse flows keep the loop busy while they can send; a full socket waits 1 ms.
+            let wait = match self.pump_reverse(&poll) {
+                _ if self.reverse_udp.is_empty() && self.reverse_tcp.is_empty() => Duration::from_millis(50),
+                true => Duration::ZERO,
+                false => Duration::from_millis(1),
+            };
+            match poll.poll(&mut events, Some(wait)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -345,7 +382,7 @@ impl Receiver {
                 let info = self.batch.info(k);
                 let data = self.batch.data(k);
                 let h = match DatagramHeader::parse(data) {
-                    Ok(h) if h.flags & FLAG_ECHO_REPLY == 0 && info.len < MAX_DATAGRAM => h,
+                    Ok(h) if h.flags & (FLAG_ECHO_REPLY | FLAG_REVERSE_DATA) == 0 && info.len < MAX_DATAGRAM => h,
                     _ => {
                         self.report.garbage_datagrams += 1;
                         continue;
@@ -368,6 +405,14 @@ impl Receiver {
                     continue;
                 };
                 f.last_s = now_s;
+                if h.flags & FLAG_REVERSE != 0 {
+                    if self.opts.reverse {
+                        let r = self.reverse_udp.entry((from, h.flow)).or_insert(UdpReverse { sock: i, size: info.len, seq: 0, heard: 0 });
+                        r.heard = self.last_arrival;
+                    } else {
+                        self.report.refusals.reverse += 1;
+                    }
+                }
                 let meta = RxMeta { len: info.len, kernel_ns: info.kernel_ns, tos: info.tos, ttl: info.ttl };
                 let rec = horde_proto::conn::datagram_record(&h, &meta, now, f.tag, RecordKind::Received);
                 let echo = f.echo && h.flags & FLAG_ECHO_REQUEST != 0;
@@ -492,8 +537,17 @@ impl Receiver {
         let now = mono_ns();
         let mut close = false;
         if readable && c.stalled_since.is_none() {
+            let asked = c.conn.reverse_requested();
             close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, now);
             self.last_arrival = now;
+            if !asked && c.conn.reverse_requested() {
+                if self.opts.reverse {
+                    self.reverse_tcp.push(idx);
+                } else {
+                    self.report.refusals.reverse += 1;
+                    close = true;
+                }
+            }
         }
         if (writable || readable) && !close && !c.conn.out().is_empty() {
             close = flush_out(c);
@@ -515,6 +569,74 @@ impl Receiver {
         }
         if close {
             self.close(poll, idx);
+        }
+    }
+
+    /// One round of bulk for every reverse flow whose consent is fresh; returns whether any
+    /// socket took something (else they are all full or idle).
+    fn pump_reverse(&mut self, poll: &Poll) -> bool {
+        let mut sent = false;
+        let now = mono_ns();
+        self.reverse_udp.retain(|_, r| now - r.heard < REVERSE_CONSENT_NS);
+        let real = real_ns();
+        let keys: Vec<(SocketAddr, u32)> = self.reverse_udp.keys().copied().collect();
+        for key in keys {
+            sent |= self.pump_udp_reverse(key, real);
+        }
+        let mut k = 0;
+        while k < self.reverse_tcp.len() {
+            let idx = self.reverse_tcp[k];
+            let Some(Some(c)) = self.conns.get_mut(idx) else {
+                self.reverse_tcp.swap_remove(k);
+                continue;
+            };
+            if !c.conn.reverse_requested() {
+                // The slot was reused by another connection.
+                self.reverse_tcp.swap_remove(k);
+                continue;
+            }
+            k += 1;
+            if !c.conn.out().is_empty() && flush_out(c) {
+                self.close(poll, idx);
+                continue;
+            }
+            if !c.conn.out().is_empty() {
+                continue;
+            }
+            let (n, bytes) = c.conn.fill_reverse(real, REVERSE_TCP_BACKLOG);
+            if n == 0 {
+                continue;
+            }
+            self.report.reverse_packets += n;
+            self.report.reverse_bytes += bytes;
+            sent = true;
+            if flush_out(c) {
+                self.close(poll, idx);
+            }
+        }
+        sent
+    }
+
+    fn pump_udp_reverse(&mut self, key: (SocketAddr, u32), real: u64) -> bool {
+        let Some(r) = self.reverse_udp.get_mut(&key) else { return false };
+        if self.rev_bufs.len() < net::BATCH {
+            self.rev_bufs.resize(net::BATCH, Vec::new());
+        }
+        for (k, b) in self.rev_bufs.iter_mut().enumerate() {
+            b.resize(r.size, 0);
+            DatagramHeader { flags: FLAG_REVERSE_DATA, flow: key.1, seq: r.seq.wrapping_add(k as u32), send_ns: real }.emit(b);
+        }
+        let slices: Vec<&[u8]> = self.rev_bufs.iter().map(|b| b.as_slice()).collect();
+        let to = vec![key.0; slices.len()];
+        let fd = self.udp[r.sock].0.as_raw_fd();
+        match net::send_batch_to(fd, &slices, &to) {
+            Ok(k) if k > 0 => {
+                r.seq = r.seq.wrapping_add(k as u32);
+                self.report.reverse_packets += k as u64;
+                self.report.reverse_bytes += (k * r.size) as u64;
+                true
+            }
+            _ => false,
         }
     }
 

@@ -172,9 +172,13 @@ pub struct FlowSent {
     pub rtt: Option<Rtt>,
     /// APDUs received from the peer on this connection (two-way scenarios, reverse flows).
     pub received: u64,
-    /// Their bytes.
+    /// Their bytes, and real times (ns) of the first and last.
     #[serde(default)]
     pub received_bytes: u64,
+    #[serde(default)]
+    pub received_first_ns: u64,
+    #[serde(default)]
+    pub received_last_ns: u64,
     /// Received APDUs whose size differed from the peer's regenerated schedule (must be 0).
     pub mismatched: u64,
     /// Departures still due when the flow's duration ended: the sender fell behind and did

@@ -112,6 +112,8 @@ impl Slot {
             }),
             received: s.received,
             received_bytes: s.received_bytes,
+            received_first_ns: s.received_first_ns,
+            received_last_ns: s.received_last_ns,
             mismatched: self.conn.mismatched(),
             unsent: s.unsent,
             first_ns: s.first_ns,

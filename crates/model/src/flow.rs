@@ -384,6 +384,10 @@ impl RawFlow {
             Some(m) => return Err(fail("meter", format!("must be owd (one-way delay) or rtt (round trip) (got `{m}`)"))),
         };
         let stop = self.stop().map_err(|(f, m)| fail(f, m))?;
+        if reverse && (stop.packets.is_some() || stop.bytes.is_some()) {
+            let field = if stop.packets.is_some() { "packets" } else { "bytes" };
+            return Err(fail(field, "a reverse flow runs for a duration (the receiver does not know a budget); give duration (-t) instead".into()));
+        }
         // A schedule that cannot advance would send without end (or flood until the deadline):
         // refuse it, unless a packet or byte budget makes it a finite burst.
         if stop.packets.is_none() && stop.bytes.is_none() && !bulk {
@@ -462,6 +466,24 @@ fn parse_addr_or_ip(s: &str) -> Result<SocketAddr, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bulk_and_reverse_resolve_with_their_defaults_and_refuse_a_timing_model() {
+        let f = raw(&[("dst", "'127.0.0.1:9000'"), ("bulk", "true")]).resolve(0, 1, "flow 1").unwrap();
+        assert!(f.bulk && !f.reverse);
+        assert_eq!(f.size, Dist::constant(1472.0), "UDP default: a 1500-byte MTU's payload");
+        let f = raw(&[("dst", "'127.0.0.1:9000'"), ("bulk", "true"), ("transport", "'tcp'"), ("size", "1000")]).resolve(0, 1, "flow 1").unwrap();
+        assert_eq!(f.size, Dist::constant(1000.0));
+        let f = raw(&[("dst", "'127.0.0.1:9000'"), ("reverse", "true")]).resolve(0, 1, "flow 1").unwrap();
+        assert!(f.bulk && f.reverse, "reverse implies bulk");
+        assert_eq!(f.idt, Dist::constant(REVERSE_KEEPALIVE_MS), "its own departures are keep-alives");
+        for (k, v, field) in [("rate", "100", "rate"), ("idt", "'10'", "idt"), ("preset", "'voip'", "preset"), ("meter", "'rtt'", "meter")] {
+            let e = raw(&[("dst", "'127.0.0.1:9000'"), ("bulk", "true"), (k, v)]).resolve(0, 1, "flow 1").unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+        }
+        let e = raw(&[("dst", "'127.0.0.1:9000'"), ("reverse", "true"), ("packets", "10")]).resolve(0, 1, "flow 1").unwrap_err();
+        assert!(e.msg.contains("runs for a duration"), "{e}");
+    }
 
     fn raw(pairs: &[(&str, &str)]) -> RawFlow {
         let mut t = toml::Table::new();

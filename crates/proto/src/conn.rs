@@ -18,9 +18,9 @@ use std::collections::VecDeque;
 
 use horde_model::{Departure, Flow, Meter, Transport};
 use horde_wire::control::Status;
-use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY};
+use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY, FLAG_REVERSE, FLAG_REVERSE_DATA};
 use horde_wire::log::{FLAG_CLAMPED, FLAG_KERNEL_TS};
-use horde_wire::stream::HELLO_ECHO;
+use horde_wire::stream::{HELLO_ECHO, HELLO_REVERSE};
 use horde_wire::{ApduHeader, DatagramHeader, Record, RecordKind, StreamDecoder, StreamEvent, StreamHello, WireError, HELLO_LEN};
 
 use crate::auth::RunKey;
@@ -34,6 +34,8 @@ use crate::mirror::{Mirror, Source};
 pub const ECHO_LIMIT: usize = 1 << 20;
 /// How long an echo backlog may stay full before the sink closes the connection: 10 s.
 pub const ECHO_STALL_NS: u64 = 10_000_000_000;
+/// How long a receiver keeps sending a reverse flow after its last keep-alive, ns.
+pub const REVERSE_CONSENT_NS: u64 = horde_model::flow::REVERSE_CONSENT_MS * 1_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -84,6 +86,8 @@ pub enum Event {
     Granted,
     /// Sink role: the peer asked for echoes.
     EchoRequested,
+    /// Sink role: the peer asked for bulk back (reverse mode).
+    ReverseRequested,
 }
 
 /// What the kernel said about a received datagram.
@@ -120,6 +124,9 @@ pub struct ConnStats {
     /// APDUs received from the peer (two-way runs, sinks, reverse flows), and their bytes.
     pub received: u64,
     pub received_bytes: u64,
+    /// Real times of the first and last of them, ns.
+    pub received_first_ns: u64,
+    pub received_last_ns: u64,
     /// Departures still due when the flow's duration ended (the sender fell behind): not sent.
     pub unsent: u64,
     /// Real (epoch) times of the first and last departure, ns.
@@ -128,6 +135,16 @@ pub struct ConnStats {
 }
 
 impl ConnStats {
+    /// Counts an APDU or datagram of `len` bytes from the peer, arrived at `now` (real ns).
+    fn arrived(&mut self, len: u64, now: u64) {
+        if self.received == 0 {
+            self.received_first_ns = now;
+        }
+        self.received += 1;
+        self.received_bytes += len;
+        self.received_last_ns = now;
+    }
+
     /// Counts an echo that took `rtt_ns` there and back.
     fn echo(&mut self, rtt_ns: u64) {
         self.rtt_min_ns = if self.echoes == 0 { rtt_ns } else { self.rtt_min_ns.min(rtt_ns) };
@@ -152,11 +169,33 @@ struct Stream {
     fed: u64,
     /// Sink: the peer's hello, to mirror it byte for byte.
     hello: Option<StreamHello>,
+    /// Sink: the peer asked for bulk back (reverse mode).
+    reverse: Option<ReverseState>,
+}
+
+/// What a sink sends back to a reverse flow.
+#[derive(Debug, Clone, Copy, Default)]
+struct ReverseState {
+    /// APDU size: the first APDU's (0 until it arrives).
+    size: u16,
+    /// Real time of the last keep-alive, ns: consent ends [`REVERSE_CONSENT_NS`] after it.
+    heard_ns: u64,
 }
 
 impl Stream {
     fn new(awaiting_hello: bool) -> Stream {
-        Stream { out: Vec::new(), sent_upto: 0, base_ns: 0, decoder: StreamDecoder::new(), broken: false, echo: false, awaiting_hello, fed: 0, hello: None }
+        Stream {
+            out: Vec::new(),
+            sent_upto: 0,
+            base_ns: 0,
+            decoder: StreamDecoder::new(),
+            broken: false,
+            echo: false,
+            awaiting_hello,
+            fed: 0,
+            hello: None,
+            reverse: None,
+        }
     }
 }
 
@@ -280,7 +319,7 @@ impl Conn {
     /// Whether anything arrives on this connection that must be read (TCP always; UDP clients
     /// that expect echoes, the peer's traffic or handshake answers).
     pub fn reads(&self) -> bool {
-        self.stream.is_some() || self.meter == Meter::Rtt || self.mirror.is_some() || self.greeter.is_some()
+        self.stream.is_some() || self.meter == Meter::Rtt || self.mirror.is_some() || self.greeter.is_some() || self.reverse
     }
 
     /// A round-trip client still missing echoes of what it sent.
@@ -308,7 +347,13 @@ impl Conn {
             g.set_base(t0_real);
         }
         if self.role == Role::Client && self.stream.is_some() {
-            let flags = if self.meter == Meter::Rtt { HELLO_ECHO } else { 0 };
+            let flags = if self.reverse {
+                HELLO_REVERSE
+            } else if self.meter == Meter::Rtt {
+                HELLO_ECHO
+            } else {
+                0
+            };
             self.queue_hello(flags, t0_real);
         }
     }
@@ -365,7 +410,12 @@ impl Conn {
         while n < out.len() {
             match self.next_at() {
                 Some(at) if at <= now_rel => {
-                    out[n] = self.pending.pop_front().expect("peeked");
+                    let mut d = self.pending.pop_front().expect("peeked");
+                    if self.reverse && self.transport == Transport::Tcp && d.seq > 0 {
+                        // The first APDU told the receiver the size; the rest only keep consent.
+                        d.size = Transport::Tcp.min_size();
+                    }
+                    out[n] = d;
                     n += 1;
                 }
                 _ => break,
@@ -472,7 +522,9 @@ impl Conn {
 
     /// The flags of this flow's data datagrams.
     pub fn datagram_flags(&self) -> u8 {
-        if self.meter == Meter::Rtt {
+        if self.reverse {
+            FLAG_REVERSE
+        } else if self.meter == Meter::Rtt {
             horde_wire::datagram::FLAG_ECHO_REQUEST
         } else {
             0
@@ -538,6 +590,36 @@ impl Conn {
         self.out().len() >= ECHO_LIMIT
     }
 
+    /// Sink: the peer's hello asked for bulk back.
+    pub fn reverse_requested(&self) -> bool {
+        self.stream.as_ref().is_some_and(|s| s.reverse.is_some())
+    }
+
+    /// Sink: whether a reverse flow should get more bulk at `now` (real ns): its size is known
+    /// and its last keep-alive is less than [`REVERSE_CONSENT_NS`] old.
+    pub fn reverse_wanted(&self, now: u64) -> bool {
+        self.stream.as_ref().and_then(|s| s.reverse.filter(|_| !s.broken)).is_some_and(|r| r.size > 0 && now.saturating_sub(r.heard_ns) < REVERSE_CONSENT_NS)
+    }
+
+    /// Sink: queues reverse APDUs stamped `now` until `limit` bytes wait to be written; returns
+    /// the APDUs and bytes queued.
+    pub fn fill_reverse(&mut self, now: u64, limit: usize) -> (u64, u64) {
+        if !self.reverse_wanted(now) {
+            return (0, 0);
+        }
+        let Some(s) = &mut self.stream else { return (0, 0) };
+        let size = s.reverse.map_or(0, |r| r.size) as usize;
+        let (mut n, mut bytes) = (0, 0);
+        while s.out.len() - s.sent_upto < limit {
+            let at = s.out.len();
+            s.out.resize(at + size, 0);
+            ApduHeader::at(size as u16, s.base_ns, now).emit(&mut s.out[at..]);
+            n += 1;
+            bytes += size as u64;
+        }
+        (n, bytes)
+    }
+
     /// Sink: the peer's hello asked for its bytes to be mirrored back.
     pub fn echoing(&self) -> bool {
         self.stream.as_ref().is_some_and(|s| s.echo)
@@ -560,8 +642,12 @@ impl Conn {
         let mut out = Ok(None);
         for ev in events {
             let step = match ev {
-                StreamEvent::Hello(h) => self.on_stream_hello(&mut s, h, ctx),
+                StreamEvent::Hello(h) => self.on_stream_hello(&mut s, h, now, ctx),
                 StreamEvent::Apdu { seq, len, send_ns } => {
+                    if let Some(r) = &mut s.reverse {
+                        r.size = if r.size == 0 { len } else { r.size };
+                        r.heard_ns = now;
+                    }
                     self.on_apdu(seq, len, send_ns, now, ctx);
                     Ok(None)
                 }
@@ -595,11 +681,11 @@ impl Conn {
         out
     }
 
-    fn on_stream_hello(&mut self, s: &mut Stream, h: StreamHello, ctx: &mut dyn Ctx) -> Result<Option<Event>, Close> {
+    fn on_stream_hello(&mut self, s: &mut Stream, h: StreamHello, now: u64, ctx: &mut dyn Ctx) -> Result<Option<Event>, Close> {
         match self.role {
             // The server's hello (two-way), or our own echoed back (round trip).
             Role::Client => {
-                if self.mirror.is_some() && !self.key.verify_tcp_hello(&h.signed(), &h.mac) {
+                if (self.mirror.is_some() || self.reverse) && !self.key.verify_tcp_hello(&h.signed(), &h.mac) {
                     return Err(Close::BadMac);
                 }
                 Ok(None)
@@ -629,6 +715,16 @@ impl Conn {
                 self.flow = h.flow;
                 self.tag = h.tag;
                 s.hello = Some(h);
+                if h.flags & HELLO_REVERSE != 0 {
+                    // Answer with our own signed hello: the client's decoder takes its base.
+                    let ours = sign_stream_hello(&self.key, StreamHello { flags: 0, flow: h.flow, base_ns: now, tag: h.tag, mac: [0; 16] });
+                    s.base_ns = now;
+                    let at = s.out.len();
+                    s.out.resize(at + HELLO_LEN, 0);
+                    ours.emit(&mut s.out[at..]);
+                    s.reverse = Some(ReverseState { size: 0, heard_ns: now });
+                    return Ok(Some(Event::ReverseRequested));
+                }
                 s.echo = h.flags & HELLO_ECHO != 0;
                 Ok(s.echo.then_some(Event::EchoRequested))
             }
@@ -651,8 +747,7 @@ impl Conn {
             self.stats.echo(now.saturating_sub(send_ns));
             (self.tag, RecordKind::Echoed)
         } else {
-            self.stats.received += 1;
-            self.stats.received_bytes += len as u64;
+            self.stats.arrived(len as u64, now);
             (self.classify(seq, len as u32), RecordKind::Received)
         };
         // TCP gives no per-APDU TOS/TTL: logged as unknown (255 / 0).
@@ -681,6 +776,9 @@ impl Conn {
         if h.flow != self.flow || h.flags & CONTROL_FLAGS != 0 {
             return Ok(None);
         }
+        if h.flags & FLAG_REVERSE_DATA != 0 {
+            return Ok(self.reverse.then(|| self.on_peer_datagram(now, &h, meta)));
+        }
         if h.flags & FLAG_ECHO_REPLY != 0 {
             self.stats.echo(now.saturating_sub(h.send_ns));
             return Ok(Some(datagram_record(&h, meta, now, self.tag, RecordKind::Echoed)));
@@ -694,8 +792,7 @@ impl Conn {
     /// Server role over UDP (and two-way clients): a data datagram of the peer, already known
     /// to come from its admitted address.
     pub fn on_peer_datagram(&mut self, now: u64, h: &DatagramHeader, meta: &RxMeta) -> Record {
-        self.stats.received += 1;
-        self.stats.received_bytes += meta.len as u64;
+        self.stats.arrived(meta.len as u64, now);
         let tag = self.classify(h.seq as u64, meta.len as u32);
         datagram_record(h, meta, now, tag, RecordKind::Received)
     }

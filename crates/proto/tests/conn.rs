@@ -228,3 +228,90 @@ fn the_deadline_holds_and_counts_what_was_left() {
     assert_eq!(c.stats.unsent, 499);
     assert_eq!(c.next_at(), None, "the flow is over");
 }
+
+/// A bulk flow's departures leave when taken, stamped with that time (never late); the
+/// deadline ends it without counting anything as unsent, and its start is scheduled once.
+#[test]
+fn bulk_departures_are_stamped_when_taken_and_end_at_the_deadline() {
+    let mut f = flow(Transport::Udp, Meter::Owd, 0);
+    f.bulk = true;
+    // An endless source due at 2 ms (its start delay), as a bulk flow's schedule is.
+    let endless: Source = Box::new((0..).map(|k| Departure { seq: k, at_ns: 2_000_000, size: 1472, clamped: false, class: 0 }));
+    let mut c = Conn::client(&f, endless, None, RunKey::OPEN, false);
+    assert!(c.bulk());
+    assert_eq!(c.next_at(), Some(2_000_000), "scheduled once, at its start");
+    c.begin_bulk();
+    assert_eq!(c.next_at(), None, "then pumped, not scheduled");
+    c.set_deadline(Some(1_000_000_000));
+    let mut buf = [Departure { seq: 0, at_ns: 0, size: 0, clamped: false, class: 0 }; 8];
+    assert_eq!(c.take_bulk(5_000_000, &mut buf), 8);
+    assert!(buf.iter().enumerate().all(|(k, d)| d.at_ns == 5_000_000 && d.seq == k as u64));
+    // What the socket did not take goes back first in line and leaves with the next stamp.
+    c.requeue(&buf[6..]);
+    assert_eq!(c.take_bulk(7_000_000, &mut buf[..3]), 3);
+    assert_eq!((buf[0].seq, buf[0].at_ns, buf[2].seq), (6, 7_000_000, 8));
+    assert!(!c.bulk_done());
+    assert_eq!(c.take_bulk(1_000_000_000, &mut buf), 0, "the deadline");
+    assert!(c.bulk_done());
+    assert_eq!(c.stats.unsent, 0, "nothing in bulk is ever due, so nothing is unsent");
+}
+
+/// A reverse flow: the client asks in its hello; the sink answers with its own signed hello,
+/// then APDUs of the first APDU's size while keep-alives come, and stops a second after the
+/// last one. The client logs them as arrivals with their one-way delay.
+#[test]
+fn a_sink_sends_bulk_back_to_a_reverse_flow_while_consent_lasts() {
+    let key = RunKey::from_bytes([9; 32]);
+    let mut f = flow(Transport::Tcp, Meter::Owd, 0);
+    f.bulk = true;
+    f.reverse = true;
+    let keepalives: Vec<Departure> = deps(3, 100_000_000, 1000, 0).into_iter().map(|d| Departure { at_ns: d.at_ns + 100_000_000, ..d }).collect();
+    let mut client = Conn::client(&f, source(keepalives), None, key.clone(), true);
+    assert!(client.reverse() && !client.bulk(), "a reverse flow's own departures are scheduled keep-alives");
+    let mut sink = Conn::sink_tcp("k".into(), key);
+    let mut sctx = ClientCtx::default();
+    let mut cctx = ClientCtx::default();
+    client.start(T0);
+    let bytes = send_until(&mut client, 0);
+    assert_eq!(sink.on_stream(T0 + 10, &bytes, &mut sctx), Ok(Some(horde_proto::Event::ReverseRequested)));
+    assert!(sink.reverse_requested() && !sink.echoing());
+    assert_eq!(sink.fill_reverse(T0 + 20, 10_000), (0, 0), "the size comes with the first APDU");
+    let hello_back = sink.out().to_vec();
+    assert_eq!(hello_back.len(), horde_wire::HELLO_LEN, "its own hello first");
+    // The first keep-alive carries the size (1000 B); the next ones are 6-byte APDUs.
+    let bytes = send_until(&mut client, 300_000_000);
+    assert_eq!(bytes.len(), 1000 + 6 + 6, "later keep-alives are header-only");
+    assert_eq!(sink.on_stream(T0 + 10, &bytes, &mut sctx), Ok(None));
+    let (n, b) = sink.fill_reverse(T0 + 30, 10_000);
+    assert!(n >= 10 && b == n * 1000, "{n} APDUs of {b} B");
+    let out = sink.out().to_vec();
+    assert_eq!(client.on_stream(T0 + 40, &out, &mut cctx), Ok(None));
+    assert_eq!(client.stats.received, n);
+    assert_eq!(client.stats.received_bytes, b);
+    assert!(cctx.records.iter().all(|r| r.kind == RecordKind::Received && r.size == 1000 && r.t_b - r.t_a < 1_000_000));
+    // Consent: a second after the last keep-alive (T0 + 10 here), nothing more is queued.
+    let k = sink.out().len();
+    sink.wrote(k);
+    assert!(sink.reverse_wanted(T0 + 900_000_000));
+    assert!(!sink.reverse_wanted(T0 + 10 + 1_000_000_000));
+    assert_eq!(sink.fill_reverse(T0 + 10 + 1_000_000_000, 10_000), (0, 0));
+}
+
+/// A UDP reverse flow marks its keep-alives; the receiver's bulk back is logged as arrivals.
+#[test]
+fn a_udp_reverse_flow_logs_what_comes_back() {
+    let mut f = flow(Transport::Udp, Meter::Owd, 0);
+    f.bulk = true;
+    f.reverse = true;
+    let mut c = Conn::client(&f, source(deps(1, 0, 100, 0)), None, RunKey::OPEN, false);
+    assert!(c.reads());
+    assert_eq!(c.datagram_flags(), horde_wire::datagram::FLAG_REVERSE);
+    let mut d = [0u8; 100];
+    let h = horde_wire::DatagramHeader { flags: horde_wire::datagram::FLAG_REVERSE_DATA, flow: 7, seq: 3, send_ns: T0 };
+    h.emit(&mut d);
+    let rec = c.on_datagram(T0 + 50_000, &d, &RxMeta { len: 100, ..Default::default() }).unwrap().expect("logged");
+    assert_eq!((rec.kind, rec.seq, rec.t_b - rec.t_a), (RecordKind::Received, 3, 50_000));
+    // A flow that did not ask ignores such datagrams.
+    let mut plain = Conn::client(&flow(Transport::Udp, Meter::Owd, 0), source(Vec::new()), None, RunKey::OPEN, false);
+    assert_eq!(plain.on_datagram(T0, &d, &RxMeta { len: 100, ..Default::default() }), Ok(None));
+}

@@ -102,14 +102,14 @@ fn csv_headers_are_the_row_types_and_stay_stable() {
     // The published column order (README, docs/schemas/README.md): columns are only ever added.
     assert_eq!(
         flows.lines().next().unwrap(),
-        "flow,packets,bytes,duration_s,bitrate_bps,pkt_rate,min_size,max_size,delay_kind,delay_min_ms,delay_mean_ms,delay_max_ms,delay_stddev_ms,delay_p50_ms,delay_p90_ms,delay_p99_ms,delay_p999_ms,jitter_ms,ipdv_mean_ms,sent,expected,lost,loss_pct,loss_bursts,loss_burst_max,duplicates,reordered,lateness_p50_us,lateness_p99_us,lateness_max_us,tos,ttl,name"
+        "flow,packets,bytes,duration_s,bitrate_bps,pkt_rate,min_size,max_size,delay_kind,delay_min_ms,delay_mean_ms,delay_max_ms,delay_stddev_ms,delay_p50_ms,delay_p90_ms,delay_p99_ms,delay_p999_ms,jitter_ms,ipdv_mean_ms,sent,expected,lost,loss_pct,loss_bursts,loss_burst_max,duplicates,reordered,lateness_p50_us,lateness_p99_us,lateness_max_us,tos,ttl,name,direction"
     );
     assert_eq!(flows.lines().count(), 1 + 2 + 1, "header, two flows, total");
     let mut r = csv::Reader::from_reader(flows.as_bytes());
     let n = r.headers().unwrap().len();
     assert!(r.records().all(|row| row.unwrap().len() == n), "every row has every column");
     let windows = horde_stats::export::windows_csv(&a.windows);
-    assert_eq!(windows.lines().next().unwrap(), "start_s,flow,packets,bytes,bitrate_bps,pkt_rate,delay_mean_ms,delay_max_ms,jitter_ms,lost");
+    assert_eq!(windows.lines().next().unwrap(), "start_s,flow,packets,bytes,bitrate_bps,pkt_rate,delay_mean_ms,delay_max_ms,jitter_ms,lost,reverse");
 }
 
 #[test]

@@ -52,6 +52,9 @@ pub struct FlowRow {
     pub ttl: Option<u8>,
     /// The flow's name from its flow file (`decode --flows`); empty otherwise.
     pub name: Option<String>,
+    /// forward (sender → receiver) or reverse (the receiver's bulk back, `send --reverse`);
+    /// empty in the total row.
+    pub direction: Option<&'static str>,
 }
 
 impl From<&FlowStats> for FlowRow {
@@ -61,6 +64,7 @@ impl From<&FlowStats> for FlowRow {
         let s = f.send_lateness.as_ref();
         FlowRow {
             flow: f.flow.map(|x| x.to_string()).unwrap_or_else(|| "total".into()),
+            direction: f.flow.map(|_| if f.reverse { "reverse" } else { "forward" }),
             packets: f.packets,
             bytes: f.bytes,
             duration_s: f.duration_s,
@@ -142,7 +146,7 @@ pub fn flow_table(a: &Analysis) -> crate::table::Table {
     for f in a.flows.iter().chain(total_row) {
         let d = f.delay.as_ref();
         let mut row = vec![
-            Cell::text(f.flow.map(|x| x.to_string()).unwrap_or_else(|| "total".into())),
+            Cell::text(f.label()),
             Cell::Int(f.packets),
             Cell::Num(f.pkt_rate, 1),
             Cell::Num(f.bitrate_bps / 1e3, 2),

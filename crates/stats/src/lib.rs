@@ -117,6 +117,20 @@ pub struct FlowStats {
     /// Most frequent TOS / TTL seen at the receiver (255 / 0 when not reported).
     pub tos: Option<u8>,
     pub ttl: Option<u8>,
+    /// The receiver's bulk back to a reverse flow (`send --reverse`), from the sender's log.
+    #[serde(default)]
+    pub reverse: bool,
+}
+
+impl FlowStats {
+    /// The flow column's text: its id, "ID rev" for a reverse flow's arrivals, "total".
+    pub fn label(&self) -> String {
+        match self.flow {
+            Some(x) if self.reverse => format!("{x} rev"),
+            Some(x) => x.to_string(),
+            None => "total".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
@@ -133,6 +147,9 @@ pub struct Window {
     pub jitter_ms: Option<f64>,
     /// Sent in this window (by send time) and never received, when the sender's log was given.
     pub lost: Option<u64>,
+    /// A reverse flow's arrivals (see [`FlowStats::reverse`]).
+    #[serde(default)]
+    pub reverse: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
@@ -169,11 +186,17 @@ struct FlowAcc {
 /// Analyses any mix of sender and receiver logs, matching records by flow and sequence.
 pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
     let mut flows: BTreeMap<u32, FlowAcc> = BTreeMap::new();
+    // Arrivals in a sender's log: the receiver's bulk back to a reverse flow.
+    let mut back: BTreeMap<u32, FlowAcc> = BTreeMap::new();
     let mut ignored = 0;
     for l in logs {
         for r in &l.records {
-            let acc = flows.entry(r.flow).or_default();
             let a = Arrival { seq: r.seq, send: r.t_a, recv: r.t_b, size: r.size, tos: r.tos, ttl: r.ttl };
+            if (l.role, r.kind) == (horde_wire::Role::Sender, RecordKind::Received) {
+                back.entry(r.flow).or_default().rx.push(a);
+                continue;
+            }
+            let acc = flows.entry(r.flow).or_default();
             match (l.role, r.kind) {
                 (horde_wire::Role::Receiver, RecordKind::Received) => acc.rx.push(a),
                 (horde_wire::Role::Sender, RecordKind::Sent) => acc.tx.push((r.seq, r.t_a, r.t_b, r.size)),
@@ -182,7 +205,7 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
             }
         }
     }
-    for acc in flows.values_mut() {
+    for acc in flows.values_mut().chain(back.values_mut()) {
         unwrap_seqs(&mut acc.rx);
         unwrap_seqs(&mut acc.echo);
     }
@@ -193,9 +216,11 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
     let mut total_loss: Option<LossStats> = None;
     let (mut first, mut last) = (u64::MAX, 0u64);
     // The total's delay pools one-way delays; round trips only when no flow measured one-way.
-    let any_owd = flows.values().any(|a| !a.rx.is_empty());
-    for (id, acc) in &flows {
-        let (stats, d, late) = flow_stats(*id, acc, has_receiver);
+    let any_owd = flows.values().chain(back.values()).any(|a| !a.rx.is_empty());
+    let all = flows.iter().map(|(id, acc)| (id, acc, false)).chain(back.iter().map(|(id, acc)| (id, acc, true)));
+    for (id, acc, reverse) in all {
+        let (mut stats, d, late) = flow_stats(*id, acc, has_receiver || reverse);
+        stats.reverse = reverse;
         if (d.kind == "owd") == any_owd {
             total_delay.merge(&d);
         }
@@ -239,7 +264,10 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
         (out.total.pkt_rate, out.total.bitrate_bps) = metrics::span_rates(out.total.packets, out.total.bytes, out.total.duration_s);
     }
     if let Some(w) = opts.window_ns {
-        out.windows = windows(&flows, w, first);
+        out.windows = windows(&flows, w, first, has_receiver);
+        let mut rev = windows(&back, w, first, true);
+        rev.iter_mut().for_each(|x| x.reverse = true);
+        out.windows.append(&mut rev);
     }
     out
 }
@@ -493,7 +521,9 @@ impl LateAcc {
     }
 }
 
-fn windows(flows: &BTreeMap<u32, FlowAcc>, w: u64, first: u64) -> Vec<Window> {
+/// Per flow and window of `w` ns. Departures count as lost only where arrivals were logged
+/// (a receiver's log, or echoes): a sender's log alone knows nothing of losses.
+fn windows(flows: &BTreeMap<u32, FlowAcc>, w: u64, first: u64, has_receiver: bool) -> Vec<Window> {
     let mut out: BTreeMap<(u64, u32), (Window, DelayAcc)> = BTreeMap::new();
     let first_send = flows.values().flat_map(|a| a.tx.iter().map(|t| t.2)).min().unwrap_or(first).min(first);
     for (id, acc) in flows {
@@ -507,7 +537,7 @@ fn windows(flows: &BTreeMap<u32, FlowAcc>, w: u64, first: u64) -> Vec<Window> {
             e.0.bytes += a.size as u64;
             e.1.push(a.send, a.recv);
         }
-        if !acc.tx.is_empty() {
+        if !acc.tx.is_empty() && (has_receiver || !acc.echo.is_empty()) {
             let got: std::collections::HashSet<u64> = arr.iter().map(|a| a.seq).collect();
             for (seq, _, actual, _) in &acc.tx {
                 let k = actual.saturating_sub(first_send) / w;

@@ -25,6 +25,12 @@ pub const FLAG_HELLO: u8 = 0x04;
 pub const FLAG_CHALLENGE: u8 = 0x08;
 /// The receiver's answer to a validated hello: accepted, or refused with a reason.
 pub const FLAG_ANSWER: u8 = 0x10;
+/// A reverse flow's keep-alive: the sender asks the receiver to send bulk back to its
+/// (validated) address; each renews that consent for a second. The datagram's length is the
+/// size the receiver sends.
+pub const FLAG_REVERSE: u8 = 0x20;
+/// Bulk that a receiver sends back to a reverse flow.
+pub const FLAG_REVERSE_DATA: u8 = 0x40;
 /// Flags that mark a control datagram rather than traffic.
 pub const CONTROL_FLAGS: u8 = FLAG_HELLO | FLAG_CHALLENGE | FLAG_ANSWER;
 

@@ -32,6 +32,9 @@ const MAGIC: [u8; 2] = *b"HS";
 
 /// Hello flag: the receiver should mirror every byte of this stream back (round-trip mode).
 pub const HELLO_ECHO: u8 = 0x01;
+/// Hello flag: the receiver should send bulk back on this stream, APDUs the size of the first
+/// one it gets, while the sender's keep-alive APDUs keep coming (reverse mode).
+pub const HELLO_REVERSE: u8 = 0x02;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StreamHello {

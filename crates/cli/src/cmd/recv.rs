@@ -47,6 +47,9 @@ pub struct Args {
     /// Close a TCP connection on which nothing arrived for this long (default: never)
     #[arg(long, value_parser = super::duration, value_name = "DURATION")]
     pub conn_idle: Option<Duration>,
+    /// Refuse reverse flows (`send --reverse`); by default they get bulk back while their keep-alives come from their validated address
+    #[arg(long)]
+    pub no_reverse: bool,
 }
 
 /// Parses `9000`, `9000-9010`, `9000,9005,9100-9101`.
@@ -95,6 +98,7 @@ pub fn options(args: &Args) -> Result<RecvOptions, crate::Failure> {
         key: args.key.key()?,
         max_conns: args.max_conns.max(1),
         conn_idle: args.conn_idle.filter(|d| !d.is_zero()),
+        reverse: !args.no_reverse,
     })
 }
 
@@ -124,6 +128,12 @@ pub fn print_report(r: &RecvReport) {
         r.echoed,
         if r.interrupted { " — interrupted" } else { "" }
     );
+    if r.reverse_packets > 0 {
+        say!("  reverse: sent {} packets, {} bytes back to reverse flows", r.reverse_packets, r.reverse_bytes);
+    }
+    if r.refusals.reverse > 0 {
+        say!("  reverse: refused {} request(s) (--no-reverse)", r.refusals.reverse);
+    }
     if r.garbage_datagrams + r.garbage_streams > 0 {
         say!("  ignored: {} datagram(s) and {} TCP stream(s) that were not Horde traffic", r.garbage_datagrams, r.garbage_streams);
     }

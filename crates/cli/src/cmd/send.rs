@@ -255,7 +255,12 @@ pub fn print_report(r: &SendReport) {
     if !reverse.is_empty() {
         let bytes: u64 = reverse.iter().map(|f| f.received_bytes).sum();
         let packets: u64 = reverse.iter().map(|f| f.received).sum();
-        let secs = reverse.iter().map(|f| f.last_ns.saturating_sub(f.first_ns)).max().unwrap_or(0) as f64 / 1e9;
+        let first = reverse.iter().filter(|f| f.received > 0).map(|f| f.received_first_ns).min().unwrap_or(0);
+        let last = reverse.iter().map(|f| f.received_last_ns).max().unwrap_or(0);
+        let secs = last.saturating_sub(first) as f64 / 1e9;
+        if packets == 0 {
+            say!("  warning: the receiver sent nothing back to the reverse flow(s): it refuses reverse flows (--no-reverse) or is not `horde recv`");
+        }
         say!(
             "  reverse: received {packets} packets, {bytes} B from the receiver{}{}",
             if secs > 0.0 { format!(" ({:.1} Mbit/s over {secs:.3} s)", bytes as f64 * 8.0 / secs / 1e6) } else { String::new() },
