@@ -50,6 +50,10 @@ ex "horde send --dst 127.0.0.1:9000 --idt 'mix(0.6*exponential(4.29), 0.4*consta
 ex "horde send --dst 127.0.0.1:9000 --preset 'voip(codec=g729.2, rtp=rtp, vad=on)' --dscp 46 --meter rtt"
 ex "horde send -T tcp --dst 127.0.0.1:9000 --preset telnet --count 100"
 ex "horde send --flows examples/flows.toml --threads 2"
+ex "horde send --dst 127.0.0.1:9000 -T tcp --bulk --duration 5s"
+ex "horde send --dst 127.0.0.1:9000 --bulk -P 4 --size 1200 --duration 5s"
+ex "horde send --dst 127.0.0.1:9000 -T tcp -R --duration 5s --log back.hlog"
+ex "horde decode back.hlog"
 ex "horde presets"
 kill -INT $rpid; wait $rpid
 ex "horde key --out run.key"

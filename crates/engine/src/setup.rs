@@ -54,7 +54,8 @@ fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
         Some(ns) => net::within_netns(ns, open).and_then(|r| r),
     }
     .map_err(|e| EngineError::Flow { flow: who.clone(), what: format!("opening a {} socket to {}", flow.transport.name(), flow.dst), err: e })?;
-    if flow.meter == Meter::Rtt && flow.transport == Transport::Udp {
+    // Echoes and a reverse flow's arrivals are timed by the kernel, as a receiver's are.
+    if (flow.meter == Meter::Rtt || flow.reverse) && flow.transport == Transport::Udp {
         net::enable_rx_info(&sock, flow.dst.is_ipv6()).map_err(|e| EngineError::Flow { flow: who, what: "enabling receive timestamps".into(), err: e })?;
     }
     // A flow's duration holds whatever happens; a player's source ends with the run.
