@@ -41,6 +41,8 @@ enum Command {
     Run(cmd::run::Args),
     /// Emulated environment: topologies of namespace hosts, switches, routers and impaired links (root).
     Emu(cmd::emu::Args),
+    /// Automated Quake 3 players against a real OpenArena/ioquake3 server: response rate and response time.
+    Bots(cmd::bots::Args),
     /// Makes a run key (for --key-file and scenarios' key_file): hellos without it are dropped.
     Key(cmd::key::Args),
 }
@@ -106,6 +108,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a, &stop),
         Command::Emu(a) => cmd::emu::run(a, stop.clone()),
         Command::Key(a) => cmd::key::run(a),
+        Command::Bots(a) => cmd::bots::run(a, &stop),
     };
     match result {
         Ok(code) => ExitCode::from(code),

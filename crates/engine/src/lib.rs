@@ -6,6 +6,7 @@
 //! touches the disk.
 
 mod accept;
+pub mod bots;
 pub mod clock;
 pub mod logger;
 pub mod net;

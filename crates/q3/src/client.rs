@@ -265,7 +265,8 @@ impl Bot {
                 self.phase = Phase::Leaving(3);
             }
             Phase::Leaving(_) | Phase::Gone(_) => {}
-            _ => self.phase = Phase::Gone(End::Quit),
+            // Never connected: the server did not answer in time.
+            _ => self.phase = Phase::Gone(End::NoAnswer),
         }
     }
 
@@ -357,7 +358,7 @@ impl Bot {
             let t = self.next_frame;
             self.next_frame += frame;
             let mut cmd = UserCmd { weapon: 2, ..Default::default() };
-            self.behaviour.frame((t - self.started) as f64 / 1e9, &mut cmd);
+            self.behaviour.frame(t.saturating_sub(self.started) as f64 / 1e9, &mut cmd);
             // The server's time now, estimated from the last snapshot: behind the server's
             // own clock by the one-way delay, so the server never clamps it.
             let last = self.cmds.back().map_or(0, |c| c.server_time);
@@ -500,7 +501,11 @@ impl Bot {
                 self.server_cmd_seq = s;
                 self.stats.server_commands += 1;
                 if let Some(reason) = text.strip_prefix("disconnect") {
-                    self.phase = Phase::Gone(End::Kicked(reason.trim().trim_matches('"').to_string()));
+                    // While leaving, this is the server's goodbye; otherwise it dropped us.
+                    self.phase = match self.phase {
+                        Phase::Leaving(_) => Phase::Gone(End::Quit),
+                        _ => Phase::Gone(End::Kicked(reason.trim().trim_matches('"').to_string())),
+                    };
                 }
                 self.server_cmds[(s as usize) & (MAX_RELIABLE - 1)] = text;
             }
@@ -538,19 +543,19 @@ impl Bot {
         self.snap_valid = true;
         self.stats.snapshots += 1;
         if let Some((_, at)) = self.last_snap {
-            self.stats.snapshot_gaps_ns.push(now - at);
+            self.stats.snapshot_gaps_ns.push(now.saturating_sub(at));
         }
         self.last_snap = Some((s.server_time, now));
         if matches!(self.phase, Phase::Primed) {
             self.phase = Phase::Active;
-            self.stats.active_after_ns = Some(now - self.started);
+            self.stats.active_after_ns = Some(now.saturating_sub(self.started));
         }
         while let Some(&(t, sent)) = self.pending.front() {
             if t > command_time {
                 break;
             }
             self.pending.pop_front();
-            self.stats.response_ns.push(now - sent);
+            self.stats.response_ns.push(now.saturating_sub(sent));
         }
     }
 }

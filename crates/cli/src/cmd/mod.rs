@@ -1,4 +1,5 @@
 pub mod behave;
+pub mod bots;
 pub mod decode;
 pub mod demo;
 pub mod emu;
