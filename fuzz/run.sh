@@ -16,6 +16,8 @@ cp -n ../examples/flows.toml corpus/toml_flows/ 2>/dev/null || true
 cp -n ../crates/model/services/*.toml corpus/toml_service/ 2>/dev/null || true
 cp -n ../examples/*.toml corpus/toml_scenario/ 2>/dev/null || true
 cp -n ../examples/topologies/*.toml corpus/toml_topology/ 2>/dev/null || true
+mkdir -p corpus/q3_actions
+cp -n ../examples/actions/*.csv corpus/q3_actions/ 2>/dev/null || true
 status=0
 for t in "${targets[@]}"; do
   dict=()

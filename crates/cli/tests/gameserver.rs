@@ -58,3 +58,25 @@ fn bots_against_a_silent_address_give_up() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("0 of 2 entered the game"), "{}", text(&o));
 }
+
+/// `--actions FILE`: bots replay a recorded action file; a wrong file is refused with its line.
+#[test]
+fn bots_replay_an_action_file_and_refuse_a_bad_one() {
+    let dir = Scratch::new("bots-actions");
+    let bad = dir.path("bad.csv");
+    std::fs::write(&bad, "t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n0,0,0,0,300,0,0,0,2\n").unwrap();
+    let o = run(horde().args(["bots", "--server", "127.0.0.1:9", "--actions"]).arg(&bad));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("line 2: forward 300 is outside -127..=127"), "{}", text(&o));
+    if !have_server() {
+        return;
+    }
+    let actions = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/actions/strafe.csv");
+    let o = run(horde()
+        .args(["bots", "--start-server", "-n", "2", "-t", "4s", "--ramp", "0s", "--warmup", "1s", "--actions", actions, "-o"])
+        .arg(dir.path("out"))
+        .args(["--json", "-"]));
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["entered"], 2, "{}", text(&o));
+}

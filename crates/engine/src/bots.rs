@@ -20,7 +20,8 @@ use crate::EngineError;
 
 #[derive(Debug, Clone)]
 pub struct BotsOptions {
-    pub server: SocketAddr,
+    /// Game servers; bot i plays on server i mod their number.
+    pub servers: Vec<SocketAddr>,
     pub bots: usize,
     /// Bots join evenly over this long.
     pub ramp: Duration,
@@ -41,6 +42,8 @@ pub struct BotsOptions {
     /// empty: the system's choice. The engine rate-limits connection requests per source IP
     /// (10 at once, then one a second), so many bots on one host need several addresses.
     pub sources: Vec<std::net::IpAddr>,
+    /// A recorded action file every bot replays from the start; `None`: the behaviour model.
+    pub actions: Option<horde_q3::input::Recorded>,
 }
 
 /// Source addresses for `n` bots of a server at `server`: on IPv4 loopback, one address of
@@ -144,8 +147,8 @@ struct Slot {
 
 /// Runs the bots to the end (or until `stop`), then reports.
 pub fn run(opts: &BotsOptions, stop: &AtomicBool) -> Result<BotsReport, EngineError> {
-    if opts.bots == 0 {
-        return Err(EngineError::Config("no bots to run".into()));
+    if opts.bots == 0 || opts.servers.is_empty() {
+        return Err(EngineError::Config("no bots to run, or no server to play on".into()));
     }
     let start = mono_ns();
     let ramp = opts.ramp.as_nanos() as u64;
@@ -174,7 +177,7 @@ pub fn run(opts: &BotsOptions, stop: &AtomicBool) -> Result<BotsReport, EngineEr
     let sum = |f: &dyn Fn(&BotReport) -> f64| reports.iter().map(f).sum::<f64>();
     let entered: Vec<&BotReport> = reports.iter().filter(|b| b.active_after_s.is_some()).collect();
     Ok(BotsReport {
-        server: opts.server.to_string(),
+        server: opts.servers.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "),
         entered: entered.len(),
         quit_cleanly: reports.iter().filter(|b| b.end == "quit").count(),
         request_rate: sum(&|b| b.request_rate),
@@ -215,7 +218,8 @@ fn run_share(
     let mut slots = Vec::with_capacity(ids.len());
     for (k, &i) in ids.iter().enumerate() {
         let source = (!opts.sources.is_empty()).then(|| opts.sources[i % opts.sources.len()]);
-        let sock = open_socket(opts.server, source).map_err(io(&format!("opening bot {i}'s socket to {}", opts.server)))?;
+        let server = opts.servers[i % opts.servers.len()];
+        let sock = open_socket(server, source).map_err(io(&format!("opening bot {i}'s socket to {server}")))?;
         poll.registry().register(&mut SourceFd(&sock.as_raw_fd()), Token(k), Interest::READABLE).map_err(io("registering a bot socket"))?;
         let join_at = start + (opts.ramp.as_nanos() as u64) * i as u64 / opts.bots.max(1) as u64;
         slots.push(Slot { bot: None, sock, join_at, at_window: None, at_end: None, departed: false, response_ns: Vec::new() });
@@ -261,7 +265,10 @@ fn run_share(
                 cfg.packetdup = opts.packetdup;
                 cfg.rate = opts.rate;
                 cfg.snaps = opts.snaps;
-                s.bot = Some(Bot::new(cfg, now));
+                s.bot = Some(match &opts.actions {
+                    Some(a) => Bot::with_input(cfg, now, Box::new(a.clone())),
+                    None => Bot::new(cfg, now),
+                });
             }
             let Some(bot) = &mut s.bot else {
                 if !leaving {

@@ -18,7 +18,7 @@
 
 use std::collections::VecDeque;
 
-use crate::input::Behaviour;
+use crate::input::{Behaviour, Input};
 use crate::msg::Writer;
 use crate::netchan::{self, Channel, Drop, MAX_RELIABLE};
 use crate::oob::{self, Reply};
@@ -199,14 +199,19 @@ pub struct Bot {
     next_frame: u64,
     next_packet: u64,
     pending: VecDeque<(i32, u64)>,
-    behaviour: Behaviour,
+    behaviour: Box<dyn Input>,
     pub stats: Stats,
 }
 
 impl Bot {
-    /// A bot that starts connecting at `now`.
+    /// A bot that starts connecting at `now`, its input from the behaviour model.
     pub fn new(cfg: Config, now: u64) -> Bot {
-        let behaviour = Behaviour::new(cfg.seed);
+        let input = Box::new(Behaviour::new(cfg.seed));
+        Bot::with_input(cfg, now, input)
+    }
+
+    /// A bot whose input comes from `input` (e.g. a recorded action file).
+    pub fn with_input(cfg: Config, now: u64, behaviour: Box<dyn Input>) -> Bot {
         Bot {
             phase: Phase::Challenging,
             started: now,

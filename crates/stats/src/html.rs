@@ -59,6 +59,27 @@ pub fn page(title: &str, a: &Analysis) -> String {
     s
 }
 
+/// A page of a summary text and titled sections of HTML (tables, SVG charts), with the chart
+/// self-check.
+pub fn simple_page(title: &str, intro: &str, sections: &[(String, String)]) -> String {
+    let mut s = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1><pre>{}</pre>",
+        esc(intro),
+        t = esc(title)
+    );
+    for (i, (h, body)) in sections.iter().enumerate() {
+        let _ = write!(s, "<h2>{}</h2>", esc(h));
+        if body.starts_with("<svg") {
+            s.push_str(&figure(&format!("chart{i}"), body));
+        } else {
+            s.push_str(body);
+        }
+    }
+    s.push_str(CHART_CHECK);
+    s.push_str("</body></html>\n");
+    s
+}
+
 /// Charts of a two-way scenario run, as `(file name, SVG)`: players per category, throughput,
 /// delay percentiles and loss over time, delay CDFs per direction, and for each category and
 /// direction the measured APDU size and inter-arrival CDFs over the model's CDF.

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use horde_engine::bots::{self, BotsOptions, BotsReport};
 use horde_q3::Protocol;
+use serde::Serialize;
 
 use crate::{bad_input, Outcome};
 
@@ -62,6 +63,20 @@ pub struct Args {
     /// Write the summary as JSON to FILE (- for stdout)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Recorded action file every bot replays from the start (CSV: t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon; see docs/cli.md); default: the behaviour model
+    #[arg(long, value_name = "FILE")]
+    pub actions: Option<PathBuf>,
+    /// Benchmark: player counts to step through, one run of --duration each (e.g. 1,2,4,8,16,32,48,64); with --start-server, one server per 64 players
+    #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
+    pub steps: Vec<usize>,
+    /// Servers to start with --start-server (players spread over them); default: one per 64 players
+    #[arg(long, value_name = "N")]
+    pub servers: Option<usize>,
+    /// Benchmark: a step saturates the server when its p99 response time exceeds this
+    #[arg(long, default_value = "150ms", value_parser = super::duration, value_name = "DURATION")]
+    pub p99_bound: Duration,
+    #[arg(skip)]
+    pub actions_parsed: Option<horde_q3::input::Recorded>,
 }
 
 /// A game server this command started: stopped (and reaped) when dropped.
@@ -118,16 +133,16 @@ fn status(addr: SocketAddr) -> Option<Vec<(i32, String)>> {
     )
 }
 
-fn start_server(args: &Args, dir: &std::path::Path) -> anyhow::Result<Server> {
+fn start_server(args: &Args, dir: &std::path::Path, index: usize, max: usize) -> anyhow::Result<Server> {
     if !std::path::Path::new(OA_SERVER).exists() {
         anyhow::bail!("{OA_SERVER} not found: install it with `apt-get install openarena-server` (Debian), or give --server IP:PORT of a running server");
     }
     let port = free_udp_port()?;
-    let log = dir.join("server.log");
+    let log = dir.join(if index == 0 { "server.log".to_string() } else { format!("server-{index}.log") });
     let home = dir.join("server-home");
     std::fs::create_dir_all(&home)?;
     let f = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-    let max = args.players.clamp(1, 64);
+    let max = max.clamp(1, 64);
     let child = Command::new(OA_SERVER)
         .args(["+set", "dedicated", "1", "+set", "net_ip", "127.0.0.1", "+set", "net_port", &port.to_string()])
         .args(["+set", "sv_maxclients", &max.to_string(), "+set", "sv_pure", "0", "+set", "sv_fps", &args.sv_fps.to_string()])
@@ -149,31 +164,110 @@ fn start_server(args: &Args, dir: &std::path::Path) -> anyhow::Result<Server> {
     anyhow::bail!("the server did not answer within 30 s; see {}", server.log.display())
 }
 
+/// What one run measured beside the bots' own report.
+#[derive(Debug, Clone, Default, Serialize)]
+struct Extras {
+    /// The servers' CPU in the measured window, % of one core: their sum, and the busiest one.
+    server_cpu_pct: Option<f64>,
+    server_cpu_max_pct: Option<f64>,
+    /// This process's CPU (the bots) in the measured window, % of one core.
+    bots_cpu_pct: f64,
+    /// Players the servers' `getstatus` listed near the end, and after the bots left.
+    listed: Option<usize>,
+    listed_after: Option<usize>,
+    ping_max_ms: Option<i32>,
+}
+
+fn protocol(args: &Args) -> Result<Protocol, crate::Failure> {
+    match args.protocol.as_str() {
+        "openarena" => Ok(Protocol::OpenArena),
+        "ioq3" => Ok(Protocol::Ioq3),
+        "q3" | "68" => Ok(Protocol::Legacy68),
+        p => Err(bad_input(anyhow::anyhow!("--protocol must be openarena, ioq3 or q3 (got `{p}`)"))),
+    }
+}
+
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
-    if args.players == 0 || args.players > 4096 {
-        return Err(bad_input(anyhow::anyhow!("--players must be 1..=4096 (got {})", args.players)));
+    if args.players == 0 || args.players > 4096 || args.steps.iter().any(|&n| n == 0 || n > 4096) {
+        return Err(bad_input(anyhow::anyhow!("--players and every --steps value must be 1..=4096")));
     }
-    if args.start_server && args.players > 64 {
-        return Err(bad_input(anyhow::anyhow!("one Quake 3 server holds at most 64 players (MAX_CLIENTS); start several servers for more")));
+    if args.servers == Some(0) {
+        return Err(bad_input(anyhow::anyhow!("--servers must be at least 1")));
     }
-    let protocol = match args.protocol.as_str() {
-        "openarena" => Protocol::OpenArena,
-        "ioq3" => Protocol::Ioq3,
-        "q3" | "68" => Protocol::Legacy68,
-        p => return Err(bad_input(anyhow::anyhow!("--protocol must be openarena, ioq3 or q3 (got `{p}`)"))),
+    let protocol = protocol(&args)?;
+    let actions = match &args.actions {
+        Some(p) => {
+            let text = horde_model::files::read_text(p, horde_model::files::MAX_DATA, "action files").context("reading the action file").map_err(bad_input)?;
+            Some(horde_q3::input::Recorded::parse(&text).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", p.display())))?)
+        }
+        None => None,
     };
+    let args = Args { actions_parsed: actions, ..args };
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("horde-bots"));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let server = if args.start_server { Some(start_server(&args, &out).context("starting the game server")?) } else { None };
-    let addr: SocketAddr = match (&server, &args.server) {
-        (Some(s), _) => s.addr,
-        (None, Some(a)) => horde_model::flow::parse_addr(a).map_err(|m| bad_input(anyhow::anyhow!("--server: {m}")))?,
-        (None, None) => unreachable!("clap requires one"),
-    };
-    say!("horde bots: {} bot(s) against {addr}, joining over {:?}, playing {:?}", args.players, args.ramp, args.duration);
+    if !args.steps.is_empty() {
+        return benchmark(&args, protocol, &out, stop);
+    }
+    let n = args.players;
+    let (servers, addrs) = servers_for(&args, &out, n)?;
+    say!("horde bots: {n} bot(s) against {}, joining over {:?}, playing {:?}", list(&addrs), args.ramp, args.duration);
+    let (report, x) = run_once(&args, protocol, &addrs, &servers, n, stop)?;
+    print_report(&report);
+    print_extras(&x);
+    for s in &servers {
+        say!("  server log: {}", std::path::absolute(&s.log).unwrap_or(s.log.clone()).display());
+    }
+    let json = serde_json::to_string_pretty(&report).expect("report serialises");
+    std::fs::write(out.join("summary.json"), &json).with_context(|| format!("writing {}", out.join("summary.json").display()))?;
+    if let Some(p) = &args.json {
+        super::write_out(p, &json)?;
+    }
+    Ok(if report.interrupted {
+        130
+    } else if report.entered < n {
+        1
+    } else {
+        0
+    })
+}
+
+fn list(addrs: &[SocketAddr]) -> String {
+    addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// The servers to play on: started (one per 64 players unless --servers says) or the one given.
+fn servers_for(args: &Args, out: &std::path::Path, players: usize) -> Result<(Vec<Server>, Vec<SocketAddr>), crate::Failure> {
+    if !args.start_server {
+        let a = args.server.as_deref().expect("clap requires --server without --start-server");
+        let addr = horde_model::flow::parse_addr(a).map_err(|m| bad_input(anyhow::anyhow!("--server: {m}")))?;
+        return Ok((Vec::new(), vec![addr]));
+    }
+    let k = args.servers.unwrap_or(players.div_ceil(64)).max(1);
+    if players.div_ceil(k) > 64 {
+        return Err(bad_input(anyhow::anyhow!(
+            "{players} players on {k} server(s) is more than 64 per server (the engine's MAX_CLIENTS); give --servers {}",
+            players.div_ceil(64)
+        )));
+    }
+    let mut servers = Vec::new();
+    for i in 0..k {
+        servers.push(start_server(args, out, i, players.div_ceil(k)).context("starting the game server")?);
+    }
+    let addrs = servers.iter().map(|s| s.addr).collect();
+    Ok((servers, addrs))
+}
+
+fn run_once(
+    args: &Args,
+    protocol: Protocol,
+    addrs: &[SocketAddr],
+    servers: &[Server],
+    n: usize,
+    stop: &AtomicBool,
+) -> Result<(BotsReport, Extras), crate::Failure> {
     let opts = BotsOptions {
-        server: addr,
-        bots: args.players,
+        servers: addrs.to_vec(),
+        bots: n,
         ramp: args.ramp,
         duration: args.duration,
         warmup: args.warmup,
@@ -186,58 +280,269 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         protocol,
         seed: args.seed,
         name_prefix: "horde".into(),
-        sources: bots::loopback_sources(addr, args.players),
+        sources: bots::loopback_sources(addrs[0], n),
+        actions: args.actions_parsed.clone(),
     };
-    let cpu0 = server.as_ref().and_then(|s| proc_cpu(s.child.id()));
     let t0 = Instant::now();
-    // The server's view of its players, just before they leave.
-    let peek = std::thread::scope(|sc| {
+    let pids: Vec<u32> = servers.iter().map(|s| s.child.id()).collect();
+    let cpu = || -> (Option<f64>, Vec<Option<f64>>, f64) { (None, pids.iter().map(|&p| proc_cpu(p)).collect(), self_cpu()) };
+    let sleep_until = |d: Duration| {
+        while t0.elapsed() < d && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let (report, peek) = std::thread::scope(|sc| {
         let h = sc.spawn(|| {
-            let until = args.ramp + args.duration.saturating_sub(Duration::from_millis(700));
-            while t0.elapsed() < until && !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            (status(addr), server.as_ref().and_then(|s| proc_cpu(s.child.id())), t0.elapsed())
+            sleep_until(args.ramp + args.warmup);
+            let (_, s0, b0) = cpu();
+            let a = t0.elapsed();
+            sleep_until(args.ramp + args.duration.saturating_sub(Duration::from_millis(700)));
+            let (_, s1, b1) = cpu();
+            let secs = (t0.elapsed() - a).as_secs_f64().max(1e-3);
+            let listed: Vec<Option<Vec<(i32, String)>>> = addrs.iter().map(|&a| status(a)).collect();
+            (s0, s1, b1 - b0, secs, listed)
         });
         let r = bots::run(&opts, stop);
         (r, h.join().ok())
     });
-    let (report, peek) = peek;
     let report = report.context("running the bots")?;
     std::thread::sleep(Duration::from_millis(300));
-    let after = status(addr);
-    print_report(&report);
-    if let Some((Some(players), cpu1, at)) = &peek {
-        let pings: Vec<i32> = players.iter().map(|p| p.0).collect();
-        say!(
-            "  server status near the end: {} player(s) listed; pings (ms, the server's frame resolution) min {} / max {}; {} still connecting (999)",
-            players.len(),
-            pings.iter().min().unwrap_or(&0),
-            pings.iter().filter(|&&p| p < 999).max().unwrap_or(&0),
-            pings.iter().filter(|&&p| p >= 999).count()
-        );
-        if let (Some(c0), Some(c1)) = (cpu0, cpu1) {
-            say!("  server CPU: {:.1} % of one core", (c1 - c0) / at.as_secs_f64() * 100.0);
+    let mut x = Extras::default();
+    if let Some((s0, s1, bots_s, secs, listed)) = peek {
+        x.bots_cpu_pct = bots_s / secs * 100.0;
+        let per: Vec<f64> = s0.iter().zip(&s1).filter_map(|(a, b)| Some((b.as_ref()? - a.as_ref()?) / secs * 100.0)).collect();
+        if !per.is_empty() {
+            x.server_cpu_pct = Some(per.iter().sum());
+            x.server_cpu_max_pct = per.iter().copied().reduce(f64::max);
+        }
+        if listed.iter().all(|l| l.is_some()) {
+            let all: Vec<&(i32, String)> = listed.iter().flatten().flatten().collect();
+            x.listed = Some(all.len());
+            x.ping_max_ms = all.iter().map(|p| p.0).filter(|&p| p < 999).max();
         }
     }
-    if let Some(p) = &after {
-        say!("  server status after: {} player(s)", p.len());
+    let after: Vec<Option<Vec<(i32, String)>>> = addrs.iter().map(|&a| status(a)).collect();
+    if after.iter().all(|l| l.is_some()) {
+        x.listed_after = Some(after.iter().flatten().map(|l| l.len()).sum());
     }
-    if let Some(s) = &server {
-        say!("  server log: {}", std::path::absolute(&s.log).unwrap_or(s.log.clone()).display());
+    Ok((report, x))
+}
+
+fn print_extras(x: &Extras) {
+    if let Some(n) = x.listed {
+        say!("  server status near the end: {n} player(s) listed; highest ping {} ms (the server's frame resolution)", x.ping_max_ms.unwrap_or(0));
     }
-    let json = serde_json::to_string_pretty(&report).expect("report serialises");
+    if let Some(c) = x.server_cpu_pct {
+        say!("  server CPU: {c:.1} % of one core (busiest server {:.1} %)", x.server_cpu_max_pct.unwrap_or(c));
+    }
+    say!("  bots' CPU (this process): {:.1} % of one core", x.bots_cpu_pct);
+    if let Some(n) = x.listed_after {
+        say!("  server status after: {n} player(s)");
+    }
+}
+
+/// This process's user + system CPU seconds so far.
+fn self_cpu() -> f64 {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// One step of the benchmark.
+#[derive(Debug, Clone, Serialize)]
+struct Step {
+    players: usize,
+    servers: usize,
+    entered: usize,
+    quit_cleanly: usize,
+    /// Client packets/s and server packets/s, all bots.
+    request_rate: f64,
+    response_rate: f64,
+    response_rate_per_bot: f64,
+    snapshot_rate_per_bot: f64,
+    request_bytes_mean: f64,
+    reply_bytes_mean: f64,
+    response_ms_mean: f64,
+    response_ms_p50: f64,
+    response_ms_p99: f64,
+    server_cpu_pct: Option<f64>,
+    server_cpu_max_pct: Option<f64>,
+    bots_cpu_pct: f64,
+    /// Bots one core of this load generator would hold at this step's cost.
+    bots_per_core: f64,
+    lost: u64,
+    kicked: usize,
+    saturated: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Benchmark {
+    server: String,
+    sv_fps: u32,
+    duration_s: f64,
+    warmup_s: f64,
+    p99_bound_ms: f64,
+    /// The first step where the response rate per bot fell under 95 % of sv_fps or the p99
+    /// response time passed the bound.
+    saturation_players: Option<usize>,
+    steps: Vec<Step>,
+}
+
+fn benchmark(args: &Args, protocol: Protocol, out: &std::path::Path, stop: &AtomicBool) -> Outcome {
+    let mut steps = Vec::new();
+    say!("horde bots: benchmark over {:?} players, {:?} per step ({:?} warm-up excluded)", args.steps, args.duration, args.warmup);
+    for &n in &args.steps {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let (servers, addrs) = servers_for(args, out, n)?;
+        let (r, x) = run_once(args, protocol, &addrs, &servers, n, stop)?;
+        drop(servers);
+        let q = &r.response_ms;
+        let lost: u64 = r.bots.iter().map(|b| b.dropped).sum();
+        let per_bot = r.response_rate / n as f64;
+        let saturated = per_bot < 0.95 * args.sv_fps as f64 || q.p99 > args.p99_bound.as_secs_f64() * 1e3 || r.entered < n;
+        let step = Step {
+            players: n,
+            servers: addrs.len(),
+            entered: r.entered,
+            quit_cleanly: r.quit_cleanly,
+            request_rate: r.request_rate,
+            response_rate: r.response_rate,
+            response_rate_per_bot: per_bot,
+            snapshot_rate_per_bot: r.snapshot_rate_per_bot,
+            request_bytes_mean: r.request_bytes_mean,
+            reply_bytes_mean: r.response_bytes_mean,
+            response_ms_mean: q.mean,
+            response_ms_p50: q.p50,
+            response_ms_p99: q.p99,
+            server_cpu_pct: x.server_cpu_pct,
+            server_cpu_max_pct: x.server_cpu_max_pct,
+            bots_cpu_pct: x.bots_cpu_pct,
+            bots_per_core: if x.bots_cpu_pct > 0.0 { n as f64 * 100.0 / x.bots_cpu_pct } else { 0.0 },
+            lost,
+            kicked: r.bots.iter().filter(|b| b.end.starts_with("kicked")).count(),
+            saturated,
+        };
+        say!(
+            "  {n:>4} players on {} server(s): {}/{n} in, responses {:.1}/s per bot, response p50 {:.1} ms p99 {:.1} ms, reply {:.0} B, server CPU {}, bots CPU {:.1} %{}",
+            step.servers,
+            step.entered,
+            per_bot,
+            q.p50,
+            q.p99,
+            step.reply_bytes_mean,
+            step.server_cpu_pct.map_or("-".into(), |c| format!("{c:.1} %")),
+            step.bots_cpu_pct,
+            if saturated { " — saturated" } else { "" }
+        );
+        steps.push(step);
+    }
+    let b = Benchmark {
+        server: if args.start_server {
+            format!("openarena-server (started by horde, map {}, sv_fps {})", args.map, args.sv_fps)
+        } else {
+            args.server.clone().unwrap_or_default()
+        },
+        sv_fps: args.sv_fps,
+        duration_s: args.duration.as_secs_f64(),
+        warmup_s: args.warmup.as_secs_f64(),
+        p99_bound_ms: args.p99_bound.as_secs_f64() * 1e3,
+        saturation_players: steps.iter().find(|s| s.saturated).map(|s| s.players),
+        steps,
+    };
+    match b.saturation_players {
+        Some(n) => say!("  saturation: at {n} players"),
+        None => say!("  saturation: not reached (every step within 95 % of sv_fps and the p99 bound)"),
+    }
+    let json = serde_json::to_string_pretty(&b).expect("benchmark serialises");
     std::fs::write(out.join("summary.json"), &json).with_context(|| format!("writing {}", out.join("summary.json").display()))?;
+    std::fs::write(out.join("index.html"), bench_page(&b)).with_context(|| format!("writing {}", out.join("index.html").display()))?;
+    say!("  report: {}", std::path::absolute(out.join("index.html")).unwrap_or(out.join("index.html")).display());
     if let Some(p) = &args.json {
         super::write_out(p, &json)?;
     }
-    Ok(if report.interrupted {
-        130
-    } else if report.entered < args.players {
-        1
-    } else {
-        0
-    })
+    Ok(if stop.load(std::sync::atomic::Ordering::Relaxed) { 130 } else { 0 })
+}
+
+fn bench_page(b: &Benchmark) -> String {
+    use horde_stats::charts::{Chart, Series};
+    use horde_stats::table::{Cell, Column, Table};
+    let pts = |f: &dyn Fn(&Step) -> Option<f64>| -> Vec<(f64, f64)> { b.steps.iter().filter_map(|s| Some((s.players as f64, f(s)?))).collect() };
+    let charts: Vec<(&str, Vec<Series>, &str)> = vec![
+        (
+            "Server response rate per player",
+            vec![("responses/s per bot".into(), pts(&|s| Some(s.response_rate_per_bot))), ("sv_fps".into(), pts(&|_| Some(b.sv_fps as f64)))],
+            "packets/s",
+        ),
+        (
+            "Response time",
+            vec![
+                ("mean".into(), pts(&|s| Some(s.response_ms_mean))),
+                ("p50".into(), pts(&|s| Some(s.response_ms_p50))),
+                ("p99".into(), pts(&|s| Some(s.response_ms_p99))),
+            ],
+            "ms",
+        ),
+        (
+            "Request and reply sizes",
+            vec![("request (client)".into(), pts(&|s| Some(s.request_bytes_mean))), ("reply (server)".into(), pts(&|s| Some(s.reply_bytes_mean)))],
+            "bytes (mean)",
+        ),
+        (
+            "CPU",
+            vec![
+                ("servers (sum)".into(), pts(&|s| s.server_cpu_pct)),
+                ("busiest server".into(), pts(&|s| s.server_cpu_max_pct)),
+                ("bots (load generator)".into(), pts(&|s| Some(s.bots_cpu_pct))),
+            ],
+            "% of one core",
+        ),
+    ];
+    let mut t = Table::new(vec![
+        Column::new("players", "players"),
+        Column::new("servers", "servers"),
+        Column::new("in", "in game"),
+        Column::new("req", "requests/s"),
+        Column::new("resp", "responses/s"),
+        Column::new("per", "responses/s per bot"),
+        Column::new("p50", "response p50 ms"),
+        Column::new("p99", "response p99 ms"),
+        Column::new("reply", "reply B"),
+        Column::new("scpu", "server CPU %"),
+        Column::new("bcpu", "bots CPU %"),
+        Column::new("sat", "saturated"),
+    ]);
+    for s in &b.steps {
+        t.push(vec![
+            Cell::Int(s.players as u64),
+            Cell::Int(s.servers as u64),
+            Cell::Int(s.entered as u64),
+            Cell::Num(s.request_rate, 1),
+            Cell::Num(s.response_rate, 1),
+            Cell::Num(s.response_rate_per_bot, 2),
+            Cell::Num(s.response_ms_p50, 1),
+            Cell::Num(s.response_ms_p99, 1),
+            Cell::Num(s.reply_bytes_mean, 0),
+            Cell::opt(s.server_cpu_pct, 1),
+            Cell::Num(s.bots_cpu_pct, 1),
+            Cell::text(if s.saturated { "yes" } else { "" }),
+        ]);
+    }
+    let mut sections = vec![("Steps".to_string(), t.html())];
+    for (title, series, y) in &charts {
+        sections.push((title.to_string(), Chart::new(title, "players", y, series).svg()));
+    }
+    let intro = format!(
+        "{}\n{} s per step, first {} s left out; saturation: {} (responses per bot under 95 % of sv_fps, or p99 response time over {} ms)",
+        b.server,
+        b.duration_s,
+        b.warmup_s,
+        b.saturation_players.map_or("not reached".to_string(), |n| format!("at {n} players")),
+        b.p99_bound_ms
+    );
+    horde_stats::html::simple_page("Game-server benchmark", &intro, &sections)
 }
 
 /// User + system CPU seconds of a process so far.
