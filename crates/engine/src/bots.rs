@@ -9,7 +9,10 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use horde_q3::{Bot, Config, End, Phase, Protocol};
+use horde_q3::{Bot, Config, End, LogEvent, Phase, Protocol};
+use horde_wire::{Record, RecordKind};
+
+use crate::logger::{LogSink, LogWriter};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use serde::Serialize;
@@ -44,6 +47,10 @@ pub struct BotsOptions {
     pub sources: Vec<std::net::IpAddr>,
     /// A recorded action file every bot replays from the start; `None`: the behaviour model.
     pub actions: Option<horde_q3::input::Recorded>,
+    /// Per-packet log: each bot is a flow (its number); each packet a departure (`Sent`, its
+    /// netchan sequence), each answered packet an `Echoed` record whose round trip is its
+    /// response time. `horde decode` reads it.
+    pub log: Option<std::path::PathBuf>,
 }
 
 /// Source addresses for `n` bots of a server at `server`: on IPv4 loopback, one address of
@@ -157,15 +164,35 @@ pub fn run(opts: &BotsOptions, stop: &AtomicBool) -> Result<BotsReport, EngineEr
     if window_from >= end {
         return Err(EngineError::Config("the warm-up leaves no time to measure; make --duration longer than --warmup".into()));
     }
+    let start_real = crate::clock::real_ns();
+    let (writer, sink) = match &opts.log {
+        Some(p) => {
+            let (w, s) = LogWriter::create(p, horde_wire::Role::Sender, start_real)
+                .map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), err: e })?;
+            (Some(w), s)
+        }
+        None => (None, LogSink::disabled()),
+    };
+    let clock = (start, start_real);
     let threads = opts.threads.clamp(1, opts.bots);
     let mut shares: Vec<Vec<usize>> = vec![Vec::new(); threads];
     for i in 0..opts.bots {
         shares[i % threads].push(i);
     }
     let results = std::thread::scope(|s| {
-        let handles: Vec<_> = shares.into_iter().map(|ids| s.spawn(move || run_share(opts, &ids, start, window_from, end, stop))).collect();
+        let handles: Vec<_> = shares
+            .into_iter()
+            .map(|ids| {
+                let sink = sink.clone();
+                s.spawn(move || run_share(opts, &ids, clock, sink, window_from, end, stop))
+            })
+            .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(EngineError::Config("a bot thread panicked".into())))).collect::<Vec<_>>()
     });
+    drop(sink);
+    if let Some(w) = writer {
+        w.finish().map_err(|e| EngineError::Io { what: "writing the bots' log".into(), err: e })?;
+    }
     let mut bots = Vec::new();
     for r in results {
         bots.extend(r?);
@@ -202,14 +229,33 @@ fn open_socket(server: SocketAddr, source: Option<std::net::IpAddr>) -> std::io:
     Ok(s.into())
 }
 
+/// Writes a bot's log events as records: departures and answered packets.
+fn log_events(sink: &mut LogSink, bot: &mut Bot, flow: u32, (mono0, real0): (u64, u64)) {
+    let real = |t: u64| real0 + t.saturating_sub(mono0);
+    for e in bot.take_log() {
+        let r = match e {
+            LogEvent::Sent { seq, size, at } => {
+                Record { flow, size, seq: seq as u64, t_a: real(at), t_b: real(at), tag: 0, tos: 0, ttl: 0, kind: RecordKind::Sent, flags: 0 }
+            }
+            LogEvent::Answered { seq, sent, at, size } => {
+                Record { flow, size, seq: seq as u64, t_a: real(sent), t_b: real(at), tag: 0, tos: 0, ttl: 0, kind: RecordKind::Echoed, flags: 0 }
+            }
+        };
+        sink.push(r);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run_share(
     opts: &BotsOptions,
     ids: &[usize],
-    start: u64,
+    clock: (u64, u64),
+    mut sink: LogSink,
     window_from: u64,
     end: u64,
     stop: &AtomicBool,
 ) -> Result<Vec<(usize, BotReport, Vec<u64>)>, EngineError> {
+    let start = clock.0;
     let io = |what: &str| {
         let what = what.to_string();
         move |e| EngineError::Io { what: what.clone(), err: e }
@@ -265,10 +311,14 @@ fn run_share(
                 cfg.packetdup = opts.packetdup;
                 cfg.rate = opts.rate;
                 cfg.snaps = opts.snaps;
-                s.bot = Some(match &opts.actions {
+                let mut bot = match &opts.actions {
                     Some(a) => Bot::with_input(cfg, now, Box::new(a.clone())),
                     None => Bot::new(cfg, now),
-                });
+                };
+                if sink.enabled() {
+                    bot.enable_log();
+                }
+                s.bot = Some(bot);
             }
             let Some(bot) = &mut s.bot else {
                 if !leaving {
@@ -283,6 +333,7 @@ fn run_share(
             for p in bot.poll_transmit(now) {
                 let _ = s.sock.send(&p);
             }
+            log_events(&mut sink, bot, ids[k] as u32, clock);
             if let Some(d) = bot.next_deadline() {
                 live = true;
                 next = next.min(d);
@@ -294,6 +345,7 @@ fn run_share(
         {
             break;
         }
+        sink.tick(mono_ns());
         let wait = next.saturating_sub(mono_ns());
         let _ = poll.poll(&mut events, Some(Duration::from_nanos(wait.min(10_000_000))));
         let now = mono_ns();
@@ -303,6 +355,7 @@ fn run_share(
                 if let Some(b) = &mut s.bot {
                     let before = b.stats.response_ns.len();
                     b.handle(now, &buf[..n]);
+                    log_events(&mut sink, b, ids[ev.token().0] as u32, clock);
                     if now >= window_from && now <= end {
                         s.response_ns.extend_from_slice(&b.stats.response_ns[before..]);
                     }
@@ -310,6 +363,7 @@ fn run_share(
             }
         }
     }
+    sink.flush();
     let stop_at = mono_ns().min(end);
     Ok(slots
         .into_iter()

@@ -44,6 +44,8 @@ const BACKUP: usize = 32;
 const MAX_PACKET_CMDS: u64 = 32;
 /// Packets awaiting their response, at most.
 const MAX_PENDING: usize = 256;
+/// Log events held between two [`Bot::take_log`] calls, at most (older ones are dropped).
+pub const MAX_LOG_EVENTS: usize = 4096;
 
 /// Which wire protocol the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +145,16 @@ pub enum End {
     TimedOut,
 }
 
+/// What a bot did that a per-packet log records (drained with [`Bot::take_log`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogEvent {
+    /// A netchan packet of `size` bytes, sequence `seq`, left at `at`.
+    Sent { seq: i32, size: u32, at: u64 },
+    /// The first snapshot showing that the server ran packet `seq`'s newest command arrived at
+    /// `at` (the packet left at `sent`); `size`: that server datagram's length.
+    Answered { seq: i32, sent: u64, at: u64, size: u32 },
+}
+
 /// Counters of one bot.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
@@ -198,8 +210,13 @@ pub struct Bot {
     packet_cmd: [u64; BACKUP],
     next_frame: u64,
     next_packet: u64,
-    pending: VecDeque<(i32, u64)>,
+    /// Packets awaiting their answer: (newest command's server time, sent at, packet sequence).
+    pending: VecDeque<(i32, u64, i32)>,
     behaviour: Box<dyn Input>,
+    /// Log events since the last [`Bot::take_log`], when logging (at most [`MAX_LOG_EVENTS`]).
+    log: Option<Vec<LogEvent>>,
+    /// Length of the server datagram being handled.
+    rx_len: u32,
     pub stats: Stats,
 }
 
@@ -239,8 +256,28 @@ impl Bot {
             next_packet: now,
             pending: VecDeque::new(),
             behaviour,
+            log: None,
+            rx_len: 0,
             cfg,
             stats: Stats::default(),
+        }
+    }
+
+    /// Keeps per-packet log events (see [`Bot::take_log`]).
+    pub fn enable_log(&mut self) {
+        self.log = Some(Vec::new());
+    }
+
+    /// The log events since the last call.
+    pub fn take_log(&mut self) -> Vec<LogEvent> {
+        self.log.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    fn record(&mut self, e: LogEvent) {
+        if let Some(l) = &mut self.log {
+            if l.len() < MAX_LOG_EVENTS {
+                l.push(e);
+            }
         }
     }
 
@@ -411,7 +448,7 @@ impl Bot {
                     self.pending.pop_front();
                     self.stats.unanswered += 1;
                 }
-                self.pending.push_back((newest, now));
+                self.pending.push_back((newest, now, out_seq));
             }
         }
         self.packet_cmd[(out_seq as usize) & (BACKUP - 1)] = self.cmd_number;
@@ -424,6 +461,8 @@ impl Bot {
         for p in &packets {
             self.count_sent(p);
         }
+        let size = packets.iter().map(|p| p.len() as u32).sum();
+        self.record(LogEvent::Sent { seq: out_seq, size, at: now });
         packets
     }
 
@@ -434,6 +473,7 @@ impl Bot {
         }
         self.stats.packets_received += 1;
         self.stats.bytes_received += data.len() as u64;
+        self.rx_len = data.len() as u32;
         if data.starts_with(&oob::PREFIX) {
             self.handle_oob(now, data);
             return;
@@ -555,12 +595,13 @@ impl Bot {
             self.phase = Phase::Active;
             self.stats.active_after_ns = Some(now.saturating_sub(self.started));
         }
-        while let Some(&(t, sent)) = self.pending.front() {
+        while let Some(&(t, sent, packet)) = self.pending.front() {
             if t > command_time {
                 break;
             }
             self.pending.pop_front();
             self.stats.response_ns.push(now.saturating_sub(sent));
+            self.record(LogEvent::Answered { seq: packet, sent, at: now, size: self.rx_len });
         }
     }
 }

@@ -22,4 +22,4 @@ pub mod oob;
 pub mod server;
 pub mod usercmd;
 
-pub use client::{Bot, Config, End, Phase, Protocol, Stats};
+pub use client::{Bot, Config, End, LogEvent, Phase, Protocol, Stats};

@@ -63,6 +63,9 @@ pub struct Args {
     /// Write the summary as JSON to FILE (- for stdout)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Per-packet log: each bot a flow, each packet a departure, each answered packet an echo whose round trip is its response time (`horde decode` reads it)
+    #[arg(short = 'l', long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
     /// Recorded action file every bot replays from the start (CSV: t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon; see docs/cli.md); default: the behaviour model
     #[arg(long, value_name = "FILE")]
     pub actions: Option<PathBuf>,
@@ -217,6 +220,9 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     for s in &servers {
         say!("  server log: {}", std::path::absolute(&s.log).unwrap_or(s.log.clone()).display());
     }
+    if let Some(p) = &args.log {
+        say!("  log: {} (horde decode: per bot, response times as round trips)", std::path::absolute(p).unwrap_or(p.clone()).display());
+    }
     let json = serde_json::to_string_pretty(&report).expect("report serialises");
     std::fs::write(out.join("summary.json"), &json).with_context(|| format!("writing {}", out.join("summary.json").display()))?;
     if let Some(p) = &args.json {
@@ -282,6 +288,7 @@ fn run_once(
         name_prefix: "horde".into(),
         sources: bots::loopback_sources(addrs[0], n),
         actions: args.actions_parsed.clone(),
+        log: if args.steps.is_empty() { args.log.clone() } else { None },
     };
     let t0 = Instant::now();
     let pids: Vec<u32> = servers.iter().map(|s| s.child.id()).collect();
