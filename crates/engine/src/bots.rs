@@ -51,6 +51,9 @@ pub struct BotsOptions {
     /// netchan sequence), each answered packet an `Echoed` record whose round trip is its
     /// response time. `horde decode` reads it.
     pub log: Option<std::path::PathBuf>,
+    /// Network namespaces of emulated hosts the bots play from (bot i in the i-th modulo their
+    /// number; its socket is opened there); empty: this host.
+    pub netns: Vec<std::sync::Arc<std::fs::File>>,
 }
 
 /// Source addresses for `n` bots of a server at `server`: on IPv4 loopback, one address of
@@ -265,7 +268,11 @@ fn run_share(
     for (k, &i) in ids.iter().enumerate() {
         let source = (!opts.sources.is_empty()).then(|| opts.sources[i % opts.sources.len()]);
         let server = opts.servers[i % opts.servers.len()];
-        let sock = open_socket(server, source).map_err(io(&format!("opening bot {i}'s socket to {server}")))?;
+        let sock = match opts.netns.get(i % opts.netns.len().max(1)) {
+            Some(ns) => crate::net::within_netns(&**ns, || open_socket(server, source)).and_then(|r| r),
+            None => open_socket(server, source),
+        }
+        .map_err(io(&format!("opening bot {i}'s socket to {server}")))?;
         poll.registry().register(&mut SourceFd(&sock.as_raw_fd()), Token(k), Interest::READABLE).map_err(io("registering a bot socket"))?;
         let join_at = start + (opts.ramp.as_nanos() as u64) * i as u64 / opts.bots.max(1) as u64;
         slots.push(Slot { bot: None, sock, join_at, at_window: None, at_end: None, departed: false, response_ns: Vec::new() });

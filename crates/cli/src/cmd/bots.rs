@@ -66,6 +66,15 @@ pub struct Args {
     /// Per-packet log: each bot a flow, each packet a departure, each answered packet an echo whose round trip is its response time (`horde decode` reads it)
     #[arg(short = 'l', long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// Emulated experiment (`horde emu up` prints its id) to play in, as root: bots on the --clients hosts, a --start-server server on --server-host (else --server must be reachable from the clients)
+    #[arg(long, value_name = "ID")]
+    pub emu: Option<String>,
+    /// With --emu: the host group (or host) the bots play from, round-robin
+    #[arg(long, default_value = "client", value_name = "NAME")]
+    pub clients: String,
+    /// With --emu --start-server: the host the server runs on (bound to its first address)
+    #[arg(long, default_value = "server", value_name = "NAME")]
+    pub server_host: String,
     /// Recorded action file every bot replays from the start (CSV: t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon; see docs/cli.md); default: the behaviour model
     #[arg(long, value_name = "FILE")]
     pub actions: Option<PathBuf>,
@@ -80,6 +89,32 @@ pub struct Args {
     pub p99_bound: Duration,
     #[arg(skip)]
     pub actions_parsed: Option<horde_q3::input::Recorded>,
+    #[arg(skip)]
+    pub place: Option<Emu>,
+}
+
+/// Where bots and a started server live in an emulated experiment.
+#[derive(Debug, Clone)]
+pub struct Emu {
+    clients: Vec<std::sync::Arc<std::fs::File>>,
+    server_ns: std::sync::Arc<std::fs::File>,
+    server_ip: std::net::IpAddr,
+}
+
+fn resolve_emu(args: &Args, id: &str) -> Result<Emu, crate::Failure> {
+    let (_, plan) = horde_emu::load(id).map_err(|e| bad_input(anyhow::anyhow!("--emu {id}: {e}")))?;
+    let names: Vec<String> = match plan.hosts_of(&args.clients) {
+        Some(ix) => ix.iter().map(|&i| plan.nodes[i].name.clone()).collect(),
+        None => vec![args.clients.clone()],
+    };
+    let mut clients = Vec::new();
+    for n in &names {
+        clients.push(std::sync::Arc::new(horde_emu::open_node(id, &plan, n).map_err(|e| bad_input(anyhow::anyhow!("--clients: {e}")))?));
+    }
+    let server_ns = std::sync::Arc::new(horde_emu::open_node(id, &plan, &args.server_host).map_err(|e| bad_input(anyhow::anyhow!("--server-host: {e}")))?);
+    let i = plan.node(&args.server_host).expect("opened above");
+    let server_ip = plan.addrs(i).first().copied().ok_or_else(|| bad_input(anyhow::anyhow!("--server-host {} has no address", args.server_host)))?;
+    Ok(Emu { clients, server_ns, server_ip: server_ip.into() })
 }
 
 /// A game server this command started: stopped (and reaped) when dropped.
@@ -111,8 +146,12 @@ fn free_udp_port() -> std::io::Result<u16> {
 }
 
 /// Asks `addr` for its status; returns (players, their pings) or None without an answer.
-fn status(addr: SocketAddr) -> Option<Vec<(i32, String)>> {
-    let s = UdpSocket::bind(if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }).ok()?;
+fn status(addr: SocketAddr, ns: Option<&std::fs::File>) -> Option<Vec<(i32, String)>> {
+    let bind = || UdpSocket::bind(if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" });
+    let s = match ns {
+        Some(ns) => horde_engine::net::within_netns(ns, bind).ok()?.ok()?,
+        None => bind().ok()?,
+    };
     s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
     s.send_to(&horde_q3::oob::packet("getstatus"), addr).ok()?;
     let mut buf = [0u8; 16384];
@@ -140,14 +179,29 @@ fn start_server(args: &Args, dir: &std::path::Path, index: usize, max: usize) ->
     if !std::path::Path::new(OA_SERVER).exists() {
         anyhow::bail!("{OA_SERVER} not found: install it with `apt-get install openarena-server` (Debian), or give --server IP:PORT of a running server");
     }
-    let port = free_udp_port()?;
+    let place = args.place.as_ref();
+    let port = if place.is_some() { 27960 + index as u16 } else { free_udp_port()? };
+    let ip = place.map_or(std::net::IpAddr::from([127, 0, 0, 1]), |p| p.server_ip);
     let log = dir.join(if index == 0 { "server.log".to_string() } else { format!("server-{index}.log") });
     let home = dir.join("server-home");
     std::fs::create_dir_all(&home)?;
     let f = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let max = max.clamp(1, 64);
-    let child = Command::new(OA_SERVER)
-        .args(["+set", "dedicated", "1", "+set", "net_ip", "127.0.0.1", "+set", "net_port", &port.to_string()])
+    let mut cmd = Command::new(OA_SERVER);
+    if let Some(p) = place {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&*p.server_ns);
+        // SAFETY: only setns (async-signal-safe) between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let child = cmd
+        .args(["+set", "dedicated", "1", "+set", "net_ip", &ip.to_string(), "+set", "net_port", &port.to_string()])
         .args(["+set", "sv_maxclients", &max.to_string(), "+set", "sv_pure", "0", "+set", "sv_fps", &args.sv_fps.to_string()])
         .args(["+set", "g_inactivity", "0", "+set", "sv_timeout", "30", "+map", &args.map])
         .env("HOME", &home)
@@ -156,10 +210,10 @@ fn start_server(args: &Args, dir: &std::path::Path, index: usize, max: usize) ->
         .stderr(f)
         .spawn()
         .with_context(|| format!("starting {OA_SERVER}"))?;
-    let server = Server { child, addr: SocketAddr::from(([127, 0, 0, 1], port)), log };
+    let server = Server { child, addr: SocketAddr::new(ip, port), log };
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(30) {
-        if status(server.addr).is_some() {
+        if status(server.addr, place.map(|p| &*p.clients[0])).is_some() {
             return Ok(server);
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -205,7 +259,11 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         }
         None => None,
     };
-    let args = Args { actions_parsed: actions, ..args };
+    let place = match &args.emu {
+        Some(id) => Some(resolve_emu(&args, id)?),
+        None => None,
+    };
+    let args = Args { actions_parsed: actions, place, ..args };
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("horde-bots"));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     if !args.steps.is_empty() {
@@ -289,7 +347,10 @@ fn run_once(
         sources: bots::loopback_sources(addrs[0], n),
         actions: args.actions_parsed.clone(),
         log: if args.steps.is_empty() { args.log.clone() } else { None },
+        netns: args.place.as_ref().map(|p| p.clients.clone()).unwrap_or_default(),
     };
+    let probe_ns = args.place.as_ref().map(|p| p.clients[0].clone());
+    let status = |a: SocketAddr| status(a, probe_ns.as_deref());
     let t0 = Instant::now();
     let pids: Vec<u32> = servers.iter().map(|s| s.child.id()).collect();
     let cpu = || -> (Option<f64>, Vec<Option<f64>>, f64) { (None, pids.iter().map(|&p| proc_cpu(p)).collect(), self_cpu()) };
