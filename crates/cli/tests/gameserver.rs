@@ -68,6 +68,16 @@ fn bots_replay_an_action_file_and_refuse_a_bad_one() {
     let o = run(horde().args(["bots", "--server", "127.0.0.1:9", "--actions"]).arg(&bad));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("line 2: forward 300 is outside -127..=127"), "{}", text(&o));
+    // The behaviour model is the service's [bot] table: a wrong one is refused by name.
+    let svc = dir.path("svc.toml");
+    std::fs::write(
+        &svc,
+        "name=\"x\"\ndescription=\"d\"\ntransport=\"udp\"\nstates=[\"a\"]\n[state.a]\nup.idt=\"constant(10)\"\nup.size=\"constant(10)\"\n[bot]\nfire_on_s=0\n",
+    )
+    .unwrap();
+    let o = run(horde().args(["bots", "--server", "127.0.0.1:9", "--service"]).arg(&svc));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("[bot] fire_on_s = 0: must be 0.01..=3600 seconds"), "{}", text(&o));
     if !have_server() {
         return;
     }

@@ -47,6 +47,8 @@ pub struct BotsOptions {
     pub sources: Vec<std::net::IpAddr>,
     /// A recorded action file every bot replays from the start; `None`: the behaviour model.
     pub actions: Option<horde_q3::input::Recorded>,
+    /// The behaviour model of bots without an action file.
+    pub model: horde_q3::input::BotModel,
     /// Per-packet log: each bot is a flow (its number); each packet a departure (`Sent`, its
     /// netchan sequence), each answered packet an `Echoed` record whose round trip is its
     /// response time. `horde decode` reads it.
@@ -95,6 +97,9 @@ pub struct BotReport {
     pub out_of_order: u64,
     pub delta_misses: u64,
     pub corrupt: u64,
+    /// The ping the server reported for this player (`getstatus`, near the end), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_ping_ms: Option<i32>,
 }
 
 /// Mean and nearest-rank percentiles, ms.
@@ -139,6 +144,19 @@ pub struct BotsReport {
     /// Seconds of the measured window (after the ramp and the warm-up, to the end).
     pub window_s: f64,
     pub interrupted: bool,
+    /// The servers' CPU each second (servers this run started), from `/proc/PID/stat`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server_cpu: Vec<ServerCpu>,
+}
+
+/// One server's CPU over one second, % of one core.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ServerCpu {
+    pub server: usize,
+    /// Seconds since the run's start (end of the second).
+    pub t_s: f64,
+    pub user_pct: f64,
+    pub system_pct: f64,
 }
 
 /// Time between two bots' departures at the end.
@@ -218,6 +236,7 @@ pub fn run(opts: &BotsOptions, stop: &AtomicBool) -> Result<BotsReport, EngineEr
         response_ms: Quantiles::of_ns(&mut all),
         window_s,
         interrupted: stop.load(Ordering::Relaxed),
+        server_cpu: Vec::new(),
         bots: reports,
     })
 }
@@ -318,10 +337,11 @@ fn run_share(
                 cfg.packetdup = opts.packetdup;
                 cfg.rate = opts.rate;
                 cfg.snaps = opts.snaps;
-                let mut bot = match &opts.actions {
-                    Some(a) => Bot::with_input(cfg, now, Box::new(a.clone())),
-                    None => Bot::new(cfg, now),
+                let input: Box<dyn horde_q3::input::Input> = match &opts.actions {
+                    Some(a) => Box::new(a.clone()),
+                    None => Box::new(horde_q3::input::Behaviour::with_model(opts.model.clone(), cfg.seed)),
                 };
+                let mut bot = Bot::with_input(cfg, now, input);
                 if sink.enabled() {
                     bot.enable_log();
                 }
@@ -418,5 +438,6 @@ fn report(bot: &Bot, s: &Slot, stop_at: u64) -> BotReport {
         out_of_order: st.out_of_order,
         delta_misses: st.delta_misses,
         corrupt: st.corrupt,
+        server_ping_ms: None,
     }
 }

@@ -53,6 +53,10 @@ pub struct RawService {
     /// Free-form numbers for later layers (e.g. OpenSim channel drip rates), kept as data.
     #[serde(default)]
     pub channels: BTreeMap<String, f64>,
+    /// Parameters of the automated players of `horde bots` (movement, aim, fire and jump
+    /// phases), kept as data; `horde-q3` validates them.
+    #[serde(default)]
+    pub bot: BTreeMap<String, f64>,
 }
 
 fn yes() -> bool {
@@ -180,6 +184,8 @@ pub struct Service {
     /// Transition matrices per hour, `[hour][from][to]` (rows normalised).
     pub transitions: Vec<Vec<Vec<f64>>>,
     pub channels: BTreeMap<String, f64>,
+    /// Automated-player parameters (`[bot]`), for `horde bots`.
+    pub bot: BTreeMap<String, f64>,
     /// The text the service was loaded from (for `horde services show`).
     pub text: String,
 }
@@ -286,6 +292,7 @@ impl Service {
             first,
             transitions,
             channels: raw.channels,
+            bot: raw.bot,
             text: text.to_string(),
         };
         // Bind once with the defaults, so a bad traffic model is refused when loading.

@@ -1,14 +1,13 @@
 //! What an automated player does, frame by frame: a behaviour model of movement, aim, jumps and
-//! fire, seeded so the same seed gives the same input.
+//! fire ([`BotModel`], whose numbers live in the service repository's `quake3` service, table
+//! `[bot]`), seeded so the same seed gives the same input; or a recorded action file
+//! ([`Recorded`]).
 //!
-//! Four independent processes, each switching state after an exponentially distributed dwell
-//! (means below, chosen so a player visibly roams, turns, jumps and shoots like a human in a
-//! deathmatch, and the server runs movement, collision and weapon code every frame):
-//! - movement: forward (weight 5), forward + strafe left / right (2 each), backward (1), stand
-//!   still (1); dwell mean 1.5 s;
-//! - aim: yaw rate uniform in ±180 °/s, pitch drifting within ±20 °; dwell mean 1 s;
-//! - fire: on for mean 1 s, off for mean 2 s (the attack button);
-//! - jump: at 0.4 per second on average, the jump input held for 100 ms.
+//! Four independent processes, each switching state after an exponentially distributed dwell:
+//! - movement: forward, forward + strafe left / right, backward, standing, by weight;
+//! - aim: a yaw rate uniform in ±`yaw_rate_deg_s`, pitch drifting within ±`pitch_limit_deg`;
+//! - fire: bursts of mean `fire_on_s`, pauses of mean `fire_off_s` (the attack button);
+//! - jump: every `jump_interval_s` on average, the jump input held `jump_hold_s`.
 
 use std::sync::Arc;
 
@@ -136,9 +135,86 @@ impl Input for Recorded {
     }
 }
 
-const MOVES: [(i8, i8, u32); 5] = [(127, 0, 5), (127, -127, 2), (127, 127, 2), (-127, 0, 1), (0, 0, 1)];
+/// The numbers of the behaviour model (see the module's documentation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BotModel {
+    /// Weights of forward, forward + strafe left, forward + strafe right, backward, standing.
+    pub move_weights: [f64; 5],
+    pub move_dwell_s: f64,
+    pub aim_dwell_s: f64,
+    pub yaw_rate_deg_s: f64,
+    pub pitch_rate_deg_s: f64,
+    pub pitch_limit_deg: f64,
+    pub fire_on_s: f64,
+    pub fire_off_s: f64,
+    pub jump_interval_s: f64,
+    pub jump_hold_s: f64,
+}
+
+impl Default for BotModel {
+    /// The `quake3` service's `[bot]` table as shipped.
+    fn default() -> Self {
+        BotModel {
+            move_weights: [5.0, 2.0, 2.0, 1.0, 1.0],
+            move_dwell_s: 1.5,
+            aim_dwell_s: 1.0,
+            yaw_rate_deg_s: 180.0,
+            pitch_rate_deg_s: 20.0,
+            pitch_limit_deg: 20.0,
+            fire_on_s: 1.0,
+            fire_off_s: 2.0,
+            jump_interval_s: 2.5,
+            jump_hold_s: 0.1,
+        }
+    }
+}
+
+impl BotModel {
+    /// From a service's `[bot]` table: every key optional (default above), unknown keys and
+    /// out-of-range values refused with the key's name.
+    pub fn from_table(t: &std::collections::BTreeMap<String, f64>) -> Result<BotModel, String> {
+        let mut m = BotModel::default();
+        for (k, &v) in t {
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!("[bot] {k} = {v}: must be a finite number ≥ 0"));
+            }
+            let dwell = |v: f64| if (0.01..=3600.0).contains(&v) { Ok(v) } else { Err(format!("[bot] {k} = {v}: must be 0.01..=3600 seconds")) };
+            match k.as_str() {
+                "move_forward" => m.move_weights[0] = v,
+                "move_strafe_left" => m.move_weights[1] = v,
+                "move_strafe_right" => m.move_weights[2] = v,
+                "move_back" => m.move_weights[3] = v,
+                "move_stand" => m.move_weights[4] = v,
+                "move_dwell_s" => m.move_dwell_s = dwell(v)?,
+                "aim_dwell_s" => m.aim_dwell_s = dwell(v)?,
+                "fire_on_s" => m.fire_on_s = dwell(v)?,
+                "fire_off_s" => m.fire_off_s = dwell(v)?,
+                "jump_interval_s" => m.jump_interval_s = dwell(v)?,
+                "jump_hold_s" => m.jump_hold_s = dwell(v)?,
+                "yaw_rate_deg_s" | "pitch_rate_deg_s" if v > 3600.0 => return Err(format!("[bot] {k} = {v}: at most 3600 °/s")),
+                "yaw_rate_deg_s" => m.yaw_rate_deg_s = v,
+                "pitch_rate_deg_s" => m.pitch_rate_deg_s = v,
+                "pitch_limit_deg" if v > 89.0 => return Err(format!("[bot] {k} = {v}: at most 89 °")),
+                "pitch_limit_deg" => m.pitch_limit_deg = v,
+                _ => {
+                    return Err(format!(
+                        "[bot] {k}: unknown; known: move_forward, move_strafe_left, move_strafe_right, move_back, move_stand, move_dwell_s, aim_dwell_s, yaw_rate_deg_s, pitch_rate_deg_s, pitch_limit_deg, fire_on_s, fire_off_s, jump_interval_s, jump_hold_s"
+                    ))
+                }
+            }
+        }
+        if m.move_weights.iter().sum::<f64>() <= 0.0 {
+            return Err("[bot] the move_* weights add up to 0; give at least one a positive weight".into());
+        }
+        Ok(m)
+    }
+}
+
+/// Movement states: forward move, right move.
+const MOVES: [(i8, i8); 5] = [(127, 0), (127, -127), (127, 127), (-127, 0), (0, 0)];
 
 pub struct Behaviour {
+    model: BotModel,
     rng: ChaCha8Rng,
     move_until: f64,
     mv: (i8, i8),
@@ -154,10 +230,16 @@ pub struct Behaviour {
 }
 
 impl Behaviour {
+    /// The default model (the shipped `quake3` service's).
     pub fn new(seed: u64) -> Behaviour {
+        Behaviour::with_model(BotModel::default(), seed)
+    }
+
+    pub fn with_model(model: BotModel, seed: u64) -> Behaviour {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let yaw = rng.random_range(0.0..360.0);
         Behaviour {
+            model,
             rng,
             move_until: 0.0,
             mv: (0, 0),
@@ -181,36 +263,38 @@ impl Behaviour {
     pub fn frame(&mut self, t_s: f64, cmd: &mut UserCmd) {
         let dt = self.last_s.map_or(0.0, |l| (t_s - l).max(0.0));
         self.last_s = Some(t_s);
+        let m = self.model.clone();
         if t_s >= self.move_until {
-            let total: u32 = MOVES.iter().map(|m| m.2).sum();
-            let mut pick = self.rng.random_range(0..total);
-            for &(f, r, w) in &MOVES {
-                if pick < w {
-                    self.mv = (f, r);
+            let total: f64 = m.move_weights.iter().sum();
+            let mut pick = self.rng.random::<f64>() * total;
+            for (k, &w) in m.move_weights.iter().enumerate() {
+                if pick < w || k == MOVES.len() - 1 {
+                    self.mv = MOVES[k];
                     break;
                 }
                 pick -= w;
             }
-            self.move_until = t_s + self.exp(1.5);
+            self.move_until = t_s + self.exp(m.move_dwell_s);
         }
         if t_s >= self.aim_until {
-            self.yaw_rate = self.rng.random_range(-180.0..180.0);
-            self.pitch_rate = self.rng.random_range(-20.0..20.0);
-            self.aim_until = t_s + self.exp(1.0);
+            let (y, p) = (m.yaw_rate_deg_s, m.pitch_rate_deg_s);
+            self.yaw_rate = if y > 0.0 { self.rng.random_range(-y..y) } else { 0.0 };
+            self.pitch_rate = if p > 0.0 { self.rng.random_range(-p..p) } else { 0.0 };
+            self.aim_until = t_s + self.exp(m.aim_dwell_s);
         }
         if t_s >= self.fire_until {
             self.firing = !self.firing;
-            self.fire_until = t_s + self.exp(if self.firing { 1.0 } else { 2.0 });
+            self.fire_until = t_s + self.exp(if self.firing { m.fire_on_s } else { m.fire_off_s });
         }
         if self.jump_at == 0.0 {
-            self.jump_at = t_s + self.exp(2.5);
+            self.jump_at = t_s + self.exp(m.jump_interval_s);
         }
         let jumping = t_s >= self.jump_at;
-        if t_s >= self.jump_at + 0.1 {
-            self.jump_at = t_s + self.exp(2.5);
+        if t_s >= self.jump_at + m.jump_hold_s {
+            self.jump_at = t_s + self.exp(m.jump_interval_s);
         }
         self.yaw = (self.yaw + self.yaw_rate * dt).rem_euclid(360.0);
-        self.pitch = (self.pitch + self.pitch_rate * dt).clamp(-20.0, 20.0);
+        self.pitch = (self.pitch + self.pitch_rate * dt).clamp(-m.pitch_limit_deg, m.pitch_limit_deg);
         let short = |deg: f64| ((deg * 65536.0 / 360.0) as i64 & 0xFFFF) as u16;
         cmd.angles = [short(self.pitch), short(self.yaw), 0];
         cmd.forward = self.mv.0;
@@ -223,6 +307,37 @@ impl Behaviour {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bot_model_comes_from_a_table_and_refuses_nonsense() {
+        let mut t = std::collections::BTreeMap::new();
+        assert_eq!(BotModel::from_table(&t).unwrap(), BotModel::default());
+        t.insert("fire_on_s".to_string(), 0.5);
+        t.insert("move_stand".to_string(), 0.0);
+        let m = BotModel::from_table(&t).unwrap();
+        assert_eq!((m.fire_on_s, m.move_weights[4]), (0.5, 0.0));
+        for (k, v, what) in [("speed", 1.0, "unknown"), ("fire_on_s", 0.0, "0.01..=3600"), ("yaw_rate_deg_s", -1.0, "≥ 0"), ("pitch_limit_deg", 120.0, "89")]
+        {
+            let mut t = std::collections::BTreeMap::new();
+            t.insert(k.to_string(), v);
+            let e = BotModel::from_table(&t).unwrap_err();
+            assert!(e.contains(k) && e.contains(what), "{e}");
+        }
+        let zero: std::collections::BTreeMap<String, f64> =
+            ["move_forward", "move_strafe_left", "move_strafe_right", "move_back", "move_stand"].iter().map(|k| (k.to_string(), 0.0)).collect();
+        assert!(BotModel::from_table(&zero).unwrap_err().contains("add up to 0"));
+        // A model that never fires and never strafes does neither.
+        let calm = BotModel { fire_on_s: 0.01, fire_off_s: 3600.0, move_weights: [1.0, 0.0, 0.0, 0.0, 0.0], ..Default::default() };
+        let mut b = Behaviour::with_model(calm, 3);
+        let mut c = UserCmd::default();
+        let mut fired = 0;
+        for k in 0..3600 {
+            b.frame(k as f64 / 60.0, &mut c);
+            assert_eq!(c.right, 0);
+            fired += (c.buttons & BUTTON_ATTACK != 0) as u32;
+        }
+        assert!(fired <= 3, "{fired}");
+    }
 
     #[test]
     fn an_action_file_replays_in_order_and_loops() {

@@ -75,6 +75,9 @@ pub struct Args {
     /// With --emu --start-server: the host the server runs on (bound to its first address)
     #[arg(long, default_value = "server", value_name = "NAME")]
     pub server_host: String,
+    /// Service whose `[bot]` table holds the behaviour model (built-in name or TOML file)
+    #[arg(long, default_value = "quake3", value_name = "NAME|FILE")]
+    pub service: String,
     /// Recorded action file every bot replays from the start (CSV: t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon; see docs/cli.md); default: the behaviour model
     #[arg(long, value_name = "FILE")]
     pub actions: Option<PathBuf>,
@@ -91,6 +94,8 @@ pub struct Args {
     pub actions_parsed: Option<horde_q3::input::Recorded>,
     #[arg(skip)]
     pub place: Option<Emu>,
+    #[arg(skip)]
+    pub model: horde_q3::input::BotModel,
 }
 
 /// Where bots and a started server live in an emulated experiment.
@@ -263,7 +268,15 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         Some(id) => Some(resolve_emu(&args, id)?),
         None => None,
     };
-    let args = Args { actions_parsed: actions, place, ..args };
+    let svc = horde_model::service::Service::load(&args.service).map_err(|e| bad_input(anyhow::anyhow!("--service: {e}")))?;
+    if svc.bot.is_empty() && actions.is_none() {
+        return Err(bad_input(anyhow::anyhow!(
+            "--service {}: no [bot] table (the behaviour model of automated players); use --service quake3 or add one",
+            svc.name
+        )));
+    }
+    let model = horde_q3::input::BotModel::from_table(&svc.bot).map_err(|e| bad_input(anyhow::anyhow!("--service {}: {e}", svc.name)))?;
+    let args = Args { actions_parsed: actions, place, model, ..args };
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("horde-bots"));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     if !args.steps.is_empty() {
@@ -346,6 +359,7 @@ fn run_once(
         name_prefix: "horde".into(),
         sources: bots::loopback_sources(addrs[0], n),
         actions: args.actions_parsed.clone(),
+        model: args.model.clone(),
         log: if args.steps.is_empty() { args.log.clone() } else { None },
         netns: args.place.as_ref().map(|p| p.clients.clone()).unwrap_or_default(),
     };
@@ -359,7 +373,8 @@ fn run_once(
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    let (report, peek) = std::thread::scope(|sc| {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let report = std::thread::scope(|sc| {
         let h = sc.spawn(|| {
             sleep_until(args.ramp + args.warmup);
             let (_, s0, b0) = cpu();
@@ -370,10 +385,37 @@ fn run_once(
             let listed: Vec<Option<Vec<(i32, String)>>> = addrs.iter().map(|&a| status(a)).collect();
             (s0, s1, b1 - b0, secs, listed)
         });
+        let sampler = sc.spawn(|| {
+            // Each started server's user and system CPU, second by second, until the bots end.
+            let mut out = Vec::new();
+            let mut last: Vec<Option<(f64, f64)>> = pids.iter().map(|&p| proc_cpu_split(p)).collect();
+            let mut k = 1u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) && !pids.is_empty() {
+                let due = Duration::from_secs(k);
+                while t0.elapsed() < due && !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                if t0.elapsed() < due {
+                    break;
+                }
+                for (i, &p) in pids.iter().enumerate() {
+                    let now = proc_cpu_split(p);
+                    if let (Some(a), Some(b)) = (last[i], now) {
+                        out.push(bots::ServerCpu { server: i, t_s: k as f64, user_pct: (b.0 - a.0) * 100.0, system_pct: (b.1 - a.1) * 100.0 });
+                    }
+                    last[i] = now;
+                }
+                k += 1;
+            }
+            out
+        });
         let r = bots::run(&opts, stop);
-        (r, h.join().ok())
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (r, h.join().ok(), sampler.join().unwrap_or_default())
     });
-    let report = report.context("running the bots")?;
+    let (report, peek, cpu_series) = (report.0, report.1, report.2);
+    let mut report = report.context("running the bots")?;
+    report.server_cpu = cpu_series;
     std::thread::sleep(Duration::from_millis(300));
     let mut x = Extras::default();
     if let Some((s0, s1, bots_s, secs, listed)) = peek {
@@ -385,6 +427,10 @@ fn run_once(
         }
         if listed.iter().all(|l| l.is_some()) {
             let all: Vec<&(i32, String)> = listed.iter().flatten().flatten().collect();
+            for b in &mut report.bots {
+                // Names come back with the server's colour codes stripped or kept: match either.
+                b.server_ping_ms = all.iter().find(|p| p.1 == b.name || p.1.trim_end_matches("^7") == b.name).map(|p| p.0);
+            }
             x.listed = Some(all.len());
             x.ping_max_ms = all.iter().map(|p| p.0).filter(|&p| p < 999).max();
         }
@@ -407,6 +453,15 @@ fn print_extras(x: &Extras) {
     if let Some(n) = x.listed_after {
         say!("  server status after: {n} player(s)");
     }
+}
+
+/// User and system CPU seconds of a process so far.
+fn proc_cpu_split(pid: u32) -> Option<(f64, f64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some((f.get(11)?.parse::<f64>().ok()? / tick, f.get(12)?.parse::<f64>().ok()? / tick))
 }
 
 /// This process's user + system CPU seconds so far.

@@ -46,6 +46,8 @@ pub fn run(args: Args) -> Outcome {
         }
         Some(What::Check { file }) => {
             let s = Service::load(&file).map_err(bad_input)?;
+            // The automated-player model is checked as `horde bots` would use it.
+            horde_q3::input::BotModel::from_table(&s.bot).map_err(|e| bad_input(anyhow::anyhow!("{file}: {e}")))?;
             outln!("{file}: ok — service `{}`, {} state(s), {}", s.name, s.states.len(), s.transport.name())?;
             Ok(0)
         }
