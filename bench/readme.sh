@@ -55,6 +55,7 @@ ex "horde send --dst 127.0.0.1:9000 --bulk -P 4 --size 1200 --duration 5s"
 ex "horde send --dst 127.0.0.1:9000 -T tcp -R --duration 5s --log back.hlog"
 ex "horde decode back.hlog"
 ex "horde presets"
+ex "horde bots --start-server -n 16 -t 30s -o bots-run" 90
 kill -INT $rpid; wait $rpid
 ex "horde key --out run.key"
 horde recv --port 9000 --key-file run.key > recv-key.log 2>&1 &
