@@ -1,0 +1,137 @@
+//! The game servers `horde bots` starts and watches: `openarena-server` on a free port (or inside
+//! an emulated host), its `getstatus`, its CPU from `/proc`.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::Args;
+
+/// A game server this command started: stopped (and reaped) when dropped.
+pub(super) struct Server {
+    pub(super) child: Child,
+    pub(super) addr: SocketAddr,
+    pub(super) log: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(3) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(super) const OA_SERVER: &str = "/usr/games/openarena-server";
+
+pub(super) fn free_udp_port() -> std::io::Result<u16> {
+    Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Asks `addr` for its status; returns (players, their pings) or None without an answer.
+pub(super) fn status(addr: SocketAddr, ns: Option<&std::fs::File>) -> Option<Vec<(i32, String)>> {
+    let bind = || UdpSocket::bind(if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" });
+    let s = match ns {
+        Some(ns) => horde_engine::net::within_netns(ns, bind).ok()?.ok()?,
+        None => bind().ok()?,
+    };
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    s.send_to(&horde_q3::oob::packet("getstatus"), addr).ok()?;
+    let mut buf = [0u8; 16384];
+    let n = s.recv(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf[..n]);
+    let body = text.strip_prefix("\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}").unwrap_or(&text);
+    let mut lines = body.lines();
+    if !lines.next()?.starts_with("statusResponse") {
+        return None;
+    }
+    lines.next()?; // server info
+    Some(
+        lines
+            .filter_map(|l| {
+                let mut w = l.splitn(3, ' ');
+                let _score = w.next()?;
+                let ping = w.next()?.parse().ok()?;
+                Some((ping, w.next()?.trim_matches('"').to_string()))
+            })
+            .collect(),
+    )
+}
+
+pub(super) fn start_server(args: &Args, dir: &std::path::Path, index: usize, max: usize) -> anyhow::Result<Server> {
+    if !std::path::Path::new(OA_SERVER).exists() {
+        anyhow::bail!("{OA_SERVER} not found: install it with `apt-get install openarena-server` (Debian), or give --server IP:PORT of a running server");
+    }
+    let place = args.place.as_ref();
+    let port = if place.is_some() { 27960 + index as u16 } else { free_udp_port()? };
+    let ip = place.map_or(std::net::IpAddr::from([127, 0, 0, 1]), |p| p.server_ip);
+    let log = dir.join(if index == 0 { "server.log".to_string() } else { format!("server-{index}.log") });
+    let home = dir.join("server-home");
+    std::fs::create_dir_all(&home)?;
+    let f = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let max = max.clamp(1, 64);
+    let mut cmd = Command::new(OA_SERVER);
+    if let Some(p) = place {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&*p.server_ns);
+        // SAFETY: only setns (async-signal-safe) between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let child = cmd
+        .args(["+set", "dedicated", "1", "+set", "net_ip", &ip.to_string(), "+set", "net_port", &port.to_string()])
+        .args(["+set", "sv_maxclients", &max.to_string(), "+set", "sv_pure", "0", "+set", "sv_fps", &args.sv_fps.to_string()])
+        .args(["+set", "g_inactivity", "0", "+set", "sv_timeout", "30", "+map", &args.map])
+        .env("HOME", &home)
+        .stdin(Stdio::null())
+        .stdout(f.try_clone()?)
+        .stderr(f)
+        .spawn()
+        .with_context(|| format!("starting {OA_SERVER}"))?;
+    let server = Server { child, addr: SocketAddr::new(ip, port), log };
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(30) {
+        if status(server.addr, place.map(|p| &*p.clients[0])).is_some() {
+            return Ok(server);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    anyhow::bail!("the server did not answer within 30 s; see {}", server.log.display())
+}
+
+/// User and system CPU seconds of a process so far.
+pub(super) fn proc_cpu_split(pid: u32) -> Option<(f64, f64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some((f.get(11)?.parse::<f64>().ok()? / tick, f.get(12)?.parse::<f64>().ok()? / tick))
+}
+
+/// This process's user + system CPU seconds so far.
+pub(super) fn self_cpu() -> f64 {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// User + system CPU seconds of a process so far.
+pub(super) fn proc_cpu(pid: u32) -> Option<f64> {
+    proc_cpu_split(pid).map(|(u, s)| u + s)
+}
