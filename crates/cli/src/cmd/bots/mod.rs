@@ -154,6 +154,16 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     if args.players == 0 || args.players > 4096 || args.steps.iter().any(|&n| n == 0 || n > 4096) {
         return Err(bad_input(anyhow::anyhow!("--players and every --steps value must be 1..=4096")));
     }
+    if args.warmup >= args.duration {
+        return Err(bad_input(anyhow::anyhow!(
+            "--warmup ({:?}) must be shorter than --duration ({:?}): nothing would be measured",
+            args.warmup,
+            args.duration
+        )));
+    }
+    if !(1..=1000).contains(&args.sv_fps) {
+        return Err(bad_input(anyhow::anyhow!("--sv-fps must be 1..=1000 server frames per second (got {})", args.sv_fps)));
+    }
     if args.servers == Some(0) {
         return Err(bad_input(anyhow::anyhow!("--servers must be at least 1")));
     }
