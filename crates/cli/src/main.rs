@@ -45,6 +45,8 @@ enum Command {
     Bots(cmd::bots::Args),
     /// Makes a run key (for --key-file and scenarios' key_file): hellos without it are dropped.
     Key(cmd::key::Args),
+    /// Distributed runs: the agent daemon on each load machine, and `agent keygen` for the cluster's credentials.
+    Agent(cmd::agent::Args),
 }
 
 /// An error with the exit code it should produce.
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
         Command::Emu(a) => cmd::emu::run(a, stop.clone()),
         Command::Key(a) => cmd::key::run(a),
         Command::Bots(a) => cmd::bots::run(a, &stop),
+        Command::Agent(a) => cmd::agent::run(a, &stop),
     };
     match result {
         Ok(code) => ExitCode::from(code),

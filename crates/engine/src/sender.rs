@@ -212,7 +212,7 @@ pub struct Refusals {
 }
 
 impl Refusals {
-    pub(crate) fn add(&mut self, o: &Refusals) {
+    pub fn add(&mut self, o: &Refusals) {
         self.challenges += o.challenges;
         self.challenge_bytes += o.challenge_bytes;
         self.bad_mac += o.bad_mac;

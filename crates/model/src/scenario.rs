@@ -131,14 +131,35 @@ pub struct ScenarioError {
 impl Scenario {
     /// Parses a scenario; `dir` resolves a relative service path.
     pub fn parse(text: &str, file: &str, dir: &Path) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_with(text, file, dir, None)
+    }
+
+    /// The text of the service file a scenario names (None for a built-in service): what a
+    /// controller ships to its agents with the scenario's text.
+    pub fn service_text(&self, dir: &Path) -> Result<Option<String>, ScenarioError> {
+        let fail = |field: &str, msg: String| ScenarioError { file: self.name.clone(), field: field.to_string(), msg };
+        let raw: RawScenario = toml::from_str(&self.text).map_err(|e| fail("syntax", crate::files::toml_error(&self.text, &e)))?;
+        if crate::service::BUILTINS.iter().any(|b| b.0 == raw.service) {
+            return Ok(None);
+        }
+        crate::files::read_text(&dir.join(&raw.service), crate::files::MAX_TOML, "service files")
+            .map(Some)
+            .map_err(|e| fail("service", format!("cannot read: {e}")))
+    }
+
+    /// Parses a scenario whose service file's text came with it (`service`: an agent parses
+    /// what its controller shipped, and reads no file a scenario names).
+    pub fn parse_with(text: &str, file: &str, dir: &Path, service: Option<&str>) -> Result<Scenario, ScenarioError> {
         let fail = |field: &str, msg: String| ScenarioError { file: file.to_string(), field: field.to_string(), msg };
         let raw: RawScenario = toml::from_str(text).map_err(|e| fail("syntax", crate::files::toml_error(text, &e)))?;
-        let svc_ref = if crate::service::BUILTINS.iter().any(|b| b.0 == raw.service) {
-            raw.service.clone()
-        } else {
-            dir.join(&raw.service).to_string_lossy().into_owned()
+        let builtin = crate::service::BUILTINS.iter().any(|b| b.0 == raw.service);
+        let mut service = match service {
+            Some(t) if !builtin => Service::parse(t, &raw.service).map_err(|e| fail("service", e.to_string()))?,
+            _ => {
+                let svc_ref = if builtin { raw.service.clone() } else { dir.join(&raw.service).to_string_lossy().into_owned() };
+                Service::load(&svc_ref).map_err(|e| fail("service", e.to_string()))?
+            }
         };
-        let mut service = Service::load(&svc_ref).map_err(|e| fail("service", e.to_string()))?;
         if raw.fixed_hour == Some(true) {
             service.hour_advances = false;
         }

@@ -158,27 +158,14 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let spec = ChildSpec { exe: &no_exe, scenario: &scenario_file, out, key: &key, netns: emu.as_ref().map(|e| (&e.server_ns, e.server)) };
     let (server, addr) = Server::start(sc, &opts.server, &spec)?;
     let client_progress = Arc::new(Progress::default());
-    let jobs: Vec<Job> = shard
-        .clone()
-        .map(|p| Job {
-            netns: emu.as_ref().map(|e| e.clients[p as usize % e.clients.len()].clone()),
-            flow: players::player_flow(p, addr, sc.service.transport),
-            source: Some(players.schedule(p, Direction::Up)),
-            mirror: Some(players.schedule(p, Direction::Down)),
-            // A player who joins later connects then.
-            connect_at_ns: Some((sc.join_time(p) * 1e9) as u64).filter(|t| *t > 0),
-        })
-        .collect();
-    let copts = horde_engine::SendOptions {
-        threads: sc.threads,
-        spin_ns: sc.spin_us * 1000,
-        log: Some(out.join("client.hlog")),
-        progress: Some(client_progress.clone()),
-        linger: Duration::from_millis(1000),
-        run_for: Some(Duration::from_secs_f64(sc.duration_s)),
-        connect_timeout: Duration::from_secs(30),
-        key,
-        ..Default::default()
+    let clients = Clients {
+        players: &players,
+        shard: shard.clone(),
+        server: addr,
+        key: key.clone(),
+        log: out.join("client.hlog"),
+        progress: client_progress.clone(),
+        netns: emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default(),
     };
     let done = AtomicBool::new(false);
     // The client stops on the user's signal, or when the server side dies.
@@ -194,7 +181,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
             s.spawn(move || sample_links(e, done_r, series));
         }
         s.spawn(|| watch_server(&server, opts.stop, &run_stop, &done, &died));
-        let r = sender::run_jobs(jobs, &copts, &run_stop);
+        let r = run_clients(sc, &clients, &run_stop);
         done.store(true, Ordering::Relaxed);
         r
     });
@@ -207,10 +194,65 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let links = emu.as_ref().and_then(|e| e.links());
     let link_series = link_series.into_inner().unwrap_or_else(|p| p.into_inner());
     let topology_svg = emu.as_ref().map(|e| crate::topology::svg(&e.plan, &e.server_name, horde_emu::fwd::describe));
-    let outcomes = Outcomes { client, server: server_report.clone(), usage: Usage::now(), links, link_series, topology_svg, interruption, shard };
+    let outcomes = Outcomes {
+        client,
+        server: server_report.clone(),
+        usage: Usage::now(),
+        links,
+        link_series,
+        topology_svg,
+        interruption,
+        present: vec![shard],
+        distributed: None,
+    };
     let summary = report::write(sc, out, &players, outcomes).map_err(failed)?;
     drop(emu);
     Ok(RunOutcome { summary, server: server_report, server_died: died.map(|d| d.0) })
+}
+
+/// A run's client side: which players, against which server side, logging where.
+pub struct Clients<'p> {
+    pub players: &'p players::Players,
+    /// The players this side runs (all, or a shard).
+    pub shard: Range<u32>,
+    /// The server side's address.
+    pub server: std::net::SocketAddr,
+    pub key: horde_proto::RunKey,
+    /// The per-packet log (both directions of every player of the shard).
+    pub log: PathBuf,
+    pub progress: Arc<Progress>,
+    /// Network namespaces the players are dealt to in turn (none: this one).
+    pub netns: Vec<Arc<std::fs::File>>,
+}
+
+/// Runs the client side of a scenario's players `c.shard` until the scenario's end or `stop`:
+/// each player connects (at its join time) and plays its two-way schedule. The building block
+/// of [`execute`] and of an agent's shard (`horde agent`).
+pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Result<SendReport> {
+    let jobs: Vec<Job> = c
+        .shard
+        .clone()
+        .map(|p| Job {
+            netns: (!c.netns.is_empty()).then(|| c.netns[p as usize % c.netns.len()].clone()),
+            flow: players::player_flow(p, c.server, sc.service.transport),
+            source: Some(c.players.schedule(p, Direction::Up)),
+            mirror: Some(c.players.schedule(p, Direction::Down)),
+            // A player who joins later connects then.
+            connect_at_ns: Some((sc.join_time(p) * 1e9) as u64).filter(|t| *t > 0),
+        })
+        .collect();
+    let copts = horde_engine::SendOptions {
+        threads: sc.threads,
+        spin_ns: sc.spin_us * 1000,
+        log: Some(c.log.clone()),
+        progress: Some(c.progress.clone()),
+        linger: Duration::from_millis(1000),
+        run_for: Some(Duration::from_secs_f64(sc.duration_s)),
+        connect_timeout: Duration::from_secs(30),
+        key: c.key.clone(),
+        ..Default::default()
+    };
+    Ok(sender::run_jobs(jobs, &copts, stop)?)
 }
 
 /// Samples the emulated links' counters once a second while the players run.

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use horde_engine::SendReport;
 use horde_model::scenario::Scenario;
 use horde_stats::game::{self, Context, GameAnalysis};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::players::Players;
 
@@ -195,6 +195,9 @@ pub struct Summary {
     /// statistics cover; absent for a complete run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interruption: Option<Interruption>,
+    /// A distributed run's agents, clock offsets and missing players (`horde run --agents`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<Distributed>,
     pub analysis: GameAnalysis,
 }
 
@@ -208,8 +211,54 @@ pub struct Outcomes {
     /// The emulated topology's picture (runs with `[emu]`).
     pub topology_svg: Option<String>,
     pub interruption: Option<Interruption>,
-    /// The players this side ran (all, or a shard).
-    pub shard: std::ops::Range<u32>,
+    /// The players whose records the logs hold (all, a shard, or the shards of the agents
+    /// that finished a distributed run).
+    pub present: Vec<std::ops::Range<u32>>,
+    /// A distributed run's agents (`horde run --agents`).
+    pub distributed: Option<Distributed>,
+}
+
+/// A distributed run (`horde run --agents`): its agents, and what is missing if one was lost.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, schemars::JsonSchema)]
+pub struct Distributed {
+    pub agents: Vec<AgentRow>,
+    /// The agent that ran the server side.
+    pub server_agent: String,
+    /// Some agent was lost during the run: the statistics cover the others' players only.
+    pub partial: bool,
+    /// Players whose agent was lost (ranges of player ids, `a..b` = a to b-1).
+    pub missing_players: Vec<std::ops::Range<u32>>,
+    /// Log bytes the controller collected: as the agents wrote them, and as transferred
+    /// (compressed).
+    pub log_bytes: u64,
+    pub log_bytes_transferred: u64,
+}
+
+/// One agent of a distributed run.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, schemars::JsonSchema)]
+pub struct AgentRow {
+    pub name: String,
+    pub address: String,
+    /// "clients", "server" or "server+clients".
+    pub role: String,
+    /// The player ids it ran (`a..b`), if any.
+    pub players: Option<std::ops::Range<u32>>,
+    pub apdus_sent: u64,
+    pub apdus_received: u64,
+    pub cpu_s: f64,
+    pub max_rss_kb: u64,
+    /// Its clock minus the controller's (ms), from the best NTP-style sample over the control
+    /// channel; every timestamp it logged is corrected by this before analysis.
+    pub clock_offset_ms: f64,
+    /// The offset's uncertainty (± ms): half the round trip of the best sample.
+    pub clock_uncertainty_ms: f64,
+    /// The control channel's best round-trip time (ms).
+    pub rtt_ms: f64,
+    /// "finished", or when and why it was lost.
+    pub status: String,
+    /// Log bytes it wrote and the bytes its logs took on the control channel (compressed).
+    pub log_bytes: u64,
+    pub log_bytes_transferred: u64,
 }
 
 /// Analyses the logs in `out` and writes the report directory: `summary.json`,
@@ -220,12 +269,20 @@ pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyho
         Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{f}: {e}"))?.records)
     };
     let (c, s) = (load("client.hlog")?, load("server.hlog")?);
+    write_records(sc, out, players, o, &c, &s)
+}
+
+/// [`write`] on records already loaded (a distributed run's, merged from its agents' logs and
+/// corrected to one clock).
+pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, c: &[horde_wire::Record], s: &[horde_wire::Record]) -> anyhow::Result<Summary> {
     // A shard's report covers its own players: the others spent no time in any category here.
     let masked: Vec<Vec<horde_model::behaviour::Segment>>;
-    let segments: &[Vec<horde_model::behaviour::Segment>] = if o.shard == (0..sc.players) {
+    let all = o.present.len() == 1 && o.present[0] == (0..sc.players);
+    let segments: &[Vec<horde_model::behaviour::Segment>] = if all {
         &players.segments
     } else {
-        masked = players.segments.iter().enumerate().map(|(p, s)| if o.shard.contains(&(p as u32)) { s.clone() } else { Vec::new() }).collect();
+        let here = |p: u32| o.present.iter().any(|r| r.contains(&p));
+        masked = players.segments.iter().enumerate().map(|(p, s)| if here(p as u32) { s.clone() } else { Vec::new() }).collect();
         &masked
     };
     let ctx = Context {
@@ -236,7 +293,7 @@ pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyho
         epoch_ns: o.client.t0_real_ns,
         cutoff_ns: o.interruption.as_ref().map(|i| o.client.t0_real_ns + (i.analysed_s * 1e9) as u64),
     };
-    let g = game::analyse(&ctx, &c, &s);
+    let g = game::analyse(&ctx, c, s);
     let mut charts = horde_stats::html::game_charts(&g, &ctx);
     if let Some(t) = &o.topology_svg {
         charts.insert(0, ("topology.svg".to_string(), t.clone()));
@@ -266,6 +323,7 @@ pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyho
         emulated_links: o.links,
         emulated_link_series: o.link_series,
         interruption: o.interruption,
+        distributed: o.distributed,
         analysis: g,
     };
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
@@ -275,12 +333,48 @@ pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyho
         &format!("Horde run: {} ({} × {}, {:.0} s, seed {}){note}", sc.name, sc.players, sc.service.name, sc.duration_s, sc.seed),
         &sc.text,
         summary.emulated_links.as_deref().map(horde_emu::fwd::links_table).as_deref(),
+        summary.distributed.as_ref().map(agents_table).as_deref(),
         &summary.analysis,
         &charts,
         &verdict(&summary),
     );
     std::fs::write(out.join("index.html"), page).context("writing index.html")?;
     Ok(summary)
+}
+
+/// The per-agent table of a distributed run's report, as text.
+pub fn agents_table(d: &Distributed) -> String {
+    let mut t = format!(
+        "{:<22} {:<14} {:<13} {:>10} {:>10} {:>7} {:>9} {:>16} {:>8} {:>9}  status\n",
+        "agent", "role", "players", "APDUs sent", "received", "CPU s", "RSS MB", "clock offset ms", "RTT ms", "log MB"
+    );
+    for a in &d.agents {
+        let players = a.players.as_ref().map(|r| format!("{}..{}", r.start, r.end)).unwrap_or_else(|| "-".into());
+        t.push_str(&format!(
+            "{:<22} {:<14} {:<13} {:>10} {:>10} {:>7.1} {:>9.1} {:>16} {:>8.3} {:>9.2}  {}\n",
+            a.name,
+            a.role,
+            players,
+            a.apdus_sent,
+            a.apdus_received,
+            a.cpu_s,
+            a.max_rss_kb as f64 / 1024.0,
+            format!("{:+.3} ± {:.3}", a.clock_offset_ms, a.clock_uncertainty_ms),
+            a.rtt_ms,
+            a.log_bytes as f64 / 1e6,
+            a.status
+        ));
+    }
+    if d.partial {
+        let m: Vec<String> = d.missing_players.iter().map(|r| format!("{}..{}", r.start, r.end)).collect();
+        t.push_str(&format!("PARTIAL: players {} were lost with their agent; the statistics cover the others.\n", m.join(", ")));
+    }
+    t.push_str(&format!(
+        "logs collected: {:.2} MB written by the agents, {:.2} MB transferred (deflate)\n",
+        d.log_bytes as f64 / 1e6,
+        d.log_bytes_transferred as f64 / 1e6
+    ));
+    t
 }
 
 /// A category and direction needs this many APDUs before its rate is judged against the model.
@@ -291,12 +385,18 @@ pub const MIN_APDUS_TO_JUDGE: u64 = 1000;
 pub fn verdict(s: &Summary) -> Vec<horde_stats::html::Verdict> {
     use horde_stats::html::Verdict;
     let g = &s.analysis;
-    let expected = s.client.flows.len();
+    let missing: u32 = s.distributed.as_ref().map_or(0, |d| d.missing_players.iter().map(|r| r.end - r.start).sum());
+    let expected = s.client.flows.len() + missing as usize;
     let connected = s.client.flows.iter().filter(|f| f.packets > 0 || f.received > 0).count();
-    let mut v = vec![
+    let mut v = Vec::new();
+    if let Some(d) = &s.distributed {
+        let lost = d.agents.iter().filter(|a| a.status != "finished").count();
+        v.push(Verdict { label: "agents finished".into(), value: format!("{} of {}", d.agents.len() - lost, d.agents.len()), ok: lost == 0 });
+    }
+    v.extend([
         Verdict { label: "players connected".into(), value: format!("{connected} of {expected}"), ok: connected == expected },
         Verdict { label: "APDUs lost (up / down)".into(), value: format!("{} / {}", g.up.lost, g.down.lost), ok: g.up.lost + g.down.lost == 0 },
-    ];
+    ]);
     let rows = || g.categories.iter().flat_map(|c| [(c, "up", &c.up), (c, "down", &c.down)]);
     // Categories with few APDUs cannot be judged: a bursty process's count over a few stays
     // strays far from its long-run rate by chance (and every fresh start adds (CV² − 1)/2).

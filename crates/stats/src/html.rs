@@ -182,6 +182,7 @@ pub fn game_page(
     title: &str,
     scenario: &str,
     network: Option<&str>,
+    agents: Option<&str>,
     g: &crate::game::GameAnalysis,
     charts: &[(String, String)],
     verdict: &[Verdict],
@@ -192,6 +193,9 @@ pub fn game_page(
         let _ = write!(s, "<div{}>{}<b>{}</b></div>", if v.ok { "" } else { " class=\"bad\"" }, esc(&v.label), esc(&v.value));
     }
     s.push_str("</div>");
+    if let Some(a) = agents {
+        let _ = write!(s, "<h2>Agents</h2><p>The machines that ran the players and the server side. Clock offsets were measured over the control channel (best of repeated NTP-style exchanges); every timestamp an agent logged was corrected by its offset before the statistics below, which are computed over all agents' records together.</p><pre>{}</pre>", esc(a));
+    }
     if let Some(n) = network {
         let _ = write!(s, "<h2>Emulated network</h2><p>Frames each emulated link carried, lost (random or burst loss), dropped at its queue, and delivered, per direction, at the end of the run.</p><pre>{}</pre>", esc(n));
     }

@@ -1,3 +1,4 @@
+pub mod agent;
 pub mod behave;
 pub mod bots;
 pub mod decode;

@@ -40,6 +40,18 @@ pub struct Args {
     /// Write JSON progress lines to this file instead of standard error (implies --progress json)
     #[arg(long, value_name = "FILE")]
     pub progress_file: Option<PathBuf>,
+    /// Run through agents (`horde agent` on each load machine): comma-separated HOST:PORT[*WEIGHT], dns:NAME:PORT (every address of a name, e.g. a Kubernetes headless service) or @FILE. Players are sharded over them by id, in proportion to the weights
+    #[arg(long, value_name = "LIST")]
+    pub agents: Option<String>,
+    /// With --agents: the agent that runs the server side, HOST:PORT (one of --agents, which then also runs players, or one that runs only the server side; default: the first of --agents)
+    #[arg(long, value_name = "ADDR", requires = "agents")]
+    pub server_agent: Option<String>,
+    /// With --agents: the controller's credentials directory with ca.pem, controller.pem and controller.key (from `horde agent keygen`)
+    #[arg(long, value_name = "DIR", env = "HORDE_CREDENTIALS")]
+    pub credentials: Option<PathBuf>,
+    /// With --agents: an agent that hears nothing from the controller for this long stops its traffic, and a running agent silent this long is reported lost (1s..60s)
+    #[arg(long, value_name = "DURATION", default_value = "3s")]
+    pub deadman: String,
     /// Internal: run only the server side (started by `horde run` as a child process)
     #[arg(long, hide = true)]
     pub serve_only: bool,
@@ -80,7 +92,118 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         return Ok(0);
     }
     let progress = Progress::of(args.quiet, args.progress, args.progress_file.as_deref())?;
+    if let Some(list) = &args.agents {
+        return distributed(&args, &sc, list, &out, progress, stop);
+    }
     execute(&sc, Some(&args.scenario), &out, progress, stop)
+}
+
+/// `horde run SCENARIO --agents …`: the controller.
+fn distributed(args: &Args, sc: &Scenario, list: &str, out: &Path, progress: Progress, stop: &AtomicBool) -> Outcome {
+    use horde_agent::controller::{self, ControllerOptions, Event as CEvent, ServerPlace};
+    let agents = controller::parse_agents(list).map_err(bad_input)?;
+    let server = match &args.server_agent {
+        None => ServerPlace::Agent(0),
+        Some(s) => {
+            let a = controller::parse_agents(s).map_err(bad_input)?;
+            if a.len() != 1 {
+                return Err(bad_input(anyhow::anyhow!("--server-agent names one agent (got {})", a.len())));
+            }
+            match agents.iter().position(|x| x.addr == a[0].addr) {
+                Some(i) => ServerPlace::Agent(i),
+                None => ServerPlace::Dedicated(a[0].addr),
+            }
+        }
+    };
+    let credentials = args.credentials.clone().ok_or_else(|| {
+        bad_input(anyhow::anyhow!("--agents needs --credentials DIR (ca.pem, controller.pem, controller.key from `horde agent keygen`), or HORDE_CREDENTIALS"))
+    })?;
+    let deadman_ns = horde_model::units::parse_duration_ns(&args.deadman).map_err(|e| bad_input(anyhow::anyhow!("--deadman: {e}")))?;
+    if !(1_000_000_000..=60_000_000_000).contains(&deadman_ns) {
+        return Err(bad_input(anyhow::anyhow!("--deadman must be 1s..60s (got {})", args.deadman)));
+    }
+    let tty = std::io::stderr().is_terminal();
+    let last_line = std::sync::Mutex::new(false);
+    let events = |e: &CEvent| match e {
+        CEvent::Note(m) => {
+            let mut l = last_line.lock().unwrap_or_else(|p| p.into_inner());
+            if *l {
+                say!();
+                *l = false;
+            }
+            say!("horde run: {m}")
+        }
+        CEvent::Progress { t_s, agents } => {
+            let tot = agents.iter().fold([0u64; 4], |mut a, (_, r)| {
+                for i in 0..4 {
+                    a[i] += r[i];
+                }
+                a
+            });
+            match &progress {
+                Progress::None => {}
+                Progress::Json(f) => {
+                    let per: Vec<serde_json::Value> = agents
+                        .iter()
+                        .map(|(n, r)| serde_json::json!({"agent": n, "sent_pkt_s": r[0], "sent_bit_s": r[1], "received_pkt_s": r[2], "received_bit_s": r[3]}))
+                        .collect();
+                    let line = serde_json::json!({"event": "progress", "scenario": sc.name, "t_s": t_s, "sent_pkt_s": tot[0], "sent_bit_s": tot[1], "received_pkt_s": tot[2], "received_bit_s": tot[3], "agents": per}).to_string() + "\n";
+                    match f {
+                        Some(f) => {
+                            use std::io::Write as _;
+                            let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+                            let _ = f.write_all(line.as_bytes()).and_then(|_| f.flush());
+                        }
+                        None => say_inline!("{line}"),
+                    }
+                }
+                Progress::Text => {
+                    let per: Vec<String> = agents.iter().map(|(n, r)| format!("{n} {}/{}", r[0], r[2])).collect();
+                    let line = format!(
+                        "t={t_s:>5.0}s  all agents: sent {:>7} pkt/s {:>9.1} kbit/s, received {:>7} pkt/s {:>9.1} kbit/s | sent/received pkt/s: {}",
+                        tot[0],
+                        tot[1] as f64 / 1e3,
+                        tot[2],
+                        tot[3] as f64 / 1e3,
+                        per.join(", ")
+                    );
+                    if tty {
+                        say_inline!("\r{line}\x1b[K");
+                        *last_line.lock().unwrap_or_else(|p| p.into_inner()) = true;
+                    } else if (t_s.round() as u64).is_multiple_of(5) {
+                        say!("{line}");
+                    }
+                }
+            }
+        }
+    };
+    let dir = args.scenario.parent().map(Path::to_path_buf).unwrap_or_default();
+    let opts = ControllerOptions {
+        agents,
+        server,
+        credentials,
+        out,
+        scenario_dir: dir,
+        deadman: std::time::Duration::from_nanos(deadman_ns),
+        lost_after: std::time::Duration::from_nanos(deadman_ns),
+        events: &events,
+        stop,
+    };
+    let r = controller::run(sc, &opts)?;
+    let s = &r.summary;
+    if let Some(d) = &s.distributed {
+        say_inline!("{}", horde_scenario::report::agents_table(d));
+    }
+    crate::cmd::send::print_report(&s.client);
+    let note = s.interruption.as_ref().map(|i| format!("\n{}\n", i.note(sc.duration_s))).unwrap_or_default();
+    crate::output::out(&format!("{note}{}\nreport: {}/index.html (summary.json, charts/*.svg, agents' logs in agents/)\n", table(&s.analysis), out.display()))?;
+    if !r.lost.is_empty() {
+        return Err(crate::Failure::from(anyhow::anyhow!(
+            "agent(s) {} were lost during the run: the report is partial (summary.json: distributed.missing_players)",
+            r.lost.join(", ")
+        )));
+    }
+    Ok(if s.interruption.is_some() { 130 } else { 0 })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

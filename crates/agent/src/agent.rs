@@ -1,0 +1,552 @@
+//! `horde agent`: the daemon on a load machine. A thin shell around [`crate::session`]: it
+//! accepts TLS connections on its control address, lets one authenticated controller at a time
+//! drive it, runs what it is assigned (a shard of players, the server side, or both) and
+//! streams the logs back.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use horde_engine::clock::real_ns;
+use horde_engine::sender::Progress;
+use horde_model::scenario::Scenario;
+use horde_proto::RunKey;
+
+use crate::msg::{self, Assignment, Frame, ToAgent, ToController};
+use crate::session::{Action, Phase, Session};
+
+/// How an agent runs.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// The control address (TLS). An address must be given: nothing listens on all interfaces
+    /// unless it is asked to (0.0.0.0).
+    pub listen: SocketAddr,
+    /// The credentials directory (ca.pem, agent.pem, agent.key).
+    pub credentials: PathBuf,
+    /// Where runs keep their logs until collected.
+    pub dir: PathBuf,
+    /// The name it reports (default: host name and port).
+    pub name: String,
+    /// Prometheus text metrics on this address (`/metrics`).
+    pub metrics: Option<SocketAddr>,
+    /// Keep each run's directory after its logs were collected.
+    pub keep: bool,
+    /// Most connections in their handshake at once (more are closed at once).
+    pub max_handshakes: usize,
+    /// The version it reports and requires of controllers (this build's; tests change it).
+    pub version: String,
+}
+
+/// The agent's counters, for `/metrics` and its log.
+#[derive(Default)]
+pub struct Metrics {
+    pub progress: Mutex<Option<Arc<Progress>>>,
+    pub players: AtomicU64,
+    pub running: AtomicBool,
+    pub runs: AtomicU64,
+    pub refused: AtomicU64,
+    pub errors: AtomicU64,
+    /// Rates over the last second: sent pkt/s, sent bit/s, received pkt/s, received bit/s.
+    pub rates: Mutex<[f64; 4]>,
+}
+
+/// What the agent keeps across sessions.
+struct Shared {
+    seen_runs: Mutex<VecDeque<String>>,
+    busy: AtomicBool,
+    metrics: Arc<Metrics>,
+    handshakes: AtomicU64,
+}
+
+const SEEN_RUNS: usize = 4096;
+const HANDSHAKE_WITHIN: Duration = Duration::from_secs(5);
+
+/// Runs the agent until `stop`. `log` gets one line per event (connections, refusals, runs).
+pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
+    let cfg = crate::tls::agent_config(&opts.credentials)?;
+    std::fs::create_dir_all(&opts.dir).with_context(|| format!("creating the agent's run directory {}", opts.dir.display()))?;
+    let listener = TcpListener::bind(opts.listen).with_context(|| format!("listening on {}", opts.listen))?;
+    listener.set_nonblocking(true)?;
+    let shared = Arc::new(Shared {
+        seen_runs: Mutex::new(VecDeque::new()),
+        busy: AtomicBool::new(false),
+        metrics: Arc::new(Metrics::default()),
+        handshakes: AtomicU64::new(0),
+    });
+    log(&format!(
+        "agent {} listening on {} (TLS 1.3, controllers must present a certificate of {})",
+        opts.name,
+        listener.local_addr()?,
+        opts.credentials.join(crate::tls::CA_FILE).display()
+    ));
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        if let Some(m) = opts.metrics {
+            let l = TcpListener::bind(m).with_context(|| format!("listening for /metrics on {m}"))?;
+            l.set_nonblocking(true)?;
+            log(&format!("metrics on http://{}/metrics", l.local_addr()?));
+            let metrics = shared.metrics.clone();
+            s.spawn(move || crate::metrics::serve(l, &metrics, stop));
+            let metrics = shared.metrics.clone();
+            s.spawn(move || crate::metrics::sample(&metrics, stop));
+        }
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((stream, peer)) => {
+                    if shared.handshakes.load(Ordering::Relaxed) >= opts.max_handshakes as u64 {
+                        shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                        log(&format!("refused {peer}: {} handshakes already in progress", opts.max_handshakes));
+                        continue;
+                    }
+                    shared.handshakes.fetch_add(1, Ordering::Relaxed);
+                    let (cfg, shared) = (cfg.clone(), shared.clone());
+                    s.spawn(move || {
+                        let r = connection(stream, peer, cfg, &shared, opts, stop, log);
+                        if let Err(e) = r {
+                            shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                            log(&format!("{peer}: {e:#}"));
+                        }
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) => {
+                    log(&format!("accept: {e}"));
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// One connection: the handshake (bounded in time), then a session if the peer is a
+/// controller of this authority and the agent is free.
+fn connection(
+    mut tcp: TcpStream,
+    peer: SocketAddr,
+    cfg: Arc<rustls::ServerConfig>,
+    shared: &Shared,
+    opts: &AgentOptions,
+    stop: &AtomicBool,
+    log: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<()> {
+    struct Done<'a>(&'a AtomicU64);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    let handshaking = Done(&shared.handshakes);
+    tcp.set_nonblocking(false)?;
+    tcp.set_nodelay(true)?;
+    let mut conn = rustls::ServerConnection::new(cfg).context("TLS")?;
+    let deadline = Instant::now() + HANDSHAKE_WITHIN;
+    while conn.is_handshaking() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            anyhow::bail!("refused: no TLS handshake within {} s", HANDSHAKE_WITHIN.as_secs());
+        }
+        tcp.set_read_timeout(Some(left))?;
+        tcp.set_write_timeout(Some(left))?;
+        if let Err(e) = conn.complete_io(&mut tcp) {
+            // Tell the peer why, where TLS lets us (an alert is queued).
+            let _ = conn.write_tls(&mut tcp);
+            anyhow::bail!("refused: {}", crate::tls::describe(&e));
+        }
+    }
+    drop(handshaking);
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    if shared.busy.swap(true, Ordering::AcqRel) {
+        let _ = tls.write_all(&msg::encode(&ToController::Error { message: format!("agent {} is busy with another controller's run", opts.name) }));
+        let _ = tls.flush();
+        anyhow::bail!("refused an authenticated controller: busy with another run");
+    }
+    struct Free<'a>(&'a AtomicBool);
+    impl Drop for Free<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Release);
+        }
+    }
+    let _free = Free(&shared.busy);
+    log(&format!("controller {peer} authenticated"));
+    let r = session(&mut tls, shared, opts, stop, log);
+    tls.conn.send_close_notify();
+    let _ = tls.flush();
+    r
+}
+
+/// What a run's threads tell the session.
+enum RunEvent {
+    Finished { role: &'static str, report: Result<horde_engine::SendReport, String> },
+}
+
+/// A prepared or running assignment.
+struct Run {
+    dir: PathBuf,
+    sc: Scenario,
+    players: Arc<horde_scenario::Players>,
+    assignment: Assignment,
+    key: RunKey,
+    stop: Arc<AtomicBool>,
+    server: Option<(std::thread::JoinHandle<()>, SocketAddr)>,
+    clients: Option<std::thread::JoinHandle<()>>,
+    progress: Arc<Progress>,
+    cpu0: f64,
+    t0: Instant,
+}
+
+fn session(
+    tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
+    shared: &Shared,
+    opts: &AgentOptions,
+    stop: &AtomicBool,
+    log: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<()> {
+    tls.sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+    tls.sock.set_write_timeout(Some(Duration::from_secs(10)))?;
+    let cores = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    let mut sm = Session::new(real_ns(), &opts.version, &opts.name, cores);
+    let mut dec = msg::Decoder::default();
+    let mut buf = vec![0u8; 64 << 10];
+    let (tx, rx) = mpsc::channel::<RunEvent>();
+    let mut run: Option<Run> = None;
+    let mut last_progress = Instant::now();
+    let mut result = Ok(());
+    let seen = |id: &str| shared.seen_runs.lock().map(|s| s.iter().any(|r| r == id)).unwrap_or(true);
+    'outer: loop {
+        let mut actions = Vec::new();
+        match tls.read(&mut buf) {
+            Ok(0) => actions.extend(sm.on_closed("the controller closed the connection")),
+            Ok(n) => {
+                dec.push(&buf[..n]);
+                loop {
+                    match dec.frame::<ToAgent>() {
+                        Ok(Some(Frame::Msg(m))) => actions.extend(sm.on_msg(real_ns(), m, seen)),
+                        Ok(Some(Frame::Log(_))) => {
+                            actions.push(Action::Send(ToController::Error { message: "log frames go from agent to controller".into() }));
+                            actions.extend(sm.on_closed("protocol error"));
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            actions.push(Action::Send(ToController::Error { message: format!("{e}") }));
+                            actions.extend(sm.on_closed(&format!("protocol error: {e}")));
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+            Err(e) => actions.extend(sm.on_closed(&format!("connection error: {}", crate::tls::describe(&e)))),
+        }
+        actions.extend(sm.on_tick(real_ns()));
+        if stop.load(Ordering::Relaxed) {
+            actions.push(Action::StopRun("the agent is shutting down".into()));
+            actions.extend(sm.on_closed("the agent is shutting down"));
+        }
+        while let Ok(ev) = rx.try_recv() {
+            let RunEvent::Finished { role, report } = ev;
+            let (report, error) = match report {
+                Ok(r) => (Some(serde_json::to_value(&r).unwrap_or_default()), None),
+                Err(e) => (None, Some(e)),
+            };
+            let cpu = run.as_ref().map_or(0.0, |r| cpu_s() - r.cpu0);
+            log(&format!(
+                "run {}: {role} side finished{}",
+                run.as_ref().map_or("?", |r| r.assignment.run_id.as_str()),
+                error.as_ref().map(|e| format!(" with an error: {e}")).unwrap_or_default()
+            ));
+            actions.push(Action::Send(ToController::Finished { role: role.into(), report, error, cpu_s: cpu, max_rss_kb: max_rss_kb() }));
+            sm.role_ended();
+            if sm.phase() == Phase::Finished {
+                shared.metrics.running.store(false, Ordering::Relaxed);
+            }
+        }
+        if let Some(r) = &run {
+            if sm.phase() == Phase::Running && last_progress.elapsed() >= Duration::from_secs(1) {
+                last_progress = Instant::now();
+                let p = &r.progress;
+                actions.push(Action::Send(ToController::Progress(msg::Progress {
+                    t_s: r.t0.elapsed().as_secs_f64(),
+                    sent_packets: p.sent_packets.load(Ordering::Relaxed),
+                    sent_bytes: p.sent_bytes.load(Ordering::Relaxed),
+                    recv_packets: p.recv_packets.load(Ordering::Relaxed),
+                    recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
+                    connections: p.connections.load(Ordering::Relaxed),
+                })));
+            }
+        }
+        for a in actions {
+            match a {
+                Action::Send(m) => {
+                    if let Err(e) = write(tls, &msg::encode(&m)) {
+                        if let Some(r) = &run {
+                            r.stop.store(true, Ordering::Relaxed);
+                        }
+                        result = Err(anyhow::anyhow!("writing to the controller: {}", crate::tls::describe(&e)));
+                        break 'outer;
+                    }
+                }
+                Action::TimeReply { t1, t2 } => {
+                    let m = ToController::Time { t1, t2, t3: real_ns() };
+                    if write(tls, &msg::encode(&m)).is_err() {
+                        break 'outer;
+                    }
+                }
+                Action::Prepare(a) => {
+                    {
+                        let mut s = shared.seen_runs.lock().unwrap_or_else(|p| p.into_inner());
+                        s.push_back(a.run_id.clone());
+                        if s.len() > SEEN_RUNS {
+                            s.pop_front();
+                        }
+                    }
+                    let id = a.run_id.clone();
+                    let r = prepare(a, opts, &shared.metrics, tx.clone());
+                    let addr = match r {
+                        Ok(r) => {
+                            let addr = r.server.as_ref().map(|s| s.1);
+                            log(&format!(
+                                "run {id}: prepared{}{}",
+                                r.assignment.players.as_ref().map(|p| format!(", players {}..{}", p.start, p.end)).unwrap_or_default(),
+                                addr.map(|a| format!(", server side on {a}")).unwrap_or_default()
+                            ));
+                            run = Some(r);
+                            Ok(addr)
+                        }
+                        Err(e) => {
+                            shared.metrics.errors.fetch_add(1, Ordering::Relaxed);
+                            log(&format!("run {id}: {e:#}"));
+                            Err(format!("{e:#}"))
+                        }
+                    };
+                    for a2 in sm.prepared(addr) {
+                        if let Action::Send(m) = a2 {
+                            let _ = write(tls, &msg::encode(&m));
+                        }
+                    }
+                }
+                Action::Start { at_ns } => {
+                    if let Some(r) = run.as_mut() {
+                        start(r, at_ns, tx.clone(), &shared.metrics);
+                        log(&format!("run {}: starting in {:.3} s", r.assignment.run_id, at_ns.saturating_sub(real_ns()) as f64 / 1e9));
+                    }
+                }
+                Action::StopRun(why) => {
+                    if let Some(r) = &run {
+                        if !r.stop.swap(true, Ordering::Relaxed) {
+                            log(&format!("run {}: stopping: {why}", r.assignment.run_id));
+                        }
+                    }
+                }
+                Action::Collect => {
+                    if let Some(r) = &run {
+                        if let Err(e) = send_logs(tls, r) {
+                            result = Err(e.context("sending the logs"));
+                        } else {
+                            log(&format!("run {}: logs collected", r.assignment.run_id));
+                        }
+                    }
+                    sm.collected();
+                    log("session ended: run collected");
+                    break 'outer;
+                }
+                Action::Close(why) => {
+                    log(&format!("session ended: {why}"));
+                    break 'outer;
+                }
+            }
+        }
+        if sm.phase() == Phase::Closed {
+            log("session ended");
+            break;
+        }
+    }
+    if let Some(r) = run.take() {
+        finish_run(r, &rx, opts, log);
+    }
+    shared.metrics.running.store(false, Ordering::Relaxed);
+    result
+}
+
+fn write(tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>, b: &[u8]) -> std::io::Result<()> {
+    tls.write_all(b)?;
+    tls.flush()
+}
+
+/// Stops what still runs, waits for it, and removes the run's directory (Horde's own state)
+/// unless asked to keep it.
+fn finish_run(r: Run, rx: &mpsc::Receiver<RunEvent>, opts: &AgentOptions, log: &(dyn Fn(&str) + Sync)) {
+    r.stop.store(true, Ordering::Relaxed);
+    if let Some((h, _)) = r.server {
+        let _ = h.join();
+    }
+    // A stopped client side ends within its linger.
+    if let Some(h) = r.clients {
+        let _ = h.join();
+    }
+    while rx.try_recv().is_ok() {}
+    if !opts.keep {
+        if let Err(e) = std::fs::remove_dir_all(&r.dir) {
+            log(&format!("removing {}: {e}", r.dir.display()));
+        }
+    }
+}
+
+/// Parses the shipped scenario, plans its players, and starts the server side if assigned
+/// (it only answers players that sign with the run's key; traffic starts at Start).
+fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc::Sender<RunEvent>) -> anyhow::Result<Run> {
+    let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
+    // The scenario names no file the agent would read: a service file came with it.
+    let nowhere = Path::new("/nonexistent/horde-agent");
+    let mut sc = Scenario::parse_with(&a.scenario, "scenario", nowhere, a.service.as_deref()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if sc.emu.is_some() {
+        anyhow::bail!("a scenario with [emu] runs on one machine, not through agents");
+    }
+    if a.players_total == 0 || a.players_total > horde_model::scenario::MAX_PLAYERS {
+        anyhow::bail!("players_total must be 1..={} (got {})", horde_model::scenario::MAX_PLAYERS, a.players_total);
+    }
+    horde_model::scenario::check_duration(a.duration_ns).map_err(|m| anyhow::anyhow!("duration: {m}"))?;
+    sc.players = a.players_total;
+    sc.duration_s = a.duration_ns as f64 / 1e9;
+    sc.seed = a.seed;
+    if let Some(r) = &a.players {
+        if r.end > sc.players {
+            anyhow::bail!("players {}..{} are not players of a {}-player scenario", r.start, r.end, sc.players);
+        }
+    }
+    let dir = opts.dir.join(&a.run_id);
+    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let players = Arc::new(horde_scenario::plan(&sc, &stop).map_err(|e| e.into_anyhow())?);
+    metrics.players.store(a.players.as_ref().map_or(0, |r| (r.end - r.start) as u64), Ordering::Relaxed);
+    metrics.runs.fetch_add(1, Ordering::Relaxed);
+    let progress = Arc::new(Progress::default());
+    *metrics.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress.clone());
+    let server = match a.server {
+        Some(listen) => {
+            sc.server = listen;
+            let (atx, arx) = mpsc::channel();
+            let (sc2, dir2, key2, stop2) = (sc.clone(), dir.clone(), key.clone(), stop.clone());
+            let h = std::thread::Builder::new().name("horde-agent-server".into()).spawn(move || {
+                let r = horde_scenario::serve(&sc2, &dir2, key2, &stop2, |addr| {
+                    let _ = atx.send(addr);
+                });
+                let _ = tx.send(RunEvent::Finished { role: "server", report: r.map_err(|e| format!("{:#}", e.into_anyhow())) });
+            })?;
+            match arx.recv_timeout(Duration::from_secs(60)) {
+                Ok(addr) => Some((h, addr)),
+                Err(_) => {
+                    stop.store(true, Ordering::Relaxed);
+                    let _ = h.join();
+                    anyhow::bail!("the server side did not start listening on {listen}");
+                }
+            }
+        }
+        None => None,
+    };
+    Ok(Run { dir, sc, players, assignment: a, key, stop, server, clients: None, progress, cpu0: cpu_s(), t0: Instant::now() })
+}
+
+/// Starts the client side of a prepared run at `at_ns` (the agent's clock).
+fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics: &Arc<Metrics>) {
+    metrics.running.store(true, Ordering::Relaxed);
+    r.cpu0 = cpu_s();
+    let Some(shard) = r.assignment.players.clone() else { return };
+    // Players go to the given server side, or to this agent's own.
+    let Some(server) = r.assignment.server_addr.or(r.server.as_ref().map(|s| s.1)) else { return };
+    let (sc, players, key, stop, progress, log) =
+        (r.sc.clone(), r.players.clone(), r.key.clone(), r.stop.clone(), r.progress.clone(), r.dir.join("client.hlog"));
+    let spawned = std::thread::Builder::new().name("horde-agent-clients".into()).spawn(move || {
+        // Sleep to the common start (a sleep cut short every 100 ms to notice a stop).
+        while !stop.load(Ordering::Relaxed) {
+            let now = real_ns();
+            if now >= at_ns {
+                break;
+            }
+            std::thread::sleep(Duration::from_nanos((at_ns - now).min(100_000_000)));
+        }
+        let c = horde_scenario::Clients { players: &players, shard, server, key, log, progress: progress.clone(), netns: Vec::new() };
+        let report = horde_scenario::run_clients(&sc, &c, &stop).map_err(|e| format!("{e:#}"));
+        drop(c);
+        drop(progress);
+        let _ = tx.send(RunEvent::Finished { role: "clients", report });
+    });
+    match spawned {
+        Ok(h) => r.clients = Some(h),
+        Err(_) => r.stop.store(true, Ordering::Relaxed),
+    }
+    r.t0 = Instant::now();
+}
+
+/// Streams the run's logs: each as LogBegin, deflate pieces, LogEnd.
+fn send_logs(tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>, r: &Run) -> anyhow::Result<()> {
+    use flate2::write::DeflateEncoder;
+    let mut sent = 0u32;
+    let mut files = Vec::new();
+    if r.assignment.players.is_some() {
+        files.push("client.hlog");
+    }
+    if r.assignment.server.is_some() {
+        files.push("server.hlog");
+    }
+    for f in files {
+        let path = r.dir.join(f);
+        let mut file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) => {
+                write(tls, &msg::encode(&ToController::Error { message: format!("{f}: {e}") }))?;
+                continue;
+            }
+        };
+        let bytes = file.metadata()?.len();
+        write(tls, &msg::encode(&ToController::LogBegin { file: f.into(), bytes }))?;
+        let mut enc = DeflateEncoder::new(Vec::with_capacity(msg::LOG_PIECE * 2), flate2::Compression::fast());
+        let mut chunk = vec![0u8; 1 << 20];
+        let mut transferred = 0u64;
+        loop {
+            let n = file.read(&mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            enc.write_all(&chunk[..n])?;
+            if enc.get_ref().len() >= msg::LOG_PIECE {
+                let out = std::mem::take(enc.get_mut());
+                for piece in out.chunks(msg::LOG_PIECE) {
+                    write(tls, &msg::encode_log(piece))?;
+                    transferred += piece.len() as u64;
+                }
+            }
+        }
+        let out = enc.finish()?;
+        for piece in out.chunks(msg::LOG_PIECE) {
+            write(tls, &msg::encode_log(piece))?;
+            transferred += piece.len() as u64;
+        }
+        write(tls, &msg::encode(&ToController::LogEnd { file: f.into(), bytes, transferred }))?;
+        sent += 1;
+    }
+    write(tls, &msg::encode(&ToController::Collected { files: sent }))?;
+    Ok(())
+}
+
+/// This process's CPU time so far (user + system), s.
+pub fn cpu_s() -> f64 {
+    // SAFETY: getrusage fills a plain struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+/// This process's peak resident memory, kB.
+pub fn max_rss_kb() -> u64 {
+    // SAFETY: as above.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    u.ru_maxrss as u64
+}

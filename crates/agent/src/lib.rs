@@ -1,0 +1,24 @@
+//! Distributed operation: `horde agent` on each load machine, and the controller
+//! (`horde run SCENARIO --agents …`) that shards a scenario's players over them, measures their
+//! clocks, starts them together, watches them, collects their logs and writes one report.
+//!
+//! - [`msg`]: the control messages and their framing (an I/O-free codec);
+//! - [`session`]: the agent's side of a session as an I/O-free state machine (hello and
+//!   version check, one assignment, start, dead-man's switch, collection);
+//! - [`clock`]: NTP-style clock offset estimation;
+//! - [`tls`]: credentials (`horde agent keygen`) and TLS 1.3 configurations with mutual
+//!   authentication;
+//! - [`agent`]: the agent daemon (the TLS shell around [`session`]);
+//! - [`controller`]: the controller and the merge of the agents' logs into one report;
+//! - [`metrics`]: the agent's optional Prometheus endpoint.
+//!
+//! See docs/distributed.md for the protocol, the security model and the failure behaviour.
+
+pub mod agent;
+pub mod clock;
+pub mod controller;
+pub mod merge;
+pub mod metrics;
+pub mod msg;
+pub mod session;
+pub mod tls;

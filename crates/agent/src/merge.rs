@@ -1,0 +1,173 @@
+//! One run's records from many agents: each agent's logs, every timestamp corrected to the
+//! controller's clock by the agent's measured offset, concatenated; and the agents' reports
+//! merged into one client-side report whose figures are recomputed from the records.
+
+use std::ops::Range;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use horde_engine::SendReport;
+use horde_model::scenario::Scenario;
+use horde_wire::{Record, RecordKind};
+
+use crate::clock::to_reference;
+
+/// One agent's part of a run.
+pub struct Part {
+    pub name: String,
+    /// Where its logs were collected.
+    pub dir: PathBuf,
+    /// Its clock minus the controller's (ns).
+    pub offset_ns: i64,
+    pub players: Option<Range<u32>>,
+    pub server: bool,
+    /// Its logs were collected whole.
+    pub ok: bool,
+    pub client: Option<SendReport>,
+    pub server_report: Option<SendReport>,
+}
+
+/// The merged run.
+pub struct Merged {
+    pub client_records: Vec<Record>,
+    pub server_records: Vec<Record>,
+    pub client: SendReport,
+    pub server: SendReport,
+}
+
+fn load(p: &std::path::Path) -> anyhow::Result<Vec<Record>> {
+    let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+    Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?.records)
+}
+
+/// Corrects one record's times: `own` is the offset of the agent that wrote it, `peer` that of
+/// the agent at the other end of its flow (a received APDU carries the sender's send time).
+pub fn correct(r: &mut Record, own: i64, peer: i64) {
+    match r.kind {
+        RecordKind::Received => {
+            r.t_a = to_reference(r.t_a, peer);
+            r.t_b = to_reference(r.t_b, own);
+        }
+        RecordKind::Sent | RecordKind::Echoed => {
+            r.t_a = to_reference(r.t_a, own);
+            r.t_b = to_reference(r.t_b, own);
+        }
+    }
+}
+
+/// Merges the parts whose logs arrived.
+pub fn merge(sc: &Scenario, parts: &[Part]) -> anyhow::Result<Merged> {
+    let server = parts.iter().find(|p| p.server).context("no server agent")?;
+    // The offset of the agent running each player (flow id = player id).
+    let mut owner: Vec<(Range<u32>, i64)> = parts.iter().filter_map(|p| p.players.clone().map(|r| (r, p.offset_ns))).collect();
+    owner.sort_by_key(|o| o.0.start);
+    let owner_of = |flow: u32| -> i64 {
+        match owner.binary_search_by(|o| {
+            if o.0.end <= flow {
+                std::cmp::Ordering::Less
+            } else if o.0.start > flow {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        }) {
+            Ok(i) => owner[i].1,
+            Err(_) => 0,
+        }
+    };
+    let mut client_records = Vec::new();
+    let mut reports = Vec::new();
+    for p in parts.iter().filter(|p| p.ok && p.players.is_some()) {
+        let mut recs = load(&p.dir.join("client.hlog"))?;
+        let range = p.players.clone().unwrap_or(0..0);
+        if let Some(bad) = recs.iter().find(|r| !range.contains(&r.flow)) {
+            anyhow::bail!("agent {}: its log has records of player {}, which it did not run", p.name, bad.flow);
+        }
+        for r in &mut recs {
+            correct(r, p.offset_ns, server.offset_ns);
+        }
+        client_records.extend(recs);
+        if let Some(mut rep) = p.client.clone() {
+            rep.t0_real_ns = to_reference(rep.t0_real_ns, p.offset_ns);
+            rep.end_real_ns = to_reference(rep.end_real_ns, p.offset_ns);
+            reports.push(rep);
+        }
+    }
+    let mut server_records = Vec::new();
+    if server.ok {
+        let mut recs = load(&server.dir.join("server.hlog"))?;
+        for r in &mut recs {
+            correct(r, server.offset_ns, owner_of(r.flow));
+        }
+        server_records = recs;
+    }
+    let client = merge_reports(&reports, &client_records).context("no client agent finished: nothing to report")?;
+    let mut server_report = server.server_report.clone().unwrap_or_else(|| SendReport { flows: Vec::new(), interrupted: true, ..client.clone() });
+    server_report.t0_real_ns = to_reference(server_report.t0_real_ns, server.offset_ns);
+    server_report.end_real_ns = to_reference(server_report.end_real_ns, server.offset_ns);
+    let _ = sc;
+    Ok(Merged { client_records, server_records, client, server: server_report })
+}
+
+/// One client-side report from the shards': counters add up, flows are listed together, the
+/// run starts at the earliest shard's start, and the send lateness is recomputed over all sent
+/// records (percentiles do not average).
+pub fn merge_reports(reports: &[SendReport], records: &[Record]) -> Option<SendReport> {
+    let first = reports.first()?;
+    let mut m = first.clone();
+    m.flows = reports.iter().flat_map(|r| r.flows.iter().cloned()).collect();
+    let sum = |f: fn(&SendReport) -> u64| reports.iter().map(f).sum::<u64>();
+    m.packets = sum(|r| r.packets);
+    m.bytes = sum(|r| r.bytes);
+    m.errors = sum(|r| r.errors);
+    m.echoes = sum(|r| r.echoes);
+    m.received = sum(|r| r.received);
+    m.mismatched = sum(|r| r.mismatched);
+    m.unsent = sum(|r| r.unsent);
+    m.log_records = sum(|r| r.log_records);
+    m.threads = reports.iter().map(|r| r.threads).sum();
+    m.interrupted = reports.iter().any(|r| r.interrupted);
+    m.t0_real_ns = reports.iter().map(|r| r.t0_real_ns).filter(|&t| t > 0).min().unwrap_or(0);
+    m.end_real_ns = reports.iter().map(|r| r.end_real_ns).max().unwrap_or(0);
+    m.duration_s = reports.iter().map(|r| r.duration_s).fold(0.0, f64::max);
+    m.connect_s = reports.iter().map(|r| r.connect_s).fold(0.0, f64::max);
+    m.log = None;
+    let mut refusals = horde_engine::sender::Refusals::default();
+    for r in reports {
+        refusals.add(&r.refusals);
+    }
+    m.refusals = refusals;
+    m.lateness = lateness(records).unwrap_or(m.lateness);
+    Some(m)
+}
+
+/// Send lateness (actual − scheduled departure) over all sent records.
+fn lateness(records: &[Record]) -> Option<horde_engine::sender::Lateness> {
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).ok()?;
+    let mut over = 0u64;
+    let mut sum = 0f64;
+    let mut n = 0u64;
+    for r in records.iter().filter(|r| r.kind == RecordKind::Sent) {
+        let late_ns = r.t_b.saturating_sub(r.t_a);
+        let us = late_ns / 1000;
+        let _ = h.record(us.max(1));
+        sum += late_ns as f64 / 1000.0;
+        n += 1;
+        if late_ns > 1_000_000 {
+            over += 1;
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    let q = |p: f64| h.value_at_quantile(p) as f64;
+    Some(horde_engine::sender::Lateness {
+        mean_us: sum / n as f64,
+        p50_us: q(0.5),
+        p90_us: q(0.9),
+        p99_us: q(0.99),
+        p999_us: q(0.999),
+        max_us: h.max() as f64,
+        over_1ms: over,
+    })
+}

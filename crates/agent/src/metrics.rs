@@ -1,0 +1,128 @@
+//! The agent's optional `/metrics` endpoint: Prometheus text exposition format 0.0.4, on its own
+//! address (never the control port). A minimal HTTP/1.0 responder: it reads at most one
+//! request head (bounded in size and time), answers, and closes.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::agent::Metrics;
+
+const MAX_HEAD: usize = 8 << 10;
+
+/// The metrics text now.
+pub fn render(m: &Metrics) -> String {
+    let p = m.progress.lock().ok().and_then(|p| p.clone());
+    let get = |f: fn(&horde_engine::sender::Progress) -> u64| p.as_ref().map_or(0, |p| f(p));
+    let rates = m.rates.lock().map(|r| *r).unwrap_or_default();
+    let mut s = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, v: f64| {
+        let _ = write!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n");
+    };
+    metric("horde_agent_running", "gauge", "1 while a run's traffic is on.", m.running.load(Ordering::Relaxed) as u8 as f64);
+    metric("horde_agent_players", "gauge", "Players of the current or last run on this agent.", m.players.load(Ordering::Relaxed) as f64);
+    metric("horde_agent_connections", "gauge", "Player connections established in the current run.", get(|p| p.connections.load(Ordering::Relaxed)) as f64);
+    metric("horde_agent_sent_packets_total", "counter", "APDUs sent in the current run.", get(|p| p.sent_packets.load(Ordering::Relaxed)) as f64);
+    metric("horde_agent_sent_bytes_total", "counter", "Bytes sent in the current run.", get(|p| p.sent_bytes.load(Ordering::Relaxed)) as f64);
+    metric("horde_agent_received_packets_total", "counter", "APDUs received in the current run.", get(|p| p.recv_packets.load(Ordering::Relaxed)) as f64);
+    metric("horde_agent_received_bytes_total", "counter", "Bytes received in the current run.", get(|p| p.recv_bytes.load(Ordering::Relaxed)) as f64);
+    metric("horde_agent_sent_packets_per_second", "gauge", "APDUs sent over the last second.", rates[0]);
+    metric("horde_agent_sent_bits_per_second", "gauge", "Bits sent over the last second.", rates[1]);
+    metric("horde_agent_received_packets_per_second", "gauge", "APDUs received over the last second.", rates[2]);
+    metric("horde_agent_received_bits_per_second", "gauge", "Bits received over the last second.", rates[3]);
+    metric("horde_agent_runs_total", "counter", "Runs assigned to this agent.", m.runs.load(Ordering::Relaxed) as f64);
+    metric(
+        "horde_agent_refused_connections_total",
+        "counter",
+        "Control connections refused (failed authentication, busy, protocol errors).",
+        m.refused.load(Ordering::Relaxed) as f64,
+    );
+    metric("horde_agent_errors_total", "counter", "Assignments that failed to prepare.", m.errors.load(Ordering::Relaxed) as f64);
+    s
+}
+
+/// Updates the per-second rates once a second until `stop`.
+pub fn sample(m: &Metrics, stop: &AtomicBool) {
+    let mut last = [0u64; 4];
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_secs(1));
+        let p = m.progress.lock().ok().and_then(|p| p.clone());
+        let now = p.map_or([0; 4], |p| {
+            [
+                p.sent_packets.load(Ordering::Relaxed),
+                p.sent_bytes.load(Ordering::Relaxed),
+                p.recv_packets.load(Ordering::Relaxed),
+                p.recv_bytes.load(Ordering::Relaxed),
+            ]
+        });
+        let d = |i: usize| now[i].saturating_sub(last[i]) as f64;
+        if let Ok(mut r) = m.rates.lock() {
+            *r = [d(0), d(1) * 8.0, d(2), d(3) * 8.0];
+        }
+        last = now;
+    }
+}
+
+/// Answers `GET /metrics` until `stop`; anything else gets 404, a malformed request 400.
+pub fn serve(l: TcpListener, m: &Metrics, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let (mut c, _) = match l.accept() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+        };
+        let _ = c.set_nonblocking(false);
+        let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+        let _ = c.set_write_timeout(Some(Duration::from_secs(1)));
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") && head.len() < MAX_HEAD && Instant::now() < deadline {
+            match c.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = c.write_all(respond(&head, m).as_bytes());
+    }
+}
+
+/// The response to a request head.
+pub fn respond(head: &[u8], m: &Metrics) -> String {
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split_whitespace();
+    let reply = |code: &str, ctype: &str, body: &str| {
+        format!("HTTP/1.0 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+    };
+    match (parts.next(), parts.next()) {
+        (Some("GET"), Some("/metrics")) => reply("200 OK", "text/plain; version=0.0.4", &render(m)),
+        (Some(_), Some(_)) => reply("404 Not Found", "text/plain", "only /metrics is served here\n"),
+        _ => reply("400 Bad Request", "text/plain", "bad request\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_are_prometheus_text() {
+        let m = Metrics::default();
+        m.players.store(250, Ordering::Relaxed);
+        let r = respond(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", &m);
+        assert!(r.starts_with("HTTP/1.0 200 OK\r\n"));
+        assert!(r.contains("# TYPE horde_agent_players gauge\nhorde_agent_players 250\n"));
+        assert!(r.contains("horde_agent_sent_packets_total 0\n"));
+        assert!(respond(b"GET /etc/passwd HTTP/1.1\r\n\r\n", &m).starts_with("HTTP/1.0 404"));
+        assert!(respond(b"\x00\xff", &m).starts_with("HTTP/1.0 400"));
+    }
+}

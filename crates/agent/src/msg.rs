@@ -1,0 +1,298 @@
+//! Control messages between a controller and its agents, and their framing: an I/O-free codec
+//! (bytes in, messages out) that the TLS shells on both sides feed.
+//!
+//! ```text
+//! frame: length u32 (big-endian, of what follows, 1..=MAX_FRAME) | kind u8 | body
+//!   kind 0: one control message, JSON (serde tag "type")
+//!   kind 1: a piece of a log being collected (deflate stream bytes)
+//! ```
+//! A frame longer than [`MAX_FRAME`], an unknown kind, or a body that is not a known message is
+//! an error that ends the session: the peer is broken or hostile, and nothing it sent after can
+//! be trusted to be in step.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+/// The control protocol's version: both sides must speak the same one.
+pub const PROTOCOL: u32 = 1;
+
+/// The largest frame either side accepts (a scenario with its service file fits many times).
+pub const MAX_FRAME: usize = 4 << 20;
+
+/// A log piece's largest size on the wire.
+pub const LOG_PIECE: usize = 256 << 10;
+
+const KIND_MSG: u8 = 0;
+const KIND_LOG: u8 = 1;
+
+/// Controller → agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ToAgent {
+    /// First message: who is talking. `version` is the controller's `horde` version.
+    Hello { protocol: u32, version: String },
+    /// A clock sample: `t1` is the controller's real time (ns) at sending.
+    Time { t1: u64 },
+    /// Prepare a part of a run (nothing is sent before [`ToAgent::Start`]).
+    Assign(Assignment),
+    /// Start the assigned part at this instant of the agent's own real-time clock (ns).
+    Start { at_ns: u64 },
+    /// The controller is alive (sent every second; an agent that hears nothing for
+    /// `deadman_ms` stops its traffic).
+    Ping,
+    /// Stop the run now (Ctrl-C at the controller, or the run is over for this side).
+    Stop,
+    /// Send the logs of the finished run.
+    Collect,
+}
+
+/// What an agent runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Assignment {
+    /// Unique per run (the agent refuses a run id it has already run: a replayed assignment
+    /// does nothing).
+    pub run_id: String,
+    /// The scenario's text, and its service file's text when it is not a built-in service.
+    pub scenario: String,
+    pub service: Option<String>,
+    /// The run's shape as the controller runs it (the scenario's, or as overridden on its
+    /// command line): every agent plans the same players.
+    pub players_total: u32,
+    pub duration_ns: u64,
+    pub seed: u64,
+    /// The run key (hex): the server side grants only players that sign with it.
+    pub key: String,
+    /// Run the server side, listening on this address (port 0: any free port).
+    pub server: Option<SocketAddr>,
+    /// Run these players' client side against the server side at `server_addr`.
+    pub players: Option<Range<u32>>,
+    pub server_addr: Option<SocketAddr>,
+    /// Stop the traffic when nothing is heard from the controller for this long.
+    pub deadman_ms: u64,
+}
+
+/// Agent → controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ToController {
+    /// Answer to Hello: the agent's name, `horde` version and protocol, and its machine.
+    Hello {
+        protocol: u32,
+        version: String,
+        name: String,
+        cores: u32,
+    },
+    /// Answer to Time: `t2` the agent's real time at receiving, `t3` at answering.
+    Time {
+        t1: u64,
+        t2: u64,
+        t3: u64,
+    },
+    /// The assignment is prepared (the server side listens on `server_addr`).
+    Ready {
+        server_addr: Option<SocketAddr>,
+    },
+    /// Progress, once a second while running: totals since the start.
+    Progress(Progress),
+    /// One role of the assigned part ended (`role`: "clients" or "server"); its report (a
+    /// [`horde_engine::SendReport`] as JSON, absent if it failed) and the agent's usage.
+    Finished {
+        role: String,
+        report: Option<serde_json::Value>,
+        error: Option<String>,
+        cpu_s: f64,
+        max_rss_kb: u64,
+    },
+    /// A log follows in `kind 1` frames, then [`ToController::LogEnd`].
+    LogBegin {
+        file: String,
+        bytes: u64,
+    },
+    LogEnd {
+        file: String,
+        bytes: u64,
+        transferred: u64,
+    },
+    /// Every log of the run was sent (`files` of them).
+    Collected {
+        files: u32,
+    },
+    /// The agent refuses or failed; the message says why.
+    Error {
+        message: String,
+    },
+}
+
+/// An agent's running totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Progress {
+    pub t_s: f64,
+    pub sent_packets: u64,
+    pub sent_bytes: u64,
+    pub recv_packets: u64,
+    pub recv_bytes: u64,
+    pub connections: u64,
+}
+
+/// What one frame carried.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame<M> {
+    Msg(M),
+    Log(Vec<u8>),
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame of {0} bytes (the limit is {MAX_FRAME}): not a Horde control peer, or a broken one")]
+    TooLong(usize),
+    #[error("empty frame")]
+    Empty,
+    #[error("unknown frame kind {0}")]
+    Kind(u8),
+    #[error("bad control message: {0}")]
+    Message(String),
+}
+
+/// Encodes a control message as a frame.
+pub fn encode<M: Serialize>(m: &M) -> Vec<u8> {
+    let body = serde_json::to_vec(m).expect("control messages serialize");
+    frame(KIND_MSG, &body)
+}
+
+/// Encodes a log piece as a frame.
+pub fn encode_log(piece: &[u8]) -> Vec<u8> {
+    frame(KIND_LOG, piece)
+}
+
+fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(5 + body.len());
+    v.extend_from_slice(&((body.len() + 1) as u32).to_be_bytes());
+    v.push(kind);
+    v.extend_from_slice(body);
+    v
+}
+
+/// Splits a byte stream into frames. Holds at most one frame's bytes.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    buf: Vec<u8>,
+}
+
+impl Decoder {
+    /// Adds bytes read from the peer.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes held that do not yet make a frame.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next whole frame, if there is one. An error leaves the decoder unusable (the
+    /// session must end).
+    pub fn frame<M: serde::de::DeserializeOwned>(&mut self) -> Result<Option<Frame<M>>, FrameError> {
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        if len > MAX_FRAME {
+            return Err(FrameError::TooLong(len));
+        }
+        if len == 0 {
+            return Err(FrameError::Empty);
+        }
+        if self.buf.len() < 4 + len {
+            return Ok(None);
+        }
+        let kind = self.buf[4];
+        let body = &self.buf[5..4 + len];
+        let f = match kind {
+            KIND_MSG => Frame::Msg(serde_json::from_slice(body).map_err(|e| FrameError::Message(e.to_string()))?),
+            KIND_LOG => Frame::Log(body.to_vec()),
+            k => return Err(FrameError::Kind(k)),
+        };
+        self.buf.drain(..4 + len);
+        Ok(Some(f))
+    }
+}
+
+/// A byte count a peer may hold in a decoder before the frame is refused: bounds memory.
+pub const fn max_buffer() -> usize {
+    MAX_FRAME + 5
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_in_any_split() {
+        let msgs = vec![
+            ToAgent::Hello { protocol: PROTOCOL, version: "0.1.0".into() },
+            ToAgent::Time { t1: 42 },
+            ToAgent::Assign(Assignment {
+                run_id: "r1".into(),
+                scenario: "players = 2".into(),
+                service: None,
+                players_total: 10,
+                duration_ns: 1_000_000_000,
+                seed: 1,
+                key: "00".repeat(32),
+                server: None,
+                players: Some(0..10),
+                server_addr: Some("127.0.0.1:9".parse().unwrap()),
+                deadman_ms: 3000,
+            }),
+            ToAgent::Start { at_ns: 7 },
+            ToAgent::Ping,
+            ToAgent::Stop,
+            ToAgent::Collect,
+        ];
+        let mut bytes = Vec::new();
+        for m in &msgs {
+            bytes.extend(encode(m));
+        }
+        bytes.extend(encode_log(b"piece"));
+        for split in [1, 3, 7, bytes.len()] {
+            let mut d = Decoder::default();
+            let mut got = Vec::new();
+            for c in bytes.chunks(split) {
+                d.push(c);
+                while let Some(f) = d.frame::<ToAgent>().unwrap() {
+                    got.push(f);
+                }
+            }
+            assert_eq!(got.len(), msgs.len() + 1);
+            for (g, m) in got.iter().zip(&msgs) {
+                assert_eq!(g, &Frame::Msg(m.clone()));
+            }
+            assert_eq!(got.last(), Some(&Frame::Log(b"piece".to_vec())));
+            assert_eq!(d.pending(), 0);
+        }
+    }
+
+    #[test]
+    fn hostile_frames_are_errors() {
+        let mut d = Decoder::default();
+        d.push(&(MAX_FRAME as u32 + 1).to_be_bytes());
+        assert!(matches!(d.frame::<ToAgent>(), Err(FrameError::TooLong(_))));
+        let mut d = Decoder::default();
+        d.push(&[0, 0, 0, 0]);
+        assert_eq!(d.frame::<ToAgent>(), Err(FrameError::Empty));
+        let mut d = Decoder::default();
+        d.push(&[0, 0, 0, 1, 9]);
+        assert_eq!(d.frame::<ToAgent>(), Err(FrameError::Kind(9)));
+        let mut d = Decoder::default();
+        d.push(&frame(KIND_MSG, b"{\"type\":\"launch_missiles\"}"));
+        assert!(matches!(d.frame::<ToAgent>(), Err(FrameError::Message(_))));
+        // A controller's message is not an agent's.
+        let mut d = Decoder::default();
+        d.push(&encode(&ToController::Ready { server_addr: None }));
+        assert!(matches!(d.frame::<ToAgent>(), Err(FrameError::Message(_))));
+    }
+}

@@ -1,0 +1,324 @@
+//! An agent's side of one control session as an I/O-free state machine: messages and time in,
+//! actions out. The TLS shell ([`crate::agent`]) feeds it and carries the actions out; the
+//! tests drive it with virtual time.
+//!
+//! Rules it enforces:
+//! - the controller speaks first, with Hello; protocol and version must equal the agent's, else
+//!   the agent says why and closes;
+//! - one assignment per session, with a run id the agent has not run before (a replayed
+//!   assignment does nothing);
+//! - traffic starts only on Start after an accepted assignment;
+//! - the dead-man's switch: once assigned, a controller silent for the assignment's
+//!   `deadman_ms` (or gone) stops the run: no orphan load generators.
+
+use crate::msg::{Assignment, ToAgent, ToController, PROTOCOL};
+
+/// How long a peer may take to say Hello after the handshake.
+pub const HELLO_WITHIN_NS: u64 = 10_000_000_000;
+/// The dead-man interval's bounds (ms).
+pub const DEADMAN_MS: std::ops::RangeInclusive<u64> = 1_000..=60_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for the controller's Hello.
+    Greeting,
+    /// Greeted; waiting for an assignment (clock samples are answered).
+    Idle,
+    /// Assignment being prepared or prepared; not started.
+    Assigned,
+    Running,
+    /// Every role ended; logs may be collected.
+    Finished,
+    Closed,
+}
+
+/// What the shell must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Send(ToController),
+    /// Answer a clock sample: the shell stamps t3 just before writing.
+    TimeReply {
+        t1: u64,
+        t2: u64,
+    },
+    /// Prepare this assignment (then call [`Session::prepared`]).
+    Prepare(Assignment),
+    /// Start the prepared run at this instant of the agent's clock.
+    Start {
+        at_ns: u64,
+    },
+    /// Stop the run's traffic now; the reason is for the agent's log.
+    StopRun(String),
+    /// Send the finished run's logs.
+    Collect,
+    /// End the session; the reason is for the agent's log.
+    Close(String),
+}
+
+pub struct Session {
+    phase: Phase,
+    started_ns: u64,
+    last_heard_ns: u64,
+    deadman_ns: u64,
+    version: String,
+    name: String,
+    cores: u32,
+    roles_running: u32,
+}
+
+impl Session {
+    pub fn new(now_ns: u64, version: &str, name: &str, cores: u32) -> Session {
+        Session {
+            phase: Phase::Greeting,
+            started_ns: now_ns,
+            last_heard_ns: now_ns,
+            deadman_ns: 3_000_000_000,
+            version: version.into(),
+            name: name.into(),
+            cores,
+            roles_running: 0,
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    fn refuse(&mut self, why: String) -> Vec<Action> {
+        self.phase = Phase::Closed;
+        vec![Action::Send(ToController::Error { message: why.clone() }), Action::Close(why)]
+    }
+
+    /// A message from the controller. `seen` tells whether a run id was already run here.
+    pub fn on_msg(&mut self, now_ns: u64, m: ToAgent, seen: impl Fn(&str) -> bool) -> Vec<Action> {
+        self.last_heard_ns = now_ns;
+        match (self.phase, m) {
+            (Phase::Closed, _) => vec![],
+            (Phase::Greeting, ToAgent::Hello { protocol, version }) => {
+                if protocol != PROTOCOL || version != self.version {
+                    return self.refuse(format!(
+                        "agent {} runs horde {} (control protocol {PROTOCOL}); the controller runs horde {version} (protocol {protocol}): run the same version on both",
+                        self.name, self.version
+                    ));
+                }
+                self.phase = Phase::Idle;
+                vec![Action::Send(ToController::Hello { protocol: PROTOCOL, version: self.version.clone(), name: self.name.clone(), cores: self.cores })]
+            }
+            (Phase::Greeting, other) => self.refuse(format!("expected hello first, got {}", kind(&other))),
+            (_, ToAgent::Hello { .. }) => self.refuse("hello twice".into()),
+            (_, ToAgent::Time { t1 }) => vec![Action::TimeReply { t1, t2: now_ns }],
+            (_, ToAgent::Ping) => vec![],
+            (Phase::Idle, ToAgent::Assign(a)) => {
+                if let Err(e) = check_assignment(&a) {
+                    return self.refuse(format!("assignment refused: {e}"));
+                }
+                if seen(&a.run_id) {
+                    return self.refuse(format!("run {} was already run here: a replayed assignment is refused", a.run_id));
+                }
+                self.deadman_ns = a.deadman_ms * 1_000_000;
+                self.phase = Phase::Assigned;
+                self.roles_running = a.server.is_some() as u32 + a.players.is_some() as u32;
+                vec![Action::Prepare(a)]
+            }
+            (Phase::Assigned, ToAgent::Start { at_ns }) => {
+                self.phase = Phase::Running;
+                vec![Action::Start { at_ns }]
+            }
+            (Phase::Assigned | Phase::Running, ToAgent::Stop) => vec![Action::StopRun("the controller stopped the run".into())],
+            (Phase::Finished, ToAgent::Stop) => vec![],
+            (Phase::Finished, ToAgent::Collect) => vec![Action::Collect],
+            (p, other) => self.refuse(format!("{} is not expected now ({p:?})", kind(&other))),
+        }
+    }
+
+    /// The shell prepared the assignment (or failed to: `Err(why)`).
+    pub fn prepared(&mut self, r: Result<Option<std::net::SocketAddr>, String>) -> Vec<Action> {
+        match r {
+            Ok(server_addr) => vec![Action::Send(ToController::Ready { server_addr })],
+            Err(e) => self.refuse(format!("preparing the run failed: {e}")),
+        }
+    }
+
+    /// One role of the run ended (the shell sends its Finished message).
+    pub fn role_ended(&mut self) {
+        self.roles_running = self.roles_running.saturating_sub(1);
+        if self.roles_running == 0 && matches!(self.phase, Phase::Assigned | Phase::Running) {
+            self.phase = Phase::Finished;
+        }
+    }
+
+    /// Time passes: the hello deadline and the dead-man's switch.
+    pub fn on_tick(&mut self, now_ns: u64) -> Vec<Action> {
+        match self.phase {
+            Phase::Greeting if now_ns.saturating_sub(self.started_ns) > HELLO_WITHIN_NS => {
+                self.phase = Phase::Closed;
+                vec![Action::Close("no hello within 10 s".into())]
+            }
+            Phase::Assigned | Phase::Running if now_ns.saturating_sub(self.last_heard_ns) > self.deadman_ns => {
+                self.phase = Phase::Closed;
+                let why = format!("the controller was silent for {:.1} s: dead-man's switch", now_ns.saturating_sub(self.last_heard_ns) as f64 / 1e9);
+                vec![Action::StopRun(why.clone()), Action::Close(why)]
+            }
+            _ => vec![],
+        }
+    }
+
+    /// The controller's connection ended.
+    pub fn on_closed(&mut self, why: &str) -> Vec<Action> {
+        let was = self.phase;
+        self.phase = Phase::Closed;
+        match was {
+            Phase::Assigned | Phase::Running => vec![Action::StopRun(format!("the controller's connection ended ({why})")), Action::Close(why.into())],
+            Phase::Closed => vec![],
+            _ => vec![Action::Close(why.into())],
+        }
+    }
+
+    /// The collection is over: the session ends.
+    pub fn collected(&mut self) -> Vec<Action> {
+        self.phase = Phase::Closed;
+        vec![Action::Close("run collected".into())]
+    }
+}
+
+fn kind(m: &ToAgent) -> &'static str {
+    match m {
+        ToAgent::Hello { .. } => "hello",
+        ToAgent::Time { .. } => "time",
+        ToAgent::Assign(_) => "assign",
+        ToAgent::Start { .. } => "start",
+        ToAgent::Ping => "ping",
+        ToAgent::Stop => "stop",
+        ToAgent::Collect => "collect",
+    }
+}
+
+/// Checks an assignment's fields that do not need the scenario parsed.
+pub fn check_assignment(a: &Assignment) -> Result<(), String> {
+    if a.run_id.is_empty() || a.run_id.len() > 64 || !a.run_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return Err(format!("run id `{}` must be 1..=64 letters, digits or '-'", a.run_id.escape_debug()));
+    }
+    if !DEADMAN_MS.contains(&a.deadman_ms) {
+        return Err(format!("deadman_ms must be {}..={} (got {})", DEADMAN_MS.start(), DEADMAN_MS.end(), a.deadman_ms));
+    }
+    if a.server.is_none() && a.players.is_none() {
+        return Err("it assigns neither a server side nor players".into());
+    }
+    if let Some(r) = &a.players {
+        if r.is_empty() {
+            return Err(format!("players {}..{} is empty", r.start, r.end));
+        }
+        if a.server_addr.is_none() && a.server.is_none() {
+            return Err("players without the server side's address".into());
+        }
+    }
+    horde_proto::RunKey::parse_hex(&a.key).map_err(|e| format!("key: {e}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn assignment(run: &str) -> Assignment {
+        Assignment {
+            run_id: run.into(),
+            scenario: String::new(),
+            service: None,
+            players_total: 10,
+            duration_ns: 1_000_000_000,
+            seed: 1,
+            key: "ab".repeat(32),
+            server: None,
+            players: Some(0..10),
+            server_addr: Some("127.0.0.1:9".parse().unwrap()),
+            deadman_ms: 3000,
+        }
+    }
+
+    fn greeted() -> Session {
+        let mut s = Session::new(0, "1.0", "a1", 2);
+        let a = s.on_msg(1, ToAgent::Hello { protocol: PROTOCOL, version: "1.0".into() }, |_| false);
+        assert!(matches!(&a[0], Action::Send(ToController::Hello { name, .. }) if name == "a1"));
+        s
+    }
+
+    #[test]
+    fn a_run_goes_through_its_phases() {
+        let mut s = greeted();
+        assert_eq!(s.on_msg(2, ToAgent::Time { t1: 5 }, |_| false), vec![Action::TimeReply { t1: 5, t2: 2 }]);
+        assert!(matches!(s.on_msg(3, ToAgent::Assign(assignment("r1")), |_| false)[0], Action::Prepare(_)));
+        assert!(matches!(s.prepared(Ok(None))[0], Action::Send(ToController::Ready { .. })));
+        assert_eq!(s.on_msg(4, ToAgent::Start { at_ns: 9 }, |_| false), vec![Action::Start { at_ns: 9 }]);
+        assert_eq!(s.phase(), Phase::Running);
+        s.role_ended();
+        assert_eq!(s.phase(), Phase::Finished);
+        assert_eq!(s.on_msg(5, ToAgent::Collect, |_| false), vec![Action::Collect]);
+        s.collected();
+        assert_eq!(s.phase(), Phase::Closed);
+    }
+
+    #[test]
+    fn nothing_happens_before_hello_and_versions_must_match() {
+        let mut s = Session::new(0, "1.0", "a1", 2);
+        let a = s.on_msg(1, ToAgent::Assign(assignment("r1")), |_| false);
+        assert!(matches!(&a[1], Action::Close(w) if w.contains("expected hello")));
+        assert!(!a.iter().any(|a| matches!(a, Action::Prepare(_) | Action::Start { .. })));
+        let mut s = Session::new(0, "1.0", "a1", 2);
+        let a = s.on_msg(1, ToAgent::Hello { protocol: PROTOCOL, version: "0.9".into() }, |_| false);
+        assert!(matches!(&a[0], Action::Send(ToController::Error { message }) if message.contains("horde 1.0") && message.contains("horde 0.9")));
+        let mut s = Session::new(0, "1.0", "a1", 2);
+        let a = s.on_msg(1, ToAgent::Hello { protocol: PROTOCOL + 1, version: "1.0".into() }, |_| false);
+        assert!(matches!(&a[1], Action::Close(_)));
+    }
+
+    #[test]
+    fn start_without_assignment_and_replayed_runs_are_refused() {
+        let mut s = greeted();
+        let a = s.on_msg(2, ToAgent::Start { at_ns: 1 }, |_| false);
+        assert!(matches!(&a[1], Action::Close(w) if w.contains("start is not expected")));
+        let mut s = greeted();
+        let a = s.on_msg(2, ToAgent::Assign(assignment("r1")), |r| r == "r1");
+        assert!(matches!(&a[1], Action::Close(w) if w.contains("replayed")));
+    }
+
+    #[test]
+    fn hostile_assignments_are_refused() {
+        for (a, why) in [
+            (Assignment { run_id: "../../etc".into(), ..assignment("x") }, "run id"),
+            (Assignment { deadman_ms: 0, ..assignment("x") }, "deadman_ms"),
+            (Assignment { players: None, ..assignment("x") }, "neither"),
+            (Assignment { players: Some(5..5), ..assignment("x") }, "empty"),
+            (Assignment { key: "zz".into(), ..assignment("x") }, "key"),
+        ] {
+            let mut s = greeted();
+            let out = s.on_msg(2, ToAgent::Assign(a), |_| false);
+            assert!(matches!(&out[1], Action::Close(w) if w.contains(why)), "{why}: {out:?}");
+        }
+    }
+
+    #[test]
+    fn dead_mans_switch_stops_a_run_whose_controller_is_silent() {
+        let mut s = greeted();
+        s.on_msg(S, ToAgent::Assign(assignment("r1")), |_| false);
+        s.on_msg(S, ToAgent::Start { at_ns: 0 }, |_| false);
+        assert!(s.on_tick(3 * S).is_empty());
+        s.on_msg(3 * S, ToAgent::Ping, |_| false);
+        assert!(s.on_tick(6 * S).is_empty(), "3 s after the last ping is not yet over 3 s");
+        let a = s.on_tick(6 * S + 1);
+        assert!(matches!(&a[0], Action::StopRun(w) if w.contains("dead-man")));
+        assert_eq!(s.phase(), Phase::Closed);
+    }
+
+    #[test]
+    fn a_lost_connection_stops_the_run_and_a_silent_greeter_is_dropped() {
+        let mut s = greeted();
+        s.on_msg(S, ToAgent::Assign(assignment("r1")), |_| false);
+        assert!(matches!(&s.on_closed("eof")[0], Action::StopRun(_)));
+        let mut s = Session::new(0, "1.0", "a1", 2);
+        assert!(s.on_tick(HELLO_WITHIN_NS).is_empty());
+        assert!(matches!(&s.on_tick(HELLO_WITHIN_NS + 1)[0], Action::Close(_)));
+    }
+}
