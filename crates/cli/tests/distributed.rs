@@ -1,0 +1,214 @@
+//! Distributed runs with real processes on loopback addresses (no root): `horde agent` daemons
+//! and `horde run --agents`, and what happens when one of them is SIGKILLed.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const HORDE: &str = env!("CARGO_BIN_EXE_horde");
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("horde-dist-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A child whose standard error is collected line by line, with each line's arrival time.
+struct Proc {
+    child: Child,
+    lines: Arc<Mutex<Vec<(Instant, String)>>>,
+}
+
+impl Proc {
+    fn spawn(args: &[&str]) -> Proc {
+        let mut child = Command::new(HORDE).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (l2, err) = (lines.clone(), child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                l2.lock().unwrap().push((Instant::now(), line));
+            }
+        });
+        Proc { child, lines }
+    }
+
+    fn wait_line(&self, needle: &str, within: Duration) -> (Instant, String) {
+        let t = Instant::now();
+        loop {
+            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.1.contains(needle)) {
+                return l.clone();
+            }
+            assert!(t.elapsed() < within, "no `{needle}` within {within:?}: {:#?}", self.lines.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn text(&self) -> String {
+        self.lines.lock().unwrap().iter().map(|l| l.1.clone() + "\n").collect()
+    }
+
+    fn wait(&mut self, within: Duration) -> i32 {
+        let t = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code().unwrap_or(-1);
+            }
+            assert!(t.elapsed() < within, "did not exit within {within:?}: {}", self.text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn agent(d: &Path, creds: &Path, ip: &str, name: &str, metrics: bool) -> (Proc, SocketAddr, Option<SocketAddr>) {
+    let dir = d.join(name);
+    let listen = format!("{ip}:0");
+    let m = format!("{ip}:0");
+    let mut args = vec!["agent", "--listen", &listen, "--credentials", creds.to_str().unwrap(), "--dir", dir.to_str().unwrap(), "--name", name];
+    if metrics {
+        args.extend(["--metrics", &m]);
+    }
+    let p = Proc::spawn(&args);
+    let (_, line) = p.wait_line(" listening on ", Duration::from_secs(10));
+    let addr = line.split(" listening on ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    let maddr = metrics.then(|| {
+        let (_, l) = p.wait_line("metrics on http://", Duration::from_secs(5));
+        l.split("http://").nth(1).unwrap().split('/').next().unwrap().parse().unwrap()
+    });
+    (p, addr, maddr)
+}
+
+fn keygen(d: &Path) -> PathBuf {
+    let creds = d.join("creds");
+    let s = Command::new(HORDE).args(["agent", "keygen", "--out", creds.to_str().unwrap()]).output().unwrap();
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    creds
+}
+
+fn scenario(d: &Path, players: u32, secs: u32) -> PathBuf {
+    let p = d.join("sc.toml");
+    std::fs::write(&p, format!("name = \"dist\"\nservice = \"wow\"\nplayers = {players}\nduration = \"{secs}s\"\nseed = 5\nspin_us = 0\n")).unwrap();
+    p
+}
+
+fn metric(addr: SocketAddr, name: &str) -> f64 {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body.lines().find_map(|l| l.strip_prefix(&format!("{name} ")).and_then(|v| v.parse().ok())).unwrap_or_else(|| panic!("{name} not in {body}"))
+}
+
+#[test]
+fn an_agent_killed_mid_run_is_reported_within_5_s_and_the_report_is_partial() {
+    let d = tmp("kill-agent");
+    let creds = keygen(&d);
+    let (a1, x1, _) = agent(&d, &creds, "127.0.0.2", "k1", false);
+    let (a2, x2, _) = agent(&d, &creds, "127.0.0.3", "k2", false);
+    let (mut a3, x3, _) = agent(&d, &creds, "127.0.0.4", "k3", false);
+    let sc = scenario(&d, 90, 12);
+    let out = d.join("out");
+    let list = format!("{x1},{x2},{x3}");
+    let mut ctl = Proc::spawn(&["run", sc.to_str().unwrap(), "--agents", &list, "--credentials", creds.to_str().unwrap(), "-o", out.to_str().unwrap(), "--progress", "json"]);
+    ctl.wait_line("starting 3 agents together", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_secs(4));
+    a3.child.kill().unwrap();
+    let killed = Instant::now();
+    let (seen, line) = ctl.wait_line("agent k3 lost", Duration::from_secs(5));
+    assert!(seen.duration_since(killed) < Duration::from_secs(5), "{line}");
+    assert!(line.contains("players 60..90 are missing"), "{line}");
+    let code = ctl.wait(Duration::from_secs(60));
+    let text = ctl.text();
+    assert_eq!(code, 1, "a partial run exits 1: {text}");
+    assert!(text.contains("the report is partial"), "{text}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let dist = &s["distributed"];
+    assert_eq!(dist["partial"], true);
+    assert_eq!(dist["missing_players"], serde_json::json!([{"start": 60, "end": 90}]));
+    let status: Vec<&str> = dist["agents"].as_array().unwrap().iter().map(|a| a["status"].as_str().unwrap()).collect();
+    assert_eq!(&status[..2], &["finished", "finished"], "{status:?}");
+    assert!(status[2].starts_with("lost at"), "{status:?}");
+    assert_eq!(s["client"]["flows"].as_array().unwrap().len(), 60, "the others' players finished");
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("PARTIAL: players 60..90"), "the report says it is partial");
+    // The survivors finished their parts, handed over their logs and are idle again.
+    for a in [&a1, &a2] {
+        a.wait_line("logs collected", Duration::from_secs(10));
+        a.wait_line("session ended", Duration::from_secs(10));
+    }
+    drop((a1, a2));
+}
+
+#[test]
+fn killing_the_controller_stops_every_agent_within_5_s() {
+    let d = tmp("kill-controller");
+    let creds = keygen(&d);
+    let (a1, x1, m1) = agent(&d, &creds, "127.0.0.5", "c1", true);
+    let (a2, x2, m2) = agent(&d, &creds, "127.0.0.6", "c2", true);
+    let sc = scenario(&d, 40, 60);
+    let list = format!("{x1},{x2}");
+    let out = d.join("out");
+    let mut ctl = Proc::spawn(&["run", sc.to_str().unwrap(), "--agents", &list, "--credentials", creds.to_str().unwrap(), "-o", out.to_str().unwrap(), "-q"]);
+    ctl.wait_line("starting 2 agents together", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_secs(3));
+    for m in [m1.unwrap(), m2.unwrap()] {
+        assert_eq!(metric(m, "horde_agent_running"), 1.0);
+        assert!(metric(m, "horde_agent_sent_packets_total") > 0.0);
+    }
+    ctl.child.kill().unwrap();
+    let killed = Instant::now();
+    let _ = ctl.child.wait();
+    for (a, m) in [(&a1, m1.unwrap()), (&a2, m2.unwrap())] {
+        while metric(m, "horde_agent_running") != 0.0 {
+            assert!(killed.elapsed() < Duration::from_secs(5), "agent still running {:?} after the controller died: {}", killed.elapsed(), a.text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Nothing is sent any more.
+        let n = metric(m, "horde_agent_sent_packets_total");
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(metric(m, "horde_agent_sent_packets_total"), n, "still sending");
+        assert!(a.text().contains("stopping: the controller's connection ended"), "{}", a.text());
+    }
+    // A restarted controller gets the next run.
+    let sc = scenario(&d, 10, 2);
+    let out2 = d.join("out2");
+    let mut ctl = Proc::spawn(&["run", sc.to_str().unwrap(), "--agents", &list, "--credentials", creds.to_str().unwrap(), "-o", out2.to_str().unwrap(), "-q"]);
+    assert_eq!(ctl.wait(Duration::from_secs(60)), 0, "{}", ctl.text());
+}
+
+#[test]
+fn bad_agent_lists_and_missing_credentials_are_refused_clearly() {
+    let d = tmp("bad-input");
+    let sc = scenario(&d, 10, 2);
+    let run = |args: &[&str]| {
+        let o = Command::new(HORDE).arg("run").arg(&sc).args(args).output().unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (c, e) = run(&["--agents", "nohost", "--credentials", "/nonexistent"]);
+    assert_eq!(c, 2, "{e}");
+    assert!(e.contains("not HOST:PORT"), "{e}");
+    let (c, e) = run(&["--agents", "127.0.0.1:1*0", "--credentials", "/nonexistent"]);
+    assert_eq!(c, 2);
+    assert!(e.contains("weight"), "{e}");
+    let (c, e) = run(&["--agents", "127.0.0.1:1,127.0.0.1:1", "--credentials", "/nonexistent"]);
+    assert_eq!(c, 2);
+    assert!(e.contains("twice"), "{e}");
+    let o = Command::new(HORDE).arg("run").arg(&sc).args(["--agents", "127.0.0.1:1"]).env_remove("HORDE_CREDENTIALS").output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--credentials"));
+    let (c, e) = run(&["--agents", "127.0.0.1:1", "--credentials", "/nonexistent"]);
+    assert_eq!(c, 1, "{e}");
+    assert!(e.contains("horde agent keygen"), "{e}");
+    let o = Command::new(HORDE).args(["agent", "--credentials", "/x"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--listen"), "an address must be given");
+}
