@@ -18,6 +18,21 @@ cp -n ../examples/*.toml corpus/toml_scenario/ 2>/dev/null || true
 cp -n ../examples/topologies/*.toml corpus/toml_topology/ 2>/dev/null || true
 mkdir -p corpus/q3_actions
 cp -n ../examples/actions/*.csv corpus/q3_actions/ 2>/dev/null || true
+# The agent control target: a split byte, then frames of valid messages to mutate from.
+frame() { local n=$(( ${#1} + 1 )); printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00' $((n>>24&255)) $((n>>16&255)) $((n>>8&255)) $((n&255)))%s" "$1"; }
+mkdir -p corpus/agent_control
+if [ ! -s corpus/agent_control/seed-run ]; then
+  { printf '\xff'
+    frame '{"type":"hello","protocol":1,"version":"1.0"}'
+    frame '{"type":"time","t1":5}'
+    frame '{"type":"assign","run_id":"r-1","scenario":"service = \"wow\"","service":null,"players_total":10,"duration_ns":1000000000,"seed":1,"key":"abababababababababababababababababababababababababababababababab","server":null,"players":{"start":0,"end":10},"server_addr":"127.0.0.1:9","deadman_ms":3000}'
+    frame '{"type":"start","at_ns":9}'
+    frame '{"type":"ping"}'
+    frame '{"type":"stop"}'
+    frame '{"type":"collect"}'
+    frame '{"type":"progress","t_s":1.0,"sent_packets":1,"sent_bytes":2,"recv_packets":3,"recv_bytes":4,"connections":5}'
+  } > corpus/agent_control/seed-run
+fi
 status=0
 for t in "${targets[@]}"; do
   dict=()

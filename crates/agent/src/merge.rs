@@ -55,8 +55,9 @@ pub fn correct(r: &mut Record, own: i64, peer: i64) {
     }
 }
 
-/// Merges the parts whose logs arrived.
-pub fn merge(sc: &Scenario, parts: &[Part]) -> anyhow::Result<Merged> {
+/// Loads the logs of the parts whose logs arrived, every record's times corrected to the
+/// controller's clock: the client records of every shard, then the server side's records.
+pub fn load_records(parts: &[Part]) -> anyhow::Result<(Vec<Record>, Vec<Record>)> {
     let server = parts.iter().find(|p| p.server).context("no server agent")?;
     // The offset of the agent running each player (flow id = player id).
     let mut owner: Vec<(Range<u32>, i64)> = parts.iter().filter_map(|p| p.players.clone().map(|r| (r, p.offset_ns))).collect();
@@ -76,7 +77,6 @@ pub fn merge(sc: &Scenario, parts: &[Part]) -> anyhow::Result<Merged> {
         }
     };
     let mut client_records = Vec::new();
-    let mut reports = Vec::new();
     for p in parts.iter().filter(|p| p.ok && p.players.is_some()) {
         let mut recs = load(&p.dir.join("client.hlog"))?;
         let range = p.players.clone().unwrap_or(0..0);
@@ -86,26 +86,38 @@ pub fn merge(sc: &Scenario, parts: &[Part]) -> anyhow::Result<Merged> {
         for r in &mut recs {
             correct(r, p.offset_ns, server.offset_ns);
         }
-        client_records.extend(recs);
-        if let Some(mut rep) = p.client.clone() {
-            rep.t0_real_ns = to_reference(rep.t0_real_ns, p.offset_ns);
-            rep.end_real_ns = to_reference(rep.end_real_ns, p.offset_ns);
-            reports.push(rep);
-        }
+        client_records.append(&mut recs);
     }
     let mut server_records = Vec::new();
     if server.ok {
-        let mut recs = load(&server.dir.join("server.hlog"))?;
-        for r in &mut recs {
+        server_records = load(&server.dir.join("server.hlog"))?;
+        for r in &mut server_records {
             correct(r, server.offset_ns, owner_of(r.flow));
         }
-        server_records = recs;
     }
+    Ok((client_records, server_records))
+}
+
+/// Merges the parts whose logs arrived: their records ([`load_records`]) and reports.
+pub fn merge(sc: &Scenario, parts: &[Part]) -> anyhow::Result<Merged> {
+    let _ = sc;
+    let server = parts.iter().find(|p| p.server).context("no server agent")?;
+    let (client_records, server_records) = load_records(parts)?;
+    let reports: Vec<SendReport> = parts
+        .iter()
+        .filter(|p| p.ok && p.players.is_some())
+        .filter_map(|p| {
+            p.client.clone().map(|mut rep| {
+                rep.t0_real_ns = to_reference(rep.t0_real_ns, p.offset_ns);
+                rep.end_real_ns = to_reference(rep.end_real_ns, p.offset_ns);
+                rep
+            })
+        })
+        .collect();
     let client = merge_reports(&reports, &client_records).context("no client agent finished: nothing to report")?;
     let mut server_report = server.server_report.clone().unwrap_or_else(|| SendReport { flows: Vec::new(), interrupted: true, ..client.clone() });
     server_report.t0_real_ns = to_reference(server_report.t0_real_ns, server.offset_ns);
     server_report.end_real_ns = to_reference(server_report.end_real_ns, server.offset_ns);
-    let _ = sc;
     Ok(Merged { client_records, server_records, client, server: server_report })
 }
 
