@@ -129,7 +129,9 @@ enum Cmd {
     Assign(Assignment),
     Start { at_controller_ns: u64 },
     Stop,
-    Collect(PathBuf),
+    /// Collect the logs into this directory; the most bytes each log may have (from the
+    /// record counts the agent reported: a log is a header and one record per count).
+    Collect { dir: PathBuf, client_max: u64, server_max: u64 },
     Close,
 }
 
@@ -499,7 +501,8 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     for l in links.iter_mut().filter(|l| l.lost_at_s.is_none()) {
         let dir = agents_dir.join(safe_name(&l.name));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let _ = l.cmd.send(Cmd::Collect(dir));
+        let max = |r: &Option<horde_engine::SendReport>| r.as_ref().map_or(0, |r| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * r.log_records);
+        let _ = l.cmd.send(Cmd::Collect { dir, client_max: max(&l.client_report), server_max: max(&l.server_report) });
         collecting += 1;
     }
     let t_collect = Instant::now();
@@ -704,9 +707,9 @@ fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, cmds: mpsc::
                     ToAgent::Start { at_ns: (at_controller_ns as i128 + clock.offset_ns as i128).max(0) as u64 }
                 }
                 Cmd::Stop => ToAgent::Stop,
-                Cmd::Collect(dir) => {
+                Cmd::Collect { dir, client_max, server_max } => {
                     running = false;
-                    collecting = Some(Collect { dir, file: None, bytes: 0, transferred: 0, total: 0, total_transferred: 0, files: 0 });
+                    collecting = Some(Collect { dir, client_max, server_max, file: None, bytes: 0, transferred: 0, total: 0, total_transferred: 0, files: 0 });
                     ToAgent::Collect
                 }
                 Cmd::Close => return,
@@ -780,6 +783,8 @@ fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, cmds: mpsc::
 /// A log being received: deflate pieces into a file, bounded by the size the agent declared.
 struct Collect {
     dir: PathBuf,
+    client_max: u64,
+    server_max: u64,
     file: Option<(String, flate2::write::DeflateDecoder<std::fs::File>)>,
     bytes: u64,
     transferred: u64,
@@ -792,6 +797,10 @@ impl Collect {
     fn begin(&mut self, file: &str, bytes: u64) -> anyhow::Result<()> {
         if !matches!(file, "client.hlog" | "server.hlog") || self.file.is_some() {
             bail!("it offered an unexpected log `{}`", file.escape_debug());
+        }
+        let max = if file == "client.hlog" { self.client_max } else { self.server_max };
+        if bytes > max {
+            bail!("it offered {file} of {bytes} bytes, more than the {max} bytes of the records it reported");
         }
         let f = std::fs::File::create(self.dir.join(file)).with_context(|| format!("creating {}", self.dir.join(file).display()))?;
         self.file = Some((file.to_string(), flate2::write::DeflateDecoder::new(f)));
