@@ -57,6 +57,14 @@ ex "horde decode back.hlog"
 ex "horde presets"
 ex "horde bots --start-server -n 16 -t 30s -o bots-run" 90
 kill -INT $rpid; wait $rpid
+ex "horde agent keygen --out creds"
+horde agent --listen 127.0.0.2:7801 --credentials creds --dir /tmp/a1 > agent1.log 2>&1 &
+a1=$!
+horde agent --listen 127.0.0.3:7802 --credentials creds --dir /tmp/a2 > agent2.log 2>&1 &
+a2=$!
+sleep 0.5
+ex "horde run examples/wow.toml -n 600 -t 20s --agents 127.0.0.2:7801,127.0.0.3:7802 --credentials creds -o dist-run" 90
+kill -INT $a1 $a2; wait $a1 $a2
 ex "horde key --out run.key"
 horde recv --port 9000 --key-file run.key > recv-key.log 2>&1 &
 rpid=$!

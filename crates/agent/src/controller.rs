@@ -127,11 +127,17 @@ pub enum Event {
 /// Commands to a link thread.
 enum Cmd {
     Assign(Assignment),
-    Start { at_controller_ns: u64 },
+    Start {
+        at_controller_ns: u64,
+    },
     Stop,
     /// Collect the logs into this directory; the most bytes each log may have (from the
     /// record counts the agent reported: a log is a header and one record per count).
-    Collect { dir: PathBuf, client_max: u64, server_max: u64 },
+    Collect {
+        dir: PathBuf,
+        client_max: u64,
+        server_max: u64,
+    },
     Close,
 }
 
@@ -501,7 +507,9 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     for l in links.iter_mut().filter(|l| l.lost_at_s.is_none()) {
         let dir = agents_dir.join(safe_name(&l.name));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let max = |r: &Option<horde_engine::SendReport>| r.as_ref().map_or(0, |r| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * r.log_records);
+        let max = |r: &Option<horde_engine::SendReport>| {
+            r.as_ref().map_or(0, |r| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * r.log_records)
+        };
         let _ = l.cmd.send(Cmd::Collect { dir, client_max: max(&l.client_report), server_max: max(&l.server_report) });
         collecting += 1;
     }

@@ -92,7 +92,13 @@ impl Worker {
             // At the limit of connections without a hello, the oldest one makes room.
             while self.pending.len() >= max_pending {
                 let Some(old) = self.pending.pop_front() else { break };
-                if self.slots[old].conn.awaiting_hello() && !matches!(self.slots[old].sock, Sock::Closed) {
+                let waiting = |s: &Self| s.slots[old].conn.awaiting_hello() && !matches!(s.slots[old].sock, Sock::Closed);
+                if waiting(self) {
+                    // A burst of connects is accepted before any hello is read: the oldest's
+                    // hello may be in its socket already. Read it before judging the connection.
+                    self.read_tcp(old);
+                }
+                if waiting(self) {
                     self.refusals.closed_before_hello += 1;
                     self.close(old);
                 }

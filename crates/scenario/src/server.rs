@@ -70,7 +70,13 @@ pub fn serve(sc: &Scenario, out: &Path, key: RunKey, stop: &AtomicBool, on_liste
         spin_ns: sc.spin_us * 1000,
         threads: sc.server_threads,
         key,
-        serve_limits: ServeLimits { max_players: sc.players as usize, ..Default::default() },
+        // Every player may connect at once (a run starts all its players together): as many
+        // connections may wait for their hello as there are players (at least the default).
+        serve_limits: ServeLimits {
+            max_players: sc.players as usize,
+            max_pending: (sc.players as usize).max(ServeLimits::default().max_pending),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let report = sender::serve(&[sc.server], sc.service.transport, &opts, stop, |b| on_listening(b[0])).context("server side").map_err(Error::Failed)?;

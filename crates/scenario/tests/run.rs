@@ -76,3 +76,20 @@ fn a_stop_while_planning_is_an_interruption_not_a_failure() {
     assert_eq!(e.exit_code(), 130, "{e}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Every player connects at the run's start: a burst of thousands of connects, accepted before
+/// any hello is read, must not be cut down by the pending-hello cap (it was: 1,024 per server
+/// thread, so only 2,048 of 4,000 players got in).
+#[test]
+fn a_burst_of_thousands_of_players_all_get_in() {
+    let mut sc = scenario("wow", 3000, 2);
+    sc.spin_us = 0;
+    let out = tmp("burst");
+    let stop = AtomicBool::new(false);
+    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &|_| {}, stop: &stop };
+    let r = execute(&sc, &opts).expect("the run completes");
+    assert_eq!(r.server.refusals.closed_before_hello, 0, "no player was cut off before its hello");
+    assert_eq!(r.summary.client.errors, 0, "no player saw its connection closed");
+    assert!(r.summary.server_connections >= 2990, "{} players served", r.summary.server_connections);
+    let _ = std::fs::remove_dir_all(&out);
+}
