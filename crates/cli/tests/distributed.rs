@@ -269,3 +269,30 @@ fn the_kubernetes_manifests_run_valid_commands() {
     // The DNS name does not resolve here: the controller says so, after every flag parsed.
     assert!(e.contains("resolving horde-agents.default.svc.cluster.local"), "{ctl:?}: {e}");
 }
+
+/// A scenario's `[agents]` table makes `horde run` the controller without flags; paths in it
+/// are relative to the scenario.
+#[test]
+fn an_agents_table_in_the_scenario_runs_the_controller() {
+    let d = tmp("table");
+    let creds = keygen(&d);
+    let (a1, x1, _) = agent(&d, &creds, "127.0.0.7", "t1", false);
+    let (a2, x2, _) = agent(&d, &creds, "127.0.0.8", "t2", false);
+    std::fs::write(d.join("agents.txt"), format!("# the load machines\n{x2}\n")).unwrap();
+    let sc = d.join("table.toml");
+    std::fs::write(&sc, format!("name = \"table\"\nservice = \"wow\"\nplayers = 12\nduration = \"2s\"\nseed = 2\n\n[agents]\nlist = [\"{x1}*2\", \"@agents.txt\"]\ncredentials = \"creds\"\ndeadman = \"2s\"\n")).unwrap();
+    let out = d.join("out");
+    let mut ctl = Proc::spawn(&["run", sc.to_str().unwrap(), "-q", "-o", out.to_str().unwrap()]);
+    assert_eq!(ctl.wait(Duration::from_secs(60)), 0, "{}", ctl.text());
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let agents = s["distributed"]["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2);
+    assert_eq!(agents[0]["players"], serde_json::json!({"start": 0, "end": 8}), "weight 2 of 3");
+    assert_eq!(agents[1]["players"], serde_json::json!({"start": 8, "end": 12}));
+    drop((a1, a2));
+    // A bad table is named.
+    std::fs::write(&sc, "service = \"wow\"\nplayers = 2\nduration = \"2s\"\n[agents]\nlist = []\n").unwrap();
+    let o = Command::new(HORDE).arg("run").arg(&sc).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("agents.list"), "{}", String::from_utf8_lossy(&o.stderr));
+}

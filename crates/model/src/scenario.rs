@@ -75,6 +75,37 @@ pub struct RawScenario {
     /// run use it. Without one, each run makes a fresh key and hands it to its server side.
     #[serde(default)]
     pub key_file: Option<String>,
+    /// Run through agents (`horde agent`) instead of on this machine: `horde run` is then the
+    /// controller (`--agents` on the command line overrides the list).
+    #[serde(default)]
+    pub agents: Option<RawAgents>,
+}
+
+/// `[agents]`: where a distributed run's shards and server side go.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgents {
+    /// Agents: `HOST:PORT`, `HOST:PORT*WEIGHT`, `dns:NAME:PORT` or `@FILE` (relative to the
+    /// scenario file).
+    pub list: Vec<String>,
+    /// The agent that runs the server side (default: the first of `list`).
+    #[serde(default)]
+    pub server: Option<String>,
+    /// The controller's credentials directory (relative to the scenario file).
+    #[serde(default)]
+    pub credentials: Option<String>,
+    /// The dead-man interval (default 3s).
+    #[serde(default)]
+    pub deadman: Option<String>,
+}
+
+/// A scenario's `[agents]` table, paths resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agents {
+    pub list: Vec<String>,
+    pub server: Option<String>,
+    pub credentials: Option<std::path::PathBuf>,
+    pub deadman: Option<String>,
 }
 
 /// `[emu]`: which topology, where the players and the server live.
@@ -117,6 +148,8 @@ pub struct Scenario {
     pub emu: Option<Placement>,
     /// The run key's file, if the scenario names one.
     pub key_file: Option<std::path::PathBuf>,
+    /// `[agents]`: run through agents (None: on this machine).
+    pub agents: Option<Agents>,
     pub text: String,
 }
 
@@ -224,6 +257,25 @@ impl Scenario {
                 }
             },
             key_file: raw.key_file.map(|k| dir.join(k)),
+            agents: match raw.agents {
+                None => None,
+                Some(a) => {
+                    if a.list.is_empty() {
+                        return Err(fail("agents.list", "name at least one agent (HOST:PORT, dns:NAME:PORT or @FILE)".into()));
+                    }
+                    if let Some(d) = &a.deadman {
+                        let ns = crate::units::parse_duration_ns(d).map_err(|m| fail("agents.deadman", m))?;
+                        if !(1_000_000_000..=60_000_000_000).contains(&ns) {
+                            return Err(fail("agents.deadman", format!("must be 1s..60s (got {d})")));
+                        }
+                    }
+                    let list = a.list.into_iter().map(|e| match e.strip_prefix('@') {
+                        Some(f) => format!("@{}", dir.join(f).display()),
+                        None => e,
+                    });
+                    Some(Agents { list: list.collect(), server: a.server, credentials: a.credentials.map(|c| dir.join(c)), deadman: a.deadman })
+                }
+            },
             text: text.to_string(),
         })
     }

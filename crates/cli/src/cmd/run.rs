@@ -15,7 +15,7 @@ use crate::{bad_input, Outcome};
 /// report directory.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Scenario file (TOML: service, players, duration, seed, start_hour, join, server, variables, threads, server_threads, spin_us, [emu]; see examples/wow.toml, examples/wow-access.toml)
+    /// Scenario file (TOML: service, players, duration, seed, start_hour, join, server, variables, threads, server_threads, spin_us, [emu], [agents]; see examples/wow.toml, examples/wow-access.toml)
     #[arg(value_name = "SCENARIO")]
     pub scenario: PathBuf,
     /// Report directory (default: horde-out/<scenario file name>-<unix time>)
@@ -43,8 +43,8 @@ pub struct Args {
     /// Run through agents (`horde agent` on each load machine): comma-separated HOST:PORT[*WEIGHT], dns:NAME:PORT (every address of a name, e.g. a Kubernetes headless service) or @FILE. Players are sharded over them by id, in proportion to the weights
     #[arg(long, value_name = "LIST")]
     pub agents: Option<String>,
-    /// With --agents: the agent that runs the server side, HOST:PORT (one of --agents, which then also runs players, or one that runs only the server side; default: the first of --agents)
-    #[arg(long, value_name = "ADDR", requires = "agents")]
+    /// With --agents (or the scenario's [agents]): the agent that runs the server side, HOST:PORT (one of --agents, which then also runs players, or one that runs only the server side; default: the first of --agents)
+    #[arg(long, value_name = "ADDR")]
     pub server_agent: Option<String>,
     /// With --agents: the controller's credentials directory with ca.pem, controller.pem and controller.key (from `horde agent keygen`)
     #[arg(long, value_name = "DIR", env = "HORDE_CREDENTIALS")]
@@ -92,8 +92,12 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         return Ok(0);
     }
     let progress = Progress::of(args.quiet, args.progress, args.progress_file.as_deref())?;
-    if let Some(list) = &args.agents {
-        return distributed(&args, &sc, list, &out, progress, stop);
+    // `--agents` (or the scenario's `[agents]` table): this process is the controller.
+    if let Some(list) = args.agents.clone().or_else(|| sc.agents.as_ref().map(|a| a.list.join(","))) {
+        return distributed(&args, &sc, &list, &out, progress, stop);
+    }
+    if args.server_agent.is_some() {
+        return Err(bad_input(anyhow::anyhow!("--server-agent needs agents: --agents LIST, or an [agents] table in the scenario")));
     }
     execute(&sc, Some(&args.scenario), &out, progress, stop)
 }
@@ -102,7 +106,9 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
 fn distributed(args: &Args, sc: &Scenario, list: &str, out: &Path, progress: Progress, stop: &AtomicBool) -> Outcome {
     use horde_agent::controller::{self, ControllerOptions, Event as CEvent, ServerPlace};
     let agents = controller::parse_agents(list).map_err(bad_input)?;
-    let server = match &args.server_agent {
+    let from_table = sc.agents.as_ref().filter(|_| args.agents.is_none());
+    let server_agent = args.server_agent.clone().or_else(|| from_table.and_then(|t| t.server.clone()));
+    let server = match &server_agent {
         None => ServerPlace::Agent(0),
         Some(s) => {
             let a = controller::parse_agents(s).map_err(bad_input)?;
@@ -115,12 +121,16 @@ fn distributed(args: &Args, sc: &Scenario, list: &str, out: &Path, progress: Pro
             }
         }
     };
-    let credentials = args.credentials.clone().ok_or_else(|| {
+    let credentials = args.credentials.clone().or_else(|| sc.agents.as_ref().and_then(|a| a.credentials.clone())).ok_or_else(|| {
         bad_input(anyhow::anyhow!("--agents needs --credentials DIR (ca.pem, controller.pem, controller.key from `horde agent keygen`), or HORDE_CREDENTIALS"))
     })?;
-    let deadman_ns = horde_model::units::parse_duration_ns(&args.deadman).map_err(|e| bad_input(anyhow::anyhow!("--deadman: {e}")))?;
+    let deadman = match (args.deadman.as_str(), sc.agents.as_ref().and_then(|a| a.deadman.clone())) {
+        ("3s", Some(d)) => d,
+        (d, _) => d.to_string(),
+    };
+    let deadman_ns = horde_model::units::parse_duration_ns(&deadman).map_err(|e| bad_input(anyhow::anyhow!("--deadman: {e}")))?;
     if !(1_000_000_000..=60_000_000_000).contains(&deadman_ns) {
-        return Err(bad_input(anyhow::anyhow!("--deadman must be 1s..60s (got {})", args.deadman)));
+        return Err(bad_input(anyhow::anyhow!("--deadman must be 1s..60s (got {deadman})")));
     }
     let tty = std::io::stderr().is_terminal();
     let last_line = std::sync::Mutex::new(false);
