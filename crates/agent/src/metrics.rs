@@ -32,6 +32,12 @@ pub fn render(m: &Metrics) -> String {
     metric("horde_agent_sent_bits_per_second", "gauge", "Bits sent over the last second.", rates[1]);
     metric("horde_agent_received_packets_per_second", "gauge", "APDUs received over the last second.", rates[2]);
     metric("horde_agent_received_bits_per_second", "gauge", "Bits received over the last second.", rates[3]);
+    metric(
+        "horde_agent_late_departures_total",
+        "counter",
+        "Departures more than 1 ms after their scheduled time in the current run (send lateness).",
+        get(|p| p.late_1ms.load(Ordering::Relaxed)) as f64,
+    );
     metric("horde_agent_runs_total", "counter", "Runs assigned to this agent.", m.runs.load(Ordering::Relaxed) as f64);
     metric(
         "horde_agent_refused_connections_total",
@@ -122,6 +128,7 @@ mod tests {
         assert!(r.starts_with("HTTP/1.0 200 OK\r\n"));
         assert!(r.contains("# TYPE horde_agent_players gauge\nhorde_agent_players 250\n"));
         assert!(r.contains("horde_agent_sent_packets_total 0\n"));
+        assert!(r.contains("horde_agent_late_departures_total 0\n"));
         assert!(respond(b"GET /etc/passwd HTTP/1.1\r\n\r\n", &m).starts_with("HTTP/1.0 404"));
         assert!(respond(b"\x00\xff", &m).starts_with("HTTP/1.0 400"));
     }

@@ -45,6 +45,8 @@ pub struct Progress {
     pub recv_packets: AtomicU64,
     pub recv_bytes: AtomicU64,
     pub connections: AtomicU64,
+    /// Departures more than 1 ms after their scheduled time.
+    pub late_1ms: AtomicU64,
 }
 
 impl Progress {
@@ -52,6 +54,12 @@ impl Progress {
         if let Some(p) = p {
             p.sent_packets.fetch_add(1, Ordering::Relaxed);
             p.sent_bytes.fetch_add(len, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn late(p: &Option<Arc<Progress>>) {
+        if let Some(p) = p {
+            p.late_1ms.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -561,7 +561,11 @@ impl Worker {
     fn account(&mut self, i: usize, d: &Departure, real: u64, mono: u64) {
         // A bulk departure leaves when the socket takes it: it has no lateness.
         if !self.slots[i].conn.bulk() {
-            self.hist.saturating_record(mono.saturating_sub(self.t0_mono + d.at_ns).max(1));
+            let late = mono.saturating_sub(self.t0_mono + d.at_ns);
+            self.hist.saturating_record(late.max(1));
+            if late > 1_000_000 {
+                Progress::late(&self.opts.progress);
+            }
         }
         let rec = self.slots[i].conn.sent(d, self.t0_real + d.at_ns, real);
         Progress::sent(&self.opts.progress, d.size as u64);
