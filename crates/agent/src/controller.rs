@@ -3,24 +3,23 @@
 //! players, starts every shard at one instant, watches progress and faults, collects the logs
 //! and writes one report computed over all agents' records.
 //!
-//! One thread per agent (the link) owns its TLS connection; the main thread drives the run
-//! through commands and learns through events.
+//! One thread per agent ([`crate::link`]) owns its TLS connection; the main thread drives the
+//! run through commands and learns through events.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use horde_engine::clock::real_ns;
 use horde_model::scenario::Scenario;
 
-use crate::clock::{Estimate, Filter, Sample};
-use crate::msg::{self, Assignment, Frame, ToAgent, ToController, PROTOCOL};
+use crate::clock::Estimate;
+use crate::link::{link, Cmd, Ev, CLOCK_GAP, CLOCK_SAMPLES, CONNECT_WITHIN};
+use crate::msg::{self, Assignment};
 
 /// One agent as the user named it.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,55 +122,6 @@ pub enum Event {
         agents: Vec<(String, [u64; 4])>,
     },
 }
-
-/// Commands to a link thread.
-enum Cmd {
-    Assign(Assignment),
-    Start {
-        at_controller_ns: u64,
-    },
-    Stop,
-    /// Collect the logs into this directory; the most bytes each log may have (from the
-    /// record counts the agent reported: a log is a header and one record per count).
-    Collect {
-        dir: PathBuf,
-        client_max: u64,
-        server_max: u64,
-    },
-    Close,
-}
-
-/// What a link thread reports.
-#[derive(Debug)]
-enum Ev {
-    Connected {
-        name: String,
-        cores: u32,
-        clock: Estimate,
-    },
-    Ready {
-        server_addr: Option<SocketAddr>,
-    },
-    Progress(msg::Progress),
-    Finished {
-        role: String,
-        report: Option<Box<horde_engine::SendReport>>,
-        error: Option<String>,
-        cpu_s: f64,
-        max_rss_kb: u64,
-    },
-    Collected {
-        bytes: u64,
-        transferred: u64,
-    },
-    /// The agent refused, failed, or was lost; the link is over.
-    Lost(String),
-}
-
-/// Clock samples per agent, and their spacing.
-const CLOCK_SAMPLES: usize = 16;
-const CLOCK_GAP: Duration = Duration::from_millis(20);
-const CONNECT_WITHIN: Duration = Duration::from_secs(10);
 
 struct Link {
     addr: SocketAddr,
@@ -358,19 +308,16 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     links[server_i].players = server_players.clone();
     let _ = links[server_i].cmd.send(Cmd::Assign(assignment(server_players.clone(), Some(listen), None)));
     links[server_i].roles_left = 1 + server_players.is_some() as u32;
-    let server_addr = loop {
-        match erx.recv_timeout(Duration::from_secs(120)) {
-            Ok((i, Ev::Ready { server_addr: Some(a) })) if i == server_i => break a,
-            Ok((i, Ev::Lost(why))) => {
-                close_all(&mut links);
-                bail!("not starting: agent {} ({}): {why}", links[i].name, links[i].addr);
-            }
-            Ok(_) => {}
-            Err(_) => {
-                close_all(&mut links);
-                bail!("not starting: the server agent {} did not get ready within 120 s", links[server_i].name);
-            }
+    let server_addr = match ready(&erx, &links, 1) {
+        Ok(r) => r.into_iter().find(|(i, _)| *i == server_i).and_then(|(_, a)| a),
+        Err(e) => {
+            close_all(&mut links);
+            bail!("not starting: {e}");
         }
+    };
+    let Some(server_addr) = server_addr else {
+        close_all(&mut links);
+        bail!("not starting: the server agent {} did not say where its server side listens", links[server_i].name);
     };
     ev(&Event::Note(format!("server side on agent {} at {server_addr}", links[server_i].name)));
     let mut waiting = 0;
@@ -383,19 +330,9 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         let _ = links[i].cmd.send(Cmd::Assign(assignment(Some(r.clone()), None, Some(server_addr))));
         waiting += 1;
     }
-    while waiting > 0 {
-        match erx.recv_timeout(Duration::from_secs(120)) {
-            Ok((_, Ev::Ready { .. })) => waiting -= 1,
-            Ok((i, Ev::Lost(why))) => {
-                close_all(&mut links);
-                bail!("not starting: agent {} ({}): {why}", links[i].name, links[i].addr);
-            }
-            Ok(_) => {}
-            Err(_) => {
-                close_all(&mut links);
-                bail!("not starting: agents did not get ready within 120 s");
-            }
-        }
+    if let Err(e) = ready(&erx, &links, waiting) {
+        close_all(&mut links);
+        bail!("not starting: {e}");
     }
     for l in &links {
         if let Some(r) = &l.players {
@@ -634,6 +571,21 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     Ok(Outcome { summary, lost })
 }
 
+/// Waits for `n` agents' Ready (each within 120 s): who, and where its server side listens. Any
+/// agent lost meanwhile is an error naming it.
+fn ready(erx: &mpsc::Receiver<(usize, Ev)>, links: &[Link], n: usize) -> Result<Vec<(usize, Option<SocketAddr>)>, String> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        match erx.recv_timeout(Duration::from_secs(120)) {
+            Ok((i, Ev::Ready { server_addr })) => got.push((i, server_addr)),
+            Ok((i, Ev::Lost(why))) => return Err(format!("agent {} ({}): {why}", links[i].name, links[i].addr)),
+            Ok(_) => {}
+            Err(_) => return Err(format!("{} agent(s) did not get ready within 120 s", n - got.len())),
+        }
+    }
+    Ok(got)
+}
+
 /// A name safe as a directory name.
 fn safe_name(n: &str) -> String {
     let s: String = n.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).take(64).collect();
@@ -641,250 +593,5 @@ fn safe_name(n: &str) -> String {
         format!("agent{s}")
     } else {
         s
-    }
-}
-
-type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
-
-/// One agent's link: connect, authenticate, hello, clock samples; then commands until Close.
-fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, cmds: mpsc::Receiver<Cmd>, ev: &mpsc::Sender<(usize, Ev)>, deadman: Duration) {
-    let send = |e: Ev| {
-        let _ = ev.send((i, e));
-    };
-    let mut tls = match connect(addr, cfg) {
-        Ok(t) => t,
-        Err(e) => return send(Ev::Lost(format!("{e:#}"))),
-    };
-    let mut dec = msg::Decoder::default();
-    let mut buf = vec![0u8; 256 << 10];
-    // Hello and clock samples, with a deadline.
-    let deadline = Instant::now() + CONNECT_WITHIN;
-    let hello = (|| -> anyhow::Result<(String, u32, Estimate)> {
-        write(&mut tls, &msg::encode(&ToAgent::Hello { protocol: PROTOCOL, version: env!("CARGO_PKG_VERSION").into() }))?;
-        let (name, cores) = match read_msg(&mut tls, &mut dec, &mut buf, deadline)? {
-            ToController::Hello { protocol, version, name, cores } => {
-                if protocol != PROTOCOL || version != env!("CARGO_PKG_VERSION") {
-                    bail!(
-                        "it runs horde {version} (control protocol {protocol}), this controller horde {} (protocol {PROTOCOL}): run the same version on both",
-                        env!("CARGO_PKG_VERSION")
-                    );
-                }
-                (name, cores)
-            }
-            ToController::Error { message } => bail!("it refused: {message}"),
-            other => bail!("it answered hello with {other:?}"),
-        };
-        let mut f = Filter::default();
-        for _ in 0..CLOCK_SAMPLES {
-            let t1 = real_ns();
-            write(&mut tls, &msg::encode(&ToAgent::Time { t1 }))?;
-            match read_msg(&mut tls, &mut dec, &mut buf, deadline)? {
-                ToController::Time { t1: e1, t2, t3 } if e1 == t1 => f.add(Sample { t1, t2, t3, t4: real_ns() }),
-                other => bail!("it answered a clock sample with {other:?}"),
-            }
-            std::thread::sleep(CLOCK_GAP);
-        }
-        Ok((name, cores, f.estimate().context("no usable clock sample")?))
-    })();
-    let clock = match hello {
-        Ok((name, cores, clock)) => {
-            send(Ev::Connected { name, cores, clock });
-            clock
-        }
-        Err(e) => return send(Ev::Lost(format!("{e:#}"))),
-    };
-    let _ = tls.sock.set_read_timeout(Some(Duration::from_millis(100)));
-    let mut last_ping = Instant::now();
-    let mut last_heard = Instant::now();
-    let mut running = false;
-    let mut collecting: Option<Collect> = None;
-    let lost_after = deadman.max(Duration::from_secs(1));
-    loop {
-        // Commands from the run.
-        loop {
-            let c = match cmds.try_recv() {
-                Ok(c) => c,
-                Err(mpsc::TryRecvError::Empty) => break,
-                Err(mpsc::TryRecvError::Disconnected) => return,
-            };
-            let m = match c {
-                Cmd::Assign(a) => ToAgent::Assign(a),
-                Cmd::Start { at_controller_ns } => {
-                    running = true;
-                    last_heard = Instant::now();
-                    ToAgent::Start { at_ns: (at_controller_ns as i128 + clock.offset_ns as i128).max(0) as u64 }
-                }
-                Cmd::Stop => ToAgent::Stop,
-                Cmd::Collect { dir, client_max, server_max } => {
-                    running = false;
-                    collecting = Some(Collect { dir, client_max, server_max, file: None, bytes: 0, transferred: 0, total: 0, total_transferred: 0, files: 0 });
-                    ToAgent::Collect
-                }
-                Cmd::Close => return,
-            };
-            if let Err(e) = write(&mut tls, &msg::encode(&m)) {
-                return send(Ev::Lost(format!("writing to it: {}", crate::tls::describe(&e))));
-            }
-        }
-        if last_ping.elapsed() >= Duration::from_secs(1) {
-            last_ping = Instant::now();
-            if let Err(e) = write(&mut tls, &msg::encode(&ToAgent::Ping)) {
-                return send(Ev::Lost(format!("writing to it: {}", crate::tls::describe(&e))));
-            }
-        }
-        match tls.read(&mut buf) {
-            Ok(0) => return send(Ev::Lost("it closed the control connection".into())),
-            Ok(n) => {
-                last_heard = Instant::now();
-                dec.push(&buf[..n]);
-            }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
-            Err(e) => return send(Ev::Lost(format!("control connection: {}", crate::tls::describe(&e)))),
-        }
-        loop {
-            let f = match dec.frame::<ToController>() {
-                Ok(Some(f)) => f,
-                Ok(None) => break,
-                Err(e) => return send(Ev::Lost(format!("protocol error: {e}"))),
-            };
-            match (f, collecting.as_mut()) {
-                (Frame::Msg(ToController::Ready { server_addr }), _) => send(Ev::Ready { server_addr }),
-                (Frame::Msg(ToController::Progress(p)), _) => send(Ev::Progress(p)),
-                (Frame::Msg(ToController::Finished { role, report, error, cpu_s, max_rss_kb }), _) => {
-                    let report = report.and_then(|r| serde_json::from_value::<horde_engine::SendReport>(r).ok()).map(Box::new);
-                    send(Ev::Finished { role, report, error, cpu_s, max_rss_kb })
-                }
-                (Frame::Msg(ToController::Error { message }), None) => return send(Ev::Lost(format!("it reported: {message}"))),
-                (Frame::Msg(ToController::LogBegin { file, bytes }), Some(c)) => {
-                    if let Err(e) = c.begin(&file, bytes) {
-                        return send(Ev::Lost(format!("{e:#}")));
-                    }
-                }
-                (Frame::Log(piece), Some(c)) => {
-                    if let Err(e) = c.piece(&piece) {
-                        return send(Ev::Lost(format!("{e:#}")));
-                    }
-                }
-                (Frame::Msg(ToController::LogEnd { file, bytes, transferred }), Some(c)) => match c.end(&file, bytes, transferred) {
-                    Ok(()) => {}
-                    Err(e) => return send(Ev::Lost(format!("{e:#}"))),
-                },
-                (Frame::Msg(ToController::Collected { files }), Some(c)) => {
-                    if c.file.is_some() || c.files != files {
-                        return send(Ev::Lost(format!("it ended the collection after {} of {files} logs", c.files)));
-                    }
-                    send(Ev::Collected { bytes: c.total, transferred: c.total_transferred });
-                    // Nothing more is expected from it: wait for the run to close the link.
-                    let _ = cmds.recv();
-                    return;
-                }
-                (Frame::Msg(ToController::Error { message }), Some(_)) => return send(Ev::Lost(format!("it could not send its logs: {message}"))),
-                (other, _) => return send(Ev::Lost(format!("unexpected {:?}", std::mem::discriminant(&other)))),
-            }
-        }
-        if running && last_heard.elapsed() > lost_after {
-            return send(Ev::Lost(format!("silent for {:.1} s", last_heard.elapsed().as_secs_f64())));
-        }
-    }
-}
-
-/// A log being received: deflate pieces into a file, bounded by the size the agent declared.
-struct Collect {
-    dir: PathBuf,
-    client_max: u64,
-    server_max: u64,
-    file: Option<(String, flate2::write::DeflateDecoder<std::fs::File>)>,
-    bytes: u64,
-    transferred: u64,
-    total: u64,
-    total_transferred: u64,
-    files: u32,
-}
-
-impl Collect {
-    fn begin(&mut self, file: &str, bytes: u64) -> anyhow::Result<()> {
-        if !matches!(file, "client.hlog" | "server.hlog") || self.file.is_some() {
-            bail!("it offered an unexpected log `{}`", file.escape_debug());
-        }
-        let max = if file == "client.hlog" { self.client_max } else { self.server_max };
-        if bytes > max {
-            bail!("it offered {file} of {bytes} bytes, more than the {max} bytes of the records it reported");
-        }
-        let f = std::fs::File::create(self.dir.join(file)).with_context(|| format!("creating {}", self.dir.join(file).display()))?;
-        self.file = Some((file.to_string(), flate2::write::DeflateDecoder::new(f)));
-        self.bytes = bytes;
-        self.transferred = 0;
-        Ok(())
-    }
-
-    fn piece(&mut self, p: &[u8]) -> anyhow::Result<()> {
-        let Some((name, d)) = self.file.as_mut() else { bail!("log data outside a log") };
-        d.write_all(p).with_context(|| format!("{name}: bad compressed data"))?;
-        self.transferred += p.len() as u64;
-        // Bounded: never more than the agent declared (a hostile agent cannot fill the disk
-        // beyond it, and the declared size itself is checked against the run at merge).
-        let written = d.total_out();
-        if written > self.bytes {
-            bail!("{name}: more data than the {} bytes it declared", self.bytes);
-        }
-        Ok(())
-    }
-
-    fn end(&mut self, file: &str, bytes: u64, transferred: u64) -> anyhow::Result<()> {
-        let Some((name, d)) = self.file.take() else { bail!("end of a log that did not begin") };
-        if name != file {
-            bail!("end of {file} inside {name}");
-        }
-        let mut f = d.finish().with_context(|| format!("{name}: bad compressed data"))?;
-        f.flush()?;
-        let len = f.metadata()?.len();
-        if len != bytes || bytes != self.bytes || transferred != self.transferred {
-            bail!("{name}: received {len} bytes ({} transferred) of the {bytes} declared ({transferred} transferred)", self.transferred);
-        }
-        self.total += bytes;
-        self.total_transferred += transferred;
-        self.files += 1;
-        Ok(())
-    }
-}
-
-fn connect(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> anyhow::Result<Tls> {
-    let mut tcp =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).with_context(|| format!("connecting to {addr} (is `horde agent` running there?)"))?;
-    tcp.set_nodelay(true)?;
-    tcp.set_read_timeout(Some(CONNECT_WITHIN))?;
-    tcp.set_write_timeout(Some(CONNECT_WITHIN))?;
-    let mut conn = rustls::ClientConnection::new(cfg, crate::tls::agent_server_name()).context("TLS")?;
-    while conn.is_handshaking() {
-        if let Err(e) = conn.complete_io(&mut tcp) {
-            bail!("TLS handshake: {}", crate::tls::describe(&e));
-        }
-    }
-    Ok(rustls::StreamOwned::new(conn, tcp))
-}
-
-fn write(tls: &mut Tls, b: &[u8]) -> std::io::Result<()> {
-    tls.write_all(b)?;
-    tls.flush()
-}
-
-fn read_msg(tls: &mut Tls, dec: &mut msg::Decoder, buf: &mut [u8], deadline: Instant) -> anyhow::Result<ToController> {
-    loop {
-        match dec.frame::<ToController>()? {
-            Some(Frame::Msg(m)) => return Ok(m),
-            Some(Frame::Log(_)) => bail!("a log piece before any run"),
-            None => {}
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            bail!("no answer within {} s", CONNECT_WITHIN.as_secs());
-        }
-        tls.sock.set_read_timeout(Some(left))?;
-        match tls.read(buf) {
-            Ok(0) => bail!("it closed the connection"),
-            Ok(n) => dec.push(&buf[..n]),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::Interrupted) => {}
-            Err(e) => bail!("{}", crate::tls::describe(&e)),
-        }
     }
 }

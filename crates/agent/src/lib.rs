@@ -9,7 +9,8 @@
 //! - [`tls`]: credentials (`horde agent keygen`) and TLS 1.3 configurations with mutual
 //!   authentication;
 //! - [`agent`]: the agent daemon (the TLS shell around [`session`]);
-//! - [`controller`]: the controller and the merge of the agents' logs into one report;
+//! - [`controller`]: the controller (its link to each agent in `link.rs`), and [`merge`]: the
+//!   agents' logs into one report;
 //! - [`metrics`]: the agent's optional Prometheus endpoint.
 //!
 //! See docs/distributed.md for the protocol, the security model and the failure behaviour.
@@ -17,6 +18,7 @@
 pub mod agent;
 pub mod clock;
 pub mod controller;
+mod link;
 pub mod merge;
 pub mod metrics;
 pub mod msg;
