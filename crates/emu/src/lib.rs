@@ -546,7 +546,7 @@ fn ifreq(name: &str) -> IfReq {
 fn if_index(sock: &OwnedFd, name: &str) -> Result<u32, EmuError> {
     let mut r = ifreq(name);
     // SAFETY: SIOCGIFINDEX writes an int into the union at `data`'s offset; the struct is large enough.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFINDEX, &mut r) } != 0 {
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFINDEX as _, &mut r) } != 0 {
         return Err(EmuError::io(&format!("looking up interface {name}"), std::io::Error::last_os_error()));
     }
     // SAFETY: the kernel stored an int at the start of the union.
@@ -561,7 +561,7 @@ fn tx_offload_off(sock: &OwnedFd, name: &str) -> Result<(), EmuError> {
     let mut r = ifreq(name);
     r.data = v.as_mut_ptr() as *mut libc::c_void;
     // SAFETY: ifreq with a pointer to a struct ethtool_value.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL, &mut r) } != 0 {
+    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut r) } != 0 {
         return Err(EmuError::io(&format!("turning TX checksum offload off on {name}"), std::io::Error::last_os_error()));
     }
     Ok(())

@@ -22,7 +22,7 @@ pub fn real_ns() -> u64 {
 
 /// Sleeps until the monotonic clock reads `deadline_ns` (no busy-wait).
 pub fn sleep_until(deadline_ns: u64) {
-    let ts = libc::timespec { tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t, tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long };
+    let ts = libc::timespec { tv_sec: (deadline_ns / 1_000_000_000) as _, tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long };
     // SAFETY: valid timespec; EINTR simply returns early and callers re-check the clock.
     unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
 }

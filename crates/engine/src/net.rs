@@ -179,7 +179,7 @@ pub fn send_batch(fd: RawFd, bufs: &[&[u8]]) -> io::Result<usize> {
         hdrs[i].msg_hdr.msg_iovlen = 1;
     }
     // SAFETY: hdrs[..n] point at iovecs that point at live buffers for the duration of the call.
-    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
+    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT as _) };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -201,7 +201,7 @@ pub fn send_batch_to(fd: RawFd, bufs: &[&[u8]], to: &[SocketAddr]) -> io::Result
         hdrs[i].msg_hdr.msg_namelen = names[i].len();
     }
     // SAFETY: as in send_batch; names outlive the call.
-    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
+    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT as _) };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -267,7 +267,7 @@ impl RecvBatch {
             h.msg_hdr.msg_flags = 0;
         }
         // SAFETY: every header points into buffers owned by self.
-        let r = unsafe { libc::recvmmsg(fd, self.hdrs.as_mut_ptr(), BATCH as u32, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
+        let r = unsafe { libc::recvmmsg(fd, self.hdrs.as_mut_ptr(), BATCH as u32, libc::MSG_DONTWAIT as _, std::ptr::null_mut()) };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
