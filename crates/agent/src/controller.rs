@@ -227,7 +227,8 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     let mut failures = Vec::new();
     while pending > 0 {
         let left = deadline.saturating_duration_since(Instant::now());
-        match erx.recv_timeout(left.max(Duration::from_millis(1))) {
+        // Woken at least every 200 ms to notice Ctrl-C.
+        match erx.recv_timeout(left.clamp(Duration::from_millis(1), Duration::from_millis(200))) {
             Ok((i, Ev::Connected { name, cores, clock })) => {
                 let l = &mut links[i];
                 l.name = name;
@@ -249,6 +250,7 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
                 pending -= 1;
             }
             Ok(_) => {}
+            Err(_) if !left.is_zero() => {}
             Err(_) => {
                 for l in links.iter().filter(|l| l.status == "connecting") {
                     failures.push(format!("agent {}: no answer within {} s", l.addr, CONNECT_WITHIN.as_secs()));

@@ -199,7 +199,15 @@ fn distributed(args: &Args, sc: &Scenario, list: &str, out: &Path, progress: Pro
         events: &events,
         stop,
     };
-    let r = controller::run(sc, &opts)?;
+    let r = match controller::run(sc, &opts) {
+        Ok(r) => r,
+        // Ctrl-C before the run started: nothing ran, nothing to report.
+        Err(e) if stop.load(std::sync::atomic::Ordering::Relaxed) => {
+            say!("horde run: interrupted before the run started ({e:#})");
+            return Ok(130);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let s = &r.summary;
     if let Some(d) = &s.distributed {
         say_inline!("{}", horde_scenario::report::agents_table(d));
