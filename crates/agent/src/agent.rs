@@ -180,19 +180,32 @@ fn connection(
     r
 }
 
-/// What a run's threads tell the session.
+/// What a run's threads tell the session: a role ended with its report (a
+/// [`horde_engine::SendReport`], or a [`horde_engine::RecvReport`] for "recv"), or failed.
 enum RunEvent {
-    Finished { role: &'static str, report: Result<horde_engine::SendReport, String> },
+    Finished { role: &'static str, report: Result<serde_json::Value, String> },
+}
+
+fn finished<T: serde::Serialize>(role: &'static str, r: Result<T, String>) -> RunEvent {
+    RunEvent::Finished { role, report: r.map(|r| serde_json::to_value(&r).unwrap_or_default()) }
+}
+
+/// What an assignment runs.
+enum Work {
+    /// A scenario's part: its players' client side and/or its server side.
+    Scenario { sc: Box<Scenario>, players: Arc<horde_scenario::Players> },
+    /// Flows of a flow file to send (receivers start at prepare).
+    Flows { send: Vec<horde_model::Flow> },
 }
 
 /// A prepared or running assignment.
 struct Run {
     dir: PathBuf,
-    sc: Scenario,
-    players: Arc<horde_scenario::Players>,
+    work: Work,
     assignment: Assignment,
     key: RunKey,
     stop: Arc<AtomicBool>,
+    /// The server side, or the flows' receiver: its thread, and where it listens.
     server: Option<(std::thread::JoinHandle<()>, SocketAddr)>,
     clients: Option<std::thread::JoinHandle<()>>,
     progress: Arc<Progress>,
@@ -251,7 +264,7 @@ fn session(
         while let Ok(ev) = rx.try_recv() {
             let RunEvent::Finished { role, report } = ev;
             let (report, error) = match report {
-                Ok(r) => (Some(serde_json::to_value(&r).unwrap_or_default()), None),
+                Ok(r) => (Some(r), None),
                 Err(e) => (None, Some(e)),
             };
             let cpu = run.as_ref().map_or(0.0, |r| cpu_s() - r.cpu0);
@@ -306,14 +319,23 @@ fn session(
                         }
                     }
                     let id = a.run_id.clone();
-                    let r = prepare(a, opts, &shared.metrics, tx.clone());
+                    let a = *a;
+                    let r = if a.flows.is_some() { prepare_flows(a, opts, &shared.metrics, tx.clone()) } else { prepare(a, opts, &shared.metrics, tx.clone()) };
                     let addr = match r {
                         Ok(r) => {
-                            let addr = r.server.as_ref().map(|s| s.1);
+                            let addr = r.server.as_ref().map(|s| s.1).filter(|_| r.assignment.flows.is_none());
+                            let flows = match &r.work {
+                                Work::Flows { send } => format!(
+                                    ", {} flow(s) to send{}",
+                                    send.len(),
+                                    r.server.as_ref().map(|s| format!(", receiving on {}", s.1)).unwrap_or_default()
+                                ),
+                                Work::Scenario { .. } => String::new(),
+                            };
                             log(&format!(
-                                "run {id}: prepared{}{}",
+                                "run {id}: prepared{}{}{flows}",
                                 r.assignment.players.as_ref().map(|p| format!(", players {}..{}", p.start, p.end)).unwrap_or_default(),
-                                addr.map(|a| format!(", server side on {a}")).unwrap_or_default()
+                                addr.filter(|_| r.assignment.flows.is_none()).map(|a| format!(", server side on {a}")).unwrap_or_default()
                             ));
                             run = Some(r);
                             Ok(addr)
@@ -436,7 +458,7 @@ fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc:
                 let r = horde_scenario::serve(&sc2, &dir2, key2, &stop2, |addr| {
                     let _ = atx.send(addr);
                 });
-                let _ = tx.send(RunEvent::Finished { role: "server", report: r.map_err(|e| format!("{:#}", e.into_anyhow())) });
+                let _ = tx.send(finished("server", r.map_err(|e| format!("{:#}", e.into_anyhow()))));
             })?;
             match arx.recv_timeout(Duration::from_secs(60)) {
                 Ok(addr) => Some((h, addr)),
@@ -449,38 +471,143 @@ fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc:
         }
         None => None,
     };
-    Ok(Run { dir, sc, players, assignment: a, key, stop, server, clients: None, progress, cpu0: cpu_s(), t0: Instant::now() })
+    Ok(Run {
+        dir,
+        work: Work::Scenario { sc: Box::new(sc), players },
+        assignment: a,
+        key,
+        stop,
+        server,
+        clients: None,
+        progress,
+        cpu0: cpu_s(),
+        t0: Instant::now(),
+    })
+}
+
+/// Resolves the shipped flow file, keeps the flows this agent sends, and starts its receiver if
+/// assigned: it listens now, takes only hellos signed with the run's key, and ends at Stop or
+/// after the run's duration.
+fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc::Sender<RunEvent>) -> anyhow::Result<Run> {
+    let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
+    let job = a.flows.clone().context("no flows")?;
+    horde_model::scenario::check_duration(a.duration_ns).map_err(|m| anyhow::anyhow!("duration: {m}"))?;
+    let all = horde_model::flow::FlowFile::parse_and_resolve(&job.text, job.seed).map_err(|e| anyhow::anyhow!("flow file: {e}"))?;
+    let wanted = |id: u32| job.send.iter().any(|r| r.contains(&id));
+    let send: Vec<horde_model::Flow> = all.iter().filter(|f| wanted(f.id)).cloned().collect();
+    let asked: u64 = job.send.iter().map(|r| (r.end - r.start) as u64).sum();
+    if send.len() as u64 != asked {
+        anyhow::bail!("the flow file has {} flows; {asked} were assigned here, {} of them exist", all.len(), send.len());
+    }
+    let dir = opts.dir.join(&a.run_id);
+    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    metrics.players.store(0, Ordering::Relaxed);
+    metrics.runs.fetch_add(1, Ordering::Relaxed);
+    let progress = Arc::new(Progress::default());
+    *metrics.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress.clone());
+    let server = if job.recv_udp.is_empty() && job.recv_tcp.is_empty() {
+        None
+    } else {
+        let ropts = horde_engine::RecvOptions {
+            udp: job.recv_udp.clone(),
+            tcp: job.recv_tcp.clone(),
+            log: Some(dir.join("recv.hlog")),
+            // The controller stops it when the senders are done; this bounds it if it cannot.
+            duration: Some(Duration::from_nanos(a.duration_ns) + Duration::from_secs(60)),
+            key: key.clone(),
+            ..Default::default()
+        };
+        let (atx, arx) = mpsc::channel::<Result<SocketAddr, String>>();
+        let failed = atx.clone();
+        let stop2 = stop.clone();
+        let h = std::thread::Builder::new().name("horde-agent-recv".into()).spawn(move || {
+            let r = horde_engine::receiver::run(&ropts, &stop2, |bound| {
+                let _ = atx.send(bound.first().copied().ok_or_else(|| "no address".to_string()));
+            })
+            .map_err(|e| format!("{e:#}"));
+            if let Err(e) = &r {
+                let _ = failed.send(Err(e.clone()));
+            }
+            let _ = tx.send(finished("recv", r));
+        })?;
+        match arx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Ok(addr)) => Some((h, addr)),
+            Ok(Err(e)) => {
+                stop.store(true, Ordering::Relaxed);
+                let _ = h.join();
+                let _ = std::fs::remove_dir_all(&dir);
+                anyhow::bail!("the receiver did not start: {e}");
+            }
+            Err(_) => {
+                stop.store(true, Ordering::Relaxed);
+                let _ = h.join();
+                let _ = std::fs::remove_dir_all(&dir);
+                anyhow::bail!("the receiver did not start listening within 30 s");
+            }
+        }
+    };
+    Ok(Run { dir, work: Work::Flows { send }, assignment: a, key, stop, server, clients: None, progress, cpu0: cpu_s(), t0: Instant::now() })
+}
+
+/// Sleeps to the common start, a sleep cut short every 100 ms to notice a stop.
+fn wait_until(at_ns: u64, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let now = real_ns();
+        if now >= at_ns {
+            break;
+        }
+        std::thread::sleep(Duration::from_nanos((at_ns - now).min(100_000_000)));
+    }
 }
 
 /// Starts the client side of a prepared run at `at_ns` (the agent's clock).
 fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics: &Arc<Metrics>) {
     metrics.running.store(true, Ordering::Relaxed);
     r.cpu0 = cpu_s();
-    let Some(shard) = r.assignment.players.clone() else { return };
-    // Players go to the given server side, or to this agent's own.
-    let Some(server) = r.assignment.server_addr.or(r.server.as_ref().map(|s| s.1)) else { return };
-    let (sc, players, key, stop, progress, log) =
-        (r.sc.clone(), r.players.clone(), r.key.clone(), r.stop.clone(), r.progress.clone(), r.dir.join("client.hlog"));
-    let spawned = std::thread::Builder::new().name("horde-agent-clients".into()).spawn(move || {
-        // Sleep to the common start (a sleep cut short every 100 ms to notice a stop).
-        while !stop.load(Ordering::Relaxed) {
-            let now = real_ns();
-            if now >= at_ns {
-                break;
+    r.t0 = Instant::now();
+    let (key, stop, progress) = (r.key.clone(), r.stop.clone(), r.progress.clone());
+    let spawned = match &r.work {
+        Work::Flows { send } => {
+            if send.is_empty() {
+                return;
             }
-            std::thread::sleep(Duration::from_nanos((at_ns - now).min(100_000_000)));
+            let (flows, log) = (send.clone(), r.dir.join("send.hlog"));
+            let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+            std::thread::Builder::new().name("horde-agent-send".into()).spawn(move || {
+                wait_until(at_ns, &stop);
+                let opts = horde_engine::SendOptions {
+                    threads: cores.min(flows.len()).max(1),
+                    log: Some(log),
+                    key,
+                    greet: true,
+                    progress: Some(progress),
+                    ..Default::default()
+                };
+                let report = horde_engine::sender::run(flows, &opts, &stop).map_err(|e| format!("{e:#}"));
+                drop(opts);
+                let _ = tx.send(finished("send", report));
+            })
         }
-        let c = horde_scenario::Clients { players: &players, shard, server, key, log, progress: progress.clone(), netns: Vec::new() };
-        let report = horde_scenario::run_clients(&sc, &c, &stop).map_err(|e| format!("{e:#}"));
-        drop(c);
-        drop(progress);
-        let _ = tx.send(RunEvent::Finished { role: "clients", report });
-    });
+        Work::Scenario { sc, players } => {
+            let Some(shard) = r.assignment.players.clone() else { return };
+            // Players go to the given server side, or to this agent's own.
+            let Some(server) = r.assignment.server_addr.or(r.server.as_ref().map(|s| s.1)) else { return };
+            let (sc, players, log) = (sc.clone(), players.clone(), r.dir.join("client.hlog"));
+            std::thread::Builder::new().name("horde-agent-clients".into()).spawn(move || {
+                wait_until(at_ns, &stop);
+                let c = horde_scenario::Clients { players: &players, shard, server, key, log, progress: progress.clone(), netns: Vec::new() };
+                let report = horde_scenario::run_clients(&sc, &c, &stop).map_err(|e| format!("{e:#}"));
+                drop(c);
+                drop(progress);
+                let _ = tx.send(finished("clients", report));
+            })
+        }
+    };
     match spawned {
         Ok(h) => r.clients = Some(h),
         Err(_) => r.stop.store(true, Ordering::Relaxed),
     }
-    r.t0 = Instant::now();
 }
 
 /// Streams the run's logs: each as LogBegin, deflate pieces, LogEnd.
@@ -488,11 +615,23 @@ fn send_logs(tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
     use flate2::write::DeflateEncoder;
     let mut sent = 0u32;
     let mut files = Vec::new();
-    if r.assignment.players.is_some() {
-        files.push("client.hlog");
-    }
-    if r.assignment.server.is_some() {
-        files.push("server.hlog");
+    match (&r.work, &r.assignment.flows) {
+        (Work::Flows { send }, Some(job)) => {
+            if !send.is_empty() {
+                files.push("send.hlog");
+            }
+            if !job.recv_udp.is_empty() || !job.recv_tcp.is_empty() {
+                files.push("recv.hlog");
+            }
+        }
+        _ => {
+            if r.assignment.players.is_some() {
+                files.push("client.hlog");
+            }
+            if r.assignment.server.is_some() {
+                files.push("server.hlog");
+            }
+        }
     }
     for f in files {
         let path = r.dir.join(f);

@@ -18,7 +18,7 @@ use horde_engine::clock::real_ns;
 use horde_model::scenario::Scenario;
 
 use crate::clock::Estimate;
-use crate::link::{link, Cmd, Ev, CLOCK_GAP, CLOCK_SAMPLES, CONNECT_WITHIN};
+use crate::link::{Cmd, Ev};
 use crate::msg::{self, Assignment};
 
 /// One agent as the user named it.
@@ -177,25 +177,19 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
             }
         },
     };
-    let (etx, erx) = mpsc::channel::<(usize, Ev)>();
-    let mut links: Vec<Link> = Vec::new();
-    for (i, addr) in addrs.iter().enumerate() {
-        let (ctx, crx) = mpsc::channel();
-        let (cfg, etx, deadman) = (cfg.clone(), etx.clone(), opts.deadman);
-        let addr = *addr;
-        let handle = std::thread::Builder::new()
-            .name(format!("horde-link-{i}"))
-            .spawn(move || link(i, addr, cfg, crx, &etx, deadman))
-            .context("starting a link thread")?;
-        links.push(Link {
-            addr,
-            name: addr.to_string(),
-            cmd: ctx,
-            handle: Some(handle),
-            clock: Estimate::default(),
+    let (conns, erx) = crate::link::connect_all(&addrs, cfg, opts.deadman, opts.stop, &|m| ev(&Event::Note(m)))?;
+    let mut links: Vec<Link> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| Link {
+            addr: c.addr,
+            name: c.name,
+            cmd: c.cmd,
+            handle: c.handle,
+            clock: c.clock,
             players: None,
             server: i == server_i,
-            status: "connecting".into(),
+            status: "connected".into(),
             lost_at_s: None,
             roles_left: 0,
             last: msg::Progress::default(),
@@ -207,9 +201,8 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
             log_bytes: 0,
             log_transferred: 0,
             collected: false,
-        });
-    }
-    drop(etx);
+        })
+        .collect();
     let close_all = |links: &mut Vec<Link>| {
         for l in links.iter() {
             let _ = l.cmd.send(Cmd::Close);
@@ -220,60 +213,6 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
             }
         }
     };
-
-    // 1. Connect, authenticate, check versions, measure clocks.
-    let mut pending = links.len();
-    let deadline = Instant::now() + CONNECT_WITHIN + CLOCK_GAP * CLOCK_SAMPLES as u32 + Duration::from_secs(2);
-    let mut failures = Vec::new();
-    while pending > 0 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        // Woken at least every 200 ms to notice Ctrl-C.
-        match erx.recv_timeout(left.clamp(Duration::from_millis(1), Duration::from_millis(200))) {
-            Ok((i, Ev::Connected { name, cores, clock })) => {
-                let l = &mut links[i];
-                l.name = name;
-                l.clock = clock;
-                l.status = "connected".into();
-                ev(&Event::Note(format!(
-                    "agent {} at {}: {cores} cores, clock offset {:+.3} ms ± {:.3} ms (best RTT {:.3} ms of {} samples)",
-                    l.name,
-                    l.addr,
-                    clock.offset_ns as f64 / 1e6,
-                    clock.uncertainty_ns as f64 / 1e6,
-                    clock.rtt_ns as f64 / 1e6,
-                    clock.samples
-                )));
-                pending -= 1;
-            }
-            Ok((i, Ev::Lost(why))) => {
-                failures.push(format!("agent {}: {why}", links[i].addr));
-                pending -= 1;
-            }
-            Ok(_) => {}
-            Err(_) if !left.is_zero() => {}
-            Err(_) => {
-                for l in links.iter().filter(|l| l.status == "connecting") {
-                    failures.push(format!("agent {}: no answer within {} s", l.addr, CONNECT_WITHIN.as_secs()));
-                }
-                break;
-            }
-        }
-        if opts.stop.load(Ordering::Relaxed) {
-            failures.push("interrupted while connecting".into());
-            break;
-        }
-    }
-    if !failures.is_empty() {
-        close_all(&mut links);
-        bail!("not starting: {}", failures.join("; "));
-    }
-    for (i, l) in links.iter().enumerate() {
-        if links[..i].iter().any(|o| o.name == l.name) {
-            let name = l.name.clone();
-            close_all(&mut links);
-            bail!("not starting: two agents call themselves {name} (give each agent its own --name)");
-        }
-    }
 
     // 2. Plan (for the report), place the server side, shard the players.
     let t_plan = Instant::now();
@@ -302,13 +241,14 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         players,
         server_addr,
         deadman_ms,
+        flows: None,
     };
     // The server side listens on the server agent's address (the one the controller reached),
     // at the scenario's port.
     let listen = SocketAddr::new(links[server_i].addr.ip(), sc.server.port());
     let server_players = (server_i < client_agents).then(|| shards[server_i].clone()).filter(|r| !r.is_empty());
     links[server_i].players = server_players.clone();
-    let _ = links[server_i].cmd.send(Cmd::Assign(assignment(server_players.clone(), Some(listen), None)));
+    let _ = links[server_i].cmd.send(Cmd::Assign(Box::new(assignment(server_players.clone(), Some(listen), None))));
     links[server_i].roles_left = 1 + server_players.is_some() as u32;
     let server_addr = match ready(&erx, &links, 1) {
         Ok(r) => r.into_iter().find(|(i, _)| *i == server_i).and_then(|(_, a)| a),
@@ -329,7 +269,7 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         }
         links[i].players = Some(r.clone());
         links[i].roles_left = 1;
-        let _ = links[i].cmd.send(Cmd::Assign(assignment(Some(r.clone()), None, Some(server_addr))));
+        let _ = links[i].cmd.send(Cmd::Assign(Box::new(assignment(Some(r.clone()), None, Some(server_addr)))));
         waiting += 1;
     }
     if let Err(e) = ready(&erx, &links, waiting) {
@@ -411,9 +351,10 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
                             ev(&Event::Note(format!("agent {}: its {role} side failed: {e}", l.name)));
                             l.status = format!("{role} side failed: {e}");
                         }
+                        let report = report.and_then(|r| serde_json::from_value::<horde_engine::SendReport>(r).ok());
                         match role.as_str() {
-                            "server" => l.server_report = report.map(|r| *r),
-                            _ => l.client_report = report.map(|r| *r),
+                            "server" => l.server_report = report,
+                            _ => l.client_report = report,
                         }
                     }
                     Ev::Lost(why) if l.lost_at_s.is_none() => {
@@ -449,7 +390,7 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         let max = |r: &Option<horde_engine::SendReport>| {
             r.as_ref().map_or(0, |r| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * r.log_records)
         };
-        let _ = l.cmd.send(Cmd::Collect { dir, client_max: max(&l.client_report), server_max: max(&l.server_report) });
+        let _ = l.cmd.send(Cmd::Collect { dir, limits: vec![("client.hlog", max(&l.client_report)), ("server.hlog", max(&l.server_report))] });
         collecting += 1;
     }
     let t_collect = Instant::now();
@@ -589,7 +530,7 @@ fn ready(erx: &mpsc::Receiver<(usize, Ev)>, links: &[Link], n: usize) -> Result<
 }
 
 /// A name safe as a directory name.
-fn safe_name(n: &str) -> String {
+pub(crate) fn safe_name(n: &str) -> String {
     let s: String = n.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).take(64).collect();
     if s.is_empty() || s.starts_with('.') {
         format!("agent{s}")

@@ -1,6 +1,7 @@
 //! Distributed operation: `horde agent` on each load machine, and the controller
 //! (`horde run SCENARIO --agents …`) that shards a scenario's players over them, measures their
-//! clocks, starts them together, watches them, collects their logs and writes one report.
+//! clocks, starts them together, watches them, collects their logs and writes one report; and
+//! the same for a flow file's flows (`horde send --flows F --agents …`).
 //!
 //! - [`msg`]: the control messages and their framing (an I/O-free codec);
 //! - [`session`]: the agent's side of a session as an I/O-free state machine (hello and
@@ -11,6 +12,8 @@
 //! - [`agent`]: the agent daemon (the TLS shell around [`session`]);
 //! - [`controller`]: the controller (its link to each agent in `link.rs`), and [`merge`]: the
 //!   agents' logs into one report;
+//! - [`flows`]: the controller for a flow file's `send`/`recv` flows through agents (D-ITG's
+//!   manager use);
 //! - [`metrics`]: the agent's optional Prometheus endpoint.
 //!
 //! See docs/distributed.md for the protocol, the security model and the failure behaviour.
@@ -18,6 +21,7 @@
 pub mod agent;
 pub mod clock;
 pub mod controller;
+pub mod flows;
 mod link;
 pub mod merge;
 pub mod metrics;

@@ -5,6 +5,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,17 +18,16 @@ use crate::msg::{self, Assignment, Frame, ToAgent, ToController, PROTOCOL};
 
 /// Commands to a link thread.
 pub(crate) enum Cmd {
-    Assign(Assignment),
+    Assign(Box<Assignment>),
     Start {
         at_controller_ns: u64,
     },
     Stop,
-    /// Collect the logs into this directory; the most bytes each log may have (from the
-    /// record counts the agent reported: a log is a header and one record per count).
+    /// Collect the logs into this directory: the logs expected, each with the most bytes it
+    /// may have (from the record counts the agent reported: a header and one record per count).
     Collect {
         dir: PathBuf,
-        client_max: u64,
-        server_max: u64,
+        limits: Vec<(&'static str, u64)>,
     },
     Close,
 }
@@ -46,7 +46,9 @@ pub(crate) enum Ev {
     Progress(msg::Progress),
     Finished {
         role: String,
-        report: Option<Box<horde_engine::SendReport>>,
+        /// A [`horde_engine::SendReport`] ("clients", "server", "send") or a
+        /// [`horde_engine::RecvReport`] ("recv") as the agent sent it.
+        report: Option<serde_json::Value>,
         error: Option<String>,
         cpu_s: f64,
         max_rss_kb: u64,
@@ -57,6 +59,118 @@ pub(crate) enum Ev {
     },
     /// The agent refused, failed, or was lost; the link is over.
     Lost(String),
+}
+
+/// The links' events: which agent, what happened.
+pub(crate) type Events = mpsc::Receiver<(usize, Ev)>;
+
+/// An agent connected, authenticated, of the same version, its clock measured.
+pub(crate) struct Conn {
+    pub addr: SocketAddr,
+    pub name: String,
+    pub cmd: mpsc::Sender<Cmd>,
+    pub handle: Option<std::thread::JoinHandle<()>>,
+    pub clock: Estimate,
+}
+
+/// Closes every link and waits for their threads.
+pub(crate) fn close(conns: &mut [Conn]) {
+    for c in conns.iter() {
+        let _ = c.cmd.send(Cmd::Close);
+    }
+    for c in conns.iter_mut() {
+        if let Some(h) = c.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Connects to every agent at once (a link thread each): authentication, hello with the version
+/// check, clock samples. `note` gets a line per agent. Any agent that fails, does not answer in
+/// time, or shares another's name is an error naming it (every link is closed then), as is
+/// `stop` (Ctrl-C) meanwhile. The events of the links follow on the returned receiver.
+pub(crate) fn connect_all(
+    addrs: &[SocketAddr],
+    cfg: Arc<rustls::ClientConfig>,
+    deadman: Duration,
+    stop: &AtomicBool,
+    note: &dyn Fn(String),
+) -> anyhow::Result<(Vec<Conn>, Events)> {
+    let (etx, erx) = mpsc::channel::<(usize, Ev)>();
+    let mut conns: Vec<Conn> = Vec::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        let (ctx, crx) = mpsc::channel();
+        let (cfg, etx) = (cfg.clone(), etx.clone());
+        let addr = *addr;
+        let handle = std::thread::Builder::new().name(format!("horde-link-{i}")).spawn(move || link(i, addr, cfg, crx, &etx, deadman));
+        let handle = match handle {
+            Ok(h) => h,
+            Err(e) => {
+                close(&mut conns);
+                bail!("starting a link thread: {e}");
+            }
+        };
+        conns.push(Conn { addr, name: addr.to_string(), cmd: ctx, handle: Some(handle), clock: Estimate::default() });
+    }
+    drop(etx);
+    let mut connected = vec![false; conns.len()];
+    let mut pending = conns.len();
+    let deadline = Instant::now() + CONNECT_WITHIN + CLOCK_GAP * CLOCK_SAMPLES as u32 + Duration::from_secs(2);
+    let mut failures = Vec::new();
+    while pending > 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        // Woken at least every 200 ms to notice Ctrl-C.
+        match erx.recv_timeout(left.clamp(Duration::from_millis(1), Duration::from_millis(200))) {
+            Ok((i, Ev::Connected { name, cores, clock })) => {
+                let c = &mut conns[i];
+                c.name = name;
+                c.clock = clock;
+                connected[i] = true;
+                note(format!(
+                    "agent {} at {}: {cores} cores, clock offset {:+.3} ms ± {:.3} ms (best RTT {:.3} ms of {} samples)",
+                    c.name,
+                    c.addr,
+                    clock.offset_ns as f64 / 1e6,
+                    clock.uncertainty_ns as f64 / 1e6,
+                    clock.rtt_ns as f64 / 1e6,
+                    clock.samples
+                ));
+                pending -= 1;
+            }
+            Ok((i, Ev::Lost(why))) => {
+                failures.push(format!("agent {}: {why}", conns[i].addr));
+                connected[i] = true;
+                pending -= 1;
+            }
+            Ok(_) => {}
+            Err(_) if !left.is_zero() => {}
+            Err(_) => {
+                for (c, _) in conns.iter().zip(&connected).filter(|x| !*x.1) {
+                    failures.push(format!("agent {}: no answer within {} s", c.addr, CONNECT_WITHIN.as_secs()));
+                }
+                break;
+            }
+        }
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            failures.push("interrupted while connecting".into());
+            break;
+        }
+    }
+    if failures.is_empty() {
+        if let Some((i, c)) = conns.iter().enumerate().find(|(i, c)| conns[..*i].iter().any(|o| o.name == c.name)) {
+            failures.push(format!(
+                "two agents call themselves {} ({} and {}): give each agent its own --name",
+                c.name,
+                conns[..i].iter().find(|o| o.name == c.name).map_or(String::new(), |o| o.addr.to_string()),
+                c.addr
+            ));
+        }
+    }
+    if !failures.is_empty() {
+        close(&mut conns);
+        bail!("not starting: {}", failures.join("; "));
+    }
+    Ok((conns, erx))
 }
 
 /// Clock samples per agent, and their spacing.
@@ -135,9 +249,9 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
                     ToAgent::Start { at_ns: (at_controller_ns as i128 + clock.offset_ns as i128).max(0) as u64 }
                 }
                 Cmd::Stop => ToAgent::Stop,
-                Cmd::Collect { dir, client_max, server_max } => {
+                Cmd::Collect { dir, limits } => {
                     running = false;
-                    collecting = Some(Collect { dir, client_max, server_max, file: None, bytes: 0, transferred: 0, total: 0, total_transferred: 0, files: 0 });
+                    collecting = Some(Collect { dir, limits, file: None, bytes: 0, transferred: 0, total: 0, total_transferred: 0, files: 0 });
                     ToAgent::Collect
                 }
                 Cmd::Close => return,
@@ -171,7 +285,6 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
                 (Frame::Msg(ToController::Ready { server_addr }), _) => send(Ev::Ready { server_addr }),
                 (Frame::Msg(ToController::Progress(p)), _) => send(Ev::Progress(p)),
                 (Frame::Msg(ToController::Finished { role, report, error, cpu_s, max_rss_kb }), _) => {
-                    let report = report.and_then(|r| serde_json::from_value::<horde_engine::SendReport>(r).ok()).map(Box::new);
                     send(Ev::Finished { role, report, error, cpu_s, max_rss_kb })
                 }
                 (Frame::Msg(ToController::Error { message }), None) => return send(Ev::Lost(format!("it reported: {message}"))),
@@ -211,8 +324,7 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
 /// A log being received: deflate pieces into a file, bounded by the size the agent declared.
 struct Collect {
     dir: PathBuf,
-    client_max: u64,
-    server_max: u64,
+    limits: Vec<(&'static str, u64)>,
     file: Option<(String, flate2::write::DeflateDecoder<std::fs::File>)>,
     bytes: u64,
     transferred: u64,
@@ -223,10 +335,9 @@ struct Collect {
 
 impl Collect {
     fn begin(&mut self, file: &str, bytes: u64) -> anyhow::Result<()> {
-        if !matches!(file, "client.hlog" | "server.hlog") || self.file.is_some() {
+        let Some(&(file, max)) = self.limits.iter().find(|l| l.0 == file).filter(|_| self.file.is_none()) else {
             bail!("it offered an unexpected log `{}`", file.escape_debug());
-        }
-        let max = if file == "client.hlog" { self.client_max } else { self.server_max };
+        };
         if bytes > max {
             bail!("it offered {file} of {bytes} bytes, more than the {max} bytes of the records it reported");
         }

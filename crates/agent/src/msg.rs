@@ -36,7 +36,7 @@ pub enum ToAgent {
     /// A clock sample: `t1` is the controller's real time (ns) at sending.
     Time { t1: u64 },
     /// Prepare a part of a run (nothing is sent before [`ToAgent::Start`]).
-    Assign(Assignment),
+    Assign(Box<Assignment>),
     /// Start the assigned part at this instant of the agent's own real-time clock (ns).
     Start { at_ns: u64 },
     /// The controller is alive (sent every second; an agent that hears nothing for
@@ -72,7 +72,32 @@ pub struct Assignment {
     pub server_addr: Option<SocketAddr>,
     /// Stop the traffic when nothing is heard from the controller for this long.
     pub deadman_ms: u64,
+    /// Instead of a scenario's part: a set of `send`/`recv` flows (`scenario` is then empty).
+    #[serde(default)]
+    pub flows: Option<FlowsJob>,
 }
+
+/// The D-ITG manager's use: flows of a flow file that this agent sends, and receivers it runs.
+/// Every flow signs its hellos with the run's key and its receivers drop any other, so a
+/// receiver started through an agent takes traffic of this run only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowsJob {
+    /// The flow file's text (TOML), resolved with `seed` on every agent alike.
+    pub text: String,
+    pub seed: u64,
+    /// Send the flows whose ids are in these ranges.
+    #[serde(default)]
+    pub send: Vec<Range<u32>>,
+    /// Receive on these UDP and TCP addresses (the flows' destinations on this agent).
+    #[serde(default)]
+    pub recv_udp: Vec<SocketAddr>,
+    #[serde(default)]
+    pub recv_tcp: Vec<SocketAddr>,
+}
+
+/// Most receive addresses one flows assignment may ask for.
+pub const MAX_RECV_ADDRS: usize = 1024;
 
 /// Agent → controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -235,7 +260,7 @@ mod tests {
         let msgs = vec![
             ToAgent::Hello { protocol: PROTOCOL, version: "0.1.0".into() },
             ToAgent::Time { t1: 42 },
-            ToAgent::Assign(Assignment {
+            ToAgent::Assign(Box::new(Assignment {
                 run_id: "r1".into(),
                 scenario: "players = 2".into(),
                 service: None,
@@ -247,7 +272,8 @@ mod tests {
                 players: Some(0..10),
                 server_addr: Some("127.0.0.1:9".parse().unwrap()),
                 deadman_ms: 3000,
-            }),
+                flows: None,
+            })),
             ToAgent::Start { at_ns: 7 },
             ToAgent::Ping,
             ToAgent::Stop,

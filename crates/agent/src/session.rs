@@ -42,7 +42,7 @@ pub enum Action {
         t2: u64,
     },
     /// Prepare this assignment (then call [`Session::prepared`]).
-    Prepare(Assignment),
+    Prepare(Box<Assignment>),
     /// Start the prepared run at this instant of the agent's clock.
     Start {
         at_ns: u64,
@@ -117,7 +117,7 @@ impl Session {
                 }
                 self.deadman_ns = a.deadman_ms * 1_000_000;
                 self.phase = Phase::Assigned;
-                self.roles_running = a.server.is_some() as u32 + a.players.is_some() as u32;
+                self.roles_running = roles(&a);
                 vec![Action::Prepare(a)]
             }
             (Phase::Assigned, ToAgent::Start { at_ns }) => {
@@ -181,6 +181,14 @@ impl Session {
     }
 }
 
+/// How many roles an assignment runs (each ends with one Finished message).
+pub fn roles(a: &Assignment) -> u32 {
+    match &a.flows {
+        Some(f) => !f.send.is_empty() as u32 + (!f.recv_udp.is_empty() || !f.recv_tcp.is_empty()) as u32,
+        None => a.server.is_some() as u32 + a.players.is_some() as u32,
+    }
+}
+
 fn kind(m: &ToAgent) -> &'static str {
     match m {
         ToAgent::Hello { .. } => "hello",
@@ -201,7 +209,26 @@ pub fn check_assignment(a: &Assignment) -> Result<(), String> {
     if !DEADMAN_MS.contains(&a.deadman_ms) {
         return Err(format!("deadman_ms must be {}..={} (got {})", DEADMAN_MS.start(), DEADMAN_MS.end(), a.deadman_ms));
     }
-    if a.server.is_none() && a.players.is_none() {
+    if let Some(f) = &a.flows {
+        if a.server.is_some() || a.players.is_some() {
+            return Err("flows and a scenario's part in one assignment".into());
+        }
+        if f.send.len() > crate::msg::MAX_RECV_ADDRS {
+            return Err(format!("flows: more than {} ranges of flow ids", crate::msg::MAX_RECV_ADDRS));
+        }
+        if let Some(r) = f.send.iter().find(|r| r.is_empty()) {
+            return Err(format!("flows: id range {}..{} is empty", r.start, r.end));
+        }
+        if f.send.is_empty() && f.recv_udp.is_empty() && f.recv_tcp.is_empty() {
+            return Err("flows: nothing to send or receive".into());
+        }
+        if f.recv_udp.len() + f.recv_tcp.len() > crate::msg::MAX_RECV_ADDRS {
+            return Err(format!("flows: more than {} receive addresses", crate::msg::MAX_RECV_ADDRS));
+        }
+        if let Some(a) = f.recv_udp.iter().chain(&f.recv_tcp).find(|a| a.port() == 0) {
+            return Err(format!("flows: receive address {a} has no port"));
+        }
+    } else if a.server.is_none() && a.players.is_none() {
         return Err("it assigns neither a server side nor players".into());
     }
     if let Some(r) = &a.players {
@@ -235,6 +262,7 @@ mod tests {
             players: Some(0..10),
             server_addr: Some("127.0.0.1:9".parse().unwrap()),
             deadman_ms: 3000,
+            flows: None,
         }
     }
 
@@ -249,7 +277,7 @@ mod tests {
     fn a_run_goes_through_its_phases() {
         let mut s = greeted();
         assert_eq!(s.on_msg(2, ToAgent::Time { t1: 5 }, |_| false), vec![Action::TimeReply { t1: 5, t2: 2 }]);
-        assert!(matches!(s.on_msg(3, ToAgent::Assign(assignment("r1")), |_| false)[0], Action::Prepare(_)));
+        assert!(matches!(s.on_msg(3, ToAgent::Assign(Box::new(assignment("r1"))), |_| false)[0], Action::Prepare(_)));
         assert!(matches!(s.prepared(Ok(None))[0], Action::Send(ToController::Ready { .. })));
         assert_eq!(s.on_msg(4, ToAgent::Start { at_ns: 9 }, |_| false), vec![Action::Start { at_ns: 9 }]);
         assert_eq!(s.phase(), Phase::Running);
@@ -263,7 +291,7 @@ mod tests {
     #[test]
     fn nothing_happens_before_hello_and_versions_must_match() {
         let mut s = Session::new(0, "1.0", "a1", 2);
-        let a = s.on_msg(1, ToAgent::Assign(assignment("r1")), |_| false);
+        let a = s.on_msg(1, ToAgent::Assign(Box::new(assignment("r1"))), |_| false);
         assert!(matches!(&a[1], Action::Close(w) if w.contains("expected hello")));
         assert!(!a.iter().any(|a| matches!(a, Action::Prepare(_) | Action::Start { .. })));
         let mut s = Session::new(0, "1.0", "a1", 2);
@@ -280,7 +308,7 @@ mod tests {
         let a = s.on_msg(2, ToAgent::Start { at_ns: 1 }, |_| false);
         assert!(matches!(&a[1], Action::Close(w) if w.contains("start is not expected")));
         let mut s = greeted();
-        let a = s.on_msg(2, ToAgent::Assign(assignment("r1")), |r| r == "r1");
+        let a = s.on_msg(2, ToAgent::Assign(Box::new(assignment("r1"))), |r| r == "r1");
         assert!(matches!(&a[1], Action::Close(w) if w.contains("replayed")));
     }
 
@@ -294,7 +322,7 @@ mod tests {
             (Assignment { key: "zz".into(), ..assignment("x") }, "key"),
         ] {
             let mut s = greeted();
-            let out = s.on_msg(2, ToAgent::Assign(a), |_| false);
+            let out = s.on_msg(2, ToAgent::Assign(Box::new(a)), |_| false);
             assert!(matches!(&out[1], Action::Close(w) if w.contains(why)), "{why}: {out:?}");
         }
     }
@@ -302,7 +330,7 @@ mod tests {
     #[test]
     fn dead_mans_switch_stops_a_run_whose_controller_is_silent() {
         let mut s = greeted();
-        s.on_msg(S, ToAgent::Assign(assignment("r1")), |_| false);
+        s.on_msg(S, ToAgent::Assign(Box::new(assignment("r1"))), |_| false);
         s.on_msg(S, ToAgent::Start { at_ns: 0 }, |_| false);
         assert!(s.on_tick(3 * S).is_empty());
         s.on_msg(3 * S, ToAgent::Ping, |_| false);
@@ -315,10 +343,41 @@ mod tests {
     #[test]
     fn a_lost_connection_stops_the_run_and_a_silent_greeter_is_dropped() {
         let mut s = greeted();
-        s.on_msg(S, ToAgent::Assign(assignment("r1")), |_| false);
+        s.on_msg(S, ToAgent::Assign(Box::new(assignment("r1"))), |_| false);
         assert!(matches!(&s.on_closed("eof")[0], Action::StopRun(_)));
         let mut s = Session::new(0, "1.0", "a1", 2);
         assert!(s.on_tick(HELLO_WITHIN_NS).is_empty());
         assert!(matches!(&s.on_tick(HELLO_WITHIN_NS + 1)[0], Action::Close(_)));
+    }
+
+    fn flows_job() -> crate::msg::FlowsJob {
+        crate::msg::FlowsJob { text: "x".into(), seed: 1, send: vec![0..3], recv_udp: vec![], recv_tcp: vec!["127.0.0.1:9000".parse().unwrap()] }
+    }
+
+    #[test]
+    fn a_flows_assignment_runs_a_sender_and_a_receiver_and_bad_ones_are_refused() {
+        let flows = |f: crate::msg::FlowsJob| Assignment { players: None, server_addr: None, flows: Some(f), ..assignment("f1") };
+        let ok = flows(flows_job());
+        assert_eq!(roles(&ok), 2);
+        assert_eq!(roles(&flows(crate::msg::FlowsJob { recv_tcp: vec![], ..flows_job() })), 1);
+        let mut s = greeted();
+        assert!(matches!(s.on_msg(2, ToAgent::Assign(Box::new(ok)), |_| false)[0], Action::Prepare(_)));
+        // Both roles must end before the run is finished.
+        s.on_msg(3, ToAgent::Start { at_ns: 4 }, |_| false);
+        s.role_ended();
+        assert_eq!(s.phase(), Phase::Running);
+        s.role_ended();
+        assert_eq!(s.phase(), Phase::Finished);
+        for (a, why) in [
+            (flows(crate::msg::FlowsJob { send: vec![], recv_tcp: vec![], ..flows_job() }), "nothing to send or receive"),
+            (flows(crate::msg::FlowsJob { send: vec![4..4], ..flows_job() }), "is empty"),
+            (flows(crate::msg::FlowsJob { recv_udp: vec!["127.0.0.1:0".parse().unwrap()], ..flows_job() }), "has no port"),
+            (flows(crate::msg::FlowsJob { recv_udp: vec!["127.0.0.1:1".parse().unwrap(); 1025], ..flows_job() }), "receive addresses"),
+            (Assignment { players: Some(0..2), ..flows(flows_job()) }, "flows and a scenario"),
+        ] {
+            let mut s = greeted();
+            let out = s.on_msg(2, ToAgent::Assign(Box::new(a)), |_| false);
+            assert!(matches!(&out[1], Action::Close(w) if w.contains(why)), "{why}: {out:?}");
+        }
     }
 }

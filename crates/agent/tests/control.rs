@@ -357,7 +357,7 @@ fn a_controller_that_vanishes_stops_the_agents_traffic() {
     tls.write_all(&msg::encode(&ToAgent::Hello { protocol: PROTOCOL, version: v.into() })).unwrap();
     expect(&mut tls, &|m| matches!(m, ToController::Hello { .. }));
     let key = horde_proto::RunKey::from_bytes([7; 32]);
-    tls.write_all(&msg::encode(&ToAgent::Assign(Assignment {
+    tls.write_all(&msg::encode(&ToAgent::Assign(Box::new(Assignment {
         run_id: "deadman-1".into(),
         scenario: sc.text.clone(),
         service: None,
@@ -369,7 +369,8 @@ fn a_controller_that_vanishes_stops_the_agents_traffic() {
         players: Some(0..20),
         server_addr: None,
         deadman_ms: 3000,
-    })))
+        flows: None,
+    }))))
     .unwrap();
     expect(&mut tls, &|m| matches!(m, ToController::Ready { .. }));
     tls.write_all(&msg::encode(&ToAgent::Start { at_ns: horde_engine::clock::real_ns() })).unwrap();

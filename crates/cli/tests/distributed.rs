@@ -296,3 +296,88 @@ fn an_agents_table_in_the_scenario_runs_the_controller() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("agents.list"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn flows_through_agents_are_decoded_together_and_their_receiver_takes_this_run_only() {
+    let d = tmp("flows");
+    let creds = keygen(&d);
+    let (a1, x1, _) = agent(&d, &creds, "127.0.0.2", "s1", false);
+    let (a2, x2, _) = agent(&d, &creds, "127.0.0.3", "s2", false);
+    let (a3, x3, _) = agent(&d, &creds, "127.0.0.4", "r1", false);
+    let port = 20_000 + (std::process::id() % 20_000) as u16;
+    let flows = d.join("flows.toml");
+    std::fs::write(
+        &flows,
+        format!(
+            "[defaults]\nduration = \"6s\"\nsize = 200\nmeter = \"owd\"\n\
+             [[flow]]\nname = \"udp\"\ndst = \"127.0.0.4:{port}\"\nrate = 200\nrepeat = 3\n\
+             [[flow]]\nname = \"from-s2\"\nsrc = \"127.0.0.3\"\ndst = \"127.0.0.4:{p1}\"\nrate = 300\n\
+             [[flow]]\nname = \"tcp\"\ntransport = \"tcp\"\ndst = \"127.0.0.4:{p1}\"\nrate = 100\n",
+            p1 = port + 1
+        ),
+    )
+    .unwrap();
+    let out = d.join("out");
+    let (senders, recv) = (format!("{x1},{x2}"), x3.to_string());
+    let mut ctl = Proc::spawn(&[
+        "send",
+        "--flows",
+        flows.to_str().unwrap(),
+        "--agents",
+        &senders,
+        "--recv-agent",
+        &recv,
+        "--credentials",
+        creds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    ctl.wait_line("flow(s) starting in", Duration::from_secs(30));
+    // A stranger (no run key) tries the agent's receiver meanwhile: it is not let in.
+    let dst = format!("127.0.0.4:{port}");
+    let stranger = Command::new(HORDE)
+        .args(["send", "--dst", &dst, "--rate", "100", "--size", "100", "-t", "2s", "--id-base", "77", "--connect-timeout", "2s"])
+        .env_remove("HORDE_KEY_FILE")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&stranger.stderr).to_string() + &String::from_utf8_lossy(&stranger.stdout);
+    assert!(!stranger.status.success() && said.contains("no answer to its hello"), "the stranger got in: {said}");
+    let code = ctl.wait(Duration::from_secs(60));
+    let text = ctl.text();
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("agent s2: sends"), "{text}");
+    assert!(text.contains("agent r1: receives on udp 127.0.0.4:"), "{text}");
+    assert!(text.contains("receivers turned away"), "the stranger was refused: {text}\nstranger: {said}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let ids: Vec<u64> = s["flows"].as_array().unwrap().iter().map(|f| f["flow"].as_u64().unwrap()).collect();
+    assert_eq!(ids, vec![0, 1, 2, 3, 4], "only this run's flows: {ids:?}");
+    // Every departure arrived, counted over all agents' records.
+    let expected = 3 * 200 * 6 + 300 * 6 + 100 * 6;
+    assert_eq!(s["total"]["packets"].as_u64().unwrap(), expected, "{}", s["total"]);
+    assert_eq!(s["total"]["loss"]["lost"].as_u64().unwrap(), 0, "{}", s["total"]);
+    let names: Vec<&str> = s["flows"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap_or("")).collect();
+    assert_eq!(names[3], "from-s2");
+    let agents = s["distributed"]["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 3);
+    assert!(agents.iter().all(|a| a["status"] == "finished"), "{agents:?}");
+    // The flow with src 127.0.0.3 went from s2; the rest were spread over both.
+    assert_eq!(agents[1]["name"], "s2");
+    assert!(agents[1]["flows_sent"].as_u64().unwrap() >= 2);
+    assert_eq!(agents[2]["packets_received"].as_u64().unwrap(), expected);
+    assert!(agents.iter().all(|a| a["clock_uncertainty_ms"].as_f64().unwrap() < 5.0));
+    // The merged logs decode alike with `horde decode`.
+    let dec = Command::new(HORDE)
+        .args(["decode", out.join("send.hlog").to_str().unwrap(), out.join("recv.hlog").to_str().unwrap(), "--json", "-", "-q"])
+        .output()
+        .unwrap();
+    assert!(dec.status.success(), "{}", String::from_utf8_lossy(&dec.stderr));
+    let dj: serde_json::Value = serde_json::from_slice(&dec.stdout).unwrap();
+    assert_eq!(dj["total"]["packets"], s["total"]["packets"]);
+    assert!(std::fs::read_to_string(out.join("index.html")).unwrap().contains("<h2>Agents</h2>"));
+    // The agents handed over their logs and removed their run directories.
+    for (a, name) in [(&a1, "s1"), (&a2, "s2"), (&a3, "r1")] {
+        a.wait_line("logs collected", Duration::from_secs(10));
+        let left: Vec<_> = std::fs::read_dir(d.join(name)).unwrap().collect();
+        assert!(left.is_empty(), "{name} kept {left:?}");
+    }
+}

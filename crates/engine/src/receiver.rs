@@ -92,7 +92,7 @@ impl Default for RecvOptions {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct FlowReceived {
     pub packets: u64,
     pub bytes: u64,
@@ -101,7 +101,7 @@ pub struct FlowReceived {
 }
 
 /// What the receiver turned away.
-#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RecvRefusals {
     /// Challenges sent to hellos from addresses not validated yet, and their bytes.
     pub challenges: u64,
@@ -128,7 +128,7 @@ pub struct RecvRefusals {
     pub reverse: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RecvReport {
     pub listening: Vec<String>,
     pub packets: u64,

@@ -116,6 +116,32 @@ pub struct Args {
     /// Send UDP without validating the address first: for a destination that is not `horde recv` (a capture, a device); a Horde receiver drops such flows
     #[arg(long)]
     pub no_greet: bool,
+    #[command(flatten)]
+    pub through: Through,
+}
+
+/// `horde send --flows FILE --agents …`: the flows are sent by agents, received by agents.
+#[derive(clap::Args, Debug, Default)]
+#[command(next_help_heading = "Through agents (`horde agent` on each machine; D-ITG's manager use, see docs/distributed.md)")]
+pub struct Through {
+    /// Agents that send the flows of --flows: comma-separated HOST:PORT[*WEIGHT], dns:NAME:PORT or @FILE. A flow whose `src` is an agent's address goes from it; the others are spread over the agents by weight
+    #[arg(long, value_name = "LIST", requires = "flows")]
+    pub agents: Option<String>,
+    /// With --agents: the agent(s) that run the receivers, HOST:PORT[,…] (a flow goes to the one whose address is its destination; one of them may also be in --agents)
+    #[arg(long, value_name = "LIST", requires = "agents")]
+    pub recv_agent: Option<String>,
+    /// With --agents: the controller's credentials directory with ca.pem, controller.pem and controller.key (from `horde agent keygen`)
+    #[arg(long, value_name = "DIR", env = "HORDE_CREDENTIALS")]
+    pub credentials: Option<PathBuf>,
+    /// With --agents: report directory (default: horde-out/<flow file name>-<unix time>); the agents' logs are collected into it
+    #[arg(long, value_name = "DIR", requires = "agents")]
+    pub out: Option<PathBuf>,
+    /// With --agents: an agent that hears nothing from the controller for this long stops its traffic, and a running agent silent this long is reported lost (1s..60s)
+    #[arg(long, value_name = "DURATION", default_value = "3s")]
+    pub deadman: String,
+    /// With --agents: time-series window of the report
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub window: String,
 }
 
 impl FlowFlags {
@@ -212,6 +238,9 @@ pub fn flows_from(args: &Args) -> Result<Vec<Flow>, crate::Failure> {
 }
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
+    if args.through.agents.is_some() {
+        return through_agents(&args, stop);
+    }
     if args.threads == 0 {
         return Err(bad_input(anyhow::anyhow!("--threads must be at least 1")));
     }
@@ -232,6 +261,97 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         super::write_out(p, &serde_json::to_string_pretty(&report).expect("report serialises"))?;
     }
     Ok(if report.interrupted { 130 } else { 0 })
+}
+
+/// `horde send --flows F --agents … --recv-agent …`: this process is the controller.
+fn through_agents(args: &Args, stop: &AtomicBool) -> Outcome {
+    use horde_agent::controller::{parse_agents, Event};
+    let t = &args.through;
+    let refuse = |flag: &str, why: &str| Err(bad_input(anyhow::anyhow!("{flag} cannot be used with --agents: {why}")));
+    if args.log.is_some() {
+        return refuse("--log", "the agents' logs are collected into --out DIR (send.hlog, recv.hlog, and each agent's in agents/)");
+    }
+    if args.no_greet {
+        return refuse("--no-greet", "flows through agents go only to receivers the agents run, which take a run's validated flows only");
+    }
+    if args.json.is_some() {
+        return refuse("--json", "the report is --out DIR/summary.json");
+    }
+    if args.id_base != 0 {
+        return refuse("--id-base", "flow ids are the flow file's");
+    }
+    let Some(path) = &args.flows else {
+        return Err(bad_input(anyhow::anyhow!("--agents needs the flows in a file: --flows FILE")));
+    };
+    let text = horde_model::files::read_text(path, horde_model::files::MAX_TOML, "flow files").context("reading the flow file").map_err(bad_input)?;
+    let senders = parse_agents(t.agents.as_deref().unwrap_or_default()).map_err(bad_input)?;
+    let Some(recv) = t.recv_agent.as_deref() else {
+        return Err(bad_input(anyhow::anyhow!("--agents needs --recv-agent HOST:PORT: the agent on the flows' destination host, which runs their receiver")));
+    };
+    let receivers: Vec<std::net::SocketAddr> = parse_agents(recv).map_err(bad_input)?.into_iter().map(|a| a.addr).collect();
+    let credentials = t.credentials.clone().ok_or_else(|| {
+        bad_input(anyhow::anyhow!("--agents needs --credentials DIR (ca.pem, controller.pem, controller.key from `horde agent keygen`), or HORDE_CREDENTIALS"))
+    })?;
+    let deadman_ns = horde_model::units::parse_duration_ns(&t.deadman).map_err(|e| bad_input(anyhow::anyhow!("--deadman: {e}")))?;
+    if !(1_000_000_000..=60_000_000_000).contains(&deadman_ns) {
+        return Err(bad_input(anyhow::anyhow!("--deadman must be 1s..60s (got {})", t.deadman)));
+    }
+    let window_ns = horde_model::units::parse_duration_ns(&t.window).map_err(|e| bad_input(anyhow::anyhow!("--window: {e}")))?;
+    if window_ns < 1_000_000 {
+        return Err(bad_input(anyhow::anyhow!("--window must be at least 1ms (got {})", t.window)));
+    }
+    // Bad input is refused before any agent is contacted (the controller checks it again).
+    let flows = FlowFile::parse_and_resolve(&text, args.seed).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", path.display())))?;
+    horde_agent::flows::place(&flows, &senders, &receivers).map_err(|e| bad_input(anyhow::anyhow!("{}: {e:#}", path.display())))?;
+    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "flows".into());
+    let out = t.out.clone().unwrap_or_else(|| super::run::default_out(&name));
+    let events = |e: &Event| match e {
+        Event::Note(m) => say!("horde send: {m}"),
+        Event::Progress { t_s, agents } => {
+            if (t_s.round() as u64).is_multiple_of(5) && *t_s >= 1.0 {
+                let pkts: u64 = agents.iter().map(|a| a.1[0]).sum();
+                let bits: u64 = agents.iter().map(|a| a.1[1]).sum();
+                let per: Vec<String> = agents.iter().map(|(n, r)| format!("{n} {}", r[0])).collect();
+                say!("t={t_s:>5.0}s  sending {pkts} pkt/s, {:.1} kbit/s | per agent pkt/s: {}", bits as f64 / 1e3, per.join(", "));
+            }
+        }
+    };
+    let opts = horde_agent::flows::FlowsOptions {
+        senders,
+        receivers,
+        credentials,
+        out: &out,
+        seed: args.seed,
+        window_ns,
+        deadman: std::time::Duration::from_nanos(deadman_ns),
+        events: &events,
+        stop,
+    };
+    let r = match horde_agent::flows::run(&text, &opts) {
+        Ok(r) => r,
+        Err(e) if stop.load(std::sync::atomic::Ordering::Relaxed) => {
+            say!("horde send: interrupted before the flows started ({e:#})");
+            return Ok(130);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    say_inline!("{}", horde_agent::flows::agents_table(&r.agents));
+    let refused: u64 = r.received.iter().map(|x| x.refusals.bad_mac + x.refusals.unadmitted_datagrams + x.refusals.closed_before_hello).sum();
+    if refused > 0 {
+        say!("  receivers turned away {refused} hello(s)/datagram(s)/connection(s) not of this run");
+    }
+    crate::output::out(&format!(
+        "\n{}\nreport: {}/index.html (summary.json, flows.csv, windows.csv; merged logs send.hlog, recv.hlog; agents' logs in agents/)\n",
+        horde_stats::export::table(&r.analysis, 20),
+        out.display()
+    ))?;
+    if !r.lost.is_empty() {
+        return Err(crate::Failure::from(anyhow::anyhow!(
+            "agent(s) {} were lost: the report is partial (summary.json: distributed.partial)",
+            r.lost.join(", ")
+        )));
+    }
+    Ok(if r.interrupted { 130 } else { 0 })
 }
 
 pub fn print_report(r: &SendReport) {

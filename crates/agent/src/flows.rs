@@ -1,0 +1,708 @@
+//! The controller for flows (`horde send --flows FILE --agents … --recv-agent …`): D-ITG's
+//! manager use. Each flow of a flow file is sent by one agent (the one whose address is the
+//! flow's `src`, else spread over the sending agents by weight) to a receiver that an agent runs
+//! (the one whose address is the flow's destination). The controller starts every sender at one
+//! instant, stops the receivers when the senders are done, collects every log, corrects each
+//! record's times by its agents' clock offsets, and decodes them all together: one table,
+//! `summary.json`, `flows.csv`, `windows.csv`, `index.html`, and the merged logs.
+//!
+//! Consent: every hello carries a MAC under a key drawn for the run, and the receivers the agents
+//! start drop any other; so a receiver started through an agent takes this run's flows only, and
+//! the senders send UDP only after the receiver answered their address validation.
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use horde_engine::clock::real_ns;
+use horde_engine::{RecvReport, SendReport};
+use horde_model::flow::{FlowFile, Transport};
+use horde_model::Flow;
+use horde_wire::{Record, Role};
+use serde::Serialize;
+
+use crate::clock::to_reference;
+use crate::controller::{AgentSpec, Event};
+use crate::link::{Cmd, Ev};
+use crate::msg::{Assignment, FlowsJob};
+
+/// How the controller runs a flow file.
+pub struct FlowsOptions<'a> {
+    /// The agents that send (weights spread the flows that name no source).
+    pub senders: Vec<AgentSpec>,
+    /// The agents that run receivers.
+    pub receivers: Vec<SocketAddr>,
+    pub credentials: PathBuf,
+    pub out: &'a Path,
+    pub seed: u64,
+    /// Time-series windows of the decoded report.
+    pub window_ns: u64,
+    pub deadman: Duration,
+    pub events: &'a (dyn Fn(&Event) + Sync),
+    pub stop: &'a AtomicBool,
+}
+
+/// One agent's row in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowAgentRow {
+    pub name: String,
+    pub address: String,
+    /// "send", "recv" or "send+recv".
+    pub role: String,
+    pub flows_sent: u64,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    pub cpu_s: f64,
+    pub max_rss_kb: u64,
+    pub clock_offset_ms: f64,
+    pub clock_uncertainty_ms: f64,
+    pub rtt_ms: f64,
+    pub status: String,
+    pub log_bytes: u64,
+    pub log_bytes_transferred: u64,
+}
+
+/// The outcome of a distributed flows run.
+pub struct FlowsOutcome {
+    pub analysis: horde_stats::Analysis,
+    pub agents: Vec<FlowAgentRow>,
+    /// The senders' reports, times on the controller's clock.
+    pub sent: Vec<SendReport>,
+    pub received: Vec<RecvReport>,
+    /// Agents lost during the run (their flows' records are missing).
+    pub lost: Vec<String>,
+    pub interrupted: bool,
+}
+
+/// Where each flow goes: the sending agent and the receiving agent (indices into the agent
+/// list: senders first, then receivers that are not also senders), and what each receiver
+/// listens on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    pub addrs: Vec<SocketAddr>,
+    /// Per flow (by position in the resolved file): sender, receiver.
+    pub by_flow: Vec<(usize, usize)>,
+    /// Per agent: the flow ids it sends (as ranges), and its receive addresses (UDP, TCP).
+    pub send: Vec<Vec<Range<u32>>>,
+    pub recv_udp: Vec<Vec<SocketAddr>>,
+    pub recv_tcp: Vec<Vec<SocketAddr>>,
+}
+
+/// Places the flows (pure, for tests). A flow whose `src` address is a sending agent's goes
+/// from it; one that names no source goes from the sending agents in proportion to their
+/// weights, in id order. Its destination must be a receiving agent's address (with one
+/// receiving agent, any destination is its: it may have several addresses).
+pub fn place(flows: &[Flow], senders: &[AgentSpec], receivers: &[SocketAddr]) -> anyhow::Result<Placement> {
+    if senders.is_empty() {
+        bail!("no sending agents: give --agents HOST:PORT,…");
+    }
+    if receivers.is_empty() {
+        bail!("no receiving agent: give --recv-agent HOST:PORT (an agent on the flows' destination host)");
+    }
+    let mut addrs: Vec<SocketAddr> = senders.iter().map(|a| a.addr).collect();
+    let recv_at: Vec<usize> = receivers
+        .iter()
+        .map(|r| match addrs.iter().position(|a| a == r) {
+            Some(i) => i,
+            None => {
+                addrs.push(*r);
+                addrs.len() - 1
+            }
+        })
+        .collect();
+    let mut by_flow = Vec::with_capacity(flows.len());
+    let mut unplaced = Vec::new();
+    for (k, f) in flows.iter().enumerate() {
+        let r = if receivers.len() == 1 {
+            recv_at[0]
+        } else {
+            recv_at.iter().copied().find(|&i| addrs[i].ip() == f.dst.ip()).with_context(|| {
+                format!(
+                    "flow {} ({}) goes to {}, which is none of the receiving agents' addresses ({}): with several --recv-agent, each flow's destination names one of them",
+                    f.id,
+                    f.name,
+                    f.dst,
+                    receivers.iter().map(|a| a.ip().to_string()).collect::<Vec<_>>().join(", ")
+                )
+            })?
+        };
+        let s = match f.src {
+            Some(src) => senders.iter().position(|a| a.addr.ip() == src.ip()).with_context(|| {
+                format!(
+                    "flow {} ({}) is sent from {}, which is none of the sending agents' addresses ({}): drop its src to let the controller place it",
+                    f.id,
+                    f.name,
+                    src.ip(),
+                    senders.iter().map(|a| a.addr.ip().to_string()).collect::<Vec<_>>().join(", ")
+                )
+            })?,
+            None => {
+                unplaced.push(k);
+                usize::MAX
+            }
+        };
+        by_flow.push((s, r));
+    }
+    if !unplaced.is_empty() {
+        let weights: Vec<u32> = senders.iter().map(|a| a.weight).collect();
+        let n = u32::try_from(unplaced.len()).context("too many flows")?;
+        let shards = horde_scenario::shards(n, &weights).map_err(|e| e.into_anyhow())?;
+        for (agent, r) in shards.iter().enumerate() {
+            for j in r.clone() {
+                by_flow[unplaced[j as usize]].0 = agent;
+            }
+        }
+    }
+    let mut send: Vec<Vec<Range<u32>>> = vec![Vec::new(); addrs.len()];
+    let mut udp: Vec<BTreeSet<SocketAddr>> = vec![BTreeSet::new(); addrs.len()];
+    let mut tcp: Vec<BTreeSet<SocketAddr>> = vec![BTreeSet::new(); addrs.len()];
+    for (f, &(s, r)) in flows.iter().zip(&by_flow) {
+        let ranges = &mut send[s];
+        match ranges.last_mut() {
+            Some(last) if last.end == f.id => last.end += 1,
+            _ => ranges.push(f.id..f.id + 1),
+        }
+        match f.transport {
+            Transport::Udp => udp[r].insert(f.dst),
+            Transport::Tcp => tcp[r].insert(f.dst),
+        };
+    }
+    for (i, v) in send.iter().enumerate() {
+        if v.len() > crate::msg::MAX_RECV_ADDRS {
+            bail!("agent {} would send {} separate ranges of flow ids (at most {}): give fewer flows a src", addrs[i], v.len(), crate::msg::MAX_RECV_ADDRS);
+        }
+    }
+    for (i, (u, t)) in udp.iter().zip(&tcp).enumerate() {
+        if u.len() + t.len() > crate::msg::MAX_RECV_ADDRS {
+            bail!("agent {} would listen on {} addresses (at most {})", addrs[i], u.len() + t.len(), crate::msg::MAX_RECV_ADDRS);
+        }
+    }
+    Ok(Placement {
+        addrs,
+        by_flow,
+        send,
+        recv_udp: udp.into_iter().map(|s| s.into_iter().collect()).collect(),
+        recv_tcp: tcp.into_iter().map(|s| s.into_iter().collect()).collect(),
+    })
+}
+
+struct Agent {
+    c: crate::link::Conn,
+    sends: bool,
+    recvs: bool,
+    flows: u64,
+    roles_left: u32,
+    lost_at_s: Option<f64>,
+    status: String,
+    last: crate::msg::Progress,
+    prev: crate::msg::Progress,
+    sent: Option<SendReport>,
+    send_done: bool,
+    received: Option<RecvReport>,
+    cpu_s: f64,
+    max_rss_kb: u64,
+    log_bytes: u64,
+    log_transferred: u64,
+    collected: bool,
+}
+
+/// The longest any flow may run, to bound the receivers: flows stop on their own, and the
+/// controller stops the receivers once the senders are done.
+fn run_bound_ns(flows: &[Flow]) -> u64 {
+    let longest = flows.iter().map(|f| f.stop.duration_ns.unwrap_or(horde_model::scenario::MAX_RUN_DURATION_NS)).max().unwrap_or(0);
+    longest.clamp(1_000_000_000, horde_model::scenario::MAX_RUN_DURATION_NS)
+}
+
+/// Runs the flow file `text` through the agents and writes the decoded report into `opts.out`.
+pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
+    let ev = opts.events;
+    let flows = FlowFile::parse_and_resolve(text, opts.seed).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let placement = place(&flows, &opts.senders, &opts.receivers)?;
+    std::fs::create_dir_all(opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
+    let cfg = crate::tls::controller_config(&opts.credentials)?;
+    let key = horde_proto::RunKey::from_bytes(horde_engine::random_secret().context("drawing a run key")?);
+    let run_id = format!("{:016x}-{:08x}", real_ns(), std::process::id());
+
+    let (conns, erx) = crate::link::connect_all(&placement.addrs, cfg, opts.deadman, opts.stop, &|m| ev(&Event::Note(m)))?;
+    let mut agents: Vec<Agent> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let recvs = !placement.recv_udp[i].is_empty() || !placement.recv_tcp[i].is_empty();
+            Agent {
+                c,
+                sends: !placement.send[i].is_empty(),
+                recvs,
+                flows: placement.send[i].iter().map(|r| (r.end - r.start) as u64).sum(),
+                roles_left: 0,
+                lost_at_s: None,
+                status: "connected".into(),
+                last: Default::default(),
+                prev: Default::default(),
+                sent: None,
+                send_done: false,
+                received: None,
+                cpu_s: 0.0,
+                max_rss_kb: 0,
+                log_bytes: 0,
+                log_transferred: 0,
+                collected: false,
+            }
+        })
+        .collect();
+    let close_all = |agents: &mut Vec<Agent>| {
+        for a in agents.iter() {
+            let _ = a.c.cmd.send(Cmd::Close);
+        }
+        for a in agents.iter_mut() {
+            if let Some(h) = a.c.handle.take() {
+                let _ = h.join();
+            }
+        }
+    };
+
+    // Assign: receivers first (they listen at once), then the senders.
+    let bound_ns = run_bound_ns(&flows);
+    let deadman_ms = opts.deadman.as_millis() as u64;
+    let assignment = |i: usize| Assignment {
+        run_id: run_id.clone(),
+        scenario: String::new(),
+        service: None,
+        players_total: 0,
+        duration_ns: bound_ns,
+        seed: opts.seed,
+        key: key.to_hex(),
+        server: None,
+        players: None,
+        server_addr: None,
+        deadman_ms,
+        flows: Some(FlowsJob {
+            text: text.to_string(),
+            seed: opts.seed,
+            send: placement.send[i].clone(),
+            recv_udp: placement.recv_udp[i].clone(),
+            recv_tcp: placement.recv_tcp[i].clone(),
+        }),
+    };
+    let mut waiting = 0;
+    for (i, a) in agents.iter_mut().enumerate() {
+        a.roles_left = a.sends as u32 + a.recvs as u32;
+        if a.roles_left == 0 {
+            a.status = "idle (no flows)".into();
+            continue;
+        }
+        let _ = a.c.cmd.send(Cmd::Assign(Box::new(assignment(i))));
+        waiting += 1;
+    }
+    if let Err(e) = ready(&erx, &agents, waiting) {
+        close_all(&mut agents);
+        bail!("not starting: {e}");
+    }
+    for a in agents.iter().filter(|a| a.roles_left > 0) {
+        let mut what = Vec::new();
+        if a.sends {
+            what.push(format!("sends {} flow(s)", a.flows));
+        }
+        if a.recvs {
+            let i = placement.addrs.iter().position(|x| *x == a.c.addr).unwrap_or(0);
+            let l: Vec<String> =
+                placement.recv_udp[i].iter().map(|x| format!("udp {x}")).chain(placement.recv_tcp[i].iter().map(|x| format!("tcp {x}"))).collect();
+            what.push(format!("receives on {}", l.join(", ")));
+        }
+        ev(&Event::Note(format!("agent {}: {}", a.c.name, what.join("; "))));
+    }
+
+    // Start together.
+    let lead = Duration::from_millis(500 + 20 * agents.len() as u64);
+    let t0 = real_ns() + lead.as_nanos() as u64;
+    for a in agents.iter().filter(|a| a.roles_left > 0) {
+        let _ = a.c.cmd.send(Cmd::Start { at_controller_ns: t0 });
+    }
+    let start = Instant::now() + lead;
+    ev(&Event::Note(format!("run {run_id}: {} flow(s) starting in {:.1} s", flows.len(), lead.as_secs_f64())));
+
+    // Run: progress, faults; the receivers stop when every sender is done.
+    let mut stopped_recv = false;
+    let mut stopped_all = false;
+    let mut signalled = false;
+    let mut next_tick = start + Duration::from_secs(1);
+    let hard_end = start + Duration::from_nanos(bound_ns) + Duration::from_secs(60);
+    loop {
+        let senders_left = agents.iter().filter(|a| a.sends && a.lost_at_s.is_none() && !a.send_done && a.roles_left > 0).count();
+        if senders_left == 0 && !stopped_recv {
+            stopped_recv = true;
+            for a in agents.iter().filter(|a| a.recvs) {
+                let _ = a.c.cmd.send(Cmd::Stop);
+            }
+        }
+        if agents.iter().all(|a| a.roles_left == 0 || a.lost_at_s.is_some()) {
+            break;
+        }
+        if (opts.stop.load(Ordering::Relaxed) || Instant::now() > hard_end) && !stopped_all {
+            signalled = opts.stop.load(Ordering::Relaxed);
+            stopped_all = true;
+            ev(&Event::Note(if signalled {
+                "interrupted: stopping the senders, then the receivers, then collecting the logs".into()
+            } else {
+                "the agents overran the flows by 60 s: stopping them".into()
+            }));
+            // Senders first: the receivers stop once the senders are done, so what is in flight
+            // arrives and is not counted lost.
+            for a in agents.iter().filter(|a| a.sends || !signalled) {
+                let _ = a.c.cmd.send(Cmd::Stop);
+            }
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            next_tick += Duration::from_secs(1);
+            let rows = agents
+                .iter_mut()
+                .filter(|a| a.sends)
+                .map(|a| {
+                    let d = |x: u64, y: u64| x.saturating_sub(y);
+                    let r = [
+                        d(a.last.sent_packets, a.prev.sent_packets),
+                        d(a.last.sent_bytes, a.prev.sent_bytes) * 8,
+                        d(a.last.recv_packets, a.prev.recv_packets),
+                        d(a.last.recv_bytes, a.prev.recv_bytes) * 8,
+                    ];
+                    a.prev = a.last;
+                    (a.c.name.clone(), r)
+                })
+                .collect();
+            ev(&Event::Progress { t_s: now.saturating_duration_since(start).as_secs_f64(), agents: rows });
+        }
+        match erx.recv_timeout(next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(250))) {
+            Ok((i, e)) => {
+                let t_s = Instant::now().saturating_duration_since(start).as_secs_f64();
+                let a = &mut agents[i];
+                match e {
+                    Ev::Progress(p) => a.last = p,
+                    Ev::Finished { role, report, error, cpu_s, max_rss_kb } => {
+                        a.roles_left = a.roles_left.saturating_sub(1);
+                        a.cpu_s = a.cpu_s.max(cpu_s);
+                        a.max_rss_kb = a.max_rss_kb.max(max_rss_kb);
+                        if let Some(e) = &error {
+                            ev(&Event::Note(format!("agent {}: its {role} side failed: {e}", a.c.name)));
+                            a.status = format!("{role} failed: {e}");
+                        }
+                        match role.as_str() {
+                            "recv" => a.received = report.and_then(|r| serde_json::from_value(r).ok()),
+                            _ => {
+                                // A failed sender is done too (its report is absent).
+                                a.send_done = true;
+                                a.sent = report.and_then(|r| serde_json::from_value(r).ok());
+                            }
+                        }
+                    }
+                    Ev::Lost(why) if a.lost_at_s.is_none() => {
+                        a.lost_at_s = Some(t_s);
+                        a.status = format!("lost at {t_s:.1} s: {why}");
+                        ev(&Event::Note(format!(
+                            "agent {} lost {t_s:.1} s into the run: {why}{}",
+                            a.c.name,
+                            if a.sends {
+                                format!("; its {} flow(s) are missing from the report", a.flows)
+                            } else {
+                                "; the flows to it are missing their arrivals".into()
+                            }
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+
+    // Collect.
+    let agents_dir = opts.out.join("agents");
+    let mut collecting = 0;
+    for a in agents.iter_mut().filter(|a| a.lost_at_s.is_none() && (a.sends || a.recvs)) {
+        let dir = agents_dir.join(crate::controller::safe_name(&a.c.name));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let max = |records: u64| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * records;
+        let mut limits = Vec::new();
+        if a.sends {
+            limits.push(("send.hlog", max(a.sent.as_ref().map_or(0, |r| r.log_records))));
+        }
+        if a.recvs {
+            limits.push(("recv.hlog", max(a.received.as_ref().map_or(0, |r| r.log_records))));
+        }
+        let _ = a.c.cmd.send(Cmd::Collect { dir, limits });
+        collecting += 1;
+    }
+    while collecting > 0 {
+        match erx.recv_timeout(Duration::from_secs(300)) {
+            Ok((i, Ev::Collected { bytes, transferred })) => {
+                let a = &mut agents[i];
+                a.log_bytes += bytes;
+                a.log_transferred += transferred;
+                a.collected = true;
+                collecting -= 1;
+            }
+            Ok((i, Ev::Lost(why))) => {
+                let a = &mut agents[i];
+                if a.lost_at_s.is_none() && !a.collected {
+                    a.lost_at_s = Some(start.elapsed().as_secs_f64());
+                    a.status = format!("lost while collecting its logs: {why}");
+                    ev(&Event::Note(format!("agent {}: {}", a.c.name, a.status)));
+                    collecting -= 1;
+                }
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    close_all(&mut agents);
+
+    // Merge: every record on the controller's clock, then one decode over all of them.
+    let offset = |i: usize| agents[i].c.clock.offset_ns;
+    let flow_at = |id: u32| flows.binary_search_by_key(&id, |f| f.id).ok();
+    let mut tx_records: Vec<Record> = Vec::new();
+    let mut rx_records: Vec<Record> = Vec::new();
+    for (i, a) in agents.iter().enumerate().filter(|(_, a)| a.collected && a.lost_at_s.is_none()) {
+        let dir = agents_dir.join(crate::controller::safe_name(&a.c.name));
+        if a.sends {
+            for mut r in load(&dir.join("send.hlog"))? {
+                let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].0 == i) else {
+                    bail!("agent {}: its send log has records of flow {}, which it did not send", a.c.name, r.flow);
+                };
+                // Arrivals at a sender (a reverse flow's bulk) carry the receiver's send time.
+                crate::merge::correct(&mut r, offset(i), offset(placement.by_flow[k].1));
+                tx_records.push(r);
+            }
+        }
+        if a.recvs {
+            for mut r in load(&dir.join("recv.hlog"))? {
+                let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].1 == i) else {
+                    bail!("agent {}: its receive log has records of flow {}, which was not sent to it", a.c.name, r.flow);
+                };
+                crate::merge::correct(&mut r, offset(i), offset(placement.by_flow[k].0));
+                rx_records.push(r);
+            }
+        }
+    }
+    tx_records.sort_by_key(|r| (r.flow, r.t_a));
+    rx_records.sort_by_key(|r| (r.flow, r.t_b));
+    write_log(&opts.out.join("send.hlog"), Role::Sender, to_reference(t0, 0), &tx_records)?;
+    write_log(&opts.out.join("recv.hlog"), Role::Receiver, to_reference(t0, 0), &rx_records)?;
+    let logs = [
+        horde_stats::LoadedLog { role: Role::Sender, records: tx_records, trailing_bytes: 0 },
+        horde_stats::LoadedLog { role: Role::Receiver, records: rx_records, trailing_bytes: 0 },
+    ];
+    let mut analysis = horde_stats::analyse(&logs, horde_stats::Options { window_ns: Some(opts.window_ns) });
+    for f in &mut analysis.flows {
+        f.name = f.flow.and_then(&flow_at).map(|k| flows[k].name.clone());
+    }
+    let rows: Vec<FlowAgentRow> = agents
+        .iter()
+        .map(|a| FlowAgentRow {
+            name: a.c.name.clone(),
+            address: a.c.addr.to_string(),
+            role: match (a.sends, a.recvs) {
+                (true, true) => "send+recv",
+                (true, false) => "send",
+                (false, true) => "recv",
+                _ => "idle",
+            }
+            .into(),
+            flows_sent: a.flows,
+            packets_sent: a.sent.as_ref().map_or(0, |r| r.packets),
+            packets_received: a.received.as_ref().map_or(0, |r| r.packets),
+            cpu_s: a.cpu_s,
+            max_rss_kb: a.max_rss_kb,
+            clock_offset_ms: a.c.clock.offset_ns as f64 / 1e6,
+            clock_uncertainty_ms: a.c.clock.uncertainty_ns as f64 / 1e6,
+            rtt_ms: a.c.clock.rtt_ns as f64 / 1e6,
+            status: if a.lost_at_s.is_none() && a.status == "connected" { "finished".into() } else { a.status.clone() },
+            log_bytes: a.log_bytes,
+            log_bytes_transferred: a.log_transferred,
+        })
+        .collect();
+    let lost: Vec<String> = agents.iter().filter(|a| a.lost_at_s.is_some()).map(|a| a.c.name.clone()).collect();
+    let sent: Vec<SendReport> = agents
+        .iter()
+        .filter_map(|a| {
+            a.sent.clone().map(|mut r| {
+                r.t0_real_ns = to_reference(r.t0_real_ns, a.c.clock.offset_ns);
+                r.end_real_ns = to_reference(r.end_real_ns, a.c.clock.offset_ns);
+                r
+            })
+        })
+        .collect();
+    let received: Vec<RecvReport> = agents.iter().filter_map(|a| a.received.clone()).collect();
+    write_report(opts.out, &run_id, &analysis, &rows, !lost.is_empty(), signalled)?;
+    Ok(FlowsOutcome { analysis, agents: rows, sent, received, lost, interrupted: signalled })
+}
+
+/// Waits for `n` agents' Ready (each within 120 s); an agent lost meanwhile is an error naming
+/// it.
+fn ready(erx: &mpsc::Receiver<(usize, Ev)>, agents: &[Agent], n: usize) -> Result<(), String> {
+    let mut got = 0;
+    while got < n {
+        match erx.recv_timeout(Duration::from_secs(120)) {
+            Ok((_, Ev::Ready { .. })) => got += 1,
+            Ok((i, Ev::Lost(why))) => return Err(format!("agent {} ({}): {why}", agents[i].c.name, agents[i].c.addr)),
+            Ok(_) => {}
+            Err(_) => return Err(format!("{} agent(s) did not get ready within 120 s", n - got)),
+        }
+    }
+    Ok(())
+}
+
+fn load(p: &Path) -> anyhow::Result<Vec<Record>> {
+    let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+    Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?.records)
+}
+
+/// Writes records as a Horde log (`horde decode` reads it).
+fn write_log(p: &Path, role: Role, start_ns: u64, records: &[Record]) -> anyhow::Result<()> {
+    let f = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    let mut h = [0u8; horde_wire::LOG_HEADER_LEN];
+    horde_wire::LogHeader { role, start_ns }.emit(&mut h);
+    w.write_all(&h)?;
+    let mut b = [0u8; horde_wire::RECORD_LEN];
+    for r in records {
+        r.emit(&mut b);
+        w.write_all(&b)?;
+    }
+    w.flush().with_context(|| format!("writing {}", p.display()))
+}
+
+/// The agents' table as text.
+pub fn agents_table(rows: &[FlowAgentRow]) -> String {
+    let mut t = format!(
+        "{:<22} {:<10} {:>6} {:>10} {:>10} {:>7} {:>9} {:>16} {:>8} {:>9}  status\n",
+        "agent", "role", "flows", "pkts sent", "received", "CPU s", "RSS MB", "clock offset ms", "RTT ms", "log MB"
+    );
+    for a in rows {
+        t.push_str(&format!(
+            "{:<22} {:<10} {:>6} {:>10} {:>10} {:>7.1} {:>9.1} {:>16} {:>8.3} {:>9.2}  {}\n",
+            a.name,
+            a.role,
+            a.flows_sent,
+            a.packets_sent,
+            a.packets_received,
+            a.cpu_s,
+            a.max_rss_kb as f64 / 1024.0,
+            format!("{:+.3} ± {:.3}", a.clock_offset_ms, a.clock_uncertainty_ms),
+            a.rtt_ms,
+            a.log_bytes as f64 / 1e6,
+            a.status
+        ));
+    }
+    t
+}
+
+/// summary.json (the decode's JSON with a `distributed` part), flows.csv, windows.csv,
+/// index.html.
+fn write_report(out: &Path, run_id: &str, a: &horde_stats::Analysis, rows: &[FlowAgentRow], partial: bool, interrupted: bool) -> anyhow::Result<()> {
+    let mut v: serde_json::Value = serde_json::from_str(&horde_stats::export::json(a)).context("the decode's JSON")?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("distributed".into(), serde_json::json!({"run_id": run_id, "partial": partial, "interrupted": interrupted, "agents": rows}));
+    }
+    let w = |name: &str, text: String| std::fs::write(out.join(name), text).with_context(|| format!("writing {}", out.join(name).display()));
+    w("summary.json", serde_json::to_string_pretty(&v)?)?;
+    w("flows.csv", horde_stats::export::flows_csv(a))?;
+    w("windows.csv", horde_stats::export::windows_csv(&a.windows))?;
+    let mut page = horde_stats::html::page("Horde send through agents", a);
+    let mut agents_html = String::from("<h2>Agents</h2>");
+    if partial {
+        agents_html.push_str("<p class=\"bad\"><b>PARTIAL</b>: agents were lost; their flows' records are missing.</p>");
+    }
+    agents_html.push_str(&format!("<pre>{}</pre>", horde_stats::table::esc(&agents_table(rows))));
+    if let Some(i) = page.find("<h2>Flows</h2>") {
+        page.insert_str(i, &agents_html);
+    }
+    w("index.html", page)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flows(text: &str) -> Vec<Flow> {
+        FlowFile::parse_and_resolve(text, 1).unwrap()
+    }
+
+    fn spec(s: &str, weight: u32) -> AgentSpec {
+        AgentSpec { addr: s.parse().unwrap(), weight }
+    }
+
+    #[test]
+    fn flows_go_from_their_source_and_the_rest_by_weight() {
+        let f = flows(
+            r#"
+            [defaults]
+            rate = 10
+            size = 100
+            duration = "1s"
+            [[flow]]
+            dst = "10.0.0.9:9000"
+            src = "10.0.0.2"
+            [[flow]]
+            dst = "10.0.0.9:9001"
+            repeat = 6
+            [[flow]]
+            dst = "10.0.0.9:9002"
+            transport = "tcp"
+            "#,
+        );
+        let p = place(&f, &[spec("10.0.0.1:7800", 1), spec("10.0.0.2:7800", 2)], &["10.0.0.9:7800".parse().unwrap()]).unwrap();
+        assert_eq!(p.addrs.len(), 3);
+        assert_eq!(p.by_flow[0].0, 1, "flow 0 names 10.0.0.2 as its source");
+        let from = |a: usize| p.by_flow.iter().filter(|x| x.0 == a).count();
+        // Seven flows without a source, weights 1:2 → about 2 and 5 (with flow 0: 6 from 10.0.0.2).
+        assert_eq!(from(0) + from(1), 8);
+        assert!((2..=3).contains(&from(0)), "{:?}", p.by_flow);
+        assert!(p.by_flow.iter().all(|x| x.1 == 2));
+        assert_eq!(p.recv_udp[2], vec!["10.0.0.9:9000".parse().unwrap(), "10.0.0.9:9001".parse().unwrap()]);
+        assert_eq!(p.recv_tcp[2], vec!["10.0.0.9:9002".parse::<SocketAddr>().unwrap()]);
+        assert!(p.send[2].is_empty());
+        // The ranges cover every id once.
+        let ids: Vec<u32> = p.send.iter().flatten().flat_map(|r| r.clone()).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn several_receivers_are_matched_by_destination_and_strangers_are_refused() {
+        let f = flows("[defaults]\nrate = 10\nsize = 100\n[[flow]]\ndst = \"10.0.0.8:9000\"\n[[flow]]\ndst = \"10.0.0.9:9000\"\n");
+        let r: Vec<SocketAddr> = vec!["10.0.0.8:7800".parse().unwrap(), "10.0.0.9:7800".parse().unwrap()];
+        let p = place(&f, &[spec("10.0.0.1:7800", 1)], &r).unwrap();
+        assert_eq!(p.by_flow, vec![(0, 1), (0, 2)]);
+        let g = flows("[defaults]\nrate = 10\nsize = 100\n[[flow]]\ndst = \"192.0.2.1:9000\"\n");
+        let e = place(&g, &[spec("10.0.0.1:7800", 1)], &r).unwrap_err().to_string();
+        assert!(e.contains("192.0.2.1:9000") && e.contains("none of the receiving agents"), "{e}");
+        let h = flows("[defaults]\nrate = 10\nsize = 100\n[[flow]]\ndst = \"10.0.0.9:9000\"\nsrc = \"10.0.0.5\"\n");
+        let e = place(&h, &[spec("10.0.0.1:7800", 1)], &r).unwrap_err().to_string();
+        assert!(e.contains("10.0.0.5") && e.contains("drop its src"), "{e}");
+        assert!(place(&f, &[], &r).is_err());
+        assert!(place(&f, &[spec("10.0.0.1:7800", 1)], &[]).is_err());
+    }
+
+    #[test]
+    fn an_agent_that_sends_and_receives_is_listed_once() {
+        let f = flows("[defaults]\nrate = 10\nsize = 100\n[[flow]]\ndst = \"127.0.0.2:9000\"\n");
+        let p = place(&f, &[spec("127.0.0.2:7800", 1)], &["127.0.0.2:7800".parse().unwrap()]).unwrap();
+        assert_eq!(p.addrs.len(), 1);
+        assert_eq!(p.by_flow, vec![(0, 0)]);
+    }
+
+    #[test]
+    fn the_receivers_bound_is_the_longest_flow() {
+        let f = flows("[defaults]\nrate = 10\nsize = 100\n[[flow]]\ndst = \"127.0.0.2:9000\"\nduration = \"30s\"\n[[flow]]\ndst = \"127.0.0.2:9000\"\nduration = \"5s\"\n");
+        assert_eq!(run_bound_ns(&f), 30_000_000_000);
+    }
+}
