@@ -189,6 +189,10 @@ pub fn describe(e: &std::io::Error) -> String {
             format!("the peer refused the handshake ({a:?}): it does not accept our certificate, or we are not what it expects")
         }
         Some(r) => format!("TLS: {r}"),
+        // rustls reports a TCP close without TLS close_notify as UnexpectedEof.
+        None if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "the connection ended without a TLS close (the process at the other end died, or the network dropped it)".into()
+        }
         None => e.to_string(),
     }
 }
