@@ -7,6 +7,8 @@
 
 pub mod bucket;
 pub mod channels;
+pub mod circuit;
+pub(crate) mod rng;
 pub mod sim;
 pub mod tcp;
 pub mod throttle;

@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 
+use crate::rng::Rng;
 use crate::throttle::{Limits, ThrottleKind};
 
 /// The path and the run.
@@ -26,20 +27,6 @@ pub struct Second {
     pub requested_bps: f64,
     /// What reached the client in that second, bit/s.
     pub received_bps: f64,
-}
-
-/// SplitMix64: a small seeded generator for the loss draws (no dependency in the library).
-struct Rng(u64);
-
-impl Rng {
-    fn unit(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 /// Runs `kind` for `secs` seconds; the client gets a round-trip sample every second (its
