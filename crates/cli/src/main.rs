@@ -47,6 +47,8 @@ enum Command {
     Key(cmd::key::Args),
     /// Distributed runs: the agent daemon on each load machine, and `agent keygen` for the cluster's credentials.
     Agent(cmd::agent::Args),
+    /// One regulated virtual-world circuit (OpenSim-like LLUDP): `serve` regulates an avatar's traffic at the rate `join`'s throttle asks for.
+    Circuit(cmd::circuit::Args),
 }
 
 /// An error with the exit code it should produce.
@@ -112,6 +114,7 @@ fn main() -> ExitCode {
         Command::Key(a) => cmd::key::run(a),
         Command::Bots(a) => cmd::bots::run(a, &stop),
         Command::Agent(a) => cmd::agent::run(a, &stop),
+        Command::Circuit(a) => cmd::circuit::run(a, &stop),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -57,6 +57,10 @@ pub struct RawService {
     /// phases), kept as data; `horde-q3` validates them.
     #[serde(default)]
     pub bot: BTreeMap<String, f64>,
+    /// The regulated circuit's demand model (`horde circuit`), kept as data; `horde-regulate`
+    /// validates it.
+    #[serde(default)]
+    pub circuit: BTreeMap<String, f64>,
 }
 
 fn yes() -> bool {
@@ -186,6 +190,8 @@ pub struct Service {
     pub channels: BTreeMap<String, f64>,
     /// Automated-player parameters (`[bot]`), for `horde bots`.
     pub bot: BTreeMap<String, f64>,
+    /// The regulated circuit's demand (`[circuit]`), for `horde circuit`.
+    pub circuit: BTreeMap<String, f64>,
     /// The text the service was loaded from (for `horde services show`).
     pub text: String,
 }
@@ -293,6 +299,7 @@ impl Service {
             transitions,
             channels: raw.channels,
             bot: raw.bot,
+            circuit: raw.circuit,
             text: text.to_string(),
         };
         // Bind once with the defaults, so a bad traffic model is refused when loading.

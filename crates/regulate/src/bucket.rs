@@ -55,9 +55,11 @@ impl TokenBucket {
         self.tokens -= bytes as f64;
     }
 
-    /// How long until it holds `bytes` (never, if it cannot: `None`).
-    pub fn wait_ns(&self, bytes: u32) -> Option<u64> {
-        let need = bytes as f64 - self.tokens;
+    /// How long from `now_ns` until it holds `bytes` (never, if it cannot: `None`).
+    pub fn wait_ns(&self, now_ns: u64, bytes: u32) -> Option<u64> {
+        let since = now_ns.saturating_sub(self.last_ns) as f64 / 1e9;
+        let tokens = (self.tokens + self.rate * since).min(self.burst);
+        let need = bytes as f64 - tokens;
         if need <= 0.0 {
             return Some(0);
         }
@@ -214,8 +216,8 @@ impl Regulator {
     pub fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
         let heads = self.lanes.iter().filter_map(|l| l.queue.front().map(|h| (l, h.size)));
         let wait = match self.mode {
-            Mode::PerChannel => heads.filter_map(|(l, size)| l.bucket.wait_ns(size)).min(),
-            Mode::Dual => heads.filter_map(|(_, size)| self.parent.wait_ns(size)).min(),
+            Mode::PerChannel => heads.filter_map(|(l, size)| l.bucket.wait_ns(now_ns, size)).min(),
+            Mode::Dual => heads.filter_map(|(_, size)| self.parent.wait_ns(now_ns, size)).min(),
         };
         wait.map(|w| now_ns + w)
     }
@@ -260,12 +262,13 @@ mod tests {
         assert!(b.has(1500));
         b.take(1500);
         assert!(!b.has(1));
-        assert_eq!(b.wait_ns(500), Some(500 * MS));
+        assert_eq!(b.wait_ns(0, 500), Some(500 * MS));
+        assert_eq!(b.wait_ns(200 * MS, 500), Some(300 * MS), "time since the last refill counts");
         b.refill(500 * MS);
         assert!(b.has(500) && !b.has(501));
         b.refill(100_000 * MS);
         assert!((b.tokens() - 1500.0).abs() < 1e-9, "capped at the burst");
-        assert_eq!(b.wait_ns(1501), None, "more than the burst never fits");
+        assert_eq!(b.wait_ns(100_000 * MS, 1501), None, "more than the burst never fits");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 pub mod agent;
 pub mod behave;
 pub mod bots;
+pub mod circuit;
 pub mod decode;
 pub mod demo;
 pub mod emu;

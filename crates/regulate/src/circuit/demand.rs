@@ -145,6 +145,14 @@ impl Demand {
         self.state
     }
 
+    /// Moves the script (times relative to the start) to start at `t0_ns`; call before the
+    /// first [`Demand::due`].
+    pub fn start_at(&mut self, t0_ns: u64) {
+        for e in &mut self.script {
+            e.0 = e.0.saturating_add(t0_ns);
+        }
+    }
+
     fn burst(&self, bytes: [u64; 2], out: &mut Vec<Want>) {
         for (k, ch) in [(4usize, Channel::Texture), (5, Channel::Asset)] {
             let size = self.model.packet[k];
@@ -311,5 +319,15 @@ mod tests {
         assert!(parse_script("3:swimming").unwrap_err().contains("swimming"));
         assert!(parse_script("").is_err());
         assert!(parse_script("3:teleport").unwrap_err().contains("not a state"));
+    }
+
+    #[test]
+    fn the_opensim_service_carries_a_complete_circuit_table_matching_the_measurements() {
+        let svc = horde_model::service::Service::builtin("opensim").unwrap();
+        let m = DemandModel::from_table(&svc.circuit).unwrap();
+        // Mongoose's Cathedral means: 189 / 253 / 434 kbit/s.
+        for (a, kbps) in [(Avatar::Standing, 189.0), (Avatar::Walking, 253.0), (Avatar::Flying, 434.0)] {
+            assert!((m.state_bps(a) / 1000.0 - kbps).abs() < 1e-9, "{}: {}", a.name(), m.state_bps(a));
+        }
     }
 }

@@ -77,7 +77,9 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(mode: Mode, start_bps: f64, burst_ns: u64, demand: Demand, now_ns: u64) -> Server {
+    /// The demand's script runs from `now_ns` (the circuit's start).
+    pub fn new(mode: Mode, start_bps: f64, burst_ns: u64, mut demand: Demand, now_ns: u64) -> Server {
+        demand.start_at(now_ns);
         Server {
             reg: Regulator::new(mode, start_bps, burst_ns, now_ns),
             demand,
@@ -431,6 +433,10 @@ mod tests {
 
     /// A circuit over a perfect 20 ms path in virtual time: the client's throttle decides, the
     /// server follows.
+    pub(super) fn run_pub(kind: ThrottleKind, mode: Mode, backlog: &[Channel], secs: u64, lose_every: u64) -> (Server, Client) {
+        run(kind, mode, backlog, secs, lose_every)
+    }
+
     fn run(kind: ThrottleKind, mode: Mode, backlog: &[Channel], secs: u64, lose_every: u64) -> (Server, Client) {
         let model = DemandModel::from_table(&super::demand::tests_table()).unwrap();
         let mut d = Demand::new(model, parse_script("0:login:walking").unwrap(), 1);

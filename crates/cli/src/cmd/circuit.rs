@@ -1,0 +1,472 @@
+//! `horde circuit`: one regulated virtual-world circuit over real UDP — `serve` is the server
+//! end (an avatar's demand per channel, regulated at the rate its client asks for), `join` the
+//! client end (a throttle controller). The protocol lives in `horde-regulate` (I/O-free); this
+//! is its socket shell: the engine's address validation first (hello, challenge, cookie), then
+//! circuit packets, a line of figures per second (and CSV), a JSON summary.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use horde_engine::clock::real_ns;
+use horde_proto::gate::{Decision, Gate, GateConfig};
+use horde_proto::greeter::{GreetState, Greeter};
+use horde_regulate::bucket::{Mode, BURST_NS};
+use horde_regulate::channels::Channel;
+use horde_regulate::circuit::demand::{parse_script, Demand, DemandModel};
+use horde_regulate::circuit::{Client, Server};
+use horde_regulate::{Limits, ThrottleKind};
+use serde::Serialize;
+
+use crate::{bad_input, Outcome};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Cmd {
+    /// The server end: waits for clients (address validation first), sends each one avatar's demand under the rate its client asks for.
+    Serve(ServeArgs),
+    /// The client end: validates its address with the server, then runs a throttle controller and reports what arrives.
+    Join(JoinArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on, IP:PORT (nothing listens on all interfaces unless you give 0.0.0.0)
+    #[arg(long, value_name = "IP:PORT")]
+    pub listen: SocketAddr,
+    /// per-channel (OpenSim: one token bucket per channel) or dual (Mongoose: a circuit bucket over the channel buckets)
+    #[arg(long, default_value = "dual", value_parser = ["per-channel", "dual"])]
+    pub regulator: String,
+    /// The avatar's life on each circuit: comma-separated T:EVENT (seconds; login:STATE, teleport:STATE, or standing/walking/flying)
+    #[arg(long, default_value = "0:login:walking")]
+    pub script: String,
+    /// Channels kept backlogged on top of the demand (a saturating download), e.g. texture
+    #[arg(long, value_name = "CHANNELS", value_delimiter = ',')]
+    pub backlog: Vec<String>,
+    /// Service file with the [circuit] demand table (default: the built-in opensim)
+    #[arg(long, default_value = "opensim")]
+    pub service: String,
+    /// The rate before the client's first throttle packet, kbit/s
+    #[arg(long, default_value_t = 100.0)]
+    pub start_kbps: f64,
+    /// Stop after this long
+    #[arg(short = 't', long, value_parser = super::duration, default_value = "60s")]
+    pub duration: Duration,
+    /// Circuits at most
+    #[arg(long, default_value_t = 16)]
+    pub max_circuits: usize,
+    /// Per-second figures of every circuit as CSV
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// The summary as JSON (- for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Seed of the demand's packet arrivals
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub key: super::KeyArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct JoinArgs {
+    /// The server end, IP:PORT
+    #[arg(long, value_name = "IP:PORT")]
+    pub server: SocketAddr,
+    /// fixed:KBPS, opensim[:SETTING] (the viewer's setting in kbit/s, default 500), mongoose or tfrc
+    #[arg(long, default_value = "mongoose")]
+    pub throttle: String,
+    /// Address to send from
+    #[arg(long, value_name = "IP")]
+    pub bind: Option<std::net::IpAddr>,
+    /// Stop after this long
+    #[arg(short = 't', long, value_parser = super::duration, default_value = "60s")]
+    pub duration: Duration,
+    /// Per-second figures as CSV
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// The summary as JSON (- for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub key: super::KeyArgs,
+}
+
+pub fn run(a: Args, stop: &AtomicBool) -> Outcome {
+    match a.cmd {
+        Cmd::Serve(s) => serve(s, stop),
+        Cmd::Join(j) => join(j, stop),
+    }
+}
+
+/// `fixed:KBPS`, `opensim[:SETTING]`, `mongoose`, `tfrc`.
+pub fn parse_throttle(s: &str) -> Result<ThrottleKind, String> {
+    let (name, arg) = s.split_once(':').map_or((s, None), |(a, b)| (a, Some(b)));
+    let num = |x: &str| -> Result<f64, String> {
+        x.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| format!("--throttle {s}: `{x}` is not a positive number of kbit/s"))
+    };
+    match (name, arg) {
+        ("fixed", Some(k)) => Ok(ThrottleKind::Fixed { bps: num(k)? * 1000.0 }),
+        ("fixed", None) => Err("--throttle fixed needs a rate: fixed:KBPS, e.g. fixed:500".into()),
+        ("opensim", k) => {
+            let v = k.map(num).transpose()?.unwrap_or(500.0);
+            if !(50.0..=1500.0).contains(&v) {
+                return Err(format!("--throttle {s}: the viewer's setting is 50..=1500 kbit/s"));
+            }
+            Ok(ThrottleKind::Opensim { setting_kbps: v })
+        }
+        ("mongoose", None) => Ok(ThrottleKind::Mongoose),
+        ("tfrc", None) => Ok(ThrottleKind::Tfrc),
+        _ => Err(format!("--throttle `{s}`: give fixed:KBPS, opensim[:SETTING], mongoose or tfrc")),
+    }
+}
+
+fn channels(list: &[String]) -> Result<Vec<Channel>, String> {
+    list.iter()
+        .map(|n| {
+            Channel::ALL
+                .iter()
+                .copied()
+                .find(|c| c.name() == n.trim())
+                .ok_or_else(|| format!("--backlog: `{n}` is not a channel (resend, land, wind, cloud, task, texture, asset)"))
+        })
+        .collect()
+}
+
+fn socket(bind: SocketAddr) -> anyhow::Result<UdpSocket> {
+    let s = UdpSocket::bind(bind).with_context(|| format!("binding {bind}"))?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+/// A datagram, waiting for one until `until_ns` at the latest (2 ms at most, to notice a stop).
+/// ppoll's timeout is a high-resolution timer: a socket read timeout (SO_RCVTIMEO) is rounded up
+/// to the kernel's tick (4 ms at HZ=250), which would cap the pacing of a 1.5 Mbit/s circuit.
+fn recv(s: &UdpSocket, buf: &mut [u8], until_ns: u64) -> Option<(usize, SocketAddr)> {
+    if let Ok(r) = s.recv_from(buf) {
+        return Some(r);
+    }
+    let wait = until_ns.saturating_sub(real_ns()).min(2_000_000);
+    if wait > 0 {
+        use std::os::fd::AsRawFd as _;
+        let mut p = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: wait as _ };
+        // SAFETY: one valid pollfd and a valid timespec for the duration of the call.
+        unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
+    }
+    s.recv_from(buf).ok()
+}
+
+/// One second of one circuit, as the CSV and the summary carry it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub t_s: u64,
+    pub circuit: String,
+    /// Server: the client's allowance; client: what its throttle asked for (kbit/s).
+    pub rate_kbps: f64,
+    /// Bytes per channel in this second, as kbit/s.
+    pub kbps: [f64; 7],
+    pub total_kbps: f64,
+    /// Server: mean and max time from queueing to leaving on the task channel (ms).
+    pub task_delay_ms: f64,
+    pub task_delay_max_ms: f64,
+    /// Server: bytes queued; client: its last RTT (ms).
+    pub queued_kb: f64,
+    pub rtt_ms: f64,
+}
+
+const CSV_HEADER: &str = "t_s,circuit,rate_kbps,resend_kbps,land_kbps,wind_kbps,cloud_kbps,task_kbps,texture_kbps,asset_kbps,total_kbps,task_delay_ms,task_delay_max_ms,queued_kb,rtt_ms\n";
+
+fn csv_line(r: &Row) -> String {
+    let k: Vec<String> = r.kbps.iter().map(|x| format!("{x:.1}")).collect();
+    format!(
+        "{},{},{:.1},{},{:.1},{:.2},{:.2},{:.1},{:.2}\n",
+        r.t_s,
+        r.circuit,
+        r.rate_kbps,
+        k.join(","),
+        r.total_kbps,
+        r.task_delay_ms,
+        r.task_delay_max_ms,
+        r.queued_kb,
+        r.rtt_ms
+    )
+}
+
+struct Csv(Option<std::io::BufWriter<std::fs::File>>);
+
+impl Csv {
+    fn open(p: &Option<PathBuf>) -> anyhow::Result<Csv> {
+        Ok(Csv(match p {
+            Some(p) => {
+                let mut f = std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?);
+                f.write_all(CSV_HEADER.as_bytes())?;
+                Some(f)
+            }
+            None => None,
+        }))
+    }
+
+    fn row(&mut self, r: &Row) -> anyhow::Result<()> {
+        if let Some(f) = &mut self.0 {
+            f.write_all(csv_line(r).as_bytes())?;
+            f.flush()?;
+        }
+        Ok(())
+    }
+}
+
+struct Circuit {
+    srv: Server,
+    last_heard_ns: u64,
+    prev: [u64; 7],
+    prev_delay: (u128, u64),
+    rows: Vec<Row>,
+}
+
+/// A circuit whose client is silent this long is closed (it pings every second): nothing is
+/// sent to a client that went away.
+const SILENT_NS: u64 = 5_000_000_000;
+
+fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
+    let mode = if a.regulator == "dual" { Mode::Dual } else { Mode::PerChannel };
+    let service = horde_model::service::Service::load(&a.service).map_err(|e| bad_input(anyhow::anyhow!("--service {}: {e}", a.service)))?;
+    let model = DemandModel::from_table(&service.circuit).map_err(|e| bad_input(anyhow::anyhow!("service {}: {e}", a.service)))?;
+    let script = parse_script(&a.script).map_err(|e| bad_input(anyhow::anyhow!("--script: {e}")))?;
+    let backlog = channels(&a.backlog).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
+    if !(1.0..=1e7).contains(&a.start_kbps) {
+        return Err(bad_input(anyhow::anyhow!("--start-kbps must be 1..=10000000")));
+    }
+    let key = a.key.key()?;
+    let sock = socket(a.listen)?;
+    let mut gate = Gate::new(
+        GateConfig { max_flows: a.max_circuits.max(1), max_flows_per_ip: a.max_circuits.max(1), ..GateConfig::receiver(key) },
+        horde_engine::random_secret().context("drawing the cookie secret")?,
+    );
+    let mut csv = Csv::open(&a.csv)?;
+    say!("horde circuit: serving on {} ({} regulator), Ctrl-C stops", sock.local_addr().context("the bound address")?, mode.name());
+    let t0 = real_ns();
+    let end = t0 + a.duration.as_nanos() as u64;
+    let mut circuits: HashMap<SocketAddr, Circuit> = HashMap::new();
+    let mut closed: Vec<(String, Vec<Row>, horde_regulate::circuit::ServerStats)> = Vec::new();
+    let (mut inbuf, mut out) = (vec![0u8; 2048], Vec::with_capacity(1600));
+    let mut next_second = t0 + 1_000_000_000;
+    while !stop.load(Ordering::Relaxed) && real_ns() < end {
+        let wake = circuits.values().map(|c| c.srv.next_ns(real_ns())).min().unwrap_or(u64::MAX).min(next_second);
+        if let Some((n, from)) = recv(&sock, &mut inbuf, wake) {
+            let now = real_ns();
+            let bytes = &inbuf[..n];
+            match circuits.get_mut(&from) {
+                Some(c) if horde_wire::DatagramHeader::parse(bytes).is_err() => {
+                    c.last_heard_ns = now;
+                    c.srv.on_datagram(now, bytes);
+                }
+                _ => match gate.on_hello(now, from, bytes) {
+                    Decision::Challenge(c) => {
+                        let _ = sock.send_to(&c, from);
+                    }
+                    Decision::Again(ans) => {
+                        let _ = sock.send_to(&ans, from);
+                    }
+                    Decision::Validated(h) => match gate.admit(from, &h) {
+                        Ok(ans) => {
+                            let _ = sock.send_to(&ans, from);
+                            let mut d = Demand::new(model.clone(), script.clone(), a.seed.wrapping_add(circuits.len() as u64));
+                            d.backlog = backlog.clone();
+                            say!("horde circuit: client {from} joined");
+                            circuits.insert(
+                                from,
+                                Circuit {
+                                    srv: Server::new(mode, a.start_kbps * 1000.0, BURST_NS, d, now),
+                                    last_heard_ns: now,
+                                    prev: [0; 7],
+                                    prev_delay: (0, 0),
+                                    rows: Vec::new(),
+                                },
+                            );
+                        }
+                        Err(ans) => {
+                            let _ = sock.send_to(&ans, from);
+                        }
+                    },
+                    Decision::Drop(_) => {}
+                },
+            }
+        }
+        let now = real_ns();
+        for (addr, c) in circuits.iter_mut() {
+            while c.srv.poll_transmit(now, &mut out) {
+                let _ = sock.send_to(&out, addr);
+            }
+        }
+        if now >= next_second {
+            let t_s = (next_second - t0) / 1_000_000_000;
+            next_second += 1_000_000_000;
+            for (addr, c) in circuits.iter_mut() {
+                let r = server_row(t_s, addr, c);
+                csv.row(&r)?;
+                c.rows.push(r);
+            }
+        }
+        let gone: Vec<SocketAddr> = circuits.iter().filter(|(_, c)| c.srv.closed || now.saturating_sub(c.last_heard_ns) > SILENT_NS).map(|(a, _)| *a).collect();
+        for addr in gone {
+            let c = circuits.remove(&addr).expect("present");
+            say!("horde circuit: client {addr} {}", if c.srv.closed { "left" } else { "fell silent: circuit closed" });
+            gate.forget(addr, 0);
+            closed.push((addr.to_string(), c.rows, c.srv.stats.clone()));
+        }
+    }
+    for (addr, c) in circuits {
+        closed.push((addr.to_string(), c.rows, c.srv.stats.clone()));
+    }
+    let summary: Vec<serde_json::Value> =
+        closed.iter().map(|(addr, rows, st)| serde_json::json!({"client": addr, "seconds": rows, "stats": st, "regulator": mode.name()})).collect();
+    for (addr, rows, st) in &closed {
+        let n = rows.len().max(1) as f64;
+        say!(
+            "horde circuit: {addr}: {} s, mean allowance {:.1} kbit/s, sent {:.1} kbit/s, task delay mean {:.2} ms; {} resent, {} throttle packets",
+            rows.len(),
+            rows.iter().map(|r| r.rate_kbps).sum::<f64>() / n,
+            rows.iter().map(|r| r.total_kbps).sum::<f64>() / n,
+            rows.iter().map(|r| r.task_delay_ms).sum::<f64>() / n,
+            st.resent,
+            st.throttles
+        );
+    }
+    if let Some(p) = &a.json {
+        super::write_out(p, &serde_json::to_string_pretty(&serde_json::json!({"circuits": summary})).expect("serialises"))?;
+    }
+    Ok(if stop.load(Ordering::Relaxed) { 130 } else { 0 })
+}
+
+fn server_row(t_s: u64, addr: &SocketAddr, c: &mut Circuit) -> Row {
+    let st = &c.srv.stats;
+    let mut kbps = [0.0; 7];
+    for (i, k) in kbps.iter_mut().enumerate() {
+        *k = (st.channels[i].bytes - c.prev[i]) as f64 * 8.0 / 1000.0;
+        c.prev[i] = st.channels[i].bytes;
+    }
+    let task = &st.channels[Channel::Task.index()];
+    let (dsum, dn) = (task.delay_sum_ns - c.prev_delay.0, task.packets - c.prev_delay.1);
+    c.prev_delay = (task.delay_sum_ns, task.packets);
+    let queued: u64 = Channel::ALL.iter().map(|&ch| c.srv.queued(ch).1).sum();
+    Row {
+        t_s,
+        circuit: addr.to_string(),
+        rate_kbps: c.srv.rate_bps() / 1000.0,
+        total_kbps: kbps.iter().sum(),
+        kbps,
+        task_delay_ms: if dn > 0 { dsum as f64 / dn as f64 / 1e6 } else { 0.0 },
+        task_delay_max_ms: task.delay_max_ns as f64 / 1e6,
+        queued_kb: queued as f64 / 1000.0,
+        rtt_ms: 0.0,
+    }
+}
+
+fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
+    let kind = parse_throttle(&a.throttle).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
+    let key = a.key.key()?;
+    let bind =
+        SocketAddr::new(a.bind.unwrap_or(if a.server.is_ipv4() { std::net::Ipv4Addr::UNSPECIFIED.into() } else { std::net::Ipv6Addr::UNSPECIFIED.into() }), 0);
+    let sock = socket(bind)?;
+    let (mut inbuf, mut out) = (vec![0u8; 2048], Vec::with_capacity(1600));
+    // Address validation: the server sends nothing before it.
+    let mut g = Greeter::new(key, 0, 0, 0, Some(real_ns()));
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(130);
+        }
+        let now = real_ns();
+        if let Some(h) = g.poll_transmit(now) {
+            sock.send_to(&h, a.server).with_context(|| format!("sending to {}", a.server))?;
+        }
+        match g.state() {
+            GreetState::Accepted => break,
+            GreetState::Refused(s) => return Err(anyhow::anyhow!("the server refused the circuit ({s:?}): it is full or the run key differs").into()),
+            GreetState::GaveUp => {
+                return Err(
+                    anyhow::anyhow!("no answer from {} within 5 s: is `horde circuit serve` listening there (with the same --key-file)?", a.server).into()
+                )
+            }
+            _ => {}
+        }
+        if let Some((n, from)) = recv(&sock, &mut inbuf, g.next_ns().unwrap_or(now + 10_000_000)) {
+            if from == a.server {
+                g.on_datagram(&inbuf[..n]);
+            }
+        }
+    }
+    let t0 = real_ns();
+    let end = t0 + a.duration.as_nanos() as u64;
+    let mut cli = Client::new(kind.build(Limits::default(), t0), t0);
+    let name = cli.throttle().name();
+    say!("horde circuit: joined {} with the {name} throttle", a.server);
+    let mut csv = Csv::open(&a.csv)?;
+    let mut rows = Vec::new();
+    let mut prev = [0u64; 7];
+    let mut next_second = t0 + 1_000_000_000;
+    while !stop.load(Ordering::Relaxed) && real_ns() < end {
+        let wake = cli.next_ns(real_ns()).min(next_second);
+        if let Some((n, from)) = recv(&sock, &mut inbuf, wake) {
+            if from == a.server {
+                cli.on_datagram(real_ns(), &inbuf[..n]);
+            }
+        }
+        let now = real_ns();
+        while cli.poll_transmit(now, &mut out) {
+            let _ = sock.send_to(&out, a.server);
+        }
+        if now >= next_second {
+            let t_s = (next_second - t0) / 1_000_000_000;
+            next_second += 1_000_000_000;
+            let mut kbps = [0.0; 7];
+            for (i, k) in kbps.iter_mut().enumerate() {
+                *k = (cli.stats.channels[i].bytes - prev[i]) as f64 * 8.0 / 1000.0;
+                prev[i] = cli.stats.channels[i].bytes;
+            }
+            let r = Row {
+                t_s,
+                circuit: name.into(),
+                rate_kbps: cli.requested_bps / 1000.0,
+                total_kbps: kbps.iter().sum(),
+                kbps,
+                task_delay_ms: 0.0,
+                task_delay_max_ms: 0.0,
+                queued_kb: 0.0,
+                rtt_ms: cli.stats.rtt_ms.unwrap_or(0.0),
+            };
+            csv.row(&r)?;
+            rows.push(r);
+        }
+    }
+    Client::bye(&mut out);
+    let _ = sock.send_to(&out, a.server);
+    let n = rows.len().max(1) as f64;
+    say!(
+        "horde circuit: {name}: {} s, mean request {:.1} kbit/s, received {:.1} kbit/s, RTT {:.1} ms; {} packets ({} resent), {} throttle packets",
+        rows.len(),
+        rows.iter().map(|r| r.rate_kbps).sum::<f64>() / n,
+        rows.iter().map(|r| r.total_kbps).sum::<f64>() / n,
+        cli.stats.rtt_ms.unwrap_or(0.0),
+        cli.stats.packets,
+        cli.stats.resent_received,
+        cli.stats.throttles_sent
+    );
+    if let Some(p) = &a.json {
+        super::write_out(
+            p,
+            &serde_json::to_string_pretty(&serde_json::json!({"throttle": name, "server": a.server.to_string(), "seconds": rows, "stats": cli.stats}))
+                .expect("serialises"),
+        )?;
+    }
+    Ok(if stop.load(Ordering::Relaxed) { 130 } else { 0 })
+}
