@@ -351,7 +351,7 @@ mod tests {
     }
 
     fn flows_job() -> crate::msg::FlowsJob {
-        crate::msg::FlowsJob { text: "x".into(), seed: 1, send: [0..3].to_vec(), recv_udp: vec![], recv_tcp: vec!["127.0.0.1:9000".parse().unwrap()] }
+        crate::msg::FlowsJob { text: "x".into(), seed: 1, send: std::iter::once(0..3).collect(), recv_udp: vec![], recv_tcp: vec!["127.0.0.1:9000".parse().unwrap()] }
     }
 
     #[test]
@@ -370,7 +370,7 @@ mod tests {
         assert_eq!(s.phase(), Phase::Finished);
         for (a, why) in [
             (flows(crate::msg::FlowsJob { send: vec![], recv_tcp: vec![], ..flows_job() }), "nothing to send or receive"),
-            (flows(crate::msg::FlowsJob { send: [4..4].to_vec(), ..flows_job() }), "is empty"),
+            (flows(crate::msg::FlowsJob { send: std::iter::once(4..4).collect(), ..flows_job() }), "is empty"),
             (flows(crate::msg::FlowsJob { recv_udp: vec!["127.0.0.1:0".parse().unwrap()], ..flows_job() }), "has no port"),
             (flows(crate::msg::FlowsJob { recv_udp: vec!["127.0.0.1:1".parse().unwrap(); 1025], ..flows_job() }), "receive addresses"),
             (Assignment { players: Some(0..2), ..flows(flows_job()) }, "flows and a scenario"),
