@@ -433,10 +433,6 @@ mod tests {
 
     /// A circuit over a perfect 20 ms path in virtual time: the client's throttle decides, the
     /// server follows.
-    pub(super) fn run_pub(kind: ThrottleKind, mode: Mode, backlog: &[Channel], secs: u64, lose_every: u64) -> (Server, Client) {
-        run(kind, mode, backlog, secs, lose_every)
-    }
-
     fn run(kind: ThrottleKind, mode: Mode, backlog: &[Channel], secs: u64, lose_every: u64) -> (Server, Client) {
         let model = DemandModel::from_table(&super::demand::tests_table()).unwrap();
         let mut d = Demand::new(model, parse_script("0:login:walking").unwrap(), 1);
