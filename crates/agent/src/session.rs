@@ -351,7 +351,13 @@ mod tests {
     }
 
     fn flows_job() -> crate::msg::FlowsJob {
-        crate::msg::FlowsJob { text: "x".into(), seed: 1, send: std::iter::once(0..3).collect(), recv_udp: vec![], recv_tcp: vec!["127.0.0.1:9000".parse().unwrap()] }
+        crate::msg::FlowsJob {
+            text: "x".into(),
+            seed: 1,
+            send: std::iter::once(0..3).collect(),
+            recv_udp: vec![],
+            recv_tcp: vec!["127.0.0.1:9000".parse().unwrap()],
+        }
     }
 
     #[test]

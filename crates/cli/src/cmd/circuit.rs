@@ -52,6 +52,9 @@ pub struct ServeArgs {
     /// Channels kept backlogged on top of the demand (a saturating download), e.g. texture
     #[arg(long, value_name = "CHANNELS", value_delimiter = ',')]
     pub backlog: Vec<String>,
+    /// Packet size of the backlog, bytes (default: the channel's from the service's [circuit] table)
+    #[arg(long, value_name = "BYTES")]
+    pub backlog_packet: Option<u32>,
     /// Service file with the [circuit] demand table (default: the built-in opensim)
     #[arg(long, default_value = "opensim")]
     pub service: String,
@@ -243,6 +246,12 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
     let model = DemandModel::from_table(&service.circuit).map_err(|e| bad_input(anyhow::anyhow!("service {}: {e}", a.service)))?;
     let script = parse_script(&a.script).map_err(|e| bad_input(anyhow::anyhow!("--script: {e}")))?;
     let backlog = channels(&a.backlog).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
+    if let Some(b) = a.backlog_packet {
+        let (lo, hi) = (horde_regulate::circuit::wire::DATA_MIN as u32, horde_regulate::circuit::wire::DATA_MAX as u32);
+        if !(lo..=hi).contains(&b) {
+            return Err(bad_input(anyhow::anyhow!("--backlog-packet must be {lo}..={hi} bytes (got {b})")));
+        }
+    }
     if !(1.0..=1e7).contains(&a.start_kbps) {
         return Err(bad_input(anyhow::anyhow!("--start-kbps must be 1..=10000000")));
     }
@@ -282,6 +291,7 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
                             let _ = sock.send_to(&ans, from);
                             let mut d = Demand::new(model.clone(), script.clone(), a.seed.wrapping_add(circuits.len() as u64));
                             d.backlog = backlog.clone();
+                            d.backlog_packet = a.backlog_packet;
                             say!("horde circuit: client {from} joined");
                             circuits.insert(
                                 from,

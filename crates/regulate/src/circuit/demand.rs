@@ -133,12 +133,14 @@ pub struct Demand {
     next_ns: [u64; 6],
     rng: Rng,
     pub backlog: Vec<Channel>,
+    /// The backlog's packet size (default: its channel's).
+    pub backlog_packet: Option<u32>,
 }
 
 impl Demand {
     pub fn new(model: DemandModel, mut script: Vec<(u64, Event)>, seed: u64) -> Demand {
         script.sort_by_key(|e| e.0);
-        Demand { model, script, next_event: 0, state: None, next_ns: [u64::MAX; 6], rng: Rng(seed), backlog: Vec::new() }
+        Demand { model, script, next_event: 0, state: None, next_ns: [u64::MAX; 6], rng: Rng(seed), backlog: Vec::new(), backlog_packet: None }
     }
 
     pub fn state(&self) -> Option<Avatar> {

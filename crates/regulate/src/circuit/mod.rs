@@ -176,7 +176,7 @@ impl Server {
         self.wants = wants;
         for c in self.demand.backlog.clone() {
             while self.reg.queued(c).0 < BACKLOG_DEPTH {
-                let size = self.demand.packet_size(c);
+                let size = self.demand.backlog_packet.unwrap_or_else(|| self.demand.packet_size(c));
                 self.enqueue(c, size, false, None, now_ns);
             }
         }

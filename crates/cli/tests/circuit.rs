@@ -1,0 +1,141 @@
+//! `horde circuit`: a regulated circuit over real UDP, on loopback (no root) and on an emulated
+//! lossy link (root; CI runs as root).
+
+mod emu_util;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use emu_util::{ok, root_or_skip, tmp, write, HORDE};
+
+fn serve(args: &[&str]) -> Child {
+    Command::new(HORDE).arg("circuit").arg("serve").args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+}
+
+fn json(p: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+/// Mean of a per-second field over the seconds after `from`.
+fn mean_after(v: &serde_json::Value, field: &str, from: u64) -> f64 {
+    let s: Vec<f64> = v["seconds"].as_array().unwrap().iter().filter(|r| r["t_s"].as_u64().unwrap() > from).map(|r| r[field].as_f64().unwrap()).collect();
+    s.iter().sum::<f64>() / s.len().max(1) as f64
+}
+
+#[test]
+fn the_server_end_sends_what_the_client_end_asks_for_on_loopback() {
+    let d = tmp("circuit-lo");
+    let port = 21_000 + (std::process::id() % 20_000) as u16;
+    let listen = format!("127.0.0.1:{port}");
+    let sj = d.join("server.json");
+    let mut s = serve(&["--listen", &listen, "--backlog", "texture", "-t", "12s", "--json", sj.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(300));
+    let cj = d.join("client.json");
+    let out = ok(&["circuit", "join", "--server", &listen, "--throttle", "fixed:400", "-t", "8s", "--json", cj.to_str().unwrap()]);
+    let _ = out;
+    let st = s.wait().unwrap();
+    assert!(st.success());
+    let c = json(&cj);
+    // With a saturating backlog the client receives what it asked for (400 kbit/s) from the 2nd s.
+    let got = mean_after(&c, "total_kbps", 2);
+    assert!((got / 400.0 - 1.0).abs() < 0.05, "received {got} kbit/s for 400 asked");
+    let srv = json(&sj);
+    let circuit = &srv["circuits"][0];
+    assert_eq!(circuit["regulator"], "dual");
+    let allowed = circuit["seconds"].as_array().unwrap().last().unwrap()["rate_kbps"].as_f64().unwrap();
+    assert!((allowed - 400.0).abs() < 0.5, "{allowed}");
+    // The client said goodbye: the server closed the circuit before its own end.
+    assert!(circuit["seconds"].as_array().unwrap().len() <= 9);
+}
+
+#[test]
+fn bad_circuit_flags_are_refused_naming_the_fix() {
+    let o = Command::new(HORDE).args(["circuit", "join", "--server", "127.0.0.1:9", "--throttle", "vegas"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give fixed:KBPS, opensim[:SETTING], mongoose or tfrc"));
+    let o = Command::new(HORDE).args(["circuit", "join", "--server", "127.0.0.1:9", "--throttle", "opensim:5000"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("50..=1500"));
+    let o = Command::new(HORDE).args(["circuit", "serve", "--listen", "127.0.0.1:0", "--backlog", "textures"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`textures` is not a channel"));
+    let o = Command::new(HORDE).args(["circuit", "serve", "--listen", "127.0.0.1:0", "--script", "5:swimming"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("swimming"));
+    // Nobody serving: the client says so after its hellos go unanswered, and sends nothing else.
+    let o = Command::new(HORDE).args(["circuit", "join", "--server", "127.0.0.1:9", "-t", "1s"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no answer from 127.0.0.1:9"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn on_a_lossy_emulated_link_opensim_holds_where_mongoose_backs_off() {
+    if !root_or_skip("on_a_lossy_emulated_link_opensim_holds_where_mongoose_backs_off") {
+        return;
+    }
+    let d = tmp("circuit-emu");
+    let topo = write(&d, "t.toml", "name = \"circuit\"\n[[node]]\nname = \"c\"\nkind = \"host\"\ncount = 2\n[[node]]\nname = \"s\"\nkind = \"host\"\ncount = 2\n[[link]]\na = \"c\"\nb = \"s\"\ndelay = \"50ms\"\nlive = true\n");
+    let id = format!("cx{}", std::process::id() % 10_000);
+    ok(&["emu", "up", topo.to_str().unwrap(), "--id", &id]);
+    struct Down(String);
+    impl Drop for Down {
+        fn drop(&mut self) {
+            let _ = Command::new(HORDE).args(["emu", "down", &self.0, "--purge"]).output();
+        }
+    }
+    let _down = Down(id.clone());
+    // 2 % loss toward the clients, RTT 100 ms: OpenSim's throttle stays at its cap (no change
+    // between 0.5 % and 3 %); Mongoose settles near the TCP-fair rate (~0.4 Mbit/s for
+    // 1100-byte packets), far below the cap.
+    for k in ["1", "2"] {
+        ok(&["emu", "link", &id, &format!("s{k}"), &format!("c{k}"), "--dir", "ab", "--loss", "2%"]);
+    }
+    let mut servers = Vec::new();
+    for (k, thr) in [("1", "opensim"), ("2", "mongoose")] {
+        let listen = format!("10.0.{}.2:9400", k.parse::<u32>().unwrap() - 1);
+        let mut c = Command::new(HORDE);
+        c.args(["emu", "exec", &id, &format!("s{k}"), "--", HORDE, "circuit", "serve", "--listen", &listen, "--backlog", "texture", "-t", "25s"]);
+        servers.push(c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+        let _ = thr;
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut clients = Vec::new();
+    for (k, thr) in [("1", "opensim"), ("2", "mongoose")] {
+        let j = d.join(format!("{thr}.json"));
+        let server = format!("10.0.{}.2:9400", k.parse::<u32>().unwrap() - 1);
+        let mut c = Command::new(HORDE);
+        c.args([
+            "emu",
+            "exec",
+            &id,
+            &format!("c{k}"),
+            "--",
+            HORDE,
+            "circuit",
+            "join",
+            "--server",
+            &server,
+            "--throttle",
+            thr,
+            "-t",
+            "20s",
+            "--json",
+            j.to_str().unwrap(),
+        ]);
+        clients.push((thr, j, c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()));
+    }
+    let mut got = Vec::new();
+    for (thr, j, c) in clients {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{thr}: {}", String::from_utf8_lossy(&o.stderr));
+        let v = json(&j);
+        got.push((thr, mean_after(&v, "rate_kbps", 12), mean_after(&v, "rtt_ms", 2)));
+    }
+    for mut s in servers {
+        let _ = s.wait();
+    }
+    let (os, mg) = (got[0].1, got[1].1);
+    assert!((os / 768.0 - 1.0).abs() < 0.02, "opensim at 2 % loss stays at 1.5 × 500 kbit/s (768 kbit/s): {got:?}");
+    assert!(mg < 0.8 * os && mg > 150.0, "mongoose backs off to near the TCP-fair rate: {got:?}");
+    assert!((got[1].2 - 100.0).abs() < 10.0, "the client measured the link's round trip: {got:?}");
+}
