@@ -18,7 +18,7 @@ use horde_engine::clock::real_ns;
 use horde_model::scenario::Scenario;
 
 use crate::clock::Estimate;
-use crate::link::{Cmd, Ev};
+use crate::link::{Cmd, Collected, Ev};
 use crate::msg::{self, Assignment};
 
 /// One agent as the user named it.
@@ -324,13 +324,7 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
             let agents = links
                 .iter_mut()
                 .map(|l| {
-                    let d = |a: u64, b: u64| a.saturating_sub(b);
-                    let r = [
-                        d(l.last.sent_packets, l.prev.sent_packets),
-                        d(l.last.sent_bytes, l.prev.sent_bytes) * 8,
-                        d(l.last.recv_packets, l.prev.recv_packets),
-                        d(l.last.recv_bytes, l.prev.recv_bytes) * 8,
-                    ];
+                    let r = l.last.since(&l.prev);
                     l.prev = l.last;
                     (l.name.clone(), r)
                 })
@@ -394,28 +388,24 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         collecting += 1;
     }
     let t_collect = Instant::now();
-    while collecting > 0 {
-        match erx.recv_timeout(Duration::from_secs(300)) {
-            Ok((i, Ev::Collected { bytes, transferred })) => {
-                let l = &mut links[i];
+    crate::link::await_collections(&erx, collecting, |i, how| {
+        let l = &mut links[i];
+        match how {
+            Collected::Logs { bytes, transferred } => {
                 l.log_bytes += bytes;
                 l.log_transferred += transferred;
                 l.collected = true;
-                collecting -= 1;
+                true
             }
-            Ok((i, Ev::Lost(why))) => {
-                let l = &mut links[i];
-                if l.lost_at_s.is_none() && !l.collected {
-                    l.lost_at_s = Some(start.elapsed().as_secs_f64());
-                    l.status = format!("lost while collecting its logs: {why}");
-                    ev(&Event::Note(format!("agent {}: {}", l.name, l.status)));
-                    collecting -= 1;
-                }
+            Collected::Lost(why) if l.lost_at_s.is_none() && !l.collected => {
+                l.lost_at_s = Some(start.elapsed().as_secs_f64());
+                l.status = format!("lost while collecting its logs: {why}");
+                ev(&Event::Note(format!("agent {}: {}", l.name, l.status)));
+                true
             }
-            Ok(_) => {}
-            Err(_) => break,
+            Collected::Lost(_) => false,
         }
-    }
+    });
     let (raw, sent): (u64, u64) = links.iter().map(|l| (l.log_bytes, l.log_transferred)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     ev(&Event::Note(format!(
         "logs collected in {:.1} s: {:.1} MB written by the agents, {:.1} MB transferred",

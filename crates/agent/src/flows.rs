@@ -29,7 +29,7 @@ use serde::Serialize;
 
 use crate::clock::to_reference;
 use crate::controller::{AgentSpec, Event};
-use crate::link::{Cmd, Ev};
+use crate::link::{Cmd, Collected, Ev};
 use crate::msg::{Assignment, FlowsJob};
 
 /// How the controller runs a flow file.
@@ -365,13 +365,7 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
                 .iter_mut()
                 .filter(|a| a.sends)
                 .map(|a| {
-                    let d = |x: u64, y: u64| x.saturating_sub(y);
-                    let r = [
-                        d(a.last.sent_packets, a.prev.sent_packets),
-                        d(a.last.sent_bytes, a.prev.sent_bytes) * 8,
-                        d(a.last.recv_packets, a.prev.recv_packets),
-                        d(a.last.recv_bytes, a.prev.recv_bytes) * 8,
-                    ];
+                    let r = a.last.since(&a.prev);
                     a.prev = a.last;
                     (a.c.name.clone(), r)
                 })
@@ -439,28 +433,24 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
         let _ = a.c.cmd.send(Cmd::Collect { dir, limits });
         collecting += 1;
     }
-    while collecting > 0 {
-        match erx.recv_timeout(Duration::from_secs(300)) {
-            Ok((i, Ev::Collected { bytes, transferred })) => {
-                let a = &mut agents[i];
+    crate::link::await_collections(&erx, collecting, |i, how| {
+        let a = &mut agents[i];
+        match how {
+            Collected::Logs { bytes, transferred } => {
                 a.log_bytes += bytes;
                 a.log_transferred += transferred;
                 a.collected = true;
-                collecting -= 1;
+                true
             }
-            Ok((i, Ev::Lost(why))) => {
-                let a = &mut agents[i];
-                if a.lost_at_s.is_none() && !a.collected {
-                    a.lost_at_s = Some(start.elapsed().as_secs_f64());
-                    a.status = format!("lost while collecting its logs: {why}");
-                    ev(&Event::Note(format!("agent {}: {}", a.c.name, a.status)));
-                    collecting -= 1;
-                }
+            Collected::Lost(why) if a.lost_at_s.is_none() && !a.collected => {
+                a.lost_at_s = Some(start.elapsed().as_secs_f64());
+                a.status = format!("lost while collecting its logs: {why}");
+                ev(&Event::Note(format!("agent {}: {}", a.c.name, a.status)));
+                true
             }
-            Ok(_) => {}
-            Err(_) => break,
+            Collected::Lost(_) => false,
         }
-    }
+    });
     close_all(&mut agents);
 
     // Merge: every record on the controller's clock, then one decode over all of them.

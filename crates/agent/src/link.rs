@@ -173,6 +173,26 @@ pub(crate) fn connect_all(
     Ok((conns, erx))
 }
 
+/// How one agent's log collection ended.
+pub(crate) enum Collected {
+    Logs { bytes: u64, transferred: u64 },
+    Lost(String),
+}
+
+/// Waits for `n` agents' log collections (giving up after 300 s without news). `each` gets the
+/// agent and how its collection ended, and says whether it was one still waited for.
+pub(crate) fn await_collections(erx: &Events, mut n: usize, mut each: impl FnMut(usize, Collected) -> bool) {
+    while n > 0 {
+        let counted = match erx.recv_timeout(Duration::from_secs(300)) {
+            Ok((i, Ev::Collected { bytes, transferred })) => each(i, Collected::Logs { bytes, transferred }),
+            Ok((i, Ev::Lost(why))) => each(i, Collected::Lost(why)),
+            Ok(_) => false,
+            Err(_) => return,
+        };
+        n -= counted as usize;
+    }
+}
+
 /// Clock samples per agent, and their spacing.
 pub(crate) const CLOCK_SAMPLES: usize = 16;
 pub(crate) const CLOCK_GAP: Duration = Duration::from_millis(20);

@@ -163,6 +163,20 @@ pub struct Progress {
     pub connections: u64,
 }
 
+impl Progress {
+    /// What changed since `prev`: sent packets, sent bits, received packets, received bits (a
+    /// second apart: the rates the controllers print).
+    pub fn since(&self, prev: &Progress) -> [u64; 4] {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        [
+            d(self.sent_packets, prev.sent_packets),
+            d(self.sent_bytes, prev.sent_bytes) * 8,
+            d(self.recv_packets, prev.recv_packets),
+            d(self.recv_bytes, prev.recv_bytes) * 8,
+        ]
+    }
+}
+
 /// What one frame carried.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Frame<M> {
