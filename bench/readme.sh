@@ -71,5 +71,10 @@ rpid=$!
 sleep 0.5
 ex "horde send --dst 127.0.0.1:9000 --rate 1k --size 64 --key-file run.key"
 kill -INT $rpid; wait $rpid
+horde circuit serve --listen 127.0.0.1:9400 --regulator dual --backlog texture -t 40s > circuit-serve.log 2>&1 &
+cpid=$!
+sleep 0.5
+ex "horde circuit join --server 127.0.0.1:9400 --throttle mongoose -t 30s --csv circuit.csv" 45
+kill -INT $cpid; wait $cpid
 echo "$n commands, $fails failed; logs in $OUT"
 [ $fails = 0 ]

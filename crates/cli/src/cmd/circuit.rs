@@ -462,7 +462,7 @@ fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
     let _ = sock.send_to(&out, a.server);
     let n = rows.len().max(1) as f64;
     say!(
-        "horde circuit: {name}: {} s, mean request {:.1} kbit/s, received {:.1} kbit/s, RTT {:.1} ms; {} packets ({} resent), {} throttle packets",
+        "horde circuit: {name}: {} s, mean request {:.1} kbit/s, received {:.1} kbit/s, RTT {:.2} ms; {} packets ({} resent), {} throttle packets",
         rows.len(),
         rows.iter().map(|r| r.rate_kbps).sum::<f64>() / n,
         rows.iter().map(|r| r.total_kbps).sum::<f64>() / n,
