@@ -129,23 +129,34 @@ mod tests {
     }
 
     #[test]
-    fn mongoose_follows_the_aimd_law_from_half_a_percent_to_five() {
+    fn mongoose_paper_rule_follows_the_aimd_law_from_half_a_percent_to_five() {
         // Window tracking with halving on every loss event and no timeout is TCP's AIMD: under
         // random loss its mean rate is close to Mathis' law (Ott et al. give 1.31/√p packets per
-        // RTT against Mathis' 1.22/√p: about 7 % above). Measured here: 1.08–1.12 × Mathis,
-        // 1.15–1.67 × Padhye (whose timeout term lowers TCP's rate at high loss).
+        // RTT against Mathis' 1.22/√p: about 7 % above). Measured here: 1.07–1.14 × Mathis,
+        // 1.15–1.70 × Padhye (whose timeout term lowers TCP's rate at high loss).
         for rtt in [100, 150] {
             for p in [0.005, 0.01, 0.02, 0.05] {
-                let r = run(ThrottleKind::Mongoose, Limits { min_bps: 1.0, max_bps: 1e9 }, &path(rtt, at(p)), 600);
+                let r = run(ThrottleKind::MongoosePaper, Limits { min_bps: 1.0, max_bps: 1e9 }, &path(rtt, at(p)), 600);
                 let (req, _) = steady(&r, 60);
                 let m = mathis_bytes_per_s(375.0, rtt as f64 / 1e3, p) * 8.0;
                 let ratio = req / m;
                 assert!((0.95..=1.25).contains(&ratio), "rtt {rtt} ms, loss {p}: requested {req:.0} vs Mathis {m:.0} ({ratio:.2})");
-                // Within ±30 % of Padhye's rate where the timeout term is small.
-                if p <= 0.01 {
-                    let fair = padhye_bytes_per_s(375.0, rtt as f64 / 1e3, p) * 8.0;
-                    assert!((0.7..=1.3).contains(&(req / fair)), "rtt {rtt} ms, loss {p}: {req:.0} vs Padhye {fair:.0}");
-                }
+            }
+        }
+    }
+
+    #[test]
+    fn mongoose_with_timeouts_stays_near_padhye_from_half_a_percent_to_five() {
+        // With TCP's timeouts the window tracker is the process Padhye's equation models:
+        // measured here 0.92–1.21 × Padhye with the viewer's limits (at 5 % and 150 ms the
+        // 51.2 kbit/s floor is most of the TCP-fair 74 kbit/s).
+        for rtt in [100, 150] {
+            for p in [0.005, 0.01, 0.03, 0.05] {
+                let r = run(ThrottleKind::Mongoose, Limits::default(), &path(rtt, at(p)), 600);
+                let (req, _) = steady(&r, 60);
+                let fair = padhye_bytes_per_s(375.0, rtt as f64 / 1e3, p) * 8.0;
+                let ratio = req / fair;
+                assert!((0.8..=1.3).contains(&ratio), "rtt {rtt} ms, loss {p}: requested {req:.0} vs Padhye {fair:.0} ({ratio:.2})");
             }
         }
     }

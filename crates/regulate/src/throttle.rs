@@ -58,7 +58,11 @@ pub enum ThrottleKind {
     Opensim {
         setting_kbps: f64,
     },
+    /// Window tracking with TCP's timeouts (see [`Mongoose`]).
     Mongoose,
+    /// Window tracking by the paper's rule alone: no timeouts.
+    #[serde(rename = "mongoose-paper")]
+    MongoosePaper,
     Tfrc,
 }
 
@@ -68,6 +72,7 @@ impl ThrottleKind {
             ThrottleKind::Fixed { bps } => Box::new(Fixed::new(bps)),
             ThrottleKind::Opensim { setting_kbps } => Box::new(OpenSimThrottle::new(setting_kbps, OPENSIM_PERIOD_NS, now_ns)),
             ThrottleKind::Mongoose => Box::new(Mongoose::new(limits, now_ns)),
+            ThrottleKind::MongoosePaper => Box::new(Mongoose::with_timeouts(limits, now_ns, false)),
             ThrottleKind::Tfrc => Box::new(Tfrc::new(limits, now_ns)),
         }
     }
@@ -330,11 +335,24 @@ const FEEDBACK_MAX_NS: u64 = S;
 /// (Oliver, Miller & Allison). CWND and SSTHRESH in bytes; every in-sequence packet adds one
 /// mean packet size below SSTHRESH (slow start) or size²/CWND above it (congestion avoidance);
 /// a loss event — a gap followed by three packets — halves CWND and sets SSTHRESH to it (every
-/// such gap, as the paper states the rule; TCP's fast recovery would take several losses in one
-/// window as one, which the simulation in `sim.rs` shows changes the rate by under 10 %). It asks
-/// for CWND / RTT, clamped to the limits, at most once per round trip. There is no timeout: a
-/// rate-paced stream always brings three packets after a gap, so at high loss it follows the
-/// Mathis law rather than Padhye's equation, whose timeout term makes TCP a third slower at 5 %.
+/// such gap, as the paper states the rule). It asks for CWND / RTT, clamped to the limits, at
+/// most once per round trip.
+///
+/// **Timeouts (Horde's addition, `mongoose`; `mongoose-paper` leaves it out).** The paper's rule
+/// alone is TCP without its retransmission timeout: a rate-paced stream always brings three
+/// packets after a gap, so at high loss it follows the Mathis law (measured 1.9 × Padhye at
+/// 5 % loss, RTT 100 ms) while the TCP it is meant to be fair to — and Padhye's equation, whose
+/// second term is exactly this — times out when a loss leaves fewer than three packets of its
+/// window to signal it. So the tracker also counts the packets in round trips of one window
+/// (CWND / mean size, in sequence numbers: the server sends one window per round trip at the
+/// rate asked for), and a loss with fewer than three packets of its window after it (always
+/// when the window is under four packets) is a timeout, as TCP Reno's: SSTHRESH = max(CWND/2,
+/// 2 packets), CWND = one packet, and for t_RTO = 4·RTT (RFC 5348 §4.3, the value Padhye's
+/// equation is used with) it asks for its floor and neither grows nor takes loss events from
+/// the packets sent before or during the timeout; the first packet after it starts a round of
+/// one packet. No exponential back-off: TCP doubles t_RTO only when the retransmission itself
+/// is lost, which a rate-paced stream has no counterpart of (in Padhye's equation as RFC 5348
+/// writes it, the back-off is the factor 1 + 32p², under 1.08 up to 5 % loss).
 pub struct Mongoose {
     limits: Limits,
     cwnd: f64,
@@ -343,12 +361,28 @@ pub struct Mongoose {
     srtt: Srtt,
     gaps: Gaps,
     next_feedback_ns: u64,
-    /// Loss events so far.
+    timeouts_on: bool,
+    /// The current round: sequence numbers `round.0..round.1`; and the one before.
+    round: (u64, u64),
+    prev_round: (u64, u64),
+    highest: u64,
+    /// A timeout's end, and the sequence numbers sent before it or during it (their losses are
+    /// not counted again).
+    idle_until_ns: u64,
+    recover_seq: u64,
+    after_timeout: bool,
+    /// Loss events so far, and how many of them were timeouts.
     pub loss_events: u64,
+    pub timeouts: u64,
 }
 
 impl Mongoose {
     pub fn new(limits: Limits, now_ns: u64) -> Mongoose {
+        Mongoose::with_timeouts(limits, now_ns, true)
+    }
+
+    /// `timeouts: false` is the paper's rule alone (`mongoose-paper`).
+    pub fn with_timeouts(limits: Limits, now_ns: u64, timeouts: bool) -> Mongoose {
         Mongoose {
             limits,
             // TCP's initial window (RFC 3390: min(4·MSS, max(2·MSS, 4380 B))).
@@ -358,7 +392,15 @@ impl Mongoose {
             srtt: Srtt::default(),
             gaps: Gaps::default(),
             next_feedback_ns: now_ns,
+            timeouts_on: timeouts,
+            round: (0, 0),
+            prev_round: (0, 0),
+            highest: 0,
+            idle_until_ns: 0,
+            recover_seq: 0,
+            after_timeout: false,
             loss_events: 0,
+            timeouts: 0,
         }
     }
 
@@ -373,16 +415,71 @@ impl Mongoose {
     fn rtt_ns(&self) -> Option<f64> {
         self.srtt.ns()
     }
+
+    fn window_packets(&self) -> u64 {
+        ((self.cwnd / self.mean_size).floor() as u64).max(1)
+    }
+
+    /// Whether a loss at `seq` left fewer than NDUPACK packets of its round after it.
+    fn is_timeout(&self, seq: u64) -> bool {
+        let end = if (self.round.0..self.round.1).contains(&seq) {
+            self.round.1
+        } else if (self.prev_round.0..self.prev_round.1).contains(&seq) {
+            self.prev_round.1
+        } else {
+            return false;
+        };
+        seq + NDUPACK as u64 >= end
+    }
+
+    fn idle(&self, now_ns: u64) -> bool {
+        now_ns < self.idle_until_ns
+    }
 }
 
 impl Throttle for Mongoose {
     fn on_packet(&mut self, now_ns: u64, seq: u64, size: u32) {
         self.mean_size += (size as f64 - self.mean_size) / 16.0;
         let ev = self.gaps.on_packet(now_ns, seq);
+        let idle = self.idle(now_ns);
+        if self.timeouts_on && !idle && seq >= self.round.1 {
+            // Rounds tile the sequence numbers, one window each, from the first packet after
+            // the last timeout (or the start).
+            let w = self.window_packets();
+            if self.after_timeout || seq >= self.round.1 + w {
+                // Past a timeout, or a jump of more than a round: the skipped numbers are one round.
+                if self.after_timeout {
+                    // What was sent during the timeout is not part of any window.
+                    self.recover_seq = seq;
+                    self.after_timeout = false;
+                }
+                self.prev_round = (self.round.1, seq);
+                self.round = (seq, seq + w);
+            } else {
+                self.prev_round = self.round;
+                self.round = (self.round.1, self.round.1 + w);
+            }
+        }
+        self.highest = self.highest.max(seq);
+        if self.timeouts_on && (idle || (ev.lost > 0 && ev.first_lost < self.recover_seq)) {
+            // Inside a timeout, or a loss among the packets sent before it: already counted.
+            return;
+        }
         if ev.lost > 0 {
+            self.loss_events += 1;
+            if self.timeouts_on && self.is_timeout(ev.first_lost) {
+                self.timeouts += 1;
+                self.ssthresh = (self.cwnd / 2.0).max(2.0 * self.mean_size);
+                self.cwnd = self.mean_size;
+                let rto = 4.0 * self.rtt_ns().unwrap_or(S as f64);
+                self.idle_until_ns = now_ns + rto as u64;
+                self.recover_seq = self.highest + 1;
+                self.after_timeout = true;
+                self.next_feedback_ns = now_ns;
+                return;
+            }
             self.cwnd = (self.cwnd / 2.0).max(self.mean_size);
             self.ssthresh = self.cwnd;
-            self.loss_events += 1;
         } else if ev.in_sequence {
             let s = self.mean_size;
             if self.cwnd < self.ssthresh {
@@ -405,7 +502,13 @@ impl Throttle for Mongoose {
         if now_ns < self.next_feedback_ns {
             return None;
         }
-        let gap = self.rtt_ns().map_or(FEEDBACK_MAX_NS, |r| (r as u64).clamp(FEEDBACK_MIN_NS, FEEDBACK_MAX_NS));
+        let mut gap = self.rtt_ns().map_or(FEEDBACK_MAX_NS, |r| (r as u64).clamp(FEEDBACK_MIN_NS, FEEDBACK_MAX_NS));
+        if self.idle(now_ns) {
+            // Ask again the moment the timeout ends.
+            gap = gap.min(self.idle_until_ns - now_ns);
+            self.next_feedback_ns = now_ns + gap;
+            return Some(self.limits.min_bps);
+        }
         self.next_feedback_ns = now_ns + gap;
         Some(self.rate_bps())
     }
@@ -418,7 +521,7 @@ impl Throttle for Mongoose {
     }
 
     fn name(&self) -> &'static str {
-        "mongoose"
+        if self.timeouts_on { "mongoose" } else { "mongoose-paper" }
     }
 }
 
@@ -693,7 +796,8 @@ mod tests {
 
     #[test]
     fn mongoose_grows_a_window_per_packet_and_halves_it_on_a_loss_event() {
-        let mut m = Mongoose::new(Limits { min_bps: 1.0, max_bps: 1e12 }, 0);
+        // The paper's rule alone (the timeouts are tested below).
+        let mut m = Mongoose::with_timeouts(Limits { min_bps: 1.0, max_bps: 1e12 }, 0, false);
         m.on_rtt(0, 100 * MS);
         let (mut now, mut seq) = (0, 0);
         let w0 = m.cwnd();
@@ -718,6 +822,49 @@ mod tests {
         assert_eq!(m.loss_events, 2);
         // It asks for CWND / RTT.
         assert!((m.rate_bps() - m.cwnd() * 8.0 / 0.1).abs() < 1e-3);
+    }
+
+    #[test]
+    fn mongoose_times_out_when_a_loss_leaves_under_three_packets_of_its_window() {
+        let lim = Limits { min_bps: 1000.0, max_bps: 1e12 };
+        let mut m = Mongoose::new(lim, 0);
+        m.on_rtt(0, 100 * MS);
+        let (mut now, mut seq) = (0, 0);
+        // Slow start from 4 packets; rounds of one window each: 0..4, 4..12, 12..28, 28..60.
+        feed(&mut m, &mut now, &mut seq, 40, &[]);
+        assert_eq!(m.round, (28, 60));
+        // A loss early in its round is signalled by three packets of that round: halving.
+        feed(&mut m, &mut now, &mut seq, 5, &[41]);
+        assert_eq!((m.loss_events, m.timeouts), (1, 0));
+        // A loss with fewer than three packets of its round after it: a timeout.
+        while seq < m.round.1 - 2 {
+            feed(&mut m, &mut now, &mut seq, 1, &[]);
+        }
+        let before = m.cwnd();
+        let lost = m.round.1 - 2; // one packet of its round after it
+        feed(&mut m, &mut now, &mut seq, 4, &[lost]);
+        assert_eq!((m.loss_events, m.timeouts), (2, 1));
+        assert_eq!(m.cwnd(), 375.0, "one packet");
+        // (The second packet after the gap is in sequence and grew it first, by size²/CWND.)
+        let w1 = before + 375.0 * 375.0 / before;
+        assert!((m.ssthresh() - w1 / 2.0).abs() < 1e-9, "{} vs {}", m.ssthresh(), w1 / 2.0);
+        // For t_RTO = 4 × RTT it asks for its floor, takes no growth and no loss from what arrives.
+        let until = m.idle_until_ns;
+        assert_eq!(until, now - MS + 400 * MS);
+        assert_eq!(m.poll(now), Some(lim.min_bps));
+        let lose = [seq + 3];
+        feed(&mut m, &mut now, &mut seq, 50, &lose);
+        assert_eq!((m.cwnd(), m.loss_events), (375.0, 2));
+        // Then slow start again: one packet per in-sequence packet.
+        now = until;
+        feed(&mut m, &mut now, &mut seq, 1, &[]);
+        assert_eq!(m.cwnd(), 2.0 * 375.0);
+        assert!(m.poll(now).is_some_and(|r| (r - 2.0 * 375.0 * 8.0 / 0.1).abs() < 1e-6));
+        // A window of under four packets cannot signal a loss: a second timeout.
+        let lose = [seq];
+        feed(&mut m, &mut now, &mut seq, 4, &lose);
+        assert_eq!((m.timeouts, m.cwnd()), (2, 375.0));
+        assert_eq!(m.idle_until_ns, now - MS + 400 * MS);
     }
 
     #[test]

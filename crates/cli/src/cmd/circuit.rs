@@ -85,7 +85,7 @@ pub struct JoinArgs {
     /// The server end, IP:PORT
     #[arg(long, value_name = "IP:PORT")]
     pub server: SocketAddr,
-    /// fixed:KBPS, opensim[:SETTING] (the viewer's setting in kbit/s, default 500), mongoose or tfrc
+    /// fixed:KBPS, opensim[:SETTING] (the viewer's setting in kbit/s, default 500), mongoose (with TCP's timeouts), mongoose-paper (without) or tfrc
     #[arg(long, default_value = "mongoose")]
     pub throttle: String,
     /// Address to send from
@@ -111,7 +111,7 @@ pub fn run(a: Args, stop: &AtomicBool) -> Outcome {
     }
 }
 
-/// `fixed:KBPS`, `opensim[:SETTING]`, `mongoose`, `tfrc`.
+/// `fixed:KBPS`, `opensim[:SETTING]`, `mongoose`, `mongoose-paper`, `tfrc`.
 pub fn parse_throttle(s: &str) -> Result<ThrottleKind, String> {
     let (name, arg) = s.split_once(':').map_or((s, None), |(a, b)| (a, Some(b)));
     let num = |x: &str| -> Result<f64, String> {
@@ -128,8 +128,9 @@ pub fn parse_throttle(s: &str) -> Result<ThrottleKind, String> {
             Ok(ThrottleKind::Opensim { setting_kbps: v })
         }
         ("mongoose", None) => Ok(ThrottleKind::Mongoose),
+        ("mongoose-paper", None) => Ok(ThrottleKind::MongoosePaper),
         ("tfrc", None) => Ok(ThrottleKind::Tfrc),
-        _ => Err(format!("--throttle `{s}`: give fixed:KBPS, opensim[:SETTING], mongoose or tfrc")),
+        _ => Err(format!("--throttle `{s}`: give fixed:KBPS, opensim[:SETTING], mongoose, mongoose-paper or tfrc")),
     }
 }
 
