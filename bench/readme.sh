@@ -76,5 +76,7 @@ cpid=$!
 sleep 0.5
 ex "horde circuit join --server 127.0.0.1:9400 --throttle mongoose -t 30s --csv circuit.csv" 45
 kill -INT $cpid; wait $cpid
+ex "horde run examples/opensim-regulated.toml" 90
+ex "horde run examples/opensim-regulated-access.toml" 150
 echo "$n commands, $fails failed; logs in $OUT"
 [ $fails = 0 ]

@@ -16,12 +16,18 @@ fuzz_target!(|data: &[u8]| {
         p.emit(&mut b);
         assert_eq!(Packet::parse(&b).as_ref(), Ok(&p));
     }
+    // A throttle as a scenario or a flag names it: parsed or refused, never a panic.
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Ok(k) = ThrottleKind::parse(text) {
+            assert!(k.build(Limits::default(), 0).rate_bps().is_finite());
+        }
+    }
     static MODEL: std::sync::OnceLock<DemandModel> = std::sync::OnceLock::new();
     let model = MODEL.get_or_init(|| DemandModel::from_table(&horde_model::service::Service::builtin("opensim").expect("built in").circuit).expect("valid")).clone();
     let d = Demand::new(model, parse_script("0:login:walking,1:teleport:flying").expect("valid"), 1);
     let mut srv = Server::new(if data.first().is_some_and(|b| b & 1 == 1) { Mode::Dual } else { Mode::PerChannel }, 100_000.0, BURST_NS, d, 0);
-    let kinds = [ThrottleKind::Mongoose, ThrottleKind::Tfrc, ThrottleKind::Opensim { setting_kbps: 500.0 }, ThrottleKind::Fixed { bps: 300_000.0 }];
-    let kind = kinds[data.get(1).map_or(0, |b| *b as usize % 4)];
+    let kinds = [ThrottleKind::Mongoose, ThrottleKind::Tfrc, ThrottleKind::Opensim { setting_kbps: 500.0 }, ThrottleKind::Fixed { bps: 300_000.0 }, ThrottleKind::MongoosePaper];
+    let kind = kinds[data.get(1).map_or(0, |b| *b as usize % kinds.len())];
     let mut cli = Client::new(kind.build(Limits::default(), 0), 0);
     let (mut now, mut buf) = (0u64, Vec::new());
     for chunk in data.chunks(40) {

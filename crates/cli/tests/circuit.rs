@@ -1,5 +1,6 @@
 //! `horde circuit`: a regulated circuit over real UDP, on loopback (no root) and on an emulated
-//! lossy link (root; CI runs as root).
+//! lossy link (root; CI runs as root); `horde run` with a `[regulation]` table: every player a
+//! circuit, on loopback and on an emulated access network (root).
 
 mod emu_util;
 
@@ -52,7 +53,7 @@ fn the_server_end_sends_what_the_client_end_asks_for_on_loopback() {
 fn bad_circuit_flags_are_refused_naming_the_fix() {
     let o = Command::new(HORDE).args(["circuit", "join", "--server", "127.0.0.1:9", "--throttle", "vegas"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("give fixed:KBPS, opensim[:SETTING], mongoose or tfrc"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give fixed:KBPS, opensim[:SETTING], mongoose, mongoose-paper or tfrc"));
     let o = Command::new(HORDE).args(["circuit", "join", "--server", "127.0.0.1:9", "--throttle", "opensim:5000"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("50..=1500"));
@@ -138,4 +139,91 @@ fn on_a_lossy_emulated_link_opensim_holds_where_mongoose_backs_off() {
     assert!((os / 768.0 - 1.0).abs() < 0.02, "opensim at 2 % loss stays at 1.5 × 500 kbit/s (768 kbit/s): {got:?}");
     assert!(mg < 0.8 * os && mg > 150.0, "mongoose backs off to near the TCP-fair rate: {got:?}");
     assert!((got[1].2 - 100.0).abs() < 10.0, "the client measured the link's round trip: {got:?}");
+}
+
+fn examples() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+#[test]
+fn a_regulated_scenario_runs_every_player_as_a_circuit() {
+    let d = tmp("circuit-run");
+    let out = d.join("out");
+    let ex = examples().join("opensim-regulated.toml");
+    let o = ok(&["run", ex.to_str().unwrap(), "-n", "6", "-t", "10s", "--quiet", "-o", out.to_str().unwrap()]);
+    assert!(o.contains("6 regulated circuits (mongoose throttle, dual regulator)") && o.contains("6 joined"), "{o}");
+    let s = json(&out.join("summary.json"));
+    assert_eq!(s["kind"], "circuits");
+    let circuits = s["circuits"].as_array().unwrap();
+    assert_eq!(circuits.len(), 6);
+    for c in circuits {
+        // Each joined at its join time (uniform over 0..10 s) and got its login burst.
+        assert!(c["joined_s"].as_f64().unwrap() < 10.0, "{c}");
+        assert!(c["received_kbps"].as_f64().unwrap() > 0.0 && c["packets"].as_u64().unwrap() > 0, "{c}");
+        assert!(c["request_kbps"].as_f64().unwrap() <= 1536.1, "within the viewer's limits: {c}");
+    }
+    assert!(s["totals"]["loss_pct"].as_f64().unwrap() < 1.0, "loopback: {}", s["totals"]);
+    // The per-second series covers the run, with every channel.
+    let secs = s["seconds"].as_array().unwrap();
+    assert!(secs.len() >= 9, "{}", secs.len());
+    assert!(secs.iter().any(|r| r["channel_kbps"][5].as_f64().unwrap() > 0.0), "texture bursts at the logins");
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    for h in ["Throttle over time", "Per-channel throughput", "Avatars per state", "Circuits"] {
+        assert!(html.contains(h), "{h}");
+    }
+    assert_eq!(std::fs::read_dir(out.join("charts")).unwrap().count(), 5);
+}
+
+#[test]
+fn bad_regulation_tables_are_refused_naming_the_field() {
+    let d = tmp("circuit-bad");
+    let run = |name: &str, text: &str, extra: &[&str]| {
+        let p = write(&d, name, text);
+        let mut args = vec!["run", p.to_str().unwrap(), "--quiet", "-o"];
+        let out = d.join(format!("{name}.out"));
+        args.push(out.to_str().unwrap());
+        args.extend_from_slice(extra);
+        let o = Command::new(HORDE).args(&args).output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let base = "service = \"opensim\"\nplayers = 2\nduration = \"5s\"\n";
+    let (c, e) = run("a.toml", &format!("{base}[regulation]\nthrottle = \"vegas\"\n"), &[]);
+    assert_eq!(c, Some(2), "{e}");
+    assert!(e.contains("regulation.throttle") && e.contains("mongoose-paper"), "{e}");
+    let (c, e) = run("b.toml", &format!("{base}[regulation]\nthrottle = \"tfrc\"\nregulator = \"fifo\"\n"), &[]);
+    assert_eq!(c, Some(2), "{e}");
+    assert!(e.contains("regulation.regulator") && e.contains("per-channel"), "{e}");
+    let (c, e) = run("c.toml", "service = \"wow\"\nplayers = 2\nduration = \"5s\"\n[regulation]\nthrottle = \"tfrc\"\n", &[]);
+    assert_eq!(c, Some(2), "{e}");
+    assert!(e.contains("[circuit]"), "{e}");
+    let (c, e) = run("d.toml", &format!("{base}[regulation]\nthrottle = \"tfrc\"\nsetting = 3\n"), &[]);
+    assert_eq!(c, Some(2), "{e}");
+    assert!(e.contains("setting"), "{e}");
+    let (c, e) = run("e.toml", &format!("{base}[regulation]\nthrottle = \"tfrc\"\n"), &["--agents", "127.0.0.1:9"]);
+    assert_eq!(c, Some(2), "{e}");
+    assert!(e.contains("one machine"), "{e}");
+}
+
+#[test]
+fn a_regulated_run_on_an_emulated_access_network_shares_the_bottleneck() {
+    if !root_or_skip("a_regulated_run_on_an_emulated_access_network_shares_the_bottleneck") {
+        return;
+    }
+    let d = tmp("circuit-run-emu");
+    let out = d.join("out");
+    let ex = examples().join("opensim-regulated-access.toml");
+    let o = ok(&["run", ex.to_str().unwrap(), "-t", "25s", "--quiet", "-o", out.to_str().unwrap()]);
+    assert!(o.contains("20 joined"), "{o}");
+    let s = json(&out.join("summary.json"));
+    let t = &s["totals"];
+    // The bottleneck's 0.5 % random loss (and its queue's drops) reach the circuits, whose
+    // clients measure the round trip of 80 ms and more; the throttles stay below their cap, the
+    // circuits together under the bottleneck's 10 Mbit/s, and reliable packets are resent.
+    assert!(t["loss_pct"].as_f64().unwrap() > 0.2, "{t}");
+    assert!(t["rtt_ms_mean"].as_f64().unwrap() > 79.0, "{t}");
+    assert!(t["request_kbps_mean"].as_f64().unwrap() < 0.9 * 1536.0, "{t}");
+    assert!(t["received_kbps"].as_f64().unwrap() < 10_000.0, "{t}");
+    assert!(t["resent"].as_u64().unwrap() > 0, "{t}");
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("emulated links"), "the links' counters are in the report");
 }

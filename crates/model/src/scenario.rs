@@ -79,6 +79,34 @@ pub struct RawScenario {
     /// controller (`--agents` on the command line overrides the list).
     #[serde(default)]
     pub agents: Option<RawAgents>,
+    /// Regulated virtual-world circuits instead of open-loop traffic (a service with a
+    /// `[circuit]` table, e.g. opensim): each player is one circuit whose server sends what the
+    /// client's throttle asks for.
+    #[serde(default)]
+    pub regulation: Option<RawRegulation>,
+}
+
+/// `[regulation]`: the client throttle and the server regulator of every circuit.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRegulation {
+    /// `fixed:KBPS`, `opensim[:SETTING]`, `mongoose`, `mongoose-paper` or `tfrc`.
+    pub throttle: String,
+    /// `per-channel` (OpenSim) or `dual` (Mongoose; default).
+    #[serde(default)]
+    pub regulator: Option<String>,
+    /// The server's rate for a circuit before its first throttle packet, kbit/s (default 100).
+    #[serde(default)]
+    pub start_kbps: Option<f64>,
+}
+
+/// A scenario's `[regulation]` table (the throttle is checked by the runner, which knows the
+/// controllers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Regulation {
+    pub throttle: String,
+    pub regulator: String,
+    pub start_kbps: f64,
 }
 
 /// `[agents]`: where a distributed run's shards and server side go.
@@ -150,6 +178,8 @@ pub struct Scenario {
     pub key_file: Option<std::path::PathBuf>,
     /// `[agents]`: run through agents (None: on this machine).
     pub agents: Option<Agents>,
+    /// `[regulation]`: regulated circuits (None: the service's open-loop traffic).
+    pub regulation: Option<Regulation>,
     pub text: String,
 }
 
@@ -234,6 +264,29 @@ impl Scenario {
         if threads == 0 || threads > 64 {
             return Err(fail("threads", format!("must be 1..=64 (got {threads})")));
         }
+        let regulation = match raw.regulation {
+            None => None,
+            Some(r) => {
+                if service.circuit.is_empty() {
+                    return Err(fail(
+                        "regulation",
+                        format!("service `{}` has no [circuit] table, which regulated circuits need (the built-in opensim has one)", service.name),
+                    ));
+                }
+                if raw.agents.is_some() {
+                    return Err(fail("regulation", "regulated circuits run on one machine in this version: remove [agents] (or [regulation])".into()));
+                }
+                let regulator = r.regulator.unwrap_or_else(|| "dual".into());
+                if regulator != "dual" && regulator != "per-channel" {
+                    return Err(fail("regulation.regulator", format!("`{regulator}`: give per-channel (OpenSim) or dual (Mongoose)")));
+                }
+                let start_kbps = r.start_kbps.unwrap_or(100.0);
+                if !(1.0..=10_000.0).contains(&start_kbps) {
+                    return Err(fail("regulation.start_kbps", format!("must be 1..=10000 kbit/s (got {start_kbps})")));
+                }
+                Some(Regulation { throttle: r.throttle, regulator, start_kbps })
+            }
+        };
         Ok(Scenario {
             name: raw.name.unwrap_or_else(|| file.to_string()),
             service,
@@ -276,6 +329,7 @@ impl Scenario {
                     Some(Agents { list: list.collect(), server: a.server, credentials: a.credentials.map(|c| dir.join(c)), deadman: a.deadman })
                 }
             },
+            regulation,
             text: text.to_string(),
         })
     }

@@ -83,6 +83,15 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// `per-channel` or `dual`.
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "per-channel" => Some(Mode::PerChannel),
+            "dual" => Some(Mode::Dual),
+            _ => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Mode::PerChannel => "per-channel",

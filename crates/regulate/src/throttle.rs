@@ -67,6 +67,36 @@ pub enum ThrottleKind {
 }
 
 impl ThrottleKind {
+    /// `fixed:KBPS`, `opensim[:SETTING]` (the viewer's setting, 50..=1500 kbit/s, default 500),
+    /// `mongoose`, `mongoose-paper`, `tfrc`. The error names what is wrong and what to give.
+    pub fn parse(s: &str) -> Result<ThrottleKind, String> {
+        let (name, arg) = s.split_once(':').map_or((s, None), |(a, b)| (a, Some(b)));
+        let num = |x: &str| -> Result<f64, String> {
+            x.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| format!("`{s}`: `{x}` is not a positive number of kbit/s"))
+        };
+        match (name, arg) {
+            ("fixed", Some(k)) => {
+                let v = num(k)?;
+                if v > 1e7 {
+                    return Err(format!("`{s}`: at most 10000000 kbit/s"));
+                }
+                Ok(ThrottleKind::Fixed { bps: v * 1000.0 })
+            }
+            ("fixed", None) => Err("fixed needs a rate: fixed:KBPS, e.g. fixed:500".into()),
+            ("opensim", k) => {
+                let v = k.map(num).transpose()?.unwrap_or(500.0);
+                if !(50.0..=1500.0).contains(&v) {
+                    return Err(format!("`{s}`: the viewer's setting is 50..=1500 kbit/s"));
+                }
+                Ok(ThrottleKind::Opensim { setting_kbps: v })
+            }
+            ("mongoose", None) => Ok(ThrottleKind::Mongoose),
+            ("mongoose-paper", None) => Ok(ThrottleKind::MongoosePaper),
+            ("tfrc", None) => Ok(ThrottleKind::Tfrc),
+            _ => Err(format!("`{s}`: give fixed:KBPS, opensim[:SETTING], mongoose, mongoose-paper or tfrc")),
+        }
+    }
+
     pub fn build(&self, limits: Limits, now_ns: u64) -> Box<dyn Throttle + Send> {
         match *self {
             ThrottleKind::Fixed { bps } => Box::new(Fixed::new(bps)),
@@ -521,7 +551,11 @@ impl Throttle for Mongoose {
     }
 
     fn name(&self) -> &'static str {
-        if self.timeouts_on { "mongoose" } else { "mongoose-paper" }
+        if self.timeouts_on {
+            "mongoose"
+        } else {
+            "mongoose-paper"
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use horde_model::behaviour;
 use horde_model::scenario::Scenario;
 use horde_model::service::Direction;
 
+use crate::circuits::ServedCircuit;
 use crate::placement::EmuRun;
 use crate::report::{self, Interruption, Outcomes, Summary, Usage};
 use crate::server::{ChildSpec, ServerChild};
@@ -47,17 +48,48 @@ pub enum ServerSide {
 }
 
 /// The running server side.
-enum Server {
+pub(crate) enum Server {
     Child(ServerChild),
-    Thread { handle: std::thread::JoinHandle<Result<SendReport, Error>>, stop: Arc<AtomicBool> },
+    Thread {
+        handle: std::thread::JoinHandle<Result<SendReport, Error>>,
+        stop: Arc<AtomicBool>,
+    },
+    /// A regulated run's server side in this process.
+    Circuits {
+        handle: std::thread::JoinHandle<Result<Vec<ServedCircuit>, Error>>,
+        stop: Arc<AtomicBool>,
+    },
 }
 
 impl Server {
-    fn start(sc: &Scenario, side: &ServerSide, spec: &ChildSpec) -> Result<(Server, std::net::SocketAddr), Error> {
+    pub(crate) fn start(sc: &Scenario, side: &ServerSide, spec: &ChildSpec) -> Result<(Server, std::net::SocketAddr), Error> {
         match side {
             ServerSide::Child(exe) => {
                 let (c, a) = ServerChild::start(sc, &ChildSpec { exe, ..*spec }).map_err(Error::Failed)?;
                 Ok((Server::Child(c), a))
+            }
+            ServerSide::InProcess if sc.regulation.is_some() => {
+                let cfg = crate::circuits::Config::of(sc)?.expect("a [regulation] table");
+                let stop = Arc::new(AtomicBool::new(false));
+                let (tx, rx) = std::sync::mpsc::channel();
+                let (sc2, out, key, stop2) = (sc.clone(), spec.out.to_path_buf(), spec.key.clone(), stop.clone());
+                let handle = std::thread::Builder::new()
+                    .name("horde-circuit-server".into())
+                    .spawn(move || {
+                        crate::circuits::serve(&sc2, &cfg, &out, key, &stop2, |a| {
+                            let _ = tx.send(a);
+                        })
+                    })
+                    .context("starting the server side's thread")
+                    .map_err(Error::Failed)?;
+                match rx.recv() {
+                    Ok(a) => Ok((Server::Circuits { handle, stop }, a)),
+                    Err(_) => Err(handle
+                        .join()
+                        .unwrap_or_else(|_| Err(Error::Failed(anyhow::anyhow!("the server side panicked"))))
+                        .err()
+                        .unwrap_or_else(|| Error::Failed(anyhow::anyhow!("the server side did not start")))),
+                }
             }
             ServerSide::InProcess => {
                 let stop = Arc::new(AtomicBool::new(false));
@@ -84,10 +116,31 @@ impl Server {
         }
     }
 
-    fn exited(&mut self) -> Option<String> {
+    pub(crate) fn exited(&mut self) -> Option<String> {
         match self {
             Server::Child(c) => c.exited().map(|s| s.to_string()),
             Server::Thread { handle, .. } => handle.is_finished().then(|| "its thread ended".to_string()),
+            Server::Circuits { handle, .. } => handle.is_finished().then(|| "its thread ended".to_string()),
+        }
+    }
+
+    /// Stops a regulated run's server side and returns its circuits (None if it died first).
+    pub(crate) fn finish_circuits(self, out: &Path, died: bool) -> anyhow::Result<Option<Vec<ServedCircuit>>> {
+        match self {
+            Server::Child(c) => match c.finish_file(out, died, crate::circuits::SERVER_FILE)? {
+                Some(text) => Ok(Some(serde_json::from_str(&text).context("parsing the server side's circuits")?)),
+                None => Ok(None),
+            },
+            Server::Circuits { handle, stop } => {
+                stop.store(true, Ordering::Relaxed);
+                match handle.join() {
+                    Ok(Ok(r)) => Ok(Some(r)),
+                    Ok(Err(e)) if !died => Err(e.into_anyhow().context("server side")),
+                    Ok(Err(_)) => Ok(None),
+                    Err(_) => anyhow::bail!("the server side panicked"),
+                }
+            }
+            Server::Thread { .. } => anyhow::bail!("not a regulated run's server side"),
         }
     }
 
@@ -103,6 +156,7 @@ impl Server {
                     Err(_) => anyhow::bail!("the server side panicked"),
                 }
             }
+            Server::Circuits { .. } => anyhow::bail!("a regulated run's server side has no engine report"),
         }
     }
 }
@@ -129,31 +183,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let failed = Error::Failed;
     let out = opts.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
-    let t_plan = Instant::now();
-    let players = Arc::new(players::plan(sc, opts.stop)?);
-    (opts.events)(&Event::Planned { seconds: t_plan.elapsed().as_secs_f64() });
-    let shard = opts.shard.clone().unwrap_or(0..sc.players);
-    if shard.end > sc.players || shard.is_empty() {
-        return Err(Error::BadInput(anyhow::anyhow!("shard {}..{} is not a non-empty part of players 0..{}", shard.start, shard.end, sc.players)));
-    }
-    let scenario_file = match opts.scenario_file {
-        Some(p) => std::fs::canonicalize(p).with_context(|| format!("locating {}", p.display())).map_err(failed)?,
-        None => {
-            let p = out.join("scenario.toml");
-            std::fs::write(&p, &sc.text).context("writing scenario.toml").map_err(failed)?;
-            std::fs::canonicalize(&p).context("locating scenario.toml").map_err(failed)?
-        }
-    };
-    let key = crate::server::run_key(sc)?;
-    let emu = match &sc.emu {
-        Some(p) => match &opts.server {
-            ServerSide::Child(exe) => Some(EmuRun::up(p, sc, exe, opts.events)?),
-            ServerSide::InProcess => {
-                return Err(Error::BadInput(anyhow::anyhow!("{}: [emu] runs the server side as a child process (ServerSide::Child)", sc.name)))
-            }
-        },
-        None => None,
-    };
+    let Prepared { players, shard, scenario_file, key, emu } = prepare(sc, opts)?;
     let no_exe = PathBuf::new();
     let spec = ChildSpec { exe: &no_exe, scenario: &scenario_file, out, key: &key, netns: emu.as_ref().map(|e| (&e.server_ns, e.server)) };
     let (server, addr) = Server::start(sc, &opts.server, &spec)?;
@@ -208,6 +238,47 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let summary = report::write(sc, out, &players, outcomes).map_err(failed)?;
     drop(emu);
     Ok(RunOutcome { summary, server: server_report, server_died: died.map(|d| d.0) })
+}
+
+/// What both kinds of run set up first: the plan, the shard, the scenario's file for the
+/// server side, the run key, the emulated placement.
+pub(crate) struct Prepared<'a> {
+    pub players: Arc<players::Players>,
+    pub shard: Range<u32>,
+    pub scenario_file: PathBuf,
+    pub key: horde_proto::RunKey,
+    pub emu: Option<EmuRun<'a>>,
+}
+
+pub(crate) fn prepare<'a>(sc: &Scenario, opts: &RunOptions<'a>) -> Result<Prepared<'a>, Error> {
+    let failed = Error::Failed;
+    let out = opts.out;
+    let t_plan = Instant::now();
+    let players = Arc::new(players::plan(sc, opts.stop)?);
+    (opts.events)(&Event::Planned { seconds: t_plan.elapsed().as_secs_f64() });
+    let shard = opts.shard.clone().unwrap_or(0..sc.players);
+    if shard.end > sc.players || shard.is_empty() {
+        return Err(Error::BadInput(anyhow::anyhow!("shard {}..{} is not a non-empty part of players 0..{}", shard.start, shard.end, sc.players)));
+    }
+    let scenario_file = match opts.scenario_file {
+        Some(p) => std::fs::canonicalize(p).with_context(|| format!("locating {}", p.display())).map_err(failed)?,
+        None => {
+            let p = out.join("scenario.toml");
+            std::fs::write(&p, &sc.text).context("writing scenario.toml").map_err(failed)?;
+            std::fs::canonicalize(&p).context("locating scenario.toml").map_err(failed)?
+        }
+    };
+    let key = crate::server::run_key(sc)?;
+    let emu = match &sc.emu {
+        Some(p) => match &opts.server {
+            ServerSide::Child(exe) => Some(EmuRun::up(p, sc, exe, opts.events)?),
+            ServerSide::InProcess => {
+                return Err(Error::BadInput(anyhow::anyhow!("{}: [emu] runs the server side as a child process (ServerSide::Child)", sc.name)))
+            }
+        },
+        None => None,
+    };
+    Ok(Prepared { players, shard, scenario_file, key, emu })
 }
 
 /// A run's client side: which players, against which server side, logging where.
@@ -273,7 +344,7 @@ fn sample_links(e: &EmuRun, done: &AtomicBool, series: &Mutex<Vec<crate::report:
 
 /// Polls the server-side child while the client runs: a dead server side stops the client
 /// (within 50 ms) instead of leaving it to run to the end with nobody answering.
-fn watch_server(server: &Mutex<Server>, stop: &AtomicBool, run_stop: &AtomicBool, done: &AtomicBool, died: &Mutex<Option<(String, u64)>>) {
+pub(crate) fn watch_server(server: &Mutex<Server>, stop: &AtomicBool, run_stop: &AtomicBool, done: &AtomicBool, died: &Mutex<Option<(String, u64)>>) {
     while !done.load(Ordering::Relaxed) {
         if stop.load(Ordering::Relaxed) {
             run_stop.store(true, Ordering::Relaxed);
@@ -310,7 +381,7 @@ fn empty_report(client: &SendReport) -> SendReport {
 }
 
 /// Reports progress once a second: rates over the last second and players per category.
-fn progress(sc: &Scenario, segments: &[Vec<behaviour::Segment>], p: &Progress, done: &AtomicBool, events: Events) {
+pub(crate) fn progress(sc: &Scenario, segments: &[Vec<behaviour::Segment>], p: &Progress, done: &AtomicBool, events: Events) {
     let start = Instant::now();
     let mut last = [0u64; 4];
     let mut tick = 0u64;

@@ -9,6 +9,8 @@
 //! Players can be split into shards by id ([`shards`]); a shard runs only its players' client
 //! sides while every side still computes every player's behaviour from the scenario alone.
 
+pub mod circuit_report;
+pub mod circuits;
 pub mod execute;
 pub mod placement;
 pub mod players;

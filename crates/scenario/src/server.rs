@@ -152,7 +152,16 @@ impl ServerChild {
     }
 
     /// Stops the server side and returns its report (`None` if it died and left none).
-    pub fn finish(mut self, out: &Path, died: bool) -> anyhow::Result<Option<SendReport>> {
+    pub fn finish(self, out: &Path, died: bool) -> anyhow::Result<Option<SendReport>> {
+        match self.finish_file(out, died, "server.json")? {
+            Some(text) => Ok(Some(serde_json::from_str(&text).context("parsing server.json")?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Stops the server side and returns the text of the file it leaves in `out` (`None` if
+    /// it died and left none).
+    pub fn finish_file(mut self, out: &Path, died: bool, file: &str) -> anyhow::Result<Option<String>> {
         if self.0.try_wait().ok().flatten().is_none() {
             // SAFETY: signalling our own child by pid.
             unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
@@ -161,10 +170,10 @@ impl ServerChild {
         if !status.success() && !died {
             anyhow::bail!("the server side failed ({status})");
         }
-        match std::fs::read_to_string(out.join("server.json")) {
-            Ok(text) => Ok(Some(serde_json::from_str(&text).context("parsing server.json")?)),
+        match horde_model::files::read_text(&out.join(file), 1 << 30, "the server side's report") {
+            Ok(text) => Ok(Some(text)),
             Err(_) if died => Ok(None),
-            Err(e) => Err(anyhow::Error::new(e).context("reading server.json")),
+            Err(e) => Err(anyhow::anyhow!("reading {file}: {e}")),
         }
     }
 }

@@ -147,3 +147,34 @@ fn decode_and_the_report_give_the_same_numbers_for_the_same_records() {
     assert!(d.p999_ms <= d.max_ms);
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn a_regulated_runs_summary_json_follows_its_schema() {
+    use horde_scenario::circuit_report::{CircuitSummary, CIRCUITS_SCHEMA_VERSION};
+    let schema = pinned("circuits-summary", schemars::schema_for!(CircuitSummary));
+    let text = "name = \"regulated\"\nservice = \"opensim\"\nplayers = 3\nduration = \"3s\"\nseed = 5\n[regulation]\nthrottle = \"fixed:300\"\nregulator = \"per-channel\"\n";
+    let sc = Scenario::parse(text, "contract.toml", Path::new(".")).unwrap();
+    let cfg = horde_scenario::circuits::Config::of(&sc).unwrap().unwrap();
+    let out = std::env::temp_dir().join(format!("horde-contract-circuits-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let stop = AtomicBool::new(false);
+    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &|_| {}, stop: &stop };
+    let r = horde_scenario::circuits::execute(&sc, &cfg, &opts).unwrap();
+    let instance: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(instance["schema_version"], CIRCUITS_SCHEMA_VERSION);
+    assert_eq!(instance["kind"], "circuits");
+    validate(&schema, &instance, "a regulated run's summary.json");
+    // Every player joined, was sent what its fixed throttle allowed at most, and the report has
+    // every chart and the per-second CSV of both ends.
+    assert_eq!(r.summary.totals.joined, 3, "{:?}", r.summary.circuits);
+    assert!(r.summary.totals.received_kbps > 0.0);
+    assert!(r.summary.circuits.iter().all(|c| c.allowance_kbps <= 300.01 && c.request_kbps > 299.0), "{:?}", r.summary.circuits);
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 5);
+    let csv = std::fs::read_to_string(out.join("circuits.csv")).unwrap();
+    assert!(csv.lines().any(|l| l.starts_with("client,")) && csv.lines().any(|l| l.starts_with("server,")));
+    let mut rd = csv::Reader::from_reader(csv.as_bytes());
+    let n = rd.headers().unwrap().len();
+    assert!(rd.records().all(|row| row.unwrap().len() == n), "every row has every column");
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -37,12 +37,36 @@ pub struct Chart<'a> {
     pub y_range: Option<(f64, f64)>,
     pub width: u32,
     pub height: u32,
+    /// The first this many series are stacked: each is drawn as a filled band on top of the
+    /// ones before it (they must share their x values); the rest are lines over them.
+    pub stacked: usize,
 }
 
 impl<'a> Chart<'a> {
     /// A chart of the usual size, linear axes.
     pub fn new(title: &'a str, x_label: &'a str, y_label: &'a str, series: &'a [Series]) -> Chart<'a> {
-        Chart { title, x_label, y_label, series, x_log: false, y_range: None, width: 900, height: 320 }
+        Chart { title, x_label, y_label, series, x_log: false, y_range: None, width: 900, height: 320, stacked: 0 }
+    }
+
+    /// Stacks the first `n` series (see [`Chart::stacked`]).
+    pub fn stack(mut self, n: usize) -> Self {
+        self.stacked = n.min(self.series.len());
+        self
+    }
+
+    /// The series as drawn: stacked ones cumulated.
+    fn drawn(&self) -> Vec<Series> {
+        let mut out: Vec<Series> = Vec::with_capacity(self.series.len());
+        for (i, (name, pts)) in self.series.iter().enumerate() {
+            if i > 0 && i < self.stacked {
+                let below = &out[i - 1].1;
+                let pts = pts.iter().enumerate().map(|(j, &(x, y))| (x, y + below.get(j).map_or(0.0, |b| b.1))).collect();
+                out.push((name.clone(), pts));
+            } else {
+                out.push((name.clone(), pts.clone()));
+            }
+        }
+        out
     }
 
     pub fn cdf(mut self) -> Self {
@@ -75,7 +99,8 @@ impl<'a> Chart<'a> {
     }
 
     fn ranges(&self) -> ((f64, f64), (f64, f64)) {
-        let pts = || self.series.iter().flat_map(|s| s.1.iter()).filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.x_log || *x > 0.0));
+        let drawn = self.drawn();
+        let pts = || drawn.iter().flat_map(|s| s.1.iter()).filter(|(x, y)| x.is_finite() && y.is_finite() && (!self.x_log || *x > 0.0));
         let (mut x0, mut x1) = (f64::INFINITY, f64::NEG_INFINITY);
         let mut y1 = f64::NEG_INFINITY;
         let mut y0 = 0.0f64;
@@ -147,10 +172,19 @@ impl<'a> Chart<'a> {
             .y_label_formatter(&|v| tick(*v))
             .draw()
             .map_err(|e| e.to_string())?;
-        for (i, (_, pts)) in self.series.iter().enumerate() {
+        let drawn = self.drawn();
+        for (i, (_, pts)) in drawn.iter().enumerate() {
             let c = PALETTE[i % PALETTE.len()];
             let keep = |(x, y): &(f64, f64)| x.is_finite() && y.is_finite() && (!self.x_log || *x > 0.0);
             let pts: Vec<(f64, f64)> = pts.iter().copied().filter(keep).collect();
+            if i < self.stacked && pts.len() > 1 {
+                // The band between this series and the one below (or the axis).
+                let below: Vec<(f64, f64)> =
+                    if i == 0 { pts.iter().map(|p| (p.0, 0.0)).collect() } else { drawn[i - 1].1.iter().copied().filter(keep).collect() };
+                let mut poly = pts.clone();
+                poly.extend(below.iter().rev());
+                chart.draw_series(std::iter::once(Polygon::new(poly, c.mix(0.55).filled()))).map_err(|e| e.to_string())?;
+            }
             if pts.len() == 1 {
                 // A single point is drawn as a short mark so the series is visible.
                 let (x, y) = pts[0];

@@ -20,7 +20,7 @@ use horde_regulate::channels::Channel;
 use horde_regulate::circuit::demand::{parse_script, Demand, DemandModel};
 use horde_regulate::circuit::{Client, Server};
 use horde_regulate::{Limits, ThrottleKind};
-use serde::Serialize;
+use horde_scenario::circuits::{self, ClientEnd, Row, ServerEnd, SILENT_NS};
 
 use crate::{bad_input, Outcome};
 
@@ -113,25 +113,7 @@ pub fn run(a: Args, stop: &AtomicBool) -> Outcome {
 
 /// `fixed:KBPS`, `opensim[:SETTING]`, `mongoose`, `mongoose-paper`, `tfrc`.
 pub fn parse_throttle(s: &str) -> Result<ThrottleKind, String> {
-    let (name, arg) = s.split_once(':').map_or((s, None), |(a, b)| (a, Some(b)));
-    let num = |x: &str| -> Result<f64, String> {
-        x.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| format!("--throttle {s}: `{x}` is not a positive number of kbit/s"))
-    };
-    match (name, arg) {
-        ("fixed", Some(k)) => Ok(ThrottleKind::Fixed { bps: num(k)? * 1000.0 }),
-        ("fixed", None) => Err("--throttle fixed needs a rate: fixed:KBPS, e.g. fixed:500".into()),
-        ("opensim", k) => {
-            let v = k.map(num).transpose()?.unwrap_or(500.0);
-            if !(50.0..=1500.0).contains(&v) {
-                return Err(format!("--throttle {s}: the viewer's setting is 50..=1500 kbit/s"));
-            }
-            Ok(ThrottleKind::Opensim { setting_kbps: v })
-        }
-        ("mongoose", None) => Ok(ThrottleKind::Mongoose),
-        ("mongoose-paper", None) => Ok(ThrottleKind::MongoosePaper),
-        ("tfrc", None) => Ok(ThrottleKind::Tfrc),
-        _ => Err(format!("--throttle `{s}`: give fixed:KBPS, opensim[:SETTING], mongoose, mongoose-paper or tfrc")),
-    }
+    ThrottleKind::parse(s).map_err(|e| format!("--throttle {e}"))
 }
 
 fn channels(list: &[String]) -> Result<Vec<Channel>, String> {
@@ -146,64 +128,15 @@ fn channels(list: &[String]) -> Result<Vec<Channel>, String> {
         .collect()
 }
 
-fn socket(bind: SocketAddr) -> anyhow::Result<UdpSocket> {
-    let s = UdpSocket::bind(bind).with_context(|| format!("binding {bind}"))?;
-    s.set_nonblocking(true)?;
-    Ok(s)
-}
-
-/// A datagram, waiting for one until `until_ns` at the latest (2 ms at most, to notice a stop).
-/// ppoll's timeout is a high-resolution timer: a socket read timeout (SO_RCVTIMEO) is rounded up
-/// to the kernel's tick (4 ms at HZ=250), which would cap the pacing of a 1.5 Mbit/s circuit.
+/// A datagram from `s`, waiting for one until `until_ns` at the latest (see
+/// [`horde_scenario::circuits::wait_readable`]).
 fn recv(s: &UdpSocket, buf: &mut [u8], until_ns: u64) -> Option<(usize, SocketAddr)> {
     if let Ok(r) = s.recv_from(buf) {
         return Some(r);
     }
-    let wait = until_ns.saturating_sub(real_ns()).min(2_000_000);
-    if wait > 0 {
-        use std::os::fd::AsRawFd as _;
-        let mut p = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        let ts = libc::timespec { tv_sec: 0, tv_nsec: wait as _ };
-        // SAFETY: one valid pollfd and a valid timespec for the duration of the call.
-        unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
-    }
+    use std::os::fd::AsRawFd as _;
+    circuits::wait_readable(&mut [libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 }], until_ns);
     s.recv_from(buf).ok()
-}
-
-/// One second of one circuit, as the CSV and the summary carry it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub t_s: u64,
-    pub circuit: String,
-    /// Server: the client's allowance; client: what its throttle asked for (kbit/s).
-    pub rate_kbps: f64,
-    /// Bytes per channel in this second, as kbit/s.
-    pub kbps: [f64; 7],
-    pub total_kbps: f64,
-    /// Server: mean and max time from queueing to leaving on the task channel (ms).
-    pub task_delay_ms: f64,
-    pub task_delay_max_ms: f64,
-    /// Server: bytes queued; client: its last RTT (ms).
-    pub queued_kb: f64,
-    pub rtt_ms: f64,
-}
-
-const CSV_HEADER: &str = "t_s,circuit,rate_kbps,resend_kbps,land_kbps,wind_kbps,cloud_kbps,task_kbps,texture_kbps,asset_kbps,total_kbps,task_delay_ms,task_delay_max_ms,queued_kb,rtt_ms\n";
-
-fn csv_line(r: &Row) -> String {
-    let k: Vec<String> = r.kbps.iter().map(|x| format!("{x:.1}")).collect();
-    format!(
-        "{},{},{:.1},{},{:.1},{:.2},{:.2},{:.1},{:.2}\n",
-        r.t_s,
-        r.circuit,
-        r.rate_kbps,
-        k.join(","),
-        r.total_kbps,
-        r.task_delay_ms,
-        r.task_delay_max_ms,
-        r.queued_kb,
-        r.rtt_ms
-    )
 }
 
 struct Csv(Option<std::io::BufWriter<std::fs::File>>);
@@ -213,7 +146,7 @@ impl Csv {
         Ok(Csv(match p {
             Some(p) => {
                 let mut f = std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?);
-                f.write_all(CSV_HEADER.as_bytes())?;
+                f.write_all(circuits::CSV_HEADER.as_bytes())?;
                 Some(f)
             }
             None => None,
@@ -222,24 +155,12 @@ impl Csv {
 
     fn row(&mut self, r: &Row) -> anyhow::Result<()> {
         if let Some(f) = &mut self.0 {
-            f.write_all(csv_line(r).as_bytes())?;
+            f.write_all(circuits::csv_line(r).as_bytes())?;
             f.flush()?;
         }
         Ok(())
     }
 }
-
-struct Circuit {
-    srv: Server,
-    last_heard_ns: u64,
-    prev: [u64; 7],
-    prev_delay: (u128, u64),
-    rows: Vec<Row>,
-}
-
-/// A circuit whose client is silent this long is closed (it pings every second): nothing is
-/// sent to a client that went away.
-const SILENT_NS: u64 = 5_000_000_000;
 
 fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
     let mode = if a.regulator == "dual" { Mode::Dual } else { Mode::PerChannel };
@@ -257,7 +178,7 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
         return Err(bad_input(anyhow::anyhow!("--start-kbps must be 1..=10000000")));
     }
     let key = a.key.key()?;
-    let sock = socket(a.listen)?;
+    let sock = circuits::udp(a.listen)?;
     let mut gate = Gate::new(
         GateConfig { max_flows: a.max_circuits.max(1), max_flows_per_ip: a.max_circuits.max(1), ..GateConfig::receiver(key) },
         horde_engine::random_secret().context("drawing the cookie secret")?,
@@ -266,16 +187,16 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
     say!("horde circuit: serving on {} ({} regulator), Ctrl-C stops", sock.local_addr().context("the bound address")?, mode.name());
     let t0 = real_ns();
     let end = t0 + a.duration.as_nanos() as u64;
-    let mut circuits: HashMap<SocketAddr, Circuit> = HashMap::new();
+    let mut ends: HashMap<SocketAddr, ServerEnd> = HashMap::new();
     let mut closed: Vec<(String, Vec<Row>, horde_regulate::circuit::ServerStats)> = Vec::new();
     let (mut inbuf, mut out) = (vec![0u8; 2048], Vec::with_capacity(1600));
     let mut next_second = t0 + 1_000_000_000;
     while !stop.load(Ordering::Relaxed) && real_ns() < end {
-        let wake = circuits.values().map(|c| c.srv.next_ns(real_ns())).min().unwrap_or(u64::MAX).min(next_second);
+        let wake = ends.values().map(|c| c.srv.next_ns(real_ns())).min().unwrap_or(u64::MAX).min(next_second);
         if let Some((n, from)) = recv(&sock, &mut inbuf, wake) {
             let now = real_ns();
             let bytes = &inbuf[..n];
-            match circuits.get_mut(&from) {
+            match ends.get_mut(&from) {
                 Some(c) if horde_wire::DatagramHeader::parse(bytes).is_err() => {
                     c.last_heard_ns = now;
                     c.srv.on_datagram(now, bytes);
@@ -290,20 +211,11 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
                     Decision::Validated(h) => match gate.admit(from, &h) {
                         Ok(ans) => {
                             let _ = sock.send_to(&ans, from);
-                            let mut d = Demand::new(model.clone(), script.clone(), a.seed.wrapping_add(circuits.len() as u64));
+                            let mut d = Demand::new(model.clone(), script.clone(), a.seed.wrapping_add(ends.len() as u64));
                             d.backlog = backlog.clone();
                             d.backlog_packet = a.backlog_packet;
                             say!("horde circuit: client {from} joined");
-                            circuits.insert(
-                                from,
-                                Circuit {
-                                    srv: Server::new(mode, a.start_kbps * 1000.0, BURST_NS, d, now),
-                                    last_heard_ns: now,
-                                    prev: [0; 7],
-                                    prev_delay: (0, 0),
-                                    rows: Vec::new(),
-                                },
-                            );
+                            ends.insert(from, ServerEnd::new(Server::new(mode, a.start_kbps * 1000.0, BURST_NS, d, now), from.to_string(), now));
                         }
                         Err(ans) => {
                             let _ = sock.send_to(&ans, from);
@@ -314,7 +226,7 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
             }
         }
         let now = real_ns();
-        for (addr, c) in circuits.iter_mut() {
+        for (addr, c) in ends.iter_mut() {
             while c.srv.poll_transmit(now, &mut out) {
                 let _ = sock.send_to(&out, addr);
             }
@@ -322,21 +234,19 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
         if now >= next_second {
             let t_s = (next_second - t0) / 1_000_000_000;
             next_second += 1_000_000_000;
-            for (addr, c) in circuits.iter_mut() {
-                let r = server_row(t_s, addr, c);
-                csv.row(&r)?;
-                c.rows.push(r);
+            for c in ends.values_mut() {
+                csv.row(c.second(t_s))?;
             }
         }
-        let gone: Vec<SocketAddr> = circuits.iter().filter(|(_, c)| c.srv.closed || now.saturating_sub(c.last_heard_ns) > SILENT_NS).map(|(a, _)| *a).collect();
+        let gone: Vec<SocketAddr> = ends.iter().filter(|(_, c)| c.srv.closed || now.saturating_sub(c.last_heard_ns) > SILENT_NS).map(|(a, _)| *a).collect();
         for addr in gone {
-            let c = circuits.remove(&addr).expect("present");
+            let c = ends.remove(&addr).expect("present");
             say!("horde circuit: client {addr} {}", if c.srv.closed { "left" } else { "fell silent: circuit closed" });
             gate.forget(addr, 0);
             closed.push((addr.to_string(), c.rows, c.srv.stats.clone()));
         }
     }
-    for (addr, c) in circuits {
+    for (addr, c) in ends {
         closed.push((addr.to_string(), c.rows, c.srv.stats.clone()));
     }
     let summary: Vec<serde_json::Value> =
@@ -359,36 +269,12 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
     Ok(if stop.load(Ordering::Relaxed) { 130 } else { 0 })
 }
 
-fn server_row(t_s: u64, addr: &SocketAddr, c: &mut Circuit) -> Row {
-    let st = &c.srv.stats;
-    let mut kbps = [0.0; 7];
-    for (i, k) in kbps.iter_mut().enumerate() {
-        *k = (st.channels[i].bytes - c.prev[i]) as f64 * 8.0 / 1000.0;
-        c.prev[i] = st.channels[i].bytes;
-    }
-    let task = &st.channels[Channel::Task.index()];
-    let (dsum, dn) = (task.delay_sum_ns - c.prev_delay.0, task.packets - c.prev_delay.1);
-    c.prev_delay = (task.delay_sum_ns, task.packets);
-    let queued: u64 = Channel::ALL.iter().map(|&ch| c.srv.queued(ch).1).sum();
-    Row {
-        t_s,
-        circuit: addr.to_string(),
-        rate_kbps: c.srv.rate_bps() / 1000.0,
-        total_kbps: kbps.iter().sum(),
-        kbps,
-        task_delay_ms: if dn > 0 { dsum as f64 / dn as f64 / 1e6 } else { 0.0 },
-        task_delay_max_ms: task.delay_max_ns as f64 / 1e6,
-        queued_kb: queued as f64 / 1000.0,
-        rtt_ms: 0.0,
-    }
-}
-
 fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
     let kind = parse_throttle(&a.throttle).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
     let key = a.key.key()?;
     let bind =
         SocketAddr::new(a.bind.unwrap_or(if a.server.is_ipv4() { std::net::Ipv4Addr::UNSPECIFIED.into() } else { std::net::Ipv6Addr::UNSPECIFIED.into() }), 0);
-    let sock = socket(bind)?;
+    let sock = circuits::udp(bind)?;
     let (mut inbuf, mut out) = (vec![0u8; 2048], Vec::with_capacity(1600));
     // Address validation: the server sends nothing before it.
     let mut g = Greeter::new(key, 0, 0, 0, Some(real_ns()));
@@ -418,64 +304,47 @@ fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
     }
     let t0 = real_ns();
     let end = t0 + a.duration.as_nanos() as u64;
-    let mut cli = Client::new(kind.build(Limits::default(), t0), t0);
+    let cli = Client::new(kind.build(Limits::default(), t0), t0);
     let name = cli.throttle().name();
+    let mut c = ClientEnd::new(cli, name.into());
     say!("horde circuit: joined {} with the {name} throttle", a.server);
     let mut csv = Csv::open(&a.csv)?;
-    let mut rows = Vec::new();
-    let mut prev = [0u64; 7];
     let mut next_second = t0 + 1_000_000_000;
     while !stop.load(Ordering::Relaxed) && real_ns() < end {
-        let wake = cli.next_ns(real_ns()).min(next_second);
+        let wake = c.cli.next_ns(real_ns()).min(next_second);
         if let Some((n, from)) = recv(&sock, &mut inbuf, wake) {
             if from == a.server {
-                cli.on_datagram(real_ns(), &inbuf[..n]);
+                c.cli.on_datagram(real_ns(), &inbuf[..n]);
             }
         }
         let now = real_ns();
-        while cli.poll_transmit(now, &mut out) {
+        while c.cli.poll_transmit(now, &mut out) {
             let _ = sock.send_to(&out, a.server);
         }
         if now >= next_second {
             let t_s = (next_second - t0) / 1_000_000_000;
             next_second += 1_000_000_000;
-            let mut kbps = [0.0; 7];
-            for (i, k) in kbps.iter_mut().enumerate() {
-                *k = (cli.stats.channels[i].bytes - prev[i]) as f64 * 8.0 / 1000.0;
-                prev[i] = cli.stats.channels[i].bytes;
-            }
-            let r = Row {
-                t_s,
-                circuit: name.into(),
-                rate_kbps: cli.requested_bps / 1000.0,
-                total_kbps: kbps.iter().sum(),
-                kbps,
-                task_delay_ms: 0.0,
-                task_delay_max_ms: 0.0,
-                queued_kb: 0.0,
-                rtt_ms: cli.stats.rtt_ms.unwrap_or(0.0),
-            };
-            csv.row(&r)?;
-            rows.push(r);
+            csv.row(c.second(t_s))?;
         }
     }
     Client::bye(&mut out);
     let _ = sock.send_to(&out, a.server);
+    let (rows, st) = (&c.rows, &c.cli.stats);
     let n = rows.len().max(1) as f64;
     say!(
         "horde circuit: {name}: {} s, mean request {:.1} kbit/s, received {:.1} kbit/s, RTT {:.2} ms; {} packets ({} resent), {} throttle packets",
         rows.len(),
         rows.iter().map(|r| r.rate_kbps).sum::<f64>() / n,
         rows.iter().map(|r| r.total_kbps).sum::<f64>() / n,
-        cli.stats.rtt_ms.unwrap_or(0.0),
-        cli.stats.packets,
-        cli.stats.resent_received,
-        cli.stats.throttles_sent
+        st.rtt_ms.unwrap_or(0.0),
+        st.packets,
+        st.resent_received,
+        st.throttles_sent
     );
     if let Some(p) = &a.json {
         super::write_out(
             p,
-            &serde_json::to_string_pretty(&serde_json::json!({"throttle": name, "server": a.server.to_string(), "seconds": rows, "stats": cli.stats}))
+            &serde_json::to_string_pretty(&serde_json::json!({"throttle": name, "server": a.server.to_string(), "seconds": rows, "stats": st}))
                 .expect("serialises"),
         )?;
     }

@@ -12,10 +12,11 @@ use crate::{bad_input, Outcome};
 /// Runs a scenario: every player is one connection (TCP, or a UDP socket pair for UDP services)
 /// carrying its client→server APDUs, and Horde's server side sends each player's server→client
 /// APDUs back on it; both switch models when the player's category changes. Writes logs and a
-/// report directory.
+/// report directory. With a `[regulation]` table, every player is a regulated virtual-world
+/// circuit instead (docs/regulation.md).
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Scenario file (TOML: service, players, duration, seed, start_hour, join, server, variables, threads, server_threads, spin_us, [emu], [agents]; see examples/wow.toml, examples/wow-access.toml)
+    /// Scenario file (TOML: service, players, duration, seed, start_hour, join, server, variables, threads, server_threads, spin_us, [emu], [agents], [regulation]; see examples/wow.toml, examples/wow-access.toml, examples/opensim-regulated.toml)
     #[arg(value_name = "SCENARIO")]
     pub scenario: PathBuf,
     /// Report directory (default: horde-out/<scenario file name>-<unix time>)
@@ -83,17 +84,25 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
             sc.server = l;
         }
         let key = horde_scenario::server_key(&sc)?;
-        horde_scenario::serve(&sc, &out, key, stop, |a| {
+        let banner = |a| {
             use std::io::Write;
             let mut o = std::io::stdout();
             let _ = writeln!(o, "{}{a}", horde_scenario::server::SERVE_BANNER);
             let _ = o.flush();
-        })?;
+        };
+        if let Some(cfg) = horde_scenario::circuits::Config::of(&sc)? {
+            horde_scenario::circuits::serve(&sc, &cfg, &out, key, stop, banner)?;
+            return Ok(0);
+        }
+        horde_scenario::serve(&sc, &out, key, stop, banner)?;
         return Ok(0);
     }
     let progress = Progress::of(args.quiet, args.progress, args.progress_file.as_deref())?;
     // `--agents` (or the scenario's `[agents]` table): this process is the controller.
     if let Some(list) = args.agents.clone().or_else(|| sc.agents.as_ref().map(|a| a.list.join(","))) {
+        if sc.regulation.is_some() {
+            return Err(bad_input(anyhow::anyhow!("{}: regulated circuits ([regulation]) run on one machine in this version: drop --agents", sc.name)));
+        }
         return distributed(&args, &sc, &list, &out, progress, stop);
     }
     if args.server_agent.is_some() {
@@ -262,6 +271,9 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: Pro
     let printer = Printer { sc, progress, tty: std::io::stderr().is_terminal() };
     let events = |e: &Event| printer.event(e);
     let opts = RunOptions { out, scenario_file: scenario, server: ServerSide::Child(exe), shard: None, events: &events, stop };
+    if let Some(cfg) = horde_scenario::circuits::Config::of(sc)? {
+        return circuits(sc, &cfg, &opts, &printer);
+    }
     let r = horde_scenario::execute(sc, &opts)?;
     if printer.tty && matches!(printer.progress, Progress::Text) {
         say!();
@@ -299,6 +311,31 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: Pro
         )));
     }
     Ok(if r.interrupted() { 130 } else { 0 })
+}
+
+/// A regulated run ([regulation]): its circuits, then their totals.
+fn circuits(sc: &Scenario, cfg: &horde_scenario::circuits::Config, opts: &RunOptions, printer: &Printer) -> Outcome {
+    let r = horde_scenario::circuits::execute(sc, cfg, opts)?;
+    if printer.tty && matches!(printer.progress, Progress::Text) {
+        say!();
+    }
+    let s = &r.summary;
+    let note = s.interruption.as_ref().map(|i| format!("\nstopped early: {i}\n")).unwrap_or_default();
+    crate::output::out(&format!(
+        "{note}\n{}\nreport: {}/index.html (summary.json, circuits.csv, charts/*.svg)\n",
+        horde_scenario::circuit_report::text(s),
+        opts.out.display()
+    ))?;
+    if let Some(status) = &r.server_died {
+        return Err(crate::Failure::from(anyhow::anyhow!("the server side exited unexpectedly ({status}); the report covers the time before")));
+    }
+    if s.totals.joined == 0 {
+        return Err(crate::Failure::from(anyhow::anyhow!(
+            "no circuit joined: {}",
+            s.circuits.iter().find_map(|c| c.error.clone()).unwrap_or_else(|| "the run ended first".into())
+        )));
+    }
+    Ok(if r.interrupted { 130 } else { 0 })
 }
 
 /// Prints a run's events: notes as lines, progress as one line rewritten in place on a terminal

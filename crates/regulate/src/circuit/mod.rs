@@ -272,6 +272,10 @@ pub struct ClientStats {
     pub throttles_sent: u64,
     pub acks_sent: u64,
     pub rtt_ms: Option<f64>,
+    /// Data packets that carried a new sequence number, and the sequence numbers spanned from
+    /// the first to the highest: the circuit's loss is 1 − fresh / span.
+    pub fresh: u64,
+    pub seq_span: u64,
     /// One-way delay of the last data packet (server's send time to arrival; meaningful when
     /// both ends share a clock, as emulated hosts on one machine do), ns.
     pub last_owd_ns: u64,
@@ -286,6 +290,7 @@ pub const ACK_DELAY_NS: u64 = 20_000_000;
 pub struct Client {
     throttle: Box<dyn Throttle + Send>,
     highest: Option<u64>,
+    first: Option<u64>,
     acks: Vec<u32>,
     ack_due_ns: u64,
     next_ping_ns: u64,
@@ -303,6 +308,7 @@ impl Client {
         Client {
             throttle,
             highest: None,
+            first: None,
             acks: Vec::new(),
             ack_due_ns: u64::MAX,
             next_ping_ns: now_ns,
@@ -329,6 +335,8 @@ impl Client {
             }
         };
         self.highest = Some(self.highest.map_or(s, |h| h.max(s)));
+        let first = *self.first.get_or_insert(s);
+        self.stats.seq_span = self.highest.unwrap_or(s).saturating_sub(first) + 1;
         s
     }
 
@@ -362,6 +370,7 @@ impl Client {
                     return;
                 }
                 let s = self.unwrap(seq);
+                self.stats.fresh += 1;
                 self.throttle.on_packet(now_ns, s, size as u32);
             }
             Packet::Pong { id, t_ns } => {
