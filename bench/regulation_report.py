@@ -60,8 +60,14 @@ def client_point(tag):
         return None
     last = max(5, dur // 3)
     st = j["stats"]
-    pk = sum(c["packets"] for c in st["channels"])
-    by = sum(c["bytes"] for c in st["channels"])
+    # The mean packet size over the same seconds (the controllers' windows count these bytes).
+    end = max(r["t_s"] for r in rs)
+    tail = [r for r in rs if r["t_s"] > end - last]
+    pk = sum(r.get("packets", 0) for r in tail)
+    by = sum(r["total_kbps"] * 125 for r in tail)
+    if not pk:
+        pk = sum(c["packets"] for c in st["channels"])
+        by = sum(c["bytes"] for c in st["channels"])
     rtt = [r["rtt_ms"] for r in rs if r["rtt_ms"] > 0]
     return {
         "req": steady(rs, "rate_kbps", last),
@@ -157,7 +163,7 @@ L = ["# Virtual-world traffic regulation on emulated links", ""]
 L.append(f"Machine: {sh('nproc')} cores, kernel {sh('uname -r')}; commit {sh('git rev-parse --short HEAD')}; {sh('date -u +%Y-%m-%d')}.")
 L.append("Command: `sudo bash bench/regulation.sh` (raw CSV/JSON in `bench/out/regulation/`, not committed; charts in `bench/regulation-charts/`).")
 L.append("")
-L.append(f"Each point: a regulated circuit per controller (server end with a saturating texture backlog in 375-byte packets, the mean OpenSim packet Mongoose measured, on top of a walking avatar's demand; client end with the throttle) and one bulk Linux TCP flow (Reno, set in each host's namespace: the loss-based TCP Padhye's equation models; this machine's default, BBR, ignores random loss), each on its own emulated link with the same settings (loss on the server → client direction, delay both ways, 10 Mbit/s, 125 kB queue), {dur} s; rates are means over the last third. The TCP-fair rate is Padhye's equation (RFC 5348 §3.1, b = 1, t_RTO = 4R) with the circuit's measured mean packet size and round-trip time and the link's loss rate. Rates in kbit/s (1000 bit); the throttles' own limits are the viewer's 50–1500 × 1024 bit/s.")
+L.append(f"Each point: a regulated circuit per controller (server end with a saturating texture backlog in 375-byte packets, the mean OpenSim packet Mongoose measured, and nothing else: the opensim service with its avatar demand set to zero, so the packet size is the paper's; client end with the throttle) and one bulk Linux TCP flow (Reno, set in each host's namespace: the loss-based TCP Padhye's equation models; this machine's default, BBR, ignores random loss), each on its own emulated link with the same settings (loss on the server → client direction, delay both ways, 10 Mbit/s, 125 kB queue), {dur} s; rates are means over the last third. The TCP-fair rate is Padhye's equation (RFC 5348 §3.1, b = 1, t_RTO = 4R) with the circuit's measured mean packet size (over the same last third) and round-trip time and the link's loss rate. Rates in kbit/s (1000 bit); the throttles' own limits are the viewer's 50–1500 × 1024 bit/s.")
 L.append("")
 
 # 1. vs loss

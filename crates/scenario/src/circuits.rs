@@ -138,16 +138,18 @@ pub struct Row {
     pub rtt_ms: f64,
     /// Client: sequence numbers missing in this second (%); server: 0.
     pub loss_pct: f64,
+    /// Data packets in this second (server: sent; client: received).
+    pub packets: u64,
 }
 
 /// The CSV header of [`Row`]s.
-pub const CSV_HEADER: &str = "t_s,circuit,rate_kbps,resend_kbps,land_kbps,wind_kbps,cloud_kbps,task_kbps,texture_kbps,asset_kbps,total_kbps,task_delay_ms,task_delay_max_ms,queued_kb,rtt_ms,loss_pct\n";
+pub const CSV_HEADER: &str = "t_s,circuit,rate_kbps,resend_kbps,land_kbps,wind_kbps,cloud_kbps,task_kbps,texture_kbps,asset_kbps,total_kbps,task_delay_ms,task_delay_max_ms,queued_kb,rtt_ms,loss_pct,packets\n";
 
 /// A [`Row`] as a CSV line.
 pub fn csv_line(r: &Row) -> String {
     let k: Vec<String> = r.kbps.iter().map(|x| format!("{x:.1}")).collect();
     format!(
-        "{},{},{:.1},{},{:.1},{:.2},{:.2},{:.1},{:.2},{:.2}\n",
+        "{},{},{:.1},{},{:.1},{:.2},{:.2},{:.1},{:.2},{:.2},{}\n",
         r.t_s,
         r.circuit,
         r.rate_kbps,
@@ -157,17 +159,22 @@ pub fn csv_line(r: &Row) -> String {
         r.task_delay_max_ms,
         r.queued_kb,
         r.rtt_ms,
-        r.loss_pct
+        r.loss_pct,
+        r.packets
     )
 }
 
-fn channel_kbps(ch: &[horde_regulate::circuit::ChannelStats; 7], prev: &mut [u64; 7]) -> [f64; 7] {
+/// Each channel's kbit/s since `prev` (bytes), and the packets since `prev_packets`.
+fn channel_kbps(ch: &[horde_regulate::circuit::ChannelStats; 7], prev: &mut [u64; 7], prev_packets: &mut u64) -> ([f64; 7], u64) {
     let mut kbps = [0.0; 7];
     for (i, k) in kbps.iter_mut().enumerate() {
         *k = (ch[i].bytes - prev[i]) as f64 * 8.0 / 1000.0;
         prev[i] = ch[i].bytes;
     }
-    kbps
+    let packets: u64 = ch.iter().map(|c| c.packets).sum();
+    let n = packets - *prev_packets;
+    *prev_packets = packets;
+    (kbps, n)
 }
 
 /// A circuit's server end with its per-second bookkeeping.
@@ -176,19 +183,20 @@ pub struct ServerEnd {
     pub name: String,
     pub last_heard_ns: u64,
     prev: [u64; 7],
+    prev_packets: u64,
     prev_delay: (u128, u64),
     pub rows: Vec<Row>,
 }
 
 impl ServerEnd {
     pub fn new(srv: Server, name: String, now_ns: u64) -> ServerEnd {
-        ServerEnd { srv, name, last_heard_ns: now_ns, prev: [0; 7], prev_delay: (0, 0), rows: Vec::new() }
+        ServerEnd { srv, name, last_heard_ns: now_ns, prev: [0; 7], prev_packets: 0, prev_delay: (0, 0), rows: Vec::new() }
     }
 
     /// Closes second `t_s`: its row is kept and returned.
     pub fn second(&mut self, t_s: u64) -> &Row {
         let st = &self.srv.stats;
-        let kbps = channel_kbps(&st.channels, &mut self.prev);
+        let (kbps, packets) = channel_kbps(&st.channels, &mut self.prev, &mut self.prev_packets);
         let task = &st.channels[Channel::Task.index()];
         let (dsum, dn) = (task.delay_sum_ns - self.prev_delay.0, task.packets - self.prev_delay.1);
         self.prev_delay = (task.delay_sum_ns, task.packets);
@@ -204,6 +212,7 @@ impl ServerEnd {
             queued_kb: queued as f64 / 1000.0,
             rtt_ms: 0.0,
             loss_pct: 0.0,
+            packets,
         });
         self.rows.last().expect("pushed")
     }
@@ -214,19 +223,20 @@ pub struct ClientEnd {
     pub cli: Client,
     pub name: String,
     prev: [u64; 7],
+    prev_packets: u64,
     prev_seq: (u64, u64),
     pub rows: Vec<Row>,
 }
 
 impl ClientEnd {
     pub fn new(cli: Client, name: String) -> ClientEnd {
-        ClientEnd { cli, name, prev: [0; 7], prev_seq: (0, 0), rows: Vec::new() }
+        ClientEnd { cli, name, prev: [0; 7], prev_packets: 0, prev_seq: (0, 0), rows: Vec::new() }
     }
 
     /// Closes second `t_s`: its row is kept and returned.
     pub fn second(&mut self, t_s: u64) -> &Row {
         let st = &self.cli.stats;
-        let kbps = channel_kbps(&st.channels, &mut self.prev);
+        let (kbps, packets) = channel_kbps(&st.channels, &mut self.prev, &mut self.prev_packets);
         let (span, fresh) = (st.seq_span - self.prev_seq.0, st.fresh - self.prev_seq.1);
         self.prev_seq = (st.seq_span, st.fresh);
         self.rows.push(Row {
@@ -240,6 +250,7 @@ impl ClientEnd {
             queued_kb: 0.0,
             rtt_ms: st.rtt_ms.unwrap_or(0.0),
             loss_pct: if span > 0 { 100.0 * span.saturating_sub(fresh) as f64 / span as f64 } else { 0.0 },
+            packets,
         });
         self.rows.last().expect("pushed")
     }
