@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn mongoose_with_timeouts_stays_near_padhye_from_half_a_percent_to_five() {
         // With TCP's timeouts the window tracker is the process Padhye's equation models:
-        // measured here 0.92–1.21 × Padhye with the viewer's limits (at 5 % and 150 ms the
+        // measured here 0.92–1.15 × Padhye with the viewer's limits (at 5 % and 150 ms the
         // 51.2 kbit/s floor is most of the TCP-fair 74 kbit/s).
         for rtt in [100, 150] {
             for p in [0.005, 0.01, 0.03, 0.05] {

@@ -380,7 +380,9 @@ const FEEDBACK_MAX_NS: u64 = S;
 /// 2 packets), CWND = one packet, and for t_RTO = 4·RTT (RFC 5348 §4.3, the value Padhye's
 /// equation is used with) it asks for its floor and neither grows nor takes loss events from
 /// the packets sent before or during the timeout; the first packet after it starts a round of
-/// one packet. No exponential back-off: TCP doubles t_RTO only when the retransmission itself
+/// one packet. The window grows in a round trip at most as TCP's would (doubling in slow start,
+/// one packet in congestion avoidance): the server never sends below the viewer's floor, which
+/// can be more than CWND/RTT, and packets beyond the window must not grow it. No exponential back-off: TCP doubles t_RTO only when the retransmission itself
 /// is lost, which a rate-paced stream has no counterpart of (in Padhye's equation as RFC 5348
 /// writes it, the back-off is the factor 1 + 32p², under 1.08 up to 5 % loss).
 pub struct Mongoose {
@@ -401,6 +403,9 @@ pub struct Mongoose {
     idle_until_ns: u64,
     recover_seq: u64,
     after_timeout: bool,
+    /// The window's growth left in this round trip, and when the round trip ends.
+    budget: f64,
+    budget_until_ns: u64,
     /// Loss events so far, and how many of them were timeouts.
     pub loss_events: u64,
     pub timeouts: u64,
@@ -429,6 +434,8 @@ impl Mongoose {
             idle_until_ns: 0,
             recover_seq: 0,
             after_timeout: false,
+            budget: 0.0,
+            budget_until_ns: 0,
             loss_events: 0,
             timeouts: 0,
         }
@@ -472,7 +479,7 @@ impl Throttle for Mongoose {
         self.mean_size += (size as f64 - self.mean_size) / 16.0;
         let ev = self.gaps.on_packet(now_ns, seq);
         let idle = self.idle(now_ns);
-        if self.timeouts_on && !idle && seq >= self.round.1 {
+        if self.timeouts_on && !idle && (seq >= self.round.1 || self.after_timeout) {
             // Rounds tile the sequence numbers, one window each, from the first packet after
             // the last timeout (or the start).
             let w = self.window_packets();
@@ -512,11 +519,22 @@ impl Throttle for Mongoose {
             self.ssthresh = self.cwnd;
         } else if ev.in_sequence {
             let s = self.mean_size;
-            if self.cwnd < self.ssthresh {
-                self.cwnd += s;
-            } else {
-                self.cwnd += s * s / self.cwnd;
+            let mut inc = if self.cwnd < self.ssthresh { s } else { s * s / self.cwnd };
+            if self.timeouts_on {
+                // At most what TCP's window gains in a round trip (double in slow start, one
+                // packet in congestion avoidance): when the server sends more than CWND/RTT —
+                // it never sends less than the viewer's floor — the packets beyond the window
+                // add nothing.
+                if let Some(r) = self.rtt_ns() {
+                    if now_ns >= self.budget_until_ns {
+                        self.budget_until_ns = now_ns + r as u64;
+                        self.budget = if self.cwnd < self.ssthresh { self.cwnd } else { s };
+                    }
+                    inc = inc.min(self.budget);
+                    self.budget -= inc;
+                }
             }
+            self.cwnd += inc;
             // A window worth more than the highest rate over the round trip is no use.
             if let Some(r) = self.rtt_ns() {
                 self.cwnd = self.cwnd.min(self.limits.max_bps / 8.0 * r / 1e9 * 2.0).max(s);
@@ -862,7 +880,8 @@ mod tests {
     fn mongoose_times_out_when_a_loss_leaves_under_three_packets_of_its_window() {
         let lim = Limits { min_bps: 1000.0, max_bps: 1e12 };
         let mut m = Mongoose::new(lim, 0);
-        m.on_rtt(0, 100 * MS);
+        // One packet a millisecond and a round trip of one: every packet is inside the window.
+        m.on_rtt(0, MS);
         let (mut now, mut seq) = (0, 0);
         // Slow start from 4 packets; rounds of one window each: 0..4, 4..12, 12..28, 28..60.
         feed(&mut m, &mut now, &mut seq, 40, &[]);
@@ -884,21 +903,43 @@ mod tests {
         assert!((m.ssthresh() - w1 / 2.0).abs() < 1e-9, "{} vs {}", m.ssthresh(), w1 / 2.0);
         // For t_RTO = 4 × RTT it asks for its floor, takes no growth and no loss from what arrives.
         let until = m.idle_until_ns;
-        assert_eq!(until, now - MS + 400 * MS);
+        assert_eq!(until, now - MS + 4 * MS);
         assert_eq!(m.poll(now), Some(lim.min_bps));
-        let lose = [seq + 3];
-        feed(&mut m, &mut now, &mut seq, 50, &lose);
+        let lose = [seq + 1];
+        feed(&mut m, &mut now, &mut seq, 3, &lose);
         assert_eq!((m.cwnd(), m.loss_events), (375.0, 2));
         // Then slow start again: one packet per in-sequence packet.
         now = until;
         feed(&mut m, &mut now, &mut seq, 1, &[]);
         assert_eq!(m.cwnd(), 2.0 * 375.0);
-        assert!(m.poll(now).is_some_and(|r| (r - 2.0 * 375.0 * 8.0 / 0.1).abs() < 1e-6));
+        assert!(m.poll(now).is_some_and(|r| (r - 2.0 * 375.0 * 8.0 / 0.001).abs() < 1e-3));
         // A window of under four packets cannot signal a loss: a second timeout.
         let lose = [seq];
         feed(&mut m, &mut now, &mut seq, 4, &lose);
         assert_eq!((m.timeouts, m.cwnd()), (2, 375.0));
-        assert_eq!(m.idle_until_ns, now - MS + 400 * MS);
+        assert_eq!(m.idle_until_ns, now - MS + 4 * MS);
+    }
+
+    #[test]
+    fn mongoose_grows_no_more_in_a_round_trip_than_tcp_would() {
+        // The server sends more than CWND/RTT (its floor): 20 packets within one 100 ms round
+        // trip double the 4-packet window in slow start, no more.
+        let mut m = Mongoose::new(Limits { min_bps: 1.0, max_bps: 1e12 }, 0);
+        m.on_rtt(0, 100 * MS);
+        let (mut now, mut seq) = (0, 0);
+        let w0 = m.cwnd();
+        feed(&mut m, &mut now, &mut seq, 20, &[]);
+        assert_eq!(m.cwnd(), 2.0 * w0);
+        // The next round trip doubles it again.
+        now = 100 * MS;
+        feed(&mut m, &mut now, &mut seq, 20, &[]);
+        assert_eq!(m.cwnd(), 4.0 * w0);
+        // The paper's rule counts every packet.
+        let mut p = Mongoose::with_timeouts(Limits { min_bps: 1.0, max_bps: 1e12 }, 0, false);
+        p.on_rtt(0, 100 * MS);
+        let (mut now, mut seq) = (0, 0);
+        feed(&mut p, &mut now, &mut seq, 20, &[]);
+        assert_eq!(p.cwnd(), w0 + 20.0 * 375.0);
     }
 
     #[test]
