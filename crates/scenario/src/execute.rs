@@ -70,48 +70,15 @@ impl Server {
             }
             ServerSide::InProcess if sc.regulation.is_some() => {
                 let cfg = crate::circuits::Config::of(sc)?.expect("a [regulation] table");
-                let stop = Arc::new(AtomicBool::new(false));
-                let (tx, rx) = std::sync::mpsc::channel();
-                let (sc2, out, key, stop2) = (sc.clone(), spec.out.to_path_buf(), spec.key.clone(), stop.clone());
-                let handle = std::thread::Builder::new()
-                    .name("horde-circuit-server".into())
-                    .spawn(move || {
-                        crate::circuits::serve(&sc2, &cfg, &out, key, &stop2, |a| {
-                            let _ = tx.send(a);
-                        })
-                    })
-                    .context("starting the server side's thread")
-                    .map_err(Error::Failed)?;
-                match rx.recv() {
-                    Ok(a) => Ok((Server::Circuits { handle, stop }, a)),
-                    Err(_) => Err(handle
-                        .join()
-                        .unwrap_or_else(|_| Err(Error::Failed(anyhow::anyhow!("the server side panicked"))))
-                        .err()
-                        .unwrap_or_else(|| Error::Failed(anyhow::anyhow!("the server side did not start")))),
-                }
+                let (sc2, out, key) = (sc.clone(), spec.out.to_path_buf(), spec.key.clone());
+                let (handle, stop, a) =
+                    in_thread("horde-circuit-server", move |stop, on_listening| crate::circuits::serve(&sc2, &cfg, &out, key, stop, on_listening))?;
+                Ok((Server::Circuits { handle, stop }, a))
             }
             ServerSide::InProcess => {
-                let stop = Arc::new(AtomicBool::new(false));
-                let (tx, rx) = std::sync::mpsc::channel();
-                let (sc2, out, key, stop2) = (sc.clone(), spec.out.to_path_buf(), spec.key.clone(), stop.clone());
-                let handle = std::thread::Builder::new()
-                    .name("horde-server-side".into())
-                    .spawn(move || {
-                        crate::server::serve(&sc2, &out, key, &stop2, |a| {
-                            let _ = tx.send(a);
-                        })
-                    })
-                    .context("starting the server side's thread")
-                    .map_err(Error::Failed)?;
-                match rx.recv() {
-                    Ok(a) => Ok((Server::Thread { handle, stop }, a)),
-                    Err(_) => Err(handle
-                        .join()
-                        .unwrap_or_else(|_| Err(Error::Failed(anyhow::anyhow!("the server side panicked"))))
-                        .err()
-                        .unwrap_or_else(|| Error::Failed(anyhow::anyhow!("the server side did not start")))),
-                }
+                let (sc2, out, key) = (sc.clone(), spec.out.to_path_buf(), spec.key.clone());
+                let (handle, stop, a) = in_thread("horde-server-side", move |stop, on_listening| crate::server::serve(&sc2, &out, key, stop, on_listening))?;
+                Ok((Server::Thread { handle, stop }, a))
             }
         }
     }
@@ -158,6 +125,39 @@ impl Server {
             }
             Server::Circuits { .. } => anyhow::bail!("a regulated run's server side has no engine report"),
         }
+    }
+}
+
+type Started<T> = (std::thread::JoinHandle<Result<T, Error>>, Arc<AtomicBool>, std::net::SocketAddr);
+
+/// Runs a server side in a thread of this process: `serve` gets its stop flag and calls the
+/// second argument with the address it listens on; returns once it does (or the side's error).
+fn in_thread<T: Send + 'static>(
+    name: &str,
+    serve: impl FnOnce(&AtomicBool, Box<dyn FnOnce(std::net::SocketAddr)>) -> Result<T, Error> + Send + 'static,
+) -> Result<Started<T>, Error> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stop2 = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            serve(
+                &stop2,
+                Box::new(move |a| {
+                    let _ = tx.send(a);
+                }),
+            )
+        })
+        .context("starting the server side's thread")
+        .map_err(Error::Failed)?;
+    match rx.recv() {
+        Ok(a) => Ok((handle, stop, a)),
+        Err(_) => Err(handle
+            .join()
+            .unwrap_or_else(|_| Err(Error::Failed(anyhow::anyhow!("the server side panicked"))))
+            .err()
+            .unwrap_or_else(|| Error::Failed(anyhow::anyhow!("the server side did not start")))),
     }
 }
 
