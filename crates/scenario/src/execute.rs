@@ -98,15 +98,7 @@ impl Server {
                 Some(text) => Ok(Some(serde_json::from_str(&text).context("parsing the server side's circuits")?)),
                 None => Ok(None),
             },
-            Server::Circuits { handle, stop } => {
-                stop.store(true, Ordering::Relaxed);
-                match handle.join() {
-                    Ok(Ok(r)) => Ok(Some(r)),
-                    Ok(Err(e)) if !died => Err(e.into_anyhow().context("server side")),
-                    Ok(Err(_)) => Ok(None),
-                    Err(_) => anyhow::bail!("the server side panicked"),
-                }
-            }
+            Server::Circuits { handle, stop } => stop_thread(handle, &stop, died),
             Server::Thread { .. } => anyhow::bail!("not a regulated run's server side"),
         }
     }
@@ -114,17 +106,20 @@ impl Server {
     fn finish(self, out: &Path, died: bool) -> anyhow::Result<Option<SendReport>> {
         match self {
             Server::Child(c) => c.finish(out, died),
-            Server::Thread { handle, stop } => {
-                stop.store(true, Ordering::Relaxed);
-                match handle.join() {
-                    Ok(Ok(r)) => Ok(Some(r)),
-                    Ok(Err(e)) if !died => Err(e.into_anyhow().context("server side")),
-                    Ok(Err(_)) => Ok(None),
-                    Err(_) => anyhow::bail!("the server side panicked"),
-                }
-            }
+            Server::Thread { handle, stop } => stop_thread(handle, &stop, died),
             Server::Circuits { .. } => anyhow::bail!("a regulated run's server side has no engine report"),
         }
+    }
+}
+
+/// Stops a server side's thread and returns what it produced (None if it died and failed).
+fn stop_thread<T>(handle: std::thread::JoinHandle<Result<T, Error>>, stop: &AtomicBool, died: bool) -> anyhow::Result<Option<T>> {
+    stop.store(true, Ordering::Relaxed);
+    match handle.join() {
+        Ok(Ok(r)) => Ok(Some(r)),
+        Ok(Err(e)) if !died => Err(e.into_anyhow().context("server side")),
+        Ok(Err(_)) => Ok(None),
+        Err(_) => anyhow::bail!("the server side panicked"),
     }
 }
 
