@@ -1,5 +1,5 @@
 #![no_main]
-use horde_wire::control::{Answer, Challenge, Hello};
+use horde_wire::control::{Answer, Challenge, ConsentProbe, Hello};
 use libfuzzer_sys::fuzz_target;
 
 // The control datagrams' parsers: never panic; what parses re-emits what was parsed.
@@ -12,5 +12,12 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(a) = Answer::parse(data) {
         assert_eq!(Answer::parse(&a.emit()).unwrap(), a);
+    }
+    if let Ok(p) = ConsentProbe::parse(data) {
+        assert_eq!(ConsentProbe::parse(&p.emit()).unwrap(), p);
+        // The peer's answer is never larger than what asked for it.
+        if let Some(r) = horde_proto::consent::answer(data, p.flow) {
+            assert!(r.len() <= data.len());
+        }
     }
 });

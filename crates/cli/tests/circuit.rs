@@ -49,6 +49,75 @@ fn the_server_end_sends_what_the_client_end_asks_for_on_loopback() {
     assert!(circuit["seconds"].as_array().unwrap().len() <= 9);
 }
 
+/// Issue 21's second reproduction: after `horde circuit join` is killed, spoofed throttle and
+/// ping packets from its address neither keep its circuit alive nor speed it up. The spoofer
+/// here binds the dead client's address (it sees nothing of the past probes, as an off-path
+/// spoofer would not) and counts what reaches that address.
+#[test]
+fn a_killed_clients_circuit_cannot_be_kept_alive_by_spoofed_throttles() {
+    use std::io::BufRead as _;
+    let port = 21_000 + ((std::process::id() + 7_919) % 20_000) as u16;
+    let listen = format!("127.0.0.1:{port}");
+    let mut srv = Command::new(HORDE)
+        .args(["circuit", "serve", "--listen", &listen, "--backlog", "texture", "-t", "20s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (l2, err) = (lines.clone(), srv.stderr.take().unwrap());
+    std::thread::spawn(move || std::io::BufReader::new(err).lines().map_while(Result::ok).for_each(|l| l2.lock().unwrap().push(l)));
+    std::thread::sleep(Duration::from_millis(300));
+    let mut join = Command::new(HORDE)
+        .args(["circuit", "join", "--server", &listen, "--bind", "127.0.0.9", "--throttle", "fixed:400", "-t", "60s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let wait_line = |needle: &str| -> String {
+        for _ in 0..200 {
+            if let Some(l) = lines.lock().unwrap().iter().find(|l| l.contains(needle)) {
+                return l.clone();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("no `{needle}` from the server: {:?}", lines.lock().unwrap());
+    };
+    let joined = wait_line("joined");
+    assert!(joined.contains("at most 400 kbit/s"), "the join asked for its throttle's most: {joined}");
+    let client: std::net::SocketAddr = joined.split("client ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    join.kill().unwrap();
+    let _ = join.wait();
+    std::thread::sleep(Duration::from_millis(2_500));
+    // The spoofer: 30 throttle packets asking for 7 × 1 Gbit/s and pings, over 3 s.
+    let spoofer = std::net::UdpSocket::bind(client).unwrap();
+    spoofer.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let mut throttle = b"HV\x01\x02\x00\x00\x00\x00\x00\x00\x00\x00".to_vec();
+    for _ in 0..7 {
+        throttle.extend_from_slice(&1e9f32.to_be_bytes());
+    }
+    let (mut sent, mut got, mut data) = (0usize, 0usize, 0usize);
+    let t = std::time::Instant::now();
+    let mut buf = [0u8; 2048];
+    let mut next = t;
+    while t.elapsed() < Duration::from_secs(8) {
+        if sent < 30 * throttle.len() && std::time::Instant::now() >= next {
+            sent += spoofer.send_to(&throttle, &listen).unwrap();
+            next += Duration::from_millis(100);
+        }
+        if let Ok(n) = spoofer.recv(&mut buf) {
+            got += n;
+            data += buf.starts_with(b"HV") as usize;
+        }
+    }
+    assert_eq!(data, 0, "no circuit packet reached the dead client's address");
+    assert!(got <= sent, "{got} B reached the spoofed address for {sent} B sent");
+    wait_line("stopped answering consent probes");
+    let _ = srv.kill();
+    let _ = srv.wait();
+}
+
 #[test]
 fn bad_circuit_flags_are_refused_naming_the_fix() {
     let o = Command::new(HORDE).args(["circuit", "join", "--server", "127.0.0.1:9", "--throttle", "vegas"]).output().unwrap();

@@ -12,7 +12,7 @@ use std::time::Duration;
 use horde_proto::gate::Decision;
 use horde_proto::{Accepted, Close, Conn, Ctx, Event, Responder, RxMeta};
 use horde_wire::control::Status;
-use horde_wire::datagram::{CONTROL_FLAGS, FLAG_HELLO};
+use horde_wire::datagram::{CONTROL_FLAGS, FLAG_CONSENT, FLAG_HELLO};
 use horde_wire::{DatagramHeader, Record, RecordKind};
 use mio::unix::SourceFd;
 use mio::{Interest, Token};
@@ -196,6 +196,10 @@ impl Worker {
                     // The receiver refused this flow after validating it: nothing more to do.
                     Err(_) => self.slots[i].conn.stats.errors += 1,
                 }
+                // The peer asks whether we still want its traffic: yes, while we do.
+                if let Some(reply) = self.slots[i].conn.take_consent_reply() {
+                    let _ = self.slots[i].send(&reply);
+                }
             }
         }
     }
@@ -213,7 +217,7 @@ impl Worker {
             let batch: Vec<(Vec<u8>, net::RxInfo)> = (0..n)
                 .map(|k| {
                     (
-                        if rx.data(k).get(3).is_some_and(|f| f & FLAG_HELLO != 0) {
+                        if rx.data(k).get(3).is_some_and(|f| f & (FLAG_HELLO | FLAG_CONSENT) != 0) {
                             rx.data(k).to_vec()
                         } else {
                             rx.data(k)[..20.min(rx.data(k).len())].to_vec()
@@ -230,6 +234,12 @@ impl Worker {
                 };
                 if h.flags & FLAG_HELLO != 0 {
                     self.udp_hello(j, from, &bytes);
+                    continue;
+                }
+                if h.flags & FLAG_CONSENT != 0 {
+                    if !self.udp_listeners[j].1.on_consent(from, &bytes) {
+                        self.refusals.unadmitted += 1;
+                    }
                     continue;
                 }
                 match self.udp_peers.get(&from) {
@@ -260,7 +270,7 @@ impl Worker {
                 };
                 match granted {
                     Err(status) => Some(gate.refuse(&h, status).to_vec()),
-                    Ok(acc) => match gate.admit(from, &h) {
+                    Ok(acc) => match gate.admit(mono_ns(), from, &h, true) {
                         Err(refusal) => Some(refusal.to_vec()),
                         Ok(answer) => {
                             let conn = Conn::server_udp(format!("player {}", h.header.seq >> 8), h.header.flow, acc, h.header.send_ns, self.t0_real);

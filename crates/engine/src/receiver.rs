@@ -123,9 +123,17 @@ pub struct RecvRefusals {
     pub stalled_conns: u64,
     /// TCP connections closed by --conn-idle.
     pub idle_conns: u64,
-    /// Reverse requests refused (--no-reverse): TCP connections closed, UDP keep-alives ignored.
+    /// Reverse requests refused (--no-reverse, or keep-alives of a UDP flow whose signed hello
+    /// did not ask for reverse bulk): TCP connections closed, UDP keep-alives ignored.
     #[serde(default)]
     pub reverse: u64,
+    /// UDP flows forgotten because they stopped answering consent probes (nothing more was sent
+    /// to them).
+    #[serde(default)]
+    pub consent_expired: u64,
+    /// Consent messages that proved nothing (forged, stale, or for a flow without consent).
+    #[serde(default)]
+    pub consent_refused: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -144,6 +152,11 @@ pub struct RecvReport {
     pub reverse_packets: u64,
     #[serde(default)]
     pub reverse_bytes: u64,
+    /// Consent probes sent to flows that get echoes or reverse bulk, and their bytes.
+    #[serde(default)]
+    pub consent_probes: u64,
+    #[serde(default)]
+    pub consent_probe_bytes: u64,
     pub kernel_timestamps: u64,
     pub refusals: RecvRefusals,
     pub flows: BTreeMap<u32, FlowReceived>,
@@ -176,7 +189,9 @@ struct UdpReverse {
 /// An admitted UDP flow.
 struct UdpFlow {
     tag: u32,
+    /// Its signed hello asked for echoes / for reverse bulk (and the receiver gives it).
     echo: bool,
+    reverse: bool,
     last_s: u64,
 }
 
@@ -381,6 +396,12 @@ impl Receiver {
             for k in 0..n {
                 let info = self.batch.info(k);
                 let data = self.batch.data(k);
+                if horde_proto::consent::is_consent(data) {
+                    if info.from.is_none_or(|from| !self.udp[i].1.on_consent(from, data)) {
+                        self.report.refusals.consent_refused += 1;
+                    }
+                    continue;
+                }
                 let h = match DatagramHeader::parse(data) {
                     Ok(h) if h.flags & (FLAG_ECHO_REPLY | FLAG_REVERSE_DATA) == 0 && info.len < MAX_DATAGRAM => h,
                     _ => {
@@ -405,17 +426,20 @@ impl Receiver {
                     continue;
                 };
                 f.last_s = now_s;
+                // Anything sent back needs the flow's consent, fresh (a spoofer can send from
+                // an admitted address, but cannot answer its probes).
+                let consents = self.udp[i].1.may_send(self.last_arrival, from, h.flow);
                 if h.flags & FLAG_REVERSE != 0 {
-                    if self.opts.reverse {
+                    if f.reverse && consents {
                         let r = self.reverse_udp.entry((from, h.flow)).or_insert(UdpReverse { sock: i, size: info.len, seq: 0, heard: 0 });
                         r.heard = self.last_arrival;
-                    } else {
+                    } else if !f.reverse {
                         self.report.refusals.reverse += 1;
                     }
                 }
                 let meta = RxMeta { len: info.len, kernel_ns: info.kernel_ns, tos: info.tos, ttl: info.ttl };
                 let rec = horde_proto::conn::datagram_record(&h, &meta, now, f.tag, RecordKind::Received);
-                let echo = f.echo && h.flags & FLAG_ECHO_REQUEST != 0;
+                let echo = f.echo && consents && h.flags & FLAG_ECHO_REQUEST != 0;
                 self.report.kernel_timestamps += (rec.flags & FLAG_KERNEL_TS != 0) as u64;
                 count(&mut self.report, h.flow, info.len, rec.t_b);
                 self.sink.push(rec);
@@ -455,10 +479,14 @@ impl Receiver {
                         gate.forget(k.0, k.1);
                     }
                 }
-                match gate.admit(from, &h) {
+                let echo = h.header.flags & FLAG_ECHO_REQUEST != 0;
+                let reverse = h.header.flags & FLAG_REVERSE != 0 && self.opts.reverse;
+                if h.header.flags & FLAG_REVERSE != 0 && !self.opts.reverse {
+                    self.report.refusals.reverse += 1;
+                }
+                match gate.admit(mono_ns(), from, &h, echo || reverse) {
                     Ok(answer) => {
-                        let echo = h.header.flags & FLAG_ECHO_REQUEST != 0;
-                        self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, last_s: now_s });
+                        self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s });
                         Some(answer.to_vec())
                     }
                     Err(refusal) => {
@@ -577,7 +605,8 @@ impl Receiver {
     fn pump_reverse(&mut self, poll: &Poll) -> bool {
         let mut sent = false;
         let now = mono_ns();
-        self.reverse_udp.retain(|_, r| now - r.heard < REVERSE_CONSENT_NS);
+        let udp = &self.udp;
+        self.reverse_udp.retain(|k, r| now - r.heard < REVERSE_CONSENT_NS && udp[r.sock].1.may_send(now, k.0, k.1));
         let real = real_ns();
         let keys: Vec<(SocketAddr, u32)> = self.reverse_udp.keys().copied().collect();
         for key in keys {
@@ -648,8 +677,28 @@ impl Receiver {
         }
     }
 
+    /// Consent of the UDP flows that get anything back: probes due, flows whose peer stopped
+    /// answering forgotten (their reverse bulk and echoes stopped already).
+    fn sweep_consent(&mut self, now: u64) {
+        for (sock, gate) in &mut self.udp {
+            let work = gate.poll_consent(now);
+            for (to, p) in &work.probes {
+                if net::send_batch_to(sock.as_raw_fd(), &[p], &[*to]).is_ok() {
+                    self.report.consent_probes += 1;
+                    self.report.consent_probe_bytes += p.len() as u64;
+                }
+            }
+            for k in &work.expired {
+                self.udp_flows.remove(k);
+                self.reverse_udp.remove(k);
+            }
+            self.report.refusals.consent_expired += work.expired.len() as u64;
+        }
+    }
+
     /// Deadlines: hellos that did not come, echoes not read, idle connections.
     fn sweep(&mut self, poll: &Poll, now: u64) {
+        self.sweep_consent(now);
         while let Some(&idx) = self.pending.front() {
             match &self.conns[idx] {
                 Some(c) if c.conn.awaiting_hello() && c.hello_deadline > now => break,

@@ -217,6 +217,9 @@ pub struct Refusals {
     pub unadmitted: u64,
     /// Connections accepted and closed at once because descriptors ran out.
     pub shed: u64,
+    /// UDP players whose stream stopped because they stopped answering consent probes.
+    #[serde(default)]
+    pub consent_expired: u64,
 }
 
 impl Refusals {
@@ -229,6 +232,7 @@ impl Refusals {
         self.closed_before_hello += o.closed_before_hello;
         self.unadmitted += o.unadmitted;
         self.shed += o.shed;
+        self.consent_expired += o.consent_expired;
     }
 }
 

@@ -346,8 +346,29 @@ impl Worker {
         }
     }
 
-    /// Timers other than departures: greeters' retries, hello deadlines of pending connections.
+    /// Server side over UDP: consent probes to the admitted players; a player that stopped
+    /// answering gets nothing more (its slot is closed, its address forgotten by the gate).
+    fn consent(&mut self, now: u64) {
+        for j in 0..self.udp_listeners.len() {
+            let work = self.udp_listeners[j].1.poll_consent(now);
+            let fd = self.udp_listeners[j].0.as_raw_fd();
+            for (to, p) in &work.probes {
+                let _ = net::send_batch_to(fd, &[p], &[*to]);
+            }
+            for (addr, _) in work.expired {
+                if let Some(i) = self.udp_peers.remove(&addr) {
+                    self.slots[i].conn.withdraw();
+                    self.slots[i].sock = Sock::Closed;
+                    self.refusals.consent_expired += 1;
+                }
+            }
+        }
+    }
+
+    /// Timers other than departures: greeters' retries, hello deadlines of pending connections,
+    /// consent of UDP players.
     fn housekeeping(&mut self, now: u64) {
+        self.consent(now);
         let mut k = 0;
         while k < self.greeting.len() {
             let i = self.greeting[k];
@@ -511,6 +532,11 @@ impl Worker {
         let bufs: Vec<&[u8]> = due.iter().enumerate().map(|(k, d)| &self.bufs[k][..d.size as usize]).collect();
         let result = match (&s.sock, s.peer) {
             (Sock::Own(sock), _) => net::send_batch(sock.as_raw_fd(), &bufs),
+            // A player's stream goes only while the player keeps answering consent probes.
+            (Sock::Listener(j), Some(peer)) if !self.udp_listeners[*j].1.may_send(mono, peer, s.conn.flow) => {
+                self.slots[i].conn.stats.unsent += due.len() as u64;
+                return due.len();
+            }
             (Sock::Listener(j), Some(peer)) => net::send_batch_to(self.udp_listeners[*j].0.as_raw_fd(), &bufs, &vec![peer; bufs.len()]),
             _ => Err(io::ErrorKind::NotConnected.into()),
         };

@@ -109,6 +109,13 @@ fn verify16(key: &[u8], domain: &[u8], data: &[u8], mac: &[u8; 16]) -> bool {
     hmac(key, domain, &[data]).verify_truncated_left(mac).is_ok()
 }
 
+fn ip16(a: SocketAddr) -> [u8; 16] {
+    match a.ip() {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
+    }
+}
+
 /// Stateless address-validation cookies: the receiver keeps nothing for an address until it
 /// has returned a cookie issued to it, so a flood of spoofed hellos costs no memory.
 #[derive(Clone)]
@@ -123,11 +130,23 @@ impl CookieJar {
     }
 
     fn cookie(&self, period: u64, from: SocketAddr, flow: u32, tag: u32) -> HmacSha256 {
-        let ip = match from.ip() {
-            IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
-            IpAddr::V6(a) => a.octets(),
-        };
-        hmac(&self.secret, b"horde-cookie-v2", &[&period.to_be_bytes(), &ip, &from.port().to_be_bytes(), &flow.to_be_bytes(), &tag.to_be_bytes()])
+        hmac(&self.secret, b"horde-cookie-v2", &[&period.to_be_bytes(), &ip16(from), &from.port().to_be_bytes(), &flow.to_be_bytes(), &tag.to_be_bytes()])
+    }
+
+    /// The nonce of consent probe `number` to the peer `to` of `flow`, admitted at `since_ns`:
+    /// only this receiver can make it, and only the peer sees it (so an off-path spoofer cannot
+    /// answer for the peer); another admission of the same flow gets other nonces.
+    pub fn consent_nonce(&self, to: SocketAddr, flow: u32, since_ns: u64, number: u32) -> [u8; 16] {
+        self.nonce(to, flow, since_ns, number).finalize().into_bytes()[..16].try_into().expect("SHA-256 is 32 bytes")
+    }
+
+    /// Whether `nonce` is [`CookieJar::consent_nonce`]'s, in constant time.
+    pub fn consent_nonce_ok(&self, to: SocketAddr, flow: u32, since_ns: u64, number: u32, nonce: &[u8; 16]) -> bool {
+        self.nonce(to, flow, since_ns, number).verify_truncated_left(nonce).is_ok()
+    }
+
+    fn nonce(&self, to: SocketAddr, flow: u32, since_ns: u64, number: u32) -> HmacSha256 {
+        hmac(&self.secret, b"horde-consent-v3", &[&ip16(to), &to.port().to_be_bytes(), &flow.to_be_bytes(), &since_ns.to_be_bytes(), &number.to_be_bytes()])
     }
 
     /// The cookie for a hello of `flow` (with `tag`) from `from`, at time `now_ns` (any clock

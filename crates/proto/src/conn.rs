@@ -226,6 +226,8 @@ pub struct Conn {
     bulk_started: bool,
     /// Client: the receiver sends bulk back; our own departures are keep-alives.
     reverse: bool,
+    /// Client over UDP: the answer to the peer's latest consent probe, to send.
+    consent_reply: Option<[u8; horde_wire::control::CONSENT_LEN]>,
     pub stats: ConnStats,
 }
 
@@ -236,7 +238,15 @@ impl Conn {
     pub fn client(flow: &Flow, source: Source, mirror: Option<Source>, key: RunKey, greet: bool) -> Conn {
         let tcp = flow.transport == Transport::Tcp;
         let greeter = (!tcp && greet).then(|| {
-            let flags = if flow.meter == Meter::Rtt { horde_wire::datagram::FLAG_ECHO_REQUEST } else { 0 };
+            // The signed hello says what the flow wants back: a receiver sends reverse bulk
+            // only to a flow whose hello asked for it.
+            let flags = if flow.reverse {
+                FLAG_REVERSE
+            } else if flow.meter == Meter::Rtt {
+                horde_wire::datagram::FLAG_ECHO_REQUEST
+            } else {
+                0
+            };
             Greeter::new(key.clone(), flags, flow.id, flow.tag, None)
         });
         Conn {
@@ -260,6 +270,7 @@ impl Conn {
             bulk: flow.bulk && !flow.reverse,
             bulk_started: false,
             reverse: flow.reverse,
+            consent_reply: None,
             stats: ConnStats::default(),
         }
     }
@@ -304,6 +315,7 @@ impl Conn {
             bulk: false,
             bulk_started: false,
             reverse: false,
+            consent_reply: None,
             stats: ConnStats::default(),
         }
     }
@@ -765,6 +777,12 @@ impl Conn {
     /// Feeds a datagram that arrived on a UDP client's socket (`now`: real ns). Returns its log
     /// record if it is traffic of this flow; handshake answers are consumed.
     pub fn on_datagram(&mut self, now: u64, bytes: &[u8], meta: &RxMeta) -> Result<Option<Record>, Status> {
+        if crate::consent::is_consent(bytes) {
+            if self.wants_traffic() {
+                self.consent_reply = crate::consent::answer(bytes, self.flow).or(self.consent_reply);
+            }
+            return Ok(None);
+        }
         if let Some(g) = &mut self.greeter {
             match g.on_datagram(bytes) {
                 Some(GreetEvent::Refused(s)) => return Err(s),
@@ -787,6 +805,24 @@ impl Conn {
             return Ok(None);
         }
         Ok(Some(self.on_peer_datagram(now, &h, meta)))
+    }
+
+    /// Client: whether it still wants what the peer sends (so it answers consent probes): a
+    /// reverse flow until its own departures end; echoes and a peer's stream while it runs.
+    fn wants_traffic(&self) -> bool {
+        self.role == Role::Client && (!self.reverse || self.sched.is_some() || !self.pending.is_empty())
+    }
+
+    /// The answer to the peer's latest consent probe, to send on the flow's socket now.
+    pub fn take_consent_reply(&mut self) -> Option<[u8; horde_wire::control::CONSENT_LEN]> {
+        self.consent_reply.take()
+    }
+
+    /// Server role over UDP: the peer withdrew its consent (it stopped answering probes):
+    /// nothing more is sent to it.
+    pub fn withdraw(&mut self) {
+        self.sched = None;
+        self.pending.clear();
     }
 
     /// Server role over UDP (and two-way clients): a data datagram of the peer, already known

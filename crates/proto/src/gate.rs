@@ -11,14 +11,22 @@
 //!
 //! Data datagrams count only from admitted (address, flow) pairs ([`Gate::admitted`]); the rest
 //! is counted and dropped by the caller. Nothing is stored for an address before step 4.
+//!
+//! After admission, the gate also keeps the [`Consent`] of every flow its owner sends to
+//! (echoes, reverse bulk, a player's stream, a circuit): the owner sends the probes
+//! [`Gate::poll_consent`] gives, feeds replies to [`Gate::on_consent`], sends to a flow only
+//! while [`Gate::may_send`] says so, and drops the flows [`Gate::poll_consent`] reports
+//! expired (they are forgotten here). This is the one place in Horde that decides whether an
+//! admitted peer still wants traffic.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
-use horde_wire::control::{Answer, Challenge, Hello, Status, ANSWER_LEN, CHALLENGE_LEN};
+use horde_wire::control::{Answer, Challenge, ConsentProbe, Hello, Status, ANSWER_LEN, CHALLENGE_LEN, CONSENT_LEN};
 use horde_wire::StreamHello;
 
 use crate::auth::{CookieJar, RunKey};
+use crate::consent::Consent;
 
 /// Limits of a gate.
 #[derive(Debug, Clone)]
@@ -89,6 +97,30 @@ pub struct GateStats {
     pub admitted: u64,
     pub refused: u64,
     pub repeated: u64,
+    /// Consent probes sent to admitted peers, and their bytes.
+    pub probes: u64,
+    pub probe_bytes: u64,
+    /// Replies that proved consent, and consent messages that did not (forged, stale, from an
+    /// address or flow without consent).
+    pub consent_replies: u64,
+    pub consent_refused: u64,
+    /// Flows forgotten because their peer stopped answering.
+    pub consent_expired: u64,
+}
+
+/// What the gate's owner must do for consent now.
+#[derive(Debug, Default)]
+pub struct ConsentWork {
+    /// Probes to send, each to its admitted peer.
+    pub probes: Vec<(SocketAddr, [u8; CONSENT_LEN])>,
+    /// Flows whose peer stopped answering: forgotten; drop their state and send them nothing.
+    pub expired: Vec<(SocketAddr, u32)>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    admitted: Admitted,
+    consent: Option<Consent>,
 }
 
 /// Challenges sent in the current one-second window.
@@ -107,9 +139,12 @@ const BUDGET_TRACKED_IPS: usize = 16_384;
 pub struct Gate {
     cfg: GateConfig,
     jar: CookieJar,
-    admitted: HashMap<(SocketAddr, u32), Admitted>,
+    admitted: HashMap<(SocketAddr, u32), Entry>,
     per_ip: HashMap<IpAddr, usize>,
     budget: Budget,
+    /// Flows with consent by their next probe's time: all intervals are equal, so appending
+    /// keeps it sorted. An entry whose flow was forgotten (or re-admitted) is skipped.
+    probe_queue: VecDeque<(u64, SocketAddr, u32)>,
     pub stats: GateStats,
 }
 
@@ -123,7 +158,15 @@ impl Gate {
     /// `secret`: 32 random bytes private to this receiver, for its cookies. Gates that share a
     /// port (one per worker thread) share the secret, so any of them takes the others' cookies.
     pub fn new(cfg: GateConfig, secret: [u8; 32]) -> Gate {
-        Gate { cfg, jar: CookieJar::new(secret), admitted: HashMap::new(), per_ip: HashMap::new(), budget: Budget::default(), stats: GateStats::default() }
+        Gate {
+            cfg,
+            jar: CookieJar::new(secret),
+            admitted: HashMap::new(),
+            per_ip: HashMap::new(),
+            budget: Budget::default(),
+            probe_queue: VecDeque::new(),
+            stats: GateStats::default(),
+        }
     }
 
     pub fn key(&self) -> &RunKey {
@@ -152,9 +195,9 @@ impl Gate {
             let c = Challenge { flow, tag, base_ns: h.header.send_ns, cookie: self.jar.issue(now_ns, from, flow, tag) };
             return Decision::Challenge(c.emit());
         }
-        if let Some(a) = self.admitted.get(&(from, flow)) {
+        if let Some(e) = self.admitted.get(&(from, flow)) {
             self.stats.repeated += 1;
-            return Decision::Again(Answer { flow, tag: a.tag, base_ns: a.base_ns, status: Status::Accepted }.emit());
+            return Decision::Again(Answer { flow, tag: e.admitted.tag, base_ns: e.admitted.base_ns, status: Status::Accepted }.emit());
         }
         Decision::Validated(h)
     }
@@ -180,18 +223,82 @@ impl Gate {
         true
     }
 
-    /// Admits a flow whose hello was [`Decision::Validated`], within the caps. Returns the
-    /// answer to send: accepted, or refused because the gate is full.
-    pub fn admit(&mut self, from: SocketAddr, h: &Hello) -> Result<[u8; ANSWER_LEN], [u8; ANSWER_LEN]> {
+    /// Admits a flow whose hello was [`Decision::Validated`], within the caps, at `now_ns`.
+    /// `consent`: the owner will send to this flow (beyond the answer), so the gate keeps its
+    /// consent fresh; a flow admitted without it must never be sent anything. Returns the answer
+    /// to send: accepted, or refused because the gate is full.
+    pub fn admit(&mut self, now_ns: u64, from: SocketAddr, h: &Hello, consent: bool) -> Result<[u8; ANSWER_LEN], [u8; ANSWER_LEN]> {
         let per_ip = self.per_ip.get(&from.ip()).copied().unwrap_or(0);
         if self.admitted.len() >= self.cfg.max_flows || per_ip >= self.cfg.max_flows_per_ip {
             return Err(self.refuse(h, Status::Full));
         }
         let (flow, tag, base_ns) = (h.header.flow, h.header.seq, h.header.send_ns);
-        self.admitted.insert((from, flow), Admitted { tag, base_ns, flags: h.header.flags & !horde_wire::datagram::CONTROL_FLAGS });
+        let admitted = Admitted { tag, base_ns, flags: h.header.flags & !horde_wire::datagram::CONTROL_FLAGS };
+        let consent = consent.then(|| Consent::new(now_ns));
+        if let Some(c) = &consent {
+            self.probe_queue.push_back((c.next_probe_ns(), from, flow));
+        }
+        self.admitted.insert((from, flow), Entry { admitted, consent });
         *self.per_ip.entry(from.ip()).or_insert(0) += 1;
         self.stats.admitted += 1;
         Ok(Answer { flow, tag, base_ns, status: Status::Accepted }.emit())
+    }
+
+    /// Whether the owner may send traffic to flow `flow` at `from` at `now_ns`: admitted with
+    /// consent, and that consent fresh.
+    pub fn may_send(&self, now_ns: u64, from: SocketAddr, flow: u32) -> bool {
+        self.admitted.get(&(from, flow)).and_then(|e| e.consent.as_ref()).is_some_and(|c| c.granted(now_ns))
+    }
+
+    /// A consent message (the caller saw the CONSENT flag) from `from`: true if it proved an
+    /// admitted flow's consent. Anything else is counted and ignored; nothing is ever answered.
+    pub fn on_consent(&mut self, from: SocketAddr, bytes: &[u8]) -> bool {
+        let ok = match ConsentProbe::parse(bytes) {
+            Ok(r) => match self.admitted.get_mut(&(from, r.flow)).and_then(|e| e.consent.as_mut()) {
+                Some(c) => c.on_reply(&self.jar, from, r.flow, &r),
+                None => false,
+            },
+            Err(_) => false,
+        };
+        if ok {
+            self.stats.consent_replies += 1;
+        } else {
+            self.stats.consent_refused += 1;
+        }
+        ok
+    }
+
+    /// The probes due at `now_ns`, and the flows whose consent expired (forgotten now).
+    pub fn poll_consent(&mut self, now_ns: u64) -> ConsentWork {
+        let mut work = ConsentWork::default();
+        while let Some(&(due, from, flow)) = self.probe_queue.front() {
+            if due > now_ns {
+                break;
+            }
+            self.probe_queue.pop_front();
+            let Some(c) = self.admitted.get_mut(&(from, flow)).and_then(|e| e.consent.as_mut()) else { continue };
+            if c.next_probe_ns() != due {
+                continue; // a stale entry: the flow was admitted again since
+            }
+            if c.expired(now_ns) {
+                self.stats.consent_expired += 1;
+                self.forget(from, flow);
+                work.expired.push((from, flow));
+                continue;
+            }
+            if let Some(p) = c.poll_probe(now_ns, &self.jar, from, flow) {
+                self.stats.probes += 1;
+                self.stats.probe_bytes += p.len() as u64;
+                work.probes.push((from, p));
+            }
+            self.probe_queue.push_back((c.next_probe_ns(), from, flow));
+        }
+        work
+    }
+
+    /// When [`Gate::poll_consent`] has work next, if any flow has consent.
+    pub fn next_consent_ns(&self) -> Option<u64> {
+        self.probe_queue.front().map(|q| q.0)
     }
 
     /// The answer refusing a validated hello (only ever sent to a validated address).
@@ -202,7 +309,7 @@ impl Gate {
 
     /// The flow `flow` from `from`, if admitted: data from anywhere else is not this run's.
     pub fn admitted(&self, from: SocketAddr, flow: u32) -> Option<&Admitted> {
-        self.admitted.get(&(from, flow))
+        self.admitted.get(&(from, flow)).map(|e| &e.admitted)
     }
 
     pub fn admitted_count(&self) -> usize {
@@ -259,7 +366,7 @@ mod tests {
         let c = Challenge::parse(&c).unwrap();
         assert_eq!((c.flow, c.tag), (7, 5 << 8));
         let Decision::Validated(h) = g.on_hello(2, from, &hello(&key, 7, c.cookie)) else { panic!() };
-        let a = Answer::parse(&g.admit(from, &h).unwrap()).unwrap();
+        let a = Answer::parse(&g.admit(2, from, &h, false).unwrap()).unwrap();
         assert_eq!(a.status, Status::Accepted);
         assert_eq!(g.admitted(from, 7).unwrap().tag, 5 << 8);
         assert!(g.admitted(from, 8).is_none() && g.admitted("10.0.0.1:5001".parse().unwrap(), 7).is_none());
@@ -289,7 +396,7 @@ mod tests {
         for flow in 0..3 {
             let Decision::Challenge(c) = g.on_hello(1, from, &hello(&key, flow, [0; 16])) else { panic!() };
             let Decision::Validated(h) = g.on_hello(1, from, &hello(&key, flow, Challenge::parse(&c).unwrap().cookie)) else { panic!() };
-            let r = g.admit(from, &h);
+            let r = g.admit(1, from, &h, false);
             if flow < 2 {
                 assert!(r.is_ok());
             } else {
@@ -312,6 +419,63 @@ mod tests {
             .count();
         assert_eq!(others, 6, "in total");
         assert!(matches!(g.on_hello(1_000_000_005, victim, &hello(&key, 1, [0; 16])), Decision::Challenge(_)), "a new second, a new budget");
+    }
+
+    fn admitted_with_consent(g: &mut Gate, key: &RunKey, from: SocketAddr, flow: u32, now: u64) {
+        let Decision::Challenge(c) = g.on_hello(now, from, &hello(key, flow, [0; 16])) else { panic!() };
+        let Decision::Validated(h) = g.on_hello(now, from, &hello(key, flow, Challenge::parse(&c).unwrap().cookie)) else { panic!() };
+        g.admit(now, from, &h, true).unwrap();
+    }
+
+    /// The reflection after admission of issue 21, in miniature: a peer leaves, a spoofer keeps
+    /// sending from its address; the gate stops granting within the lapse and forgets the flow.
+    #[test]
+    fn a_departed_peer_loses_consent_whatever_a_spoofer_sends() {
+        let key = RunKey::OPEN;
+        let mut g = gate(key.clone());
+        let from: SocketAddr = "10.0.0.1:5000".parse().unwrap();
+        admitted_with_consent(&mut g, &key, from, 7, 0);
+        let mut now = 0;
+        // The peer answers for 3 s.
+        while now < 3_000_000_000 {
+            for (to, p) in g.poll_consent(now).probes {
+                assert!(g.on_consent(to, &crate::consent::answer(&p, 7).unwrap()));
+            }
+            assert!(g.may_send(now, from, 7));
+            now += 10_000_000;
+        }
+        let left = now;
+        // It leaves; the spoofer replays old-looking replies and guesses nonces.
+        let forged = ConsentProbe { flow: 7, number: 0, nonce: [1; 16], reply: true }.emit();
+        let mut expired = Vec::new();
+        while expired.is_empty() {
+            let work = g.poll_consent(now);
+            assert!(work.probes.iter().all(|(to, _)| *to == from), "probes only to the admitted address");
+            expired = work.expired;
+            assert!(!g.on_consent(from, &forged));
+            if g.may_send(now, from, 7) {
+                assert!(now - left < crate::consent::LAPSE_NS);
+            }
+            now += 10_000_000;
+        }
+        assert_eq!(expired, vec![(from, 7)]);
+        assert!(now - left <= crate::consent::EXPIRE_NS + crate::consent::PROBE_NS);
+        assert!(g.admitted(from, 7).is_none() && g.admitted_count() == 0, "forgotten: it must be validated again");
+        assert!(g.poll_consent(now + 10_000_000_000).probes.is_empty());
+        assert!(g.stats.consent_refused > 0 && g.stats.consent_expired == 1);
+    }
+
+    #[test]
+    fn flows_admitted_without_consent_may_never_be_sent_to() {
+        let key = RunKey::OPEN;
+        let mut g = gate(key.clone());
+        let from: SocketAddr = "10.0.0.1:5000".parse().unwrap();
+        let Decision::Challenge(c) = g.on_hello(0, from, &hello(&key, 1, [0; 16])) else { panic!() };
+        let Decision::Validated(h) = g.on_hello(0, from, &hello(&key, 1, Challenge::parse(&c).unwrap().cookie)) else { panic!() };
+        g.admit(0, from, &h, false).unwrap();
+        assert!(!g.may_send(0, from, 1));
+        assert!(g.poll_consent(10_000_000_000).probes.is_empty() && g.next_consent_ns().is_none());
+        assert!(g.admitted(from, 1).is_some(), "a one-way flow stays admitted: it costs nobody anything");
     }
 
     #[test]

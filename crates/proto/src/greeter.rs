@@ -151,7 +151,7 @@ mod tests {
         match gate.on_hello(now, FROM.parse().unwrap(), &hello) {
             Decision::Challenge(c) => g.on_datagram(&c),
             Decision::Validated(h) => {
-                let a = gate.admit(FROM.parse().unwrap(), &h).unwrap();
+                let a = gate.admit(now, FROM.parse().unwrap(), &h, false).unwrap();
                 g.on_datagram(&a)
             }
             Decision::Again(a) => g.on_datagram(&a),

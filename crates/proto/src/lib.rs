@@ -5,17 +5,20 @@
 //!
 //! Threat model in brief (the whole of it is in `docs/security.md`): a receiver or server side
 //! sends an address that has not proven it can receive there at most a challenge smaller than
-//! what it received (no amplification); it sends traffic only to admitted flows; with a run key,
-//! hellos not made with the key are dropped without an answer.
+//! what it received (no amplification); it sends traffic only to admitted flows, and only while
+//! they keep answering consent probes ([`consent`]); with a run key, hellos not made with the key
+//! are dropped without an answer.
 
 pub mod auth;
 pub mod conn;
+pub mod consent;
 pub mod gate;
 pub mod greeter;
 pub mod mirror;
 
 pub use auth::{CookieJar, KeyError, RunKey};
 pub use conn::{Accepted, Close, Conn, ConnStats, Ctx, Event, Responder, Role, RxMeta};
-pub use gate::{Decision, DropReason, Gate, GateConfig, GateStats};
+pub use consent::Consent;
+pub use gate::{ConsentWork, Decision, DropReason, Gate, GateConfig, GateStats};
 pub use greeter::{GreetEvent, GreetState, Greeter};
 pub use mirror::{Mirror, Source};

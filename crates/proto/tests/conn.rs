@@ -199,7 +199,7 @@ fn udp_hello_is_retried_until_a_late_server_answers() {
             match gate.on_hello(now, from, &h) {
                 Decision::Challenge(ch) => assert_eq!(c.on_datagram(T0, &ch, &RxMeta::default()), Ok(None)),
                 Decision::Validated(h) => {
-                    let a = gate.admit(from, &h).unwrap();
+                    let a = gate.admit(0, from, &h, false).unwrap();
                     assert_eq!(c.on_datagram(T0, &a, &RxMeta::default()), Ok(None));
                 }
                 other => panic!("{other:?}"),

@@ -19,7 +19,7 @@ fn datagram(r: &mut ChaCha8Rng) -> Vec<u8> {
         b[0] = b'H';
         b[1] = b'D';
         b[2] = horde_wire::VERSION;
-        b[3] = [0x04, 0x08, 0x10, 0x05, 0x01][(r.next_u64() % 5) as usize];
+        b[3] = [0x04, 0x08, 0x10, 0x05, 0x01, 0x80, 0x82][(r.next_u64() % 7) as usize];
     }
     b
 }
@@ -35,10 +35,16 @@ fn the_gate_never_amplifies_or_overfills() {
             Decision::Challenge(c) => assert!(c.len() <= b.len()),
             Decision::Again(a) => assert!(a.len() <= b.len()),
             Decision::Validated(h) => {
-                let a = g.admit(from, &h).unwrap_or_else(|a| a);
+                let a = g.admit(i * 1_000_000, from, &h, true).unwrap_or_else(|a| a);
                 assert!(a.len() <= b.len());
             }
             Decision::Drop(_) => {}
+        }
+        // Garbage never proves consent; probes go only to admitted peers, and no admitted peer
+        // that never answered keeps consent past the lapse.
+        assert!(!g.on_consent(from, &b), "garbage proved consent");
+        for (to, p) in g.poll_consent(i * 1_000_000).probes {
+            assert!(p.len() <= 36 && g.admitted(to, horde_wire::control::ConsentProbe::parse(&p).unwrap().flow).is_some());
         }
         assert!(g.admitted_count() <= 16);
     }

@@ -97,6 +97,15 @@ impl ThrottleKind {
         }
     }
 
+    /// The most this throttle ever asks for, bit/s: what its circuit's join asks the server
+    /// for (the server never lets a throttle packet raise the circuit above it).
+    pub fn max_bps(&self, limits: Limits) -> f64 {
+        match *self {
+            ThrottleKind::Fixed { bps } => bps,
+            _ => limits.max_bps,
+        }
+    }
+
     pub fn build(&self, limits: Limits, now_ns: u64) -> Box<dyn Throttle + Send> {
         match *self {
             ThrottleKind::Fixed { bps } => Box::new(Fixed::new(bps)),

@@ -30,7 +30,7 @@ use horde_proto::RunKey;
 use horde_regulate::bucket::{Mode, BURST_NS};
 use horde_regulate::channels::Channel;
 use horde_regulate::circuit::demand::{Avatar, Demand, DemandModel, Event};
-use horde_regulate::circuit::{Client, ClientStats, Server, ServerStats};
+use horde_regulate::circuit::{asked_kbps, circuit_cap_bps, Client, ClientStats, Server, ServerStats};
 use horde_regulate::{Limits, ThrottleKind};
 use serde::{Deserialize, Serialize};
 
@@ -38,9 +38,6 @@ use crate::Error;
 
 /// Players of one regulated run at most: one socket each on the client side.
 pub const MAX_CIRCUITS: u32 = 2000;
-/// A circuit whose client is silent this long is closed (it pings every second): nothing is
-/// sent to a client that went away.
-pub const SILENT_NS: u64 = 5_000_000_000;
 const SECOND: u64 = 1_000_000_000;
 
 /// A scenario's regulation, checked against the controllers and the service.
@@ -181,7 +178,6 @@ fn channel_kbps(ch: &[horde_regulate::circuit::ChannelStats; 7], prev: &mut [u64
 pub struct ServerEnd {
     pub srv: Server,
     pub name: String,
-    pub last_heard_ns: u64,
     prev: [u64; 7],
     prev_packets: u64,
     prev_delay: (u128, u64),
@@ -189,8 +185,8 @@ pub struct ServerEnd {
 }
 
 impl ServerEnd {
-    pub fn new(srv: Server, name: String, now_ns: u64) -> ServerEnd {
-        ServerEnd { srv, name, last_heard_ns: now_ns, prev: [0; 7], prev_packets: 0, prev_delay: (0, 0), rows: Vec::new() }
+    pub fn new(srv: Server, name: String) -> ServerEnd {
+        ServerEnd { srv, name, prev: [0; 7], prev_packets: 0, prev_delay: (0, 0), rows: Vec::new() }
     }
 
     /// Closes second `t_s`: its row is kept and returned.
@@ -279,6 +275,78 @@ pub fn udp(addr: SocketAddr) -> anyhow::Result<UdpSocket> {
 }
 
 // ------------------------------------------------------------------------------------------
+// A server side's circuits on one socket, shared by `horde run` and `horde circuit serve`.
+
+/// The circuits a server side holds, by client address: the flow its join named (the player)
+/// and its server end.
+pub type Circuits = HashMap<SocketAddr, (u32, ServerEnd)>;
+
+/// A datagram that arrived on the server side's socket from `from`: a consent reply goes to
+/// the gate, a circuit packet to its circuit's server end. Returns true if it was handled so;
+/// false: it is a hello (or garbage) for the gate.
+pub fn route(gate: &mut Gate, circuits: &mut Circuits, now: u64, from: SocketAddr, bytes: &[u8]) -> bool {
+    if horde_proto::consent::is_consent(bytes) {
+        gate.on_consent(from, bytes);
+        return true;
+    }
+    match circuits.get_mut(&from) {
+        Some((_, c)) if horde_wire::DatagramHeader::parse(bytes).is_err() => {
+            c.srv.on_datagram(now, bytes);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// When anything is due next: a consenting circuit's packet, a consent probe, or `until`.
+pub fn next_wake(gate: &Gate, circuits: &Circuits, now: u64, until: u64) -> u64 {
+    let due = circuits.iter().filter(|(a, (f, _))| gate.may_send(now, **a, *f)).map(|(_, (_, c))| c.srv.next_ns(now)).min().unwrap_or(u64::MAX);
+    due.min(gate.next_consent_ns().unwrap_or(u64::MAX)).min(until)
+}
+
+/// Sends what every circuit whose client still consents has due and the consent probes;
+/// returns the circuits that ended: their client said bye, or stopped answering probes (so
+/// nothing more goes to its address, whatever arrives from it).
+pub fn pump(sock: &UdpSocket, gate: &mut Gate, circuits: &mut Circuits, now: u64, buf: &mut Vec<u8>) -> Vec<(SocketAddr, u32, ServerEnd, bool)> {
+    for (addr, (flow, c)) in circuits.iter_mut() {
+        if gate.may_send(now, *addr, *flow) {
+            while c.srv.poll_transmit(now, buf) {
+                let _ = sock.send_to(buf, addr);
+            }
+        }
+    }
+    let work = gate.poll_consent(now);
+    for (to, p) in &work.probes {
+        let _ = sock.send_to(p, to);
+    }
+    let mut ended = Vec::new();
+    for (addr, _) in work.expired {
+        if let Some((f, c)) = circuits.remove(&addr) {
+            ended.push((addr, f, c, false));
+        }
+    }
+    let left: Vec<SocketAddr> = circuits.iter().filter(|(_, (_, c))| c.srv.closed).map(|(a, _)| *a).collect();
+    for addr in left {
+        let (f, c) = circuits.remove(&addr).expect("present");
+        gate.forget(addr, f);
+        ended.push((addr, f, c, true));
+    }
+    ended
+}
+
+/// The client side: answers a consent probe of its circuit's flow on `sock` (connected to the
+/// server). Returns true if `bytes` was one (then it is not a circuit packet).
+pub fn answer_consent(sock: &UdpSocket, flow: u32, bytes: &[u8]) -> bool {
+    if !horde_proto::consent::is_consent(bytes) {
+        return false;
+    }
+    if let Some(r) = horde_proto::consent::answer(bytes, flow) {
+        let _ = sock.send(&r);
+    }
+    true
+}
+
+// ------------------------------------------------------------------------------------------
 // The server side.
 
 /// One circuit's server end at the end of the run.
@@ -342,14 +410,16 @@ pub fn serve(
     let t0 = real_ns();
     // Beyond the run's end (and joins), the server side stops by itself.
     let end = t0 + ((sc.duration_s + 120.0) * 1e9) as u64;
-    let mut circuits: HashMap<SocketAddr, (u32, ServerEnd)> = HashMap::new();
+    let mut circuits: Circuits = HashMap::new();
     let mut taken = vec![false; n];
     let mut done: Vec<ServedCircuit> = Vec::new();
     let (mut inbuf, mut buf) = (vec![0u8; 2048], Vec::with_capacity(1600));
     let mut fds = [pollfd(sock.as_raw_fd())];
     let mut next_second = t0 + SECOND;
+    // What a join may ask for at most: the scenario's throttle's most.
+    let server_cap = cfg.kind.max_bps(Limits::default());
     while !stop.load(Ordering::Relaxed) && real_ns() < end {
-        let wake = circuits.values().map(|c| c.1.srv.next_ns(real_ns())).min().unwrap_or(u64::MAX).min(next_second);
+        let wake = next_wake(&gate, &circuits, real_ns(), next_second);
         fds[0].revents = 0;
         wait_readable(&mut fds, wake);
         // At most a bounded number of datagrams per turn, so sending keeps its pace.
@@ -357,50 +427,46 @@ pub fn serve(
             let Ok((len, from)) = sock.recv_from(&mut inbuf) else { break };
             let now = real_ns();
             let bytes = &inbuf[..len];
-            match circuits.get_mut(&from) {
-                Some((_, c)) if horde_wire::DatagramHeader::parse(bytes).is_err() => {
-                    c.last_heard_ns = now;
-                    c.srv.on_datagram(now, bytes);
+            if route(&mut gate, &mut circuits, now, from, bytes) {
+                continue;
+            }
+            match gate.on_hello(now, from, bytes) {
+                Decision::Challenge(c) => {
+                    let _ = sock.send_to(&c, from);
                 }
-                _ => match gate.on_hello(now, from, bytes) {
-                    Decision::Challenge(c) => {
-                        let _ = sock.send_to(&c, from);
-                    }
-                    Decision::Again(ans) => {
-                        let _ = sock.send_to(&ans, from);
-                    }
-                    Decision::Validated(h) => {
-                        let p = h.header.flow;
-                        let ans = if p as usize >= n {
-                            gate.refuse(&h, horde_wire::control::Status::UnknownPlayer)
-                        } else if taken[p as usize] || circuits.contains_key(&from) {
-                            gate.refuse(&h, horde_wire::control::Status::Taken)
-                        } else {
-                            match gate.admit(from, &h) {
-                                Ok(ans) => {
-                                    taken[p as usize] = true;
-                                    // The script counts from the player's join, which is now.
-                                    let join_ns = (sc.join_time(p) * 1e9) as u64;
-                                    let script = cfg.script(&segments[p as usize]).into_iter().map(|(t, e)| (t.saturating_sub(join_ns), e)).collect();
-                                    let d = Demand::new(cfg.model.clone(), script, horde_model::derive_seed(sc.seed ^ 0x00C1_C017, p as u64));
-                                    let srv = Server::new(cfg.mode, cfg.start_bps, BURST_NS, d, now);
-                                    circuits.insert(from, (p, ServerEnd::new(srv, p.to_string(), now)));
-                                    ans
-                                }
-                                Err(ans) => ans,
+                Decision::Again(ans) => {
+                    let _ = sock.send_to(&ans, from);
+                }
+                Decision::Validated(h) => {
+                    let p = h.header.flow;
+                    let ans = if p as usize >= n {
+                        gate.refuse(&h, horde_wire::control::Status::UnknownPlayer)
+                    } else if taken[p as usize] || circuits.contains_key(&from) {
+                        gate.refuse(&h, horde_wire::control::Status::Taken)
+                    } else {
+                        match gate.admit(now, from, &h, true) {
+                            Ok(ans) => {
+                                taken[p as usize] = true;
+                                // The script counts from the player's join, which is now.
+                                let join_ns = (sc.join_time(p) * 1e9) as u64;
+                                let script = cfg.script(&segments[p as usize]).into_iter().map(|(t, e)| (t.saturating_sub(join_ns), e)).collect();
+                                let d = Demand::new(cfg.model.clone(), script, horde_model::derive_seed(sc.seed ^ 0x00C1_C017, p as u64));
+                                let cap = circuit_cap_bps(h.header.seq, server_cap);
+                                let srv = Server::new(cfg.mode, cfg.start_bps, BURST_NS, d, now).with_cap(cap, now);
+                                circuits.insert(from, (p, ServerEnd::new(srv, p.to_string())));
+                                ans
                             }
-                        };
-                        let _ = sock.send_to(&ans, from);
-                    }
-                    Decision::Drop(_) => {}
-                },
+                            Err(ans) => ans,
+                        }
+                    };
+                    let _ = sock.send_to(&ans, from);
+                }
+                Decision::Drop(_) => {}
             }
         }
         let now = real_ns();
-        for (addr, (_, c)) in circuits.iter_mut() {
-            while c.srv.poll_transmit(now, &mut buf) {
-                let _ = sock.send_to(&buf, addr);
-            }
+        for (addr, p, c, _) in pump(&sock, &mut gate, &mut circuits, now, &mut buf) {
+            done.push(ServedCircuit { player: p, client: addr.to_string(), stats: (&c.srv.stats).into(), seconds: c.rows });
         }
         if now >= next_second {
             let t_s = (next_second - t0) / SECOND;
@@ -408,13 +474,6 @@ pub fn serve(
             for (_, c) in circuits.values_mut() {
                 c.second(t_s);
             }
-        }
-        let gone: Vec<SocketAddr> =
-            circuits.iter().filter(|(_, (_, c))| c.srv.closed || now.saturating_sub(c.last_heard_ns) > SILENT_NS).map(|(a, _)| *a).collect();
-        for addr in gone {
-            let (p, c) = circuits.remove(&addr).expect("present");
-            gate.forget(addr, p);
-            done.push(ServedCircuit { player: p, client: addr.to_string(), stats: (&c.srv.stats).into(), seconds: c.rows });
         }
     }
     for (addr, (p, c)) in circuits {
@@ -493,6 +552,7 @@ pub fn run_clients(
     let mut fds: Vec<libc::pollfd> = slots.iter().map(|s| pollfd(s.sock.as_raw_fd())).collect();
     let mut next_second = t0 + SECOND;
     let limits = Limits::default();
+    let asked = asked_kbps(cfg.kind.max_bps(limits));
     let count = |n: usize, sent: bool| {
         let (p, b) = if sent { (&progress.sent_packets, &progress.sent_bytes) } else { (&progress.recv_packets, &progress.recv_bytes) };
         p.fetch_add(1, Ordering::Relaxed);
@@ -503,7 +563,8 @@ pub fn run_clients(
         let mut wake = next_second.min(end);
         for s in slots.iter_mut() {
             match &mut s.phase {
-                Phase::Waiting if now >= s.join_ns => s.phase = Phase::Greeting(Greeter::new(key.clone(), 0, s.player, 0, Some(now))),
+                // The join asks for what the throttle may ever ask: the server caps the circuit there.
+                Phase::Waiting if now >= s.join_ns => s.phase = Phase::Greeting(Greeter::new(key.clone(), 0, s.player, asked, Some(now))),
                 Phase::Waiting => wake = wake.min(s.join_ns),
                 _ => {}
             }
@@ -549,6 +610,9 @@ pub fn run_clients(
             for _ in 0..256 {
                 let Ok(len) = s.sock.recv(&mut inbuf) else { break };
                 count(len, false);
+                if matches!(s.phase, Phase::Up(_)) && answer_consent(&s.sock, s.player, &inbuf[..len]) {
+                    continue;
+                }
                 match &mut s.phase {
                     Phase::Greeting(g) => {
                         g.on_datagram(&inbuf[..len]);

@@ -13,12 +13,20 @@
 //!  | header, CHALLENGE | cookie 16 B|
 //! answer (receiver → a validated address), 21 bytes:
 //!  | header, ANSWER    | status u8  |
+//! consent probe (a receiver or server side → an admitted peer it sends to), 36 bytes, and the
+//! peer's reply (the probe with ECHO_REPLY added), 36 bytes:
+//!  | header, CONSENT [| ECHO_REPLY]; seq = probe number, send_ns = 0 | nonce 16 B |
 //! ```
 //! A challenge is smaller than the hello that caused it, so a spoofed hello makes Horde send at
 //! most 36/64 of its bytes to the victim. The cookie is all zeros until the receiver gave one;
 //! the MAC covers bytes 0..36 (computed by `horde-proto`). Big-endian like every header.
+//!
+//! After admission a peer keeps proving that it wants what it gets (RFC 7675's consent
+//! freshness): the side that sends to it probes every 250 ms with a nonce only the peer sees
+//! (an off-path spoofer cannot), and the peer echoes the probe. A reply is no larger than its
+//! probe, and probes go only to admitted addresses.
 
-use crate::datagram::{FLAG_ANSWER, FLAG_CHALLENGE, FLAG_HELLO};
+use crate::datagram::{FLAG_ANSWER, FLAG_CHALLENGE, FLAG_CONSENT, FLAG_ECHO_REPLY, FLAG_HELLO};
 use crate::{need, DatagramHeader, WireError, DATAGRAM_HEADER_LEN};
 
 /// The smallest hello: its padding pays for the challenge (see the module docs).
@@ -153,6 +161,37 @@ impl Answer {
     }
 }
 
+pub const CONSENT_LEN: usize = 36;
+
+/// A consent probe, or (`reply`) the peer's answer to one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConsentProbe {
+    pub flow: u32,
+    /// The probe's number since the flow's admission (wraps).
+    pub number: u32,
+    pub nonce: [u8; 16],
+    pub reply: bool,
+}
+
+impl ConsentProbe {
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        need(buf, CONSENT_LEN)?;
+        let h = DatagramHeader::parse(buf)?;
+        if h.flags & FLAG_CONSENT == 0 || h.flags & !(FLAG_CONSENT | FLAG_ECHO_REPLY) != 0 {
+            return Err(WireError::BadMagic);
+        }
+        Ok(ConsentProbe { flow: h.flow, number: h.seq, nonce: buf[20..36].try_into().unwrap(), reply: h.flags & FLAG_ECHO_REPLY != 0 })
+    }
+
+    pub fn emit(&self) -> [u8; CONSENT_LEN] {
+        let mut b = [0u8; CONSENT_LEN];
+        let flags = if self.reply { FLAG_CONSENT | FLAG_ECHO_REPLY } else { FLAG_CONSENT };
+        DatagramHeader { flags, flow: self.flow, seq: self.number, send_ns: 0 }.emit(&mut b);
+        b[20..36].copy_from_slice(&self.nonce);
+        b
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +208,12 @@ mod tests {
         assert_eq!(Answer::parse(&a.emit()).unwrap(), a);
         // The amplification bound: nothing Horde sends to an unvalidated address is larger.
         const { assert!(CHALLENGE_LEN < HELLO_DATAGRAM_LEN && ANSWER_LEN < HELLO_DATAGRAM_LEN) };
+        let p = ConsentProbe { flow: 7, number: 9, nonce: [6; 16], reply: false };
+        assert_eq!(ConsentProbe::parse(&p.emit()).unwrap(), p);
+        let r = ConsentProbe { reply: true, ..p };
+        assert_eq!(ConsentProbe::parse(&r.emit()).unwrap(), r);
+        assert!(ConsentProbe::parse(&c.emit()).is_err(), "a challenge is not a probe");
+        assert!(ConsentProbe::parse(&p.emit()[..35]).is_err());
     }
 
     #[test]

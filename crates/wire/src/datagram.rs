@@ -31,8 +31,11 @@ pub const FLAG_ANSWER: u8 = 0x10;
 pub const FLAG_REVERSE: u8 = 0x20;
 /// Bulk that a receiver sends back to a reverse flow.
 pub const FLAG_REVERSE_DATA: u8 = 0x40;
+/// A consent probe after admission (see [`crate::control::ConsentProbe`]); with
+/// [`FLAG_ECHO_REPLY`], the peer's answer to one.
+pub const FLAG_CONSENT: u8 = 0x80;
 /// Flags that mark a control datagram rather than traffic.
-pub const CONTROL_FLAGS: u8 = FLAG_HELLO | FLAG_CHALLENGE | FLAG_ANSWER;
+pub const CONTROL_FLAGS: u8 = FLAG_HELLO | FLAG_CHALLENGE | FLAG_ANSWER | FLAG_CONSENT;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DatagramHeader {

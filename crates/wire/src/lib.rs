@@ -18,9 +18,11 @@ pub use log::{LogHeader, Record, RecordKind, Role, LOG_HEADER_LEN, RECORD_LEN};
 pub use stream::{ApduHeader, StreamDecoder, StreamEvent, StreamHello, APDU_HEADER_LEN, HELLO_LEN, MAX_APDU};
 
 /// Wire protocol version carried in datagram headers and stream hellos. Version 2 added address
-/// validation (UDP hello, challenge, answer) and the hello's MAC; a peer of another version is
-/// refused as "unsupported version".
-pub const VERSION: u8 = 2;
+/// validation (UDP hello, challenge, answer) and the hello's MAC; version 3 consent freshness
+/// after admission (probes the peer must answer, [`control::ConsentProbe`]) and reverse bulk
+/// only for flows whose signed hello asked for it. A peer of another version is refused as
+/// "unsupported version".
+pub const VERSION: u8 = 3;
 
 /// Why bytes could not be read as one of Horde's layouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

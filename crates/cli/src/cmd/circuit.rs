@@ -18,9 +18,9 @@ use horde_proto::greeter::{GreetState, Greeter};
 use horde_regulate::bucket::{Mode, BURST_NS};
 use horde_regulate::channels::Channel;
 use horde_regulate::circuit::demand::{parse_script, Demand, DemandModel};
-use horde_regulate::circuit::{Client, Server};
+use horde_regulate::circuit::{asked_kbps, circuit_cap_bps, Client, Server};
 use horde_regulate::{Limits, ThrottleKind};
-use horde_scenario::circuits::{self, ClientEnd, Row, ServerEnd, SILENT_NS};
+use horde_scenario::circuits::{self, ClientEnd, Row, ServerEnd};
 
 use crate::{bad_input, Outcome};
 
@@ -67,6 +67,9 @@ pub struct ServeArgs {
     /// Circuits at most
     #[arg(long, default_value_t = 16)]
     pub max_circuits: usize,
+    /// The most any circuit may get, kbit/s: a client's throttle packets never raise its circuit above this or above what its join asked for
+    #[arg(long, value_name = "KBPS", default_value_t = 10_000.0)]
+    pub max_kbps: f64,
     /// Per-second figures of every circuit as CSV
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -139,6 +142,17 @@ fn recv(s: &UdpSocket, buf: &mut [u8], until_ns: u64) -> Option<(usize, SocketAd
     s.recv_from(buf).ok()
 }
 
+/// Answers the server's consent probe (circuit flow 0); true if `bytes` was one.
+fn answer_consent(sock: &UdpSocket, server: SocketAddr, bytes: &[u8]) -> bool {
+    if !horde_proto::consent::is_consent(bytes) {
+        return false;
+    }
+    if let Some(r) = horde_proto::consent::answer(bytes, 0) {
+        let _ = sock.send_to(&r, server);
+    }
+    true
+}
+
 struct Csv(Option<std::io::BufWriter<std::fs::File>>);
 
 impl Csv {
@@ -177,6 +191,9 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
     if !(1.0..=1e7).contains(&a.start_kbps) {
         return Err(bad_input(anyhow::anyhow!("--start-kbps must be 1..=10000000")));
     }
+    if !(1.0..=1e7).contains(&a.max_kbps) {
+        return Err(bad_input(anyhow::anyhow!("--max-kbps must be 1..=10000000 (got {})", a.max_kbps)));
+    }
     let key = a.key.key()?;
     let sock = circuits::udp(a.listen)?;
     let mut gate = Gate::new(
@@ -187,66 +204,57 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
     say!("horde circuit: serving on {} ({} regulator), Ctrl-C stops", sock.local_addr().context("the bound address")?, mode.name());
     let t0 = real_ns();
     let end = t0 + a.duration.as_nanos() as u64;
-    let mut ends: HashMap<SocketAddr, ServerEnd> = HashMap::new();
+    let mut ends: circuits::Circuits = HashMap::new();
     let mut closed: Vec<(String, Vec<Row>, horde_regulate::circuit::ServerStats)> = Vec::new();
     let (mut inbuf, mut out) = (vec![0u8; 2048], Vec::with_capacity(1600));
     let mut next_second = t0 + 1_000_000_000;
+    let server_cap = a.max_kbps * 1000.0;
     while !stop.load(Ordering::Relaxed) && real_ns() < end {
-        let wake = ends.values().map(|c| c.srv.next_ns(real_ns())).min().unwrap_or(u64::MAX).min(next_second);
+        let wake = circuits::next_wake(&gate, &ends, real_ns(), next_second);
         if let Some((n, from)) = recv(&sock, &mut inbuf, wake) {
             let now = real_ns();
             let bytes = &inbuf[..n];
-            match ends.get_mut(&from) {
-                Some(c) if horde_wire::DatagramHeader::parse(bytes).is_err() => {
-                    c.last_heard_ns = now;
-                    c.srv.on_datagram(now, bytes);
-                }
-                _ => match gate.on_hello(now, from, bytes) {
+            if !circuits::route(&mut gate, &mut ends, now, from, bytes) {
+                match gate.on_hello(now, from, bytes) {
                     Decision::Challenge(c) => {
                         let _ = sock.send_to(&c, from);
                     }
                     Decision::Again(ans) => {
                         let _ = sock.send_to(&ans, from);
                     }
-                    Decision::Validated(h) => match gate.admit(from, &h) {
+                    Decision::Validated(h) => match gate.admit(now, from, &h, true) {
                         Ok(ans) => {
                             let _ = sock.send_to(&ans, from);
                             let mut d = Demand::new(model.clone(), script.clone(), a.seed.wrapping_add(ends.len() as u64));
                             d.backlog = backlog.clone();
                             d.backlog_packet = a.backlog_packet;
-                            say!("horde circuit: client {from} joined");
-                            ends.insert(from, ServerEnd::new(Server::new(mode, a.start_kbps * 1000.0, BURST_NS, d, now), from.to_string(), now));
+                            let cap = circuit_cap_bps(h.header.seq, server_cap);
+                            say!("horde circuit: client {from} joined (at most {:.0} kbit/s)", cap / 1000.0);
+                            let srv = Server::new(mode, a.start_kbps * 1000.0, BURST_NS, d, now).with_cap(cap, now);
+                            ends.insert(from, (h.header.flow, ServerEnd::new(srv, from.to_string())));
                         }
                         Err(ans) => {
                             let _ = sock.send_to(&ans, from);
                         }
                     },
                     Decision::Drop(_) => {}
-                },
+                }
             }
         }
         let now = real_ns();
-        for (addr, c) in ends.iter_mut() {
-            while c.srv.poll_transmit(now, &mut out) {
-                let _ = sock.send_to(&out, addr);
-            }
+        for (addr, _, c, left) in circuits::pump(&sock, &mut gate, &mut ends, now, &mut out) {
+            say!("horde circuit: client {addr} {}", if left { "left" } else { "stopped answering consent probes: circuit closed" });
+            closed.push((addr.to_string(), c.rows, c.srv.stats.clone()));
         }
         if now >= next_second {
             let t_s = (next_second - t0) / 1_000_000_000;
             next_second += 1_000_000_000;
-            for c in ends.values_mut() {
+            for (_, c) in ends.values_mut() {
                 csv.row(c.second(t_s))?;
             }
         }
-        let gone: Vec<SocketAddr> = ends.iter().filter(|(_, c)| c.srv.closed || now.saturating_sub(c.last_heard_ns) > SILENT_NS).map(|(a, _)| *a).collect();
-        for addr in gone {
-            let c = ends.remove(&addr).expect("present");
-            say!("horde circuit: client {addr} {}", if c.srv.closed { "left" } else { "fell silent: circuit closed" });
-            gate.forget(addr, 0);
-            closed.push((addr.to_string(), c.rows, c.srv.stats.clone()));
-        }
     }
-    for (addr, c) in ends {
+    for (addr, (_, c)) in ends {
         closed.push((addr.to_string(), c.rows, c.srv.stats.clone()));
     }
     let summary: Vec<serde_json::Value> =
@@ -277,7 +285,8 @@ fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
     let sock = circuits::udp(bind)?;
     let (mut inbuf, mut out) = (vec![0u8; 2048], Vec::with_capacity(1600));
     // Address validation: the server sends nothing before it.
-    let mut g = Greeter::new(key, 0, 0, 0, Some(real_ns()));
+    // The join asks for what the throttle may ever ask: the server caps the circuit there.
+    let mut g = Greeter::new(key, 0, 0, asked_kbps(kind.max_bps(Limits::default())), Some(real_ns()));
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(130);
@@ -313,7 +322,7 @@ fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
     while !stop.load(Ordering::Relaxed) && real_ns() < end {
         let wake = c.cli.next_ns(real_ns()).min(next_second);
         if let Some((n, from)) = recv(&sock, &mut inbuf, wake) {
-            if from == a.server {
+            if from == a.server && !answer_consent(&sock, a.server, &inbuf[..n]) {
                 c.cli.on_datagram(real_ns(), &inbuf[..n]);
             }
         }

@@ -74,6 +74,26 @@ pub struct Server {
     wants: Vec<Want>,
     pub stats: ServerStats,
     pub closed: bool,
+    /// The most a throttle packet may set the circuit's rate to, bit/s.
+    cap_bps: f64,
+}
+
+/// The largest rate a circuit may have when its server sets no cap: 10 Gbit/s.
+pub const NO_CAP_BPS: f64 = 1e10;
+
+/// A circuit's cap from what its join asked for (`asked_kbps`, 1000 bit/s each; 0: nothing
+/// asked) and the server's own limit: the smaller.
+pub fn circuit_cap_bps(asked_kbps: u32, server_cap_bps: f64) -> f64 {
+    if asked_kbps == 0 {
+        server_cap_bps
+    } else {
+        (asked_kbps as f64 * 1000.0).min(server_cap_bps)
+    }
+}
+
+/// What a join asks for: the throttle's most, in kbit/s (1000 bit/s) rounded up.
+pub fn asked_kbps(max_bps: f64) -> u32 {
+    (max_bps / 1000.0).ceil().clamp(1.0, u32::MAX as f64) as u32
 }
 
 impl Server {
@@ -93,7 +113,18 @@ impl Server {
             wants: Vec::new(),
             stats: ServerStats::default(),
             closed: false,
+            cap_bps: NO_CAP_BPS,
         }
+    }
+
+    /// Caps the circuit: no throttle packet raises its rate above `cap_bps` (what its join asked
+    /// for and the server allows, [`circuit_cap_bps`]); the start rate too.
+    pub fn with_cap(mut self, cap_bps: f64, now_ns: u64) -> Server {
+        self.cap_bps = cap_bps.clamp(1.0, NO_CAP_BPS);
+        if self.reg.rate_bps() > self.cap_bps {
+            self.reg.set_rate(self.cap_bps, now_ns);
+        }
+        self
     }
 
     /// The rate the client last asked for (the circuit's allowance), bit/s.
@@ -152,7 +183,7 @@ impl Server {
             }
             Packet::Throttle { bps } => {
                 let total: f64 = bps.iter().map(|&b| b as f64).sum();
-                self.reg.set_rate(total.min(1e10), now_ns);
+                self.reg.set_rate(total.min(self.cap_bps), now_ns);
                 self.stats.throttles += 1;
             }
             Packet::Ping { id, t_ns } => {
@@ -493,6 +524,21 @@ mod tests {
         assert_eq!(srv.stats.channels[Channel::Resend.index()].packets, srv.stats.resent);
         assert!(cli.stats.resent_received > 0);
         assert_eq!(srv.stats.given_up, 0, "a 2 % loss never loses one packet four times");
+    }
+
+    #[test]
+    fn a_throttle_never_raises_a_circuit_above_its_cap() {
+        let model = DemandModel::from_table(&super::demand::tests_table()).unwrap();
+        let d = Demand::new(model, parse_script("0:login:walking").unwrap(), 1);
+        let cap = circuit_cap_bps(asked_kbps(400.0 * KBIT), 1e9);
+        let mut srv = Server::new(Mode::Dual, 100.0 * KBIT, crate::bucket::BURST_NS, d, 0).with_cap(cap, 0);
+        let mut buf = Vec::new();
+        Packet::Throttle { bps: [1e9; 7] }.emit(&mut buf);
+        srv.on_datagram(1, &buf);
+        assert_eq!(srv.rate_bps(), cap);
+        assert!((cap - 409_600.0).abs() < 1000.0, "what the join asked for: {cap}");
+        assert_eq!(circuit_cap_bps(0, 2e6), 2e6, "nothing asked: the server's limit");
+        assert_eq!(circuit_cap_bps(u32::MAX, 2e6), 2e6, "asked for more than the server allows");
     }
 
     #[test]
