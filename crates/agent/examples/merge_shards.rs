@@ -90,7 +90,10 @@ fn main() -> anyhow::Result<()> {
     log_bytes += server.finish()?;
     parts.push(Part { name: "server".into(), dir: dir.join("server"), offset_ns: 0, players: None, server: true, ok: true, client: None, server_report: None });
     let t = Instant::now();
-    let (c, s) = load_records(&parts)?;
+    // The synthetic shards' plan: any time, as many APDUs per player as the shards could hold.
+    let plan = horde_agent::merge::Plan { from_ns: 0, to_ns: u64::MAX, apdus: vec![[u64::MAX, u64::MAX]; (agents * players) as usize] };
+    let (c, s, refused) = load_records(&parts, &plan)?;
+    assert!(refused.is_empty(), "{refused:?}");
     let merge_s = t.elapsed().as_secs_f64();
     let records = (c.len() + s.len()) as u64;
     let r =

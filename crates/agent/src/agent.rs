@@ -62,10 +62,16 @@ struct Shared {
     busy: AtomicBool,
     metrics: Arc<Metrics>,
     handshakes: AtomicU64,
+    /// Handshakes in progress per source address.
+    per_ip: Mutex<std::collections::HashMap<std::net::IpAddr, u32>>,
 }
 
 const SEEN_RUNS: usize = 4096;
-const HANDSHAKE_WITHIN: Duration = Duration::from_secs(5);
+/// A TLS handshake takes milliseconds on any network a run uses: 3 s is plenty, and short
+/// enough that silent connections free their place soon.
+const HANDSHAKE_WITHIN: Duration = Duration::from_secs(3);
+/// Handshakes one source address may have in progress at once.
+const HANDSHAKES_PER_IP: u32 = 4;
 
 /// Runs the agent until `stop`. `log` gets one line per event (connections, refusals, runs).
 pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
@@ -78,6 +84,7 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
         busy: AtomicBool::new(false),
         metrics: Arc::new(Metrics::default()),
         handshakes: AtomicU64::new(0),
+        per_ip: Mutex::new(std::collections::HashMap::new()),
     });
     log(&format!(
         "agent {} listening on {} (TLS 1.3, controllers must present a certificate of {})",
@@ -102,6 +109,18 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
                         shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
                         log(&format!("refused {peer}: {} handshakes already in progress", opts.max_handshakes));
                         continue;
+                    }
+                    // One address may hold only a few handshakes: silent connections from one
+                    // host cannot lock every controller out.
+                    {
+                        let mut per = shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+                        let n = per.entry(peer.ip()).or_insert(0);
+                        if *n >= HANDSHAKES_PER_IP {
+                            shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                            log(&format!("refused {peer}: {HANDSHAKES_PER_IP} handshakes from {} already in progress", peer.ip()));
+                            continue;
+                        }
+                        *n += 1;
                     }
                     shared.handshakes.fetch_add(1, Ordering::Relaxed);
                     let (cfg, shared) = (cfg.clone(), shared.clone());
@@ -135,13 +154,20 @@ fn connection(
     stop: &AtomicBool,
     log: &(dyn Fn(&str) + Sync),
 ) -> anyhow::Result<()> {
-    struct Done<'a>(&'a AtomicU64);
+    struct Done<'a>(&'a Shared, std::net::IpAddr);
     impl Drop for Done<'_> {
         fn drop(&mut self) {
-            self.0.fetch_sub(1, Ordering::Relaxed);
+            self.0.handshakes.fetch_sub(1, Ordering::Relaxed);
+            let mut per = self.0.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = per.get_mut(&self.1) {
+                *n -= 1;
+                if *n == 0 {
+                    per.remove(&self.1);
+                }
+            }
         }
     }
-    let handshaking = Done(&shared.handshakes);
+    let handshaking = Done(shared, peer.ip());
     tcp.set_nonblocking(false)?;
     tcp.set_nodelay(true)?;
     let mut conn = rustls::ServerConnection::new(cfg).context("TLS")?;

@@ -216,7 +216,13 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
 
     // 2. Plan (for the report), place the server side, shard the players.
     let t_plan = Instant::now();
-    let players = horde_scenario::plan(sc, opts.stop).map_err(|e| e.into_anyhow())?;
+    let players = std::sync::Arc::new(horde_scenario::plan(sc, opts.stop).map_err(|e| e.into_anyhow())?);
+    // What each player may log, from our own plan, counted while the run goes: it bounds the
+    // logs the agents hand over (whatever they report) and every record in them.
+    let counting = {
+        let p = players.clone();
+        std::thread::Builder::new().name("horde-plan-count".into()).spawn(move || p.planned_apdus()).context("starting the plan count")?
+    };
     ev(&Event::Note(format!(
         "{} {} players for {:.0} s planned in {:.2} s (seed {})",
         sc.players,
@@ -250,7 +256,8 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     links[server_i].players = server_players.clone();
     let _ = links[server_i].cmd.send(Cmd::Assign(Box::new(assignment(server_players.clone(), Some(listen), None))));
     links[server_i].roles_left = 1 + server_players.is_some() as u32;
-    let server_addr = match ready(&erx, &links, 1) {
+    let names: Vec<String> = links.iter().map(|l| l.name.clone()).collect();
+    let server_addr = match crate::link::await_ready(&erx, &names, vec![server_i], opts.stop) {
         Ok(r) => r.into_iter().find(|(i, _)| *i == server_i).and_then(|(_, a)| a),
         Err(e) => {
             close_all(&mut links);
@@ -262,7 +269,7 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         bail!("not starting: the server agent {} did not say where its server side listens", links[server_i].name);
     };
     ev(&Event::Note(format!("server side on agent {} at {server_addr}", links[server_i].name)));
-    let mut waiting = 0;
+    let mut waiting = Vec::new();
     for (i, r) in shards.iter().enumerate() {
         if i == server_i || r.is_empty() {
             continue;
@@ -270,9 +277,9 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         links[i].players = Some(r.clone());
         links[i].roles_left = 1;
         let _ = links[i].cmd.send(Cmd::Assign(Box::new(assignment(Some(r.clone()), None, Some(server_addr)))));
-        waiting += 1;
+        waiting.push(i);
     }
-    if let Err(e) = ready(&erx, &links, waiting) {
+    if let Err(e) = crate::link::await_ready(&erx, &names, waiting, opts.stop) {
         close_all(&mut links);
         bail!("not starting: {e}");
     }
@@ -295,13 +302,17 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     let mut stopped_server = false;
     let mut stopped_all = false;
     let mut next_tick = start + Duration::from_secs(1);
-    let hard_end = start + Duration::from_secs_f64(sc.duration_s) + Duration::from_secs(60);
+    let hard_end = start + Duration::from_secs_f64(sc.duration_s) + OVERRUN;
     let mut signalled = false;
+    // Once a stop is sent, the agents it went to must say they finished by this time: no
+    // message from an agent extends it.
+    let mut finish_by: Option<Instant> = None;
     loop {
         let clients_left = links.iter().filter(|l| l.players.is_some() && l.lost_at_s.is_none() && l.client_report.is_none() && l.roles_left > 0).count();
         if clients_left == 0 && !stopped_server {
             stopped_server = true;
             let _ = links[server_i].cmd.send(Cmd::Stop);
+            finish_by.get_or_insert(Instant::now() + FINISH_WITHIN);
         }
         if links.iter().all(|l| l.roles_left == 0 || l.lost_at_s.is_some()) {
             break;
@@ -312,11 +323,28 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
             ev(&Event::Note(if signalled {
                 "interrupted: stopping every agent, then collecting the logs".into()
             } else {
-                "the agents overran the run by 60 s: stopping them".into()
+                format!("the agents overran the run by {} s: stopping them", OVERRUN.as_secs())
             }));
             for l in &links {
                 let _ = l.cmd.send(Cmd::Stop);
             }
+            let within = if signalled { FINISH_AFTER_SIGNAL } else { FINISH_WITHIN };
+            finish_by = Some(finish_by.map_or(Instant::now() + within, |f| f.min(Instant::now() + within)));
+        }
+        if opts.stop.load(Ordering::Relaxed) && stopped_all && !signalled {
+            // Ctrl-C after the run had been stopped: the short wait applies from now.
+            signalled = true;
+            finish_by = finish_by.map(|f| f.min(Instant::now() + FINISH_AFTER_SIGNAL));
+        }
+        if finish_by.is_some_and(|f| Instant::now() >= f) {
+            let t_s = Instant::now().saturating_duration_since(start).as_secs_f64();
+            for l in links.iter_mut().filter(|l| l.roles_left > 0 && l.lost_at_s.is_none()) {
+                l.lost_at_s = Some(t_s);
+                l.status = format!("did not finish within {:.0} s of the stop", if signalled { FINISH_AFTER_SIGNAL } else { FINISH_WITHIN }.as_secs_f64());
+                ev(&Event::Note(format!("agent {}: {}; its logs are not collected", l.name, l.status)));
+                let _ = l.cmd.send(Cmd::Close);
+            }
+            break;
         }
         let now = Instant::now();
         if now >= next_tick {
@@ -365,6 +393,7 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
                                 let _ = l.cmd.send(Cmd::Stop);
                             }
                             stopped_all = true;
+                            finish_by = Some(finish_by.map_or(Instant::now() + FINISH_WITHIN, |f| f.min(Instant::now() + FINISH_WITHIN)));
                         }
                     }
                     _ => {}
@@ -375,20 +404,22 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         }
     }
 
-    // 5. Collect every live agent's logs.
+    // 5. Collect every live agent's logs, each bounded by what our plan lets it log.
     let agents_dir = opts.out.join("agents");
+    let dirs = dir_names(&links.iter().map(|l| l.name.clone()).collect::<Vec<_>>());
+    let planned = counting.join().map_err(|_| anyhow::anyhow!("counting the planned APDUs failed"))?;
+    let all: Range<u32> = 0..sc.players;
     let mut collecting = 0;
-    for l in links.iter_mut().filter(|l| l.lost_at_s.is_none()) {
-        let dir = agents_dir.join(safe_name(&l.name));
+    for (i, l) in links.iter_mut().enumerate().filter(|(_, l)| l.lost_at_s.is_none()) {
+        let dir = agents_dir.join(&dirs[i]);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let max = |r: &Option<horde_engine::SendReport>| {
-            r.as_ref().map_or(0, |r| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * r.log_records)
-        };
-        let _ = l.cmd.send(Cmd::Collect { dir, limits: vec![("client.hlog", max(&l.client_report)), ("server.hlog", max(&l.server_report))] });
+        let client = l.players.as_ref().map_or(0, |r| log_bound(&planned, r.clone()));
+        let server = if l.server { log_bound(&planned, all.clone()) } else { 0 };
+        let _ = l.cmd.send(Cmd::Collect { dir, limits: vec![("client.hlog", client), ("server.hlog", server)] });
         collecting += 1;
     }
     let t_collect = Instant::now();
-    crate::link::await_collections(&erx, collecting, |i, how| {
+    crate::link::await_collections(&erx, collecting, opts.stop, |i, how| {
         let l = &mut links[i];
         match how {
             Collected::Logs { bytes, transferred } => {
@@ -406,6 +437,11 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
             Collected::Lost(_) => false,
         }
     });
+    for l in links.iter_mut().filter(|l| l.lost_at_s.is_none() && !l.collected) {
+        l.lost_at_s = Some(start.elapsed().as_secs_f64());
+        l.status = "its logs were not collected in time".into();
+        ev(&Event::Note(format!("agent {}: {}", l.name, l.status)));
+    }
     let (raw, sent): (u64, u64) = links.iter().map(|l| (l.log_bytes, l.log_transferred)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     ev(&Event::Note(format!(
         "logs collected in {:.1} s: {:.1} MB written by the agents, {:.1} MB transferred",
@@ -419,9 +455,10 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     let t_merge = Instant::now();
     let parts: Vec<crate::merge::Part> = links
         .iter()
-        .map(|l| crate::merge::Part {
+        .zip(&dirs)
+        .map(|(l, dir)| crate::merge::Part {
             name: l.name.clone(),
-            dir: agents_dir.join(safe_name(&l.name)),
+            dir: agents_dir.join(dir),
             offset_ns: l.clock.offset_ns,
             players: l.players.clone(),
             server: l.server,
@@ -430,7 +467,20 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
             server_report: l.server_report.clone(),
         })
         .collect();
-    let merged = crate::merge::merge(sc, &parts)?;
+    let t0_ctl = t0.saturating_sub(PLAN_MARGIN.as_nanos() as u64);
+    let plan = crate::merge::Plan {
+        from_ns: t0_ctl,
+        to_ns: t0 + (sc.duration_s * 1e9) as u64 + (OVERRUN + FINISH_WITHIN + PLAN_MARGIN).as_nanos() as u64,
+        apdus: planned,
+    };
+    let merged = crate::merge::merge(sc, &parts, &plan)?;
+    for (name, why) in &merged.refused {
+        if let Some(l) = links.iter_mut().find(|l| &l.name == name) {
+            l.lost_at_s.get_or_insert(start.elapsed().as_secs_f64());
+            l.status = format!("log refused: {why}");
+            ev(&Event::Note(format!("agent {name}: {}; its records are left out of the report", l.status)));
+        }
+    }
     let rows: Vec<horde_scenario::AgentRow> = links
         .iter()
         .map(|l| horde_scenario::AgentRow {
@@ -504,19 +554,39 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     Ok(Outcome { summary, lost })
 }
 
-/// Waits for `n` agents' Ready (each within 120 s): who, and where its server side listens. Any
-/// agent lost meanwhile is an error naming it.
-fn ready(erx: &mpsc::Receiver<(usize, Ev)>, links: &[Link], n: usize) -> Result<Vec<(usize, Option<SocketAddr>)>, String> {
-    let mut got = Vec::new();
-    while got.len() < n {
-        match erx.recv_timeout(Duration::from_secs(120)) {
-            Ok((i, Ev::Ready { server_addr })) => got.push((i, server_addr)),
-            Ok((i, Ev::Lost(why))) => return Err(format!("agent {} ({}): {why}", links[i].name, links[i].addr)),
-            Ok(_) => {}
-            Err(_) => return Err(format!("{} agent(s) did not get ready within 120 s", n - got.len())),
+/// How long agents may overrun the run's end before they are stopped: 15 s (no departure
+/// leaves after the run's end; a side lingers 0.5 s for what is in flight and flushes its log
+/// within a second).
+const OVERRUN: Duration = Duration::from_secs(15);
+/// After a stop, how long agents may take to say they finished: 10 s (a server side flushes
+/// its log within a second); after Ctrl-C, 2 s, so that the controller ends within 5 s.
+pub(crate) const FINISH_WITHIN: Duration = Duration::from_secs(10);
+pub(crate) const FINISH_AFTER_SIGNAL: Duration = Duration::from_secs(2);
+/// Records may carry times this far outside the run (clock offsets measured to well under a
+/// millisecond; a start lead of under a second).
+const PLAN_MARGIN: Duration = Duration::from_secs(10);
+
+/// The most bytes a log of the players `range` may have by our plan: a header and one record
+/// per APDU planned each way (a side logs what it sends and what it receives), plus 1 % and 1,024
+/// records for duplicates an emulated link may add.
+fn log_bound(planned: &[[u64; 2]], range: Range<u32>) -> u64 {
+    let apdus: u64 = planned.get(range.start as usize..(range.end as usize).min(planned.len())).map_or(0, |p| p.iter().map(|c| c[0] + c[1]).sum());
+    let records = apdus + apdus / 100 + 1024;
+    horde_wire::LOG_HEADER_LEN as u64 + horde_wire::RECORD_LEN as u64 * records
+}
+
+/// One directory per agent under `agents/`: its name made safe, made unique by its place in
+/// the list when two names come out alike (so one agent's logs never overwrite another's).
+pub fn dir_names(names: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(names.len());
+    for (i, n) in names.iter().enumerate() {
+        let mut d = safe_name(n);
+        if out.contains(&d) {
+            d = format!("{d}-{i}");
         }
+        out.push(d);
     }
-    Ok(got)
+    out
 }
 
 /// A name safe as a directory name.

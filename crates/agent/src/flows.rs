@@ -290,7 +290,7 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
             recv_tcp: placement.recv_tcp[i].clone(),
         }),
     };
-    let mut waiting = 0;
+    let mut waiting = Vec::new();
     for (i, a) in agents.iter_mut().enumerate() {
         a.roles_left = a.sends as u32 + a.recvs as u32;
         if a.roles_left == 0 {
@@ -298,9 +298,10 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
             continue;
         }
         let _ = a.c.cmd.send(Cmd::Assign(Box::new(assignment(i))));
-        waiting += 1;
+        waiting.push(i);
     }
-    if let Err(e) = ready(&erx, &agents, waiting) {
+    let names: Vec<String> = agents.iter().map(|a| a.c.name.clone()).collect();
+    if let Err(e) = crate::link::await_ready(&erx, &names, waiting, opts.stop) {
         close_all(&mut agents);
         bail!("not starting: {e}");
     }
@@ -333,6 +334,9 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
     let mut signalled = false;
     let mut next_tick = start + Duration::from_secs(1);
     let hard_end = start + Duration::from_nanos(bound_ns) + Duration::from_secs(60);
+    // Once a stop is sent, the agents must say they finished by this time (no message from an
+    // agent extends it); after Ctrl-C, sooner.
+    let mut finish_by: Option<Instant> = None;
     loop {
         let senders_left = agents.iter().filter(|a| a.sends && a.lost_at_s.is_none() && !a.send_done && a.roles_left > 0).count();
         if senders_left == 0 && !stopped_recv {
@@ -340,8 +344,23 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
             for a in agents.iter().filter(|a| a.recvs) {
                 let _ = a.c.cmd.send(Cmd::Stop);
             }
+            finish_by.get_or_insert(Instant::now() + crate::controller::FINISH_WITHIN);
         }
         if agents.iter().all(|a| a.roles_left == 0 || a.lost_at_s.is_some()) {
+            break;
+        }
+        if opts.stop.load(Ordering::Relaxed) {
+            let f = Instant::now() + crate::controller::FINISH_AFTER_SIGNAL + Duration::from_millis(500);
+            finish_by = Some(finish_by.map_or(f, |g| g.min(f)));
+        }
+        if finish_by.is_some_and(|f| Instant::now() >= f) {
+            let t_s = Instant::now().saturating_duration_since(start).as_secs_f64();
+            for a in agents.iter_mut().filter(|a| a.roles_left > 0 && a.lost_at_s.is_none()) {
+                a.lost_at_s = Some(t_s);
+                a.status = "did not finish in time after the stop".into();
+                ev(&Event::Note(format!("agent {}: {}; its logs are not collected", a.c.name, a.status)));
+                let _ = a.c.cmd.send(Cmd::Close);
+            }
             break;
         }
         if (opts.stop.load(Ordering::Relaxed) || Instant::now() > hard_end) && !stopped_all {
@@ -418,22 +437,27 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
 
     // Collect.
     let agents_dir = opts.out.join("agents");
+    let dirs = crate::controller::dir_names(&agents.iter().map(|a| a.c.name.clone()).collect::<Vec<_>>());
     let mut collecting = 0;
-    for a in agents.iter_mut().filter(|a| a.lost_at_s.is_none() && (a.sends || a.recvs)) {
-        let dir = agents_dir.join(crate::controller::safe_name(&a.c.name));
+    for (i, a) in agents.iter_mut().enumerate().filter(|(_, a)| a.lost_at_s.is_none() && (a.sends || a.recvs)) {
+        let dir = agents_dir.join(&dirs[i]);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        // Bounded by our own plan of the flows each log can hold, never by what the agent says.
         let max = |records: u64| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * records;
+        let planned = |pick: &dyn Fn(&(usize, usize)) -> bool| -> u64 {
+            flows.iter().zip(&placement.by_flow).filter(|(_, b)| pick(b)).map(|(f, _)| 2 * planned_records(f)).sum()
+        };
         let mut limits = Vec::new();
         if a.sends {
-            limits.push(("send.hlog", max(a.sent.as_ref().map_or(0, |r| r.log_records))));
+            limits.push(("send.hlog", max(planned(&|b| b.0 == i))));
         }
         if a.recvs {
-            limits.push(("recv.hlog", max(a.received.as_ref().map_or(0, |r| r.log_records))));
+            limits.push(("recv.hlog", max(planned(&|b| b.1 == i))));
         }
         let _ = a.c.cmd.send(Cmd::Collect { dir, limits });
         collecting += 1;
     }
-    crate::link::await_collections(&erx, collecting, |i, how| {
+    crate::link::await_collections(&erx, collecting, opts.stop, |i, how| {
         let a = &mut agents[i];
         match how {
             Collected::Logs { bytes, transferred } => {
@@ -451,6 +475,11 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
             Collected::Lost(_) => false,
         }
     });
+    for a in agents.iter_mut().filter(|a| a.lost_at_s.is_none() && !a.collected && (a.sends || a.recvs)) {
+        a.lost_at_s = Some(start.elapsed().as_secs_f64());
+        a.status = "its logs were not collected in time".into();
+        ev(&Event::Note(format!("agent {}: {}", a.c.name, a.status)));
+    }
     close_all(&mut agents);
 
     // Merge: every record on the controller's clock, then one decode over all of them.
@@ -533,19 +562,18 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
     Ok(FlowsOutcome { analysis, agents: rows, sent, received, lost, interrupted: signalled })
 }
 
-/// Waits for `n` agents' Ready (each within 120 s); an agent lost meanwhile is an error naming
-/// it.
-fn ready(erx: &mpsc::Receiver<(usize, Ev)>, agents: &[Agent], n: usize) -> Result<(), String> {
-    let mut got = 0;
-    while got < n {
-        match erx.recv_timeout(Duration::from_secs(120)) {
-            Ok((_, Ev::Ready { .. })) => got += 1,
-            Ok((i, Ev::Lost(why))) => return Err(format!("agent {} ({}): {why}", agents[i].c.name, agents[i].c.addr)),
-            Ok(_) => {}
-            Err(_) => return Err(format!("{} agent(s) did not get ready within 120 s", n - got)),
-        }
-    }
-    Ok(())
+/// The most packets a flow may log one way, by our own plan: its packet limit, else its
+/// duration at its model's mean rate with half again as margin (heavy-tailed draws bunch), else
+/// (bulk, or a model without a mean) its duration at 2 million packets a second (ten times the
+/// most one core sends, bench/RESULTS-engine.md); plus 10,000 for short flows' noise.
+fn planned_records(f: &Flow) -> u64 {
+    let secs = f.stop.duration_ns.unwrap_or(horde_model::scenario::MAX_RUN_DURATION_NS) as f64 / 1e9;
+    let by_rate = match f.idt.mean().or_else(|| f.idt.mean_estimate()).filter(|m| *m > 0.0 && !f.bulk) {
+        Some(mean_ms) => secs * 1e3 / mean_ms * 1.5,
+        None => secs * 2e6,
+    };
+    let by_rate = by_rate.min(u64::MAX as f64 / 2.0) as u64 + 10_000;
+    f.stop.packets.map_or(by_rate, |p| p.saturating_add(10_000).min(by_rate))
 }
 
 fn load(p: &Path) -> anyhow::Result<Vec<Record>> {

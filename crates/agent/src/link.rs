@@ -24,7 +24,7 @@ pub(crate) enum Cmd {
     },
     Stop,
     /// Collect the logs into this directory: the logs expected, each with the most bytes it
-    /// may have (from the record counts the agent reported: a header and one record per count).
+    /// may have (from the controller's own plan, never from what the agent reported).
     Collect {
         dir: PathBuf,
         limits: Vec<(&'static str, u64)>,
@@ -135,6 +135,14 @@ pub(crate) fn connect_all(
                     clock.rtt_ns as f64 / 1e6,
                     clock.samples
                 ));
+                if clock.offset_ns.unsigned_abs() > CLOCK_WARN_NS {
+                    note(format!(
+                        "warning: agent {}'s clock is {:.3} s {} the controller's: its records are corrected by the measured offset, but synchronise its clock (NTP) for one-way delays beyond this run",
+                        c.name,
+                        clock.offset_ns.unsigned_abs() as f64 / 1e9,
+                        if clock.offset_ns > 0 { "ahead of" } else { "behind" }
+                    ));
+                }
                 pending -= 1;
             }
             Ok((i, Ev::Lost(why))) => {
@@ -179,19 +187,74 @@ pub(crate) enum Collected {
     Lost(String),
 }
 
-/// Waits for `n` agents' log collections (giving up after 300 s without news). `each` gets the
-/// agent and how its collection ended, and says whether it was one still waited for.
-pub(crate) fn await_collections(erx: &Events, mut n: usize, mut each: impl FnMut(usize, Collected) -> bool) {
+/// How long a collection may take in all: 300 s (8,000 players' logs of a minute are ~130 MB;
+/// a slow link of 10 Mbit/s moves them in under two minutes); after Ctrl-C, 2.5 s.
+pub(crate) const COLLECT_WITHIN: Duration = Duration::from_secs(300);
+pub(crate) const COLLECT_AFTER_SIGNAL: Duration = Duration::from_millis(2500);
+
+/// Waits for `n` agents' log collections until a fixed deadline ([`COLLECT_WITHIN`] from now,
+/// cut to [`COLLECT_AFTER_SIGNAL`] once `stop` is set): nothing an agent sends extends it.
+/// `each` gets the agent and how its collection ended, and says whether it was one still
+/// waited for. Returns false if the deadline passed with collections outstanding.
+pub(crate) fn await_collections(erx: &Events, mut n: usize, stop: &AtomicBool, mut each: impl FnMut(usize, Collected) -> bool) -> bool {
+    let mut deadline = Instant::now() + COLLECT_WITHIN;
+    let mut signalled = false;
     while n > 0 {
-        let counted = match erx.recv_timeout(Duration::from_secs(300)) {
+        if !signalled && stop.load(std::sync::atomic::Ordering::Relaxed) {
+            signalled = true;
+            deadline = deadline.min(Instant::now() + COLLECT_AFTER_SIGNAL);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let counted = match erx.recv_timeout(left.min(Duration::from_millis(200))) {
             Ok((i, Ev::Collected { bytes, transferred })) => each(i, Collected::Logs { bytes, transferred }),
             Ok((i, Ev::Lost(why))) => each(i, Collected::Lost(why)),
-            Ok(_) => false,
-            Err(_) => return,
+            Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => false,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return false,
         };
         n -= counted as usize;
     }
+    true
 }
+
+/// How long agents may take to prepare their part: 120 s in all (planning 10,000 players takes
+/// seconds; a server side binding takes milliseconds).
+pub(crate) const READY_WITHIN: Duration = Duration::from_secs(120);
+
+/// Waits until every agent in `waiting` said Ready, until a fixed deadline ([`READY_WITHIN`]):
+/// nothing an agent sends extends it, and `stop` (Ctrl-C) ends the wait at once. Returns each
+/// agent's server address; an agent lost meanwhile, the deadline or `stop` is an error naming
+/// what happened.
+pub(crate) fn await_ready(erx: &Events, names: &[String], mut waiting: Vec<usize>, stop: &AtomicBool) -> Result<Vec<(usize, Option<SocketAddr>)>, String> {
+    let deadline = Instant::now() + READY_WITHIN;
+    let mut got = Vec::new();
+    while !waiting.is_empty() {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err("interrupted while the agents prepared".into());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let who: Vec<&str> = waiting.iter().map(|&i| names[i].as_str()).collect();
+            return Err(format!("agent(s) {} did not get ready within {} s", who.join(", "), READY_WITHIN.as_secs()));
+        }
+        match erx.recv_timeout(left.min(Duration::from_millis(200))) {
+            Ok((i, Ev::Ready { server_addr })) if waiting.contains(&i) => {
+                waiting.retain(|&w| w != i);
+                got.push((i, server_addr));
+            }
+            Ok((i, Ev::Lost(why))) => return Err(format!("agent {}: {why}", names[i])),
+            Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err("every link ended".into()),
+        }
+    }
+    Ok(got)
+}
+
+/// An agent clock this far from the controller's is warned about: 100 ms (NTP keeps machines
+/// within milliseconds of each other; more means no synchronisation at all).
+pub(crate) const CLOCK_WARN_NS: u64 = 100_000_000;
 
 /// Clock samples per agent, and their spacing.
 pub(crate) const CLOCK_SAMPLES: usize = 16;
@@ -302,6 +365,7 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
                 Err(e) => return send(Ev::Lost(format!("protocol error: {e}"))),
             };
             match (f, collecting.as_mut()) {
+                (Frame::Msg(ToController::Pong), _) => {}
                 (Frame::Msg(ToController::Ready { server_addr }), _) => send(Ev::Ready { server_addr }),
                 (Frame::Msg(ToController::Progress(p)), _) => send(Ev::Progress(p)),
                 (Frame::Msg(ToController::Finished { role, report, error, cpu_s, max_rss_kb }), _) => {
@@ -359,7 +423,7 @@ impl Collect {
             bail!("it offered an unexpected log `{}`", file.escape_debug());
         };
         if bytes > max {
-            bail!("it offered {file} of {bytes} bytes, more than the {max} bytes of the records it reported");
+            bail!("it offered {file} of {bytes} bytes, more than the {max} bytes the run's plan allows");
         }
         let f = std::fs::File::create(self.dir.join(file)).with_context(|| format!("creating {}", self.dir.join(file).display()))?;
         self.file = Some((file.to_string(), flate2::write::DeflateDecoder::new(f)));

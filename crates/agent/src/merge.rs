@@ -33,6 +33,37 @@ pub struct Merged {
     pub server_records: Vec<Record>,
     pub client: SendReport,
     pub server: SendReport,
+    /// Parts whose logs were refused (by name, and why): their records are not in the report.
+    pub refused: Vec<(String, String)>,
+}
+
+/// What the controller's own plan allows in a log: every record's player, time and sequence
+/// number. An agent's log that breaks it is refused whole and named (a peer we control can
+/// still lie: it gets no say in what the report counts).
+pub struct Plan {
+    /// Real times (controller clock) a record may carry: the run's start less a margin to its
+    /// end plus the time the agents may overrun.
+    pub from_ns: u64,
+    pub to_ns: u64,
+    /// Per player, its departures up (client → server) and down: a record's sequence number
+    /// is below its direction's count.
+    pub apdus: Vec<[u64; 2]>,
+}
+
+impl Plan {
+    /// Why record `r` of a client (`server` false) or server log is not one the plan allows.
+    fn refuses(&self, r: &Record, server: bool) -> Option<String> {
+        let Some(counts) = self.apdus.get(r.flow as usize) else {
+            return Some(format!("a record of player {}, which the run does not have", r.flow));
+        };
+        if r.t_b < self.from_ns || r.t_b > self.to_ns {
+            return Some(format!("a record of player {} at {} ns, outside the run ({}..{} ns)", r.flow, r.t_b, self.from_ns, self.to_ns));
+        }
+        // Sent up by a client or received up by the server: the up direction's count.
+        let up = (r.kind == RecordKind::Received) == server;
+        let n = counts[if up { 0 } else { 1 }];
+        (r.seq >= n).then(|| format!("player {}'s APDU {} {}, of {n} planned", r.flow, r.seq, if up { "up" } else { "down" }))
+    }
 }
 
 fn load(p: &std::path::Path) -> anyhow::Result<Vec<Record>> {
@@ -55,9 +86,15 @@ pub fn correct(r: &mut Record, own: i64, peer: i64) {
     }
 }
 
+/// Client records, server records, and the parts refused (name, why).
+pub type Loaded = (Vec<Record>, Vec<Record>, Vec<(String, String)>);
+
 /// Loads the logs of the parts whose logs arrived, every record's times corrected to the
-/// controller's clock: the client records of every shard, then the server side's records.
-pub fn load_records(parts: &[Part]) -> anyhow::Result<(Vec<Record>, Vec<Record>)> {
+/// controller's clock: the client records of every shard, then the server side's records. A
+/// part whose log has a record the plan does not allow (a player it did not run, a time outside
+/// the run, a sequence number beyond the player's schedule) is refused whole: returned by name
+/// with the reason, its records left out.
+pub fn load_records(parts: &[Part], plan: &Plan) -> anyhow::Result<Loaded> {
     let server = parts.iter().find(|p| p.server).context("no server agent")?;
     // The offset of the agent running each player (flow id = player id).
     let mut owner: Vec<(Range<u32>, i64)> = parts.iter().filter_map(|p| p.players.clone().map(|r| (r, p.offset_ns))).collect();
@@ -76,17 +113,25 @@ pub fn load_records(parts: &[Part]) -> anyhow::Result<(Vec<Record>, Vec<Record>)
             Err(_) => 0,
         }
     };
+    let mut refused = Vec::new();
     let mut client_records = Vec::new();
     for p in parts.iter().filter(|p| p.ok && p.players.is_some()) {
         let mut recs = load(&p.dir.join("client.hlog"))?;
         let range = p.players.clone().unwrap_or(0..0);
-        if let Some(bad) = recs.iter().find(|r| !range.contains(&r.flow)) {
-            anyhow::bail!("agent {}: its log has records of player {}, which it did not run", p.name, bad.flow);
-        }
         for r in &mut recs {
             correct(r, p.offset_ns, server.offset_ns);
         }
-        client_records.append(&mut recs);
+        let why = recs.iter().find_map(|r| {
+            if !range.contains(&r.flow) {
+                Some(format!("its log has records of player {}, which it did not run", r.flow))
+            } else {
+                plan.refuses(r, false).map(|w| format!("its log has {w}"))
+            }
+        });
+        match why {
+            Some(w) => refused.push((p.name.clone(), w)),
+            None => client_records.append(&mut recs),
+        }
     }
     let mut server_records = Vec::new();
     if server.ok {
@@ -94,18 +139,23 @@ pub fn load_records(parts: &[Part]) -> anyhow::Result<(Vec<Record>, Vec<Record>)
         for r in &mut server_records {
             correct(r, server.offset_ns, owner_of(r.flow));
         }
+        if let Some(w) = server_records.iter().find_map(|r| plan.refuses(r, true)) {
+            refused.push((server.name.clone(), format!("its server log has {w}")));
+            server_records.clear();
+        }
     }
-    Ok((client_records, server_records))
+    Ok((client_records, server_records, refused))
 }
 
-/// Merges the parts whose logs arrived: their records ([`load_records`]) and reports.
-pub fn merge(sc: &Scenario, parts: &[Part]) -> anyhow::Result<Merged> {
+/// Merges the parts whose logs arrived: their records ([`load_records`]) and reports; parts
+/// whose logs the plan refuses are left out (and named in [`Merged::refused`]).
+pub fn merge(sc: &Scenario, parts: &[Part], plan: &Plan) -> anyhow::Result<Merged> {
     let _ = sc;
     let server = parts.iter().find(|p| p.server).context("no server agent")?;
-    let (client_records, server_records) = load_records(parts)?;
+    let (client_records, server_records, refused) = load_records(parts, plan)?;
     let reports: Vec<SendReport> = parts
         .iter()
-        .filter(|p| p.ok && p.players.is_some())
+        .filter(|p| p.ok && p.players.is_some() && !refused.iter().any(|r| r.0 == p.name))
         .filter_map(|p| {
             p.client.clone().map(|mut rep| {
                 rep.t0_real_ns = to_reference(rep.t0_real_ns, p.offset_ns);
@@ -114,11 +164,11 @@ pub fn merge(sc: &Scenario, parts: &[Part]) -> anyhow::Result<Merged> {
             })
         })
         .collect();
-    let client = merge_reports(&reports, &client_records).context("no client agent finished: nothing to report")?;
+    let client = merge_reports(&reports, &client_records).context("no client agent finished with a log the plan allows: nothing to report")?;
     let mut server_report = server.server_report.clone().unwrap_or_else(|| SendReport { flows: Vec::new(), interrupted: true, ..client.clone() });
     server_report.t0_real_ns = to_reference(server_report.t0_real_ns, server.offset_ns);
     server_report.end_real_ns = to_reference(server_report.end_real_ns, server.offset_ns);
-    Ok(Merged { client_records, server_records, client, server: server_report })
+    Ok(Merged { client_records, server_records, client, server: server_report, refused })
 }
 
 /// One client-side report from the shards': counters add up, flows are listed together, the

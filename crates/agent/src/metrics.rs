@@ -73,32 +73,58 @@ pub fn sample(m: &Metrics, stop: &AtomicBool) {
 
 /// Answers `GET /metrics` until `stop`; anything else gets 404, a malformed request 400.
 pub fn serve(l: TcpListener, m: &Metrics, stop: &AtomicBool) {
-    while !stop.load(Ordering::Relaxed) {
-        let (mut c, _) = match l.accept() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50));
+    let busy = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        while !stop.load(Ordering::Relaxed) {
+            let (c, _) = match l.accept() {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                }
+            };
+            // Many clients at once, each on its own thread with its own deadline: one slow
+            // client cannot hold up the readiness probe. Past the cap, newcomers are closed.
+            if busy.load(Ordering::Relaxed) >= MAX_CLIENTS {
                 continue;
             }
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(200));
-                continue;
-            }
-        };
-        let _ = c.set_nonblocking(false);
-        let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
-        let _ = c.set_write_timeout(Some(Duration::from_secs(1)));
-        let mut head = Vec::new();
-        let mut buf = [0u8; 1024];
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") && head.len() < MAX_HEAD && Instant::now() < deadline {
-            match c.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
+            busy.fetch_add(1, Ordering::Relaxed);
+            let busy = &busy;
+            s.spawn(move || {
+                answer(c, m);
+                busy.fetch_sub(1, Ordering::Relaxed);
+            });
         }
-        let _ = c.write_all(respond(&head, m).as_bytes());
+    });
+}
+
+/// Clients served at once at most.
+const MAX_CLIENTS: usize = 64;
+/// How long one client may take to send its request: 2 s.
+const REQUEST_WITHIN: Duration = Duration::from_secs(2);
+
+fn answer(mut c: std::net::TcpStream, m: &Metrics) {
+    let _ = c.set_nonblocking(false);
+    let _ = c.set_write_timeout(Some(Duration::from_secs(1)));
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    let deadline = Instant::now() + REQUEST_WITHIN;
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") && head.len() < MAX_HEAD {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let _ = c.set_read_timeout(Some(left));
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
     }
+    let _ = c.write_all(respond(&head, m).as_bytes());
 }
 
 /// The response to a request head.
@@ -111,7 +137,9 @@ pub fn respond(head: &[u8], m: &Metrics) -> String {
     };
     match (parts.next(), parts.next()) {
         (Some("GET"), Some("/metrics")) => reply("200 OK", "text/plain; version=0.0.4", &render(m)),
-        (Some(_), Some(_)) => reply("404 Not Found", "text/plain", "only /metrics is served here\n"),
+        // The readiness probe: the agent is up and serving (cheap: nothing rendered).
+        (Some("GET"), Some("/ready")) => reply("200 OK", "text/plain", "ready\n"),
+        (Some(_), Some(_)) => reply("404 Not Found", "text/plain", "only /metrics and /ready are served here\n"),
         _ => reply("400 Bad Request", "text/plain", "bad request\n"),
     }
 }

@@ -15,8 +15,10 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-/// The control protocol's version: both sides must speak the same one.
-pub const PROTOCOL: u32 = 1;
+/// The control protocol's version: both sides must speak the same one. Version 2: the agent
+/// answers every ping ([`ToController::Pong`]), so a controller tells an idle agent from a
+/// dead one in every phase.
+pub const PROTOCOL: u32 = 2;
 
 /// The largest frame either side accepts (a scenario with its service file fits many times).
 pub const MAX_FRAME: usize = 4 << 20;
@@ -149,6 +151,8 @@ pub enum ToController {
     Error {
         message: String,
     },
+    /// Answer to a ping: the agent is alive (whatever it is doing or waiting for).
+    Pong,
 }
 
 /// An agent's running totals.

@@ -107,7 +107,7 @@ impl Session {
             (Phase::Greeting, other) => self.refuse(format!("expected hello first, got {}", kind(&other))),
             (_, ToAgent::Hello { .. }) => self.refuse("hello twice".into()),
             (_, ToAgent::Time { t1 }) => vec![Action::TimeReply { t1, t2: now_ns }],
-            (_, ToAgent::Ping) => vec![],
+            (_, ToAgent::Ping) => vec![Action::Send(ToController::Pong)],
             (Phase::Idle, ToAgent::Assign(a)) => {
                 if let Err(e) = check_assignment(&a) {
                     return self.refuse(format!("assignment refused: {e}"));
@@ -333,7 +333,7 @@ mod tests {
         s.on_msg(S, ToAgent::Assign(Box::new(assignment("r1"))), |_| false);
         s.on_msg(S, ToAgent::Start { at_ns: 0 }, |_| false);
         assert!(s.on_tick(3 * S).is_empty());
-        s.on_msg(3 * S, ToAgent::Ping, |_| false);
+        assert!(matches!(s.on_msg(3 * S, ToAgent::Ping, |_| false)[..], [Action::Send(ToController::Pong)]), "every ping is answered");
         assert!(s.on_tick(6 * S).is_empty(), "3 s after the last ping is not yet over 3 s");
         let a = s.on_tick(6 * S + 1);
         assert!(matches!(&a[0], Action::StopRun(w) if w.contains("dead-man")));

@@ -42,6 +42,15 @@ impl Players {
     }
 }
 
+impl Players {
+    /// How many APDUs each player sends in each direction ([up, down]) over the whole run,
+    /// counted on its regenerated schedules: exactly what an honest side can log, so a
+    /// controller bounds what an agent hands over by its own plan.
+    pub fn planned_apdus(&self) -> Vec<[u64; 2]> {
+        (0..self.len()).map(|p| [self.schedule(p, Direction::Up).count() as u64, self.schedule(p, Direction::Down).count() as u64]).collect()
+    }
+}
+
 impl Responder for Players {
     /// Grants player `tag >> 8` to the connection whose flow is that player, once per run: a
     /// replayed hello cannot take a second stream of the same player.

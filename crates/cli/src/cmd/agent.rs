@@ -78,7 +78,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         name,
         metrics: args.metrics,
         keep: args.keep,
-        max_handshakes: 16,
+        max_handshakes: 64,
         version: env!("CARGO_PKG_VERSION").into(),
     };
     let log = |m: &str| say!("horde agent: {m}");

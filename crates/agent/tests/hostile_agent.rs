@@ -1,0 +1,287 @@
+//! A fake agent that holds a valid agent certificate and lies (issue 21): it never gets ready,
+//! or sends progress forever and never finishes, or claims a billion records, or hands over
+//! records of players it was not given. The controller must keep its own deadlines, bound what
+//! it accepts by its own plan, end within 5 s of Ctrl-C with a report, and keep the honest
+//! agent's data in that report.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use horde_agent::agent::{self, AgentOptions};
+use horde_agent::controller::{self, AgentSpec, ControllerOptions, Event, ServerPlace};
+use horde_agent::msg::{self, Frame, ToAgent, ToController, PROTOCOL};
+use horde_model::scenario::Scenario;
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("horde-hostile-agent-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+}
+
+/// An honest agent as a thread.
+fn honest(ip: &str, creds: &Path, dir: &Path, name: &str) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
+    let opts = AgentOptions {
+        listen: format!("{ip}:0").parse().unwrap(),
+        credentials: creds.to_path_buf(),
+        dir: dir.join(name),
+        name: name.into(),
+        metrics: None,
+        keep: false,
+        max_handshakes: 16,
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let s2 = stop.clone();
+    let h = std::thread::spawn(move || {
+        let tx = Mutex::new(tx);
+        let log = move |m: &str| {
+            if let Some(a) = m.split(" listening on ").nth(1).and_then(|r| r.split(' ').next()).and_then(|a| a.parse().ok()) {
+                let _ = tx.lock().unwrap().send(a);
+            }
+        };
+        agent::serve(&opts, &s2, &log).unwrap();
+    });
+    (rx.recv_timeout(Duration::from_secs(10)).unwrap(), stop, h)
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Lie {
+    /// Answers Assign with progress forever, never Ready.
+    NeverReady,
+    /// Ready, then progress forever; ignores Stop, never Finished.
+    NeverFinishes,
+    /// Finishes claiming 10⁹ records, then offers a 40 GB log.
+    HugeClaim,
+    /// Finishes, then hands over a real log with records of a player it was not given.
+    ForeignRecords,
+}
+
+/// The fake agent: a TLS server with a valid agent certificate.
+fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
+    let cfg = horde_agent::tls::agent_config(creds).unwrap();
+    let l = TcpListener::bind(format!("{ip}:0")).unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((tcp, _)) = l.accept() else { return };
+        let conn = rustls::ServerConnection::new(cfg).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        tls.sock.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut dec = msg::Decoder::default();
+        let mut buf = vec![0u8; 65536];
+        let mut chatty = false;
+        let mut last = Instant::now();
+        let mut players = 0..0;
+        loop {
+            let send = |tls: &mut rustls::StreamOwned<rustls::ServerConnection, std::net::TcpStream>, m: &ToController| {
+                tls.write_all(&msg::encode(m)).and_then(|_| tls.flush())
+            };
+            if chatty && last.elapsed() > Duration::from_millis(100) {
+                last = Instant::now();
+                if send(&mut tls, &ToController::Progress(msg::Progress::default())).is_err() {
+                    return;
+                }
+            }
+            match tls.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => dec.push(&buf[..n]),
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(_) => return,
+            }
+            while let Ok(Some(Frame::Msg(m))) = dec.frame::<ToAgent>() {
+                let reply = match m {
+                    ToAgent::Hello { .. } => {
+                        vec![ToController::Hello { protocol: PROTOCOL, version: env!("CARGO_PKG_VERSION").into(), name: "fake".into(), cores: 1 }]
+                    }
+                    ToAgent::Time { t1 } => vec![ToController::Time { t1, t2: now_ns(), t3: now_ns() }],
+                    ToAgent::Ping => vec![ToController::Pong],
+                    ToAgent::Assign(a) => {
+                        players = a.players.clone().unwrap_or(0..0);
+                        chatty = true;
+                        if lie == Lie::NeverReady {
+                            vec![]
+                        } else {
+                            vec![ToController::Ready { server_addr: None }]
+                        }
+                    }
+                    ToAgent::Start { .. } => vec![],
+                    ToAgent::Stop if lie == Lie::NeverFinishes => vec![],
+                    ToAgent::Stop => {
+                        chatty = false;
+                        let claim = if lie == Lie::HugeClaim { 1_000_000_000u64 } else { 10 };
+                        let report = serde_json::json!({
+                            "flows": [], "packets": claim, "bytes": claim * 100, "errors": 0, "echoes": 0, "received": 0,
+                            "mismatched": 0, "duration_s": 1.0, "connect_s": 0.0,
+                            "lateness": {"count": 0, "mean_us": 0.0, "p50_us": 0.0, "p90_us": 0.0, "p99_us": 0.0, "p999_us": 0.0, "max_us": 0.0},
+                            "interrupted": false, "log": null, "log_records": claim, "threads": 1, "t0_real_ns": now_ns()
+                        });
+                        vec![ToController::Finished { role: "clients".into(), report: Some(report), error: None, cpu_s: 0.1, max_rss_kb: 1000 }]
+                    }
+                    ToAgent::Collect => {
+                        let _ = collect(&mut tls, lie, players.end + 5);
+                        vec![]
+                    }
+                };
+                for m in reply {
+                    if send(&mut tls, &m).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    addr
+}
+
+/// The fake's logs: a 40 GB offer, or a real log whose one record is of `foreign`.
+fn collect(tls: &mut impl Write, lie: Lie, foreign: u32) -> std::io::Result<()> {
+    if lie == Lie::HugeClaim {
+        tls.write_all(&msg::encode(&ToController::LogBegin { file: "client.hlog".into(), bytes: 40_000_000_000 }))?;
+        // Then pour zeros as if the offer had been taken.
+        let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+        enc.write_all(&vec![0u8; 64 << 20])?;
+        let z = enc.finish()?;
+        for c in z.chunks(msg::LOG_PIECE) {
+            tls.write_all(&msg::encode_log(c))?;
+        }
+        return tls.flush();
+    }
+    let mut log = vec![0u8; horde_wire::LOG_HEADER_LEN];
+    horde_wire::LogHeader { role: horde_wire::Role::Sender, start_ns: now_ns() }.emit(&mut log);
+    let r = horde_wire::Record {
+        flow: foreign,
+        size: 100,
+        seq: 0,
+        t_a: now_ns(),
+        t_b: now_ns(),
+        tag: foreign << 8,
+        tos: 0,
+        ttl: 0,
+        kind: horde_wire::RecordKind::Sent,
+        flags: 0,
+    };
+    let at = log.len();
+    log.resize(at + horde_wire::RECORD_LEN, 0);
+    r.emit(&mut log[at..]);
+    let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(&log)?;
+    let z = enc.finish()?;
+    tls.write_all(&msg::encode(&ToController::LogBegin { file: "client.hlog".into(), bytes: log.len() as u64 }))?;
+    tls.write_all(&msg::encode_log(&z))?;
+    tls.write_all(&msg::encode(&ToController::LogEnd { file: "client.hlog".into(), bytes: log.len() as u64, transferred: z.len() as u64 }))?;
+    tls.write_all(&msg::encode(&ToController::Collected { files: 1 }))?;
+    tls.flush()
+}
+
+/// Runs a 40-player, `secs`-second WoW run on an honest agent (server side and half the
+/// players) and the fake (the other half); `ctrl_c_at`: set the stop flag then. Returns the
+/// outcome, the notes, and how long after the stop flag (or the start) the controller ended.
+fn run(lie: Lie, secs: u32, ctrl_c_at: Option<Duration>) -> (anyhow::Result<controller::Outcome>, Vec<String>, Duration, PathBuf) {
+    let d = tmp(&format!("{lie:?}"));
+    let creds = d.join("creds");
+    horde_agent::tls::keygen(&creds, 1).unwrap();
+    let (a1, a1_stop, a1_h) = honest("127.0.0.2", &creds, &d, "a1");
+    let f = fake("127.0.0.3", &creds, lie);
+    let text = format!("name = \"hostile\"\nservice = \"wow\"\nplayers = 40\nduration = \"{secs}s\"\nseed = 3\nspin_us = 0\n");
+    std::fs::write(d.join("sc.toml"), &text).unwrap();
+    let sc = Scenario::load(&d.join("sc.toml")).unwrap();
+    let out = d.join("out");
+    let notes = Mutex::new(Vec::new());
+    let events = |e: &Event| {
+        if let Event::Note(n) = e {
+            notes.lock().unwrap().push(n.clone());
+        }
+    };
+    let stop = AtomicBool::new(false);
+    let opts = ControllerOptions {
+        agents: vec![AgentSpec { addr: a1, weight: 1 }, AgentSpec { addr: f, weight: 1 }],
+        server: ServerPlace::Agent(0),
+        credentials: creds.clone(),
+        out: &out,
+        scenario_dir: d.clone(),
+        deadman: Duration::from_secs(3),
+        lost_after: Duration::from_secs(3),
+        events: &events,
+        stop: &stop,
+    };
+    let t = Instant::now();
+    let (r, ended) = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            let r = controller::run(&sc, &opts);
+            (r, Instant::now())
+        });
+        if let Some(at) = ctrl_c_at {
+            while t.elapsed() < at && !h.is_finished() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            stop.store(true, Ordering::Relaxed);
+        }
+        h.join().unwrap()
+    });
+    let took = ended.saturating_duration_since(t + ctrl_c_at.unwrap_or_default());
+    a1_stop.store(true, Ordering::Relaxed);
+    let _ = a1_h.join();
+    (r, notes.into_inner().unwrap(), took, out)
+}
+
+#[test]
+fn an_agent_that_never_gets_ready_cannot_hold_the_controller_past_ctrl_c() {
+    let (r, notes, took, _) = run(Lie::NeverReady, 5, Some(Duration::from_secs(4)));
+    assert!(took < Duration::from_secs(5), "the controller took {took:?} after Ctrl-C: {notes:#?}");
+    let e = format!("{:#}", r.err().expect("not started"));
+    assert!(e.contains("interrupted"), "{e}");
+}
+
+#[test]
+fn an_agent_that_never_finishes_is_cut_off_at_ctrl_c_and_the_honest_agents_data_is_reported() {
+    let (r, notes, took, out) = run(Lie::NeverFinishes, 4, Some(Duration::from_secs(8)));
+    assert!(took < Duration::from_secs(5), "the controller took {took:?} after Ctrl-C: {notes:#?}");
+    let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
+    let d = r.summary.distributed.as_ref().unwrap();
+    assert!(d.partial && d.agents[1].status.contains("did not finish"), "{:?}", d.agents);
+    assert_eq!(d.agents[0].status, "finished", "the honest agent: {:?}", d.agents);
+    assert!(r.summary.client.flows.len() == 20 && r.summary.client.packets > 0, "the honest agent's players are in the report");
+    assert!(out.join("summary.json").exists() && out.join("index.html").exists());
+}
+
+#[test]
+fn a_claim_of_a_billion_records_gets_no_more_than_the_plan_allows() {
+    let (r, notes, took, out) = run(Lie::HugeClaim, 3, None);
+    // The run's 3 s, the 15-s overrun before the fake is stopped, its logs refused at once.
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
+    let d = r.summary.distributed.as_ref().unwrap();
+    assert!(d.agents[1].status.contains("bytes"), "the offer was refused, naming the bound: {:?}", d.agents[1]);
+    let fake_dir = out.join("agents").join("fake");
+    let written: u64 = std::fs::read_dir(&fake_dir).map(|r| r.flatten().map(|e| e.metadata().map_or(0, |m| m.len())).sum()).unwrap_or(0);
+    assert!(written < 1 << 20, "{written} bytes of the fake's log on disk");
+    assert_eq!(d.agents[0].status, "finished");
+    assert!(r.summary.analysis.up.lost + r.summary.analysis.down.lost == 0, "no fake losses in the report");
+}
+
+#[test]
+fn records_of_players_an_agent_was_not_given_are_refused_and_named() {
+    let (r, notes, _, _) = run(Lie::ForeignRecords, 3, None);
+    let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
+    let d = r.summary.distributed.as_ref().unwrap();
+    assert!(d.agents[1].status.contains("log refused") && d.agents[1].status.contains("player 45"), "{:?}", d.agents[1]);
+    assert!(notes.iter().any(|n| n.contains("left out of the report")), "{notes:#?}");
+    assert!(d.partial && d.missing_players.iter().any(|m| m.start == 20), "{:?}", d.missing_players);
+    assert_eq!(r.summary.client.flows.len(), 20, "only the honest agent's players");
+}
+
+#[test]
+fn directories_of_agents_whose_names_sanitise_alike_do_not_collide() {
+    let names = ["a/1".to_string(), "a_1".to_string(), "a:1".to_string()];
+    let d = controller::dir_names(&names);
+    assert_eq!(d, vec!["a_1", "a_1-1", "a_1-2"]);
+}
