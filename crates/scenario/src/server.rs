@@ -166,7 +166,7 @@ impl ServerChild {
             // SAFETY: signalling our own child by pid.
             unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
         }
-        let status = self.0.wait().context("waiting for the server side")?;
+        let status = self.reap().context("waiting for the server side")?;
         if !status.success() && !died {
             anyhow::bail!("the server side failed ({status})");
         }
@@ -175,6 +175,37 @@ impl ServerChild {
             Err(_) if died => Ok(None),
             Err(e) => Err(anyhow::anyhow!("reading {file}: {e}")),
         }
+    }
+}
+
+/// The CPU seconds and peak RSS (kB) of the last server-side child reaped: its own, from
+/// wait4, not `RUSAGE_CHILDREN` (which, after `cargo run` execs horde, also holds the build's).
+static CHILD_USAGE: std::sync::Mutex<Option<(f64, u64)>> = std::sync::Mutex::new(None);
+
+/// What [`ServerChild`] measured of the last server side it reaped.
+pub fn child_usage() -> Option<(f64, u64)> {
+    *CHILD_USAGE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ServerChild {
+    /// Waits for the child and takes its own resource usage.
+    fn reap(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        use std::os::unix::process::ExitStatusExt as _;
+        let mut status = 0;
+        // SAFETY: waiting for our own child by pid; `ru` is a plain struct wait4 fills.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let r = loop {
+            let r = unsafe { libc::wait4(self.0.id() as i32, &mut status, 0, &mut ru) };
+            if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                break r;
+            }
+        };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        *CHILD_USAGE.lock().unwrap_or_else(|p| p.into_inner()) = Some((t(ru.ru_utime) + t(ru.ru_stime), ru.ru_maxrss as u64));
+        Ok(std::process::ExitStatus::from_raw(status))
     }
 }
 

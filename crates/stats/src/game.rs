@@ -30,6 +30,10 @@ pub struct DirectionStats {
     pub apdu_rate_per_player: f64,
     /// The model's APDU rate per player: 1000 / mean inter-departure time (ms).
     pub model_apdu_rate_per_player: Option<f64>,
+    /// The coefficient of variation of the model's inter-departure times (the mixture over
+    /// sub-activities): a renewal process's count over N departures strays by about CV/√N.
+    #[serde(default)]
+    pub model_idt_cv: Option<f64>,
     pub rate_error_pct: Option<f64>,
     pub mean_size: f64,
     pub model_mean_size: Option<f64>,
@@ -71,6 +75,9 @@ pub struct Second {
 #[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct CategoryStats {
     pub category: String,
+    /// Stays in the category (each a fresh start of its inter-departure process).
+    #[serde(default)]
+    pub stays: u64,
     pub player_seconds: f64,
     pub occupancy_share: f64,
     pub up: DirectionStats,
@@ -194,6 +201,20 @@ pub fn model_cdf(ctx: &Context, weights: &[Vec<f64>; 2], state: usize, dir: Dire
     Some(acc)
 }
 
+/// The coefficient of variation of a category's inter-departure times: the mixture over
+/// sub-activities with their APDU weights.
+fn model_cv(ctx: &Context, weights: &[Vec<f64>; 2], state: usize, dir: Direction) -> Option<f64> {
+    let (mut m1, mut m2) = (0.0, 0.0);
+    for (k, w) in weights[dir as usize].iter().enumerate() {
+        let t = ctx.traffic.by_state[state][k][dir as usize].as_ref()?;
+        if *w > 0.0 {
+            m1 += w * t.idt.mean_estimate()?;
+            m2 += w * t.idt.second_moment_estimate()?;
+        }
+    }
+    (m1 > 0.0).then(|| (m2 / (m1 * m1) - 1.0).max(0.0).sqrt())
+}
+
 fn model_mean(ctx: &Context, weights: &[Vec<f64>; 2], state: usize, dir: Direction, size: bool) -> Option<f64> {
     let mut acc = 0.0;
     for (k, w) in weights[dir as usize].iter().enumerate() {
@@ -220,6 +241,44 @@ fn quantile_points(sorted: &[f64]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The second each departure was sent in, by player, direction and sequence number (dense
+/// from 0 per player and direction), with a mark once an arrival has been matched to it.
+#[derive(Default)]
+struct SentSeconds(Vec<[Vec<u32>; 2]>);
+
+impl SentSeconds {
+    const NONE: u32 = u32::MAX;
+    const MATCHED: u32 = 1 << 31;
+    /// Sequence numbers beyond this are not tracked (a record that claims one is not a
+    /// departure of this run's schedules): bounds memory against a lying log.
+    const MAX_SEQ: u64 = 1 << 28;
+
+    fn put(&mut self, player: u32, dir: Direction, seq: u64, sec: usize) {
+        if seq >= Self::MAX_SEQ || player as usize >= 1 << 24 {
+            return;
+        }
+        if self.0.len() <= player as usize {
+            self.0.resize_with(player as usize + 1, Default::default);
+        }
+        let v = &mut self.0[player as usize][dir as usize];
+        if v.len() <= seq as usize {
+            v.resize(seq as usize + 1, Self::NONE);
+        }
+        v[seq as usize] = sec as u32;
+    }
+
+    /// The second departure `seq` left in, the first time its arrival is matched.
+    fn take(&mut self, player: u32, dir: Direction, seq: u64) -> Option<usize> {
+        let slot = self.0.get_mut(player as usize)?[dir as usize].get_mut(usize::try_from(seq).ok()?)?;
+        if *slot == Self::NONE || *slot & Self::MATCHED != 0 {
+            return None;
+        }
+        let sec = *slot as usize;
+        *slot |= Self::MATCHED;
+        Some(sec)
+    }
+}
+
 /// Analyses a run from the client's and the server's records.
 pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnalysis {
     let n = ctx.service.states.len();
@@ -238,13 +297,16 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
     let secs = ctx.duration_s.ceil() as usize + 2;
     let mut thr = vec![(0.0f64, 0.0f64); secs];
     let second_of = |ns: u64| ((ns as i64 - ctx.epoch_ns as i64).max(0) as f64 / 1e9) as usize;
-    // Per second and direction: sent (by send time), received of those, delays by arrival.
+    // Per second and direction: sent (by the second it was sent in), received of those (the
+    // arrival matched to its departure by player, direction and sequence number, each once),
+    // delays by arrival. So the seconds' losses add up to the run's exactly.
     let mut per_sec: Vec<[(u64, u64, Vec<f64>); 2]> = (0..secs).map(|_| Default::default()).collect();
+    let mut sent_in = SentSeconds::default();
     for (recs, dir) in [(client, Direction::Up), (server, Direction::Down)] {
         for r in recs.iter().filter(|r| r.kind == RecordKind::Sent && counts(r, dir)) {
-            if let Some(s) = per_sec.get_mut(second_of(r.t_a)) {
-                s[dir as usize].0 += 1;
-            }
+            let sec = second_of(r.t_a).min(secs - 1);
+            per_sec[sec][dir as usize].0 += 1;
+            sent_in.put(r.tag >> 8, dir, r.seq, sec);
         }
     }
     // Arrivals: up at the server, down at the client.
@@ -262,8 +324,8 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
             a.sizes.push(r.size as f64);
             a.bytes += r.size as u64;
             let transit = r.t_b as i64 - r.t_a as i64;
-            if let Some(s) = per_sec.get_mut(second_of(r.t_a)) {
-                s[dir as usize].1 += 1;
+            if let Some(sec) = sent_in.take(player, dir, r.seq) {
+                per_sec[sec][dir as usize].1 += 1;
             }
             if let Some(s) = per_sec.get_mut(second_of(r.t_b)) {
                 s[dir as usize].2.push(transit as f64 / 1e6);
@@ -304,6 +366,7 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
     for (state, dirs) in acc.iter_mut().enumerate() {
         let mut cat = CategoryStats {
             category: ctx.service.states[state].name.clone(),
+            stays: ctx.segments.iter().flatten().filter(|s| s.state as usize == state && s.start_s < ctx.duration_s).count() as u64,
             player_seconds: ps[state],
             occupancy_share: if total_ps > 0.0 { ps[state] / total_ps } else { 0.0 },
             ..Default::default()
@@ -326,10 +389,13 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
     out.up = direction_stats(ctx, None, Direction::Up, &mut tot[0], total_ps);
     out.down = direction_stats(ctx, None, Direction::Down, &mut tot[1], total_ps);
     out.throughput = thr.iter().enumerate().take(ctx.duration_s.ceil() as usize).map(|(i, (u, d))| (i as f64, *u, *d)).collect();
+    // Every second that has a departure is kept (a server side's last departures may fall in
+    // the second after the client's last), so the seconds add up to the totals.
+    let keep = per_sec.iter().rposition(|s| s[0].0 + s[1].0 > 0).map_or(0, |i| i + 1).max(ctx.duration_s.ceil() as usize).min(secs);
     out.seconds = per_sec
         .iter_mut()
         .enumerate()
-        .take(ctx.duration_s.ceil() as usize)
+        .take(keep)
         .map(|(i, s)| {
             let mut sec = Second { t_s: i as f64, ..Default::default() };
             for (d, (sent, got, delays)) in s.iter_mut().enumerate() {
@@ -342,6 +408,16 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
             sec
         })
         .collect();
+    // The run's losses are the seconds' (departures never matched by an arrival), one pass over
+    // the same records: the page cannot show a loss chart that disagrees with its table.
+    for d in 0..2 {
+        let lost: u64 = out.seconds.iter().map(|s| s.lost[d]).sum();
+        if d == 0 {
+            out.up.lost = lost;
+        } else {
+            out.down.lost = lost;
+        }
+    }
     let step = (ctx.duration_s / 200.0).max(1.0);
     let mut t = 0.0;
     while t < ctx.duration_s {
@@ -373,6 +449,7 @@ fn direction_stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: D
         let by_time = stay_weights(ctx, k, dir, w);
         s.model_mean_size = model_mean(ctx, w, k, dir, true);
         s.model_apdu_rate_per_player = model_rate(ctx, &by_time, k, dir);
+        s.model_idt_cv = model_cv(ctx, w, k, dir);
         if let Some(m) = s.model_apdu_rate_per_player {
             if received > 0 {
                 s.rate_error_pct = Some((s.apdu_rate_per_player - m) / m * 100.0);

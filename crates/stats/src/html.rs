@@ -15,7 +15,7 @@ use crate::table::esc;
 use crate::charts::{spans_decades, steps, Chart, Series};
 
 /// Styles shared by every page: charts take the page's width (their SVG has a viewBox).
-const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td.t{text-align:left}th{background:#f3f3f3}pre{background:#f6f6f6;padding:1em;overflow-x:auto}figure{margin:1em 0}figure svg{width:100%;height:auto;border:1px solid #eee}.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:0 1em}.verdict{display:flex;flex-wrap:wrap;gap:.6em;margin:1em 0}.verdict div{border-radius:6px;padding:.6em 1em;background:#eef6ee;border:1px solid #9c9}.verdict div.bad{background:#fbeeee;border-color:#d99}.verdict b{display:block;font-size:1.4em}";
+const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td.t{text-align:left}th{background:#f3f3f3}pre{background:#f6f6f6;padding:1em;overflow-x:auto}figure{margin:1em 0}figure svg{width:100%;height:auto;border:1px solid #eee}.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:0 1em}.verdict{display:flex;flex-wrap:wrap;gap:.6em;margin:1em 0}.verdict div{border-radius:6px;padding:.6em 1em;background:#eef6ee;border:1px solid #9c9}.verdict div.bad{background:#fbeeee;border-color:#d99}.verdict b{display:block;font-size:1.4em}.verdict small{display:block;color:#555;font-size:.8em}";
 
 /// A chart inside a figure with an anchor.
 fn figure(name: &str, svg: &str) -> String {
@@ -167,10 +167,12 @@ pub fn game_charts(g: &crate::game::GameAnalysis, ctx: &crate::game::Context) ->
     out
 }
 
-/// One box of a report's verdict: a label, its value, and whether it is what a good run shows.
+/// One box of a report's verdict: a label, its value, the limit it was judged against (with the
+/// sample size where a test's limit depends on it), and whether it is what a good run shows.
 pub struct Verdict {
     pub label: String,
     pub value: String,
+    pub limit: String,
     pub ok: bool,
 }
 
@@ -190,7 +192,7 @@ pub fn game_page(
     let mut s = format!("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>", t = esc(title));
     s.push_str("<div class=\"verdict\">");
     for v in verdict {
-        let _ = write!(s, "<div{}>{}<b>{}</b></div>", if v.ok { "" } else { " class=\"bad\"" }, esc(&v.label), esc(&v.value));
+        let _ = write!(s, "<div{}>{}<b>{}</b><small>{}</small></div>", if v.ok { "" } else { " class=\"bad\"" }, esc(&v.label), esc(&v.value), esc(&v.limit));
     }
     s.push_str("</div>");
     if let Some(a) = agents {
