@@ -85,7 +85,7 @@ impl Server {
 
     pub(crate) fn exited(&mut self) -> Option<String> {
         match self {
-            Server::Child(c) => c.exited().map(|s| s.to_string()),
+            Server::Child(c) => c.exited(),
             Server::Thread { handle, .. } => handle.is_finished().then(|| "its thread ended".to_string()),
             Server::Circuits { handle, .. } => handle.is_finished().then(|| "its thread ended".to_string()),
         }

@@ -146,9 +146,25 @@ impl ServerChild {
         Ok((guard, addr))
     }
 
-    /// The child's exit status, if it has exited.
-    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.0.try_wait().ok().flatten()
+    /// How the child ended, if it has (it is not reaped here, so that [`ServerChild::finish`]
+    /// still gets its resource usage).
+    pub fn exited(&mut self) -> Option<String> {
+        // SAFETY: waitid fills a plain siginfo for our own child; WNOWAIT leaves it unreaped.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::waitid(libc::P_PID, self.0.id() as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+        if r != 0 {
+            // Reaped already (or not ours): ask the standard library, which keeps the status.
+            return self.0.try_wait().ok().flatten().map(|s| s.to_string());
+        }
+        // SAFETY: si_pid and si_status are valid for a CLD_* siginfo.
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if pid == 0 {
+            return None;
+        }
+        Some(match info.si_code {
+            libc::CLD_EXITED => format!("exit status: {status}"),
+            _ => format!("signal: {status}"),
+        })
     }
 
     /// Stops the server side and returns its report (`None` if it died and left none).
@@ -162,7 +178,7 @@ impl ServerChild {
     /// Stops the server side and returns the text of the file it leaves in `out` (`None` if
     /// it died and left none).
     pub fn finish_file(mut self, out: &Path, died: bool, file: &str) -> anyhow::Result<Option<String>> {
-        if self.0.try_wait().ok().flatten().is_none() {
+        if self.exited().is_none() {
             // SAFETY: signalling our own child by pid.
             unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
         }
@@ -201,7 +217,9 @@ impl ServerChild {
             }
         };
         if r < 0 {
-            return Err(std::io::Error::last_os_error());
+            let e = std::io::Error::last_os_error();
+            // Reaped already by the standard library: its status is kept there.
+            return if e.raw_os_error() == Some(libc::ECHILD) { self.0.wait() } else { Err(e) };
         }
         let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
         *CHILD_USAGE.lock().unwrap_or_else(|p| p.into_inner()) = Some((t(ru.ru_utime) + t(ru.ru_stime), ru.ru_maxrss as u64));
