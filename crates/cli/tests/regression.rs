@@ -559,3 +559,19 @@ fn a_receiver_with_a_key_serves_only_senders_with_it() {
     assert!(err.contains("packets"), "{err}");
     let _ = Command::new("true");
 }
+
+/// Issue 21: a TCP `send` that a keyed receiver refuses (its hello has no key) sent nothing,
+/// exited 0 and blamed a missing receiver; it must fail and name the key.
+#[test]
+fn a_tcp_send_refused_for_a_missing_key_fails_and_names_the_key() {
+    let dir = Scratch::new("reg-tcp-key");
+    let key = dir.path("run.key");
+    std::fs::write(&key, KEY_HEX).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let rx = Recv::start(&["--tcp", "0", "--key-file", key.to_str().unwrap()]);
+    let o = run(horde().args(["send", "-a", &rx.addrs[0].to_string(), "-T", "tcp", "-C", "100", "-c", "64", "-t", "1s"]));
+    let _ = rx.stop();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("sent nothing") && text(&o).contains("--key-file"), "{}", text(&o));
+}

@@ -255,12 +255,34 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         greet: !args.no_greet,
         ..Default::default()
     };
+    let keyed = !opts.key.is_open();
     let report = sender::run(flows, &opts, stop).context("sending")?;
     print_report(&report);
     if let Some(p) = &args.json {
         super::write_out(p, &serde_json::to_string_pretty(&report).expect("report serialises"))?;
     }
-    Ok(if report.interrupted { 130 } else { 0 })
+    if report.interrupted {
+        return Ok(130);
+    }
+    // Flows that sent nothing and only met errors were refused: a failure, with the likely
+    // reasons (a TCP receiver with a run key closes a connection whose hello lacks it).
+    let refused: Vec<&horde_engine::sender::FlowSent> = report.flows.iter().filter(|f| f.packets == 0 && f.errors > 0).collect();
+    if !refused.is_empty() {
+        let names: Vec<String> = refused.iter().take(5).map(|f| format!("{} ({})", f.id, f.name)).collect();
+        return Err(crate::Failure::from(anyhow::anyhow!(
+            "{} of {} flow(s) sent nothing: the receiver refused them ({}{}). {}",
+            refused.len(),
+            report.flows.len(),
+            names.join(", "),
+            if refused.len() > 5 { ", …" } else { "" },
+            if keyed {
+                "Does the receiver use the same run key (--key-file)?"
+            } else {
+                "If the receiver was started with --key-file, give the sender the same key (--key-file); else is `horde recv` listening there?"
+            }
+        )));
+    }
+    Ok(0)
 }
 
 /// `horde send --flows F --agents … --recv-agent …`: this process is the controller.
