@@ -575,3 +575,29 @@ fn a_tcp_send_refused_for_a_missing_key_fails_and_names_the_key() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("sent nothing") && text(&o).contains("--key-file"), "{}", text(&o));
 }
+
+/// Issue 21: `decode --flows` named flows by the file's ids, so a sender's `--id-base` made it
+/// name every flow wrong (or none); `decode --id-base` shifts them as `send` did, and without it
+/// decode says what to give.
+#[test]
+fn decode_names_flows_sent_with_an_id_base() {
+    let dir = Scratch::new("reg-id-base");
+    let rx = Recv::start(&["--udp", "0"]);
+    let file = dir.path("f.toml");
+    std::fs::write(
+        &file,
+        format!("[defaults]\ndst = \"{}\"\nduration = \"400ms\"\nrate = 50\nsize = 64\n[[flow]]\nname = \"alpha\"\n[[flow]]\nname = \"beta\"\n", rx.addrs[0]),
+    )
+    .unwrap();
+    let log = dir.path("s.hlog");
+    let o = run(horde().args(["send", "--flows", file.to_str().unwrap(), "--id-base", "100", "-l", log.to_str().unwrap()]));
+    let _ = rx.stop();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(horde().args(["decode", log.to_str().unwrap(), "-F", file.to_str().unwrap()]));
+    assert!(text(&o).contains("--id-base 100"), "decode says what to give: {}", text(&o));
+    let o = run(horde().args(["decode", log.to_str().unwrap(), "-F", file.to_str().unwrap(), "--id-base", "100", "--json", "-"]));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<(u64, String)> =
+        v["flows"].as_array().unwrap().iter().map(|f| (f["flow"].as_u64().unwrap(), f["name"].as_str().unwrap_or("").to_string())).collect();
+    assert_eq!(names, vec![(100, "alpha".to_string()), (101, "beta".to_string())]);
+}

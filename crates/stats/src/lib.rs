@@ -189,9 +189,33 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
     // Arrivals in a sender's log: the receiver's bulk back to a reverse flow.
     let mut back: BTreeMap<u32, FlowAcc> = BTreeMap::new();
     let mut ignored = 0;
-    for l in logs {
+    // A two-way run's pair of logs (`horde run`'s client.hlog and server.hlog): two sender logs
+    // that both sent and received. The first one's departures are the forward rows, met by the
+    // second one's arrivals; the second one's departures are the `rev` rows, met by the
+    // first's. Without this, both sides' departures of a player would be one flow twice over.
+    let two_way: Vec<usize> = logs
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.role == horde_wire::Role::Sender
+                && l.records.iter().any(|r| r.kind == RecordKind::Sent)
+                && l.records.iter().any(|r| r.kind == RecordKind::Received)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let pair = (two_way.len() == 2 && !logs.iter().any(|l| l.role == horde_wire::Role::Receiver)).then(|| (two_way[0], two_way[1]));
+    for (i, l) in logs.iter().enumerate() {
         for r in &l.records {
             let a = Arrival { seq: r.seq, send: r.t_a, recv: r.t_b, size: r.size, tos: r.tos, ttl: r.ttl };
+            if let Some((_, second)) = pair.filter(|p| i == p.0 || i == p.1) {
+                let (forward, other) = if i == second { (&mut back, &mut flows) } else { (&mut flows, &mut back) };
+                match r.kind {
+                    RecordKind::Sent => forward.entry(r.flow).or_default().tx.push((r.seq, r.t_a, r.t_b, r.size)),
+                    RecordKind::Received => other.entry(r.flow).or_default().rx.push(a),
+                    RecordKind::Echoed => ignored += 1,
+                }
+                continue;
+            }
             if (l.role, r.kind) == (horde_wire::Role::Sender, RecordKind::Received) {
                 back.entry(r.flow).or_default().rx.push(a);
                 continue;
@@ -209,7 +233,7 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
         unwrap_seqs(&mut acc.rx);
         unwrap_seqs(&mut acc.echo);
     }
-    let has_receiver = logs.iter().any(|l| l.role == horde_wire::Role::Receiver);
+    let has_receiver = logs.iter().any(|l| l.role == horde_wire::Role::Receiver) || pair.is_some();
     let mut out = Analysis { ignored_records: ignored, window_s: opts.window_ns.map(|w| w as f64 / 1e9), has_receiver_log: has_receiver, ..Default::default() };
     let mut total_delay = DelayAcc::default();
     let mut total_late = LateAcc::default();
@@ -604,6 +628,33 @@ mod tests {
         assert_eq!(f.tos, Some(0xb8));
         assert!(a.windows.len() >= 10);
         assert_eq!(a.flows[0].loss.as_ref().unwrap().lost, 0);
+    }
+
+    /// Issue 21: `horde decode client.hlog server.hlog` of a two-way run reported thousands of
+    /// duplicates and no up-direction delay (both sides' departures of a player were one flow).
+    #[test]
+    fn a_two_way_runs_pair_of_logs_is_two_directions() {
+        let (mut client, mut server) = (Vec::new(), Vec::new());
+        for s in 0..10u64 {
+            let t = s * 1_000_000;
+            client.push(rec(RecordKind::Sent, s, t, t));
+            server.push(rec(RecordKind::Received, s, t, t + 2_000_000));
+            if s < 8 {
+                server.push(rec(RecordKind::Sent, s, t, t));
+                client.push(rec(RecordKind::Received, s, t, t + 1_000_000));
+            }
+        }
+        client.push(rec(RecordKind::Sent, 10, 10_000_000, 10_000_000)); // lost on its way up
+        let a = analyse(
+            &[LoadedLog { role: Role::Sender, records: client, trailing_bytes: 0 }, LoadedLog { role: Role::Sender, records: server, trailing_bytes: 0 }],
+            Options::default(),
+        );
+        let up = a.flows.iter().find(|f| !f.reverse).unwrap();
+        let down = a.flows.iter().find(|f| f.reverse).unwrap();
+        let (lu, ld) = (up.loss.as_ref().unwrap(), down.loss.as_ref().unwrap());
+        assert_eq!((lu.sent, lu.lost, lu.duplicates), (Some(11), 1, 0));
+        assert_eq!((ld.sent, ld.lost, ld.duplicates), (Some(8), 0, 0));
+        assert!((up.delay.as_ref().unwrap().mean_ms - 2.0).abs() < 1e-9 && (down.delay.as_ref().unwrap().mean_ms - 1.0).abs() < 1e-9);
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct Args {
     /// The flow file the logs came from: its flows' names are shown beside their ids
     #[arg(short = 'F', long, value_name = "FILE")]
     pub flows: Option<PathBuf>,
+    /// With --flows: the first flow id the sender used (its --id-base)
+    #[arg(long, default_value_t = 0, requires = "flows")]
+    pub id_base: u32,
     /// Order of the flows in the table: id, loss (worst first), delay (highest p99 first) or
     /// packets (most first); with many flows, `loss` or `delay` shows the interesting ones
     #[arg(long, value_enum, default_value_t = Sort::Id)]
@@ -79,9 +82,19 @@ pub fn run(args: Args) -> Outcome {
     if let Some(p) = &args.flows {
         let text = horde_model::files::read_text(p, horde_model::files::MAX_TOML, "flow files").context("reading the flow file").map_err(bad_input)?;
         let flows = horde_model::flow::FlowFile::parse_and_resolve(&text, 0).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", p.display())))?;
-        let names: std::collections::HashMap<u32, String> = flows.into_iter().map(|f| (f.id, f.name)).collect();
+        let n = flows.len() as u32;
+        let names: std::collections::HashMap<u32, String> = flows.into_iter().map(|f| (f.id.saturating_add(args.id_base), f.name)).collect();
         for f in &mut a.flows {
             f.name = f.flow.and_then(|id| names.get(&id).cloned());
+        }
+        if !a.flows.is_empty() && a.flows.iter().all(|f| f.name.is_none()) {
+            let lo = a.flows.iter().filter_map(|f| f.flow).min().unwrap_or(0);
+            say!(
+                "warning: no flow id in the logs is one of {}'s ({}..{}): if the sender ran with --id-base {lo}, give decode --id-base {lo}",
+                p.display(),
+                args.id_base,
+                args.id_base.saturating_add(n)
+            );
         }
     }
     if !args.quiet {
