@@ -143,8 +143,40 @@ fn roots(dir: &Path) -> anyhow::Result<Arc<rustls::RootCertStore>> {
     Ok(Arc::new(r))
 }
 
+/// Checks our own certificate against our own authority now, as the peer will: an expired or
+/// not yet valid certificate is refused at start, naming the file, instead of failing every
+/// handshake later.
+fn check_own(dir: &Path, file: &str, chain: &[CertificateDer<'static>], server: bool) -> anyhow::Result<()> {
+    use rustls::client::danger::ServerCertVerifier as _;
+    let now = rustls::pki_types::UnixTime::now();
+    let p = provider();
+    let r = if server {
+        let v = rustls::client::WebPkiServerVerifier::builder_with_provider(roots(dir)?, p).build().context("building a verifier")?;
+        v.verify_server_cert(&chain[0], &chain[1..], &agent_server_name(), &[], now).map(|_| ())
+    } else {
+        let v = rustls::server::WebPkiClientVerifier::builder_with_provider(roots(dir)?, p).build().context("building a verifier")?;
+        v.verify_client_cert(&chain[0], &chain[1..], now).map(|_| ())
+    };
+    r.map_err(|e| {
+        let path = dir.join(file);
+        let why = format!("{e:?}");
+        if why.contains("Expired") {
+            anyhow::anyhow!("{}: this certificate has expired ({why}): make new credentials with `horde agent keygen`", path.display())
+        } else if why.contains("NotValidYet") {
+            anyhow::anyhow!("{}: this certificate is not valid yet ({why}): check this machine's clock", path.display())
+        } else {
+            anyhow::anyhow!(
+                "{}: this certificate is not one of {}'s ({why}): use one credentials directory from one `horde agent keygen`",
+                path.display(),
+                CA_FILE
+            )
+        }
+    })
+}
+
 /// The agent's TLS configuration from a credentials directory (ca.pem, agent.pem, agent.key).
 pub fn agent_config(dir: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    check_own(dir, AGENT_CERT, &certs(&dir.join(AGENT_CERT), "agent certificate")?, true)?;
     let p = provider();
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(roots(dir)?, p.clone()).build().context("building the controller verifier")?;
     let cfg = rustls::ServerConfig::builder_with_provider(p)
@@ -158,6 +190,7 @@ pub fn agent_config(dir: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
 
 /// The controller's TLS configuration (ca.pem, controller.pem, controller.key).
 pub fn controller_config(dir: &Path) -> anyhow::Result<Arc<rustls::ClientConfig>> {
+    check_own(dir, CONTROLLER_CERT, &certs(&dir.join(CONTROLLER_CERT), "controller certificate")?, false)?;
     let cfg = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .context("TLS 1.3")?
@@ -194,5 +227,28 @@ pub fn describe(e: &std::io::Error) -> String {
             "the connection ended without a TLS close (the process at the other end died, or the network dropped it)".into()
         }
         None => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 21: our own certificate is checked at start against our own authority (validity
+    /// and issuer), naming the file, instead of failing every handshake later.
+    #[test]
+    fn own_certificates_not_of_our_authority_are_refused_at_start_naming_the_file() {
+        let d = std::env::temp_dir().join(format!("horde-tls-own-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        keygen(&d.join("a"), 1).unwrap();
+        keygen(&d.join("b"), 1).unwrap();
+        assert!(agent_config(&d.join("a")).is_ok() && controller_config(&d.join("a")).is_ok());
+        // b's agent certificate and key in a's directory: not from a's authority.
+        for f in [AGENT_CERT, AGENT_KEY] {
+            std::fs::copy(d.join("b").join(f), d.join("a").join(f)).unwrap();
+        }
+        let e = format!("{:#}", agent_config(&d.join("a")).unwrap_err());
+        assert!(e.contains(AGENT_CERT) && e.contains("not one of"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

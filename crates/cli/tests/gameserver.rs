@@ -94,3 +94,54 @@ fn bots_replay_an_action_file_and_refuse_a_bad_one() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["entered"], 2, "{}", text(&o));
 }
+
+/// Issue 21: SIGKILL of `horde bots --start-server` orphaned the OpenArena server (holding its
+/// port and a core); it must die with horde.
+#[test]
+fn killing_horde_bots_kills_the_server_it_started() {
+    if !have_server() {
+        return;
+    }
+    let dir = Scratch::new("bots-kill");
+    let mut h = horde()
+        .args(["bots", "--start-server", "-n", "2", "-t", "60s", "--ramp", "0s", "-o"])
+        .arg(dir.path("out"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let children = |pid: u32| -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .ok()
+                    .and_then(|s| s[s.rfind(')')? + 2..].split(' ').nth(1).and_then(|x| x.parse::<u32>().ok()))
+                    == Some(pid)
+            })
+            .collect()
+    };
+    let t = std::time::Instant::now();
+    let server = loop {
+        if let Some(&c) = children(h.id()).first() {
+            break c;
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "the server never started");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    h.kill().unwrap();
+    let _ = h.wait();
+    let t = std::time::Instant::now();
+    while std::path::Path::new(&format!("/proc/{server}")).exists() {
+        // A zombie waiting for init to reap it is dead too.
+        let state = std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap_or_default();
+        if state.rfind(')').is_some_and(|i| state[i + 2..].starts_with('Z')) {
+            break;
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(3), "the OpenArena server {server} outlived horde");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

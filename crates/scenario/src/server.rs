@@ -111,11 +111,17 @@ impl ServerChild {
         if let Some((_, listen)) = spec.netns {
             cmd.arg("--listen").arg(listen.to_string());
         }
-        // SAFETY: prctl and setns are async-signal-safe; the fd stays open until spawn returns.
+        // SAFETY: getpid (before the fork), prctl, getppid and setns are async-signal-safe;
+        // the fd stays open until spawn returns.
+        let parent = unsafe { libc::getpid() };
         unsafe {
             cmd.pre_exec(move || {
-                // The server side dies with us, even when we are killed.
+                // The server side dies with us, even when we are killed (and does not start if
+                // we died before this line).
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::other("the parent horde exited"));
+                }
                 if let Some(fd) = ns_fd {
                     if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
                         return Err(std::io::Error::last_os_error());

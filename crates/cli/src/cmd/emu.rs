@@ -287,9 +287,23 @@ fn exec(id: &str, node: &str, command: &[String]) -> Outcome {
     let mut cmd = std::process::Command::new(&program);
     cmd.args(&command[1..]).current_dir(&dir).env("HORDE_EXPERIMENT", id).env("HORDE_NODE", node);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&nsf);
-    // SAFETY: setns is async-signal-safe; fd stays open until spawn returns.
+    // SAFETY: getpid (before the fork), prctl, getppid and setns are async-signal-safe; fd stays
+    // open until spawn returns.
+    let parent = unsafe { libc::getpid() };
     unsafe {
-        cmd.pre_exec(move || if libc::setns(fd, libc::CLONE_NEWNET) == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) });
+        cmd.pre_exec(move || {
+            // The command ends with `emu exec` (SIGTERM, so it can clean up), even when that is
+            // SIGKILLed.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("horde emu exec exited"));
+            }
+            if libc::setns(fd, libc::CLONE_NEWNET) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
     }
     let status = cmd.status().with_context(|| format!("running `{}` in {node}", command[0]))?;
     Ok(status.code().map(|c| c as u8).unwrap_or(1))

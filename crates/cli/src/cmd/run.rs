@@ -78,6 +78,9 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let sc = load(&args)?;
     let name = args.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
     let out = args.out.clone().unwrap_or_else(|| default_out(&name));
+    if !args.serve_only {
+        super::report_dir(&out)?;
+    }
     if args.serve_only {
         let mut sc = sc;
         if let Some(l) = args.listen {

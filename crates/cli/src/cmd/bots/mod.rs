@@ -189,7 +189,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let model = horde_q3::input::BotModel::from_table(&svc.bot).map_err(|e| bad_input(anyhow::anyhow!("--service {}: {e}", svc.name)))?;
     let args = Args { actions_parsed: actions, place, model, ..args };
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("horde-bots"));
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    crate::cmd::report_dir(&out)?;
     if !args.steps.is_empty() {
         return benchmark(&args, protocol, &out, stop);
     }
