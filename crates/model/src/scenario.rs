@@ -287,7 +287,7 @@ impl Scenario {
                 Some(Regulation { throttle: r.throttle, regulator, start_kbps })
             }
         };
-        Ok(Scenario {
+        let sc = Scenario {
             name: raw.name.unwrap_or_else(|| file.to_string()),
             service,
             players: raw.players,
@@ -331,7 +331,9 @@ impl Scenario {
             },
             regulation,
             text: text.to_string(),
-        })
+        };
+        sc.check_join()?;
+        Ok(sc)
     }
 
     /// Reads and parses a scenario file.
@@ -345,12 +347,35 @@ impl Scenario {
         Scenario::parse(&text, &file, path.parent().unwrap_or(Path::new(".")))
     }
 
-    /// When player `p` joins, seconds after the start (0 without a `join` distribution).
+    /// When player `p` joins, seconds after the start (0 without a `join` distribution). Never
+    /// after the run's end: a draw beyond it (at most 1 % of them, [`Scenario::check_join`])
+    /// joins at the end, so that it is not played and nothing waits for it.
     pub fn join_time(&self, p: u32) -> f64 {
         use rand::SeedableRng;
         let Some(d) = &self.join else { return 0.0 };
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(crate::derive_seed(self.seed ^ 0x4A01_4E00, p as u64));
-        d.sampler().sample(&mut rng).max(0.0)
+        d.sampler().sample(&mut rng).clamp(0.0, self.duration_s)
+    }
+
+    /// Players join within the run: a `join` distribution that puts more than 1 % of them
+    /// after the run's end is refused, naming the share and the fix (checked again when the
+    /// duration is overridden).
+    pub fn check_join(&self) -> Result<(), ScenarioError> {
+        let Some(d) = &self.join else { return Ok(()) };
+        let within = d.cdf(self.duration_s);
+        if within < 0.99 {
+            return Err(ScenarioError {
+                file: self.name.clone(),
+                field: "join".into(),
+                msg: format!(
+                    "puts {:.1} % of the players after the run's end ({} s): give a join distribution within the duration (e.g. uniform(0, {})) or a longer duration",
+                    (1.0 - within) * 100.0,
+                    self.duration_s,
+                    (self.duration_s * 0.8).floor().max(1.0)
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Every player's stays, each from its join time.
@@ -374,5 +399,24 @@ impl Scenario {
 
     pub fn behaviour_params(&self) -> crate::behaviour::Params {
         crate::behaviour::Params { players: self.players, duration_s: self.duration_s, seed: self.seed, start_hour: self.start_hour }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 21: `join = "constant(1e15)"` ran forever and `uniform(0, 60)` stretched a 15 s run
+    /// to 61 s; joins must fall within the run.
+    #[test]
+    fn joins_after_the_runs_end_are_refused_and_draws_never_pass_it() {
+        let sc = |join: &str| Scenario::parse(&format!("service = \"wow\"\nplayers = 100\nduration = \"15s\"\njoin = \"{join}\"\n"), "t.toml", Path::new("."));
+        for bad in ["constant(1e15)", "uniform(0, 60)"] {
+            let e = sc(bad).unwrap_err();
+            assert_eq!(e.field, "join", "{bad}");
+            assert!(e.msg.contains("after the run's end"), "{}", e.msg);
+        }
+        let ok = sc("exponential(2)").unwrap();
+        assert!((0..100).all(|p| ok.join_time(p) <= ok.duration_s));
     }
 }

@@ -116,6 +116,7 @@ pub fn apply_overrides(sc: &mut Scenario, o: &Overrides) -> Result<(), Error> {
     if let Some(s) = o.seed {
         sc.seed = s;
     }
+    sc.check_join().map_err(|e| bad(format!("{e} (with --duration {} s)", sc.duration_s)))?;
     let changed = [
         ("players", (sc.players != before.0).then(|| sc.players.to_string())),
         ("duration", (sc.duration_s != before.1).then(|| format!("\"{}s\"", sc.duration_s))),
