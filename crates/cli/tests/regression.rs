@@ -219,6 +219,45 @@ fn regression_an_echo_peer_that_never_reads_is_bounded() {
     assert!(written < 256 << 20, "recv kept reading ({written} B): no back-pressure");
 }
 
+/// Issue 21: 800 echo peers that never read pushed `recv` to 956 MB (1 MiB backlog each); the
+/// backlogs together now have a budget (64 MiB).
+#[test]
+fn many_echo_peers_that_never_read_share_one_memory_budget() {
+    let mut child = horde().args(["recv", "--tcp", "0"]).stderr(Stdio::piped()).spawn().unwrap();
+    let mut banner = String::new();
+    BufReader::new(child.stderr.as_mut().unwrap()).read_line(&mut banner).unwrap();
+    let addr: SocketAddr = banner.split("listening on tcp ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    let mut apdu = vec![0u8; 1460];
+    horde_wire::ApduHeader { len: 1460, offset_us: 0 }.emit(&mut apdu);
+    let mut peers: Vec<(TcpStream, usize)> = (0..300u32)
+        .map(|i| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            let h = sign_stream_hello(&RunKey::OPEN, StreamHello { flags: horde_wire::stream::HELLO_ECHO, flow: i, base_ns: 1, tag: 0, mac: [0; 16] });
+            let mut hb = [0u8; HELLO_LEN];
+            h.emit(&mut hb);
+            c.write_all(&hb).unwrap();
+            c.set_nonblocking(true).unwrap();
+            (c, 0)
+        })
+        .collect();
+    let end = Instant::now() + Duration::from_secs(4);
+    let mut peak = 0;
+    while Instant::now() < end {
+        for (c, pos) in peers.iter_mut() {
+            for _ in 0..64 {
+                match c.write(&apdu[*pos..]) {
+                    Ok(k) => *pos = (*pos + k) % apdu.len(),
+                    Err(_) => break,
+                }
+            }
+        }
+        peak = peak.max(rss_kb(child.id()));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    assert!(peak < 160 * 1024, "recv held {peak} kB for 300 peers that never read (1 MiB each would be 300 MB)");
+}
+
 /// Reported: idle TCP connections to `horde recv` had no limit or timeout; 24,000 idle connects
 /// delayed a real flow's APDUs by 26.5 s.
 #[test]
@@ -529,7 +568,9 @@ fn a_receiver_with_a_key_serves_only_senders_with_it() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("no answer to its hello") && text(&out).contains("same key"), "{}", text(&out));
     let out = run(horde().args(["send", "-T", "tcp", "--dst", &rx.addrs[1].to_string(), "--rate", "100", "--size", "64", "--packets", "20"]));
-    assert!(out.status.success(), "the connect works; the receiver drops the stream: {}", text(&out));
+    // The connect works; the receiver drops the stream: a failure that names the key (issue 21).
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("--key-file"), "{}", text(&out));
     for t in ["udp", "tcp"] {
         let dst = if t == "udp" { rx.addrs[0] } else { rx.addrs[1] };
         let out = run(horde().args([

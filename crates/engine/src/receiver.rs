@@ -42,6 +42,10 @@ const LISTENER_BASE: usize = 1 << 20;
 const CONN_BASE: usize = 1 << 21;
 /// Batches drained from one UDP socket before serving other sockets.
 const FAIRNESS_BATCHES: usize = 64;
+/// The most bytes all connections' echo backlogs may hold together: 64 MiB. Past it, no
+/// connection with a backlog reads more until the peers take some (so 10,000 peers that never
+/// read hold at most this, not 10,000 × [`ECHO_LIMIT`]); stalled ones are closed as usual.
+const ECHO_BUDGET: usize = 64 << 20;
 /// How long a TCP connection may take to send its hello: 5 s (as a server side's).
 const HELLO_TIMEOUT_NS: u64 = 5_000_000_000;
 /// How often deadlines are looked at.
@@ -257,6 +261,8 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
         rev_bufs: Vec::new(),
         spare: std::fs::File::open("/dev/null").ok(),
         opts: opts.clone(),
+        echo_total: 0,
+        deferred: Vec::new(),
     };
     let res = rx.serve(opts, stop);
     rx.sink.flush();
@@ -290,6 +296,10 @@ struct Receiver {
     rev_bufs: Vec<Vec<u8>>,
     spare: Option<std::fs::File>,
     opts: RecvOptions,
+    /// Bytes waiting in every connection's echo (or reverse) backlog together.
+    echo_total: usize,
+    /// Echoing connections left unread while the budget was spent.
+    deferred: Vec<usize>,
 }
 
 /// A sink connection's view of the receiver while it reads: records are counted and logged.
@@ -564,9 +574,19 @@ impl Receiver {
         };
         let now = mono_ns();
         let mut close = false;
+        let backlog_before = c.conn.out().len();
+        // What the receiver's whole echo budget has left: an echoing connection reads no more.
+        let room = ECHO_BUDGET.saturating_sub(self.echo_total);
+        if readable && room == 0 && c.conn.echoing() && c.conn.out().is_empty() {
+            // Nothing may be read now, and epoll will not say "readable" again for what waits:
+            // read it when the budget has room.
+            if self.deferred.len() < self.opts.max_conns {
+                self.deferred.push(idx);
+            }
+        }
         if readable && c.stalled_since.is_none() {
             let asked = c.conn.reverse_requested();
-            close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, now);
+            close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, now, room);
             self.last_arrival = now;
             if !asked && c.conn.reverse_requested() {
                 if self.opts.reverse {
@@ -580,9 +600,11 @@ impl Receiver {
         if (writable || readable) && !close && !c.conn.out().is_empty() {
             close = flush_out(c);
         }
+        self.echo_total = (self.echo_total + c.conn.out().len()).saturating_sub(backlog_before);
         if !close {
-            // Back-pressure: past the echo limit, stop reading until the peer takes some.
-            let full = c.conn.echo_backlog_full();
+            // Back-pressure: past the echo limit (its own, or the receiver's budget), stop
+            // reading until the peer takes some.
+            let full = c.conn.echo_backlog_full() || (self.echo_total >= ECHO_BUDGET && !c.conn.out().is_empty());
             match (full, c.stalled_since) {
                 (true, None) => {
                     c.stalled_since = Some(now);
@@ -671,6 +693,7 @@ impl Receiver {
 
     fn close(&mut self, poll: &Poll, idx: usize) {
         if let Some(mut c) = self.conns[idx].take() {
+            self.echo_total = self.echo_total.saturating_sub(c.conn.out().len());
             let _ = poll.registry().deregister(&mut c.sock);
             self.open -= 1;
             self.free.push(idx);
@@ -699,6 +722,16 @@ impl Receiver {
     /// Deadlines: hellos that did not come, echoes not read, idle connections.
     fn sweep(&mut self, poll: &Poll, now: u64) {
         self.sweep_consent(now);
+        // Recounted now and then: reverse bulk queued and written elsewhere moves it too.
+        self.echo_total = self.conns.iter().flatten().map(|c| c.conn.out().len()).sum();
+        if self.echo_total < ECHO_BUDGET {
+            let mut d = std::mem::take(&mut self.deferred);
+            d.sort_unstable();
+            d.dedup();
+            for idx in d {
+                self.serve_conn(poll, idx, true, false);
+            }
+        }
         while let Some(&idx) = self.pending.front() {
             match &self.conns[idx] {
                 Some(c) if c.conn.awaiting_hello() && c.hello_deadline > now => break,
@@ -727,9 +760,16 @@ impl Receiver {
 }
 
 /// Reads what is available; returns true when the connection should be closed.
-fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut RecvReport, now_mono: u64) -> bool {
+/// `room`: the bytes the receiver's echo budget has left; an echoing connection reads no more
+/// than that (so together they never pass it).
+fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut RecvReport, now_mono: u64, mut room: usize) -> bool {
     loop {
-        let n = match c.sock.read(buf) {
+        let max = if c.conn.echoing() { buf.len().min(room).min(ECHO_LIMIT.saturating_sub(c.conn.out().len())) } else { buf.len() };
+        if max == 0 {
+            return false;
+        }
+        let before_out = c.conn.out().len();
+        let n = match c.sock.read(&mut buf[..max]) {
             Ok(0) => return true,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
@@ -760,6 +800,7 @@ fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut 
             if flush_out(c) {
                 return true;
             }
+            room = room.saturating_sub(c.conn.out().len().saturating_sub(before_out));
             if c.conn.echo_backlog_full() {
                 return false;
             }
