@@ -34,11 +34,15 @@ fn leftovers() -> (Vec<String>, Vec<String>, Vec<String>) {
     (list("/run/netns", &|n| n.starts_with("horde-")), list("/run/horde/emu", &|_| true), list("/sys/class/net", &|n| n.starts_with("hd")))
 }
 
+/// `cleanup --all` acts on the whole machine: the tests here take turns.
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn sigkill_then_cleanup_leaves_nothing() {
     if !root_or_skip("sigkill_then_cleanup_leaves_nothing") {
         return;
     }
+    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tmp("cleanup");
     // 1. `emu up` of 600 hosts, killed while it builds.
     let star = write(&dir, "star.toml", "name = \"star\"\n[[node]]\nname = \"h\"\nkind = \"host\"\ncount = 600\n[[node]]\nname = \"s\"\nkind = \"switch\"\n[[link]]\na = \"h\"\nb = \"s\"\nsubnet = \"10.0.0.0/22\"\n");
@@ -115,4 +119,27 @@ fn sigkill_then_cleanup_leaves_nothing() {
     // And the machine is usable again: the same ids come up.
     ok(&["emu", "up", pair.to_str().unwrap(), "--id", "kpair"]);
     ok(&["emu", "down", "kpair", "--purge"]);
+}
+
+/// Issue 21: `emu cleanup` killed any process in a namespace that merely had a Horde-like name.
+/// It acts only on experiments Horde recorded, and stops only processes Horde started.
+#[test]
+fn cleanup_leaves_namespaces_and_processes_horde_did_not_make() {
+    if !root_or_skip("cleanup_leaves_namespaces_and_processes_horde_did_not_make") {
+        return;
+    }
+    let _machine = MACHINE.lock().unwrap_or_else(|p| p.into_inner());
+    let ns = "horde-zzfake-h1";
+    let _ = Command::new("ip").args(["netns", "del", ns]).status();
+    assert!(Command::new("ip").args(["netns", "add", ns]).status().unwrap().success());
+    let mut stranger = Command::new("ip").args(["netns", "exec", ns, "sleep", "30"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = ok(&["emu", "cleanup", "--all"]);
+    let alive = stranger.try_wait().unwrap().is_none();
+    let still = std::path::Path::new("/run/netns").join(ns).exists();
+    let _ = stranger.kill();
+    let _ = stranger.wait();
+    let _ = Command::new("ip").args(["netns", "del", ns]).status();
+    assert!(alive, "cleanup killed a process Horde did not start: {out}");
+    assert!(still, "cleanup deleted a namespace Horde has no record of: {out}");
 }

@@ -662,6 +662,42 @@ impl Removed {
     }
 }
 
+/// A process's start time (clock ticks since boot, /proc/PID/stat field 22): with the pid, it
+/// names one process for good (a pid alone may be reused).
+fn start_time(pid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s[s.rfind(')')? + 2..].split(' ').nth(19)?.parse().ok()
+}
+
+/// Records that Horde started process `pid` inside experiment `exp` (e.g. `horde emu exec`'s
+/// command): `down` and `cleanup` stop recorded processes and no others.
+pub fn record_process(exp: &str, pid: u32) -> Result<(), EmuError> {
+    check_id(exp)?;
+    let dir = state_dir(exp).join("procs");
+    std::fs::create_dir_all(&dir).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
+    let st = start_time(pid as i32).ok_or_else(|| EmuError::Other(format!("process {pid} is gone")))?;
+    std::fs::write(dir.join(pid.to_string()), st.to_string()).map_err(|e| EmuError::io("recording a process", e))
+}
+
+/// Forgets a recorded process (it ended).
+pub fn forget_process(exp: &str, pid: u32) {
+    if check_id(exp).is_ok() {
+        let _ = std::fs::remove_file(state_dir(exp).join("procs").join(pid.to_string()));
+    }
+}
+
+/// The recorded processes of `exp` that still run (same pid and start time).
+fn recorded_processes(exp: &str) -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir(state_dir(exp).join("procs")) else { return Vec::new() };
+    rd.filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let st: u64 = std::fs::read_to_string(e.path()).ok()?.trim().parse().ok()?;
+            (start_time(pid) == Some(st)).then_some(pid)
+        })
+        .collect()
+}
+
 fn describe_pid(pid: i32) -> String {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map(|p| p.display().to_string()).unwrap_or_else(|_| "?".into());
     format!("process {pid} ({exe})")
@@ -695,19 +731,31 @@ fn own_state_dir(exp: &str) -> Result<Option<PathBuf>, EmuError> {
 pub fn down_with(exp: &str, dry_run: bool) -> Result<Removed, EmuError> {
     require_root()?;
     check_id(exp)?;
-    let names = ns::list(Some(exp));
+    let dir = own_state_dir(exp)?;
+    // The namespaces are Horde's only if the experiment's state directory is (`up` makes it
+    // before any namespace): a `horde-ID-…` namespace someone else made is left alone.
+    let ours = dir.as_ref().is_some_and(|d| d.is_dir());
+    let names = if ours { ns::list(Some(exp)) } else { Vec::new() };
     // Never the machine's own namespace, whatever a `horde-` mount in /run/netns points at.
     let host = netns_inode(1);
     let inodes: Vec<u64> = names.iter().filter_map(|n| ns::inode(n)).filter(|i| Some(*i) != host).collect();
+    // Only processes Horde recorded starting (and its link emulator) are stopped.
     let mut pids = daemons(Some(exp));
-    pids.extend(processes_in(&inodes));
+    if ours {
+        pids.extend(recorded_processes(exp));
+    }
     pids.sort_unstable();
     pids.dedup();
-    let dir = own_state_dir(exp)?;
+    let strangers: Vec<i32> = processes_in(&inodes).into_iter().filter(|p| !pids.contains(p)).collect();
     let mut removed = Removed { processes: pids.len(), namespaces: names.len(), state_dirs: dir.is_some() as usize, ..Removed::default() };
     removed.items.extend(pids.iter().map(|p| describe_pid(*p)));
     removed.items.extend(names.iter().map(|n| format!("namespace {n}")));
     removed.items.extend(dir.iter().map(|d| format!("directory {}", d.display())));
+    removed.items.extend(strangers.iter().map(|p| format!("left alone: {} (not started by Horde; it keeps its namespace alive until it exits)", describe_pid(*p))));
+    let foreign = ns::list(Some(exp)).len() - names.len();
+    if foreign > 0 {
+        removed.items.push(format!("left alone: {foreign} namespace(s) named horde-{exp}-… that Horde has no record of (no {})", state_dir(exp).display()));
+    }
     if dry_run {
         return Ok(removed);
     }
@@ -730,7 +778,9 @@ pub fn down(exp: &str) -> Result<Removed, EmuError> {
 /// Experiments present on this machine: from state directories and namespaces both, so one
 /// that crashed half-way is listed too. Entries that are not valid ids are not Horde's.
 pub fn experiments() -> Vec<String> {
-    let mut v: Vec<String> = ns::list(None).iter().filter_map(|n| ns::experiment_of(n).map(str::to_string)).collect();
+    // Experiments Horde recorded (a state directory); namespaces of the name alone are not
+    // enough (anyone with root can name a namespace horde-…).
+    let mut v: Vec<String> = Vec::new();
     if let Ok(rd) = std::fs::read_dir(STATE_DIR) {
         v.extend(rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()));
     }

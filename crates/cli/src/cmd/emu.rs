@@ -305,7 +305,13 @@ fn exec(id: &str, node: &str, command: &[String]) -> Outcome {
             }
         });
     }
-    let status = cmd.status().with_context(|| format!("running `{}` in {node}", command[0]))?;
+    let mut child = cmd.spawn().with_context(|| format!("running `{}` in {node}", command[0]))?;
+    // Recorded as Horde's, so that `down` and `cleanup` stop it (and no process Horde did not
+    // start).
+    let _ = horde_emu::record_process(id, child.id());
+    let status = child.wait();
+    horde_emu::forget_process(id, child.id());
+    let status = status.with_context(|| format!("waiting for `{}` in {node}", command[0]))?;
     Ok(status.code().map(|c| c as u8).unwrap_or(1))
 }
 
