@@ -451,7 +451,9 @@ fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc:
     let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
     // The scenario names no file the agent would read: a service file came with it.
     let nowhere = Path::new("/nonexistent/horde-agent");
-    let mut sc = Scenario::parse_with(&a.scenario, "scenario", nowhere, a.service.as_deref()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Nor any value file its distributions name: the controller sent their values inline.
+    let mut sc = horde_model::files::without_value_files(|| Scenario::parse_with(&a.scenario, "scenario", nowhere, a.service.as_deref()))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     if sc.emu.is_some() {
         anyhow::bail!("a scenario with [emu] runs on one machine, not through agents");
     }
@@ -518,7 +520,8 @@ fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx:
     let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
     let job = a.flows.clone().context("no flows")?;
     horde_model::scenario::check_duration(a.duration_ns).map_err(|m| anyhow::anyhow!("duration: {m}"))?;
-    let all = horde_model::flow::FlowFile::parse_and_resolve(&job.text, job.seed).map_err(|e| anyhow::anyhow!("flow file: {e}"))?;
+    let all = horde_model::files::without_value_files(|| horde_model::flow::FlowFile::parse_and_resolve(&job.text, job.seed))
+        .map_err(|e| anyhow::anyhow!("flow file: {e}"))?;
     let wanted = |id: u32| job.send.iter().any(|r| r.contains(&id));
     let send: Vec<horde_model::Flow> = all.iter().filter(|f| wanted(f.id)).cloned().collect();
     let asked: u64 = job.send.iter().map(|r| (r.end - r.start) as u64).sum();

@@ -160,7 +160,10 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     }
     std::fs::create_dir_all(opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
     let cfg = crate::tls::controller_config(&opts.credentials)?;
+    // The agents open no file a scenario names: value files go inline, read here.
     let service = sc.service_text(&opts.scenario_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let service = service.map(|t| horde_model::dist::inline_value_files(&t)).transpose().map_err(|e| anyhow::anyhow!("{}: service: {e}", sc.name))?;
+    let scenario_text = horde_model::dist::inline_value_files(&sc.text).map_err(|e| anyhow::anyhow!("{}: {e}", sc.name))?;
     let key = horde_scenario::run_key(sc).map_err(|e| e.into_anyhow())?;
     let run_id = format!("{:016x}-{:08x}", real_ns(), std::process::id());
 
@@ -237,7 +240,7 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     let deadman_ms = opts.deadman.as_millis() as u64;
     let assignment = |players: Option<Range<u32>>, server: Option<SocketAddr>, server_addr: Option<SocketAddr>| Assignment {
         run_id: run_id.clone(),
-        scenario: sc.text.clone(),
+        scenario: scenario_text.clone(),
         service: service.clone(),
         players_total: sc.players,
         duration_ns: (sc.duration_s * 1e9).round() as u64,

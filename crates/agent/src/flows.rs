@@ -269,6 +269,8 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
 
     // Assign: receivers first (they listen at once), then the senders.
     let bound_ns = run_bound_ns(&flows);
+    // The agents open no file the flow file names: value files go inline, read here.
+    let inlined = horde_model::dist::inline_value_files(text).map_err(|e| anyhow::anyhow!("flow file: {e}"))?;
     let deadman_ms = opts.deadman.as_millis() as u64;
     let assignment = |i: usize| Assignment {
         run_id: run_id.clone(),
@@ -283,7 +285,7 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
         server_addr: None,
         deadman_ms,
         flows: Some(FlowsJob {
-            text: text.to_string(),
+            text: inlined.clone(),
             seed: opts.seed,
             send: placement.send[i].clone(),
             recv_udp: placement.recv_udp[i].clone(),

@@ -751,7 +751,9 @@ pub fn down_with(exp: &str, dry_run: bool) -> Result<Removed, EmuError> {
     removed.items.extend(pids.iter().map(|p| describe_pid(*p)));
     removed.items.extend(names.iter().map(|n| format!("namespace {n}")));
     removed.items.extend(dir.iter().map(|d| format!("directory {}", d.display())));
-    removed.items.extend(strangers.iter().map(|p| format!("left alone: {} (not started by Horde; it keeps its namespace alive until it exits)", describe_pid(*p))));
+    removed
+        .items
+        .extend(strangers.iter().map(|p| format!("left alone: {} (not started by Horde; it keeps its namespace alive until it exits)", describe_pid(*p))));
     let foreign = ns::list(Some(exp)).len() - names.len();
     if foreign > 0 {
         removed.items.push(format!("left alone: {foreign} namespace(s) named horde-{exp}-… that Horde has no record of (no {})", state_dir(exp).display()));

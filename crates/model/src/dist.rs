@@ -845,3 +845,30 @@ impl Sampler {
         y
     }
 }
+
+/// Replaces every `file(PATH)` in `text` (a scenario, service or flow file) with
+/// `values(v, ...)` of that file's numbers, read here: what a controller sends to its agents,
+/// so that they never open a file a scenario names. A file that cannot be read is an error
+/// naming it, as parsing it would be.
+pub fn inline_value_files(text: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("file(") {
+        // Only the distribution: a word ending in "file(" (e.g. "profile(") is left as it is.
+        let word_start = rest[..i].chars().last().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 5..];
+        let Some(end) = after.find(')').filter(|_| !word_start) else {
+            out.push_str("file(");
+            rest = after;
+            continue;
+        };
+        let d: Dist = format!("file({})", &after[..end]).parse().map_err(|e: ParseError| e.to_string())?;
+        let Kind::Trace { values, .. } = &d.kind else { return Err(format!("`file({})` is not a value file", &after[..end])) };
+        let list: Vec<String> = values.iter().map(|v| format!("{v}")).collect();
+        out.push_str(&format!("values({})", list.join(", ")));
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}

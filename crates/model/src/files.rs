@@ -128,3 +128,22 @@ mod tests {
         assert!(!m.contains("secret"), "{m}");
     }
 }
+
+std::thread_local! {
+    static NO_VALUE_FILES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with `file(PATH)` distributions refused: an agent parses what a controller sent
+/// and must never open a file that text names (the controller inlines the values instead,
+/// [`crate::dist::inline_value_files`]).
+pub fn without_value_files<T>(f: impl FnOnce() -> T) -> T {
+    let before = NO_VALUE_FILES.with(|c| c.replace(true));
+    let r = f();
+    NO_VALUE_FILES.with(|c| c.set(before));
+    r
+}
+
+/// Whether `file(PATH)` may be read on this thread now.
+pub fn value_files_allowed() -> bool {
+    !NO_VALUE_FILES.with(|c| c.get())
+}

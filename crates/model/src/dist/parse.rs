@@ -217,6 +217,11 @@ impl<'a> Parser<'a> {
         };
         let path = r[..end].trim().trim_matches(['"', '\'']).to_string();
         self.pos += end + 1;
+        if !crate::files::value_files_allowed() {
+            return Err(
+                self.error(format!("`file({path})`: files are not read here (an agent takes values only inline: the controller sends them as values(...))"))
+            );
+        }
         let text = crate::files::read_text(std::path::Path::new(&path), crate::files::MAX_DATA, "value files")
             .map_err(|e| self.error(format!("cannot read values file: {e}")))?;
         let mut values = Vec::new();
@@ -556,6 +561,24 @@ mod tests {
         if let Err(e) = e {
             assert!(e.msg.contains("item 1 is not a number"), "{e}");
         }
+    }
+
+    /// Issue 21: an agent opened files a controller's scenario named (`file(...)`); now the
+    /// controller inlines the values and an agent refuses to read any.
+    #[test]
+    fn value_files_are_inlined_by_the_controller_and_never_read_by_an_agent() {
+        let p = std::env::temp_dir().join(format!("horde-values-{}", std::process::id()));
+        std::fs::write(&p, "1 2.5\n3").unwrap();
+        let text = format!("idt = \"file({})\"\nprofile(x) = 1\n", p.display());
+        let inlined = crate::dist::inline_value_files(&text).unwrap();
+        assert_eq!(inlined, "idt = \"values(1, 2.5, 3)\"\nprofile(x) = 1\n");
+        let d: Dist = "values(1, 2.5, 3)".parse().unwrap();
+        let e = crate::files::without_value_files(|| format!("file({})", p.display()).parse::<Dist>()).unwrap_err();
+        assert!(e.msg.contains("not read here"), "{e}");
+        assert!(crate::files::without_value_files(|| "values(1, 2.5, 3)".parse::<Dist>()).is_ok());
+        assert!(format!("file({})", p.display()).parse::<Dist>().is_ok(), "the guard ends with its scope");
+        let _ = d;
+        let _ = std::fs::remove_file(&p);
     }
 
     #[test]
