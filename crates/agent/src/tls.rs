@@ -126,12 +126,8 @@ fn certs(p: &Path, what: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
 }
 
 fn key(p: &Path) -> anyhow::Result<PrivateKeyDer<'static>> {
-    use std::os::unix::fs::PermissionsExt;
     let bytes = read_pem(p, "private key")?;
-    let mode = std::fs::metadata(p)?.permissions().mode();
-    if mode & 0o077 != 0 {
-        bail!("private key {} is readable by others (mode {:o}); make it private with `chmod 600 {}`", p.display(), mode & 0o777, p.display());
-    }
+    horde_model::files::check_private(p).map_err(|e| anyhow::anyhow!("private key {e}"))?;
     PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| anyhow::anyhow!("private key {}: not a PEM private key: {e:?}", p.display()))
 }
 

@@ -147,3 +147,48 @@ pub fn without_value_files<T>(f: impl FnOnce() -> T) -> T {
 pub fn value_files_allowed() -> bool {
     !NO_VALUE_FILES.with(|c| c.get())
 }
+
+/// Whether a secret's file (a private key, a run key) is private enough: nobody but its owner
+/// can read it, or (as Kubernetes mounts a Secret with `fsGroup`, and as PostgreSQL accepts its
+/// key) it is owned by root with read access for exactly this process's group and nobody else.
+/// Returns the reason and the fix when not.
+pub fn check_private(p: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let mode = m.mode() & 0o777;
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    // SAFETY: getegid has no arguments and cannot fail.
+    let egid = unsafe { libc::getegid() };
+    if mode & 0o037 == 0 && m.uid() == 0 && m.gid() == egid {
+        return Ok(());
+    }
+    Err(format!("{} is readable by others (mode {mode:o}); make it private with `chmod 600 {}`", p.display(), p.display()))
+}
+
+#[cfg(test)]
+mod private_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn secrets_are_private_to_their_owner_or_to_roots_group_of_this_process() {
+        let p = std::env::temp_dir().join(format!("horde-private-{}", std::process::id()));
+        std::fs::write(&p, "k").unwrap();
+        let set = |m| std::fs::set_permissions(&p, std::fs::Permissions::from_mode(m)).unwrap();
+        set(0o600);
+        assert!(check_private(&p).is_ok());
+        set(0o644);
+        assert!(check_private(&p).unwrap_err().contains("chmod 600"));
+        set(0o440);
+        // SAFETY: geteuid/getegid cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::metadata(&p).unwrap();
+        // Group-readable passes only for a root-owned file of this process's group (a
+        // Kubernetes Secret with fsGroup); as root here, the file is exactly that.
+        assert_eq!(check_private(&p).is_ok(), m.uid() == 0 && m.gid() == gid, "uid {uid}");
+        let _ = std::fs::remove_file(&p);
+    }
+}

@@ -26,17 +26,8 @@ pub const SERVE_BANNER: &str = "horde-serve: listening on ";
 /// others can read is no secret: a file readable by group or others is refused, as ssh refuses
 /// such private keys.
 pub fn read_key(p: &Path) -> Result<RunKey, Error> {
-    use std::os::unix::fs::PermissionsExt;
     let text = horde_model::files::read_text(p, 4096, "key files").context("reading the run key").map_err(Error::BadInput)?;
-    let mode = std::fs::metadata(p).map(|m| m.permissions().mode()).unwrap_or(0);
-    if mode & 0o077 != 0 {
-        return Err(Error::BadInput(anyhow::anyhow!(
-            "{}: the run key is readable by others (mode {:o}); make it private with `chmod 600 {}`",
-            p.display(),
-            mode & 0o777,
-            p.display()
-        )));
-    }
+    horde_model::files::check_private(p).map_err(|e| Error::BadInput(anyhow::anyhow!("the run key {e}")))?;
     RunKey::parse_hex(&text).map_err(|e| Error::BadInput(anyhow::anyhow!("{}: {e}", p.display())))
 }
 
