@@ -440,7 +440,9 @@ impl Receiver {
                 // an admitted address, but cannot answer its probes).
                 let consents = self.udp[i].1.may_send(self.last_arrival, from, h.flow);
                 if h.flags & FLAG_REVERSE != 0 {
-                    if f.reverse && consents {
+                    // Bulk follows only keep-alives that prove they are the sender's (they carry
+                    // our latest probe's nonce): a spoofed one from its address gets nothing.
+                    if f.reverse && consents && self.udp[i].1.proves(from, h.flow, data) {
                         let r = self.reverse_udp.entry((from, h.flow)).or_insert(UdpReverse { sock: i, size: info.len, seq: 0, heard: 0 });
                         r.heard = self.last_arrival;
                     } else if !f.reverse {

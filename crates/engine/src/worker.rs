@@ -522,12 +522,17 @@ impl Worker {
         let mono = mono_ns();
         let s = &self.slots[i];
         let flags = s.conn.datagram_flags();
+        let proof = s.conn.keepalive_proof();
         for (k, d) in due.iter().enumerate() {
             let b = &mut self.bufs[k];
             if b.len() < d.size as usize {
                 b.resize(d.size as usize, 0);
             }
             DatagramHeader { flags, flow: s.conn.flow, seq: d.seq as u32, send_ns: real }.emit(b);
+            // A reverse flow's keep-alive proves it is ours (the latest consent probe).
+            if let Some(p) = &proof {
+                p.emit(&mut b[..d.size as usize]);
+            }
         }
         let bufs: Vec<&[u8]> = due.iter().enumerate().map(|(k, d)| &self.bufs[k][..d.size as usize]).collect();
         let result = match (&s.sock, s.peer) {

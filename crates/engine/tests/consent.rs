@@ -17,7 +17,7 @@ use horde_model::flow::RawFlow;
 use horde_model::{Flow, Schedule, Transport};
 use horde_proto::greeter::{GreetState, Greeter};
 use horde_proto::RunKey;
-use horde_wire::control::Status;
+use horde_wire::control::{ConsentProbe, KeepAliveProof, Status};
 use horde_wire::datagram::{FLAG_ECHO_REQUEST, FLAG_REVERSE};
 use horde_wire::DatagramHeader;
 
@@ -60,12 +60,17 @@ fn peer(server: SocketAddr, flow_id: u32, flags: u8, alive_for: Duration, total:
     let start = Instant::now();
     let (mut alive_bytes, mut last_after, mut late_bytes, mut probes_after) = (0u64, 0f64, 0u64, 0u64);
     let mut next_spoof = start;
+    let mut proof: Option<KeepAliveProof> = None;
     while start.elapsed() < total {
         let alive = start.elapsed() < alive_for;
         if Instant::now() >= next_spoof {
-            // While alive this is the flow's own traffic (keep-alives, echo requests); after, a
-            // spoofer's.
-            let _ = s.send(spoof);
+            // While alive this is the flow's own traffic (keep-alives carrying the latest probe,
+            // echo requests); after, a spoofer's, which has seen no probe.
+            let mut d = spoof.to_vec();
+            if let Some(p) = proof.filter(|_| alive) {
+                p.emit(&mut d);
+            }
+            let _ = s.send(&d);
             next_spoof += Duration::from_millis(100);
         }
         let Ok(n) = s.recv(&mut buf) else { continue };
@@ -73,6 +78,8 @@ fn peer(server: SocketAddr, flow_id: u32, flags: u8, alive_for: Duration, total:
         if alive {
             alive_bytes += n as u64;
             if let Some(r) = horde_proto::consent::answer(&buf[..n], flow_id) {
+                let p = ConsentProbe::parse(&r).unwrap();
+                proof = Some(KeepAliveProof { number: p.number, nonce: p.nonce });
                 s.send(&r).unwrap();
             }
         } else {
@@ -128,6 +135,9 @@ fn recv_stops_reverse_bulk_and_echoes_when_consent_stops() {
         assert!(alive > 1_000_000, "bulk came back while the peer consented: {alive} B");
         assert!(last <= 2.0, "bulk went on {last:.2} s after the peer stopped answering");
         assert_eq!(late, 0, "no bulk after 2 s: the flow is paused, then forgotten");
+        // A flow that asked, whose keep-alives carry no proof (a spoofer's, say), gets none.
+        let (alive, _, _) = peer(addr, 4, FLAG_REVERSE, Duration::from_secs(0), Duration::from_secs(2), &datagram(FLAG_REVERSE, 4, 1400));
+        assert_eq!(alive, 0);
         // A flow whose signed hello did not ask for reverse gets none, keep-alives or not.
         let (alive, _, _) = peer(addr, 2, 0, Duration::from_secs(1), Duration::from_secs(1), &datagram(FLAG_REVERSE, 2, 1400));
         assert_eq!(alive, 0, "no probes, no bulk: nothing beyond the handshake is sent to it");
@@ -172,7 +182,7 @@ fn a_udp_server_side_stops_a_dead_players_stream_within_2_s() {
         });
         rx.recv().unwrap();
         let guard = StopOnDrop(stop);
-        let (alive, last, late) = peer(listen, 0, 0, Duration::from_secs(2), Duration::from_secs(6), &datagram(0, 0, 200));
+        let (alive, last, late) = peer(listen, 0, 0, Duration::from_secs(2), Duration::from_secs(7), &datagram(0, 0, 200));
         assert!(alive > 100 * 200, "the player's stream while it consented: {alive} B");
         assert!(last <= 2.0, "the stream went on {last:.2} s after the player stopped answering");
         assert_eq!(late, 0);

@@ -18,6 +18,9 @@ pub const DEFAULT_SEED: u64 = 1;
 pub const MAX_UDP_PAYLOAD: u32 = 65_507;
 /// Upper bound on `repeat`, so a typo cannot ask for a billion flows.
 pub const MAX_REPEAT: u64 = 1_000_000;
+/// The smallest UDP reverse flow: the header and the keep-alive's 20-byte proof of consent.
+pub const REVERSE_MIN_SIZE: u32 = 40;
+
 /// A reverse flow's own departures, ms apart: each renews the receiver's consent to keep
 /// sending (it stops [`REVERSE_CONSENT_MS`] after the last one) and carries the size to use.
 pub const REVERSE_KEEPALIVE_MS: f64 = 100.0;
@@ -358,6 +361,14 @@ impl RawFlow {
             (None, Some(p)) => p.size.clone(),
             (None, None) => return Err(fail("size", "missing; give --size in bytes, e.g. 64 or normal(64, 3)".into())),
         };
+        // A UDP reverse flow's keep-alives carry its proof of consent after the header (the
+        // latest probe's number and nonce, horde-wire's `control::KeepAliveProof`): 40 bytes.
+        if reverse && transport == Transport::Udp && size.cdf(REVERSE_MIN_SIZE as f64 - 0.5) > 0.0 {
+            return Err(fail(
+                "size",
+                format!("a UDP reverse flow's size is at least {REVERSE_MIN_SIZE} bytes (its keep-alives carry a proof of consent after the header)"),
+            ));
+        }
         let on_off = match (&self.on, &self.off) {
             (Some(a), Some(b)) => Some((dist(a).map_err(|m| fail("on", m))?, dist(b).map_err(|m| fail("off", m))?)),
             (None, None) => None,

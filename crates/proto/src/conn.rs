@@ -228,6 +228,8 @@ pub struct Conn {
     reverse: bool,
     /// Client over UDP: the answer to the peer's latest consent probe, to send.
     consent_reply: Option<[u8; horde_wire::control::CONSENT_LEN]>,
+    /// Client over UDP: the latest probe received (a reverse flow's keep-alives carry it).
+    proof: Option<horde_wire::control::KeepAliveProof>,
     pub stats: ConnStats,
 }
 
@@ -271,6 +273,7 @@ impl Conn {
             bulk_started: false,
             reverse: flow.reverse,
             consent_reply: None,
+            proof: None,
             stats: ConnStats::default(),
         }
     }
@@ -316,6 +319,7 @@ impl Conn {
             bulk_started: false,
             reverse: false,
             consent_reply: None,
+            proof: None,
             stats: ConnStats::default(),
         }
     }
@@ -779,7 +783,11 @@ impl Conn {
     pub fn on_datagram(&mut self, now: u64, bytes: &[u8], meta: &RxMeta) -> Result<Option<Record>, Status> {
         if crate::consent::is_consent(bytes) {
             if self.wants_traffic() {
-                self.consent_reply = crate::consent::answer(bytes, self.flow).or(self.consent_reply);
+                if let Some(reply) = crate::consent::answer(bytes, self.flow) {
+                    let p = horde_wire::control::ConsentProbe::parse(&reply).expect("an answer parses");
+                    self.proof = Some(horde_wire::control::KeepAliveProof { number: p.number, nonce: p.nonce });
+                    self.consent_reply = Some(reply);
+                }
             }
             return Ok(None);
         }
@@ -811,6 +819,11 @@ impl Conn {
     /// reverse flow until its own departures end; echoes and a peer's stream while it runs.
     fn wants_traffic(&self) -> bool {
         self.role == Role::Client && (!self.reverse || self.sched.is_some() || !self.pending.is_empty())
+    }
+
+    /// A reverse flow's proof of consent for its next keep-alive (the latest probe received).
+    pub fn keepalive_proof(&self) -> Option<horde_wire::control::KeepAliveProof> {
+        self.proof.filter(|_| self.reverse)
     }
 
     /// The answer to the peer's latest consent probe, to send on the flow's socket now.

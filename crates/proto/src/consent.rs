@@ -53,7 +53,8 @@ pub struct Consent {
 impl Consent {
     /// Consent given by an admission at `now_ns` (the validated hello is the first proof).
     pub fn new(now_ns: u64) -> Consent {
-        Consent { since_ns: now_ns, next_number: 0, sent: [(u32::MAX, u64::MAX); ANSWERABLE], fresh_ns: now_ns, next_probe_ns: now_ns + PROBE_NS }
+        // The first probe goes at once: a reverse flow's keep-alives need one to prove.
+        Consent { since_ns: now_ns, next_number: 0, sent: [(u32::MAX, u64::MAX); ANSWERABLE], fresh_ns: now_ns, next_probe_ns: now_ns }
     }
 
     /// Whether traffic may go to the peer at `now_ns`.

@@ -268,6 +268,19 @@ impl Gate {
         ok
     }
 
+    /// A UDP reverse flow's keep-alive from `from`: true if it carries the number and nonce of
+    /// one of our recent probes to that address and flow (then, like a reply, it also refreshes
+    /// the flow's consent). A keep-alive without such a proof is a spoofer's, or stale.
+    pub fn proves(&mut self, from: SocketAddr, flow: u32, keepalive: &[u8]) -> bool {
+        let Ok(p) = horde_wire::control::KeepAliveProof::parse(keepalive) else { return false };
+        let r = ConsentProbe { flow, number: p.number, nonce: p.nonce, reply: true };
+        let ok = self.admitted.get_mut(&(from, flow)).and_then(|e| e.consent.as_mut()).is_some_and(|c| c.on_reply(&self.jar, from, flow, &r));
+        if !ok {
+            self.stats.consent_refused += 1;
+        }
+        ok
+    }
+
     /// The probes due at `now_ns`, and the flows whose consent expired (forgotten now).
     pub fn poll_consent(&mut self, now_ns: u64) -> ConsentWork {
         let mut work = ConsentWork::default();

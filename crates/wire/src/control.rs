@@ -192,6 +192,40 @@ impl ConsentProbe {
     }
 }
 
+/// What a UDP reverse flow's keep-alive carries after its header (bytes 20..40): the number and
+/// nonce of the latest consent probe its sender received. Only the sender at the admitted
+/// address sees those probes, so a keep-alive with a valid proof comes from it; a spoofed one
+/// (an off-path attacker's) cannot have one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeepAliveProof {
+    pub number: u32,
+    pub nonce: [u8; 16],
+}
+
+/// Where the proof sits in a keep-alive, and the smallest keep-alive that holds it.
+pub const PROOF_AT: usize = DATAGRAM_HEADER_LEN;
+pub const KEEPALIVE_MIN_LEN: usize = PROOF_AT + 20;
+
+impl KeepAliveProof {
+    /// The proof in a keep-alive, if it is long enough to hold one.
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        need(buf, KEEPALIVE_MIN_LEN)?;
+        Ok(KeepAliveProof {
+            number: u32::from_be_bytes(buf[PROOF_AT..PROOF_AT + 4].try_into().unwrap()),
+            nonce: buf[PROOF_AT + 4..PROOF_AT + 20].try_into().unwrap(),
+        })
+    }
+
+    /// Writes the proof into a keep-alive of at least [`KEEPALIVE_MIN_LEN`] bytes (a shorter one
+    /// is left as it is: it proves nothing).
+    pub fn emit(&self, buf: &mut [u8]) {
+        if buf.len() >= KEEPALIVE_MIN_LEN {
+            buf[PROOF_AT..PROOF_AT + 4].copy_from_slice(&self.number.to_be_bytes());
+            buf[PROOF_AT + 4..PROOF_AT + 20].copy_from_slice(&self.nonce);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
