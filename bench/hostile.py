@@ -40,7 +40,7 @@ def udp_hello(version, flow, tag, key=bytes(32), flags=FLAG_HELLO):
     version 2 is at least 64 bytes with a cookie (zeros: none yet) and a MAC under `key`."""
     if version == 1:
         return header(1, flags, flow, tag, time.time_ns())
-    signed = header(2, flags, flow, tag, time.time_ns()) + bytes(16)
+    signed = header(version, flags, flow, tag, time.time_ns()) + bytes(16)
     return (signed + mac16(key, b"horde-udp-hello-v2", signed)).ljust(64, b"\0")
 
 
@@ -215,7 +215,7 @@ def garbage_udp(dst, rate, end, c):
     def one():
         b = bytes(r.getrandbits(8) for _ in range(r.randint(0, 300)))
         if r.random() < 0.5 and len(b) >= 4:
-            b = b"HD\x02" + b[3:]
+            b = b"HD\x03" + b[3:]
         try:
             s.sendto(b, dst)
             c.add("garbage_datagrams")

@@ -8,6 +8,9 @@
 #   sudo bash bench/hostile.sh                 # both parts (A: ~4 min, B: SOAK_SECONDS, 600)
 #   HORDE_OLD=/path/to/old/horde sudo -E bash bench/hostile.sh   # part A for an older build too
 #   PART=A sudo bash bench/hostile.sh          # one part
+#   PART=C sudo bash bench/hostile.sh          # (C) reflection after admission (~3 min):
+#                                              # bench/after_admission.py; HORDE_OLD_V2=/path
+#                                              # to a wire-v2 build (cab4673) for its rows too
 #   HORDE_NEW=/path/to/horde sudo -E bash bench/hostile.sh       # this build instead of building
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +18,7 @@ cd "$(dirname "$0")/.."
 if [ -n "${HORDE_NEW:-}" ]; then NEW=$HORDE_NEW; else cargo build --release -q; NEW=$PWD/target/release/horde; fi
 OUT=$PWD/bench/out/hostile
 mkdir -p "$OUT"
-PART=${PART:-AB}
+PART=${PART:-ABC}
 SOAK_SECONDS=${SOAK_SECONDS:-600}
 PY="python3 $PWD/bench/hostile.py"
 KEY=5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7
@@ -127,6 +130,11 @@ EOF
   grep -q panicked "$d"/*.err && echo "PANIC in $(grep -l panicked "$d"/*.err)" || echo "no panic"
 }
 
-case "$PART" in *A*) part_a "$NEW" new 2; [ -n "${HORDE_OLD:-}" ] && part_a "$HORDE_OLD" old 1 ;; esac
+case "$PART" in *A*) part_a "$NEW" new 3; [ -n "${HORDE_OLD:-}" ] && part_a "$HORDE_OLD" old 1 ;; esac
+case "$PART" in *C*)
+  python3 bench/after_admission.py --horde "$NEW" --version 3 | tee "$OUT/after-new.json"
+  [ -n "${HORDE_OLD_V2:-}" ] && python3 bench/after_admission.py --horde "$HORDE_OLD_V2" --version 2 | tee "$OUT/after-old.json"
+  ;;
+esac
 case "$PART" in *B*) part_b ;; esac
 python3 bench/hostile_report.py "$OUT"

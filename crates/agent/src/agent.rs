@@ -75,7 +75,7 @@ const HANDSHAKES_PER_IP: u32 = 4;
 
 /// Runs the agent until `stop`. `log` gets one line per event (connections, refusals, runs).
 pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
-    let cfg = crate::tls::agent_config(&opts.credentials)?;
+    let cfg = crate::tls::agent_config_for(&opts.credentials, &opts.name)?;
     std::fs::create_dir_all(&opts.dir).with_context(|| format!("creating the agent's run directory {}", opts.dir.display()))?;
     let listener = TcpListener::bind(opts.listen).with_context(|| format!("listening on {}", opts.listen))?;
     listener.set_nonblocking(true)?;

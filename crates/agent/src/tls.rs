@@ -40,12 +40,32 @@ pub struct Generated {
 /// valid for `days`, into `dir` (created, mode 700; keys mode 600). The authority's own key is
 /// not kept: to add or rotate credentials, run keygen again and distribute the new set.
 pub fn keygen(dir: &Path, days: u32) -> anyhow::Result<Generated> {
+    keygen_for(dir, days, 0)
+}
+
+/// The file names of agent `k`'s own identity, when keygen made one per agent.
+pub fn agent_files(k: u32) -> (String, String) {
+    (format!("agent-{k}.pem"), format!("agent-{k}.key"))
+}
+
+/// [`keygen`], plus an identity of its own for each of `agents` agents (`agent-K.pem`,
+/// `agent-K.key`, K = 0..agents): an agent named `NAME-K` (a StatefulSet's pod) uses its own,
+/// so one agent's stolen key is not every agent's.
+pub fn keygen_for(dir: &Path, days: u32, agents: u32) -> anyhow::Result<Generated> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
     if !(1..=3650).contains(&days) {
         bail!("--days must be 1..=3650 (got {days})");
     }
-    for f in [CA_FILE, AGENT_CERT, AGENT_KEY, CONTROLLER_CERT, CONTROLLER_KEY] {
-        if dir.join(f).exists() {
+    if agents > 1024 {
+        bail!("--agents must be at most 1024 (got {agents})");
+    }
+    let own: Vec<(String, String)> = (0..agents).map(agent_files).collect();
+    let names = [CA_FILE, AGENT_CERT, AGENT_KEY, CONTROLLER_CERT, CONTROLLER_KEY]
+        .map(String::from)
+        .into_iter()
+        .chain(own.iter().flat_map(|(c, k)| [c.clone(), k.clone()]));
+    for f in names {
+        if dir.join(&f).exists() {
             bail!("{} exists: keygen does not overwrite credentials; choose an empty directory, or remove the old set first", dir.join(f).display());
         }
     }
@@ -64,10 +84,12 @@ pub fn keygen(dir: &Path, days: u32) -> anyhow::Result<Generated> {
     validity(&mut ca);
     let ca_cert = ca.self_signed(&ca_key).context("signing the authority's certificate")?;
     let mut files = vec![write_file(&dir.join(CA_FILE), ca_cert.pem().as_bytes(), 0o644)?];
-    for (name, eku, cert, key) in [
-        (AGENT_NAME, ExtendedKeyUsagePurpose::ServerAuth, AGENT_CERT, AGENT_KEY),
-        (CONTROLLER_NAME, ExtendedKeyUsagePurpose::ClientAuth, CONTROLLER_CERT, CONTROLLER_KEY),
-    ] {
+    let mut identities = vec![
+        (AGENT_NAME, ExtendedKeyUsagePurpose::ServerAuth, AGENT_CERT.to_string(), AGENT_KEY.to_string()),
+        (CONTROLLER_NAME, ExtendedKeyUsagePurpose::ClientAuth, CONTROLLER_CERT.to_string(), CONTROLLER_KEY.to_string()),
+    ];
+    identities.extend(own.into_iter().map(|(c, k)| (AGENT_NAME, ExtendedKeyUsagePurpose::ServerAuth, c, k)));
+    for (name, eku, cert, key) in identities {
         let k = KeyPair::generate().with_context(|| format!("generating the {name} key"))?;
         let mut p = CertificateParams::new(vec![name.to_string()]).with_context(|| format!("{name} parameters"))?;
         p.distinguished_name.push(DnType::CommonName, name);
@@ -75,8 +97,8 @@ pub fn keygen(dir: &Path, days: u32) -> anyhow::Result<Generated> {
         p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         validity(&mut p);
         let c = p.signed_by(&k, &ca_cert, &ca_key).with_context(|| format!("signing the {name} certificate"))?;
-        files.push(write_file(&dir.join(cert), c.pem().as_bytes(), 0o644)?);
-        files.push(write_file(&dir.join(key), k.serialize_pem().as_bytes(), 0o600)?);
+        files.push(write_file(&dir.join(&cert), c.pem().as_bytes(), 0o644)?);
+        files.push(write_file(&dir.join(&key), k.serialize_pem().as_bytes(), 0o600)?);
     }
     Ok(Generated { files })
 }
@@ -172,15 +194,31 @@ fn check_own(dir: &Path, file: &str, chain: &[CertificateDer<'static>], server: 
 
 /// The agent's TLS configuration from a credentials directory (ca.pem, agent.pem, agent.key).
 pub fn agent_config(dir: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    check_own(dir, AGENT_CERT, &certs(&dir.join(AGENT_CERT), "agent certificate")?, true)?;
+    agent_config_for(dir, "")
+}
+
+/// The identity files of the agent called `name`: its own (`agent-K.*`) when its name ends in
+/// `-K` and the directory has them, else the shared `agent.pem`/`agent.key`.
+pub fn agent_identity(dir: &Path, name: &str) -> (String, String) {
+    let own = name.rsplit_once('-').and_then(|(_, k)| k.parse::<u32>().ok()).map(agent_files);
+    match own {
+        Some((c, k)) if dir.join(&c).is_file() && dir.join(&k).is_file() => (c, k),
+        _ => (AGENT_CERT.to_string(), AGENT_KEY.to_string()),
+    }
+}
+
+/// [`agent_config`] with the identity of the agent called `name` ([`agent_identity`]).
+pub fn agent_config_for(dir: &Path, name: &str) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    let (cert_file, key_file) = agent_identity(dir, name);
+    check_own(dir, &cert_file, &certs(&dir.join(&cert_file), "agent certificate")?, true)?;
     let p = provider();
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(roots(dir)?, p.clone()).build().context("building the controller verifier")?;
     let cfg = rustls::ServerConfig::builder_with_provider(p)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .context("TLS 1.3")?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(certs(&dir.join(AGENT_CERT), "agent certificate")?, key(&dir.join(AGENT_KEY))?)
-        .with_context(|| format!("{} and {} do not make a usable identity (does the key belong to the certificate?)", AGENT_CERT, AGENT_KEY))?;
+        .with_single_cert(certs(&dir.join(&cert_file), "agent certificate")?, key(&dir.join(&key_file))?)
+        .with_context(|| format!("{cert_file} and {key_file} do not make a usable identity (does the key belong to the certificate?)"))?;
     Ok(Arc::new(cfg))
 }
 
@@ -245,6 +283,21 @@ mod tests {
         }
         let e = format!("{:#}", agent_config(&d.join("a")).unwrap_err());
         assert!(e.contains(AGENT_CERT) && e.contains("not one of"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Issue 21: all agents shared one key; keygen makes one identity per agent, and an agent
+    /// named NAME-K uses its own.
+    #[test]
+    fn each_agent_of_a_statefulset_has_its_own_identity() {
+        let d = std::env::temp_dir().join(format!("horde-tls-own-ids-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        keygen_for(&d, 1, 3).unwrap();
+        assert_eq!(agent_identity(&d, "horde-agent-2"), ("agent-2.pem".to_string(), "agent-2.key".to_string()));
+        assert_eq!(agent_identity(&d, "horde-agent-7"), (AGENT_CERT.to_string(), AGENT_KEY.to_string()), "no such identity: the shared one");
+        assert_eq!(agent_identity(&d, "lab"), (AGENT_CERT.to_string(), AGENT_KEY.to_string()));
+        assert!(agent_config_for(&d, "horde-agent-0").is_ok());
+        assert_ne!(std::fs::read(d.join("agent-0.key")).unwrap(), std::fs::read(d.join("agent-1.key")).unwrap());
         let _ = std::fs::remove_dir_all(&d);
     }
 }

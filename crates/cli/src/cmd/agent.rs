@@ -45,16 +45,19 @@ pub enum Sub {
         /// Validity in days
         #[arg(long, default_value_t = 365)]
         days: u32,
+        /// Also an identity of its own for each of N agents (agent-K.pem, agent-K.key for K = 0..N): an agent named NAME-K (a StatefulSet pod) uses its own
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        agents: u32,
     },
 }
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
-    if let Some(Sub::Keygen { out, days }) = args.cmd {
-        let g = horde_agent::tls::keygen(&out, days).map_err(bad_input)?;
+    if let Some(Sub::Keygen { out, days, agents }) = args.cmd {
+        let g = horde_agent::tls::keygen_for(&out, days, agents).map_err(bad_input)?;
         for f in &g.files {
             say!("horde agent keygen: wrote {}", f.display());
         }
-        say!("give every agent ca.pem, agent.pem and agent.key; give the controller ca.pem, controller.pem and controller.key (keys stay mode 600)");
+        say!("give every agent ca.pem, agent.pem and agent.key (or agent-K.pem and agent-K.key to the agent named NAME-K); give the controller ca.pem, controller.pem and controller.key (keys stay mode 600)");
         return Ok(0);
     }
     let (Some(listen), Some(credentials)) = (args.listen, args.credentials) else {
