@@ -1,5 +1,5 @@
 #![no_main]
-use horde_wire::control::{Answer, Challenge, ConsentProbe, Hello};
+use horde_wire::control::{Answer, Challenge, ConsentProbe, Hello, KeepAliveProof};
 use libfuzzer_sys::fuzz_target;
 
 // The control datagrams' parsers: never panic; what parses re-emits what was parsed.
@@ -12,6 +12,11 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(a) = Answer::parse(data) {
         assert_eq!(Answer::parse(&a.emit()).unwrap(), a);
+    }
+    if let Ok(k) = KeepAliveProof::parse(data) {
+        let mut b = data.to_vec();
+        k.emit(&mut b);
+        assert_eq!(KeepAliveProof::parse(&b).unwrap(), k);
     }
     if let Ok(p) = ConsentProbe::parse(data) {
         assert_eq!(ConsentProbe::parse(&p.emit()).unwrap(), p);
