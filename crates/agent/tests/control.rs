@@ -396,3 +396,30 @@ fn a_controller_that_vanishes_stops_the_agents_traffic() {
         }
     }
 }
+
+/// Issue 21: 16 silent TCP connections to an agent's control port locked every controller out.
+/// One source address may now hold only a few handshakes; a controller elsewhere still gets in.
+#[test]
+fn silent_connections_from_one_host_cannot_lock_controllers_out() {
+    let d = tmp("silent");
+    let creds = d.join("creds");
+    horde_agent::tls::keygen(&creds, 1).unwrap();
+    let a = Agent::start("127.0.0.2", &creds, &d, "s1", env!("CARGO_PKG_VERSION"));
+    // 40 connections from 127.0.0.9 that never start TLS (the agent's own cap is 16 here).
+    let silent: Vec<std::net::TcpStream> = (0..40)
+        .filter_map(|_| {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+            s.bind(&"127.0.0.9:0".parse::<SocketAddr>().unwrap().into()).ok()?;
+            s.connect(&a.addr.into()).ok()?;
+            Some(s.into())
+        })
+        .collect();
+    assert_eq!(silent.len(), 40);
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let r = hello(a.addr, tls_client(&creds, Some(&creds)), env!("CARGO_PKG_VERSION"));
+    assert!(matches!(r, Ok(ToController::Hello { .. })), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "the controller waited {:?}", t.elapsed());
+    assert!(a.logged("handshakes from 127.0.0.9 already in progress"), "the flood was refused per address");
+    drop(silent);
+}
