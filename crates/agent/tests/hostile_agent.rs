@@ -266,6 +266,9 @@ fn a_claim_of_a_billion_records_gets_no_more_than_the_plan_allows() {
     assert!(written < 1 << 20, "{written} bytes of the fake's log on disk");
     assert_eq!(d.agents[0].status, "finished");
     assert!(r.summary.analysis.up.lost + r.summary.analysis.down.lost == 0, "no fake losses in the report");
+    // The whole test process (controller, honest agent, fake) stayed small.
+    let rss = horde_agent::agent::max_rss_kb();
+    assert!(rss < 200 * 1024, "peak RSS {rss} kB");
 }
 
 #[test]

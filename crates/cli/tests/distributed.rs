@@ -442,3 +442,24 @@ fn the_kubernetes_manifests_pass_a_security_review() {
     }
     assert_eq!((pods, policies), (2, 1));
 }
+
+/// Issue 21: `/metrics` served one slow client at a time (a 1-s probe failed beside 5 slow
+/// clients, as the readiness probe was); now many at once, each within its own deadline.
+#[test]
+fn metrics_and_readiness_answer_beside_slow_clients() {
+    let d = tmp("metrics-slow");
+    let creds = keygen(&d);
+    let (_a, _, m) = agent(&d, &creds, "127.0.0.5", "m1", true);
+    let m = m.unwrap();
+    let slow: Vec<std::net::TcpStream> = (0..10).map(|_| std::net::TcpStream::connect(m).unwrap()).collect();
+    let t = Instant::now();
+    let mut s = std::net::TcpStream::connect(m).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    s.write_all(b"GET /ready HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.0 200") && body.ends_with("ready\n"), "{body}");
+    assert!(t.elapsed() < Duration::from_secs(1), "the probe waited {:?} behind slow clients", t.elapsed());
+    assert!(metric(m, "horde_agent_runs_total") >= 0.0);
+    drop(slow);
+}
