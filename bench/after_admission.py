@@ -53,6 +53,19 @@ def measure(victim_ip, target_port, spoof, window):
     return sent, sn.bytes
 
 
+def spoofing(sp, src, dst, pkt, count, every):
+    """A spoof() for measure(): `count` packets from `src`, `every` seconds apart."""
+
+    def go():
+        n = 0
+        for _ in range(count):
+            n += sp.send(src, dst, pkt)
+            time.sleep(every)
+        return n
+
+    return go
+
+
 def out(case, sent, got):
     print(json.dumps({"case": case, "spoofed_bytes": sent, "victim_bytes": got, "ratio": round(got / sent, 3) if sent else None}), flush=True)
 
@@ -72,27 +85,12 @@ def recv_cases(a):
         v = ("127.0.0.5", 40001)
         subprocess.run([a.horde, "send", "--src", "%s:%d" % v, "--dst", "127.0.0.1:%d" % port, "-R", "--size", "1400", "-t", "2s"], stderr=subprocess.DEVNULL, check=True)
         pkt = header(a.version, FLAG_REVERSE, 0, 1000, time.time_ns()).ljust(1400, b"\0")
-
-        def five():
-            n = 0
-            for _ in range(5):
-                n += sp.send(v, ("127.0.0.1", port), pkt)
-                time.sleep(0.2)
-            return n
-
-        out("recv: reverse flow ended, 5 spoofed keep-alives", *measure(v[0], port, five, a.window))
+        out("recv: reverse flow ended, 5 spoofed keep-alives", *measure(v[0], port, spoofing(sp, v, ("127.0.0.1", port), pkt, 5, 0.2), a.window))
         # C: a round-trip flow that ended, then spoofed echo requests, 10 per second.
         v = ("127.0.0.5", 40002)
         subprocess.run([a.horde, "send", "--src", "%s:%d" % v, "--dst", "127.0.0.1:%d" % port, "--rate", "100", "--size", "1000", "--meter", "rtt", "-t", "2s"], stderr=subprocess.DEVNULL, check=True)
         pkt = header(a.version, FLAG_ECHO_REQUEST, 0, 5000, time.time_ns()).ljust(1000, b"\0")
-
-        def tenth():
-            n, end = 0, time.time() + a.window - 1
-            while time.time() < end:
-                n += sp.send(v, ("127.0.0.1", port), pkt)
-                time.sleep(0.1)
-            return n
-
+        tenth = spoofing(sp, v, ("127.0.0.1", port), pkt, int((a.window - 1) * 10), 0.1)
         out("recv: round-trip flow ended, spoofed echo requests 10/s", *measure(v[0], port, tenth, a.window))
     finally:
         rx.send_signal(signal.SIGTERM)
@@ -120,14 +118,7 @@ def circuit_case(a):
         join.wait()
         sp = Spoofer()
         throttle = b"HV\x01\x02\x00\x00\x00\x00\x00\x00\x00\x00" + struct.pack(">7f", *([1e9] * 7))
-
-        def thirty():
-            n = 0
-            for _ in range(30):
-                n += sp.send(client, ("127.0.0.1", port), throttle)
-                time.sleep(0.1)
-            return n
-
+        thirty = spoofing(sp, client, ("127.0.0.1", port), throttle, 30, 0.1)
         out("circuit serve: client killed, 30 spoofed throttle packets (7 x 1 Gbit/s)", *measure(client[0], port, thirty, a.window))
     finally:
         join.kill()
@@ -188,14 +179,7 @@ def server_side_case(a):
         assert got_stream > 0, "the player got no stream"
         sp = Spoofer()
         pkt = header(a.version, 0, 0, 100, time.time_ns()).ljust(100, b"\0")
-
-        def tenth():
-            n, end = 0, time.time() + a.window - 1
-            while time.time() < end:
-                n += sp.send(v, (host, port), pkt)
-                time.sleep(0.1)
-            return n
-
+        tenth = spoofing(sp, v, (host, port), pkt, int((a.window - 1) * 10), 0.1)
         out("run --serve-only (quake3): player gone, spoofed data 10/s from its address", *measure(v[0], port, tenth, a.window))
     finally:
         srv.send_signal(signal.SIGTERM)

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use horde_agent::agent::{self, AgentOptions};
+mod common;
+
+use horde_agent::agent;
 use horde_agent::controller::{self, AgentSpec, ControllerOptions, Event, ServerPlace};
 use horde_agent::msg::{self, Assignment, Frame, ToAgent, ToController, PROTOCOL};
 use horde_model::scenario::Scenario;
@@ -32,16 +34,7 @@ impl Agent {
     fn start(ip: &str, creds: &Path, dir: &Path, name: &str, version: &str) -> Agent {
         let stop = Arc::new(AtomicBool::new(false));
         let log = Arc::new(Mutex::new(Vec::<String>::new()));
-        let opts = AgentOptions {
-            listen: format!("{ip}:0").parse().unwrap(),
-            credentials: creds.to_path_buf(),
-            dir: dir.join(name),
-            name: name.into(),
-            metrics: None,
-            keep: false,
-            max_handshakes: 16,
-            version: version.into(),
-        };
+        let opts = common::agent_options(ip, creds, dir, name, version);
         let (s2, l2) = (stop.clone(), log.clone());
         let handle = std::thread::spawn(move || {
             let l3 = l2.clone();

@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use horde_agent::agent::{self, AgentOptions};
+mod common;
+
+use horde_agent::agent;
 use horde_agent::controller::{self, AgentSpec, ControllerOptions, Event, ServerPlace};
 use horde_agent::msg::{self, Frame, ToAgent, ToController, PROTOCOL};
 use horde_model::scenario::Scenario;
@@ -31,16 +33,7 @@ fn now_ns() -> u64 {
 fn honest(ip: &str, creds: &Path, dir: &Path, name: &str) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
-    let opts = AgentOptions {
-        listen: format!("{ip}:0").parse().unwrap(),
-        credentials: creds.to_path_buf(),
-        dir: dir.join(name),
-        name: name.into(),
-        metrics: None,
-        keep: false,
-        max_handshakes: 16,
-        version: env!("CARGO_PKG_VERSION").into(),
-    };
+    let opts = common::agent_options(ip, creds, dir, name, env!("CARGO_PKG_VERSION"));
     let s2 = stop.clone();
     let h = std::thread::spawn(move || {
         let tx = Mutex::new(tx);

@@ -1,0 +1,21 @@
+//! Helpers shared by the agent's integration tests.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use horde_agent::agent::AgentOptions;
+
+/// An agent listening on `ip` (any port), its run directory `dir/name`, no metrics, at most 16
+/// handshakes, speaking `version`.
+pub fn agent_options(ip: &str, creds: &Path, dir: &Path, name: &str, version: &str) -> AgentOptions {
+    AgentOptions {
+        listen: format!("{ip}:0").parse().unwrap(),
+        credentials: creds.to_path_buf(),
+        dir: dir.join(name),
+        name: name.into(),
+        metrics: None,
+        keep: false,
+        max_handshakes: 16,
+        version: version.into(),
+    }
+}
