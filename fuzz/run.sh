@@ -23,11 +23,12 @@ frame() { local n=$(( ${#1} + 1 )); printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%0
 mkdir -p corpus/agent_control
 if [ ! -s corpus/agent_control/seed-run ]; then
   { printf '\xff'
-    frame '{"type":"hello","protocol":1,"version":"1.0"}'
+    frame '{"type":"hello","protocol":2,"version":"1.0"}'
     frame '{"type":"time","t1":5}'
     frame '{"type":"assign","run_id":"r-1","scenario":"service = \"wow\"","service":null,"players_total":10,"duration_ns":1000000000,"seed":1,"key":"abababababababababababababababababababababababababababababababab","server":null,"players":{"start":0,"end":10},"server_addr":"127.0.0.1:9","deadman_ms":3000}'
     frame '{"type":"start","at_ns":9}'
     frame '{"type":"ping"}'
+    frame '{"type":"pong"}'
     frame '{"type":"stop"}'
     frame '{"type":"collect"}'
     frame '{"type":"progress","t_s":1.0,"sent_packets":1,"sent_bytes":2,"recv_packets":3,"recv_bytes":4,"connections":5}'
