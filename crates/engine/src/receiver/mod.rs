@@ -9,11 +9,10 @@
 //! have a cap, a deadline for their hello and optionally an idle timeout; an echo backlog has a
 //! cap, past which the receiver stops reading that connection, and closes it if it stays full.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -27,7 +26,6 @@ use horde_wire::{DatagramHeader, Record, RecordKind, Role};
 use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use serde::Serialize;
 use socket2::Socket;
 
 use crate::accept::{accept_or_shed, Accepted as Incoming};
@@ -35,6 +33,9 @@ use crate::clock::{self, mono_ns, real_ns};
 use crate::logger::{LogSink, LogWriter};
 use crate::net::{self, RecvBatch};
 use crate::EngineError;
+
+mod report;
+pub use report::{FlowReceived, RecvOptions, RecvRefusals, RecvReport};
 
 /// Largest datagram read whole; longer ones are truncated and counted as garbage.
 const MAX_DATAGRAM: usize = 65_536;
@@ -55,120 +56,6 @@ const REVERSE_TCP_BACKLOG: usize = 256 * 1024;
 /// An admitted UDP flow unheard of for this long may make room for a new one when the gate is
 /// full: 60 s.
 const UDP_FLOW_IDLE_S: u64 = 60;
-
-#[derive(Debug, Clone)]
-pub struct RecvOptions {
-    pub udp: Vec<SocketAddr>,
-    pub tcp: Vec<SocketAddr>,
-    pub log: Option<PathBuf>,
-    /// Stop after this long.
-    pub duration: Option<Duration>,
-    /// Stop when nothing arrived for this long (counted from the last arrival, or the start).
-    pub idle: Option<Duration>,
-    /// Stop after this many packets.
-    pub packets: Option<u64>,
-    /// Hellos must carry a MAC under this key (OPEN: no key).
-    pub key: RunKey,
-    /// TCP connections open at once at most; more are closed as they come.
-    pub max_conns: usize,
-    /// Close a TCP connection nothing arrived on for this long.
-    pub conn_idle: Option<Duration>,
-    /// Send bulk back to reverse flows (`send --reverse`) that ask for it, while their
-    /// keep-alives come from their validated address.
-    pub reverse: bool,
-}
-
-impl Default for RecvOptions {
-    /// 10,000 connections: a WoW run of 10,000 players on one machine (the largest measured).
-    fn default() -> Self {
-        RecvOptions {
-            udp: Vec::new(),
-            tcp: Vec::new(),
-            log: None,
-            duration: None,
-            idle: None,
-            packets: None,
-            key: RunKey::OPEN,
-            max_conns: 10_000,
-            conn_idle: None,
-            reverse: true,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct FlowReceived {
-    pub packets: u64,
-    pub bytes: u64,
-    pub first_ns: u64,
-    pub last_ns: u64,
-}
-
-/// What the receiver turned away.
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct RecvRefusals {
-    /// Challenges sent to hellos from addresses not validated yet, and their bytes.
-    pub challenges: u64,
-    pub challenge_bytes: u64,
-    /// Hellos without a MAC under the key (no answer).
-    pub bad_mac: u64,
-    /// Hellos malformed or over the challenge budget.
-    pub dropped_hellos: u64,
-    /// Validated flows refused because the receiver held as many as it may.
-    pub full: u64,
-    /// Data datagrams of flows whose sender never passed validation: not logged, not echoed.
-    pub unadmitted_datagrams: u64,
-    /// TCP connections closed at once: over --max-conns with every connection a flow, or no
-    /// descriptor left.
-    pub refused_conns: u64,
-    /// TCP connections closed without a valid hello (timeout, or a MAC not under the key).
-    pub closed_before_hello: u64,
-    /// TCP connections closed because their echoes were not read for 10 s.
-    pub stalled_conns: u64,
-    /// TCP connections closed by --conn-idle.
-    pub idle_conns: u64,
-    /// Reverse requests refused (--no-reverse, or keep-alives of a UDP flow whose signed hello
-    /// did not ask for reverse bulk): TCP connections closed, UDP keep-alives ignored.
-    #[serde(default)]
-    pub reverse: u64,
-    /// UDP flows forgotten because they stopped answering consent probes (nothing more was sent
-    /// to them).
-    #[serde(default)]
-    pub consent_expired: u64,
-    /// Consent messages that proved nothing (forged, stale, or for a flow without consent).
-    #[serde(default)]
-    pub consent_refused: u64,
-}
-
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct RecvReport {
-    pub listening: Vec<String>,
-    pub packets: u64,
-    pub bytes: u64,
-    /// Datagrams that were not Horde packets (bad magic, version, or too short).
-    pub garbage_datagrams: u64,
-    /// TCP connections closed because their bytes were not a Horde stream.
-    pub garbage_streams: u64,
-    pub tcp_connections: u64,
-    pub echoed: u64,
-    /// Bulk sent back to reverse flows: packets (UDP) or APDUs (TCP), and bytes.
-    #[serde(default)]
-    pub reverse_packets: u64,
-    #[serde(default)]
-    pub reverse_bytes: u64,
-    /// Consent probes sent to flows that get echoes or reverse bulk, and their bytes.
-    #[serde(default)]
-    pub consent_probes: u64,
-    #[serde(default)]
-    pub consent_probe_bytes: u64,
-    pub kernel_timestamps: u64,
-    pub refusals: RecvRefusals,
-    pub flows: BTreeMap<u32, FlowReceived>,
-    pub duration_s: f64,
-    pub interrupted: bool,
-    pub log: Option<PathBuf>,
-    pub log_records: u64,
-}
 
 /// One TCP connection of the receiver.
 struct SinkConn {
