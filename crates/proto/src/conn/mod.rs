@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use horde_model::{Departure, Flow, Meter, Transport};
 use horde_wire::control::Status;
 use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY, FLAG_REVERSE, FLAG_REVERSE_DATA};
-use horde_wire::log::{FLAG_CLAMPED, FLAG_KERNEL_TS};
+use horde_wire::log::FLAG_CLAMPED;
 use horde_wire::stream::{HELLO_ECHO, HELLO_REVERSE};
 use horde_wire::{ApduHeader, DatagramHeader, Record, RecordKind, StreamDecoder, StreamEvent, StreamHello, WireError, HELLO_LEN};
 
@@ -27,6 +27,9 @@ use crate::auth::RunKey;
 use crate::gate::sign_stream_hello;
 use crate::greeter::{GreetEvent, GreetState, Greeter};
 use crate::mirror::{Mirror, Source};
+
+mod stats;
+pub use stats::{datagram_record, ConnStats, RxMeta};
 
 /// The most bytes a sink holds for echoing while its peer does not read them: 1 MiB (a second
 /// of a 8 Mbit/s round-trip flow). Past it the sink stops reading (TCP pushes back on the sender);
@@ -88,70 +91,6 @@ pub enum Event {
     EchoRequested,
     /// Sink role: the peer asked for bulk back (reverse mode).
     ReverseRequested,
-}
-
-/// What the kernel said about a received datagram.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RxMeta {
-    pub len: usize,
-    /// CLOCK_REALTIME ns from SO_TIMESTAMPNS, 0 if absent.
-    pub kernel_ns: u64,
-    pub tos: u8,
-    pub ttl: u8,
-}
-
-/// The log record of a received Horde datagram: its header, what the kernel said, and `now`
-/// (used when the kernel gave no receive timestamp).
-pub fn datagram_record(h: &DatagramHeader, m: &RxMeta, now: u64, tag: u32, kind: RecordKind) -> Record {
-    let (t_b, flags) = if m.kernel_ns != 0 { (m.kernel_ns, FLAG_KERNEL_TS) } else { (now, 0) };
-    Record { flow: h.flow, size: m.len as u32, seq: h.seq as u64, t_a: h.send_ns, t_b, tag, tos: m.tos, ttl: m.ttl, kind, flags }
-}
-
-/// Counters of one connection.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ConnStats {
-    pub packets: u64,
-    pub bytes: u64,
-    /// Departures whose drawn size was clamped to the transport's limits.
-    pub clamped: u64,
-    /// Departures the OS refused or that could not be written (a broken stream).
-    pub errors: u64,
-    pub echoes: u64,
-    /// Round trips of the echoes (echo arrival − departure), ns: sum, min, max.
-    pub rtt_sum_ns: u64,
-    pub rtt_min_ns: u64,
-    pub rtt_max_ns: u64,
-    /// APDUs received from the peer (two-way runs, sinks, reverse flows), and their bytes.
-    pub received: u64,
-    pub received_bytes: u64,
-    /// Real times of the first and last of them, ns.
-    pub received_first_ns: u64,
-    pub received_last_ns: u64,
-    /// Departures still due when the flow's duration ended (the sender fell behind): not sent.
-    pub unsent: u64,
-    /// Real (epoch) times of the first and last departure, ns.
-    pub first_ns: u64,
-    pub last_ns: u64,
-}
-
-impl ConnStats {
-    /// Counts an APDU or datagram of `len` bytes from the peer, arrived at `now` (real ns).
-    fn arrived(&mut self, len: u64, now: u64) {
-        if self.received == 0 {
-            self.received_first_ns = now;
-        }
-        self.received += 1;
-        self.received_bytes += len;
-        self.received_last_ns = now;
-    }
-
-    /// Counts an echo that took `rtt_ns` there and back.
-    fn echo(&mut self, rtt_ns: u64) {
-        self.rtt_min_ns = if self.echoes == 0 { rtt_ns } else { self.rtt_min_ns.min(rtt_ns) };
-        self.rtt_max_ns = self.rtt_max_ns.max(rtt_ns);
-        self.rtt_sum_ns = self.rtt_sum_ns.saturating_add(rtt_ns);
-        self.echoes += 1;
-    }
 }
 
 struct Stream {
