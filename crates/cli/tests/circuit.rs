@@ -206,7 +206,10 @@ fn on_a_lossy_emulated_link_opensim_holds_where_mongoose_backs_off() {
     }
     let (os, mg) = (got[0].1, got[1].1);
     assert!((os / 768.0 - 1.0).abs() < 0.02, "opensim at 2 % loss stays at 1.5 × 500 kbit/s (768 kbit/s): {got:?}");
-    assert!(mg < 0.8 * os && mg > 150.0, "mongoose backs off to near the TCP-fair rate: {got:?}");
+    // The TCP-fair rate here is 193 kbit/s (Padhye, 375-byte packets, 2 %, 100 ms); one 20-s run
+    // of Mongoose lands 0.7–1.3× of it (bench/RESULTS-regulation.md measured 0.74× at this point
+    // over 90 s). It must back off well below OpenSim without collapsing: above half of it.
+    assert!(mg < 0.8 * os && mg > 96.0, "mongoose backs off to near the TCP-fair rate: {got:?}");
     assert!((got[1].2 - 100.0).abs() < 10.0, "the client measured the link's round trip: {got:?}");
 }
 
