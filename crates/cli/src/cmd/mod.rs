@@ -25,30 +25,29 @@ pub fn write_out(path: &Path, text: &str) -> Result<(), crate::Failure> {
     }
 }
 
-/// The file every report directory Horde makes holds: a later run may overwrite it.
-pub const REPORT_MARKER: &str = ".horde-report";
+/// Files that mark a directory as a Horde report (what a run writes first and last).
+const REPORT_FILES: [&str; 4] = ["summary.json", "index.html", "client.hlog", "server.json"];
 
-/// Checks and prepares a report directory (`--out`): Horde never writes through a symbolic
-/// link, nor into a directory that holds files of something else; a new, empty or earlier
-/// Horde report directory is fine (and is marked as Horde's).
+/// Checks a report directory (`--out`) before anything is run: Horde never writes through a
+/// symbolic link, nor into a directory that holds files of something else; a new, empty or
+/// earlier Horde report directory is fine. Nothing is created here (a run refused later leaves
+/// no empty directory behind).
 pub fn report_dir(out: &Path) -> Result<(), crate::Failure> {
     let bad = |why: String| crate::bad_input(anyhow::anyhow!("--out {}: {why}", out.display()));
     match std::fs::symlink_metadata(out) {
-        Ok(m) if m.file_type().is_symlink() => return Err(bad("is a symbolic link: give the real directory (Horde does not write through links)".into())),
-        Ok(m) if !m.is_dir() => return Err(bad("is a file, not a directory: give a new directory".into())),
+        Ok(m) if m.file_type().is_symlink() => Err(bad("is a symbolic link: give the real directory (Horde does not write through links)".into())),
+        Ok(m) if !m.is_dir() => Err(bad("is a file, not a directory: give a new directory".into())),
         Ok(_) => {
-            let ours = [REPORT_MARKER, "summary.json", "index.html"].iter().any(|f| out.join(f).exists());
+            let ours = REPORT_FILES.iter().any(|f| out.join(f).exists());
             let empty = std::fs::read_dir(out).map(|mut d| d.next().is_none()).unwrap_or(false);
-            if !ours && !empty {
-                return Err(bad("holds files that are not a Horde report: give a new or empty directory (Horde overwrites only its own reports)".into()));
+            if ours || empty {
+                Ok(())
+            } else {
+                Err(bad("holds files that are not a Horde report: give a new or empty directory (Horde overwrites only its own reports)".into()))
             }
         }
-        Err(_) => {}
+        Err(_) => Ok(()),
     }
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    std::fs::write(out.join(REPORT_MARKER), "a Horde report directory: `horde run -o` may overwrite it\n")
-        .with_context(|| format!("writing into {}", out.display()))?;
-    Ok(())
 }
 
 /// Parses a duration flag (`500ms`, `3s`, `2m`).

@@ -190,6 +190,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let args = Args { actions_parsed: actions, place, model, ..args };
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("horde-bots"));
     crate::cmd::report_dir(&out)?;
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     if !args.steps.is_empty() {
         return benchmark(&args, protocol, &out, stop);
     }
