@@ -86,12 +86,8 @@ fn scenario(dir: &Path, players: u32, secs: u32) -> (Scenario, PathBuf) {
 }
 
 fn run_on(agents: &[&Agent], creds: &Path, sc: &Scenario, out: &Path) -> (anyhow::Result<controller::Outcome>, Vec<String>) {
-    let notes = Mutex::new(Vec::new());
-    let events = |e: &Event| {
-        if let Event::Note(n) = e {
-            notes.lock().unwrap().push(n.clone());
-        }
-    };
+    let notes = common::Notes::default();
+    let events = |e: &Event| notes.event(e);
     let stop = AtomicBool::new(false);
     let opts = ControllerOptions {
         agents: agents.iter().map(|a| AgentSpec { addr: a.addr, weight: 1 }).collect(),
@@ -105,7 +101,7 @@ fn run_on(agents: &[&Agent], creds: &Path, sc: &Scenario, out: &Path) -> (anyhow
         stop: &stop,
     };
     let r = controller::run(sc, &opts);
-    (r, notes.into_inner().unwrap())
+    (r, notes.take())
 }
 
 #[test]

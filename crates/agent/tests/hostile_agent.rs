@@ -188,12 +188,8 @@ fn run(lie: Lie, secs: u32, ctrl_c_at: Option<Duration>) -> (anyhow::Result<cont
     std::fs::write(d.join("sc.toml"), &text).unwrap();
     let sc = Scenario::load(&d.join("sc.toml")).unwrap();
     let out = d.join("out");
-    let notes = Mutex::new(Vec::new());
-    let events = |e: &Event| {
-        if let Event::Note(n) = e {
-            notes.lock().unwrap().push(n.clone());
-        }
-    };
+    let notes = common::Notes::default();
+    let events = |e: &Event| notes.event(e);
     let stop = AtomicBool::new(false);
     let opts = ControllerOptions {
         agents: vec![AgentSpec { addr: a1, weight: 1 }, AgentSpec { addr: f, weight: 1 }],
@@ -223,7 +219,7 @@ fn run(lie: Lie, secs: u32, ctrl_c_at: Option<Duration>) -> (anyhow::Result<cont
     let took = ended.saturating_duration_since(t + ctrl_c_at.unwrap_or_default());
     a1_stop.store(true, Ordering::Relaxed);
     let _ = a1_h.join();
-    (r, notes.into_inner().unwrap(), took, out)
+    (r, notes.take(), took, out)
 }
 
 #[test]

@@ -19,3 +19,19 @@ pub fn agent_options(ip: &str, creds: &Path, dir: &Path, name: &str, version: &s
         version: version.into(),
     }
 }
+
+/// The controller's notes, collected from its events.
+#[derive(Default)]
+pub struct Notes(std::sync::Mutex<Vec<String>>);
+
+impl Notes {
+    pub fn event(&self, e: &horde_agent::controller::Event) {
+        if let horde_agent::controller::Event::Note(n) = e {
+            self.0.lock().unwrap().push(n.clone());
+        }
+    }
+
+    pub fn take(self) -> Vec<String> {
+        self.0.into_inner().unwrap()
+    }
+}
