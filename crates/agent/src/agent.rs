@@ -18,6 +18,7 @@ use horde_engine::sender::Progress;
 use horde_model::scenario::Scenario;
 use horde_proto::RunKey;
 
+use crate::metrics::Metrics;
 use crate::msg::{self, Assignment, Frame, ToAgent, ToController};
 use crate::session::{Action, Phase, Session};
 
@@ -41,19 +42,6 @@ pub struct AgentOptions {
     pub max_handshakes: usize,
     /// The version it reports and requires of controllers (this build's; tests change it).
     pub version: String,
-}
-
-/// The agent's counters, for `/metrics` and its log.
-#[derive(Default)]
-pub struct Metrics {
-    pub progress: Mutex<Option<Arc<Progress>>>,
-    pub players: AtomicU64,
-    pub running: AtomicBool,
-    pub runs: AtomicU64,
-    pub refused: AtomicU64,
-    pub errors: AtomicU64,
-    /// Rates over the last second: sent pkt/s, sent bit/s, received pkt/s, received bit/s.
-    pub rates: Mutex<[f64; 4]>,
 }
 
 /// What the agent keeps across sessions.

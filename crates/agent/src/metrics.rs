@@ -8,7 +8,23 @@ use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::agent::Metrics;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use horde_engine::sender::Progress;
+
+/// The agent's counters, for `/metrics` and its log.
+#[derive(Default)]
+pub struct Metrics {
+    pub progress: Mutex<Option<Arc<Progress>>>,
+    pub players: AtomicU64,
+    pub running: AtomicBool,
+    pub runs: AtomicU64,
+    pub refused: AtomicU64,
+    pub errors: AtomicU64,
+    /// Rates over the last second: sent pkt/s, sent bit/s, received pkt/s, received bit/s.
+    pub rates: Mutex<[f64; 4]>,
+}
 
 const MAX_HEAD: usize = 8 << 10;
 

@@ -90,10 +90,10 @@ pub fn enter(fd: &impl AsRawFd) -> Result<(), EmuError> {
 
 /// Runs `f` with the calling thread inside namespace `fd`, then returns to where it was.
 /// Sockets opened in `f` stay in that namespace.
-/// The one namespace helper (`horde_engine::net::within_netns`) and its failure policy: an
+/// The one namespace helper (`horde_sys::netns::within_netns`) and its failure policy: an
 /// error if the thread cannot enter, an abort if it cannot return.
 pub fn within<T>(fd: &impl AsRawFd, f: impl FnOnce() -> T) -> Result<T, EmuError> {
-    horde_engine::net::within_netns(fd, f).map_err(|e| EmuError::io("entering a network namespace", e))
+    horde_sys::netns::within_netns(fd, f).map_err(|e| EmuError::io("entering a network namespace", e))
 }
 
 /// Unpins a namespace; the kernel frees it when no process or socket uses it any more.

@@ -7,7 +7,6 @@
 
 mod accept;
 pub mod bots;
-pub mod clock;
 pub mod logger;
 pub mod net;
 mod reading;
@@ -16,16 +15,9 @@ pub mod sender;
 mod setup;
 mod worker;
 
+pub use horde_sys::{clock, random_secret};
 pub use receiver::{RecvOptions, RecvReport};
 pub use sender::{SendOptions, SendReport};
-
-/// 32 bytes from the operating system's random source (getrandom), for secrets: run keys and
-/// cookie secrets. The only randomness Horde draws that is not seeded.
-pub fn random_secret() -> std::io::Result<[u8; 32]> {
-    let mut b = [0u8; 32];
-    getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(b)
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {

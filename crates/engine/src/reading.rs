@@ -22,7 +22,7 @@ use crate::accept::{accept_or_shed, Accepted as Incoming};
 use crate::clock::{mono_ns, real_ns};
 use crate::logger::LogSink;
 use crate::net;
-use crate::sender::Progress;
+use crate::sender::types::Progress;
 use crate::worker::{Slot, Sock, Worker, LISTEN_TOKEN, UDP_LISTEN_TOKEN};
 
 /// A connection's view of its worker while it reads.

@@ -16,7 +16,7 @@ use socket2::Socket;
 
 use crate::clock::{self, mono_ns, real_ns};
 use crate::net;
-use crate::sender::{Job, SendOptions};
+use crate::sender::types::{Job, SendOptions};
 use crate::worker::{Share, Slot, Sock};
 use crate::EngineError;
 

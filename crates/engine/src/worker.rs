@@ -24,7 +24,7 @@ use socket2::Socket;
 use crate::clock::{self, mono_ns, real_ns};
 use crate::logger::LogSink;
 use crate::net::{self, RecvBatch, BATCH};
-use crate::sender::{new_hist, FlowSent, Progress, Refusals, Rtt, SendOptions, NO_DEPARTURE};
+use crate::sender::types::{new_hist, FlowSent, Progress, Refusals, Rtt, SendOptions, NO_DEPARTURE};
 
 pub(crate) const LISTEN_TOKEN: usize = 1 << 30;
 pub(crate) const UDP_LISTEN_TOKEN: usize = 1 << 29;

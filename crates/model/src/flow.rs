@@ -8,14 +8,13 @@ use serde::Deserialize;
 
 use crate::dist::Dist;
 use crate::preset::Preset;
+pub use crate::transport::{Transport, MAX_UDP_PAYLOAD};
 use crate::units::{parse_count, parse_duration_ns};
 
 /// Default stop condition when none is given: 10 s, as D-ITG's ITGSend does.
 pub const DEFAULT_DURATION_NS: u64 = 10_000_000_000;
 /// Default base seed when neither the flow nor the command line gives one.
 pub const DEFAULT_SEED: u64 = 1;
-/// Largest UDP payload over IPv4 (65535 − 20 IP − 8 UDP).
-pub const MAX_UDP_PAYLOAD: u32 = 65_507;
 /// Upper bound on `repeat`, so a typo cannot ask for a billion flows.
 pub const MAX_REPEAT: u64 = 1_000_000;
 /// The smallest UDP reverse flow: the header and the keep-alive's 20-byte proof of consent.
@@ -29,48 +28,6 @@ pub const REVERSE_KEEPALIVE_MS: f64 = 100.0;
 pub const REVERSE_CONSENT_MS: u64 = 1000;
 /// Upper bound on the flows of one file, all `repeat`s included: each flow is a socket.
 pub const MAX_FLOWS: usize = 1_000_000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    #[default]
-    Udp,
-    Tcp,
-}
-
-impl Transport {
-    /// Smallest payload that carries Horde's header on this transport.
-    pub fn min_size(self) -> u32 {
-        match self {
-            Transport::Udp => horde_wire::DATAGRAM_HEADER_LEN as u32,
-            Transport::Tcp => horde_wire::APDU_HEADER_LEN as u32,
-        }
-    }
-
-    pub fn max_size(self) -> u32 {
-        match self {
-            Transport::Udp => MAX_UDP_PAYLOAD,
-            Transport::Tcp => horde_wire::MAX_APDU as u32,
-        }
-    }
-
-    /// A bulk flow's payload (UDP) or APDU (TCP) size when none is given: 1,472 B over UDP (the
-    /// largest IPv4 payload a 1,500-byte MTU carries unfragmented, as iperf3 and D-ITG users
-    /// expect), 65,535 B over TCP (the largest APDU; the stream is segmented by TCP anyway).
-    pub fn bulk_size(self) -> u32 {
-        match self {
-            Transport::Udp => 1472,
-            Transport::Tcp => horde_wire::MAX_APDU as u32,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Udp => "udp",
-            Transport::Tcp => "tcp",
-        }
-    }
-}
 
 /// What the receiver side measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]

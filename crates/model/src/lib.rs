@@ -13,6 +13,7 @@ pub mod preset;
 pub mod scenario;
 pub mod schedule;
 pub mod service;
+pub mod transport;
 pub mod units;
 
 pub use dist::{Dist, Kind, Round, Sampler};

@@ -3,7 +3,7 @@
 //! Text form: `NAME` or `NAME(key=value, ...)`, e.g. `voip(codec=g729.2, rtp=crtp, vad=on)`.
 
 use crate::dist::Dist;
-use crate::flow::Transport;
+use crate::transport::Transport;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preset {

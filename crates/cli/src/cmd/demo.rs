@@ -99,7 +99,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     if duration.is_zero() || duration > Duration::from_secs(3600) {
         return Err(bad_input(anyhow::anyhow!("--duration must be between 1ms and 1h")));
     }
-    let out = args.out.clone().unwrap_or_else(|| super::run::default_out("demo"));
+    let out = args.out.clone().unwrap_or_else(|| super::default_out("demo"));
     super::report_dir(&out)?;
     if !args.engine {
         let mut sc = horde_model::scenario::Scenario::parse(DEMO_SCENARIO, "embedded demo scenario", std::path::Path::new(".")).map_err(bad_input)?;

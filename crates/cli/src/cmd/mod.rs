@@ -28,6 +28,11 @@ pub fn write_out(path: &Path, text: &str) -> Result<(), crate::Failure> {
 /// Files that mark a directory as a Horde report (what a run writes first and last).
 const REPORT_FILES: [&str; 4] = ["summary.json", "index.html", "client.hlog", "server.json"];
 
+/// `horde-out/NAME-SECONDS`: a fresh report directory for a run given no `--out`.
+pub fn default_out(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("horde-out/{name}-{}", horde_sys::clock::unix_secs()))
+}
+
 /// Checks a report directory (`--out`) before anything is run: Horde never writes through a
 /// symbolic link, nor into a directory that holds files of something else; a new, empty or
 /// earlier Horde report directory is fine. Nothing is created here (a run refused later leaves

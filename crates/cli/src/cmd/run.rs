@@ -77,7 +77,7 @@ pub fn load(args: &Args) -> Result<Scenario, crate::Failure> {
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let sc = load(&args)?;
     let name = args.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
-    let out = args.out.clone().unwrap_or_else(|| default_out(&name));
+    let out = args.out.clone().unwrap_or_else(|| super::default_out(&name));
     if !args.serve_only {
         super::report_dir(&out)?;
     }
@@ -262,10 +262,6 @@ impl Progress {
             (false, ProgressMode::Json) => Progress::Json(None),
         })
     }
-}
-
-pub fn default_out(name: &str) -> PathBuf {
-    PathBuf::from(format!("horde-out/{name}-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)))
 }
 
 /// Runs a scenario through the library and prints what it reports.

@@ -326,7 +326,7 @@ fn through_agents(args: &Args, stop: &AtomicBool) -> Outcome {
     let flows = FlowFile::parse_and_resolve(&text, args.seed).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", path.display())))?;
     horde_agent::flows::place(&flows, &senders, &receivers).map_err(|e| bad_input(anyhow::anyhow!("{}: {e:#}", path.display())))?;
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "flows".into());
-    let out = t.out.clone().unwrap_or_else(|| super::run::default_out(&name));
+    let out = t.out.clone().unwrap_or_else(|| super::default_out(&name));
     super::report_dir(&out)?;
     let events = |e: &Event| match e {
         Event::Note(m) => say!("horde send: {m}"),

@@ -58,3 +58,8 @@ pub fn raise_fd_limit() -> u64 {
     }
     r.rlim_cur
 }
+
+/// Whole seconds since the Unix epoch (names of report directories).
+pub fn unix_secs() -> u64 {
+    real_ns() / 1_000_000_000
+}

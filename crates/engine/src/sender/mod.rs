@@ -1,0 +1,205 @@
+//! The sender: drives any number of flows from a fixed set of worker threads, and serves the
+//! server side of two-way scenarios with the same workers.
+//!
+//! Each worker owns a share of the flows and a min-heap of their next departures. It sleeps
+//! until shortly before the earliest departure, spins for the last stretch, then sends every
+//! packet that is due: UDP packets of one flow leave in one `sendmmsg`, TCP APDUs are written
+//! to the stream. A worker that falls behind sends what is overdue at once (never drops it)
+//! until the flow's duration ends; the lateness of every packet is measured.
+//!
+//! What a flow sends, how its bytes are framed and what arriving bytes mean is decided by its
+//! [`horde_proto::Conn`] (I/O-free); the worker ([`crate::worker`]) is the I/O shell around it.
+//! Set-up (sockets, connects, address validation of UDP flows, the common start) is in
+//! [`crate::setup`].
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+
+use hdrhistogram::Histogram;
+use horde_model::{Flow, Transport};
+
+pub use horde_proto::conn::{Accepted, Responder};
+pub use horde_proto::Source;
+
+use crate::clock::{self, real_ns};
+use crate::logger::{LogSink, LogWriter};
+use crate::setup::{self, StartGate};
+use crate::worker::{Share, Worker, WorkerResult};
+use crate::EngineError;
+
+pub(crate) mod types;
+pub use types::*;
+
+/// Time given to workers between the start gate and the first departure, plus a share per TCP
+/// flow for writing its hello (measured: 10,000 hellos take ~60 ms on this 2-core VM).
+const START_LEAD_NS: u64 = 20_000_000;
+const START_LEAD_PER_TCP_NS: u64 = 20_000;
+
+/// Opens the sockets of every flow, connects TCP flows and validates UDP ones, then runs all
+/// flows to their end (or until `stop` is set) and reports.
+pub fn run(flows: Vec<Flow>, opts: &SendOptions, stop: &AtomicBool) -> Result<SendReport, EngineError> {
+    run_jobs(flows.into_iter().map(|flow| Job { flow, source: None, mirror: None, connect_at_ns: None, netns: None }).collect(), opts, stop)
+}
+
+/// [`run`] with explicit sources (e.g. players' behaviour-driven schedules).
+pub fn run_jobs(jobs: Vec<Job>, opts: &SendOptions, stop: &AtomicBool) -> Result<SendReport, EngineError> {
+    if jobs.is_empty() {
+        return Err(EngineError::Config("no flows to send".into()));
+    }
+    setup::check_fd_limit(jobs.len())?;
+    let mut slots = setup::open_all(jobs, opts)?;
+    let connect_started = clock::mono_ns();
+    setup::connect_all(&mut slots, opts.connect_timeout, stop)?;
+    setup::validate_all(&mut slots, opts.connect_timeout, stop)?;
+    let tcp_flows = slots.iter().filter(|s| s.conn.transport() == Transport::Tcp).count() as u64;
+    let greeted = slots.iter().any(|s| s.conn.greeter().is_some());
+    let connect_s = if tcp_flows > 0 || greeted { (clock::mono_ns() - connect_started) as f64 / 1e9 } else { 0.0 };
+    let threads = opts.threads.clamp(1, slots.len());
+    let mut shares: Vec<Share> = (0..threads).map(|_| Share::default()).collect();
+    for (i, s) in slots.into_iter().enumerate() {
+        shares[i % threads].slots.push(s);
+    }
+    let lead = START_LEAD_NS + START_LEAD_PER_TCP_NS * tcp_flows / threads as u64;
+    run_workers(shares, opts, stop, lead, connect_s)
+}
+
+/// The server side of a two-way scenario: listens on `listen`, and for every connection (or UDP
+/// peer) whose hello passes validation and the responder, sends that player's departures and
+/// logs what arrives. Runs until `stop` is set. `ready` gets the bound addresses first.
+pub fn serve(
+    listen: &[SocketAddr],
+    transport: Transport,
+    opts: &SendOptions,
+    stop: &AtomicBool,
+    ready: impl FnOnce(&[SocketAddr]),
+) -> Result<SendReport, EngineError> {
+    if opts.responder.is_none() {
+        return Err(EngineError::Config("serving needs a responder".into()));
+    }
+    clock::raise_fd_limit();
+    let threads = opts.threads.max(1);
+    let (shares, bound) = setup::listen_all(listen, transport, threads, opts)?;
+    ready(&bound);
+    run_workers(shares, opts, stop, START_LEAD_NS, 0.0)
+}
+
+fn run_workers(shares: Vec<Share>, opts: &SendOptions, stop: &AtomicBool, lead_ns: u64, connect_s: f64) -> Result<SendReport, EngineError> {
+    let threads = shares.len();
+    let (writer, sink) = match &opts.log {
+        Some(p) => {
+            let (w, s) = LogWriter::create(p, horde_wire::Role::Sender, real_ns())
+                .map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), err: e })?;
+            (Some(w), s)
+        }
+        None => (None, LogSink::disabled()),
+    };
+    // Workers register their sockets first; the clock starts when all are ready, so set-up
+    // time (10,000 sockets take ~100 ms) never shows as lateness.
+    let start = StartGate::new(threads, lead_ns);
+    let results = std::thread::scope(|scope| -> Result<Vec<io_result::WorkerOutcome>, EngineError> {
+        let mut handles = Vec::with_capacity(threads);
+        for (i, share) in shares.into_iter().enumerate() {
+            let sink = sink.clone();
+            let opts = opts.clone();
+            let start = &start;
+            let spawned = std::thread::Builder::new().name(format!("horde-send-{i}")).spawn_scoped(scope, move || {
+                let w = Worker::new(share, sink, opts);
+                // Arrive even when set-up failed, so the others are not left waiting.
+                let Some((t0_mono, t0_real)) = start.arrive(w.is_ok()) else {
+                    return w.map(|_| None);
+                };
+                w?.run(t0_mono, t0_real, stop).map(Some)
+            });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // The workers already started must not wait at the gate for this one.
+                    start.abort();
+                    for h in handles {
+                        let _ = h.join();
+                    }
+                    return Err(EngineError::Io { what: format!("starting sender thread {i}"), err: e });
+                }
+            }
+        }
+        Ok(handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(std::io::Error::other("sender worker panicked")))).collect())
+    });
+    drop(sink);
+    let log_records = match writer {
+        Some(w) => w.finish().map_err(|e| EngineError::Io { what: "writing the send log".into(), err: e })?,
+        None => 0,
+    };
+    let results = results?;
+    let mut flows = Vec::new();
+    let mut hist = new_hist();
+    let mut interrupted = false;
+    let mut refusals = Refusals::default();
+    let mut end_real_ns = 0;
+    for r in results {
+        let r = r.map_err(|e| EngineError::Io { what: "sending".into(), err: e })?;
+        let Some(r) = r else {
+            return Err(EngineError::Config("a sender worker could not start (see the error above)".into()));
+        };
+        hist.add(&r.lateness).ok();
+        interrupted |= r.interrupted;
+        refusals.add(&r.refusals);
+        end_real_ns = end_real_ns.max(r.end_real_ns);
+        flows.extend(r.flows);
+    }
+    flows.sort_by_key(|f| f.id);
+    let t0 = start.t0().map_or(0, |t| t.1);
+    let mut report = summarise(flows, &hist, connect_s, interrupted, opts, log_records, threads, t0);
+    report.end_real_ns = end_real_ns;
+    report.refusals = refusals;
+    Ok(report)
+}
+
+/// Results of the worker threads.
+mod io_result {
+    pub type WorkerOutcome = std::io::Result<Option<super::WorkerResult>>;
+}
+
+#[allow(clippy::too_many_arguments)]
+fn summarise(
+    flows: Vec<FlowSent>,
+    hist: &Histogram<u64>,
+    connect_s: f64,
+    interrupted: bool,
+    opts: &SendOptions,
+    log_records: u64,
+    threads: usize,
+    t0_real_ns: u64,
+) -> SendReport {
+    let first = flows.iter().filter(|f| f.packets > 0).map(|f| f.first_ns).min().unwrap_or(0);
+    let last = flows.iter().map(|f| f.last_ns).max().unwrap_or(0);
+    let us = |q: f64| hist.value_at_quantile(q).min(hist.max()) as f64 / 1e3;
+    let lateness = Lateness {
+        mean_us: hist.mean() / 1e3,
+        p50_us: us(0.5),
+        p90_us: us(0.9),
+        p99_us: us(0.99),
+        p999_us: us(0.999),
+        max_us: hist.max() as f64 / 1e3,
+        over_1ms: hist.count_between(1_000_000, u64::MAX),
+    };
+    SendReport {
+        packets: flows.iter().map(|f| f.packets).sum(),
+        bytes: flows.iter().map(|f| f.bytes).sum(),
+        errors: flows.iter().map(|f| f.errors).sum(),
+        echoes: flows.iter().map(|f| f.echoes).sum(),
+        received: flows.iter().map(|f| f.received).sum(),
+        mismatched: flows.iter().map(|f| f.mismatched).sum(),
+        unsent: flows.iter().map(|f| f.unsent).sum(),
+        duration_s: last.saturating_sub(first) as f64 / 1e9,
+        connect_s,
+        lateness,
+        interrupted,
+        log: opts.log.clone(),
+        log_records,
+        threads,
+        t0_real_ns,
+        end_real_ns: 0,
+        refusals: Refusals::default(),
+        flows,
+    }
+}
