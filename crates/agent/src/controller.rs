@@ -6,82 +6,18 @@
 //! One thread per agent ([`crate::link`]) owns its TLS connection; the main thread drives the
 //! run through commands and learns through events.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use horde_engine::clock::real_ns;
 use horde_model::scenario::Scenario;
 
-use crate::clock::Estimate;
-use crate::link::{Cmd, Collected, Ev};
-use crate::msg::{self, Assignment};
-
-/// One agent as the user named it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentSpec {
-    pub addr: SocketAddr,
-    /// Its share of the players (relative; default 1).
-    pub weight: u32,
-}
-
-/// Parses an agent list: comma-separated `HOST:PORT[*WEIGHT]`, `dns:NAME:PORT` (every address
-/// the name resolves to: a Kubernetes headless service), or `@FILE` (one entry per line, `#`
-/// comments).
-pub fn parse_agents(list: &str) -> anyhow::Result<Vec<AgentSpec>> {
-    let mut out = Vec::new();
-    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        if let Some(f) = item.strip_prefix('@') {
-            let text = horde_model::files::read_text(Path::new(f), 1 << 20, "agent lists").with_context(|| format!("--agents @{f}"))?;
-            for line in text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()) {
-                if line.starts_with('@') {
-                    bail!("--agents @{f}: `{line}`: an agent file cannot name another file");
-                }
-                out.extend(parse_agents(line)?);
-            }
-            continue;
-        }
-        let (entry, weight) = match item.rsplit_once('*') {
-            Some((e, w)) => (
-                e,
-                w.parse::<u32>().ok().filter(|w| (1..=1000).contains(w)).with_context(|| format!("--agents `{item}`: the weight after * must be 1..=1000"))?,
-            ),
-            None => (item, 1),
-        };
-        if let Some(name) = entry.strip_prefix("dns:") {
-            let mut addrs: Vec<SocketAddr> = name
-                .to_socket_addrs()
-                .with_context(|| format!("--agents `{item}`: resolving {name} (dns:NAME:PORT, e.g. dns:horde-agents.default.svc.cluster.local:7800)"))?
-                .collect();
-            addrs.sort();
-            addrs.dedup();
-            if addrs.is_empty() {
-                bail!("--agents `{item}`: {name} resolves to no address");
-            }
-            out.extend(addrs.into_iter().map(|addr| AgentSpec { addr, weight }));
-            continue;
-        }
-        let addr = entry
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-            .with_context(|| format!("--agents `{item}`: not HOST:PORT (e.g. 10.0.0.5:7800), dns:NAME:PORT or @FILE"))?;
-        out.push(AgentSpec { addr, weight });
-    }
-    if out.is_empty() {
-        bail!("--agents names no agent");
-    }
-    for (i, a) in out.iter().enumerate() {
-        if out[..i].iter().any(|b| b.addr == a.addr) {
-            bail!("--agents names {} twice", a.addr);
-        }
-    }
-    Ok(out)
-}
+pub use crate::fleet::{dir_names, parse_agents, AgentSpec, Event};
+use crate::fleet::{Fleet, Watch, FINISH_WITHIN};
+use crate::msg::Assignment;
 
 /// How the controller runs a scenario.
 pub struct ControllerOptions<'a> {
@@ -111,65 +47,26 @@ pub enum ServerPlace {
     Dedicated(SocketAddr),
 }
 
-/// What the controller reports while it runs.
-#[derive(Debug, Clone)]
-pub enum Event {
-    Note(String),
-    /// Once a second while running: the run's time, and each agent's rates over the last
-    /// second (sent pkt/s, sent bit/s, received pkt/s, received bit/s).
-    Progress {
-        t_s: f64,
-        agents: Vec<(String, [u64; 4])>,
-    },
-}
-
-struct Link {
-    addr: SocketAddr,
-    name: String,
-    cmd: mpsc::Sender<Cmd>,
-    handle: Option<std::thread::JoinHandle<()>>,
-    clock: Estimate,
-    /// Player ids it runs.
-    players: Option<Range<u32>>,
-    server: bool,
-    status: String,
-    lost_at_s: Option<f64>,
-    roles_left: u32,
-    last: msg::Progress,
-    prev: msg::Progress,
-    client_report: Option<horde_engine::SendReport>,
-    server_report: Option<horde_engine::SendReport>,
-    cpu_s: f64,
-    max_rss_kb: u64,
-    log_bytes: u64,
-    log_transferred: u64,
-    collected: bool,
-}
-
 /// The outcome of a distributed run.
 pub struct Outcome {
     pub summary: horde_scenario::Summary,
     pub lost: Vec<String>,
 }
 
-/// Runs `sc` on the agents and writes the merged report into `opts.out`.
-pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
-    let ev = opts.events;
-    if sc.emu.is_some() {
-        bail!("{}: [emu] places players on one machine's emulated hosts; a run through agents places them on the agents (run `horde emu` hosts with agents in them instead)", sc.name);
-    }
-    std::fs::create_dir_all(opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
-    let cfg = crate::tls::controller_config(&opts.credentials)?;
-    // The agents open no file a scenario names: value files go inline, read here.
-    let service = sc.service_text(&opts.scenario_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+/// The scenario's texts as the agents get them: value files inlined (agents open no file a
+/// scenario names), the service file shipped.
+fn texts(sc: &Scenario, dir: &Path) -> anyhow::Result<(String, Option<String>)> {
+    let service = sc.service_text(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let service = service.map(|t| horde_model::dist::inline_value_files(&t)).transpose().map_err(|e| anyhow::anyhow!("{}: service: {e}", sc.name))?;
-    let scenario_text = horde_model::dist::inline_value_files(&sc.text).map_err(|e| anyhow::anyhow!("{}: {e}", sc.name))?;
-    let key = horde_scenario::run_key(sc).map_err(|e| e.into_anyhow())?;
-    let run_id = format!("{:016x}-{:08x}", real_ns(), std::process::id());
+    let scenario = horde_model::dist::inline_value_files(&sc.text).map_err(|e| anyhow::anyhow!("{}: {e}", sc.name))?;
+    Ok((scenario, service))
+}
 
-    // Every agent: client agents first, then a dedicated server agent.
-    let mut addrs: Vec<SocketAddr> = opts.agents.iter().map(|a| a.addr).collect();
-    let server_i = match &opts.server {
+/// Every agent's address, client agents first, then a dedicated server agent; and which is the
+/// server's.
+pub(crate) fn addresses(agents: &[AgentSpec], server: &ServerPlace) -> anyhow::Result<(Vec<SocketAddr>, usize)> {
+    let mut addrs: Vec<SocketAddr> = agents.iter().map(|a| a.addr).collect();
+    let server_i = match server {
         ServerPlace::Agent(i) if *i < addrs.len() => *i,
         ServerPlace::Agent(i) => bail!("the server agent index {i} names no agent"),
         ServerPlace::Dedicated(a) => match addrs.iter().position(|x| x == a) {
@@ -180,362 +77,137 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
             }
         },
     };
-    let (conns, erx) = crate::link::connect_all(&addrs, cfg, opts.deadman, opts.stop, &|m| ev(&Event::Note(m)))?;
-    let mut links: Vec<Link> = conns
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| Link {
-            addr: c.addr,
-            name: c.name,
-            cmd: c.cmd,
-            handle: c.handle,
-            clock: c.clock,
-            players: None,
-            server: i == server_i,
-            status: "connected".into(),
-            lost_at_s: None,
-            roles_left: 0,
-            last: msg::Progress::default(),
-            prev: msg::Progress::default(),
-            client_report: None,
-            server_report: None,
-            cpu_s: 0.0,
-            max_rss_kb: 0,
-            log_bytes: 0,
-            log_transferred: 0,
-            collected: false,
-        })
-        .collect();
-    let close_all = |links: &mut Vec<Link>| {
-        for l in links.iter() {
-            let _ = l.cmd.send(Cmd::Close);
-        }
-        for l in links.iter_mut() {
-            if let Some(h) = l.handle.take() {
-                let _ = h.join();
-            }
-        }
-    };
+    Ok((addrs, server_i))
+}
 
-    // 2. Plan (for the report), place the server side, shard the players.
+/// The plan, and a thread counting what each player may log (it bounds the logs the agents
+/// hand over, whatever they report, and every record in them).
+type Counting = std::thread::JoinHandle<Vec<[u64; 2]>>;
+fn plan(sc: &Scenario, fleet: &Fleet, stop: &AtomicBool) -> anyhow::Result<(std::sync::Arc<horde_scenario::Players>, Counting)> {
     let t_plan = Instant::now();
-    let players = std::sync::Arc::new(horde_scenario::plan(sc, opts.stop).map_err(|e| e.into_anyhow())?);
-    // What each player may log, from our own plan, counted while the run goes: it bounds the
-    // logs the agents hand over (whatever they report) and every record in them.
-    let counting = {
-        let p = players.clone();
-        std::thread::Builder::new().name("horde-plan-count".into()).spawn(move || p.planned_apdus()).context("starting the plan count")?
-    };
-    ev(&Event::Note(format!(
-        "{} {} players for {:.0} s planned in {:.2} s (seed {})",
-        sc.players,
-        sc.service.name,
-        sc.duration_s,
-        t_plan.elapsed().as_secs_f64(),
-        sc.seed
-    )));
-    let client_agents = opts.agents.len();
+    let players = std::sync::Arc::new(horde_scenario::plan(sc, stop).map_err(|e| e.into_anyhow())?);
+    let p = players.clone();
+    let counting = std::thread::Builder::new().name("horde-plan-count".into()).spawn(move || p.planned_apdus()).context("starting the plan count")?;
+    fleet.note(format!("{} {} players for {:.0} s planned in {:.2} s (seed {})", sc.players, sc.service.name, sc.duration_s, t_plan.elapsed().as_secs_f64(), sc.seed));
+    Ok((players, counting))
+}
+
+/// Runs `sc` on the agents and writes the merged report into `opts.out`.
+pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
+    if sc.emu.is_some() {
+        bail!("{}: [emu] places players on one machine's emulated hosts; a run through agents places them on the agents (run `horde emu` hosts with agents in them instead)", sc.name);
+    }
+    std::fs::create_dir_all(opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
+    let (scenario, service) = texts(sc, &opts.scenario_dir)?;
+    let key = horde_scenario::run_key(sc).map_err(|e| e.into_anyhow())?;
+    let (addrs, server_i) = addresses(&opts.agents, &opts.server)?;
+    let mut fleet = Fleet::connect(&addrs, &opts.credentials, opts.deadman, opts.events, opts.stop)?;
+    let (players, counting) = plan(sc, &fleet, opts.stop)?;
     let weights: Vec<u32> = opts.agents.iter().map(|a| a.weight).collect();
-    let shards = horde_scenario::shards(sc.players, &weights).map_err(|e| e.into_anyhow())?;
-    let deadman_ms = opts.deadman.as_millis() as u64;
-    let assignment = |players: Option<Range<u32>>, server: Option<SocketAddr>, server_addr: Option<SocketAddr>| Assignment {
-        run_id: run_id.clone(),
-        scenario: scenario_text.clone(),
-        service: service.clone(),
+    let mut shards = horde_scenario::shards(sc.players, &weights).map_err(|e| e.into_anyhow())?;
+    shards.resize(addrs.len(), 0..0);
+    let ranges: Vec<Option<Range<u32>>> = shards.iter().map(|r| Some(r.clone()).filter(|r| !r.is_empty())).collect();
+    let base = Assignment {
+        scenario,
+        service,
         players_total: sc.players,
-        duration_ns: (sc.duration_s * 1e9).round() as u64,
-        seed: sc.seed,
-        key: key.to_hex(),
-        server,
-        players,
-        server_addr,
-        deadman_ms,
-        flows: None,
+        ..fleet.assignment(opts.deadman, (sc.duration_s * 1e9).round() as u64, sc.seed, &key)
     };
-    // The server side listens on the server agent's address (the one the controller reached),
-    // at the scenario's port.
-    let listen = SocketAddr::new(links[server_i].addr.ip(), sc.server.port());
-    let server_players = (server_i < client_agents).then(|| shards[server_i].clone()).filter(|r| !r.is_empty());
-    links[server_i].players = server_players.clone();
-    let _ = links[server_i].cmd.send(Cmd::Assign(Box::new(assignment(server_players.clone(), Some(listen), None))));
-    links[server_i].roles_left = 1 + server_players.is_some() as u32;
-    let names: Vec<String> = links.iter().map(|l| l.name.clone()).collect();
-    let server_addr = match crate::link::await_ready(&erx, &names, vec![server_i], opts.stop) {
-        Ok(r) => r.into_iter().find(|(i, _)| *i == server_i).and_then(|(_, a)| a),
-        Err(e) => {
-            close_all(&mut links);
-            bail!("not starting: {e}");
-        }
+    // The server side first, on the server agent's address (the one the controller reached) at
+    // the scenario's port; then the players, told where it listens.
+    let listen = SocketAddr::new(addrs[server_i].ip(), sc.server.port());
+    let server = Assignment { server: Some(listen), players: ranges[server_i].clone(), ..base.clone() };
+    let ready = fleet.assign(vec![(server_i, server, ranges[server_i].is_some(), true)])?;
+    let Some(server_addr) = ready.into_iter().find(|(i, _)| *i == server_i).and_then(|(_, a)| a) else {
+        bail!("not starting: the server agent {} did not say where its server side listens", fleet.members[server_i].c.name);
     };
-    let Some(server_addr) = server_addr else {
-        close_all(&mut links);
-        bail!("not starting: the server agent {} did not say where its server side listens", links[server_i].name);
-    };
-    ev(&Event::Note(format!("server side on agent {} at {server_addr}", links[server_i].name)));
-    let mut waiting = Vec::new();
-    for (i, r) in shards.iter().enumerate() {
-        if i == server_i || r.is_empty() {
-            continue;
-        }
-        links[i].players = Some(r.clone());
-        links[i].roles_left = 1;
-        let _ = links[i].cmd.send(Cmd::Assign(Box::new(assignment(Some(r.clone()), None, Some(server_addr)))));
-        waiting.push(i);
-    }
-    if let Err(e) = crate::link::await_ready(&erx, &names, waiting, opts.stop) {
-        close_all(&mut links);
-        bail!("not starting: {e}");
-    }
-    for l in &links {
-        if let Some(r) = &l.players {
-            ev(&Event::Note(format!("agent {}: players {}..{} ({})", l.name, r.start, r.end, r.end - r.start)));
+    fleet.note(format!("server side on agent {} at {server_addr}", fleet.members[server_i].c.name));
+    let clients = (0..addrs.len()).filter(|&i| i != server_i).filter_map(|i| Some((i, Assignment { players: Some(ranges[i].clone()?), server_addr: Some(server_addr), ..base.clone() }, true, false)));
+    fleet.assign(clients.collect())?;
+    for (m, r) in fleet.members.iter().zip(&ranges) {
+        if let Some(r) = r {
+            fleet.note(format!("agent {}: players {}..{} ({})", m.c.name, r.start, r.end, r.end - r.start));
         }
     }
-
-    // 3. Start together: one instant of the controller's clock, told to each agent in its own.
-    let lead = Duration::from_millis(500 + 20 * links.len() as u64);
-    let t0 = real_ns() + lead.as_nanos() as u64;
-    for l in &links {
-        let _ = l.cmd.send(Cmd::Start { at_controller_ns: t0 });
-    }
-    let start = Instant::now() + lead;
-    ev(&Event::Note(format!("run {run_id}: starting {} agents together in {:.1} s", links.len(), lead.as_secs_f64())));
-
-    // 4. Run: progress, faults, the end.
-    let mut stopped_server = false;
-    let mut stopped_all = false;
-    let mut next_tick = start + Duration::from_secs(1);
-    let hard_end = start + Duration::from_secs_f64(sc.duration_s) + OVERRUN;
-    let mut signalled = false;
-    // Once a stop is sent, the agents it went to must say they finished by this time: no
-    // message from an agent extends it.
-    let mut finish_by: Option<Instant> = None;
-    loop {
-        let clients_left = links.iter().filter(|l| l.players.is_some() && l.lost_at_s.is_none() && l.client_report.is_none() && l.roles_left > 0).count();
-        if clients_left == 0 && !stopped_server {
-            stopped_server = true;
-            let _ = links[server_i].cmd.send(Cmd::Stop);
-            finish_by.get_or_insert(Instant::now() + FINISH_WITHIN);
-        }
-        if links.iter().all(|l| l.roles_left == 0 || l.lost_at_s.is_some()) {
-            break;
-        }
-        if (opts.stop.load(Ordering::Relaxed) || Instant::now() > hard_end) && !stopped_all {
-            signalled = opts.stop.load(Ordering::Relaxed);
-            stopped_all = true;
-            ev(&Event::Note(if signalled {
-                "interrupted: stopping every agent, then collecting the logs".into()
-            } else {
-                format!("the agents overran the run by {} s: stopping them", OVERRUN.as_secs())
-            }));
-            for l in &links {
-                let _ = l.cmd.send(Cmd::Stop);
-            }
-            let within = if signalled { FINISH_AFTER_SIGNAL } else { FINISH_WITHIN };
-            finish_by = Some(finish_by.map_or(Instant::now() + within, |f| f.min(Instant::now() + within)));
-        }
-        if opts.stop.load(Ordering::Relaxed) && stopped_all && !signalled {
-            // Ctrl-C after the run had been stopped: the short wait applies from now.
-            signalled = true;
-            finish_by = finish_by.map(|f| f.min(Instant::now() + FINISH_AFTER_SIGNAL));
-        }
-        if finish_by.is_some_and(|f| Instant::now() >= f) {
-            let t_s = Instant::now().saturating_duration_since(start).as_secs_f64();
-            for l in links.iter_mut().filter(|l| l.roles_left > 0 && l.lost_at_s.is_none()) {
-                l.lost_at_s = Some(t_s);
-                l.status = format!("did not finish within {:.0} s of the stop", if signalled { FINISH_AFTER_SIGNAL } else { FINISH_WITHIN }.as_secs_f64());
-                ev(&Event::Note(format!("agent {}: {}; its logs are not collected", l.name, l.status)));
-                let _ = l.cmd.send(Cmd::Close);
-            }
-            break;
-        }
-        let now = Instant::now();
-        if now >= next_tick {
-            next_tick += Duration::from_secs(1);
-            let agents = links
-                .iter_mut()
-                .map(|l| {
-                    let r = l.last.since(&l.prev);
-                    l.prev = l.last;
-                    (l.name.clone(), r)
-                })
-                .collect();
-            ev(&Event::Progress { t_s: now.saturating_duration_since(start).as_secs_f64(), agents });
-        }
-        match erx.recv_timeout(next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(250))) {
-            Ok((i, e)) => {
-                let t_s = Instant::now().saturating_duration_since(start).as_secs_f64();
-                let l = &mut links[i];
-                match e {
-                    Ev::Progress(p) => l.last = p,
-                    Ev::Finished { role, report, error, cpu_s, max_rss_kb } => {
-                        l.roles_left = l.roles_left.saturating_sub(1);
-                        l.cpu_s = l.cpu_s.max(cpu_s);
-                        l.max_rss_kb = l.max_rss_kb.max(max_rss_kb);
-                        if let Some(e) = &error {
-                            ev(&Event::Note(format!("agent {}: its {role} side failed: {e}", l.name)));
-                            l.status = format!("{role} side failed: {e}");
-                        }
-                        let report = report.and_then(|r| serde_json::from_value::<horde_engine::SendReport>(r).ok());
-                        match role.as_str() {
-                            "server" => l.server_report = report,
-                            _ => l.client_report = report,
-                        }
-                    }
-                    Ev::Lost(why) if l.lost_at_s.is_none() => {
-                        l.lost_at_s = Some(t_s);
-                        l.status = format!("lost at {t_s:.1} s: {why}");
-                        ev(&Event::Note(format!(
-                            "agent {} lost {t_s:.1} s into the run: {why}{}",
-                            l.name,
-                            l.players.as_ref().map(|r| format!("; its players {}..{} are missing from the report", r.start, r.end)).unwrap_or_default()
-                        )));
-                        if i == server_i {
-                            ev(&Event::Note("the server side was on it: stopping the others".into()));
-                            for l in &links {
-                                let _ = l.cmd.send(Cmd::Stop);
-                            }
-                            stopped_all = true;
-                            finish_by = Some(finish_by.map_or(Instant::now() + FINISH_WITHIN, |f| f.min(Instant::now() + FINISH_WITHIN)));
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-
-    // 5. Collect every live agent's logs, each bounded by what our plan lets it log.
-    let agents_dir = opts.out.join("agents");
-    let dirs = dir_names(&links.iter().map(|l| l.name.clone()).collect::<Vec<_>>());
-    let planned = counting.join().map_err(|_| anyhow::anyhow!("counting the planned APDUs failed"))?;
-    let all: Range<u32> = 0..sc.players;
-    let mut collecting = 0;
-    for (i, l) in links.iter_mut().enumerate().filter(|(_, l)| l.lost_at_s.is_none()) {
-        let dir = agents_dir.join(&dirs[i]);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let client = l.players.as_ref().map_or(0, |r| log_bound(&planned, r.clone()));
-        let server = if l.server { log_bound(&planned, all.clone()) } else { 0 };
-        let _ = l.cmd.send(Cmd::Collect { dir, limits: vec![("client.hlog", client), ("server.hlog", server)] });
-        collecting += 1;
-    }
-    let t_collect = Instant::now();
-    crate::link::await_collections(&erx, collecting, opts.stop, |i, how| {
-        let l = &mut links[i];
-        match how {
-            Collected::Logs { bytes, transferred } => {
-                l.log_bytes += bytes;
-                l.log_transferred += transferred;
-                l.collected = true;
-                true
-            }
-            Collected::Lost(why) if l.lost_at_s.is_none() && !l.collected => {
-                l.lost_at_s = Some(start.elapsed().as_secs_f64());
-                l.status = format!("lost while collecting its logs: {why}");
-                ev(&Event::Note(format!("agent {}: {}", l.name, l.status)));
-                true
-            }
-            Collected::Lost(_) => false,
-        }
+    let t0 = fleet.start(&format!("{} players", sc.players));
+    let missing = |i: usize| ranges[i].as_ref().map(|r| format!("; its players {}..{} are missing from the report", r.start, r.end)).unwrap_or_default();
+    let watched = fleet.watch(&Watch {
+        hard_end: Duration::from_secs_f64(sc.duration_s) + OVERRUN,
+        overrun: format!("the agents overran the run by {} s: stopping them", OVERRUN.as_secs()),
+        downstream_lost_stops_all: true,
+        missing: &missing,
     });
-    for l in links.iter_mut().filter(|l| l.lost_at_s.is_none() && !l.collected) {
-        l.lost_at_s = Some(start.elapsed().as_secs_f64());
-        l.status = "its logs were not collected in time".into();
-        ev(&Event::Note(format!("agent {}: {}", l.name, l.status)));
-    }
-    let (raw, sent): (u64, u64) = links.iter().map(|l| (l.log_bytes, l.log_transferred)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-    ev(&Event::Note(format!(
-        "logs collected in {:.1} s: {:.1} MB written by the agents, {:.1} MB transferred",
-        t_collect.elapsed().as_secs_f64(),
-        raw as f64 / 1e6,
-        sent as f64 / 1e6
-    )));
-    close_all(&mut links);
+    let planned = counting.join().map_err(|_| anyhow::anyhow!("counting the planned APDUs failed"))?;
+    let dirs = fleet.collect(opts.out, |i, m| {
+        let client = ranges[i].clone().map_or(0, |r| log_bound(&planned, r));
+        let server = if m.downstream { log_bound(&planned, 0..sc.players) } else { 0 };
+        vec![("client.hlog", client), ("server.hlog", server)]
+    })?;
+    fleet.close();
+    report(sc, opts.out, &mut fleet, Gathered { server_i, ranges, dirs, planned, t0, signalled: watched.signalled, players: &players })
+}
 
-    // 6. One report over all records.
+/// What the run gathered, for the report.
+struct Gathered<'p> {
+    server_i: usize,
+    ranges: Vec<Option<Range<u32>>>,
+    dirs: Vec<PathBuf>,
+    planned: Vec<[u64; 2]>,
+    t0: u64,
+    signalled: bool,
+    players: &'p horde_scenario::Players,
+}
+
+/// One report over all records, every one on the controller's clock.
+fn report(sc: &Scenario, out: &Path, fleet: &mut Fleet, mut c: Gathered) -> anyhow::Result<Outcome> {
     let t_merge = Instant::now();
-    let parts: Vec<crate::merge::Part> = links
+    let parts: Vec<crate::merge::Part> = fleet
+        .members
         .iter()
-        .zip(&dirs)
-        .map(|(l, dir)| crate::merge::Part {
-            name: l.name.clone(),
-            dir: agents_dir.join(dir),
-            offset_ns: l.clock.offset_ns,
-            players: l.players.clone(),
-            server: l.server,
-            ok: l.collected && l.lost_at_s.is_none(),
-            client: l.client_report.clone(),
-            server_report: l.server_report.clone(),
+        .enumerate()
+        .map(|(i, m)| crate::merge::Part {
+            name: m.c.name.clone(),
+            dir: c.dirs[i].clone(),
+            offset_ns: m.c.clock.offset_ns,
+            players: c.ranges[i].clone(),
+            server: i == c.server_i,
+            ok: m.collected && m.ok(),
+            client: m.report("clients"),
+            server_report: m.report("server"),
         })
         .collect();
-    let t0_ctl = t0.saturating_sub(PLAN_MARGIN.as_nanos() as u64);
     let plan = crate::merge::Plan {
-        from_ns: t0_ctl,
-        to_ns: t0 + (sc.duration_s * 1e9) as u64 + (OVERRUN + FINISH_WITHIN + PLAN_MARGIN).as_nanos() as u64,
-        apdus: planned,
+        from_ns: c.t0.saturating_sub(PLAN_MARGIN.as_nanos() as u64),
+        to_ns: c.t0 + (sc.duration_s * 1e9) as u64 + (OVERRUN + FINISH_WITHIN + PLAN_MARGIN).as_nanos() as u64,
+        apdus: std::mem::take(&mut c.planned),
     };
     let merged = crate::merge::merge(sc, &parts, &plan)?;
     for (name, why) in &merged.refused {
-        if let Some(l) = links.iter_mut().find(|l| &l.name == name) {
-            l.lost_at_s.get_or_insert(start.elapsed().as_secs_f64());
-            l.status = format!("log refused: {why}");
-            ev(&Event::Note(format!("agent {name}: {}; its records are left out of the report", l.status)));
-        }
+        fleet.refuse(name, why);
     }
-    let rows: Vec<horde_scenario::AgentRow> = links
-        .iter()
-        .map(|l| horde_scenario::AgentRow {
-            name: l.name.clone(),
-            address: l.addr.to_string(),
-            role: match (l.server, l.players.is_some()) {
-                (true, true) => "server+clients",
-                (true, false) => "server",
-                _ => "clients",
-            }
-            .into(),
-            players: l.players.clone(),
-            apdus_sent: l.client_report.as_ref().map_or(0, |r| r.packets) + l.server_report.as_ref().map_or(0, |r| r.packets),
-            apdus_received: l.client_report.as_ref().map_or(0, |r| r.received) + l.server_report.as_ref().map_or(0, |r| r.received),
-            cpu_s: l.cpu_s,
-            max_rss_kb: l.max_rss_kb,
-            clock_offset_ms: l.clock.offset_ns as f64 / 1e6,
-            clock_uncertainty_ms: l.clock.uncertainty_ns as f64 / 1e6,
-            rtt_ms: l.clock.rtt_ns as f64 / 1e6,
-            status: if l.lost_at_s.is_none() && l.status == "connected" { "finished".into() } else { l.status.clone() },
-            log_bytes: l.log_bytes,
-            log_bytes_transferred: l.log_transferred,
-        })
-        .collect();
-    let missing: Vec<Range<u32>> = links.iter().filter(|l| l.lost_at_s.is_some()).filter_map(|l| l.players.clone()).collect();
-    let present: Vec<Range<u32>> = links.iter().filter(|l| l.lost_at_s.is_none()).filter_map(|l| l.players.clone()).collect();
-    let lost: Vec<String> = links.iter().filter(|l| l.lost_at_s.is_some()).map(|l| l.name.clone()).collect();
-    let distributed = horde_scenario::Distributed {
-        agents: rows,
-        server_agent: links[server_i].name.clone(),
-        partial: !lost.is_empty(),
-        missing_players: missing,
-        log_bytes: raw,
-        log_bytes_transferred: sent,
-    };
-    let server_lost = links[server_i].lost_at_s;
-    let interruption = if signalled || server_lost.is_some() {
+    let server = &fleet.members[c.server_i];
+    let server_lost = server.lost_at_s;
+    let interruption = (c.signalled || server_lost.is_some()).then(|| {
         let at_s = server_lost.unwrap_or_else(|| merged.client.end_real_ns.saturating_sub(merged.client.t0_real_ns) as f64 / 1e9).min(sc.duration_s);
-        let reason = if server_lost.is_some() { format!("the server agent {} was lost", links[server_i].name) } else { "interrupted".into() };
+        let reason = if server_lost.is_some() { format!("the server agent {} was lost", server.c.name) } else { "interrupted".into() };
         let grace = horde_scenario::report::IN_FLIGHT_GRACE_S + if server_lost.is_some() { horde_engine::logger::FLUSH_EVERY_NS as f64 / 1e9 } else { 0.0 };
-        Some(horde_scenario::Interruption { at_s, analysed_s: (at_s - grace).max(0.0), reason })
-    } else {
-        None
+        horde_scenario::Interruption { at_s, analysed_s: (at_s - grace).max(0.0), reason }
+    });
+    let usage_of = |pick: &dyn Fn(usize) -> bool| -> (f64, u64) {
+        fleet.members.iter().enumerate().filter(|(i, _)| pick(*i)).fold((0.0, 0), |a, (_, m)| (a.0 + m.cpu_s, a.1.max(m.max_rss_kb)))
     };
-    let cpu = |f: &dyn Fn(&Link) -> bool| links.iter().filter(|l| f(l)).map(|l| l.cpu_s).sum::<f64>();
-    let rss = |f: &dyn Fn(&Link) -> bool| links.iter().filter(|l| f(l)).map(|l| l.max_rss_kb).max().unwrap_or(0);
-    let usage = horde_scenario::Usage {
-        client_cpu_s: cpu(&|l| l.players.is_some()),
-        client_max_rss_kb: rss(&|l| l.players.is_some()),
-        server_cpu_s: cpu(&|l| l.server),
-        server_max_rss_kb: rss(&|l| l.server),
+    let ((client_cpu_s, client_max_rss_kb), (server_cpu_s, server_max_rss_kb)) = (usage_of(&|i| c.ranges[i].is_some()), usage_of(&|i| i == c.server_i));
+    let usage = horde_scenario::Usage { client_cpu_s, client_max_rss_kb, server_cpu_s, server_max_rss_kb };
+    let (log_bytes, log_bytes_transferred) = fleet.log_bytes();
+    let distributed = horde_scenario::Distributed {
+        agents: rows(fleet, &c),
+        server_agent: server.c.name.clone(),
+        partial: !fleet.lost().is_empty(),
+        missing_players: fleet.members.iter().zip(&c.ranges).filter(|(m, _)| !m.ok()).filter_map(|(_, r)| r.clone()).collect(),
+        log_bytes,
+        log_bytes_transferred,
     };
+    let present = fleet.members.iter().zip(&c.ranges).filter(|(m, _)| m.ok()).filter_map(|(_, r)| r.clone()).collect();
     let outcomes = horde_scenario::report::Outcomes {
         client: merged.client,
         server: merged.server,
@@ -547,24 +219,39 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         present,
         distributed: Some(distributed),
     };
-    let summary = horde_scenario::report::write_records(sc, opts.out, &players, outcomes, &merged.client_records, &merged.server_records)?;
-    ev(&Event::Note(format!(
-        "merged {} + {} records and analysed them in {:.1} s",
-        merged.client_records.len(),
-        merged.server_records.len(),
-        t_merge.elapsed().as_secs_f64()
-    )));
-    Ok(Outcome { summary, lost })
+    let summary = horde_scenario::report::write_records(sc, out, c.players, outcomes, &merged.client_records, &merged.server_records)?;
+    fleet.note(format!("merged {} + {} records and analysed them in {:.1} s", merged.client_records.len(), merged.server_records.len(), t_merge.elapsed().as_secs_f64()));
+    Ok(Outcome { summary, lost: fleet.lost() })
+}
+
+/// Each agent's row of the report.
+fn rows(fleet: &Fleet, c: &Gathered) -> Vec<horde_scenario::AgentRow> {
+    let count = |m: &crate::fleet::Member, f: fn(&horde_engine::SendReport) -> u64| ["clients", "server"].iter().filter_map(|r| m.report::<horde_engine::SendReport>(r)).map(|r| f(&r)).sum();
+    fleet
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| horde_scenario::AgentRow {
+            name: m.c.name.clone(),
+            address: m.c.addr.to_string(),
+            role: match (i == c.server_i, c.ranges[i].is_some()) {
+                (true, true) => "server+clients",
+                (true, false) => "server",
+                _ => "clients",
+            }
+            .into(),
+            players: c.ranges[i].clone(),
+            apdus_sent: count(m, |r| r.packets),
+            apdus_received: count(m, |r| r.received),
+            stats: m.stats(),
+        })
+        .collect()
 }
 
 /// How long agents may overrun the run's end before they are stopped: 15 s (no departure
 /// leaves after the run's end; a side lingers 0.5 s for what is in flight and flushes its log
 /// within a second).
 const OVERRUN: Duration = Duration::from_secs(15);
-/// After a stop, how long agents may take to say they finished: 10 s (a server side flushes
-/// its log within a second); after Ctrl-C, 2 s, so that the controller ends within 5 s.
-pub(crate) const FINISH_WITHIN: Duration = Duration::from_secs(10);
-pub(crate) const FINISH_AFTER_SIGNAL: Duration = Duration::from_secs(2);
 /// Records may carry times this far outside the run (clock offsets measured to well under a
 /// millisecond; a start lead of under a second).
 const PLAN_MARGIN: Duration = Duration::from_secs(10);
@@ -578,26 +265,3 @@ fn log_bound(planned: &[[u64; 2]], range: Range<u32>) -> u64 {
     horde_wire::LOG_HEADER_LEN as u64 + horde_wire::RECORD_LEN as u64 * records
 }
 
-/// One directory per agent under `agents/`: its name made safe, made unique by its place in
-/// the list when two names come out alike (so one agent's logs never overwrite another's).
-pub fn dir_names(names: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(names.len());
-    for (i, n) in names.iter().enumerate() {
-        let mut d = safe_name(n);
-        if out.contains(&d) {
-            d = format!("{d}-{i}");
-        }
-        out.push(d);
-    }
-    out
-}
-
-/// A name safe as a directory name.
-pub(crate) fn safe_name(n: &str) -> String {
-    let s: String = n.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).take(64).collect();
-    if s.is_empty() || s.starts_with('.') {
-        format!("agent{s}")
-    } else {
-        s
-    }
-}

@@ -15,12 +15,10 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use horde_engine::clock::real_ns;
 use horde_engine::{RecvReport, SendReport};
 use horde_model::flow::{FlowFile, Transport};
 use horde_model::Flow;
@@ -28,8 +26,7 @@ use horde_wire::{Record, Role};
 use serde::Serialize;
 
 use crate::clock::to_reference;
-use crate::controller::{AgentSpec, Event};
-use crate::link::{Cmd, Collected, Ev};
+use crate::fleet::{AgentSpec, Event, Fleet, Watch};
 use crate::msg::{Assignment, FlowsJob};
 
 /// How the controller runs a flow file.
@@ -58,14 +55,8 @@ pub struct FlowAgentRow {
     pub flows_sent: u64,
     pub packets_sent: u64,
     pub packets_received: u64,
-    pub cpu_s: f64,
-    pub max_rss_kb: u64,
-    pub clock_offset_ms: f64,
-    pub clock_uncertainty_ms: f64,
-    pub rtt_ms: f64,
-    pub status: String,
-    pub log_bytes: u64,
-    pub log_bytes_transferred: u64,
+    #[serde(flatten)]
+    pub stats: horde_scenario::AgentStats,
 }
 
 /// The outcome of a distributed flows run.
@@ -192,26 +183,6 @@ pub fn place(flows: &[Flow], senders: &[AgentSpec], receivers: &[SocketAddr]) ->
     })
 }
 
-struct Agent {
-    c: crate::link::Conn,
-    sends: bool,
-    recvs: bool,
-    flows: u64,
-    roles_left: u32,
-    lost_at_s: Option<f64>,
-    status: String,
-    last: crate::msg::Progress,
-    prev: crate::msg::Progress,
-    sent: Option<SendReport>,
-    send_done: bool,
-    received: Option<RecvReport>,
-    cpu_s: f64,
-    max_rss_kb: u64,
-    log_bytes: u64,
-    log_transferred: u64,
-    collected: bool,
-}
-
 /// The longest any flow may run, to bound the receivers: flows stop on their own, and the
 /// controller stops the receivers once the senders are done.
 fn run_bound_ns(flows: &[Flow]) -> u64 {
@@ -221,298 +192,57 @@ fn run_bound_ns(flows: &[Flow]) -> u64 {
 
 /// Runs the flow file `text` through the agents and writes the decoded report into `opts.out`.
 pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
-    let ev = opts.events;
     let flows = FlowFile::parse_and_resolve(text, opts.seed).map_err(|e| anyhow::anyhow!("{e}"))?;
     let placement = place(&flows, &opts.senders, &opts.receivers)?;
     std::fs::create_dir_all(opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
-    let cfg = crate::tls::controller_config(&opts.credentials)?;
     let key = horde_proto::RunKey::from_bytes(horde_engine::random_secret().context("drawing a run key")?);
-    let run_id = format!("{:016x}-{:08x}", real_ns(), std::process::id());
-
-    let (conns, erx) = crate::link::connect_all(&placement.addrs, cfg, opts.deadman, opts.stop, &|m| ev(&Event::Note(m)))?;
-    let mut agents: Vec<Agent> = conns
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let recvs = !placement.recv_udp[i].is_empty() || !placement.recv_tcp[i].is_empty();
-            Agent {
-                c,
-                sends: !placement.send[i].is_empty(),
-                recvs,
-                flows: placement.send[i].iter().map(|r| (r.end - r.start) as u64).sum(),
-                roles_left: 0,
-                lost_at_s: None,
-                status: "connected".into(),
-                last: Default::default(),
-                prev: Default::default(),
-                sent: None,
-                send_done: false,
-                received: None,
-                cpu_s: 0.0,
-                max_rss_kb: 0,
-                log_bytes: 0,
-                log_transferred: 0,
-                collected: false,
-            }
-        })
-        .collect();
-    let close_all = |agents: &mut Vec<Agent>| {
-        for a in agents.iter() {
-            let _ = a.c.cmd.send(Cmd::Close);
-        }
-        for a in agents.iter_mut() {
-            if let Some(h) = a.c.handle.take() {
-                let _ = h.join();
-            }
-        }
-    };
-
-    // Assign: receivers first (they listen at once), then the senders.
-    let bound_ns = run_bound_ns(&flows);
+    let mut fleet = Fleet::connect(&placement.addrs, &opts.credentials, opts.deadman, opts.events, opts.stop)?;
     // The agents open no file the flow file names: value files go inline, read here.
     let inlined = horde_model::dist::inline_value_files(text).map_err(|e| anyhow::anyhow!("flow file: {e}"))?;
-    let deadman_ms = opts.deadman.as_millis() as u64;
-    let assignment = |i: usize| Assignment {
-        run_id: run_id.clone(),
-        scenario: String::new(),
-        service: None,
-        players_total: 0,
-        duration_ns: bound_ns,
-        seed: opts.seed,
-        key: key.to_hex(),
-        server: None,
-        players: None,
-        server_addr: None,
-        deadman_ms,
-        flows: Some(FlowsJob {
+    let bound_ns = run_bound_ns(&flows);
+    let base = fleet.assignment(opts.deadman, bound_ns, opts.seed, &key);
+    let mut parts = Vec::new();
+    for i in 0..placement.addrs.len() {
+        let (sends, recvs) = (!placement.send[i].is_empty(), !placement.recv_udp[i].is_empty() || !placement.recv_tcp[i].is_empty());
+        if !sends && !recvs {
+            fleet.members[i].status = "idle (no flows)".into();
+            continue;
+        }
+        let job = FlowsJob {
             text: inlined.clone(),
             seed: opts.seed,
             send: placement.send[i].clone(),
             recv_udp: placement.recv_udp[i].clone(),
             recv_tcp: placement.recv_tcp[i].clone(),
-        }),
-    };
-    let mut waiting = Vec::new();
-    for (i, a) in agents.iter_mut().enumerate() {
-        a.roles_left = a.sends as u32 + a.recvs as u32;
-        if a.roles_left == 0 {
-            a.status = "idle (no flows)".into();
-            continue;
-        }
-        let _ = a.c.cmd.send(Cmd::Assign(Box::new(assignment(i))));
-        waiting.push(i);
-    }
-    let names: Vec<String> = agents.iter().map(|a| a.c.name.clone()).collect();
-    if let Err(e) = crate::link::await_ready(&erx, &names, waiting, opts.stop) {
-        close_all(&mut agents);
-        bail!("not starting: {e}");
-    }
-    for a in agents.iter().filter(|a| a.roles_left > 0) {
-        let mut what = Vec::new();
-        if a.sends {
-            what.push(format!("sends {} flow(s)", a.flows));
-        }
-        if a.recvs {
-            let i = placement.addrs.iter().position(|x| *x == a.c.addr).unwrap_or(0);
-            let l: Vec<String> =
-                placement.recv_udp[i].iter().map(|x| format!("udp {x}")).chain(placement.recv_tcp[i].iter().map(|x| format!("tcp {x}"))).collect();
-            what.push(format!("receives on {}", l.join(", ")));
-        }
-        ev(&Event::Note(format!("agent {}: {}", a.c.name, what.join("; "))));
-    }
-
-    // Start together.
-    let lead = Duration::from_millis(500 + 20 * agents.len() as u64);
-    let t0 = real_ns() + lead.as_nanos() as u64;
-    for a in agents.iter().filter(|a| a.roles_left > 0) {
-        let _ = a.c.cmd.send(Cmd::Start { at_controller_ns: t0 });
-    }
-    let start = Instant::now() + lead;
-    ev(&Event::Note(format!("run {run_id}: {} flow(s) starting in {:.1} s", flows.len(), lead.as_secs_f64())));
-
-    // Run: progress, faults; the receivers stop when every sender is done.
-    let mut stopped_recv = false;
-    let mut stopped_all = false;
-    let mut signalled = false;
-    let mut next_tick = start + Duration::from_secs(1);
-    let hard_end = start + Duration::from_nanos(bound_ns) + Duration::from_secs(60);
-    // Once a stop is sent, the agents must say they finished by this time (no message from an
-    // agent extends it); after Ctrl-C, sooner.
-    let mut finish_by: Option<Instant> = None;
-    loop {
-        let senders_left = agents.iter().filter(|a| a.sends && a.lost_at_s.is_none() && !a.send_done && a.roles_left > 0).count();
-        if senders_left == 0 && !stopped_recv {
-            stopped_recv = true;
-            for a in agents.iter().filter(|a| a.recvs) {
-                let _ = a.c.cmd.send(Cmd::Stop);
-            }
-            finish_by.get_or_insert(Instant::now() + crate::controller::FINISH_WITHIN);
-        }
-        if agents.iter().all(|a| a.roles_left == 0 || a.lost_at_s.is_some()) {
-            break;
-        }
-        if opts.stop.load(Ordering::Relaxed) {
-            let f = Instant::now() + crate::controller::FINISH_AFTER_SIGNAL + Duration::from_millis(500);
-            finish_by = Some(finish_by.map_or(f, |g| g.min(f)));
-        }
-        if finish_by.is_some_and(|f| Instant::now() >= f) {
-            let t_s = Instant::now().saturating_duration_since(start).as_secs_f64();
-            for a in agents.iter_mut().filter(|a| a.roles_left > 0 && a.lost_at_s.is_none()) {
-                a.lost_at_s = Some(t_s);
-                a.status = "did not finish in time after the stop".into();
-                ev(&Event::Note(format!("agent {}: {}; its logs are not collected", a.c.name, a.status)));
-                let _ = a.c.cmd.send(Cmd::Close);
-            }
-            break;
-        }
-        if (opts.stop.load(Ordering::Relaxed) || Instant::now() > hard_end) && !stopped_all {
-            signalled = opts.stop.load(Ordering::Relaxed);
-            stopped_all = true;
-            ev(&Event::Note(if signalled {
-                "interrupted: stopping the senders, then the receivers, then collecting the logs".into()
-            } else {
-                "the agents overran the flows by 60 s: stopping them".into()
-            }));
-            // Senders first: the receivers stop once the senders are done, so what is in flight
-            // arrives and is not counted lost.
-            for a in agents.iter().filter(|a| a.sends || !signalled) {
-                let _ = a.c.cmd.send(Cmd::Stop);
-            }
-        }
-        let now = Instant::now();
-        if now >= next_tick {
-            next_tick += Duration::from_secs(1);
-            let rows = agents
-                .iter_mut()
-                .filter(|a| a.sends)
-                .map(|a| {
-                    let r = a.last.since(&a.prev);
-                    a.prev = a.last;
-                    (a.c.name.clone(), r)
-                })
-                .collect();
-            ev(&Event::Progress { t_s: now.saturating_duration_since(start).as_secs_f64(), agents: rows });
-        }
-        match erx.recv_timeout(next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(250))) {
-            Ok((i, e)) => {
-                let t_s = Instant::now().saturating_duration_since(start).as_secs_f64();
-                let a = &mut agents[i];
-                match e {
-                    Ev::Progress(p) => a.last = p,
-                    Ev::Finished { role, report, error, cpu_s, max_rss_kb } => {
-                        a.roles_left = a.roles_left.saturating_sub(1);
-                        a.cpu_s = a.cpu_s.max(cpu_s);
-                        a.max_rss_kb = a.max_rss_kb.max(max_rss_kb);
-                        if let Some(e) = &error {
-                            ev(&Event::Note(format!("agent {}: its {role} side failed: {e}", a.c.name)));
-                            a.status = format!("{role} failed: {e}");
-                        }
-                        match role.as_str() {
-                            "recv" => a.received = report.and_then(|r| serde_json::from_value(r).ok()),
-                            _ => {
-                                // A failed sender is done too (its report is absent).
-                                a.send_done = true;
-                                a.sent = report.and_then(|r| serde_json::from_value(r).ok());
-                            }
-                        }
-                    }
-                    Ev::Lost(why) if a.lost_at_s.is_none() => {
-                        a.lost_at_s = Some(t_s);
-                        a.status = format!("lost at {t_s:.1} s: {why}");
-                        ev(&Event::Note(format!(
-                            "agent {} lost {t_s:.1} s into the run: {why}{}",
-                            a.c.name,
-                            if a.sends {
-                                format!("; its {} flow(s) are missing from the report", a.flows)
-                            } else {
-                                "; the flows to it are missing their arrivals".into()
-                            }
-                        )));
-                    }
-                    _ => {}
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-
-    // Collect.
-    let agents_dir = opts.out.join("agents");
-    let dirs = crate::controller::dir_names(&agents.iter().map(|a| a.c.name.clone()).collect::<Vec<_>>());
-    let mut collecting = 0;
-    for (i, a) in agents.iter_mut().enumerate().filter(|(_, a)| a.lost_at_s.is_none() && (a.sends || a.recvs)) {
-        let dir = agents_dir.join(&dirs[i]);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        // Bounded by our own plan of the flows each log can hold, never by what the agent says.
-        let max = |records: u64| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * records;
-        let planned = |pick: &dyn Fn(&(usize, usize)) -> bool| -> u64 {
-            flows.iter().zip(&placement.by_flow).filter(|(_, b)| pick(b)).map(|(f, _)| 2 * planned_records(f)).sum()
         };
+        parts.push((i, Assignment { flows: Some(job), ..base.clone() }, sends, recvs));
+        fleet.note(format!("agent {}: {}", fleet.members[i].c.name, describe(&placement, i)));
+    }
+    fleet.assign(parts)?;
+    let t0 = fleet.start(&format!("{} flow(s)", flows.len()));
+    let flows_of = |i: usize| placement.send[i].iter().map(|r| (r.end - r.start) as u64).sum::<u64>();
+    let missing = |i: usize| format!("; its {} flow(s) are missing from the report", flows_of(i));
+    let watched = fleet.watch(&Watch {
+        hard_end: Duration::from_nanos(bound_ns) + Duration::from_secs(60),
+        overrun: "the agents overran the flows by 60 s: stopping them".into(),
+        downstream_lost_stops_all: false,
+        missing: &missing,
+    });
+    // Each log bounded by our own plan of the flows it can hold, never by what the agent says.
+    let dirs = fleet.collect(opts.out, |i, m| {
+        let max = |records: u64| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * records;
+        let planned = |pick: &dyn Fn(&(usize, usize)) -> bool| -> u64 { flows.iter().zip(&placement.by_flow).filter(|(_, b)| pick(b)).map(|(f, _)| 2 * planned_records(f)).sum() };
         let mut limits = Vec::new();
-        if a.sends {
+        if m.upstream {
             limits.push(("send.hlog", max(planned(&|b| b.0 == i))));
         }
-        if a.recvs {
+        if m.downstream {
             limits.push(("recv.hlog", max(planned(&|b| b.1 == i))));
         }
-        let _ = a.c.cmd.send(Cmd::Collect { dir, limits });
-        collecting += 1;
-    }
-    crate::link::await_collections(&erx, collecting, opts.stop, |i, how| {
-        let a = &mut agents[i];
-        match how {
-            Collected::Logs { bytes, transferred } => {
-                a.log_bytes += bytes;
-                a.log_transferred += transferred;
-                a.collected = true;
-                true
-            }
-            Collected::Lost(why) if a.lost_at_s.is_none() && !a.collected => {
-                a.lost_at_s = Some(start.elapsed().as_secs_f64());
-                a.status = format!("lost while collecting its logs: {why}");
-                ev(&Event::Note(format!("agent {}: {}", a.c.name, a.status)));
-                true
-            }
-            Collected::Lost(_) => false,
-        }
-    });
-    for a in agents.iter_mut().filter(|a| a.lost_at_s.is_none() && !a.collected && (a.sends || a.recvs)) {
-        a.lost_at_s = Some(start.elapsed().as_secs_f64());
-        a.status = "its logs were not collected in time".into();
-        ev(&Event::Note(format!("agent {}: {}", a.c.name, a.status)));
-    }
-    close_all(&mut agents);
-
-    // Merge: every record on the controller's clock, then one decode over all of them.
-    let offset = |i: usize| agents[i].c.clock.offset_ns;
-    let flow_at = |id: u32| flows.binary_search_by_key(&id, |f| f.id).ok();
-    let mut tx_records: Vec<Record> = Vec::new();
-    let mut rx_records: Vec<Record> = Vec::new();
-    for (i, a) in agents.iter().enumerate().filter(|(_, a)| a.collected && a.lost_at_s.is_none()) {
-        let dir = agents_dir.join(crate::controller::safe_name(&a.c.name));
-        if a.sends {
-            for mut r in load(&dir.join("send.hlog"))? {
-                let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].0 == i) else {
-                    bail!("agent {}: its send log has records of flow {}, which it did not send", a.c.name, r.flow);
-                };
-                // Arrivals at a sender (a reverse flow's bulk) carry the receiver's send time.
-                crate::merge::correct(&mut r, offset(i), offset(placement.by_flow[k].1));
-                tx_records.push(r);
-            }
-        }
-        if a.recvs {
-            for mut r in load(&dir.join("recv.hlog"))? {
-                let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].1 == i) else {
-                    bail!("agent {}: its receive log has records of flow {}, which was not sent to it", a.c.name, r.flow);
-                };
-                crate::merge::correct(&mut r, offset(i), offset(placement.by_flow[k].0));
-                rx_records.push(r);
-            }
-        }
-    }
-    tx_records.sort_by_key(|r| (r.flow, r.t_a));
-    rx_records.sort_by_key(|r| (r.flow, r.t_b));
+        limits
+    })?;
+    fleet.close();
+    let (tx_records, rx_records) = merge_records(&fleet, &flows, &placement, &dirs)?;
     write_log(&opts.out.join("send.hlog"), Role::Sender, to_reference(t0, 0), &tx_records)?;
     write_log(&opts.out.join("recv.hlog"), Role::Receiver, to_reference(t0, 0), &rx_records)?;
     let logs = [
@@ -521,47 +251,88 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
     ];
     let mut analysis = horde_stats::analyse(&logs, horde_stats::Options { window_ns: Some(opts.window_ns) });
     for f in &mut analysis.flows {
-        f.name = f.flow.and_then(&flow_at).map(|k| flows[k].name.clone());
+        f.name = f.flow.and_then(|id| flows.binary_search_by_key(&id, |f| f.id).ok()).map(|k| flows[k].name.clone());
     }
-    let rows: Vec<FlowAgentRow> = agents
+    let rows: Vec<FlowAgentRow> = fleet
+        .members
         .iter()
-        .map(|a| FlowAgentRow {
-            name: a.c.name.clone(),
-            address: a.c.addr.to_string(),
-            role: match (a.sends, a.recvs) {
+        .enumerate()
+        .map(|(i, m)| FlowAgentRow {
+            name: m.c.name.clone(),
+            address: m.c.addr.to_string(),
+            role: match (m.upstream, m.downstream) {
                 (true, true) => "send+recv",
                 (true, false) => "send",
                 (false, true) => "recv",
                 _ => "idle",
             }
             .into(),
-            flows_sent: a.flows,
-            packets_sent: a.sent.as_ref().map_or(0, |r| r.packets),
-            packets_received: a.received.as_ref().map_or(0, |r| r.packets),
-            cpu_s: a.cpu_s,
-            max_rss_kb: a.max_rss_kb,
-            clock_offset_ms: a.c.clock.offset_ns as f64 / 1e6,
-            clock_uncertainty_ms: a.c.clock.uncertainty_ns as f64 / 1e6,
-            rtt_ms: a.c.clock.rtt_ns as f64 / 1e6,
-            status: if a.lost_at_s.is_none() && a.status == "connected" { "finished".into() } else { a.status.clone() },
-            log_bytes: a.log_bytes,
-            log_bytes_transferred: a.log_transferred,
+            flows_sent: flows_of(i),
+            packets_sent: m.report::<SendReport>("send").map_or(0, |r| r.packets),
+            packets_received: m.report::<RecvReport>("recv").map_or(0, |r| r.packets),
+            stats: m.stats(),
         })
         .collect();
-    let lost: Vec<String> = agents.iter().filter(|a| a.lost_at_s.is_some()).map(|a| a.c.name.clone()).collect();
-    let sent: Vec<SendReport> = agents
+    let lost = fleet.lost();
+    let sent: Vec<SendReport> = fleet
+        .members
         .iter()
-        .filter_map(|a| {
-            a.sent.clone().map(|mut r| {
-                r.t0_real_ns = to_reference(r.t0_real_ns, a.c.clock.offset_ns);
-                r.end_real_ns = to_reference(r.end_real_ns, a.c.clock.offset_ns);
+        .filter_map(|m| {
+            m.report::<SendReport>("send").map(|mut r| {
+                r.t0_real_ns = to_reference(r.t0_real_ns, m.c.clock.offset_ns);
+                r.end_real_ns = to_reference(r.end_real_ns, m.c.clock.offset_ns);
                 r
             })
         })
         .collect();
-    let received: Vec<RecvReport> = agents.iter().filter_map(|a| a.received.clone()).collect();
-    write_report(opts.out, &run_id, &analysis, &rows, !lost.is_empty(), signalled)?;
-    Ok(FlowsOutcome { analysis, agents: rows, sent, received, lost, interrupted: signalled })
+    let received: Vec<RecvReport> = fleet.members.iter().filter_map(|m| m.report("recv")).collect();
+    write_report(opts.out, &fleet.run_id, &analysis, &rows, !lost.is_empty(), watched.signalled)?;
+    Ok(FlowsOutcome { analysis, agents: rows, sent, received, lost, interrupted: watched.signalled })
+}
+
+/// What an agent does in the run, for its note.
+fn describe(p: &Placement, i: usize) -> String {
+    let mut what = Vec::new();
+    if !p.send[i].is_empty() {
+        what.push(format!("sends {} flow(s)", p.send[i].iter().map(|r| r.end - r.start).sum::<u32>()));
+    }
+    let l: Vec<String> = p.recv_udp[i].iter().map(|x| format!("udp {x}")).chain(p.recv_tcp[i].iter().map(|x| format!("tcp {x}"))).collect();
+    if !l.is_empty() {
+        what.push(format!("receives on {}", l.join(", ")));
+    }
+    what.join("; ")
+}
+
+/// Every collected record on the controller's clock, each checked against the placement (an
+/// agent's log holds only the flows it sent or received), sorted.
+fn merge_records(fleet: &Fleet, flows: &[Flow], placement: &Placement, dirs: &[PathBuf]) -> anyhow::Result<(Vec<Record>, Vec<Record>)> {
+    let offset = |i: usize| fleet.members[i].c.clock.offset_ns;
+    let flow_at = |id: u32| flows.binary_search_by_key(&id, |f| f.id).ok();
+    let (mut tx, mut rx) = (Vec::new(), Vec::new());
+    for (i, m) in fleet.members.iter().enumerate().filter(|(_, m)| m.collected && m.ok()) {
+        if m.upstream {
+            for mut r in load(&dirs[i].join("send.hlog"))? {
+                let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].0 == i) else {
+                    bail!("agent {}: its send log has records of flow {}, which it did not send", m.c.name, r.flow);
+                };
+                // Arrivals at a sender (a reverse flow's bulk) carry the receiver's send time.
+                crate::merge::correct(&mut r, offset(i), offset(placement.by_flow[k].1));
+                tx.push(r);
+            }
+        }
+        if m.downstream {
+            for mut r in load(&dirs[i].join("recv.hlog"))? {
+                let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].1 == i) else {
+                    bail!("agent {}: its receive log has records of flow {}, which was not sent to it", m.c.name, r.flow);
+                };
+                crate::merge::correct(&mut r, offset(i), offset(placement.by_flow[k].0));
+                rx.push(r);
+            }
+        }
+    }
+    tx.sort_by_key(|r| (r.flow, r.t_a));
+    rx.sort_by_key(|r| (r.flow, r.t_b));
+    Ok((tx, rx))
 }
 
 /// The most packets a flow may log one way, by our own plan: its packet limit, else its
@@ -600,25 +371,9 @@ fn write_log(p: &Path, role: Role, start_ns: u64, records: &[Record]) -> anyhow:
 
 /// The agents' table as text.
 pub fn agents_table(rows: &[FlowAgentRow]) -> String {
-    let mut t = format!(
-        "{:<22} {:<10} {:>6} {:>10} {:>10} {:>7} {:>9} {:>16} {:>8} {:>9}  status\n",
-        "agent", "role", "flows", "pkts sent", "received", "CPU s", "RSS MB", "clock offset ms", "RTT ms", "log MB"
-    );
+    let mut t = format!("{:<22} {:<10} {:>6} {:>10} {:>10} {}\n", "agent", "role", "flows", "pkts sent", "received", horde_scenario::AgentStats::HEADER);
     for a in rows {
-        t.push_str(&format!(
-            "{:<22} {:<10} {:>6} {:>10} {:>10} {:>7.1} {:>9.1} {:>16} {:>8.3} {:>9.2}  {}\n",
-            a.name,
-            a.role,
-            a.flows_sent,
-            a.packets_sent,
-            a.packets_received,
-            a.cpu_s,
-            a.max_rss_kb as f64 / 1024.0,
-            format!("{:+.3} ± {:.3}", a.clock_offset_ms, a.clock_uncertainty_ms),
-            a.rtt_ms,
-            a.log_bytes as f64 / 1e6,
-            a.status
-        ));
+        t.push_str(&format!("{:<22} {:<10} {:>6} {:>10} {:>10} {}\n", a.name, a.role, a.flows_sent, a.packets_sent, a.packets_received, a.stats.cells()));
     }
     t
 }

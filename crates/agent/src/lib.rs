@@ -22,6 +22,7 @@ pub mod agent;
 pub mod clock;
 pub mod controller;
 pub mod flows;
+pub(crate) mod fleet;
 mod link;
 pub mod merge;
 pub mod metrics;

@@ -77,6 +77,29 @@ pub struct Assignment {
     /// Instead of a scenario's part: a set of `send`/`recv` flows (`scenario` is then empty).
     #[serde(default)]
     pub flows: Option<FlowsJob>,
+    /// Instead of a scenario's part: game-server bots (`horde bots --agents`).
+    #[serde(default)]
+    pub bots: Option<BotsJob>,
+}
+
+/// Bots against a game server that this agent runs: the ids `ids` of `total` (names and join
+/// times follow from the id, so the shards of all agents make one ramp).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BotsJob {
+    pub servers: Vec<SocketAddr>,
+    pub total: u32,
+    pub ids: Range<u32>,
+    pub ramp_ns: u64,
+    pub warmup_ns: u64,
+    pub maxpackets: u32,
+    pub fps: u32,
+    pub packetdup: u32,
+    pub snaps: u32,
+    /// "openarena", "ioq3" or "q3".
+    pub protocol: String,
+    /// The service file's text whose `[bot]` table is the behaviour model (built-in name or text).
+    pub service: String,
 }
 
 /// The D-ITG manager's use: flows of a flow file that this agent sends, and receivers it runs.

@@ -119,7 +119,7 @@ fn a_run_over_agents_matches_the_same_run_on_one_machine() {
     let s = &r.summary;
     let dist = s.distributed.as_ref().unwrap();
     assert_eq!(dist.agents.len(), 3);
-    assert!(dist.agents.iter().all(|a| a.status == "finished"), "{:?}", dist.agents);
+    assert!(dist.agents.iter().all(|a| a.stats.status == "finished"), "{:?}", dist.agents);
     assert!(!dist.partial);
     assert_eq!(s.client.flows.len(), 90);
     assert!(s.client.flows.iter().all(|f| f.packets > 0 || f.received > 0), "every player connected");
@@ -359,6 +359,7 @@ fn a_controller_that_vanishes_stops_the_agents_traffic() {
         server_addr: None,
         deadman_ms: 3000,
         flows: None,
+        bots: None,
     }))))
     .unwrap();
     expect(&mut tls, &|m| matches!(m, ToController::Ready { .. }));

@@ -20,7 +20,7 @@ pub mod topology;
 
 pub use execute::{execute, run_clients, Clients, RunOptions, RunOutcome, ServerSide};
 pub use players::{plan, player_flow, shards, Players};
-pub use report::{AgentRow, Distributed, Interruption, Summary, Usage, SUMMARY_SCHEMA_VERSION};
+pub use report::{AgentRow, AgentStats, Distributed, Interruption, Summary, Usage, SUMMARY_SCHEMA_VERSION};
 pub use server::{read_key, run_key, serve, server_key};
 
 use horde_model::scenario::Scenario;

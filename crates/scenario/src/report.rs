@@ -248,6 +248,13 @@ pub struct AgentRow {
     pub players: Option<std::ops::Range<u32>>,
     pub apdus_sent: u64,
     pub apdus_received: u64,
+    #[serde(flatten)]
+    pub stats: AgentStats,
+}
+
+/// The columns every kind of distributed run reports for each agent.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, schemars::JsonSchema)]
+pub struct AgentStats {
     pub cpu_s: f64,
     pub max_rss_kb: u64,
     /// Its clock minus the controller's (ms), from the best NTP-style sample over the control
@@ -262,6 +269,24 @@ pub struct AgentRow {
     /// Log bytes it wrote and the bytes its logs took on the control channel (compressed).
     pub log_bytes: u64,
     pub log_bytes_transferred: u64,
+}
+
+impl AgentStats {
+    /// The shared columns' header in the agents tables of every kind of run.
+    pub const HEADER: &'static str = "  CPU s    RSS MB  clock offset ms   RTT ms    log MB  status";
+
+    /// This agent's shared columns, aligned under [`AgentStats::HEADER`].
+    pub fn cells(&self) -> String {
+        format!(
+            "{:>7.1} {:>9.1} {:>16} {:>8.3} {:>9.2}  {}",
+            self.cpu_s,
+            self.max_rss_kb as f64 / 1024.0,
+            format!("{:+.3} ± {:.3}", self.clock_offset_ms, self.clock_uncertainty_ms),
+            self.rtt_ms,
+            self.log_bytes as f64 / 1e6,
+            self.status
+        )
+    }
 }
 
 /// Analyses the logs in `out` and writes the report directory: `summary.json`,
@@ -347,26 +372,10 @@ pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, 
 
 /// The per-agent table of a distributed run's report, as text.
 pub fn agents_table(d: &Distributed) -> String {
-    let mut t = format!(
-        "{:<22} {:<14} {:<13} {:>10} {:>10} {:>7} {:>9} {:>16} {:>8} {:>9}  status\n",
-        "agent", "role", "players", "APDUs sent", "received", "CPU s", "RSS MB", "clock offset ms", "RTT ms", "log MB"
-    );
+    let mut t = format!("{:<22} {:<14} {:<13} {:>10} {:>10} {}\n", "agent", "role", "players", "APDUs sent", "received", AgentStats::HEADER);
     for a in &d.agents {
         let players = a.players.as_ref().map(|r| format!("{}..{}", r.start, r.end)).unwrap_or_else(|| "-".into());
-        t.push_str(&format!(
-            "{:<22} {:<14} {:<13} {:>10} {:>10} {:>7.1} {:>9.1} {:>16} {:>8.3} {:>9.2}  {}\n",
-            a.name,
-            a.role,
-            players,
-            a.apdus_sent,
-            a.apdus_received,
-            a.cpu_s,
-            a.max_rss_kb as f64 / 1024.0,
-            format!("{:+.3} ± {:.3}", a.clock_offset_ms, a.clock_uncertainty_ms),
-            a.rtt_ms,
-            a.log_bytes as f64 / 1e6,
-            a.status
-        ));
+        t.push_str(&format!("{:<22} {:<14} {:<13} {:>10} {:>10} {}\n", a.name, a.role, players, a.apdus_sent, a.apdus_received, a.stats.cells()));
     }
     if d.partial {
         let m: Vec<String> = d.missing_players.iter().map(|r| format!("{}..{}", r.start, r.end)).collect();
@@ -438,7 +447,7 @@ pub fn verdict(s: &Summary) -> Vec<horde_stats::html::Verdict> {
     let connected = s.client.flows.iter().filter(|f| f.packets > 0 || f.received > 0).count();
     let mut v = Vec::new();
     if let Some(d) = &s.distributed {
-        let lost = d.agents.iter().filter(|a| a.status != "finished").count();
+        let lost = d.agents.iter().filter(|a| a.stats.status != "finished").count();
         v.push(Verdict {
             label: "agents finished".into(),
             value: format!("{} of {}", d.agents.len() - lost, d.agents.len()),
