@@ -88,7 +88,14 @@ fn plan(sc: &Scenario, fleet: &Fleet, stop: &AtomicBool) -> anyhow::Result<(std:
     let players = std::sync::Arc::new(horde_scenario::plan(sc, stop).map_err(|e| e.into_anyhow())?);
     let p = players.clone();
     let counting = std::thread::Builder::new().name("horde-plan-count".into()).spawn(move || p.planned_apdus()).context("starting the plan count")?;
-    fleet.note(format!("{} {} players for {:.0} s planned in {:.2} s (seed {})", sc.players, sc.service.name, sc.duration_s, t_plan.elapsed().as_secs_f64(), sc.seed));
+    fleet.note(format!(
+        "{} {} players for {:.0} s planned in {:.2} s (seed {})",
+        sc.players,
+        sc.service.name,
+        sc.duration_s,
+        t_plan.elapsed().as_secs_f64(),
+        sc.seed
+    ));
     Ok((players, counting))
 }
 
@@ -107,12 +114,8 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     let mut shards = horde_scenario::shards(sc.players, &weights).map_err(|e| e.into_anyhow())?;
     shards.resize(addrs.len(), 0..0);
     let ranges: Vec<Option<Range<u32>>> = shards.iter().map(|r| Some(r.clone()).filter(|r| !r.is_empty())).collect();
-    let base = Assignment {
-        scenario,
-        service,
-        players_total: sc.players,
-        ..fleet.assignment(opts.deadman, (sc.duration_s * 1e9).round() as u64, sc.seed, &key)
-    };
+    let base =
+        Assignment { scenario, service, players_total: sc.players, ..fleet.assignment(opts.deadman, (sc.duration_s * 1e9).round() as u64, sc.seed, &key) };
     // The server side first, on the server agent's address (the one the controller reached) at
     // the scenario's port; then the players, told where it listens.
     let listen = SocketAddr::new(addrs[server_i].ip(), sc.server.port());
@@ -122,7 +125,9 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         bail!("not starting: the server agent {} did not say where its server side listens", fleet.members[server_i].c.name);
     };
     fleet.note(format!("server side on agent {} at {server_addr}", fleet.members[server_i].c.name));
-    let clients = (0..addrs.len()).filter(|&i| i != server_i).filter_map(|i| Some((i, Assignment { players: Some(ranges[i].clone()?), server_addr: Some(server_addr), ..base.clone() }, true, false)));
+    let clients = (0..addrs.len())
+        .filter(|&i| i != server_i)
+        .filter_map(|i| Some((i, Assignment { players: Some(ranges[i].clone()?), server_addr: Some(server_addr), ..base.clone() }, true, false)));
     fleet.assign(clients.collect())?;
     for (m, r) in fleet.members.iter().zip(&ranges) {
         if let Some(r) = r {
@@ -220,13 +225,20 @@ fn report(sc: &Scenario, out: &Path, fleet: &mut Fleet, mut c: Gathered) -> anyh
         distributed: Some(distributed),
     };
     let summary = horde_scenario::report::write_records(sc, out, c.players, outcomes, &merged.client_records, &merged.server_records)?;
-    fleet.note(format!("merged {} + {} records and analysed them in {:.1} s", merged.client_records.len(), merged.server_records.len(), t_merge.elapsed().as_secs_f64()));
+    fleet.note(format!(
+        "merged {} + {} records and analysed them in {:.1} s",
+        merged.client_records.len(),
+        merged.server_records.len(),
+        t_merge.elapsed().as_secs_f64()
+    ));
     Ok(Outcome { summary, lost: fleet.lost() })
 }
 
 /// Each agent's row of the report.
 fn rows(fleet: &Fleet, c: &Gathered) -> Vec<horde_scenario::AgentRow> {
-    let count = |m: &crate::fleet::Member, f: fn(&horde_engine::SendReport) -> u64| ["clients", "server"].iter().filter_map(|r| m.report::<horde_engine::SendReport>(r)).map(|r| f(&r)).sum();
+    let count = |m: &crate::fleet::Member, f: fn(&horde_engine::SendReport) -> u64| {
+        ["clients", "server"].iter().filter_map(|r| m.report::<horde_engine::SendReport>(r)).map(|r| f(&r)).sum()
+    };
     fleet
         .members
         .iter()
@@ -264,4 +276,3 @@ fn log_bound(planned: &[[u64; 2]], range: Range<u32>) -> u64 {
     let records = apdus + apdus / 100 + 1024;
     horde_wire::LOG_HEADER_LEN as u64 + horde_wire::RECORD_LEN as u64 * records
 }
-

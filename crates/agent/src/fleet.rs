@@ -185,7 +185,13 @@ pub(crate) struct Fleet<'a> {
 
 impl<'a> Fleet<'a> {
     /// Connects to every agent at once (see [`crate::link::connect_all`]).
-    pub fn connect(addrs: &[SocketAddr], credentials: &Path, deadman: Duration, ev: &'a (dyn Fn(&Event) + Sync), stop: &'a AtomicBool) -> anyhow::Result<Fleet<'a>> {
+    pub fn connect(
+        addrs: &[SocketAddr],
+        credentials: &Path,
+        deadman: Duration,
+        ev: &'a (dyn Fn(&Event) + Sync),
+        stop: &'a AtomicBool,
+    ) -> anyhow::Result<Fleet<'a>> {
         let cfg = crate::tls::controller_config(credentials)?;
         let (conns, erx) = crate::link::connect_all(addrs, cfg, deadman, stop, &|m| ev(&Event::Note(m)))?;
         let members = conns

@@ -231,7 +231,9 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
     // Each log bounded by our own plan of the flows it can hold, never by what the agent says.
     let dirs = fleet.collect(opts.out, |i, m| {
         let max = |records: u64| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * records;
-        let planned = |pick: &dyn Fn(&(usize, usize)) -> bool| -> u64 { flows.iter().zip(&placement.by_flow).filter(|(_, b)| pick(b)).map(|(f, _)| 2 * planned_records(f)).sum() };
+        let planned = |pick: &dyn Fn(&(usize, usize)) -> bool| -> u64 {
+            flows.iter().zip(&placement.by_flow).filter(|(_, b)| pick(b)).map(|(f, _)| 2 * planned_records(f)).sum()
+        };
         let mut limits = Vec::new();
         if m.upstream {
             limits.push(("send.hlog", max(planned(&|b| b.0 == i))));

@@ -21,8 +21,8 @@
 pub mod agent;
 pub mod clock;
 pub mod controller;
-pub mod flows;
 pub(crate) mod fleet;
+pub mod flows;
 mod link;
 pub mod merge;
 pub mod metrics;

@@ -263,6 +263,7 @@ mod tests {
             server_addr: Some("127.0.0.1:9".parse().unwrap()),
             deadman_ms: 3000,
             flows: None,
+            bots: None,
         }
     }
 

@@ -236,8 +236,8 @@ fn an_agent_that_never_finishes_is_cut_off_at_ctrl_c_and_the_honest_agents_data_
     assert!(took < Duration::from_secs(5), "the controller took {took:?} after Ctrl-C: {notes:#?}");
     let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
     let d = r.summary.distributed.as_ref().unwrap();
-    assert!(d.partial && d.agents[1].status.contains("did not finish"), "{:?}", d.agents);
-    assert_eq!(d.agents[0].status, "finished", "the honest agent: {:?}", d.agents);
+    assert!(d.partial && d.agents[1].stats.status.contains("did not finish"), "{:?}", d.agents);
+    assert_eq!(d.agents[0].stats.status, "finished", "the honest agent: {:?}", d.agents);
     assert!(r.summary.client.flows.len() == 20 && r.summary.client.packets > 0, "the honest agent's players are in the report");
     assert!(out.join("summary.json").exists() && out.join("index.html").exists());
 }
@@ -249,11 +249,11 @@ fn a_claim_of_a_billion_records_gets_no_more_than_the_plan_allows() {
     assert!(took < Duration::from_secs(30), "{took:?}");
     let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
     let d = r.summary.distributed.as_ref().unwrap();
-    assert!(d.agents[1].status.contains("bytes"), "the offer was refused, naming the bound: {:?}", d.agents[1]);
+    assert!(d.agents[1].stats.status.contains("bytes"), "the offer was refused, naming the bound: {:?}", d.agents[1]);
     let fake_dir = out.join("agents").join("fake");
     let written: u64 = std::fs::read_dir(&fake_dir).map(|r| r.flatten().map(|e| e.metadata().map_or(0, |m| m.len())).sum()).unwrap_or(0);
     assert!(written < 1 << 20, "{written} bytes of the fake's log on disk");
-    assert_eq!(d.agents[0].status, "finished");
+    assert_eq!(d.agents[0].stats.status, "finished");
     assert!(r.summary.analysis.up.lost + r.summary.analysis.down.lost == 0, "no fake losses in the report");
     // The whole test process (controller, honest agent, fake) stayed small.
     let rss = horde_agent::agent::max_rss_kb();
@@ -265,7 +265,7 @@ fn records_of_players_an_agent_was_not_given_are_refused_and_named() {
     let (r, notes, _, _) = run(Lie::ForeignRecords, 3, None);
     let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
     let d = r.summary.distributed.as_ref().unwrap();
-    assert!(d.agents[1].status.contains("log refused") && d.agents[1].status.contains("player 45"), "{:?}", d.agents[1]);
+    assert!(d.agents[1].stats.status.contains("log refused") && d.agents[1].stats.status.contains("player 45"), "{:?}", d.agents[1]);
     assert!(notes.iter().any(|n| n.contains("left out of the report")), "{notes:#?}");
     assert!(d.partial && d.missing_players.iter().any(|m| m.start == 20), "{:?}", d.missing_players);
     assert_eq!(r.summary.client.flows.len(), 20, "only the honest agent's players");

@@ -87,7 +87,8 @@ fn dependencies_follow_the_layers() {
     let layers = layers();
     let layer_of = |dir: &str| layers.iter().position(|l| l.contains(dir));
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo).args(["metadata", "--format-version", "1", "--no-deps", "--offline"]).current_dir(root()).output().expect("running cargo metadata");
+    let out =
+        Command::new(cargo).args(["metadata", "--format-version", "1", "--no-deps", "--offline"]).current_dir(root()).output().expect("running cargo metadata");
     assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // Package name → directory name under crates/.
@@ -200,7 +201,11 @@ fn only_the_io_layer_does_io() {
             found.extend(v.found);
         }
     }
-    assert!(found.is_empty(), "sockets or clocks outside the I/O layer ({io:?}); take them through horde-sys or move the loop into the engine:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "sockets or clocks outside the I/O layer ({io:?}); take them through horde-sys or move the loop into the engine:\n{}",
+        found.join("\n")
+    );
 }
 
 /// The module path of a file: `src/a.rs` and `src/a/mod.rs` are `a`, `src/a/b.rs` is `a::b`;
@@ -258,7 +263,11 @@ impl Imports<'_> {
             _ => return,
         };
         // The longest prefix that names a module; else a root re-export.
-        let target = (1..=absolute.len()).rev().map(|n| absolute[..n].join("::")).find(|m| self.modules.contains(m)).or_else(|| absolute.first().and_then(|f| self.reexports.get(f).cloned()));
+        let target = (1..=absolute.len())
+            .rev()
+            .map(|n| absolute[..n].join("::"))
+            .find(|m| self.modules.contains(m))
+            .or_else(|| absolute.first().and_then(|f| self.reexports.get(f).cloned()));
         if let Some(t) = target {
             if !nested(&t, &self.module.join("::")) {
                 self.found.insert(t);
