@@ -210,6 +210,8 @@ enum Work {
     Scenario { sc: Box<Scenario>, players: Arc<horde_scenario::Players> },
     /// Flows of a flow file to send (receivers start at prepare).
     Flows { send: Vec<horde_model::Flow> },
+    /// Bots against a game server.
+    Bots { opts: Box<horde_engine::bots::BotsOptions> },
 }
 
 /// A prepared or running assignment.
@@ -334,7 +336,13 @@ fn session(
                     }
                     let id = a.run_id.clone();
                     let a = *a;
-                    let r = if a.flows.is_some() { prepare_flows(a, opts, &shared.metrics, tx.clone()) } else { prepare(a, opts, &shared.metrics, tx.clone()) };
+                    let r = if a.bots.is_some() {
+                        prepare_bots(a, opts, &shared.metrics)
+                    } else if a.flows.is_some() {
+                        prepare_flows(a, opts, &shared.metrics, tx.clone())
+                    } else {
+                        prepare(a, opts, &shared.metrics, tx.clone())
+                    };
                     let addr = match r {
                         Ok(r) => {
                             let addr = r.server.as_ref().map(|s| s.1).filter(|_| r.assignment.flows.is_none());
@@ -344,6 +352,7 @@ fn session(
                                     send.len(),
                                     r.server.as_ref().map(|s| format!(", receiving on {}", s.1)).unwrap_or_default()
                                 ),
+                                Work::Bots { opts } => format!(", {} bot(s)", opts.ids.as_ref().map_or(0, |r| r.len())),
                                 Work::Scenario { .. } => String::new(),
                             };
                             log(&format!(
@@ -567,6 +576,31 @@ fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx:
     Ok(Run { dir, work: Work::Flows { send }, assignment: a, key, stop, server, clients: None, progress, cpu0: cpu_s(), t0: Instant::now() })
 }
 
+/// Checks the bots' part and opens its run directory; the bots start at Start.
+fn prepare_bots(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>) -> anyhow::Result<Run> {
+    let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
+    let dir = opts.dir.join(&a.run_id);
+    let bots = crate::bots::options(&a, dir.join("bots.hlog")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    metrics.players.store(bots.ids.as_ref().map_or(0, |r| r.len() as u64), Ordering::Relaxed);
+    metrics.runs.fetch_add(1, Ordering::Relaxed);
+    let progress = Arc::new(Progress::default());
+    *metrics.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    Ok(Run {
+        dir,
+        work: Work::Bots { opts: Box::new(bots) },
+        assignment: a,
+        key,
+        stop,
+        server: None,
+        clients: None,
+        progress,
+        cpu0: cpu_s(),
+        t0: Instant::now(),
+    })
+}
+
 /// Sleeps to the common start, a sleep cut short every 100 ms to notice a stop.
 fn wait_until(at_ns: u64, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
@@ -606,6 +640,14 @@ fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics: &Arc<Metr
                 let _ = tx.send(finished("send", report));
             })
         }
+        Work::Bots { opts } => {
+            let opts = opts.clone();
+            std::thread::Builder::new().name("horde-agent-bots".into()).spawn(move || {
+                wait_until(at_ns, &stop);
+                let report = horde_engine::bots::run(&opts, &stop).map_err(|e| format!("{e:#}"));
+                let _ = tx.send(finished("bots", report));
+            })
+        }
         Work::Scenario { sc, players } => {
             let Some(shard) = r.assignment.players.clone() else { return };
             // Players go to the given server side, or to this agent's own.
@@ -633,6 +675,7 @@ fn send_logs(tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
     let mut sent = 0u32;
     let mut files = Vec::new();
     match (&r.work, &r.assignment.flows) {
+        (Work::Bots { .. }, _) => files.push("bots.hlog"),
         (Work::Flows { send }, Some(job)) => {
             if !send.is_empty() {
                 files.push("send.hlog");

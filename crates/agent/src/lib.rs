@@ -19,6 +19,7 @@
 //! See docs/distributed.md for the protocol, the security model and the failure behaviour.
 
 pub mod agent;
+pub mod bots;
 pub mod clock;
 pub mod controller;
 pub(crate) mod fleet;

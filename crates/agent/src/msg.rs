@@ -98,8 +98,11 @@ pub struct BotsJob {
     pub snaps: u32,
     /// "openarena", "ioq3" or "q3".
     pub protocol: String,
-    /// The service file's text whose `[bot]` table is the behaviour model (built-in name or text).
+    /// The built-in service whose `[bot]` table is the behaviour model, or a service file's
+    /// text (`service_text`, the controller read it).
     pub service: String,
+    #[serde(default)]
+    pub service_text: Option<String>,
 }
 
 /// The D-ITG manager's use: flows of a flow file that this agent sends, and receivers it runs.

@@ -183,6 +183,9 @@ impl Session {
 
 /// How many roles an assignment runs (each ends with one Finished message).
 pub fn roles(a: &Assignment) -> u32 {
+    if a.bots.is_some() {
+        return 1;
+    }
     match &a.flows {
         Some(f) => !f.send.is_empty() as u32 + (!f.recv_udp.is_empty() || !f.recv_tcp.is_empty()) as u32,
         None => a.server.is_some() as u32 + a.players.is_some() as u32,
@@ -209,7 +212,12 @@ pub fn check_assignment(a: &Assignment) -> Result<(), String> {
     if !DEADMAN_MS.contains(&a.deadman_ms) {
         return Err(format!("deadman_ms must be {}..={} (got {})", DEADMAN_MS.start(), DEADMAN_MS.end(), a.deadman_ms));
     }
-    if let Some(f) = &a.flows {
+    if let Some(b) = &a.bots {
+        if a.server.is_some() || a.players.is_some() || a.flows.is_some() {
+            return Err("bots and another part in one assignment".into());
+        }
+        crate::bots::check(b)?;
+    } else if let Some(f) = &a.flows {
         if a.server.is_some() || a.players.is_some() {
             return Err("flows and a scenario's part in one assignment".into());
         }

@@ -15,7 +15,7 @@ use horde_wire::{Record, RecordKind};
 use crate::logger::{LogSink, LogWriter};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol as SockProto, SockAddr, Socket, Type};
 
 use crate::clock::mono_ns;
@@ -26,6 +26,9 @@ pub struct BotsOptions {
     /// Game servers; bot i plays on server i mod their number.
     pub servers: Vec<SocketAddr>,
     pub bots: usize,
+    /// Run only these bot ids of `bots` (a shard of a run spread over agents: names, sources and
+    /// join times follow the id, so the shards together make one ramp); `None`: all.
+    pub ids: Option<std::ops::Range<usize>>,
     /// Bots join evenly over this long.
     pub ramp: Duration,
     /// Each bot plays this long after joining... the run ends `ramp + duration` after the start.
@@ -71,7 +74,7 @@ pub fn loopback_sources(server: SocketAddr, n: usize) -> Vec<std::net::IpAddr> {
 }
 
 /// One bot's results.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BotReport {
     pub name: String,
     /// quit, refused: …, kicked: …, no answer, timed out, or still playing (interrupted).
@@ -103,7 +106,7 @@ pub struct BotReport {
 }
 
 /// Mean and nearest-rank percentiles, ms.
-#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Quantiles {
     pub n: u64,
     pub mean: f64,
@@ -124,7 +127,7 @@ impl Quantiles {
     }
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BotsReport {
     pub server: String,
     pub bots: Vec<BotReport>,
@@ -145,12 +148,12 @@ pub struct BotsReport {
     pub window_s: f64,
     pub interrupted: bool,
     /// The servers' CPU each second (servers this run started), from `/proc/PID/stat`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server_cpu: Vec<ServerCpu>,
 }
 
 /// One server's CPU over one second, % of one core.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerCpu {
     pub server: usize,
     /// Seconds since the run's start (end of the second).
@@ -195,10 +198,14 @@ pub fn run(opts: &BotsOptions, stop: &AtomicBool) -> Result<BotsReport, EngineEr
         None => (None, LogSink::disabled()),
     };
     let clock = (start, start_real);
-    let threads = opts.threads.clamp(1, opts.bots);
+    let ids = opts.ids.clone().unwrap_or(0..opts.bots);
+    if ids.is_empty() || ids.end > opts.bots {
+        return Err(EngineError::Config(format!("bots {}..{} are not bots of a run of {}", ids.start, ids.end, opts.bots)));
+    }
+    let threads = opts.threads.clamp(1, ids.len());
     let mut shares: Vec<Vec<usize>> = vec![Vec::new(); threads];
-    for i in 0..opts.bots {
-        shares[i % threads].push(i);
+    for (k, i) in ids.enumerate() {
+        shares[k % threads].push(i);
     }
     let results = std::thread::scope(|s| {
         let handles: Vec<_> = shares

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::{bad_input, Outcome};
 
+mod agents;
 mod bench;
 mod server;
 
@@ -95,6 +96,15 @@ pub struct Args {
     /// Benchmark: a step saturates the server when its p99 response time exceeds this
     #[arg(long, default_value = "150ms", value_parser = super::duration, value_name = "DURATION")]
     pub p99_bound: Duration,
+    /// Run the bots on agents (`horde agent` on each machine; see docs/distributed.md): comma-separated HOST:PORT[*WEIGHT], dns:NAME:PORT or @FILE; the bots are spread over them by weight against one server, with one merged report in --out
+    #[arg(long, value_name = "LIST", help_heading = "Through agents")]
+    pub agents: Option<String>,
+    /// With --agents: the controller's credentials directory with ca.pem, controller.pem and controller.key (from `horde agent keygen`)
+    #[arg(long, value_name = "DIR", env = "HORDE_CREDENTIALS", requires = "agents", help_heading = "Through agents")]
+    pub credentials: Option<PathBuf>,
+    /// With --agents: an agent that hears nothing from the controller for this long stops its bots, and a running agent silent this long is reported lost (1s..60s)
+    #[arg(long, value_name = "DURATION", default_value = "3s", help_heading = "Through agents")]
+    pub deadman: String,
     #[arg(skip)]
     pub actions_parsed: Option<horde_q3::input::Recorded>,
     #[arg(skip)]
@@ -191,6 +201,9 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("horde-bots"));
     crate::cmd::report_dir(&out)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    if args.agents.is_some() {
+        return agents::run(&args, protocol, &out, stop);
+    }
     if !args.steps.is_empty() {
         return benchmark(&args, protocol, &out, stop);
     }
@@ -254,27 +267,7 @@ fn run_once(
     n: usize,
     stop: &AtomicBool,
 ) -> Result<(BotsReport, Extras), crate::Failure> {
-    let opts = BotsOptions {
-        servers: addrs.to_vec(),
-        bots: n,
-        ramp: args.ramp,
-        duration: args.duration,
-        warmup: args.warmup,
-        threads: args.threads,
-        maxpackets: args.maxpackets,
-        fps: args.fps,
-        packetdup: args.packetdup,
-        rate: 25_000,
-        snaps: args.sv_fps.max(20),
-        protocol,
-        seed: args.seed,
-        name_prefix: "horde".into(),
-        sources: bots::loopback_sources(addrs[0], n),
-        actions: args.actions_parsed.clone(),
-        model: args.model.clone(),
-        log: if args.steps.is_empty() { args.log.clone() } else { None },
-        netns: args.place.as_ref().map(|p| p.clients.clone()).unwrap_or_default(),
-    };
+    let opts = options(args, protocol, addrs, n);
     let probe_ns = args.place.as_ref().map(|p| p.clients[0].clone());
     let status = |a: SocketAddr| status(a, probe_ns.as_deref());
     let t0 = Instant::now();
@@ -352,6 +345,32 @@ fn run_once(
         x.listed_after = Some(after.iter().flatten().map(|l| l.len()).sum());
     }
     Ok((report, x))
+}
+
+/// The engine's options for one run of `n` bots on `addrs`.
+fn options(args: &Args, protocol: Protocol, addrs: &[SocketAddr], n: usize) -> BotsOptions {
+    BotsOptions {
+        servers: addrs.to_vec(),
+        bots: n,
+        ids: None,
+        ramp: args.ramp,
+        duration: args.duration,
+        warmup: args.warmup,
+        threads: args.threads,
+        maxpackets: args.maxpackets,
+        fps: args.fps,
+        packetdup: args.packetdup,
+        rate: 25_000,
+        snaps: args.sv_fps.max(20),
+        protocol,
+        seed: args.seed,
+        name_prefix: "horde".into(),
+        sources: bots::loopback_sources(addrs[0], n),
+        actions: args.actions_parsed.clone(),
+        model: args.model.clone(),
+        log: if args.steps.is_empty() { args.log.clone() } else { None },
+        netns: args.place.as_ref().map(|p| p.clients.clone()).unwrap_or_default(),
+    }
 }
 
 fn print_extras(x: &Extras) {

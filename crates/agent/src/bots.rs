@@ -1,0 +1,285 @@
+//! Game-server bots through agents (`horde bots --agents A,B`): the bots' ids are sharded over
+//! the agents by weight; every agent runs its shard against the same game server from the
+//! common start (names, source addresses and join times follow the id, so the shards make one
+//! ramp); the controller collects every agent's per-packet log, puts every record on its own
+//! clock and computes the response times of the merged report in one pass over all of them.
+//! The agents' own reports give the per-bot rows, each checked against the shard it was given.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use horde_engine::bots::{BotReport, BotsOptions, BotsReport, Quantiles};
+use horde_wire::{Record, RecordKind};
+use serde::Serialize;
+
+use crate::fleet::{AgentSpec, Event, Fleet, Watch};
+use crate::msg::{Assignment, BotsJob};
+
+/// Most game servers one run plays on, and most bots (the CLI's bound).
+const MAX_SERVERS: usize = 64;
+const MAX_BOTS: u32 = 4096;
+/// Longest ramp and warm-up (an hour, as a run's duration is bounded).
+const MAX_RAMP_NS: u64 = 3_600_000_000_000;
+const MAX_SERVICE_TEXT: usize = 1 << 20;
+
+/// Checks a bots part before anything is opened.
+pub fn check(b: &BotsJob) -> Result<(), String> {
+    if b.servers.is_empty() || b.servers.len() > MAX_SERVERS || b.servers.iter().any(|s| s.port() == 0) {
+        return Err(format!("bots: 1..={MAX_SERVERS} game servers, each with a port"));
+    }
+    if b.total == 0 || b.total > MAX_BOTS || b.ids.is_empty() || b.ids.end > b.total {
+        return Err(format!("bots: ids {}..{} of {} (1..={MAX_BOTS} bots, a non-empty range within them)", b.ids.start, b.ids.end, b.total));
+    }
+    if b.ramp_ns > MAX_RAMP_NS || b.warmup_ns > MAX_RAMP_NS {
+        return Err("bots: ramp and warm-up must be at most an hour".into());
+    }
+    if !(15..=125).contains(&b.maxpackets) || !(1..=1000).contains(&b.fps) || b.packetdup > 5 || !(1..=1000).contains(&b.snaps) {
+        return Err("bots: maxpackets 15..=125, fps 1..=1000, packetdup 0..=5, snaps 1..=1000".into());
+    }
+    if b.service_text.as_ref().is_some_and(|t| t.len() > MAX_SERVICE_TEXT) {
+        return Err(format!("bots: the service text is over {MAX_SERVICE_TEXT} bytes"));
+    }
+    protocol(&b.protocol).map(|_| ())
+}
+
+fn protocol(p: &str) -> Result<horde_q3::Protocol, String> {
+    match p {
+        "openarena" => Ok(horde_q3::Protocol::OpenArena),
+        "ioq3" => Ok(horde_q3::Protocol::Ioq3),
+        "q3" | "68" => Ok(horde_q3::Protocol::Legacy68),
+        p => Err(format!("bots: protocol must be openarena, ioq3 or q3 (got `{p}`)")),
+    }
+}
+
+/// The engine's options for an agent's shard (checked first); its per-packet log goes to `log`.
+pub fn options(a: &Assignment, log: PathBuf) -> Result<BotsOptions, String> {
+    let b = a.bots.as_ref().ok_or("no bots part")?;
+    check(b)?;
+    horde_model::scenario::check_duration(a.duration_ns).map_err(|m| format!("duration: {m}"))?;
+    let svc = match &b.service_text {
+        // The agent opens no file the service names: values came inline.
+        Some(t) => horde_model::files::without_value_files(|| horde_model::service::Service::parse(t, &b.service)),
+        None => horde_model::service::Service::builtin(&b.service),
+    }
+    .map_err(|e| format!("bots: service: {e}"))?;
+    let model = horde_q3::input::BotModel::from_table(&svc.bot).map_err(|e| format!("bots: service {}: {e}", svc.name))?;
+    let (total, ids) = (b.total as usize, b.ids.start as usize..b.ids.end as usize);
+    Ok(BotsOptions {
+        servers: b.servers.clone(),
+        bots: total,
+        ids: Some(ids),
+        ramp: Duration::from_nanos(b.ramp_ns),
+        duration: Duration::from_nanos(a.duration_ns),
+        warmup: Duration::from_nanos(b.warmup_ns),
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        maxpackets: b.maxpackets,
+        fps: b.fps,
+        packetdup: b.packetdup,
+        rate: 25_000,
+        snaps: b.snaps,
+        protocol: protocol(&b.protocol)?,
+        seed: a.seed,
+        name_prefix: "horde".into(),
+        sources: horde_engine::bots::loopback_sources(b.servers[0], total),
+        actions: None,
+        model,
+        log: Some(log),
+        netns: Vec::new(),
+    })
+}
+
+/// How the controller runs bots through agents.
+pub struct BotsRun<'a> {
+    pub agents: Vec<AgentSpec>,
+    pub credentials: PathBuf,
+    pub out: &'a Path,
+    /// The run as one machine would run it (servers, bots, ramp, duration, …); its `ids`,
+    /// `log`, `sources` and `threads` are each agent's own.
+    pub bots: BotsOptions,
+    /// The service named for the behaviour model, and its text when it is a file.
+    pub service: String,
+    pub service_text: Option<String>,
+    pub deadman: Duration,
+    pub events: &'a (dyn Fn(&Event) + Sync),
+    pub stop: &'a AtomicBool,
+}
+
+/// One agent's row in the merged report.
+#[derive(Debug, Clone, Serialize)]
+pub struct BotsAgentRow {
+    pub name: String,
+    pub address: String,
+    /// The bot ids it ran (`a..b`).
+    pub bots: Range<u32>,
+    pub entered: usize,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    #[serde(flatten)]
+    pub stats: horde_scenario::AgentStats,
+}
+
+/// The merged report: the bots' report over every agent, and the agents.
+#[derive(Debug, Clone, Serialize)]
+pub struct BotsOutcome {
+    #[serde(flatten)]
+    pub report: BotsReport,
+    pub agents: Vec<BotsAgentRow>,
+    pub lost: Vec<String>,
+    pub partial: bool,
+}
+
+/// Runs the bots on the agents; writes `summary.json` and the merged log `bots.hlog` into `out`.
+pub fn run(r: &BotsRun) -> anyhow::Result<BotsOutcome> {
+    let n = u32::try_from(r.bots.bots).ok().filter(|n| (1..=MAX_BOTS).contains(n)).context("bots must be 1..=4096")?;
+    std::fs::create_dir_all(r.out).with_context(|| format!("creating {}", r.out.display()))?;
+    let addrs: Vec<SocketAddr> = r.agents.iter().map(|a| a.addr).collect();
+    let mut fleet = Fleet::connect(&addrs, &r.credentials, r.deadman, r.events, r.stop)?;
+    let weights: Vec<u32> = r.agents.iter().map(|a| a.weight).collect();
+    let shards = horde_scenario::shards(n, &weights).map_err(|e| e.into_anyhow())?;
+    // The run key is not used by bots (the game server has its own protocol); it is drawn anyway
+    // so that an assignment is never without one.
+    let key = horde_proto::RunKey::from_bytes(horde_engine::random_secret().context("drawing a run key")?);
+    let base = fleet.assignment(r.deadman, r.bots.duration.as_nanos() as u64, r.bots.seed, &key);
+    let b = &r.bots;
+    let job = |ids: Range<u32>| BotsJob {
+        servers: b.servers.clone(),
+        total: n,
+        ids,
+        ramp_ns: b.ramp.as_nanos() as u64,
+        warmup_ns: b.warmup.as_nanos() as u64,
+        maxpackets: b.maxpackets,
+        fps: b.fps,
+        packetdup: b.packetdup,
+        snaps: b.snaps,
+        protocol: match b.protocol {
+            horde_q3::Protocol::OpenArena => "openarena",
+            horde_q3::Protocol::Ioq3 => "ioq3",
+            horde_q3::Protocol::Legacy68 => "q3",
+        }
+        .into(),
+        service: r.service.clone(),
+        service_text: r.service_text.clone(),
+    };
+    let parts = shards
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(i, s)| (i, Assignment { bots: Some(job(s.clone())), ..base.clone() }, true, false))
+        .collect();
+    fleet.assign(parts)?;
+    for (m, s) in fleet.members.iter().zip(&shards) {
+        fleet.note(format!("agent {}: bots {}..{} ({})", m.c.name, s.start, s.end, s.len()));
+    }
+    let t0 = fleet.start(&format!("{n} bots against {}", b.servers.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")));
+    let missing = |i: usize| format!("; its bots {}..{} are missing from the report", shards[i].start, shards[i].end);
+    let watched = fleet.watch(&Watch {
+        hard_end: b.ramp + b.duration + Duration::from_secs(15),
+        overrun: "the agents overran the bots' run by 15 s: stopping them".into(),
+        downstream_lost_stops_all: false,
+        missing: &missing,
+    });
+    // Each log bounded by our own plan: every bot sends at most maxpackets a second, and each
+    // packet makes at most two records (sent, answered), over the ramp, the play and 5 s of
+    // joining and leaving.
+    let secs = (b.ramp + b.duration).as_secs() + 5;
+    let bound = |s: &Range<u32>| (horde_wire::LOG_HEADER_LEN as u64) + horde_wire::RECORD_LEN as u64 * (s.len() as u64 * b.maxpackets as u64 * secs * 2 + 1024);
+    let dirs = fleet.collect(r.out, |i, _| vec![("bots.hlog", bound(&shards[i]))])?;
+    fleet.close();
+    let window = (t0 + (b.ramp + b.warmup).as_nanos() as u64, t0 + (b.ramp + b.duration).as_nanos() as u64);
+    let outcome = merge(&mut fleet, &shards, &dirs, window, watched.signalled)?;
+    let json = serde_json::to_string_pretty(&outcome).context("the merged report")?;
+    std::fs::write(r.out.join("summary.json"), json).with_context(|| format!("writing {}", r.out.join("summary.json").display()))?;
+    Ok(outcome)
+}
+
+/// One report over every agent: per-bot rows from the agents' reports (each must hold exactly
+/// the bots of its shard), response times from every answered packet in the window, on the
+/// controller's clock.
+fn merge(fleet: &mut Fleet, shards: &[Range<u32>], dirs: &[PathBuf], window: (u64, u64), signalled: bool) -> anyhow::Result<BotsOutcome> {
+    let mut bots: Vec<BotReport> = Vec::new();
+    let mut response_ns: Vec<u64> = Vec::new();
+    let mut rows = Vec::new();
+    let mut servers = String::new();
+    let mut refused = Vec::new();
+    for (i, m) in fleet.members.iter().enumerate() {
+        let report: Option<BotsReport> = m.report("bots").filter(|_| m.ok() && m.collected);
+        let mine: Option<BotsReport> =
+            report.filter(|r| r.bots.len() == shards[i].len() && r.bots.iter().all(|b| bot_id(&b.name).is_some_and(|id| shards[i].contains(&id))));
+        let records = match mine.as_ref().map(|_| load(&dirs[i].join("bots.hlog"), &shards[i])) {
+            Some(Ok(r)) => Some(r),
+            Some(Err(e)) => {
+                refused.push((m.c.name.clone(), format!("{e:#}")));
+                None
+            }
+            None => None,
+        };
+        if let (Some(rep), Some(records)) = (&mine, records) {
+            for mut r in records.into_iter().filter(|r| r.kind == RecordKind::Echoed) {
+                crate::merge::correct(&mut r, m.c.clock.offset_ns, m.c.clock.offset_ns);
+                if (window.0..=window.1).contains(&r.t_b) {
+                    response_ns.push(r.t_b.saturating_sub(r.t_a));
+                }
+            }
+            bots.extend(rep.bots.iter().cloned());
+            servers = rep.server.clone();
+        } else if m.ok() && m.report::<BotsReport>("bots").is_some() {
+            refused.push((m.c.name.clone(), format!("its report does not hold exactly the bots {}..{} it ran", shards[i].start, shards[i].end)));
+        }
+        let rep = mine.as_ref();
+        rows.push(BotsAgentRow {
+            name: m.c.name.clone(),
+            address: m.c.addr.to_string(),
+            bots: shards[i].clone(),
+            entered: rep.map_or(0, |r| r.entered),
+            packets_sent: rep.map_or(0, |r| r.bots.iter().map(|b| b.packets_sent).sum()),
+            packets_received: rep.map_or(0, |r| r.bots.iter().map(|b| b.packets_received).sum()),
+            stats: m.stats(),
+        });
+    }
+    for (name, why) in &refused {
+        fleet.refuse(name, why);
+        if let Some(row) = rows.iter_mut().find(|r| &r.name == name) {
+            row.stats.status = format!("log refused: {why}");
+        }
+    }
+    bots.sort_by_key(|b| bot_id(&b.name));
+    let window_s = (window.1 - window.0) as f64 / 1e9;
+    let sum = |f: &dyn Fn(&BotReport) -> f64| bots.iter().map(f).sum::<f64>();
+    let entered: Vec<&BotReport> = bots.iter().filter(|b| b.active_after_s.is_some()).collect();
+    let report = BotsReport {
+        server: servers,
+        entered: entered.len(),
+        quit_cleanly: bots.iter().filter(|b| b.end == "quit").count(),
+        request_rate: sum(&|b| b.request_rate),
+        response_rate: sum(&|b| b.response_rate),
+        request_bytes_mean: sum(&|b| b.bytes_sent as f64) / sum(&|b| b.packets_sent as f64).max(1.0),
+        response_bytes_mean: sum(&|b| b.bytes_received as f64) / sum(&|b| b.packets_received as f64).max(1.0),
+        snapshot_rate_per_bot: if entered.is_empty() { 0.0 } else { entered.iter().map(|b| b.snapshot_rate).sum::<f64>() / entered.len() as f64 },
+        response_ms: Quantiles::of_ns(&mut response_ns),
+        window_s,
+        interrupted: signalled,
+        server_cpu: Vec::new(),
+        bots,
+    };
+    let lost = fleet.lost();
+    Ok(BotsOutcome { report, agents: rows, partial: !lost.is_empty(), lost })
+}
+
+/// The id in a bot's name (`horde12` → 12).
+fn bot_id(name: &str) -> Option<u32> {
+    name.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().ok()
+}
+
+/// An agent's bots log; every record must be of a bot of its shard.
+fn load(p: &Path, shard: &Range<u32>) -> anyhow::Result<Vec<Record>> {
+    let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+    let records = horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?.records;
+    if let Some(r) = records.iter().find(|r| !shard.contains(&r.flow)) {
+        bail!("its log has records of bot {}, which it did not run", r.flow);
+    }
+    Ok(records)
+}

@@ -1,0 +1,83 @@
+//! `horde bots --agents A,B`: this process is the controller; the bots run on the agents
+//! (`horde_agent::bots`), against one game server, with one merged report.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use horde_agent::controller::{parse_agents, Event};
+use horde_q3::Protocol;
+
+use super::{list, options, print_report, servers_for, Args};
+use crate::{bad_input, Outcome};
+
+pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool) -> Outcome {
+    let refuse = |flag: &str, why: &str| Err(bad_input(anyhow::anyhow!("{flag} cannot be used with --agents: {why}")));
+    if args.emu.is_some() {
+        return refuse("--emu", "the bots play from the agents' machines (run agents inside the emulated hosts instead)");
+    }
+    if args.actions.is_some() {
+        return refuse("--actions", "the agents open no file; give the behaviour model with --service");
+    }
+    if !args.steps.is_empty() {
+        return refuse("--steps", "the stepped benchmark runs on one machine");
+    }
+    if args.log.is_some() || args.json.is_some() {
+        return refuse(if args.log.is_some() { "--log" } else { "--json" }, "the agents' logs and the merged summary.json go into --out DIR");
+    }
+    let agents = parse_agents(args.agents.as_deref().unwrap_or_default()).map_err(bad_input)?;
+    if args.start_server && !agents.iter().all(|a| a.addr.ip().is_loopback()) {
+        return refuse("--start-server", "the server would listen on this machine's loopback, which agents elsewhere cannot reach; give --server IP:PORT");
+    }
+    let credentials = args.credentials.clone().ok_or_else(|| {
+        bad_input(anyhow::anyhow!("--agents needs --credentials DIR (ca.pem, controller.pem, controller.key from `horde agent keygen`), or HORDE_CREDENTIALS"))
+    })?;
+    let deadman_ns = horde_model::units::parse_duration_ns(&args.deadman).map_err(|e| bad_input(anyhow::anyhow!("--deadman: {e}")))?;
+    if !(1_000_000_000..=60_000_000_000).contains(&deadman_ns) {
+        return Err(bad_input(anyhow::anyhow!("--deadman must be 1s..60s (got {})", args.deadman)));
+    }
+    // The agents open no file: a service file's text goes with the assignment.
+    let service_text = match horde_model::service::Service::builtin(&args.service) {
+        Ok(_) => None,
+        Err(_) => Some(horde_model::files::read_text(Path::new(&args.service), horde_model::files::MAX_TOML, "service files").map_err(bad_input)?),
+    };
+    let service_text = service_text.map(|t| horde_model::dist::inline_value_files(&t)).transpose().map_err(|e| bad_input(anyhow::anyhow!("--service: {e}")))?;
+    let n = args.players;
+    let (servers, addrs) = servers_for(args, out, n)?;
+    say!("horde bots: {n} bot(s) on {} agent(s) against {}, joining over {:?}, playing {:?}", agents.len(), list(&addrs), args.ramp, args.duration);
+    let events = |e: &Event| match e {
+        Event::Note(m) => say!("horde bots: {m}"),
+        Event::Progress { .. } => {}
+    };
+    let run = horde_agent::bots::BotsRun {
+        agents,
+        credentials,
+        out,
+        bots: options(args, protocol, &addrs, n),
+        service: args.service.clone(),
+        service_text,
+        deadman: std::time::Duration::from_nanos(deadman_ns),
+        events: &events,
+        stop,
+    };
+    let o = horde_agent::bots::run(&run)?;
+    drop(servers);
+    print_report(&o.report);
+    say!("{}", agents_table(&o.agents));
+    say!("report: {}/summary.json (agents' logs in agents/)", out.display());
+    Ok(if o.report.interrupted {
+        130
+    } else if o.partial || o.report.entered < n {
+        1
+    } else {
+        0
+    })
+}
+
+fn agents_table(rows: &[horde_agent::bots::BotsAgentRow]) -> String {
+    let mut t = format!("{:<22} {:<11} {:>7} {:>10} {:>10} {}\n", "agent", "bots", "entered", "pkts sent", "received", horde_scenario::AgentStats::HEADER);
+    for a in rows {
+        let ids = format!("{}..{}", a.bots.start, a.bots.end);
+        t.push_str(&format!("{:<22} {:<11} {:>7} {:>10} {:>10} {}\n", a.name, ids, a.entered, a.packets_sent, a.packets_received, a.stats.cells()));
+    }
+    t
+}
