@@ -274,7 +274,7 @@ impl<'a> Fleet<'a> {
             let _ = m.c.cmd.send(Cmd::Start { at_controller_ns: self.t0_ns });
         }
         self.start = Instant::now() + lead;
-        self.note(format!("run {}: {what}: starting {busy} agent(s) together in {:.1} s", self.run_id, lead.as_secs_f64()));
+        self.note(format!("run {}: {what} starting in {:.1} s (starting {busy} agents together)", self.run_id, lead.as_secs_f64()));
         self.t0_ns
     }
 
