@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use horde_engine::bots::{BotReport, BotsOptions, BotsReport, Quantiles};
+use horde_engine::bots::{BotReport, BotsOptions, BotsReport};
 use horde_wire::{Record, RecordKind};
 use serde::Serialize;
 
@@ -248,23 +248,7 @@ fn merge(fleet: &mut Fleet, shards: &[Range<u32>], dirs: &[PathBuf], window: (u6
     }
     bots.sort_by_key(|b| bot_id(&b.name));
     let window_s = (window.1 - window.0) as f64 / 1e9;
-    let sum = |f: &dyn Fn(&BotReport) -> f64| bots.iter().map(f).sum::<f64>();
-    let entered: Vec<&BotReport> = bots.iter().filter(|b| b.active_after_s.is_some()).collect();
-    let report = BotsReport {
-        server: servers,
-        entered: entered.len(),
-        quit_cleanly: bots.iter().filter(|b| b.end == "quit").count(),
-        request_rate: sum(&|b| b.request_rate),
-        response_rate: sum(&|b| b.response_rate),
-        request_bytes_mean: sum(&|b| b.bytes_sent as f64) / sum(&|b| b.packets_sent as f64).max(1.0),
-        response_bytes_mean: sum(&|b| b.bytes_received as f64) / sum(&|b| b.packets_received as f64).max(1.0),
-        snapshot_rate_per_bot: if entered.is_empty() { 0.0 } else { entered.iter().map(|b| b.snapshot_rate).sum::<f64>() / entered.len() as f64 },
-        response_ms: Quantiles::of_ns(&mut response_ns),
-        window_s,
-        interrupted: signalled,
-        server_cpu: Vec::new(),
-        bots,
-    };
+    let report = BotsReport::of(servers, bots, &mut response_ns, window_s, signalled);
     let lost = fleet.lost();
     Ok(BotsOutcome { report, agents: rows, partial: !lost.is_empty(), lost })
 }

@@ -229,23 +229,33 @@ pub fn run(opts: &BotsOptions, stop: &AtomicBool) -> Result<BotsReport, EngineEr
     let window_s = (mono_ns().min(end).saturating_sub(window_from)) as f64 / 1e9;
     let mut all: Vec<u64> = bots.iter().flat_map(|b| b.2.iter().copied()).collect();
     let reports: Vec<BotReport> = bots.into_iter().map(|b| b.1).collect();
-    let sum = |f: &dyn Fn(&BotReport) -> f64| reports.iter().map(f).sum::<f64>();
-    let entered: Vec<&BotReport> = reports.iter().filter(|b| b.active_after_s.is_some()).collect();
-    Ok(BotsReport {
-        server: opts.servers.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "),
-        entered: entered.len(),
-        quit_cleanly: reports.iter().filter(|b| b.end == "quit").count(),
-        request_rate: sum(&|b| b.request_rate),
-        response_rate: sum(&|b| b.response_rate),
-        request_bytes_mean: sum(&|b| b.bytes_sent as f64) / sum(&|b| b.packets_sent as f64).max(1.0),
-        response_bytes_mean: sum(&|b| b.bytes_received as f64) / sum(&|b| b.packets_received as f64).max(1.0),
-        snapshot_rate_per_bot: if entered.is_empty() { 0.0 } else { entered.iter().map(|b| b.snapshot_rate).sum::<f64>() / entered.len() as f64 },
-        response_ms: Quantiles::of_ns(&mut all),
-        window_s,
-        interrupted: stop.load(Ordering::Relaxed),
-        server_cpu: Vec::new(),
-        bots: reports,
-    })
+    let server = opts.servers.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ");
+    Ok(BotsReport::of(server, reports, &mut all, window_s, stop.load(Ordering::Relaxed)))
+}
+
+impl BotsReport {
+    /// The totals over `bots` (their rows), with response times over `response_ns` (every
+    /// answered packet in the measured window of `window_s` seconds): one machine's run, or the
+    /// merged run of several agents.
+    pub fn of(server: String, bots: Vec<BotReport>, response_ns: &mut [u64], window_s: f64, interrupted: bool) -> BotsReport {
+        let sum = |f: &dyn Fn(&BotReport) -> f64| bots.iter().map(f).sum::<f64>();
+        let entered: Vec<&BotReport> = bots.iter().filter(|b| b.active_after_s.is_some()).collect();
+        BotsReport {
+            server,
+            entered: entered.len(),
+            quit_cleanly: bots.iter().filter(|b| b.end == "quit").count(),
+            request_rate: sum(&|b| b.request_rate),
+            response_rate: sum(&|b| b.response_rate),
+            request_bytes_mean: sum(&|b| b.bytes_sent as f64) / sum(&|b| b.packets_sent as f64).max(1.0),
+            response_bytes_mean: sum(&|b| b.bytes_received as f64) / sum(&|b| b.packets_received as f64).max(1.0),
+            snapshot_rate_per_bot: if entered.is_empty() { 0.0 } else { entered.iter().map(|b| b.snapshot_rate).sum::<f64>() / entered.len() as f64 },
+            response_ms: Quantiles::of_ns(response_ns),
+            window_s,
+            interrupted,
+            server_cpu: Vec::new(),
+            bots,
+        }
+    }
 }
 
 fn open_socket(server: SocketAddr, source: Option<std::net::IpAddr>) -> std::io::Result<std::net::UdpSocket> {
