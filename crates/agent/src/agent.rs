@@ -17,6 +17,7 @@ use horde_engine::clock::real_ns;
 use horde_engine::sender::Progress;
 use horde_model::scenario::Scenario;
 use horde_proto::RunKey;
+use horde_scenario::circuits::Config as CircuitConfig;
 
 use crate::metrics::Metrics;
 use crate::msg::{self, Assignment, Frame, ToAgent, ToController};
@@ -206,8 +207,9 @@ fn finished<T: serde::Serialize>(role: &'static str, r: Result<T, String>) -> Ru
 
 /// What an assignment runs.
 enum Work {
-    /// A scenario's part: its players' client side and/or its server side.
-    Scenario { sc: Box<Scenario>, players: Arc<horde_scenario::Players> },
+    /// A scenario's part: its players' client side and/or its server side; with a
+    /// `[regulation]` table, every player is a regulated circuit (`circuits`).
+    Scenario { sc: Box<Scenario>, players: Arc<horde_scenario::Players>, circuits: Option<Box<CircuitConfig>> },
     /// Flows of a flow file to send (receivers start at prepare).
     Flows { send: Vec<horde_model::Flow> },
     /// Bots against a game server.
@@ -468,6 +470,7 @@ fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc:
     }
     let dir = opts.dir.join(&a.run_id);
     std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let circuits = CircuitConfig::of(&sc).map_err(|e| e.into_anyhow())?.map(Box::new);
     let stop = Arc::new(AtomicBool::new(false));
     let players = Arc::new(horde_scenario::plan(&sc, &stop).map_err(|e| e.into_anyhow())?);
     metrics.players.store(a.players.as_ref().map_or(0, |r| (r.end - r.start) as u64), Ordering::Relaxed);
@@ -478,12 +481,19 @@ fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc:
         Some(listen) => {
             sc.server = listen;
             let (atx, arx) = mpsc::channel();
-            let (sc2, dir2, key2, stop2) = (sc.clone(), dir.clone(), key.clone(), stop.clone());
+            let (sc2, dir2, key2, stop2, cfg) = (sc.clone(), dir.clone(), key.clone(), stop.clone(), circuits.clone());
             let h = std::thread::Builder::new().name("horde-agent-server".into()).spawn(move || {
-                let r = horde_scenario::serve(&sc2, &dir2, key2, &stop2, |addr| {
+                let listening = |addr| {
                     let _ = atx.send(addr);
-                });
-                let _ = tx.send(finished("server", r.map_err(|e| format!("{:#}", e.into_anyhow()))));
+                };
+                let report = match cfg {
+                    // The circuits are in the server side's file (collected); the report counts them.
+                    Some(cfg) => {
+                        horde_scenario::circuits::serve(&sc2, &cfg, &dir2, key2, &stop2, listening).map(|c| serde_json::json!({ "circuits": c.len() }))
+                    }
+                    None => horde_scenario::serve(&sc2, &dir2, key2, &stop2, listening).map(|r| serde_json::to_value(r).unwrap_or_default()),
+                };
+                let _ = tx.send(finished("server", report.map_err(|e| format!("{:#}", e.into_anyhow()))));
             })?;
             match arx.recv_timeout(Duration::from_secs(60)) {
                 Ok(addr) => Some((h, addr)),
@@ -498,7 +508,7 @@ fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc:
     };
     Ok(Run {
         dir,
-        work: Work::Scenario { sc: Box::new(sc), players },
+        work: Work::Scenario { sc: Box::new(sc), players, circuits },
         assignment: a,
         key,
         stop,
@@ -648,10 +658,26 @@ fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics: &Arc<Metr
                 let _ = tx.send(finished("bots", report));
             })
         }
-        Work::Scenario { sc, players } => {
+        Work::Scenario { sc, players, circuits } => {
             let Some(shard) = r.assignment.players.clone() else { return };
             // Players go to the given server side, or to this agent's own.
             let Some(server) = r.assignment.server_addr.or(r.server.as_ref().map(|s| s.1)) else { return };
+            if let Some(cfg) = circuits {
+                let (sc, cfg, file) = (sc.clone(), cfg.clone(), r.dir.join(horde_scenario::circuits::CLIENT_FILE));
+                let spawned = std::thread::Builder::new().name("horde-agent-circuits".into()).spawn(move || {
+                    wait_until(at_ns, &stop);
+                    let r = horde_scenario::circuits::run_clients(&sc, &cfg, shard, server, &key, &[], &progress, &stop).and_then(|c| {
+                        std::fs::write(&file, serde_json::to_vec(&c)?).with_context(|| format!("writing {}", file.display()))?;
+                        Ok(serde_json::json!({ "circuits": c.len(), "joined": c.iter().filter(|c| c.joined_s.is_some()).count() }))
+                    });
+                    let _ = tx.send(finished("clients", r.map_err(|e| format!("{e:#}"))));
+                });
+                match spawned {
+                    Ok(h) => r.clients = Some(h),
+                    Err(_) => r.stop.store(true, Ordering::Relaxed),
+                }
+                return;
+            }
             let (sc, players, log) = (sc.clone(), players.clone(), r.dir.join("client.hlog"));
             std::thread::Builder::new().name("horde-agent-clients".into()).spawn(move || {
                 wait_until(at_ns, &stop);
@@ -684,14 +710,16 @@ fn send_logs(tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
                 files.push("recv.hlog");
             }
         }
-        _ => {
+        (Work::Scenario { circuits, .. }, _) => {
+            let regulated = circuits.is_some();
             if r.assignment.players.is_some() {
-                files.push("client.hlog");
+                files.push(if regulated { horde_scenario::circuits::CLIENT_FILE } else { "client.hlog" });
             }
             if r.assignment.server.is_some() {
-                files.push("server.hlog");
+                files.push(if regulated { horde_scenario::circuits::SERVER_FILE } else { "server.hlog" });
             }
         }
+        (Work::Flows { .. }, None) => {}
     }
     for f in files {
         let path = r.dir.join(f);

@@ -80,14 +80,10 @@ pub(crate) fn addresses(agents: &[AgentSpec], server: &ServerPlace) -> anyhow::R
     Ok((addrs, server_i))
 }
 
-/// The plan, and a thread counting what each player may log (it bounds the logs the agents
-/// hand over, whatever they report, and every record in them).
-type Counting = std::thread::JoinHandle<Vec<[u64; 2]>>;
-fn plan(sc: &Scenario, fleet: &Fleet, stop: &AtomicBool) -> anyhow::Result<(std::sync::Arc<horde_scenario::Players>, Counting)> {
+/// The players' plan, noted.
+fn plan(sc: &Scenario, fleet: &Fleet, stop: &AtomicBool) -> anyhow::Result<std::sync::Arc<horde_scenario::Players>> {
     let t_plan = Instant::now();
     let players = std::sync::Arc::new(horde_scenario::plan(sc, stop).map_err(|e| e.into_anyhow())?);
-    let p = players.clone();
-    let counting = std::thread::Builder::new().name("horde-plan-count".into()).spawn(move || p.planned_apdus()).context("starting the plan count")?;
     fleet.note(format!(
         "{} {} players for {:.0} s planned in {:.2} s (seed {})",
         sc.players,
@@ -96,11 +92,30 @@ fn plan(sc: &Scenario, fleet: &Fleet, stop: &AtomicBool) -> anyhow::Result<(std:
         t_plan.elapsed().as_secs_f64(),
         sc.seed
     ));
-    Ok((players, counting))
+    Ok(players)
 }
 
-/// Runs `sc` on the agents and writes the merged report into `opts.out`.
-pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
+/// A scenario's run on the agents up to its end: connected, planned, placed, started together
+/// and watched; what both kinds of scenario (open-loop players, regulated circuits) share.
+pub(crate) struct Played<'a> {
+    pub fleet: Fleet<'a>,
+    pub players: std::sync::Arc<horde_scenario::Players>,
+    pub server_i: usize,
+    /// Each agent's players (a dedicated server agent has none).
+    pub ranges: Vec<Option<Range<u32>>>,
+    /// The common start, on the controller's clock.
+    pub t0: u64,
+    pub signalled: bool,
+}
+
+/// Connects to the agents, plans the players (calls `planned` with them, e.g. to count the
+/// APDUs the logs are bounded by), places the server side, then the players told where it
+/// listens, starts them together and watches the run to its end.
+pub(crate) fn play<'a>(
+    sc: &Scenario,
+    opts: &ControllerOptions<'a>,
+    planned: impl FnOnce(&std::sync::Arc<horde_scenario::Players>),
+) -> anyhow::Result<Played<'a>> {
     if sc.emu.is_some() {
         bail!("{}: [emu] places players on one machine's emulated hosts; a run through agents places them on the agents (run `horde emu` hosts with agents in them instead)", sc.name);
     }
@@ -109,7 +124,8 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     let key = horde_scenario::run_key(sc).map_err(|e| e.into_anyhow())?;
     let (addrs, server_i) = addresses(&opts.agents, &opts.server)?;
     let mut fleet = Fleet::connect(&addrs, &opts.credentials, opts.deadman, opts.events, opts.stop)?;
-    let (players, counting) = plan(sc, &fleet, opts.stop)?;
+    let players = plan(sc, &fleet, opts.stop)?;
+    planned(&players);
     let weights: Vec<u32> = opts.agents.iter().map(|a| a.weight).collect();
     let mut shards = horde_scenario::shards(sc.players, &weights).map_err(|e| e.into_anyhow())?;
     shards.resize(addrs.len(), 0..0);
@@ -142,77 +158,107 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         downstream_lost_stops_all: true,
         missing: &missing,
     });
-    let planned = counting.join().map_err(|_| anyhow::anyhow!("counting the planned APDUs failed"))?;
-    let dirs = fleet.collect(opts.out, |i, m| {
-        let client = ranges[i].clone().map_or(0, |r| log_bound(&planned, r));
-        let server = if m.downstream { log_bound(&planned, 0..sc.players) } else { 0 };
-        vec![("client.hlog", client), ("server.hlog", server)]
-    })?;
-    fleet.close();
-    report(sc, opts.out, &mut fleet, Gathered { server_i, ranges, dirs, planned, t0, signalled: watched.signalled, players: &players })
+    Ok(Played { fleet, players, server_i, ranges, t0, signalled: watched.signalled })
 }
 
-/// What the run gathered, for the report.
-struct Gathered<'p> {
-    server_i: usize,
-    ranges: Vec<Option<Range<u32>>>,
-    dirs: Vec<PathBuf>,
-    planned: Vec<[u64; 2]>,
-    t0: u64,
-    signalled: bool,
-    players: &'p horde_scenario::Players,
+/// The agents' rows, shared by both kinds of scenario: role, players and what each sent and
+/// received (`count` reads it from the agent's reports).
+pub(crate) fn agent_rows(p: &Played, count: impl Fn(usize, &crate::fleet::Member) -> (u64, u64)) -> Vec<horde_scenario::AgentRow> {
+    p.fleet
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let (apdus_sent, apdus_received) = count(i, m);
+            horde_scenario::AgentRow {
+                name: m.c.name.clone(),
+                address: m.c.addr.to_string(),
+                role: match (i == p.server_i, p.ranges[i].is_some()) {
+                    (true, true) => "server+clients",
+                    (true, false) => "server",
+                    _ => "clients",
+                }
+                .into(),
+                players: p.ranges[i].clone(),
+                apdus_sent,
+                apdus_received,
+                stats: m.stats(),
+            }
+        })
+        .collect()
+}
+
+/// The players of the agents that were lost or refused.
+fn missing_players(p: &Played) -> Vec<Range<u32>> {
+    p.fleet.members.iter().zip(&p.ranges).filter(|(m, _)| !m.ok()).filter_map(|(_, r)| r.clone()).collect()
+}
+
+/// Runs `sc` on the agents and writes the merged report into `opts.out`.
+pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
+    let mut counting = None;
+    let mut played = play(sc, opts, |players| {
+        let p = players.clone();
+        counting = Some(std::thread::Builder::new().name("horde-plan-count".into()).spawn(move || p.planned_apdus()));
+    })?;
+    let counting = counting.context("the plan count")?.context("starting the plan count")?;
+    let planned = counting.join().map_err(|_| anyhow::anyhow!("counting the planned APDUs failed"))?;
+    let (n, ranges) = (sc.players, &played.ranges);
+    let dirs = played.fleet.collect(opts.out, |i, m| {
+        let client = ranges[i].clone().map_or(0, |r| log_bound(&planned, r));
+        let server = if m.downstream { log_bound(&planned, 0..n) } else { 0 };
+        vec![("client.hlog", client), ("server.hlog", server)]
+    })?;
+    played.fleet.close();
+    report(sc, opts.out, &mut played, dirs, planned)
 }
 
 /// One report over all records, every one on the controller's clock.
-fn report(sc: &Scenario, out: &Path, fleet: &mut Fleet, mut c: Gathered) -> anyhow::Result<Outcome> {
+fn report(sc: &Scenario, out: &Path, p: &mut Played, dirs: Vec<PathBuf>, planned: Vec<[u64; 2]>) -> anyhow::Result<Outcome> {
     let t_merge = Instant::now();
-    let parts: Vec<crate::merge::Part> = fleet
+    let parts: Vec<crate::merge::Part> = p
+        .fleet
         .members
         .iter()
         .enumerate()
         .map(|(i, m)| crate::merge::Part {
             name: m.c.name.clone(),
-            dir: c.dirs[i].clone(),
+            dir: dirs[i].clone(),
             offset_ns: m.c.clock.offset_ns,
-            players: c.ranges[i].clone(),
-            server: i == c.server_i,
+            players: p.ranges[i].clone(),
+            server: i == p.server_i,
             ok: m.collected && m.ok(),
             client: m.report("clients"),
             server_report: m.report("server"),
         })
         .collect();
     let plan = crate::merge::Plan {
-        from_ns: c.t0.saturating_sub(PLAN_MARGIN.as_nanos() as u64),
-        to_ns: c.t0 + (sc.duration_s * 1e9) as u64 + (OVERRUN + FINISH_WITHIN + PLAN_MARGIN).as_nanos() as u64,
-        apdus: std::mem::take(&mut c.planned),
+        from_ns: p.t0.saturating_sub(PLAN_MARGIN.as_nanos() as u64),
+        to_ns: p.t0 + (sc.duration_s * 1e9) as u64 + (OVERRUN + FINISH_WITHIN + PLAN_MARGIN).as_nanos() as u64,
+        apdus: planned,
     };
     let merged = crate::merge::merge(sc, &parts, &plan)?;
     for (name, why) in &merged.refused {
-        fleet.refuse(name, why);
+        p.fleet.refuse(name, why);
     }
-    let server = &fleet.members[c.server_i];
+    let server = &p.fleet.members[p.server_i];
     let server_lost = server.lost_at_s;
-    let interruption = (c.signalled || server_lost.is_some()).then(|| {
+    let interruption = (p.signalled || server_lost.is_some()).then(|| {
         let at_s = server_lost.unwrap_or_else(|| merged.client.end_real_ns.saturating_sub(merged.client.t0_real_ns) as f64 / 1e9).min(sc.duration_s);
         let reason = if server_lost.is_some() { format!("the server agent {} was lost", server.c.name) } else { "interrupted".into() };
         let grace = horde_scenario::report::IN_FLIGHT_GRACE_S + if server_lost.is_some() { horde_engine::logger::FLUSH_EVERY_NS as f64 / 1e9 } else { 0.0 };
         horde_scenario::Interruption { at_s, analysed_s: (at_s - grace).max(0.0), reason }
     });
     let usage_of = |pick: &dyn Fn(usize) -> bool| -> (f64, u64) {
-        fleet.members.iter().enumerate().filter(|(i, _)| pick(*i)).fold((0.0, 0), |a, (_, m)| (a.0 + m.cpu_s, a.1.max(m.max_rss_kb)))
+        p.fleet.members.iter().enumerate().filter(|(i, _)| pick(*i)).fold((0.0, 0), |a, (_, m)| (a.0 + m.cpu_s, a.1.max(m.max_rss_kb)))
     };
-    let ((client_cpu_s, client_max_rss_kb), (server_cpu_s, server_max_rss_kb)) = (usage_of(&|i| c.ranges[i].is_some()), usage_of(&|i| i == c.server_i));
+    let ((client_cpu_s, client_max_rss_kb), (server_cpu_s, server_max_rss_kb)) = (usage_of(&|i| p.ranges[i].is_some()), usage_of(&|i| i == p.server_i));
     let usage = horde_scenario::Usage { client_cpu_s, client_max_rss_kb, server_cpu_s, server_max_rss_kb };
-    let (log_bytes, log_bytes_transferred) = fleet.log_bytes();
-    let distributed = horde_scenario::Distributed {
-        agents: rows(fleet, &c),
-        server_agent: server.c.name.clone(),
-        partial: !fleet.lost().is_empty(),
-        missing_players: fleet.members.iter().zip(&c.ranges).filter(|(m, _)| !m.ok()).filter_map(|(_, r)| r.clone()).collect(),
-        log_bytes,
-        log_bytes_transferred,
+    let count = |_, m: &crate::fleet::Member| {
+        let reports: Vec<horde_engine::SendReport> = ["clients", "server"].iter().filter_map(|r| m.report(r)).collect();
+        (reports.iter().map(|r| r.packets).sum(), reports.iter().map(|r| r.received).sum())
     };
-    let present = fleet.members.iter().zip(&c.ranges).filter(|(m, _)| m.ok()).filter_map(|(_, r)| r.clone()).collect();
+    let distributed = distributed(p, agent_rows(p, count));
+    let present = p.fleet.members.iter().zip(&p.ranges).filter(|(m, _)| m.ok()).filter_map(|(_, r)| r.clone()).collect();
     let outcomes = horde_scenario::report::Outcomes {
         client: merged.client,
         server: merged.server,
@@ -224,40 +270,27 @@ fn report(sc: &Scenario, out: &Path, fleet: &mut Fleet, mut c: Gathered) -> anyh
         present,
         distributed: Some(distributed),
     };
-    let summary = horde_scenario::report::write_records(sc, out, c.players, outcomes, &merged.client_records, &merged.server_records)?;
-    fleet.note(format!(
+    let summary = horde_scenario::report::write_records(sc, out, &p.players, outcomes, &merged.client_records, &merged.server_records)?;
+    p.fleet.note(format!(
         "merged {} + {} records and analysed them in {:.1} s",
         merged.client_records.len(),
         merged.server_records.len(),
         t_merge.elapsed().as_secs_f64()
     ));
-    Ok(Outcome { summary, lost: fleet.lost() })
+    Ok(Outcome { summary, lost: p.fleet.lost() })
 }
 
-/// Each agent's row of the report.
-fn rows(fleet: &Fleet, c: &Gathered) -> Vec<horde_scenario::AgentRow> {
-    let count = |m: &crate::fleet::Member, f: fn(&horde_engine::SendReport) -> u64| {
-        ["clients", "server"].iter().filter_map(|r| m.report::<horde_engine::SendReport>(r)).map(|r| f(&r)).sum()
-    };
-    fleet
-        .members
-        .iter()
-        .enumerate()
-        .map(|(i, m)| horde_scenario::AgentRow {
-            name: m.c.name.clone(),
-            address: m.c.addr.to_string(),
-            role: match (i == c.server_i, c.ranges[i].is_some()) {
-                (true, true) => "server+clients",
-                (true, false) => "server",
-                _ => "clients",
-            }
-            .into(),
-            players: c.ranges[i].clone(),
-            apdus_sent: count(m, |r| r.packets),
-            apdus_received: count(m, |r| r.received),
-            stats: m.stats(),
-        })
-        .collect()
+/// The report's distributed part: the agents' rows, the server agent, what is missing.
+pub(crate) fn distributed(p: &Played, agents: Vec<horde_scenario::AgentRow>) -> horde_scenario::Distributed {
+    let (log_bytes, log_bytes_transferred) = p.fleet.log_bytes();
+    horde_scenario::Distributed {
+        agents,
+        server_agent: p.fleet.members[p.server_i].c.name.clone(),
+        partial: !p.fleet.lost().is_empty(),
+        missing_players: missing_players(p),
+        log_bytes,
+        log_bytes_transferred,
+    }
 }
 
 /// How long agents may overrun the run's end before they are stopped: 15 s (no departure

@@ -12,14 +12,18 @@
 //! - [`agent`]: the agent daemon (the TLS shell around [`session`]);
 //! - [`controller`]: the controller (its link to each agent in `link.rs`), and [`merge`]: the
 //!   agents' logs into one report;
-//! - [`flows`]: the controller for a flow file's `send`/`recv` flows through agents (D-ITG's
-//!   manager use);
+//! - `fleet` (crate-private): what every controller shares — connect, assign in stages, one
+//!   common start, watch with ordered stops, bounded collection; the run kinds on it:
+//!   [`controller`] (a scenario's players), [`circuits`] (a scenario's regulated circuits),
+//!   [`flows`] (a flow file's `send`/`recv` flows, D-ITG's manager use) and [`bots`] (game-server
+//!   bots);
 //! - [`metrics`]: the agent's optional Prometheus endpoint.
 //!
 //! See docs/distributed.md for the protocol, the security model and the failure behaviour.
 
 pub mod agent;
 pub mod bots;
+pub mod circuits;
 pub mod clock;
 pub mod controller;
 pub(crate) mod fleet;

@@ -519,3 +519,40 @@ fn bots_through_two_agents_play_on_one_real_server_with_one_merged_report() {
     assert!(p50 > 0.0 && p50 < 100.0, "loopback response time within two server frames: {p50} ms");
     assert!(c.text().contains("bots 2..8 (6)"), "{}", c.text());
 }
+
+#[test]
+fn a_regulated_scenario_through_two_agents_gives_one_report_with_every_circuit() {
+    let d = tmp("circuits");
+    let creds = keygen(&d);
+    let (_a, a_addr, _) = agent(&d, &creds, "127.0.0.12", "ra", false);
+    let (_b, b_addr, _) = agent(&d, &creds, "127.0.0.13", "rb", false);
+    let sc = d.join("regulated.toml");
+    std::fs::write(
+        &sc,
+        "name = \"regulated\"\nservice = \"opensim\"\nplayers = 6\nduration = \"6s\"\nseed = 3\njoin = \"uniform(0, 1)\"\n\n[regulation]\nthrottle = \"mongoose\"\nregulator = \"dual\"\n",
+    )
+    .unwrap();
+    let out = d.join("out");
+    let list = format!("{a_addr},{b_addr}*2");
+    let mut c = Proc::spawn(&["run", sc.to_str().unwrap(), "-q", "--agents", &list, "--credentials", creds.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(c.wait(Duration::from_secs(90)), 0, "{}", c.text());
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(v["kind"], "circuits", "{v}");
+    assert_eq!(v["totals"]["joined"], 6, "{v}");
+    let circuits = v["circuits"].as_array().unwrap();
+    assert_eq!(circuits.iter().map(|c| c["player"].as_u64().unwrap()).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4, 5]);
+    // Every circuit got data at a rate its throttle asked for, and the server side's figures
+    // (sent, allowance) are in the same rows: both sides were merged per player.
+    for c in circuits {
+        assert!(c["received_kbps"].as_f64().unwrap() > 10.0 && c["sent_kbps"].as_f64().unwrap() > 10.0, "{c}");
+        assert!(c["allowance_kbps"].as_f64().unwrap() > 0.0 && c["rtt_ms"].as_f64().is_some(), "{c}");
+    }
+    let agents = v["distributed"]["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2);
+    assert_eq!((agents[0]["role"].as_str(), &agents[0]["players"]), (Some("server+clients"), &serde_json::json!({"start": 0, "end": 2})), "{agents:?}");
+    assert_eq!(agents[1]["players"], serde_json::json!({"start": 2, "end": 6}), "{agents:?}");
+    assert!(agents.iter().all(|a| a["status"] == "finished" && a["apdus_received"].as_u64().unwrap() > 100), "{agents:?}");
+    assert_eq!(v["distributed"]["partial"], false);
+    assert!(out.join("circuits.csv").exists() && out.join("index.html").exists());
+    assert!(std::fs::read_to_string(out.join("index.html")).unwrap().contains("agents:"));
+}

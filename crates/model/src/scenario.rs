@@ -273,9 +273,6 @@ impl Scenario {
                         format!("service `{}` has no [circuit] table, which regulated circuits need (the built-in opensim has one)", service.name),
                     ));
                 }
-                if raw.agents.is_some() {
-                    return Err(fail("regulation", "regulated circuits run on one machine in this version: remove [agents] (or [regulation])".into()));
-                }
                 let regulator = r.regulator.unwrap_or_else(|| "dual".into());
                 if regulator != "dual" && regulator != "per-channel" {
                     return Err(fail("regulation.regulator", format!("`{regulator}`: give per-channel (OpenSim) or dual (Mongoose)")));

@@ -49,6 +49,10 @@ pub struct CircuitSummary {
     /// Every second of the run, over all circuits (each side's seconds from its own start; the
     /// server side starts a fraction of a second before the clients).
     pub seconds: Vec<SecondRow>,
+    /// A run through agents (`horde run --agents`): its agents, and the players of any agent
+    /// that was lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<crate::Distributed>,
 }
 
 /// The whole run.
@@ -255,6 +259,7 @@ pub fn summarise(sc: &Scenario, cfg: &Config, clients: &[JoinedCircuit], served:
         totals,
         circuits: rows,
         seconds: secs.into_values().collect(),
+        distributed: None,
     }
 }
 
@@ -326,7 +331,8 @@ pub fn write(
     let mut sections: Vec<(String, String)> = charts.into_iter().map(|(_, title, svg)| (title, svg)).collect();
     sections.push(("Circuits".into(), table(s)));
     let title = format!("Horde regulated run: {}", s.scenario);
-    let intro = format!("{}{}", text(s), links.map(|l| format!("\nemulated links:\n{l}")).unwrap_or_default());
+    let agents = s.distributed.as_ref().map(|d| format!("\nagents:\n{}", crate::report::agents_table(d, "packets"))).unwrap_or_default();
+    let intro = format!("{}{}{agents}", text(s), links.map(|l| format!("\nemulated links:\n{l}")).unwrap_or_default());
     std::fs::write(out.join("index.html"), horde_stats::html::simple_page(&title, &intro, &sections)).context("writing index.html")?;
     Ok(())
 }

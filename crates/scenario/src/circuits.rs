@@ -384,6 +384,8 @@ impl From<&ServerStats> for ServerStatsOut {
 
 /// The server side's file in the report directory.
 pub const SERVER_FILE: &str = "circuits-server.json";
+/// A client side's circuits as an agent hands them to the controller ([`JoinedCircuit`]s).
+pub const CLIENT_FILE: &str = "circuits-clients.json";
 
 /// The server side of a regulated run: listens on the scenario's server address (calls
 /// `on_listening` with the bound address), admits one circuit per player after address
@@ -489,7 +491,7 @@ pub fn serve(
 // The client side.
 
 /// One circuit's client end at the end of the run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JoinedCircuit {
     pub player: u32,
     /// Seconds after the start when the server admitted it (None: it never joined).

@@ -361,7 +361,7 @@ pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, 
         &format!("Horde run: {} ({} × {}, {:.0} s, seed {}){note}", sc.name, sc.players, sc.service.name, sc.duration_s, sc.seed),
         &sc.text,
         summary.emulated_links.as_deref().map(horde_emu::fwd::links_table).as_deref(),
-        summary.distributed.as_ref().map(agents_table).as_deref(),
+        summary.distributed.as_ref().map(|d| agents_table(d, "APDUs")).as_deref(),
         &summary.analysis,
         &charts,
         &verdict(&summary),
@@ -370,12 +370,14 @@ pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, 
     Ok(summary)
 }
 
-/// The per-agent table of a distributed run's report, as text.
-pub fn agents_table(d: &Distributed) -> String {
-    let mut t = format!("{:<22} {:<14} {:<13} {:>10} {:>10} {}\n", "agent", "role", "players", "APDUs sent", "received", AgentStats::HEADER);
+/// The per-agent table of a distributed run's report, as text; `unit` names what the sent and
+/// received columns count ("APDUs" for players, "packets" for regulated circuits).
+pub fn agents_table(d: &Distributed, unit: &str) -> String {
+    let sent = format!("{unit} sent");
+    let mut t = format!("{:<22} {:<14} {:<13} {:>12} {:>10} {}\n", "agent", "role", "players", sent, "received", AgentStats::HEADER);
     for a in &d.agents {
         let players = a.players.as_ref().map(|r| format!("{}..{}", r.start, r.end)).unwrap_or_else(|| "-".into());
-        t.push_str(&format!("{:<22} {:<14} {:<13} {:>10} {:>10} {}\n", a.name, a.role, players, a.apdus_sent, a.apdus_received, a.stats.cells()));
+        t.push_str(&format!("{:<22} {:<14} {:<13} {:>12} {:>10} {}\n", a.name, a.role, players, a.apdus_sent, a.apdus_received, a.stats.cells()));
     }
     if d.partial {
         let m: Vec<String> = d.missing_players.iter().map(|r| format!("{}..{}", r.start, r.end)).collect();

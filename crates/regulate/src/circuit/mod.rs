@@ -31,7 +31,7 @@ pub const MAX_UNACKED: usize = 65_536;
 const BACKLOG_DEPTH: usize = 64;
 
 /// Per-channel counters of one end.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct ChannelStats {
     pub packets: u64,
     pub bytes: u64,
@@ -294,7 +294,7 @@ impl Server {
 }
 
 /// The client end's counters.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct ClientStats {
     pub channels: [ChannelStats; 7],
     pub packets: u64,

@@ -1,0 +1,128 @@
+//! `horde run SCENARIO --agents …`: this process is the controller. The settings come from the
+//! flags, the scenario's `[agents]` table and HORDE_CREDENTIALS, resolved once (flags win); the
+//! run goes through the fleet as open-loop players or, with `[regulation]`, as regulated
+//! circuits.
+
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use horde_agent::controller::{self, AgentSpec, ControllerOptions, Event as CEvent, ServerPlace};
+use horde_model::scenario::Scenario;
+
+use super::progress::{Progress, DEADMAN};
+use super::Args;
+use crate::{bad_input, Outcome};
+
+/// The controller's settings, resolved once.
+struct Settings {
+    agents: Vec<AgentSpec>,
+    server: ServerPlace,
+    credentials: PathBuf,
+    deadman: Duration,
+}
+
+impl Settings {
+    /// From the flags, else the scenario's `[agents]` table (its server agent only when its
+    /// list is the one used), else the defaults; every value checked here.
+    fn resolve(args: &Args, sc: &Scenario, list: &str) -> Result<Settings, crate::Failure> {
+        let agents = controller::parse_agents(list).map_err(bad_input)?;
+        let table = sc.agents.as_ref();
+        let server_agent = args.server_agent.clone().or_else(|| table.filter(|_| args.agents.is_none()).and_then(|t| t.server.clone()));
+        let server = match &server_agent {
+            None => ServerPlace::Agent(0),
+            Some(s) => {
+                let a = controller::parse_agents(s).map_err(bad_input)?;
+                if a.len() != 1 {
+                    return Err(bad_input(anyhow::anyhow!("--server-agent names one agent (got {})", a.len())));
+                }
+                match agents.iter().position(|x| x.addr == a[0].addr) {
+                    Some(i) => ServerPlace::Agent(i),
+                    None => ServerPlace::Dedicated(a[0].addr),
+                }
+            }
+        };
+        let credentials = args.credentials.clone().or_else(|| table.and_then(|a| a.credentials.clone())).ok_or_else(|| {
+            bad_input(anyhow::anyhow!(
+                "--agents needs --credentials DIR (ca.pem, controller.pem, controller.key from `horde agent keygen`), or HORDE_CREDENTIALS"
+            ))
+        })?;
+        let deadman = args.deadman.clone().or_else(|| table.and_then(|a| a.deadman.clone())).unwrap_or_else(|| DEADMAN.into());
+        let deadman_ns = horde_model::units::parse_duration_ns(&deadman).map_err(|e| bad_input(anyhow::anyhow!("--deadman: {e}")))?;
+        if !(1_000_000_000..=60_000_000_000).contains(&deadman_ns) {
+            return Err(bad_input(anyhow::anyhow!("--deadman must be 1s..60s (got {deadman})")));
+        }
+        Ok(Settings { agents, server, credentials, deadman: Duration::from_nanos(deadman_ns) })
+    }
+}
+
+/// Runs `sc` through the agents `list` and prints what the merged report says.
+pub fn run(args: &Args, sc: &Scenario, list: &str, out: &Path, progress: Progress, stop: &AtomicBool) -> Outcome {
+    let s = Settings::resolve(args, sc, list)?;
+    let tty = std::io::stderr().is_terminal();
+    let last_line = std::sync::Mutex::new(false);
+    let events = |e: &CEvent| match e {
+        CEvent::Note(m) => {
+            let mut l = last_line.lock().unwrap_or_else(|p| p.into_inner());
+            if *l {
+                say!();
+                *l = false;
+            }
+            say!("horde run: {m}")
+        }
+        CEvent::Progress { t_s, agents } => {
+            if progress.agents(&sc.name, *t_s, agents, tty) {
+                *last_line.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            }
+        }
+    };
+    let opts = ControllerOptions {
+        agents: s.agents,
+        server: s.server,
+        credentials: s.credentials,
+        out,
+        scenario_dir: args.scenario.parent().map(Path::to_path_buf).unwrap_or_default(),
+        deadman: s.deadman,
+        lost_after: s.deadman,
+        events: &events,
+        stop,
+    };
+    let interrupted_early = |e: anyhow::Error| -> Outcome {
+        // Ctrl-C before the run started: nothing ran, nothing to report.
+        if stop.load(Ordering::Relaxed) {
+            say!("horde run: interrupted before the run started ({e:#})");
+            return Ok(130);
+        }
+        Err(e.into())
+    };
+    if let Some(cfg) = horde_scenario::circuits::Config::of(sc)? {
+        let r = match horde_agent::circuits::run(sc, &cfg, &opts) {
+            Ok(r) => r,
+            Err(e) => return interrupted_early(e),
+        };
+        return super::circuits_outcome(&r.summary, out, None, &r.lost);
+    }
+    let r = match controller::run(sc, &opts) {
+        Ok(r) => r,
+        Err(e) => return interrupted_early(e),
+    };
+    let s = &r.summary;
+    if let Some(d) = &s.distributed {
+        say_inline!("{}", horde_scenario::report::agents_table(d, "APDUs"));
+    }
+    crate::cmd::send::print_report(&s.client);
+    let note = s.interruption.as_ref().map(|i| format!("\n{}\n", i.note(sc.duration_s))).unwrap_or_default();
+    crate::output::out(&format!(
+        "{note}{}\nreport: {}/index.html (summary.json, charts/*.svg, agents' logs in agents/)\n",
+        super::table(&s.analysis),
+        out.display()
+    ))?;
+    if !r.lost.is_empty() {
+        return Err(crate::Failure::from(anyhow::anyhow!(
+            "agent(s) {} were lost during the run: the report is partial (summary.json: distributed.missing_players)",
+            r.lost.join(", ")
+        )));
+    }
+    Ok(if s.interruption.is_some() { 130 } else { 0 })
+}

@@ -1,0 +1,209 @@
+//! `horde run`: a scenario on this machine (its server side a child process), through agents
+//! (`agents.rs`), or only its server side (`--serve-only`, that child).
+
+mod agents;
+mod progress;
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use horde_model::scenario::Scenario;
+use horde_scenario::{Event, Overrides, RunOptions, ServerSide};
+use horde_stats::game::GameAnalysis;
+
+pub use progress::{Printer, Progress, ProgressMode};
+
+use crate::{bad_input, Outcome};
+
+/// Runs a scenario: every player is one connection (TCP, or a UDP socket pair for UDP services)
+/// carrying its client→server APDUs, and Horde's server side sends each player's server→client
+/// APDUs back on it; both switch models when the player's category changes. Writes logs and a
+/// report directory. With a `[regulation]` table, every player is a regulated virtual-world
+/// circuit instead (docs/regulation.md).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Scenario file (TOML: service, players, duration, seed, start_hour, join, server, variables, threads, server_threads, spin_us, [emu], [agents], [regulation]; see examples/wow.toml, examples/wow-access.toml, examples/opensim-regulated.toml)
+    #[arg(value_name = "SCENARIO")]
+    pub scenario: PathBuf,
+    /// Report directory (default: horde-out/<scenario file name>-<unix time>)
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Override the scenario's player count
+    #[arg(short = 'n', long)]
+    pub players: Option<u32>,
+    /// Override the scenario's duration, e.g. 30s
+    #[arg(short = 't', long, short_alias = 'd', value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Override the scenario's seed
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// No live progress line
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Progress as `text` (a line on the terminal) or `json` (one JSON object per second on
+    /// standard error, or in --progress-file: t_s, rates, totals, players per category)
+    #[arg(long, value_enum, default_value_t = super::run::ProgressMode::Text)]
+    pub progress: super::run::ProgressMode,
+    /// Write JSON progress lines to this file instead of standard error (implies --progress json)
+    #[arg(long, value_name = "FILE")]
+    pub progress_file: Option<PathBuf>,
+    /// Run through agents (`horde agent` on each load machine): comma-separated HOST:PORT[*WEIGHT], dns:NAME:PORT (every address of a name, e.g. a Kubernetes headless service) or @FILE. Players are sharded over them by id, in proportion to the weights
+    #[arg(long, value_name = "LIST")]
+    pub agents: Option<String>,
+    /// With --agents (or the scenario's [agents]): the agent that runs the server side, HOST:PORT (one of --agents, which then also runs players, or one that runs only the server side; default: the first of --agents)
+    #[arg(long, value_name = "ADDR")]
+    pub server_agent: Option<String>,
+    /// With --agents: the controller's credentials directory with ca.pem, controller.pem and controller.key (from `horde agent keygen`)
+    #[arg(long, value_name = "DIR", env = "HORDE_CREDENTIALS")]
+    pub credentials: Option<PathBuf>,
+    /// With --agents: an agent that hears nothing from the controller for this long stops its traffic, and a running agent silent this long is reported lost (1s..60s; default: the [agents] table's deadman, else 3s)
+    #[arg(long, value_name = "DURATION")]
+    pub deadman: Option<String>,
+    /// Internal: run only the server side (started by `horde run` as a child process)
+    #[arg(long, hide = true)]
+    pub serve_only: bool,
+    /// Internal: the server side's listening address (overrides the scenario's)
+    #[arg(long, hide = true)]
+    pub listen: Option<SocketAddr>,
+}
+
+impl From<horde_scenario::Error> for crate::Failure {
+    fn from(e: horde_scenario::Error) -> Self {
+        crate::Failure { code: e.exit_code(), err: e.into_anyhow(), quiet: false }
+    }
+}
+
+pub fn load(args: &Args) -> Result<Scenario, crate::Failure> {
+    let mut sc = Scenario::load(&args.scenario).map_err(bad_input)?;
+    let o = Overrides { players: args.players, duration: args.duration.as_deref(), seed: args.seed };
+    horde_scenario::apply_overrides(&mut sc, &o)?;
+    Ok(sc)
+}
+
+pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
+    let sc = load(&args)?;
+    let name = args.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
+    let out = args.out.clone().unwrap_or_else(|| super::default_out(&name));
+    if !args.serve_only {
+        super::report_dir(&out)?;
+    }
+    if args.serve_only {
+        let mut sc = sc;
+        if let Some(l) = args.listen {
+            sc.server = l;
+        }
+        let key = horde_scenario::server_key(&sc)?;
+        let banner = |a| {
+            use std::io::Write;
+            let mut o = std::io::stdout();
+            let _ = writeln!(o, "{}{a}", horde_scenario::server::SERVE_BANNER);
+            let _ = o.flush();
+        };
+        if let Some(cfg) = horde_scenario::circuits::Config::of(&sc)? {
+            horde_scenario::circuits::serve(&sc, &cfg, &out, key, stop, banner)?;
+            return Ok(0);
+        }
+        horde_scenario::serve(&sc, &out, key, stop, banner)?;
+        return Ok(0);
+    }
+    let progress = Progress::of(args.quiet, args.progress, args.progress_file.as_deref())?;
+    // `--agents` (or the scenario's `[agents]` table): this process is the controller.
+    if let Some(list) = args.agents.clone().or_else(|| sc.agents.as_ref().map(|a| a.list.join(","))) {
+        return agents::run(&args, &sc, &list, &out, progress, stop);
+    }
+    if args.server_agent.is_some() {
+        return Err(bad_input(anyhow::anyhow!("--server-agent needs agents: --agents LIST, or an [agents] table in the scenario")));
+    }
+    execute(&sc, Some(&args.scenario), &out, progress, stop)
+}
+
+/// Runs a scenario through the library and prints what it reports.
+pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: Progress, stop: &AtomicBool) -> Outcome {
+    let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("locating the horde binary: {e}"))?;
+    let printer = Printer { sc, progress, tty: std::io::stderr().is_terminal() };
+    let events = |e: &Event| printer.event(e);
+    let opts = RunOptions { out, scenario_file: scenario, server: ServerSide::Child(exe), shard: None, events: &events, stop };
+    if let Some(cfg) = horde_scenario::circuits::Config::of(sc)? {
+        return circuits(sc, &cfg, &opts, &printer);
+    }
+    let r = horde_scenario::execute(sc, &opts)?;
+    if printer.tty && matches!(printer.progress, Progress::Text) {
+        say!();
+    }
+    let s = &r.summary;
+    let u = &s.resources;
+    say!(
+        "  resources: client process {:.1} s CPU ({:.0} % of the run), peak RSS {} MB; server process {:.1} s CPU ({:.0} %), peak RSS {} MB",
+        u.client_cpu_s,
+        u.client_cpu_s / sc.duration_s * 100.0,
+        u.client_max_rss_kb / 1024,
+        u.server_cpu_s,
+        u.server_cpu_s / sc.duration_s * 100.0,
+        u.server_max_rss_kb / 1024
+    );
+    if let Some(links) = &s.emulated_links {
+        say_inline!("{}", horde_emu::fwd::links_table(links));
+    }
+    crate::cmd::send::print_report(&s.client);
+    if s.mismatched > 0 {
+        say!("  warning: {} APDU(s) differed from the sender's regenerated schedule: a framing or pacing bug; please report it", s.mismatched);
+    }
+    let note = s.interruption.as_ref().map(|i| format!("\n{}\n", i.note(sc.duration_s))).unwrap_or_default();
+    crate::output::out(&format!(
+        "{note}{}\nreport: {}/index.html (summary.json, charts/*.svg, logs client.hlog and server.hlog)\n",
+        table(&s.analysis),
+        out.display()
+    ))?;
+    if let Some(status) = &r.server_died {
+        let i = s.interruption.as_ref().map(|i| (i.at_s, i.analysed_s)).unwrap_or_default();
+        return Err(crate::Failure::from(anyhow::anyhow!(
+            "the server side exited unexpectedly ({status}) {:.1} s into the run; the report covers the first {:.1} s",
+            i.0,
+            i.1
+        )));
+    }
+    Ok(if r.interrupted() { 130 } else { 0 })
+}
+
+/// A regulated run ([regulation]): its circuits, then their totals.
+fn circuits(sc: &Scenario, cfg: &horde_scenario::circuits::Config, opts: &RunOptions, printer: &Printer) -> Outcome {
+    let r = horde_scenario::circuits::execute(sc, cfg, opts)?;
+    if printer.tty && matches!(printer.progress, Progress::Text) {
+        say!();
+    }
+    circuits_outcome(&r.summary, opts.out, r.server_died.as_deref(), &[])
+}
+
+/// What a regulated run's report says, on one machine or through agents (`lost`: agents lost
+/// during the run).
+fn circuits_outcome(s: &horde_scenario::circuit_report::CircuitSummary, out: &Path, server_died: Option<&str>, lost: &[String]) -> Outcome {
+    let note = s.interruption.as_ref().map(|i| format!("\nstopped early: {i}\n")).unwrap_or_default();
+    let agents = s.distributed.as_ref().map(|d| horde_scenario::report::agents_table(d, "packets")).unwrap_or_default();
+    crate::output::out(&format!(
+        "{note}\n{agents}{}\nreport: {}/index.html (summary.json, circuits.csv, charts/*.svg)\n",
+        horde_scenario::circuit_report::text(s),
+        out.display()
+    ))?;
+    if let Some(status) = server_died {
+        return Err(crate::Failure::from(anyhow::anyhow!("the server side exited unexpectedly ({status}); the report covers the time before")));
+    }
+    if !lost.is_empty() {
+        return Err(crate::Failure::from(anyhow::anyhow!(
+            "agent(s) {} were lost during the run: the report is partial (summary.json: distributed.missing_players)",
+            lost.join(", ")
+        )));
+    }
+    if s.totals.joined == 0 {
+        return Err(crate::Failure::from(anyhow::anyhow!(
+            "no circuit joined: {}",
+            s.circuits.iter().find_map(|c| c.error.clone()).unwrap_or_else(|| "the run ended first".into())
+        )));
+    }
+    Ok(if s.interruption.is_some() { 130 } else { 0 })
+}
+
+fn table(g: &GameAnalysis) -> String {
+    format!("\n{}", horde_stats::game::table(g).text(true))
+}
