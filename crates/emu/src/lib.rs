@@ -331,7 +331,56 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
         }
     }
     let routers: Vec<bool> = std::iter::once(false).chain(plan.nodes.iter().filter(|n| !n.kind.is_l2()).map(|n| n.kind == Kind::Router)).collect();
-    let mut spaces = std::thread::scope(|s| {
+    let mut spaces = namespaces(&names, &routers, opts)?;
+    interrupted(opts)?;
+    // Bridges.
+    let mut bridge_idx: HashMap<usize, u32> = HashMap::new();
+    for (i, n) in plan.nodes.iter().enumerate() {
+        if n.kind.is_l2() {
+            let f = &mut spaces[0];
+            let idx = f.index();
+            f.nl.bridge(&n.ns, idx, n.kind == Kind::Hub)?;
+            bridge_idx.insert(i, idx);
+        }
+    }
+    spaces[0].nl.flush()?;
+    let n_imp = links(plan, exp, &mut spaces, &which, &bridge_idx, &netem_links, opts)?;
+    interrupted(opts)?;
+    let has_impaired = n_imp > 0;
+    addresses_and_routes(plan, &mut spaces, &which, has_impaired, opts)?;
+    let netem_raw: Vec<(usize, LinkSpec, LinkSpec)> = netem_links.iter().map(|&i| (i, plan.links[i].ab.clone(), plan.links[i].ba.clone())).collect();
+    drop(spaces);
+    interrupted(opts)?;
+    let base_dir = Path::new(file).parent().map(|p| p.canonicalize().unwrap_or(p.to_path_buf())).unwrap_or_default();
+    let mut meta = Meta {
+        exp: exp.to_string(),
+        name: plan.name.clone(),
+        file: file.to_string(),
+        base_dir: base_dir.display().to_string(),
+        created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        nodes: plan.nodes.len(),
+        links: plan.links.len(),
+        impaired_links: n_imp + netem_links.len(),
+        path,
+        netem_links: netem_raw,
+        daemon_pid: None,
+        up_seconds: 0.0,
+        live_all: opts.live_all,
+    };
+    save_meta(&meta)?;
+    if has_impaired {
+        meta.daemon_pid = Some(fwd::spawn_daemon(exp, &opts.daemon_exe)?);
+    }
+    meta.up_seconds = t0.elapsed().as_secs_f64();
+    save_meta(&meta)?;
+    Ok(meta)
+}
+
+/// The namespaces `names` (the fabric first), made on a helper thread so this thread stays
+/// where it is; each gets its netlink and inet sockets while the thread is inside it, and
+/// forwarding where `routers` says.
+fn namespaces(names: &[String], routers: &[bool], opts: &UpOptions) -> Result<Vec<NodeNs>, EmuError> {
+    std::thread::scope(|s| {
         s.spawn(|| -> Result<Vec<NodeNs>, EmuError> {
             let mut out = Vec::with_capacity(names.len());
             for (k, name) in names.iter().enumerate() {
@@ -354,20 +403,22 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
         })
         .join()
         .expect("namespace thread")
-    })?;
-    interrupted(opts)?;
-    // Bridges.
-    let mut bridge_idx: HashMap<usize, u32> = HashMap::new();
-    for (i, n) in plan.nodes.iter().enumerate() {
-        if n.kind.is_l2() {
-            let f = &mut spaces[0];
-            let idx = f.index();
-            f.nl.bridge(&n.ns, idx, n.kind == Kind::Hub)?;
-            bridge_idx.insert(i, idx);
-        }
-    }
-    spaces[0].nl.flush()?;
-    // Links. The forwarder's ends are named hdEXPiNa / hdEXPiNb.
+    })
+}
+
+/// Every link of the plan: veth pairs between nodes (or into a bridge), or, for a link the
+/// userspace forwarder impairs, a pair from each end to the forwarder's ends in the fabric
+/// (named hdEXPiNa / hdEXPiNb); netem qdiscs on the links in `netem_links`. Returns how many
+/// links the forwarder carries.
+fn links(
+    plan: &Plan,
+    exp: &str,
+    spaces: &mut [NodeNs],
+    which: &[Option<usize>],
+    bridge_idx: &HashMap<usize, u32>,
+    netem_links: &[usize],
+    opts: &UpOptions,
+) -> Result<usize, EmuError> {
     let fabric_fd = spaces[0].fd.as_raw_fd();
     let mut n_imp = 0usize;
     let mut late_masters: Vec<(u32, u32, String)> = Vec::new();
@@ -461,6 +512,11 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
             spaces[*k].nl.netem(*idx, spec, false, name)?;
         }
     }
+    Ok(n_imp)
+}
+
+/// Addresses, loopback and routes, each on its node's own netlink socket.
+fn addresses_and_routes(plan: &Plan, spaces: &mut [NodeNs], which: &[Option<usize>], has_impaired: bool, opts: &UpOptions) -> Result<(), EmuError> {
     // Addresses, loopback, routes: on each node's own socket.
     let mut addrs: Vec<Vec<(String, std::net::Ipv4Addr, u8)>> = vec![Vec::new(); plan.nodes.len()];
     for l in &plan.links {
@@ -472,8 +528,6 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
         }
     }
     interrupted(opts)?;
-    let has_impaired = n_imp > 0;
-    let netem_raw: Vec<(usize, LinkSpec, LinkSpec)> = netem_links.iter().map(|&i| (i, plan.links[i].ab.clone(), plan.links[i].ba.clone())).collect();
     for (i, n) in plan.nodes.iter().enumerate() {
         let Some(k) = which[i] else { continue };
         let s = &mut spaces[k];
@@ -499,31 +553,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
     for s in spaces.iter_mut() {
         s.nl.flush()?;
     }
-    drop(spaces);
-    interrupted(opts)?;
-    let base_dir = Path::new(file).parent().map(|p| p.canonicalize().unwrap_or(p.to_path_buf())).unwrap_or_default();
-    let mut meta = Meta {
-        exp: exp.to_string(),
-        name: plan.name.clone(),
-        file: file.to_string(),
-        base_dir: base_dir.display().to_string(),
-        created_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-        nodes: plan.nodes.len(),
-        links: plan.links.len(),
-        impaired_links: n_imp + netem_links.len(),
-        path,
-        netem_links: netem_raw,
-        daemon_pid: None,
-        up_seconds: 0.0,
-        live_all: opts.live_all,
-    };
-    save_meta(&meta)?;
-    if has_impaired {
-        meta.daemon_pid = Some(fwd::spawn_daemon(exp, &opts.daemon_exe)?);
-    }
-    meta.up_seconds = t0.elapsed().as_secs_f64();
-    save_meta(&meta)?;
-    Ok(meta)
+    Ok(())
 }
 
 fn save_meta(meta: &Meta) -> Result<(), EmuError> {

@@ -392,10 +392,26 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
     // Every second that has a departure is kept (a server side's last departures may fall in
     // the second after the client's last), so the seconds add up to the totals.
     let keep = per_sec.iter().rposition(|s| s[0].0 + s[1].0 > 0).map_or(0, |i| i + 1).max(ctx.duration_s.ceil() as usize).min(secs);
-    out.seconds = per_sec
+    out.seconds = seconds(&mut per_sec[..keep]);
+    // The run's losses are the seconds' (departures never matched by an arrival), one pass over
+    // the same records: the page cannot show a loss chart that disagrees with its table.
+    for d in 0..2 {
+        let lost: u64 = out.seconds.iter().map(|s| s.lost[d]).sum();
+        if d == 0 {
+            out.up.lost = lost;
+        } else {
+            out.down.lost = lost;
+        }
+    }
+    out.occupancy = occupancy(ctx, n);
+    out
+}
+
+/// Each second's row from its (sent, received of those, arrival delays in ms) per direction.
+fn seconds(per_sec: &mut [[(u64, u64, Vec<f64>); 2]]) -> Vec<Second> {
+    per_sec
         .iter_mut()
         .enumerate()
-        .take(keep)
         .map(|(i, s)| {
             let mut sec = Second { t_s: i as f64, ..Default::default() };
             for (d, (sent, got, delays)) in s.iter_mut().enumerate() {
@@ -407,18 +423,13 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
             }
             sec
         })
-        .collect();
-    // The run's losses are the seconds' (departures never matched by an arrival), one pass over
-    // the same records: the page cannot show a loss chart that disagrees with its table.
-    for d in 0..2 {
-        let lost: u64 = out.seconds.iter().map(|s| s.lost[d]).sum();
-        if d == 0 {
-            out.up.lost = lost;
-        } else {
-            out.down.lost = lost;
-        }
-    }
+        .collect()
+}
+
+/// Players per category at (at most) 200 instants over the run.
+fn occupancy(ctx: &Context, n: usize) -> Vec<(f64, Vec<u32>)> {
     let step = (ctx.duration_s / 200.0).max(1.0);
+    let mut out = Vec::new();
     let mut t = 0.0;
     while t < ctx.duration_s {
         let mut counts = vec![0u32; n];
@@ -429,7 +440,7 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
                 }
             }
         }
-        out.occupancy.push((t, counts));
+        out.push((t, counts));
         t += step;
     }
     out

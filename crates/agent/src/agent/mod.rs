@@ -1,0 +1,428 @@
+//! `horde agent`: the daemon on a load machine. A thin shell around [`crate::session`]: it
+//! accepts TLS connections on its control address, lets one authenticated controller at a time
+//! drive it, runs what it is assigned (a shard of players, the server side, or both) and
+//! streams the logs back.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use horde_engine::clock::real_ns;
+
+mod run;
+
+use run::{finish_run, prepare, prepare_bots, prepare_flows, send_logs, start, Run, RunEvent, Work};
+
+use crate::metrics::Metrics;
+use crate::msg::{self, Assignment, Frame, ToAgent, ToController};
+use crate::session::{Action, Phase, Session};
+
+/// How an agent runs.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// The control address (TLS). An address must be given: nothing listens on all interfaces
+    /// unless it is asked to (0.0.0.0).
+    pub listen: SocketAddr,
+    /// The credentials directory (ca.pem, agent.pem, agent.key).
+    pub credentials: PathBuf,
+    /// Where runs keep their logs until collected.
+    pub dir: PathBuf,
+    /// The name it reports (default: host name and port).
+    pub name: String,
+    /// Prometheus text metrics on this address (`/metrics`).
+    pub metrics: Option<SocketAddr>,
+    /// Keep each run's directory after its logs were collected.
+    pub keep: bool,
+    /// Most connections in their handshake at once (more are closed at once).
+    pub max_handshakes: usize,
+    /// The version it reports and requires of controllers (this build's; tests change it).
+    pub version: String,
+}
+
+/// What the agent keeps across sessions.
+struct Shared {
+    seen_runs: Mutex<VecDeque<String>>,
+    busy: AtomicBool,
+    metrics: Arc<Metrics>,
+    handshakes: AtomicU64,
+    /// Handshakes in progress per source address.
+    per_ip: Mutex<std::collections::HashMap<std::net::IpAddr, u32>>,
+}
+
+const SEEN_RUNS: usize = 4096;
+/// A TLS handshake takes milliseconds on any network a run uses: 3 s is plenty, and short
+/// enough that silent connections free their place soon.
+const HANDSHAKE_WITHIN: Duration = Duration::from_secs(3);
+/// Handshakes one source address may have in progress at once.
+const HANDSHAKES_PER_IP: u32 = 4;
+
+/// Runs the agent until `stop`. `log` gets one line per event (connections, refusals, runs).
+pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
+    let cfg = crate::tls::agent_config_for(&opts.credentials, &opts.name)?;
+    std::fs::create_dir_all(&opts.dir).with_context(|| format!("creating the agent's run directory {}", opts.dir.display()))?;
+    let listener = TcpListener::bind(opts.listen).with_context(|| format!("listening on {}", opts.listen))?;
+    listener.set_nonblocking(true)?;
+    let shared = Arc::new(Shared {
+        seen_runs: Mutex::new(VecDeque::new()),
+        busy: AtomicBool::new(false),
+        metrics: Arc::new(Metrics::default()),
+        handshakes: AtomicU64::new(0),
+        per_ip: Mutex::new(std::collections::HashMap::new()),
+    });
+    log(&format!(
+        "agent {} listening on {} (TLS 1.3, controllers must present a certificate of {})",
+        opts.name,
+        listener.local_addr()?,
+        opts.credentials.join(crate::tls::CA_FILE).display()
+    ));
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        if let Some(m) = opts.metrics {
+            let l = TcpListener::bind(m).with_context(|| format!("listening for /metrics on {m}"))?;
+            l.set_nonblocking(true)?;
+            log(&format!("metrics on http://{}/metrics", l.local_addr()?));
+            let metrics = shared.metrics.clone();
+            s.spawn(move || crate::metrics::serve(l, &metrics, stop));
+            let metrics = shared.metrics.clone();
+            s.spawn(move || crate::metrics::sample(&metrics, stop));
+        }
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((stream, peer)) => {
+                    if shared.handshakes.load(Ordering::Relaxed) >= opts.max_handshakes as u64 {
+                        shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                        log(&format!("refused {peer}: {} handshakes already in progress", opts.max_handshakes));
+                        continue;
+                    }
+                    // One address may hold only a few handshakes: silent connections from one
+                    // host cannot lock every controller out.
+                    {
+                        let mut per = shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+                        let n = per.entry(peer.ip()).or_insert(0);
+                        if *n >= HANDSHAKES_PER_IP {
+                            shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                            log(&format!("refused {peer}: {HANDSHAKES_PER_IP} handshakes from {} already in progress", peer.ip()));
+                            continue;
+                        }
+                        *n += 1;
+                    }
+                    shared.handshakes.fetch_add(1, Ordering::Relaxed);
+                    let (cfg, shared) = (cfg.clone(), shared.clone());
+                    s.spawn(move || {
+                        let r = connection(stream, peer, cfg, &shared, opts, stop, log);
+                        if let Err(e) = r {
+                            shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                            log(&format!("{peer}: {e:#}"));
+                        }
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) => {
+                    log(&format!("accept: {e}"));
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// One connection: the handshake (bounded in time), then a session if the peer is a
+/// controller of this authority and the agent is free.
+fn connection(
+    mut tcp: TcpStream,
+    peer: SocketAddr,
+    cfg: Arc<rustls::ServerConfig>,
+    shared: &Shared,
+    opts: &AgentOptions,
+    stop: &AtomicBool,
+    log: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<()> {
+    struct Done<'a>(&'a Shared, std::net::IpAddr);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.handshakes.fetch_sub(1, Ordering::Relaxed);
+            let mut per = self.0.per_ip.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = per.get_mut(&self.1) {
+                *n -= 1;
+                if *n == 0 {
+                    per.remove(&self.1);
+                }
+            }
+        }
+    }
+    let handshaking = Done(shared, peer.ip());
+    tcp.set_nonblocking(false)?;
+    tcp.set_nodelay(true)?;
+    let mut conn = rustls::ServerConnection::new(cfg).context("TLS")?;
+    let deadline = Instant::now() + HANDSHAKE_WITHIN;
+    while conn.is_handshaking() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            anyhow::bail!("refused: no TLS handshake within {} s", HANDSHAKE_WITHIN.as_secs());
+        }
+        tcp.set_read_timeout(Some(left))?;
+        tcp.set_write_timeout(Some(left))?;
+        if let Err(e) = conn.complete_io(&mut tcp) {
+            // Tell the peer why, where TLS lets us (an alert is queued).
+            let _ = conn.write_tls(&mut tcp);
+            anyhow::bail!("refused: {}", crate::tls::describe(&e));
+        }
+    }
+    drop(handshaking);
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    if shared.busy.swap(true, Ordering::AcqRel) {
+        let _ = tls.write_all(&msg::encode(&ToController::Error { message: format!("agent {} is busy with another controller's run", opts.name) }));
+        let _ = tls.flush();
+        anyhow::bail!("refused an authenticated controller: busy with another run");
+    }
+    struct Free<'a>(&'a AtomicBool);
+    impl Drop for Free<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Release);
+        }
+    }
+    let _free = Free(&shared.busy);
+    log(&format!("controller {peer} authenticated"));
+    let r = session(&mut tls, shared, opts, stop, log);
+    tls.conn.send_close_notify();
+    let _ = tls.flush();
+    r
+}
+
+fn session(
+    tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
+    shared: &Shared,
+    opts: &AgentOptions,
+    stop: &AtomicBool,
+    log: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<()> {
+    tls.sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+    tls.sock.set_write_timeout(Some(Duration::from_secs(10)))?;
+    let cores = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    let mut sm = Session::new(real_ns(), &opts.version, &opts.name, cores);
+    let mut dec = msg::Decoder::default();
+    let mut buf = vec![0u8; 64 << 10];
+    let (tx, rx) = mpsc::channel::<RunEvent>();
+    let mut run: Option<Run> = None;
+    let mut last_progress = Instant::now();
+    let mut result = Ok(());
+    let seen = |id: &str| shared.seen_runs.lock().map(|s| s.iter().any(|r| r == id)).unwrap_or(true);
+    'outer: loop {
+        let mut actions = read_actions(tls, &mut buf, &mut dec, &mut sm, &seen);
+        actions.extend(sm.on_tick(real_ns()));
+        if stop.load(Ordering::Relaxed) {
+            actions.push(Action::StopRun("the agent is shutting down".into()));
+            actions.extend(sm.on_closed("the agent is shutting down"));
+        }
+        while let Ok(ev) = rx.try_recv() {
+            actions.push(on_finished(ev, run.as_ref(), &mut sm, shared, log));
+        }
+        if let Some(r) = &run {
+            if sm.phase() == Phase::Running && last_progress.elapsed() >= Duration::from_secs(1) {
+                last_progress = Instant::now();
+                let p = &r.progress;
+                actions.push(Action::Send(ToController::Progress(msg::Progress {
+                    t_s: r.t0.elapsed().as_secs_f64(),
+                    sent_packets: p.sent_packets.load(Ordering::Relaxed),
+                    sent_bytes: p.sent_bytes.load(Ordering::Relaxed),
+                    recv_packets: p.recv_packets.load(Ordering::Relaxed),
+                    recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
+                    connections: p.connections.load(Ordering::Relaxed),
+                })));
+            }
+        }
+        for a in actions {
+            match a {
+                Action::Send(m) => {
+                    if let Err(e) = write(tls, &msg::encode(&m)) {
+                        if let Some(r) = &run {
+                            r.stop.store(true, Ordering::Relaxed);
+                        }
+                        result = Err(anyhow::anyhow!("writing to the controller: {}", crate::tls::describe(&e)));
+                        break 'outer;
+                    }
+                }
+                Action::TimeReply { t1, t2 } => {
+                    let m = ToController::Time { t1, t2, t3: real_ns() };
+                    if write(tls, &msg::encode(&m)).is_err() {
+                        break 'outer;
+                    }
+                }
+                Action::Prepare(a) => {
+                    let prepared = on_prepare(*a, opts, shared, &tx, log);
+                    let addr = prepared.as_ref().map(|r| r.server.as_ref().map(|s| s.1).filter(|_| r.assignment.flows.is_none())).map_err(String::clone);
+                    run = prepared.ok();
+                    for a2 in sm.prepared(addr) {
+                        if let Action::Send(m) = a2 {
+                            let _ = write(tls, &msg::encode(&m));
+                        }
+                    }
+                }
+                Action::Start { at_ns } => {
+                    if let Some(r) = run.as_mut() {
+                        start(r, at_ns, tx.clone(), &shared.metrics);
+                        log(&format!("run {}: starting in {:.3} s", r.assignment.run_id, at_ns.saturating_sub(real_ns()) as f64 / 1e9));
+                    }
+                }
+                Action::StopRun(why) => {
+                    if let Some(r) = &run {
+                        if !r.stop.swap(true, Ordering::Relaxed) {
+                            log(&format!("run {}: stopping: {why}", r.assignment.run_id));
+                        }
+                    }
+                }
+                Action::Collect => {
+                    if let Some(r) = &run {
+                        if let Err(e) = send_logs(tls, r) {
+                            result = Err(e.context("sending the logs"));
+                        } else {
+                            log(&format!("run {}: logs collected", r.assignment.run_id));
+                        }
+                    }
+                    sm.collected();
+                    log("session ended: run collected");
+                    break 'outer;
+                }
+                Action::Close(why) => {
+                    log(&format!("session ended: {why}"));
+                    break 'outer;
+                }
+            }
+        }
+        if sm.phase() == Phase::Closed {
+            log("session ended");
+            break;
+        }
+    }
+    if let Some(r) = run.take() {
+        finish_run(r, &rx, opts, log);
+    }
+    shared.metrics.running.store(false, Ordering::Relaxed);
+    result
+}
+
+/// What the controller sent since the last turn (the read waits 100 ms at most), as the
+/// session's actions; a broken frame or connection closes the session.
+fn read_actions(
+    tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
+    buf: &mut [u8],
+    dec: &mut msg::Decoder,
+    sm: &mut Session,
+    seen: &dyn Fn(&str) -> bool,
+) -> Vec<Action> {
+    let mut actions = Vec::new();
+    match tls.read(buf) {
+        Ok(0) => actions.extend(sm.on_closed("the controller closed the connection")),
+        Ok(n) => {
+            dec.push(&buf[..n]);
+            loop {
+                match dec.frame::<ToAgent>() {
+                    Ok(Some(Frame::Msg(m))) => actions.extend(sm.on_msg(real_ns(), m, seen)),
+                    Ok(Some(Frame::Log(_))) => {
+                        actions.push(Action::Send(ToController::Error { message: "log frames go from agent to controller".into() }));
+                        actions.extend(sm.on_closed("protocol error"));
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        actions.push(Action::Send(ToController::Error { message: format!("{e}") }));
+                        actions.extend(sm.on_closed(&format!("protocol error: {e}")));
+                        break;
+                    }
+                }
+            }
+        }
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+        Err(e) => actions.extend(sm.on_closed(&format!("connection error: {}", crate::tls::describe(&e)))),
+    }
+    actions
+}
+
+/// A role of the run ended: the message that tells the controller, with its report or error.
+fn on_finished(ev: RunEvent, run: Option<&Run>, sm: &mut Session, shared: &Shared, log: &(dyn Fn(&str) + Sync)) -> Action {
+    let RunEvent::Finished { role, report } = ev;
+    let (report, error) = match report {
+        Ok(r) => (Some(r), None),
+        Err(e) => (None, Some(e)),
+    };
+    let cpu = run.map_or(0.0, |r| cpu_s() - r.cpu0);
+    log(&format!(
+        "run {}: {role} side finished{}",
+        run.map_or("?", |r| r.assignment.run_id.as_str()),
+        error.as_ref().map(|e| format!(" with an error: {e}")).unwrap_or_default()
+    ));
+    sm.role_ended();
+    if sm.phase() == Phase::Finished {
+        shared.metrics.running.store(false, Ordering::Relaxed);
+    }
+    Action::Send(ToController::Finished { role: role.into(), report, error, cpu_s: cpu, max_rss_kb: max_rss_kb() })
+}
+
+/// Prepares an assignment by its kind (its run id remembered first, so a replay does nothing);
+/// the error is what the controller is told.
+fn on_prepare(a: Assignment, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Sender<RunEvent>, log: &(dyn Fn(&str) + Sync)) -> Result<Run, String> {
+    {
+        let mut s = shared.seen_runs.lock().unwrap_or_else(|p| p.into_inner());
+        s.push_back(a.run_id.clone());
+        if s.len() > SEEN_RUNS {
+            s.pop_front();
+        }
+    }
+    let id = a.run_id.clone();
+    let r = if a.bots.is_some() {
+        prepare_bots(a, opts, &shared.metrics)
+    } else if a.flows.is_some() {
+        prepare_flows(a, opts, &shared.metrics, tx.clone())
+    } else {
+        prepare(a, opts, &shared.metrics, tx.clone())
+    };
+    match r {
+        Ok(r) => {
+            let what = match &r.work {
+                Work::Flows { send } => {
+                    format!(", {} flow(s) to send{}", send.len(), r.server.as_ref().map(|s| format!(", receiving on {}", s.1)).unwrap_or_default())
+                }
+                Work::Bots { opts } => format!(", {} bot(s)", opts.ids.as_ref().map_or(0, |r| r.len())),
+                Work::Scenario { circuits, .. } => {
+                    let server = r.server.as_ref().map(|s| format!(", server side on {}", s.1)).unwrap_or_default();
+                    format!("{}{server}", if circuits.is_some() { " (regulated circuits)" } else { "" })
+                }
+            };
+            let players = r.assignment.players.as_ref().map(|p| format!(", players {}..{}", p.start, p.end)).unwrap_or_default();
+            log(&format!("run {id}: prepared{players}{what}"));
+            Ok(r)
+        }
+        Err(e) => {
+            shared.metrics.errors.fetch_add(1, Ordering::Relaxed);
+            log(&format!("run {id}: {e:#}"));
+            Err(format!("{e:#}"))
+        }
+    }
+}
+
+fn write(tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>, b: &[u8]) -> std::io::Result<()> {
+    tls.write_all(b)?;
+    tls.flush()
+}
+
+/// This process's CPU time so far (user + system), s.
+pub fn cpu_s() -> f64 {
+    // SAFETY: getrusage fills a plain struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+/// This process's peak resident memory, kB.
+pub fn max_rss_kb() -> u64 {
+    // SAFETY: as above.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    u.ru_maxrss as u64
+}

@@ -1,0 +1,394 @@
+//! A run on the agent: prepared from an assignment by its kind (a scenario's players and/or
+//! server side, regulated circuits, flows, bots), started at the common instant, finished, and
+//! its logs streamed to the controller.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use horde_engine::clock::real_ns;
+use horde_engine::sender::Progress;
+use horde_model::scenario::Scenario;
+use horde_proto::RunKey;
+use horde_scenario::circuits::Config as CircuitConfig;
+
+use super::{cpu_s, write, AgentOptions};
+use crate::metrics::Metrics;
+use crate::msg::{self, Assignment, ToController};
+
+/// What a run's threads tell the session: a role ended with its report (a
+/// [`horde_engine::SendReport`], or a [`horde_engine::RecvReport`] for "recv"), or failed.
+pub(super) enum RunEvent {
+    Finished { role: &'static str, report: Result<serde_json::Value, String> },
+}
+
+pub(super) fn finished<T: serde::Serialize>(role: &'static str, r: Result<T, String>) -> RunEvent {
+    RunEvent::Finished { role, report: r.map(|r| serde_json::to_value(&r).unwrap_or_default()) }
+}
+
+/// What an assignment runs.
+pub(super) enum Work {
+    /// A scenario's part: its players' client side and/or its server side; with a
+    /// `[regulation]` table, every player is a regulated circuit (`circuits`).
+    Scenario { sc: Box<Scenario>, players: Arc<horde_scenario::Players>, circuits: Option<Box<CircuitConfig>> },
+    /// Flows of a flow file to send (receivers start at prepare).
+    Flows { send: Vec<horde_model::Flow> },
+    /// Bots against a game server.
+    Bots { opts: Box<horde_engine::bots::BotsOptions> },
+}
+
+/// A prepared or running assignment.
+pub(super) struct Run {
+    pub(super) dir: PathBuf,
+    pub(super) work: Work,
+    pub(super) assignment: Assignment,
+    pub(super) key: RunKey,
+    pub(super) stop: Arc<AtomicBool>,
+    /// The server side, or the flows' receiver: its thread, and where it listens.
+    pub(super) server: Option<(std::thread::JoinHandle<()>, SocketAddr)>,
+    pub(super) clients: Option<std::thread::JoinHandle<()>>,
+    pub(super) progress: Arc<Progress>,
+    pub(super) cpu0: f64,
+    pub(super) t0: Instant,
+}
+
+/// Stops what still runs, waits for it, and removes the run's directory (Horde's own state)
+/// unless asked to keep it.
+pub(super) fn finish_run(r: Run, rx: &mpsc::Receiver<RunEvent>, opts: &AgentOptions, log: &(dyn Fn(&str) + Sync)) {
+    r.stop.store(true, Ordering::Relaxed);
+    if let Some((h, _)) = r.server {
+        let _ = h.join();
+    }
+    // A stopped client side ends within its linger.
+    if let Some(h) = r.clients {
+        let _ = h.join();
+    }
+    while rx.try_recv().is_ok() {}
+    if !opts.keep {
+        if let Err(e) = std::fs::remove_dir_all(&r.dir) {
+            log(&format!("removing {}: {e}", r.dir.display()));
+        }
+    }
+}
+
+/// Parses the shipped scenario, plans its players, and starts the server side if assigned
+/// (it only answers players that sign with the run's key; traffic starts at Start).
+pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc::Sender<RunEvent>) -> anyhow::Result<Run> {
+    let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
+    // The scenario names no file the agent would read: a service file came with it.
+    let nowhere = Path::new("/nonexistent/horde-agent");
+    // Nor any value file its distributions name: the controller sent their values inline.
+    let mut sc = horde_model::files::without_value_files(|| Scenario::parse_with(&a.scenario, "scenario", nowhere, a.service.as_deref()))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if sc.emu.is_some() {
+        anyhow::bail!("a scenario with [emu] runs on one machine, not through agents");
+    }
+    if a.players_total == 0 || a.players_total > horde_model::scenario::MAX_PLAYERS {
+        anyhow::bail!("players_total must be 1..={} (got {})", horde_model::scenario::MAX_PLAYERS, a.players_total);
+    }
+    horde_model::scenario::check_duration(a.duration_ns).map_err(|m| anyhow::anyhow!("duration: {m}"))?;
+    sc.players = a.players_total;
+    sc.duration_s = a.duration_ns as f64 / 1e9;
+    sc.seed = a.seed;
+    if let Some(r) = &a.players {
+        if r.end > sc.players {
+            anyhow::bail!("players {}..{} are not players of a {}-player scenario", r.start, r.end, sc.players);
+        }
+    }
+    let dir = opts.dir.join(&a.run_id);
+    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let circuits = CircuitConfig::of(&sc).map_err(|e| e.into_anyhow())?.map(Box::new);
+    let stop = Arc::new(AtomicBool::new(false));
+    let players = Arc::new(horde_scenario::plan(&sc, &stop).map_err(|e| e.into_anyhow())?);
+    metrics.players.store(a.players.as_ref().map_or(0, |r| (r.end - r.start) as u64), Ordering::Relaxed);
+    metrics.runs.fetch_add(1, Ordering::Relaxed);
+    let progress = Arc::new(Progress::default());
+    *metrics.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress.clone());
+    let server = match a.server {
+        Some(listen) => {
+            sc.server = listen;
+            let (atx, arx) = mpsc::channel();
+            let (sc2, dir2, key2, stop2, cfg) = (sc.clone(), dir.clone(), key.clone(), stop.clone(), circuits.clone());
+            let h = std::thread::Builder::new().name("horde-agent-server".into()).spawn(move || {
+                let listening = |addr| {
+                    let _ = atx.send(addr);
+                };
+                let report = match cfg {
+                    // The circuits are in the server side's file (collected); the report counts them.
+                    Some(cfg) => {
+                        horde_scenario::circuits::serve(&sc2, &cfg, &dir2, key2, &stop2, listening).map(|c| serde_json::json!({ "circuits": c.len() }))
+                    }
+                    None => horde_scenario::serve(&sc2, &dir2, key2, &stop2, listening).map(|r| serde_json::to_value(r).unwrap_or_default()),
+                };
+                let _ = tx.send(finished("server", report.map_err(|e| format!("{:#}", e.into_anyhow()))));
+            })?;
+            match arx.recv_timeout(Duration::from_secs(60)) {
+                Ok(addr) => Some((h, addr)),
+                Err(_) => {
+                    stop.store(true, Ordering::Relaxed);
+                    let _ = h.join();
+                    anyhow::bail!("the server side did not start listening on {listen}");
+                }
+            }
+        }
+        None => None,
+    };
+    Ok(Run {
+        dir,
+        work: Work::Scenario { sc: Box::new(sc), players, circuits },
+        assignment: a,
+        key,
+        stop,
+        server,
+        clients: None,
+        progress,
+        cpu0: cpu_s(),
+        t0: Instant::now(),
+    })
+}
+
+/// Resolves the shipped flow file, keeps the flows this agent sends, and starts its receiver if
+/// assigned: it listens now, takes only hellos signed with the run's key, and ends at Stop or
+/// after the run's duration.
+pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc::Sender<RunEvent>) -> anyhow::Result<Run> {
+    let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
+    let job = a.flows.clone().context("no flows")?;
+    horde_model::scenario::check_duration(a.duration_ns).map_err(|m| anyhow::anyhow!("duration: {m}"))?;
+    let all = horde_model::files::without_value_files(|| horde_model::flow::FlowFile::parse_and_resolve(&job.text, job.seed))
+        .map_err(|e| anyhow::anyhow!("flow file: {e}"))?;
+    let wanted = |id: u32| job.send.iter().any(|r| r.contains(&id));
+    let send: Vec<horde_model::Flow> = all.iter().filter(|f| wanted(f.id)).cloned().collect();
+    let asked: u64 = job.send.iter().map(|r| (r.end - r.start) as u64).sum();
+    if send.len() as u64 != asked {
+        anyhow::bail!("the flow file has {} flows; {asked} were assigned here, {} of them exist", all.len(), send.len());
+    }
+    let dir = opts.dir.join(&a.run_id);
+    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    metrics.players.store(0, Ordering::Relaxed);
+    metrics.runs.fetch_add(1, Ordering::Relaxed);
+    let progress = Arc::new(Progress::default());
+    *metrics.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress.clone());
+    let server = if job.recv_udp.is_empty() && job.recv_tcp.is_empty() {
+        None
+    } else {
+        let ropts = horde_engine::RecvOptions {
+            udp: job.recv_udp.clone(),
+            tcp: job.recv_tcp.clone(),
+            log: Some(dir.join("recv.hlog")),
+            // The controller stops it when the senders are done; this bounds it if it cannot.
+            duration: Some(Duration::from_nanos(a.duration_ns) + Duration::from_secs(60)),
+            key: key.clone(),
+            ..Default::default()
+        };
+        let (atx, arx) = mpsc::channel::<Result<SocketAddr, String>>();
+        let failed = atx.clone();
+        let stop2 = stop.clone();
+        let h = std::thread::Builder::new().name("horde-agent-recv".into()).spawn(move || {
+            let r = horde_engine::receiver::run(&ropts, &stop2, |bound| {
+                let _ = atx.send(bound.first().copied().ok_or_else(|| "no address".to_string()));
+            })
+            .map_err(|e| format!("{e:#}"));
+            if let Err(e) = &r {
+                let _ = failed.send(Err(e.clone()));
+            }
+            let _ = tx.send(finished("recv", r));
+        })?;
+        match arx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Ok(addr)) => Some((h, addr)),
+            Ok(Err(e)) => {
+                stop.store(true, Ordering::Relaxed);
+                let _ = h.join();
+                let _ = std::fs::remove_dir_all(&dir);
+                anyhow::bail!("the receiver did not start: {e}");
+            }
+            Err(_) => {
+                stop.store(true, Ordering::Relaxed);
+                let _ = h.join();
+                let _ = std::fs::remove_dir_all(&dir);
+                anyhow::bail!("the receiver did not start listening within 30 s");
+            }
+        }
+    };
+    Ok(Run { dir, work: Work::Flows { send }, assignment: a, key, stop, server, clients: None, progress, cpu0: cpu_s(), t0: Instant::now() })
+}
+
+/// Checks the bots' part and opens its run directory; the bots start at Start.
+pub(super) fn prepare_bots(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>) -> anyhow::Result<Run> {
+    let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
+    let dir = opts.dir.join(&a.run_id);
+    let bots = crate::bots::options(&a, dir.join("bots.hlog")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    metrics.players.store(bots.ids.as_ref().map_or(0, |r| r.len() as u64), Ordering::Relaxed);
+    metrics.runs.fetch_add(1, Ordering::Relaxed);
+    let progress = Arc::new(Progress::default());
+    *metrics.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    Ok(Run {
+        dir,
+        work: Work::Bots { opts: Box::new(bots) },
+        assignment: a,
+        key,
+        stop,
+        server: None,
+        clients: None,
+        progress,
+        cpu0: cpu_s(),
+        t0: Instant::now(),
+    })
+}
+
+/// Sleeps to the common start, a sleep cut short every 100 ms to notice a stop.
+pub(super) fn wait_until(at_ns: u64, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let now = real_ns();
+        if now >= at_ns {
+            break;
+        }
+        std::thread::sleep(Duration::from_nanos((at_ns - now).min(100_000_000)));
+    }
+}
+
+/// Starts the client side of a prepared run at `at_ns` (the agent's clock).
+pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics: &Arc<Metrics>) {
+    metrics.running.store(true, Ordering::Relaxed);
+    r.cpu0 = cpu_s();
+    r.t0 = Instant::now();
+    let (key, stop, progress) = (r.key.clone(), r.stop.clone(), r.progress.clone());
+    let spawned = match &r.work {
+        Work::Flows { send } => {
+            if send.is_empty() {
+                return;
+            }
+            let (flows, log) = (send.clone(), r.dir.join("send.hlog"));
+            let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+            std::thread::Builder::new().name("horde-agent-send".into()).spawn(move || {
+                wait_until(at_ns, &stop);
+                let opts = horde_engine::SendOptions {
+                    threads: cores.min(flows.len()).max(1),
+                    log: Some(log),
+                    key,
+                    greet: true,
+                    progress: Some(progress),
+                    ..Default::default()
+                };
+                let report = horde_engine::sender::run(flows, &opts, &stop).map_err(|e| format!("{e:#}"));
+                drop(opts);
+                let _ = tx.send(finished("send", report));
+            })
+        }
+        Work::Bots { opts } => {
+            let opts = opts.clone();
+            std::thread::Builder::new().name("horde-agent-bots".into()).spawn(move || {
+                wait_until(at_ns, &stop);
+                let report = horde_engine::bots::run(&opts, &stop).map_err(|e| format!("{e:#}"));
+                let _ = tx.send(finished("bots", report));
+            })
+        }
+        Work::Scenario { sc, players, circuits } => {
+            let Some(shard) = r.assignment.players.clone() else { return };
+            // Players go to the given server side, or to this agent's own.
+            let Some(server) = r.assignment.server_addr.or(r.server.as_ref().map(|s| s.1)) else { return };
+            if let Some(cfg) = circuits {
+                let (sc, cfg, file) = (sc.clone(), cfg.clone(), r.dir.join(horde_scenario::circuits::CLIENT_FILE));
+                let spawned = std::thread::Builder::new().name("horde-agent-circuits".into()).spawn(move || {
+                    wait_until(at_ns, &stop);
+                    let r = horde_scenario::circuits::run_clients(&sc, &cfg, shard, server, &key, &[], &progress, &stop).and_then(|c| {
+                        std::fs::write(&file, serde_json::to_vec(&c)?).with_context(|| format!("writing {}", file.display()))?;
+                        Ok(serde_json::json!({ "circuits": c.len(), "joined": c.iter().filter(|c| c.joined_s.is_some()).count() }))
+                    });
+                    let _ = tx.send(finished("clients", r.map_err(|e| format!("{e:#}"))));
+                });
+                match spawned {
+                    Ok(h) => r.clients = Some(h),
+                    Err(_) => r.stop.store(true, Ordering::Relaxed),
+                }
+                return;
+            }
+            let (sc, players, log) = (sc.clone(), players.clone(), r.dir.join("client.hlog"));
+            std::thread::Builder::new().name("horde-agent-clients".into()).spawn(move || {
+                wait_until(at_ns, &stop);
+                let c = horde_scenario::Clients { players: &players, shard, server, key, log, progress: progress.clone(), netns: Vec::new() };
+                let report = horde_scenario::run_clients(&sc, &c, &stop).map_err(|e| format!("{e:#}"));
+                drop(c);
+                drop(progress);
+                let _ = tx.send(finished("clients", report));
+            })
+        }
+    };
+    match spawned {
+        Ok(h) => r.clients = Some(h),
+        Err(_) => r.stop.store(true, Ordering::Relaxed),
+    }
+}
+
+/// Streams the run's logs: each as LogBegin, deflate pieces, LogEnd.
+pub(super) fn send_logs(tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>, r: &Run) -> anyhow::Result<()> {
+    use flate2::write::DeflateEncoder;
+    let mut sent = 0u32;
+    let mut files = Vec::new();
+    match (&r.work, &r.assignment.flows) {
+        (Work::Bots { .. }, _) => files.push("bots.hlog"),
+        (Work::Flows { send }, Some(job)) => {
+            if !send.is_empty() {
+                files.push("send.hlog");
+            }
+            if !job.recv_udp.is_empty() || !job.recv_tcp.is_empty() {
+                files.push("recv.hlog");
+            }
+        }
+        (Work::Scenario { circuits, .. }, _) => {
+            let regulated = circuits.is_some();
+            if r.assignment.players.is_some() {
+                files.push(if regulated { horde_scenario::circuits::CLIENT_FILE } else { "client.hlog" });
+            }
+            if r.assignment.server.is_some() {
+                files.push(if regulated { horde_scenario::circuits::SERVER_FILE } else { "server.hlog" });
+            }
+        }
+        (Work::Flows { .. }, None) => {}
+    }
+    for f in files {
+        let path = r.dir.join(f);
+        let mut file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) => {
+                write(tls, &msg::encode(&ToController::Error { message: format!("{f}: {e}") }))?;
+                continue;
+            }
+        };
+        let bytes = file.metadata()?.len();
+        write(tls, &msg::encode(&ToController::LogBegin { file: f.into(), bytes }))?;
+        let mut enc = DeflateEncoder::new(Vec::with_capacity(msg::LOG_PIECE * 2), flate2::Compression::fast());
+        let mut chunk = vec![0u8; 1 << 20];
+        let mut transferred = 0u64;
+        loop {
+            let n = file.read(&mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            enc.write_all(&chunk[..n])?;
+            if enc.get_ref().len() >= msg::LOG_PIECE {
+                let out = std::mem::take(enc.get_mut());
+                for piece in out.chunks(msg::LOG_PIECE) {
+                    write(tls, &msg::encode_log(piece))?;
+                    transferred += piece.len() as u64;
+                }
+            }
+        }
+        let out = enc.finish()?;
+        for piece in out.chunks(msg::LOG_PIECE) {
+            write(tls, &msg::encode_log(piece))?;
+            transferred += piece.len() as u64;
+        }
+        write(tls, &msg::encode(&ToController::LogEnd { file: f.into(), bytes, transferred }))?;
+        sent += 1;
+    }
+    write(tls, &msg::encode(&ToController::Collected { files: sent }))?;
+    Ok(())
+}
