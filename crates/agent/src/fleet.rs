@@ -97,12 +97,10 @@ pub fn parse_agents(list: &str) -> anyhow::Result<Vec<AgentSpec>> {
 #[derive(Debug, Clone)]
 pub enum Event {
     Note(String),
-    /// Once a second while running: the run's time, and each agent's rates over the last
-    /// second (sent pkt/s, sent bit/s, received pkt/s, received bit/s).
-    Progress {
-        t_s: f64,
-        agents: Vec<(String, [u64; 4])>,
-    },
+    /// Once a second while running: the agents' rates over the last second, summed and each,
+    /// their totals, and (for a scenario) the players per category — the same progress as a
+    /// run on one machine reports.
+    Progress(horde_scenario::Snapshot),
 }
 
 /// One agent of the fleet and what the controller learnt of it.
@@ -181,7 +179,12 @@ pub(crate) struct Fleet<'a> {
     /// The common start on the controller's clock (ns), once started.
     pub t0_ns: u64,
     start: Instant,
+    /// Players per category at a time of the run, for a kind that has players.
+    categories: Option<Categories<'a>>,
 }
+
+/// Players per category at a time of the run (s since the start).
+pub(crate) type Categories<'a> = Box<dyn Fn(f64) -> Vec<(String, u32)> + 'a>;
 
 impl<'a> Fleet<'a> {
     /// Connects to every agent at once (see [`crate::link::connect_all`]).
@@ -215,7 +218,7 @@ impl<'a> Fleet<'a> {
             })
             .collect();
         let run_id = format!("{:016x}-{:08x}", real_ns(), std::process::id());
-        Ok(Fleet { members, erx, ev, stop, run_id, t0_ns: 0, start: Instant::now() })
+        Ok(Fleet { members, erx, ev, stop, run_id, t0_ns: 0, start: Instant::now(), categories: None })
     }
 
     pub fn note(&self, m: String) {
@@ -357,18 +360,36 @@ impl<'a> Fleet<'a> {
         Watched { signalled }
     }
 
+    /// Progress snapshots count players per category with `f`.
+    pub fn set_categories(&mut self, f: Categories<'a>) {
+        self.categories = Some(f);
+    }
+
     fn progress(&mut self) {
-        let agents = self
-            .members
-            .iter_mut()
-            .filter(|m| m.upstream || m.downstream)
-            .map(|m| {
-                let r = m.last.since(&m.prev);
-                m.prev = m.last;
-                (m.c.name.clone(), r)
-            })
-            .collect();
-        (self.ev)(&Event::Progress { t_s: self.elapsed_s(), agents });
+        let t_s = if self.t0_ns > 0 { real_ns().saturating_sub(self.t0_ns) as f64 / 1e9 } else { self.elapsed_s() };
+        let mut snap = horde_scenario::Snapshot { t_s, ..Default::default() };
+        for m in self.members.iter_mut().filter(|m| m.upstream || m.downstream) {
+            // An agent's counters are its own word: sums saturate rather than wrap.
+            let r = m.last.since(&m.prev);
+            m.prev = m.last;
+            snap.up_pkt_s = snap.up_pkt_s.saturating_add(r[0]);
+            snap.up_bit_s = snap.up_bit_s.saturating_add(r[1]);
+            snap.down_pkt_s = snap.down_pkt_s.saturating_add(r[2]);
+            snap.down_bit_s = snap.down_bit_s.saturating_add(r[3]);
+            snap.sent_packets = snap.sent_packets.saturating_add(m.last.sent_packets);
+            snap.received_packets = snap.received_packets.saturating_add(m.last.recv_packets);
+            snap.agents.push(horde_scenario::AgentRates {
+                agent: m.c.name.clone(),
+                sent_pkt_s: r[0],
+                sent_bit_s: r[1],
+                received_pkt_s: r[2],
+                received_bit_s: r[3],
+            });
+        }
+        if let Some(f) = &self.categories {
+            snap.categories = f(t_s);
+        }
+        (self.ev)(&Event::Progress(snap));
     }
 
     /// One event of agent `i`; true when it means the run must stop for everyone.

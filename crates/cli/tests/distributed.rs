@@ -534,8 +534,30 @@ fn a_regulated_scenario_through_two_agents_gives_one_report_with_every_circuit()
     .unwrap();
     let out = d.join("out");
     let list = format!("{a_addr},{b_addr}*2");
-    let mut c = Proc::spawn(&["run", sc.to_str().unwrap(), "-q", "--agents", &list, "--credentials", creds.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let progress = d.join("progress.jsonl");
+    let mut c = Proc::spawn(&[
+        "run",
+        sc.to_str().unwrap(),
+        "--progress-file",
+        progress.to_str().unwrap(),
+        "--agents",
+        &list,
+        "--credentials",
+        creds.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(c.wait(Duration::from_secs(90)), 0, "{}", c.text());
+    // Progress through agents has the one-machine shape, with each agent's rates and the
+    // players per category from the controller's plan.
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&progress).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.len() >= 4, "{lines:?}");
+    for l in &lines {
+        assert_eq!((l["event"].as_str(), l["scenario"].as_str()), (Some("progress"), Some("regulated")), "{l}");
+        assert_eq!(l["progress"]["agents"].as_array().unwrap().len(), 2, "{l}");
+    }
+    let players = |l: &serde_json::Value| l["progress"]["categories"].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum::<u64>();
+    assert!(lines.iter().any(|l| players(l) == 6 && l["progress"]["down_pkt_s"].as_u64().unwrap() > 0), "{lines:?}");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(v["kind"], "circuits", "{v}");
     assert_eq!(v["totals"]["joined"], 6, "{v}");

@@ -392,14 +392,6 @@ pub(crate) fn progress(sc: &Scenario, segments: &[Vec<behaviour::Segment>], p: &
             // now would only report zeros.
             continue;
         }
-        let mut counts = vec![0u32; sc.service.states.len()];
-        // Stays end at the run's end: count the players as they were just before it.
-        let at = t.min(sc.duration_s - 1e-6).max(0.0);
-        for segs in segments {
-            if let Some(s) = behaviour::state_at(segs, at) {
-                counts[s.state as usize] += 1;
-            }
-        }
         let now = [
             p.sent_packets.load(Ordering::Relaxed),
             p.sent_bytes.load(Ordering::Relaxed),
@@ -415,7 +407,8 @@ pub(crate) fn progress(sc: &Scenario, segments: &[Vec<behaviour::Segment>], p: &
             down_bit_s: d(3) * 8,
             sent_packets: now[0],
             received_packets: now[2],
-            categories: sc.service.states.iter().zip(&counts).map(|(st, c)| (st.name.clone(), *c)).collect(),
+            categories: crate::categories_at(sc, segments, t),
+            agents: Vec::new(),
         };
         last = now;
         events(&Event::Tick(snap));

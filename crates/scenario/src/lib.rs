@@ -69,8 +69,11 @@ pub enum Event {
     Tick(Snapshot),
 }
 
-/// The client side's progress over the last second.
-#[derive(Debug, Clone, serde::Serialize)]
+/// Progress over the last second, in every mode (one machine, or through agents): the
+/// players' side's rates (up: what it sent, down: what it received), its totals, players per
+/// category, and each agent's rates when the run goes through agents. One `--progress json`
+/// line is a [`ProgressLine`] (docs/schemas/progress.schema.json).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Snapshot {
     /// Seconds since the players started.
     pub t_s: f64,
@@ -81,8 +84,53 @@ pub struct Snapshot {
     /// Totals so far.
     pub sent_packets: u64,
     pub received_packets: u64,
-    /// Players per behaviour state now (whole scenario, every shard).
+    /// Players per behaviour state now (whole scenario, every shard; empty for runs without
+    /// players, such as flows and bots).
     pub categories: Vec<(String, u32)>,
+    /// Each agent's rates over the last second (empty on one machine).
+    #[serde(default)]
+    pub agents: Vec<AgentRates>,
+}
+
+/// One agent's rates over the last second: what it sent and what it received.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct AgentRates {
+    pub agent: String,
+    pub sent_pkt_s: u64,
+    pub sent_bit_s: u64,
+    pub received_pkt_s: u64,
+    pub received_bit_s: u64,
+}
+
+/// One line of `--progress json`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ProgressLine {
+    /// Always "progress".
+    pub event: String,
+    /// The scenario's (or flow file's) name.
+    pub scenario: String,
+    pub progress: Snapshot,
+}
+
+impl ProgressLine {
+    pub fn new(scenario: &str, progress: Snapshot) -> ProgressLine {
+        ProgressLine { event: "progress".into(), scenario: scenario.into(), progress }
+    }
+}
+
+/// Players per behaviour state of the plan at `t_s` (stays end at the run's end: just before
+/// it, players are counted as they were).
+pub fn categories_at(sc: &Scenario, segments: &[Vec<horde_model::behaviour::Segment>], t_s: f64) -> Vec<(String, u32)> {
+    let mut counts = vec![0u32; sc.service.states.len()];
+    let at = t_s.min(sc.duration_s - 1e-6).max(0.0);
+    for segs in segments {
+        if let Some(s) = horde_model::behaviour::state_at(segs, at) {
+            if let Some(c) = counts.get_mut(s.state as usize) {
+                *c += 1;
+            }
+        }
+    }
+    sc.service.states.iter().zip(&counts).map(|(st, c)| (st.name.clone(), *c)).collect()
 }
 
 /// Where progress goes: called from the run's threads.

@@ -68,6 +68,36 @@ fn summary_json_follows_its_schema() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+#[test]
+fn progress_lines_follow_their_schema_on_one_machine_and_through_agents() {
+    let schema = pinned("progress", schemars::schema_for!(horde_scenario::ProgressLine));
+    let text = "name = \"progress\"\nservice = \"quake3\"\nplayers = 3\nduration = \"2s\"\nseed = 5\nserver = \"127.0.0.1:0\"\n";
+    let sc = Scenario::parse(text, "contract.toml", Path::new(".")).unwrap();
+    let out = std::env::temp_dir().join(format!("horde-contract-progress-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let stop = AtomicBool::new(false);
+    let ticks = std::sync::Mutex::new(Vec::new());
+    let events = |e: &horde_scenario::Event| {
+        if let horde_scenario::Event::Tick(s) = e {
+            ticks.lock().unwrap().push(s.clone());
+        }
+    };
+    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &events, stop: &stop };
+    execute(&sc, &opts).unwrap();
+    let ticks = ticks.into_inner().unwrap();
+    assert!(!ticks.is_empty(), "a 2-s run reports progress");
+    for t in &ticks {
+        let line = serde_json::to_value(horde_scenario::ProgressLine::new("progress", t.clone())).unwrap();
+        validate(&schema, &line, "a progress line");
+        assert_eq!(t.categories.iter().map(|c| c.1).sum::<u32>(), 3, "every player is in one category: {t:?}");
+    }
+    // Through agents: the same line with each agent's rates.
+    let mut t = ticks[0].clone();
+    t.agents.push(horde_scenario::AgentRates { agent: "a".into(), sent_pkt_s: 1, sent_bit_s: 8, received_pkt_s: 2, received_bit_s: 16 });
+    validate(&schema, &serde_json::to_value(horde_scenario::ProgressLine::new("progress", t)).unwrap(), "an agents' progress line");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 /// Two flows, one-way with loss and one round trip, with windows: every optional part present.
 fn analysis() -> Analysis {
     let rec = |flow, seq, t_a, t_b, kind| Record { flow, size: 100, seq, t_a, t_b, tag: 0, tos: 0, ttl: 64, kind, flags: 0 };

@@ -330,12 +330,10 @@ fn through_agents(args: &Args, stop: &AtomicBool) -> Outcome {
     super::report_dir(&out)?;
     let events = |e: &Event| match e {
         Event::Note(m) => say!("horde send: {m}"),
-        Event::Progress { t_s, agents } => {
-            if (t_s.round() as u64).is_multiple_of(5) && *t_s >= 1.0 {
-                let pkts: u64 = agents.iter().map(|a| a.1[0]).sum();
-                let bits: u64 = agents.iter().map(|a| a.1[1]).sum();
-                let per: Vec<String> = agents.iter().map(|(n, r)| format!("{n} {}", r[0])).collect();
-                say!("t={t_s:>5.0}s  sending {pkts} pkt/s, {:.1} kbit/s | per agent pkt/s: {}", bits as f64 / 1e3, per.join(", "));
+        Event::Progress(s) => {
+            if (s.t_s.round() as u64).is_multiple_of(5) && s.t_s >= 1.0 {
+                let per: Vec<String> = s.agents.iter().map(|a| format!("{} {}", a.agent, a.sent_pkt_s)).collect();
+                say!("t={:>5.0}s  sending {} pkt/s, {:.1} kbit/s | per agent pkt/s: {}", s.t_s, s.up_pkt_s, s.up_bit_s as f64 / 1e3, per.join(", "));
             }
         }
     };

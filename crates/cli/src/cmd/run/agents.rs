@@ -3,7 +3,6 @@
 //! run goes through the fleet as open-loop players or, with `[regulation]`, as regulated
 //! circuits.
 
-use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -11,7 +10,9 @@ use std::time::Duration;
 use horde_agent::controller::{self, AgentSpec, ControllerOptions, Event as CEvent, ServerPlace};
 use horde_model::scenario::Scenario;
 
-use super::progress::{Progress, DEADMAN};
+use horde_scenario::Event;
+
+use super::progress::{Printer, Progress, DEADMAN};
 use super::Args;
 use crate::{bad_input, Outcome};
 
@@ -60,22 +61,10 @@ impl Settings {
 /// Runs `sc` through the agents `list` and prints what the merged report says.
 pub fn run(args: &Args, sc: &Scenario, list: &str, out: &Path, progress: Progress, stop: &AtomicBool) -> Outcome {
     let s = Settings::resolve(args, sc, list)?;
-    let tty = std::io::stderr().is_terminal();
-    let last_line = std::sync::Mutex::new(false);
+    let printer = Printer::new(sc, progress);
     let events = |e: &CEvent| match e {
-        CEvent::Note(m) => {
-            let mut l = last_line.lock().unwrap_or_else(|p| p.into_inner());
-            if *l {
-                say!();
-                *l = false;
-            }
-            say!("horde run: {m}")
-        }
-        CEvent::Progress { t_s, agents } => {
-            if progress.agents(&sc.name, *t_s, agents, tty) {
-                *last_line.lock().unwrap_or_else(|p| p.into_inner()) = true;
-            }
-        }
+        CEvent::Note(m) => printer.event(&Event::Note(m.clone())),
+        CEvent::Progress(s) => printer.event(&Event::Tick(s.clone())),
     };
     let opts = ControllerOptions {
         agents: s.agents,
@@ -97,13 +86,17 @@ pub fn run(args: &Args, sc: &Scenario, list: &str, out: &Path, progress: Progres
         Err(e.into())
     };
     if let Some(cfg) = horde_scenario::circuits::Config::of(sc)? {
-        let r = match horde_agent::circuits::run(sc, &cfg, &opts) {
+        let r = horde_agent::circuits::run(sc, &cfg, &opts);
+        printer.done();
+        let r = match r {
             Ok(r) => r,
             Err(e) => return interrupted_early(e),
         };
         return super::circuits_outcome(&r.summary, out, None, &r.lost);
     }
-    let r = match controller::run(sc, &opts) {
+    let r = controller::run(sc, &opts);
+    printer.done();
+    let r = match r {
         Ok(r) => r,
         Err(e) => return interrupted_early(e),
     };

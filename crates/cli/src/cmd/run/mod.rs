@@ -4,7 +4,6 @@
 mod agents;
 mod progress;
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -122,16 +121,15 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
 /// Runs a scenario through the library and prints what it reports.
 pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: Progress, stop: &AtomicBool) -> Outcome {
     let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("locating the horde binary: {e}"))?;
-    let printer = Printer { sc, progress, tty: std::io::stderr().is_terminal() };
+    let printer = Printer::new(sc, progress);
     let events = |e: &Event| printer.event(e);
     let opts = RunOptions { out, scenario_file: scenario, server: ServerSide::Child(exe), shard: None, events: &events, stop };
     if let Some(cfg) = horde_scenario::circuits::Config::of(sc)? {
         return circuits(sc, &cfg, &opts, &printer);
     }
-    let r = horde_scenario::execute(sc, &opts)?;
-    if printer.tty && matches!(printer.progress, Progress::Text) {
-        say!();
-    }
+    let r = horde_scenario::execute(sc, &opts);
+    printer.done();
+    let r = r?;
     let s = &r.summary;
     let u = &s.resources;
     say!(
@@ -169,10 +167,9 @@ pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: Pro
 
 /// A regulated run ([regulation]): its circuits, then their totals.
 fn circuits(sc: &Scenario, cfg: &horde_scenario::circuits::Config, opts: &RunOptions, printer: &Printer) -> Outcome {
-    let r = horde_scenario::circuits::execute(sc, cfg, opts)?;
-    if printer.tty && matches!(printer.progress, Progress::Text) {
-        say!();
-    }
+    let r = horde_scenario::circuits::execute(sc, cfg, opts);
+    printer.done();
+    let r = r?;
     circuits_outcome(&r.summary, opts.out, r.server_died.as_deref(), &[])
 }
 

@@ -1,6 +1,7 @@
 //! Where a run's progress goes (`--progress text|json`, `--progress-file`) and how each kind of
 //! event is printed.
 
+use std::io::IsTerminal as _;
 use std::path::Path;
 
 use horde_model::scenario::Scenario;
@@ -40,47 +41,6 @@ impl Progress {
         }
     }
 
-    /// A run through agents: each agent's rates over the last second (sent pkt/s, sent bit/s,
-    /// received pkt/s, received bit/s). True if it left a line open on the terminal.
-    pub fn agents(&self, scenario: &str, t_s: f64, agents: &[(String, [u64; 4])], tty: bool) -> bool {
-        let tot = agents.iter().fold([0u64; 4], |mut a, (_, r)| {
-            for i in 0..4 {
-                a[i] += r[i];
-            }
-            a
-        });
-        match self {
-            Progress::None => false,
-            Progress::Json(_) => {
-                let per: Vec<serde_json::Value> = agents
-                    .iter()
-                    .map(|(n, r)| serde_json::json!({"agent": n, "sent_pkt_s": r[0], "sent_bit_s": r[1], "received_pkt_s": r[2], "received_bit_s": r[3]}))
-                    .collect();
-                self.json(&(serde_json::json!({"event": "progress", "scenario": scenario, "t_s": t_s, "sent_pkt_s": tot[0], "sent_bit_s": tot[1], "received_pkt_s": tot[2], "received_bit_s": tot[3], "agents": per}).to_string() + "\n"));
-                false
-            }
-            Progress::Text => {
-                let per: Vec<String> = agents.iter().map(|(n, r)| format!("{n} {}/{}", r[0], r[2])).collect();
-                let line = format!(
-                    "t={t_s:>5.0}s  all agents: sent {:>7} pkt/s {:>9.1} kbit/s, received {:>7} pkt/s {:>9.1} kbit/s | sent/received pkt/s: {}",
-                    tot[0],
-                    tot[1] as f64 / 1e3,
-                    tot[2],
-                    tot[3] as f64 / 1e3,
-                    per.join(", ")
-                );
-                if tty {
-                    say_inline!("\r{line}\x1b[K");
-                    return true;
-                }
-                if (t_s.round() as u64).is_multiple_of(5) {
-                    say!("{line}");
-                }
-                false
-            }
-        }
-    }
-
     pub fn of(quiet: bool, mode: ProgressMode, file: Option<&Path>) -> Result<Progress, crate::Failure> {
         if let Some(f) = file {
             let file = std::fs::File::create(f).map_err(|e| bad_input(anyhow::anyhow!("--progress-file {}: {e}", f.display())))?;
@@ -94,17 +54,28 @@ impl Progress {
     }
 }
 
-/// Prints a run's events: notes as lines, progress as one line rewritten in place on a terminal
-/// (every 5 s otherwise).
+/// Prints a run's events, on one machine or through agents alike: notes as lines, progress as
+/// one line rewritten in place on a terminal (every 5 s otherwise), or as JSON lines
+/// ([`horde_scenario::ProgressLine`], docs/schemas/progress.schema.json).
 pub struct Printer<'a> {
     pub sc: &'a Scenario,
     pub progress: Progress,
     pub tty: bool,
+    /// A progress line is open on the terminal (a note starts a new line first).
+    pub open: std::sync::atomic::AtomicBool,
 }
 
-impl Printer<'_> {
+impl<'a> Printer<'a> {
+    pub fn new(sc: &'a Scenario, progress: Progress) -> Printer<'a> {
+        Printer { sc, progress, tty: std::io::stderr().is_terminal(), open: Default::default() }
+    }
+
     pub fn event(&self, e: &Event) {
+        use std::sync::atomic::Ordering::Relaxed;
         let sc = self.sc;
+        if !matches!(e, Event::Tick(_)) && self.open.swap(false, Relaxed) {
+            say!();
+        }
         match e {
             Event::Planned { seconds } => say!(
                 "horde run: {} — {} {} players for {:.0} s from hour {} (seed {}); behaviour planned in {seconds:.2} s",
@@ -117,26 +88,37 @@ impl Printer<'_> {
             ),
             Event::Note(m) => say!("horde run: {m}"),
             Event::Tick(s) if matches!(self.progress, Progress::Json(_)) => {
-                self.progress.json(&(serde_json::json!({ "event": "progress", "scenario": sc.name, "progress": s }).to_string() + "\n"));
+                let line = serde_json::to_string(&horde_scenario::ProgressLine::new(&sc.name, s.clone())).unwrap_or_default();
+                self.progress.json(&(line + "\n"));
             }
             Event::Tick(s) if matches!(self.progress, Progress::Text) => {
                 let cats: Vec<String> = s.categories.iter().map(|(n, c)| format!("{n} {c}")).collect();
+                let agents: Vec<String> = s.agents.iter().map(|a| format!("{} {}/{}", a.agent, a.sent_pkt_s, a.received_pkt_s)).collect();
                 let line = format!(
-                    "t={:>5.0}s  up {:>7} pkt/s {:>8.1} kbit/s  down {:>7} pkt/s {:>8.1} kbit/s  | {}",
+                    "t={:>5.0}s  up {:>7} pkt/s {:>8.1} kbit/s  down {:>7} pkt/s {:>8.1} kbit/s  | {}{}",
                     s.t_s,
                     s.up_pkt_s,
                     s.up_bit_s as f64 / 1e3,
                     s.down_pkt_s,
                     s.down_bit_s as f64 / 1e3,
-                    cats.join(", ")
+                    cats.join(", "),
+                    if agents.is_empty() { String::new() } else { format!(" | agents sent/received pkt/s: {}", agents.join(", ")) }
                 );
                 if self.tty {
                     say_inline!("\r{line}\x1b[K");
+                    self.open.store(true, Relaxed);
                 } else if (s.t_s.round() as u64).is_multiple_of(5) {
                     say!("{line}");
                 }
             }
             Event::Tick(_) => {}
+        }
+    }
+
+    /// The run is over: a progress line left open on the terminal is ended.
+    pub fn done(&self) {
+        if self.open.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            say!();
         }
     }
 }
