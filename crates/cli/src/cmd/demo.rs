@@ -76,16 +76,8 @@ pub struct Args {
     /// Run the packet-engine demo (game, voice and telnet flows, one-way and round trip)
     #[arg(long)]
     pub engine: bool,
-    /// No live progress line
-    #[arg(short, long)]
-    pub quiet: bool,
-    /// Progress as `text` (a line on the terminal) or `json` (one JSON object per second on
-    /// standard error, or in --progress-file: t_s, rates, totals, players per category)
-    #[arg(long, value_enum, default_value_t = super::run::ProgressMode::Text)]
-    pub progress: super::run::ProgressMode,
-    /// Write JSON progress lines to this file instead of standard error (implies --progress json)
-    #[arg(long, value_name = "FILE")]
-    pub progress_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub progress: super::run::ProgressArgs,
     /// Directory for logs and the report (default: horde-out/demo-<unix time>)
     #[arg(short = 'o', long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -105,7 +97,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         let mut sc = horde_model::scenario::Scenario::parse(DEMO_SCENARIO, "embedded demo scenario", std::path::Path::new(".")).map_err(bad_input)?;
         let d = format!("{}ms", duration.as_millis());
         horde_scenario::apply_overrides(&mut sc, &horde_scenario::Overrides { players: Some(args.players), duration: Some(&d), seed: Some(args.seed) })?;
-        let progress = super::run::Progress::of(args.quiet, args.progress, args.progress_file.as_deref())?;
+        let progress = super::run::Progress::of(&args.progress)?;
         return super::run::execute(&sc, None, &out, progress, stop);
     }
     std::fs::create_dir_all(&out).with_context(|| format!("creating report directory {}", out.display()))?;

@@ -12,7 +12,7 @@ use horde_model::scenario::Scenario;
 use horde_scenario::{Event, Overrides, RunOptions, ServerSide};
 use horde_stats::game::GameAnalysis;
 
-pub use progress::{Printer, Progress, ProgressMode};
+pub use progress::{Printer, Progress, ProgressArgs};
 
 use crate::{bad_input, Outcome};
 
@@ -38,16 +38,8 @@ pub struct Args {
     /// Override the scenario's seed
     #[arg(long)]
     pub seed: Option<u64>,
-    /// No live progress line
-    #[arg(short, long)]
-    pub quiet: bool,
-    /// Progress as `text` (a line on the terminal) or `json` (one JSON object per second on
-    /// standard error, or in --progress-file: t_s, rates, totals, players per category)
-    #[arg(long, value_enum, default_value_t = super::run::ProgressMode::Text)]
-    pub progress: super::run::ProgressMode,
-    /// Write JSON progress lines to this file instead of standard error (implies --progress json)
-    #[arg(long, value_name = "FILE")]
-    pub progress_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub progress: super::run::ProgressArgs,
     /// Run through agents (`horde agent` on each load machine): comma-separated HOST:PORT[*WEIGHT], dns:NAME:PORT (every address of a name, e.g. a Kubernetes headless service) or @FILE. Players are sharded over them by id, in proportion to the weights
     #[arg(long, value_name = "LIST")]
     pub agents: Option<String>,
@@ -107,7 +99,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         horde_scenario::serve(&sc, &out, key, stop, banner)?;
         return Ok(0);
     }
-    let progress = Progress::of(args.quiet, args.progress, args.progress_file.as_deref())?;
+    let progress = Progress::of(&args.progress)?;
     // `--agents` (or the scenario's `[agents]` table): this process is the controller.
     if let Some(list) = args.agents.clone().or_else(|| sc.agents.as_ref().map(|a| a.list.join(","))) {
         return agents::run(&args, &sc, &list, &out, progress, stop);

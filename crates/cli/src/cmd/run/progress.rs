@@ -2,7 +2,6 @@
 //! event is printed.
 
 use std::io::IsTerminal as _;
-use std::path::Path;
 
 use horde_model::scenario::Scenario;
 use horde_scenario::Event;
@@ -17,6 +16,22 @@ pub const DEADMAN: &str = "3s";
 pub enum ProgressMode {
     Text,
     Json,
+}
+
+/// The progress flags `run` and `demo` share.
+#[derive(clap::Args, Debug)]
+pub struct ProgressArgs {
+    /// No live progress line
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Progress as `text` (a line on the terminal) or `json` (one JSON object per second on
+    /// standard error, or in --progress-file: t_s, rates, totals, players per category, and
+    /// each agent's rates through agents; docs/schemas/progress.schema.json)
+    #[arg(long, value_enum, default_value_t = ProgressMode::Text)]
+    pub progress: ProgressMode,
+    /// Write JSON progress lines to this file instead of standard error (implies --progress json)
+    #[arg(long, value_name = "FILE")]
+    pub progress_file: Option<std::path::PathBuf>,
 }
 
 /// Where a run's progress goes.
@@ -41,8 +56,9 @@ impl Progress {
         }
     }
 
-    pub fn of(quiet: bool, mode: ProgressMode, file: Option<&Path>) -> Result<Progress, crate::Failure> {
-        if let Some(f) = file {
+    pub fn of(a: &ProgressArgs) -> Result<Progress, crate::Failure> {
+        let (quiet, mode) = (a.quiet, a.progress);
+        if let Some(f) = &a.progress_file {
             let file = std::fs::File::create(f).map_err(|e| bad_input(anyhow::anyhow!("--progress-file {}: {e}", f.display())))?;
             return Ok(Progress::Json(Some(std::sync::Mutex::new(file))));
         }
