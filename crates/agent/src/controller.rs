@@ -127,7 +127,7 @@ pub(crate) fn play<'a>(
     let players = plan(sc, &fleet, opts.stop)?;
     planned(&players);
     let (sc2, p2) = (sc.clone(), players.clone());
-    fleet.set_categories(Box::new(move |t_s| horde_scenario::categories_at(&sc2, &p2.segments, t_s)));
+    fleet.set_categories(Box::new(move |t_s| horde_scenario::categories_at(&sc2, &p2.segments, &p2.roster, t_s)));
     let weights: Vec<u32> = opts.agents.iter().map(|a| a.weight).collect();
     let mut shards = horde_scenario::shards(sc.players, &weights).map_err(|e| e.into_anyhow())?;
     shards.resize(addrs.len(), 0..0);

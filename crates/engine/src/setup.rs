@@ -68,6 +68,7 @@ fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
         }
     };
     let mut conn = Conn::client(&flow, source, job.mirror, opts.key.clone(), opts.greet);
+    conn.steer_by(job.presence);
     conn.connect_at = connect_at;
     conn.set_deadline(deadline);
     Ok(Slot { conn, sock: Sock::Own(sock), dst: flow.dst, peer: None, hello_deadline: None })

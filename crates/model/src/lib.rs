@@ -10,6 +10,7 @@ pub mod files;
 pub mod fit;
 pub mod flow;
 pub mod preset;
+pub mod roster;
 pub mod scenario;
 pub mod schedule;
 pub mod service;

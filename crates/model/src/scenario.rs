@@ -38,6 +38,10 @@ pub struct RawScenario {
     /// Built-in service name or a path (relative to the scenario file).
     pub service: String,
     pub players: u32,
+    /// How many of the players (the first by id) are online at the start (default: all); the
+    /// run's command channel changes it while it runs (`{"command":"players","online":N}`).
+    #[serde(default)]
+    pub online: Option<u32>,
     pub duration: Quantity,
     #[serde(default)]
     pub seed: Option<u64>,
@@ -162,6 +166,8 @@ pub struct Scenario {
     pub name: String,
     pub service: Service,
     pub players: u32,
+    /// Players online at the start (the first by id); `None`: all of them.
+    pub online: Option<u32>,
     pub duration_s: f64,
     pub seed: u64,
     pub start_hour: f64,
@@ -230,6 +236,9 @@ impl Scenario {
         if raw.players == 0 || raw.players > MAX_PLAYERS {
             return Err(fail("players", format!("must be 1..={MAX_PLAYERS} (got {})", raw.players)));
         }
+        if let Some(o) = raw.online.filter(|o| *o > raw.players) {
+            return Err(fail("online", format!("{o} is more than the scenario's {} players: `players` is every player the run may have online", raw.players)));
+        }
         let text_of = |q: &Quantity| match q {
             Quantity::Int(v) => v.to_string(),
             Quantity::Float(v) => v.to_string(),
@@ -288,6 +297,7 @@ impl Scenario {
             name: raw.name.unwrap_or_else(|| file.to_string()),
             service,
             players: raw.players,
+            online: raw.online,
             duration_s: dur as f64 / 1e9,
             seed: raw.seed.unwrap_or(1),
             start_hour,
@@ -392,6 +402,13 @@ impl Scenario {
             out.push(crate::behaviour::player_joining(&self.service, &params, p, self.join_time(p)));
         }
         Some(out)
+    }
+
+    /// Who is online: `online` of the players from the start, each later joiner at its own
+    /// `join` draw after the change that admits it.
+    pub fn roster(&self) -> crate::roster::Roster {
+        let join = (0..self.players).map(|p| (self.join_time(p) * 1e9) as u64).collect();
+        crate::roster::Roster::new(self.online.unwrap_or(self.players).min(self.players), join).expect("online is at most players")
     }
 
     pub fn behaviour_params(&self) -> crate::behaviour::Params {

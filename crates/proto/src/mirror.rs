@@ -4,6 +4,7 @@
 //! left microseconds after a category change, and its expected size: any difference is counted
 //! as a mismatch, which must stay 0 (it would mean a framing or pacing bug).
 
+use horde_model::roster::Presence;
 use horde_model::Departure;
 
 /// A source of departures (a flow's schedule or a player's), boxed so sources of any kind mix.
@@ -13,12 +14,20 @@ pub struct Mirror {
     source: Source,
     /// A departure read ahead (UDP: a later one than the datagram that arrived).
     ahead: Option<Departure>,
+    /// The peer's player is online only when the roster says so: its other departures never
+    /// left, and those that did are numbered consecutively (as the peer numbered them).
+    presence: Option<Presence>,
     pub mismatched: u64,
 }
 
 impl Mirror {
     pub fn new(source: Source) -> Mirror {
-        Mirror { source, ahead: None, mismatched: 0 }
+        Mirror { source, ahead: None, presence: None, mismatched: 0 }
+    }
+
+    pub fn with_presence(mut self, p: Option<Presence>) -> Mirror {
+        self.presence = p;
+        self
     }
 
     /// The class of arrival `seq` of `len` bytes, if the peer's schedule has it. Lost datagrams
@@ -26,13 +35,24 @@ impl Mirror {
     /// plain tag).
     pub fn classify(&mut self, seq: u64, len: u32) -> Option<u8> {
         loop {
-            let d = self.ahead.take().or_else(|| self.source.next())?;
+            let raw = self.ahead.take().or_else(|| self.source.next())?;
+            // The number it gets if it left: decided only once an arrival as late exists (so
+            // it was due, and the roster knows every change up to its time).
+            let n = self.presence.as_ref().map_or(raw.seq, |p| p.next_seq());
+            if n > seq {
+                self.ahead = Some(raw);
+                return None;
+            }
+            let at = raw.at_ns;
+            let d = match self.presence.as_mut() {
+                Some(p) => match p.admit(raw, at) {
+                    Some(d) => d,
+                    None => continue,
+                },
+                None => raw,
+            };
             if d.seq < seq {
                 continue;
-            }
-            if d.seq > seq {
-                self.ahead = Some(d);
-                return None;
             }
             self.mismatched += (d.size != len) as u64;
             return Some(d.class);

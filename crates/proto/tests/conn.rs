@@ -29,6 +29,7 @@ struct ServerCtx {
     down: Option<Vec<Departure>>,
     up: Vec<Departure>,
     records: Vec<Record>,
+    roster: Option<std::sync::Arc<horde_model::roster::Roster>>,
 }
 
 impl Ctx for ServerCtx {
@@ -43,7 +44,7 @@ impl Ctx for ServerCtx {
             return Err(Status::UnknownPlayer);
         }
         let down = self.down.take().ok_or(Status::Taken)?;
-        Ok(Accepted { source: source(down), mirror: Some(source(self.up.clone())), tag })
+        Ok(Accepted { source: source(down), mirror: Some(source(self.up.clone())), tag, presence: self.roster.clone().map(|r| horde_model::roster::Presence::new(r, 3)) })
     }
 }
 
@@ -92,7 +93,7 @@ fn tcp_two_way_client_and_server_through_buffers() {
     let down = deps(30, 30_000_000, 300, 5);
     let mut client = Conn::client(&flow(Transport::Tcp, Meter::Owd, 3 << 8), source(up.clone()), Some(source(down.clone())), key.clone(), true);
     let mut server = Conn::server_tcp("from test".into(), key.clone());
-    let mut sctx = ServerCtx { down: Some(down), up: up.clone(), records: Vec::new() };
+    let mut sctx = ServerCtx { down: Some(down), up: up.clone(), records: Vec::new(), roster: None };
     let mut cctx = ClientCtx::default();
 
     // Nothing goes to the client before its hello arrived and was granted.
@@ -116,6 +117,37 @@ fn tcp_two_way_client_and_server_through_buffers() {
     assert_eq!(client.mismatched(), 0);
 }
 
+/// Issue 22: a player steered by a roster goes offline and comes back; both sides decide from
+/// the same roster which APDUs exist, so the server's mirror still names every arrival exactly.
+#[test]
+fn a_steered_player_leaves_and_returns_and_both_sides_agree() {
+    use horde_model::roster::{Presence, Roster};
+    let key = RunKey::from_bytes([4; 32]);
+    // 4 players online of 4; at 1 s player 3 is cut (online 3), at 2 s all return (join 0).
+    let roster = std::sync::Arc::new(Roster::new(4, vec![0; 4]).unwrap());
+    roster.set(1_000_000_000, 3).unwrap();
+    roster.set(2_000_000_000, 4).unwrap();
+    let up: Vec<Departure> = (0..30).map(|k| Departure { seq: k, at_ns: k * 100_000_000, size: 40 + k as u32, clamped: false, class: (k / 10) as u8 }).collect();
+    let down = deps(30, 100_000_000, 300, 5);
+    let mut client = Conn::client(&flow(Transport::Tcp, Meter::Owd, 3 << 8), source(up.clone()), Some(source(down.clone())), key.clone(), true);
+    client.steer_by(Some(Presence::new(roster.clone(), 3)));
+    let mut server = Conn::server_tcp("s".into(), key);
+    let mut sctx = ServerCtx { down: Some(down), up, records: Vec::new(), roster: Some(roster) };
+    client.start(T0);
+    let bytes = send_until(&mut client, 3_000_000_000);
+    assert_eq!(server.on_stream(T0, &bytes, &mut sctx), Ok(Some(Event::Granted)));
+    // Departures at 1.0..1.9 s never left: 20 arrived, each with its own size and class.
+    assert_eq!(sctx.records.len(), 20);
+    let classes: Vec<u32> = sctx.records.iter().map(|r| r.tag & 0xFF).collect();
+    assert_eq!(classes, [vec![0; 10], vec![2; 10]].concat());
+    assert_eq!(server.mismatched(), 0, "sizes 40..49 then 60..69 match the mirror");
+    let down_bytes = send_until(&mut server, 3_000_000_000);
+    let mut cctx = ClientCtx::default();
+    assert_eq!(client.on_stream(T0 + 3, &down_bytes, &mut cctx), Ok(None));
+    assert_eq!(cctx.records.len(), 20, "the server's stream skipped the same second");
+    assert_eq!(client.mismatched(), 0);
+}
+
 #[test]
 fn a_mirror_mismatch_is_counted() {
     let key = RunKey::OPEN;
@@ -124,7 +156,7 @@ fn a_mirror_mismatch_is_counted() {
     wrong[4].size = 41;
     let mut client = Conn::client(&flow(Transport::Tcp, Meter::Owd, 3 << 8), source(up), None, key.clone(), true);
     let mut server = Conn::server_tcp("s".into(), key);
-    let mut sctx = ServerCtx { down: Some(Vec::new()), up: wrong, records: Vec::new() };
+    let mut sctx = ServerCtx { down: Some(Vec::new()), up: wrong, records: Vec::new(), roster: None };
     client.start(T0);
     let bytes = send_until(&mut client, 1_000_000_000);
     assert_eq!(server.on_stream(T0, &bytes, &mut sctx), Ok(Some(Event::Granted)));
@@ -133,7 +165,7 @@ fn a_mirror_mismatch_is_counted() {
 
 #[test]
 fn the_server_refuses_other_keys_unknown_and_taken_players() {
-    let mut sctx = ServerCtx { down: Some(Vec::new()), up: Vec::new(), records: Vec::new() };
+    let mut sctx = ServerCtx { down: Some(Vec::new()), up: Vec::new(), records: Vec::new(), roster: None };
     let hello = |key: &RunKey, tag: u32| {
         let mut c = Conn::client(&flow(Transport::Tcp, Meter::Owd, tag), source(Vec::new()), None, key.clone(), true);
         c.start(T0);

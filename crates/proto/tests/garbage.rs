@@ -57,7 +57,7 @@ impl Ctx for NullCtx {
     }
     fn record(&mut self, _: horde_wire::Record) {}
     fn respond(&mut self, _: u32, tag: u32) -> Result<Accepted, Status> {
-        Ok(Accepted { source: Box::new(std::iter::empty()), mirror: None, tag })
+        Ok(Accepted { source: Box::new(std::iter::empty()), mirror: None, tag, presence: None })
     }
 }
 

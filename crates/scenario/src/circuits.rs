@@ -694,7 +694,7 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
     let clients = std::thread::scope(|s| {
         let (done_r, p, pl) = (&done, &client_progress, &players);
-        s.spawn(move || progress(sc, &pl.segments, p, done_r, opts.events));
+        s.spawn(move || progress(sc, pl, p, done_r, opts.events));
         s.spawn(|| watch_server(&server, opts.stop, &run_stop, &done, &died));
         let r = run_clients(sc, cfg, shard, addr, &key, &netns, &client_progress, &run_stop);
         done.store(true, Ordering::Relaxed);

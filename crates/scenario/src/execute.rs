@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use horde_engine::sender::{self, Job, Progress};
 use horde_engine::SendReport;
-use horde_model::behaviour;
 use horde_model::scenario::Scenario;
 use horde_model::service::Direction;
 
@@ -200,7 +199,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let link_series = Mutex::new(Vec::new());
     let client = std::thread::scope(|s| {
         let (done_r, p, pl) = (&done, &client_progress, &players);
-        s.spawn(move || progress(sc, &pl.segments, p, done_r, opts.events));
+        s.spawn(move || progress(sc, pl, p, done_r, opts.events));
         if let Some(e) = emu.as_ref().filter(|e| e.links().is_some()) {
             let (done_r, series) = (&done, &link_series);
             s.spawn(move || sample_links(e, done_r, series));
@@ -305,6 +304,7 @@ pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Res
             mirror: Some(c.players.schedule(p, Direction::Down)),
             // A player who joins later connects then.
             connect_at_ns: Some((sc.join_time(p) * 1e9) as u64).filter(|t| *t > 0),
+            presence: Some(c.players.presence(p)),
         })
         .collect();
     let copts = horde_engine::SendOptions {
@@ -376,7 +376,7 @@ fn empty_report(client: &SendReport) -> SendReport {
 }
 
 /// Reports progress once a second: rates over the last second and players per category.
-pub(crate) fn progress(sc: &Scenario, segments: &[Vec<behaviour::Segment>], p: &Progress, done: &AtomicBool, events: Events) {
+pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, done: &AtomicBool, events: Events) {
     let start = Instant::now();
     let mut last = [0u64; 4];
     let mut tick = 0u64;
@@ -407,7 +407,7 @@ pub(crate) fn progress(sc: &Scenario, segments: &[Vec<behaviour::Segment>], p: &
             down_bit_s: d(3) * 8,
             sent_packets: now[0],
             received_packets: now[2],
-            categories: crate::categories_at(sc, segments, t),
+            categories: crate::categories_at(sc, &players.segments, &players.roster, t),
             agents: Vec::new(),
         };
         last = now;

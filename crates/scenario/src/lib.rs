@@ -118,12 +118,15 @@ impl ProgressLine {
     }
 }
 
-/// Players per behaviour state of the plan at `t_s` (stays end at the run's end: just before
-/// it, players are counted as they were).
-pub fn categories_at(sc: &Scenario, segments: &[Vec<horde_model::behaviour::Segment>], t_s: f64) -> Vec<(String, u32)> {
+/// Players per behaviour state at `t_s`, of those the roster has online (stays end at the
+/// run's end: just before it, players are counted as they were).
+pub fn categories_at(sc: &Scenario, segments: &[Vec<horde_model::behaviour::Segment>], roster: &horde_model::roster::Roster, t_s: f64) -> Vec<(String, u32)> {
     let mut counts = vec![0u32; sc.service.states.len()];
     let at = t_s.min(sc.duration_s - 1e-6).max(0.0);
-    for segs in segments {
+    for (p, segs) in segments.iter().enumerate() {
+        if !roster.admitted(p as u32, (at * 1e9) as u64) {
+            continue;
+        }
         if let Some(s) = horde_model::behaviour::state_at(segs, at) {
             if let Some(c) = counts.get_mut(s.state as usize) {
                 *c += 1;

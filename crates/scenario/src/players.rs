@@ -8,6 +8,7 @@ use std::sync::Arc;
 use horde_engine::sender::{Accepted, Responder, Source};
 use horde_model::behaviour::Segment;
 use horde_model::flow::Transport;
+use horde_model::roster::{Presence, Roster};
 use horde_model::scenario::Scenario;
 use horde_model::schedule::PlayerSchedule;
 use horde_model::service::{BoundTraffic, Direction};
@@ -23,6 +24,8 @@ pub struct Players {
     pub traffic: Arc<BoundTraffic>,
     pub seed: u64,
     pub duration_s: f64,
+    /// Who is online (the run's command channel changes it on every side alike).
+    pub roster: Arc<Roster>,
     /// Server side: players granted to a connection already (each once per run).
     claimed: Vec<AtomicBool>,
 }
@@ -31,6 +34,11 @@ impl Players {
     /// One direction of one player's traffic, as a schedule.
     pub fn schedule(&self, player: u32, dir: Direction) -> Source {
         Box::new(PlayerSchedule::new(self.segments[player as usize].clone(), self.traffic.clone(), dir, self.seed, self.transport, self.duration_s))
+    }
+
+    /// Player `player`'s departures under the roster (one per direction and side).
+    pub fn presence(&self, player: u32) -> Presence {
+        Presence::new(self.roster.clone(), player)
     }
 
     pub fn len(&self) -> u32 {
@@ -60,7 +68,7 @@ impl Responder for Players {
         if claim.swap(true, Ordering::AcqRel) {
             return Err(Status::Taken);
         }
-        Ok(Accepted { source: self.schedule(player, Direction::Down), mirror: Some(self.schedule(player, Direction::Up)), tag })
+        Ok(Accepted { source: self.schedule(player, Direction::Down), mirror: Some(self.schedule(player, Direction::Up)), tag, presence: Some(self.presence(player)) })
     }
 }
 
@@ -78,6 +86,7 @@ pub fn plan(sc: &Scenario, stop: &AtomicBool) -> Result<Players, Error> {
         traffic: Arc::new(traffic),
         seed: sc.seed,
         duration_s: sc.duration_s,
+        roster: Arc::new(sc.roster()),
         claimed: (0..sc.players).map(|_| AtomicBool::new(false)).collect(),
     })
 }

@@ -38,7 +38,7 @@ const START_LEAD_PER_TCP_NS: u64 = 20_000;
 /// Opens the sockets of every flow, connects TCP flows and validates UDP ones, then runs all
 /// flows to their end (or until `stop` is set) and reports.
 pub fn run(flows: Vec<Flow>, opts: &SendOptions, stop: &AtomicBool) -> Result<SendReport, EngineError> {
-    run_jobs(flows.into_iter().map(|flow| Job { flow, source: None, mirror: None, connect_at_ns: None, netns: None }).collect(), opts, stop)
+    run_jobs(flows.into_iter().map(|flow| Job { flow, source: None, mirror: None, connect_at_ns: None, netns: None, presence: None }).collect(), opts, stop)
 }
 
 /// [`run`] with explicit sources (e.g. players' behaviour-driven schedules).

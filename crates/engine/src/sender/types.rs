@@ -259,6 +259,8 @@ pub struct Job {
     /// Open the socket inside this network namespace (a player on an emulated host). The
     /// socket stays there; the thread returns to its own namespace.
     pub netns: Option<Arc<std::fs::File>>,
+    /// A player under a roster: its departures (and its peer's) leave only while it is online.
+    pub presence: Option<horde_model::roster::Presence>,
 }
 
 pub(crate) fn new_hist() -> Histogram<u64> {

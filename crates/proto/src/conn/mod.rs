@@ -54,6 +54,8 @@ pub struct Accepted {
     /// The client's own schedule, regenerated: incoming APDU k is its departure k.
     pub mirror: Option<Source>,
     pub tag: u32,
+    /// A player steered by a roster (see [`horde_model::roster`]).
+    pub presence: Option<horde_model::roster::Presence>,
 }
 
 /// Decides about a client's hello on the server side of a two-way scenario.
@@ -152,6 +154,8 @@ pub struct Conn {
     /// Added to every departure time: moves a source's time base onto the worker's.
     shift_ns: i64,
     pending: VecDeque<Departure>,
+    /// A player's connection: its departures leave only while the roster has it online.
+    presence: Option<horde_model::roster::Presence>,
     mirror: Option<Mirror>,
     stream: Option<Stream>,
     greeter: Option<Greeter>,
@@ -203,6 +207,7 @@ impl Conn {
             sched: Some(source),
             shift_ns: 0,
             pending: VecDeque::new(),
+            presence: None,
             mirror: mirror.map(Mirror::new),
             stream: tcp.then(|| Stream::new(false)),
             greeter,
@@ -249,6 +254,7 @@ impl Conn {
             sched: None,
             shift_ns: 0,
             pending: VecDeque::new(),
+            presence: None,
             mirror: None,
             stream: None,
             greeter: None,
@@ -260,6 +266,24 @@ impl Conn {
             consent_reply: None,
             proof: None,
             stats: ConnStats::default(),
+        }
+    }
+
+    /// A player's connection under a roster: `p` decides which of its own departures leave,
+    /// and a copy which of the peer's (the mirror) did.
+    pub fn steer_by(&mut self, p: Option<horde_model::roster::Presence>) {
+        if let Some(p) = &p {
+            self.mirror = self.mirror.take().map(|m| m.with_presence(Some(horde_model::roster::Presence::new(p.roster().clone(), p.player()))));
+        }
+        self.presence = p;
+    }
+
+    /// Whether departure `d` (due now) leaves, renumbered; always without a roster.
+    fn admit(&mut self, d: Departure) -> Option<Departure> {
+        let sched = (d.at_ns as i64 - self.shift_ns).max(0) as u64;
+        match self.presence.as_mut() {
+            Some(p) => p.admit(d, sched),
+            None => Some(d),
         }
     }
 
@@ -365,7 +389,8 @@ impl Conn {
         while n < out.len() {
             match self.next_at() {
                 Some(at) if at <= now_rel => {
-                    let mut d = self.pending.pop_front().expect("peeked");
+                    let d = self.pending.pop_front().expect("peeked");
+                    let Some(mut d) = self.admit(d) else { continue };
                     if self.reverse && self.transport == Transport::Tcp && d.seq > 0 {
                         // The first APDU told the receiver the size; the rest only keep consent.
                         d.size = Transport::Tcp.min_size();
@@ -392,8 +417,8 @@ impl Conn {
             if at >= deadline {
                 break;
             }
-            self.pending.pop_front();
-            self.stats.unsent += 1;
+            let d = self.pending.pop_front().expect("peeked");
+            self.stats.unsent += self.admit(d).is_some() as u64;
         }
         self.pending.clear();
         self.sched = None;
@@ -693,6 +718,7 @@ impl Conn {
         self.name = format!("player {}", a.tag >> 8);
         self.sched = Some(a.source);
         self.mirror = a.mirror.map(Mirror::new);
+        self.steer_by(a.presence);
         // The client's departures count from its start, ours from our own.
         self.shift_ns = base_ns as i64 - t0_real as i64;
     }
