@@ -144,6 +144,7 @@ fn a_run_over_agents_matches_the_same_run_on_one_machine() {
             shard: None,
             events: &|_| {},
             stop: &stop,
+            commands: None,
         },
     )
     .unwrap();

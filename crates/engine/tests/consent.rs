@@ -161,7 +161,7 @@ struct Streams {
 impl Responder for Streams {
     fn on_hello(&self, _flow: u32, tag: u32) -> Result<Accepted, Status> {
         let source: Source = Box::new(Schedule::new(&self.down));
-        Ok(Accepted { source, mirror: None, tag })
+        Ok(Accepted { source, mirror: None, tag, presence: None })
     }
 }
 

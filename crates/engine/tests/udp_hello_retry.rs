@@ -26,7 +26,7 @@ impl Responder for Echoing {
     fn on_hello(&self, _flow: u32, tag: u32) -> Result<Accepted, Status> {
         let source: Source = Box::new(Schedule::new(&self.down));
         let mirror: Source = Box::new(Schedule::new(&self.up));
-        Ok(Accepted { source, mirror: Some(mirror), tag })
+        Ok(Accepted { source, mirror: Some(mirror), tag, presence: None })
     }
 }
 
@@ -46,7 +46,7 @@ fn a_lost_hello_is_repeated_until_the_server_answers() {
             let opts = SendOptions { responder: Some(responder.clone()), ..Default::default() };
             sender::serve(&[dst.parse().unwrap()], Transport::Udp, &opts, &server_stop, |_| {})
         });
-        let job = Job { flow: up.clone(), source: None, mirror: Some(Box::new(Schedule::new(&down))), connect_at_ns: None, netns: None };
+        let job = Job { flow: up.clone(), source: None, mirror: Some(Box::new(Schedule::new(&down))), connect_at_ns: None, netns: None, presence: None };
         let copts = SendOptions { run_for: Some(Duration::from_secs(2)), linger: Duration::from_millis(300), ..Default::default() };
         let client = sender::run_jobs(vec![job], &copts, &client_stop).unwrap();
         server_stop.store(true, Ordering::Relaxed);

@@ -94,6 +94,35 @@ impl Roster {
         self.read().clone()
     }
 
+    /// Whether every player is online throughout (no change ever took one offline).
+    pub fn everyone_throughout(&self) -> bool {
+        self.read().iter().all(|c| c.1 == self.pool())
+    }
+
+    /// The schedule times player `p` is online, as `[from, to)` spans up to `end_ns`.
+    pub fn spans(&self, p: u32, end_ns: u64) -> Vec<(u64, u64)> {
+        let ch = self.read();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < ch.len() {
+            if ch[i].1 <= p {
+                i += 1;
+                continue;
+            }
+            let mut j = i;
+            while j + 1 < ch.len() && ch[j + 1].1 > p {
+                j += 1;
+            }
+            let from = if i == 0 { 0 } else { ch[i].0.saturating_add(self.join_ns.get(p as usize).copied().unwrap_or(0)) };
+            let to = ch.get(j + 1).map_or(end_ns, |c| c.0).min(end_ns);
+            if from < to {
+                out.push((from, to));
+            }
+            i = j + 1;
+        }
+        out
+    }
+
     /// Whether player `p` is online at schedule time `t_ns`: under the target then, and — if
     /// a raise admitted it during the run — past its join offset since that raise. (Players
     /// online from the start join as their planned behaviour says.)
@@ -171,6 +200,10 @@ mod tests {
         r.set(30 * S, 3).unwrap();
         assert!(!r.admitted(1, 30 * S + S / 2) && r.admitted(1, 31 * S), "a rejoin follows the ramp again");
         assert_eq!(r.target_at(25 * S), 1);
+        assert_eq!(r.spans(1, 40 * S), vec![(0, 20 * S), (31 * S, 40 * S)]);
+        assert_eq!(r.spans(4, 40 * S), vec![(14 * S, 20 * S)]);
+        assert_eq!(r.spans(5, 40 * S), vec![]);
+        assert!(!r.everyone_throughout());
         assert_eq!(r.changes(), vec![(0, 2), (10 * S, 5), (20 * S, 1), (30 * S, 3)]);
     }
 

@@ -44,7 +44,12 @@ impl Ctx for ServerCtx {
             return Err(Status::UnknownPlayer);
         }
         let down = self.down.take().ok_or(Status::Taken)?;
-        Ok(Accepted { source: source(down), mirror: Some(source(self.up.clone())), tag, presence: self.roster.clone().map(|r| horde_model::roster::Presence::new(r, 3)) })
+        Ok(Accepted {
+            source: source(down),
+            mirror: Some(source(self.up.clone())),
+            tag,
+            presence: self.roster.clone().map(|r| horde_model::roster::Presence::new(r, 3)),
+        })
     }
 }
 
@@ -127,7 +132,8 @@ fn a_steered_player_leaves_and_returns_and_both_sides_agree() {
     let roster = std::sync::Arc::new(Roster::new(4, vec![0; 4]).unwrap());
     roster.set(1_000_000_000, 3).unwrap();
     roster.set(2_000_000_000, 4).unwrap();
-    let up: Vec<Departure> = (0..30).map(|k| Departure { seq: k, at_ns: k * 100_000_000, size: 40 + k as u32, clamped: false, class: (k / 10) as u8 }).collect();
+    let up: Vec<Departure> =
+        (0..30).map(|k| Departure { seq: k, at_ns: k * 100_000_000, size: 40 + k as u32, clamped: false, class: (k / 10) as u8 }).collect();
     let down = deps(30, 100_000_000, 300, 5);
     let mut client = Conn::client(&flow(Transport::Tcp, Meter::Owd, 3 << 8), source(up.clone()), Some(source(down.clone())), key.clone(), true);
     client.steer_by(Some(Presence::new(roster.clone(), 3)));

@@ -673,7 +673,7 @@ pub struct CircuitOutcome {
 /// side as a child (or a thread), every player's circuit on the client side, then the report in
 /// `opts.out` (summary.json, circuits.csv, charts, index.html).
 pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<CircuitOutcome, Error> {
-    use crate::execute::{prepare, progress, watch_server, Prepared, Server};
+    use crate::execute::{prepare, progress, Prepared, Server};
     use std::sync::Mutex;
     let failed = Error::Failed;
     if opts.shard.is_some() {
@@ -692,10 +692,11 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
     let run_stop = AtomicBool::new(false);
     let server = Mutex::new(server);
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
+    let steer = crate::steer::Steer::new(opts.commands, None, &client_progress, emu.as_ref(), opts.events);
     let clients = std::thread::scope(|s| {
         let (done_r, p, pl) = (&done, &client_progress, &players);
         s.spawn(move || progress(sc, pl, p, done_r, opts.events));
-        s.spawn(|| watch_server(&server, opts.stop, &run_stop, &done, &died));
+        s.spawn(|| crate::steer::watch(&server, opts.stop, &run_stop, &done, &died, &steer));
         let r = run_clients(sc, cfg, shard, addr, &key, &netns, &client_progress, &run_stop);
         done.store(true, Ordering::Relaxed);
         r
@@ -704,9 +705,11 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
     let died = died.into_inner().unwrap_or_else(|p| p.into_inner());
     let served = server.finish_circuits(out, died.is_some()).map_err(failed)?.unwrap_or_default();
     let clients = clients.context("client side").map_err(failed)?;
-    let interrupted = opts.stop.load(Ordering::Relaxed);
+    let commanded = steer.commanded.load(Ordering::Relaxed);
+    let interrupted = opts.stop.load(Ordering::Relaxed) || commanded;
     let interruption = match (&died, interrupted) {
         (Some((status, _)), _) => Some(format!("the server side exited ({status})")),
+        (None, true) if commanded => Some("stopped by a command".into()),
         (None, true) => Some("interrupted".into()),
         _ => None,
     };

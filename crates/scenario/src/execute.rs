@@ -34,6 +34,8 @@ pub struct RunOptions<'a> {
     pub events: Events<'a>,
     /// Set by a signal: the run stops, and reports what it measured until then.
     pub stop: &'a AtomicBool,
+    /// The run's command channel (stop now, players online, a link), if it has one.
+    pub commands: Option<&'a crate::control::Commands>,
 }
 
 /// Where a run's server side runs.
@@ -52,6 +54,7 @@ pub(crate) enum Server {
     Thread {
         handle: std::thread::JoinHandle<Result<SendReport, Error>>,
         stop: Arc<AtomicBool>,
+        commands: std::sync::mpsc::Sender<Result<crate::control::Command, String>>,
     },
     /// A regulated run's server side in this process.
     Circuits {
@@ -76,8 +79,10 @@ impl Server {
             }
             ServerSide::InProcess => {
                 let (sc2, out, key) = (sc.clone(), spec.out.to_path_buf(), spec.key.clone());
-                let (handle, stop, a) = in_thread("horde-server-side", move |stop, on_listening| crate::server::serve(&sc2, &out, key, stop, on_listening))?;
-                Ok((Server::Thread { handle, stop }, a))
+                let (tx, commands) = crate::control::Commands::channel();
+                let (handle, stop, a) =
+                    in_thread("horde-server-side", move |stop, on_listening| crate::server::serve(&sc2, &out, key, stop, on_listening, Some(&commands)))?;
+                Ok((Server::Thread { handle, stop, commands: tx }, a))
             }
         }
     }
@@ -87,6 +92,15 @@ impl Server {
             Server::Child(c) => c.exited(),
             Server::Thread { handle, .. } => handle.is_finished().then(|| "its thread ended".to_string()),
             Server::Circuits { handle, .. } => handle.is_finished().then(|| "its thread ended".to_string()),
+        }
+    }
+
+    /// Passes a (stamped) command on to the server side.
+    pub(crate) fn forward(&mut self, c: &crate::control::Command) -> anyhow::Result<()> {
+        match self {
+            Server::Child(child) => child.command(c),
+            Server::Thread { commands, .. } => commands.send(Ok(c.clone())).map_err(|_| anyhow::anyhow!("the server side's thread ended")),
+            Server::Circuits { .. } => Ok(()),
         }
     }
 
@@ -105,7 +119,7 @@ impl Server {
     fn finish(self, out: &Path, died: bool) -> anyhow::Result<Option<SendReport>> {
         match self {
             Server::Child(c) => c.finish(out, died),
-            Server::Thread { handle, stop } => stop_thread(handle, &stop, died),
+            Server::Thread { handle, stop, .. } => stop_thread(handle, &stop, died),
             Server::Circuits { .. } => anyhow::bail!("a regulated run's server side has no engine report"),
         }
     }
@@ -197,6 +211,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let server = Mutex::new(server);
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
     let link_series = Mutex::new(Vec::new());
+    let steer = crate::steer::Steer::new(opts.commands, Some(&players.roster), &client_progress, emu.as_ref(), opts.events);
     let client = std::thread::scope(|s| {
         let (done_r, p, pl) = (&done, &client_progress, &players);
         s.spawn(move || progress(sc, pl, p, done_r, opts.events));
@@ -204,7 +219,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
             let (done_r, series) = (&done, &link_series);
             s.spawn(move || sample_links(e, done_r, series));
         }
-        s.spawn(|| watch_server(&server, opts.stop, &run_stop, &done, &died));
+        s.spawn(|| crate::steer::watch(&server, opts.stop, &run_stop, &done, &died, &steer));
         let r = run_clients(sc, &clients, &run_stop);
         done.store(true, Ordering::Relaxed);
         r
@@ -213,7 +228,12 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let died = died.into_inner().unwrap_or_else(|p| p.into_inner());
     let server_report = server.finish(out, died.is_some()).map_err(failed)?;
     let client = client.context("client side").map_err(failed)?;
-    let interruption = Interruption::of(sc, &client, server_report.as_ref(), died.as_ref(), opts.stop.load(Ordering::Relaxed));
+    let commanded = steer.commanded.load(Ordering::Relaxed);
+    let mut interruption = Interruption::of(sc, &client, server_report.as_ref(), died.as_ref(), opts.stop.load(Ordering::Relaxed) || commanded);
+    if let Some(i) = interruption.as_mut().filter(|_| commanded && died.is_none()) {
+        i.reason = "stopped by a command".into();
+    }
+    let online = players.roster.changes();
     let server_report = server_report.unwrap_or_else(|| empty_report(&client));
     let links = emu.as_ref().and_then(|e| e.links());
     let link_series = link_series.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -228,6 +248,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
         interruption,
         present: vec![shard],
         distributed: None,
+        online,
     };
     let summary = report::write(sc, out, &players, outcomes).map_err(failed)?;
     drop(emu);
@@ -332,26 +353,6 @@ fn sample_links(e: &EmuRun, done: &AtomicBool, series: &Mutex<Vec<crate::report:
                 crate::report::LinkSeries::record(&mut s, start.elapsed().as_secs_f64(), &links);
             }
             next += Duration::from_secs(1);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Polls the server-side child while the client runs: a dead server side stops the client
-/// (within 50 ms) instead of leaving it to run to the end with nobody answering.
-pub(crate) fn watch_server(server: &Mutex<Server>, stop: &AtomicBool, run_stop: &AtomicBool, done: &AtomicBool, died: &Mutex<Option<(String, u64)>>) {
-    while !done.load(Ordering::Relaxed) {
-        if stop.load(Ordering::Relaxed) {
-            run_stop.store(true, Ordering::Relaxed);
-            return;
-        }
-        let exited = server.lock().ok().and_then(|mut c| c.exited());
-        if let Some(status) = exited {
-            if !stop.load(Ordering::Relaxed) {
-                *died.lock().unwrap_or_else(|p| p.into_inner()) = Some((status, horde_engine::clock::real_ns()));
-            }
-            run_stop.store(true, Ordering::Relaxed);
-            return;
         }
         std::thread::sleep(Duration::from_millis(50));
     }

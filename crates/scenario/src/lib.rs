@@ -11,11 +11,13 @@
 
 pub mod circuit_report;
 pub mod circuits;
+pub mod control;
 pub mod execute;
 pub mod placement;
 pub mod players;
 pub mod report;
 pub mod server;
+pub mod steer;
 pub mod topology;
 
 pub use execute::{execute, run_clients, Clients, RunOptions, RunOutcome, ServerSide};
@@ -144,6 +146,8 @@ pub type Events<'a> = &'a (dyn Fn(&Event) + Sync);
 #[derive(Debug, Clone, Default)]
 pub struct Overrides<'a> {
     pub players: Option<u32>,
+    /// Players online at the start (at most `players`).
+    pub online: Option<u32>,
     /// A duration with its unit, e.g. "30s".
     pub duration: Option<&'a str>,
     pub seed: Option<u64>,
@@ -167,11 +171,22 @@ pub fn apply_overrides(sc: &mut Scenario, o: &Overrides) -> Result<(), Error> {
     if let Some(s) = o.seed {
         sc.seed = s;
     }
+    let online_before = sc.online;
+    if let Some(n) = o.online {
+        sc.online = Some(n);
+    }
+    if let Some(n) = sc.online.filter(|n| *n > sc.players) {
+        return Err(bad(format!(
+            "online = {n} is more than the run's {} players: raise --players (every player the run may have online) or lower --online",
+            sc.players
+        )));
+    }
     sc.check_join().map_err(|e| bad(format!("{e} (with --duration {} s)", sc.duration_s)))?;
     let changed = [
         ("players", (sc.players != before.0).then(|| sc.players.to_string())),
         ("duration", (sc.duration_s != before.1).then(|| format!("\"{}s\"", sc.duration_s))),
         ("seed", (sc.seed != before.2).then(|| sc.seed.to_string())),
+        ("online", (sc.online != online_before).then(|| sc.online.unwrap_or(sc.players).to_string())),
     ];
     for (what, set) in changed {
         if let Some(v) = set {

@@ -101,6 +101,21 @@ impl<'a> EmuRun<'a> {
     }
 }
 
+impl EmuRun<'_> {
+    /// Changes an emulated link while the run goes on (the link emulator's own check and
+    /// messages); returns its settings now, both directions.
+    pub fn change_link(&self, a: &str, b: &str, dir: &str, set: horde_topo::RawImpair, clear: bool) -> Result<String, String> {
+        use horde_emu::fwd::{request, Request};
+        horde_topo::LinkChange::parse(&set).map_err(|(f, m)| format!("{f}: {m}"))?;
+        let r = request(&self.exp, &Request::Set { a: a.into(), b: b.into(), dir: dir.into(), set: Box::new(set), clear }).map_err(|e| e.to_string())?;
+        if !r.ok {
+            return Err(r.error.unwrap_or_else(|| "the link emulator refused it".into()));
+        }
+        let l = r.links.iter().find(|l| (l.a == a && l.b == b) || (l.a == b && l.b == a)).ok_or_else(|| format!("no emulated link between {a} and {b}"))?;
+        Ok(format!("{}→{}: {}; {}→{}: {}", l.a, l.b, l.ab.spec, l.b, l.a, l.ba.spec))
+    }
+}
+
 /// Takes an experiment down when dropped.
 struct Down<'a> {
     exp: String,

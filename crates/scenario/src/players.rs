@@ -68,7 +68,12 @@ impl Responder for Players {
         if claim.swap(true, Ordering::AcqRel) {
             return Err(Status::Taken);
         }
-        Ok(Accepted { source: self.schedule(player, Direction::Down), mirror: Some(self.schedule(player, Direction::Up)), tag, presence: Some(self.presence(player)) })
+        Ok(Accepted {
+            source: self.schedule(player, Direction::Down),
+            mirror: Some(self.schedule(player, Direction::Up)),
+            tag,
+            presence: Some(self.presence(player)),
+        })
     }
 }
 

@@ -201,7 +201,33 @@ pub struct Summary {
     /// A distributed run's agents, clock offsets and missing players (`horde run --agents`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distributed: Option<Distributed>,
+    /// How many players were online (the target) from when: the start's, then each change the
+    /// command channel made. Absent when every player was online throughout.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub online: Vec<OnlineChange>,
     pub analysis: GameAnalysis,
+}
+
+/// The online target from a time on (seconds of the players' clock).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, schemars::JsonSchema)]
+pub struct OnlineChange {
+    pub at_s: f64,
+    pub online: u32,
+}
+
+impl OnlineChange {
+    /// A roster's changes, if any player was ever offline by it.
+    pub fn of(changes: &[(u64, u32)], players: u32) -> Vec<OnlineChange> {
+        if changes.iter().all(|c| c.1 == players) {
+            return Vec::new();
+        }
+        changes.iter().map(|&(t, online)| OnlineChange { at_s: t as f64 / 1e9, online }).collect()
+    }
+
+    /// "300 → 600 at 3.25 s → 150 at 8.25 s".
+    pub fn describe(changes: &[OnlineChange]) -> String {
+        changes.iter().map(|c| if c.at_s == 0.0 { c.online.to_string() } else { format!("{} at {:.2} s", c.online, c.at_s) }).collect::<Vec<_>>().join(" → ")
+    }
 }
 
 /// What a run measured, before analysis.
@@ -219,6 +245,8 @@ pub struct Outcomes {
     pub present: Vec<std::ops::Range<u32>>,
     /// A distributed run's agents (`horde run --agents`).
     pub distributed: Option<Distributed>,
+    /// The roster's changes (schedule ns, online target).
+    pub online: Vec<(u64, u32)>,
 }
 
 /// A distributed run (`horde run --agents`): its agents, and what is missing if one was lost.
@@ -289,6 +317,19 @@ impl AgentStats {
     }
 }
 
+/// A player's stays cut to the spans the roster had it online.
+fn online_only(segs: &[horde_model::behaviour::Segment], spans: &[(u64, u64)]) -> Vec<horde_model::behaviour::Segment> {
+    let mut out = Vec::new();
+    for &(a, b) in spans {
+        let (a, b) = (a as f64 / 1e9, b as f64 / 1e9);
+        for s in segs.iter().filter(|s| s.end_s > a && s.start_s < b) {
+            let cut = s.start_s < a || s.end_s > b;
+            out.push(horde_model::behaviour::Segment { start_s: s.start_s.max(a), end_s: s.end_s.min(b), complete: s.complete && !cut, ..*s });
+        }
+    }
+    out
+}
+
 /// Analyses the logs in `out` and writes the report directory: `summary.json`,
 /// `scenario.toml`, `charts/*.svg` and `index.html`.
 pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyhow::Result<Summary> {
@@ -304,13 +345,20 @@ pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyho
 /// corrected to one clock).
 pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, c: &[horde_wire::Record], s: &[horde_wire::Record]) -> anyhow::Result<Summary> {
     // A shard's report covers its own players: the others spent no time in any category here.
+    // Players the roster took offline spent that time in no category either.
     let masked: Vec<Vec<horde_model::behaviour::Segment>>;
     let all = o.present.len() == 1 && o.present[0] == (0..sc.players);
-    let segments: &[Vec<horde_model::behaviour::Segment>] = if all {
+    let segments: &[Vec<horde_model::behaviour::Segment>] = if all && players.roster.everyone_throughout() {
         &players.segments
     } else {
         let here = |p: u32| o.present.iter().any(|r| r.contains(&p));
-        masked = players.segments.iter().enumerate().map(|(p, s)| if here(p as u32) { s.clone() } else { Vec::new() }).collect();
+        let end_ns = (sc.duration_s * 1e9) as u64;
+        masked = players
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(p, s)| if here(p as u32) { online_only(s, &players.roster.spans(p as u32, end_ns)) } else { Vec::new() })
+            .collect();
         &masked
     };
     let ctx = Context {
@@ -352,11 +400,15 @@ pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, 
         emulated_link_series: o.link_series,
         interruption: o.interruption,
         distributed: o.distributed,
+        online: OnlineChange::of(&o.online, sc.players),
         analysis: g,
     };
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
     std::fs::write(out.join("scenario.toml"), &sc.text).context("writing scenario.toml")?;
-    let note = summary.interruption.as_ref().map(|i| format!(" — {}", i.note(sc.duration_s))).unwrap_or_default();
+    let mut note = summary.interruption.as_ref().map(|i| format!(" — {}", i.note(sc.duration_s))).unwrap_or_default();
+    if !summary.online.is_empty() {
+        note.push_str(&format!(" — players online: {}", OnlineChange::describe(&summary.online)));
+    }
     let page = horde_stats::html::game_page(
         &format!("Horde run: {} ({} × {}, {:.0} s, seed {}){note}", sc.name, sc.players, sc.service.name, sc.duration_s, sc.seed),
         &sc.text,

@@ -52,9 +52,18 @@ pub fn server_key(sc: &Scenario) -> Result<RunKey, Error> {
 /// (signed hello, known player), sends it its server→client schedule, logs to
 /// `out/server.hlog` and writes its report to `out/server.json`. `on_listening` gets the bound
 /// address before the first connection is accepted.
-pub fn serve(sc: &Scenario, out: &Path, key: RunKey, stop: &AtomicBool, on_listening: impl FnOnce(SocketAddr)) -> Result<SendReport, Error> {
+/// `commands`: the run's stamped changes of the online target (see [`crate::steer::follow`]).
+pub fn serve(
+    sc: &Scenario,
+    out: &Path,
+    key: RunKey,
+    stop: &AtomicBool,
+    on_listening: impl FnOnce(SocketAddr),
+    commands: Option<&crate::control::Commands>,
+) -> Result<SendReport, Error> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display())).map_err(Error::Failed)?;
     let players = Arc::new(players::plan(sc, stop)?);
+    let roster = players.roster.clone();
     let opts = SendOptions {
         log: Some(out.join("server.hlog")),
         responder: Some(players as Arc<dyn Responder>),
@@ -70,7 +79,16 @@ pub fn serve(sc: &Scenario, out: &Path, key: RunKey, stop: &AtomicBool, on_liste
         },
         ..Default::default()
     };
-    let report = sender::serve(&[sc.server], sc.service.transport, &opts, stop, |b| on_listening(b[0])).context("server side").map_err(Error::Failed)?;
+    let done = AtomicBool::new(false);
+    let report = std::thread::scope(|s| {
+        if let Some(c) = commands {
+            s.spawn(|| crate::steer::follow(c, &roster, &done));
+        }
+        let r = sender::serve(&[sc.server], sc.service.transport, &opts, stop, |b| on_listening(b[0]));
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        r
+    });
+    let report = report.context("server side").map_err(Error::Failed)?;
     let json = serde_json::to_string_pretty(&report).context("encoding server.json").map_err(Error::Failed)?;
     std::fs::write(out.join("server.json"), json).context("writing server.json").map_err(Error::Failed)?;
     Ok(report)
@@ -127,7 +145,10 @@ impl ServerChild {
             .arg("--out")
             .arg(spec.out)
             .args(["--players", &sc.players.to_string(), "--duration", &format!("{}s", sc.duration_s), "--seed", &sc.seed.to_string()])
+            .args(sc.online.map(|o| format!("--online={o}")))
+            .args(["--commands", "-"])
             .env(RUN_KEY_ENV, spec.key.to_hex())
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .context("starting the server side")?;
@@ -141,6 +162,15 @@ impl ServerChild {
             .and_then(|a| a.parse().ok())
             .ok_or_else(|| anyhow::anyhow!("the server side did not start (see its error above)"))?;
         Ok((guard, addr))
+    }
+
+    /// Passes a (stamped) command to the child on its standard input, one JSON line.
+    pub fn command(&mut self, c: &crate::control::Command) -> anyhow::Result<()> {
+        use std::io::Write;
+        let stdin = self.0.stdin.as_mut().context("the server side's standard input is closed")?;
+        let line = serde_json::to_string(c).context("encoding a command")?;
+        stdin.write_all(format!("{line}\n").as_bytes()).context("writing to the server side")?;
+        stdin.flush().context("writing to the server side")
     }
 
     /// How the child ended, if it has (it is not reaped here, so that [`ServerChild::finish`]

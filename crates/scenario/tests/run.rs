@@ -29,7 +29,7 @@ fn a_small_scenario_runs_end_to_end_through_the_library() {
     let stop = AtomicBool::new(false);
     let events = Mutex::new(Vec::new());
     let record = |e: &Event| events.lock().unwrap().push(e.clone());
-    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &record, stop: &stop };
+    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &record, stop: &stop, commands: None };
     let r = execute(&sc, &opts).expect("the run completes");
     let s = &r.summary;
     assert!(r.server_died.is_none() && !r.interrupted());
@@ -53,7 +53,7 @@ fn a_shard_runs_only_its_players() {
     let sc = scenario("quake3", 5, 2);
     let out = tmp("shard");
     let stop = AtomicBool::new(false);
-    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: Some(1..3), events: &|_| {}, stop: &stop };
+    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: Some(1..3), events: &|_| {}, stop: &stop, commands: None };
     let r = execute(&sc, &opts).unwrap();
     assert_eq!(r.summary.server_connections, 2);
     let ids: Vec<u32> = r.summary.client.flows.iter().map(|f| f.id).collect();
@@ -71,7 +71,7 @@ fn a_stop_while_planning_is_an_interruption_not_a_failure() {
     let sc = scenario("wow", 2000, 60);
     let out = tmp("stop");
     let stop = AtomicBool::new(true);
-    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &|_| {}, stop: &stop };
+    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &|_| {}, stop: &stop, commands: None };
     let e = execute(&sc, &opts).err().expect("interrupted");
     assert_eq!(e.exit_code(), 130, "{e}");
     let _ = std::fs::remove_dir_all(&out);
@@ -86,7 +86,7 @@ fn a_burst_of_thousands_of_players_all_get_in() {
     sc.spin_us = 0;
     let out = tmp("burst");
     let stop = AtomicBool::new(false);
-    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &|_| {}, stop: &stop };
+    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &|_| {}, stop: &stop, commands: None };
     let r = execute(&sc, &opts).expect("the run completes");
     assert_eq!(r.server.refusals.closed_before_hello, 0, "no player was cut off before its hello");
     assert_eq!(r.summary.client.errors, 0, "no player saw its connection closed");

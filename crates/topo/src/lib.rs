@@ -67,7 +67,7 @@ pub struct RawNode {
 }
 
 /// Impairments as written (both directions, or one).
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawImpair {
     /// e.g. "10mbit", "1.5gbit", "500kbit"
@@ -86,7 +86,7 @@ pub struct RawImpair {
     pub trace: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum RawLoss {
     Percent(String),

@@ -96,9 +96,12 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     if !args.engine {
         let mut sc = horde_model::scenario::Scenario::parse(DEMO_SCENARIO, "embedded demo scenario", std::path::Path::new(".")).map_err(bad_input)?;
         let d = format!("{}ms", duration.as_millis());
-        horde_scenario::apply_overrides(&mut sc, &horde_scenario::Overrides { players: Some(args.players), duration: Some(&d), seed: Some(args.seed) })?;
+        horde_scenario::apply_overrides(
+            &mut sc,
+            &horde_scenario::Overrides { players: Some(args.players), online: None, duration: Some(&d), seed: Some(args.seed) },
+        )?;
         let progress = super::run::Progress::of(&args.progress)?;
-        return super::run::execute(&sc, None, &out, progress, stop);
+        return super::run::execute(&sc, None, &out, progress, stop, None);
     }
     std::fs::create_dir_all(&out).with_context(|| format!("creating report directory {}", out.display()))?;
     let lo = |p| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p);

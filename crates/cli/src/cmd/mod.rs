@@ -2,6 +2,7 @@ pub mod agent;
 pub mod behave;
 pub mod bots;
 pub mod circuit;
+pub mod commands;
 pub mod decode;
 pub mod demo;
 pub mod emu;

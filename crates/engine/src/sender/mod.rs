@@ -103,11 +103,15 @@ fn run_workers(shares: Vec<Share>, opts: &SendOptions, stop: &AtomicBool, lead_n
             let opts = opts.clone();
             let start = &start;
             let spawned = std::thread::Builder::new().name(format!("horde-send-{i}")).spawn_scoped(scope, move || {
+                let progress = opts.progress.clone();
                 let w = Worker::new(share, sink, opts);
                 // Arrive even when set-up failed, so the others are not left waiting.
                 let Some((t0_mono, t0_real)) = start.arrive(w.is_ok()) else {
                     return w.map(|_| None);
                 };
+                if let Some(p) = &progress {
+                    p.t0_real_ns.store(t0_real, std::sync::atomic::Ordering::Relaxed);
+                }
                 w?.run(t0_mono, t0_real, stop).map(Some)
             });
             match spawned {

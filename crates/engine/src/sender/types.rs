@@ -27,6 +27,9 @@ pub struct Progress {
     pub connections: AtomicU64,
     /// Departures more than 1 ms after their scheduled time.
     pub late_1ms: AtomicU64,
+    /// Real time (ns since the epoch) departure times count from, once the clock started (0
+    /// before): schedule time now is real time minus this.
+    pub t0_real_ns: AtomicU64,
 }
 
 impl Progress {

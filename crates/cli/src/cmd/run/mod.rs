@@ -29,9 +29,12 @@ pub struct Args {
     /// Report directory (default: horde-out/<scenario file name>-<unix time>)
     #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Override the scenario's player count
+    /// Override the scenario's player count (every player the run may have online)
     #[arg(short = 'n', long)]
     pub players: Option<u32>,
+    /// How many of the players are online at the start (default: the scenario's `online`, else all); change it while the run goes on with --commands
+    #[arg(long, value_name = "N")]
+    pub online: Option<u32>,
     /// Override the scenario's duration, e.g. 30s
     #[arg(short = 't', long, short_alias = 'd', value_name = "DURATION")]
     pub duration: Option<String>,
@@ -40,6 +43,8 @@ pub struct Args {
     pub seed: Option<u64>,
     #[command(flatten)]
     pub progress: super::run::ProgressArgs,
+    #[command(flatten)]
+    pub commands: super::commands::CommandArgs,
     /// Run through agents (`horde agent` on each load machine): comma-separated HOST:PORT[*WEIGHT], dns:NAME:PORT (every address of a name, e.g. a Kubernetes headless service) or @FILE. Players are sharded over them by id, in proportion to the weights
     #[arg(long, value_name = "LIST")]
     pub agents: Option<String>,
@@ -68,7 +73,7 @@ impl From<horde_scenario::Error> for crate::Failure {
 
 pub fn load(args: &Args) -> Result<Scenario, crate::Failure> {
     let mut sc = Scenario::load(&args.scenario).map_err(bad_input)?;
-    let o = Overrides { players: args.players, duration: args.duration.as_deref(), seed: args.seed };
+    let o = Overrides { players: args.players, online: args.online, duration: args.duration.as_deref(), seed: args.seed };
     horde_scenario::apply_overrides(&mut sc, &o)?;
     Ok(sc)
 }
@@ -92,30 +97,39 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
             let _ = writeln!(o, "{}{a}", horde_scenario::server::SERVE_BANNER);
             let _ = o.flush();
         };
+        let commands = args.commands.open()?;
         if let Some(cfg) = horde_scenario::circuits::Config::of(&sc)? {
             horde_scenario::circuits::serve(&sc, &cfg, &out, key, stop, banner)?;
             return Ok(0);
         }
-        horde_scenario::serve(&sc, &out, key, stop, banner)?;
+        horde_scenario::serve(&sc, &out, key, stop, banner, commands.as_ref())?;
         return Ok(0);
     }
     let progress = Progress::of(&args.progress)?;
+    let commands = args.commands.open()?;
     // `--agents` (or the scenario's `[agents]` table): this process is the controller.
     if let Some(list) = args.agents.clone().or_else(|| sc.agents.as_ref().map(|a| a.list.join(","))) {
-        return agents::run(&args, &sc, &list, &out, progress, stop);
+        return super::commands::stop_only(commands, stop, "run through agents", || agents::run(&args, &sc, &list, &out, progress, stop));
     }
     if args.server_agent.is_some() {
         return Err(bad_input(anyhow::anyhow!("--server-agent needs agents: --agents LIST, or an [agents] table in the scenario")));
     }
-    execute(&sc, Some(&args.scenario), &out, progress, stop)
+    execute(&sc, Some(&args.scenario), &out, progress, stop, commands.as_ref())
 }
 
 /// Runs a scenario through the library and prints what it reports.
-pub fn execute(sc: &Scenario, scenario: Option<&Path>, out: &Path, progress: Progress, stop: &AtomicBool) -> Outcome {
+pub fn execute(
+    sc: &Scenario,
+    scenario: Option<&Path>,
+    out: &Path,
+    progress: Progress,
+    stop: &AtomicBool,
+    commands: Option<&horde_scenario::control::Commands>,
+) -> Outcome {
     let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("locating the horde binary: {e}"))?;
     let printer = Printer::new(sc, progress);
     let events = |e: &Event| printer.event(e);
-    let opts = RunOptions { out, scenario_file: scenario, server: ServerSide::Child(exe), shard: None, events: &events, stop };
+    let opts = RunOptions { out, scenario_file: scenario, server: ServerSide::Child(exe), shard: None, events: &events, stop, commands };
     if let Some(cfg) = horde_scenario::circuits::Config::of(sc)? {
         return circuits(sc, &cfg, &opts, &printer);
     }

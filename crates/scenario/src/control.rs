@@ -1,0 +1,157 @@
+//! The run's command channel: typed commands in — stop now, set how many players are online,
+//! change an emulated link — one JSON object per line (`horde run … --commands FILE|-`,
+//! docs/schemas/command.schema.json). Parsed once here, at the edge; the run's driver applies
+//! them on every side (see `execute`). The event half of the channel is [`crate::Event`].
+
+use std::io::BufRead;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+/// A command line is at most this long (a link change with a trace path fits many times).
+pub const MAX_LINE: usize = 16 * 1024;
+
+/// One command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "command", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Command {
+    /// Stop now: the run ends and reports what it measured until then, saying so.
+    Stop {},
+    /// Set how many of the scenario's players are online (the first `online` by id): players
+    /// above it leave at once; players a raise admits join over the scenario's `join` ramp.
+    Players {
+        online: u32,
+        /// When it takes effect, ns of schedule time (after the players' start). Left out, the
+        /// driver picks a time every side hears of in time (a quarter second ahead on one
+        /// machine, more through agents) and passes the stamped command on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_ns: Option<u64>,
+    },
+    /// Change one emulated link of the run's `[emu]` topology, as `horde emu link` does: the
+    /// fields of `set` replace the current ones (`clear`: the others go back to none).
+    Link {
+        a: String,
+        b: String,
+        /// "ab", "ba" or "both" (default).
+        #[serde(default = "both")]
+        dir: String,
+        #[serde(default)]
+        set: horde_topo::RawImpair,
+        #[serde(default)]
+        clear: bool,
+    },
+}
+
+fn both() -> String {
+    "both".into()
+}
+
+impl Command {
+    /// Parses one line, naming what is wrong and what a command looks like.
+    pub fn parse(line: &str) -> Result<Command, String> {
+        if line.len() > MAX_LINE {
+            return Err(format!("a command of {} bytes (at most {MAX_LINE})", line.len()));
+        }
+        serde_json::from_str(line).map_err(|e| {
+            format!("{e}: a command is one JSON object per line: {{\"command\":\"stop\"}}, {{\"command\":\"players\",\"online\":600}} or {{\"command\":\"link\",\"a\":\"r1\",\"b\":\"h1\",\"set\":{{\"delay\":\"50ms\"}}}}")
+        })
+    }
+
+    /// A short name for notes.
+    pub fn describe(&self) -> String {
+        match self {
+            Command::Stop {} => "stop".into(),
+            Command::Players { online, .. } => format!("players online = {online}"),
+            Command::Link { a, b, dir, .. } => format!("link {a}–{b} ({dir})"),
+        }
+    }
+}
+
+/// The receiving end a run's driver polls.
+pub struct Commands {
+    rx: Mutex<Receiver<Result<Command, String>>>,
+}
+
+impl Commands {
+    /// A channel: commands (or a refused line's message) go in through the sender.
+    pub fn channel() -> (Sender<Result<Command, String>>, Commands) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        (tx, Commands { rx: Mutex::new(rx) })
+    }
+
+    /// The next command waiting, if any (a refused line comes as its message).
+    pub fn try_next(&self) -> Option<Result<Command, String>> {
+        self.rx.lock().ok()?.try_recv().ok()
+    }
+}
+
+/// Reads commands from `r` until its end (or until the run's side of the channel is gone),
+/// each line checked at once; a blank line is skipped. Lines longer than [`MAX_LINE`] are
+/// refused without being held whole.
+pub fn read(mut r: impl BufRead, tx: &Sender<Result<Command, String>>) {
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = match std::io::Read::take(&mut r, MAX_LINE as u64 + 1).read_until(b'\n', &mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let item = if n > MAX_LINE && buf.last() != Some(&b'\n') {
+            // Skip the rest of the line.
+            let mut rest = Vec::new();
+            loop {
+                rest.clear();
+                match std::io::Read::take(&mut r, MAX_LINE as u64).read_until(b'\n', &mut rest) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) if rest.last() == Some(&b'\n') => break,
+                    Ok(_) => {}
+                }
+            }
+            Err(format!("a command line over {MAX_LINE} bytes"))
+        } else {
+            match std::str::from_utf8(&buf) {
+                Ok(l) if l.trim().is_empty() => continue,
+                Ok(l) => Command::parse(l.trim()),
+                Err(_) => Err("a command line that is not UTF-8".into()),
+            }
+        };
+        if tx.send(item).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_parse_and_wrong_lines_say_what_a_command_is() {
+        assert_eq!(Command::parse(r#"{"command":"stop"}"#), Ok(Command::Stop {}));
+        assert_eq!(Command::parse(r#"{"command":"players","online":600}"#), Ok(Command::Players { online: 600, at_ns: None }));
+        let Ok(Command::Link { a, dir, set, clear, .. }) = Command::parse(r#"{"command":"link","a":"r1","b":"h1","set":{"delay":"50ms"}}"#) else { panic!() };
+        assert_eq!((a.as_str(), dir.as_str(), set.delay.as_deref(), clear), ("r1", "both", Some("50ms"), false));
+        for bad in [r#"{"command":"players"}"#, r#"{"command":"players","online":-1}"#, r#"{"command":"fly"}"#, r#"{"command":"stop","x":1}"#, "stop"] {
+            let e = Command::parse(bad).unwrap_err();
+            assert!(e.contains("one JSON object per line"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn reading_skips_blank_lines_and_refuses_long_and_binary_ones() {
+        let long = format!("{{\"command\":\"stop\",\"pad\":\"{}\"}}\n", "x".repeat(MAX_LINE * 3));
+        let text = format!("\n{{\"command\":\"stop\"}}\n{long}\u{0}\u{ff}\n{{\"command\":\"players\",\"online\":3}}");
+        let mut bytes = text.into_bytes();
+        let i = bytes.iter().position(|b| *b == 0).unwrap();
+        bytes[i + 1] = 0xff;
+        let (tx, cmds) = Commands::channel();
+        read(std::io::Cursor::new(bytes), &tx);
+        let got: Vec<_> = std::iter::from_fn(|| cmds.try_next()).collect();
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!(got[0], Ok(Command::Stop {}));
+        assert!(got[1].as_ref().unwrap_err().contains("over"));
+        assert!(got[2].is_err());
+        assert_eq!(got[3], Ok(Command::Players { online: 3, at_ns: None }));
+    }
+}

@@ -1,0 +1,140 @@
+//! The scenario kinds' driver loop on one machine: while the players run it watches the server
+//! side (a dead one stops the run) and applies the run's commands ([`crate::control`]) on
+//! every side — stop now; set the online target on the players' roster and the server side's
+//! alike, stamped with one schedule time both hear of first; change an emulated link.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use horde_engine::sender::Progress;
+use horde_model::roster::Roster;
+
+use crate::control::{Command, Commands};
+use crate::execute::Server;
+use crate::placement::EmuRun;
+use crate::{Event, Events};
+
+/// How far ahead of the players' clock a change of the online target is stamped on one
+/// machine: every side hears of it well before it is due.
+pub const MARGIN_NS: u64 = 250_000_000;
+
+/// What a scenario run's commands act on.
+pub(crate) struct Steer<'a> {
+    pub commands: Option<&'a Commands>,
+    /// The players' roster on this side (`None`: a regulated run, whose circuits have none).
+    pub roster: Option<&'a Roster>,
+    /// The players' counters: their clock's start.
+    pub progress: &'a Progress,
+    pub emu: Option<&'a EmuRun<'a>>,
+    pub events: Events<'a>,
+    /// Set when a stop command ended the run.
+    pub commanded: AtomicBool,
+}
+
+impl<'a> Steer<'a> {
+    pub fn new(
+        commands: Option<&'a Commands>,
+        roster: Option<&'a Roster>,
+        progress: &'a Progress,
+        emu: Option<&'a EmuRun<'a>>,
+        events: Events<'a>,
+    ) -> Steer<'a> {
+        Steer { commands, roster, progress, emu, events, commanded: AtomicBool::new(false) }
+    }
+
+    fn note(&self, m: String) {
+        (self.events)(&Event::Note(m));
+    }
+
+    /// Applies one command; `true` when the run is to stop.
+    fn apply(&self, c: Command, server: &Mutex<Server>) -> bool {
+        match c {
+            Command::Stop {} => {
+                self.commanded.store(true, Ordering::Relaxed);
+                self.note("stop command: stopping the run".into());
+                return true;
+            }
+            Command::Players { online, at_ns } => self.players(online, at_ns, server),
+            Command::Link { a, b, dir, set, clear } => match self.emu {
+                Some(e) => match e.change_link(&a, &b, &dir, set, clear) {
+                    Ok(now) => self.note(format!("link {a}–{b} ({dir}) changed: {now}")),
+                    Err(m) => self.note(format!("command refused: link {a}–{b}: {m}")),
+                },
+                None => self.note(format!("command refused: link {a}–{b}: this run has no [emu] topology, so no link to change")),
+            },
+        }
+        false
+    }
+
+    fn players(&self, online: u32, at_ns: Option<u64>, server: &Mutex<Server>) {
+        let Some(roster) = self.roster else {
+            return self.note("command refused: players: a regulated run's circuits have no online target".into());
+        };
+        let t0 = self.progress.t0_real_ns.load(Ordering::Relaxed);
+        let now = if t0 == 0 { 0 } else { horde_engine::clock::real_ns().saturating_sub(t0) };
+        let last = roster.changes().last().map_or(0, |c| c.0);
+        let at = at_ns.unwrap_or(now + MARGIN_NS).max(last);
+        if at < now + MARGIN_NS / 2 {
+            return self.note(format!(
+                "command refused: players: {:.2} s of schedule time has passed (now {:.2} s): a change must be ahead of every side",
+                at as f64 / 1e9,
+                now as f64 / 1e9
+            ));
+        }
+        if let Err(e) = roster.set(at, online) {
+            return self.note(format!("command refused: players: {e}"));
+        }
+        let stamped = Command::Players { online, at_ns: Some(at) };
+        if let Err(e) = server.lock().unwrap_or_else(|p| p.into_inner()).forward(&stamped) {
+            self.note(format!("the server side did not take the change of players ({e:#}): its streams may disagree with the players'"));
+        }
+        self.note(format!("players online → {online} from {:.2} s", at as f64 / 1e9));
+    }
+}
+
+/// Polls the server side and the commands while the client runs: a dead server side, a
+/// signal or a stop command stops the client (within 50 ms).
+pub(crate) fn watch(server: &Mutex<Server>, stop: &AtomicBool, run_stop: &AtomicBool, done: &AtomicBool, died: &Mutex<Option<(String, u64)>>, steer: &Steer) {
+    while !done.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) {
+            run_stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        while let Some(c) = steer.commands.and_then(|c| c.try_next()) {
+            match c {
+                Ok(c) => {
+                    if steer.apply(c, server) {
+                        run_stop.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                }
+                Err(m) => steer.note(format!("command refused: {m}")),
+            }
+        }
+        let exited = server.lock().ok().and_then(|mut c| c.exited());
+        if let Some(status) = exited {
+            if !stop.load(Ordering::Relaxed) {
+                *died.lock().unwrap_or_else(|p| p.into_inner()) = Some((status, horde_engine::clock::real_ns()));
+            }
+            run_stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A server side's half of the channel: applies stamped changes of the online target to its
+/// roster until `done` (other commands are the driver's).
+pub fn follow(commands: &Commands, roster: &Roster, done: &AtomicBool) {
+    while !done.load(Ordering::Relaxed) {
+        while let Some(c) = commands.try_next() {
+            if let Ok(Command::Players { online, at_ns: Some(at) }) = c {
+                if let Err(e) = roster.set(at, online) {
+                    tracing::warn!("server side: players online → {online}: {e}");
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
