@@ -97,3 +97,73 @@ fn a_stop_command_ends_a_scenario_with_an_honest_partial_report() {
     assert!(s["client"]["packets"].as_u64().unwrap() > 100);
     assert!(std::fs::read_to_string(out.join("index.html")).unwrap().contains("stopped by a command"));
 }
+
+/// Acceptance (regulated kind): a stop command ends a `[regulation]` scenario mid-way; the
+/// report covers the circuits until then and says why it is short.
+#[test]
+fn a_stop_command_ends_a_regulated_run_with_an_honest_partial_report() {
+    let dir = Scratch::new("control-regulated");
+    let sc = dir.path("os.toml");
+    std::fs::write(&sc, "service = 'opensim'\nplayers = 4\nduration = '40s'\nseed = 2\n[regulation]\nthrottle = 'mongoose'\n").unwrap();
+    let out = dir.path("out");
+    let (child, mut stdin, start) = steered(&["run", sc.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    at(start, 5.0, &mut stdin, r#"{"command":"players","online":2}"#);
+    at(start, 6.0, &mut stdin, r#"{"command":"stop"}"#);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(start.elapsed().as_secs_f64() < 20.0);
+    assert!(err.contains("command refused: players: a regulated run"), "{err}");
+    let s = summary(&out.join("summary.json"));
+    assert_eq!(s["interruption"], "stopped by a command", "{s}");
+    let circuits = s["circuits"].as_array().unwrap();
+    assert_eq!(circuits.len(), 4);
+    assert!(circuits.iter().all(|c| c["received_kbps"].as_f64().unwrap() > 10.0), "every circuit carried traffic until the stop");
+}
+
+/// Acceptance (flows kind): `horde send --commands -` stops on a stop command; its report says
+/// interrupted and counts what left.
+#[test]
+fn a_stop_command_ends_a_flow_run_with_an_honest_partial_report() {
+    let dir = Scratch::new("control-flows");
+    let rx = Recv::start(&["--udp", "0", "--tcp", "0"]);
+    let dst = rx.addrs[0].to_string();
+    let json = dir.path("send.json");
+    let (child, mut stdin, start) = steered(&["send", "--dst", &dst, "--rate", "1000", "--size", "100", "--duration", "60s", "--json", json.to_str().unwrap()]);
+    at(start, 3.0, &mut stdin, "{\"command\":\"players\",\"online\":3}\n{\"command\":\"stop\"}");
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    rx.stop();
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(start.elapsed().as_secs_f64() < 15.0);
+    assert!(err.contains("command refused: players online = 3: a flow run has no players target"), "{err}");
+    let r = summary(&json);
+    assert_eq!(r["interrupted"], true);
+    let sent = r["packets"].as_u64().unwrap();
+    assert!((1_000..=4_500).contains(&sent), "about 3 s of 1,000 pkt/s: {sent}");
+}
+
+/// Acceptance (bots kind): a stop command ends a bots run against a real OpenArena server; the
+/// bots leave cleanly and the report covers the time until the stop.
+#[test]
+fn a_stop_command_ends_a_bots_run_with_an_honest_partial_report() {
+    if !std::path::Path::new("/usr/games/openarena-server").exists() {
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI: /usr/games/openarena-server is missing (apt-get install openarena-server)");
+        eprintln!("skipped: /usr/games/openarena-server is not installed");
+        return;
+    }
+    let dir = Scratch::new("control-bots");
+    let (json, out) = (dir.path("bots.json"), dir.path("out"));
+    let args = ["bots", "--start-server", "-n", "4", "-t", "60s", "--ramp", "0s", "--warmup", "2s", "-o", out.to_str().unwrap(), "--json", json.to_str().unwrap()];
+    let (child, mut stdin, start) = steered(&args);
+    at(start, 8.0, &mut stdin, r#"{"command":"stop"}"#);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(start.elapsed().as_secs_f64() < 30.0, "stopped, not after 60 s");
+    let v = summary(&json);
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert_eq!(v["entered"], 4, "{v}");
+    assert_eq!(v["quit_cleanly"], 4, "the bots left cleanly on the stop: {v}");
+    assert!(v["response_ms"]["n"].as_u64().unwrap() > 100, "{v}");
+}

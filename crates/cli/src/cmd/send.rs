@@ -113,6 +113,8 @@ pub struct Args {
     pub json: Option<PathBuf>,
     #[command(flatten)]
     pub key: super::KeyArgs,
+    #[command(flatten)]
+    pub commands: super::commands::CommandArgs,
     /// Send UDP without validating the address first: for a destination that is not `horde recv` (a capture, a device); a Horde receiver drops such flows
     #[arg(long)]
     pub no_greet: bool,
@@ -238,6 +240,11 @@ pub fn flows_from(args: &Args) -> Result<Vec<Flow>, crate::Failure> {
 }
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
+    let commands = args.commands.open()?;
+    super::commands::stop_only(commands, stop, "flow run", || send(args, stop))
+}
+
+fn send(args: Args, stop: &AtomicBool) -> Outcome {
     if args.through.agents.is_some() {
         return through_agents(&args, stop);
     }

@@ -111,6 +111,8 @@ pub struct Args {
     pub place: Option<Emu>,
     #[arg(skip)]
     pub model: horde_q3::input::BotModel,
+    #[command(flatten)]
+    pub commands: crate::cmd::commands::CommandArgs,
 }
 
 /// Where bots and a started server live in an emulated experiment.
@@ -161,6 +163,11 @@ fn protocol(args: &Args) -> Result<Protocol, crate::Failure> {
 }
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
+    let commands = args.commands.open()?;
+    crate::cmd::commands::stop_only(commands, stop, "bots run", || bots(args, stop))
+}
+
+fn bots(args: Args, stop: &AtomicBool) -> Outcome {
     if args.players == 0 || args.players > 4096 || args.steps.iter().any(|&n| n == 0 || n > 4096) {
         return Err(bad_input(anyhow::anyhow!("--players and every --steps value must be 1..=4096")));
     }
