@@ -225,3 +225,64 @@ fn run_places_players_on_emulated_hosts() {
     assert!(out.join("charts/link-r1-r2-queue.svg").is_file() && out.join("charts/link-r1-r2-drops.svg").is_file());
     assert!(s["emulated_link_series"][0]["points"].as_array().unwrap().len() >= 3, "sampled once a second");
 }
+
+/// Acceptance (issue 22): a link of a running emulated scenario changes through the command
+/// channel — the r1–r2 bottleneck's delay goes from 20 ms to 250 ms at 4 s, and the players'
+/// APDUs that cross it after the change take that long; a link that is not there is refused
+/// and the run goes on.
+#[test]
+fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
+    use std::io::Write as _;
+    if !root_or_skip("a_link_of_a_running_emulated_scenario_changes_through_the_channel") {
+        return;
+    }
+    let dir = tmp("run-link");
+    write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
+    let sc = write(&dir, "sc.toml", "service = \"wow\"\nplayers = 40\nduration = \"10s\"\nseed = 5\n[emu]\ntopology = \"access.toml\"\nclients = [\"client\"]\nserver = \"server\"\n");
+    let out = dir.join("out");
+    let mut child = std::process::Command::new(HORDE)
+        .args(["run", sc.to_str().unwrap(), "-q", "--out", out.to_str().unwrap(), "--commands", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The topology takes a moment to come up; the players' clock starts after it.
+    let mut err = child.stderr.take().unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    while !seen.contains("as experiment ") {
+        let n = std::io::Read::read(&mut err, &mut buf).unwrap();
+        assert!(n > 0, "{seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    writeln!(stdin, r#"{{"command":"link","a":"r1","b":"nope","set":{{"delay":"1ms"}}}}"#).unwrap();
+    writeln!(stdin, r#"{{"command":"link","a":"r1","b":"r2","set":{{"delay":"250ms"}}}}"#).unwrap();
+    stdin.flush().unwrap();
+    let changed_at = std::time::Instant::now();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    seen.push_str(&rest);
+    assert!(child.wait().unwrap().success(), "{seen}");
+    assert!(seen.contains("command refused: link r1–nope"), "{seen}");
+    assert!(seen.contains("link r1–r2 (both) changed:") && seen.contains("delay 250.000 ms"), "{seen}");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["mismatched"], 0);
+    assert!(s["emulated_links"][0]["ab"]["spec"].as_str().unwrap().contains("delay 250.000 ms"), "{}", s["emulated_links"]);
+    // Upstream APDUs at the server: 20–100 ms before the change, ≥ 250 ms a second after it.
+    let recs = horde_stats::load(&std::fs::read(out.join("server.hlog")).unwrap()).unwrap().records;
+    let now_real = horde_sys::clock::real_ns();
+    let change_real = now_real - changed_at.elapsed().as_nanos() as u64;
+    let received: Vec<_> = recs.iter().filter(|r| r.kind == horde_wire::RecordKind::Received).collect();
+    let delay_ms = |r: &&horde_wire::Record| r.t_b.saturating_sub(r.t_a) as f64 / 1e6;
+    let before: Vec<f64> = received.iter().filter(|r| r.t_b + 500_000_000 < change_real).map(delay_ms).collect();
+    let after: Vec<f64> = received.iter().filter(|r| r.t_a > change_real + 1_000_000_000).map(delay_ms).collect();
+    assert!(before.len() > 50 && after.len() > 50, "{} before, {} after", before.len(), after.len());
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (b, a) = (median(before), median(after));
+    assert!((20.0..100.0).contains(&b) && a >= 250.0 && a < 400.0, "upstream delay median {b:.1} ms before, {a:.1} ms after the change");
+}
