@@ -81,6 +81,7 @@ pub fn run(sc: &Scenario, cfg: &Config, opts: &ControllerOptions) -> anyhow::Res
     let server = &played.fleet.members[played.server_i];
     let interruption = match (server.ok(), played.signalled) {
         (false, _) => Some(format!("the server agent {} was lost", server.c.name)),
+        (true, true) if played.fleet.stopped_by_command => Some("stopped by a command".into()),
         (true, true) => Some("interrupted".into()),
         _ => None,
     };

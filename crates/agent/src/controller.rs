@@ -36,6 +36,8 @@ pub struct ControllerOptions<'a> {
     pub lost_after: Duration,
     pub events: &'a (dyn Fn(&Event) + Sync),
     pub stop: &'a AtomicBool,
+    /// The run's command channel (stop; players online for a scenario's open-loop players).
+    pub commands: Option<&'a horde_scenario::control::Commands>,
 }
 
 /// Where the server side runs.
@@ -128,12 +130,18 @@ pub(crate) fn play<'a>(
     planned(&players);
     let (sc2, p2) = (sc.clone(), players.clone());
     fleet.set_categories(Box::new(move |t_s| horde_scenario::categories_at(&sc2, &p2.segments, &p2.roster, t_s)));
+    fleet.steer(opts.commands, sc.regulation.is_none().then(|| players.roster.clone()));
     let weights: Vec<u32> = opts.agents.iter().map(|a| a.weight).collect();
     let mut shards = horde_scenario::shards(sc.players, &weights).map_err(|e| e.into_anyhow())?;
     shards.resize(addrs.len(), 0..0);
     let ranges: Vec<Option<Range<u32>>> = shards.iter().map(|r| Some(r.clone()).filter(|r| !r.is_empty())).collect();
-    let base =
-        Assignment { scenario, service, players_total: sc.players, ..fleet.assignment(opts.deadman, (sc.duration_s * 1e9).round() as u64, sc.seed, &key) };
+    let base = Assignment {
+        scenario,
+        service,
+        players_total: sc.players,
+        online: sc.online,
+        ..fleet.assignment(opts.deadman, (sc.duration_s * 1e9).round() as u64, sc.seed, &key)
+    };
     // The server side first, on the server agent's address (the one the controller reached) at
     // the scenario's port; then the players, told where it listens.
     let listen = SocketAddr::new(addrs[server_i].ip(), sc.server.port());
@@ -246,7 +254,11 @@ fn report(sc: &Scenario, out: &Path, p: &mut Played, dirs: Vec<PathBuf>, planned
     let server_lost = server.lost_at_s;
     let interruption = (p.signalled || server_lost.is_some()).then(|| {
         let at_s = server_lost.unwrap_or_else(|| merged.client.end_real_ns.saturating_sub(merged.client.t0_real_ns) as f64 / 1e9).min(sc.duration_s);
-        let reason = if server_lost.is_some() { format!("the server agent {} was lost", server.c.name) } else { "interrupted".into() };
+        let reason = match server_lost {
+            Some(_) => format!("the server agent {} was lost", server.c.name),
+            None if p.fleet.stopped_by_command => "stopped by a command".into(),
+            None => "interrupted".into(),
+        };
         let grace = horde_scenario::report::IN_FLIGHT_GRACE_S + if server_lost.is_some() { horde_engine::logger::FLUSH_EVERY_NS as f64 / 1e9 } else { 0.0 };
         horde_scenario::Interruption { at_s, analysed_s: (at_s - grace).max(0.0), reason }
     });

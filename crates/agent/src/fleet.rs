@@ -181,7 +181,18 @@ pub(crate) struct Fleet<'a> {
     start: Instant,
     /// Players per category at a time of the run, for a kind that has players.
     categories: Option<Categories<'a>>,
+    /// The run's command channel, and the controller's copy of the players' roster (a kind
+    /// with an online target).
+    commands: Option<&'a horde_scenario::control::Commands>,
+    roster: Option<std::sync::Arc<horde_model::roster::Roster>>,
+    /// A stop command (not a signal) ended the run.
+    pub stopped_by_command: bool,
 }
+
+/// How far ahead of the run's clock a change of the online target is stamped through agents:
+/// every agent hears of it before it is due (a control round trip is milliseconds; this leaves
+/// room for a slow link and clock offsets).
+pub const AGENTS_MARGIN_NS: u64 = 1_000_000_000;
 
 /// Players per category at a time of the run (s since the start).
 pub(crate) type Categories<'a> = Box<dyn Fn(f64) -> Vec<(String, u32)> + 'a>;
@@ -218,7 +229,7 @@ impl<'a> Fleet<'a> {
             })
             .collect();
         let run_id = format!("{:016x}-{:08x}", real_ns(), std::process::id());
-        Ok(Fleet { members, erx, ev, stop, run_id, t0_ns: 0, start: Instant::now(), categories: None })
+        Ok(Fleet { members, erx, ev, stop, run_id, t0_ns: 0, start: Instant::now(), categories: None, commands: None, roster: None, stopped_by_command: false })
     }
 
     pub fn note(&self, m: String) {
@@ -255,6 +266,7 @@ impl<'a> Fleet<'a> {
             scenario: String::new(),
             service: None,
             players_total: 0,
+            online: None,
             duration_ns,
             seed,
             key: key.to_hex(),
@@ -317,10 +329,15 @@ impl<'a> Fleet<'a> {
             if self.members.iter().all(|m| m.roles_left == 0 || !m.ok()) {
                 break;
             }
-            let stop = self.stop.load(Ordering::Relaxed);
+            let commanded = !signalled && self.commands();
+            let stop = self.stop.load(Ordering::Relaxed) || commanded;
             if stop && !signalled {
                 signalled = true;
-                self.note("interrupted: stopping the senders, then the receiving side, then collecting the logs".into());
+                self.stopped_by_command = commanded;
+                self.note(format!(
+                    "{}: stopping the senders, then the receiving side, then collecting the logs",
+                    if commanded { "stopped by a command" } else { "interrupted" }
+                ));
                 self.send_stop(|m| m.upstream);
                 cut(&mut finish_by, FINISH_AFTER_SIGNAL + Duration::from_millis(500));
             }
@@ -358,6 +375,54 @@ impl<'a> Fleet<'a> {
             }
         }
         Watched { signalled }
+    }
+
+    /// The run's commands, applied while it is watched; `roster`: the players' (a kind with an
+    /// online target).
+    pub fn steer(&mut self, commands: Option<&'a horde_scenario::control::Commands>, roster: Option<std::sync::Arc<horde_model::roster::Roster>>) {
+        self.commands = commands;
+        self.roster = roster;
+    }
+
+    /// Applies the commands waiting; `true` on a stop.
+    fn commands(&mut self) -> bool {
+        use horde_scenario::control::Command;
+        while let Some(c) = self.commands.and_then(|c| c.try_next()) {
+            match c {
+                Ok(Command::Stop {}) => {
+                    self.note("stop command".into());
+                    return true;
+                }
+                Ok(Command::Players { online, at_ns }) => {
+                    let Some(roster) = self.roster.clone() else {
+                        self.note(format!("command refused: players online = {online}: this run has no online target"));
+                        continue;
+                    };
+                    let now = if self.t0_ns > 0 { real_ns().saturating_sub(self.t0_ns) } else { 0 };
+                    let last = roster.changes().last().map_or(0, |c| c.0);
+                    let at = at_ns.unwrap_or(now + AGENTS_MARGIN_NS).max(last);
+                    if at < now + AGENTS_MARGIN_NS / 2 {
+                        self.note(format!(
+                            "command refused: players: {:.2} s is too soon for every agent to hear of it (now {:.2} s)",
+                            at as f64 / 1e9,
+                            now as f64 / 1e9
+                        ));
+                        continue;
+                    }
+                    if let Err(e) = roster.set(at, online) {
+                        self.note(format!("command refused: players: {e}"));
+                        continue;
+                    }
+                    for m in self.members.iter().filter(|m| m.ok()) {
+                        let _ = m.c.cmd.send(Cmd::Players { online, at_ns: at });
+                    }
+                    self.note(format!("players online → {online} from {:.2} s (every agent)", at as f64 / 1e9));
+                }
+                Ok(c) => self.note(format!("command refused: {}: a run through agents has no emulated links", c.describe())),
+                Err(m) => self.note(format!("command refused: {m}")),
+            }
+        }
+        false
     }
 
     /// Progress snapshots count players per category with `f`.

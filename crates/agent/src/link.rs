@@ -23,6 +23,11 @@ pub(crate) enum Cmd {
         at_controller_ns: u64,
     },
     Stop,
+    /// Set the online target (see [`ToAgent::Players`]).
+    Players {
+        online: u32,
+        at_ns: u64,
+    },
     /// Collect the logs into this directory: the logs expected, each with the most bytes it
     /// may have (from the controller's own plan, never from what the agent reported).
     Collect {
@@ -332,6 +337,7 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
                     ToAgent::Start { at_ns: (at_controller_ns as i128 + clock.offset_ns as i128).max(0) as u64 }
                 }
                 Cmd::Stop => ToAgent::Stop,
+                Cmd::Players { online, at_ns } => ToAgent::Players { online, at_ns },
                 Cmd::Collect { dir, limits } => {
                     running = false;
                     collecting = Some(Collect { dir, limits, file: None, bytes: 0, transferred: 0, total: 0, total_transferred: 0, files: 0 });

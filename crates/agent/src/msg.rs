@@ -46,6 +46,9 @@ pub enum ToAgent {
     Ping,
     /// Stop the run now (Ctrl-C at the controller, or the run is over for this side).
     Stop,
+    /// The run's command channel set how many of the scenario's players are online, from this
+    /// schedule time on (ns after the common start; see `horde_model::roster`).
+    Players { online: u32, at_ns: u64 },
     /// Send the logs of the finished run.
     Collect,
 }
@@ -63,6 +66,9 @@ pub struct Assignment {
     /// The run's shape as the controller runs it (the scenario's, or as overridden on its
     /// command line): every agent plans the same players.
     pub players_total: u32,
+    /// How many of them are online at the start (`None`: all).
+    #[serde(default)]
+    pub online: Option<u32>,
     pub duration_ns: u64,
     pub seed: u64,
     /// The run key (hex): the server side grants only players that sign with it.
@@ -309,6 +315,7 @@ mod tests {
                 scenario: "players = 2".into(),
                 service: None,
                 players_total: 10,
+                online: None,
                 duration_ns: 1_000_000_000,
                 seed: 1,
                 key: "00".repeat(32),

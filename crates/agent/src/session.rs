@@ -49,6 +49,11 @@ pub enum Action {
     },
     /// Stop the run's traffic now; the reason is for the agent's log.
     StopRun(String),
+    /// Set the run's online target from this schedule time on (every side of it).
+    Players {
+        online: u32,
+        at_ns: u64,
+    },
     /// Send the finished run's logs.
     Collect,
     /// End the session; the reason is for the agent's log.
@@ -126,6 +131,8 @@ impl Session {
             }
             (Phase::Assigned | Phase::Running, ToAgent::Stop) => vec![Action::StopRun("the controller stopped the run".into())],
             (Phase::Finished, ToAgent::Stop) => vec![],
+            (Phase::Assigned | Phase::Running, ToAgent::Players { online, at_ns }) => vec![Action::Players { online, at_ns }],
+            (Phase::Finished, ToAgent::Players { .. }) => vec![],
             (Phase::Finished, ToAgent::Collect) => vec![Action::Collect],
             (p, other) => self.refuse(format!("{} is not expected now ({p:?})", kind(&other))),
         }
@@ -200,6 +207,7 @@ fn kind(m: &ToAgent) -> &'static str {
         ToAgent::Start { .. } => "start",
         ToAgent::Ping => "ping",
         ToAgent::Stop => "stop",
+        ToAgent::Players { .. } => "players",
         ToAgent::Collect => "collect",
     }
 }
@@ -263,6 +271,7 @@ mod tests {
             scenario: String::new(),
             service: None,
             players_total: 10,
+            online: None,
             duration_ns: 1_000_000_000,
             seed: 1,
             key: "ab".repeat(32),

@@ -99,6 +99,7 @@ fn run_on(agents: &[&Agent], creds: &Path, sc: &Scenario, out: &Path) -> (anyhow
         lost_after: Duration::from_secs(3),
         events: &events,
         stop: &stop,
+        commands: None,
     };
     let r = controller::run(sc, &opts);
     (r, notes.take())
@@ -352,6 +353,7 @@ fn a_controller_that_vanishes_stops_the_agents_traffic() {
         scenario: sc.text.clone(),
         service: None,
         players_total: 20,
+        online: None,
         duration_ns: 60_000_000_000,
         seed: 3,
         key: key.to_hex(),

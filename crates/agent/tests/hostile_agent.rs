@@ -106,7 +106,7 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                             vec![ToController::Ready { server_addr: None }]
                         }
                     }
-                    ToAgent::Start { .. } => vec![],
+                    ToAgent::Start { .. } | ToAgent::Players { .. } => vec![],
                     ToAgent::Stop if lie == Lie::NeverFinishes => vec![],
                     ToAgent::Stop => {
                         chatty = false;
@@ -201,6 +201,7 @@ fn run(lie: Lie, secs: u32, ctrl_c_at: Option<Duration>) -> (anyhow::Result<cont
         lost_after: Duration::from_secs(3),
         events: &events,
         stop: &stop,
+        commands: None,
     };
     let t = Instant::now();
     let (r, ended) = std::thread::scope(|s| {

@@ -154,7 +154,8 @@ fn a_stop_command_ends_a_bots_run_with_an_honest_partial_report() {
     }
     let dir = Scratch::new("control-bots");
     let (json, out) = (dir.path("bots.json"), dir.path("out"));
-    let args = ["bots", "--start-server", "-n", "4", "-t", "60s", "--ramp", "0s", "--warmup", "2s", "-o", out.to_str().unwrap(), "--json", json.to_str().unwrap()];
+    let args =
+        ["bots", "--start-server", "-n", "4", "-t", "60s", "--ramp", "0s", "--warmup", "2s", "-o", out.to_str().unwrap(), "--json", json.to_str().unwrap()];
     let (child, mut stdin, start) = steered(&args);
     at(start, 8.0, &mut stdin, r#"{"command":"stop"}"#);
     let o = child.wait_with_output().unwrap();

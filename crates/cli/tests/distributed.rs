@@ -24,8 +24,16 @@ struct Proc {
 }
 
 impl Proc {
+    /// Writes one line to the child's standard input (its `--commands -`).
+    fn say(&mut self, line: &str) {
+        use std::io::Write as _;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
     fn spawn(args: &[&str]) -> Proc {
-        let mut child = Command::new(HORDE).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = Command::new(HORDE).args(args).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (l2, err) = (lines.clone(), child.stderr.take().unwrap());
         std::thread::spawn(move || {
@@ -577,4 +585,63 @@ fn a_regulated_scenario_through_two_agents_gives_one_report_with_every_circuit()
     assert_eq!(v["distributed"]["partial"], false);
     assert!(out.join("circuits.csv").exists() && out.join("index.html").exists());
     assert!(std::fs::read_to_string(out.join("index.html")).unwrap().contains("agents:"));
+}
+
+/// Issue 22: the command channel through agents — the online target of a WoW scenario on two
+/// agents goes 100 → 200 (every agent and the controller's plan follow, within the 2 s ramp),
+/// then a stop command ends the run with a partial report that says so.
+#[test]
+fn the_online_target_and_a_stop_go_through_agents() {
+    let d = tmp("steer");
+    let creds = keygen(&d);
+    let (_a, a_addr, _) = agent(&d, &creds, "127.0.0.14", "sa", false);
+    let (_b, b_addr, _) = agent(&d, &creds, "127.0.0.15", "sb", false);
+    let sc = d.join("wow.toml");
+    std::fs::write(
+        &sc,
+        "name = \"steer\"\nservice = \"wow\"\nplayers = 200\nonline = 100\nduration = \"30s\"\nseed = 4\njoin = \"uniform(0, 2)\"\nspin_us = 0\n",
+    )
+    .unwrap();
+    let (out, progress) = (d.join("out"), d.join("progress.jsonl"));
+    let list = format!("{a_addr},{b_addr}");
+    let mut c = Proc::spawn(&[
+        "run",
+        sc.to_str().unwrap(),
+        "--progress-file",
+        progress.to_str().unwrap(),
+        "--agents",
+        &list,
+        "--credentials",
+        creds.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--commands",
+        "-",
+    ]);
+    let (started, _) = c.wait_line("starting 2 agents together", Duration::from_secs(30));
+    std::thread::sleep((started + Duration::from_secs(4)).saturating_duration_since(Instant::now()));
+    c.say(r#"{"command":"players","online":200}"#);
+    c.wait_line("players online → 200 from", Duration::from_secs(5));
+    std::thread::sleep((started + Duration::from_secs(10)).saturating_duration_since(Instant::now()));
+    c.say(r#"{"command":"stop"}"#);
+    assert_eq!(c.wait(Duration::from_secs(60)), 130, "{}", c.text());
+    assert!(started.elapsed() < Duration::from_secs(28), "stopped, not run to its end");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(v["interruption"]["reason"], "stopped by a command", "{}", v["interruption"]);
+    assert_eq!(v["mismatched"], 0, "agents and server side decided the same APDUs");
+    let changes = v["online"].as_array().unwrap();
+    assert_eq!(changes.iter().map(|c| c["online"].as_u64().unwrap()).collect::<Vec<_>>(), vec![100, 200], "{changes:?}");
+    let up_at = changes[1]["at_s"].as_f64().unwrap();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&progress).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let online = |l: &serde_json::Value| l["progress"]["categories"].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum::<u64>();
+    let t = |l: &serde_json::Value| l["progress"]["t_s"].as_f64().unwrap();
+    let before: Vec<u64> = lines.iter().filter(|l| t(l) > 2.5 && t(l) < up_at - 0.5).map(online).collect();
+    let after: Vec<u64> = lines.iter().filter(|l| t(l) > up_at + 2.5 && t(l) < 9.0).map(online).collect();
+    assert!(!before.is_empty() && before.iter().all(|n| *n == 100), "{before:?}");
+    assert!(!after.is_empty() && after.iter().all(|n| *n == 200), "{after:?}");
+    // The raised players (ids 100..200, on agent sb) carried traffic both ways.
+    let agents = v["distributed"]["agents"].as_array().unwrap();
+    assert!(agents.iter().all(|a| a["status"] == "finished" && a["apdus_sent"].as_u64().unwrap() > 100), "{agents:?}");
+    let cats = v["analysis"]["categories"].as_array().unwrap();
+    assert_eq!(cats.iter().map(|c| c["up"]["lost"].as_u64().unwrap() + c["down"]["lost"].as_u64().unwrap()).sum::<u64>(), 0);
 }

@@ -238,7 +238,11 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
     }
     let dir = tmp("run-link");
     write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
-    let sc = write(&dir, "sc.toml", "service = \"wow\"\nplayers = 40\nduration = \"10s\"\nseed = 5\n[emu]\ntopology = \"access.toml\"\nclients = [\"client\"]\nserver = \"server\"\n");
+    let sc = write(
+        &dir,
+        "sc.toml",
+        "service = \"wow\"\nplayers = 40\nduration = \"10s\"\nseed = 5\n[emu]\ntopology = \"access.toml\"\nclients = [\"client\"]\nserver = \"server\"\n",
+    );
     let out = dir.join("out");
     let mut child = std::process::Command::new(HORDE)
         .args(["run", sc.to_str().unwrap(), "-q", "--out", out.to_str().unwrap(), "--commands", "-"])

@@ -277,6 +277,16 @@ fn session(
                         }
                     }
                 }
+                Action::Players { online, at_ns } => {
+                    if let Some(r) = &run {
+                        match r.steer(online, at_ns) {
+                            Ok(()) => log(&format!("run {}: players online → {online} from {:.2} s", r.assignment.run_id, at_ns as f64 / 1e9)),
+                            Err(e) => {
+                                let _ = write(tls, &msg::encode(&ToController::Error { message: format!("players online → {online}: {e}") }));
+                            }
+                        }
+                    }
+                }
                 Action::Collect => {
                     if let Some(r) = &run {
                         if let Err(e) = send_logs(tls, r) {

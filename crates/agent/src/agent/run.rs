@@ -55,6 +55,23 @@ pub(super) struct Run {
     pub(super) progress: Arc<Progress>,
     pub(super) cpu0: f64,
     pub(super) t0: Instant,
+    /// A scenario's server side here: its half of the command channel.
+    pub(super) server_commands: Option<mpsc::Sender<Result<horde_scenario::control::Command, String>>>,
+}
+
+impl Run {
+    /// Sets the online target on this agent's sides of the run: its players' roster and its
+    /// server side's.
+    pub(super) fn steer(&self, online: u32, at_ns: u64) -> anyhow::Result<()> {
+        let Work::Scenario { players, circuits: None, .. } = &self.work else {
+            anyhow::bail!("this run has no online target (only a scenario's open-loop players have one)");
+        };
+        players.roster.set(at_ns, online)?;
+        if let Some(tx) = &self.server_commands {
+            tx.send(Ok(horde_scenario::control::Command::Players { online, at_ns: Some(at_ns) })).map_err(|_| anyhow::anyhow!("the server side has ended"))?;
+        }
+        Ok(())
+    }
 }
 
 /// Stops what still runs, waits for it, and removes the run's directory (Horde's own state)
@@ -93,6 +110,10 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
     }
     horde_model::scenario::check_duration(a.duration_ns).map_err(|m| anyhow::anyhow!("duration: {m}"))?;
     sc.players = a.players_total;
+    if a.online.is_some_and(|o| o > a.players_total) {
+        anyhow::bail!("online {} is more than players_total {}", a.online.unwrap_or(0), a.players_total);
+    }
+    sc.online = a.online;
     sc.duration_s = a.duration_ns as f64 / 1e9;
     sc.seed = a.seed;
     if let Some(r) = &a.players {
@@ -109,6 +130,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
     metrics.runs.fetch_add(1, Ordering::Relaxed);
     let progress = Arc::new(Progress::default());
     *metrics.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress.clone());
+    let (server_commands, commands) = horde_scenario::control::Commands::channel();
     let server = match a.server {
         Some(listen) => {
             sc.server = listen;
@@ -123,7 +145,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
                     Some(cfg) => {
                         horde_scenario::circuits::serve(&sc2, &cfg, &dir2, key2, &stop2, listening).map(|c| serde_json::json!({ "circuits": c.len() }))
                     }
-                    None => horde_scenario::serve(&sc2, &dir2, key2, &stop2, listening, None).map(|r| serde_json::to_value(r).unwrap_or_default()),
+                    None => horde_scenario::serve(&sc2, &dir2, key2, &stop2, listening, Some(&commands)).map(|r| serde_json::to_value(r).unwrap_or_default()),
                 };
                 let _ = tx.send(finished("server", report.map_err(|e| format!("{:#}", e.into_anyhow()))));
             })?;
@@ -138,6 +160,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
         }
         None => None,
     };
+    let server_commands = server.as_ref().map(|_| server_commands);
     Ok(Run {
         dir,
         work: Work::Scenario { sc: Box::new(sc), players, circuits },
@@ -149,6 +172,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
         progress,
         cpu0: cpu_s(),
         t0: Instant::now(),
+        server_commands,
     })
 }
 
@@ -215,7 +239,19 @@ pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Me
             }
         }
     };
-    Ok(Run { dir, work: Work::Flows { send }, assignment: a, key, stop, server, clients: None, progress, cpu0: cpu_s(), t0: Instant::now() })
+    Ok(Run {
+        dir,
+        work: Work::Flows { send },
+        assignment: a,
+        key,
+        stop,
+        server,
+        clients: None,
+        progress,
+        cpu0: cpu_s(),
+        t0: Instant::now(),
+        server_commands: None,
+    })
 }
 
 /// Checks the bots' part and opens its run directory; the bots start at Start.
@@ -240,6 +276,7 @@ pub(super) fn prepare_bots(a: Assignment, opts: &AgentOptions, metrics: &Arc<Met
         progress,
         cpu0: cpu_s(),
         t0: Instant::now(),
+        server_commands: None,
     })
 }
 

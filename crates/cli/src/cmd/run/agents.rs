@@ -59,7 +59,15 @@ impl Settings {
 }
 
 /// Runs `sc` through the agents `list` and prints what the merged report says.
-pub fn run(args: &Args, sc: &Scenario, list: &str, out: &Path, progress: Progress, stop: &AtomicBool) -> Outcome {
+pub fn run(
+    args: &Args,
+    sc: &Scenario,
+    list: &str,
+    out: &Path,
+    progress: Progress,
+    stop: &AtomicBool,
+    commands: Option<&horde_scenario::control::Commands>,
+) -> Outcome {
     let s = Settings::resolve(args, sc, list)?;
     let printer = Printer::new(sc, progress);
     let events = |e: &CEvent| match e {
@@ -76,6 +84,7 @@ pub fn run(args: &Args, sc: &Scenario, list: &str, out: &Path, progress: Progres
         lost_after: s.deadman,
         events: &events,
         stop,
+        commands,
     };
     let interrupted_early = |e: anyhow::Error| -> Outcome {
         // Ctrl-C before the run started: nothing ran, nothing to report.

@@ -109,7 +109,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let commands = args.commands.open()?;
     // `--agents` (or the scenario's `[agents]` table): this process is the controller.
     if let Some(list) = args.agents.clone().or_else(|| sc.agents.as_ref().map(|a| a.list.join(","))) {
-        return super::commands::stop_only(commands, stop, "run through agents", || agents::run(&args, &sc, &list, &out, progress, stop));
+        return agents::run(&args, &sc, &list, &out, progress, stop, commands.as_ref());
     }
     if args.server_agent.is_some() {
         return Err(bad_input(anyhow::anyhow!("--server-agent needs agents: --agents LIST, or an [agents] table in the scenario")));
