@@ -18,6 +18,9 @@ cp -n ../examples/*.toml corpus/toml_scenario/ 2>/dev/null || true
 cp -n ../examples/topologies/*.toml corpus/toml_topology/ 2>/dev/null || true
 mkdir -p corpus/q3_actions
 cp -n ../examples/actions/*.csv corpus/q3_actions/ 2>/dev/null || true
+mkdir -p corpus/commands
+printf '{"command":"stop"}\n' > corpus/commands/stop 2>/dev/null || true
+printf '{"command":"players","online":600}\n{"command":"link","a":"r1","b":"r2","set":{"delay":"50ms","loss":{"p":"1%%","r":"25%%"}}}\n' > corpus/commands/players-link 2>/dev/null || true
 # The agent control target: a split byte, then frames of valid messages to mutate from.
 frame() { local n=$(( ${#1} + 1 )); printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00' $((n>>24&255)) $((n>>16&255)) $((n>>8&255)) $((n&255)))%s" "$1"; }
 mkdir -p corpus/agent_control

@@ -37,7 +37,7 @@ pub enum Command {
         #[serde(default = "both")]
         dir: String,
         #[serde(default)]
-        set: horde_topo::RawImpair,
+        set: Box<horde_topo::RawImpair>,
         #[serde(default)]
         clear: bool,
     },
@@ -119,6 +119,21 @@ pub fn read(mut r: impl BufRead, tx: &Sender<Result<Command, String>>) {
         if tx.send(item).is_err() {
             return;
         }
+    }
+}
+
+/// A server side's half of the channel: applies stamped changes of the online target to its
+/// roster until `done` (other commands are the driver's).
+pub fn follow(commands: &Commands, roster: &horde_model::roster::Roster, done: &std::sync::atomic::AtomicBool) {
+    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        while let Some(c) = commands.try_next() {
+            if let Ok(Command::Players { online, at_ns: Some(at) }) = c {
+                if let Err(e) = roster.set(at, online) {
+                    tracing::warn!("server side: players online → {online}: {e}");
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

@@ -87,7 +87,7 @@ impl Server {
         }
     }
 
-    pub(crate) fn exited(&mut self) -> Option<String> {
+    fn exited_now(&mut self) -> Option<String> {
         match self {
             Server::Child(c) => c.exited(),
             Server::Thread { handle, .. } => handle.is_finished().then(|| "its thread ended".to_string()),
@@ -96,7 +96,7 @@ impl Server {
     }
 
     /// Passes a (stamped) command on to the server side.
-    pub(crate) fn forward(&mut self, c: &crate::control::Command) -> anyhow::Result<()> {
+    fn forward_now(&mut self, c: &crate::control::Command) -> anyhow::Result<()> {
         match self {
             Server::Child(child) => child.command(c),
             Server::Thread { commands, .. } => commands.send(Ok(c.clone())).map_err(|_| anyhow::anyhow!("the server side's thread ended")),
@@ -122,6 +122,16 @@ impl Server {
             Server::Thread { handle, stop, .. } => stop_thread(handle, &stop, died),
             Server::Circuits { .. } => anyhow::bail!("a regulated run's server side has no engine report"),
         }
+    }
+}
+
+impl crate::steer::ServerSide for Server {
+    fn exited(&mut self) -> Option<String> {
+        self.exited_now()
+    }
+
+    fn forward(&mut self, c: &crate::control::Command) -> anyhow::Result<()> {
+        self.forward_now(c)
     }
 }
 

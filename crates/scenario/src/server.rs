@@ -52,7 +52,7 @@ pub fn server_key(sc: &Scenario) -> Result<RunKey, Error> {
 /// (signed hello, known player), sends it its server→client schedule, logs to
 /// `out/server.hlog` and writes its report to `out/server.json`. `on_listening` gets the bound
 /// address before the first connection is accepted.
-/// `commands`: the run's stamped changes of the online target (see [`crate::steer::follow`]).
+/// `commands`: the run's stamped changes of the online target (see [`crate::control::follow`]).
 pub fn serve(
     sc: &Scenario,
     out: &Path,
@@ -82,7 +82,7 @@ pub fn serve(
     let done = AtomicBool::new(false);
     let report = std::thread::scope(|s| {
         if let Some(c) = commands {
-            s.spawn(|| crate::steer::follow(c, &roster, &done));
+            s.spawn(|| crate::control::follow(c, &roster, &done));
         }
         let r = sender::serve(&[sc.server], sc.service.transport, &opts, stop, |b| on_listening(b[0]));
         done.store(true, std::sync::atomic::Ordering::Relaxed);

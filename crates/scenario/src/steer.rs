@@ -11,13 +11,18 @@ use horde_engine::sender::Progress;
 use horde_model::roster::Roster;
 
 use crate::control::{Command, Commands};
-use crate::execute::Server;
 use crate::placement::EmuRun;
 use crate::{Event, Events};
 
 /// How far ahead of the players' clock a change of the online target is stamped on one
 /// machine: every side hears of it well before it is due.
 pub const MARGIN_NS: u64 = 250_000_000;
+
+/// The server side as the driver sees it: whether it ended, and passing it a command.
+pub(crate) trait ServerSide {
+    fn exited(&mut self) -> Option<String>;
+    fn forward(&mut self, c: &Command) -> anyhow::Result<()>;
+}
 
 /// What a scenario run's commands act on.
 pub(crate) struct Steer<'a> {
@@ -48,7 +53,7 @@ impl<'a> Steer<'a> {
     }
 
     /// Applies one command; `true` when the run is to stop.
-    fn apply(&self, c: Command, server: &Mutex<Server>) -> bool {
+    fn apply(&self, c: Command, server: &Mutex<impl ServerSide>) -> bool {
         match c {
             Command::Stop {} => {
                 self.commanded.store(true, Ordering::Relaxed);
@@ -57,7 +62,7 @@ impl<'a> Steer<'a> {
             }
             Command::Players { online, at_ns } => self.players(online, at_ns, server),
             Command::Link { a, b, dir, set, clear } => match self.emu {
-                Some(e) => match e.change_link(&a, &b, &dir, set, clear) {
+                Some(e) => match e.change_link(&a, &b, &dir, *set, clear) {
                     Ok(now) => self.note(format!("link {a}–{b} ({dir}) changed: {now}")),
                     Err(m) => self.note(format!("command refused: link {a}–{b}: {m}")),
                 },
@@ -67,7 +72,7 @@ impl<'a> Steer<'a> {
         false
     }
 
-    fn players(&self, online: u32, at_ns: Option<u64>, server: &Mutex<Server>) {
+    fn players(&self, online: u32, at_ns: Option<u64>, server: &Mutex<impl ServerSide>) {
         let Some(roster) = self.roster else {
             return self.note("command refused: players: a regulated run's circuits have no online target".into());
         };
@@ -95,7 +100,14 @@ impl<'a> Steer<'a> {
 
 /// Polls the server side and the commands while the client runs: a dead server side, a
 /// signal or a stop command stops the client (within 50 ms).
-pub(crate) fn watch(server: &Mutex<Server>, stop: &AtomicBool, run_stop: &AtomicBool, done: &AtomicBool, died: &Mutex<Option<(String, u64)>>, steer: &Steer) {
+pub(crate) fn watch(
+    server: &Mutex<impl ServerSide>,
+    stop: &AtomicBool,
+    run_stop: &AtomicBool,
+    done: &AtomicBool,
+    died: &Mutex<Option<(String, u64)>>,
+    steer: &Steer,
+) {
     while !done.load(Ordering::Relaxed) {
         if stop.load(Ordering::Relaxed) {
             run_stop.store(true, Ordering::Relaxed);
@@ -121,20 +133,5 @@ pub(crate) fn watch(server: &Mutex<Server>, stop: &AtomicBool, run_stop: &Atomic
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A server side's half of the channel: applies stamped changes of the online target to its
-/// roster until `done` (other commands are the driver's).
-pub fn follow(commands: &Commands, roster: &Roster, done: &AtomicBool) {
-    while !done.load(Ordering::Relaxed) {
-        while let Some(c) = commands.try_next() {
-            if let Ok(Command::Players { online, at_ns: Some(at) }) = c {
-                if let Err(e) = roster.set(at, online) {
-                    tracing::warn!("server side: players online → {online}: {e}");
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }

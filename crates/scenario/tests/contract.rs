@@ -208,3 +208,23 @@ fn a_regulated_runs_summary_json_follows_its_schema() {
     assert!(rd.records().all(|row| row.unwrap().len() == n), "every row has every column");
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// The run's command channel (`--commands`, docs/control.md): its schema is pinned, and every
+/// command the docs show validates and parses.
+#[test]
+fn commands_follow_their_schema() {
+    use horde_scenario::control::Command;
+    let schema = pinned("command", schemars::schema_for!(Command));
+    for line in [
+        r#"{"command":"stop"}"#,
+        r#"{"command":"players","online":600}"#,
+        r#"{"command":"players","online":150,"at_ns":9000000000}"#,
+        r#"{"command":"link","a":"r1","b":"r2","set":{"delay":"250ms"}}"#,
+        r#"{"command":"link","a":"r1","b":"r2","dir":"ab","set":{"rate":"5mbit","loss":{"p":"1%","r":"25%"}},"clear":true}"#,
+    ] {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        validate(&schema, &v, line);
+        let c = Command::parse(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        validate(&schema, &serde_json::to_value(&c).unwrap(), "a command as Horde writes it");
+    }
+}

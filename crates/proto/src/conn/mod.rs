@@ -21,14 +21,16 @@ use horde_wire::control::Status;
 use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY, FLAG_REVERSE, FLAG_REVERSE_DATA};
 use horde_wire::log::FLAG_CLAMPED;
 use horde_wire::stream::{HELLO_ECHO, HELLO_REVERSE};
-use horde_wire::{ApduHeader, DatagramHeader, Record, RecordKind, StreamDecoder, StreamEvent, StreamHello, WireError, HELLO_LEN};
+use horde_wire::{ApduHeader, DatagramHeader, Record, RecordKind, StreamDecoder, StreamEvent, StreamHello, HELLO_LEN};
 
 use crate::auth::RunKey;
 use crate::gate::sign_stream_hello;
 use crate::greeter::{GreetEvent, GreetState, Greeter};
 use crate::mirror::{Mirror, Source};
 
+mod contract;
 mod stats;
+pub use contract::{Accepted, Close, Ctx, Event, Responder};
 pub use stats::{datagram_record, ConnStats, RxMeta};
 
 /// The most bytes a sink holds for echoing while its peer does not read them: 1 MiB (a second
@@ -45,54 +47,6 @@ pub enum Role {
     Client,
     Server,
     Sink,
-}
-
-/// The server side's grant for a client's hello.
-pub struct Accepted {
-    /// Departures to send back, times in ns after the client's start (the hello's base).
-    pub source: Source,
-    /// The client's own schedule, regenerated: incoming APDU k is its departure k.
-    pub mirror: Option<Source>,
-    pub tag: u32,
-    /// A player steered by a roster (see [`horde_model::roster`]).
-    pub presence: Option<horde_model::roster::Presence>,
-}
-
-/// Decides about a client's hello on the server side of a two-way scenario.
-pub trait Responder: Send + Sync {
-    /// Flow `flow` says it plays `tag` (player << 8). Each player is granted once per run.
-    fn on_hello(&self, flow: u32, tag: u32) -> Result<Accepted, Status>;
-}
-
-/// What a connection needs from its surroundings while it reads.
-pub trait Ctx {
-    /// Real time (ns since the epoch) of the worker's start: departure times count from here.
-    fn t0_real(&self) -> u64;
-    fn record(&mut self, r: Record);
-    /// Server role: asks the scenario about a client's hello.
-    fn respond(&mut self, flow: u32, tag: u32) -> Result<Accepted, Status>;
-}
-
-/// Why a stream connection ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Close {
-    /// Its bytes are not a Horde stream of this version.
-    NotHorde(WireError),
-    /// Its hello was not signed with the run key.
-    BadMac,
-    /// The server side refused the player.
-    Refused(Status),
-}
-
-/// What happened while reading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    /// Server role: the hello was granted; departures now exist.
-    Granted,
-    /// Sink role: the peer asked for echoes.
-    EchoRequested,
-    /// Sink role: the peer asked for bulk back (reverse mode).
-    ReverseRequested,
 }
 
 struct Stream {
