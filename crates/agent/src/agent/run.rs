@@ -60,6 +60,19 @@ pub(super) struct Run {
 }
 
 impl Run {
+    /// A prepared run: nothing runs on its clients' side yet.
+    fn prepared(
+        dir: PathBuf,
+        work: Work,
+        assignment: Assignment,
+        key: RunKey,
+        stop: Arc<AtomicBool>,
+        server: Option<(std::thread::JoinHandle<()>, SocketAddr)>,
+        progress: Arc<Progress>,
+    ) -> Run {
+        Run { dir, work, assignment, key, stop, server, clients: None, progress, cpu0: cpu_s(), t0: Instant::now(), server_commands: None }
+    }
+
     /// Sets the online target on this agent's sides of the run: its players' roster and its
     /// server side's.
     pub(super) fn steer(&self, online: u32, at_ns: u64) -> anyhow::Result<()> {
@@ -161,19 +174,8 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
         None => None,
     };
     let server_commands = server.as_ref().map(|_| server_commands);
-    Ok(Run {
-        dir,
-        work: Work::Scenario { sc: Box::new(sc), players, circuits },
-        assignment: a,
-        key,
-        stop,
-        server,
-        clients: None,
-        progress,
-        cpu0: cpu_s(),
-        t0: Instant::now(),
-        server_commands,
-    })
+    let work = Work::Scenario { sc: Box::new(sc), players, circuits };
+    Ok(Run { server_commands, ..Run::prepared(dir, work, a, key, stop, server, progress) })
 }
 
 /// Resolves the shipped flow file, keeps the flows this agent sends, and starts its receiver if
@@ -239,19 +241,7 @@ pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Me
             }
         }
     };
-    Ok(Run {
-        dir,
-        work: Work::Flows { send },
-        assignment: a,
-        key,
-        stop,
-        server,
-        clients: None,
-        progress,
-        cpu0: cpu_s(),
-        t0: Instant::now(),
-        server_commands: None,
-    })
+    Ok(Run::prepared(dir, Work::Flows { send }, a, key, stop, server, progress))
 }
 
 /// Checks the bots' part and opens its run directory; the bots start at Start.
@@ -265,19 +255,7 @@ pub(super) fn prepare_bots(a: Assignment, opts: &AgentOptions, metrics: &Arc<Met
     let progress = Arc::new(Progress::default());
     *metrics.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress.clone());
     let stop = Arc::new(AtomicBool::new(false));
-    Ok(Run {
-        dir,
-        work: Work::Bots { opts: Box::new(bots) },
-        assignment: a,
-        key,
-        stop,
-        server: None,
-        clients: None,
-        progress,
-        cpu0: cpu_s(),
-        t0: Instant::now(),
-        server_commands: None,
-    })
+    Ok(Run::prepared(dir, Work::Bots { opts: Box::new(bots) }, a, key, stop, None, progress))
 }
 
 /// Sleeps to the common start, a sleep cut short every 100 ms to notice a stop.
