@@ -86,37 +86,37 @@ impl Commands {
     }
 }
 
+/// Wrong lines a channel may send before it is read no more.
+pub const MAX_REFUSED: usize = 100;
+
 /// Reads commands from `r` until its end (or until the run's side of the channel is gone),
-/// each line checked at once; a blank line is skipped. Lines longer than [`MAX_LINE`] are
-/// refused without being held whole.
+/// each line checked at once; a blank line is skipped. A line longer than [`MAX_LINE`], or the
+/// [`MAX_REFUSED`]th wrong line, ends the reading (said on the channel): what sends that is
+/// not a person or a script writing commands, and reading it on would only spin.
 pub fn read(mut r: impl BufRead, tx: &Sender<Result<Command, String>>) {
     let mut buf = Vec::new();
+    let mut refused = 0;
     loop {
         buf.clear();
         let n = match std::io::Read::take(&mut r, MAX_LINE as u64 + 1).read_until(b'\n', &mut buf) {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
-        let item = if n > MAX_LINE && buf.last() != Some(&b'\n') {
-            // Skip the rest of the line.
-            let mut rest = Vec::new();
-            loop {
-                rest.clear();
-                match std::io::Read::take(&mut r, MAX_LINE as u64).read_until(b'\n', &mut rest) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) if rest.last() == Some(&b'\n') => break,
-                    Ok(_) => {}
-                }
-            }
-            Err(format!("a command line over {MAX_LINE} bytes"))
-        } else {
-            match std::str::from_utf8(&buf) {
-                Ok(l) if l.trim().is_empty() => continue,
-                Ok(l) => Command::parse(l.trim()),
-                Err(_) => Err("a command line that is not UTF-8".into()),
-            }
+        if n > MAX_LINE && buf.last() != Some(&b'\n') {
+            let _ = tx.send(Err(format!("a command line over {MAX_LINE} bytes: no more commands are read from this input")));
+            return;
+        }
+        let item = match std::str::from_utf8(&buf) {
+            Ok(l) if l.trim().is_empty() => continue,
+            Ok(l) => Command::parse(l.trim()),
+            Err(_) => Err("a command line that is not UTF-8".into()),
         };
+        refused += item.is_err() as usize;
         if tx.send(item).is_err() {
+            return;
+        }
+        if refused >= MAX_REFUSED {
+            let _ = tx.send(Err(format!("{MAX_REFUSED} wrong command lines: no more commands are read from this input")));
             return;
         }
     }
@@ -154,19 +154,28 @@ mod tests {
     }
 
     #[test]
-    fn reading_skips_blank_lines_and_refuses_long_and_binary_ones() {
-        let long = format!("{{\"command\":\"stop\",\"pad\":\"{}\"}}\n", "x".repeat(MAX_LINE * 3));
-        let text = format!("\n{{\"command\":\"stop\"}}\n{long}\u{0}\u{ff}\n{{\"command\":\"players\",\"online\":3}}");
-        let mut bytes = text.into_bytes();
+    fn reading_skips_blank_lines_refuses_binary_ones_and_stops_at_a_long_one() {
+        let text = "\n{\"command\":\"stop\"}\n\u{0}\u{ff}\n{\"command\":\"players\",\"online\":3}\n";
+        let mut bytes = text.as_bytes().to_vec();
         let i = bytes.iter().position(|b| *b == 0).unwrap();
         bytes[i + 1] = 0xff;
+        bytes.extend(std::iter::repeat_n(b'x', MAX_LINE * 3));
+        bytes.extend(b"\n{\"command\":\"stop\"}\n");
         let (tx, cmds) = Commands::channel();
         read(std::io::Cursor::new(bytes), &tx);
         let got: Vec<_> = std::iter::from_fn(|| cmds.try_next()).collect();
         assert_eq!(got.len(), 4, "{got:?}");
         assert_eq!(got[0], Ok(Command::Stop {}));
-        assert!(got[1].as_ref().unwrap_err().contains("over"));
-        assert!(got[2].is_err());
-        assert_eq!(got[3], Ok(Command::Players { online: 3, at_ns: None }));
+        assert!(got[1].as_ref().unwrap_err().contains("UTF-8"));
+        assert_eq!(got[2], Ok(Command::Players { online: 3, at_ns: None }));
+        assert!(got[3].as_ref().unwrap_err().contains("no more commands"), "nothing read after a line of 48 KiB");
+        // An endless input of zeros (`--commands /dev/zero`) ends the reading at once.
+        let (tx, cmds) = Commands::channel();
+        read(std::io::BufReader::new(std::io::repeat(0)), &tx);
+        assert!(cmds.try_next().unwrap().unwrap_err().contains("no more commands"));
+        // As does an endless run of wrong lines.
+        let (tx, cmds) = Commands::channel();
+        read(std::io::Cursor::new("x\n".repeat(1000)), &tx);
+        assert_eq!(std::iter::from_fn(|| cmds.try_next()).count(), MAX_REFUSED + 1);
     }
 }
