@@ -12,7 +12,7 @@ impl Ctx for C {
         self.0 += 1;
     }
     fn respond(&mut self, _: u32, tag: u32) -> Result<Accepted, Status> {
-        Ok(Accepted { source: Box::new(std::iter::empty()), mirror: Some(Box::new(std::iter::empty())), tag })
+        Ok(Accepted { source: Box::new(std::iter::empty()), mirror: Some(Box::new(std::iter::empty())), tag, presence: None })
     }
 }
 
