@@ -399,20 +399,13 @@ impl<'a> Fleet<'a> {
                         continue;
                     };
                     let now = if self.t0_ns > 0 { real_ns().saturating_sub(self.t0_ns) } else { 0 };
-                    let last = roster.changes().last().map_or(0, |c| c.0);
-                    let at = at_ns.unwrap_or(now + AGENTS_MARGIN_NS).max(last);
-                    if at < now + AGENTS_MARGIN_NS / 2 {
-                        self.note(format!(
-                            "command refused: players: {:.2} s is too soon for every agent to hear of it (now {:.2} s)",
-                            at as f64 / 1e9,
-                            now as f64 / 1e9
-                        ));
-                        continue;
-                    }
-                    if let Err(e) = roster.set(at, online) {
-                        self.note(format!("command refused: players: {e}"));
-                        continue;
-                    }
+                    let at = match roster.set_ahead(now, AGENTS_MARGIN_NS, at_ns, online) {
+                        Ok(at) => at,
+                        Err(e) => {
+                            self.note(format!("command refused: players: {e}"));
+                            continue;
+                        }
+                    };
                     for m in self.members.iter().filter(|m| m.ok()) {
                         let _ = m.c.cmd.send(Cmd::Players { online, at_ns: at });
                     }

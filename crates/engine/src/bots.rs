@@ -4,7 +4,7 @@
 //! next bot is due or a datagram arrives. Bots join on a ramp, play for the duration, then
 //! disconnect cleanly (three `disconnect` packets, as the engine's client sends).
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -457,4 +457,39 @@ fn report(bot: &Bot, s: &Slot, stop_at: u64) -> BotReport {
         corrupt: st.corrupt,
         server_ping_ms: None,
     }
+}
+
+/// A UDP port free on loopback now (for a game server this run starts).
+pub fn free_udp_port() -> std::io::Result<u16> {
+    Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Asks the game server at `addr` for its status (`getstatus`, from inside `ns` when given); returns (players, their pings) or None without an answer.
+pub fn status(addr: SocketAddr, ns: Option<&std::fs::File>) -> Option<Vec<(i32, String)>> {
+    let bind = || UdpSocket::bind(if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" });
+    let s = match ns {
+        Some(ns) => crate::net::within_netns(ns, bind).ok()?.ok()?,
+        None => bind().ok()?,
+    };
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    s.send_to(&horde_q3::oob::packet("getstatus"), addr).ok()?;
+    let mut buf = [0u8; 16384];
+    let n = s.recv(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf[..n]);
+    let body = text.strip_prefix("\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}").unwrap_or(&text);
+    let mut lines = body.lines();
+    if !lines.next()?.starts_with("statusResponse") {
+        return None;
+    }
+    lines.next()?; // server info
+    Some(
+        lines
+            .filter_map(|l| {
+                let mut w = l.splitn(3, ' ');
+                let _score = w.next()?;
+                let ping = w.next()?.parse().ok()?;
+                Some((ping, w.next()?.trim_matches('"').to_string()))
+            })
+            .collect(),
+    )
 }

@@ -13,6 +13,7 @@ mod reading;
 pub mod receiver;
 pub mod sender;
 mod setup;
+pub mod shell;
 mod worker;
 
 pub use horde_sys::{clock, random_secret};

@@ -9,7 +9,6 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use horde_proto::gate::Decision;
 use horde_proto::{Accepted, Close, Conn, Ctx, Event, Responder, RxMeta};
 use horde_wire::control::Status;
 use horde_wire::datagram::{CONTROL_FLAGS, FLAG_CONSENT, FLAG_HELLO};
@@ -259,34 +258,19 @@ impl Worker {
         let (listener, gate) = &mut self.udp_listeners[j];
         let fd = listener.as_raw_fd();
         let before = gate.stats;
-        let reply: Option<Vec<u8>> = match gate.on_hello(mono_ns(), from, bytes) {
-            Decision::Drop(_) => None,
-            Decision::Challenge(c) => Some(c.to_vec()),
-            Decision::Again(a) => Some(a.to_vec()),
-            Decision::Validated(h) => {
-                let granted = match &self.opts.responder {
-                    Some(r) => r.on_hello(h.header.flow, h.header.seq),
-                    None => Err(Status::UnknownPlayer),
-                };
-                match granted {
-                    Err(status) => Some(gate.refuse(&h, status).to_vec()),
-                    Ok(acc) => match gate.admit(mono_ns(), from, &h, true) {
-                        Err(refusal) => Some(refusal.to_vec()),
-                        Ok(answer) => {
-                            let conn = Conn::server_udp(format!("player {}", h.header.seq >> 8), h.header.flow, acc, h.header.send_ns, self.t0_real);
-                            let i = self.slots.len();
-                            self.slots.push(Slot { conn, sock: Sock::Listener(j), dst: from, peer: Some(from), hello_deadline: None });
-                            self.udp_peers.insert(from, i);
-                            if let Some(p) = &self.opts.progress {
-                                p.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            }
-                            self.schedule(i);
-                            Some(answer.to_vec())
-                        }
-                    },
-                }
+        let responder = self.opts.responder.as_ref();
+        let g = gate.greet(mono_ns(), from, bytes, |h| Ok((responder.ok_or(Status::UnknownPlayer)?.on_hello(h.header.flow, h.header.seq)?, true)));
+        if let Some((h, acc)) = g.admitted {
+            let conn = Conn::server_udp(format!("player {}", h.header.seq >> 8), h.header.flow, acc, h.header.send_ns, self.t0_real);
+            let i = self.slots.len();
+            self.slots.push(Slot { conn, sock: Sock::Listener(j), dst: from, peer: Some(from), hello_deadline: None });
+            self.udp_peers.insert(from, i);
+            if let Some(p) = &self.opts.progress {
+                p.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-        };
+            self.schedule(i);
+        }
+        let reply = g.reply;
         let gate = &self.udp_listeners[j].1;
         let after = gate.stats;
         self.refusals.challenges += after.challenges - before.challenges;

@@ -36,6 +36,8 @@ pub enum RosterError {
     OutOfOrder { at_ns: u64, last_ns: u64 },
     #[error("{MAX_CHANGES} changes of the online target already: no more in this run")]
     TooMany,
+    #[error("{:.2} s of schedule time is too soon (now {:.2} s): a change must reach every side before it is due", *at_ns as f64 / 1e9, *now_ns as f64 / 1e9)]
+    TooSoon { at_ns: u64, now_ns: u64 },
 }
 
 impl Roster {
@@ -81,6 +83,19 @@ impl Roster {
             ch.push((at_ns, online));
         }
         Ok(())
+    }
+
+    /// A change asked at schedule time `now_ns`, stamped so that every side hears of it before it
+    /// is due: at `at_ns` if given (else `margin_ns` from now), never before the last change,
+    /// refused when less than half the margin away. Returns the time it takes effect.
+    pub fn set_ahead(&self, now_ns: u64, margin_ns: u64, at_ns: Option<u64>, online: u32) -> Result<u64, RosterError> {
+        let last = self.read().last().map_or(0, |c| c.0);
+        let at = at_ns.unwrap_or(now_ns + margin_ns).max(last);
+        if at < now_ns + margin_ns / 2 {
+            return Err(RosterError::TooSoon { at_ns: at, now_ns });
+        }
+        self.set(at, online)?;
+        Ok(at)
     }
 
     /// The target in force at `t_ns`.
@@ -226,5 +241,14 @@ mod tests {
         let dep = |seq: u64| Departure { seq, at_ns: seq, size: 10, clamped: false, class: 0 };
         let left: Vec<u64> = (0..10).filter_map(|t| p.admit(dep(t), t)).map(|d| d.seq).collect();
         assert_eq!(left, vec![0, 1, 2, 3, 4], "departures at 5..9 leave, numbered from 0");
+    }
+
+    #[test]
+    fn a_change_is_stamped_ahead_of_every_side() {
+        let r = Roster::new(2, vec![0; 4]).unwrap();
+        assert_eq!(r.set_ahead(10 * S, S, None, 3), Ok(11 * S), "a margin from now");
+        assert_eq!(r.set_ahead(10 * S, S, Some(10 * S), 4), Ok(11 * S), "never before the last change: it replaces it");
+        assert_eq!(r.set_ahead(20 * S, S, Some(20 * S + S / 4), 1), Err(RosterError::TooSoon { at_ns: 20 * S + S / 4, now_ns: 20 * S }));
+        assert_eq!(r.changes(), vec![(0, 2), (11 * S, 4)]);
     }
 }

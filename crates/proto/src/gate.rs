@@ -76,6 +76,17 @@ pub enum Decision {
     Again([u8; ANSWER_LEN]),
 }
 
+/// What [`Gate::greet`] decided.
+#[derive(Debug)]
+pub struct Greeting<T> {
+    /// What goes back to the hello's source, if anything.
+    pub reply: Option<Vec<u8>>,
+    /// The hello admitted now, with what its owner keeps for it.
+    pub admitted: Option<(Hello, T)>,
+    /// The owner wanted it, but the gate was full.
+    pub full: bool,
+}
+
 /// What an admitted flow said about itself in its hello.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admitted {
@@ -200,6 +211,27 @@ impl Gate {
             return Decision::Again(Answer { flow, tag: e.admitted.tag, base_ns: e.admitted.base_ns, status: Status::Accepted }.emit());
         }
         Decision::Validated(h)
+    }
+
+    /// A hello decided in one step — the match every owner of a gate would otherwise write:
+    /// a validated hello goes to `decide`, which returns what the owner keeps for the flow and
+    /// whether it will send to it (consent), or the status refusing it; then the gate admits it
+    /// within its caps. The reply (if any) goes back to `from` and is never more bytes than the
+    /// hello.
+    pub fn greet<T>(&mut self, now_ns: u64, from: SocketAddr, bytes: &[u8], decide: impl FnOnce(&Hello) -> Result<(T, bool), Status>) -> Greeting<T> {
+        let (reply, admitted, full) = match self.on_hello(now_ns, from, bytes) {
+            Decision::Drop(_) => (None, None, false),
+            Decision::Challenge(c) => (Some(c.to_vec()), None, false),
+            Decision::Again(a) => (Some(a.to_vec()), None, false),
+            Decision::Validated(h) => match decide(&h) {
+                Err(status) => (Some(self.refuse(&h, status).to_vec()), None, false),
+                Ok((kept, consent)) => match self.admit(now_ns, from, &h, consent) {
+                    Ok(answer) => (Some(answer.to_vec()), Some((h, kept)), false),
+                    Err(refusal) => (Some(refusal.to_vec()), None, true),
+                },
+            },
+        };
+        Greeting { reply, admitted, full }
     }
 
     fn spend_challenge(&mut self, now_ns: u64, ip: IpAddr) -> bool {

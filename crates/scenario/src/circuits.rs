@@ -5,40 +5,39 @@
 //! teleport — at the rate the client end's throttle asks for, through the chosen regulator; its
 //! client end (in the client side) measures loss and round trips and sends throttle packets.
 //!
-//! The circuits are `horde-regulate`'s I/O-free state machines; this module is their socket
-//! shell, shared with `horde circuit`: one UDP socket for the server side, one connected UDP
-//! socket per player on the client side, the engine's address validation first (nothing is sent
-//! to an address that has not answered its challenge), ppoll for pacing (a socket timeout would
-//! be rounded to the kernel's tick).
+//! The circuits are `horde-regulate`'s I/O-free state machines, each end a
+//! [`horde_proto::endpoint::Peer`]; the engine's shells move their bytes (`horde_engine::shell`:
+//! one socket and an [`Endpoint`] for the server side — address validation first, nothing sent
+//! to an address that has not answered its challenge or stopped answering consent probes — and
+//! one connected socket per player on the client side). `horde circuit` uses the same ends.
 
-use std::collections::HashMap;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::ops::Range;
-use std::os::fd::{AsRawFd as _, RawFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use horde_engine::clock::real_ns;
 use horde_engine::sender::Progress;
+use horde_engine::shell::{self, Crowd, Listening, Until};
 use horde_model::behaviour::Segment;
 use horde_model::scenario::Scenario;
-use horde_proto::gate::{Decision, Gate, GateConfig};
-use horde_proto::greeter::{GreetState, Greeter};
+use horde_proto::endpoint::{self, Ended, Endpoint, Joiner, Peer};
+use horde_proto::gate::{Gate, GateConfig};
 use horde_proto::RunKey;
 use horde_regulate::bucket::{Mode, BURST_NS};
 use horde_regulate::channels::Channel;
 use horde_regulate::circuit::demand::{Avatar, Demand, DemandModel, Event};
 use horde_regulate::circuit::{asked_kbps, circuit_cap_bps, Client, ClientStats, Server, ServerStats};
 use horde_regulate::{Limits, ThrottleKind};
+use horde_wire::control::{Hello, Status};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
 /// Players of one regulated run at most: one socket each on the client side.
 pub const MAX_CIRCUITS: u32 = 2000;
-const SECOND: u64 = 1_000_000_000;
 
 /// A scenario's regulation, checked against the controllers and the service.
 #[derive(Debug, Clone)]
@@ -252,98 +251,41 @@ impl ClientEnd {
     }
 }
 
-/// Waits until one of `fds` is readable or `until_ns` (2 ms at most, to notice a stop); sets
-/// their `revents`. ppoll's timeout is a high-resolution timer: a socket read timeout
-/// (SO_RCVTIMEO) is rounded up to the kernel's tick (4 ms at HZ=250), which would cap the
-/// pacing of a 1.5 Mbit/s circuit.
-pub fn wait_readable(fds: &mut [libc::pollfd], until_ns: u64) {
-    let wait = until_ns.saturating_sub(real_ns()).min(2_000_000);
-    let ts = libc::timespec { tv_sec: 0, tv_nsec: wait as _ };
-    // SAFETY: `fds` is a valid slice of pollfd and `ts` a valid timespec for the call.
-    unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
-}
-
-fn pollfd(fd: RawFd) -> libc::pollfd {
-    libc::pollfd { fd, events: libc::POLLIN, revents: 0 }
-}
-
-/// A nonblocking UDP socket bound to `addr`.
-pub fn udp(addr: SocketAddr) -> anyhow::Result<UdpSocket> {
-    let s = UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
-    s.set_nonblocking(true)?;
-    Ok(s)
-}
-
-// ------------------------------------------------------------------------------------------
-// A server side's circuits on one socket, shared by `horde run` and `horde circuit serve`.
-
-/// The circuits a server side holds, by client address: the flow its join named (the player)
-/// and its server end.
-pub type Circuits = HashMap<SocketAddr, (u32, ServerEnd)>;
-
-/// A datagram that arrived on the server side's socket from `from`: a consent reply goes to
-/// the gate, a circuit packet to its circuit's server end. Returns true if it was handled so;
-/// false: it is a hello (or garbage) for the gate.
-pub fn route(gate: &mut Gate, circuits: &mut Circuits, now: u64, from: SocketAddr, bytes: &[u8]) -> bool {
-    if horde_proto::consent::is_consent(bytes) {
-        gate.on_consent(from, bytes);
-        return true;
+impl Peer for ServerEnd {
+    fn handle(&mut self, now_ns: u64, bytes: &[u8]) {
+        self.srv.on_datagram(now_ns, bytes)
     }
-    match circuits.get_mut(&from) {
-        Some((_, c)) if horde_wire::DatagramHeader::parse(bytes).is_err() => {
-            c.srv.on_datagram(now, bytes);
-            true
-        }
-        _ => false,
+    fn poll_transmit(&mut self, now_ns: u64, buf: &mut Vec<u8>) -> bool {
+        self.srv.poll_transmit(now_ns, buf)
+    }
+    fn poll_timeout(&self, now_ns: u64) -> u64 {
+        self.srv.next_ns(now_ns)
+    }
+    fn is_closed(&self) -> bool {
+        self.srv.closed
+    }
+    fn second(&mut self, t_s: u64) {
+        ServerEnd::second(self, t_s);
     }
 }
 
-/// When anything is due next: a consenting circuit's packet, a consent probe, or `until`.
-pub fn next_wake(gate: &Gate, circuits: &Circuits, now: u64, until: u64) -> u64 {
-    let due = circuits.iter().filter(|(a, (f, _))| gate.may_send(now, **a, *f)).map(|(_, (_, c))| c.srv.next_ns(now)).min().unwrap_or(u64::MAX);
-    due.min(gate.next_consent_ns().unwrap_or(u64::MAX)).min(until)
-}
-
-/// Sends what every circuit whose client still consents has due and the consent probes;
-/// returns the circuits that ended: their client said bye, or stopped answering probes (so
-/// nothing more goes to its address, whatever arrives from it).
-pub fn pump(sock: &UdpSocket, gate: &mut Gate, circuits: &mut Circuits, now: u64, buf: &mut Vec<u8>) -> Vec<(SocketAddr, u32, ServerEnd, bool)> {
-    for (addr, (flow, c)) in circuits.iter_mut() {
-        if gate.may_send(now, *addr, *flow) {
-            while c.srv.poll_transmit(now, buf) {
-                let _ = sock.send_to(buf, addr);
-            }
-        }
+impl Peer for ClientEnd {
+    fn handle(&mut self, now_ns: u64, bytes: &[u8]) {
+        self.cli.on_datagram(now_ns, bytes)
     }
-    let work = gate.poll_consent(now);
-    for (to, p) in &work.probes {
-        let _ = sock.send_to(p, to);
+    fn poll_transmit(&mut self, now_ns: u64, buf: &mut Vec<u8>) -> bool {
+        self.cli.poll_transmit(now_ns, buf)
     }
-    let mut ended = Vec::new();
-    for (addr, _) in work.expired {
-        if let Some((f, c)) = circuits.remove(&addr) {
-            ended.push((addr, f, c, false));
-        }
+    fn poll_timeout(&self, now_ns: u64) -> u64 {
+        self.cli.next_ns(now_ns)
     }
-    let left: Vec<SocketAddr> = circuits.iter().filter(|(_, (_, c))| c.srv.closed).map(|(a, _)| *a).collect();
-    for addr in left {
-        let (f, c) = circuits.remove(&addr).expect("present");
-        gate.forget(addr, f);
-        ended.push((addr, f, c, true));
+    fn second(&mut self, t_s: u64) {
+        ClientEnd::second(self, t_s);
     }
-    ended
-}
-
-/// The client side: answers a consent probe of its circuit's flow on `sock` (connected to the
-/// server). Returns true if `bytes` was one (then it is not a circuit packet).
-pub fn answer_consent(sock: &UdpSocket, flow: u32, bytes: &[u8]) -> bool {
-    if !horde_proto::consent::is_consent(bytes) {
-        return false;
+    fn farewell(&mut self, buf: &mut Vec<u8>) -> bool {
+        Client::bye(buf);
+        true
     }
-    if let Some(r) = horde_proto::consent::answer(bytes, flow) {
-        let _ = sock.send(&r);
-    }
-    true
 }
 
 // ------------------------------------------------------------------------------------------
@@ -401,90 +343,57 @@ pub fn serve(
     let failed = Error::Failed;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display())).map_err(failed)?;
     let segments = crate::players::plan(sc, stop)?.segments;
-    let sock = udp(sc.server).map_err(failed)?;
+    let sock = shell::udp(sc.server).map_err(|e| failed(e.into()))?;
     let addr = sock.local_addr().context("the bound address").map_err(failed)?;
     let n = sc.players as usize;
-    let mut gate = Gate::new(
+    let gate = Gate::new(
         GateConfig { max_flows: n, max_flows_per_ip: n, ..GateConfig::receiver(key) },
         horde_engine::random_secret().context("drawing the cookie secret").map_err(failed)?,
     );
     on_listening(addr);
     let t0 = real_ns();
-    // Beyond the run's end (and joins), the server side stops by itself.
-    let end = t0 + ((sc.duration_s + 120.0) * 1e9) as u64;
-    let mut circuits: Circuits = HashMap::new();
-    let mut taken = vec![false; n];
-    let mut done: Vec<ServedCircuit> = Vec::new();
-    let (mut inbuf, mut buf) = (vec![0u8; 2048], Vec::with_capacity(1600));
-    let mut fds = [pollfd(sock.as_raw_fd())];
-    let mut next_second = t0 + SECOND;
     // What a join may ask for at most: the scenario's throttle's most.
-    let server_cap = cfg.kind.max_bps(Limits::default());
-    while !stop.load(Ordering::Relaxed) && real_ns() < end {
-        let wake = next_wake(&gate, &circuits, real_ns(), next_second);
-        fds[0].revents = 0;
-        wait_readable(&mut fds, wake);
-        // At most a bounded number of datagrams per turn, so sending keeps its pace.
-        for _ in 0..256 {
-            let Ok((len, from)) = sock.recv_from(&mut inbuf) else { break };
-            let now = real_ns();
-            let bytes = &inbuf[..len];
-            if route(&mut gate, &mut circuits, now, from, bytes) {
-                continue;
-            }
-            match gate.on_hello(now, from, bytes) {
-                Decision::Challenge(c) => {
-                    let _ = sock.send_to(&c, from);
-                }
-                Decision::Again(ans) => {
-                    let _ = sock.send_to(&ans, from);
-                }
-                Decision::Validated(h) => {
-                    let p = h.header.flow;
-                    let ans = if p as usize >= n {
-                        gate.refuse(&h, horde_wire::control::Status::UnknownPlayer)
-                    } else if taken[p as usize] || circuits.contains_key(&from) {
-                        gate.refuse(&h, horde_wire::control::Status::Taken)
-                    } else {
-                        match gate.admit(now, from, &h, true) {
-                            Ok(ans) => {
-                                taken[p as usize] = true;
-                                // The script counts from the player's join, which is now.
-                                let join_ns = (sc.join_time(p) * 1e9) as u64;
-                                let script = cfg.script(&segments[p as usize]).into_iter().map(|(t, e)| (t.saturating_sub(join_ns), e)).collect();
-                                let d = Demand::new(cfg.model.clone(), script, horde_model::derive_seed(sc.seed ^ 0x00C1_C017, p as u64));
-                                let cap = circuit_cap_bps(h.header.seq, server_cap);
-                                let srv = Server::new(cfg.mode, cfg.start_bps, BURST_NS, d, now).with_cap(cap, now);
-                                circuits.insert(from, (p, ServerEnd::new(srv, p.to_string())));
-                                ans
-                            }
-                            Err(ans) => ans,
-                        }
-                    };
-                    let _ = sock.send_to(&ans, from);
-                }
-                Decision::Drop(_) => {}
-            }
-        }
-        let now = real_ns();
-        for (addr, p, c, _) in pump(&sock, &mut gate, &mut circuits, now, &mut buf) {
-            done.push(ServedCircuit { player: p, client: addr.to_string(), stats: (&c.srv.stats).into(), seconds: c.rows });
-        }
-        if now >= next_second {
-            let t_s = (next_second - t0) / SECOND;
-            next_second += SECOND;
-            for (_, c) in circuits.values_mut() {
-                c.second(t_s);
-            }
-        }
-    }
-    for (addr, (p, c)) in circuits {
-        done.push(ServedCircuit { player: p, client: addr.to_string(), stats: (&c.srv.stats).into(), seconds: c.rows });
-    }
+    let mut host = Served { sc, cfg, segments, taken: vec![false; n], server_cap: cfg.kind.max_bps(Limits::default()), done: Vec::new() };
+    // Beyond the run's end (and joins), the server side stops by itself.
+    shell::listen(&sock, Endpoint::new(gate), &mut host, t0, Until { stop, end_ns: t0 + ((sc.duration_s + 120.0) * 1e9) as u64 });
+    let mut done = host.done;
     done.sort_by_key(|c| c.player);
     let json = serde_json::to_string(&done).context("encoding the circuits").map_err(failed)?;
     std::fs::write(out.join(SERVER_FILE), json).with_context(|| format!("writing {SERVER_FILE}")).map_err(failed)?;
     Ok(done)
+}
+
+/// The server side's admission: a player of the scenario, once; its avatar's script counts from
+/// its join.
+struct Served<'a> {
+    sc: &'a Scenario,
+    cfg: &'a Config,
+    segments: Arc<Vec<Vec<Segment>>>,
+    taken: Vec<bool>,
+    server_cap: f64,
+    done: Vec<ServedCircuit>,
+}
+
+impl Listening<ServerEnd> for Served<'_> {
+    fn admit(&mut self, now: u64, _from: SocketAddr, h: &Hello) -> Result<ServerEnd, Status> {
+        let p = h.header.flow;
+        match self.taken.get_mut(p as usize) {
+            None => return Err(Status::UnknownPlayer),
+            Some(true) => return Err(Status::Taken),
+            Some(t) => *t = true,
+        }
+        // The script counts from the player's join, which is now.
+        let join_ns = (self.sc.join_time(p) * 1e9) as u64;
+        let script = self.cfg.script(&self.segments[p as usize]).into_iter().map(|(t, e)| (t.saturating_sub(join_ns), e)).collect();
+        let d = Demand::new(self.cfg.model.clone(), script, horde_model::derive_seed(self.sc.seed ^ 0x00C1_C017, p as u64));
+        let cap = circuit_cap_bps(h.header.seq, self.server_cap);
+        let srv = Server::new(self.cfg.mode, self.cfg.start_bps, BURST_NS, d, now).with_cap(cap, now);
+        Ok(ServerEnd::new(srv, p.to_string()))
+    }
+
+    fn ended(&mut self, e: Ended<ServerEnd>) {
+        self.done.push(ServedCircuit { player: e.flow, client: e.addr.to_string(), stats: (&e.peer.srv.stats).into(), seconds: e.peer.rows });
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -502,21 +411,6 @@ pub struct JoinedCircuit {
     pub stats: ClientStats,
 }
 
-enum Phase {
-    Waiting,
-    Greeting(Greeter),
-    Up(Box<ClientEnd>),
-    Failed(String),
-}
-
-struct Slot {
-    player: u32,
-    sock: UdpSocket,
-    join_ns: u64,
-    joined_ns: Option<u64>,
-    phase: Phase,
-}
-
 /// The client side of a regulated run: players `shard`, each a circuit from its own connected
 /// socket (in `netns[p % len]` when given) to `server`, joining at its join time, until the
 /// run's end or `stop`. Progress counts what the circuits send and receive.
@@ -531,193 +425,38 @@ pub fn run_clients(
     progress: &Progress,
     stop: &AtomicBool,
 ) -> anyhow::Result<Vec<JoinedCircuit>> {
-    horde_engine::clock::raise_fd_limit();
-    let any: SocketAddr = if server.is_ipv4() { (std::net::Ipv4Addr::UNSPECIFIED, 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
+    let socks = shell::client_sockets(server, None, shard.len(), netns)?;
     let t0 = real_ns();
-    let mut slots = Vec::with_capacity(shard.len());
-    for p in shard {
-        let make = || -> anyhow::Result<UdpSocket> {
-            let s = udp(any)?;
-            // Connected: the kernel hands this socket only the server's datagrams.
-            s.connect(server).with_context(|| format!("connecting to {server}"))?;
-            Ok(s)
-        };
-        let sock = match netns.get(p as usize % netns.len().max(1)) {
-            Some(ns) => horde_engine::net::within_netns(ns.as_ref(), make).context("entering a client host's namespace")?,
-            None => make(),
-        }
-        .with_context(|| format!("player {p}'s socket (each player has one: with many players, raise the open-file limit, ulimit -n)"))?;
-        slots.push(Slot { player: p, sock, join_ns: t0 + (sc.join_time(p) * 1e9) as u64, joined_ns: None, phase: Phase::Waiting });
-    }
-    let end = t0 + (sc.duration_s * 1e9) as u64;
-    let (mut inbuf, mut buf) = (vec![0u8; 2048], Vec::with_capacity(1600));
-    let mut fds: Vec<libc::pollfd> = slots.iter().map(|s| pollfd(s.sock.as_raw_fd())).collect();
-    let mut next_second = t0 + SECOND;
-    let limits = Limits::default();
-    let asked = asked_kbps(cfg.kind.max_bps(limits));
-    let count = |n: usize, sent: bool| {
-        let (p, b) = if sent { (&progress.sent_packets, &progress.sent_bytes) } else { (&progress.recv_packets, &progress.recv_bytes) };
-        p.fetch_add(1, Ordering::Relaxed);
-        b.fetch_add(n as u64, Ordering::Relaxed);
-    };
-    while !stop.load(Ordering::Relaxed) && real_ns() < end {
-        let now = real_ns();
-        let mut wake = next_second.min(end);
-        for s in slots.iter_mut() {
-            match &mut s.phase {
-                // The join asks for what the throttle may ever ask: the server caps the circuit there.
-                Phase::Waiting if now >= s.join_ns => s.phase = Phase::Greeting(Greeter::new(key.clone(), 0, s.player, asked, Some(now))),
-                Phase::Waiting => wake = wake.min(s.join_ns),
-                _ => {}
-            }
-            match &mut s.phase {
-                Phase::Greeting(g) => {
-                    if let Some(h) = g.poll_transmit(now) {
-                        if s.sock.send(&h).is_ok() {
-                            count(h.len(), true);
-                        }
-                    }
-                    match g.state() {
-                        GreetState::Accepted => {
-                            s.joined_ns = Some(now);
-                            let cli = Client::new(cfg.kind.build(limits, now), now);
-                            s.phase = Phase::Up(Box::new(ClientEnd::new(cli, s.player.to_string())));
-                        }
-                        GreetState::Refused(st) => s.phase = Phase::Failed(format!("the server side refused the circuit ({st:?})")),
-                        GreetState::GaveUp => s.phase = Phase::Failed("no answer from the server side within 5 s".into()),
-                        _ => wake = wake.min(g.next_ns().unwrap_or(now + 10_000_000)),
-                    }
+    // The join asks for what the throttle may ever ask: the server caps the circuit there.
+    let asked = asked_kbps(cfg.kind.max_bps(Limits::default()));
+    let mut members: Vec<Joiner<ClientEnd>> = shard.map(|p| Joiner::new(key.clone(), p, asked, t0 + (sc.join_time(p) * 1e9) as u64)).collect();
+    let mut host = Joining { cfg, players: members.iter().map(|m| m.flow).collect() };
+    shell::population(&mut members, &socks, &mut host, progress, t0, Until { stop, end_ns: t0 + (sc.duration_s * 1e9) as u64 });
+    Ok(members
+        .into_iter()
+        .map(|m| {
+            let (player, joined_s) = (m.flow, m.joined_ns.map(|j| j.saturating_sub(t0) as f64 / 1e9));
+            match m.into_phase() {
+                endpoint::Joining::Up(c) => JoinedCircuit { player, joined_s, error: None, seconds: c.rows, stats: c.cli.stats },
+                endpoint::Joining::Failed(e) => {
+                    JoinedCircuit { player, joined_s, error: Some(e.to_string()), seconds: Vec::new(), stats: ClientStats::default() }
                 }
-                Phase::Up(c) => {
-                    while c.cli.poll_transmit(now, &mut buf) {
-                        if s.sock.send(&buf).is_ok() {
-                            count(buf.len(), true);
-                        }
-                    }
-                    wake = wake.min(c.cli.next_ns(now));
-                }
-                _ => {}
+                _ => unreachable!("into_phase gives Up or Failed"),
             }
-        }
-        for (f, s) in fds.iter_mut().zip(&slots) {
-            f.revents = 0;
-            // Only sockets that expect something are watched.
-            f.fd = if matches!(s.phase, Phase::Greeting(_) | Phase::Up(_)) { s.sock.as_raw_fd() } else { -1 };
-        }
-        wait_readable(&mut fds, wake);
-        for (f, s) in fds.iter().zip(slots.iter_mut()) {
-            if f.revents & libc::POLLIN == 0 {
-                continue;
-            }
-            for _ in 0..256 {
-                let Ok(len) = s.sock.recv(&mut inbuf) else { break };
-                count(len, false);
-                if matches!(s.phase, Phase::Up(_)) && answer_consent(&s.sock, s.player, &inbuf[..len]) {
-                    continue;
-                }
-                match &mut s.phase {
-                    Phase::Greeting(g) => {
-                        g.on_datagram(&inbuf[..len]);
-                    }
-                    Phase::Up(c) => c.cli.on_datagram(real_ns(), &inbuf[..len]),
-                    _ => {}
-                }
-            }
-        }
-        let now = real_ns();
-        if now >= next_second {
-            let t_s = (next_second - t0) / SECOND;
-            next_second += SECOND;
-            for s in slots.iter_mut() {
-                if let Phase::Up(c) = &mut s.phase {
-                    c.second(t_s);
-                }
-            }
-        }
-    }
-    Client::bye(&mut buf);
-    let mut out = Vec::with_capacity(slots.len());
-    for s in slots {
-        let joined_s = s.joined_ns.map(|j| j.saturating_sub(t0) as f64 / 1e9);
-        out.push(match s.phase {
-            Phase::Up(c) => {
-                let _ = s.sock.send(&buf);
-                JoinedCircuit { player: s.player, joined_s, error: None, seconds: c.rows, stats: c.cli.stats }
-            }
-            Phase::Failed(e) => JoinedCircuit { player: s.player, joined_s, error: Some(e), seconds: Vec::new(), stats: ClientStats::default() },
-            Phase::Waiting | Phase::Greeting(_) => JoinedCircuit {
-                player: s.player,
-                joined_s,
-                error: Some("the run ended before it joined".into()),
-                seconds: Vec::new(),
-                stats: ClientStats::default(),
-            },
-        });
-    }
-    Ok(out)
+        })
+        .collect())
 }
 
-// ------------------------------------------------------------------------------------------
-// A regulated run end to end.
-
-/// What a regulated run produced.
-pub struct CircuitOutcome {
-    pub summary: crate::circuit_report::CircuitSummary,
-    /// `Some(status)`: the server side died during the run.
-    pub server_died: Option<String>,
-    /// Stopped by a signal.
-    pub interrupted: bool,
+/// The client side's circuits: each admitted player's throttle starts at its admission.
+struct Joining<'a> {
+    cfg: &'a Config,
+    players: Vec<u32>,
 }
 
-/// Runs a scenario with a `[regulation]` table: plan, place (loopback or `[emu]`), the server
-/// side as a child (or a thread), every player's circuit on the client side, then the report in
-/// `opts.out` (summary.json, circuits.csv, charts, index.html).
-pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<CircuitOutcome, Error> {
-    use crate::execute::{prepare, progress, Prepared, Server};
-    use std::sync::Mutex;
-    let failed = Error::Failed;
-    if opts.shard.is_some() {
-        return Err(Error::BadInput(anyhow::anyhow!("{}: regulated circuits run on one machine (no shards)", sc.name)));
+impl Crowd<ClientEnd> for Joining<'_> {
+    fn start(&mut self, i: usize, now: u64) -> ClientEnd {
+        ClientEnd::new(Client::new(self.cfg.kind.build(Limits::default(), now), now), self.players[i].to_string())
     }
-    let out = opts.out;
-    std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
-    let Prepared { players, shard, scenario_file, key, emu } = prepare(sc, opts)?;
-    let no_exe = std::path::PathBuf::new();
-    let spec = crate::server::ChildSpec { exe: &no_exe, scenario: &scenario_file, out, key: &key, netns: emu.as_ref().map(|e| (&e.server_ns, e.server)) };
-    let (server, addr) = Server::start(sc, &opts.server, &spec)?;
-    (opts.events)(&crate::Event::Note(format!("{} circuits, {} throttle, {} regulator, server side on {addr}", sc.players, cfg.throttle, cfg.mode.name())));
-    let client_progress = Arc::new(Progress::default());
-    let netns = emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default();
-    let done = AtomicBool::new(false);
-    let run_stop = AtomicBool::new(false);
-    let server = Mutex::new(server);
-    let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
-    let steer = crate::steer::Steer::new(opts.commands, None, &client_progress, emu.as_ref(), opts.events);
-    let clients = std::thread::scope(|s| {
-        let (done_r, p, pl) = (&done, &client_progress, &players);
-        s.spawn(move || progress(sc, pl, p, done_r, opts.events));
-        s.spawn(|| crate::steer::watch(&server, opts.stop, &run_stop, &done, &died, &steer));
-        let r = run_clients(sc, cfg, shard, addr, &key, &netns, &client_progress, &run_stop);
-        done.store(true, Ordering::Relaxed);
-        r
-    });
-    let server = server.into_inner().unwrap_or_else(|p| p.into_inner());
-    let died = died.into_inner().unwrap_or_else(|p| p.into_inner());
-    let served = server.finish_circuits(out, died.is_some()).map_err(failed)?.unwrap_or_default();
-    let clients = clients.context("client side").map_err(failed)?;
-    let commanded = steer.commanded.load(Ordering::Relaxed);
-    let interrupted = opts.stop.load(Ordering::Relaxed) || commanded;
-    let interruption = match (&died, interrupted) {
-        (Some((status, _)), _) => Some(format!("the server side exited ({status})")),
-        (None, true) if commanded => Some("stopped by a command".into()),
-        (None, true) => Some("interrupted".into()),
-        _ => None,
-    };
-    let summary = crate::circuit_report::summarise(sc, cfg, &clients, &served, interruption);
-    let links = emu.as_ref().and_then(|e| e.links()).map(|l| horde_emu::fwd::links_table(&l));
-    crate::circuit_report::write(sc, out, &players.segments, &summary, links.as_deref(), &clients, &served).map_err(failed)?;
-    drop(emu);
-    Ok(CircuitOutcome { summary, server_died: died.map(|d| d.0), interrupted })
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use horde_engine::clock::Stopwatch;
 
 use anyhow::Context as _;
 use horde_engine::sender::{self, Job, Progress};
@@ -278,7 +280,7 @@ pub(crate) struct Prepared<'a> {
 pub(crate) fn prepare<'a>(sc: &Scenario, opts: &RunOptions<'a>) -> Result<Prepared<'a>, Error> {
     let failed = Error::Failed;
     let out = opts.out;
-    let t_plan = Instant::now();
+    let t_plan = Stopwatch::start();
     let players = Arc::new(players::plan(sc, opts.stop)?);
     (opts.events)(&Event::Planned { seconds: t_plan.elapsed().as_secs_f64() });
     let shard = opts.shard.clone().unwrap_or(0..sc.players);
@@ -354,7 +356,7 @@ pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Res
 
 /// Samples the emulated links' counters once a second while the players run.
 fn sample_links(e: &EmuRun, done: &AtomicBool, series: &Mutex<Vec<crate::report::LinkSeries>>) {
-    let start = Instant::now();
+    let start = Stopwatch::start();
     let mut next = Duration::ZERO;
     while !done.load(Ordering::Relaxed) {
         if start.elapsed() >= next {
@@ -388,7 +390,7 @@ fn empty_report(client: &SendReport) -> SendReport {
 
 /// Reports progress once a second: rates over the last second and players per category.
 pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, done: &AtomicBool, events: Events) {
-    let start = Instant::now();
+    let start = Stopwatch::start();
     let mut last = [0u64; 4];
     let mut tick = 0u64;
     while !done.load(Ordering::Relaxed) {

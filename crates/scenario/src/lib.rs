@@ -15,6 +15,7 @@ pub mod control;
 pub mod execute;
 pub mod placement;
 pub mod players;
+pub mod regulated;
 pub mod report;
 pub mod server;
 pub mod steer;

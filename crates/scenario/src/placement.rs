@@ -1,10 +1,10 @@
 //! A scenario's emulated topology (`[emu]`), up for the run and taken down after it (also on
 //! errors and interruptions; after SIGKILL, `horde emu cleanup` removes it).
 
+use horde_engine::clock::Stopwatch;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::Context as _;
 use horde_model::scenario::{Placement, Scenario};
@@ -63,7 +63,7 @@ impl<'a> EmuRun<'a> {
         let client_names = client_hosts(&plan, p, &sc.name, &file)?;
         let server_ip = plan.addrs(server_i).first().copied().ok_or_else(|| bad(anyhow::anyhow!("{}: emu.server: `{}` has no address", sc.name, p.server)))?;
         let opts = horde_emu::UpOptions { exp: None, daemon_exe: exe.to_path_buf(), userspace: true, live_all: false, stop: None };
-        let t = Instant::now();
+        let t = Stopwatch::start();
         let r = horde_emu::up(&text, &file, &opts).map_err(|e| Error::Failed(anyhow::anyhow!("bringing up {file}: {e}")))?;
         let exp = r.meta.exp.clone();
         let down = Down { exp: exp.clone(), events };

@@ -78,18 +78,10 @@ impl<'a> Steer<'a> {
         };
         let t0 = self.progress.t0_real_ns.load(Ordering::Relaxed);
         let now = if t0 == 0 { 0 } else { horde_engine::clock::real_ns().saturating_sub(t0) };
-        let last = roster.changes().last().map_or(0, |c| c.0);
-        let at = at_ns.unwrap_or(now + MARGIN_NS).max(last);
-        if at < now + MARGIN_NS / 2 {
-            return self.note(format!(
-                "command refused: players: {:.2} s of schedule time has passed (now {:.2} s): a change must be ahead of every side",
-                at as f64 / 1e9,
-                now as f64 / 1e9
-            ));
-        }
-        if let Err(e) = roster.set(at, online) {
-            return self.note(format!("command refused: players: {e}"));
-        }
+        let at = match roster.set_ahead(now, MARGIN_NS, at_ns, online) {
+            Ok(at) => at,
+            Err(e) => return self.note(format!("command refused: players: {e}")),
+        };
         let stamped = Command::Players { online, at_ns: Some(at) };
         if let Err(e) = server.lock().unwrap_or_else(|p| p.into_inner()).forward(&stamped) {
             self.note(format!("the server side did not take the change of players ({e:#}): its streams may disagree with the players'"));

@@ -189,7 +189,7 @@ fn a_regulated_runs_summary_json_follows_its_schema() {
     let _ = std::fs::remove_dir_all(&out);
     let stop = AtomicBool::new(false);
     let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &|_| {}, stop: &stop, commands: None };
-    let r = horde_scenario::circuits::execute(&sc, &cfg, &opts).unwrap();
+    let r = horde_scenario::regulated::execute(&sc, &cfg, &opts).unwrap();
     let instance: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(instance["schema_version"], CIRCUITS_SCHEMA_VERSION);
     assert_eq!(instance["kind"], "circuits");

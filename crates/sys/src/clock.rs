@@ -20,6 +20,21 @@ pub fn real_ns() -> u64 {
     now(libc::CLOCK_REALTIME)
 }
 
+/// Time elapsed since it started, on the monotonic clock: how the layers above the engine time
+/// a phase (planning, building a network) without reading a clock themselves.
+#[derive(Debug, Clone, Copy)]
+pub struct Stopwatch(u64);
+
+impl Stopwatch {
+    pub fn start() -> Stopwatch {
+        Stopwatch(mono_ns())
+    }
+
+    pub fn elapsed(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(mono_ns().saturating_sub(self.0))
+    }
+}
+
 /// Sleeps until the monotonic clock reads `deadline_ns` (no busy-wait).
 pub fn sleep_until(deadline_ns: u64) {
     let ts = libc::timespec { tv_sec: (deadline_ns / 1_000_000_000) as _, tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long };

@@ -4,23 +4,24 @@
 //! is its socket shell: the engine's address validation first (hello, challenge, cookie), then
 //! circuit packets, a line of figures per second (and CSV), a JSON summary.
 
-use std::collections::HashMap;
 use std::io::Write as _;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use horde_engine::clock::real_ns;
-use horde_proto::gate::{Decision, Gate, GateConfig};
-use horde_proto::greeter::{GreetState, Greeter};
+use horde_engine::shell::{Crowd, Listening, Until};
+use horde_proto::endpoint::{EndReason, Ended, Endpoint, JoinError, Joiner, Joining};
+use horde_proto::gate::{Gate, GateConfig};
 use horde_regulate::bucket::{Mode, BURST_NS};
 use horde_regulate::channels::Channel;
 use horde_regulate::circuit::demand::{parse_script, Demand, DemandModel};
 use horde_regulate::circuit::{asked_kbps, circuit_cap_bps, Client, Server};
 use horde_regulate::{Limits, ThrottleKind};
 use horde_scenario::circuits::{self, ClientEnd, Row, ServerEnd};
+use horde_wire::control::{Hello, Status};
 
 use crate::{bad_input, Outcome};
 
@@ -131,48 +132,33 @@ fn channels(list: &[String]) -> Result<Vec<Channel>, String> {
         .collect()
 }
 
-/// A datagram from `s`, waiting for one until `until_ns` at the latest (see
-/// [`horde_scenario::circuits::wait_readable`]).
-fn recv(s: &UdpSocket, buf: &mut [u8], until_ns: u64) -> Option<(usize, SocketAddr)> {
-    if let Ok(r) = s.recv_from(buf) {
-        return Some(r);
-    }
-    use std::os::fd::AsRawFd as _;
-    circuits::wait_readable(&mut [libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 }], until_ns);
-    s.recv_from(buf).ok()
-}
-
-/// Answers the server's consent probe (circuit flow 0); true if `bytes` was one.
-fn answer_consent(sock: &UdpSocket, server: SocketAddr, bytes: &[u8]) -> bool {
-    if !horde_proto::consent::is_consent(bytes) {
-        return false;
-    }
-    if let Some(r) = horde_proto::consent::answer(bytes, 0) {
-        let _ = sock.send_to(&r, server);
-    }
-    true
-}
-
-struct Csv(Option<std::io::BufWriter<std::fs::File>>);
+/// Per-second rows as CSV, written (and flushed) as each second closes; the first write error
+/// is kept for [`Csv::done`].
+struct Csv(Option<std::io::BufWriter<std::fs::File>>, Option<std::io::Error>);
 
 impl Csv {
     fn open(p: &Option<PathBuf>) -> anyhow::Result<Csv> {
-        Ok(Csv(match p {
-            Some(p) => {
-                let mut f = std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?);
-                f.write_all(circuits::CSV_HEADER.as_bytes())?;
-                Some(f)
-            }
-            None => None,
-        }))
+        Ok(Csv(
+            match p {
+                Some(p) => {
+                    let mut f = std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?);
+                    f.write_all(circuits::CSV_HEADER.as_bytes())?;
+                    Some(f)
+                }
+                None => None,
+            },
+            None,
+        ))
     }
 
-    fn row(&mut self, r: &Row) -> anyhow::Result<()> {
-        if let Some(f) = &mut self.0 {
-            f.write_all(circuits::csv_line(r).as_bytes())?;
-            f.flush()?;
+    fn row(&mut self, r: &Row) {
+        if let (Some(f), None) = (&mut self.0, &self.1) {
+            self.1 = f.write_all(circuits::csv_line(r).as_bytes()).and_then(|_| f.flush()).err();
         }
-        Ok(())
+    }
+
+    fn done(self) -> anyhow::Result<()> {
+        self.1.map_or(Ok(()), |e| Err(anyhow::anyhow!("writing the CSV: {e}")))
     }
 }
 
@@ -195,68 +181,17 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
         return Err(bad_input(anyhow::anyhow!("--max-kbps must be 1..=10000000 (got {})", a.max_kbps)));
     }
     let key = a.key.key()?;
-    let sock = circuits::udp(a.listen)?;
-    let mut gate = Gate::new(
+    let sock = horde_engine::shell::udp(a.listen).map_err(anyhow::Error::from)?;
+    let gate = Gate::new(
         GateConfig { max_flows: a.max_circuits.max(1), max_flows_per_ip: a.max_circuits.max(1), ..GateConfig::receiver(key) },
         horde_engine::random_secret().context("drawing the cookie secret")?,
     );
-    let mut csv = Csv::open(&a.csv)?;
     say!("horde circuit: serving on {} ({} regulator), Ctrl-C stops", sock.local_addr().context("the bound address")?, mode.name());
     let t0 = real_ns();
-    let end = t0 + a.duration.as_nanos() as u64;
-    let mut ends: circuits::Circuits = HashMap::new();
-    let mut closed: Vec<(String, Vec<Row>, horde_regulate::circuit::ServerStats)> = Vec::new();
-    let (mut inbuf, mut out) = (vec![0u8; 2048], Vec::with_capacity(1600));
-    let mut next_second = t0 + 1_000_000_000;
-    let server_cap = a.max_kbps * 1000.0;
-    while !stop.load(Ordering::Relaxed) && real_ns() < end {
-        let wake = circuits::next_wake(&gate, &ends, real_ns(), next_second);
-        if let Some((n, from)) = recv(&sock, &mut inbuf, wake) {
-            let now = real_ns();
-            let bytes = &inbuf[..n];
-            if !circuits::route(&mut gate, &mut ends, now, from, bytes) {
-                match gate.on_hello(now, from, bytes) {
-                    Decision::Challenge(c) => {
-                        let _ = sock.send_to(&c, from);
-                    }
-                    Decision::Again(ans) => {
-                        let _ = sock.send_to(&ans, from);
-                    }
-                    Decision::Validated(h) => match gate.admit(now, from, &h, true) {
-                        Ok(ans) => {
-                            let _ = sock.send_to(&ans, from);
-                            let mut d = Demand::new(model.clone(), script.clone(), a.seed.wrapping_add(ends.len() as u64));
-                            d.backlog = backlog.clone();
-                            d.backlog_packet = a.backlog_packet;
-                            let cap = circuit_cap_bps(h.header.seq, server_cap);
-                            say!("horde circuit: client {from} joined (at most {:.0} kbit/s)", cap / 1000.0);
-                            let srv = Server::new(mode, a.start_kbps * 1000.0, BURST_NS, d, now).with_cap(cap, now);
-                            ends.insert(from, (h.header.flow, ServerEnd::new(srv, from.to_string())));
-                        }
-                        Err(ans) => {
-                            let _ = sock.send_to(&ans, from);
-                        }
-                    },
-                    Decision::Drop(_) => {}
-                }
-            }
-        }
-        let now = real_ns();
-        for (addr, _, c, left) in circuits::pump(&sock, &mut gate, &mut ends, now, &mut out) {
-            say!("horde circuit: client {addr} {}", if left { "left" } else { "stopped answering consent probes: circuit closed" });
-            closed.push((addr.to_string(), c.rows, c.srv.stats.clone()));
-        }
-        if now >= next_second {
-            let t_s = (next_second - t0) / 1_000_000_000;
-            next_second += 1_000_000_000;
-            for (_, c) in ends.values_mut() {
-                csv.row(c.second(t_s))?;
-            }
-        }
-    }
-    for (addr, (_, c)) in ends {
-        closed.push((addr.to_string(), c.rows, c.srv.stats.clone()));
-    }
+    let mut host = Serving { a: &a, mode, model, script, backlog, csv: Csv::open(&a.csv)?, joined: 0, closed: Vec::new() };
+    horde_engine::shell::listen(&sock, Endpoint::new(gate), &mut host, t0, Until { stop, end_ns: t0 + a.duration.as_nanos() as u64 });
+    let closed = host.closed;
+    host.csv.done()?;
     let summary: Vec<serde_json::Value> =
         closed.iter().map(|(addr, rows, st)| serde_json::json!({"client": addr, "seconds": rows, "stats": st, "regulator": mode.name()})).collect();
     for (addr, rows, st) in &closed {
@@ -277,67 +212,68 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
     Ok(if stop.load(Ordering::Relaxed) { 130 } else { 0 })
 }
 
+/// `horde circuit serve`'s admission: any client of the run (up to --max-circuits), each with
+/// the avatar's demand under the rate it asks for.
+struct Serving<'a> {
+    a: &'a ServeArgs,
+    mode: Mode,
+    model: DemandModel,
+    script: Vec<(u64, horde_regulate::circuit::demand::Event)>,
+    backlog: Vec<Channel>,
+    csv: Csv,
+    joined: u64,
+    closed: Vec<(String, Vec<Row>, horde_regulate::circuit::ServerStats)>,
+}
+
+impl Listening<ServerEnd> for Serving<'_> {
+    fn admit(&mut self, now: u64, from: SocketAddr, h: &Hello) -> Result<ServerEnd, Status> {
+        let mut d = Demand::new(self.model.clone(), self.script.clone(), self.a.seed.wrapping_add(self.joined));
+        self.joined += 1;
+        d.backlog = self.backlog.clone();
+        d.backlog_packet = self.a.backlog_packet;
+        let cap = circuit_cap_bps(h.header.seq, self.a.max_kbps * 1000.0);
+        say!("horde circuit: client {from} joined (at most {:.0} kbit/s)", cap / 1000.0);
+        Ok(ServerEnd::new(Server::new(self.mode, self.a.start_kbps * 1000.0, BURST_NS, d, now).with_cap(cap, now), from.to_string()))
+    }
+
+    fn ended(&mut self, e: Ended<ServerEnd>) {
+        match e.why {
+            EndReason::Left => say!("horde circuit: client {} left", e.addr),
+            EndReason::Silent => say!("horde circuit: client {} stopped answering consent probes: circuit closed", e.addr),
+            EndReason::RunEnded => {}
+        }
+        self.closed.push((e.addr.to_string(), e.peer.rows, e.peer.srv.stats));
+    }
+
+    fn second(&mut self, _addr: SocketAddr, peer: &ServerEnd) {
+        self.csv.row(peer.rows.last().expect("a second closed"));
+    }
+}
+
 fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
     let kind = parse_throttle(&a.throttle).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
     let key = a.key.key()?;
-    let bind =
-        SocketAddr::new(a.bind.unwrap_or(if a.server.is_ipv4() { std::net::Ipv4Addr::UNSPECIFIED.into() } else { std::net::Ipv6Addr::UNSPECIFIED.into() }), 0);
-    let sock = circuits::udp(bind)?;
-    let (mut inbuf, mut out) = (vec![0u8; 2048], Vec::with_capacity(1600));
-    // Address validation: the server sends nothing before it.
-    // The join asks for what the throttle may ever ask: the server caps the circuit there.
-    let mut g = Greeter::new(key, 0, 0, asked_kbps(kind.max_bps(Limits::default())), Some(real_ns()));
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(130);
-        }
-        let now = real_ns();
-        if let Some(h) = g.poll_transmit(now) {
-            sock.send_to(&h, a.server).with_context(|| format!("sending to {}", a.server))?;
-        }
-        match g.state() {
-            GreetState::Accepted => break,
-            GreetState::Refused(s) => return Err(anyhow::anyhow!("the server refused the circuit ({s:?}): it is full or the run key differs").into()),
-            GreetState::GaveUp => {
-                return Err(
-                    anyhow::anyhow!("no answer from {} within 5 s: is `horde circuit serve` listening there (with the same --key-file)?", a.server).into()
-                )
-            }
-            _ => {}
-        }
-        if let Some((n, from)) = recv(&sock, &mut inbuf, g.next_ns().unwrap_or(now + 10_000_000)) {
-            if from == a.server {
-                g.on_datagram(&inbuf[..n]);
-            }
-        }
-    }
+    let socks = horde_engine::shell::client_sockets(a.server, a.bind, 1, &[]).context("the client's socket")?;
     let t0 = real_ns();
-    let end = t0 + a.duration.as_nanos() as u64;
-    let cli = Client::new(kind.build(Limits::default(), t0), t0);
-    let name = cli.throttle().name();
-    let mut c = ClientEnd::new(cli, name.into());
-    say!("horde circuit: joined {} with the {name} throttle", a.server);
-    let mut csv = Csv::open(&a.csv)?;
-    let mut next_second = t0 + 1_000_000_000;
-    while !stop.load(Ordering::Relaxed) && real_ns() < end {
-        let wake = c.cli.next_ns(real_ns()).min(next_second);
-        if let Some((n, from)) = recv(&sock, &mut inbuf, wake) {
-            if from == a.server && !answer_consent(&sock, a.server, &inbuf[..n]) {
-                c.cli.on_datagram(real_ns(), &inbuf[..n]);
-            }
+    // The join asks for what the throttle may ever ask: the server caps the circuit there.
+    let mut members = [Joiner::new(key, 0, asked_kbps(kind.max_bps(Limits::default())), t0)];
+    // The duration counts from the join (greeting gives up by itself after 5 s).
+    let mut host = JoinHost { kind, server: a.server, csv: Csv::open(&a.csv)?, duration_ns: a.duration.as_nanos() as u64, end_ns: None };
+    let progress = horde_engine::sender::Progress::default();
+    horde_engine::shell::population(&mut members, &socks, &mut host, &progress, t0, Until { stop, end_ns: u64::MAX });
+    host.csv.done()?;
+    let [m] = members;
+    let c = match m.into_phase() {
+        Joining::Up(c) => c,
+        Joining::Failed(JoinError::Refused(s)) => {
+            return Err(anyhow::anyhow!("the server refused the circuit ({s:?}): it is full or the run key differs").into())
         }
-        let now = real_ns();
-        while c.cli.poll_transmit(now, &mut out) {
-            let _ = sock.send_to(&out, a.server);
+        Joining::Failed(JoinError::NoAnswer) => {
+            return Err(anyhow::anyhow!("no answer from {} within 5 s: is `horde circuit serve` listening there (with the same --key-file)?", a.server).into())
         }
-        if now >= next_second {
-            let t_s = (next_second - t0) / 1_000_000_000;
-            next_second += 1_000_000_000;
-            csv.row(c.second(t_s))?;
-        }
-    }
-    Client::bye(&mut out);
-    let _ = sock.send_to(&out, a.server);
+        _ => return Ok(130),
+    };
+    let name = c.name.clone();
     let (rows, st) = (&c.rows, &c.cli.stats);
     let n = rows.len().max(1) as f64;
     say!(
@@ -358,4 +294,31 @@ fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
         )?;
     }
     Ok(if stop.load(Ordering::Relaxed) { 130 } else { 0 })
+}
+
+/// `horde circuit join`'s one circuit: its throttle starts at its admission.
+struct JoinHost {
+    kind: ThrottleKind,
+    server: SocketAddr,
+    csv: Csv,
+    duration_ns: u64,
+    end_ns: Option<u64>,
+}
+
+impl Crowd<ClientEnd> for JoinHost {
+    fn start(&mut self, _i: usize, now: u64) -> ClientEnd {
+        let cli = Client::new(self.kind.build(Limits::default(), now), now);
+        let name = cli.throttle().name();
+        say!("horde circuit: joined {} with the {name} throttle", self.server);
+        self.end_ns = Some(now + self.duration_ns);
+        ClientEnd::new(cli, name.into())
+    }
+
+    fn deadline(&self) -> Option<u64> {
+        self.end_ns
+    }
+
+    fn second(&mut self, _i: usize, peer: &ClientEnd) {
+        self.csv.row(peer.rows.last().expect("a second closed"));
+    }
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use horde_proto::conn::{ECHO_LIMIT, ECHO_STALL_NS, REVERSE_CONSENT_NS};
-use horde_proto::gate::{Decision, Gate, GateConfig};
+use horde_proto::gate::{Gate, GateConfig};
 use horde_proto::{Accepted, Conn, Ctx, RunKey, RxMeta};
 use horde_wire::control::Status;
 use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST, FLAG_HELLO, FLAG_REVERSE, FLAG_REVERSE_DATA};
@@ -133,6 +133,7 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
     let mut rx = Receiver {
         udp,
         udp_flows: HashMap::new(),
+        last_evict_s: u64::MAX,
         listeners,
         conns: Vec::new(),
         free: Vec::new(),
@@ -166,6 +167,8 @@ struct Receiver {
     udp: Vec<(Socket, Gate)>,
     /// Admitted UDP flows, per (source, flow id).
     udp_flows: HashMap<(SocketAddr, u32), UdpFlow>,
+    /// When a full gate last made room among idle flows (seconds).
+    last_evict_s: u64,
     listeners: Vec<TcpListener>,
     conns: Vec<Option<SinkConn>>,
     free: Vec<usize>,
@@ -365,36 +368,35 @@ impl Receiver {
     fn hello(&mut self, i: usize, from: SocketAddr, data: &[u8], now_s: u64) -> Option<Vec<u8>> {
         let gate = &mut self.udp[i].1;
         let before = gate.stats;
-        let reply = match gate.on_hello(mono_ns(), from, data) {
-            Decision::Drop(_) => None,
-            Decision::Challenge(c) => Some(c.to_vec()),
-            Decision::Again(a) => Some(a.to_vec()),
-            Decision::Validated(h) => {
-                if gate.admitted_count() >= GateConfig::receiver(RunKey::OPEN).max_flows {
-                    let idle: Vec<(SocketAddr, u32)> =
-                        self.udp_flows.iter().filter(|(_, f)| now_s.saturating_sub(f.last_s) >= UDP_FLOW_IDLE_S).map(|(k, _)| *k).collect();
-                    for k in idle {
-                        self.udp_flows.remove(&k);
-                        gate.forget(k.0, k.1);
-                    }
-                }
-                let echo = h.header.flags & FLAG_ECHO_REQUEST != 0;
-                let reverse = h.header.flags & FLAG_REVERSE != 0 && self.opts.reverse;
-                if h.header.flags & FLAG_REVERSE != 0 && !self.opts.reverse {
-                    self.report.refusals.reverse += 1;
-                }
-                match gate.admit(mono_ns(), from, &h, echo || reverse) {
-                    Ok(answer) => {
-                        self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s });
-                        Some(answer.to_vec())
-                    }
-                    Err(refusal) => {
-                        self.report.refusals.full += 1;
-                        Some(refusal.to_vec())
-                    }
-                }
+        // A full gate makes room among flows idle for a minute, at most once a second.
+        if gate.admitted_count() >= GateConfig::receiver(RunKey::OPEN).max_flows && self.last_evict_s != now_s {
+            self.last_evict_s = now_s;
+            let idle: Vec<(SocketAddr, u32)> =
+                self.udp_flows.iter().filter(|(_, f)| now_s.saturating_sub(f.last_s) >= UDP_FLOW_IDLE_S).map(|(k, _)| *k).collect();
+            for k in idle {
+                self.udp_flows.remove(&k);
+                gate.forget(k.0, k.1);
             }
-        };
+        }
+        let allow_reverse = self.opts.reverse;
+        let mut refused_reverse = false;
+        let g = gate.greet(mono_ns(), from, data, |h| {
+            let echo = h.header.flags & FLAG_ECHO_REQUEST != 0;
+            let asked_reverse = h.header.flags & FLAG_REVERSE != 0;
+            refused_reverse = asked_reverse && !allow_reverse;
+            let reverse = asked_reverse && allow_reverse;
+            Ok(((echo, reverse), echo || reverse))
+        });
+        if refused_reverse {
+            self.report.refusals.reverse += 1;
+        }
+        if g.full {
+            self.report.refusals.full += 1;
+        }
+        if let Some((h, (echo, reverse))) = g.admitted {
+            self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s });
+        }
+        let reply = g.reply;
         let after = self.udp[i].1.stats;
         let r = &mut self.report.refusals;
         r.challenges += after.challenges - before.challenges;

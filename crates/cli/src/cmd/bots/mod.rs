@@ -1,7 +1,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use horde_engine::clock::Stopwatch;
 
 use anyhow::Context;
 use horde_engine::bots::{self, BotsOptions, BotsReport};
@@ -277,7 +279,7 @@ fn run_once(
     let opts = options(args, protocol, addrs, n);
     let probe_ns = args.place.as_ref().map(|p| p.clients[0].clone());
     let status = |a: SocketAddr| status(a, probe_ns.as_deref());
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     let pids: Vec<u32> = servers.iter().map(|s| s.child.id()).collect();
     let cpu = || -> (Option<f64>, Vec<Option<f64>>, f64) { (None, pids.iter().map(|&p| proc_cpu(p)).collect(), self_cpu()) };
     let sleep_until = |d: Duration| {

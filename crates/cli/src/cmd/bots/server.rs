@@ -1,10 +1,12 @@
 //! The game servers `horde bots` starts and watches: `openarena-server` on a free port (or inside
 //! an emulated host), its `getstatus`, its CPU from `/proc`.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use horde_engine::clock::Stopwatch;
 
 use anyhow::Context;
 
@@ -20,7 +22,7 @@ pub(super) struct Server {
 impl Drop for Server {
     fn drop(&mut self) {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t = Instant::now();
+        let t = Stopwatch::start();
         while t.elapsed() < Duration::from_secs(3) {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return;
@@ -34,39 +36,7 @@ impl Drop for Server {
 
 pub(super) const OA_SERVER: &str = "/usr/games/openarena-server";
 
-pub(super) fn free_udp_port() -> std::io::Result<u16> {
-    Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// Asks `addr` for its status; returns (players, their pings) or None without an answer.
-pub(super) fn status(addr: SocketAddr, ns: Option<&std::fs::File>) -> Option<Vec<(i32, String)>> {
-    let bind = || UdpSocket::bind(if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" });
-    let s = match ns {
-        Some(ns) => horde_engine::net::within_netns(ns, bind).ok()?.ok()?,
-        None => bind().ok()?,
-    };
-    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
-    s.send_to(&horde_q3::oob::packet("getstatus"), addr).ok()?;
-    let mut buf = [0u8; 16384];
-    let n = s.recv(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf[..n]);
-    let body = text.strip_prefix("\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}").unwrap_or(&text);
-    let mut lines = body.lines();
-    if !lines.next()?.starts_with("statusResponse") {
-        return None;
-    }
-    lines.next()?; // server info
-    Some(
-        lines
-            .filter_map(|l| {
-                let mut w = l.splitn(3, ' ');
-                let _score = w.next()?;
-                let ping = w.next()?.parse().ok()?;
-                Some((ping, w.next()?.trim_matches('"').to_string()))
-            })
-            .collect(),
-    )
-}
+pub(super) use horde_engine::bots::{free_udp_port, status};
 
 pub(super) fn start_server(args: &Args, dir: &std::path::Path, index: usize, max: usize) -> anyhow::Result<Server> {
     if !std::path::Path::new(OA_SERVER).exists() {
@@ -111,7 +81,7 @@ pub(super) fn start_server(args: &Args, dir: &std::path::Path, index: usize, max
         .spawn()
         .with_context(|| format!("starting {OA_SERVER}"))?;
     let server = Server { child, addr: SocketAddr::new(ip, port), log };
-    let t = Instant::now();
+    let t = Stopwatch::start();
     while t.elapsed() < Duration::from_secs(30) {
         if status(server.addr, place.map(|p| &*p.clients[0])).is_some() {
             return Ok(server);

@@ -173,7 +173,7 @@ pub fn execute(
 
 /// A regulated run ([regulation]): its circuits, then their totals.
 fn circuits(sc: &Scenario, cfg: &horde_scenario::circuits::Config, opts: &RunOptions, printer: &Printer) -> Outcome {
-    let r = horde_scenario::circuits::execute(sc, cfg, opts);
+    let r = horde_scenario::regulated::execute(sc, cfg, opts);
     printer.done();
     let r = r?;
     circuits_outcome(&r.summary, opts.out, r.server_died.as_deref(), &[])

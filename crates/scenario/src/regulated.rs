@@ -1,0 +1,73 @@
+//! A regulated run end to end (a scenario with a `[regulation]` table): plan, place, the server
+//! side, every player's circuit on the client side ([`crate::circuits`]), then the report
+//! ([`crate::circuit_report`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use horde_engine::sender::Progress;
+use horde_model::scenario::Scenario;
+
+use crate::circuits::{run_clients, Config};
+use crate::Error;
+
+/// What a regulated run produced.
+pub struct CircuitOutcome {
+    pub summary: crate::circuit_report::CircuitSummary,
+    /// `Some(status)`: the server side died during the run.
+    pub server_died: Option<String>,
+    /// Stopped by a signal.
+    pub interrupted: bool,
+}
+
+/// Runs a scenario with a `[regulation]` table: plan, place (loopback or `[emu]`), the server
+/// side as a child (or a thread), every player's circuit on the client side, then the report in
+/// `opts.out` (summary.json, circuits.csv, charts, index.html).
+pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<CircuitOutcome, Error> {
+    use crate::execute::{prepare, progress, Prepared, Server};
+    use std::sync::Mutex;
+    let failed = Error::Failed;
+    if opts.shard.is_some() {
+        return Err(Error::BadInput(anyhow::anyhow!("{}: regulated circuits run on one machine (no shards)", sc.name)));
+    }
+    let out = opts.out;
+    std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
+    let Prepared { players, shard, scenario_file, key, emu } = prepare(sc, opts)?;
+    let no_exe = std::path::PathBuf::new();
+    let spec = crate::server::ChildSpec { exe: &no_exe, scenario: &scenario_file, out, key: &key, netns: emu.as_ref().map(|e| (&e.server_ns, e.server)) };
+    let (server, addr) = Server::start(sc, &opts.server, &spec)?;
+    (opts.events)(&crate::Event::Note(format!("{} circuits, {} throttle, {} regulator, server side on {addr}", sc.players, cfg.throttle, cfg.mode.name())));
+    let client_progress = Arc::new(Progress::default());
+    let netns = emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default();
+    let done = AtomicBool::new(false);
+    let run_stop = AtomicBool::new(false);
+    let server = Mutex::new(server);
+    let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
+    let steer = crate::steer::Steer::new(opts.commands, None, &client_progress, emu.as_ref(), opts.events);
+    let clients = std::thread::scope(|s| {
+        let (done_r, p, pl) = (&done, &client_progress, &players);
+        s.spawn(move || progress(sc, pl, p, done_r, opts.events));
+        s.spawn(|| crate::steer::watch(&server, opts.stop, &run_stop, &done, &died, &steer));
+        let r = run_clients(sc, cfg, shard, addr, &key, &netns, &client_progress, &run_stop);
+        done.store(true, Ordering::Relaxed);
+        r
+    });
+    let server = server.into_inner().unwrap_or_else(|p| p.into_inner());
+    let died = died.into_inner().unwrap_or_else(|p| p.into_inner());
+    let served = server.finish_circuits(out, died.is_some()).map_err(failed)?.unwrap_or_default();
+    let clients = clients.context("client side").map_err(failed)?;
+    let commanded = steer.commanded.load(Ordering::Relaxed);
+    let interrupted = opts.stop.load(Ordering::Relaxed) || commanded;
+    let interruption = match (&died, interrupted) {
+        (Some((status, _)), _) => Some(format!("the server side exited ({status})")),
+        (None, true) if commanded => Some("stopped by a command".into()),
+        (None, true) => Some("interrupted".into()),
+        _ => None,
+    };
+    let summary = crate::circuit_report::summarise(sc, cfg, &clients, &served, interruption);
+    let links = emu.as_ref().and_then(|e| e.links()).map(|l| horde_emu::fwd::links_table(&l));
+    crate::circuit_report::write(sc, out, &players.segments, &summary, links.as_deref(), &clients, &served).map_err(failed)?;
+    drop(emu);
+    Ok(CircuitOutcome { summary, server_died: died.map(|d| d.0), interrupted })
+}
