@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use horde_impair::{Link, LinkSpec, LinkStats, Trace};
-use horde_topo::RawImpair;
 use serde::{Deserialize, Serialize};
 
 use crate::{ns, state_dir, EmuError};
@@ -121,7 +120,8 @@ pub enum Request {
         a: String,
         b: String,
         dir: String,
-        set: Box<RawImpair>,
+        /// Parsed once at the edge (the CLI, the run's command channel): typed from there on.
+        change: Box<horde_topo::LinkChange>,
         clear: bool,
     },
 }
@@ -331,7 +331,7 @@ fn refuse(msg: String) -> Response {
 /// Applies a control request. New settings (and trace files) are read and validated before the
 /// forwarder's lock is taken, so a slow file never stalls the frames.
 fn handle(req: Request, shared: &Mutex<Shared>, base: &Path) -> Response {
-    if let Request::Set { a, b, dir, set, clear } = req {
+    if let Request::Set { a, b, dir, change, clear } = req {
         let (k, olds) = {
             let sh = shared.lock().expect("forwarder state");
             let found = sh.names.iter().position(|(x, y)| (x == &a && y == &b) || (x == &b && y == &a));
@@ -344,11 +344,6 @@ fn handle(req: Request, shared: &Mutex<Shared>, base: &Path) -> Response {
                 Err(e) => return refuse(e),
             };
             (k, dirs.into_iter().map(|d| (d, sh.dirs[2 * k + d].link.spec().clone())).collect::<Vec<_>>())
-        };
-        // The request's text is parsed once, here at the edge; from then on settings are typed.
-        let change = match horde_topo::LinkChange::parse(&set) {
-            Ok(c) => c,
-            Err((f, m)) => return refuse(format!("{f}: {m}")),
         };
         // Validate every direction before changing any.
         let mut new = Vec::new();

@@ -122,13 +122,24 @@ pub fn load(exp: &str) -> Result<(Meta, Plan), EmuError> {
     let meta: Meta = std::fs::read_to_string(dir.join("meta.json"))
         .map_err(|e| EmuError::io(&format!("experiment `{exp}` is not running here (see `horde emu ls`)"), e))
         .and_then(|t| serde_json::from_str(&t).map_err(|e| EmuError::Other(format!("{}: {e}", dir.join("meta.json").display()))))?;
-    let text = std::fs::read_to_string(dir.join("topology.toml")).map_err(|e| EmuError::io("reading the experiment's topology", e))?;
-    let mut plan = horde_topo::plan(&text, &meta.file, exp)?;
-    if meta.live_all {
-        make_live(&mut plan);
-    }
+    let plan = match std::fs::read(dir.join(PLAN_FILE)) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| EmuError::Other(format!("{}: {e}", dir.join(PLAN_FILE).display())))?,
+        // An experiment brought up before plans were kept: plan its topology again.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let text = std::fs::read_to_string(dir.join("topology.toml")).map_err(|e| EmuError::io("reading the experiment's topology", e))?;
+            let mut plan = horde_topo::plan(&text, &meta.file, exp)?;
+            if meta.live_all {
+                make_live(&mut plan);
+            }
+            plan
+        }
+        Err(e) => return Err(EmuError::io("reading the experiment's plan", e)),
+    };
     Ok((meta, plan))
 }
+
+/// The experiment's plan as `emu up` made it (JSON), in its state directory.
+const PLAN_FILE: &str = "plan.json";
 
 /// Marks every link changeable (`up --live`): each then runs through the link emulator.
 fn make_live(plan: &mut Plan) {
@@ -297,6 +308,8 @@ pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError
     let dir = state_dir(&exp);
     std::fs::create_dir_all(dir.join("node")).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
     std::fs::write(dir.join("topology.toml"), text).map_err(|e| EmuError::io("saving the topology", e))?;
+    // The plan, typed: every later command reads it back instead of planning the text again.
+    std::fs::write(dir.join(PLAN_FILE), serde_json::to_vec(&plan).expect("serializable")).map_err(|e| EmuError::io("saving the plan", e))?;
     match build(&plan, &exp, file, opts, t0) {
         Ok(meta) => Ok(UpReport { meta, plan }),
         Err(e) => {

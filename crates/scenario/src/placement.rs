@@ -106,8 +106,8 @@ impl EmuRun<'_> {
     /// messages); returns its settings now, both directions.
     pub fn change_link(&self, a: &str, b: &str, dir: &str, set: horde_topo::RawImpair, clear: bool) -> Result<String, String> {
         use horde_emu::fwd::{request, Request};
-        horde_topo::LinkChange::parse(&set).map_err(|(f, m)| format!("{f}: {m}"))?;
-        let r = request(&self.exp, &Request::Set { a: a.into(), b: b.into(), dir: dir.into(), set: Box::new(set), clear }).map_err(|e| e.to_string())?;
+        let change = horde_topo::LinkChange::parse(&set).map_err(|(f, m)| format!("{f}: {m}"))?;
+        let r = request(&self.exp, &Request::Set { a: a.into(), b: b.into(), dir: dir.into(), change: Box::new(change), clear }).map_err(|e| e.to_string())?;
         if !r.ok {
             return Err(r.error.unwrap_or_else(|| "the link emulator refused it".into()));
         }

@@ -7,7 +7,7 @@ use crate::{impairment, parse_bytes, parse_rate, percent, RawImpair};
 /// A change to one direction of a running link (`horde emu link`): every field given replaces
 /// the current value, the others stay. Typed, so settings never go back through text (no
 /// rounding: a delay keeps its nanoseconds).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LinkChange {
     pub rate_bps: Option<u64>,
     pub delay_ns: Option<u64>,

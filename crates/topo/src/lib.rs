@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 /// The most nodes one file may expand to (a typo in `count` must not ask for a million).
 pub const MAX_NODES: usize = 20_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Host,
@@ -155,7 +155,7 @@ pub struct TopoError {
 }
 
 /// An IPv4 subnet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Subnet {
     pub base: Ipv4Addr,
     pub prefix: u8,
@@ -204,7 +204,7 @@ impl std::fmt::Display for Subnet {
 }
 
 /// One end of a link inside a node.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Port {
     pub node: usize,
     /// Interface name inside the node's namespace (or on the host for a bridge port).
@@ -213,7 +213,7 @@ pub struct Port {
     pub addr: Option<Ipv4Addr>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PlannedNode {
     pub name: String,
     pub kind: Kind,
@@ -221,7 +221,7 @@ pub struct PlannedNode {
     pub ns: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PlannedLink {
     pub a: Port,
     pub b: Port,
@@ -243,14 +243,14 @@ impl PlannedLink {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PlannedSegment {
     pub subnet: Subnet,
     /// Hosts and routers on it, with their addresses.
     pub members: Vec<(usize, Ipv4Addr)>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Route {
     pub node: usize,
     /// `None`: default route.
@@ -259,7 +259,7 @@ pub struct Route {
 }
 
 /// What the emulator builds.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
     pub name: String,
     pub exp: String,

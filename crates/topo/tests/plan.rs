@@ -196,3 +196,14 @@ fn the_plan_draws_as_a_graphviz_graph() {
     q.nodes[0].name = "a\"b".into();
     assert!(horde_topo::dot(&q, |_| String::new()).contains("\"a\\\"b\""));
 }
+
+/// An experiment keeps its plan as JSON (`emu up` writes it, every later `emu` command reads it)
+/// instead of planning its text again: the round trip loses nothing.
+#[test]
+fn a_plan_survives_its_json_round_trip() {
+    for f in ["access.toml", "vw-access.toml", "seed-testbed.toml"] {
+        let p = plan(&example(f), f, "rt").unwrap();
+        let back: horde_topo::Plan = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back, p, "{f}");
+    }
+}

@@ -434,7 +434,7 @@ fn link(a: LinkArgs) -> Outcome {
     let req = if change.is_empty() && !a.clear {
         Request::Stats
     } else {
-        Request::Set { a: a.a.clone(), b: a.b.clone(), dir: a.dir, set: Box::new(set), clear: a.clear }
+        Request::Set { a: a.a.clone(), b: a.b.clone(), dir: a.dir, change: Box::new(change), clear: a.clear }
     };
     let r = fwd::request(&a.id, &req).map_err(|e| bad_input(anyhow!(e)))?;
     let links: Vec<_> = r.links.into_iter().filter(|l| (l.a == a.a && l.b == a.b) || (l.a == a.b && l.b == a.a)).collect();
