@@ -104,13 +104,9 @@ impl Worker {
             }
             let sock = Socket::from(std::os::fd::OwnedFd::from(stream));
             let _ = sock.set_nodelay(true);
-            let slot = Slot {
-                conn: Conn::server_tcp(format!("from {peer}"), self.opts.key.clone()),
-                sock: Sock::Own(sock),
-                dst: peer,
-                peer: None,
-                hello_deadline: Some(mono_ns() + hello_timeout.as_nanos() as u64),
-            };
+            let mut conn = Conn::server_tcp(format!("from {peer}"), self.opts.key.clone());
+            conn.arm_timers(mono_ns(), Some(hello_timeout.as_nanos() as u64), None);
+            let slot = Slot { conn, sock: Sock::Own(sock), dst: peer, peer: None };
             let i = match self.free.pop() {
                 Some(i) => {
                     self.slots[i] = slot;
@@ -263,7 +259,7 @@ impl Worker {
         if let Some((h, acc)) = g.admitted {
             let conn = Conn::server_udp(format!("player {}", h.header.seq >> 8), h.header.flow, acc, h.header.send_ns, self.t0_real);
             let i = self.slots.len();
-            self.slots.push(Slot { conn, sock: Sock::Listener(j), dst: from, peer: Some(from), hello_deadline: None });
+            self.slots.push(Slot { conn, sock: Sock::Listener(j), dst: from, peer: Some(from) });
             self.udp_peers.insert(from, i);
             if let Some(p) = &self.opts.progress {
                 p.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -71,7 +71,7 @@ fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
     conn.steer_by(job.presence);
     conn.connect_at = connect_at;
     conn.set_deadline(deadline);
-    Ok(Slot { conn, sock: Sock::Own(sock), dst: flow.dst, peer: None, hello_deadline: None })
+    Ok(Slot { conn, sock: Sock::Own(sock), dst: flow.dst, peer: None })
 }
 
 /// Waits until every TCP flow's non-blocking connect has completed.

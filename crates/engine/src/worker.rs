@@ -58,8 +58,6 @@ pub struct Slot {
     pub dst: SocketAddr,
     /// A server side's UDP player: its address.
     pub peer: Option<SocketAddr>,
-    /// Server side, TCP: when its hello must have arrived (monotonic ns).
-    pub hello_deadline: Option<u64>,
 }
 
 impl Slot {
@@ -380,9 +378,10 @@ impl Worker {
             }
         }
         while let Some(&i) = self.pending.front() {
-            let s = &self.slots[i];
+            let s = &mut self.slots[i];
             let waiting = s.conn.awaiting_hello() && !matches!(s.sock, Sock::Closed);
-            if waiting && s.hello_deadline.is_some_and(|d| d > now) {
+            // The connection keeps its own hello deadline.
+            if waiting && s.conn.handle_timeout(now).is_none() {
                 break;
             }
             self.pending.pop_front();

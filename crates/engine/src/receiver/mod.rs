@@ -16,7 +16,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use horde_proto::conn::{ECHO_LIMIT, ECHO_STALL_NS, REVERSE_CONSENT_NS};
+use horde_proto::conn::{Expiry, ECHO_LIMIT, REVERSE_CONSENT_NS};
 use horde_proto::gate::{Gate, GateConfig};
 use horde_proto::{Accepted, Conn, Ctx, RunKey, RxMeta};
 use horde_wire::control::Status;
@@ -61,10 +61,6 @@ const UDP_FLOW_IDLE_S: u64 = 60;
 struct SinkConn {
     conn: Conn,
     sock: TcpStream,
-    hello_deadline: u64,
-    last_io: u64,
-    /// Reading paused (echo backlog full) since.
-    stalled_since: Option<u64>,
 }
 
 /// A UDP reverse flow: bulk goes back to its validated address while its keep-alives come.
@@ -453,8 +449,9 @@ impl Receiver {
             self.report.tcp_connections += 1;
             self.open += 1;
             let now = mono_ns();
-            let conn = Conn::sink_tcp(format!("from {peer}"), self.opts.key.clone());
-            self.conns[idx] = Some(SinkConn { conn, sock, hello_deadline: now + HELLO_TIMEOUT_NS, last_io: now, stalled_since: None });
+            let mut conn = Conn::sink_tcp(format!("from {peer}"), self.opts.key.clone());
+            conn.arm_timers(now, Some(HELLO_TIMEOUT_NS), self.opts.conn_idle.map(|d| d.as_nanos() as u64));
+            self.conns[idx] = Some(SinkConn { conn, sock });
             self.pending.push_back(idx);
         }
     }
@@ -475,7 +472,7 @@ impl Receiver {
                 self.deferred.push(idx);
             }
         }
-        if readable && c.stalled_since.is_none() {
+        if readable && !c.conn.stalled() {
             let asked = c.conn.reverse_requested();
             close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, now, room);
             self.last_arrival = now;
@@ -496,13 +493,13 @@ impl Receiver {
             // Back-pressure: past the echo limit (its own, or the receiver's budget), stop
             // reading until the peer takes some.
             let full = c.conn.echo_backlog_full() || (self.echo_total >= ECHO_BUDGET && !c.conn.out().is_empty());
-            match (full, c.stalled_since) {
-                (true, None) => {
-                    c.stalled_since = Some(now);
+            match (full, c.conn.stalled()) {
+                (true, false) => {
+                    c.conn.set_stalled(now, true);
                     let _ = poll.registry().reregister(&mut c.sock, Token(CONN_BASE + idx), Interest::WRITABLE);
                 }
-                (false, Some(_)) if c.conn.out().len() < ECHO_LIMIT / 2 => {
-                    c.stalled_since = None;
+                (false, true) if c.conn.out().len() < ECHO_LIMIT / 2 => {
+                    c.conn.set_stalled(now, false);
                     let _ = poll.registry().reregister(&mut c.sock, Token(CONN_BASE + idx), Interest::READABLE | Interest::WRITABLE);
                 }
                 _ => {}
@@ -623,29 +620,20 @@ impl Receiver {
                 self.serve_conn(poll, idx, true, false);
             }
         }
-        while let Some(&idx) = self.pending.front() {
-            match &self.conns[idx] {
-                Some(c) if c.conn.awaiting_hello() && c.hello_deadline > now => break,
-                Some(c) if c.conn.awaiting_hello() => {
-                    self.pending.pop_front();
-                    self.report.refusals.closed_before_hello += 1;
-                    self.close(poll, idx);
-                }
-                _ => {
-                    self.pending.pop_front();
-                }
-            }
+        // Connections that sent their hello leave the queue of those that may make room.
+        while self.pending.front().is_some_and(|&idx| !self.conns[idx].as_ref().is_some_and(|c| c.conn.awaiting_hello())) {
+            self.pending.pop_front();
         }
-        let idle_ns = self.opts.conn_idle.map(|d| d.as_nanos() as u64);
         for idx in 0..self.conns.len() {
-            let Some(c) = &self.conns[idx] else { continue };
-            if c.stalled_since.is_some_and(|t| now - t >= ECHO_STALL_NS) {
-                self.report.refusals.stalled_conns += 1;
-                self.close(poll, idx);
-            } else if idle_ns.is_some_and(|d| now - c.last_io >= d) {
-                self.report.refusals.idle_conns += 1;
-                self.close(poll, idx);
-            }
+            let Some(c) = &mut self.conns[idx] else { continue };
+            let counter = match c.conn.handle_timeout(now) {
+                None => continue,
+                Some(Expiry::NoHello) => &mut self.report.refusals.closed_before_hello,
+                Some(Expiry::Stalled) => &mut self.report.refusals.stalled_conns,
+                Some(Expiry::Idle) => &mut self.report.refusals.idle_conns,
+            };
+            *counter += 1;
+            self.close(poll, idx);
         }
     }
 }
@@ -667,7 +655,7 @@ fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut 
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return true,
         };
-        c.last_io = now_mono;
+        c.conn.touch(now_mono);
         let was_waiting = c.conn.awaiting_hello();
         let before = report.packets;
         let r = c.conn.on_stream(real_ns(), &buf[..n], &mut SinkCtx { sink, report });

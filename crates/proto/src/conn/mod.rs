@@ -30,8 +30,10 @@ use crate::mirror::{Mirror, Source};
 
 mod contract;
 mod stats;
+mod timers;
 pub use contract::{Accepted, Close, Ctx, Event, Responder};
 pub use stats::{datagram_record, ConnStats, RxMeta};
+pub use timers::Expiry;
 
 /// The most bytes a sink holds for echoing while its peer does not read them: 1 MiB (a second
 /// of a 8 Mbit/s round-trip flow). Past it the sink stops reading (TCP pushes back on the sender);
@@ -128,6 +130,7 @@ pub struct Conn {
     /// Client over UDP: the latest probe received (a reverse flow's keep-alives carry it).
     proof: Option<horde_wire::control::KeepAliveProof>,
     pub stats: ConnStats,
+    timers: timers::Timers,
 }
 
 impl Conn {
@@ -173,6 +176,7 @@ impl Conn {
             consent_reply: None,
             proof: None,
             stats: ConnStats::default(),
+            timers: timers::Timers::default(),
         }
     }
 
@@ -220,6 +224,7 @@ impl Conn {
             consent_reply: None,
             proof: None,
             stats: ConnStats::default(),
+            timers: timers::Timers::default(),
         }
     }
 
