@@ -7,8 +7,9 @@
 //!   switch port, and both ends the forwarder uses on impaired links. Nothing of an experiment
 //!   lives in the host's own namespace, so deleting the namespaces removes every interface.
 //! - `/run/netns/horde-EXP-NODE`: one namespace per host and router.
-//! - `/run/horde/emu/EXP/`: the topology, `meta.json`, the forwarder daemon's pid, socket and
-//!   log, and one directory per node (`node/NODE`, the working directory of `emu exec`).
+//! - `/run/horde/emu/EXP/`: the topology as given, its typed plan (`plan.json`), `meta.json`, the
+//!   forwarder daemon's pid, socket and log, and one directory per node (`node/NODE`, the
+//!   working directory of `emu exec`).
 //!
 //! Everything Horde makes carries the `horde-` prefix or lives under `/run/horde/emu`, which is
 //! what `cleanup` looks for.
