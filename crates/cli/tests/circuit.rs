@@ -205,7 +205,14 @@ fn on_a_lossy_emulated_link_opensim_holds_where_mongoose_backs_off() {
         let _ = s.wait();
     }
     let (os, mg) = (got[0].1, got[1].1);
-    assert!((os / 768.0 - 1.0).abs() < 0.02, "opensim at 2 % loss stays at 1.5 × 500 kbit/s (768 kbit/s): {got:?}");
+    // OpenSim holds between 0.5 % and 3 % loss, but its 5-s windows of a 2 % random process
+    // read above 3 % now and then, each taking one step of 0.1 × setting (51.2 kbit/s) off; the
+    // loss process is seeded by the experiment id, so some ids see a step in 20 s. It stays at
+    // its cap or a step or two below it — never near Mongoose's back-off.
+    assert!(
+        os <= 768.0 + 1.0 && os >= 768.0 - 2.0 * 51.2 - 1.0,
+        "opensim at 2 % loss stays at (or a step or two below) 1.5 × 500 kbit/s (768 kbit/s): {got:?}"
+    );
     // The TCP-fair rate here is 193 kbit/s (Padhye, 375-byte packets, 2 %, 100 ms); one 20-s run
     // of Mongoose lands 0.7–1.3× of it (bench/RESULTS-regulation.md measured 0.74× at this point
     // over 90 s). It must back off well below OpenSim without collapsing: above half of it.
@@ -299,4 +306,33 @@ fn a_regulated_run_on_an_emulated_access_network_shares_the_bottleneck() {
     assert!(t["resent"].as_u64().unwrap() > 0, "{t}");
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(html.contains("emulated links"), "the links' counters are in the report");
+}
+
+/// A "server" that answers every hello with a fresh challenge and never admits: the client's
+/// greeting would go on for ever; `horde circuit join` still ends by its own bound (the
+/// duration plus 10 s) with an error naming the server, not a hang.
+#[test]
+fn a_server_that_only_challenges_cannot_hold_a_join() {
+    use horde_wire::control::{Challenge, Hello};
+    let srv = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    srv.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let addr = srv.local_addr().unwrap().to_string();
+    let t = std::time::Instant::now();
+    let mut join = Command::new(HORDE).args(["circuit", "join", "--server", &addr, "-t", "1s"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut buf = [0u8; 2048];
+    let (mut challenged, mut n) = (0, 0u8);
+    while t.elapsed() < Duration::from_secs(20) && join.try_wait().unwrap().is_none() {
+        let Ok((len, from)) = srv.recv_from(&mut buf) else { continue };
+        let Ok(h) = Hello::parse(&buf[..len]) else { continue };
+        n = n.wrapping_add(1);
+        let c = Challenge { flow: h.header.flow, tag: h.header.seq, base_ns: h.header.send_ns, cookie: [n; 16] };
+        srv.send_to(&c.emit(), from).unwrap();
+        challenged += 1;
+    }
+    let o = join.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(challenged > 50, "the server kept the greeting going ({challenged} challenges)");
+    assert!(t.elapsed() < Duration::from_secs(15), "the join ended by its own bound: {:?}", t.elapsed());
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&addr) && err.contains("did not admit the circuit within 11 s"), "{err}");
 }

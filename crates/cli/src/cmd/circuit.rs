@@ -260,7 +260,10 @@ fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
     // The duration counts from the join (greeting gives up by itself after 5 s).
     let mut host = JoinHost { kind, server: a.server, csv: Csv::open(&a.csv)?, duration_ns: a.duration.as_nanos() as u64, end_ns: None };
     let progress = horde_engine::sender::Progress::default();
-    horde_engine::shell::population(&mut members, &socks, &mut host, &progress, t0, Until { stop, end_ns: u64::MAX });
+    // Our own bound whatever the server says: a server that only ever answers with challenges
+    // keeps a greeter asking, so the whole join ends at most 10 s past the duration.
+    let end_ns = t0 + a.duration.as_nanos() as u64 + 10_000_000_000;
+    horde_engine::shell::population(&mut members, &socks, &mut host, &progress, t0, Until { stop, end_ns });
     host.csv.done()?;
     let [m] = members;
     let c = match m.into_phase() {
@@ -271,7 +274,15 @@ fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
         Joining::Failed(JoinError::NoAnswer) => {
             return Err(anyhow::anyhow!("no answer from {} within 5 s: is `horde circuit serve` listening there (with the same --key-file)?", a.server).into())
         }
-        _ => return Ok(130),
+        _ if stop.load(Ordering::Relaxed) => return Ok(130),
+        _ => {
+            return Err(anyhow::anyhow!(
+                "{} did not admit the circuit within {} s (it kept answering without admitting it)",
+                a.server,
+                a.duration.as_secs() + 10
+            )
+            .into())
+        }
     };
     let name = c.name.clone();
     let (rows, st) = (&c.rows, &c.cli.stats);
