@@ -210,7 +210,7 @@ fn on_a_lossy_emulated_link_opensim_holds_where_mongoose_backs_off() {
     // loss process is seeded by the experiment id, so some ids see a step in 20 s. It stays at
     // its cap or a step or two below it — never near Mongoose's back-off.
     assert!(
-        os <= 768.0 + 1.0 && os >= 768.0 - 2.0 * 51.2 - 1.0,
+        (768.0 - 2.0 * 51.2 - 1.0..=768.0 + 1.0).contains(&os),
         "opensim at 2 % loss stays at (or a step or two below) 1.5 × 500 kbit/s (768 kbit/s): {got:?}"
     );
     // The TCP-fair rate here is 193 kbit/s (Padhye, 375-byte packets, 2 %, 100 ms); one 20-s run
