@@ -12,6 +12,7 @@ struct Count {
 }
 
 impl Peer for Count {
+    type Event = ();
     fn handle(&mut self, _now: u64, bytes: &[u8]) {
         self.got += bytes.len() as u64;
         self.owed = (self.owed + 1).min(4);

@@ -1,24 +1,23 @@
-//! Automated Quake 3 players against a real game server: the I/O shell around
-//! [`horde_q3::Bot`]. Bots are multiplexed on a few threads (no thread per bot): each thread
-//! owns a share of the bots, one connected UDP socket per bot, and sleeps in `poll` until the
-//! next bot is due or a datagram arrives. Bots join on a ramp, play for the duration, then
-//! disconnect cleanly (three `disconnect` packets, as the engine's client sends).
+//! Automated Quake 3 players against a real game server: [`horde_q3::Bot`] (a `Peer`) on the
+//! population shell ([`shell::population`]). Bots are multiplexed on a few threads (no thread
+//! per bot): each thread runs a share of the bots, one connected UDP socket per bot, and sleeps
+//! until the next bot is due or a datagram arrives. Bots join on a ramp, play for the duration,
+//! then disconnect cleanly one after another (three `disconnect` packets, as the engine's
+//! client sends).
 
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use horde_proto::endpoint::Peer;
 use horde_q3::{Bot, Config, End, LogEvent, Phase, Protocol};
 use horde_wire::{Record, RecordKind};
-
-use crate::logger::{LogSink, LogWriter};
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
 use serde::{Deserialize, Serialize};
-use socket2::{Domain, Protocol as SockProto, SockAddr, Socket, Type};
 
-use crate::clock::mono_ns;
+use crate::clock::real_ns;
+use crate::logger::{LogSink, LogWriter};
+use crate::sender::Progress;
+use crate::shell::{self, Crowd, Until};
 use crate::EngineError;
 
 #[derive(Debug, Clone)]
@@ -165,15 +164,135 @@ pub struct ServerCpu {
 /// Time between two bots' departures at the end.
 const LEAVE_GAP_NS: u64 = 10_000_000;
 
-struct Slot {
+/// Packets sent and received, snapshots, and the time: a bot's counts at one instant.
+type Counts = (u64, u64, u64, u64);
+
+fn counts(b: &Bot, at: u64) -> Counts {
+    (b.stats.packets_sent, b.stats.packets_received, b.stats.snapshots, at)
+}
+
+/// One bot of a thread's share, as the population shell runs it: its bot once it has joined,
+/// and what its report needs (the counts at the start and the end of the measured window, its
+/// answered packets' response times in the window).
+struct Player {
+    id: usize,
     bot: Option<Bot>,
-    sock: std::net::UdpSocket,
-    join_at: u64,
-    /// Packets sent and received, and the time, at the start and the end of the measured window.
-    at_window: Option<(u64, u64, u64, u64)>,
-    at_end: Option<(u64, u64, u64, u64)>,
+    /// When the share next has business with it: its join, then its departure.
+    next: u64,
     departed: bool,
+    at_window: Option<Counts>,
+    at_end: Option<Counts>,
     response_ns: Vec<u64>,
+}
+
+impl Peer for Player {
+    type Event = LogEvent;
+    fn handle(&mut self, now_ns: u64, bytes: &[u8]) {
+        if let Some(b) = &mut self.bot {
+            b.handle(now_ns, bytes)
+        }
+    }
+    fn handle_timeout(&mut self, now_ns: u64) {
+        if let Some(b) = &mut self.bot {
+            b.handle_timeout(now_ns)
+        }
+    }
+    fn poll_transmit(&mut self, now_ns: u64, buf: &mut Vec<u8>) -> bool {
+        self.bot.as_mut().is_some_and(|b| b.poll_transmit(now_ns, buf))
+    }
+    fn poll_timeout(&self, _now_ns: u64) -> u64 {
+        self.bot.as_ref().and_then(|b| b.poll_timeout()).unwrap_or(u64::MAX).min(self.next)
+    }
+    fn poll_event(&mut self) -> Option<LogEvent> {
+        self.bot.as_mut()?.poll_event()
+    }
+    fn is_closed(&self) -> bool {
+        self.bot.as_ref().map_or(self.departed, Peer::is_closed)
+    }
+}
+
+/// A thread's share of the bots: joins them on the ramp, takes the measured window's counts,
+/// logs their packets, and makes them leave one after another at the end.
+struct Share<'a> {
+    opts: &'a BotsOptions,
+    sink: LogSink,
+    window_from: u64,
+    end: u64,
+    left_from: Option<u64>,
+    last_id: usize,
+}
+
+impl Share<'_> {
+    fn make(&self, i: usize, now: u64) -> Bot {
+        let o = self.opts;
+        let mut cfg = Config::new(format!("{}{:03}", o.name_prefix, i), 1000 + i as u16, o.seed.wrapping_add(i as u64 * 7919));
+        (cfg.protocol, cfg.maxpackets, cfg.fps, cfg.packetdup, cfg.rate, cfg.snaps) = (o.protocol, o.maxpackets, o.fps, o.packetdup, o.rate, o.snaps);
+        let input: Box<dyn horde_q3::input::Input> = match &o.actions {
+            Some(a) => Box::new(a.clone()),
+            None => Box::new(horde_q3::input::Behaviour::with_model(o.model.clone(), cfg.seed)),
+        };
+        Bot::with_input(cfg, now, input)
+    }
+}
+
+impl Crowd<Player> for Share<'_> {
+    fn turn(&mut self, _i: usize, now: u64, p: &mut Player) {
+        match self.left_from {
+            None if p.bot.is_none() && now >= p.next => {
+                p.bot = Some(self.make(p.id, now));
+                p.next = u64::MAX;
+            }
+            // Bots leave 10 ms apart, not all at once: every departure makes the server queue
+            // reliable commands for everyone still there, and 64 at once overflow the queues
+            // of those whose goodbye comes last ("Server command overflow").
+            Some(from) if !p.departed => {
+                if let Some(b) = &p.bot {
+                    p.at_end.get_or_insert(counts(b, from.min(self.end)));
+                }
+                p.next = from + LEAVE_GAP_NS * p.id as u64;
+                if now >= p.next {
+                    (p.departed, p.next) = (true, u64::MAX);
+                    if let Some(b) = &mut p.bot {
+                        b.disconnect();
+                    }
+                }
+            }
+            _ => {}
+        }
+        if let (Some(b), None) = (&p.bot, p.at_window) {
+            if now >= self.window_from {
+                p.at_window = Some(counts(b, now));
+            }
+        }
+    }
+
+    fn event(&mut self, _i: usize, p: &mut Player, ev: LogEvent) {
+        let (seq, size, t_a, t_b, kind) = match ev {
+            LogEvent::Sent { seq, size, at } => (seq, size, at, at, RecordKind::Sent),
+            LogEvent::Answered { seq, sent, at, size } => {
+                if (self.window_from..=self.end).contains(&at) {
+                    p.response_ns.push(at.saturating_sub(sent));
+                }
+                (seq, size, sent, at, RecordKind::Echoed)
+            }
+        };
+        if self.sink.enabled() {
+            self.sink.push(Record { flow: p.id as u32, size, seq: seq as u64, t_a, t_b, tag: 0, tos: 0, ttl: 0, kind, flags: 0 });
+            self.sink.tick(t_b);
+        }
+    }
+
+    /// The game's clients keep time in milliseconds: a bot acts within a millisecond of its time,
+    /// and many bots share one wake-up.
+    fn slack_ns(&self) -> u64 {
+        1_000_000
+    }
+
+    fn leave(&mut self, now: u64) -> Option<u64> {
+        self.left_from = Some(now);
+        // The last bot's turn to leave, its three goodbye packets, and a margin.
+        Some(now + LEAVE_GAP_NS * (self.last_id as u64 + 4) + 1_000_000_000)
+    }
 }
 
 /// Runs the bots to the end (or until `stop`), then reports.
@@ -181,27 +300,26 @@ pub fn run(opts: &BotsOptions, stop: &AtomicBool) -> Result<BotsReport, EngineEr
     if opts.bots == 0 || opts.servers.is_empty() {
         return Err(EngineError::Config("no bots to run, or no server to play on".into()));
     }
-    let start = mono_ns();
+    let start = real_ns();
     let ramp = opts.ramp.as_nanos() as u64;
     let window_from = start + ramp + opts.warmup.as_nanos() as u64;
     let end = start + ramp + opts.duration.as_nanos() as u64;
     if window_from >= end {
         return Err(EngineError::Config("the warm-up leaves no time to measure; make --duration longer than --warmup".into()));
     }
-    let start_real = crate::clock::real_ns();
     let (writer, sink) = match &opts.log {
         Some(p) => {
-            let (w, s) = LogWriter::create(p, horde_wire::Role::Sender, start_real)
-                .map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), err: e })?;
+            let (w, s) =
+                LogWriter::create(p, horde_wire::Role::Sender, start).map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), err: e })?;
             (Some(w), s)
         }
         None => (None, LogSink::disabled()),
     };
-    let clock = (start, start_real);
     let ids = opts.ids.clone().unwrap_or(0..opts.bots);
     if ids.is_empty() || ids.end > opts.bots {
         return Err(EngineError::Config(format!("bots {}..{} are not bots of a run of {}", ids.start, ids.end, opts.bots)));
     }
+    crate::clock::raise_fd_limit();
     let threads = opts.threads.clamp(1, ids.len());
     let mut shares: Vec<Vec<usize>> = vec![Vec::new(); threads];
     for (k, i) in ids.enumerate() {
@@ -211,8 +329,34 @@ pub fn run(opts: &BotsOptions, stop: &AtomicBool) -> Result<BotsReport, EngineEr
         let handles: Vec<_> = shares
             .into_iter()
             .map(|ids| {
-                let sink = sink.clone();
-                s.spawn(move || run_share(opts, &ids, clock, sink, window_from, end, stop))
+                let mut share = Share { opts, sink: sink.clone(), window_from, end, left_from: None, last_id: ids.iter().copied().max().unwrap_or(0) };
+                s.spawn(move || -> Result<Vec<(usize, BotReport, Vec<u64>)>, EngineError> {
+                    let socks = ids
+                        .iter()
+                        .map(|&i| {
+                            let (server, source) =
+                                (opts.servers[i % opts.servers.len()], (!opts.sources.is_empty()).then(|| opts.sources[i % opts.sources.len()]));
+                            shell::client_socket(server, source, opts.netns.get(i % opts.netns.len().max(1)).map(|n| n.as_ref()))
+                                .map_err(|err| EngineError::Io { what: format!("opening bot {i}'s socket to {server}"), err })
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let mut players: Vec<Player> = ids
+                        .iter()
+                        .map(|&id| Player {
+                            id,
+                            bot: None,
+                            next: start + ramp * id as u64 / opts.bots as u64,
+                            departed: false,
+                            at_window: None,
+                            at_end: None,
+                            response_ns: Vec::new(),
+                        })
+                        .collect();
+                    shell::population(&mut players, &socks, &mut share, &Progress::default(), start, Until { stop, end_ns: end })?;
+                    share.sink.flush();
+                    let stop_at = real_ns().min(end);
+                    Ok(players.into_iter().filter_map(|mut p| Some((p.id, report(&p.bot.take()?, &p, stop_at), p.response_ns))).collect())
+                })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(EngineError::Config("a bot thread panicked".into())))).collect::<Vec<_>>()
@@ -226,7 +370,7 @@ pub fn run(opts: &BotsOptions, stop: &AtomicBool) -> Result<BotsReport, EngineEr
         bots.extend(r?);
     }
     bots.sort_by_key(|b: &(usize, BotReport, Vec<u64>)| b.0);
-    let window_s = (mono_ns().min(end).saturating_sub(window_from)) as f64 / 1e9;
+    let window_s = (real_ns().min(end).saturating_sub(window_from)) as f64 / 1e9;
     let mut all: Vec<u64> = bots.iter().flat_map(|b| b.2.iter().copied()).collect();
     let reports: Vec<BotReport> = bots.into_iter().map(|b| b.1).collect();
     let server = opts.servers.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ");
@@ -258,168 +402,7 @@ impl BotsReport {
     }
 }
 
-fn open_socket(server: SocketAddr, source: Option<std::net::IpAddr>) -> std::io::Result<std::net::UdpSocket> {
-    let s = Socket::new(Domain::for_address(server), Type::DGRAM, Some(SockProto::UDP))?;
-    s.set_nonblocking(true)?;
-    let any: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse().unwrap() } else { "[::]:0".parse().unwrap() };
-    let local = source.map_or(any, |ip| SocketAddr::new(ip, 0));
-    s.bind(&SockAddr::from(local))?;
-    s.connect(&SockAddr::from(server))?;
-    Ok(s.into())
-}
-
-/// Writes a bot's log events as records: departures and answered packets.
-fn log_events(sink: &mut LogSink, bot: &mut Bot, flow: u32, (mono0, real0): (u64, u64)) {
-    let real = |t: u64| real0 + t.saturating_sub(mono0);
-    for e in bot.take_log() {
-        let r = match e {
-            LogEvent::Sent { seq, size, at } => {
-                Record { flow, size, seq: seq as u64, t_a: real(at), t_b: real(at), tag: 0, tos: 0, ttl: 0, kind: RecordKind::Sent, flags: 0 }
-            }
-            LogEvent::Answered { seq, sent, at, size } => {
-                Record { flow, size, seq: seq as u64, t_a: real(sent), t_b: real(at), tag: 0, tos: 0, ttl: 0, kind: RecordKind::Echoed, flags: 0 }
-            }
-        };
-        sink.push(r);
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn run_share(
-    opts: &BotsOptions,
-    ids: &[usize],
-    clock: (u64, u64),
-    mut sink: LogSink,
-    window_from: u64,
-    end: u64,
-    stop: &AtomicBool,
-) -> Result<Vec<(usize, BotReport, Vec<u64>)>, EngineError> {
-    let start = clock.0;
-    let io = |what: &str| {
-        let what = what.to_string();
-        move |e| EngineError::Io { what: what.clone(), err: e }
-    };
-    let mut poll = Poll::new().map_err(io("creating a poll"))?;
-    let mut slots = Vec::with_capacity(ids.len());
-    for (k, &i) in ids.iter().enumerate() {
-        let source = (!opts.sources.is_empty()).then(|| opts.sources[i % opts.sources.len()]);
-        let server = opts.servers[i % opts.servers.len()];
-        let sock = match opts.netns.get(i % opts.netns.len().max(1)) {
-            Some(ns) => crate::net::within_netns(&**ns, || open_socket(server, source)).and_then(|r| r),
-            None => open_socket(server, source),
-        }
-        .map_err(io(&format!("opening bot {i}'s socket to {server}")))?;
-        poll.registry().register(&mut SourceFd(&sock.as_raw_fd()), Token(k), Interest::READABLE).map_err(io("registering a bot socket"))?;
-        let join_at = start + (opts.ramp.as_nanos() as u64) * i as u64 / opts.bots.max(1) as u64;
-        slots.push(Slot { bot: None, sock, join_at, at_window: None, at_end: None, departed: false, response_ns: Vec::new() });
-    }
-    let mut events = Events::with_capacity(256);
-    let mut buf = vec![0u8; 65536];
-    let mut leaving = false;
-    let mut left_from = 0;
-    loop {
-        let now = mono_ns();
-        if !leaving && (now >= end || stop.load(Ordering::Relaxed)) {
-            leaving = true;
-            left_from = now;
-            for s in &mut slots {
-                if let Some(b) = &s.bot {
-                    s.at_end = Some((b.stats.packets_sent, b.stats.packets_received, b.stats.snapshots, now.min(end)));
-                }
-            }
-        }
-        if leaving {
-            // Bots leave 10 ms apart, not all at once: every departure makes the server queue
-            // reliable commands for everyone still there, and 64 at once overflow the queues
-            // of those whose goodbye comes last ("Server command overflow").
-            for (k, s) in slots.iter_mut().enumerate() {
-                let due = left_from + LEAVE_GAP_NS * ids[k] as u64;
-                if let Some(b) = &mut s.bot {
-                    if now >= due && !s.departed {
-                        s.departed = true;
-                        b.disconnect();
-                    }
-                }
-            }
-        }
-        let mut next = now + 10_000_000;
-        let mut live = false;
-        for (k, s) in slots.iter_mut().enumerate() {
-            if s.bot.is_none() && !leaving && now >= s.join_at {
-                let i = ids[k];
-                let mut cfg = Config::new(format!("{}{:03}", opts.name_prefix, i), 1000 + i as u16, opts.seed.wrapping_add(i as u64 * 7919));
-                cfg.protocol = opts.protocol;
-                cfg.maxpackets = opts.maxpackets;
-                cfg.fps = opts.fps;
-                cfg.packetdup = opts.packetdup;
-                cfg.rate = opts.rate;
-                cfg.snaps = opts.snaps;
-                let input: Box<dyn horde_q3::input::Input> = match &opts.actions {
-                    Some(a) => Box::new(a.clone()),
-                    None => Box::new(horde_q3::input::Behaviour::with_model(opts.model.clone(), cfg.seed)),
-                };
-                let mut bot = Bot::with_input(cfg, now, input);
-                if sink.enabled() {
-                    bot.enable_log();
-                }
-                s.bot = Some(bot);
-            }
-            let Some(bot) = &mut s.bot else {
-                if !leaving {
-                    live = true;
-                    next = next.min(s.join_at);
-                }
-                continue;
-            };
-            if now >= window_from && s.at_window.is_none() {
-                s.at_window = Some((bot.stats.packets_sent, bot.stats.packets_received, bot.stats.snapshots, now));
-            }
-            for p in bot.poll_transmit(now) {
-                let _ = s.sock.send(&p);
-            }
-            log_events(&mut sink, bot, ids[k] as u32, clock);
-            if let Some(d) = bot.next_deadline() {
-                live = true;
-                next = next.min(d);
-            }
-        }
-        if !live
-            && ((leaving && slots.iter().all(|s| s.departed || s.bot.is_none()))
-                || slots.iter().all(|s| s.bot.as_ref().is_some_and(|b| matches!(b.phase(), Phase::Gone(_)))))
-        {
-            break;
-        }
-        sink.tick(mono_ns());
-        let wait = next.saturating_sub(mono_ns());
-        let _ = poll.poll(&mut events, Some(Duration::from_nanos(wait.min(10_000_000))));
-        let now = mono_ns();
-        for ev in events.iter() {
-            let s = &mut slots[ev.token().0];
-            while let Ok(n) = s.sock.recv(&mut buf) {
-                if let Some(b) = &mut s.bot {
-                    let before = b.stats.response_ns.len();
-                    b.handle(now, &buf[..n]);
-                    log_events(&mut sink, b, ids[ev.token().0] as u32, clock);
-                    if now >= window_from && now <= end {
-                        s.response_ns.extend_from_slice(&b.stats.response_ns[before..]);
-                    }
-                }
-            }
-        }
-    }
-    sink.flush();
-    let stop_at = mono_ns().min(end);
-    Ok(slots
-        .into_iter()
-        .enumerate()
-        .filter_map(|(k, mut s)| {
-            let bot = s.bot.take()?;
-            Some((ids[k], report(&bot, &s, stop_at), s.response_ns))
-        })
-        .collect())
-}
-
-fn report(bot: &Bot, s: &Slot, stop_at: u64) -> BotReport {
+fn report(bot: &Bot, s: &Player, stop_at: u64) -> BotReport {
     let st = &bot.stats;
     let (sent0, recv0, snap0, t0) = s.at_window.unwrap_or((st.packets_sent, st.packets_received, st.snapshots, stop_at));
     let (sent1, recv1, snap1, t1) = s.at_end.unwrap_or((st.packets_sent, st.packets_received, st.snapshots, stop_at));

@@ -1,9 +1,10 @@
 //! The endpoint contract, in `quinn-proto`'s shape, and the two endpoints built on it.
 //!
-//! A [`Peer`] is one side of one conversation with bytes and time in, bytes out: `handle` a
-//! datagram, `poll_transmit` what is due, `poll_timeout` when to call again, `second` to close
-//! a second of its figures. A regulated circuit's two ends implement it; so can anything that
-//! talks datagrams.
+//! A [`Peer`] is one side of one conversation with bytes and time in, bytes and events out:
+//! `handle` a datagram, `handle_timeout` once `poll_timeout` has passed, `poll_transmit` what is
+//! due, `poll_event` what it has to report, `second` to close a second of its figures. A
+//! regulated circuit's two ends implement it, the Quake 3 bot ([`horde_q3::Bot`], below), and
+//! the [`Joiner`] around any of them; so can anything that talks datagrams.
 //!
 //! - [`Endpoint`] is a listener's side: one address, many peers. It owns the [`Gate`] (address
 //!   validation, admission, consent) and the peers by address: a consent reply goes to the gate,
@@ -27,12 +28,22 @@ use crate::RunKey;
 
 /// One side of one conversation, I/O-free.
 pub trait Peer {
+    /// What it reports as it goes (a log record's worth, a change of state); `()` for nothing.
+    type Event;
     /// A datagram from the other side.
     fn handle(&mut self, now_ns: u64, bytes: &[u8]);
+    /// Its timers at `now_ns`, once [`Peer::poll_timeout`] has passed (a retry, a frame, a
+    /// silent other side).
+    fn handle_timeout(&mut self, _now_ns: u64) {}
     /// Fills `buf` with the next datagram due at `now_ns`; false when nothing is.
     fn poll_transmit(&mut self, now_ns: u64, buf: &mut Vec<u8>) -> bool;
-    /// When [`Peer::poll_transmit`] may have something next.
+    /// When it needs [`Peer::handle_timeout`] and [`Peer::poll_transmit`] next (`u64::MAX`:
+    /// not until a datagram comes).
     fn poll_timeout(&self, now_ns: u64) -> u64;
+    /// The next event to report.
+    fn poll_event(&mut self) -> Option<Self::Event> {
+        None
+    }
     /// The peer is done (the other side said goodbye): it sends nothing more.
     fn is_closed(&self) -> bool {
         false
@@ -111,6 +122,9 @@ impl<P: Peer> Endpoint<P> {
             send(&r, to);
         }
         for (addr, (flow, p)) in self.peers.iter_mut() {
+            if p.poll_timeout(now_ns) <= now_ns {
+                p.handle_timeout(now_ns);
+            }
             if self.gate.may_send(now_ns, *addr, *flow) {
                 while p.poll_transmit(now_ns, buf) {
                     send(buf, *addr);
@@ -225,11 +239,6 @@ impl<P: Peer> Joiner<P> {
         }
     }
 
-    /// Whether datagrams may still come (greeting or up).
-    pub fn listening(&self) -> bool {
-        matches!(self.phase, Joining::Greeting(_) | Joining::Up(_))
-    }
-
     /// Whether it is done for good (failed or closed).
     pub fn finished(&self) -> bool {
         match &self.phase {
@@ -307,6 +316,70 @@ impl<P: Peer> Joiner<P> {
     }
 }
 
+/// A joiner is a peer too: its own greeting and consent answers, then its peer's conversation;
+/// so the population shell runs joiners and bare peers alike.
+impl<P: Peer> Peer for Joiner<P> {
+    type Event = P::Event;
+    fn handle(&mut self, now_ns: u64, bytes: &[u8]) {
+        Joiner::handle(self, now_ns, bytes)
+    }
+    fn handle_timeout(&mut self, now_ns: u64) {
+        if let Joining::Up(p) = &mut self.phase {
+            p.handle_timeout(now_ns)
+        }
+    }
+    fn poll_transmit(&mut self, now_ns: u64, buf: &mut Vec<u8>) -> bool {
+        Joiner::poll_transmit(self, now_ns, buf)
+    }
+    fn poll_timeout(&self, now_ns: u64) -> u64 {
+        Joiner::poll_timeout(self, now_ns).unwrap_or(u64::MAX)
+    }
+    fn poll_event(&mut self) -> Option<P::Event> {
+        match &mut self.phase {
+            Joining::Up(p) => p.poll_event(),
+            _ => None,
+        }
+    }
+    fn is_closed(&self) -> bool {
+        self.finished()
+    }
+    fn second(&mut self, t_s: u64) {
+        if let Joining::Up(p) = &mut self.phase {
+            p.second(t_s)
+        }
+    }
+    fn farewell(&mut self, buf: &mut Vec<u8>) -> bool {
+        match &mut self.phase {
+            Joining::Up(p) => p.farewell(buf),
+            _ => false,
+        }
+    }
+}
+
+/// A Quake 3 bot against a real game server: no Horde greeting (the game has its own
+/// handshake), so it runs as a bare peer; its events are its per-packet log.
+impl Peer for horde_q3::Bot {
+    type Event = horde_q3::LogEvent;
+    fn handle(&mut self, now_ns: u64, bytes: &[u8]) {
+        horde_q3::Bot::handle(self, now_ns, bytes)
+    }
+    fn handle_timeout(&mut self, now_ns: u64) {
+        horde_q3::Bot::handle_timeout(self, now_ns)
+    }
+    fn poll_transmit(&mut self, now_ns: u64, buf: &mut Vec<u8>) -> bool {
+        horde_q3::Bot::poll_transmit(self, now_ns, buf)
+    }
+    fn poll_timeout(&self, _now_ns: u64) -> u64 {
+        horde_q3::Bot::poll_timeout(self).unwrap_or(u64::MAX)
+    }
+    fn poll_event(&mut self) -> Option<horde_q3::LogEvent> {
+        horde_q3::Bot::poll_event(self)
+    }
+    fn is_closed(&self) -> bool {
+        matches!(self.phase(), horde_q3::Phase::Gone(_))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,6 +392,7 @@ mod tests {
     }
 
     impl Peer for Echo {
+        type Event = ();
         fn handle(&mut self, _now: u64, bytes: &[u8]) {
             self.closed |= bytes == b"bye";
             self.pending.push(bytes.to_vec());

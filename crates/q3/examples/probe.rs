@@ -15,11 +15,13 @@ fn main() {
     let mut bot = Bot::new(Config::new("probe".into(), 4242, 1), now());
     let mut buf = [0u8; 65536];
     let mut last = String::new();
+    let mut out = Vec::new();
     while now() < secs * 1_000_000_000 {
-        for p in bot.poll_transmit(now()) {
-            sock.send(&p).unwrap();
+        bot.handle_timeout(now());
+        while bot.poll_transmit(now(), &mut out) {
+            sock.send(&out).unwrap();
         }
-        let wait = bot.next_deadline().map_or(10_000_000, |d| d.saturating_sub(now())).clamp(100_000, 10_000_000);
+        let wait = bot.poll_timeout().map_or(10_000_000, |d| d.saturating_sub(now())).clamp(100_000, 10_000_000);
         sock.set_read_timeout(Some(Duration::from_nanos(wait))).unwrap();
         if let Ok(n) = sock.recv(&mut buf) {
             bot.handle(now(), &buf[..n]);
@@ -32,8 +34,8 @@ fn main() {
     }
     bot.disconnect();
     for _ in 0..3 {
-        for p in bot.poll_transmit(now() + 1_000_000_000) {
-            sock.send(&p).unwrap();
+        while bot.poll_transmit(now() + 1_000_000_000, &mut out) {
+            sock.send(&out).unwrap();
         }
     }
     let s = &bot.stats;

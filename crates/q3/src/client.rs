@@ -1,6 +1,8 @@
-//! One automated player as an I/O-free state machine: datagrams and the time in
-//! ([`Bot::handle`]), datagrams out ([`Bot::poll_transmit`]), the next time it needs to act
-//! ([`Bot::next_deadline`]). Times are monotonic nanoseconds from any origin.
+//! One automated player as an I/O-free state machine in the endpoint contract's shape
+//! (`horde_proto::endpoint::Peer`, which it implements): datagrams in ([`Bot::handle`]), timers
+//! ([`Bot::handle_timeout`] when [`Bot::poll_timeout`] passes: frames, resends, a silent
+//! server), datagrams out ([`Bot::poll_transmit`]), log events out ([`Bot::poll_event`]). Times
+//! are monotonic nanoseconds from any origin.
 //!
 //! Connection, as the engine's client does it: `getchallenge` (resent every 3 s) →
 //! `challengeResponse` → `connect` with the userinfo (resent every 3 s) → `connectResponse` →
@@ -44,7 +46,7 @@ const BACKUP: usize = 32;
 const MAX_PACKET_CMDS: u64 = 32;
 /// Packets awaiting their response, at most.
 const MAX_PENDING: usize = 256;
-/// Log events held between two [`Bot::take_log`] calls, at most (older ones are dropped).
+/// Log events held until [`Bot::poll_event`] takes them, at most (newer ones are dropped).
 pub const MAX_LOG_EVENTS: usize = 4096;
 
 /// Which wire protocol the server speaks.
@@ -145,7 +147,7 @@ pub enum End {
     TimedOut,
 }
 
-/// What a bot did that a per-packet log records (drained with [`Bot::take_log`]).
+/// What a bot did that a per-packet log records (taken with [`Bot::poll_event`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogEvent {
     /// A netchan packet of `size` bytes, sequence `seq`, left at `at`.
@@ -213,8 +215,10 @@ pub struct Bot {
     /// Packets awaiting their answer: (newest command's server time, sent at, packet sequence).
     pending: VecDeque<(i32, u64, i32)>,
     behaviour: Box<dyn Input>,
-    /// Log events since the last [`Bot::take_log`], when logging (at most [`MAX_LOG_EVENTS`]).
-    log: Option<Vec<LogEvent>>,
+    /// Log events not yet taken (at most [`MAX_LOG_EVENTS`]).
+    events: VecDeque<LogEvent>,
+    /// Datagrams made and not yet taken by [`Bot::poll_transmit`].
+    out: VecDeque<Vec<u8>>,
     /// Length of the server datagram being handled.
     rx_len: u32,
     pub stats: Stats,
@@ -256,28 +260,22 @@ impl Bot {
             next_packet: now,
             pending: VecDeque::new(),
             behaviour,
-            log: None,
+            events: VecDeque::new(),
+            out: VecDeque::new(),
             rx_len: 0,
             cfg,
             stats: Stats::default(),
         }
     }
 
-    /// Keeps per-packet log events (see [`Bot::take_log`]).
-    pub fn enable_log(&mut self) {
-        self.log = Some(Vec::new());
-    }
-
-    /// The log events since the last call.
-    pub fn take_log(&mut self) -> Vec<LogEvent> {
-        self.log.as_mut().map(std::mem::take).unwrap_or_default()
+    /// The oldest log event not yet taken.
+    pub fn poll_event(&mut self) -> Option<LogEvent> {
+        self.events.pop_front()
     }
 
     fn record(&mut self, e: LogEvent) {
-        if let Some(l) = &mut self.log {
-            if l.len() < MAX_LOG_EVENTS {
-                l.push(e);
-            }
+        if self.events.len() < MAX_LOG_EVENTS {
+            self.events.push_back(e);
         }
     }
 
@@ -312,13 +310,25 @@ impl Bot {
         }
     }
 
-    /// When the bot next needs [`Bot::poll_transmit`].
-    pub fn next_deadline(&self) -> Option<u64> {
+    /// When the bot next needs [`Bot::handle_timeout`] and [`Bot::poll_transmit`] (None: gone).
+    pub fn poll_timeout(&self) -> Option<u64> {
         match self.phase {
+            _ if !self.out.is_empty() => Some(0),
             Phase::Challenging | Phase::Connecting => Some(self.next_resend),
             Phase::Connected | Phase::Leaving(_) => Some(self.next_packet),
             Phase::Primed | Phase::Active => Some(self.next_frame.min(self.next_packet).min(self.last_heard + SERVER_TIMEOUT_NS)),
             Phase::Gone(_) => None,
+        }
+    }
+
+    /// The timers due at `now`: a server that never answered or fell silent ends the bot; the
+    /// usercmds of every frame due are made.
+    pub fn handle_timeout(&mut self, now: u64) {
+        match self.phase {
+            Phase::Challenging | Phase::Connecting if now >= self.next_resend && self.tries >= MAX_TRIES => self.phase = Phase::Gone(End::NoAnswer),
+            Phase::Primed | Phase::Active if now >= self.last_heard + SERVER_TIMEOUT_NS => self.phase = Phase::Gone(End::TimedOut),
+            Phase::Primed | Phase::Active => self.make_commands(now),
+            _ => {}
         }
     }
 
@@ -346,14 +356,22 @@ impl Bot {
         info
     }
 
-    /// Datagrams due at `now`.
-    pub fn poll_transmit(&mut self, now: u64) -> Vec<Vec<u8>> {
+    /// Puts the next datagram due at `now` in `buf`; false when none is.
+    pub fn poll_transmit(&mut self, now: u64, buf: &mut Vec<u8>) -> bool {
+        if self.out.is_empty() {
+            let due = self.due(now);
+            self.out.extend(due);
+        }
+        self.out.pop_front().is_some_and(|p| {
+            *buf = p;
+            true
+        })
+    }
+
+    /// The datagrams due at `now` (a netchan packet may be fragments).
+    fn due(&mut self, now: u64) -> Vec<Vec<u8>> {
         match self.phase.clone() {
-            Phase::Challenging | Phase::Connecting if now >= self.next_resend => {
-                if self.tries >= MAX_TRIES {
-                    self.phase = Phase::Gone(End::NoAnswer);
-                    return Vec::new();
-                }
+            Phase::Challenging | Phase::Connecting if now >= self.next_resend && self.tries < MAX_TRIES => {
                 self.tries += 1;
                 self.next_resend = now + RESEND_NS;
                 let p =
@@ -365,15 +383,8 @@ impl Bot {
                 self.next_packet = now + CONNECTED_PACKET_NS;
                 self.packet(now, false)
             }
-            Phase::Primed | Phase::Active => {
-                if now >= self.last_heard + SERVER_TIMEOUT_NS {
-                    self.phase = Phase::Gone(End::TimedOut);
-                    return Vec::new();
-                }
+            Phase::Primed | Phase::Active if now >= self.next_packet => {
                 self.make_commands(now);
-                if now < self.next_packet {
-                    return Vec::new();
-                }
                 let gap = 1_000_000_000 / self.cfg.maxpackets.clamp(15, 125) as u64;
                 // Keep the cadence; after a stall, start again from now.
                 self.next_packet = (self.next_packet + gap).max(now + gap / 2);

@@ -252,6 +252,7 @@ impl ClientEnd {
 }
 
 impl Peer for ServerEnd {
+    type Event = ();
     fn handle(&mut self, now_ns: u64, bytes: &[u8]) {
         self.srv.on_datagram(now_ns, bytes)
     }
@@ -270,6 +271,7 @@ impl Peer for ServerEnd {
 }
 
 impl Peer for ClientEnd {
+    type Event = ();
     fn handle(&mut self, now_ns: u64, bytes: &[u8]) {
         self.cli.on_datagram(now_ns, bytes)
     }
@@ -355,7 +357,8 @@ pub fn serve(
     // What a join may ask for at most: the scenario's throttle's most.
     let mut host = Served { sc, cfg, segments, taken: vec![false; n], server_cap: cfg.kind.max_bps(Limits::default()), done: Vec::new() };
     // Beyond the run's end (and joins), the server side stops by itself.
-    shell::listen(&sock, Endpoint::new(gate), &mut host, t0, Until { stop, end_ns: t0 + ((sc.duration_s + 120.0) * 1e9) as u64 });
+    shell::listen(&sock, Endpoint::new(gate), &mut host, t0, Until { stop, end_ns: t0 + ((sc.duration_s + 120.0) * 1e9) as u64 })
+        .map_err(|e| failed(e.into()))?;
     let mut done = host.done;
     done.sort_by_key(|c| c.player);
     let json = serde_json::to_string(&done).context("encoding the circuits").map_err(failed)?;
@@ -431,7 +434,7 @@ pub fn run_clients(
     let asked = asked_kbps(cfg.kind.max_bps(Limits::default()));
     let mut members: Vec<Joiner<ClientEnd>> = shard.map(|p| Joiner::new(key.clone(), p, asked, t0 + (sc.join_time(p) * 1e9) as u64)).collect();
     let mut host = Joining { cfg, players: members.iter().map(|m| m.flow).collect() };
-    shell::population(&mut members, &socks, &mut host, progress, t0, Until { stop, end_ns: t0 + (sc.duration_s * 1e9) as u64 });
+    shell::population(&mut members, &socks, &mut host, progress, t0, Until { stop, end_ns: t0 + (sc.duration_s * 1e9) as u64 })?;
     Ok(members
         .into_iter()
         .map(|m| {
@@ -453,9 +456,11 @@ struct Joining<'a> {
     players: Vec<u32>,
 }
 
-impl Crowd<ClientEnd> for Joining<'_> {
-    fn start(&mut self, i: usize, now: u64) -> ClientEnd {
-        ClientEnd::new(Client::new(self.cfg.kind.build(Limits::default(), now), now), self.players[i].to_string())
+impl Crowd<Joiner<ClientEnd>> for Joining<'_> {
+    fn turn(&mut self, i: usize, now: u64, m: &mut Joiner<ClientEnd>) {
+        if matches!(m.phase(), endpoint::Joining::Admitted) {
+            m.up(now, ClientEnd::new(Client::new(self.cfg.kind.build(Limits::default(), now), now), self.players[i].to_string()));
+        }
     }
 }
 

@@ -189,7 +189,8 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
     say!("horde circuit: serving on {} ({} regulator), Ctrl-C stops", sock.local_addr().context("the bound address")?, mode.name());
     let t0 = real_ns();
     let mut host = Serving { a: &a, mode, model, script, backlog, csv: Csv::open(&a.csv)?, joined: 0, closed: Vec::new() };
-    horde_engine::shell::listen(&sock, Endpoint::new(gate), &mut host, t0, Until { stop, end_ns: t0 + a.duration.as_nanos() as u64 });
+    horde_engine::shell::listen(&sock, Endpoint::new(gate), &mut host, t0, Until { stop, end_ns: t0 + a.duration.as_nanos() as u64 })
+        .context("the server side")?;
     let closed = host.closed;
     host.csv.done()?;
     let summary: Vec<serde_json::Value> =
@@ -263,7 +264,7 @@ fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
     // Our own bound whatever the server says: a server that only ever answers with challenges
     // keeps a greeter asking, so the whole join ends at most 10 s past the duration.
     let end_ns = t0 + a.duration.as_nanos() as u64 + 10_000_000_000;
-    horde_engine::shell::population(&mut members, &socks, &mut host, &progress, t0, Until { stop, end_ns });
+    horde_engine::shell::population(&mut members, &socks, &mut host, &progress, t0, Until { stop, end_ns }).context("the client side")?;
     host.csv.done()?;
     let [m] = members;
     let c = match m.into_phase() {
@@ -316,20 +317,24 @@ struct JoinHost {
     end_ns: Option<u64>,
 }
 
-impl Crowd<ClientEnd> for JoinHost {
-    fn start(&mut self, _i: usize, now: u64) -> ClientEnd {
-        let cli = Client::new(self.kind.build(Limits::default(), now), now);
-        let name = cli.throttle().name();
-        say!("horde circuit: joined {} with the {name} throttle", self.server);
-        self.end_ns = Some(now + self.duration_ns);
-        ClientEnd::new(cli, name.into())
+impl Crowd<Joiner<ClientEnd>> for JoinHost {
+    fn turn(&mut self, _i: usize, now: u64, m: &mut Joiner<ClientEnd>) {
+        if matches!(m.phase(), Joining::Admitted) {
+            let cli = Client::new(self.kind.build(Limits::default(), now), now);
+            let name = cli.throttle().name();
+            say!("horde circuit: joined {} with the {name} throttle", self.server);
+            self.end_ns = Some(now + self.duration_ns);
+            m.up(now, ClientEnd::new(cli, name.into()));
+        }
     }
 
     fn deadline(&self) -> Option<u64> {
         self.end_ns
     }
 
-    fn second(&mut self, _i: usize, peer: &ClientEnd) {
-        self.csv.row(peer.rows.last().expect("a second closed"));
+    fn second(&mut self, _i: usize, m: &Joiner<ClientEnd>) {
+        if let Joining::Up(peer) = m.phase() {
+            self.csv.row(peer.rows.last().expect("a second closed"));
+        }
     }
 }
