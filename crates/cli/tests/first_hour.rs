@@ -105,15 +105,23 @@ fn decode_shows_windows_and_warns_of_shared_flow_ids() {
     assert!(out.contains("several senders probably used flow id 0"), "{out}");
 }
 
-/// A machine-readable progress stream for dashboards: one JSON object per second.
+/// A machine-readable event stream for dashboards: one JSON object per second, and the run's
+/// other events (planned, notes) as lines of the same stream.
 #[test]
 fn progress_as_json_lines() {
     let dir = Scratch::new("fh-progress");
     let f = dir.path("progress.jsonl");
     let o = run(horde().args(["demo", "-t", "3s", "-n", "20", "--out", dir.path("d").to_str().unwrap(), "--progress-file", f.to_str().unwrap()]));
     assert!(o.status.success(), "{}", text(&o));
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&f).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&f)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["event"] == "progress")
+        .collect();
     assert!((2..=4).contains(&lines.len()), "{} lines", lines.len());
+    let planned = std::fs::read_to_string(&f).unwrap().lines().filter(|l| l.contains(r#""event":"planned""#)).count();
+    assert_eq!(planned, 1, "the plan is a line of the stream");
     let last = &lines[lines.len() - 1]["progress"];
     assert!(last["sent_packets"].as_u64().unwrap() > 0 && last["down_pkt_s"].as_u64().unwrap() > 0, "{last}");
     let players: u64 = last["categories"].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum();

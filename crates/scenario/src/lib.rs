@@ -105,19 +105,32 @@ pub struct AgentRates {
     pub received_bit_s: u64,
 }
 
-/// One line of `--progress json`.
+/// One line of a run's event stream: what `--progress json` writes (one JSON object per line)
+/// and what the console's API streams (`horde ui`, docs/openapi.json) — one type for both
+/// (docs/schemas/progress.schema.json). Every line names its scenario (or flow file).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct ProgressLine {
-    /// Always "progress".
-    pub event: String,
-    /// The scenario's (or flow file's) name.
-    pub scenario: String,
-    pub progress: Snapshot,
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventLine {
+    /// The behaviour process planned every player, in `seconds`.
+    Planned { scenario: String, seconds: f64 },
+    /// A line for people (placement up, a command applied or refused, …).
+    Note { scenario: String, text: String },
+    /// Once a second while the run goes on.
+    Progress { scenario: String, progress: Snapshot },
+    /// The run is over: its exit code (0 done, 1 failed, 2 bad input, 130 stopped) and its
+    /// report directory (written by whoever watched the run end: the console).
+    Finished { scenario: String, exit: u8, report: String },
 }
 
-impl ProgressLine {
-    pub fn new(scenario: &str, progress: Snapshot) -> ProgressLine {
-        ProgressLine { event: "progress".into(), scenario: scenario.into(), progress }
+impl EventLine {
+    /// The line for `e` of scenario `scenario`.
+    pub fn of(scenario: &str, e: &Event) -> EventLine {
+        let scenario = scenario.to_string();
+        match e {
+            Event::Planned { seconds } => EventLine::Planned { scenario, seconds: *seconds },
+            Event::Note(text) => EventLine::Note { scenario, text: text.clone() },
+            Event::Tick(progress) => EventLine::Progress { scenario, progress: progress.clone() },
+        }
     }
 }
 

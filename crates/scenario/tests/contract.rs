@@ -70,7 +70,7 @@ fn summary_json_follows_its_schema() {
 
 #[test]
 fn progress_lines_follow_their_schema_on_one_machine_and_through_agents() {
-    let schema = pinned("progress", schemars::schema_for!(horde_scenario::ProgressLine));
+    let schema = pinned("progress", schemars::schema_for!(horde_scenario::EventLine));
     let text = "name = \"progress\"\nservice = \"quake3\"\nplayers = 3\nduration = \"2s\"\nseed = 5\nserver = \"127.0.0.1:0\"\n";
     let sc = Scenario::parse(text, "contract.toml", Path::new(".")).unwrap();
     let out = std::env::temp_dir().join(format!("horde-contract-progress-{}", std::process::id()));
@@ -78,6 +78,8 @@ fn progress_lines_follow_their_schema_on_one_machine_and_through_agents() {
     let stop = AtomicBool::new(false);
     let ticks = std::sync::Mutex::new(Vec::new());
     let events = |e: &horde_scenario::Event| {
+        // Every kind of event is a line of the same stream, and follows the same schema.
+        validate(&schema, &serde_json::to_value(horde_scenario::EventLine::of("progress", e)).unwrap(), "an event line");
         if let horde_scenario::Event::Tick(s) = e {
             ticks.lock().unwrap().push(s.clone());
         }
@@ -87,14 +89,20 @@ fn progress_lines_follow_their_schema_on_one_machine_and_through_agents() {
     let ticks = ticks.into_inner().unwrap();
     assert!(!ticks.is_empty(), "a 2-s run reports progress");
     for t in &ticks {
-        let line = serde_json::to_value(horde_scenario::ProgressLine::new("progress", t.clone())).unwrap();
+        let line = serde_json::to_value(horde_scenario::EventLine::Progress { scenario: "progress".into(), progress: t.clone() }).unwrap();
         validate(&schema, &line, "a progress line");
         assert_eq!(t.categories.iter().map(|c| c.1).sum::<u32>(), 3, "every player is in one category: {t:?}");
     }
     // Through agents: the same line with each agent's rates.
     let mut t = ticks[0].clone();
     t.agents.push(horde_scenario::AgentRates { agent: "a".into(), sent_pkt_s: 1, sent_bit_s: 8, received_pkt_s: 2, received_bit_s: 16 });
-    validate(&schema, &serde_json::to_value(horde_scenario::ProgressLine::new("progress", t)).unwrap(), "an agents' progress line");
+    validate(
+        &schema,
+        &serde_json::to_value(horde_scenario::EventLine::Progress { scenario: "progress".into(), progress: t }).unwrap(),
+        "an agents' progress line",
+    );
+    let end = horde_scenario::EventLine::Finished { scenario: "progress".into(), exit: 0, report: out.display().to_string() };
+    validate(&schema, &serde_json::to_value(end).unwrap(), "a finished line");
     std::fs::remove_dir_all(&out).unwrap();
 }
 

@@ -71,8 +71,8 @@ impl Progress {
 }
 
 /// Prints a run's events, on one machine or through agents alike: notes as lines, progress as
-/// one line rewritten in place on a terminal (every 5 s otherwise), or as JSON lines
-/// ([`horde_scenario::ProgressLine`], docs/schemas/progress.schema.json).
+/// one line rewritten in place on a terminal (every 5 s otherwise), or every event as a JSON
+/// line ([`horde_scenario::EventLine`], docs/schemas/progress.schema.json).
 pub struct Printer<'a> {
     pub sc: &'a Scenario,
     pub progress: Progress,
@@ -89,6 +89,16 @@ impl<'a> Printer<'a> {
     pub fn event(&self, e: &Event) {
         use std::sync::atomic::Ordering::Relaxed;
         let sc = self.sc;
+        if let Progress::Json(file) = &self.progress {
+            // Every event is a line of the stream, notes included: a reader sees one format.
+            let line = serde_json::to_string(&horde_scenario::EventLine::of(&sc.name, e)).unwrap_or_default();
+            self.progress.json(&(line + "\n"));
+            // On standard error the stream is all there is; beside a file, people still read
+            // the notes on the terminal.
+            if file.is_none() || matches!(e, Event::Tick(_)) {
+                return;
+            }
+        }
         if !matches!(e, Event::Tick(_)) && self.open.swap(false, Relaxed) {
             say!();
         }
@@ -103,10 +113,6 @@ impl<'a> Printer<'a> {
                 sc.seed
             ),
             Event::Note(m) => say!("horde run: {m}"),
-            Event::Tick(s) if matches!(self.progress, Progress::Json(_)) => {
-                let line = serde_json::to_string(&horde_scenario::ProgressLine::new(&sc.name, s.clone())).unwrap_or_default();
-                self.progress.json(&(line + "\n"));
-            }
             Event::Tick(s) if matches!(self.progress, Progress::Text) => {
                 let cats: Vec<String> = s.categories.iter().map(|(n, c)| format!("{n} {c}")).collect();
                 let agents: Vec<String> = s.agents.iter().map(|a| format!("{} {}/{}", a.agent, a.sent_pkt_s, a.received_pkt_s)).collect();
