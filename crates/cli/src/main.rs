@@ -49,6 +49,8 @@ enum Command {
     Agent(cmd::agent::Args),
     /// One regulated virtual-world circuit (OpenSim-like LLUDP): `serve` regulates an avatar's traffic at the rate `join`'s throttle asks for.
     Circuit(cmd::circuit::Args),
+    /// The live console: start scenarios, watch their events and steer them from a browser (loopback, a token per start).
+    Ui(cmd::ui::Args),
 }
 
 /// An error with the exit code it should produce.
@@ -115,6 +117,7 @@ fn main() -> ExitCode {
         Command::Bots(a) => cmd::bots::run(a, &stop),
         Command::Agent(a) => cmd::agent::run(a, &stop),
         Command::Circuit(a) => cmd::circuit::run(a, &stop),
+        Command::Ui(a) => cmd::ui::run(a, &stop),
     };
     match result {
         Ok(code) => ExitCode::from(code),

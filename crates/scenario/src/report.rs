@@ -170,6 +170,16 @@ impl LinkSeries {
     }
 }
 
+/// One verdict box of the report: a label, its value, the limit it was judged against, and
+/// whether it is what a good run shows.
+#[derive(Serialize, Deserialize, Debug, Clone, schemars::JsonSchema)]
+pub struct VerdictBox {
+    pub label: String,
+    pub value: String,
+    pub limit: String,
+    pub ok: bool,
+}
+
 /// Everything a run produced: `summary.json`.
 #[derive(Serialize, Debug, schemars::JsonSchema)]
 pub struct Summary {
@@ -206,6 +216,9 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub online: Vec<OnlineChange>,
     pub analysis: GameAnalysis,
+    /// The report's verdict boxes (the same as index.html's): every player connected, nothing
+    /// lost, each rate and fit within what chance allows at its sample size (the limit shown).
+    pub verdicts: Vec<VerdictBox>,
 }
 
 /// The online target from a time on (seconds of the players' clock).
@@ -402,7 +415,11 @@ pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, 
         distributed: o.distributed,
         online: OnlineChange::of(&o.online, sc.players),
         analysis: g,
+        verdicts: Vec::new(),
     };
+    let mut summary = summary;
+    // The page's boxes and summary.json's are one computation.
+    summary.verdicts = verdict(&summary).into_iter().map(|v| VerdictBox { label: v.label, value: v.value, limit: v.limit, ok: v.ok }).collect();
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
     std::fs::write(out.join("scenario.toml"), &sc.text).context("writing scenario.toml")?;
     let mut note = summary.interruption.as_ref().map(|i| format!(" — {}", i.note(sc.duration_s))).unwrap_or_default();
@@ -416,7 +433,11 @@ pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, 
         summary.distributed.as_ref().map(|d| agents_table(d, "APDUs")).as_deref(),
         &summary.analysis,
         &charts,
-        &verdict(&summary),
+        &summary
+            .verdicts
+            .iter()
+            .map(|v| horde_stats::html::Verdict { label: v.label.clone(), value: v.value.clone(), limit: v.limit.clone(), ok: v.ok })
+            .collect::<Vec<_>>(),
     );
     std::fs::write(out.join("index.html"), page).context("writing index.html")?;
     Ok(summary)

@@ -22,11 +22,21 @@ impl CommandArgs {
     /// Starts reading (a thread that ends with its input) and returns the channel; `None`
     /// without `--commands`.
     pub fn open(&self) -> Result<Option<Commands>, Failure> {
-        let Some(path) = self.commands.clone() else { return Ok(None) };
+        if self.commands.is_none() {
+            return Ok(None);
+        }
+        let (tx, commands) = Commands::channel();
+        self.feed(tx)?;
+        Ok(Some(commands))
+    }
+
+    /// Starts reading `--commands` into `tx` (another source, such as the console, may send
+    /// there too); nothing without `--commands`.
+    pub fn feed(&self, tx: std::sync::mpsc::Sender<Result<Command, String>>) -> Result<(), Failure> {
+        let Some(path) = self.commands.clone() else { return Ok(()) };
         if path.as_os_str() != "-" && !path.exists() {
             return Err(crate::bad_input(anyhow::anyhow!("--commands {}: no such file (give a file, a FIFO, or - for standard input)", path.display())));
         }
-        let (tx, commands) = Commands::channel();
         let spawned = std::thread::Builder::new().name("horde-commands".into()).spawn(move || {
             if path.as_os_str() == "-" {
                 horde_scenario::control::read(std::io::stdin().lock(), &tx);
@@ -41,7 +51,7 @@ impl CommandArgs {
             }
         });
         spawned.map_err(|e| anyhow::anyhow!("starting the command reader: {e}"))?;
-        Ok(Some(commands))
+        Ok(())
     }
 }
 

@@ -12,6 +12,7 @@ pub mod recv;
 pub mod run;
 pub mod send;
 pub mod services;
+pub mod ui;
 
 use std::path::{Path, PathBuf};
 

@@ -57,6 +57,9 @@ pub struct Args {
     /// With --agents: an agent that hears nothing from the controller for this long stops its traffic, and a running agent silent this long is reported lost (1s..60s; default: the [agents] table's deadman, else 3s)
     #[arg(long, value_name = "DURATION")]
     pub deadman: Option<String>,
+    /// Attach a live console (`horde ui`'s) at ADDR, e.g. 127.0.0.1:7070 (loopback; port 0: any free one): it shows this run's events and takes its commands; its URL, with the token, is printed
+    #[arg(long, value_name = "ADDR")]
+    pub ui: Option<SocketAddr>,
     /// Internal: run only the server side (started by `horde run` as a child process)
     #[arg(long, hide = true)]
     pub serve_only: bool,
@@ -106,15 +109,25 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         return Ok(0);
     }
     let progress = Progress::of(&args.progress)?;
-    let commands = args.commands.open()?;
+    let (console, commands) = match args.ui {
+        Some(addr) => {
+            let (c, commands) = super::ui::attach(addr, &sc, &out, &args.commands)?;
+            (Some(c), Some(commands))
+        }
+        None => (None, args.commands.open()?),
+    };
     // `--agents` (or the scenario's `[agents]` table): this process is the controller.
-    if let Some(list) = args.agents.clone().or_else(|| sc.agents.as_ref().map(|a| a.list.join(","))) {
-        return agents::run(&args, &sc, &list, &out, progress, stop, commands.as_ref());
+    let r = if let Some(list) = args.agents.clone().or_else(|| sc.agents.as_ref().map(|a| a.list.join(","))) {
+        agents::run(&args, &sc, &list, &out, progress, stop, commands.as_ref())
+    } else if args.server_agent.is_some() {
+        Err(bad_input(anyhow::anyhow!("--server-agent needs agents: --agents LIST, or an [agents] table in the scenario")))
+    } else {
+        execute(&sc, Some(&args.scenario), &out, progress, stop, commands.as_ref())
+    };
+    if let Some(c) = console {
+        super::ui::finished(c, &r);
     }
-    if args.server_agent.is_some() {
-        return Err(bad_input(anyhow::anyhow!("--server-agent needs agents: --agents LIST, or an [agents] table in the scenario")));
-    }
-    execute(&sc, Some(&args.scenario), &out, progress, stop, commands.as_ref())
+    r
 }
 
 /// Runs a scenario through the library and prints what it reports.

@@ -89,6 +89,9 @@ impl<'a> Printer<'a> {
     pub fn event(&self, e: &Event) {
         use std::sync::atomic::Ordering::Relaxed;
         let sc = self.sc;
+        if let Some(tee) = crate::cmd::ui::TEE.get() {
+            tee(e);
+        }
         if let Progress::Json(file) = &self.progress {
             // Every event is a line of the stream, notes included: a reader sees one format.
             let line = serde_json::to_string(&horde_scenario::EventLine::of(&sc.name, e)).unwrap_or_default();

@@ -1,0 +1,165 @@
+// Horde console: a client of the run driver's channel. Events come as server-sent events (one
+// EventLine each, numbered; the browser resumes with Last-Event-ID after a drop), commands go
+// as the same JSON objects as `horde run --commands` lines. The token travels in the
+// HttpOnly cookie the first page set.
+"use strict";
+const $ = (s) => document.querySelector(s);
+const api = async (path, body) => {
+  const r = await fetch(path, body === undefined ? {} : { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  const text = await r.text();
+  let v = null;
+  try { v = text ? JSON.parse(text) : null; } catch (_) { v = { error: text }; }
+  if (!r.ok) throw new Error((v && v.error) || r.statusText);
+  return v;
+};
+const el = (tag, text, cls) => { const e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; };
+
+let current = null; // { id, source, charts, data }
+const MAX_POINTS = 3600;
+
+function chart(node, series) {
+  const width = Math.max(360, node.clientWidth || 480);
+  const opts = { width, height: 220, series: [{ label: "t (s)" }, ...series.map((s, i) => ({ label: s, stroke: palette(i), width: 1.5 }))], axes: [{}, {}], scales: { x: { time: false } } };
+  node.textContent = "";
+  return new uPlot(opts, [[], ...series.map(() => [])], node);
+}
+function palette(i) { return ["#2553a3", "#c2571a", "#2a7a3b", "#8a2be2", "#a33", "#0a8f8f", "#b59a00", "#555"][i % 8]; }
+
+function openRun(info) {
+  if (current && current.source) current.source.close();
+  $("#run").hidden = false;
+  $("#run-title").textContent = `Run ${info.id}: ${info.scenario}`;
+  $("#notes").textContent = "";
+  $("#cmd-error").textContent = "";
+  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [] } };
+  current.charts.rates = chart($("#chart-rates"), ["up pkt/s", "down pkt/s"]);
+  current.charts.bits = chart($("#chart-bits"), ["up kbit/s", "down kbit/s"]);
+  $("#chart-players").textContent = "";
+  showState(info);
+  const src = new EventSource(`/api/v1/runs/${info.id}/events`);
+  current.source = src;
+  src.onopen = () => setConn(true);
+  src.onerror = () => setConn(false);
+  src.onmessage = (m) => { try { onEvent(JSON.parse(m.data)); } catch (e) { console.error(e); } };
+}
+
+function showState(info) {
+  const s = $("#run-state");
+  s.textContent = "";
+  if (info.state === "running") { s.append(el("span", "running", "ok")); return; }
+  s.append(el("span", `finished (exit ${info.exit}) `, info.exit === 0 ? "ok" : "fail"));
+  const a = el("a", "open the report");
+  a.href = `/api/v1/runs/${info.id}/report/index.html`;
+  a.target = "_blank";
+  s.append(a);
+}
+
+function onEvent(e) {
+  if (!current) return;
+  if (e.event === "progress") return progress(e.progress);
+  if (e.event === "note") return note(e.text);
+  if (e.event === "planned") return note(`behaviour planned in ${e.seconds.toFixed(2)} s`);
+  if (e.event === "finished") {
+    note(`finished: exit ${e.exit}; report in ${e.report}`);
+    current.info.state = "finished"; current.info.exit = e.exit;
+    showState(current.info);
+    current.source.close();
+    refreshRuns();
+  }
+}
+
+function note(text) {
+  const li = el("li", text);
+  $("#notes").append(li);
+  while ($("#notes").children.length > 2000) $("#notes").firstChild.remove();
+  li.scrollIntoView({ block: "nearest" });
+}
+
+function progress(p) {
+  const d = current.data;
+  if (!current.categories && p.categories.length) {
+    current.categories = p.categories.map((c) => c[0]);
+    current.charts.players = chart($("#chart-players"), ["online", ...current.categories]);
+    d.players = [[], ...current.categories.map(() => [])];
+  }
+  d.t.push(p.t_s);
+  d.up.push(p.up_pkt_s); d.down.push(p.down_pkt_s);
+  d.upb.push(p.up_bit_s / 1e3); d.downb.push(p.down_bit_s / 1e3);
+  if (current.categories) {
+    const byName = Object.fromEntries(p.categories);
+    d.players[0].push(p.categories.reduce((s, c) => s + c[1], 0));
+    current.categories.forEach((c, i) => d.players[i + 1].push(byName[c] || 0));
+  }
+  if (d.t.length > MAX_POINTS) for (const k of ["t", "up", "down", "upb", "downb"]) d[k].shift();
+  if (d.players.length && d.players[0].length > MAX_POINTS) d.players.forEach((s) => s.shift());
+  current.charts.rates.setData([d.t, d.up, d.down]);
+  current.charts.bits.setData([d.t, d.upb, d.downb]);
+  if (current.charts.players) current.charts.players.setData([d.t, ...d.players]);
+  const table = $("#agents");
+  table.hidden = !p.agents.length;
+  const body = table.querySelector("tbody");
+  body.textContent = "";
+  for (const a of p.agents) {
+    const tr = el("tr");
+    for (const v of [a.agent, a.sent_pkt_s, (a.sent_bit_s / 1e3).toFixed(1), a.received_pkt_s, (a.received_bit_s / 1e3).toFixed(1)]) tr.append(el("td", String(v)));
+    body.append(tr);
+  }
+}
+
+function setConn(ok) { const c = $("#conn"); c.textContent = ok ? "live" : "reconnecting…"; c.className = "pill " + (ok ? "ok" : "bad"); }
+
+async function command(c) {
+  $("#cmd-error").textContent = "";
+  if (!current) return;
+  try { await api(`/api/v1/runs/${current.id}/commands`, c); } catch (e) { $("#cmd-error").textContent = e.message; }
+}
+
+async function refreshRuns() {
+  try {
+    const runs = await api("/api/v1/runs");
+    const ul = $("#runs"); ul.textContent = "";
+    for (const r of runs.slice().reverse()) {
+      const a = el("a", `#${r.id} ${r.scenario} — ${r.state === "running" ? "running" : "exit " + r.exit}`);
+      a.onclick = () => openRun(r);
+      const li = el("li"); li.append(a); ul.append(li);
+    }
+    setConn(true);
+    return runs;
+  } catch (e) { setConn(false); return []; }
+}
+
+async function refreshPast() {
+  try {
+    const past = await api("/api/v1/past");
+    const ul = $("#past"); ul.textContent = "";
+    for (const p of past.slice(0, 50)) {
+      const bad = p.verdicts.filter((v) => !v.ok).length;
+      const li = el("li", `${p.dir.split("/").pop()} — ${p.kind}${p.interrupted ? ", stopped early" : ""}${p.verdicts.length ? (bad ? `, ${bad} verdict(s) failed` : ", all verdicts pass") : ""}`, bad ? "fail" : "");
+      li.title = p.verdicts.map((v) => `${v.ok ? "✓" : "✗"} ${v.label}: ${v.value} (limit ${v.limit})`).join("\n");
+      ul.append(li);
+    }
+  } catch (_) { /* shown by the connection pill */ }
+}
+
+$("#start").onsubmit = async (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target);
+  const body = { scenario: f.get("scenario") };
+  for (const k of ["players", "online"]) if (f.get(k)) body[k] = Number(f.get(k));
+  if (f.get("duration")) body.duration = f.get("duration");
+  $("#start-error").textContent = "";
+  try { const info = await api("/api/v1/runs", body); await refreshRuns(); openRun(info); } catch (e) { $("#start-error").textContent = e.message; }
+};
+$("#online").onsubmit = (ev) => { ev.preventDefault(); command({ command: "players", online: Number(new FormData(ev.target).get("online")) }); };
+$("#link").onsubmit = (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target);
+  const set = {};
+  for (const k of ["delay", "loss"]) if (f.get(k)) set[k] = f.get(k);
+  command({ command: "link", a: f.get("a"), b: f.get("b"), set });
+};
+$("#stop").onclick = () => command({ command: "stop" });
+
+refreshRuns().then((runs) => { const live = runs.filter((r) => r.state === "running"); if (live.length) openRun(live[live.length - 1]); });
+refreshPast();
+setInterval(refreshRuns, 5000);

@@ -1,0 +1,225 @@
+//! The console's HTTP/JSON API (`/api/v1/…`, docs/openapi.json) and its pages. Every request
+//! passes the [`Guard`] first; bodies are bounded ([`MAX_BODY`]) and so are connections
+//! (`crate::MAX_CONNECTIONS`).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream::{self, Stream};
+use horde_scenario::control::Command;
+use serde::Deserialize;
+
+use crate::guard::{Guard, Headers, COOKIE};
+use crate::hub::{Hub, Refused};
+use crate::runs::{self, StartRun};
+
+/// A request body is at most this long (a command is at most 16 KiB).
+pub const MAX_BODY: usize = 64 * 1024;
+/// Event lines sent per read of the hub.
+const BATCH: usize = 512;
+
+pub struct App {
+    pub hub: Arc<Hub>,
+    pub guard: Guard,
+    /// Where past runs' report directories are.
+    pub runs_dir: std::path::PathBuf,
+    /// Runs can be started from the console (not when it is attached to one run).
+    pub can_start: bool,
+}
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(page))
+        .route("/assets/{name}", get(asset))
+        .route("/api/v1/openapi.json", get(|| async { Json(crate::openapi::document()) }))
+        .route("/api/v1/runs", get(list).post(start))
+        .route("/api/v1/runs/{id}", get(info))
+        .route("/api/v1/runs/{id}/commands", post(command))
+        .route("/api/v1/runs/{id}/events", get(events))
+        .route("/api/v1/runs/{id}/report/{*path}", get(report))
+        .route("/api/v1/past", get(past))
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(app)
+}
+
+/// A refusal as JSON: `{"error": "…"}` with its status.
+pub fn refuse(status: u16, message: impl Into<String>) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    (code, Json(serde_json::json!({ "error": message.into() }))).into_response()
+}
+
+fn refused(r: Refused) -> Response {
+    let status = match r {
+        Refused::NoSuchRun(_) => 404,
+        Refused::Finished(_) | Refused::Full => 409,
+        Refused::Command(_) => 400,
+    };
+    refuse(status, r.to_string())
+}
+
+async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let verdict = {
+        let h = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok());
+        let headers = Headers {
+            host: h("host"),
+            origin: h("origin"),
+            sec_fetch_site: h("sec-fetch-site"),
+            authorization: h("authorization"),
+            cookie: h("cookie"),
+            query: req.uri().query(),
+        };
+        app.guard.check(&headers)
+    };
+    match verdict {
+        Err(r) => refuse(r.status(), r.message()),
+        // The printed URL: set the cookie, and send the page again without the token.
+        Ok(true) if req.uri().path() == "/" => {
+            let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", app.guard.token());
+            let mut r = Response::new(Body::empty());
+            *r.status_mut() = StatusCode::SEE_OTHER;
+            r.headers_mut().insert(header::LOCATION, HeaderValue::from_static("/"));
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                r.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            r
+        }
+        Ok(_) => {
+            let mut r = next.run(req).await;
+            let h = r.headers_mut();
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+            h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+            h.insert(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static("default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"),
+            );
+            r
+        }
+    }
+}
+
+async fn page() -> Response {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], crate::assets::INDEX).into_response()
+}
+
+async fn asset(Path(name): Path<String>) -> Response {
+    match crate::assets::get(&name) {
+        Some((mime, body)) => ([(header::CONTENT_TYPE, mime)], body).into_response(),
+        None => refuse(404, format!("no asset {name}")),
+    }
+}
+
+async fn list(State(app): State<Arc<App>>) -> Response {
+    Json(app.hub.list()).into_response()
+}
+
+async fn info(State(app): State<Arc<App>>, Path(id): Path<u32>) -> Response {
+    app.hub.info(id).map(|i| Json(i).into_response()).unwrap_or_else(refused)
+}
+
+async fn start(State(app): State<Arc<App>>, body: String) -> Response {
+    if !app.can_start {
+        return refuse(409, "this console is attached to one run (horde run … --ui): start others with `horde ui`");
+    }
+    let req: StartRun = match serde_json::from_str(&body) {
+        Ok(r) => r,
+        Err(e) => return refuse(400, format!("{e}: a start is {{\"scenario\": \"examples/wow.toml\"}} with optional players, online, duration, seed")),
+    };
+    match runs::start(&app.hub, &app.runs_dir, req).await {
+        Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),
+        Err((status, m)) => refuse(status, m),
+    }
+}
+
+/// A command: the same JSON object as a `--commands` line.
+async fn command(State(app): State<Arc<App>>, Path(id): Path<u32>, body: String) -> Response {
+    let c: Command = match Command::parse(body.trim()) {
+        Ok(c) => c,
+        Err(m) => return refuse(400, m),
+    };
+    if let Command::Players { online, .. } = &c {
+        if *online == 0 || *online > horde_model::scenario::MAX_PLAYERS {
+            return refuse(400, format!("online must be 1..={}", horde_model::scenario::MAX_PLAYERS));
+        }
+    }
+    match app.hub.command(id, c) {
+        Ok(()) => (StatusCode::ACCEPTED, Json(serde_json::json!({ "accepted": true }))).into_response(),
+        Err(r) => refused(r),
+    }
+}
+
+#[derive(Deserialize)]
+struct After {
+    after: Option<u64>,
+}
+
+/// The run's event lines as server-sent events, each with its number as the event id: a
+/// client that reconnects with `Last-Event-ID` (browsers do) or `?after=N` gets every line
+/// after it still kept; the stream ends after the run's `finished` line.
+async fn events(State(app): State<Arc<App>>, Path(id): Path<u32>, Query(q): Query<After>, headers: HeaderMap) -> Response {
+    if let Err(r) = app.hub.info(id) {
+        return refused(r);
+    }
+    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
+    let from = last.or(q.after).map_or(0, |n| n + 1);
+    Sse::new(stream_from(app.hub.clone(), id, from)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response()
+}
+
+fn stream_from(hub: Arc<Hub>, id: u32, from: u64) -> impl Stream<Item = Result<Event, Infallible>> {
+    let changes = hub.changes();
+    stream::unfold((hub, changes, from, false), move |(hub, mut changes, next, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            let Ok((first, lines, finished)) = hub.since(id, next, BATCH) else { return None };
+            if !lines.is_empty() {
+                let n = lines.len() as u64;
+                let evs: Vec<Result<Event, Infallible>> =
+                    lines.into_iter().enumerate().map(|(k, l)| Ok(Event::default().id((first + k as u64).to_string()).data(l))).collect();
+                let over = finished && hub.since(id, first + n, 1).map(|x| x.1.is_empty()).unwrap_or(true);
+                return Some((stream::iter(evs), (hub, changes, first + n, over)));
+            }
+            if finished {
+                return None;
+            }
+            if changes.changed().await.is_err() {
+                return None;
+            }
+        }
+    })
+    .flat_map(|s| s)
+}
+
+use futures_util::StreamExt as _;
+
+/// A file of a run's report directory (its index.html, charts, summary.json).
+async fn report(State(app): State<Arc<App>>, Path((id, path)): Path<(u32, String)>) -> Response {
+    let out = match app.hub.info(id) {
+        Ok(i) => std::path::PathBuf::from(i.out),
+        Err(r) => return refused(r),
+    };
+    match runs::report_file(&out, &path) {
+        Ok((mime, bytes)) => ([(header::CONTENT_TYPE, mime)], bytes).into_response(),
+        Err(m) => refuse(404, m),
+    }
+}
+
+/// Past runs: the report directories under the runs directory, with their verdicts.
+async fn past(State(app): State<Arc<App>>) -> Response {
+    let dir = app.runs_dir.clone();
+    match tokio::task::spawn_blocking(move || runs::past(&dir)).await {
+        Ok(v) => Json(v).into_response(),
+        Err(_) => refuse(500, "listing past runs failed"),
+    }
+}

@@ -1,0 +1,78 @@
+//! The console API's OpenAPI 3.1 document, made from the types the API speaks (the schemas are
+//! schemars' output for them: the same types as `--progress json` and `--commands`). Kept in
+//! docs/openapi.json; `tests/openapi.rs` fails when the file is not what this makes
+//! (`HORDE_UPDATE_SCHEMAS=1 cargo test -p horde-console` rewrites it).
+
+use serde_json::{json, Value};
+
+/// The API's version (the paths' `/api/v1`); bumped by incompatible changes.
+pub const VERSION: &str = "1.0.0";
+
+fn schema<T: schemars::JsonSchema>() -> Value {
+    let mut s = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    // Definitions move to components; references follow them.
+    let defs = s.as_object_mut().and_then(|o| o.remove("definitions"));
+    let mut text = s.to_string().replace("#/definitions/", "#/components/schemas/");
+    if let Some(d) = defs {
+        text = format!("{{\"schema\":{text},\"defs\":{}}}", d.to_string().replace("#/definitions/", "#/components/schemas/"));
+    } else {
+        text = format!("{{\"schema\":{text},\"defs\":{{}}}}");
+    }
+    serde_json::from_str(&text).unwrap_or_default()
+}
+
+pub fn document() -> Value {
+    let mut components = serde_json::Map::new();
+    let mut add = |name: &str, v: Value| {
+        if let Some(d) = v["defs"].as_object() {
+            for (k, s) in d {
+                components.insert(k.clone(), s.clone());
+            }
+        }
+        let mut s = v["schema"].clone();
+        if let Some(o) = s.as_object_mut() {
+            o.remove("$schema");
+        }
+        components.insert(name.into(), s);
+    };
+    add("EventLine", schema::<horde_scenario::EventLine>());
+    add("Command", schema::<horde_scenario::control::Command>());
+    add("RunInfo", schema::<crate::hub::RunInfo>());
+    add("StartRun", schema::<crate::runs::StartRun>());
+    add("PastRun", schema::<crate::runs::PastRun>());
+    components.insert("Error".into(), json!({"type": "object", "required": ["error"], "properties": {"error": {"type": "string", "description": "What is wrong and how to fix it (the CLI's message)"}}}));
+    let r = |name: &str| json!({ "$ref": format!("#/components/schemas/{name}") });
+    let err = |what: &str| json!({ "description": what, "content": { "application/json": { "schema": r("Error") } } });
+    let ok = |what: &str, s: Value| json!({ "description": what, "content": { "application/json": { "schema": s } } });
+    let id = json!([{ "name": "id", "in": "path", "required": true, "schema": { "type": "integer", "minimum": 1 } }]);
+    let guarded = json!({ "401": err("No token or a wrong one"), "403": err("The Host header does not name the console, or another site's page sent it") });
+    let with = |mut m: Value| {
+        if let (Some(o), Some(g)) = (m.as_object_mut(), guarded.as_object()) {
+            o.extend(g.clone());
+        }
+        m
+    };
+    json!({
+        "openapi": "3.1.0",
+        "info": { "title": "Horde console API", "version": VERSION, "description": "The run driver's typed events and commands over HTTP (horde ui). Every request carries the token `horde ui` printed: Authorization: Bearer TOKEN, or the horde_ui cookie the first page sets." },
+        "components": { "schemas": components, "securitySchemes": { "token": { "type": "http", "scheme": "bearer" }, "cookie": { "type": "apiKey", "in": "cookie", "name": crate::guard::COOKIE } } },
+        "security": [{ "token": [] }, { "cookie": [] }],
+        "paths": {
+            "/api/v1/runs": {
+                "get": { "summary": "Runs the console holds", "responses": with(json!({ "200": ok("The runs", json!({ "type": "array", "items": r("RunInfo") })) })) },
+                "post": { "summary": "Start a scenario (as horde run FILE with its overrides)", "requestBody": { "required": true, "content": { "application/json": { "schema": r("StartRun") } } },
+                    "responses": with(json!({ "201": ok("Started", r("RunInfo")), "400": err("A bad scenario or override, named as horde run names it; or it needs root"), "409": err("Attached to one run, or too many running") })) }
+            },
+            "/api/v1/runs/{id}": { "get": { "summary": "One run", "parameters": id, "responses": with(json!({ "200": ok("The run", r("RunInfo")), "404": err("No such run") })) } },
+            "/api/v1/runs/{id}/commands": { "post": { "summary": "A command to a running run: the same object as a --commands line", "parameters": id,
+                "requestBody": { "required": true, "content": { "application/json": { "schema": r("Command") } } },
+                "responses": with(json!({ "202": ok("Passed to the run's channel (its effect shows as a note and in the progress)", json!({ "type": "object" })), "400": err("Not a command, or a bad value"), "404": err("No such run"), "409": err("The run has finished") })) } },
+            "/api/v1/runs/{id}/events": { "get": { "summary": "The run's event lines as server-sent events; each event's id is its line number: reconnect with Last-Event-ID (or ?after=N) to resume", "parameters": id,
+                "responses": with(json!({ "200": { "description": "text/event-stream; each data is one EventLine", "content": { "text/event-stream": { "schema": r("EventLine") } } }, "404": err("No such run") })) } },
+            "/api/v1/runs/{id}/report/{path}": { "get": { "summary": "A file of the run's report directory (index.html, summary.json, charts/…)", "parameters": [id[0].clone(), { "name": "path", "in": "path", "required": true, "schema": { "type": "string" } }],
+                "responses": with(json!({ "200": { "description": "The file" }, "404": err("Not a file of the report") })) } },
+            "/api/v1/past": { "get": { "summary": "Past runs: report directories under the runs directory, newest first, with their verdicts", "responses": with(json!({ "200": ok("Past runs", json!({ "type": "array", "items": r("PastRun") })) })) } },
+            "/api/v1/openapi.json": { "get": { "summary": "This document", "responses": with(json!({ "200": { "description": "OpenAPI 3.1" } })) } }
+        }
+    })
+}
