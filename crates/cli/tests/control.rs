@@ -51,12 +51,7 @@ fn the_online_target_of_a_running_wow_scenario_follows_the_channel() {
     assert_eq!(changes.iter().map(|c| c["online"].as_u64().unwrap()).collect::<Vec<_>>(), vec![300, 600, 150]);
     let (up_at, down_at) = (changes[1]["at_s"].as_f64().unwrap(), changes[2]["at_s"].as_f64().unwrap());
     // The online count (players per category, summed) in the progress lines follows.
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&progress)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|l| l["event"] == "progress")
-        .collect();
+    let lines = progress_lines(&progress);
     let online = |l: &serde_json::Value| l["progress"]["categories"].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum::<u64>();
     let t = |l: &serde_json::Value| l["progress"]["t_s"].as_f64().unwrap();
     let when = |a: f64, b: f64| lines.iter().filter(move |l| t(l) > a && t(l) < b).map(online).collect::<Vec<_>>();

@@ -558,12 +558,7 @@ fn a_regulated_scenario_through_two_agents_gives_one_report_with_every_circuit()
     assert_eq!(c.wait(Duration::from_secs(90)), 0, "{}", c.text());
     // Progress through agents has the one-machine shape, with each agent's rates and the
     // players per category from the controller's plan.
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&progress)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|l| l["event"] == "progress")
-        .collect();
+    let lines = progress_lines(&progress);
     assert!(lines.len() >= 4, "{lines:?}");
     for l in &lines {
         assert_eq!((l["event"].as_str(), l["scenario"].as_str()), (Some("progress"), Some("regulated")), "{l}");
@@ -637,12 +632,7 @@ fn the_online_target_and_a_stop_go_through_agents() {
     let changes = v["online"].as_array().unwrap();
     assert_eq!(changes.iter().map(|c| c["online"].as_u64().unwrap()).collect::<Vec<_>>(), vec![100, 200], "{changes:?}");
     let up_at = changes[1]["at_s"].as_f64().unwrap();
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&progress)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|l| l["event"] == "progress")
-        .collect();
+    let lines = progress_lines(&progress);
     let online = |l: &serde_json::Value| l["progress"]["categories"].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum::<u64>();
     let t = |l: &serde_json::Value| l["progress"]["t_s"].as_f64().unwrap();
     let before: Vec<u64> = lines.iter().filter(|l| t(l) > 2.5 && t(l) < up_at - 0.5).map(online).collect();
@@ -654,4 +644,9 @@ fn the_online_target_and_a_stop_go_through_agents() {
     assert!(agents.iter().all(|a| a["status"] == "finished" && a["apdus_sent"].as_u64().unwrap() > 100), "{agents:?}");
     let cats = v["analysis"]["categories"].as_array().unwrap();
     assert_eq!(cats.iter().map(|c| c["up"]["lost"].as_u64().unwrap() + c["down"]["lost"].as_u64().unwrap()).sum::<u64>(), 0);
+}
+
+/// The progress lines of a `--progress-file` (the stream's other events left out).
+fn progress_lines(p: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(p).unwrap().lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).filter(|l| l["event"] == "progress").collect()
 }

@@ -113,12 +113,7 @@ fn progress_as_json_lines() {
     let f = dir.path("progress.jsonl");
     let o = run(horde().args(["demo", "-t", "3s", "-n", "20", "--out", dir.path("d").to_str().unwrap(), "--progress-file", f.to_str().unwrap()]));
     assert!(o.status.success(), "{}", text(&o));
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&f)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|l| l["event"] == "progress")
-        .collect();
+    let lines = progress_lines(&f);
     assert!((2..=4).contains(&lines.len()), "{} lines", lines.len());
     let planned = std::fs::read_to_string(&f).unwrap().lines().filter(|l| l.contains(r#""event":"planned""#)).count();
     assert_eq!(planned, 1, "the plan is a line of the stream");

@@ -96,3 +96,9 @@ pub fn decode(logs: &[&Path]) -> serde_json::Value {
 pub fn records(p: &Path) -> Vec<horde_wire::Record> {
     horde_stats::load(&std::fs::read(p).unwrap()).unwrap().records
 }
+
+/// The progress lines of a `--progress-file` (the stream's other events left out).
+#[allow(dead_code)]
+pub fn progress_lines(p: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(p).unwrap().lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).filter(|l| l["event"] == "progress").collect()
+}
