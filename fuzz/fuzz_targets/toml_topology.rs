@@ -3,7 +3,9 @@ use libfuzzer_sys::fuzz_target;
 
 // Any text as a topology file: planning never panics, a plan's names fit the kernel's 15-byte
 // interface names, and its Graphviz picture draws. The same text as a live link change (`horde
-// emu link` fields): parsing and applying never panic, and what applies validates.
+// emu link` fields): parsing and applying never panic, and what applies validates. The editor's
+// form (horde_topo::parse/render, what the console opens and saves): what parses renders to TOML
+// that parses back to the same form, renders to the same text again, and plans the same.
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else { return };
     if let Ok(p) = horde_topo::plan(s, "fuzz.toml", "fz1") {
@@ -11,6 +13,13 @@ fuzz_target!(|data: &[u8]| {
             assert!(l.a.ifname.len() <= 15 && l.b.ifname.len() <= 15);
         }
         let _ = horde_topo::dot(&p, |spec| format!("{}", spec.delay_ns));
+    }
+    if let Ok(raw) = horde_topo::parse(s, "fuzz.toml") {
+        let text = horde_topo::render(&raw);
+        let again = horde_topo::parse(&text, "rendered").expect("rendered TOML parses");
+        assert_eq!(again, raw);
+        assert_eq!(horde_topo::render(&again), text);
+        assert_eq!(horde_topo::plan(&text, "fuzz.toml", "fz1").ok(), horde_topo::plan(s, "fuzz.toml", "fz1").ok());
     }
     if let Ok(raw) = toml::from_str::<horde_topo::RawImpair>(s) {
         if let Ok(change) = horde_topo::LinkChange::parse(&raw) {

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 /// The name in every agent's certificate (agents are found by address or DNS name; they prove
@@ -125,32 +124,14 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-const MAX_PEM: u64 = 64 << 10;
-
-fn read_pem(p: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
-    let meta =
-        std::fs::metadata(p).with_context(|| format!("{what} {}: cannot read it (make credentials with `horde agent keygen --out DIR`)", p.display()))?;
-    if !meta.is_file() || meta.len() > MAX_PEM {
-        bail!("{what} {}: not a PEM file of at most {MAX_PEM} bytes", p.display());
-    }
-    std::fs::read(p).with_context(|| format!("reading {what} {}", p.display()))
-}
+const FIX: &str = "make credentials with `horde agent keygen --out DIR`";
 
 fn certs(p: &Path, what: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
-    let bytes = read_pem(p, what)?;
-    let v: Vec<_> = CertificateDer::pem_slice_iter(&bytes)
-        .collect::<Result<_, _>>()
-        .map_err(|e| anyhow::anyhow!("{what} {}: not a PEM certificate: {e:?}", p.display()))?;
-    if v.is_empty() {
-        bail!("{what} {}: holds no certificate", p.display());
-    }
-    Ok(v)
+    horde_model::files::pem_certs(p, what, FIX).map_err(|e| anyhow::anyhow!(e))
 }
 
 fn key(p: &Path) -> anyhow::Result<PrivateKeyDer<'static>> {
-    let bytes = read_pem(p, "private key")?;
-    horde_model::files::check_private(p).map_err(|e| anyhow::anyhow!("private key {e}"))?;
-    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| anyhow::anyhow!("private key {}: not a PEM private key: {e:?}", p.display()))
+    horde_model::files::pem_key(p, FIX).map_err(|e| anyhow::anyhow!(e))
 }
 
 fn roots(dir: &Path) -> anyhow::Result<Arc<rustls::RootCertStore>> {

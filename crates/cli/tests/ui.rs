@@ -5,102 +5,9 @@
 //! report that the console serves and lists with its verdicts.
 
 mod common;
+use common::console::*;
 use common::*;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
-
-struct Console {
-    child: Child,
-    addr: SocketAddr,
-    token: String,
-}
-
-impl Drop for Console {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn console(runs: &std::path::Path) -> Console {
-    let mut child =
-        horde().args(["ui", "--listen", "127.0.0.1:0", "--runs", runs.to_str().unwrap()]).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    // "horde ui: the console is at http://127.0.0.1:PORT/?token=TOKEN"
-    let url = line.trim().rsplit(' ').next().unwrap().to_string();
-    let rest = url.strip_prefix("http://").unwrap_or_else(|| panic!("no URL in {line:?}"));
-    let (addr, token) = rest.split_once("/?token=").unwrap();
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    Console { child, addr: addr.parse().unwrap(), token: token.to_string() }
-}
-
-struct Reply {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-/// One HTTP/1.1 request with `headers` (the Host header is the console's unless given).
-fn http(c: &Console, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
-    let mut s = TcpStream::connect(c.addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
-    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-        req.push_str(&format!("Host: {}\r\n", c.addr));
-    }
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    Reply { status, head: head.to_string(), body: body.to_string() }
-}
-
-fn authed(c: &Console, method: &str, path: &str, body: &str) -> Reply {
-    let bearer = format!("Bearer {}", c.token);
-    http(c, method, path, &[("Authorization", &bearer), ("Content-Type", "application/json")], body)
-}
-
-/// Reads server-sent events from `path` until `enough` says so (or `limit`): (id, data) pairs.
-fn sse(
-    c: &Console,
-    path: &str,
-    last_id: Option<u64>,
-    limit: Duration,
-    mut enough: impl FnMut(&[(u64, serde_json::Value)]) -> bool,
-) -> Vec<(u64, serde_json::Value)> {
-    let mut s = TcpStream::connect(c.addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
-    let last = last_id.map(|n| format!("Last-Event-ID: {n}\r\n")).unwrap_or_default();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n{last}\r\n", c.addr, c.token).unwrap();
-    let mut r = BufReader::new(s);
-    let (mut out, mut id, t) = (Vec::new(), None, Instant::now());
-    let mut line = String::new();
-    while t.elapsed() < limit && !enough(&out) {
-        line.clear();
-        match r.read_line(&mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(_) => continue,
-        }
-        if let Some(v) = line.trim_end().strip_prefix("id: ").or_else(|| line.trim_end().strip_prefix("id:")) {
-            id = v.trim().parse().ok();
-        } else if let Some(d) = line.trim_end().strip_prefix("data: ").or_else(|| line.trim_end().strip_prefix("data:")) {
-            out.push((id.expect("every event has its number"), serde_json::from_str(d.trim()).unwrap()));
-        }
-    }
-    out
-}
+use std::time::Duration;
 
 #[test]
 fn requests_without_the_token_or_from_elsewhere_are_refused() {
@@ -188,4 +95,147 @@ fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {
     let past: serde_json::Value = serde_json::from_str(&authed(&c, "GET", "/api/v1/past", "").body).unwrap();
     let row = past.as_array().unwrap().iter().find(|p| p["dir"].as_str().unwrap().contains("wow-")).expect("the run is a past run");
     assert!(row["interrupted"] == true && !row["verdicts"].as_array().unwrap().is_empty(), "{row}");
+}
+
+/// Acceptance (API): the topology editor's and experiment view's paths and their refusals.
+#[test]
+fn topologies_open_check_save_and_come_up_through_the_api() {
+    let dir = Scratch::new("ui-topo");
+    let runs = dir.path("runs");
+    let c = console(&runs);
+    let json = |r: Reply| -> serde_json::Value {
+        assert!(r.status < 300, "{} {}", r.status, r.body);
+        serde_json::from_str(&r.body).unwrap()
+    };
+    let example = format!("{}/../../examples/topologies/access.toml", env!("CARGO_MANIFEST_DIR"));
+    let v = json(authed(&c, "POST", "/api/v1/topologies/open", &format!(r#"{{"path": "{example}"}}"#)));
+    assert!(v["error"].is_null() && v["hosts"] == 203 && v["topology"]["node"][0]["count"] == 200, "{v}");
+    let r = authed(&c, "POST", "/api/v1/topologies/open", r#"{"path": "/etc/passwd"}"#);
+    assert!(r.status == 400 && r.body.contains("ends in .toml"), "{}", r.body);
+    let r = authed(&c, "POST", "/api/v1/topologies/open", r#"{"path": "a.toml", "text": "x"}"#);
+    assert!(r.status == 400 && r.body.contains("either path or text"), "{}", r.body);
+    // the planner's error names the element it is about
+    let bad = r#"{"text": "name = \"x\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"router\"\n[[link]]\na = \"a\"\nb = \"b\"\ndelay = \"soon\"\n"}"#;
+    let v = json(authed(&c, "POST", "/api/v1/topologies/open", bad));
+    assert!(v["error"]["link"] == 0 && v["error"]["field"].as_str().unwrap().contains("delay"), "{v}");
+    // the editor's form → canonical TOML; saved under RUNS/topologies; names cannot leave it
+    let form = r#"{"name": "t", "node": [{"name": "a", "kind": "host", "ui": {"x": 10, "y": 20}}, {"name": "b", "kind": "host"}], "link": [{"a": "a", "b": "b", "delay": "5ms"}]}"#;
+    let v = json(authed(&c, "POST", "/api/v1/topologies/check", form));
+    let toml = v["toml"].as_str().unwrap().to_string();
+    assert!(v["error"].is_null() && toml.contains("ui = { x = 10, y = 20 }"), "{v}");
+    let r = authed(&c, "POST", "/api/v1/topologies/check", r#"{"name": "t", "node": [{"name": "a", "kind": "toaster"}]}"#);
+    assert!(r.status == 400 && r.body.contains("toaster"), "{}", r.body);
+    for name in ["../x", "a/b", ""] {
+        let r = authed(&c, "PUT", "/api/v1/topologies", &format!(r#"{{"name": "{name}", "topology": {form}}}"#));
+        assert!(r.status == 400 && r.body.contains("letters, digits"), "{name}: {}", r.body);
+    }
+    let v = json(authed(&c, "PUT", "/api/v1/topologies", &format!(r#"{{"name": "pair", "topology": {form}}}"#)));
+    assert_eq!(std::fs::read_to_string(runs.join("topologies/pair.toml")).unwrap(), toml, "{v}");
+    let files = json(authed(&c, "GET", "/api/v1/topologies", ""));
+    assert!(files["files"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().ends_with("topologies/pair.toml")), "{files}");
+    // experiments: refusals first
+    let status = json(authed(&c, "GET", "/api/v1/emu", ""));
+    // SAFETY: no arguments.
+    let root = unsafe { libc::geteuid() } == 0;
+    assert_eq!(status["cannot"].is_null(), root, "{status}");
+    let path = runs.join("topologies/pair.toml");
+    if !root {
+        assert!(std::env::var("CI").is_err(), "CI runs as root");
+        let r = authed(&c, "POST", "/api/v1/emu", &format!(r#"{{"topology": "{}"}}"#, path.display()));
+        assert!(r.status == 403 && r.body.contains("root"), "says so before trying: {}", r.body);
+        return;
+    }
+    assert_eq!(authed(&c, "GET", "/api/v1/emu/NOPE", "").status, 400, "ids are checked before they name anything");
+    assert_eq!(authed(&c, "GET", "/api/v1/emu/zz9zz9", "").status, 404);
+    let r = authed(&c, "POST", "/api/v1/emu", &format!(r#"{{"topology": "{}"}}"#, runs.join("topologies/missing.toml").display()));
+    assert!(r.status == 400 && r.body.contains("missing.toml"), "{}", r.body);
+    let v = json(authed(&c, "POST", "/api/v1/emu", &format!(r#"{{"topology": "{}", "live": true}}"#, path.display())));
+    let id = v["id"].as_str().unwrap().to_string();
+    let d = json(authed(&c, "GET", &format!("/api/v1/emu/{id}"), ""));
+    let addr_b = d["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "b").unwrap()["addrs"][0].as_str().unwrap().to_string();
+    let out = json(authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "b", "argv": ["ip", "-br", "addr"]}"#));
+    assert!(out["exit"] == 0 && out["stdout"].as_str().unwrap().contains(&addr_b), "{out}");
+    let r = authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "b", "argv": []}"#);
+    assert_eq!(r.status, 400);
+    let out = json(authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "nosuch", "argv": ["true"]}"#));
+    assert!(out["exit"] != 0 && out["stderr"].as_str().unwrap().contains("nosuch"), "{out}");
+    let r = authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "b", "delay": "soon"}"#);
+    assert!(r.status == 400 && r.body.contains("--delay"), "named as horde emu link names it: {}", r.body);
+    let r = authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "zz", "delay": "5ms"}"#);
+    assert!(r.status == 400 && r.body.contains("no link between a and zz"), "{}", r.body);
+    json(authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "b", "dir": "ab", "delay": "40ms"}"#));
+    let counters = json(authed(&c, "GET", &format!("/api/v1/emu/{id}/counters"), ""));
+    let link = &counters["links"][0];
+    assert!(link["ab"]["spec"].as_str().unwrap().contains("40") && link["ba"]["spec"].as_str().unwrap().contains("5"), "{counters}");
+    eprintln!("experiment {id}: {counters}");
+    json(authed(&c, "DELETE", &format!("/api/v1/emu/{id}"), ""));
+    assert_eq!(authed(&c, "GET", &format!("/api/v1/emu/{id}"), "").status, 404, "down");
+}
+
+/// Beyond loopback only when asked and only over TLS; with TLS the console answers HTTPS with
+/// the certificate it made and wrote for the user to trust.
+#[test]
+fn a_console_beyond_loopback_needs_the_flag_and_tls() {
+    let dir = Scratch::new("ui-tls");
+    let runs = dir.path("runs");
+    for (args, says) in [
+        (vec!["--listen", "0.0.0.0:0"], "--public"),
+        (vec!["--listen", "0.0.0.0:0", "--public"], "HTTPS only"),
+        (vec!["--listen", "0.0.0.0:0", "--public", "--tls-self-signed"], "--name"),
+        (vec!["--listen", "127.0.0.1:0", "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"], "--tls-self-signed"),
+    ] {
+        let out = run(horde().arg("ui").args(&args).args(["--runs", runs.to_str().unwrap()]));
+        assert!(!out.status.success() && text(&out).contains(says), "{args:?}: {}", text(&out));
+    }
+    let mut child = horde()
+        .args(["ui", "--listen", "127.0.0.1:0", "--tls-self-signed", "--runs", runs.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let rest = url.strip_prefix("https://").unwrap_or_else(|| panic!("an https URL: {line}"));
+    let (addr, token) = rest.split_once("/?token=").unwrap();
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    let cert = runs.join("console-cert.pem");
+    assert!(cert.exists(), "the certificate to trust is written");
+    // a plain HTTP request gets no answer
+    let plain = {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        std::io::Write::write_all(&mut s, format!("GET /api/v1/runs HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n").as_bytes()).unwrap();
+        let mut b = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut b);
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    assert!(!plain.contains("200 OK"), "{plain}");
+    // HTTPS, trusting the certificate it made
+    let mut roots = rustls::RootCertStore::empty();
+    for c in horde_model::files::pem_certs(&cert, "cert", "").unwrap() {
+        roots.add(c).unwrap();
+    }
+    let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let get = |path: &str| {
+        let conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg.clone()), "localhost".try_into().unwrap()).unwrap();
+        let tcp = std::net::TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        let req = format!("GET {path} HTTP/1.1\r\nHost: localhost:{}\r\nConnection: close\r\n\r\n", addr.port());
+        std::io::Write::write_all(&mut tls, req.as_bytes()).unwrap();
+        let mut b = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut tls, &mut b);
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    let r = get(&format!("/?token={token}"));
+    assert!(r.starts_with("HTTP/1.1 303") && r.contains("; Secure"), "the cookie is Secure over TLS: {r}");
+    assert!(get("/api/v1/runs").starts_with("HTTP/1.1 401"), "the token is still needed");
+    let _ = child.kill();
+    let _ = child.wait();
 }

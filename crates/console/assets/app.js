@@ -19,7 +19,7 @@ const MAX_POINTS = 3600;
 
 function chart(node, series) {
   const width = Math.max(360, node.clientWidth || 480);
-  const opts = { width, height: 220, series: [{ label: "t (s)" }, ...series.map((s, i) => ({ label: s, stroke: palette(i), width: 1.5 }))], axes: [{}, {}], scales: { x: { time: false } } };
+  const opts = { width, height: 220, series: [{ label: "t (s)" }, ...series.map((s, i) => ({ label: s, stroke: palette(i), width: 1.5 }))], axes: [{}, { size: 64 }], scales: { x: { time: false } } };
   node.textContent = "";
   return new uPlot(opts, [[], ...series.map(() => [])], node);
 }

@@ -21,6 +21,7 @@ use serde::Deserialize;
 use crate::guard::{Guard, Headers, COOKIE};
 use crate::hub::{Hub, Refused};
 use crate::runs::{self, StartRun};
+use crate::{emu, topo};
 
 /// A request body is at most this long (a command is at most 16 KiB).
 pub const MAX_BODY: usize = 64 * 1024;
@@ -34,6 +35,8 @@ pub struct App {
     pub runs_dir: std::path::PathBuf,
     /// Runs can be started from the console (not when it is attached to one run).
     pub can_start: bool,
+    /// Served over TLS (the cookie is then `Secure`).
+    pub tls: bool,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -47,6 +50,14 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/runs/{id}/events", get(events))
         .route("/api/v1/runs/{id}/report/{*path}", get(report))
         .route("/api/v1/past", get(past))
+        .route("/api/v1/topologies", get(topologies).put(save_topology))
+        .route("/api/v1/topologies/open", post(open_topology))
+        .route("/api/v1/topologies/check", post(check_topology))
+        .route("/api/v1/emu", get(emu_status).post(emu_up))
+        .route("/api/v1/emu/{id}", get(emu_detail).delete(emu_down))
+        .route("/api/v1/emu/{id}/counters", get(emu_counters))
+        .route("/api/v1/emu/{id}/link", post(emu_link))
+        .route("/api/v1/emu/{id}/exec", post(emu_exec))
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(app)
@@ -84,7 +95,8 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
         Err(r) => refuse(r.status(), r.message()),
         // The printed URL: set the cookie, and send the page again without the token.
         Ok(true) if req.uri().path() == "/" => {
-            let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", app.guard.token());
+            let secure = if app.tls { "; Secure" } else { "" };
+            let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/{secure}", app.guard.token());
             let mut r = Response::new(Body::empty());
             *r.status_mut() = StatusCode::SEE_OTHER;
             r.headers_mut().insert(header::LOCATION, HeaderValue::from_static("/"));
@@ -99,10 +111,12 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
             h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
             h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-            h.insert(
-                header::CONTENT_SECURITY_POLICY,
-                HeaderValue::from_static("default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"),
-            );
+            if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+                h.insert(
+                    header::CONTENT_SECURITY_POLICY,
+                    HeaderValue::from_static("default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"),
+                );
+            }
             r
         }
     }
@@ -203,6 +217,9 @@ fn stream_from(hub: Arc<Hub>, id: u32, from: u64) -> impl Stream<Item = Result<E
 
 use futures_util::StreamExt as _;
 
+const REPORT_CSP: &str =
+    "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'";
+
 /// A file of a run's report directory (its index.html, charts, summary.json).
 async fn report(State(app): State<Arc<App>>, Path((id, path)): Path<(u32, String)>) -> Response {
     let out = match app.hub.info(id) {
@@ -210,7 +227,9 @@ async fn report(State(app): State<Arc<App>>, Path((id, path)): Path<(u32, String
         Err(r) => return refused(r),
     };
     match runs::report_file(&out, &path) {
-        Ok((mime, bytes)) => ([(header::CONTENT_TYPE, mime)], bytes).into_response(),
+        // A report is a self-contained page with one inline script (its charts' check): it runs
+        // sandboxed, in an origin of its own, so it can never use the console's cookie.
+        Ok((mime, bytes)) => ([(header::CONTENT_TYPE, mime), (header::CONTENT_SECURITY_POLICY, REPORT_CSP)], bytes).into_response(),
         Err(m) => refuse(404, m),
     }
 }
@@ -221,5 +240,146 @@ async fn past(State(app): State<Arc<App>>) -> Response {
     match tokio::task::spawn_blocking(move || runs::past(&dir)).await {
         Ok(v) => Json(v).into_response(),
         Err(_) => refuse(500, "listing past runs failed"),
+    }
+}
+
+/// A JSON body of type `T`, or the refusal naming what is wrong and what is expected.
+fn body<T: serde::de::DeserializeOwned>(text: &str, expected: &str) -> Result<T, Bad> {
+    serde_json::from_str(text).map_err(|e| Bad(400, format!("{e}: expected {expected}")))
+}
+
+/// A refusal not yet made into a response.
+struct Bad(u16, String);
+
+impl IntoResponse for Bad {
+    fn into_response(self) -> Response {
+        refuse(self.0, self.1)
+    }
+}
+
+/// Runs blocking work (files, the emulator's state) off the server's threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Bad> {
+    tokio::task::spawn_blocking(f).await.map_err(|_| Bad(500, "the request's work failed".into()))
+}
+
+async fn topologies(State(app): State<Arc<App>>) -> Response {
+    let dir = app.runs_dir.clone();
+    match blocking(move || topo::list(&dir)).await {
+        Ok(v) => Json(serde_json::json!({ "files": v, "saved_in": topo::saved_dir(&app.runs_dir).display().to_string() })).into_response(),
+        Err(r) => r.into_response(),
+    }
+}
+
+/// A file (by path or as text) into the editor's form, checked by the planner.
+async fn open_topology(body_text: String) -> Response {
+    let req: topo::OpenTopology = match body(&body_text, "{\"path\": \"examples/topologies/access.toml\"} or {\"text\": \"…\"}") {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    let text = match (req.path, req.text) {
+        (Some(p), None) => match blocking(move || topo::open(&p)).await {
+            Ok(Ok(t)) => t,
+            Ok(Err(m)) => return refuse(400, m),
+            Err(r) => return r.into_response(),
+        },
+        (None, Some(t)) => t,
+        _ => return refuse(400, "give either path or text"),
+    };
+    Json(topo::check_text(&text)).into_response()
+}
+
+/// The editor's form: its canonical TOML and the planner's verdict.
+async fn check_topology(body_text: String) -> Response {
+    match body::<horde_topo::RawTopology>(&body_text, "a topology as the editor holds it") {
+        Ok(raw) => Json(topo::check_raw(raw)).into_response(),
+        Err(r) => r.into_response(),
+    }
+}
+
+async fn save_topology(State(app): State<Arc<App>>, body_text: String) -> Response {
+    let req: topo::Save = match body(&body_text, "{\"name\": \"lab\", \"topology\": {…}}") {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    let dir = app.runs_dir.clone();
+    match blocking(move || topo::save(&dir, &req).map(|p| (p, topo::check_raw(req.topology)))).await {
+        Ok(Ok((path, checked))) => Json(serde_json::json!({ "path": path.display().to_string(), "checked": checked })).into_response(),
+        Ok(Err(m)) => refuse(400, m),
+        Err(r) => r.into_response(),
+    }
+}
+
+async fn emu_status() -> Response {
+    match blocking(emu::status).await {
+        Ok(s) => Json(s).into_response(),
+        Err(r) => r.into_response(),
+    }
+}
+
+async fn emu_up(body_text: String) -> Response {
+    let req: emu::Up = match body(&body_text, "{\"topology\": \"FILE.toml\", \"live\": true}") {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    match emu::up(&req).await {
+        Ok(id) => (StatusCode::CREATED, Json(serde_json::json!({ "id": id }))).into_response(),
+        Err((s, m)) => refuse(s, m),
+    }
+}
+
+async fn emu_detail(Path(id): Path<String>) -> Response {
+    if let Err(m) = horde_topo::check_exp_id(&id) {
+        return refuse(400, m);
+    }
+    match blocking(move || emu::detail(&id)).await {
+        Ok(Ok(d)) => Json(d).into_response(),
+        Ok(Err(m)) => refuse(404, m),
+        Err(r) => r.into_response(),
+    }
+}
+
+async fn emu_down(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+    match emu::down(&id, &app.runs_dir).await {
+        Ok(r) => Json(r).into_response(),
+        Err((s, m)) => refuse(s, m),
+    }
+}
+
+async fn emu_counters(Path(id): Path<String>) -> Response {
+    if let Err(m) = horde_topo::check_exp_id(&id) {
+        return refuse(400, m);
+    }
+    match blocking(move || emu::counters(&id)).await {
+        Ok(Ok(c)) => Json(c).into_response(),
+        Ok(Err(m)) => refuse(404, m),
+        Err(r) => r.into_response(),
+    }
+}
+
+async fn emu_link(Path(id): Path<String>, body_text: String) -> Response {
+    let req: emu::LinkSet = match body(&body_text, "{\"a\": \"r1\", \"b\": \"h3\", \"delay\": \"60ms\"} with the options of horde emu link") {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    if let Err(m) = horde_topo::check_exp_id(&id) {
+        return refuse(400, m);
+    }
+    match emu::link(&id, &req).await {
+        Ok(r) => Json(r).into_response(),
+        Err((s, m)) => refuse(s, m),
+    }
+}
+
+async fn emu_exec(Path(id): Path<String>, body_text: String) -> Response {
+    let req: emu::Exec = match body(&body_text, "{\"node\": \"h1\", \"argv\": [\"ip\", \"addr\"]}") {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    if let Err(m) = horde_topo::check_exp_id(&id) {
+        return refuse(400, m);
+    }
+    match emu::exec(&id, &req).await {
+        Ok(r) => Json(r).into_response(),
+        Err((s, m)) => refuse(s, m),
     }
 }

@@ -9,20 +9,25 @@
 //! - `guard.rs` — the token, `Host` and `Origin` checks of every request (I/O-free, fuzzed);
 //! - `api.rs` — the HTTP/JSON API and server-sent events;
 //! - `runs.rs` — children, report files, past runs;
+//! - `topo.rs` — the topology editor's files: text ↔ the editor's form, checked by the planner;
+//! - `emu.rs` — the experiment view: `horde emu up|down|link|exec` children, plans, counters;
 //! - `openapi.rs` — the API's OpenAPI document, made from the same types (docs/openapi.json);
 //! - `assets.rs` — the browser application, embedded (no network needed).
 //!
-//! Security: loopback only (a console beyond loopback would need TLS, which this version does
-//! not serve: reach a remote console through an SSH tunnel); a fresh token per start; at most
-//! [`MAX_CONNECTIONS`] connections, a request's headers within 10 s, bodies within
-//! [`api::MAX_BODY`].
+//! Security: loopback by default; beyond loopback only when asked (`public`) and only over TLS
+//! (`tls.rs`: a certificate from files, or a self-made one); a fresh token per start; at most
+//! [`MAX_CONNECTIONS`] connections, a TLS handshake and a request's headers within 10 s each,
+//! bodies within [`api::MAX_BODY`].
 
 pub mod api;
 pub mod assets;
+pub mod emu;
 pub mod guard;
 pub mod hub;
 pub mod openapi;
 pub mod runs;
+pub mod tls;
+pub mod topo;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,6 +45,20 @@ pub struct Options {
     pub runs_dir: PathBuf,
     /// Whether runs may be started from the console (`horde ui`), or it watches one (`--ui`).
     pub can_start: bool,
+    /// Serve HTTPS (required beyond loopback).
+    pub tls: Option<tls::TlsFrom>,
+    /// Listening beyond loopback was asked for explicitly.
+    pub public: bool,
+    /// Host names the console answers to besides its address (the `Host` check, and the
+    /// self-made certificate's names).
+    pub names: Vec<String>,
+}
+
+impl Options {
+    /// A loopback console over plain HTTP.
+    pub fn local(listen: SocketAddr, runs_dir: PathBuf, can_start: bool) -> Options {
+        Options { listen, runs_dir, can_start, tls: None, public: false, names: Vec::new() }
+    }
 }
 
 /// A running console.
@@ -47,6 +66,8 @@ pub struct Console {
     pub addr: SocketAddr,
     /// The URL to open (with the token).
     pub url: String,
+    /// The self-made certificate's file (to trust it), when the console made one.
+    pub cert: Option<PathBuf>,
     pub hub: Arc<hub::Hub>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -76,28 +97,56 @@ impl Drop for Console {
 
 /// Binds `opts.listen` and serves the console on its own threads.
 pub fn start(opts: Options, hub: Arc<hub::Hub>) -> anyhow::Result<Console> {
-    if !opts.listen.ip().is_loopback() {
+    let beyond = !opts.listen.ip().is_loopback();
+    if beyond && !opts.public {
         anyhow::bail!(
-            "--listen {}: the console listens on loopback only (beyond it, it would need TLS, which this version does not serve); from another machine use an SSH tunnel: ssh -L 7070:127.0.0.1:7070 THIS_HOST",
+            "--listen {}: the console listens on loopback unless asked: add --public (with TLS: --tls-self-signed, or --tls-cert/--tls-key), or reach it through an SSH tunnel: ssh -L 7070:127.0.0.1:7070 THIS_HOST",
             opts.listen
         );
+    }
+    if beyond && opts.tls.is_none() {
+        anyhow::bail!(
+            "--listen {} --public: beyond loopback the console serves HTTPS only: add --tls-self-signed, or --tls-cert FILE --tls-key FILE",
+            opts.listen
+        );
+    }
+    if opts.listen.ip().is_unspecified() && opts.names.is_empty() {
+        anyhow::bail!("--listen {}: name the console with --name HOST (what you will type in the browser) so that its Host check knows it", opts.listen);
+    }
+    for n in &opts.names {
+        if n.is_empty() || n.len() > 253 || !n.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':')) {
+            anyhow::bail!("--name `{}`: a host name or address (letters, digits, . - :)", n.escape_debug());
+        }
     }
     let token = guard::new_token().context("drawing the console's token")?;
     let listener = std::net::TcpListener::bind(opts.listen)
         .with_context(|| format!("--listen {}: cannot listen there (in use? another port: --listen 127.0.0.1:0)", opts.listen))?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
-    let app = Arc::new(api::App { hub: hub.clone(), guard: guard::Guard::new(token.clone(), addr, false), runs_dir: opts.runs_dir, can_start: opts.can_start });
+    let (acceptor, cert) = match &opts.tls {
+        Some(from) => {
+            let (cfg, written) = tls::server_config(from, &opts.names, addr)?;
+            (Some(tokio_rustls::TlsAcceptor::from(cfg)), written)
+        }
+        None => (None, None),
+    };
+    let mut guard = guard::Guard::new(token.clone(), addr, acceptor.is_some());
+    for n in &opts.names {
+        guard.also_named(n, addr.port());
+    }
+    let app = Arc::new(api::App { hub: hub.clone(), guard, runs_dir: opts.runs_dir, can_start: opts.can_start, tls: acceptor.is_some() });
     let router = api::router(app);
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("horde-ui").enable_all().build().context("starting the console's runtime")?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::Builder::new().name("horde-ui".into()).spawn(move || rt.block_on(serve(listener, router, rx)))?;
-    let url = format!("http://{addr}/?token={token}");
-    Ok(Console { addr, url, hub, shutdown: Some(tx), thread: Some(thread) })
+    let thread = std::thread::Builder::new().name("horde-ui".into()).spawn(move || rt.block_on(serve(listener, router, acceptor, rx)))?;
+    let scheme = if opts.tls.is_some() { "https" } else { "http" };
+    let host = opts.names.first().map(|n| format!("{n}:{}", addr.port())).unwrap_or_else(|| addr.to_string());
+    let url = format!("{scheme}://{host}/?token={token}");
+    Ok(Console { addr, url, cert, hub, shutdown: Some(tx), thread: Some(thread) })
 }
 
-async fn serve(listener: std::net::TcpListener, router: axum::Router, mut stop: tokio::sync::oneshot::Receiver<()>) {
+async fn serve(listener: std::net::TcpListener, router: axum::Router, tls: Option<tokio_rustls::TlsAcceptor>, mut stop: tokio::sync::oneshot::Receiver<()>) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -107,15 +156,33 @@ async fn serve(listener: std::net::TcpListener, router: axum::Router, mut stop: 
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
         let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            let io = hyper_util::rt::TokioIo::new(tcp);
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .max_buf_size(64 * 1024)
-                .serve_connection(io, svc);
-            let _ = conn.await;
+            match tls {
+                None => connection(hyper_util::rt::TokioIo::new(tcp), svc).await,
+                Some(acceptor) => {
+                    // a client that never finishes its handshake holds a slot for 10 s at most
+                    if let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                        connection(hyper_util::rt::TokioIo::new(stream), svc).await
+                    }
+                }
+            }
         });
     }
+}
+
+async fn connection<I, S>(io: I, svc: S)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::Service<hyper::Request<hyper::body::Incoming>, Response = axum::response::Response> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: std::error::Error + Send + Sync + 'static,
+{
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10))
+        .max_buf_size(64 * 1024)
+        .serve_connection(io, svc);
+    let _ = conn.await;
 }

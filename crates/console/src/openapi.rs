@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 /// The API's version (the paths' `/api/v1`); bumped by incompatible changes.
-pub const VERSION: &str = "1.0.0";
+pub const VERSION: &str = "1.1.0";
 
 fn schema<T: schemars::JsonSchema>() -> Value {
     let mut s = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
@@ -40,11 +40,24 @@ pub fn document() -> Value {
     add("RunInfo", schema::<crate::hub::RunInfo>());
     add("StartRun", schema::<crate::runs::StartRun>());
     add("PastRun", schema::<crate::runs::PastRun>());
+    add("Topology", schema::<horde_topo::RawTopology>());
+    add("Checked", schema::<crate::topo::Checked>());
+    add("OpenTopology", schema::<crate::topo::OpenTopology>());
+    add("SaveTopology", schema::<crate::topo::Save>());
+    add("EmuStatus", schema::<crate::emu::Status>());
+    add("EmuUp", schema::<crate::emu::Up>());
+    add("Experiment", schema::<crate::emu::Detail>());
+    add("Counters", schema::<crate::emu::Counters>());
+    add("LinkSet", schema::<crate::emu::LinkSet>());
+    add("Exec", schema::<crate::emu::Exec>());
+    add("Ran", schema::<crate::emu::Ran>());
     components.insert("Error".into(), json!({"type": "object", "required": ["error"], "properties": {"error": {"type": "string", "description": "What is wrong and how to fix it (the CLI's message)"}}}));
     let r = |name: &str| json!({ "$ref": format!("#/components/schemas/{name}") });
     let err = |what: &str| json!({ "description": what, "content": { "application/json": { "schema": r("Error") } } });
     let ok = |what: &str, s: Value| json!({ "description": what, "content": { "application/json": { "schema": s } } });
     let id = json!([{ "name": "id", "in": "path", "required": true, "schema": { "type": "integer", "minimum": 1 } }]);
+    let exp = json!([{ "name": "id", "in": "path", "required": true, "description": "Experiment id (as horde emu up prints it)", "schema": { "type": "string", "pattern": "^[a-z0-9]{1,6}$" } }]);
+    let body = |name: &str| json!({ "required": true, "content": { "application/json": { "schema": r(name) } } });
     let guarded = json!({ "401": err("No token or a wrong one"), "403": err("The Host header does not name the console, or another site's page sent it") });
     let with = |mut m: Value| {
         if let (Some(o), Some(g)) = (m.as_object_mut(), guarded.as_object()) {
@@ -72,6 +85,29 @@ pub fn document() -> Value {
             "/api/v1/runs/{id}/report/{path}": { "get": { "summary": "A file of the run's report directory (index.html, summary.json, charts/…)", "parameters": [id[0].clone(), { "name": "path", "in": "path", "required": true, "schema": { "type": "string" } }],
                 "responses": with(json!({ "200": { "description": "The file" }, "404": err("Not a file of the report") })) } },
             "/api/v1/past": { "get": { "summary": "Past runs: report directories under the runs directory, newest first, with their verdicts", "responses": with(json!({ "200": ok("Past runs", json!({ "type": "array", "items": r("PastRun") })) })) } },
+            "/api/v1/topologies": {
+                "get": { "summary": "Topology files to open: the saved ones (RUNS/topologies/) and examples/topologies/", "responses": with(json!({ "200": ok("Paths", json!({ "type": "object" })) })) },
+                "put": { "summary": "Save the editor's topology as canonical TOML in RUNS/topologies/NAME.toml", "requestBody": body("SaveTopology"),
+                    "responses": with(json!({ "200": ok("Saved: the path and the planner's verdict", json!({ "type": "object" })), "400": err("A bad name or topology") })) }
+            },
+            "/api/v1/topologies/open": { "post": { "summary": "A topology file (by path, or its text) into the editor's form, checked by the emulator's planner", "requestBody": body("OpenTopology"),
+                "responses": with(json!({ "200": ok("The form, its canonical TOML and the planner's first objection (on the element it names)", r("Checked")), "400": err("Not a readable .toml file") })) } },
+            "/api/v1/topologies/check": { "post": { "summary": "The editor's form: its canonical TOML and the planner's verdict", "requestBody": body("Topology"),
+                "responses": with(json!({ "200": ok("Checked", r("Checked")), "400": err("Not a topology form") })) } },
+            "/api/v1/emu": {
+                "get": { "summary": "Running experiments, and why none can be brought up here (not root) if so", "responses": with(json!({ "200": ok("Status", r("EmuStatus")) })) },
+                "post": { "summary": "Bring a topology file up (horde emu up FILE [--live]); needs root", "requestBody": body("EmuUp"),
+                    "responses": with(json!({ "201": ok("Up: its experiment id", json!({ "type": "object" })), "400": err("The emulator's message"), "403": err("Needs root") })) }
+            },
+            "/api/v1/emu/{id}": {
+                "get": { "summary": "An experiment's nodes (with their entries and addresses) and links", "parameters": exp, "responses": with(json!({ "200": ok("The experiment", r("Experiment")), "404": err("No such experiment") })) },
+                "delete": { "summary": "Take it down (horde emu down ID --keep-to RUNS/emu-ID); needs root", "parameters": exp, "responses": with(json!({ "200": ok("Down", r("Ran")), "400": err("The emulator's message"), "403": err("Needs root") })) }
+            },
+            "/api/v1/emu/{id}/counters": { "get": { "summary": "The link emulator's counters now (rates are their change between two reads)", "parameters": exp, "responses": with(json!({ "200": ok("Counters", r("Counters")), "404": err("No such experiment") })) } },
+            "/api/v1/emu/{id}/link": { "post": { "summary": "Change a link while it runs (horde emu link; a link between groups changes every member pair); needs root", "parameters": exp, "requestBody": body("LinkSet"),
+                "responses": with(json!({ "200": ok("What each change printed", json!({ "type": "array", "items": r("Ran") })), "400": err("A bad value, named as horde emu link names it"), "403": err("Needs root") })) } },
+            "/api/v1/emu/{id}/exec": { "post": { "summary": "Run a command in a node (horde emu exec; stopped after 20 s; output cut at 256 KiB); needs root", "parameters": exp, "requestBody": body("Exec"),
+                "responses": with(json!({ "200": ok("Its exit status and output", r("Ran")), "400": err("A bad command"), "403": err("Needs root") })) } },
             "/api/v1/openapi.json": { "get": { "summary": "This document", "responses": with(json!({ "200": { "description": "OpenAPI 3.1" } })) } }
         }
     })

@@ -99,6 +99,9 @@ pub struct DirReport {
     /// Bytes inside the link when the counters were read (queued or being delayed).
     #[serde(default)]
     pub in_flight_bytes: u64,
+    /// Bytes delivered (the rate each way is its change over time).
+    #[serde(default)]
+    pub delivered_bytes: u64,
     pub spec: String,
 }
 
@@ -379,6 +382,7 @@ fn reports(sh: &Shared) -> Vec<LinkReport> {
             overflow_drops: d.overflow_drops,
             queue_bytes: d.link.queued_bytes(now),
             in_flight_bytes: d.pending_bytes,
+            delivered_bytes: s.delivered_bytes,
             spec: describe(d.link.spec()),
         }
     };

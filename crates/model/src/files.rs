@@ -167,6 +167,38 @@ pub fn check_private(p: &Path) -> Result<(), String> {
     Err(format!("{} is readable by others (mode {mode:o}); make it private with `chmod 600 {}`", p.display(), p.display()))
 }
 
+/// Largest PEM file (a certificate chain or a key) Horde reads.
+pub const MAX_PEM: u64 = 64 << 10;
+
+fn read_pem(p: &Path, what: &str, fix: &str) -> Result<Vec<u8>, String> {
+    let meta = std::fs::metadata(p).map_err(|e| format!("{what} {}: cannot read it ({e}); {fix}", p.display()))?;
+    if !meta.is_file() || meta.len() > MAX_PEM {
+        return Err(format!("{what} {}: not a PEM file of at most {MAX_PEM} bytes", p.display()));
+    }
+    std::fs::read(p).map_err(|e| format!("reading {what} {}: {e}", p.display()))
+}
+
+/// The certificates of a PEM file (at least one). `fix` says where such a file comes from.
+pub fn pem_certs(p: &Path, what: &str, fix: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let bytes = read_pem(p, what, fix)?;
+    let v: Vec<_> =
+        CertificateDer::pem_slice_iter(&bytes).collect::<Result<_, _>>().map_err(|e| format!("{what} {}: not a PEM certificate: {e:?}", p.display()))?;
+    if v.is_empty() {
+        return Err(format!("{what} {}: holds no certificate", p.display()));
+    }
+    Ok(v)
+}
+
+/// The private key of a PEM file that only its owner can read ([`check_private`]).
+pub fn pem_key(p: &Path, fix: &str) -> Result<PrivateKeyDer<'static>, String> {
+    let bytes = read_pem(p, "private key", fix)?;
+    check_private(p).map_err(|e| format!("private key {e}"))?;
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| format!("private key {}: not a PEM private key: {e:?}", p.display()))
+}
+
+use rustls_pki_types::pem::PemObject as _;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
 #[cfg(test)]
 mod private_tests {
     use super::*;

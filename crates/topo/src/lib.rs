@@ -35,14 +35,16 @@ use horde_impair::{LinkSpec, Loss};
 
 mod change;
 mod dot;
+mod write;
 pub use change::LinkChange;
 pub use dot::dot;
 use serde::{Deserialize, Serialize};
+pub use write::{parse, render};
 
 /// The most nodes one file may expand to (a typo in `count` must not ask for a million).
 pub const MAX_NODES: usize = 20_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Host,
@@ -57,13 +59,27 @@ impl Kind {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawNode {
     pub name: String,
     pub kind: Kind,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<usize>,
+    /// Where the console's editor draws the node (ignored by the emulator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ui: Option<NodeUi>,
+}
+
+/// A node's place in the console's topology editor: a position on a page (canvas).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeUi {
+    pub x: i32,
+    pub y: i32,
+    /// The page (canvas) it is drawn on; the first page when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<String>,
 }
 
 /// Impairments as written (both directions, or one).
@@ -71,18 +87,27 @@ pub struct RawNode {
 #[serde(deny_unknown_fields)]
 pub struct RawImpair {
     /// e.g. "10mbit", "1.5gbit", "500kbit"
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter: Option<String>,
     /// "1%", or a Gilbert–Elliott table { p = "1%", r = "25%" }
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<RawLoss>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrupt: Option<String>,
     /// Queue limit, e.g. "100kB", "64kB"
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
     /// Let jitter reorder packets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reorder: Option<bool>,
     /// Mahimahi trace file (resolved by the emulator, which reads files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
 }
 
@@ -93,30 +118,39 @@ pub enum RawLoss {
     GilbertElliott { p: String, r: String, loss_bad: Option<String>, loss_good: Option<String> },
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawLink {
     pub a: String,
     pub b: String,
     /// Route the link through the emulator even without impairments, so `horde emu link` can
     /// impair it later.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub live: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subnet: Option<String>,
     // Impairments for both directions (the fields of RawImpair, listed so typos are refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<RawLoss>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrupt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reorder: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ab: Option<RawImpair>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ba: Option<RawImpair>,
 }
 
@@ -136,7 +170,7 @@ impl RawLink {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTopology {
     pub name: String,

@@ -25,19 +25,42 @@ const DRAIN: Duration = Duration::from_secs(90);
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Where the console listens (loopback only; port 0: any free one). Open the URL it prints: it carries this start's token
+    /// Where the console listens (loopback unless --public; port 0: any free one). Open the URL it prints: it carries this start's token
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
-    /// Report directories of the runs it starts, and where it lists past runs from
+    /// Report directories of the runs it starts, its saved topologies (DIR/topologies), and where it lists past runs from
     #[arg(long, value_name = "DIR", default_value = "horde-out")]
     pub runs: PathBuf,
+    /// Allow a --listen address beyond loopback (then HTTPS only: --tls-self-signed or --tls-cert/--tls-key)
+    #[arg(long)]
+    pub public: bool,
+    /// Serve HTTPS with this PEM certificate chain (and --tls-key)
+    #[arg(long, value_name = "FILE", requires = "tls_key", conflicts_with = "tls_self_signed")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM, readable by its owner only)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve HTTPS with a certificate made at start for localhost, the address and every --name; it is written to DIR/console-cert.pem to trust
+    #[arg(long)]
+    pub tls_self_signed: bool,
+    /// A host name the console answers to (the name you type in the browser; needed with --listen 0.0.0.0); repeatable
+    #[arg(long = "name", value_name = "HOST")]
+    pub names: Vec<String>,
 }
 
 pub fn run(a: Args, stop: &AtomicBool) -> Outcome {
     let hub = Arc::new(Hub::new());
-    let opts = horde_console::Options { listen: a.listen, runs_dir: a.runs.clone(), can_start: true };
+    let tls = match (&a.tls_cert, &a.tls_key, a.tls_self_signed) {
+        (Some(cert), Some(key), _) => Some(horde_console::tls::TlsFrom::Files { cert: cert.clone(), key: key.clone() }),
+        (_, _, true) => Some(horde_console::tls::TlsFrom::SelfMade { write_to: a.runs.join("console-cert.pem") }),
+        _ => None,
+    };
+    let opts = horde_console::Options { listen: a.listen, runs_dir: a.runs.clone(), can_start: true, tls, public: a.public, names: a.names.clone() };
     let console = horde_console::start(opts, hub.clone()).map_err(bad_input)?;
     say!("horde ui: the console is at {}", console.url);
+    if let Some(cert) = &console.cert {
+        say!("horde ui: its certificate (made for this start) is {}: trust it in the browser, or curl --cacert it", cert.display());
+    }
     say!("horde ui: runs write their reports under {}/; Ctrl-C stops the console (its runs stop first and report)", a.runs.display());
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
@@ -68,7 +91,7 @@ pub fn attach(
 ) -> Result<(horde_console::Console, Commands), crate::Failure> {
     let hub = Arc::new(Hub::new());
     let runs_dir = out.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-    let console = horde_console::start(horde_console::Options { listen: addr, runs_dir, can_start: false }, hub.clone()).map_err(bad_input)?;
+    let console = horde_console::start(horde_console::Options::local(addr, runs_dir, false), hub.clone()).map_err(bad_input)?;
     let (tx, commands) = Commands::channel();
     from_flag.feed(tx.clone())?;
     let tx = std::sync::Mutex::new(tx);

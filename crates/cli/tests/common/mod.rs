@@ -1,6 +1,9 @@
 //! Helpers for end-to-end tests: run the real `horde` binary on loopback with ephemeral ports.
 #![allow(dead_code)]
 
+pub mod console;
+pub mod webdriver;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
