@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The live console under load: a 10,000-player WoW run (bench/scenarios/wow-capacity.toml, 60 s)
+# started through the console's API and followed in headless chromium (Debian's chromium +
+# chromium-driver). Measures the updates the page receives per second, the tab's memory (JS heap
+# and the renderer process's resident set) and the console process's CPU (the `horde ui`
+# process alone; the run is its child). Writes bench/RESULTS-ui.md; raw data in bench/out/ui/.
+# Loopback only; bounded by the run's duration.
+#
+#   bash bench/ui.sh               # ~2 minutes
+#   SECS=20 bash bench/ui.sh       # a shorter run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=$ROOT/bench/out/ui
+RESULTS=$ROOT/bench/RESULTS-ui.md
+SECS=${SECS:-60}
+PLAYERS=${PLAYERS:-10000}
+rm -rf "$OUT"; mkdir -p "$OUT"
+cargo build --release -q -p horde
+command -v chromedriver >/dev/null || { echo "needs chromium and chromium-driver (apt-get install chromium chromium-driver)" >&2; exit 1; }
+
+"$ROOT/target/release/horde" ui --listen 127.0.0.1:0 --runs "$OUT/runs" 2>"$OUT/ui.txt" >/dev/null &
+UI=$!
+CD_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+chromedriver --port="$CD_PORT" >"$OUT/chromedriver.txt" 2>&1 &
+CD=$!
+trap 'kill $UI $CD 2>/dev/null || true' EXIT
+for _ in $(seq 50); do grep -q "console is at" "$OUT/ui.txt" && break; sleep 0.1; done
+URL=$(grep -o 'http://[^ ]*' "$OUT/ui.txt" | head -1)
+
+python3 - "$URL" "$CD_PORT" "$UI" "$ROOT/bench/scenarios/wow-capacity.toml" "$PLAYERS" "$SECS" "$OUT" <<'PY'
+import json, os, subprocess, sys, time, urllib.request
+url, cd_port, ui_pid, scenario, players, secs, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+base, token = url.split("/?token=")
+def http(method, u, body=None, headers={}):
+    req = urllib.request.Request(u, method=method, data=None if body is None else json.dumps(body).encode(), headers={"Content-Type": "application/json", **headers})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read() or b"null")
+wd = f"http://127.0.0.1:{cd_port}"
+for _ in range(100):
+    try:
+        if http("GET", wd + "/status")["value"]["ready"]: break
+    except Exception: time.sleep(0.1)
+caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1600,1000", "--enable-precise-memory-info", f"--user-data-dir={out}/profile"]}}}}
+sid = http("POST", wd + "/session", caps)["value"]["sessionId"]
+def js(script):
+    return http("POST", f"{wd}/session/{sid}/execute/sync", {"script": script, "args": []})["value"]
+auth = {"Authorization": f"Bearer {token}"}
+run = http("POST", base + "/api/v1/runs", {"scenario": scenario, "players": players, "duration": f"{secs}s"}, auth)
+http("POST", f"{wd}/session/{sid}/url", {"url": url})
+def ticks(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(f[11]) + int(f[12])
+def renderer_rss_kb():
+    best = 0
+    for p in os.listdir("/proc"):
+        if not p.isdigit(): continue
+        try:
+            cmd = open(f"/proc/{p}/cmdline", "rb").read()
+            if b"--type=renderer" not in cmd: continue
+            for line in open(f"/proc/{p}/status"):
+                if line.startswith("VmRSS:"): best = max(best, int(line.split()[1]))
+        except OSError: pass
+    return best
+hz = os.sysconf("SC_CLK_TCK")
+t0, c0 = time.time(), ticks(ui_pid)
+samples = []
+while True:
+    time.sleep(5)
+    state = js("return current ? {n: current.data.t.length, t: current.data.t.slice(-1)[0] || 0, online: current.data.players.length ? current.data.players[0].slice(-1)[0] : 0, state: current.info.state, heap: performance.memory.usedJSHeapSize} : null")
+    now = time.time()
+    samples.append({"wall": now - t0, "cpu_s": (ticks(ui_pid) - c0) / hz, "rss_kb": renderer_rss_kb(), **(state or {})})
+    print(json.dumps(samples[-1]), flush=True)
+    if state and state["state"] != "running" or now - t0 > secs + 120: break
+info = http("GET", f"{base}/api/v1/runs/{run['id']}", None, auth)
+json.dump({"samples": samples, "run": info}, open(f"{out}/samples.json", "w"), indent=1)
+http("DELETE", f"{wd}/session/{sid}")
+PY
+
+python3 - "$OUT" "$SECS" "$PLAYERS" >"$RESULTS" <<'PY'
+import json, sys, glob, subprocess, os
+out, secs, players = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d = json.load(open(f"{out}/samples.json"))
+s = [x for x in d["samples"] if "n" in x]
+run_dir = d["run"]["out"]
+summ = json.load(open(f"{run_dir}/summary.json"))
+live = [x for x in s if x["state"] == "running" and x["wall"] > 10]
+rates = [(b["n"] - a["n"]) / (b["wall"] - a["wall"]) for a, b in zip(live, live[1:])]
+last = s[-1]
+cpu = last["cpu_s"] / last["wall"] * 100
+print("# The live console under load")
+print()
+print(f"Generated by `bash bench/ui.sh` on {subprocess.check_output(['date','-u','+%Y-%m-%d']).decode().strip()} — {os.cpu_count()} cores, kernel {os.uname().release}; chromium {subprocess.check_output(['chromium','--version']).decode().split()[1]} headless through chromedriver.")
+print(f"A {players}-player WoW run (`bench/scenarios/wow-capacity.toml`, {secs} s) started through the console's API (`POST /api/v1/runs`) and followed by the console page in one tab; the run's two processes, the console, chromium and the sampler share the machine's cores.")
+print()
+print("| metric | value | target |")
+print("|---|---:|---:|")
+print(f"| players connected (server side) | {summ.get('server_connections')} of {players} | all |")
+print(f"| progress lines received by the page, per second (min / mean over 5-s windows after the first 10 s) | {min(rates):.2f} / {sum(rates)/len(rates):.2f} | ≥ 1 |")
+print(f"| lines received in all / run seconds | {last['n']} / {secs} | |")
+print(f"| tab: renderer resident set, peak | {max(x['rss_kb'] for x in s)/1024:.0f} MB | < 300 MB |")
+print(f"| tab: JS heap in use, peak | {max(x['heap'] for x in s)/1048576:.1f} MB | |")
+print(f"| console process (`horde ui`, not its run) CPU, share of one core | {cpu:.2f} % | < 5 % |")
+print(f"| players online on the page at the end | {last['online']} | |")
+print()
+print("Command: `bash bench/ui.sh` (`SECS=`, `PLAYERS=` change the run). Samples every 5 s: `bench/out/ui/samples.json`.")
+print()
+print("| wall s | page lines | run t s | online | heap MB | renderer MB | console CPU s |")
+print("|---:|---:|---:|---:|---:|---:|---:|")
+for x in s:
+    print(f"| {x['wall']:.0f} | {x['n']} | {x['t']:.0f} | {x['online']} | {x['heap']/1048576:.1f} | {x['rss_kb']/1024:.0f} | {x['cpu_s']:.2f} |")
+PY
+cat "$RESULTS"
