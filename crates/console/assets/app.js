@@ -31,9 +31,10 @@ function openRun(info) {
   $("#run-title").textContent = `Run ${info.id}: ${info.scenario}`;
   $("#notes").textContent = "";
   $("#cmd-error").textContent = "";
-  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [] } };
+  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [] } };
   current.charts.rates = chart($("#chart-rates"), ["up pkt/s", "down pkt/s"]);
   current.charts.bits = chart($("#chart-bits"), ["up kbit/s", "down kbit/s"]);
+  current.charts.delay = chart($("#chart-delay"), ["up p50", "up p99", "down p50", "down p99"]);
   $("#chart-players").textContent = "";
   showState(info);
   const src = new EventSource(`/api/v1/runs/${info.id}/events`);
@@ -85,15 +86,19 @@ function progress(p) {
   d.t.push(p.t_s);
   d.up.push(p.up_pkt_s); d.down.push(p.down_pkt_s);
   d.upb.push(p.up_bit_s / 1e3); d.downb.push(p.down_bit_s / 1e3);
+  // live one-way delay (within 3.1 %; absent in a second with no arrivals, and through agents)
+  const [u50, u99] = p.up_delay_ms || [null, null], [d50, d99] = p.down_delay_ms || [null, null];
+  d.up50.push(u50); d.up99.push(u99); d.down50.push(d50); d.down99.push(d99);
   if (current.categories) {
     const byName = Object.fromEntries(p.categories);
     d.players[0].push(p.categories.reduce((s, c) => s + c[1], 0));
     current.categories.forEach((c, i) => d.players[i + 1].push(byName[c] || 0));
   }
-  if (d.t.length > MAX_POINTS) for (const k of ["t", "up", "down", "upb", "downb"]) d[k].shift();
+  if (d.t.length > MAX_POINTS) for (const k of ["t", "up", "down", "upb", "downb", "up50", "up99", "down50", "down99"]) d[k].shift();
   if (d.players.length && d.players[0].length > MAX_POINTS) d.players.forEach((s) => s.shift());
   current.charts.rates.setData([d.t, d.up, d.down]);
   current.charts.bits.setData([d.t, d.upb, d.downb]);
+  current.charts.delay.setData([d.t, d.up50, d.up99, d.down50, d.down99]);
   if (current.charts.players) current.charts.players.setData([d.t, ...d.players]);
   const table = $("#agents");
   table.hidden = !p.agents.length;

@@ -7,6 +7,7 @@
 
 mod accept;
 pub mod bots;
+pub mod live;
 pub mod logger;
 pub mod net;
 mod reading;

@@ -57,6 +57,7 @@ pub(crate) enum Server {
         handle: std::thread::JoinHandle<Result<SendReport, Error>>,
         stop: Arc<AtomicBool>,
         commands: std::sync::mpsc::Sender<Result<crate::control::Command, String>>,
+        live: crate::server::LiveDelay,
     },
     /// A regulated run's server side in this process.
     Circuits {
@@ -82,10 +83,23 @@ impl Server {
             ServerSide::InProcess => {
                 let (sc2, out, key) = (sc.clone(), spec.out.to_path_buf(), spec.key.clone());
                 let (tx, commands) = crate::control::Commands::channel();
-                let (handle, stop, a) =
-                    in_thread("horde-server-side", move |stop, on_listening| crate::server::serve(&sc2, &out, key, stop, on_listening, Some(&commands)))?;
-                Ok((Server::Thread { handle, stop, commands: tx }, a))
+                let live = crate::server::LiveDelay::default();
+                let l2 = live.clone();
+                let (handle, stop, a) = in_thread("horde-server-side", move |stop, on_listening| {
+                    let store = |p: horde_engine::live::Percentiles| *l2.lock().unwrap_or_else(|e| e.into_inner()) = Some([p.p50_ms, p.p99_ms]);
+                    crate::server::serve(&sc2, &out, key, stop, on_listening, Some(&commands), Some(&store))
+                })?;
+                Ok((Server::Thread { handle, stop, commands: tx, live }, a))
             }
+        }
+    }
+
+    /// The server side's live delay (none for a regulated run's).
+    pub(crate) fn live(&self) -> crate::server::LiveDelay {
+        match self {
+            Server::Child(c) => c.live(),
+            Server::Thread { live, .. } => live.clone(),
+            Server::Circuits { .. } => Default::default(),
         }
     }
 
@@ -208,6 +222,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let spec = ChildSpec { exe: &no_exe, scenario: &scenario_file, out, key: &key, netns: emu.as_ref().map(|e| (&e.server_ns, e.server)) };
     let (server, addr) = Server::start(sc, &opts.server, &spec)?;
     let client_progress = Arc::new(Progress::default());
+    let up_delay = server.live();
     let clients = Clients {
         players: &players,
         shard: shard.clone(),
@@ -225,8 +240,8 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let link_series = Mutex::new(Vec::new());
     let steer = crate::steer::Steer::new(opts.commands, Some(&players.roster), &client_progress, emu.as_ref(), opts.events);
     let client = std::thread::scope(|s| {
-        let (done_r, p, pl) = (&done, &client_progress, &players);
-        s.spawn(move || progress(sc, pl, p, done_r, opts.events));
+        let (done_r, p, pl, up) = (&done, &client_progress, &players, &up_delay);
+        s.spawn(move || progress(sc, pl, p, up, done_r, opts.events));
         if let Some(e) = emu.as_ref().filter(|e| e.links().is_some()) {
             let (done_r, series) = (&done, &link_series);
             s.spawn(move || sample_links(e, done_r, series));
@@ -389,9 +404,10 @@ fn empty_report(client: &SendReport) -> SendReport {
 }
 
 /// Reports progress once a second: rates over the last second and players per category.
-pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, done: &AtomicBool, events: Events) {
+pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, up: &crate::server::LiveDelay, done: &AtomicBool, events: Events) {
     let start = Stopwatch::start();
     let mut last = [0u64; 4];
+    let mut down = horde_engine::live::DelayWindow::default();
     let mut tick = 0u64;
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(250));
@@ -422,6 +438,9 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
             received_packets: now[2],
             categories: crate::categories_at(sc, &players.segments, &players.roster, t),
             agents: Vec::new(),
+            down_delay_ms: down.take(&p.delay).map(|w| [w.p50_ms, w.p99_ms]),
+            // the server side's last second (it counts on its own clock's seconds)
+            up_delay_ms: up.lock().unwrap_or_else(|e| e.into_inner()).take(),
         };
         last = now;
         events(&Event::Tick(snap));

@@ -93,6 +93,16 @@ pub struct Snapshot {
     /// Each agent's rates over the last second (empty on one machine).
     #[serde(default)]
     pub agents: Vec<AgentRates>,
+    /// One-way delay of what the players received in the last second (server → players), ms:
+    /// [median, 99th percentile], each within 3.1 % (live, from a log-linear histogram; the
+    /// report's exact figures come from the logs). Absent when nothing arrived, and through
+    /// agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_delay_ms: Option<[f64; 2]>,
+    /// The same for what the server side received (players → server), as the server side
+    /// counted it in its last second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_delay_ms: Option<[f64; 2]>,
 }
 
 /// One agent's rates over the last second: what it sent and what it received.

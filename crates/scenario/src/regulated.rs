@@ -47,7 +47,7 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
     let steer = crate::steer::Steer::new(opts.commands, None, &client_progress, emu.as_ref(), opts.events);
     let clients = std::thread::scope(|s| {
         let (done_r, p, pl) = (&done, &client_progress, &players);
-        s.spawn(move || progress(sc, pl, p, done_r, opts.events));
+        s.spawn(move || progress(sc, pl, p, &Default::default(), done_r, opts.events));
         s.spawn(|| crate::steer::watch(&server, opts.stop, &run_stop, &done, &died, &steer));
         let r = run_clients(sc, cfg, shard, addr, &key, &netns, &client_progress, &run_stop);
         done.store(true, Ordering::Relaxed);

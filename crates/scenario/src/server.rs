@@ -21,6 +21,15 @@ pub const RUN_KEY_ENV: &str = "HORDE_RUN_KEY";
 
 /// The line a server-side child prints on standard output once it listens.
 pub const SERVE_BANNER: &str = "horde-serve: listening on ";
+/// The line a server-side child prints once a second for the live delay of what it received:
+/// `horde-serve: delay P50_MS P99_MS`.
+pub const SERVE_DELAY: &str = "horde-serve: delay ";
+
+/// The server side's last second of one-way delays (players → server), ms: [median, p99].
+pub type LiveDelay = Arc<std::sync::Mutex<Option<[f64; 2]>>>;
+
+/// What a server side does with its live delay once a second.
+pub type OnDelay<'a> = &'a (dyn Fn(horde_engine::live::Percentiles) + Sync);
 
 /// Reads a run key file: a regular file of 64 hex digits (as `horde key` writes it). A key
 /// others can read is no secret: a file readable by group or others is refused, as ssh refuses
@@ -60,12 +69,15 @@ pub fn serve(
     stop: &AtomicBool,
     on_listening: impl FnOnce(SocketAddr),
     commands: Option<&crate::control::Commands>,
+    live: Option<OnDelay>,
 ) -> Result<SendReport, Error> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display())).map_err(Error::Failed)?;
     let players = Arc::new(players::plan(sc, stop)?);
     let roster = players.roster.clone();
+    let progress = Arc::new(horde_engine::sender::Progress::default());
     let opts = SendOptions {
         log: Some(out.join("server.hlog")),
+        progress: Some(progress.clone()),
         responder: Some(players as Arc<dyn Responder>),
         spin_ns: sc.spin_us * 1000,
         threads: sc.server_threads,
@@ -84,6 +96,22 @@ pub fn serve(
         if let Some(c) = commands {
             s.spawn(|| crate::control::follow(c, &roster, &done));
         }
+        if let Some(live) = live {
+            let (done, progress) = (&done, &progress);
+            s.spawn(move || {
+                let mut w = horde_engine::live::DelayWindow::default();
+                let mut tick = 0u64;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(250));
+                    tick += 1;
+                    if tick.is_multiple_of(4) {
+                        if let Some(p) = w.take(&progress.delay) {
+                            live(p);
+                        }
+                    }
+                }
+            });
+        }
         let r = sender::serve(&[sc.server], sc.service.transport, &opts, stop, |b| on_listening(b[0]));
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         r
@@ -94,8 +122,9 @@ pub fn serve(
     Ok(report)
 }
 
-/// The server-side child process, stopped (SIGTERM) and reaped on drop.
-pub struct ServerChild(std::process::Child);
+/// The server-side child process, stopped (SIGTERM) and reaped on drop; and its live delay,
+/// read from its standard output.
+pub struct ServerChild(std::process::Child, LiveDelay);
 
 /// How to start the server side as a child.
 pub struct ChildSpec<'a> {
@@ -153,15 +182,23 @@ impl ServerChild {
             .spawn()
             .context("starting the server side")?;
         let stdout = child.stdout.take().context("the server side's standard output")?;
-        let guard = ServerChild(child);
+        let live = LiveDelay::default();
+        let guard = ServerChild(child, live.clone());
         let mut line = String::new();
-        std::io::BufReader::new(stdout).read_line(&mut line).context("reading the server side's address")?;
+        let mut out = std::io::BufReader::new(stdout);
+        out.read_line(&mut line).context("reading the server side's address")?;
         let addr = line
             .trim()
             .strip_prefix(SERVE_BANNER)
             .and_then(|a| a.parse().ok())
             .ok_or_else(|| anyhow::anyhow!("the server side did not start (see its error above)"))?;
+        std::thread::Builder::new().name("horde-server-live".into()).spawn(move || follow_delay(out, &live)).context("starting a thread")?;
         Ok((guard, addr))
+    }
+
+    /// The live delay the child last reported.
+    pub fn live(&self) -> LiveDelay {
+        self.1.clone()
     }
 
     /// Passes a (stamped) command to the child on its standard input, one JSON line.
@@ -259,6 +296,26 @@ impl Drop for ServerChild {
         if let Ok(None) = self.0.try_wait() {
             let _ = self.0.kill();
             let _ = self.0.wait();
+        }
+    }
+}
+
+/// Reads a server-side child's delay lines (bounded lines; anything else is ignored) until it
+/// closes its output.
+fn follow_delay(mut out: impl std::io::BufRead, live: &LiveDelay) {
+    use std::io::{BufRead as _, Read as _};
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match (&mut out).take(4096).read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let v: Vec<f64> = line.trim().strip_prefix(SERVE_DELAY).map(|r| r.split(' ').filter_map(|x| x.parse().ok()).collect()).unwrap_or_default();
+        if let [p50, p99] = v[..] {
+            if p50.is_finite() && p99.is_finite() && p50 >= 0.0 && p99 >= p50 {
+                *live.lock().unwrap_or_else(|p| p.into_inner()) = Some([p50, p99]);
+            }
         }
     }
 }

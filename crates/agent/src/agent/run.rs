@@ -158,7 +158,9 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
                     Some(cfg) => {
                         horde_scenario::circuits::serve(&sc2, &cfg, &dir2, key2, &stop2, listening).map(|c| serde_json::json!({ "circuits": c.len() }))
                     }
-                    None => horde_scenario::serve(&sc2, &dir2, key2, &stop2, listening, Some(&commands)).map(|r| serde_json::to_value(r).unwrap_or_default()),
+                    None => {
+                        horde_scenario::serve(&sc2, &dir2, key2, &stop2, listening, Some(&commands), None).map(|r| serde_json::to_value(r).unwrap_or_default())
+                    }
                 };
                 let _ = tx.send(finished("server", report.map_err(|e| format!("{:#}", e.into_anyhow()))));
             })?;

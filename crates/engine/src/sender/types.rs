@@ -30,6 +30,8 @@ pub struct Progress {
     /// Real time (ns since the epoch) departure times count from, once the clock started (0
     /// before): schedule time now is real time minus this.
     pub t0_real_ns: AtomicU64,
+    /// One-way delays of what arrived (live percentiles; the report's come from the logs).
+    pub delay: crate::live::DelayHist,
 }
 
 impl Progress {
@@ -46,10 +48,12 @@ impl Progress {
         }
     }
 
-    pub(crate) fn received(p: &Option<Arc<Progress>>, len: u64) {
+    /// An arrival of `len` bytes sent at `sent_ns` and received at `arrived_ns` (real time).
+    pub(crate) fn received(p: &Option<Arc<Progress>>, len: u64, sent_ns: u64, arrived_ns: u64) {
         if let Some(p) = p {
             p.recv_packets.fetch_add(1, Ordering::Relaxed);
             p.recv_bytes.fetch_add(len, Ordering::Relaxed);
+            p.delay.record(sent_ns, arrived_ns);
         }
     }
 }

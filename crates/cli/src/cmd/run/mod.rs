@@ -105,7 +105,14 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
             horde_scenario::circuits::serve(&sc, &cfg, &out, key, stop, banner)?;
             return Ok(0);
         }
-        horde_scenario::serve(&sc, &out, key, stop, banner, commands.as_ref())?;
+        // the live delay of what this side received, for the run's progress (its parent reads it)
+        let live = |p: horde_engine::live::Percentiles| {
+            use std::io::Write;
+            let mut o = std::io::stdout();
+            let _ = writeln!(o, "{}{:.3} {:.3}", horde_scenario::server::SERVE_DELAY, p.p50_ms, p.p99_ms);
+            let _ = o.flush();
+        };
+        horde_scenario::serve(&sc, &out, key, stop, banner, commands.as_ref(), Some(&live))?;
         return Ok(0);
     }
     let progress = Progress::of(&args.progress)?;
