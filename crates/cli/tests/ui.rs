@@ -49,6 +49,12 @@ fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {
     assert!(r.status == 400 && r.body.contains("/nonexistent/x.toml"), "{} {}", r.status, r.body);
     let r = start(format!(r#"{{"scenario": "{}", "online": 500}}"#, sc.display()));
     assert!(r.status == 400 && r.body.contains("more than the run's 200 players"), "the CLI's message: {}", r.body);
+    let r = start(r#"{"form": {"service": "wow", "players": 10, "duration": "5s", "colour": "red"}}"#.into());
+    assert!(r.status == 400 && r.body.contains("colour"), "a form's unknown field is named as in a file: {}", r.body);
+    let r = start(format!(r#"{{"scenario": "{}", "form": {{}}}}"#, sc.display()));
+    assert!(r.status == 400 && r.body.contains("either scenario"), "{}", r.body);
+    let schema: serde_json::Value = serde_json::from_str(&authed(&c, "GET", "/api/v1/scenario-schema", "").body).unwrap();
+    assert!(schema["required"].as_array().unwrap().iter().any(|x| x == "players"), "{schema}");
     let r = start(format!(r#"{{"scenario": "{}", "colour": 1}}"#, sc.display()));
     assert!(r.status == 400 && r.body.contains("colour"), "an unknown field is named: {}", r.body);
     let r = start(format!(r#"{{"scenario": "{}"}}"#, sc.display()));

@@ -107,11 +107,23 @@ fn the_console_in_a_real_browser() {
     }
 
     // 4. A 300-player WoW run: charts advance, the target goes to 600, stop, report.
-    let sc = dir.path("wow.toml");
-    std::fs::write(&sc, "service = 'wow'\nplayers = 600\nonline = 300\nduration = '60s'\nseed = 7\njoin = 'uniform(0, 2)'\nspin_us = 0\n").unwrap();
+    // started from the form made from the scenario file's schema
     d.click("#tab-runs");
-    d.fill("#start input[name=scenario]", sc.to_str().unwrap());
-    d.click("#start button");
+    d.click("#form-start summary");
+    for (field, v) in [
+        ("name", "browser-wow"),
+        ("service", "wow"),
+        ("players", "600"),
+        ("online", "300"),
+        ("duration", "60s"),
+        ("seed", "7"),
+        ("join", "uniform(0, 2)"),
+        ("spin_us", "0"),
+    ] {
+        d.fill(&format!("#start-form input[name={field}]"), v);
+    }
+    d.screenshot(&shots.join("4-form.png"));
+    d.click("#form-go");
     d.wait_for(
         "300 players online",
         "return !!current && current.data.players.length > 0 && current.data.players[0].slice(-1)[0] === 300;",
@@ -124,13 +136,13 @@ fn the_console_in_a_real_browser() {
     d.fill("#online input[name=online]", "600");
     d.click("#online button");
     d.wait_for("600 players online", "return current.data.players[0].slice(-1)[0] === 600;", Duration::from_secs(15));
-    d.screenshot(&shots.join("4-run.png"));
+    d.screenshot(&shots.join("5-run.png"));
     d.click("#stop");
     d.wait_for("the run to finish", "return current.info.state === 'finished';", Duration::from_secs(60));
     let href = d.js("return document.querySelector('#run-state a').href;", json!([]));
     d.go(href.as_str().unwrap());
     d.wait_for("the report", "return document.body.textContent.includes('stopped');", Duration::from_secs(10));
-    d.screenshot(&shots.join("5-report.png"));
+    d.screenshot(&shots.join("6-report.png"));
     let errors = d.errors();
     assert!(errors.is_empty(), "the page logged errors: {errors:?}");
     eprintln!("screenshots: {}", shots.display());

@@ -165,6 +165,67 @@ $("#link").onsubmit = (ev) => {
 };
 $("#stop").onclick = () => command({ command: "stop" });
 
+// A form made from the scenario file's own JSON schema (GET /api/v1/scenario-schema): one field
+// per property, tables as fieldsets, required ones marked; what is left empty is left out.
+function schemaForm(schema) {
+  const form = $("#start-form");
+  form.textContent = "";
+  const defs = schema.definitions || {};
+  const resolve = (p) => {
+    if (p.$ref) return defs[p.$ref.split("/").pop()];
+    if (p.anyOf) { const r = p.anyOf.find((x) => x.$ref); if (r) return Object.assign({ description: p.description }, defs[r.$ref.split("/").pop()]); }
+    return p;
+  };
+  const kind = (p) => { const t = Array.isArray(p.type) ? p.type.find((x) => x !== "null") : p.type; return t || (p.properties ? "object" : "string"); };
+  const build = (sch, path, parent) => {
+    const req = (name) => (sch.required || []).includes(name);
+    // required fields first; optional tables (agents, emu, regulation) folded away at the end
+    const props = Object.entries(sch.properties || {}).sort((a, b) => (req(b[0]) - req(a[0])) || (a[0] < b[0] ? -1 : 1));
+    for (const [name, raw] of props) {
+      const p = resolve(raw);
+      const key = path ? `${path}.${name}` : name;
+      const t = kind(p);
+      if (t === "object" && p.properties) {
+        const fs = el("details"); fs.className = "table"; fs.append(el("summary", `[${name}]` + (p.description ? ` — ${p.description}` : "")));
+        build(p, key, fs); parent.append(fs); continue;
+      }
+      const l = el("label", name + (req(name) ? " *" : ""));
+      const i = el("input");
+      i.name = key; i.dataset.kind = t === "array" ? "list" : t === "object" ? "map" : t;
+      if (t === "integer" || t === "number") { i.type = "number"; i.step = t === "integer" ? "1" : "any"; if (p.minimum !== undefined) i.min = p.minimum; }
+      if (t === "boolean") i.type = "checkbox";
+      if (t === "array") i.placeholder = "a, b, c";
+      if (t === "object") i.placeholder = "N=500, M=2";
+      // a table's own required fields matter only when the table is used: the server says so
+      if (req(name) && !path) i.required = true;
+      if (p.description) { l.title = p.description; if (!i.placeholder) i.placeholder = (p.description.match(/e\.g\. ([^,;)]+)/) || [])[1] || ""; }
+      l.append(i); parent.append(l);
+    }
+  };
+  build(schema, "", form);
+  const go = el("button", "Start"); go.id = "form-go"; form.append(go);
+}
+$("#start-form").onsubmit = async (ev) => {
+  ev.preventDefault();
+  const out = {};
+  for (const i of ev.target.querySelectorAll("input")) {
+    let v;
+    if (i.dataset.kind === "boolean") { if (!i.checked) continue; v = true; }
+    else if (i.value.trim() === "") continue;
+    else if (i.dataset.kind === "integer" || i.dataset.kind === "number") v = Number(i.value);
+    else if (i.dataset.kind === "list") v = i.value.split(",").map((x) => x.trim()).filter(Boolean);
+    else if (i.dataset.kind === "map") v = Object.fromEntries(i.value.split(",").map((kv) => kv.split("=").map((x) => x.trim())).filter((kv) => kv[0]).map(([k, x]) => [k, Number(x)]));
+    else v = i.value.trim();
+    const path = i.name.split(".");
+    let o = out;
+    for (const k of path.slice(0, -1)) o = o[k] = o[k] || {};
+    o[path[path.length - 1]] = v;
+  }
+  $("#form-error").textContent = "";
+  try { const info = await api("/api/v1/runs", { form: out }); await refreshRuns(); openRun(info); } catch (e) { $("#form-error").textContent = e.message; }
+};
+api("/api/v1/scenario-schema").then(schemaForm).catch((e) => { $("#form-error").textContent = e.message; });
+
 refreshRuns().then((runs) => { const live = runs.filter((r) => r.state === "running"); if (live.length) openRun(live[live.length - 1]); });
 refreshPast();
 setInterval(refreshRuns, 5000);

@@ -50,6 +50,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/runs/{id}/events", get(events))
         .route("/api/v1/runs/{id}/report/{*path}", get(report))
         .route("/api/v1/past", get(past))
+        .route("/api/v1/scenario-schema", get(|| async { Json(schemars::schema_for!(horde_model::scenario::RawScenario)) }))
         .route("/api/v1/topologies", get(topologies).put(save_topology))
         .route("/api/v1/topologies/open", post(open_topology))
         .route("/api/v1/topologies/check", post(check_topology))
@@ -147,7 +148,7 @@ async fn start(State(app): State<Arc<App>>, body: String) -> Response {
     }
     let req: StartRun = match serde_json::from_str(&body) {
         Ok(r) => r,
-        Err(e) => return refuse(400, format!("{e}: a start is {{\"scenario\": \"examples/wow.toml\"}} with optional players, online, duration, seed")),
+        Err(e) => return refuse(400, format!("{e}: a start is {{\"scenario\": \"examples/wow.toml\"}} (or {{\"form\": {{…}}}}, a scenario's fields) with optional players, online, duration, seed")),
     };
     match runs::start(&app.hub, &app.runs_dir, req).await {
         Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),

@@ -41,6 +41,7 @@ pub fn document() -> Value {
     add("StartRun", schema::<crate::runs::StartRun>());
     add("PastRun", schema::<crate::runs::PastRun>());
     add("Topology", schema::<horde_topo::RawTopology>());
+    add("ScenarioFile", schema::<horde_model::scenario::RawScenario>());
     add("Checked", schema::<crate::topo::Checked>());
     add("OpenTopology", schema::<crate::topo::OpenTopology>());
     add("SaveTopology", schema::<crate::topo::Save>());
@@ -85,6 +86,7 @@ pub fn document() -> Value {
             "/api/v1/runs/{id}/report/{path}": { "get": { "summary": "A file of the run's report directory (index.html, summary.json, charts/…)", "parameters": [id[0].clone(), { "name": "path", "in": "path", "required": true, "schema": { "type": "string" } }],
                 "responses": with(json!({ "200": { "description": "The file" }, "404": err("Not a file of the report") })) } },
             "/api/v1/past": { "get": { "summary": "Past runs: report directories under the runs directory, newest first, with their verdicts", "responses": with(json!({ "200": ok("Past runs", json!({ "type": "array", "items": r("PastRun") })) })) } },
+            "/api/v1/scenario-schema": { "get": { "summary": "The scenario file's JSON schema (what the page's start form is made from; a start's `form` follows it)", "responses": with(json!({ "200": ok("JSON Schema (draft-07)", r("ScenarioFile")) })) } },
             "/api/v1/topologies": {
                 "get": { "summary": "Topology files to open: the saved ones (RUNS/topologies/) and examples/topologies/", "responses": with(json!({ "200": ok("Paths", json!({ "type": "object" })) })) },
                 "put": { "summary": "Save the editor's topology as canonical TOML in RUNS/topologies/NAME.toml", "requestBody": body("SaveTopology"),

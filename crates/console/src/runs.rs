@@ -14,12 +14,17 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::hub::{Hub, RunInfo};
 
-/// A start request (`POST /api/v1/runs`): a scenario file and the overrides `horde run` takes.
+/// A start request (`POST /api/v1/runs`): a scenario file, or a scenario written in the
+/// console's form, and the overrides `horde run` takes.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRun {
-    /// Scenario file, as `horde run` takes it (relative to the console's directory).
-    pub scenario: PathBuf,
+    /// Scenario file, as `horde run` takes it (relative to the console's directory) ...
+    pub scenario: Option<PathBuf>,
+    /// ... or a scenario's fields as JSON (the form the page makes from this schema); it is
+    /// written to RUNS/scenarios/NAME-TIME.toml and run from there.
+    #[schemars(with = "Option<horde_model::scenario::RawScenario>")]
+    pub form: Option<serde_json::Value>,
     pub players: Option<u32>,
     pub online: Option<u32>,
     /// e.g. "30s".
@@ -31,19 +36,24 @@ pub struct StartRun {
 const MAX_LINE: usize = 256 * 1024;
 
 /// Checks `req` as `horde run` would (the same messages), then starts the run.
-pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, req: StartRun) -> Result<RunInfo, (u16, String)> {
+pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result<RunInfo, (u16, String)> {
     let bad = |m: String| (400, m);
-    let mut sc = Scenario::load(&req.scenario).map_err(|e| bad(format!("{}: {e}", req.scenario.display())))?;
+    let file = match (req.scenario.take(), req.form.take()) {
+        (Some(f), None) => f,
+        (None, Some(form)) => write_form(runs_dir, &form).map_err(bad)?,
+        _ => return Err(bad("give either scenario (a file) or form (a scenario's fields)".into())),
+    };
+    let mut sc = Scenario::load(&file).map_err(|e| bad(format!("{}: {e}", file.display())))?;
     let o = horde_scenario::Overrides { players: req.players, online: req.online, duration: req.duration.as_deref(), seed: req.seed };
     horde_scenario::apply_overrides(&mut sc, &o).map_err(|e| bad(format!("{:#}", e.into_anyhow())))?;
     // SAFETY: geteuid cannot fail.
     if sc.emu.is_some() && unsafe { libc::geteuid() } != 0 {
         return Err(bad(format!(
             "{} places its players on an emulated network ([emu]), which needs root: start the console as root (sudo horde ui)",
-            req.scenario.display()
+            file.display()
         )));
     }
-    let name = req.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
+    let name = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
     let mut out = runs_dir.join(format!("{name}-{}", horde_sys::clock::unix_secs()));
     for k in 2.. {
         if !out.exists() {
@@ -53,7 +63,7 @@ pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, req: StartRun) -> Result<Run
     }
     let exe = std::env::current_exe().map_err(|e| (500, format!("locating the horde binary: {e}")))?;
     let mut cmd = tokio::process::Command::new(exe);
-    cmd.arg("run").arg(&req.scenario).arg("--out").arg(&out).args(["--progress", "json", "--commands", "-"]);
+    cmd.arg("run").arg(&file).arg("--out").arg(&out).args(["--progress", "json", "--commands", "-"]);
     for (flag, v) in [
         ("--players", req.players.map(|n| n.to_string())),
         ("--online", req.online.map(|n| n.to_string())),
@@ -98,6 +108,28 @@ pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, req: StartRun) -> Result<Run
         hub2.finish(id, code);
     });
     hub.info(id).map_err(|r| (500, r.to_string()))
+}
+
+/// A form's scenario as a TOML file under RUNS/scenarios/ (its name from its `name`, made safe).
+fn write_form(runs_dir: &Path, form: &serde_json::Value) -> Result<PathBuf, String> {
+    if !form.is_object() {
+        return Err("form: a scenario's fields as a JSON object".into());
+    }
+    let text = toml::to_string(form).map_err(|e| format!("form: {e}"))?;
+    let stem: String =
+        form.get("name").and_then(|n| n.as_str()).unwrap_or("form").chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(40).collect();
+    let stem = if stem.is_empty() { "form".to_string() } else { stem };
+    let dir = runs_dir.join("scenarios");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let mut path = dir.join(format!("{stem}-{}.toml", horde_sys::clock::unix_secs()));
+    for k in 2.. {
+        if !path.exists() {
+            break;
+        }
+        path = dir.join(format!("{stem}-{}-{k}.toml", horde_sys::clock::unix_secs()));
+    }
+    std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    Ok(path)
 }
 
 /// A child's lines into the hub: event lines as they are, any other line as a note.

@@ -30,18 +30,21 @@ pub fn check_duration(ns: u64) -> Result<(), String> {
     Ok(())
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawScenario {
     #[serde(default)]
     pub name: Option<String>,
     /// Built-in service name or a path (relative to the scenario file).
     pub service: String,
+    #[schemars(range(min = 1))]
     pub players: u32,
     /// How many of the players (the first by id) are online at the start (default: all); the
     /// run's command channel changes it while it runs (`{"command":"players","online":N}`).
     #[serde(default)]
     pub online: Option<u32>,
+    /// e.g. "60s", "10m", "2h"
+    #[schemars(with = "String")]
     pub duration: Quantity,
     #[serde(default)]
     pub seed: Option<u64>,
@@ -91,7 +94,7 @@ pub struct RawScenario {
 }
 
 /// `[regulation]`: the client throttle and the server regulator of every circuit.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRegulation {
     /// `fixed:KBPS`, `opensim[:SETTING]`, `mongoose`, `mongoose-paper` or `tfrc`.
@@ -114,7 +117,7 @@ pub struct Regulation {
 }
 
 /// `[agents]`: where a distributed run's shards and server side go.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAgents {
     /// Agents: `HOST:PORT`, `HOST:PORT*WEIGHT`, `dns:NAME:PORT` or `@FILE` (relative to the
@@ -141,7 +144,7 @@ pub struct Agents {
 }
 
 /// `[emu]`: which topology, where the players and the server live.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawEmu {
     /// Topology file, relative to the scenario file.
