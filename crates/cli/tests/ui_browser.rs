@@ -133,6 +133,8 @@ fn the_console_in_a_real_browser() {
     d.wait_for("the charts to advance", &format!("return current.data.t.length >= {};", n + 2), Duration::from_secs(10));
     let delays = d.js("return current.data.down50.filter(x => x !== null).length > 0 && current.data.up99.filter(x => x !== null).length > 0;", json!([]));
     assert_eq!(delays, json!(true), "the delay chart has both directions");
+    let rows = d.js("return document.querySelectorAll('#categories tbody tr').length;", json!([]));
+    assert_eq!(rows, json!(6), "a row per WoW category, measured against the model");
     d.fill("#online input[name=online]", "600");
     d.click("#online button");
     d.wait_for("600 players online", "return current.data.players[0].slice(-1)[0] === 600;", Duration::from_secs(15));

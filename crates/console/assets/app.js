@@ -17,9 +17,10 @@ const el = (tag, text, cls) => { const e = document.createElement(tag); if (text
 let current = null; // { id, source, charts, data }
 const MAX_POINTS = 3600;
 
-function chart(node, series) {
+function chart(node, series, dashes) {
   const width = Math.max(360, node.clientWidth || 480);
-  const opts = { width, height: 220, series: [{ label: "t (s)" }, ...series.map((s, i) => ({ label: s, stroke: palette(i), width: 1.5 }))], axes: [{}, { size: 64 }], scales: { x: { time: false } } };
+  const colour = (i) => (dashes && dashes[i] ? palette(i - 2) : palette(i));
+  const opts = { width, height: 220, series: [{ label: "t (s)" }, ...series.map((s, i) => ({ label: s, stroke: colour(i), width: 1.5, dash: dashes && dashes[i] ? dashes[i] : undefined }))], axes: [{}, { size: 64 }], scales: { x: { time: false } } };
   node.textContent = "";
   return new uPlot(opts, [[], ...series.map(() => [])], node);
 }
@@ -31,8 +32,8 @@ function openRun(info) {
   $("#run-title").textContent = `Run ${info.id}: ${info.scenario}`;
   $("#notes").textContent = "";
   $("#cmd-error").textContent = "";
-  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [] } };
-  current.charts.rates = chart($("#chart-rates"), ["up pkt/s", "down pkt/s"]);
+  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [], upm: [], downm: [] } };
+  current.charts.rates = chart($("#chart-rates"), ["up pkt/s", "down pkt/s", "up, model", "down, model"], [null, null, [6, 4], [6, 4]]);
   current.charts.bits = chart($("#chart-bits"), ["up kbit/s", "down kbit/s"]);
   current.charts.delay = chart($("#chart-delay"), ["up p50", "up p99", "down p50", "down p99"]);
   $("#chart-players").textContent = "";
@@ -89,14 +90,18 @@ function progress(p) {
   // live one-way delay (within 3.1 %; absent in a second with no arrivals, and through agents)
   const [u50, u99] = p.up_delay_ms || [null, null], [d50, d99] = p.down_delay_ms || [null, null];
   d.up50.push(u50); d.up99.push(u99); d.down50.push(d50); d.down99.push(d99);
+  const cr = p.category_rates || [];
+  d.upm.push(cr.length ? cr.reduce((a, c) => a + c.up_model, 0) : null);
+  d.downm.push(cr.length ? cr.reduce((a, c) => a + c.down_model, 0) : null);
+  categoryTable(cr);
   if (current.categories) {
     const byName = Object.fromEntries(p.categories);
     d.players[0].push(p.categories.reduce((s, c) => s + c[1], 0));
     current.categories.forEach((c, i) => d.players[i + 1].push(byName[c] || 0));
   }
-  if (d.t.length > MAX_POINTS) for (const k of ["t", "up", "down", "upb", "downb", "up50", "up99", "down50", "down99"]) d[k].shift();
+  if (d.t.length > MAX_POINTS) for (const k of ["t", "up", "down", "upb", "downb", "up50", "up99", "down50", "down99", "upm", "downm"]) d[k].shift();
   if (d.players.length && d.players[0].length > MAX_POINTS) d.players.forEach((s) => s.shift());
-  current.charts.rates.setData([d.t, d.up, d.down]);
+  current.charts.rates.setData([d.t, d.up, d.down, d.upm, d.downm]);
   current.charts.bits.setData([d.t, d.upb, d.downb]);
   current.charts.delay.setData([d.t, d.up50, d.up99, d.down50, d.down99]);
   if (current.charts.players) current.charts.players.setData([d.t, ...d.players]);
@@ -107,6 +112,21 @@ function progress(p) {
   for (const a of p.agents) {
     const tr = el("tr");
     for (const v of [a.agent, a.sent_pkt_s, (a.sent_bit_s / 1e3).toFixed(1), a.received_pkt_s, (a.received_bit_s / 1e3).toFixed(1)]) tr.append(el("td", String(v)));
+    body.append(tr);
+  }
+}
+
+// APDUs per second by category and direction over the last second, beside the model's
+// expectation for the players online in it (a one-second count: expect Poisson noise).
+function categoryTable(rows) {
+  const t = $("#categories");
+  t.hidden = !rows.length;
+  const body = t.querySelector("tbody");
+  body.textContent = "";
+  const err = (m, x) => (x > 0 ? `${(((m - x) / x) * 100).toFixed(1)} %` : "–");
+  for (const c of rows) {
+    const tr = el("tr");
+    for (const v of [c.category, c.up_apdu_s, c.up_model.toFixed(1), err(c.up_apdu_s, c.up_model), c.down_apdu_s, c.down_model.toFixed(1), err(c.down_apdu_s, c.down_model)]) tr.append(el("td", String(v)));
     body.append(tr);
   }
 }

@@ -2,7 +2,8 @@
 //! by the workers ([`DelayHist`]); a progress loop takes the last window's percentiles from it
 //! once a second ([`DelayWindow`]). Buckets are 1 µs wide below 16 µs and 1/16 of a power of two
 //! above, so a percentile read from a bucket's middle is within 1/32 (3.1 %) of the true value
-//! (and ±0.5 µs). The report's exact figures still come from the logs.
+//! (and ±0.5 µs). The report's exact figures still come from the logs. Also departures and
+//! arrivals per class ([`ClassCounts`]: a scenario's categories, live).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -105,6 +106,38 @@ fn percentiles(counts: &[u64]) -> Option<Percentiles> {
         0.0
     };
     Some(Percentiles { p50_ms: at(0.5), p99_ms: at(0.99), samples: n })
+}
+
+/// Classes counted apart; higher ones share the last counter.
+pub const CLASSES: usize = 32;
+
+/// Departures and arrivals per class (relaxed atomics).
+#[derive(Debug)]
+pub struct ClassCounts {
+    sent: Box<[AtomicU64]>,
+    received: Box<[AtomicU64]>,
+}
+
+impl Default for ClassCounts {
+    fn default() -> ClassCounts {
+        let v = || (0..CLASSES).map(|_| AtomicU64::new(0)).collect();
+        ClassCounts { sent: v(), received: v() }
+    }
+}
+
+impl ClassCounts {
+    pub fn sent(&self, class: u8) {
+        self.sent[(class as usize).min(CLASSES - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn received(&self, class: u8) {
+        self.received[(class as usize).min(CLASSES - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Totals so far: (sent, received) per class.
+    pub fn totals(&self) -> Vec<(u64, u64)> {
+        self.sent.iter().zip(self.received.iter()).map(|(s, r)| (s.load(Ordering::Relaxed), r.load(Ordering::Relaxed))).collect()
+    }
 }
 
 #[cfg(test)]

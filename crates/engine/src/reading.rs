@@ -39,7 +39,7 @@ impl Ctx for IoCtx<'_> {
 
     fn record(&mut self, r: Record) {
         if r.kind == RecordKind::Received {
-            Progress::received(self.progress, r.size as u64, r.t_a, r.t_b);
+            Progress::received(self.progress, r.size as u64, r.t_a, r.t_b, r.tag);
         }
         self.sink.push(r);
     }
@@ -183,7 +183,7 @@ impl Worker {
                 match self.slots[i].conn.on_datagram(now, rx.data(k), &meta) {
                     Ok(Some(rec)) => {
                         if rec.kind == RecordKind::Received {
-                            Progress::received(&self.opts.progress, rec.size as u64, rec.t_a, rec.t_b);
+                            Progress::received(&self.opts.progress, rec.size as u64, rec.t_a, rec.t_b, rec.tag);
                         }
                         self.sink.push(rec);
                     }
@@ -241,7 +241,7 @@ impl Worker {
                     Some(&i) if self.slots[i].conn.flow == h.flow && h.flags & CONTROL_FLAGS == 0 => {
                         let meta = RxMeta { len: info.len, kernel_ns: info.kernel_ns, tos: info.tos, ttl: info.ttl };
                         let rec = self.slots[i].conn.on_peer_datagram(now, &h, &meta);
-                        Progress::received(&self.opts.progress, info.len as u64, rec.t_a, rec.t_b);
+                        Progress::received(&self.opts.progress, info.len as u64, rec.t_a, rec.t_b, rec.tag);
                         self.sink.push(rec);
                     }
                     _ => self.refusals.unadmitted += 1,

@@ -403,19 +403,22 @@ fn empty_report(client: &SendReport) -> SendReport {
     }
 }
 
-/// Reports progress once a second: rates over the last second and players per category.
+/// Reports progress once a second: rates over the last second and players per category. Ticks
+/// keep to the wall clock's seconds; when a busy machine delays one, its rates are still per
+/// second (counts over the interval it covers, divided by its length).
 pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, up: &crate::server::LiveDelay, done: &AtomicBool, events: Events) {
     let start = Stopwatch::start();
     let mut last = [0u64; 4];
     let mut down = horde_engine::live::DelayWindow::default();
-    let mut tick = 0u64;
+    let mut last_class = p.by_class.totals();
+    let (mut next, mut last_t) = (1.0f64, 0.0f64);
     while !done.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(250));
-        tick += 1;
-        if !tick.is_multiple_of(4) {
+        std::thread::sleep(Duration::from_millis(50));
+        let t = start.elapsed().as_secs_f64();
+        if t < next {
             continue;
         }
-        let t = start.elapsed().as_secs_f64();
+        next = t.floor() + 1.0;
         if t > sc.duration_s + 0.5 {
             // The traffic is over (the last second is the linger for in-flight APDUs): a tick
             // now would only report zeros.
@@ -427,7 +430,25 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
             p.recv_packets.load(Ordering::Relaxed),
             p.recv_bytes.load(Ordering::Relaxed),
         ];
-        let d = |i: usize| now[i] - last[i];
+        let dt = (t - last_t).max(1e-3);
+        last_t = t;
+        let per_s = |n: u64| (n as f64 / dt).round() as u64;
+        let d = |i: usize| per_s(now[i] - last[i]);
+        let class_now = p.by_class.totals();
+        let model = crate::model_rates_at(sc, players, t);
+        let category_rates = sc
+            .service
+            .states
+            .iter()
+            .enumerate()
+            .map(|(k, st)| {
+                let (s1, r1) = class_now.get(k).copied().unwrap_or_default();
+                let (s0, r0) = last_class.get(k).copied().unwrap_or_default();
+                let [up_model, down_model] = model.get(k).copied().unwrap_or_default();
+                crate::CategoryRates { category: st.name.clone(), up_apdu_s: per_s(s1 - s0), down_apdu_s: per_s(r1 - r0), up_model, down_model }
+            })
+            .collect();
+        last_class = class_now;
         let snap = Snapshot {
             t_s: t,
             up_pkt_s: d(0),
@@ -441,6 +462,7 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
             down_delay_ms: down.take(&p.delay).map(|w| [w.p50_ms, w.p99_ms]),
             // the server side's last second (it counts on its own clock's seconds)
             up_delay_ms: up.lock().unwrap_or_else(|e| e.into_inner()).take(),
+            category_rates,
         };
         last = now;
         events(&Event::Tick(snap));

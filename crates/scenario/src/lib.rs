@@ -80,6 +80,8 @@ pub enum Event {
 pub struct Snapshot {
     /// Seconds since the players started.
     pub t_s: f64,
+    /// Rates are per second over the interval since the last line (a second, or more when a
+    /// busy machine delayed this one).
     pub up_pkt_s: u64,
     pub up_bit_s: u64,
     pub down_pkt_s: u64,
@@ -103,6 +105,23 @@ pub struct Snapshot {
     /// counted it in its last second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub up_delay_ms: Option<[f64; 2]>,
+    /// Per category over the last second: the APDUs the players sent (up) and received (down),
+    /// beside what the model expects now of the players online in it. Empty for runs without
+    /// categories, and through agents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub category_rates: Vec<CategoryRates>,
+}
+
+/// One category's APDU rates over the last second, measured and expected.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct CategoryRates {
+    pub category: String,
+    pub up_apdu_s: u64,
+    pub down_apdu_s: u64,
+    /// Σ over the players online in the category of 1000 / (the mean inter-departure time, ms,
+    /// of the sub-activity each is in now): what the model sends per second.
+    pub up_model: f64,
+    pub down_model: f64,
 }
 
 /// One agent's rates over the last second: what it sent and what it received.
@@ -160,6 +179,31 @@ pub fn categories_at(sc: &Scenario, segments: &[Vec<horde_model::behaviour::Segm
         }
     }
     sc.service.states.iter().zip(&counts).map(|(st, c)| (st.name.clone(), *c)).collect()
+}
+
+/// What the model expects per second now, per behaviour state: [up, down] APDUs/s summed over
+/// the players online in it, each by the mean inter-departure time of the sub-activity it is
+/// in at `t_s`.
+pub fn model_rates_at(sc: &Scenario, players: &players::Players, t_s: f64) -> Vec<[f64; 2]> {
+    let mut rates = vec![[0.0; 2]; sc.service.states.len()];
+    let at = t_s.min(sc.duration_s - 1e-6).max(0.0);
+    let rate = |state: usize, sub: usize, dir: usize| {
+        let t = players.traffic.by_state.get(state)?.get(sub)?[dir].as_ref()?;
+        t.idt.mean_estimate().filter(|m| *m > 0.0).map(|m| 1000.0 / m)
+    };
+    for (p, segs) in players.segments.iter().enumerate() {
+        if !players.roster.admitted(p as u32, (at * 1e9) as u64) {
+            continue;
+        }
+        if let Some(s) = horde_model::behaviour::state_at(segs, at) {
+            if let Some(r) = rates.get_mut(s.state as usize) {
+                for (dir, x) in r.iter_mut().enumerate() {
+                    *x += rate(s.state as usize, s.sub as usize, dir).unwrap_or(0.0);
+                }
+            }
+        }
+    }
+    rates
 }
 
 /// Where progress goes: called from the run's threads.

@@ -93,3 +93,41 @@ fn a_burst_of_thousands_of_players_all_get_in() {
     assert!(r.summary.server_connections >= 2990, "{} players served", r.summary.server_connections);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The live figures of each second add up to the run's own counts, and what the model expects
+/// of the players online is what they send (over the run, within the noise of a few seconds).
+#[test]
+fn live_progress_counts_every_apdu_by_category_and_follows_the_model() {
+    let sc = scenario("wow", 200, 8);
+    let out = tmp("live");
+    let stop = AtomicBool::new(false);
+    let events = Mutex::new(Vec::new());
+    let record = |e: &Event| events.lock().unwrap().push(e.clone());
+    let opts = RunOptions { out: &out, scenario_file: None, server: ServerSide::InProcess, shard: None, events: &record, stop: &stop, commands: None };
+    execute(&sc, &opts).expect("the run completes");
+    let ticks: Vec<horde_scenario::Snapshot> =
+        events.into_inner().unwrap().into_iter().filter_map(|e| if let Event::Tick(s) = e { Some(s) } else { None }).collect();
+    assert!(ticks.len() >= 4, "{}", ticks.len());
+    for t in &ticks {
+        let up: u64 = t.category_rates.iter().map(|c| c.up_apdu_s).sum();
+        let down: u64 = t.category_rates.iter().map(|c| c.down_apdu_s).sum();
+        let n = t.category_rates.len() as u64;
+        assert!(up.abs_diff(t.up_pkt_s) <= n && down.abs_diff(t.down_pkt_s) <= n, "every APDU of the second is in one category (rates rounded): {t:?}");
+        assert!(t.down_delay_ms.is_some() && t.up_delay_ms.is_some(), "delay both ways each second: {t:?}");
+    }
+    // after the first second, measured against the model's expectation (both rates, weighted by
+    // each tick's own interval, which a busy machine may stretch)
+    let (mut up, mut up_model, mut down, mut down_model) = (0.0, 0.0, 0.0, 0.0);
+    for w in ticks.windows(2) {
+        let dt = w[1].t_s - w[0].t_s;
+        for c in &w[1].category_rates {
+            up += c.up_apdu_s as f64 * dt;
+            down += c.down_apdu_s as f64 * dt;
+            up_model += c.up_model * dt;
+            down_model += c.down_model * dt;
+        }
+    }
+    assert!((up / up_model - 1.0).abs() < 0.1, "up {up} vs the model's {up_model}");
+    assert!((down / down_model - 1.0).abs() < 0.1, "down {down} vs the model's {down_model}");
+    std::fs::remove_dir_all(&out).unwrap();
+}

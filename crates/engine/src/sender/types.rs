@@ -32,13 +32,16 @@ pub struct Progress {
     pub t0_real_ns: AtomicU64,
     /// One-way delays of what arrived (live percentiles; the report's come from the logs).
     pub delay: crate::live::DelayHist,
+    /// Departures and arrivals per class (a scenario's behaviour state; 0 for plain flows).
+    pub by_class: crate::live::ClassCounts,
 }
 
 impl Progress {
-    pub(crate) fn sent(p: &Option<Arc<Progress>>, len: u64) {
+    pub(crate) fn sent(p: &Option<Arc<Progress>>, len: u64, class: u8) {
         if let Some(p) = p {
             p.sent_packets.fetch_add(1, Ordering::Relaxed);
             p.sent_bytes.fetch_add(len, Ordering::Relaxed);
+            p.by_class.sent(class);
         }
     }
 
@@ -48,12 +51,14 @@ impl Progress {
         }
     }
 
-    /// An arrival of `len` bytes sent at `sent_ns` and received at `arrived_ns` (real time).
-    pub(crate) fn received(p: &Option<Arc<Progress>>, len: u64, sent_ns: u64, arrived_ns: u64) {
+    /// An arrival of `len` bytes sent at `sent_ns` and received at `arrived_ns` (real time),
+    /// tagged `tag` (its class in the low byte).
+    pub(crate) fn received(p: &Option<Arc<Progress>>, len: u64, sent_ns: u64, arrived_ns: u64, tag: u32) {
         if let Some(p) = p {
             p.recv_packets.fetch_add(1, Ordering::Relaxed);
             p.recv_bytes.fetch_add(len, Ordering::Relaxed);
             p.delay.record(sent_ns, arrived_ns);
+            p.by_class.received((tag & 0xFF) as u8);
         }
     }
 }
