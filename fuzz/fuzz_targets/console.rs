@@ -2,8 +2,9 @@
 use horde_console::guard::{Guard, Headers};
 use libfuzzer_sys::fuzz_target;
 
-// What a request to the console brings: its headers (to the guard) and its body (a command or
-// a start). Never panics; the guard lets a request through only with the token, and never
+// What a request to the console brings: its headers (to the guard) and its body (a command, a
+// start, a topology to open, check or save, an emulator action). Never panics; a topology body
+// that parses renders to TOML the planner takes the same way; the guard lets a request through only with the token, and never
 // with a Host other than the console's or a foreign Origin.
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
@@ -22,4 +23,16 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = horde_scenario::control::Command::parse(&text);
     let _ = serde_json::from_str::<horde_console::runs::StartRun>(&text);
+    let _ = serde_json::from_str::<horde_console::emu::LinkSet>(&text);
+    let _ = serde_json::from_str::<horde_console::emu::Exec>(&text);
+    let _ = serde_json::from_str::<horde_console::emu::Up>(&text);
+    let _ = serde_json::from_str::<horde_console::topo::Save>(&text);
+    let _ = serde_json::from_str::<horde_console::topo::OpenTopology>(&text);
+    if let Ok(raw) = serde_json::from_str::<horde_topo::RawTopology>(&text) {
+        let c = horde_console::topo::check_raw(raw.clone());
+        let again = horde_console::topo::check_text(c.toml.as_deref().unwrap_or(""));
+        assert_eq!(again.topology.as_ref(), Some(&raw), "the rendered TOML reads back as the same form");
+        assert_eq!(again.error.is_none(), c.error.is_none());
+    }
+    let _ = horde_console::topo::check_text(&text);
 });

@@ -65,7 +65,7 @@ pub struct RawNode {
     pub name: String,
     pub kind: Kind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub count: Option<usize>,
+    pub count: Option<u32>,
     /// Where the console's editor draws the node (ignored by the emulator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ui: Option<NodeUi>,
@@ -436,7 +436,7 @@ fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoE
         if n.name.is_empty() || n.name.len() > 32 || !n.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             return Err(fail(at("name"), "must be 1..=32 letters, digits, - or _".into()));
         }
-        let count = n.count.unwrap_or(1);
+        let count = n.count.unwrap_or(1) as usize;
         if count == 0 || nodes.len() + count > MAX_NODES {
             return Err(fail(at("count"), format!("must be 1.., and all nodes together at most {MAX_NODES} (got {count})")));
         }
