@@ -229,8 +229,35 @@ fn a_regulated_scenario_runs_every_player_as_a_circuit() {
     let d = tmp("circuit-run");
     let out = d.join("out");
     let ex = examples().join("opensim-regulated.toml");
-    let o = ok(&["run", ex.to_str().unwrap(), "-n", "6", "-t", "10s", "--quiet", "-o", out.to_str().unwrap()]);
+    let prog = d.join("progress.jsonl");
+    let o = ok(&[
+        "run",
+        ex.to_str().unwrap(),
+        "-n",
+        "6",
+        "-t",
+        "10s",
+        "--quiet",
+        "-o",
+        out.to_str().unwrap(),
+        "--progress",
+        "json",
+        "--progress-file",
+        prog.to_str().unwrap(),
+    ]);
     assert!(o.contains("6 regulated circuits (mongoose throttle, dual regulator)") && o.contains("6 joined"), "{o}");
+    // live: each progress line carries the circuits' last closed second
+    let live: Vec<serde_json::Value> = std::fs::read_to_string(&prog)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "progress")
+        .filter_map(|v| v["progress"].get("circuits").cloned())
+        .collect();
+    let last = live.last().unwrap_or_else(|| panic!("circuits in the progress lines"));
+    assert!(last["circuits"] == 6 && last["received_kbps"].as_f64().unwrap() > 0.0, "{last}");
+    let thr = last["throttle_kbps"].as_array().unwrap();
+    assert!(thr[0].as_f64() <= thr[1].as_f64() && thr[1].as_f64() <= thr[2].as_f64() && thr[2].as_f64().unwrap() <= 1536.1, "{last}");
     let s = json(&out.join("summary.json"));
     assert_eq!(s["kind"], "circuits");
     let circuits = s["circuits"].as_array().unwrap();

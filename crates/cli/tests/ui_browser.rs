@@ -145,6 +145,22 @@ fn the_console_in_a_real_browser() {
     d.go(href.as_str().unwrap());
     d.wait_for("the report", "return document.body.textContent.includes('stopped');", Duration::from_secs(10));
     d.screenshot(&shots.join("6-report.png"));
+    // A regulated run (circuits): the throttles' chart fills
+    d.go(&format!("http://{}/", c.addr));
+    d.wait_for("the page again", "return typeof current !== 'undefined' && !!document.querySelector('#start');", Duration::from_secs(10));
+    let reg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/opensim-regulated.toml");
+    d.fill("#start input[name=scenario]", reg.to_str().unwrap());
+    d.fill("#start input[name=players]", "6");
+    d.fill("#start input[name=duration]", "12s");
+    d.click("#start button");
+    d.wait_for(
+        "the circuits' chart",
+        "return !!current && !!current.charts.circuits && current.data.cmed.some(x => x !== null) && !document.querySelector('#circuits-figure').hidden;",
+        Duration::from_secs(30),
+    );
+    d.screenshot(&shots.join("7-circuits.png"));
+    d.click("#stop");
+    d.wait_for("the regulated run to finish", "return current.info.state === 'finished';", Duration::from_secs(60));
     let errors = d.errors();
     assert!(errors.is_empty(), "the page logged errors: {errors:?}");
     eprintln!("screenshots: {}", shots.display());

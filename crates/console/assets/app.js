@@ -32,7 +32,8 @@ function openRun(info) {
   $("#run-title").textContent = `Run ${info.id}: ${info.scenario}`;
   $("#notes").textContent = "";
   $("#cmd-error").textContent = "";
-  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [], upm: [], downm: [] } };
+  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [], upm: [], downm: [], cmin: [], cmed: [], cmax: [], crecv: [] } };
+  $("#circuits-figure").hidden = true;
   current.charts.rates = chart($("#chart-rates"), ["up pkt/s", "down pkt/s", "up, model", "down, model"], [null, null, [6, 4], [6, 4]]);
   current.charts.bits = chart($("#chart-bits"), ["up kbit/s", "down kbit/s"]);
   current.charts.delay = chart($("#chart-delay"), ["up p50", "up p99", "down p50", "down p99"]);
@@ -94,16 +95,26 @@ function progress(p) {
   d.upm.push(cr.length ? cr.reduce((a, c) => a + c.up_model, 0) : null);
   d.downm.push(cr.length ? cr.reduce((a, c) => a + c.down_model, 0) : null);
   categoryTable(cr);
+  // a regulated run: its circuits' throttles and what each received, per circuit
+  const c = p.circuits;
+  if (c && !current.charts.circuits) {
+    $("#circuits-figure").hidden = false;
+    current.charts.circuits = chart($("#chart-circuits"), ["throttle min", "throttle median", "throttle max", "received per circuit"]);
+  }
+  d.cmin.push(c ? c.throttle_kbps[0] : null); d.cmed.push(c ? c.throttle_kbps[1] : null); d.cmax.push(c ? c.throttle_kbps[2] : null);
+  d.crecv.push(c && c.circuits ? c.received_kbps / c.circuits : null);
+  if (c) $("#circuits-state").textContent = `${c.circuits} circuits up in second ${c.t_s}; round trip ${c.rtt_ms === null || c.rtt_ms === undefined ? "–" : c.rtt_ms.toFixed(1) + " ms"} (median), loss ${c.loss_pct.toFixed(2)} % (mean)`;
   if (current.categories) {
     const byName = Object.fromEntries(p.categories);
     d.players[0].push(p.categories.reduce((s, c) => s + c[1], 0));
     current.categories.forEach((c, i) => d.players[i + 1].push(byName[c] || 0));
   }
-  if (d.t.length > MAX_POINTS) for (const k of ["t", "up", "down", "upb", "downb", "up50", "up99", "down50", "down99", "upm", "downm"]) d[k].shift();
+  if (d.t.length > MAX_POINTS) for (const k of ["t", "up", "down", "upb", "downb", "up50", "up99", "down50", "down99", "upm", "downm", "cmin", "cmed", "cmax", "crecv"]) d[k].shift();
   if (d.players.length && d.players[0].length > MAX_POINTS) d.players.forEach((s) => s.shift());
   current.charts.rates.setData([d.t, d.up, d.down, d.upm, d.downm]);
   current.charts.bits.setData([d.t, d.upb, d.downb]);
   current.charts.delay.setData([d.t, d.up50, d.up99, d.down50, d.down99]);
+  if (current.charts.circuits) current.charts.circuits.setData([d.t, d.cmin, d.cmed, d.cmax, d.crecv]);
   if (current.charts.players) current.charts.players.setData([d.t, ...d.players]);
   const table = $("#agents");
   table.hidden = !p.agents.length;

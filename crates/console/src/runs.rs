@@ -53,7 +53,9 @@ pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result
             file.display()
         )));
     }
-    let name = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
+    // the report directory is named after the scenario (a file's stem when it has no name)
+    let name: String = sc.name.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(40).collect();
+    let name = if name.is_empty() { "run".to_string() } else { name };
     let mut out = runs_dir.join(format!("{name}-{}", horde_sys::clock::unix_secs()));
     for k in 2.. {
         if !out.exists() {

@@ -427,13 +427,14 @@ pub fn run_clients(
     netns: &[Arc<std::fs::File>],
     progress: &Progress,
     stop: &AtomicBool,
+    live: Option<&std::sync::Mutex<Option<CircuitsLive>>>,
 ) -> anyhow::Result<Vec<JoinedCircuit>> {
     let socks = shell::client_sockets(server, None, shard.len(), netns)?;
     let t0 = real_ns();
     // The join asks for what the throttle may ever ask: the server caps the circuit there.
     let asked = asked_kbps(cfg.kind.max_bps(Limits::default()));
     let mut members: Vec<Joiner<ClientEnd>> = shard.map(|p| Joiner::new(key.clone(), p, asked, t0 + (sc.join_time(p) * 1e9) as u64)).collect();
-    let mut host = Joining { cfg, players: members.iter().map(|m| m.flow).collect() };
+    let mut host = Joining { cfg, players: members.iter().map(|m| m.flow).collect(), rows: Vec::new(), live };
     shell::population(&mut members, &socks, &mut host, progress, t0, Until { stop, end_ns: t0 + (sc.duration_s * 1e9) as u64 })?;
     Ok(members
         .into_iter()
@@ -454,6 +455,10 @@ pub fn run_clients(
 struct Joining<'a> {
     cfg: &'a Config,
     players: Vec<u32>,
+    /// This second's rows of the circuits up (throttle, received, rtt, loss), and where the
+    /// closed second goes.
+    rows: Vec<[f64; 4]>,
+    live: Option<&'a std::sync::Mutex<Option<CircuitsLive>>>,
 }
 
 impl Crowd<Joiner<ClientEnd>> for Joining<'_> {
@@ -461,6 +466,65 @@ impl Crowd<Joiner<ClientEnd>> for Joining<'_> {
         if matches!(m.phase(), endpoint::Joining::Admitted) {
             m.up(now, ClientEnd::new(Client::new(self.cfg.kind.build(Limits::default(), now), now), self.players[i].to_string()));
         }
+    }
+
+    fn second(&mut self, i: usize, m: &Joiner<ClientEnd>) {
+        let Some(live) = self.live else { return };
+        let mut t_s = None;
+        if let endpoint::Joining::Up(c) = m.phase() {
+            if let Some(r) = c.rows.last() {
+                self.rows.push([r.rate_kbps, r.total_kbps, r.rtt_ms, r.loss_pct]);
+                t_s = Some(r.t_s);
+            }
+        }
+        // every member closes the second in turn: the last one publishes it
+        if i + 1 == self.players.len() {
+            let closed = CircuitsLive::of(t_s.unwrap_or_default(), &self.rows);
+            *live.lock().unwrap_or_else(|p| p.into_inner()) = closed;
+            self.rows.clear();
+        }
+    }
+}
+
+/// A regulated run's circuits in their last closed second, live (`--progress json`, the console).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CircuitsLive {
+    /// The second, counted from the run's start.
+    pub t_s: u64,
+    /// Circuits up in it.
+    pub circuits: u32,
+    /// What their throttles asked for, kbit/s: [min, median, max].
+    pub throttle_kbps: [f64; 3],
+    /// What they received, kbit/s, all together.
+    pub received_kbps: f64,
+    /// Their last round-trip times, ms: the median (absent before one was measured).
+    pub rtt_ms: Option<f64>,
+    /// Sequence numbers missing in the second, %: the mean over circuits.
+    pub loss_pct: f64,
+}
+
+impl CircuitsLive {
+    /// The figures of one second's rows `[throttle, received, rtt, loss]`; None without rows.
+    fn of(t_s: u64, rows: &[[f64; 4]]) -> Option<CircuitsLive> {
+        let n = rows.len();
+        if n == 0 {
+            return None;
+        }
+        let sorted = |k: usize| {
+            let mut v: Vec<f64> = rows.iter().map(|r| r[k]).filter(|x| x.is_finite() && (k != 2 || *x > 0.0)).collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let thr = sorted(0);
+        let rtt = sorted(2);
+        Some(CircuitsLive {
+            t_s,
+            circuits: n as u32,
+            throttle_kbps: if thr.is_empty() { [0.0; 3] } else { [thr[0], thr[thr.len() / 2], thr[thr.len() - 1]] },
+            received_kbps: rows.iter().map(|r| r[1]).sum(),
+            rtt_ms: (!rtt.is_empty()).then(|| rtt[rtt.len() / 2]),
+            loss_pct: rows.iter().map(|r| r[3]).sum::<f64>() / n as f64,
+        })
     }
 }
 

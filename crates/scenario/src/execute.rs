@@ -463,6 +463,7 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
             // the server side's last second (it counts on its own clock's seconds)
             up_delay_ms: up.lock().unwrap_or_else(|e| e.into_inner()).take(),
             category_rates,
+            circuits: None,
         };
         last = now;
         events(&Event::Tick(snap));

@@ -110,6 +110,10 @@ pub struct Snapshot {
     /// categories, and through agents.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub category_rates: Vec<CategoryRates>,
+    /// A regulated run's circuits in their last closed second (throttles, what they received,
+    /// round trip, loss); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuits: Option<circuits::CircuitsLive>,
 }
 
 /// One category's APDU rates over the last second, measured and expected.

@@ -45,11 +45,23 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
     let server = Mutex::new(server);
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
     let steer = crate::steer::Steer::new(opts.commands, None, &client_progress, emu.as_ref(), opts.events);
+    let live = Mutex::new(None);
     let clients = std::thread::scope(|s| {
-        let (done_r, p, pl) = (&done, &client_progress, &players);
-        s.spawn(move || progress(sc, pl, p, &Default::default(), done_r, opts.events));
+        let (done_r, p, pl, live) = (&done, &client_progress, &players, &live);
+        // each progress line carries the circuits' last closed second (and no open-loop model
+        // rates: circuits send what their throttles ask for, not the service's traffic model)
+        let events = move |e: &crate::Event| match e {
+            crate::Event::Tick(snap) => {
+                let mut snap = snap.clone();
+                snap.circuits = live.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                snap.category_rates.clear();
+                (opts.events)(&crate::Event::Tick(snap))
+            }
+            e => (opts.events)(e),
+        };
+        s.spawn(move || progress(sc, pl, p, &Default::default(), done_r, &events));
         s.spawn(|| crate::steer::watch(&server, opts.stop, &run_stop, &done, &died, &steer));
-        let r = run_clients(sc, cfg, shard, addr, &key, &netns, &client_progress, &run_stop);
+        let r = run_clients(sc, cfg, shard, addr, &key, &netns, &client_progress, &run_stop, Some(live));
         done.store(true, Ordering::Relaxed);
         r
     });
