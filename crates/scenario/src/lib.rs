@@ -113,7 +113,7 @@ pub struct Snapshot {
     /// A regulated run's circuits in their last closed second (throttles, what they received,
     /// round trip, loss); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub circuits: Option<circuits::CircuitsLive>,
+    pub circuits: Option<Box<circuits::CircuitsLive>>,
 }
 
 /// One category's APDU rates over the last second, measured and expected.

@@ -53,7 +53,7 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
         let events = move |e: &crate::Event| match e {
             crate::Event::Tick(snap) => {
                 let mut snap = snap.clone();
-                snap.circuits = live.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                snap.circuits = live.lock().unwrap_or_else(|p| p.into_inner()).clone().map(Box::new);
                 snap.category_rates.clear();
                 (opts.events)(&crate::Event::Tick(snap))
             }
