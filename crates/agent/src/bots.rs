@@ -89,6 +89,7 @@ pub fn options(a: &Assignment, log: PathBuf) -> Result<BotsOptions, String> {
         model,
         log: Some(log),
         netns: Vec::new(),
+        live: None,
     })
 }
 

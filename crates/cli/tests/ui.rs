@@ -246,3 +246,40 @@ fn a_console_beyond_loopback_needs_the_flag_and_tls() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Bots from the console: `horde bots … --progress json --commands -` as a child, its live
+/// response times in the event stream, refusals named before anything starts.
+#[test]
+fn bots_start_from_the_api_and_stream_their_response_times() {
+    if !std::path::Path::new("/usr/games/openarena-server").exists() {
+        assert!(std::env::var("CI").is_err(), "CI installs openarena-server (.ci/run)");
+        eprintln!("SKIPPED: no openarena-server here");
+        return;
+    }
+    let dir = Scratch::new("ui-bots");
+    let c = console(&dir.path("runs"));
+    let start = |body: &str| authed(&c, "POST", "/api/v1/runs", body);
+    for (body, says) in [
+        (r#"{"bots": {"players": 0, "duration": "4s"}}"#, "bots.players must be 1..=1024"),
+        (r#"{"bots": {"players": 4, "duration": "soon"}}"#, "bots.duration"),
+        (r#"{"bots": {"players": 4, "duration": "4s", "server": "nowhere"}}"#, "bots.server"),
+        (r#"{"bots": {"players": 4, "duration": "4s"}, "players": 9}"#, "takes its values in bots"),
+        (r#"{"bots": {"players": 4, "duration": "4s"}, "scenario": "x.toml"}"#, "give one of"),
+    ] {
+        let r = start(body);
+        assert!(r.status == 400 && r.body.contains(says), "{body}: {} {}", r.status, r.body);
+    }
+    let r = start(r#"{"bots": {"players": 4, "duration": "5s", "ramp": "1s"}}"#);
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = serde_json::from_str::<serde_json::Value>(&r.body).unwrap()["id"].as_u64().unwrap();
+    let events = sse(&c, &format!("/api/v1/runs/{id}/events"), None, Duration::from_secs(60), |v| v.iter().any(|e| e.1["event"] == "finished"));
+    let bots: Vec<&serde_json::Value> = events.iter().filter_map(|e| e.1["progress"].get("bots")).collect();
+    assert!(
+        bots.iter().any(|b| b["started"] == 4 && b["response_ms"][0].as_f64().is_some_and(|p50| p50 > 0.0 && p50 < 200.0)),
+        "live response times: {bots:?}"
+    );
+    let fin = events.iter().find(|e| e.1["event"] == "finished").unwrap();
+    assert_eq!(fin.1["exit"], 0, "{events:?}");
+    let r = authed(&c, "GET", &format!("/api/v1/runs/{id}/report/summary.json"), "");
+    assert!(r.status == 200 && r.body.contains("response_ms"), "{}", r.status);
+}

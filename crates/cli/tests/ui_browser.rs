@@ -145,6 +145,17 @@ fn the_console_in_a_real_browser() {
     d.go(href.as_str().unwrap());
     d.wait_for("the report", "return document.body.textContent.includes('stopped');", Duration::from_secs(10));
     d.screenshot(&shots.join("6-report.png"));
+    // Bots against a game server the run starts: the response-time chart fills
+    d.go(&format!("http://{}/", c.addr));
+    d.wait_for("the page again", "return typeof current !== 'undefined' && !!document.querySelector('#start-bots');", Duration::from_secs(10));
+    d.click("#bots-start summary");
+    d.fill("#start-bots input[name=players]", "4");
+    d.fill("#start-bots input[name=duration]", "4s");
+    d.fill("#start-bots input[name=ramp]", "1s");
+    d.click("#start-bots button");
+    d.wait_for("the bots' chart", "return !!current && !!current.charts.bots && current.data.b50.some(x => x !== null);", Duration::from_secs(30));
+    d.screenshot(&shots.join("7-bots.png"));
+    d.wait_for("the bots run to finish", "return current.info.state === 'finished' && current.info.exit === 0;", Duration::from_secs(60));
     // A regulated run (circuits): the throttles' chart fills
     d.go(&format!("http://{}/", c.addr));
     d.wait_for("the page again", "return typeof current !== 'undefined' && !!document.querySelector('#start');", Duration::from_secs(10));
@@ -158,7 +169,7 @@ fn the_console_in_a_real_browser() {
         "return !!current && !!current.charts.circuits && current.data.cmed.some(x => x !== null) && !document.querySelector('#circuits-figure').hidden;",
         Duration::from_secs(30),
     );
-    d.screenshot(&shots.join("7-circuits.png"));
+    d.screenshot(&shots.join("8-circuits.png"));
     d.click("#stop");
     d.wait_for("the regulated run to finish", "return current.info.state === 'finished';", Duration::from_secs(60));
     let errors = d.errors();

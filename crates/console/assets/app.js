@@ -32,8 +32,9 @@ function openRun(info) {
   $("#run-title").textContent = `Run ${info.id}: ${info.scenario}`;
   $("#notes").textContent = "";
   $("#cmd-error").textContent = "";
-  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [], upm: [], downm: [], cmin: [], cmed: [], cmax: [], crecv: [] } };
+  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [], upm: [], downm: [], cmin: [], cmed: [], cmax: [], crecv: [], b50: [], b99: [], bans: [] } };
   $("#circuits-figure").hidden = true;
+  $("#bots-figure").hidden = true;
   current.charts.rates = chart($("#chart-rates"), ["up pkt/s", "down pkt/s", "up, model", "down, model"], [null, null, [6, 4], [6, 4]]);
   current.charts.bits = chart($("#chart-bits"), ["up kbit/s", "down kbit/s"]);
   current.charts.delay = chart($("#chart-delay"), ["up p50", "up p99", "down p50", "down p99"]);
@@ -51,8 +52,10 @@ function showState(info) {
   s.textContent = "";
   if (info.state === "running") { s.append(el("span", "running", "ok")); return; }
   s.append(el("span", `finished (exit ${info.exit}) `, info.exit === 0 ? "ok" : "fail"));
-  const a = el("a", "open the report");
-  a.href = `/api/v1/runs/${info.id}/report/index.html`;
+  // a bots run leaves its summary; the other kinds a report page
+  const bots = info.scenario === "bots";
+  const a = el("a", bots ? "open the summary" : "open the report");
+  a.href = `/api/v1/runs/${info.id}/report/${bots ? "summary.json" : "index.html"}`;
   a.target = "_blank";
   s.append(a);
 }
@@ -103,18 +106,29 @@ function progress(p) {
   }
   d.cmin.push(c ? c.throttle_kbps[0] : null); d.cmed.push(c ? c.throttle_kbps[1] : null); d.cmax.push(c ? c.throttle_kbps[2] : null);
   d.crecv.push(c && c.circuits ? c.received_kbps / c.circuits : null);
+  // a bots run: the server's response time and how much it answers
+  const b = p.bots;
+  if (b && !current.charts.bots) {
+    $("#bots-figure").hidden = false;
+    current.charts.bots = chart($("#chart-bots"), ["response p50 ms", "response p99 ms", "answers/s"]);
+  }
+  d.b50.push(b && b.response_ms ? b.response_ms[0] : null); d.b99.push(b && b.response_ms ? b.response_ms[1] : null); d.bans.push(b ? b.answered_s : null);
+  if (b) $("#bots-state").textContent = `${b.started} bots started`;
+  // bots have no categories or one-way delays: their figures would stay empty
+  for (const id of ["#chart-players", "#chart-delay", "#chart-bits"]) $(id).parentElement.hidden = !!b;
   if (c) $("#circuits-state").textContent = `${c.circuits} circuits up in second ${c.t_s}; round trip ${c.rtt_ms === null || c.rtt_ms === undefined ? "–" : c.rtt_ms.toFixed(1) + " ms"} (median), loss ${c.loss_pct.toFixed(2)} % (mean)`;
   if (current.categories) {
     const byName = Object.fromEntries(p.categories);
     d.players[0].push(p.categories.reduce((s, c) => s + c[1], 0));
     current.categories.forEach((c, i) => d.players[i + 1].push(byName[c] || 0));
   }
-  if (d.t.length > MAX_POINTS) for (const k of ["t", "up", "down", "upb", "downb", "up50", "up99", "down50", "down99", "upm", "downm", "cmin", "cmed", "cmax", "crecv"]) d[k].shift();
+  if (d.t.length > MAX_POINTS) for (const k of ["t", "up", "down", "upb", "downb", "up50", "up99", "down50", "down99", "upm", "downm", "cmin", "cmed", "cmax", "crecv", "b50", "b99", "bans"]) d[k].shift();
   if (d.players.length && d.players[0].length > MAX_POINTS) d.players.forEach((s) => s.shift());
   current.charts.rates.setData([d.t, d.up, d.down, d.upm, d.downm]);
   current.charts.bits.setData([d.t, d.upb, d.downb]);
   current.charts.delay.setData([d.t, d.up50, d.up99, d.down50, d.down99]);
   if (current.charts.circuits) current.charts.circuits.setData([d.t, d.cmin, d.cmed, d.cmax, d.crecv]);
+  if (current.charts.bots) current.charts.bots.setData([d.t, d.b50, d.b99, d.bans]);
   if (current.charts.players) current.charts.players.setData([d.t, ...d.players]);
   const table = $("#agents");
   table.hidden = !p.agents.length;
@@ -185,6 +199,15 @@ $("#start").onsubmit = async (ev) => {
   if (f.get("duration")) body.duration = f.get("duration");
   $("#start-error").textContent = "";
   try { const info = await api("/api/v1/runs", body); await refreshRuns(); openRun(info); } catch (e) { $("#start-error").textContent = e.message; }
+};
+$("#start-bots").onsubmit = async (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target);
+  const bots = { players: Number(f.get("players")), duration: f.get("duration").trim() };
+  if (f.get("ramp").trim()) bots.ramp = f.get("ramp").trim();
+  if (f.get("server").trim()) bots.server = f.get("server").trim();
+  $("#bots-error").textContent = "";
+  try { const info = await api("/api/v1/runs", { bots }); await refreshRuns(); openRun(info); } catch (e) { $("#bots-error").textContent = e.message; }
 };
 $("#online").onsubmit = (ev) => { ev.preventDefault(); command({ command: "players", online: Number(new FormData(ev.target).get("online")) }); };
 $("#link").onsubmit = (ev) => {

@@ -25,6 +25,8 @@ pub struct StartRun {
     /// written to RUNS/scenarios/NAME-TIME.toml and run from there.
     #[schemars(with = "Option<horde_model::scenario::RawScenario>")]
     pub form: Option<serde_json::Value>,
+    /// ... or Quake 3 bots against a game server (`horde bots`).
+    pub bots: Option<StartBots>,
     pub players: Option<u32>,
     pub online: Option<u32>,
     /// e.g. "30s".
@@ -32,29 +34,48 @@ pub struct StartRun {
     pub seed: Option<u64>,
 }
 
-/// Lines longer than this from a child are cut (a progress line is well under).
-const MAX_LINE: usize = 256 * 1024;
+/// A bots run (`horde bots … --progress json --commands -`): its players and duration, and the
+/// game server (none: an `openarena-server` the run starts and stops).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartBots {
+    /// 1..=1024 bots.
+    pub players: u32,
+    /// How long they play once all joined, e.g. "30s".
+    pub duration: String,
+    /// They join evenly over this long, e.g. "5s" (default 2s).
+    pub ramp: Option<String>,
+    /// The game server, IP:PORT (loopback, or inside a namespace this host created).
+    pub server: Option<String>,
+}
 
-/// Checks `req` as `horde run` would (the same messages), then starts the run.
-pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result<RunInfo, (u16, String)> {
-    let bad = |m: String| (400, m);
-    let file = match (req.scenario.take(), req.form.take()) {
-        (Some(f), None) => f,
-        (None, Some(form)) => write_form(runs_dir, &form).map_err(bad)?,
-        _ => return Err(bad("give either scenario (a file) or form (a scenario's fields)".into())),
-    };
-    let mut sc = Scenario::load(&file).map_err(|e| bad(format!("{}: {e}", file.display())))?;
-    let o = horde_scenario::Overrides { players: req.players, online: req.online, duration: req.duration.as_deref(), seed: req.seed };
-    horde_scenario::apply_overrides(&mut sc, &o).map_err(|e| bad(format!("{:#}", e.into_anyhow())))?;
-    // SAFETY: geteuid cannot fail.
-    if sc.emu.is_some() && unsafe { libc::geteuid() } != 0 {
-        return Err(bad(format!(
-            "{} places its players on an emulated network ([emu]), which needs root: start the console as root (sudo horde ui)",
-            file.display()
-        )));
+fn bots_args(b: &StartBots, out: &Path) -> Result<Vec<std::ffi::OsString>, String> {
+    if !(1..=1024).contains(&b.players) {
+        return Err(format!("bots.players must be 1..=1024 (got {})", b.players));
     }
-    // the report directory is named after the scenario (a file's stem when it has no name)
-    let name: String = sc.name.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(40).collect();
+    for (what, v) in [("bots.duration", Some(&b.duration)), ("bots.ramp", b.ramp.as_ref())] {
+        if let Some(v) = v {
+            horde_model::units::parse_duration_ns(v).map_err(|m| format!("{what}: {m}"))?;
+        }
+    }
+    let mut a: Vec<std::ffi::OsString> = vec!["bots".into(), "-n".into(), b.players.to_string().into(), "-t".into(), b.duration.clone().into()];
+    if let Some(r) = &b.ramp {
+        a.extend(["--ramp".into(), r.clone().into()]);
+    }
+    match &b.server {
+        Some(s) => {
+            horde_model::flow::parse_addr(s).map_err(|m| format!("bots.server: {m}"))?;
+            a.extend(["--server".into(), s.clone().into()]);
+        }
+        None => a.push("--start-server".into()),
+    }
+    a.extend(["--out".into(), out.as_os_str().to_owned(), "--progress".into(), "json".into(), "--commands".into(), "-".into()]);
+    Ok(a)
+}
+
+/// A fresh report directory under `runs_dir` named after `name`.
+fn out_dir(runs_dir: &Path, name: &str) -> PathBuf {
+    let name: String = name.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(40).collect();
     let name = if name.is_empty() { "run".to_string() } else { name };
     let mut out = runs_dir.join(format!("{name}-{}", horde_sys::clock::unix_secs()));
     for k in 2.. {
@@ -63,19 +84,33 @@ pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result
         }
         out = runs_dir.join(format!("{name}-{}-{k}", horde_sys::clock::unix_secs()));
     }
+    out
+}
+
+/// Lines longer than this from a child are cut (a progress line is well under).
+const MAX_LINE: usize = 256 * 1024;
+
+/// Checks `req` as `horde run` would (the same messages), then starts the run.
+pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result<RunInfo, (u16, String)> {
+    let bad = |m: String| (400, m);
     let exe = std::env::current_exe().map_err(|e| (500, format!("locating the horde binary: {e}")))?;
     let mut cmd = tokio::process::Command::new(exe);
-    cmd.arg("run").arg(&file).arg("--out").arg(&out).args(["--progress", "json", "--commands", "-"]);
-    for (flag, v) in [
-        ("--players", req.players.map(|n| n.to_string())),
-        ("--online", req.online.map(|n| n.to_string())),
-        ("--duration", req.duration.clone()),
-        ("--seed", req.seed.map(|n| n.to_string())),
-    ] {
-        if let Some(v) = v {
-            cmd.arg(flag).arg(v);
+    let (name, out) = match (req.scenario.take(), req.form.take(), req.bots.take()) {
+        (None, None, Some(b)) => {
+            if req.players.is_some() || req.online.is_some() || req.duration.is_some() || req.seed.is_some() {
+                return Err(bad("a bots start takes its values in bots {players, duration, ramp, server}".into()));
+            }
+            let out = out_dir(runs_dir, "bots");
+            cmd.args(bots_args(&b, &out).map_err(bad)?);
+            ("bots".to_string(), out)
         }
-    }
+        (Some(f), None, None) => scenario_cmd(&mut cmd, runs_dir, f, &req)?,
+        (None, Some(form), None) => {
+            let f = write_form(runs_dir, &form).map_err(bad)?;
+            scenario_cmd(&mut cmd, runs_dir, f, &req)?
+        }
+        _ => return Err(bad("give one of scenario (a file), form (a scenario's fields) or bots".into())),
+    };
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let mut child = cmd.spawn().map_err(|e| (500, format!("starting horde run: {e}")))?;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
@@ -84,7 +119,7 @@ pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result
         let line = serde_json::to_string(&c).map_err(|e| e.to_string())? + "\n";
         tx.try_send(line).map_err(|_| "the run is not reading its commands (too many queued, or it has ended)".to_string())
     });
-    let id = hub.add(&sc.name, &out.display().to_string(), false, Some(sink)).map_err(|r| (409, r.to_string()))?;
+    let id = hub.add(&name, &out.display().to_string(), false, Some(sink)).map_err(|r| (409, r.to_string()))?;
     if let Some(mut stdin) = stdin {
         tokio::spawn(async move {
             while let Some(line) = rx.recv().await {
@@ -94,7 +129,7 @@ pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result
             }
         });
     }
-    let scenario = sc.name.clone();
+    let scenario = name.clone();
     let readers = [stderr.map(|e| Box::new(e) as Box<dyn tokio::io::AsyncRead + Unpin + Send>), stdout.map(|o| Box::new(o) as _)];
     let mut tasks = Vec::new();
     for r in readers.into_iter().flatten() {
@@ -110,6 +145,36 @@ pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result
         hub2.finish(id, code);
     });
     hub.info(id).map_err(|r| (500, r.to_string()))
+}
+
+/// `horde run FILE` with the start's overrides, checked first as `horde run` checks them; the
+/// run's name and report directory.
+fn scenario_cmd(cmd: &mut tokio::process::Command, runs_dir: &Path, file: PathBuf, req: &StartRun) -> Result<(String, PathBuf), (u16, String)> {
+    let bad = |m: String| (400, m);
+    let mut sc = Scenario::load(&file).map_err(|e| bad(format!("{}: {e}", file.display())))?;
+    let o = horde_scenario::Overrides { players: req.players, online: req.online, duration: req.duration.as_deref(), seed: req.seed };
+    horde_scenario::apply_overrides(&mut sc, &o).map_err(|e| bad(format!("{:#}", e.into_anyhow())))?;
+    // SAFETY: geteuid cannot fail.
+    if sc.emu.is_some() && unsafe { libc::geteuid() } != 0 {
+        return Err(bad(format!(
+            "{} places its players on an emulated network ([emu]), which needs root: start the console as root (sudo horde ui)",
+            file.display()
+        )));
+    }
+    // the report directory is named after the scenario (a file's stem when it has no name)
+    let out = out_dir(runs_dir, &sc.name);
+    cmd.arg("run").arg(&file).arg("--out").arg(&out).args(["--progress", "json", "--commands", "-"]);
+    for (flag, v) in [
+        ("--players", req.players.map(|n| n.to_string())),
+        ("--online", req.online.map(|n| n.to_string())),
+        ("--duration", req.duration.clone()),
+        ("--seed", req.seed.map(|n| n.to_string())),
+    ] {
+        if let Some(v) = v {
+            cmd.arg(flag).arg(v);
+        }
+    }
+    Ok((sc.name, out))
 }
 
 /// A form's scenario as a TOML file under RUNS/scenarios/ (its name from its `name`, made safe).

@@ -464,6 +464,7 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
             up_delay_ms: up.lock().unwrap_or_else(|e| e.into_inner()).take(),
             category_rates,
             circuits: None,
+            bots: None,
         };
         last = now;
         events(&Event::Tick(snap));

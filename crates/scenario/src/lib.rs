@@ -114,6 +114,21 @@ pub struct Snapshot {
     /// round trip, loss); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub circuits: Option<Box<circuits::CircuitsLive>>,
+    /// A bots run's last second (`horde bots --progress json`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bots: Option<Box<BotsNow>>,
+}
+
+/// Bots against a game server, live.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct BotsNow {
+    /// Bots started so far (they join over the ramp).
+    pub started: u64,
+    /// Packets the server answered in the last second, all bots together.
+    pub answered_s: u64,
+    /// The response time of those answers, ms: [median, p99] within 3.1 % (absent in a second
+    /// without answers).
+    pub response_ms: Option<[f64; 2]>,
 }
 
 /// One category's APDU rates over the last second, measured and expected.

@@ -68,6 +68,9 @@ pub struct Args {
     /// Directory for the summary (summary.json) and, with --start-server, the server's log
     #[arg(short = 'o', long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Live progress: `json` writes one line a second to standard error (the `--progress json` event type of `horde run`, with a `bots` part: bots started, answers per second, response time p50/p99)
+    #[arg(long, value_name = "json", value_parser = ["json"])]
+    pub progress: Option<String>,
     /// Write the summary as JSON to FILE (- for stdout)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -276,7 +279,9 @@ fn run_once(
     n: usize,
     stop: &AtomicBool,
 ) -> Result<(BotsReport, Extras), crate::Failure> {
-    let opts = options(args, protocol, addrs, n);
+    let mut opts = options(args, protocol, addrs, n);
+    let live = args.progress.is_some().then(|| std::sync::Arc::new(bots::BotsLive::default()));
+    opts.live = live.clone();
     let probe_ns = args.place.as_ref().map(|p| p.clients[0].clone());
     let status = |a: SocketAddr| status(a, probe_ns.as_deref());
     let t0 = Stopwatch::start();
@@ -289,6 +294,10 @@ fn run_once(
     };
     let done = std::sync::atomic::AtomicBool::new(false);
     let report = std::thread::scope(|sc| {
+        if let Some(live) = &live {
+            let (done, t0) = (&done, &t0);
+            sc.spawn(move || progress_lines(live, done, t0));
+        }
         let h = sc.spawn(|| {
             sleep_until(args.ramp + args.warmup);
             let (_, s0, b0) = cpu();
@@ -357,6 +366,41 @@ fn run_once(
 }
 
 /// The engine's options for one run of `n` bots on `addrs`.
+/// `--progress json`: a line a second on standard error until the bots are done.
+fn progress_lines(live: &bots::BotsLive, done: &AtomicBool, t0: &Stopwatch) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (mut window, mut last, mut last_sent, mut next) = (horde_engine::live::DelayWindow::default(), 0u64, 0u64, 1.0f64);
+    while !done.load(Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+        let t = t0.elapsed().as_secs_f64();
+        if t < next {
+            continue;
+        }
+        next = t.floor() + 1.0;
+        let answered = live.answered.load(Relaxed);
+        let now = horde_scenario::BotsNow {
+            started: live.started.load(Relaxed),
+            answered_s: answered - last,
+            response_ms: window.take(&live.response).map(|p| [p.p50_ms, p.p99_ms]),
+        };
+        let sent = live.sent.load(Relaxed);
+        let snap = horde_scenario::Snapshot {
+            t_s: t,
+            up_pkt_s: sent - last_sent,
+            down_pkt_s: answered - last,
+            sent_packets: sent,
+            received_packets: answered,
+            bots: Some(Box::new(now)),
+            ..Default::default()
+        };
+        (last, last_sent) = (answered, sent);
+        let line = horde_scenario::EventLine::Progress { scenario: "bots".into(), progress: snap };
+        if let Ok(text) = serde_json::to_string(&line) {
+            eprintln!("{text}");
+        }
+    }
+}
+
 fn options(args: &Args, protocol: Protocol, addrs: &[SocketAddr], n: usize) -> BotsOptions {
     BotsOptions {
         servers: addrs.to_vec(),
@@ -379,6 +423,7 @@ fn options(args: &Args, protocol: Protocol, addrs: &[SocketAddr], n: usize) -> B
         model: args.model.clone(),
         log: if args.steps.is_empty() { args.log.clone() } else { None },
         netns: args.place.as_ref().map(|p| p.clients.clone()).unwrap_or_default(),
+        live: None,
     }
 }
 
