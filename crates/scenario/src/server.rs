@@ -96,24 +96,31 @@ pub fn serve(
         if let Some(c) = commands {
             s.spawn(|| crate::control::follow(c, &roster, &done));
         }
-        if let Some(live) = live {
+        // The live delay once a second; woken at once when serving ends, so that a stopped
+        // server side exits before its parent's SIGTERM (a second signal ends it at once,
+        // without its report).
+        let reporter = live.map(|live| {
             let (done, progress) = (&done, &progress);
             s.spawn(move || {
                 let mut w = horde_engine::live::DelayWindow::default();
-                let mut tick = 0u64;
+                let start = std::time::Instant::now();
+                let mut next = std::time::Duration::from_secs(1);
                 while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    std::thread::sleep(std::time::Duration::from_millis(250));
-                    tick += 1;
-                    if tick.is_multiple_of(4) {
+                    std::thread::park_timeout(next.saturating_sub(start.elapsed()));
+                    if start.elapsed() >= next {
+                        next += std::time::Duration::from_secs(1);
                         if let Some(p) = w.take(&progress.delay) {
                             live(p);
                         }
                     }
                 }
-            });
-        }
+            })
+        });
         let r = sender::serve(&[sc.server], sc.service.transport, &opts, stop, |b| on_listening(b[0]));
         done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(h) = &reporter {
+            h.thread().unpark();
+        }
         r
     });
     let report = report.context("server side").map_err(Error::Failed)?;
