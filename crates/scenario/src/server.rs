@@ -103,7 +103,7 @@ pub fn serve(
             let (done, progress) = (&done, &progress);
             s.spawn(move || {
                 let mut w = horde_engine::live::DelayWindow::default();
-                let start = std::time::Instant::now();
+                let start = horde_engine::clock::Stopwatch::start();
                 let mut next = std::time::Duration::from_secs(1);
                 while !done.load(std::sync::atomic::Ordering::Relaxed) {
                     std::thread::park_timeout(next.saturating_sub(start.elapsed()));
