@@ -52,7 +52,7 @@ fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {
     let r = start(r#"{"form": {"service": "wow", "players": 10, "duration": "5s", "colour": "red"}}"#.into());
     assert!(r.status == 400 && r.body.contains("colour"), "a form's unknown field is named as in a file: {}", r.body);
     let r = start(format!(r#"{{"scenario": "{}", "form": {{}}}}"#, sc.display()));
-    assert!(r.status == 400 && r.body.contains("either scenario"), "{}", r.body);
+    assert!(r.status == 400 && r.body.contains("give one of scenario"), "{}", r.body);
     let schema: serde_json::Value = serde_json::from_str(&authed(&c, "GET", "/api/v1/scenario-schema", "").body).unwrap();
     assert!(schema["required"].as_array().unwrap().iter().any(|x| x == "players"), "{schema}");
     let r = start(format!(r#"{{"scenario": "{}", "colour": 1}}"#, sc.display()));
