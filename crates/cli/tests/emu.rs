@@ -290,3 +290,59 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
     let (b, a) = (median(before), median(after));
     assert!((20.0..100.0).contains(&b) && (250.0..400.0).contains(&a), "upstream delay median {b:.1} ms before, {a:.1} ms after the change");
 }
+
+/// Live loss (issue 23): Quake 3 players (UDP) behind a link that drops 5 % each way; each
+/// progress line's second of departures, counted 3 s later, shows that loss — by second of
+/// departure, so it needs no sequence numbers — and it agrees with the report's.
+#[test]
+fn live_loss_each_way_follows_a_lossy_link() {
+    if !root_or_skip("live_loss_each_way_follows_a_lossy_link") {
+        return;
+    }
+    let dir = tmp("live-loss");
+    write(
+        &dir,
+        "lossy.toml",
+        "name = \"lossy\"\n[[node]]\nname = \"c\"\nkind = \"host\"\ncount = 4\n[[node]]\nname = \"sw\"\nkind = \"switch\"\n\
+         [[node]]\nname = \"r1\"\nkind = \"router\"\n[[node]]\nname = \"srv\"\nkind = \"host\"\n\
+         [[link]]\na = \"c\"\nb = \"sw\"\nsubnet = \"10.1.0.0/24\"\n[[link]]\na = \"r1\"\nb = \"sw\"\n\
+         [[link]]\na = \"r1\"\nb = \"srv\"\nsubnet = \"10.2.0.0/24\"\ndelay = \"5ms\"\nloss = \"5%\"\n",
+    );
+    let sc = write(
+        &dir,
+        "sc.toml",
+        "service = \"quake3\"\nplayers = 20\nduration = \"10s\"\nseed = 5\n[emu]\ntopology = \"lossy.toml\"\nclients = [\"c\"]\nserver = \"srv\"\n",
+    );
+    let (out, prog) = (dir.join("out"), dir.join("progress.jsonl"));
+    ok(&["run", sc.to_str().unwrap(), "-q", "--out", out.to_str().unwrap(), "--progress", "json", "--progress-file", prog.to_str().unwrap()]);
+    let losses: Vec<serde_json::Value> = std::fs::read_to_string(&prog)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["progress"].get("loss").cloned())
+        .collect();
+    assert!(losses.len() >= 5, "a second's loss on most ticks: {losses:?}");
+    let sum = |k: &str| losses.iter().map(|l| l[k].as_u64().unwrap()).sum::<u64>();
+    for (dir, sent, lost) in [("up", sum("up_sent"), sum("up_lost")), ("down", sum("down_sent"), sum("down_lost"))] {
+        let f = lost as f64 / sent as f64;
+        let se = (0.05f64 * 0.95 / sent as f64).sqrt();
+        eprintln!("live {dir}: {lost} of {sent} lost = {:.2} % (4 s.e. = {:.2} %)", f * 100.0, 4.0 * se * 100.0);
+        assert!(sent >= 1_000 && (f - 0.05).abs() <= 4.0 * se, "{dir}: live loss {f} vs the link's 5 % ({losses:?})");
+    }
+    // the report (from the logs) says the same within the sampling error of both
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let (mut up, mut down) = ((0u64, 0u64), (0u64, 0u64)); // (sent, lost)
+    for c in s["analysis"]["categories"].as_array().unwrap() {
+        for (d, acc) in [("up", &mut up), ("down", &mut down)] {
+            acc.0 += c[d]["sent"].as_u64().unwrap_or(0);
+            acc.1 += c[d]["lost"].as_u64().unwrap_or(0);
+        }
+    }
+    for (dir, (sent, lost), live) in
+        [("up", up, sum("up_lost") as f64 / sum("up_sent") as f64), ("down", down, sum("down_lost") as f64 / sum("down_sent") as f64)]
+    {
+        let f = lost as f64 / sent as f64;
+        eprintln!("report {dir}: {lost} of {sent} lost = {:.2} %", f * 100.0);
+        assert!(sent > 0 && (f - live).abs() <= 0.02, "{dir}: report {f} vs live {live}");
+    }
+}

@@ -135,6 +135,14 @@ fn the_console_in_a_real_browser() {
     assert_eq!(delays, json!(true), "the delay chart has both directions");
     let rows = d.js("return document.querySelectorAll('#categories tbody tr').length;", json!([]));
     assert_eq!(rows, json!(6), "a row per WoW category, measured against the model");
+    // loss each way, a second of departures 3 s after it: none on loopback TCP
+    d.wait_for(
+        "the loss chart",
+        "return !!current.charts.loss && current.data.loss.t.length > 0 && !document.querySelector('#loss-figure').hidden;",
+        Duration::from_secs(10),
+    );
+    let lost = d.js("return current.data.loss.up.concat(current.data.loss.down).filter(x => x !== 0 && x !== null).length;", json!([]));
+    assert_eq!(lost, json!(0), "nothing lost on loopback");
     d.fill("#online input[name=online]", "600");
     d.click("#online button");
     d.wait_for("600 players online", "return current.data.players[0].slice(-1)[0] === 600;", Duration::from_secs(15));

@@ -32,9 +32,10 @@ function openRun(info) {
   $("#run-title").textContent = `Run ${info.id}: ${info.scenario}`;
   $("#notes").textContent = "";
   $("#cmd-error").textContent = "";
-  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [], upm: [], downm: [], cmin: [], cmed: [], cmax: [], crecv: [], b50: [], b99: [], bans: [] } };
+  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [], upm: [], downm: [], cmin: [], cmed: [], cmax: [], crecv: [], b50: [], b99: [], bans: [], loss: { t: [], up: [], down: [] } } };
   $("#circuits-figure").hidden = true;
   $("#bots-figure").hidden = true;
+  $("#loss-figure").hidden = true;
   current.charts.rates = chart($("#chart-rates"), ["up pkt/s", "down pkt/s", "up, model", "down, model"], [null, null, [6, 4], [6, 4]]);
   current.charts.bits = chart($("#chart-bits"), ["up kbit/s", "down kbit/s"]);
   current.charts.delay = chart($("#chart-delay"), ["up p50", "up p99", "down p50", "down p99"]);
@@ -116,6 +117,17 @@ function progress(p) {
   if (b) $("#bots-state").textContent = `${b.started} bots started`;
   // bots have no categories or one-way delays: their figures would stay empty
   for (const id of ["#chart-players", "#chart-delay", "#chart-bits"]) $(id).parentElement.hidden = !!b;
+  // loss each way of one second of departures, counted 3 s after it (its own time axis)
+  const l = p.loss;
+  if (l) {
+    if (!current.charts.loss) { $("#loss-figure").hidden = false; current.charts.loss = chart($("#chart-loss"), ["up lost %", "down lost %"]); }
+    const pct = (lost, sent) => (sent ? (100 * lost) / sent : null);
+    const L = current.data.loss;
+    L.t.push(l.t_s); L.up.push(pct(l.up_lost, l.up_sent)); L.down.push(pct(l.down_lost, l.down_sent));
+    if (L.t.length > MAX_POINTS) for (const k of ["t", "up", "down"]) L[k].shift();
+    current.charts.loss.setData([L.t, L.up, L.down]);
+    $("#loss-state").textContent = `second ending at ${l.t_s.toFixed(0)} s: up ${l.up_lost} of ${l.up_sent} lost, down ${l.down_lost} of ${l.down_sent}`;
+  }
   if (c) $("#circuits-state").textContent = `${c.circuits} circuits up in second ${c.t_s}; round trip ${c.rtt_ms === null || c.rtt_ms === undefined ? "–" : c.rtt_ms.toFixed(1) + " ms"} (median), loss ${c.loss_pct.toFixed(2)} % (mean)`;
   if (current.categories) {
     const byName = Object.fromEntries(p.categories);

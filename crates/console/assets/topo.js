@@ -292,14 +292,19 @@
   }
 
   // ---------- checking ----------
-  let timer = null;
-  function scheduleCheck() { clearTimeout(timer); timer = setTimeout(check, 250); }
+  // Every check and every load takes a new generation: an answer that comes back after the
+  // model was replaced (a file opened while a check was in flight) is dropped, never shown.
+  let timer = null, generation = 0;
+  function scheduleCheck() { clearTimeout(timer); generation += 1; timer = setTimeout(check, 250); }
   async function check() {
     T.model.name = $("#topo-name").value.trim() || "lab";
+    const mine = ++generation;
     try {
-      T.checked = await call("POST", "/api/v1/topologies/check", T.model);
+      const c = await call("POST", "/api/v1/topologies/check", T.model);
+      if (mine !== generation) return;
+      T.checked = c;
       showCheck();
-    } catch (e) { $("#topo-error").textContent = e.message; }
+    } catch (e) { if (mine === generation) $("#topo-error").textContent = e.message; }
   }
   function showCheck() {
     const c = T.checked;
@@ -329,6 +334,7 @@
     $("#topo-name").value = T.model.name;
     T.pages = [MAIN, ...new Set(T.model.node.map(pageOf).filter((p) => p !== MAIN))];
     T.page = MAIN; T.sel = null;
+    clearTimeout(timer); generation += 1;
     T.checked = c;
     const unplaced = T.model.node.some((n) => !n.ui);
     render(); panel(); showCheck();
@@ -352,8 +358,9 @@
   async function save() {
     const name = $("#topo-save-name").value.trim() || $("#topo-name").value.trim();
     T.model.name = $("#topo-name").value.trim() || "lab";
+    clearTimeout(timer); const mine = ++generation;
     const r = await call("PUT", "/api/v1/topologies", { name, topology: T.model });
-    T.checked = r.checked; showCheck();
+    if (mine === generation) { T.checked = r.checked; showCheck(); }
     T.savedPath = r.path;
     $("#topo-status").textContent = `saved ${r.path}` + (r.checked.error ? " (it does not plan yet)" : "");
     refreshFiles();
@@ -421,8 +428,11 @@
   $("#topo-down").onclick = async () => {
     if (!T.exp) return;
     expState("going down…");
+    // no counters are asked for while it goes down (they would fail: its link daemon is gone)
+    T.goingDown = true;
     try { await call("DELETE", `/api/v1/emu/${T.exp}`); T.exp = null; T.detail = null; expState("down"); $("#topo-down").disabled = true; $("#topo-up").disabled = !!T.cannot; render(); panel(); refreshExps(); }
     catch (e) { expState("down failed", "bad"); $("#topo-error").textContent = e.message; }
+    finally { T.goingDown = false; }
   };
 
   // the raw link a plan link (two member names) belongs to
@@ -437,9 +447,11 @@
     return [-1, false];
   }
   async function poll() {
-    if (!T.exp) return;
+    if (!T.exp || T.goingDown) return;
+    const exp = T.exp;
     let c;
-    try { c = await call("GET", `/api/v1/emu/${T.exp}/counters`); } catch (e) { expState(`${T.exp}: ${e.message}`, "bad"); return; }
+    try { c = await call("GET", `/api/v1/emu/${exp}/counters`); } catch (e) { if (T.exp === exp && !T.goingDown) expState(`${exp}: ${e.message}`, "bad"); return; }
+    if (T.exp !== exp) return;
     const rates = {};
     if (T.prev) {
       const dt = Math.max(1, c.at_ms - T.prev.at_ms) / 1000;

@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 /// The API's version (the paths' `/api/v1`); bumped by incompatible changes.
-pub const VERSION: &str = "1.1.0";
+pub const VERSION: &str = "1.2.0";
 
 fn schema<T: schemars::JsonSchema>() -> Value {
     let mut s = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();

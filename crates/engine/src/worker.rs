@@ -598,7 +598,7 @@ impl Worker {
             }
         }
         let rec = self.slots[i].conn.sent(d, self.t0_real + d.at_ns, real);
-        Progress::sent(&self.opts.progress, d.size as u64, d.class);
+        Progress::sent(&self.opts.progress, d.size as u64, d.class, real);
         self.sink.push(rec);
     }
 

@@ -57,7 +57,7 @@ pub(crate) enum Server {
         handle: std::thread::JoinHandle<Result<SendReport, Error>>,
         stop: Arc<AtomicBool>,
         commands: std::sync::mpsc::Sender<Result<crate::control::Command, String>>,
-        live: crate::server::LiveDelay,
+        live: crate::server::LiveServer,
     },
     /// A regulated run's server side in this process.
     Circuits {
@@ -83,10 +83,16 @@ impl Server {
             ServerSide::InProcess => {
                 let (sc2, out, key) = (sc.clone(), spec.out.to_path_buf(), spec.key.clone());
                 let (tx, commands) = crate::control::Commands::channel();
-                let live = crate::server::LiveDelay::default();
+                let live = crate::server::LiveServer::default();
                 let l2 = live.clone();
                 let (handle, stop, a) = in_thread("horde-server-side", move |stop, on_listening| {
-                    let store = |p: horde_engine::live::Percentiles| *l2.lock().unwrap_or_else(|e| e.into_inner()) = Some([p.p50_ms, p.p99_ms]);
+                    let store = |p: Option<horde_engine::live::Percentiles>, secs: &[crate::server::ServerSecond]| {
+                        let mut l = l2.lock().unwrap_or_else(|e| e.into_inner());
+                        if let Some(p) = p {
+                            l.delay = Some([p.p50_ms, p.p99_ms]);
+                        }
+                        secs.iter().for_each(|x| l.push(*x));
+                    };
                     crate::server::serve(&sc2, &out, key, stop, on_listening, Some(&commands), Some(&store))
                 })?;
                 Ok((Server::Thread { handle, stop, commands: tx, live }, a))
@@ -94,8 +100,8 @@ impl Server {
         }
     }
 
-    /// The server side's live delay (none for a regulated run's).
-    pub(crate) fn live(&self) -> crate::server::LiveDelay {
+    /// The server side's live figures (none for a regulated run's).
+    pub(crate) fn live(&self) -> crate::server::LiveServer {
         match self {
             Server::Child(c) => c.live(),
             Server::Thread { live, .. } => live.clone(),
@@ -406,8 +412,9 @@ fn empty_report(client: &SendReport) -> SendReport {
 /// Reports progress once a second: rates over the last second and players per category. Ticks
 /// keep to the wall clock's seconds; when a busy machine delays one, its rates are still per
 /// second (counts over the interval it covers, divided by its length).
-pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, up: &crate::server::LiveDelay, done: &AtomicBool, events: Events) {
+pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, up: &crate::server::LiveServer, done: &AtomicBool, events: Events) {
     let start = Stopwatch::start();
+    let mut loss = LossFollower::new(horde_engine::clock::real_ns());
     let mut last = [0u64; 4];
     let mut down = horde_engine::live::DelayWindow::default();
     let mut last_class = p.by_class.totals();
@@ -449,6 +456,7 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
             })
             .collect();
         last_class = class_now;
+        let mut server = up.lock().unwrap_or_else(|e| e.into_inner());
         let snap = Snapshot {
             t_s: t,
             up_pkt_s: d(0),
@@ -461,12 +469,57 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
             agents: Vec::new(),
             down_delay_ms: down.take(&p.delay).map(|w| [w.p50_ms, w.p99_ms]),
             // the server side's last second (it counts on its own clock's seconds)
-            up_delay_ms: up.lock().unwrap_or_else(|e| e.into_inner()).take(),
+            up_delay_ms: server.delay.take(),
+            loss: loss.next(&p.seconds, &server, horde_engine::clock::real_ns()).map(Box::new),
             category_rates,
             circuits: None,
             bots: None,
         };
+        drop(server);
         last = now;
         events(&Event::Tick(snap));
+    }
+}
+
+/// Live loss each way, one closed second of departures at a time: the players' side's own
+/// counts (up sent, down arrived) beside the server side's (down sent, up arrived) for the same
+/// second of departure.
+pub(crate) struct LossFollower {
+    /// Real ns the players started at (a second's `t_s` counts from it).
+    t0_ns: u64,
+    /// The players' side's closed seconds not yet matched with the server side's.
+    ours: std::collections::VecDeque<(u64, u64, u64)>,
+    next: u64,
+}
+
+impl LossFollower {
+    pub(crate) fn new(t0_ns: u64) -> LossFollower {
+        LossFollower { t0_ns, ours: Default::default(), next: t0_ns / 1_000_000_000 }
+    }
+
+    /// The latest second both sides closed since the last call (`None` when none did: the
+    /// server side's line is late, or it reports none, as through agents).
+    pub(crate) fn next(&mut self, counts: &horde_engine::live::SecondCounts, server: &crate::server::ServerLive, now_ns: u64) -> Option<crate::LiveLoss> {
+        self.ours.extend(crate::server::closed_seconds(counts, &mut self.next, now_ns));
+        let mut latest = None;
+        while let Some(&(sec, up_sent, down_arrived)) = self.ours.front() {
+            match server.second(sec) {
+                Some(theirs) => {
+                    let t_s = ((sec + 1) * 1_000_000_000).saturating_sub(self.t0_ns) as f64 / 1e9;
+                    latest = Some(crate::LiveLoss {
+                        t_s,
+                        up_sent,
+                        up_lost: up_sent.saturating_sub(theirs.up_arrived),
+                        down_sent: theirs.down_sent,
+                        down_lost: theirs.down_sent.saturating_sub(down_arrived),
+                    });
+                }
+                // the server side has not reported it yet: wait, unless it is long overdue
+                None if sec + crate::server::LOSS_LAG_S + 5 > now_ns / 1_000_000_000 => break,
+                None => {}
+            }
+            self.ours.pop_front();
+        }
+        latest
     }
 }

@@ -110,6 +110,12 @@ pub struct Snapshot {
     /// categories, and through agents.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub category_rates: Vec<CategoryRates>,
+    /// Loss each way of the packets sent in one second, counted 3 s after that second ended
+    /// (what was still in flight has arrived by then; later arrivals count as lost here, the
+    /// report is exact). Counted by second of departure, not by sequence numbers, so a player
+    /// going offline is no loss. Absent until both sides closed a second, and through agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<Box<LiveLoss>>,
     /// A regulated run's circuits in their last closed second (throttles, what they received,
     /// round trip, loss); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,6 +123,19 @@ pub struct Snapshot {
     /// A bots run's last second (`horde bots --progress json`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bots: Option<Box<BotsNow>>,
+}
+
+/// Loss of one second of departures, each way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct LiveLoss {
+    /// The end of that second, in seconds since the players started (the `t_s` to plot it at).
+    pub t_s: f64,
+    /// APDUs the players sent in it, and how many of them the server side did not receive.
+    pub up_sent: u64,
+    pub up_lost: u64,
+    /// APDUs the server side sent in it, and how many of them the players did not receive.
+    pub down_sent: u64,
+    pub down_lost: u64,
 }
 
 /// Bots against a game server, live.

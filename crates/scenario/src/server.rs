@@ -24,12 +24,70 @@ pub const SERVE_BANNER: &str = "horde-serve: listening on ";
 /// The line a server-side child prints once a second for the live delay of what it received:
 /// `horde-serve: delay P50_MS P99_MS`.
 pub const SERVE_DELAY: &str = "horde-serve: delay ";
+/// The line a server-side child prints for each second of departures it closed (see
+/// [`LOSS_LAG_S`]): `horde-serve: second UNIX_SECOND DOWN_SENT UP_ARRIVED`.
+pub const SERVE_SECOND: &str = "horde-serve: second ";
 
-/// The server side's last second of one-way delays (players → server), ms: [median, p99].
-pub type LiveDelay = Arc<std::sync::Mutex<Option<[f64; 2]>>>;
+/// A second of departures is counted this long after it ended, so that what was still in
+/// flight (delays up to this long) has arrived; later arrivals count as lost live (the
+/// report, from the logs, is exact).
+pub const LOSS_LAG_S: u64 = 3;
 
-/// What a server side does with its live delay once a second.
-pub type OnDelay<'a> = &'a (dyn Fn(horde_engine::live::Percentiles) + Sync);
+/// What the server side counted of one second of departures (Unix second `sec`): what it
+/// sent to the players in it, and what arrived of what the players sent in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerSecond {
+    pub sec: u64,
+    pub down_sent: u64,
+    pub up_arrived: u64,
+}
+
+/// Seconds the parent keeps of a server side's (it reads them within [`LOSS_LAG_S`] + 1).
+const KEEP_SECONDS: usize = 32;
+
+/// The server side's live figures as the players' side reads them: its last second of one-way
+/// delays (players → server), ms [median, p99], and its closed seconds.
+#[derive(Debug, Default)]
+pub struct ServerLive {
+    pub delay: Option<[f64; 2]>,
+    pub seconds: std::collections::VecDeque<ServerSecond>,
+}
+
+impl ServerLive {
+    /// Keeps a closed second (the last [`KEEP_SECONDS`]).
+    pub fn push(&mut self, s: ServerSecond) {
+        if self.seconds.len() == KEEP_SECONDS {
+            self.seconds.pop_front();
+        }
+        self.seconds.push_back(s);
+    }
+
+    /// The server side's count of Unix second `sec`, if it reported it.
+    pub fn second(&self, sec: u64) -> Option<ServerSecond> {
+        self.seconds.iter().find(|s| s.sec == sec).copied()
+    }
+}
+
+/// Shared between whoever reads the server side and the run's progress loop.
+pub type LiveServer = Arc<std::sync::Mutex<ServerLive>>;
+
+/// What a server side does once a second with its live figures: the last second's delay
+/// percentiles (none when nothing arrived) and the seconds of departures it closed.
+pub type OnLive<'a> = &'a (dyn Fn(Option<horde_engine::live::Percentiles>, &[ServerSecond]) + Sync);
+
+/// The closed seconds of `counts` from `*next` up to [`LOSS_LAG_S`] before `now_ns` (real);
+/// `*next` moves past them. Seconds already gone from the ring are skipped.
+pub fn closed_seconds(counts: &horde_engine::live::SecondCounts, next: &mut u64, now_ns: u64) -> Vec<(u64, u64, u64)> {
+    let now = now_ns / 1_000_000_000;
+    let mut out = Vec::new();
+    while *next + LOSS_LAG_S <= now {
+        if let Some((sent, arrived)) = counts.read(*next, now) {
+            out.push((*next, sent, arrived));
+        }
+        *next += 1;
+    }
+    out
+}
 
 /// Reads a run key file: a regular file of 64 hex digits (as `horde key` writes it). A key
 /// others can read is no secret: a file readable by group or others is refused, as ssh refuses
@@ -69,7 +127,7 @@ pub fn serve(
     stop: &AtomicBool,
     on_listening: impl FnOnce(SocketAddr),
     commands: Option<&crate::control::Commands>,
-    live: Option<OnDelay>,
+    live: Option<OnLive>,
 ) -> Result<SendReport, Error> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display())).map_err(Error::Failed)?;
     let players = Arc::new(players::plan(sc, stop)?);
@@ -105,13 +163,16 @@ pub fn serve(
                 let mut w = horde_engine::live::DelayWindow::default();
                 let start = horde_engine::clock::Stopwatch::start();
                 let mut next = std::time::Duration::from_secs(1);
+                let mut next_sec = horde_engine::clock::real_ns() / 1_000_000_000;
                 while !done.load(std::sync::atomic::Ordering::Relaxed) {
                     std::thread::park_timeout(next.saturating_sub(start.elapsed()));
                     if start.elapsed() >= next {
                         next += std::time::Duration::from_secs(1);
-                        if let Some(p) = w.take(&progress.delay) {
-                            live(p);
-                        }
+                        let secs: Vec<ServerSecond> = closed_seconds(&progress.seconds, &mut next_sec, horde_engine::clock::real_ns())
+                            .into_iter()
+                            .map(|(sec, down_sent, up_arrived)| ServerSecond { sec, down_sent, up_arrived })
+                            .collect();
+                        live(w.take(&progress.delay), &secs);
                     }
                 }
             })
@@ -131,7 +192,7 @@ pub fn serve(
 
 /// The server-side child process, stopped (SIGTERM) and reaped on drop; and its live delay,
 /// read from its standard output.
-pub struct ServerChild(std::process::Child, LiveDelay);
+pub struct ServerChild(std::process::Child, LiveServer);
 
 /// How to start the server side as a child.
 pub struct ChildSpec<'a> {
@@ -189,7 +250,7 @@ impl ServerChild {
             .spawn()
             .context("starting the server side")?;
         let stdout = child.stdout.take().context("the server side's standard output")?;
-        let live = LiveDelay::default();
+        let live = LiveServer::default();
         let guard = ServerChild(child, live.clone());
         let mut line = String::new();
         let mut out = std::io::BufReader::new(stdout);
@@ -199,12 +260,12 @@ impl ServerChild {
             .strip_prefix(SERVE_BANNER)
             .and_then(|a| a.parse().ok())
             .ok_or_else(|| anyhow::anyhow!("the server side did not start (see its error above)"))?;
-        std::thread::Builder::new().name("horde-server-live".into()).spawn(move || follow_delay(out, &live)).context("starting a thread")?;
+        std::thread::Builder::new().name("horde-server-live".into()).spawn(move || follow_live(out, &live)).context("starting a thread")?;
         Ok((guard, addr))
     }
 
-    /// The live delay the child last reported.
-    pub fn live(&self) -> LiveDelay {
+    /// The live figures the child reported.
+    pub fn live(&self) -> LiveServer {
         self.1.clone()
     }
 
@@ -307,9 +368,9 @@ impl Drop for ServerChild {
     }
 }
 
-/// Reads a server-side child's delay lines (bounded lines; anything else is ignored) until it
+/// Reads a server-side child's live lines (bounded lines; anything else is ignored) until it
 /// closes its output.
-fn follow_delay(mut out: impl std::io::BufRead, live: &LiveDelay) {
+fn follow_live(mut out: impl std::io::BufRead, live: &LiveServer) {
     use std::io::{BufRead as _, Read as _};
     let mut line = String::new();
     loop {
@@ -318,11 +379,50 @@ fn follow_delay(mut out: impl std::io::BufRead, live: &LiveDelay) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
-        let v: Vec<f64> = line.trim().strip_prefix(SERVE_DELAY).map(|r| r.split(' ').filter_map(|x| x.parse().ok()).collect()).unwrap_or_default();
+        read_live_line(line.trim(), &mut live.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+}
+
+/// Takes one line of a server-side child's output into `live` (a line that is not a live
+/// figure, or not a sane one, changes nothing).
+pub fn read_live_line(line: &str, live: &mut ServerLive) {
+    if let Some(rest) = line.strip_prefix(SERVE_DELAY) {
+        let v: Vec<f64> = rest.split(' ').filter_map(|x| x.parse().ok()).collect();
         if let [p50, p99] = v[..] {
             if p50.is_finite() && p99.is_finite() && p50 >= 0.0 && p99 >= p50 {
-                *live.lock().unwrap_or_else(|p| p.into_inner()) = Some([p50, p99]);
+                live.delay = Some([p50, p99]);
             }
         }
+    } else if let Some(rest) = line.strip_prefix(SERVE_SECOND) {
+        let v: Vec<u64> = rest.split(' ').filter_map(|x| x.parse().ok()).collect();
+        if let [sec, down_sent, up_arrived] = v[..] {
+            if live.seconds.back().is_none_or(|b| b.sec < sec) {
+                live.push(ServerSecond { sec, down_sent, up_arrived });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_lines_are_read_and_bad_ones_change_nothing() {
+        let mut l = ServerLive::default();
+        for line in ["horde-serve: delay 0.5 0.4", "horde-serve: delay NaN 1", "horde-serve: second 5 1", "horde-serve: second x 1 2", "hello"] {
+            read_live_line(line, &mut l);
+        }
+        assert_eq!((l.delay, l.seconds.len()), (None, 0));
+        read_live_line("horde-serve: delay 0.25 1.5", &mut l);
+        read_live_line("horde-serve: second 100 50 48", &mut l);
+        read_live_line("horde-serve: second 99 1 1", &mut l); // out of order: dropped
+        assert_eq!(l.delay, Some([0.25, 1.5]));
+        assert_eq!(l.second(100), Some(ServerSecond { sec: 100, down_sent: 50, up_arrived: 48 }));
+        assert_eq!(l.second(99), None);
+        for sec in 101..200 {
+            read_live_line(&format!("horde-serve: second {sec} 1 1"), &mut l);
+        }
+        assert_eq!(l.seconds.len(), KEEP_SECONDS, "bounded");
     }
 }

@@ -115,6 +115,17 @@ fn live_progress_counts_every_apdu_by_category_and_follows_the_model() {
         assert!(up.abs_diff(t.up_pkt_s) <= n && down.abs_diff(t.down_pkt_s) <= n, "every APDU of the second is in one category (rates rounded): {t:?}");
         assert!(t.down_delay_ms.is_some() && t.up_delay_ms.is_some(), "delay both ways each second: {t:?}");
     }
+    // loss of each second of departures, 3 s later: on loopback TCP nothing is lost, and the
+    // seconds counted are distinct and add up to no more than what was sent
+    let losses: Vec<_> = ticks.iter().filter_map(|t| t.loss.as_deref().copied()).collect();
+    assert!(losses.len() + 4 >= ticks.len(), "a second's loss on (almost) every tick: {} of {}", losses.len(), ticks.len());
+    assert!(losses.windows(2).all(|w| w[1].t_s > w[0].t_s), "{losses:?}");
+    for l in &losses {
+        assert!(l.up_lost == 0 && l.down_lost == 0, "{l:?}");
+    }
+    let counted: u64 = losses.iter().map(|l| l.up_sent).sum();
+    assert!(counted > 0 && losses.iter().map(|l| l.down_sent).sum::<u64>() > 0, "{losses:?}");
+    assert!(counted <= ticks.last().unwrap().sent_packets, "{counted}");
     // after the first second, measured against the model's expectation (both rates, weighted by
     // each tick's own interval, which a busy machine may stretch)
     let (mut up, mut up_model, mut down, mut down_model) = (0.0, 0.0, 0.0, 0.0);

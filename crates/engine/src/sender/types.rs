@@ -34,11 +34,14 @@ pub struct Progress {
     pub delay: crate::live::DelayHist,
     /// Departures and arrivals per class (a scenario's behaviour state; 0 for plain flows).
     pub by_class: crate::live::ClassCounts,
+    /// Departures and arrivals per second of departure (live loss).
+    pub seconds: crate::live::SecondCounts,
 }
 
 impl Progress {
-    pub(crate) fn sent(p: &Option<Arc<Progress>>, len: u64, class: u8) {
+    pub(crate) fn sent(p: &Option<Arc<Progress>>, len: u64, class: u8, real_ns: u64) {
         if let Some(p) = p {
+            p.seconds.sent(real_ns);
             p.sent_packets.fetch_add(1, Ordering::Relaxed);
             p.sent_bytes.fetch_add(len, Ordering::Relaxed);
             p.by_class.sent(class);
@@ -58,6 +61,7 @@ impl Progress {
             p.recv_packets.fetch_add(1, Ordering::Relaxed);
             p.recv_bytes.fetch_add(len, Ordering::Relaxed);
             p.delay.record(sent_ns, arrived_ns);
+            p.seconds.arrived(sent_ns, arrived_ns);
             p.by_class.received((tag & 0xFF) as u8);
         }
     }

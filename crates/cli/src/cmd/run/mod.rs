@@ -105,11 +105,18 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
             horde_scenario::circuits::serve(&sc, &cfg, &out, key, stop, banner)?;
             return Ok(0);
         }
-        // the live delay of what this side received, for the run's progress (its parent reads it)
-        let live = |p: horde_engine::live::Percentiles| {
+        // the live delay of what this side received and its closed seconds of departures, for
+        // the run's progress (its parent reads them)
+        let live = |p: Option<horde_engine::live::Percentiles>, secs: &[horde_scenario::server::ServerSecond]| {
+            use horde_scenario::server::{SERVE_DELAY, SERVE_SECOND};
             use std::io::Write;
-            let mut o = std::io::stdout();
-            let _ = writeln!(o, "{}{:.3} {:.3}", horde_scenario::server::SERVE_DELAY, p.p50_ms, p.p99_ms);
+            let mut o = std::io::stdout().lock();
+            if let Some(p) = p {
+                let _ = writeln!(o, "{SERVE_DELAY}{:.3} {:.3}", p.p50_ms, p.p99_ms);
+            }
+            for s in secs {
+                let _ = writeln!(o, "{SERVE_SECOND}{} {} {}", s.sec, s.down_sent, s.up_arrived);
+            }
             let _ = o.flush();
         };
         horde_scenario::serve(&sc, &out, key, stop, banner, commands.as_ref(), Some(&live))?;
