@@ -284,6 +284,7 @@ fn report(sc: &Scenario, out: &Path, p: &mut Played, dirs: Vec<PathBuf>, planned
         present,
         distributed: Some(distributed),
         online: p.players.roster.changes(),
+        marks: Vec::new(),
     };
     let summary = horde_scenario::report::write_records(sc, out, &p.players, outcomes, &merged.client_records, &merged.server_records)?;
     p.fleet.note(format!(

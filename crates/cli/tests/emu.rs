@@ -265,6 +265,14 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
     writeln!(stdin, r#"{{"command":"link","a":"r1","b":"r2","set":{{"delay":"250ms"}}}}"#).unwrap();
     stdin.flush().unwrap();
     let changed_at = std::time::Instant::now();
+    // a player's access link fails for a second and comes back (issue 24); `state` goes alone
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    writeln!(stdin, r#"{{"command":"link","a":"client1","b":"sw1","state":"down","set":{{"delay":"1ms"}}}}"#).unwrap();
+    writeln!(stdin, r#"{{"command":"link","a":"client1","b":"sw1","state":"down"}}"#).unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    writeln!(stdin, r#"{{"command":"link","a":"client1","b":"sw1","state":"up"}}"#).unwrap();
+    stdin.flush().unwrap();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
     seen.push_str(&rest);
@@ -274,6 +282,11 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
     let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["mismatched"], 0);
     assert!(s["emulated_links"][0]["ab"]["spec"].as_str().unwrap().contains("delay 250.000 ms"), "{}", s["emulated_links"]);
+    assert!(seen.contains("`state` goes alone") && seen.contains("link client1 – sw1: down") && seen.contains("link client1 – sw1: up"), "{seen}");
+    let events: Vec<String> = s["network_events"].as_array().unwrap().iter().map(|e| e["what"].as_str().unwrap().to_string()).collect();
+    assert_eq!(events, ["r1–r2 changed", "client1 – sw1: down", "client1 – sw1: up"], "{}", s["network_events"]);
+    let chart = std::fs::read_to_string(out.join("charts/link-r1-r2-queue.svg")).unwrap();
+    assert!(chart.contains("client1 – sw1: down") && chart.contains("r1–r2 changed"), "the events are marked on the time charts");
     // Upstream APDUs at the server: 20–100 ms before the change, ≥ 250 ms a second after it.
     let recs = horde_stats::load(&std::fs::read(out.join("server.hlog")).unwrap()).unwrap().records;
     let now_real = horde_sys::clock::real_ns();

@@ -171,6 +171,15 @@ fn topologies_open_check_save_and_come_up_through_the_api() {
     let r = authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "zz", "delay": "5ms"}"#);
     assert!(r.status == 400 && r.body.contains("no link between a and zz"), "{}", r.body);
     json(authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "b", "dir": "ab", "delay": "40ms"}"#));
+    // a link fails and comes back (both ends down, as a pulled cable); a state that is not one
+    let r = authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "b", "state": "sideways"}"#);
+    assert!(r.status == 400 && r.body.contains("state `sideways`: use"), "{}", r.body);
+    json(authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "b", "state": "down"}"#));
+    let out = json(authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "b", "argv": ["ip", "-br", "link"]}"#));
+    assert!(out["stdout"].as_str().unwrap().contains("DOWN"), "{out}");
+    json(authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "b", "state": "up"}"#));
+    let out = json(authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "b", "argv": ["ip", "-br", "link"]}"#));
+    assert!(!out["stdout"].as_str().unwrap().contains("DOWN"), "{out}");
     let counters = json(authed(&c, "GET", &format!("/api/v1/emu/{id}/counters"), ""));
     let link = &counters["links"][0];
     assert!(link["ab"]["spec"].as_str().unwrap().contains("40") && link["ba"]["spec"].as_str().unwrap().contains("5"), "{counters}");

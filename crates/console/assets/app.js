@@ -227,7 +227,9 @@ $("#link").onsubmit = (ev) => {
   const f = new FormData(ev.target);
   const set = {};
   for (const k of ["delay", "loss"]) if (f.get(k)) set[k] = f.get(k);
-  command({ command: "link", a: f.get("a"), b: f.get("b"), set });
+  // the button pressed: change the settings, or take the link down / bring it up
+  const st = ev.submitter && ev.submitter.dataset.state;
+  command(st ? { command: "link", a: f.get("a"), b: f.get("b"), state: st } : { command: "link", a: f.get("a"), b: f.get("b"), set });
 };
 $("#stop").onclick = () => command({ command: "stop" });
 

@@ -228,6 +228,20 @@
     const lp = el("label", "page"); const page = el("select");
     for (const pg of T.pages) { const o = el("option", pg); o.selected = pageOf(n) === pg; page.append(o); }
     lp.append(page);
+    // a router's routing: static routes, or FRR's daemons (OSPF, RIP, BGP)
+    const routing = el("fieldset"); routing.append(el("legend", "routing (routers)"));
+    const lr = el("label", "protocol"); const proto = el("select"); proto.name = "routing";
+    for (const v of ["static", "ospf", "rip", "bgp"]) { const o = el("option", v); o.selected = (n.routing || "static") === v; proto.append(o); }
+    lr.append(proto);
+    const [la, area] = field("area", n.area, { placeholder: "0.0.0.0 (OSPF)" });
+    const [lasn, asn] = field("asn", n.asn, { type: "number", min: 1, placeholder: "65001+ (BGP)" });
+    const lt = el("label", "timers"); const timers = el("select"); timers.name = "timers";
+    for (const v of ["default", "fast"]) { const o = el("option", v); o.selected = (n.timers || "default") === v; timers.append(o); }
+    lt.append(timers);
+    const lb = el("label", "BFD"); const bfd = el("input"); bfd.type = "checkbox"; bfd.checked = !!n.bfd; lb.append(bfd);
+    routing.append(lr, la, lasn, lt, lb);
+    routing.hidden = n.kind !== "router";
+    kind.onchange = () => { routing.hidden = kind.value !== "router"; };
     const apply = el("button", "Apply");
     apply.id = "node-apply";
     apply.onclick = () => {
@@ -235,13 +249,21 @@
       if (nn !== old && nodeIndex(nn) >= 0) { $("#topo-error").textContent = `a node named ${nn} exists already`; return; }
       n.name = nn; n.kind = kind.value;
       if (count.value) n.count = Number(count.value); else delete n.count;
+      for (const k of ["routing", "area", "asn", "timers", "bfd"]) delete n[k];
+      if (n.kind === "router" && proto.value !== "static") {
+        n.routing = proto.value;
+        if (opt(area.value)) n.area = opt(area.value);
+        if (opt(asn.value)) n.asn = Number(asn.value);
+        if (timers.value !== "default") n.timers = timers.value;
+        if (bfd.checked) n.bfd = true;
+      }
       n.ui = n.ui || { x: 0, y: 0 };
       if (page.value === MAIN) delete n.ui.page; else n.ui.page = page.value;
       for (const l of T.model.link) { if (l.a === old) l.a = nn; if (l.b === old) l.b = nn; }
       changed();
     };
     const del = el("button", "Delete"); del.className = "danger"; del.onclick = () => removeNode(T.sel.i);
-    p.append(ln, lk, lc, lp, apply, del);
+    p.append(ln, lk, lc, lp, routing, apply, del);
     if (T.exp && (n.kind === "host" || n.kind === "router")) p.append(execBox(n));
   }
 
@@ -271,6 +293,7 @@
     p.append(el("h3", `Link ${l.a} – ${l.b}`));
     if (T.exp) p.append(livePanel(l));
     const [ls, subnet] = field("subnet", l.subnet, { placeholder: "10.1.0.0/24 (else assigned)" });
+    const [lcost, cost] = field("cost", l.cost, { type: "number", min: 1, max: 65535, placeholder: "routing cost (OSPF)" });
     const llive = el("label", "live"); const live = el("input"); live.type = "checkbox"; live.checked = !!l.live; live.title = "Through the link emulator even unimpaired, so it can be changed while up"; llive.append(live);
     const [fb, both] = impairSet("both directions", l, "both");
     const [fab, ab] = impairSet(`${l.a} → ${l.b} (ab)`, l.ab, "ab");
@@ -280,6 +303,7 @@
       const n = { a: l.a, b: l.b };
       if (live.checked) n.live = true;
       if (opt(subnet.value)) n.subnet = opt(subnet.value);
+      if (opt(cost.value)) n.cost = Number(cost.value);
       Object.assign(n, readSet(both));
       const sab = readSet(ab), sba = readSet(ba);
       if (Object.keys(sab).length) n.ab = sab;
@@ -288,7 +312,7 @@
       changed();
     };
     const del = el("button", "Delete"); del.className = "danger"; del.onclick = () => { T.model.link.splice(i, 1); T.sel = null; changed(); };
-    p.append(ls, llive, fb, fab, fba, apply, del);
+    p.append(ls, lcost, llive, fb, fab, fba, apply, del);
   }
 
   // ---------- checking ----------
@@ -521,7 +545,15 @@
       try { const r = await call("POST", `/api/v1/emu/${T.exp}/link`, body); out.className = "ok"; out.textContent = `changed (${r.length} link${r.length > 1 ? "s" : ""})`; }
       catch (e) { out.className = "error"; out.textContent = e.message; }
     };
-    fs.append(go, out);
+    // fail the link (both ends down, as a pulled cable) and bring it back
+    const state = (st) => async () => {
+      out.textContent = "";
+      try { const r = await call("POST", `/api/v1/emu/${T.exp}/link`, { a: l.a, b: l.b, state: st }); out.className = "ok"; out.textContent = `${st === "down" ? "taken down" : "back up"} (${r.length} link${r.length > 1 ? "s" : ""})`; }
+      catch (e) { out.className = "error"; out.textContent = e.message; }
+    };
+    const down = el("button", "Take down"); down.id = "live-down"; down.className = "danger"; down.onclick = state("down");
+    const up = el("button", "Bring up"); up.id = "live-up"; up.onclick = state("up");
+    fs.append(go, down, up, out);
     return fs;
   }
   function execBox(n) {

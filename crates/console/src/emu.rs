@@ -246,6 +246,9 @@ pub struct LinkSet {
     /// Start from no impairment instead of the current settings.
     #[serde(default)]
     pub clear: bool,
+    /// "down": take the link down (both ends, as a pulled cable); "up": bring it back. Goes
+    /// alone, as `horde emu link … --down/--up`.
+    pub state: Option<String>,
 }
 
 /// The node pairs a link between `a` and `b` (nodes or entries) stands for, in plan order.
@@ -289,6 +292,12 @@ pub async fn link(id: &str, s: &LinkSet) -> Result<Vec<Ran>, (u16, String)> {
         }
         if s.clear {
             args.push("--clear".into());
+        }
+        match s.state.as_deref() {
+            None => {}
+            Some("down") => args.push("--down".into()),
+            Some("up") => args.push("--up".into()),
+            Some(x) => return Err((400, format!("state `{x}`: use \"down\" or \"up\""))),
         }
         let r = horde(&args, EXEC_TIMEOUT).await.map_err(|m| (500, m))?;
         if r.exit != Some(0) {

@@ -14,10 +14,13 @@
 //! Everything Horde makes carries the `horde-` prefix or lives under `/run/horde/emu`, which is
 //! what `cleanup` looks for.
 
+pub mod frr;
 pub mod fwd;
+pub mod identity;
 pub mod nl;
 pub mod ns;
 mod procs;
+pub mod state;
 
 pub use procs::{daemons, forget_process, processes_in, record_process};
 use procs::{describe_pid, kill_all, netns_inode, recorded_processes};
@@ -99,6 +102,12 @@ pub struct Meta {
     /// Every link was brought up changeable (`up --live`): all go through the link emulator.
     #[serde(default)]
     pub live_all: bool,
+    /// Links (plan index) taken down with `horde emu link … --down` and not brought back.
+    #[serde(default)]
+    pub down_links: Vec<usize>,
+    /// Routing daemons (FRR) started in the routers.
+    #[serde(default)]
+    pub routing_daemons: usize,
 }
 
 /// Checks an experiment id before it names anything: ids are what `up` makes (1..=6 lowercase
@@ -306,6 +315,7 @@ pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError
     if opts.live_all {
         make_live(&mut plan);
     }
+    frr::check_installed(&plan)?;
     let dir = state_dir(&exp);
     std::fs::create_dir_all(dir.join("node")).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
     std::fs::write(dir.join("topology.toml"), text).map_err(|e| EmuError::io("saving the topology", e))?;
@@ -380,11 +390,16 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
         daemon_pid: None,
         up_seconds: 0.0,
         live_all: opts.live_all,
+        down_links: Vec::new(),
+        routing_daemons: 0,
     };
+    identity::write_hosts(exp, plan)?;
     save_meta(&meta)?;
     if has_impaired {
         meta.daemon_pid = Some(fwd::spawn_daemon(exp, &opts.daemon_exe)?);
     }
+    interrupted(opts)?;
+    meta.routing_daemons = frr::start(exp, plan)?;
     meta.up_seconds = t0.elapsed().as_secs_f64();
     save_meta(&meta)?;
     Ok(meta)

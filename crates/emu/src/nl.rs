@@ -146,6 +146,16 @@ impl Nl {
     }
 
     /// Sets an interface up (e.g. `lo`, index 1).
+    /// Sets an interface administratively down (`up` false) or up: a veth end set down takes
+    /// its peer's carrier with it, as a pulled cable would.
+    pub fn set_state(&mut self, idx: u32, up: bool, what: &str) -> Result<(), EmuError> {
+        let mut m = LinkMessage::default();
+        m.header.index = idx;
+        m.header.flags = if up { LinkFlags::Up } else { LinkFlags::empty() };
+        m.header.change_mask = LinkFlags::Up;
+        self.push(RouteNetlinkMessage::SetLink(m), 0, format!("setting {what} {}", if up { "up" } else { "down" }))
+    }
+
     pub fn up(&mut self, idx: u32, what: &str) -> Result<(), EmuError> {
         let mut m = LinkMessage::default();
         m.header.index = idx;
@@ -165,6 +175,11 @@ impl Nl {
 
     /// A static route (`dst` None: the default route) via a gateway.
     pub fn route(&mut self, dst: Option<(Ipv4Addr, u8)>, via: Ipv4Addr, what: &str) -> Result<(), EmuError> {
+        self.route_with(dst, via, false, what)
+    }
+
+    /// [`Nl::route`], replacing a route to the same destination (`replace`) instead of failing.
+    pub fn route_with(&mut self, dst: Option<(Ipv4Addr, u8)>, via: Ipv4Addr, replace: bool, what: &str) -> Result<(), EmuError> {
         let mut m = RouteMessage::default();
         m.header.address_family = AddressFamily::Inet;
         m.header.table = 254; // RT_TABLE_MAIN
@@ -177,7 +192,8 @@ impl Nl {
         }
         m.attributes.push(RouteAttribute::Gateway(RouteAddress::Inet(via)));
         let to = dst.map_or("default".to_string(), |(d, p)| format!("{d}/{p}"));
-        self.push(RouteNetlinkMessage::NewRoute(m), NLM_F_CREATE | NLM_F_EXCL, format!("route {to} via {via} on {what}"))
+        let flags = if replace { NLM_F_CREATE | NLM_F_REPLACE } else { NLM_F_CREATE | NLM_F_EXCL };
+        self.push(RouteNetlinkMessage::NewRoute(m), flags, format!("route {to} via {via} on {what}"))
     }
 }
 

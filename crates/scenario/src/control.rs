@@ -40,7 +40,19 @@ pub enum Command {
         set: Box<horde_topo::RawImpair>,
         #[serde(default)]
         clear: bool,
+        /// Take the link down (as a pulled cable) or bring it back up, as `horde emu link …
+        /// --down/--up` does; not together with `set` or `clear`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<LinkState>,
     },
+}
+
+/// A link's state, for [`Command::Link`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkState {
+    Up,
+    Down,
 }
 
 fn both() -> String {
@@ -63,6 +75,7 @@ impl Command {
         match self {
             Command::Stop {} => "stop".into(),
             Command::Players { online, .. } => format!("players online = {online}"),
+            Command::Link { a, b, state: Some(st), .. } => format!("link {a}–{b} {}", if *st == LinkState::Up { "up" } else { "down" }),
             Command::Link { a, b, dir, .. } => format!("link {a}–{b} ({dir})"),
         }
     }

@@ -282,6 +282,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
         present: vec![shard],
         distributed: None,
         online,
+        marks: steer.marks.into_inner().unwrap_or_else(|p| p.into_inner()),
     };
     let summary = report::write(sc, out, &players, outcomes).map_err(failed)?;
     drop(emu);

@@ -102,6 +102,11 @@ impl<'a> EmuRun<'a> {
 }
 
 impl EmuRun<'_> {
+    /// Takes every link between `a` and `b` down, or brings it back up; says what changed.
+    pub fn set_link_state(&self, a: &str, b: &str, up: bool) -> Result<String, String> {
+        horde_emu::state::set_link_state(&self.exp, a, b, up).map(|v| v.join("; ")).map_err(|e| e.to_string())
+    }
+
     /// Changes an emulated link while the run goes on (the link emulator's own check and
     /// messages); returns its settings now, both directions.
     pub fn change_link(&self, a: &str, b: &str, dir: &str, set: horde_topo::RawImpair, clear: bool) -> Result<String, String> {

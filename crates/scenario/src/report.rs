@@ -135,7 +135,7 @@ impl LinkSeries {
     }
 
     /// Charts of this link: queue and in-flight bytes, and drops per second, per direction.
-    pub fn charts(&self) -> Vec<(String, String)> {
+    pub fn charts(&self, marks: &[(f64, String)]) -> Vec<(String, String)> {
         use horde_stats::charts::{Chart, Series};
         let (ab, ba) = (format!("{} → {}", self.a, self.b), format!("{} → {}", self.b, self.a));
         let pick =
@@ -160,11 +160,11 @@ impl LinkSeries {
         vec![
             (
                 format!("link-{name}-queue.svg"),
-                Chart::new(&format!("Emulated link {}–{}: bytes queued and in flight", self.a, self.b), "time (s)", "kB", &queue).svg(),
+                Chart::new(&format!("Emulated link {}–{}: bytes queued and in flight", self.a, self.b), "time (s)", "kB", &queue).marks(marks).svg(),
             ),
             (
                 format!("link-{name}-drops.svg"),
-                Chart::new(&format!("Emulated link {}–{}: frames dropped per second", self.a, self.b), "time (s)", "frames/s", &drop_series).svg(),
+                Chart::new(&format!("Emulated link {}–{}: frames dropped per second", self.a, self.b), "time (s)", "frames/s", &drop_series).marks(marks).svg(),
             ),
         ]
     }
@@ -215,10 +215,22 @@ pub struct Summary {
     /// command channel made. Absent when every player was online throughout.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub online: Vec<OnlineChange>,
+    /// What the run's commands changed in the emulated network, when: a link taken down or
+    /// brought up, a link's settings changed (marked on the report's time charts).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub network_events: Vec<NetworkEvent>,
     pub analysis: GameAnalysis,
     /// The report's verdict boxes (the same as index.html's): every player connected, nothing
     /// lost, each rate and fit within what chance allows at its sample size (the limit shown).
     pub verdicts: Vec<VerdictBox>,
+}
+
+/// A change the run's commands made to the emulated network.
+#[derive(Serialize, Deserialize, Debug, Clone, schemars::JsonSchema)]
+pub struct NetworkEvent {
+    /// Seconds since the players started.
+    pub at_s: f64,
+    pub what: String,
 }
 
 /// The online target from a time on (seconds of the players' clock).
@@ -260,6 +272,9 @@ pub struct Outcomes {
     pub distributed: Option<Distributed>,
     /// The roster's changes (schedule ns, online target).
     pub online: Vec<(u64, u32)>,
+    /// Changes the run's commands made to the emulated network (seconds since the players
+    /// started, what): marked on the time charts.
+    pub marks: Vec<(f64, String)>,
 }
 
 /// A distributed run (`horde run --agents`): its agents, and what is missing if one was lost.
@@ -388,7 +403,7 @@ pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, 
         charts.insert(0, ("topology.svg".to_string(), t.clone()));
     }
     for l in &o.link_series {
-        charts.extend(l.charts());
+        charts.extend(l.charts(&o.marks));
     }
     std::fs::create_dir_all(out.join("charts")).context("creating charts/")?;
     for (name, svg) in &charts {
@@ -414,6 +429,7 @@ pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, 
         interruption: o.interruption,
         distributed: o.distributed,
         online: OnlineChange::of(&o.online, sc.players),
+        network_events: o.marks.iter().map(|(at_s, what)| NetworkEvent { at_s: *at_s, what: what.clone() }).collect(),
         analysis: g,
         verdicts: Vec::new(),
     };

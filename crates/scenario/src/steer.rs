@@ -35,6 +35,9 @@ pub(crate) struct Steer<'a> {
     pub events: Events<'a>,
     /// Set when a stop command ended the run.
     pub commanded: AtomicBool,
+    /// What the commands changed in the emulated network, when (seconds since the players
+    /// started): the report marks them on its time charts.
+    pub marks: Mutex<Vec<(f64, String)>>,
 }
 
 impl<'a> Steer<'a> {
@@ -45,7 +48,14 @@ impl<'a> Steer<'a> {
         emu: Option<&'a EmuRun<'a>>,
         events: Events<'a>,
     ) -> Steer<'a> {
-        Steer { commands, roster, progress, emu, events, commanded: AtomicBool::new(false) }
+        Steer { commands, roster, progress, emu, events, commanded: AtomicBool::new(false), marks: Mutex::new(Vec::new()) }
+    }
+
+    /// Marks an event at now on the players' clock.
+    fn mark(&self, what: String) {
+        let t0 = self.progress.t0_real_ns.load(Ordering::Relaxed);
+        let now = if t0 == 0 { 0.0 } else { horde_engine::clock::real_ns().saturating_sub(t0) as f64 / 1e9 };
+        self.marks.lock().unwrap_or_else(|p| p.into_inner()).push((now, what));
     }
 
     fn note(&self, m: String) {
@@ -61,9 +71,24 @@ impl<'a> Steer<'a> {
                 return true;
             }
             Command::Players { online, at_ns } => self.players(online, at_ns, server),
-            Command::Link { a, b, dir, set, clear } => match self.emu {
+            Command::Link { a, b, state: Some(st), set, clear, .. } => match self.emu {
+                _ if clear || *set != horde_topo::RawImpair::default() => self
+                    .note(format!("command refused: link {a}–{b}: `state` goes alone (no `set`, no `clear`): send the change and the state as two commands")),
+                Some(e) => match e.set_link_state(&a, &b, st == crate::control::LinkState::Up) {
+                    Ok(now) => {
+                        self.mark(now.clone());
+                        self.note(format!("link {now}"));
+                    }
+                    Err(m) => self.note(format!("command refused: link {a}–{b}: {m}")),
+                },
+                None => self.note(format!("command refused: link {a}–{b}: this run has no [emu] topology, so no link to change")),
+            },
+            Command::Link { a, b, dir, set, clear, state: None } => match self.emu {
                 Some(e) => match e.change_link(&a, &b, &dir, *set, clear) {
-                    Ok(now) => self.note(format!("link {a}–{b} ({dir}) changed: {now}")),
+                    Ok(now) => {
+                        self.mark(format!("{a}–{b} changed"));
+                        self.note(format!("link {a}–{b} ({dir}) changed: {now}"));
+                    }
                     Err(m) => self.note(format!("command refused: link {a}–{b}: {m}")),
                 },
                 None => self.note(format!("command refused: link {a}–{b}: this run has no [emu] topology, so no link to change")),

@@ -40,12 +40,21 @@ pub struct Chart<'a> {
     /// The first this many series are stacked: each is drawn as a filled band on top of the
     /// ones before it (they must share their x values); the rest are lines over them.
     pub stacked: usize,
+    /// Events marked on the x axis: a dashed vertical line and a label at each (a link taken
+    /// down, a command), drawn where they fall inside the data's range.
+    pub marks: &'a [(f64, String)],
 }
 
 impl<'a> Chart<'a> {
     /// A chart of the usual size, linear axes.
     pub fn new(title: &'a str, x_label: &'a str, y_label: &'a str, series: &'a [Series]) -> Chart<'a> {
-        Chart { title, x_label, y_label, series, x_log: false, y_range: None, width: 900, height: 320, stacked: 0 }
+        Chart { title, x_label, y_label, series, x_log: false, y_range: None, width: 900, height: 320, stacked: 0, marks: &[] }
+    }
+
+    /// Marks these events on the x axis (see [`Chart::marks`]).
+    pub fn marks(mut self, marks: &'a [(f64, String)]) -> Self {
+        self.marks = marks;
+        self
     }
 
     /// Stacks the first `n` series (see [`Chart::stacked`]).
@@ -192,6 +201,20 @@ impl<'a> Chart<'a> {
             } else {
                 chart.draw_series(LineSeries::new(pts, c.stroke_width(2))).map_err(|e| e.to_string())?;
             }
+        }
+        let ((x0, x1), (y0, y1)) = self.ranges();
+        let grey = RGBColor(0x66, 0x66, 0x66);
+        for (k, (x, label)) in self.marks.iter().enumerate().filter(|(_, m)| m.0.is_finite() && m.0 >= x0 && m.0 <= x1) {
+            // dashed: short segments up the chart
+            let steps = 24;
+            let seg = |j: i32| y0 + (y1 - y0) * j as f64 / steps as f64;
+            let dashes = (0..steps).step_by(2).map(|j| PathElement::new(vec![(*x, seg(j)), (*x, seg(j + 1))], grey.stroke_width(1)));
+            chart.draw_series(dashes).map_err(|e| e.to_string())?;
+            // labels staggered so that close events stay readable
+            let at = y1 - (y1 - y0) * (0.06 + 0.08 * (k % 3) as f64);
+            chart
+                .draw_series(std::iter::once(Text::new(format!(" {label}"), (*x, at), ("sans-serif", 13).into_font().color(&grey))))
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     }

@@ -21,20 +21,22 @@
 //! Resolution: links that meet at a switch or hub form one L2 segment (switches joined by links
 //! merge their segments); a link between two hosts/routers is a segment of its own. Each
 //! segment gets a subnet (given, or the next free /24-or-larger from 10.0.0.0/8) and its
-//! hosts/routers get addresses in order of appearance (routers first). Routers forward; every
+//! hosts/routers get addresses in order of appearance (routers first). Routers forward; a
 //! router gets a static route to every subnet it is not on, via the next hop on a shortest path
-//! (fewest router hops); a host gets a default route via the first router on one of its
-//! segments. Names carry the experiment id so experiments never collide.
+//! (fewest router hops), unless it runs a routing protocol (`routing = "ospf" | "rip" | "bgp"`,
+//! FRR's daemons: see [`routing`]); a host gets a default route via the first router on one of
+//! its segments. Names carry the experiment id so experiments never collide.
 //!
 //! Architecture invariant: pure — no namespaces, sockets or files are touched here.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 
 use horde_impair::{LinkSpec, Loss};
 
 mod change;
 mod dot;
+pub mod routing;
 mod write;
 pub use change::LinkChange;
 pub use dot::dot;
@@ -69,6 +71,21 @@ pub struct RawNode {
     /// Where the console's editor draws the node (ignored by the emulator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ui: Option<NodeUi>,
+    /// A router's routing: "static" (default), "ospf", "rip" or "bgp" (FRR's daemons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<routing::Protocol>,
+    /// OSPF area of its interfaces, dotted or a number (default "0.0.0.0").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub area: Option<String>,
+    /// BGP AS number (default: 65001 + the router's place among the routers: eBGP everywhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asn: Option<u32>,
+    /// The protocol's timers: "default" (FRR's) or "fast".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timers: Option<routing::Timers>,
+    /// BFD on its router-to-router links.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bfd: Option<bool>,
 }
 
 /// A node's place in the console's topology editor: a position on a page (canvas).
@@ -129,6 +146,9 @@ pub struct RawLink {
     pub live: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subnet: Option<String>,
+    /// The link's routing cost (OSPF), 1..=65535, both ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<u32>,
     // Impairments for both directions (the fields of RawImpair, listed so typos are refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<String>,
@@ -253,6 +273,9 @@ pub struct PlannedNode {
     pub kind: Kind,
     /// Network namespace (hosts, routers) or bridge name (switches, hubs).
     pub ns: String,
+    /// A router's routing protocol; `None`: static routes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<routing::RoutingPlan>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -268,6 +291,9 @@ pub struct PlannedLink {
     pub segment: usize,
     /// Changeable while running (impaired, or `live = true`).
     pub live: bool,
+    /// Routing cost (OSPF); `None`: the protocol's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<u32>,
 }
 
 impl PlannedLink {
@@ -365,6 +391,9 @@ pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
             }
         };
         let subnet = l.subnet.as_deref().map(Subnet::parse).transpose().map_err(|m| fail(at("subnet"), m))?;
+        if l.cost.is_some_and(|c| !(1..=65_535).contains(&c)) {
+            return Err(fail(at("cost"), "must be 1..=65535".into()));
+        }
         let both = l.both();
         let ab_raw = merge(&both, l.ab.as_ref());
         let ba_raw = merge(&both, l.ba.as_ref());
@@ -390,6 +419,7 @@ pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
                 trace_ba: ba_raw.trace.clone(),
                 segment: 0,
                 live: l.live,
+                cost: l.cost,
             });
             link_subnets.push(subnet);
         }
@@ -407,7 +437,7 @@ pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
     check_l2_loops(&nodes, &links).map_err(|(field, msg)| fail(field, msg))?;
     let segments = segments_of(&nodes, &mut links);
     let planned = address(&nodes, &mut links, &link_subnets, segments, &fail)?;
-    let routes = routes(&nodes, &planned);
+    let routes = routing::static_routes(&nodes, &planned);
     let groups = groups.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     Ok(Plan { name: raw.name, exp: exp.to_string(), nodes, links, segments: planned, routes, groups })
 }
@@ -431,6 +461,7 @@ type Groups<'a> = BTreeMap<&'a str, Vec<usize>>;
 fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoError, exp: &str) -> Result<(Vec<PlannedNode>, Groups<'a>), TopoError> {
     let mut nodes = Vec::new();
     let mut groups: Groups = BTreeMap::new();
+    let mut routers = 0usize;
     for (i, n) in raw.node.iter().enumerate() {
         let at = |f: &str| format!("node {} (`{}`): {f}", i + 1, n.name);
         if n.name.is_empty() || n.name.len() > 32 || !n.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
@@ -447,8 +478,10 @@ fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoE
         for k in 0..count {
             let name = if n.count.is_some() { format!("{}{}", n.name, k + 1) } else { n.name.clone() };
             let ns = if n.kind.is_l2() { format!("hd{exp}b{}", base36(nodes.len())) } else { format!("horde-{exp}-{name}") };
+            let routing = routing::resolve(n.kind, n.routing, n.area.as_deref(), n.asn, n.timers, n.bfd, routers).map_err(|(f, m)| fail(at(f), m))?;
+            routers += (n.kind == Kind::Router) as usize;
             members.push(nodes.len());
-            nodes.push(PlannedNode { name, kind: n.kind, ns });
+            nodes.push(PlannedNode { name, kind: n.kind, ns, routing });
         }
         groups.insert(n.name.as_str(), members);
     }
@@ -710,57 +743,4 @@ fn address(
         }
     }
     Ok(segs)
-}
-
-/// Static routes: routers to every other subnet along fewest router hops; hosts a default route.
-fn routes(nodes: &[PlannedNode], segs: &[PlannedSegment]) -> Vec<Route> {
-    let mut on: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()]; // node -> segments
-    for (s, seg) in segs.iter().enumerate() {
-        for (n, _) in &seg.members {
-            on[*n].push(s);
-        }
-    }
-    let addr_on = |n: usize, s: usize| segs[s].members.iter().find(|(m, _)| *m == n).map(|(_, a)| *a);
-    let mut out = Vec::new();
-    for (r, node) in nodes.iter().enumerate() {
-        match node.kind {
-            Kind::Router => {
-                // BFS over segments through routers, remembering the first hop.
-                let mut first_hop: HashMap<usize, Ipv4Addr> = HashMap::new();
-                let mut seen: Vec<bool> = vec![false; segs.len()];
-                let mut q = VecDeque::new();
-                for &s in &on[r] {
-                    seen[s] = true;
-                    q.push_back((s, None::<Ipv4Addr>));
-                }
-                while let Some((s, hop)) = q.pop_front() {
-                    for (m, _) in &segs[s].members {
-                        if *m == r || nodes[*m].kind != Kind::Router {
-                            continue;
-                        }
-                        let via = hop.or_else(|| addr_on(*m, s));
-                        for &t in &on[*m] {
-                            if !seen[t] {
-                                seen[t] = true;
-                                if let Some(v) = via {
-                                    first_hop.insert(t, v);
-                                }
-                                q.push_back((t, via));
-                            }
-                        }
-                    }
-                }
-                let mut dsts: Vec<_> = first_hop.into_iter().collect();
-                dsts.sort_by_key(|(s, _)| *s);
-                out.extend(dsts.into_iter().map(|(s, via)| Route { node: r, dst: Some(segs[s].subnet), via }));
-            }
-            Kind::Host => {
-                if let Some(via) = on[r].iter().find_map(|&s| segs[s].members.iter().find(|(m, _)| nodes[*m].kind == Kind::Router).map(|(_, a)| *a)) {
-                    out.push(Route { node: r, dst: None, via });
-                }
-            }
-            _ => {}
-        }
-    }
-    out
 }

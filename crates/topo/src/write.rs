@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use crate::routing::{Protocol, Timers};
 use crate::{RawImpair, RawLink, RawLoss, RawTopology, TopoError};
 
 /// Reads a topology file's text into its raw form (syntax and field names only; [`crate::plan`]
@@ -67,6 +68,9 @@ fn link_lines(out: &mut String, l: &RawLink) {
     if let Some(s) = &l.subnet {
         let _ = writeln!(out, "subnet = {}", q(s));
     }
+    if let Some(c) = l.cost {
+        let _ = writeln!(out, "cost = {c}");
+    }
     impair_lines(out, &l.both());
     for (dir, i) in [("ab", &l.ab), ("ba", &l.ba)] {
         if let Some(i) = i {
@@ -90,6 +94,27 @@ pub fn render(t: &RawTopology) -> String {
         let _ = writeln!(out, "\n[[node]]\nname = {}\nkind = \"{kind}\"", q(&n.name));
         if let Some(c) = n.count {
             let _ = writeln!(out, "count = {c}");
+        }
+        if let Some(r) = n.routing {
+            let name = match r {
+                Protocol::Static => "static",
+                Protocol::Ospf => "ospf",
+                Protocol::Rip => "rip",
+                Protocol::Bgp => "bgp",
+            };
+            let _ = writeln!(out, "routing = \"{name}\"");
+        }
+        if let Some(a) = &n.area {
+            let _ = writeln!(out, "area = {}", q(a));
+        }
+        if let Some(a) = n.asn {
+            let _ = writeln!(out, "asn = {a}");
+        }
+        if let Some(t) = n.timers {
+            let _ = writeln!(out, "timers = \"{}\"", if t == Timers::Fast { "fast" } else { "default" });
+        }
+        if let Some(b) = n.bfd {
+            let _ = writeln!(out, "bfd = {b}");
         }
         if let Some(ui) = &n.ui {
             let page = ui.page.as_deref().map(|p| format!(", page = {}", q(p))).unwrap_or_default();

@@ -133,6 +133,13 @@ pub struct LinkArgs {
     /// Start from no impairment instead of the current settings
     #[arg(long)]
     pub clear: bool,
+    /// Take the link down (both ends, as a pulled cable: routing daemons see it fail); with a
+    /// group, every link between the two
+    #[arg(long, conflicts_with_all = ["up", "rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "trace", "clear"])]
+    pub down: bool,
+    /// Bring a link taken down back up (the nodes' static routes through it return)
+    #[arg(long, conflicts_with_all = ["rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "trace", "clear"])]
+    pub up: bool,
 }
 
 fn exe() -> PathBuf {
@@ -266,6 +273,14 @@ fn ls_one(id: &str) -> Outcome {
             o.push_str(&fwd::links_table(&r.links));
         }
     }
+    for &li in &m.down_links {
+        if let Some(l) = plan.links.get(li) {
+            o.push_str(&format!(
+                "link {} – {}: down (horde emu link {id} {} {} --up)\n",
+                plan.nodes[l.a.node].name, plan.nodes[l.b.node].name, plan.nodes[l.a.node].name, plan.nodes[l.b.node].name
+            ));
+        }
+    }
     crate::output::out(&o)?;
     Ok(0)
 }
@@ -287,8 +302,10 @@ fn exec(id: &str, node: &str, command: &[String]) -> Outcome {
     let mut cmd = std::process::Command::new(&program);
     cmd.args(&command[1..]).current_dir(&dir).env("HORDE_EXPERIMENT", id).env("HORDE_NODE", node);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&nsf);
-    // SAFETY: getpid (before the fork), prctl, getppid and setns are async-signal-safe; fd stays
-    // open until spawn returns.
+    // the node's hostname, hosts file, /sys and state directories
+    let identity = horde_emu::identity::Identity::prepare(id, &plan, node).map_err(emu_err)?;
+    // SAFETY: getpid (before the fork), prctl, getppid, setns and Identity::apply are
+    // async-signal-safe; fd stays open until spawn returns.
     let parent = unsafe { libc::getpid() };
     unsafe {
         cmd.pre_exec(move || {
@@ -298,11 +315,10 @@ fn exec(id: &str, node: &str, command: &[String]) -> Outcome {
             if libc::getppid() != parent {
                 return Err(std::io::Error::other("horde emu exec exited"));
             }
-            if libc::setns(fd, libc::CLONE_NEWNET) == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
             }
+            identity.apply()
         });
     }
     let mut child = cmd.spawn().with_context(|| format!("running `{}` in {node}", command[0]))?;
@@ -397,6 +413,15 @@ fn cp(id: &str, src: &str, dst: &str) -> Outcome {
 }
 
 fn link(a: LinkArgs) -> Outcome {
+    if a.down || a.up {
+        horde_topo::check_exp_id(&a.id).map_err(|m| bad_input(anyhow!(m)))?;
+        if a.dir != "both" {
+            return Err(bad_input(anyhow!("--dir: a link goes down or up as a whole (both directions); leave --dir out")));
+        }
+        let changed = horde_emu::state::set_link_state(&a.id, &a.a, &a.b, a.up).map_err(emu_err)?;
+        crate::output::out(&(changed.join("\n") + "\n"))?;
+        return Ok(0);
+    }
     let set = RawImpair {
         rate: a.rate,
         delay: a.delay,
