@@ -19,7 +19,7 @@
   };
   const MAIN = "main";
   const KINDS = ["host", "router", "switch", "hub"];
-  const FIELDS = ["rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "trace"];
+  const FIELDS = ["rate", "delay", "jitter", "loss", "duplicate", "corrupt", "ber", "reorder_prob", "queue", "trace"];
   const PREFIX = { host: "h", router: "r", switch: "sw", hub: "hub", group: "g" };
   const GRID = 10; // positions snap to a 10-px grid
   const snap = (v) => Math.round(v / GRID) * GRID;
@@ -78,7 +78,7 @@
     for (const part of s.split(",")) { const [k, v] = part.split("=").map((x) => x.trim()); if (k) o[k] = v; }
     return o;
   };
-  const linkImpaired = (l) => FIELDS.some((k) => l[k] !== undefined) || l.ab || l.ba;
+  const linkImpaired = (l) => FIELDS.some((k) => l[k] !== undefined) || l.reorder_gap !== undefined || l.ab || l.ba;
   const linkLabel = (l) => {
     const both = impairText(l), ab = impairText(l.ab), ba = impairText(l.ba);
     return [both, ab && `→ ${ab}`, ba && `← ${ba}`].filter(Boolean).join(" | ");
@@ -273,9 +273,11 @@
     for (const k of FIELDS) {
       const [l, i] = field(k, k === "loss" ? lossText(src && src.loss) : src && src[k]);
       i.name = `${id}-${k}`;
-      i.placeholder = { rate: "10mbit", delay: "10ms", jitter: "2ms", loss: "1% or p=1%,r=25%", duplicate: "0.1%", corrupt: "0.1%", queue: "64kB", trace: "file" }[k];
+      i.placeholder = { rate: "10mbit", delay: "10ms", jitter: "2ms", loss: "1% or p=1%,r=25%", duplicate: "0.1%", corrupt: "0.1% (one bit)", ber: "1e-6 (bit-error rate)", reorder_prob: "25% (sent at once)", queue: "64kB", trace: "file" }[k];
       inputs[k] = i; fs.append(l);
     }
+    const [lg, gap] = field("reorder_gap", src && src.reorder_gap, { type: "number", min: 1, placeholder: "1 (every packet eligible)" });
+    gap.name = `${id}-reorder_gap`; inputs.reorder_gap = gap; fs.append(lg);
     const lr = el("label", "reorder"); const r = el("input"); r.type = "checkbox"; r.checked = !!(src && src.reorder); lr.append(r); fs.append(lr);
     inputs.reorder = r;
     return [fs, inputs];
@@ -284,6 +286,7 @@
     const o = {};
     for (const k of FIELDS) { const v = k === "loss" ? lossValue(inputs[k].value) : opt(inputs[k].value); if (v !== undefined) o[k] = v; }
     if (inputs.reorder.checked) o.reorder = true;
+    if (opt(inputs.reorder_gap.value)) o.reorder_gap = Number(inputs.reorder_gap.value);
     return o;
   };
 
@@ -535,7 +538,7 @@
     for (const [v, t] of [["both", "both"], ["ab", `${l.a} → ${l.b}`], ["ba", `${l.b} → ${l.a}`]]) { const o = el("option", t); o.value = v; dir.append(o); }
     ld.append(dir); fs.append(ld);
     const inputs = {};
-    for (const k of ["rate", "delay", "jitter", "loss", "queue"]) { const [lab, i] = field(k, ""); i.name = `live-${k}`; inputs[k] = i; fs.append(lab); }
+    for (const k of ["rate", "delay", "jitter", "loss", "ber", "reorder_prob", "queue"]) { const [lab, i] = field(k, ""); i.name = `live-${k}`; inputs[k] = i; fs.append(lab); }
     const go = el("button", "Change live"); go.id = "live-apply";
     const out = el("p", "", "error");
     go.onclick = async () => {

@@ -243,6 +243,11 @@ pub struct LinkSet {
     pub duplicate: Option<String>,
     pub corrupt: Option<String>,
     pub queue: Option<String>,
+    /// Bit-error rate, e.g. "1e-6".
+    pub ber: Option<String>,
+    /// netem's reorder: probability, e.g. "25%", and gap.
+    pub reorder_prob: Option<String>,
+    pub reorder_gap: Option<u32>,
     /// Start from no impairment instead of the current settings.
     #[serde(default)]
     pub clear: bool,
@@ -284,11 +289,17 @@ pub async fn link(id: &str, s: &LinkSet) -> Result<Vec<Ran>, (u16, String)> {
             ("--duplicate", &s.duplicate),
             ("--corrupt", &s.corrupt),
             ("--queue", &s.queue),
+            ("--ber", &s.ber),
+            ("--reorder-prob", &s.reorder_prob),
         ] {
             if let Some(v) = v.as_ref().filter(|v| !v.trim().is_empty()) {
                 args.push(flag.into());
                 args.push(v.trim().into());
             }
+        }
+        if let Some(g) = s.reorder_gap {
+            args.push("--reorder-gap".into());
+            args.push(g.to_string());
         }
         if s.clear {
             args.push("--clear".into());

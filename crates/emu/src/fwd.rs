@@ -102,6 +102,14 @@ pub struct DirReport {
     /// Bytes delivered (the rate each way is its change over time).
     #[serde(default)]
     pub delivered_bytes: u64,
+    /// Bits the bit-error rate flipped, and the frames that had any.
+    #[serde(default)]
+    pub bit_errors: u64,
+    #[serde(default)]
+    pub errored: u64,
+    /// Frames sent at once by `reorder_prob` (ahead of those delayed before them).
+    #[serde(default)]
+    pub reordered: u64,
     pub spec: String,
 }
 
@@ -200,6 +208,12 @@ pub fn describe(s: &LinkSpec) -> String {
     }
     if s.corrupt > 0.0 {
         v.push(format!("corrupt {:.3}%", s.corrupt * 100.0));
+    }
+    if s.ber > 0.0 {
+        v.push(format!("ber {:e}", s.ber));
+    }
+    if s.reorder_prob > 0.0 {
+        v.push(format!("reorder {:.3}% gap {}", s.reorder_prob * 100.0, s.reorder_gap.max(1)));
     }
     if let Some(q) = s.queue_limit_bytes {
         v.push(format!("queue {q} B"));
@@ -383,6 +397,9 @@ fn reports(sh: &Shared) -> Vec<LinkReport> {
             queue_bytes: d.link.queued_bytes(now),
             in_flight_bytes: d.pending_bytes,
             delivered_bytes: s.delivered_bytes,
+            bit_errors: s.bit_errors,
+            errored: s.errored,
+            reordered: s.reordered,
             spec: describe(d.link.spec()),
         }
     };
@@ -469,7 +486,7 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
                 let now = mono_ns();
                 // frames read on end a (even) travel a→b: direction 2k; on end b: 2k+1
                 let d = &mut sh.dirs[s];
-                if let horde_impair::Verdict::Deliver { at_ns, copies, corrupt } = d.link.on_packet(now, len as u32) {
+                if let horde_impair::Verdict::Deliver { at_ns, copies, corrupt, bit_errors } = d.link.on_packet(now, len as u32) {
                     for c in 0..copies {
                         if d.pending_bytes + len as u64 > MAX_PENDING_BYTES {
                             d.overflow_drops += 1;
@@ -485,6 +502,11 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
                             flip ^= flip << 17;
                             let bit = 14 * 8 + (flip % ((len as u64 - 14) * 8)) as usize;
                             buf[bit / 8] ^= 1 << (bit % 8);
+                        }
+                        // bit errors land after the Ethernet header (the frame still reaches
+                        // its host, whose checksums then find them, as on a wire without FCS)
+                        if bit_errors > 0 && c == 0 && len > 14 {
+                            d.link.flip_bits(&mut buf[14..], bit_errors);
                         }
                         seq += 1;
                         heap.push(Pending { at: at_ns, seq, out: d.out, buf });

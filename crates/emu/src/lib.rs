@@ -14,9 +14,11 @@
 //! Everything Horde makes carries the `horde-` prefix or lives under `/run/horde/emu`, which is
 //! what `cleanup` looks for.
 
+mod bridges;
 pub mod frr;
 pub mod fwd;
 pub mod identity;
+mod limits;
 pub mod nl;
 pub mod ns;
 mod procs;
@@ -25,7 +27,6 @@ pub mod state;
 pub use procs::{daemons, forget_process, processes_in, record_process};
 use procs::{describe_pid, kill_all, netns_inode, recorded_processes};
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -189,7 +190,9 @@ pub fn kernel_has_netem() -> bool {
 /// Whether kernel netem gives a link exactly what the userspace path would: no capacity trace,
 /// uniform jitter, and netem's ordering (in order with a rate, reordered by jitter without one).
 pub fn netem_can(l: &PlannedLink) -> bool {
-    let ok = |s: &LinkSpec| s.trace.is_none() && s.jitter == Jitter::Uniform && (s.jitter_ns == 0 || s.reorder == s.rate_bps.is_none());
+    let ok = |s: &LinkSpec| {
+        s.trace.is_none() && s.jitter == Jitter::Uniform && (s.jitter_ns == 0 || s.reorder == s.rate_bps.is_none()) && s.ber == 0.0 && s.reorder_prob == 0.0
+    };
     l.trace_ab.is_none() && l.trace_ba.is_none() && ok(&l.ab) && ok(&l.ba)
 }
 
@@ -287,16 +290,16 @@ pub struct UpReport {
 }
 
 /// Per namespace, what `up` keeps while building.
-struct NodeNs {
-    fd: OwnedFd,
-    nl: Nl,
+pub(crate) struct NodeNs {
+    pub(crate) fd: OwnedFd,
+    pub(crate) nl: Nl,
     /// An AF_INET socket in the namespace, for ethtool ioctls.
     inet: OwnedFd,
     next_index: u32,
 }
 
 impl NodeNs {
-    fn index(&mut self) -> u32 {
+    pub(crate) fn index(&mut self) -> u32 {
         self.next_index += 1;
         self.next_index
     }
@@ -354,21 +357,13 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
             names.push(n.ns.clone());
         }
     }
+    limits::descriptors(names.len())?;
     let routers: Vec<bool> = std::iter::once(false).chain(plan.nodes.iter().filter(|n| !n.kind.is_l2()).map(|n| n.kind == Kind::Router)).collect();
     let mut spaces = namespaces(&names, &routers, opts)?;
     interrupted(opts)?;
-    // Bridges.
-    let mut bridge_idx: HashMap<usize, u32> = HashMap::new();
-    for (i, n) in plan.nodes.iter().enumerate() {
-        if n.kind.is_l2() {
-            let f = &mut spaces[0];
-            let idx = f.index();
-            f.nl.bridge(&n.ns, idx, n.kind == Kind::Hub)?;
-            bridge_idx.insert(i, idx);
-        }
-    }
-    spaces[0].nl.flush()?;
-    let n_imp = links(plan, exp, &mut spaces, &which, &bridge_idx, &netem_links, opts)?;
+    // Bridges (a tree of them for a switch with more ports than one holds).
+    let mut bridges = bridges::build(plan, exp, &mut spaces[0])?;
+    let n_imp = links(plan, exp, &mut spaces, &which, &mut bridges, &netem_links, opts)?;
     interrupted(opts)?;
     let has_impaired = n_imp > 0;
     addresses_and_routes(plan, &mut spaces, &which, has_impaired, opts)?;
@@ -444,7 +439,7 @@ fn links(
     exp: &str,
     spaces: &mut [NodeNs],
     which: &[Option<usize>],
-    bridge_idx: &HashMap<usize, u32>,
+    bridges: &mut bridges::Bridges,
     netem_links: &[usize],
     opts: &UpOptions,
 ) -> Result<usize, EmuError> {
@@ -474,7 +469,7 @@ fn links(
             match fabric_end {
                 // node end ↔ the forwarder's end in the fabric
                 Some((fname, fidx)) => {
-                    if let Some(&br) = bridge_idx.get(&port.node) {
+                    if let Some(br) = bridges.port(port.node) {
                         let pidx = spaces[0].index();
                         let f = &mut spaces[0];
                         f.nl.veth(&port.ifname, pidx, Some(br), &fname, fidx, fabric_fd)?;
@@ -488,7 +483,7 @@ fn links(
                     }
                 }
                 // a plain veth pair between the two nodes
-                None => match (bridge_idx.get(&port.node).copied(), bridge_idx.get(&other.node).copied()) {
+                None => match (bridges.port(port.node), bridges.port(other.node)) {
                     (Some(ba), Some(bb)) => {
                         let ia = spaces[0].index();
                         let ib = spaces[0].index();
@@ -498,7 +493,7 @@ fn links(
                         landed = vec![(0, ia), (0, ib)];
                     }
                     (Some(br), None) | (None, Some(br)) => {
-                        let (sw, host) = if bridge_idx.contains_key(&port.node) { (port, other) } else { (other, port) };
+                        let (sw, host) = if bridges.is(port.node) { (port, other) } else { (other, port) };
                         let k = which[host.node].expect("host or router");
                         let hidx = spaces[k].index();
                         let hfd = spaces[k].fd.as_raw_fd();

@@ -7,6 +7,12 @@
 //! the delivery opportunities of a Mahimahi trace) with tail drop past `queue_limit_bytes`, then
 //! delay plus jitter.
 //!
+//! Bit errors: `ber` flips each bit of a delivered packet independently (the count drawn from
+//! the binomial law of its bits, the positions uniformly among them), beside `corrupt`, which
+//! flips one bit of a chosen packet. Reordering as netem's `reorder P gap G`: every G-th packet
+//! (G = 1: every packet) is, with probability P, sent at once without its delay, overtaking the
+//! ones delayed before it.
+//!
 //! Ordering: by default packets leave in order (a packet is never delivered before the one ahead
 //! of it, as netem does when a rate is set); when the jitter range exceeds the packets' spacing
 //! this lifts the mean delay above `delay`. `reorder = true` gives each packet its own delay
@@ -134,6 +140,15 @@ pub struct LinkSpec {
     pub queue_limit_bytes: Option<u64>,
     /// Let jitter reorder packets (each packet its own delay).
     pub reorder: bool,
+    /// Bit-error rate: each bit of a packet flipped independently with this probability.
+    #[serde(default)]
+    pub ber: f64,
+    /// netem's `reorder P gap G`: an eligible packet leaves at once with this probability.
+    #[serde(default)]
+    pub reorder_prob: f64,
+    /// Every this-many-th packet is eligible (0 or 1: every packet).
+    #[serde(default)]
+    pub reorder_gap: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -154,6 +169,11 @@ impl LinkSpec {
         };
         prob("duplicate", self.duplicate)?;
         prob("corrupt", self.corrupt)?;
+        prob("ber", self.ber)?;
+        prob("reorder_prob", self.reorder_prob)?;
+        if self.reorder_prob > 0.0 && self.delay_ns == 0 && self.jitter_ns == 0 {
+            return Err(SpecError { field: "reorder_prob", msg: "reordering sends some packets without their delay: give the link a delay".into() });
+        }
         match self.loss {
             Loss::None => {}
             Loss::Random(p) => prob("loss", p)?,
@@ -187,11 +207,13 @@ pub enum DropReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Drop(DropReason),
-    /// Deliver at `at_ns`; `copies` is 2 for a duplicated packet; `corrupt`: flip a bit.
+    /// Deliver at `at_ns`; `copies` is 2 for a duplicated packet; `corrupt`: flip a bit;
+    /// `bit_errors`: flip this many bits (see [`Link::flip_bits`]).
     Deliver {
         at_ns: u64,
         copies: u8,
         corrupt: bool,
+        bit_errors: u32,
     },
 }
 
@@ -204,6 +226,11 @@ pub struct LinkStats {
     pub corrupted: u64,
     pub delivered: u64,
     pub delivered_bytes: u64,
+    /// Bits flipped by the bit-error rate, and the packets that had any.
+    pub bit_errors: u64,
+    pub errored: u64,
+    /// Packets sent at once by `reorder_prob`.
+    pub reordered: u64,
 }
 
 /// One direction of an impaired link.
@@ -217,6 +244,8 @@ pub struct Link {
     next_opportunity: u64,
     last_delivery_ns: u64,
     bad: bool,
+    /// Packets since the last one reordered (netem's `gap` counter).
+    since_reorder: u32,
     stats: LinkStats,
 }
 
@@ -232,6 +261,7 @@ impl Link {
             next_opportunity: 0,
             last_delivery_ns: 0,
             bad: false,
+            since_reorder: 0,
             stats: LinkStats::default(),
         })
     }
@@ -271,18 +301,72 @@ impl Link {
             self.stats.queue_drops += 1;
             return Verdict::Drop(DropReason::Queue);
         };
-        let mut at = depart as i64 + self.spec.delay_ns as i64 + self.jitter();
-        at = at.max(depart as i64);
-        let mut at = at as u64;
-        if !self.spec.reorder {
-            at = at.max(self.last_delivery_ns);
-        }
-        self.last_delivery_ns = self.last_delivery_ns.max(at);
+        let bit_errors = self.bit_errors(len);
+        let at = if self.reorder_now() {
+            // sent at once, ahead of what waits in the delay line
+            self.stats.reordered += 1;
+            depart
+        } else {
+            let at = (depart as i64 + self.spec.delay_ns as i64 + self.jitter()).max(depart as i64) as u64;
+            let at = if self.spec.reorder { at } else { at.max(self.last_delivery_ns) };
+            self.last_delivery_ns = self.last_delivery_ns.max(at);
+            at
+        };
         self.stats.duplicated += (copies == 2) as u64;
         self.stats.corrupted += corrupt as u64;
+        self.stats.bit_errors += bit_errors as u64;
+        self.stats.errored += (bit_errors > 0) as u64;
         self.stats.delivered += 1;
         self.stats.delivered_bytes += len as u64;
-        Verdict::Deliver { at_ns: at, copies, corrupt }
+        Verdict::Deliver { at_ns: at, copies, corrupt, bit_errors }
+    }
+
+    /// How many of a `len`-byte packet's bits the bit-error rate flips: binomial over its bits.
+    fn bit_errors(&mut self, len: u32) -> u32 {
+        if self.spec.ber <= 0.0 || len == 0 {
+            return 0;
+        }
+        use rand_distr::Distribution;
+        match rand_distr::Binomial::new(len as u64 * 8, self.spec.ber) {
+            Ok(b) => b.sample(&mut self.rng) as u32,
+            Err(_) => 0,
+        }
+    }
+
+    /// netem's reorder: every `gap`-th packet is eligible, and goes at once with `reorder_prob`.
+    fn reorder_now(&mut self) -> bool {
+        if self.spec.reorder_prob <= 0.0 {
+            return false;
+        }
+        let eligible = self.spec.reorder_gap <= 1 || self.since_reorder + 1 >= self.spec.reorder_gap;
+        if eligible && self.chance(self.spec.reorder_prob) {
+            self.since_reorder = 0;
+            true
+        } else {
+            self.since_reorder = self.since_reorder.saturating_add(1);
+            false
+        }
+    }
+
+    /// Flips `n` distinct bits of `data`, uniformly placed (the bit errors of a [`Verdict`];
+    /// at most every bit).
+    pub fn flip_bits(&mut self, data: &mut [u8], n: u32) {
+        let bits = data.len() as u64 * 8;
+        let n = (n as u64).min(bits);
+        if n == 0 {
+            return;
+        }
+        let mut seen = vec![0u64; bits.div_ceil(64) as usize];
+        let mut done = 0;
+        while done < n {
+            let b = self.rng.random_range(0..bits);
+            let (w, m) = ((b / 64) as usize, 1u64 << (b % 64));
+            if seen[w] & m == 0 {
+                seen[w] |= m;
+                data[(b / 8) as usize] ^= 1 << (b % 8);
+                done += 1;
+            }
+        }
     }
 
     fn chance(&mut self, p: f64) -> bool {

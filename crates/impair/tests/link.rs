@@ -178,3 +178,75 @@ fn same_seed_same_verdicts() {
     assert_eq!(run(21), run(21));
     assert_ne!(run(21), run(22));
 }
+
+/// Bit errors: each bit flipped independently at the bit-error rate. For 200-byte packets
+/// (1,600 bits) at BER 1e-4: a packet is errored with probability q = 1 − (1 − 1e-4)^1600 =
+/// 0.1479 and carries 0.16 flipped bits on average. Over 50,000 packets the standard error of
+/// the errored share is sqrt(q(1−q)/n) = 0.0016 and of the mean flips per packet
+/// sqrt(0.16/n) = 0.0018 (Poisson-like): both are checked within 4 standard errors. Negative
+/// controls: BER 0 flips nothing, and `flip_bits` flips exactly the bits asked for.
+#[test]
+fn bit_errors_follow_the_bit_error_rate() {
+    let n = 50_000usize;
+    let ber = 1e-4;
+    let bits = 200.0 * 8.0;
+    let mut link = Link::new(LinkSpec { ber, ..Default::default() }, 11).unwrap();
+    let v = drive(&mut link, n, 1_000.0, 200, 12);
+    let flips: Vec<u32> = v.iter().filter_map(|(_, d)| if let Verdict::Deliver { bit_errors, .. } = d { Some(*bit_errors) } else { None }).collect();
+    assert_eq!(flips.len(), n, "bit errors never drop a packet");
+    let q = 1.0 - (1.0f64 - ber).powf(bits);
+    let errored = flips.iter().filter(|&&f| f > 0).count() as f64 / n as f64;
+    let se_q = (q * (1.0 - q) / n as f64).sqrt();
+    assert!((errored - q).abs() <= 4.0 * se_q, "errored share {errored} vs {q} (4 s.e. = {})", 4.0 * se_q);
+    let mean = flips.iter().map(|&f| f as f64).sum::<f64>() / n as f64;
+    let se_m = (bits * ber * (1.0 - ber) / n as f64).sqrt();
+    assert!((mean - bits * ber).abs() <= 4.0 * se_m, "mean flips {mean} vs {} (4 s.e. = {})", bits * ber, 4.0 * se_m);
+    let s = link.stats();
+    assert_eq!((s.errored as usize, s.bit_errors), (flips.iter().filter(|&&f| f > 0).count(), flips.iter().map(|&f| f as u64).sum::<u64>()));
+    // negative control: no BER, no errors
+    let mut clean = Link::new(LinkSpec::default(), 11).unwrap();
+    assert!(drive(&mut clean, 10_000, 1_000.0, 1500, 13).iter().all(|(_, d)| matches!(d, Verdict::Deliver { bit_errors: 0, .. })));
+    // flip_bits flips exactly n distinct bits
+    for k in [0u32, 1, 7, 64, 1600] {
+        let mut data = vec![0u8; 200];
+        link.flip_bits(&mut data, k);
+        assert_eq!(data.iter().map(|b| b.count_ones()).sum::<u32>(), k);
+    }
+}
+
+/// Reordering as netem's `reorder 25% gap 5`: after a packet sent at once, 4 are delayed, then
+/// each packet is eligible and goes at once with probability 0.25 — a cycle of 4 + 1/p = 8
+/// packets on average, one of them sent at once: share p / (1 + p(G − 1)) = 0.125. Over
+/// 50,000 packets its standard error is at most sqrt(0.125·0.875/50,000) = 0.0015 (cycles are
+/// independent; the per-packet binomial bound is generous): checked within 4 s.e. Those packets arrive before packets sent ahead of them (the reordering a
+/// receiver sees); the rest keep their order and their delay. Negative control: probability 0
+/// reorders nothing; a gap without a probability, or a probability without a delay, is refused.
+#[test]
+fn reordering_sends_the_chosen_packets_at_once() {
+    let n = 50_000usize;
+    let spec = LinkSpec { delay_ns: 10 * MS, reorder_prob: 0.25, reorder_gap: 5, ..Default::default() };
+    let mut link = Link::new(spec.clone(), 21).unwrap();
+    let v = drive(&mut link, n, 1_000.0, 100, 22);
+    let d = delivered(&v);
+    let at_once = d.iter().filter(|(a, b)| a == b).count() as f64 / n as f64;
+    let want = 0.25 / (1.0 + 0.25 * 4.0);
+    let se = (want * (1.0 - want) / n as f64).sqrt();
+    assert!((at_once - want).abs() <= 4.0 * se, "sent at once {at_once} vs {want} (4 s.e. = {})", 4.0 * se);
+    assert_eq!(link.stats().reordered as f64, (at_once * n as f64).round());
+    // the delayed ones stay in order with exactly their delay; each one sent at once overtakes
+    let delayed: Vec<_> = d.iter().filter(|(a, b)| a != b).collect();
+    assert!(delayed.iter().all(|(a, b)| b - a == 10 * MS), "delay kept");
+    let mut inversions = 0;
+    let mut latest = 0;
+    for &(_, at) in &d {
+        if at < latest {
+            inversions += 1;
+        }
+        latest = latest.max(at);
+    }
+    assert!(inversions as f64 >= 0.9 * at_once * n as f64, "{inversions} packets arrive before one sent ahead of them");
+    // negative controls
+    let mut none = Link::new(LinkSpec { reorder_prob: 0.0, ..spec.clone() }, 21).unwrap();
+    assert!(delivered(&drive(&mut none, 10_000, 1_000.0, 100, 22)).iter().all(|(a, b)| b - a == 10 * MS));
+    assert_eq!(Link::new(LinkSpec { delay_ns: 0, ..spec }, 1).err().map(|e| e.field), Some("reorder_prob"));
+}

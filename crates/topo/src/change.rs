@@ -2,7 +2,7 @@
 
 use horde_impair::{LinkSpec, Loss};
 
-use crate::{impairment, parse_bytes, parse_rate, percent, RawImpair};
+use crate::{impairment, parse_bytes, parse_rate, percent, probability, RawImpair};
 
 /// A change to one direction of a running link (`horde emu link`): every field given replaces
 /// the current value, the others stay. Typed, so settings never go back through text (no
@@ -17,6 +17,12 @@ pub struct LinkChange {
     pub corrupt: Option<f64>,
     pub queue_limit_bytes: Option<u64>,
     pub reorder: Option<bool>,
+    #[serde(default)]
+    pub ber: Option<f64>,
+    #[serde(default)]
+    pub reorder_prob: Option<f64>,
+    #[serde(default)]
+    pub reorder_gap: Option<u32>,
     /// A Mahimahi trace file replacing the rate (read by the emulator).
     pub trace: Option<String>,
 }
@@ -42,6 +48,9 @@ impl LinkChange {
             corrupt: r.corrupt.as_deref().map(|s| percent(s, "corrupt")).transpose()?,
             queue_limit_bytes: r.queue.as_deref().map(parse_bytes).transpose().map_err(|m| ("queue".to_string(), m))?,
             reorder: r.reorder,
+            ber: r.ber.as_deref().map(|s| probability(s, "ber")).transpose()?,
+            reorder_prob: r.reorder_prob.as_deref().map(|s| percent(s, "reorder_prob")).transpose()?,
+            reorder_gap: r.reorder_gap,
             trace: r.trace.clone(),
         })
     }
@@ -71,6 +80,9 @@ impl LinkChange {
             s.queue_limit_bytes = self.queue_limit_bytes;
         }
         s.reorder = self.reorder.unwrap_or(s.reorder);
+        s.ber = self.ber.unwrap_or(s.ber);
+        s.reorder_prob = self.reorder_prob.unwrap_or(s.reorder_prob);
+        s.reorder_gap = self.reorder_gap.unwrap_or(s.reorder_gap);
         s.validate().map_err(|e| (e.field.to_string(), e.msg))?;
         Ok(s)
     }

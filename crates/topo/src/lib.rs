@@ -123,6 +123,15 @@ pub struct RawImpair {
     /// Let jitter reorder packets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reorder: Option<bool>,
+    /// Bit-error rate, e.g. "1e-6" (each bit flipped independently).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ber: Option<String>,
+    /// netem's reorder: an eligible packet goes at once, skipping its delay, e.g. "25%".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder_prob: Option<String>,
+    /// Every this-many-th packet is eligible for `reorder_prob` (default 1: every packet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder_gap: Option<u32>,
     /// Mahimahi trace file (resolved by the emulator, which reads files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
@@ -167,6 +176,12 @@ pub struct RawLink {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reorder: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ber: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder_prob: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder_gap: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ab: Option<RawImpair>,
@@ -185,6 +200,9 @@ impl RawLink {
             corrupt: self.corrupt.clone(),
             queue: self.queue.clone(),
             reorder: self.reorder,
+            ber: self.ber.clone(),
+            reorder_prob: self.reorder_prob.clone(),
+            reorder_gap: self.reorder_gap,
             trace: self.trace.clone(),
         }
     }
@@ -506,6 +524,9 @@ pub fn merge(both: &RawImpair, one: Option<&RawImpair>) -> RawImpair {
         corrupt: o.corrupt.clone().or_else(|| both.corrupt.clone()),
         queue: o.queue.clone().or_else(|| both.queue.clone()),
         reorder: o.reorder.or(both.reorder),
+        ber: o.ber.clone().or_else(|| both.ber.clone()),
+        reorder_prob: o.reorder_prob.clone().or_else(|| both.reorder_prob.clone()),
+        reorder_gap: o.reorder_gap.or(both.reorder_gap),
         trace: o.trace.clone().or_else(|| both.trace.clone()),
     }
 }
@@ -556,6 +577,17 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     Ok((v * mul).round() as u64)
 }
 
+/// A probability written as a number ("1e-6", "0.001") or a percentage ("0.1%").
+pub(crate) fn probability(s: &str, field: &'static str) -> Result<f64, (String, String)> {
+    if s.trim_end().ends_with('%') {
+        return percent(s, field);
+    }
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err((field.to_string(), format!("`{s}` is not a probability: write it as a number in 0..=1 (\"1e-6\") or a percentage (\"0.1%\")"))),
+    }
+}
+
 pub fn impairment(r: &RawImpair) -> Result<LinkSpec, (String, String)> {
     let dur = |s: &Option<String>, f: &'static str| -> Result<u64, (String, String)> {
         s.as_deref().map(horde_model::units::parse_duration_ns).transpose().map(|v| v.unwrap_or(0)).map_err(|m| (f.to_string(), m))
@@ -581,7 +613,13 @@ pub fn impairment(r: &RawImpair) -> Result<LinkSpec, (String, String)> {
         corrupt: r.corrupt.as_deref().map(|s| percent(s, "corrupt")).transpose()?.unwrap_or(0.0),
         queue_limit_bytes: r.queue.as_deref().map(parse_bytes).transpose().map_err(|m| ("queue".to_string(), m))?,
         reorder: r.reorder.unwrap_or(false),
+        ber: r.ber.as_deref().map(|s| probability(s, "ber")).transpose()?.unwrap_or(0.0),
+        reorder_prob: r.reorder_prob.as_deref().map(|s| percent(s, "reorder_prob")).transpose()?.unwrap_or(0.0),
+        reorder_gap: r.reorder_gap.unwrap_or(0),
     };
+    if r.reorder_gap.is_some() && spec.reorder_prob == 0.0 {
+        return Err(("reorder_gap".into(), "goes with reorder_prob (which packets may be reordered)".into()));
+    }
     if spec.rate_bps.is_some() && r.trace.is_some() {
         return Err(("rate".into(), "give either a rate or a trace, not both".into()));
     }

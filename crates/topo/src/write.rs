@@ -55,6 +55,15 @@ fn impair_lines(out: &mut String, i: &RawImpair) {
     if let Some(r) = i.reorder {
         let _ = writeln!(out, "reorder = {r}");
     }
+    if let Some(b) = &i.ber {
+        let _ = writeln!(out, "ber = {}", q(b));
+    }
+    if let Some(p) = &i.reorder_prob {
+        let _ = writeln!(out, "reorder_prob = {}", q(p));
+    }
+    if let Some(g) = i.reorder_gap {
+        let _ = writeln!(out, "reorder_gap = {g}");
+    }
     if let Some(t) = &i.trace {
         let _ = writeln!(out, "trace = {}", q(t));
     }

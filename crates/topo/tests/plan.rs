@@ -105,6 +105,15 @@ fn bad_topologies_name_the_field() {
         "holds 2 hosts but its segment has 5",
     );
     case("[[link]]\na = 'a'\nb = 'b'\nsubnet = '10.0.0.1/24'\n", "host bits set");
+    // bit errors, reordering, routing
+    case("[[link]]\na = 'a'\nb = 'b'\nber = 'lots'\n", "ber: `lots` is not a probability");
+    case("[[link]]\na = 'a'\nb = 'b'\ndelay = '5ms'\nreorder_gap = 5\n", "reorder_gap: goes with reorder_prob");
+    case("[[link]]\na = 'a'\nb = 'b'\nreorder_prob = '10%'\n", "reorder_prob: reordering sends some packets without their delay");
+    case("[[link]]\na = 'a'\nb = 'b'\ncost = 0\n", "cost: must be 1..=65535");
+    case("[[node]]\nname = 'r'\nkind = 'host'\nrouting = 'ospf'\n", "routing fields are for routers");
+    case("[[node]]\nname = 'r'\nkind = 'router'\nrouting = 'eigrp'\n", "unknown variant `eigrp`");
+    let ok = plan(&format!("{base}[[link]]\na = 'a'\nb = 'b'\ndelay = '5ms'\nber = '1e-6'\nreorder_prob = '25%'\nreorder_gap = 5\n"), "t.toml", "k").unwrap();
+    assert_eq!((ok.links[0].ab.ber, ok.links[0].ab.reorder_prob, ok.links[0].ba.reorder_gap), (1e-6, 0.25, 5));
     let e = plan(base, "t.toml", "UPPER").unwrap_err();
     assert_eq!(e.field, "experiment id");
 }

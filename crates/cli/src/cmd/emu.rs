@@ -127,6 +127,15 @@ pub struct LinkArgs {
     /// Queue limit before tail drop, e.g. 64kB
     #[arg(long)]
     pub queue: Option<String>,
+    /// Bit-error rate, e.g. 1e-6 (each bit flipped independently)
+    #[arg(long)]
+    pub ber: Option<String>,
+    /// Reordering as netem's: an eligible packet goes at once, skipping its delay, e.g. 25%
+    #[arg(long)]
+    pub reorder_prob: Option<String>,
+    /// Every this-many-th packet is eligible for --reorder-prob (default 1: every packet)
+    #[arg(long)]
+    pub reorder_gap: Option<u32>,
     /// Mahimahi trace file for capacity
     #[arg(long)]
     pub trace: Option<String>,
@@ -135,10 +144,10 @@ pub struct LinkArgs {
     pub clear: bool,
     /// Take the link down (both ends, as a pulled cable: routing daemons see it fail); with a
     /// group, every link between the two
-    #[arg(long, conflicts_with_all = ["up", "rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "trace", "clear"])]
+    #[arg(long, conflicts_with_all = ["up", "rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "ber", "reorder_prob", "reorder_gap", "trace", "clear"])]
     pub down: bool,
     /// Bring a link taken down back up (the nodes' static routes through it return)
-    #[arg(long, conflicts_with_all = ["rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "trace", "clear"])]
+    #[arg(long, conflicts_with_all = ["rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "ber", "reorder_prob", "reorder_gap", "trace", "clear"])]
     pub up: bool,
 }
 
@@ -431,6 +440,9 @@ fn link(a: LinkArgs) -> Outcome {
         corrupt: a.corrupt,
         queue: a.queue,
         reorder: None,
+        ber: a.ber,
+        reorder_prob: a.reorder_prob,
+        reorder_gap: a.reorder_gap,
         trace: a.trace.map(|t| std::fs::canonicalize(&t).map(|p| p.display().to_string()).unwrap_or(t)),
     };
     // Checked here, with the topology file's rules, before anything is asked of the link.
