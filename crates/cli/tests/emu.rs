@@ -359,3 +359,30 @@ fn live_loss_each_way_follows_a_lossy_link() {
         assert!(sent > 0 && (f - live).abs() <= 0.02, "{dir}: report {f} vs live {live}");
     }
 }
+
+/// A switch with more links than a Linux bridge holds ports (1,024) is built as a tree of
+/// bridges (issue 24): 1,500 hosts on one switch come up, and hosts on different bridges of
+/// the tree reach each other.
+#[test]
+fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
+    if !root_or_skip("a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges") {
+        return;
+    }
+    let dir = tmp("big-switch");
+    let topo = write(
+        &dir,
+        "star.toml",
+        "name = \"star\"\n[[node]]\nname = \"h\"\nkind = \"host\"\ncount = 1500\n[[node]]\nname = \"sw\"\nkind = \"switch\"\n[[link]]\na = \"h\"\nb = \"sw\"\nsubnet = \"10.50.0.0/16\"\n",
+    );
+    let exp = "tbig1";
+    let _ = horde(&["emu", "down", exp, "--purge"]);
+    ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    let ls = ok(&["emu", "ls", exp]);
+    let addr = |n: &str| ls.lines().find(|l| l.split_whitespace().next() == Some(n)).and_then(|l| l.split_whitespace().last()).unwrap().to_string();
+    for far in ["h1500", "h777"] {
+        let t = probe(exp, &dir, "h1", far, &addr(far), &["-C", "50", "-c", "50", "-z", "100"], far); // 100 packets
+        assert_eq!((t["packets"].as_u64(), t["loss"]["lost"].as_u64()), (Some(100), Some(0)), "h1 → {far}: {t}");
+    }
+    ok(&["emu", "down", exp, "--purge"]);
+    assert!(namespaces(exp).is_empty());
+}

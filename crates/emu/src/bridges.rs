@@ -11,7 +11,7 @@ use horde_topo::{Kind, Plan};
 use crate::{EmuError, NodeNs};
 
 /// Ports per bridge (the kernel's limit is 1,024: room is left for the trunks).
-pub const PORTS: usize = 1_000;
+pub const PORTS: usize = 200;
 
 /// Every switch's and hub's bridges (interface indexes in the fabric), handing out their ports.
 pub(crate) struct Bridges {
@@ -57,28 +57,32 @@ pub(crate) fn build(plan: &Plan, exp: &str, fabric: &mut NodeNs) -> Result<Bridg
         }
         let hub = n.kind == Kind::Hub;
         let main = fabric.index();
-        fabric.nl.bridge(&n.ns, main, hub)?;
+        fabric.nl()?.bridge(&n.ns, main, hub)?;
+        fabric.nl()?.no_ipv6(main, &n.ns)?;
         let mut list = vec![main];
         let extra = ports.get(&i).copied().unwrap_or(0).div_ceil(PORTS).saturating_sub(1);
         for k in 1..=extra {
             let sub = fabric.index();
-            fabric.nl.bridge(&format!("{}x{k}", n.ns), sub, hub)?;
+            fabric.nl()?.bridge(&format!("{}x{k}", n.ns), sub, hub)?;
+            fabric.nl()?.no_ipv6(sub, &n.ns)?;
             // the trunk: one end on the switch's own bridge, the other on this one
             let (ta, tb) = (fabric.index(), fabric.index());
             let name = format!("hd{exp}t{}", base36(n_trunk));
             n_trunk += 1;
-            fabric.nl.veth(&format!("{name}a"), ta, Some(main), &format!("{name}b"), tb, fd)?;
+            fabric.nl()?.veth(&format!("{name}a"), ta, Some(main), &format!("{name}b"), tb, fd)?;
+            fabric.nl()?.no_ipv6(ta, &name)?;
             trunks.push((tb, sub, format!("{name}b")));
             list.push(sub);
         }
         of.insert(i, list);
     }
-    fabric.nl.flush()?;
+    fabric.nl()?.flush()?;
     for (idx, master, name) in &trunks {
-        fabric.nl.set_master(*idx, *master, name)?;
-        fabric.nl.up(*idx, name)?;
+        fabric.nl()?.set_master(*idx, *master, name)?;
+        fabric.nl()?.no_ipv6(*idx, name)?;
+        fabric.nl()?.up(*idx, name)?;
     }
-    fabric.nl.flush()?;
+    fabric.nl()?.flush()?;
     Ok(Bridges { of, used: HashMap::new() })
 }
 

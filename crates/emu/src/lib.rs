@@ -22,13 +22,15 @@ mod limits;
 pub mod nl;
 pub mod ns;
 mod procs;
+mod spaces;
+use spaces::{addresses_and_routes, namespaces, NodeNs};
 pub mod state;
 
 pub use procs::{daemons, forget_process, processes_in, record_process};
 use procs::{describe_pid, kill_all, netns_inode, recorded_processes};
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -289,22 +291,6 @@ pub struct UpReport {
     pub plan: Plan,
 }
 
-/// Per namespace, what `up` keeps while building.
-pub(crate) struct NodeNs {
-    pub(crate) fd: OwnedFd,
-    pub(crate) nl: Nl,
-    /// An AF_INET socket in the namespace, for ethtool ioctls.
-    inet: OwnedFd,
-    next_index: u32,
-}
-
-impl NodeNs {
-    pub(crate) fn index(&mut self) -> u32 {
-        self.next_index += 1;
-        self.next_index
-    }
-}
-
 /// Builds the topology. On failure, everything made so far is removed again.
 pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError> {
     require_root()?;
@@ -400,36 +386,6 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
     Ok(meta)
 }
 
-/// The namespaces `names` (the fabric first), made on a helper thread so this thread stays
-/// where it is; each gets its netlink and inet sockets while the thread is inside it, and
-/// forwarding where `routers` says.
-fn namespaces(names: &[String], routers: &[bool], opts: &UpOptions) -> Result<Vec<NodeNs>, EmuError> {
-    std::thread::scope(|s| {
-        s.spawn(|| -> Result<Vec<NodeNs>, EmuError> {
-            let mut out = Vec::with_capacity(names.len());
-            for (k, name) in names.iter().enumerate() {
-                interrupted(opts)?;
-                let fd = ns::create_here(name)?;
-                let nl = Nl::open()?;
-                // SAFETY: plain socket(2).
-                let inet = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-                if inet < 0 {
-                    return Err(EmuError::io("opening a socket in a namespace", std::io::Error::last_os_error()));
-                }
-                // SAFETY: just opened, owned here.
-                let inet = unsafe { ns::own(inet) };
-                if routers[k] {
-                    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").map_err(|e| EmuError::io(&format!("enabling forwarding in {name}"), e))?;
-                }
-                out.push(NodeNs { fd, nl, inet, next_index: 1 });
-            }
-            Ok(out)
-        })
-        .join()
-        .expect("namespace thread")
-    })
-}
-
 /// Every link of the plan: veth pairs between nodes (or into a bridge), or, for a link the
 /// userspace forwarder impairs, a pair from each end to the forwarder's ends in the fabric
 /// (named hdEXPiNa / hdEXPiNb); netem qdiscs on the links in `netem_links`. Returns how many
@@ -471,14 +427,15 @@ fn links(
                 Some((fname, fidx)) => {
                     if let Some(br) = bridges.port(port.node) {
                         let pidx = spaces[0].index();
-                        let f = &mut spaces[0];
-                        f.nl.veth(&port.ifname, pidx, Some(br), &fname, fidx, fabric_fd)?;
+                        spaces[0].nl()?.veth(&port.ifname, pidx, Some(br), &fname, fidx, fabric_fd)?;
+                        spaces[0].nl()?.no_ipv6(pidx, &port.ifname)?;
                         peer_up.push((0, fidx, fname.clone()));
                     } else {
                         let k = which[port.node].expect("host or router");
                         let nidx = spaces[k].index();
                         let nfd = spaces[k].fd.as_raw_fd();
-                        spaces[0].nl.veth(&fname, fidx, None, &port.ifname, nidx, nfd)?;
+                        spaces[0].nl()?.veth(&fname, fidx, None, &port.ifname, nidx, nfd)?;
+                        spaces[0].nl()?.no_ipv6(fidx, &fname)?;
                         peer_up.push((k, nidx, port.ifname.clone()));
                     }
                 }
@@ -487,7 +444,8 @@ fn links(
                     (Some(ba), Some(bb)) => {
                         let ia = spaces[0].index();
                         let ib = spaces[0].index();
-                        spaces[0].nl.veth(&port.ifname, ia, Some(ba), &other.ifname, ib, fabric_fd)?;
+                        spaces[0].nl()?.veth(&port.ifname, ia, Some(ba), &other.ifname, ib, fabric_fd)?;
+                        spaces[0].nl()?.no_ipv6(ia, &port.ifname)?;
                         late_masters.push((ib, bb, other.ifname.clone()));
                         peer_up.push((0, ib, other.ifname.clone()));
                         landed = vec![(0, ia), (0, ib)];
@@ -498,7 +456,8 @@ fn links(
                         let hidx = spaces[k].index();
                         let hfd = spaces[k].fd.as_raw_fd();
                         let sidx = spaces[0].index();
-                        spaces[0].nl.veth(&sw.ifname, sidx, Some(br), &host.ifname, hidx, hfd)?;
+                        spaces[0].nl()?.veth(&sw.ifname, sidx, Some(br), &host.ifname, hidx, hfd)?;
+                        spaces[0].nl()?.no_ipv6(sidx, &sw.ifname)?;
                         peer_up.push((k, hidx, host.ifname.clone()));
                         landed = if std::ptr::eq(sw, port) { vec![(0, sidx), (k, hidx)] } else { vec![(k, hidx), (0, sidx)] };
                     }
@@ -508,7 +467,9 @@ fn links(
                         let ia = spaces[ka].index();
                         let ib = spaces[kb].index();
                         let bfd = spaces[kb].fd.as_raw_fd();
-                        spaces[ka].nl.veth(&port.ifname, ia, None, &other.ifname, ib, bfd)?;
+                        spaces[ka].nl()?.veth(&port.ifname, ia, None, &other.ifname, ib, bfd)?;
+                        spaces[ka].nl()?.no_ipv6(ia, &port.ifname)?;
+                        spaces[ka].release_host(ka)?;
                         peer_up.push((kb, ib, other.ifname.clone()));
                         landed = vec![(ka, ia), (kb, ib)];
                     }
@@ -521,63 +482,31 @@ fn links(
             qdiscs.push((landed[1].0, landed[1].1, l.ba.clone(), name(&l.b)));
         }
     }
-    for s in spaces.iter_mut() {
-        s.nl.flush()?;
+    for (k, s) in spaces.iter_mut().enumerate() {
+        s.release_host(k)?;
     }
     interrupted(opts)?;
     for (idx, master, name) in &late_masters {
-        spaces[0].nl.set_master(*idx, *master, name)?;
+        spaces[0].nl()?.set_master(*idx, *master, name)?;
     }
+    // each host's ends come up from its own socket, opened and closed in turn (a socket per
+    // namespace held at once would be 10,000 descriptors more)
+    // IPv4 only: every veth end gets no IPv6 address before its carrier comes (else each runs
+    // duplicate-address detection and router solicitation, flooded by the switches to every
+    // port: with thousands of hosts, minutes of kernel work and dropped frames)
     for (k, idx, name) in &peer_up {
-        spaces[*k].nl.up(*idx, name)?;
+        spaces[*k].nl()?.no_ipv6(*idx, name)?;
+        spaces[*k].nl()?.up(*idx, name)?;
+        spaces[*k].release_host(*k)?;
     }
     for (k, idx, spec, name) in &qdiscs {
         if *spec != LinkSpec::default() {
-            spaces[*k].nl.netem(*idx, spec, false, name)?;
+            spaces[*k].nl()?.netem(*idx, spec, false, name)?;
+            spaces[*k].release_host(*k)?;
         }
     }
+    spaces[0].nl()?.flush()?;
     Ok(n_imp)
-}
-
-/// Addresses, loopback and routes, each on its node's own netlink socket.
-fn addresses_and_routes(plan: &Plan, spaces: &mut [NodeNs], which: &[Option<usize>], has_impaired: bool, opts: &UpOptions) -> Result<(), EmuError> {
-    // Addresses, loopback, routes: on each node's own socket.
-    let mut addrs: Vec<Vec<(String, std::net::Ipv4Addr, u8)>> = vec![Vec::new(); plan.nodes.len()];
-    for l in &plan.links {
-        let prefix = plan.segments[l.segment].subnet.prefix;
-        for p in [&l.a, &l.b] {
-            if let Some(a) = p.addr {
-                addrs[p.node].push((p.ifname.clone(), a, prefix));
-            }
-        }
-    }
-    interrupted(opts)?;
-    for (i, n) in plan.nodes.iter().enumerate() {
-        let Some(k) = which[i] else { continue };
-        let s = &mut spaces[k];
-        s.nl.up(1, &format!("lo in {}", n.name))?;
-        for (ifname, a, prefix) in &addrs[i] {
-            let idx = if_index(&s.inet, ifname)?;
-            s.nl.addr(idx, *a, *prefix, &format!("{}:{ifname}", n.name))?;
-            if has_impaired {
-                // The forwarder passes frames as they are: make the stack finish checksums and
-                // segmentation before a frame leaves the node.
-                tx_offload_off(&s.inet, ifname)?;
-            }
-        }
-    }
-    for s in spaces.iter_mut() {
-        s.nl.flush()?;
-    }
-    for r in &plan.routes {
-        let k = which[r.node].expect("routes are for hosts and routers");
-        let what = plan.nodes[r.node].name.clone();
-        spaces[k].nl.route(r.dst.map(|d| (d.base, d.prefix)), r.via, &what)?;
-    }
-    for s in spaces.iter_mut() {
-        s.nl.flush()?;
-    }
-    Ok(())
 }
 
 fn save_meta(meta: &Meta) -> Result<(), EmuError> {
@@ -585,44 +514,6 @@ fn save_meta(meta: &Meta) -> Result<(), EmuError> {
     let tmp = p.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_string_pretty(meta).expect("serializable")).map_err(|e| EmuError::io("writing meta.json", e))?;
     std::fs::rename(&tmp, &p).map_err(|e| EmuError::io("writing meta.json", e))
-}
-
-#[repr(C)]
-struct IfReq {
-    name: [u8; 16],
-    data: *mut libc::c_void,
-    _pad: [u8; 16],
-}
-
-fn ifreq(name: &str) -> IfReq {
-    let mut r = IfReq { name: [0; 16], data: std::ptr::null_mut(), _pad: [0; 16] };
-    r.name[..name.len().min(15)].copy_from_slice(&name.as_bytes()[..name.len().min(15)]);
-    r
-}
-
-/// The index of an interface in the namespace of `sock`.
-fn if_index(sock: &OwnedFd, name: &str) -> Result<u32, EmuError> {
-    let mut r = ifreq(name);
-    // SAFETY: SIOCGIFINDEX writes an int into the union at `data`'s offset; the struct is large enough.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFINDEX as _, &mut r) } != 0 {
-        return Err(EmuError::io(&format!("looking up interface {name}"), std::io::Error::last_os_error()));
-    }
-    // SAFETY: the kernel stored an int at the start of the union.
-    Ok(unsafe { *(&r.data as *const *mut libc::c_void as *const i32) } as u32)
-}
-
-/// `ethtool -K NAME tx off` (which also turns TSO off).
-fn tx_offload_off(sock: &OwnedFd, name: &str) -> Result<(), EmuError> {
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    const ETHTOOL_STXCSUM: u32 = 0x17;
-    let mut v: [u32; 2] = [ETHTOOL_STXCSUM, 0];
-    let mut r = ifreq(name);
-    r.data = v.as_mut_ptr() as *mut libc::c_void;
-    // SAFETY: ifreq with a pointer to a struct ethtool_value.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut r) } != 0 {
-        return Err(EmuError::io(&format!("turning TX checksum offload off on {name}"), std::io::Error::last_os_error()));
-    }
-    Ok(())
 }
 
 /// What `down` or `cleanup` removed (or, dry, would remove).

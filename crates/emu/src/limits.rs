@@ -3,9 +3,9 @@
 
 use crate::EmuError;
 
-/// Descriptors `up` holds per namespace while building (the namespace, a netlink socket, an
-/// inet socket), and what it keeps besides.
-const PER_NAMESPACE: u64 = 3;
+/// Descriptors `up` holds per namespace while building (the namespace; its sockets are opened
+/// and closed in turn), and what it keeps besides.
+const PER_NAMESPACE: u64 = 1;
 const BESIDES: u64 = 64;
 
 /// Raises the soft limit on open descriptors to the hard one — and, as root, the hard one to

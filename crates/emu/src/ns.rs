@@ -30,9 +30,28 @@ pub fn prepare() -> Result<(), EmuError> {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mounted = mounts.lines().any(|l| l.split(' ').nth(4) == Some(RUN_NETNS));
     let p = cstr(Path::new(RUN_NETNS));
+    // Where /run is a disk file system (no tmpfs: some containers and VMs), every namespace's
+    // pin is an inode on disk, and creating thousands of them after thousands were deleted
+    // costs ext4 a scan of its inode table each (10,000 hosts: seconds). An empty /run/netns
+    // there gets a tmpfs of its own, as /run has on most systems; a non-empty one (other
+    // tools' namespaces) is left as it is.
+    let on_tmpfs = {
+        // SAFETY: statfs fills the struct for a valid C string.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::statfs(p.as_ptr(), &mut st) };
+        r == 0 && st.f_type == libc::TMPFS_MAGIC
+    };
+    let empty = std::fs::read_dir(RUN_NETNS).map(|mut d| d.next().is_none()).unwrap_or(false);
+    let tmpfs = !mounted && !on_tmpfs && empty;
     // SAFETY: valid C strings; flags as documented in mount(2).
     unsafe {
-        if !mounted && libc::mount(p.as_ptr(), p.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()) != 0 {
+        if tmpfs {
+            let (fs, opts) = (c"tmpfs", c"mode=755");
+            if libc::mount(fs.as_ptr(), p.as_ptr(), fs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, opts.as_ptr() as *const libc::c_void) != 0
+            {
+                return Err(last_os("mounting a tmpfs on /run/netns".into()));
+            }
+        } else if !mounted && libc::mount(p.as_ptr(), p.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()) != 0 {
             return Err(last_os("bind-mounting /run/netns on itself".into()));
         }
         if libc::mount(std::ptr::null(), p.as_ptr(), std::ptr::null(), libc::MS_SHARED | libc::MS_REC, std::ptr::null()) != 0 {

@@ -65,7 +65,9 @@ pub fn probe(exp: &str, dir: &Path, src_node: &str, dst_node: &str, dst_ip: &str
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    // the receiver listens once its node's identity is set up and it has bound (give it time
+    // on a busy machine and a large experiment)
+    std::thread::sleep(std::time::Duration::from_millis(1000));
     let dst = format!("{dst_ip}:9000");
     let mut args = vec!["emu", "exec", exp, src_node, "--", HORDE, "send", "-a", &dst, "-l", slog.to_str().unwrap()];
     args.extend_from_slice(send_args);

@@ -1,0 +1,163 @@
+//! The namespaces `up` builds in, and what it does inside each: forwarding on routers, then
+//! loopback, addresses and routes. A namespace is held by one descriptor while building; its
+//! netlink and inet sockets are opened when needed and closed again once its work is flushed,
+//! so 10,000 hosts take about 10,000 descriptors, not 30,000 (a machine's hard limit is often
+//! 20,000, and not every root may raise it).
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use horde_topo::Plan;
+
+use crate::nl::Nl;
+use crate::{interrupted, ns, EmuError, UpOptions};
+
+/// Per namespace, what `up` keeps while building.
+pub(crate) struct NodeNs {
+    pub(crate) fd: OwnedFd,
+    nl: Option<Nl>,
+    next_index: u32,
+}
+
+impl NodeNs {
+    pub(crate) fn index(&mut self) -> u32 {
+        self.next_index += 1;
+        self.next_index
+    }
+
+    /// The namespace's netlink socket, opened inside it on first use.
+    pub(crate) fn nl(&mut self) -> Result<&mut Nl, EmuError> {
+        if self.nl.is_none() {
+            self.nl = Some(ns::within(&self.fd, Nl::open)??);
+        }
+        Ok(self.nl.as_mut().expect("just opened"))
+    }
+
+    /// Sends what is queued on the namespace's socket; a host's or router's socket (slot `k` >
+    /// 0) is then closed, the fabric's (slot 0) kept.
+    pub(crate) fn release_host(&mut self, k: usize) -> Result<(), EmuError> {
+        if let Some(nl) = self.nl.as_mut() {
+            nl.flush()?;
+        }
+        if k > 0 {
+            self.nl = None;
+        }
+        Ok(())
+    }
+
+    /// An AF_INET socket inside the namespace (for interface ioctls).
+    fn inet(&self) -> Result<OwnedFd, EmuError> {
+        ns::within(&self.fd, || {
+            // SAFETY: plain socket(2).
+            let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+            if fd < 0 {
+                return Err(EmuError::io("opening a socket in a namespace", std::io::Error::last_os_error()));
+            }
+            // SAFETY: just opened, owned here.
+            Ok(unsafe { ns::own(fd) })
+        })?
+    }
+}
+
+/// The namespaces `names` (the fabric first), made on a helper thread so this thread stays
+/// where it is, with forwarding where `routers` says. The fabric's netlink socket is opened at
+/// once (it makes every bridge and most veth pairs); the others' when needed.
+pub(crate) fn namespaces(names: &[String], routers: &[bool], opts: &UpOptions) -> Result<Vec<NodeNs>, EmuError> {
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<Vec<NodeNs>, EmuError> {
+            let mut out = Vec::with_capacity(names.len());
+            for (k, name) in names.iter().enumerate() {
+                interrupted(opts)?;
+                let fd = ns::create_here(name)?;
+                let nl = if k == 0 { Some(Nl::open()?) } else { None };
+                if routers[k] {
+                    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").map_err(|e| EmuError::io(&format!("enabling forwarding in {name}"), e))?;
+                }
+                out.push(NodeNs { fd, nl, next_index: 1 });
+            }
+            Ok(out)
+        })
+        .join()
+        .expect("namespace thread")
+    })
+}
+
+/// Loopback, addresses and routes, node by node on the node's own netlink socket (addresses
+/// first: a route's gateway must be on a configured subnet).
+pub(crate) fn addresses_and_routes(plan: &Plan, spaces: &mut [NodeNs], which: &[Option<usize>], has_impaired: bool, opts: &UpOptions) -> Result<(), EmuError> {
+    let mut addrs: Vec<Vec<(String, std::net::Ipv4Addr, u8)>> = vec![Vec::new(); plan.nodes.len()];
+    for l in &plan.links {
+        let prefix = plan.segments[l.segment].subnet.prefix;
+        for p in [&l.a, &l.b] {
+            if let Some(a) = p.addr {
+                addrs[p.node].push((p.ifname.clone(), a, prefix));
+            }
+        }
+    }
+    let mut routes: HashMap<usize, Vec<&horde_topo::Route>> = HashMap::new();
+    for r in &plan.routes {
+        routes.entry(r.node).or_default().push(r);
+    }
+    interrupted(opts)?;
+    for (i, n) in plan.nodes.iter().enumerate() {
+        let Some(k) = which[i] else { continue };
+        let s = &mut spaces[k];
+        let inet = if addrs[i].is_empty() { None } else { Some(s.inet()?) };
+        let nl = s.nl()?;
+        nl.up(1, &format!("lo in {}", n.name))?;
+        for (ifname, a, prefix) in &addrs[i] {
+            let sock = inet.as_ref().expect("opened for addresses");
+            let idx = if_index(sock, ifname)?;
+            nl.addr(idx, *a, *prefix, &format!("{}:{ifname}", n.name))?;
+            if has_impaired {
+                // The forwarder passes frames as they are: make the stack finish checksums and
+                // segmentation before a frame leaves the node.
+                tx_offload_off(sock, ifname)?;
+            }
+        }
+        nl.flush()?;
+        for r in routes.get(&i).into_iter().flatten() {
+            nl.route(r.dst.map(|d| (d.base, d.prefix)), r.via, &n.name)?;
+        }
+        s.release_host(k)?;
+    }
+    Ok(())
+}
+
+#[repr(C)]
+struct IfReq {
+    name: [u8; 16],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+fn ifreq(name: &str) -> IfReq {
+    let mut r = IfReq { name: [0; 16], data: std::ptr::null_mut(), _pad: [0; 16] };
+    r.name[..name.len().min(15)].copy_from_slice(&name.as_bytes()[..name.len().min(15)]);
+    r
+}
+
+/// The index of an interface in the namespace of `sock`.
+fn if_index(sock: &OwnedFd, name: &str) -> Result<u32, EmuError> {
+    let mut r = ifreq(name);
+    // SAFETY: SIOCGIFINDEX writes an int into the union at `data`'s offset; the struct is large enough.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFINDEX as _, &mut r) } != 0 {
+        return Err(EmuError::io(&format!("looking up interface {name}"), std::io::Error::last_os_error()));
+    }
+    // SAFETY: the kernel stored an int at the start of the union.
+    Ok(unsafe { *(&r.data as *const *mut libc::c_void as *const i32) } as u32)
+}
+
+/// `ethtool -K NAME tx off` (which also turns TSO off).
+fn tx_offload_off(sock: &OwnedFd, name: &str) -> Result<(), EmuError> {
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    const ETHTOOL_STXCSUM: u32 = 0x17;
+    let mut v: [u32; 2] = [ETHTOOL_STXCSUM, 0];
+    let mut r = ifreq(name);
+    r.data = v.as_mut_ptr() as *mut libc::c_void;
+    // SAFETY: ifreq with a pointer to a struct ethtool_value.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut r) } != 0 {
+        return Err(EmuError::io(&format!("turning TX checksum offload off on {name}"), std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
