@@ -39,7 +39,7 @@ pub fn prepare() -> Result<(), EmuError> {
         // SAFETY: statfs fills the struct for a valid C string.
         let mut st: libc::statfs = unsafe { std::mem::zeroed() };
         let r = unsafe { libc::statfs(p.as_ptr(), &mut st) };
-        r == 0 && st.f_type == libc::TMPFS_MAGIC
+        r == 0 && i128::from(st.f_type) == i128::from(libc::TMPFS_MAGIC)
     };
     let empty = std::fs::read_dir(RUN_NETNS).map(|mut d| d.next().is_none()).unwrap_or(false);
     let tmpfs = !mounted && !on_tmpfs && empty;
