@@ -214,7 +214,7 @@ fn live_change(d: &Driver, dir: &Scratch, shots: &Path) {
     d.fill("input[name=\"live-delay\"]", "60ms");
     let asked = unix_ns();
     d.click("#live-apply");
-    d.wait_for("the change", "return document.querySelector('#live-apply').nextSibling.textContent.startsWith('changed');", Duration::from_secs(10));
+    d.wait_for("the change", "return document.querySelector('#live-out').textContent.startsWith('changed');", Duration::from_secs(10));
     let changed = unix_ns();
     d.wait_for(
         "live counters",

@@ -540,7 +540,7 @@
     const inputs = {};
     for (const k of ["rate", "delay", "jitter", "loss", "ber", "reorder_prob", "queue"]) { const [lab, i] = field(k, ""); i.name = `live-${k}`; inputs[k] = i; fs.append(lab); }
     const go = el("button", "Change live"); go.id = "live-apply";
-    const out = el("p", "", "error");
+    const out = el("p", "", "error"); out.id = "live-out";
     go.onclick = async () => {
       const body = { a: l.a, b: l.b, dir: dir.value };
       for (const k in inputs) if (opt(inputs[k].value)) body[k] = opt(inputs[k].value);

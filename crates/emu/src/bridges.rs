@@ -67,7 +67,7 @@ pub(crate) fn build(plan: &Plan, exp: &str, fabric: &mut NodeNs) -> Result<Bridg
             fabric.nl()?.no_ipv6(sub, &n.ns)?;
             // the trunk: one end on the switch's own bridge, the other on this one
             let (ta, tb) = (fabric.index(), fabric.index());
-            let name = format!("hd{exp}t{}", base36(n_trunk));
+            let name = format!("hd{exp}t{}", horde_topo::base36(n_trunk));
             n_trunk += 1;
             fabric.nl()?.veth(&format!("{name}a"), ta, Some(main), &format!("{name}b"), tb, fd)?;
             fabric.nl()?.no_ipv6(ta, &name)?;
@@ -84,18 +84,4 @@ pub(crate) fn build(plan: &Plan, exp: &str, fabric: &mut NodeNs) -> Result<Bridg
     }
     fabric.nl()?.flush()?;
     Ok(Bridges { of, used: HashMap::new() })
-}
-
-fn base36(mut n: usize) -> String {
-    let digits = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut s = Vec::new();
-    loop {
-        s.push(digits[n % 36]);
-        n /= 36;
-        if n == 0 {
-            break;
-        }
-    }
-    s.reverse();
-    String::from_utf8(s).expect("ASCII")
 }

@@ -460,7 +460,8 @@ pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
     Ok(Plan { name: raw.name, exp: exp.to_string(), nodes, links, segments: planned, routes, groups })
 }
 
-fn base36(mut n: usize) -> String {
+/// `n` in base 36 (digits, then lowercase letters): short, interface-name-safe numbers.
+pub fn base36(mut n: usize) -> String {
     let digits = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut s = Vec::new();
     loop {
