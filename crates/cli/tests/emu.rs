@@ -386,3 +386,64 @@ fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
     ok(&["emu", "down", exp, "--purge"]);
     assert!(namespaces(exp).is_empty());
 }
+
+/// An impaired link that cannot keep up loses frames before its daemon reads them (its socket's
+/// buffer overflows); those frames are the link's, and its counters say so (issue 24). The
+/// forwarder is held still (SIGSTOP) for 3 s of a 40,000 pkt/s flow — more than its socket
+/// holds — then let go: every frame sent is received, or counted lost by the link, or by the
+/// receiving host's own UDP buffer.
+#[test]
+fn an_overloaded_link_counts_the_frames_it_lost() {
+    if !root_or_skip("an_overloaded_link_counts_the_frames_it_lost") {
+        return;
+    }
+    let dir = tmp("overrun");
+    let topo = write(
+        &dir,
+        "pair.toml",
+        "name = \"over\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"10.9.0.0/30\"\ndelay = \"1ms\"\n",
+    );
+    let exp = "tovr1";
+    let _ = horde(&["emu", "down", exp, "--purge"]);
+    ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    let daemon: i32 = std::fs::read_to_string(format!("/run/horde/emu/{exp}/ready")).unwrap().trim().parse().unwrap();
+    let rjson = dir.join("r.json");
+    let sjson = dir.join("s.json");
+    let mut recv = std::process::Command::new(HORDE)
+        .args(["emu", "exec", exp, "b", "--", HORDE, "recv", "-b", "10.9.0.2", "-p", "9000", "--idle", "3s", "--json"])
+        .arg(&rjson)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let pause = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        // SAFETY: signalling the experiment's own daemon.
+        unsafe { libc::kill(daemon, libc::SIGSTOP) };
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        // SAFETY: as above.
+        unsafe { libc::kill(daemon, libc::SIGCONT) };
+    });
+    ok(&["emu", "exec", exp, "a", "--", HORDE, "send", "-a", "10.9.0.2:9000", "-C", "40000", "-c", "64", "-t", "5s", "--json", sjson.to_str().unwrap()]);
+    pause.join().unwrap();
+    assert!(recv.wait().unwrap().success());
+    let read = |p: &std::path::Path| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    let sent = read(&sjson)["packets"].as_u64().unwrap();
+    let got = read(&rjson)["packets"].as_u64().unwrap();
+    let links: serde_json::Value = serde_json::from_str(&ok(&["emu", "link", exp, "a", "b", "--json"])).unwrap();
+    let ab = &links[0]["ab"];
+    let n = |k: &str| ab[k].as_u64().unwrap();
+    let link_lost = n("lost") + n("queue_drops") + n("overflow_drops") + n("send_errors") + n("rx_overrun") + n("tx_overrun");
+    // the receiving host's own UDP buffer (not the link's doing)
+    let snmp = ok(&["emu", "exec", exp, "b", "--", "cat", "/proc/net/snmp"]);
+    let udp: Vec<Vec<&str>> = snmp.lines().filter(|l| l.starts_with("Udp:")).map(|l| l.split_whitespace().collect()).collect();
+    let col = udp[0].iter().position(|h| *h == "RcvbufErrors").unwrap();
+    let host_lost: u64 = udp[1][col].parse().unwrap();
+    eprintln!("sent {sent}, received {got}, lost by the link {link_lost} (overrun {}), by b's UDP buffer {host_lost}; {ab}", n("rx_overrun"));
+    assert!(sent > 150_000, "the sender kept its rate: {sent}");
+    assert!(n("rx_overrun") > 10_000, "3 s of 40,000 pkt/s cannot fit the link's socket: {ab}");
+    assert_eq!(sent, got + link_lost + host_lost, "every frame is received or counted lost somewhere");
+    // frames read + frames overrun = frames offered (the flow, and a few ARP frames)
+    assert!((n("packets") + n("rx_overrun")).abs_diff(sent) <= 10, "{sent} sent: {ab}");
+    ok(&["emu", "down", exp, "--purge"]);
+}

@@ -20,10 +20,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ns, state_dir, EmuError};
 
+use crate::fwd_io::{self, RxBatch};
+
 const ETH_P_ALL: u16 = 0x0003;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
-const BATCH: usize = 64;
-const FRAME: usize = 65536;
 /// Bytes one direction may hold in its delay line before frames are dropped (and counted):
 /// 64 MiB is 0.5 s of a 1 Gbit/s link. netem bounds its delay line likewise (`limit`, 1000
 /// packets by default); without a bound a long delay and a flood would take all memory.
@@ -110,7 +110,22 @@ pub struct DirReport {
     /// Frames sent at once by `reorder_prob` (ahead of those delayed before them).
     #[serde(default)]
     pub reordered: u64,
+    /// Frames lost before the link read them: its socket's receive buffer or its interface's
+    /// input backlog overflowed (the link could not keep up). Never in `packets`.
+    #[serde(default)]
+    pub rx_overrun: u64,
+    /// Frames the link sent that the far side's input backlog dropped. Counted in `sent`.
+    #[serde(default)]
+    pub tx_overrun: u64,
     pub spec: String,
+}
+
+impl DirReport {
+    /// Every frame this direction lost, whatever lost it: its impairments, its queue, its
+    /// delay line, and overruns before and after it.
+    pub fn dropped(&self) -> u64 {
+        self.lost + self.queue_drops + self.overflow_drops + self.send_errors + self.rx_overrun + self.tx_overrun
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -152,11 +167,17 @@ struct Dir {
     send_errors: u64,
     pending_bytes: u64,
     overflow_drops: u64,
+    rx_overrun: u64,
+    tx_overrun: u64,
 }
 
 struct Shared {
     dirs: Vec<Dir>,
     names: Vec<(String, String)>,
+    /// Socket `i` (its fd, its interface): direction `i` reads it; direction `i ^ 1` writes it.
+    socks: Vec<(std::os::fd::RawFd, String)>,
+    /// The interfaces' `(rx_dropped, tx_dropped)` when the daemon started.
+    if_base: Vec<(u64, u64)>,
 }
 
 struct Pending {
@@ -284,21 +305,28 @@ pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
     let mut socks = Vec::new();
     let mut dirs = Vec::new();
     let mut names = Vec::new();
+    let mut ifnames = Vec::new();
     let seed = exp.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
     for (k, li) in crate::userspace_links(&plan, &meta).into_iter().enumerate() {
         let l = &plan.links[li];
-        socks.push(packet_socket(&format!("hd{exp}i{k}a"))?);
-        socks.push(packet_socket(&format!("hd{exp}i{k}b"))?);
+        for end in ["a", "b"] {
+            let name = format!("hd{exp}i{k}{end}");
+            socks.push(packet_socket(&name)?);
+            ifnames.push(name);
+        }
         for (d, spec) in [&l.ab, &l.ba].into_iter().enumerate() {
             let mut spec = spec.clone();
             spec.trace = load_trace(&base, if d == 0 { &l.trace_ab } else { &l.trace_ba })?;
             let link = Link::new(spec, seed ^ (2 * k + d) as u64).map_err(|e| EmuError::Other(e.to_string()))?;
             // frames read on end a (index 2k) leave by end b (2k+1), and the other way
-            dirs.push(Dir { link, out: 2 * k + 1 - d, sent: 0, send_errors: 0, pending_bytes: 0, overflow_drops: 0 });
+            dirs.push(Dir { link, out: 2 * k + 1 - d, sent: 0, send_errors: 0, pending_bytes: 0, overflow_drops: 0, rx_overrun: 0, tx_overrun: 0 });
         }
         names.push((plan.nodes[l.a.node].name.clone(), plan.nodes[l.b.node].name.clone()));
     }
-    let shared = Arc::new(Mutex::new(Shared { dirs, names }));
+    let drops = fwd_io::interface_drops();
+    let if_base = ifnames.iter().map(|n| drops.get(n).copied().unwrap_or_default()).collect();
+    let sock_fds = socks.iter().map(|s: &OwnedFd| s.as_raw_fd()).zip(ifnames).collect();
+    let shared = Arc::new(Mutex::new(Shared { dirs, names, socks: sock_fds, if_base }));
     let ctl_path = state_dir(exp).join("ctl.sock");
     let _ = std::fs::remove_file(&ctl_path);
     let listener = UnixListener::bind(&ctl_path).map_err(|e| EmuError::io("creating the control socket", e))?;
@@ -376,12 +404,27 @@ fn handle(req: Request, shared: &Mutex<Shared>, base: &Path) -> Response {
                 return refuse(e.to_string());
             }
         }
-        return Response { ok: true, error: None, links: reports(&sh) };
+        return Response { ok: true, error: None, links: reports(&mut sh) };
     }
-    Response { ok: true, error: None, links: reports(&shared.lock().expect("forwarder state")) }
+    Response { ok: true, error: None, links: reports(&mut shared.lock().expect("forwarder state")) }
 }
 
-fn reports(sh: &Shared) -> Vec<LinkReport> {
+/// Brings the overrun counters up to date from the kernel's (see [`fwd_io`]).
+fn read_overruns(sh: &mut Shared) {
+    let drops = fwd_io::interface_drops();
+    for i in 0..sh.socks.len() {
+        let (fd, name) = &sh.socks[i];
+        let sock = fwd_io::socket_drops(*fd);
+        let (rx, tx) = drops.get(name).copied().unwrap_or_default();
+        let (rx0, tx0) = sh.if_base[i];
+        sh.dirs[i].rx_overrun += sock + rx.saturating_sub(rx0);
+        sh.dirs[i ^ 1].tx_overrun += tx.saturating_sub(tx0);
+        sh.if_base[i] = (rx.max(rx0), tx.max(tx0));
+    }
+}
+
+fn reports(sh: &mut Shared) -> Vec<LinkReport> {
+    read_overruns(sh);
     let now = mono_ns();
     let dir = |d: &Dir| {
         let s: LinkStats = d.link.stats();
@@ -400,6 +443,8 @@ fn reports(sh: &Shared) -> Vec<LinkReport> {
             bit_errors: s.bit_errors,
             errored: s.errored,
             reordered: s.reordered,
+            rx_overrun: d.rx_overrun,
+            tx_overrun: d.tx_overrun,
             spec: describe(d.link.spec()),
         }
     };
@@ -408,10 +453,12 @@ fn reports(sh: &Shared) -> Vec<LinkReport> {
 
 /// Link counters as a text table, one row per direction.
 pub fn links_table(links: &[LinkReport]) -> String {
-    let mut t = format!("{:<24} {:>10} {:>8} {:>8} {:>10}  impairments\n", "emulated link", "frames", "lost", "q-drops", "delivered");
+    let mut t = format!("{:<24} {:>10} {:>8} {:>8} {:>8} {:>10}  impairments\n", "emulated link", "frames", "lost", "q-drops", "overrun", "delivered");
     for l in links {
         for (from, to, d) in [(&l.a, &l.b, &l.ab), (&l.b, &l.a, &l.ba)] {
-            t.push_str(&format!("{:<24} {:>10} {:>8} {:>8} {:>10}  {}\n", format!("{from} → {to}"), d.packets, d.lost, d.queue_drops, d.sent, d.spec));
+            let overrun = d.rx_overrun + d.tx_overrun + d.overflow_drops + d.send_errors;
+            let delivered = d.sent.saturating_sub(d.tx_overrun);
+            t.push_str(&format!("{:<24} {:>10} {:>8} {:>8} {:>8} {:>10}  {}\n", format!("{from} → {to}"), d.packets, d.lost, d.queue_drops, overrun, delivered, d.spec));
         }
     }
     t
@@ -452,7 +499,8 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
     let mut heap: BinaryHeap<Pending> = BinaryHeap::new();
     let mut pool: Vec<Vec<u8>> = Vec::new();
-    let mut rx = vec![0u8; FRAME];
+    let mut rx = RxBatch::new();
+    let mut due: Vec<Pending> = Vec::new();
     let mut seq = 0u64;
     let mut flip = 0x9E37_79B9_7F4A_7C15u64;
     let mut armed = 0u64;
@@ -476,60 +524,67 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
                 continue;
             }
             let s = id as usize;
-            for _ in 0..BATCH {
-                // SAFETY: rx is FRAME bytes.
-                let len = unsafe { libc::recv(socks[s].as_raw_fd(), rx.as_mut_ptr() as *mut libc::c_void, FRAME, libc::MSG_DONTWAIT) };
-                if len <= 0 {
-                    break;
-                }
-                let len = len as usize;
+            // A few batches per wake-up (epoll is level-triggered: the rest comes next turn), so
+            // one busy link neither starves the others nor holds back what is due.
+            for _ in 0..4 {
+                let got = rx.read(socks[s].as_raw_fd());
                 let now = mono_ns();
                 // frames read on end a (even) travel a→b: direction 2k; on end b: 2k+1
                 let d = &mut sh.dirs[s];
-                if let horde_impair::Verdict::Deliver { at_ns, copies, corrupt, bit_errors } = d.link.on_packet(now, len as u32) {
-                    for c in 0..copies {
-                        if d.pending_bytes + len as u64 > MAX_PENDING_BYTES {
-                            d.overflow_drops += 1;
-                            continue;
+                for f in 0..got {
+                    let frame = rx.frame(f);
+                    let len = frame.len();
+                    if let horde_impair::Verdict::Deliver { at_ns, copies, corrupt, bit_errors } = d.link.on_packet(now, len as u32) {
+                        for c in 0..copies {
+                            if d.pending_bytes + len as u64 > MAX_PENDING_BYTES {
+                                d.overflow_drops += 1;
+                                continue;
+                            }
+                            d.pending_bytes += len as u64;
+                            let mut buf = pool.pop().unwrap_or_default();
+                            buf.clear();
+                            buf.extend_from_slice(frame);
+                            if corrupt && c == 0 && len > 14 {
+                                flip ^= flip << 13;
+                                flip ^= flip >> 7;
+                                flip ^= flip << 17;
+                                let bit = 14 * 8 + (flip % ((len as u64 - 14) * 8)) as usize;
+                                buf[bit / 8] ^= 1 << (bit % 8);
+                            }
+                            // bit errors land after the Ethernet header (the frame still reaches
+                            // its host, whose checksums then find them, as on a wire without FCS)
+                            if bit_errors > 0 && c == 0 && len > 14 {
+                                d.link.flip_bits(&mut buf[14..], bit_errors);
+                            }
+                            seq += 1;
+                            heap.push(Pending { at: at_ns, seq, out: d.out, buf });
                         }
-                        d.pending_bytes += len as u64;
-                        let mut buf = pool.pop().unwrap_or_default();
-                        buf.clear();
-                        buf.extend_from_slice(&rx[..len]);
-                        if corrupt && c == 0 && len > 14 {
-                            flip ^= flip << 13;
-                            flip ^= flip >> 7;
-                            flip ^= flip << 17;
-                            let bit = 14 * 8 + (flip % ((len as u64 - 14) * 8)) as usize;
-                            buf[bit / 8] ^= 1 << (bit % 8);
-                        }
-                        // bit errors land after the Ethernet header (the frame still reaches
-                        // its host, whose checksums then find them, as on a wire without FCS)
-                        if bit_errors > 0 && c == 0 && len > 14 {
-                            d.link.flip_bits(&mut buf[14..], bit_errors);
-                        }
-                        seq += 1;
-                        heap.push(Pending { at: at_ns, seq, out: d.out, buf });
                     }
+                }
+                if got < fwd_io::BATCH {
+                    break;
                 }
             }
         }
-        // Deliver what is due.
+        // Deliver what is due, in order, one sendmmsg per run of frames to the same socket.
         let now = mono_ns();
         while heap.peek().is_some_and(|p| p.at <= now) {
-            let p = heap.pop().expect("peeked");
-            // SAFETY: buffer valid for its length.
-            let r = unsafe { libc::send(socks[p.out].as_raw_fd(), p.buf.as_ptr() as *const libc::c_void, p.buf.len(), 0) };
-            // direction whose frames leave by socket `out`: the opposite end's reading direction
-            let dir = p.out ^ 1;
-            sh.dirs[dir].pending_bytes -= p.buf.len() as u64;
-            if r < 0 {
-                sh.dirs[dir].send_errors += 1;
-            } else {
-                sh.dirs[dir].sent += 1;
-            }
-            pool.push(p.buf);
+            due.push(heap.pop().expect("peeked"));
         }
+        let mut i = 0;
+        while i < due.len() {
+            let out = due[i].out;
+            let run = due[i..].iter().take_while(|p| p.out == out).count();
+            let frames: Vec<&[u8]> = due[i..i + run].iter().map(|p| p.buf.as_slice()).collect();
+            let (sent, failed) = fwd_io::send_all(socks[out].as_raw_fd(), &frames);
+            // direction whose frames leave by socket `out`: the opposite end's reading direction
+            let d = &mut sh.dirs[out ^ 1];
+            d.pending_bytes -= frames.iter().map(|f| f.len() as u64).sum::<u64>();
+            d.sent += sent;
+            d.send_errors += failed;
+            i += run;
+        }
+        pool.extend(due.drain(..).map(|p| p.buf));
         drop(sh);
         if let Some(next) = heap.peek().map(|p| p.at) {
             if armed != next {

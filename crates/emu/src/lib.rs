@@ -17,6 +17,7 @@
 mod bridges;
 pub mod frr;
 pub mod fwd;
+mod fwd_io;
 pub mod identity;
 mod limits;
 pub mod nl;

@@ -118,7 +118,7 @@ impl LinkSeries {
     pub fn record(series: &mut Vec<LinkSeries>, t_s: f64, links: &[horde_emu::fwd::LinkReport]) {
         let point = |d: &horde_emu::fwd::DirReport| LinkDirPoint {
             packets: d.packets,
-            dropped: d.lost + d.queue_drops + d.overflow_drops,
+            dropped: d.dropped(),
             queue_bytes: d.queue_bytes,
             in_flight_bytes: d.in_flight_bytes,
         };

@@ -149,6 +149,10 @@ pub struct LinkArgs {
     /// Bring a link taken down back up (the nodes' static routes through it return)
     #[arg(long, conflicts_with_all = ["rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "ber", "reorder_prob", "reorder_gap", "trace", "clear"])]
     pub up: bool,
+    /// Print the link's counters (after any change) as JSON, each direction's fields as in
+    /// docs/topology.md, instead of the table
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn exe() -> PathBuf {
@@ -483,6 +487,10 @@ fn link(a: LinkArgs) -> Outcome {
             a.id
         )));
     }
-    crate::output::out(&fwd::links_table(&links))?;
+    if a.json {
+        crate::output::out(&format!("{}\n", serde_json::to_string_pretty(&links).expect("serializable")))?;
+    } else {
+        crate::output::out(&fwd::links_table(&links))?;
+    }
     Ok(0)
 }

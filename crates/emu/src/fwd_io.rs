@@ -1,0 +1,144 @@
+//! The link emulator's batched socket I/O and the kernel's own drop counters.
+//!
+//! Frames are read with `recvmmsg(2)` and written with `sendmmsg(2)`, up to [`BATCH`] per call,
+//! so a busy link costs two system calls per batch rather than two per frame.
+//!
+//! A frame can be lost before the daemon ever reads it, and after it hands the frame on; the
+//! link's own counters cannot see either, so the kernel's are read and added to them:
+//! - the AF_PACKET socket's receive buffer overflows (`PACKET_STATISTICS`' `tp_drops`, which the
+//!   kernel resets on every read: accumulated here);
+//! - the fabric end's input backlog overflows before the socket sees the frame (the interface's
+//!   `rx_dropped`);
+//! - after the daemon sends a frame, the far host's backlog overflows (`tx_dropped` of the
+//!   fabric end it left by: veth counts a frame its peer refused there).
+
+use std::os::fd::RawFd;
+
+/// Frames per system call.
+pub const BATCH: usize = 64;
+/// The largest frame read (a GSO frame from a veth can be 64 KiB).
+pub const FRAME: usize = 65536;
+const PACKET_STATISTICS: libc::c_int = 6;
+
+/// Receive buffers for [`BATCH`] frames and the `mmsghdr`s that point into them.
+pub struct RxBatch {
+    data: Vec<u8>,
+    iov: Vec<libc::iovec>,
+    hdr: Vec<libc::mmsghdr>,
+}
+
+impl RxBatch {
+    pub fn new() -> RxBatch {
+        let mut data = vec![0u8; BATCH * FRAME];
+        let base = data.as_mut_ptr();
+        // SAFETY: every offset is inside `data`, whose heap block never moves (never resized).
+        let mut iov: Vec<libc::iovec> = (0..BATCH).map(|i| libc::iovec { iov_base: unsafe { base.add(i * FRAME) } as *mut libc::c_void, iov_len: FRAME }).collect();
+        let iov_base = iov.as_mut_ptr();
+        let hdr = (0..BATCH)
+            .map(|i| {
+                // SAFETY: a zeroed msghdr is valid; the pointer fields are set below.
+                let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+                // SAFETY: i < BATCH = iov.len(); `iov` is never resized either.
+                m.msg_iov = unsafe { iov_base.add(i) };
+                m.msg_iovlen = 1;
+                libc::mmsghdr { msg_hdr: m, msg_len: 0 }
+            })
+            .collect();
+        RxBatch { data, iov, hdr }
+    }
+
+    /// Reads what is waiting on `fd`, up to [`BATCH`] frames, without blocking. Returns how many.
+    pub fn read(&mut self, fd: RawFd) -> usize {
+        debug_assert_eq!(self.iov.len(), BATCH);
+        // SAFETY: `hdr` holds BATCH valid headers pointing into `data`.
+        let n = unsafe { libc::recvmmsg(fd, self.hdr.as_mut_ptr(), BATCH as libc::c_uint, libc::MSG_DONTWAIT as _, std::ptr::null_mut()) };
+        n.max(0) as usize
+    }
+
+    /// Frame `i` of the last read (truncated to [`FRAME`] bytes).
+    pub fn frame(&self, i: usize) -> &[u8] {
+        let len = (self.hdr[i].msg_len as usize).min(FRAME);
+        &self.data[i * FRAME..i * FRAME + len]
+    }
+}
+
+/// Writes `frames` to `fd`, as few system calls as possible; returns (sent, failed). A frame the
+/// kernel refuses (a full send buffer: the socket does not block) is dropped and counted.
+pub fn send_all(fd: RawFd, frames: &[&[u8]]) -> (u64, u64) {
+    let (mut sent, mut failed) = (0u64, 0u64);
+    for chunk in frames.chunks(BATCH) {
+        let mut iov: Vec<libc::iovec> = chunk.iter().map(|f| libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() }).collect();
+        let iov_base = iov.as_mut_ptr();
+        let mut hdr: Vec<libc::mmsghdr> = (0..chunk.len())
+            .map(|i| {
+                // SAFETY: a zeroed msghdr is valid; the iovec pointer is set below.
+                let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+                // SAFETY: i < chunk.len() = iov.len().
+                m.msg_iov = unsafe { iov_base.add(i) };
+                m.msg_iovlen = 1;
+                libc::mmsghdr { msg_hdr: m, msg_len: 0 }
+            })
+            .collect();
+        let mut i = 0;
+        while i < hdr.len() {
+            // SAFETY: hdr[i..] are valid headers whose buffers outlive the call.
+            let r = unsafe { libc::sendmmsg(fd, hdr[i..].as_mut_ptr(), (hdr.len() - i) as libc::c_uint, libc::MSG_DONTWAIT as _) };
+            if r <= 0 {
+                failed += 1; // the first message failed: drop it and go on
+                i += 1;
+            } else {
+                sent += r as u64;
+                i += r as usize;
+            }
+        }
+        drop(iov);
+    }
+    (sent, failed)
+}
+
+/// Frames the socket's receive buffer dropped since the last call (the kernel resets it).
+pub fn socket_drops(fd: RawFd) -> u64 {
+    let mut st = [0u32; 2]; // struct tpacket_stats { tp_packets, tp_drops }
+    let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+    // SAFETY: st is large enough for tpacket_stats; len says so.
+    let r = unsafe { libc::getsockopt(fd, libc::SOL_PACKET, PACKET_STATISTICS, st.as_mut_ptr() as *mut libc::c_void, &mut len) };
+    if r == 0 {
+        st[1] as u64
+    } else {
+        0
+    }
+}
+
+/// `(rx_dropped, tx_dropped)` of every interface of the calling thread's network namespace.
+pub fn interface_drops() -> std::collections::HashMap<String, (u64, u64)> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap_or_default();
+    parse_net_dev(&text)
+}
+
+/// Parses `/proc/net/dev`: after the name, receive has 8 columns (bytes packets errs drop …)
+/// and transmit 8 (bytes packets errs drop …).
+pub fn parse_net_dev(text: &str) -> std::collections::HashMap<String, (u64, u64)> {
+    let mut out = std::collections::HashMap::new();
+    for line in text.lines().skip(2) {
+        let Some((name, rest)) = line.split_once(':') else { continue };
+        let v: Vec<u64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        if v.len() >= 16 {
+            out.insert(name.trim().to_string(), (v[3], v[11]));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn net_dev_columns() {
+        let t = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo: 100 2 0 0 0 0 0 0 100 2 0 0 0 0 0 0\nhdabi0a: 5000 50 0 7 0 0 0 0 600 6 0 9 0 0 0 0\nbroken: 1 2\n";
+        let m = parse_net_dev(t);
+        assert_eq!(m["hdabi0a"], (7, 9));
+        assert_eq!(m["lo"], (0, 0));
+        assert!(!m.contains_key("broken"));
+    }
+}
