@@ -65,6 +65,9 @@ fn packet_socket(ifname: &str) -> Result<OwnedFd, EmuError> {
     // SAFETY: setsockopt with int values of the right size.
     unsafe {
         libc::setsockopt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &one as *const _ as *const libc::c_void, 4);
+        if libc::setsockopt(fd, libc::SOL_PACKET, fwd_io::PACKET_VNET_HDR, &one as *const _ as *const libc::c_void, 4) != 0 {
+            return Err(os_err("asking for virtio-net headers on an AF_PACKET socket (PACKET_VNET_HDR)"));
+        }
         libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &big as *const _ as *const libc::c_void, 4);
         libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &big as *const _ as *const libc::c_void, 4);
     }
@@ -184,6 +187,7 @@ struct Pending {
     at: u64,
     seq: u64,
     out: usize,
+    vnet: [u8; fwd_io::VNET],
     buf: Vec<u8>,
 }
 
@@ -532,7 +536,7 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
                 // frames read on end a (even) travel a→b: direction 2k; on end b: 2k+1
                 let d = &mut sh.dirs[s];
                 for f in 0..got {
-                    let frame = rx.frame(f);
+                    let (vnet, frame) = rx.frame(f);
                     let len = frame.len();
                     if let horde_impair::Verdict::Deliver { at_ns, copies, corrupt, bit_errors } = d.link.on_packet(now, len as u32) {
                         for c in 0..copies {
@@ -544,6 +548,7 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
                             let mut buf = pool.pop().unwrap_or_default();
                             buf.clear();
                             buf.extend_from_slice(frame);
+                            let vnet = fwd_io::settle(vnet, &mut buf);
                             if corrupt && c == 0 && len > 14 {
                                 flip ^= flip << 13;
                                 flip ^= flip >> 7;
@@ -557,7 +562,7 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
                                 d.link.flip_bits(&mut buf[14..], bit_errors);
                             }
                             seq += 1;
-                            heap.push(Pending { at: at_ns, seq, out: d.out, buf });
+                            heap.push(Pending { at: at_ns, seq, out: d.out, vnet, buf });
                         }
                     }
                 }
@@ -575,11 +580,11 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
         while i < due.len() {
             let out = due[i].out;
             let run = due[i..].iter().take_while(|p| p.out == out).count();
-            let frames: Vec<&[u8]> = due[i..i + run].iter().map(|p| p.buf.as_slice()).collect();
+            let frames: Vec<(&[u8; fwd_io::VNET], &[u8])> = due[i..i + run].iter().map(|p| (&p.vnet, p.buf.as_slice())).collect();
             let (sent, failed) = fwd_io::send_all(socks[out].as_raw_fd(), &frames);
             // direction whose frames leave by socket `out`: the opposite end's reading direction
             let d = &mut sh.dirs[out ^ 1];
-            d.pending_bytes -= frames.iter().map(|f| f.len() as u64).sum::<u64>();
+            d.pending_bytes -= frames.iter().map(|f| f.1.len() as u64).sum::<u64>();
             d.sent += sent;
             d.send_errors += failed;
             i += run;

@@ -15,6 +15,7 @@
 //! what `cleanup` looks for.
 
 mod bridges;
+pub mod external;
 pub mod frr;
 pub mod fwd;
 mod fwd_io;
@@ -306,12 +307,13 @@ pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError
         make_live(&mut plan);
     }
     frr::check_installed(&plan)?;
+    let taken = external::check(&plan)?;
     let dir = state_dir(&exp);
     std::fs::create_dir_all(dir.join("node")).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
     std::fs::write(dir.join("topology.toml"), text).map_err(|e| EmuError::io("saving the topology", e))?;
     // The plan, typed: every later command reads it back instead of planning the text again.
     std::fs::write(dir.join(PLAN_FILE), serde_json::to_vec(&plan).expect("serializable")).map_err(|e| EmuError::io("saving the plan", e))?;
-    match build(&plan, &exp, file, opts, t0) {
+    match build(&plan, &exp, file, opts, t0, &taken) {
         Ok(meta) => Ok(UpReport { meta, plan }),
         Err(e) => {
             let _ = down(&exp);
@@ -327,7 +329,7 @@ fn interrupted(opts: &UpOptions) -> Result<(), EmuError> {
     }
 }
 
-fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> Result<Meta, EmuError> {
+fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, taken: &[external::Saved]) -> Result<Meta, EmuError> {
     ns::prepare()?;
     let impaired: Vec<usize> = (0..plan.links.len()).filter(|&i| plan.links[i].impaired()).collect();
     let netem = !opts.userspace && !impaired.is_empty() && (kernel_has_netem() || std::env::var("HORDE_EMU_NETEM").is_ok_and(|v| v == "force"));
@@ -352,6 +354,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant) -> R
     let mut bridges = bridges::build(plan, exp, &mut spaces[0])?;
     let n_imp = links(plan, exp, &mut spaces, &which, &mut bridges, &netem_links, opts)?;
     interrupted(opts)?;
+    external::take(exp, plan, taken, &spaces[0].fd, |n| bridges.port(n))?;
     let has_impaired = n_imp > 0;
     addresses_and_routes(plan, &mut spaces, &which, has_impaired, opts)?;
     let netem_raw: Vec<(usize, LinkSpec, LinkSpec)> = netem_links.iter().map(|&i| (i, plan.links[i].ab.clone(), plan.links[i].ba.clone())).collect();
@@ -591,8 +594,15 @@ pub fn down_with(exp: &str, dry_run: bool) -> Result<Removed, EmuError> {
     if foreign > 0 {
         removed.items.push(format!("left alone: {foreign} namespace(s) named horde-{exp}-… that Horde has no record of (no {})", state_dir(exp).display()));
     }
+    let taken = if ours { external::taken(exp) } else { Vec::new() };
     if dry_run {
+        removed.items.extend(taken.iter().map(|t| format!("interface {} given back to the machine", t.interface)));
         return Ok(removed);
+    }
+    // Interfaces of this machine the experiment took go back before their namespace does.
+    if ours && !taken.is_empty() {
+        let fabric = names.iter().find(|n| **n == format!("{}{exp}", ns::PREFIX)).and_then(|n| ns::open(n).ok());
+        removed.items.extend(external::give_back(exp, fabric.as_ref()));
     }
     kill_all(&pids);
     for n in &names {

@@ -18,6 +18,7 @@ pub fn dot(plan: &Plan, describe: impl Fn(&LinkSpec) -> String) -> String {
         let shape = match n.kind {
             Kind::Host => "box",
             Kind::Router => "ellipse",
+            Kind::External => "house",
             _ => "diamond",
         };
         let addrs: Vec<String> = plan.addrs(i).iter().map(|a| a.to_string()).collect();

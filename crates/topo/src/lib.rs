@@ -36,6 +36,7 @@ use horde_impair::{LinkSpec, Loss};
 
 mod change;
 mod dot;
+pub mod external;
 pub mod routing;
 mod write;
 pub use change::LinkChange;
@@ -53,11 +54,13 @@ pub enum Kind {
     Router,
     Switch,
     Hub,
+    /// An interface of this machine joined to the topology (see [`external`]).
+    External,
 }
 
 impl Kind {
     pub fn is_l2(self) -> bool {
-        matches!(self, Kind::Switch | Kind::Hub)
+        matches!(self, Kind::Switch | Kind::Hub | Kind::External)
     }
 }
 
@@ -86,6 +89,11 @@ pub struct RawNode {
     /// BFD on its router-to-router links.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bfd: Option<bool>,
+    /// An external node's interface of this machine, and whether to take it while in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
 }
 
 /// A node's place in the console's topology editor: a position on a page (canvas).
@@ -294,6 +302,8 @@ pub struct PlannedNode {
     /// A router's routing protocol; `None`: static routes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<routing::RoutingPlan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<external::ExternalPlan>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -499,8 +509,12 @@ fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoE
             let ns = if n.kind.is_l2() { format!("hd{exp}b{}", base36(nodes.len())) } else { format!("horde-{exp}-{name}") };
             let routing = routing::resolve(n.kind, n.routing, n.area.as_deref(), n.asn, n.timers, n.bfd, routers).map_err(|(f, m)| fail(at(f), m))?;
             routers += (n.kind == Kind::Router) as usize;
+            let external = external::resolve(n.kind, n.interface.as_deref(), n.force, n.count).map_err(|(f, m)| fail(at(f), m))?;
+            if let Some(x) = external.as_ref().and_then(|x| nodes.iter().find(|o: &&PlannedNode| o.external.as_ref().is_some_and(|e| e.interface == x.interface))) {
+                return Err(fail(at("interface"), format!("node `{}` takes this interface already", x.name)));
+            }
             members.push(nodes.len());
-            nodes.push(PlannedNode { name, kind: n.kind, ns, routing });
+            nodes.push(PlannedNode { name, kind: n.kind, ns, routing, external });
         }
         groups.insert(n.name.as_str(), members);
     }

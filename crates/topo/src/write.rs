@@ -99,6 +99,7 @@ pub fn render(t: &RawTopology) -> String {
             crate::Kind::Router => "router",
             crate::Kind::Switch => "switch",
             crate::Kind::Hub => "hub",
+            crate::Kind::External => "external",
         };
         let _ = writeln!(out, "\n[[node]]\nname = {}\nkind = \"{kind}\"", q(&n.name));
         if let Some(c) = n.count {
@@ -124,6 +125,12 @@ pub fn render(t: &RawTopology) -> String {
         }
         if let Some(b) = n.bfd {
             let _ = writeln!(out, "bfd = {b}");
+        }
+        if let Some(i) = &n.interface {
+            let _ = writeln!(out, "interface = {}", q(i));
+        }
+        if let Some(f) = n.force {
+            let _ = writeln!(out, "force = {f}");
         }
         if let Some(ui) = &n.ui {
             let page = ui.page.as_deref().map(|p| format!(", page = {}", q(p))).unwrap_or_default();
