@@ -306,7 +306,7 @@ pub(crate) fn give_back(exp: &str, fabric: Option<&impl AsRawFd>) -> Vec<String>
                 return Ok(format!("interface {} could not be given back: it is gone (a virtual interface is deleted with its namespace)", s.interface));
             };
             restore(&mut here, st.index, s)?;
-            Ok(format!("interface {} given back to the machine{}", s.interface, if s.addrs.is_empty() { String::new() } else { " with its addresses".into() }))
+            Ok(format!("interface {} from the experiment: given back to the machine{}", s.interface, if s.addrs.is_empty() { String::new() } else { " with its addresses".into() }))
         })();
         lines.push(r.unwrap_or_else(|e| format!("interface {}: {e}", s.interface)));
     }

@@ -347,6 +347,9 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, take
         }
     }
     limits::descriptors(names.len())?;
+    if let Some(said) = limits::neighbours(names.len())? {
+        eprintln!("horde emu: {said}");
+    }
     let routers: Vec<bool> = std::iter::once(false).chain(plan.nodes.iter().filter(|n| !n.kind.is_l2()).map(|n| n.kind == Kind::Router)).collect();
     let mut spaces = namespaces(&names, &routers, opts)?;
     interrupted(opts)?;

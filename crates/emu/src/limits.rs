@@ -38,3 +38,22 @@ pub(crate) fn descriptors(namespaces: usize) -> Result<(), EmuError> {
     }
     Ok(())
 }
+
+/// The kernel's ARP table is one for all namespaces (`gc_thresh2`/`gc_thresh3`, default 512 and
+/// 1,024 entries together): past it, a host that talks to many others cannot resolve them
+/// (measured: from one host of 1,000 on a switch, 512 of 999 answered). Raised (never lowered),
+/// through rtnetlink from the machine's namespace, to 2 and 4 entries per namespace, and said
+/// so; left raised on `down` (other experiments may need it). Returns the change, if any.
+pub(crate) fn neighbours(namespaces: usize) -> Result<Option<String>, EmuError> {
+    let read = |k: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/neigh/default/gc_thresh{k}")).ok().and_then(|s| s.trim().parse::<u32>().ok());
+    let (Some(t2), Some(t3)) = (read("2"), read("3")) else { return Ok(None) };
+    let n = namespaces.min(1 << 24) as u32;
+    let (need2, need3) = (t2.max(2 * n), t3.max(4 * n));
+    if (need2, need3) == (t2, t3) {
+        return Ok(None);
+    }
+    let mut nl = crate::nl::Nl::open()?;
+    nl.arp_thresholds(need2, need3)?;
+    nl.flush()?;
+    Ok(Some(format!("raised the machine's ARP table limits for {namespaces} namespaces: net.ipv4.neigh.default.gc_thresh2 {t2} → {need2}, gc_thresh3 {t3} → {need3}")))
+}

@@ -167,6 +167,16 @@ impl Nl {
         self.push(RouteNetlinkMessage::SetLink(m), 0, format!("turning IPv6 addresses off on {what}"))
     }
 
+    /// The ARP table's garbage-collection thresholds (one table for every namespace: only the
+    /// machine's own namespace may set them).
+    pub fn arp_thresholds(&mut self, thresh2: u32, thresh3: u32) -> Result<(), EmuError> {
+        use netlink_packet_route::neighbour_table::{NeighbourTableAttribute, NeighbourTableMessage};
+        let mut m = NeighbourTableMessage::default();
+        m.header.family = AddressFamily::Inet;
+        m.attributes = vec![NeighbourTableAttribute::Name("arp_cache".into()), NeighbourTableAttribute::Threshold2(thresh2), NeighbourTableAttribute::Threshold3(thresh3)];
+        self.push(RouteNetlinkMessage::SetNeighbourTable(m), 0, "the ARP table's limits (gc_thresh2, gc_thresh3)".into())
+    }
+
     pub fn up(&mut self, idx: u32, what: &str) -> Result<(), EmuError> {
         let mut m = LinkMessage::default();
         m.header.index = idx;
