@@ -93,7 +93,8 @@ fn an_interface_of_the_machine_joins_the_topology_and_comes_back() {
     assert!(!in_host(), "{NIC} moved into the experiment");
     let rlog = dir.join("r.hlog");
     let slog = dir.join("s.hlog");
-    let mut recv = Command::new(HORDE).args(["recv", "-b", "10.78.0.100", "-p", "9000", "--idle", "3s", "-l"]).arg(&rlog).stdout(Stdio::null()).spawn().unwrap();
+    let mut recv =
+        Command::new(HORDE).args(["recv", "-b", "10.78.0.100", "-p", "9000", "--idle", "3s", "-l"]).arg(&rlog).stdout(Stdio::null()).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(500));
     ok(&["emu", "exec", exp, "h1", "--", HORDE, "send", "-a", "10.78.0.100:9000", "-C", "100", "-c", "100", "-z", "200", "-l", slog.to_str().unwrap()]);
     assert!(recv.wait().unwrap().success());

@@ -265,7 +265,8 @@ pub(crate) fn take(exp: &str, plan: &Plan, saved: &[Saved], fabric: &impl AsRawF
         let st = here.link(&s.interface)?.ok_or_else(|| EmuError::Other(format!("interface {} went away while the experiment was built", s.interface)))?;
         here.set_link(st.index, vec![LinkAttribute::NetNsFd(fabric.as_raw_fd())], None, &format!("moving {} into the experiment", s.interface))?;
         // the kernel keeps the index if it is free in the fabric, else picks one: ask again
-        let moved = there.link(&s.interface)?.ok_or_else(|| EmuError::Other(format!("interface {} did not arrive in the experiment's namespace", s.interface)))?;
+        let moved =
+            there.link(&s.interface)?.ok_or_else(|| EmuError::Other(format!("interface {} did not arrive in the experiment's namespace", s.interface)))?;
         let mut attrs = Vec::new();
         if let Some(br) = bridge_of(node) {
             attrs.push(LinkAttribute::Controller(br));
@@ -306,7 +307,11 @@ pub(crate) fn give_back(exp: &str, fabric: Option<&impl AsRawFd>) -> Vec<String>
                 return Ok(format!("interface {} could not be given back: it is gone (a virtual interface is deleted with its namespace)", s.interface));
             };
             restore(&mut here, st.index, s)?;
-            Ok(format!("interface {} from the experiment: given back to the machine{}", s.interface, if s.addrs.is_empty() { String::new() } else { " with its addresses".into() }))
+            Ok(format!(
+                "interface {} from the experiment: given back to the machine{}",
+                s.interface,
+                if s.addrs.is_empty() { String::new() } else { " with its addresses".into() }
+            ))
         })();
         lines.push(r.unwrap_or_else(|e| format!("interface {}: {e}", s.interface)));
     }

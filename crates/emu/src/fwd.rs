@@ -462,7 +462,16 @@ pub fn links_table(links: &[LinkReport]) -> String {
         for (from, to, d) in [(&l.a, &l.b, &l.ab), (&l.b, &l.a, &l.ba)] {
             let overrun = d.rx_overrun + d.tx_overrun + d.overflow_drops + d.send_errors;
             let delivered = d.sent.saturating_sub(d.tx_overrun);
-            t.push_str(&format!("{:<24} {:>10} {:>8} {:>8} {:>8} {:>10}  {}\n", format!("{from} → {to}"), d.packets, d.lost, d.queue_drops, overrun, delivered, d.spec));
+            t.push_str(&format!(
+                "{:<24} {:>10} {:>8} {:>8} {:>8} {:>10}  {}\n",
+                format!("{from} → {to}"),
+                d.packets,
+                d.lost,
+                d.queue_drops,
+                overrun,
+                delivered,
+                d.spec
+            ));
         }
     }
     t

@@ -76,7 +76,8 @@ impl RxBatch {
         let mut data = vec![0u8; BATCH * SLOT];
         let base = data.as_mut_ptr();
         // SAFETY: every offset is inside `data`, whose heap block never moves (never resized).
-        let mut iov: Vec<libc::iovec> = (0..BATCH).map(|i| libc::iovec { iov_base: unsafe { base.add(i * SLOT) } as *mut libc::c_void, iov_len: SLOT }).collect();
+        let mut iov: Vec<libc::iovec> =
+            (0..BATCH).map(|i| libc::iovec { iov_base: unsafe { base.add(i * SLOT) } as *mut libc::c_void, iov_len: SLOT }).collect();
         let iov_base = iov.as_mut_ptr();
         let hdr = (0..BATCH)
             .map(|i| {
@@ -115,7 +116,12 @@ pub fn send_all(fd: RawFd, frames: &[(&[u8; VNET], &[u8])]) -> (u64, u64) {
     for chunk in frames.chunks(BATCH) {
         let mut iov: Vec<libc::iovec> = chunk
             .iter()
-            .flat_map(|(h, f)| [libc::iovec { iov_base: h.as_ptr() as *mut libc::c_void, iov_len: VNET }, libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() }])
+            .flat_map(|(h, f)| {
+                [
+                    libc::iovec { iov_base: h.as_ptr() as *mut libc::c_void, iov_len: VNET },
+                    libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() },
+                ]
+            })
             .collect();
         let iov_base = iov.as_mut_ptr();
         let mut hdr: Vec<libc::mmsghdr> = (0..chunk.len())

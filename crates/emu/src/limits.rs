@@ -55,5 +55,7 @@ pub(crate) fn neighbours(namespaces: usize) -> Result<Option<String>, EmuError> 
     let mut nl = crate::nl::Nl::open()?;
     nl.arp_thresholds(need2, need3)?;
     nl.flush()?;
-    Ok(Some(format!("raised the machine's ARP table limits for {namespaces} namespaces: net.ipv4.neigh.default.gc_thresh2 {t2} → {need2}, gc_thresh3 {t3} → {need3}")))
+    Ok(Some(format!(
+        "raised the machine's ARP table limits for {namespaces} namespaces: net.ipv4.neigh.default.gc_thresh2 {t2} → {need2}, gc_thresh3 {t3} → {need3}"
+    )))
 }

@@ -173,7 +173,8 @@ impl Nl {
         use netlink_packet_route::neighbour_table::{NeighbourTableAttribute, NeighbourTableMessage};
         let mut m = NeighbourTableMessage::default();
         m.header.family = AddressFamily::Inet;
-        m.attributes = vec![NeighbourTableAttribute::Name("arp_cache".into()), NeighbourTableAttribute::Threshold2(thresh2), NeighbourTableAttribute::Threshold3(thresh3)];
+        m.attributes =
+            vec![NeighbourTableAttribute::Name("arp_cache".into()), NeighbourTableAttribute::Threshold2(thresh2), NeighbourTableAttribute::Threshold3(thresh3)];
         self.push(RouteNetlinkMessage::SetNeighbourTable(m), 0, "the ARP table's limits (gc_thresh2, gc_thresh3)".into())
     }
 

@@ -40,19 +40,27 @@ pub fn resolve(kind: Kind, interface: Option<&str>, force: Option<bool>, count: 
         return Err(("count", "an external node is one interface of this machine: give each its own [[node]]".into()));
     }
     let Some(name) = interface else {
-        return Err(("interface", "an external node needs `interface = \"NAME\"`: the interface of this machine to join to the topology (see `ip link`)".into()));
+        return Err((
+            "interface",
+            "an external node needs `interface = \"NAME\"`: the interface of this machine to join to the topology (see `ip link`)".into(),
+        ));
     };
     check_ifname(name).map_err(|m| ("interface", m))?;
     Ok(Some(ExternalPlan { interface: name.to_string(), force: force.unwrap_or(false) }))
 }
 
+/// An interface may be taken by one external node only.
+pub(crate) fn check_unique(nodes: &[crate::PlannedNode], new: Option<&ExternalPlan>) -> Result<(), String> {
+    let Some(x) = new else { return Ok(()) };
+    match nodes.iter().find(|o| o.external.as_ref().is_some_and(|e| e.interface == x.interface)) {
+        Some(o) => Err(format!("node `{}` takes this interface already", o.name)),
+        None => Ok(()),
+    }
+}
+
 /// A Linux interface name: 1..=15 bytes, none of `/`, `:`, whitespace, not `.` or `..`.
 pub fn check_ifname(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 15
-        && name != "."
-        && name != ".."
-        && name.bytes().all(|b| b.is_ascii_graphic() && b != b'/' && b != b':');
+    let ok = !name.is_empty() && name.len() <= 15 && name != "." && name != ".." && name.bytes().all(|b| b.is_ascii_graphic() && b != b'/' && b != b':');
     if !ok {
         return Err(format!("`{name}` is not an interface name (1 to 15 characters, no `/`, `:` or spaces)"));
     }

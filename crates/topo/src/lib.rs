@@ -510,9 +510,7 @@ fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoE
             let routing = routing::resolve(n.kind, n.routing, n.area.as_deref(), n.asn, n.timers, n.bfd, routers).map_err(|(f, m)| fail(at(f), m))?;
             routers += (n.kind == Kind::Router) as usize;
             let external = external::resolve(n.kind, n.interface.as_deref(), n.force, n.count).map_err(|(f, m)| fail(at(f), m))?;
-            if let Some(x) = external.as_ref().and_then(|x| nodes.iter().find(|o: &&PlannedNode| o.external.as_ref().is_some_and(|e| e.interface == x.interface))) {
-                return Err(fail(at("interface"), format!("node `{}` takes this interface already", x.name)));
-            }
+            external::check_unique(&nodes, external.as_ref()).map_err(|m| fail(at("interface"), m))?;
             members.push(nodes.len());
             nodes.push(PlannedNode { name, kind: n.kind, ns, routing, external });
         }

@@ -112,6 +112,19 @@ fn bad_topologies_name_the_field() {
     case("[[link]]\na = 'a'\nb = 'b'\ncost = 0\n", "cost: must be 1..=65535");
     case("[[node]]\nname = 'r'\nkind = 'host'\nrouting = 'ospf'\n", "routing fields are for routers");
     case("[[node]]\nname = 'r'\nkind = 'router'\nrouting = 'eigrp'\n", "unknown variant `eigrp`");
+    // external nodes
+    case("[[node]]\nname = 'x'\nkind = 'external'\n", "needs `interface");
+    case("[[node]]\nname = 'x'\nkind = 'host'\ninterface = 'eth1'\n", "only an external node");
+    case("[[node]]\nname = 'x'\nkind = 'external'\ninterface = 'eth1/2'\n", "is not an interface name");
+    case(
+        "[[node]]\nname = 'x'\nkind = 'external'\ninterface = 'eth1'\n[[node]]\nname = 'y'\nkind = 'external'\ninterface = 'eth1'\n",
+        "node `x` takes this interface already",
+    );
+    let ext =
+        plan(&format!("{base}[[node]]\nname = 'x'\nkind = 'external'\ninterface = 'eth1'\nforce = true\n[[link]]\na = 'a'\nb = 'x'\n"), "t.toml", "k").unwrap();
+    let x = ext.node("x").unwrap();
+    assert_eq!(ext.nodes[x].external.as_ref().map(|e| (e.interface.as_str(), e.force)), Some(("eth1", true)));
+    assert!(ext.nodes[x].kind.is_l2(), "an external node is a bridge with one real port");
     let ok = plan(&format!("{base}[[link]]\na = 'a'\nb = 'b'\ndelay = '5ms'\nber = '1e-6'\nreorder_prob = '25%'\nreorder_gap = 5\n"), "t.toml", "k").unwrap();
     assert_eq!((ok.links[0].ab.ber, ok.links[0].ab.reorder_prob, ok.links[0].ba.reorder_gap), (1e-6, 0.25, 5));
     let e = plan(base, "t.toml", "UPPER").unwrap_err();
