@@ -29,7 +29,7 @@ mixed() { # total nodes: R routers in a line, each with a switch and (N/R - 2) h
 
 probe() { # exp src dst-node
   local dst
-  dst=$("$H" emu ls "$1" | awk -v n="$3" '$1 == n { print $NF }')
+  dst=$("$H" emu ls "$1" --all | awk -v n="$3" '$1 == n { print $NF }')
   "$H" emu exec "$1" "$3" -- "$H" recv -b "$dst" -p 9000 --idle 3s -t 10s -l "$W/r.hlog" >/dev/null 2>&1 &
   local p=$!
   sleep 0.5

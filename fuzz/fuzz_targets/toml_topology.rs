@@ -12,7 +12,8 @@ fuzz_target!(|data: &[u8]| {
         for l in &p.links {
             assert!(l.a.ifname.len() <= 15 && l.b.ifname.len() <= 15);
         }
-        let _ = horde_topo::dot(&p, |spec| format!("{}", spec.delay_ns));
+        let _ = horde_topo::dot(&p, |spec| format!("{}", spec.delay_ns), None);
+        let _ = horde_topo::dot(&p, |spec| format!("{}", spec.delay_ns), Some(2));
     }
     if let Ok(raw) = horde_topo::parse(s, "fuzz.toml") {
         let text = horde_topo::render(&raw);

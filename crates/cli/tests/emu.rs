@@ -361,8 +361,10 @@ fn live_loss_each_way_follows_a_lossy_link() {
 }
 
 /// A switch with more links than a Linux bridge holds ports (1,024) is built as a tree of
-/// bridges (issue 24): 1,500 hosts on one switch come up, and hosts on different bridges of
-/// the tree reach each other.
+/// bridges (issue 24), spread over more than one fabric namespace (600 ports each): 1,500 hosts
+/// on one switch come up, hosts on different bridges and shards reach each other, a host on an
+/// impaired link to the last bridge (its end in a shard, the link emulator's in the fabric)
+/// gets its delay, and a port in a shard goes down and comes back up.
 #[test]
 fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
     if !root_or_skip("a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges") {
@@ -372,17 +374,32 @@ fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
     let topo = write(
         &dir,
         "star.toml",
-        "name = \"star\"\n[[node]]\nname = \"h\"\nkind = \"host\"\ncount = 1500\n[[node]]\nname = \"sw\"\nkind = \"switch\"\n[[link]]\na = \"h\"\nb = \"sw\"\nsubnet = \"10.50.0.0/16\"\n",
+        "name = \"star\"\n[[node]]\nname = \"h\"\nkind = \"host\"\ncount = 1500\n[[node]]\nname = \"x\"\nkind = \"host\"\n[[node]]\nname = \"sw\"\nkind = \"switch\"\n[[link]]\na = \"h\"\nb = \"sw\"\nsubnet = \"10.50.0.0/16\"\n[[link]]\na = \"x\"\nb = \"sw\"\ndelay = \"2ms\"\n",
     );
     let exp = "tbig1";
     let _ = horde(&["emu", "down", exp, "--purge"]);
     ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
-    let ls = ok(&["emu", "ls", exp]);
+    // listed and drawn grouped (a row and a vertex for the 1,500 hosts), every node on request
+    let grouped = ok(&["emu", "ls", exp]);
+    assert!(grouped.lines().count() < 10 && grouped.contains("h1 … h1500") && grouped.contains("×1500"), "{grouped}");
+    let dot = ok(&["emu", "ls", exp, "--dot"]);
+    assert!(dot.lines().count() < 12 && dot.contains("×1500"), "{dot}");
+    let ls = ok(&["emu", "ls", exp, "--all"]);
+    assert_eq!(ls.lines().filter(|l| l.starts_with('h')).count(), 1500, "{ls}");
     let addr = |n: &str| ls.lines().find(|l| l.split_whitespace().next() == Some(n)).and_then(|l| l.split_whitespace().last()).unwrap().to_string();
     for far in ["h1500", "h777"] {
         let t = probe(exp, &dir, "h1", far, &addr(far), &["-C", "50", "-c", "50", "-z", "100"], far); // 100 packets
         assert_eq!((t["packets"].as_u64(), t["loss"]["lost"].as_u64()), (Some(100), Some(0)), "h1 → {far}: {t}");
     }
+    assert!(namespaces(exp).iter().filter(|n| n.contains("-.f")).count() >= 2, "shards: {:?}", namespaces(exp));
+    let t = probe(exp, &dir, "h1", "x", &addr("x"), &["-C", "50", "-c", "50", "-z", "100"], "x");
+    assert_eq!((t["packets"].as_u64(), t["loss"]["lost"].as_u64()), (Some(100), Some(0)), "h1 → x: {t}");
+    let min = t["delay"]["min_ms"].as_f64().unwrap_or_else(|| panic!("owd: {t}"));
+    assert!(min >= 1.9, "the impaired link's 2 ms: {t}");
+    ok(&["emu", "link", exp, "h1500", "sw", "--down"]);
+    ok(&["emu", "link", exp, "h1500", "sw", "--up"]);
+    let t = probe(exp, &dir, "h1", "h1500", &addr("h1500"), &["-C", "50", "-c", "50", "-z", "100"], "again");
+    assert_eq!((t["packets"].as_u64(), t["loss"]["lost"].as_u64()), (Some(100), Some(0)), "h1 → h1500 after down/up: {t}");
     ok(&["emu", "down", exp, "--purge"]);
     assert!(namespaces(exp).is_empty());
 }

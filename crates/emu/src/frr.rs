@@ -146,6 +146,11 @@ pub fn needed(plan: &Plan) -> bool {
 }
 
 /// Checks that FRR is installed (before anything is built).
+/// How many routing daemons the plan's routers run.
+pub fn daemon_count(plan: &Plan) -> usize {
+    plan.nodes.iter().filter_map(|n| n.routing.as_ref()).map(|r| daemons_of(r).len()).sum()
+}
+
 pub fn check_installed(plan: &Plan) -> Result<(), EmuError> {
     for n in plan.nodes.iter().filter_map(|n| n.routing.as_ref().map(|r| (n, r))) {
         for d in daemons_of(n.1) {

@@ -25,14 +25,14 @@ pub mod nl;
 pub mod ns;
 mod procs;
 mod spaces;
-use spaces::{addresses_and_routes, namespaces, NodeNs};
+use spaces::{addresses_and_routes, namespaces, NodeNs, NsRole};
 pub mod state;
+mod wire;
 
 pub use procs::{daemons, forget_process, processes_in, record_process};
 use procs::{describe_pid, kill_all, netns_inode, recorded_processes};
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -248,7 +248,7 @@ pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, change: &horde_topo:
             ));
         }
         let port = if d == 0 { &l.a } else { &l.b };
-        let nsname = if plan.nodes[port.node].kind.is_l2() { format!("{}{exp}", ns::PREFIX) } else { plan.nodes[port.node].ns.clone() };
+        let nsname = bridges::port_ns(&plan, &bridges::Layout::of(&plan), exp, li, d);
         let fd = ns::open(&nsname)?;
         let ifname = port.ifname.clone();
         ns::within(&fd, || -> Result<(), EmuError> {
@@ -291,6 +291,9 @@ pub struct UpOptions {
 pub struct UpReport {
     pub meta: Meta,
     pub plan: Plan,
+    /// What `up` changed on the machine besides the experiment (e.g. a raised kernel limit),
+    /// one sentence each, for the caller to show.
+    pub notes: Vec<String>,
 }
 
 /// Builds the topology. On failure, everything made so far is removed again.
@@ -307,14 +310,17 @@ pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError
         make_live(&mut plan);
     }
     frr::check_installed(&plan)?;
+    let with_ns = plan.nodes.iter().filter(|n| !n.kind.is_l2()).count() + 1;
+    limits::memory(with_ns, plan.links.len(), frr::daemon_count(&plan))?;
     let taken = external::check(&plan)?;
     let dir = state_dir(&exp);
     std::fs::create_dir_all(dir.join("node")).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
     std::fs::write(dir.join("topology.toml"), text).map_err(|e| EmuError::io("saving the topology", e))?;
     // The plan, typed: every later command reads it back instead of planning the text again.
     std::fs::write(dir.join(PLAN_FILE), serde_json::to_vec(&plan).expect("serializable")).map_err(|e| EmuError::io("saving the plan", e))?;
-    match build(&plan, &exp, file, opts, t0, &taken) {
-        Ok(meta) => Ok(UpReport { meta, plan }),
+    let mut notes = Vec::new();
+    match build(&plan, &exp, file, opts, t0, &taken, &mut notes) {
+        Ok(meta) => Ok(UpReport { meta, plan, notes }),
         Err(e) => {
             let _ = down(&exp);
             Err(e)
@@ -329,39 +335,53 @@ fn interrupted(opts: &UpOptions) -> Result<(), EmuError> {
     }
 }
 
-fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, taken: &[external::Saved]) -> Result<Meta, EmuError> {
+/// How long `up` has taken when it finishes a phase (`HORDE_LOG=horde_emu=debug`).
+fn phase(name: &str, t0: Instant) {
+    tracing::debug!(phase = name, seconds = t0.elapsed().as_secs_f64(), "emu up");
+}
+
+fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, taken: &[external::Saved], notes: &mut Vec<String>) -> Result<Meta, EmuError> {
     ns::prepare()?;
     let impaired: Vec<usize> = (0..plan.links.len()).filter(|&i| plan.links[i].impaired()).collect();
     let netem = !opts.userspace && !impaired.is_empty() && (kernel_has_netem() || std::env::var("HORDE_EMU_NETEM").is_ok_and(|v| v == "force"));
     // Kernel path for the links netem represents exactly; the userspace path for the rest.
     let netem_links: Vec<usize> = if netem { impaired.iter().copied().filter(|&i| netem_can(&plan.links[i])).collect() } else { Vec::new() };
     let path = if netem_links.is_empty() { LinkPath::Userspace } else { LinkPath::Netem };
-    // Namespaces: the fabric first, then one per host and router, made on a helper thread so
-    // this thread stays where it is. Each gets its sockets while the thread is inside it.
-    let mut names = vec![format!("{}{exp}", ns::PREFIX)];
+    // Namespaces: the fabric first, then one per host and router, then the fabric's other
+    // shards (where large switches' bridges go), made on a helper thread so this thread stays
+    // where it is.
+    let layout = bridges::Layout::of(plan);
+    let mut names = vec![(bridges::shard_ns(exp, 0), NsRole::Fabric)];
     let mut which: Vec<Option<usize>> = vec![None; plan.nodes.len()];
     for (i, n) in plan.nodes.iter().enumerate() {
         if !n.kind.is_l2() {
             which[i] = Some(names.len());
-            names.push(n.ns.clone());
+            names.push((n.ns.clone(), if n.kind == Kind::Router { NsRole::Router } else { NsRole::Host }));
         }
     }
-    limits::descriptors(names.len())?;
-    if let Some(said) = limits::neighbours(names.len())? {
-        eprintln!("horde emu: {said}");
+    let mut slot = vec![0];
+    for k in 1..=layout.extra {
+        slot.push(names.len());
+        names.push((bridges::shard_ns(exp, k), NsRole::Fabric));
     }
-    let routers: Vec<bool> = std::iter::once(false).chain(plan.nodes.iter().filter(|n| !n.kind.is_l2()).map(|n| n.kind == Kind::Router)).collect();
-    let mut spaces = namespaces(&names, &routers, opts)?;
+    limits::descriptors(names.len())?;
+    notes.extend(limits::neighbours(names.len())?);
+    let mut spaces = namespaces(&names, opts)?;
+    phase("namespaces", t0);
     interrupted(opts)?;
     // Bridges (a tree of them for a switch with more ports than one holds).
-    let mut bridges = bridges::build(plan, exp, &mut spaces[0])?;
-    let n_imp = links(plan, exp, &mut spaces, &which, &mut bridges, &netem_links, opts)?;
+    let mut bridges = bridges::build(plan, exp, &layout, &mut spaces, &slot)?;
+    phase("bridges", t0);
+    let n_imp = wire::links(plan, exp, &mut spaces, &which, &mut bridges, &slot, &netem_links, opts)?;
+    phase("links", t0);
     interrupted(opts)?;
-    external::take(exp, plan, taken, &spaces[0].fd, |n| bridges.port(n))?;
+    external::take(exp, plan, taken, &spaces[0].fd, |n| bridges.port(n).map(|(_, b)| b))?;
     let has_impaired = n_imp > 0;
     addresses_and_routes(plan, &mut spaces, &which, has_impaired, opts)?;
+    phase("addresses and routes", t0);
     let netem_raw: Vec<(usize, LinkSpec, LinkSpec)> = netem_links.iter().map(|&i| (i, plan.links[i].ab.clone(), plan.links[i].ba.clone())).collect();
     drop(spaces);
+    phase("descriptors closed", t0);
     interrupted(opts)?;
     let base_dir = Path::new(file).parent().map(|p| p.canonicalize().unwrap_or(p.to_path_buf())).unwrap_or_default();
     let mut meta = Meta {
@@ -383,6 +403,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, take
     };
     identity::write_hosts(exp, plan)?;
     save_meta(&meta)?;
+    phase("hosts files", t0);
     if has_impaired {
         meta.daemon_pid = Some(fwd::spawn_daemon(exp, &opts.daemon_exe)?);
     }
@@ -391,129 +412,6 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, take
     meta.up_seconds = t0.elapsed().as_secs_f64();
     save_meta(&meta)?;
     Ok(meta)
-}
-
-/// Every link of the plan: veth pairs between nodes (or into a bridge), or, for a link the
-/// userspace forwarder impairs, a pair from each end to the forwarder's ends in the fabric
-/// (named hdEXPiNa / hdEXPiNb); netem qdiscs on the links in `netem_links`. Returns how many
-/// links the forwarder carries.
-fn links(
-    plan: &Plan,
-    exp: &str,
-    spaces: &mut [NodeNs],
-    which: &[Option<usize>],
-    bridges: &mut bridges::Bridges,
-    netem_links: &[usize],
-    opts: &UpOptions,
-) -> Result<usize, EmuError> {
-    let fabric_fd = spaces[0].fd.as_raw_fd();
-    let mut n_imp = 0usize;
-    let mut late_masters: Vec<(u32, u32, String)> = Vec::new();
-    // peers come up from their own namespace's socket once the pairs exist
-    let mut peer_up: Vec<(usize, u32, String)> = Vec::new();
-    // Where each plain link's ends landed (namespace slot, index), for netem qdiscs.
-    let mut qdiscs: Vec<(usize, u32, LinkSpec, String)> = Vec::new();
-    for (li, l) in plan.links.iter().enumerate() {
-        let on_netem = netem_links.contains(&li);
-        let mut landed: Vec<(usize, u32)> = Vec::new();
-        let ends: Vec<(&horde_topo::Port, Option<(String, u32)>)> = if l.impaired() && !on_netem {
-            let k = n_imp;
-            n_imp += 1;
-            let fa = format!("hd{exp}i{k}a");
-            let fb = format!("hd{exp}i{k}b");
-            let ia = spaces[0].index();
-            let ib = spaces[0].index();
-            vec![(&l.a, Some((fa, ia))), (&l.b, Some((fb, ib)))]
-        } else {
-            vec![(&l.a, None)]
-        };
-        for (port, fabric_end) in ends {
-            let other = if std::ptr::eq(port, &l.a) { &l.b } else { &l.a };
-            match fabric_end {
-                // node end ↔ the forwarder's end in the fabric
-                Some((fname, fidx)) => {
-                    if let Some(br) = bridges.port(port.node) {
-                        let pidx = spaces[0].index();
-                        spaces[0].nl()?.veth(&port.ifname, pidx, Some(br), &fname, fidx, fabric_fd)?;
-                        spaces[0].nl()?.no_ipv6(pidx, &port.ifname)?;
-                        peer_up.push((0, fidx, fname.clone()));
-                    } else {
-                        let k = which[port.node].expect("host or router");
-                        let nidx = spaces[k].index();
-                        let nfd = spaces[k].fd.as_raw_fd();
-                        spaces[0].nl()?.veth(&fname, fidx, None, &port.ifname, nidx, nfd)?;
-                        spaces[0].nl()?.no_ipv6(fidx, &fname)?;
-                        peer_up.push((k, nidx, port.ifname.clone()));
-                    }
-                }
-                // a plain veth pair between the two nodes
-                None => match (bridges.port(port.node), bridges.port(other.node)) {
-                    (Some(ba), Some(bb)) => {
-                        let ia = spaces[0].index();
-                        let ib = spaces[0].index();
-                        spaces[0].nl()?.veth(&port.ifname, ia, Some(ba), &other.ifname, ib, fabric_fd)?;
-                        spaces[0].nl()?.no_ipv6(ia, &port.ifname)?;
-                        late_masters.push((ib, bb, other.ifname.clone()));
-                        peer_up.push((0, ib, other.ifname.clone()));
-                        landed = vec![(0, ia), (0, ib)];
-                    }
-                    (Some(br), None) | (None, Some(br)) => {
-                        let (sw, host) = if bridges.is(port.node) { (port, other) } else { (other, port) };
-                        let k = which[host.node].expect("host or router");
-                        let hidx = spaces[k].index();
-                        let hfd = spaces[k].fd.as_raw_fd();
-                        let sidx = spaces[0].index();
-                        spaces[0].nl()?.veth(&sw.ifname, sidx, Some(br), &host.ifname, hidx, hfd)?;
-                        spaces[0].nl()?.no_ipv6(sidx, &sw.ifname)?;
-                        peer_up.push((k, hidx, host.ifname.clone()));
-                        landed = if std::ptr::eq(sw, port) { vec![(0, sidx), (k, hidx)] } else { vec![(k, hidx), (0, sidx)] };
-                    }
-                    (None, None) => {
-                        let ka = which[port.node].expect("host or router");
-                        let kb = which[other.node].expect("host or router");
-                        let ia = spaces[ka].index();
-                        let ib = spaces[kb].index();
-                        let bfd = spaces[kb].fd.as_raw_fd();
-                        spaces[ka].nl()?.veth(&port.ifname, ia, None, &other.ifname, ib, bfd)?;
-                        spaces[ka].nl()?.no_ipv6(ia, &port.ifname)?;
-                        spaces[ka].release_host(ka)?;
-                        peer_up.push((kb, ib, other.ifname.clone()));
-                        landed = vec![(ka, ia), (kb, ib)];
-                    }
-                },
-            }
-        }
-        if on_netem {
-            let name = |p: &horde_topo::Port| format!("{}:{}", plan.nodes[p.node].name, p.ifname);
-            qdiscs.push((landed[0].0, landed[0].1, l.ab.clone(), name(&l.a)));
-            qdiscs.push((landed[1].0, landed[1].1, l.ba.clone(), name(&l.b)));
-        }
-    }
-    for (k, s) in spaces.iter_mut().enumerate() {
-        s.release_host(k)?;
-    }
-    interrupted(opts)?;
-    for (idx, master, name) in &late_masters {
-        spaces[0].nl()?.set_master(*idx, *master, name)?;
-    }
-    // each host's ends come up from its own socket, opened and closed in turn (a socket per
-    // namespace held at once would be 10,000 descriptors more)
-    // IPv4 only: every veth end gets no IPv6 address before its carrier comes (else each runs
-    // duplicate-address detection and router solicitation, flooded by the switches to every
-    // port: with thousands of hosts, minutes of kernel work and dropped frames)
-    for (k, idx, name) in &peer_up {
-        spaces[*k].nl()?.no_ipv6(*idx, name)?;
-        spaces[*k].nl()?.up(*idx, name)?;
-        spaces[*k].release_host(*k)?;
-    }
-    for (k, idx, spec, name) in &qdiscs {
-        if *spec != LinkSpec::default() {
-            spaces[*k].nl()?.netem(*idx, spec, false, name)?;
-            spaces[*k].release_host(*k)?;
-        }
-    }
-    spaces[0].nl()?.flush()?;
-    Ok(n_imp)
 }
 
 fn save_meta(meta: &Meta) -> Result<(), EmuError> {

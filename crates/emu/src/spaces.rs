@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
 
 use horde_topo::Plan;
 
@@ -17,6 +18,8 @@ pub(crate) struct NodeNs {
     pub(crate) fd: OwnedFd,
     nl: Option<Nl>,
     next_index: u32,
+    /// A fabric namespace: its socket stays open (it makes many interfaces).
+    keep: bool,
 }
 
 impl NodeNs {
@@ -33,13 +36,17 @@ impl NodeNs {
         Ok(self.nl.as_mut().expect("just opened"))
     }
 
-    /// Sends what is queued on the namespace's socket; a host's or router's socket (slot `k` >
-    /// 0) is then closed, the fabric's (slot 0) kept.
-    pub(crate) fn release_host(&mut self, k: usize) -> Result<(), EmuError> {
+    pub(crate) fn is_fabric(&self) -> bool {
+        self.keep
+    }
+
+    /// Sends what is queued on the namespace's socket; a host's or router's socket is then
+    /// closed, a fabric namespace's kept.
+    pub(crate) fn release(&mut self) -> Result<(), EmuError> {
         if let Some(nl) = self.nl.as_mut() {
             nl.flush()?;
         }
-        if k > 0 {
+        if !self.keep {
             self.nl = None;
         }
         Ok(())
@@ -59,27 +66,59 @@ impl NodeNs {
     }
 }
 
-/// The namespaces `names` (the fabric first), made on a helper thread so this thread stays
-/// where it is, with forwarding where `routers` says. The fabric's netlink socket is opened at
-/// once (it makes every bridge and most veth pairs); the others' when needed.
-pub(crate) fn namespaces(names: &[String], routers: &[bool], opts: &UpOptions) -> Result<Vec<NodeNs>, EmuError> {
+/// The namespaces `names`, made on a helper thread so this thread stays where it is, with
+/// forwarding where `routers` says; the first `fabric` of `names` are fabric namespaces (their
+/// netlink sockets are opened at once and kept: they make every bridge and most veth pairs;
+/// the others' when needed).
+pub(crate) fn namespaces(names: &[(String, NsRole)], opts: &UpOptions) -> Result<Vec<NodeNs>, EmuError> {
     std::thread::scope(|s| {
         s.spawn(|| -> Result<Vec<NodeNs>, EmuError> {
             let mut out = Vec::with_capacity(names.len());
-            for (k, name) in names.iter().enumerate() {
+            for (name, role) in names {
                 interrupted(opts)?;
                 let fd = ns::create_here(name)?;
-                let nl = if k == 0 { Some(Nl::open()?) } else { None };
-                if routers[k] {
-                    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").map_err(|e| EmuError::io(&format!("enabling forwarding in {name}"), e))?;
+                let keep = *role == NsRole::Fabric;
+                let nl = if keep { Some(Nl::open()?) } else { None };
+                match role {
+                    NsRole::Fabric => fabric_without_ipv6(name)?,
+                    NsRole::Router => {
+                        std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").map_err(|e| EmuError::io(&format!("enabling forwarding in {name}"), e))?
+                    }
+                    NsRole::Host => {}
                 }
-                out.push(NodeNs { fd, nl, next_index: 1 });
+                out.push(NodeNs { fd, nl, next_index: 1, keep });
             }
             Ok(out)
         })
         .join()
         .expect("namespace thread")
     })
+}
+
+/// What a namespace `up` makes is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NsRole {
+    /// The fabric or one of its shards: bridges and the link emulator's ends.
+    Fabric,
+    Host,
+    Router,
+}
+
+/// The fabric holds one end of every link and every bridge: tens of thousands of interfaces
+/// at 10,000 hosts. With IPv6 on, each gets a multicast route in one table whose entries the
+/// kernel walks on every insertion and every interface that comes up (quadratic: a fifth of
+/// `up`'s time at 10,000 hosts). Nothing in the fabric needs IPv6 (it only bridges frames,
+/// which keep whatever the nodes put in them), so it is off there before any interface exists
+/// (and its interfaces need no `addrgenmode none`). Called on the thread inside the namespace.
+fn fabric_without_ipv6(name: &str) -> Result<(), EmuError> {
+    if !Path::new("/proc/sys/net/ipv6").exists() {
+        return Ok(()); // a kernel without IPv6
+    }
+    for which in ["default", "all"] {
+        let p = format!("/proc/sys/net/ipv6/conf/{which}/disable_ipv6");
+        std::fs::write(&p, "1").map_err(|e| EmuError::io(&format!("turning IPv6 off in {name} ({p})"), e))?;
+    }
+    Ok(())
 }
 
 /// Loopback, addresses and routes, node by node on the node's own netlink socket (addresses
@@ -119,7 +158,7 @@ pub(crate) fn addresses_and_routes(plan: &Plan, spaces: &mut [NodeNs], which: &[
         for r in routes.get(&i).into_iter().flatten() {
             nl.route(r.dst.map(|d| (d.base, d.prefix)), r.via, &n.name)?;
         }
-        s.release_host(k)?;
+        s.release()?;
     }
     Ok(())
 }

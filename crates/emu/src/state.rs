@@ -39,11 +39,12 @@ pub fn set_link_state(exp: &str, a: &str, b: &str, up: bool) -> Result<Vec<Strin
     let (mut meta, plan) = load(exp)?;
     let which = links_between(&plan, a, b)?;
     let mut out = Vec::new();
+    let layout = crate::bridges::Layout::of(&plan);
     for &li in &which {
         let l = &plan.links[li];
-        for port in [&l.a, &l.b] {
+        for (end, port) in [&l.a, &l.b].into_iter().enumerate() {
             let node = &plan.nodes[port.node];
-            let nsname = if node.kind.is_l2() { format!("{}{exp}", ns::PREFIX) } else { node.ns.clone() };
+            let nsname = crate::bridges::port_ns(&plan, &layout, exp, li, end);
             let fd = ns::open(&nsname)?;
             let ifname = port.ifname.clone();
             let routes: Vec<_> = if up && !node.kind.is_l2() { plan.routes.iter().filter(|r| r.node == port.node).cloned().collect() } else { Vec::new() };

@@ -66,6 +66,9 @@ impl<'a> EmuRun<'a> {
         let t = Stopwatch::start();
         let r = horde_emu::up(&text, &file, &opts).map_err(|e| Error::Failed(anyhow::anyhow!("bringing up {file}: {e}")))?;
         let exp = r.meta.exp.clone();
+        for n in &r.notes {
+            events(&Event::Note(n.clone()));
+        }
         let down = Down { exp: exp.clone(), events };
         let open = |n: &str| horde_emu::open_node(&exp, &r.plan, n).map_err(|e| Error::Failed(anyhow::anyhow!(e)));
         let server_ns = open(&p.server)?;

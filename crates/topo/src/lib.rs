@@ -40,7 +40,7 @@ pub mod external;
 pub mod routing;
 mod write;
 pub use change::LinkChange;
-pub use dot::dot;
+pub use dot::{addresses, collapsed, dot, GROUP_ABOVE};
 use serde::{Deserialize, Serialize};
 pub use write::{parse, render};
 

@@ -208,7 +208,7 @@ fn a_live_change_is_typed_and_keeps_nanoseconds() {
 #[test]
 fn the_plan_draws_as_a_graphviz_graph() {
     let p = plan(&example("access.toml"), "access.toml", "a1").unwrap();
-    let dot = horde_topo::dot(&p, |s| format!("{} ms", s.delay_ns / 1_000_000));
+    let dot = horde_topo::dot(&p, |s| format!("{} ms", s.delay_ns / 1_000_000), None);
     assert!(dot.starts_with("graph \"") && dot.trim_end().ends_with('}'));
     assert_eq!(dot.matches(" -- ").count(), p.links.len(), "one edge per link");
     assert_eq!(dot.matches("shape=").count(), p.nodes.len(), "one vertex per node");
@@ -216,7 +216,7 @@ fn the_plan_draws_as_a_graphviz_graph() {
     // Quotes in names cannot break the graph.
     let mut q = p.clone();
     q.nodes[0].name = "a\"b".into();
-    assert!(horde_topo::dot(&q, |_| String::new()).contains("\"a\\\"b\""));
+    assert!(horde_topo::dot(&q, |_| String::new(), None).contains("\"a\\\"b\""));
 }
 
 /// An experiment keeps its plan as JSON (`emu up` writes it, every later `emu` command reads it)

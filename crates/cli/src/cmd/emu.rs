@@ -53,6 +53,10 @@ pub enum Cmd {
         /// Print the experiment's topology as a Graphviz graph (`| dot -Tsvg > topo.svg`)
         #[arg(long, requires = "id")]
         dot: bool,
+        /// Every node on its own row (and in the graph); by default a group of more than 16
+        /// nodes (`count = N`) is one row and one vertex
+        #[arg(long, requires = "id")]
+        all: bool,
     },
     /// Runs a command inside a node (its network namespace; working directory: the node's own directory).
     Exec {
@@ -189,13 +193,13 @@ pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> O
             Ok(0)
         }
         Cmd::Ls { id: None, .. } => ls(),
-        Cmd::Ls { id: Some(id), dot: true } => {
+        Cmd::Ls { id: Some(id), dot: true, all } => {
             horde_topo::check_exp_id(&id).map_err(|m| bad_input(anyhow!(m)))?;
             let (_, plan) = horde_emu::load(&id).map_err(emu_err)?;
-            crate::output::out(&horde_topo::dot(&plan, fwd::describe))?;
+            crate::output::out(&horde_topo::dot(&plan, fwd::describe, grouping(all)))?;
             Ok(0)
         }
-        Cmd::Ls { id: Some(id), dot: false } => ls_one(&id),
+        Cmd::Ls { id: Some(id), dot: false, all } => ls_one(&id, grouping(all)),
         Cmd::Exec { id, node, command } => exec(&id, &node, &command),
         Cmd::Cp { id, src, dst } => cp(&id, &src, &dst),
         Cmd::Link(a) => link(a),
@@ -225,6 +229,9 @@ fn up(file: &Path, id: Option<String>, userspace: bool, live_all: bool, stop: st
     let text = horde_model::files::read_text(file, horde_model::files::MAX_TOML, "topology files").context("reading the topology").map_err(bad_input)?;
     let opts = horde_emu::UpOptions { exp: id, daemon_exe: exe(), userspace, live_all, stop: Some(stop) };
     let r = horde_emu::up(&text, &file.display().to_string(), &opts).map_err(emu_err)?;
+    for n in &r.notes {
+        eprintln!("horde emu: {n}");
+    }
     let m = &r.meta;
     let hosts = r.plan.nodes.iter().filter(|n| !n.kind.is_l2()).count();
     say!(
@@ -273,13 +280,48 @@ fn ls() -> Outcome {
     Ok(0)
 }
 
-fn ls_one(id: &str) -> Outcome {
+fn grouping(all: bool) -> Option<usize> {
+    (!all).then_some(horde_topo::GROUP_ABOVE)
+}
+
+fn ls_one(id: &str, group_above: Option<usize>) -> Outcome {
     let (m, plan) = horde_emu::load(id).map_err(emu_err)?;
     let mut o = format!("{} ({}), from {}\n{:<16} {:<7} {:<22} addresses\n", m.exp, m.name, m.file, "node", "kind", "namespace");
+    let addrs = horde_topo::addresses(&plan);
+    let group = horde_topo::collapsed(&plan, group_above);
+    let mut folded = 0usize;
     for (i, n) in plan.nodes.iter().enumerate() {
-        let addrs: Vec<String> = plan.addrs(i).iter().map(|a| a.to_string()).collect();
-        let ns = if n.kind.is_l2() { format!("(bridge {})", n.ns) } else { n.ns.clone() };
-        o.push_str(&format!("{:<16} {:<7} {:<22} {}\n", n.name, format!("{:?}", n.kind).to_lowercase(), ns, addrs.join(" ")));
+        let kind = format!("{:?}", n.kind).to_lowercase();
+        match group[i] {
+            // a large group: one row, its first and last member
+            Some((_, members)) if members[0] == i => {
+                let last = members[members.len() - 1];
+                let name = format!("{} … {}", n.name, plan.nodes[last].name);
+                let ns = format!("×{} ({} …)", members.len(), n.ns);
+                let range = match (addrs[i].first(), addrs[last].last()) {
+                    (Some(a), Some(b)) => format!("{a} … {b}"),
+                    _ => String::new(),
+                };
+                o.push_str(&format!("{name:<16} {kind:<7} {ns:<22} {range}\n"));
+                folded += 1;
+            }
+            Some(_) => {}
+            None => {
+                let a: Vec<String> = addrs[i].iter().map(|a| a.to_string()).collect();
+                let ns = match &n.external {
+                    Some(x) => format!("(bridge {}, interface {})", n.ns, x.interface),
+                    None if n.kind.is_l2() => format!("(bridge {})", n.ns),
+                    None => n.ns.clone(),
+                };
+                o.push_str(&format!("{:<16} {kind:<7} {ns:<22} {}\n", n.name, a.join(" ")));
+            }
+        }
+    }
+    if folded > 0 {
+        o.push_str(&format!(
+            "({folded} group(s) of more than {} nodes on one row each: `horde emu ls {id} --all` lists every node)\n",
+            horde_topo::GROUP_ABOVE
+        ));
     }
     if m.impaired_links > 0 {
         if let Ok(r) = fwd::request(id, &Request::Stats) {
