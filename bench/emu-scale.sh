@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # Large emulated topologies: N hosts on one switch (a tree of bridges past 1,000 ports) and a
-# mixed topology of routers, switches and hosts, timed up and down, with a probe across each.
+# mixed topology of routers, switches and hosts, timed up and down, with a probe across each,
+# and Mininet (Debian's) building the same star in the same session, as far as it gets.
 #
-#   sudo bash bench/emu-scale.sh            (needs root; SIZES="1000 5000 10000" by default)
+#   sudo bash bench/emu-scale.sh     (needs root; SIZES="1000 5000 10000" by default; MININET=0
+#                                     skips the peer; each Mininet size is bounded by 900 s and
+#                                     a 14 GiB memory cgroup; ~25 min in all with Mininet)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "needs root (namespaces)" >&2; exit 1; }
 cargo build --release -q -p horde
 H="$PWD/target/release/horde"
 W=$(mktemp -d /tmp/horde-bench-scale.XXXXXX)
-trap 'rm -rf "$W"' EXIT
+trap 'rm -rf "$W"; rmdir /sys/fs/cgroup/memory/horde-bench-mn 2>/dev/null || true' EXIT
 SIZES=${SIZES:-"1000 5000 10000"}
+MININET=${MININET:-1}
+if [ "$MININET" = 1 ] && { ! command -v mn >/dev/null || ! command -v brctl >/dev/null || ! command -v ping >/dev/null; }; then
+  echo "installing the peer (mininet, bridge-utils, iputils-ping for its probe) from Debian" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mininet bridge-utils iputils-ping >/dev/null
+fi
 
 star() { # hosts
   printf 'name = "star"\n[[node]]\nname = "h"\nkind = "host"\ncount = %d\n[[node]]\nname = "sw"\nkind = "switch"\n[[link]]\na = "h"\nb = "sw"\nsubnet = "10.0.0.0/16"\n' "$1"
@@ -38,27 +46,79 @@ probe() { # exp src dst-node
   "$H" decode "$W/s.hlog" "$W/r.hlog" -q --json - 2>/dev/null | python3 -c 'import json,sys; t=json.load(sys.stdin)["total"]; print(t["packets"])' 2>/dev/null || echo 0
 }
 
+avail() { awk '/MemAvailable/ { print $2 }' /proc/meminfo; }
+
 one() { # kind n src dst
   "$1" "$2" > "$W/t.toml"
-  local t0 t1 t2 exp got
+  local t0 t1 t2 exp got m0 m1
+  m0=$(avail)
   t0=$(date +%s.%N)
   if ! exp=$("$H" emu up "$W/t.toml" 2>"$W/err" | tail -1); then
-    echo "| $1 | $2 | failed: $(tail -1 "$W/err") | | |"
+    printf '| %s | %s | failed: %s | | | |' "$1" "$2" "$(tail -1 "$W/err")"
     return
   fi
   t1=$(date +%s.%N)
+  m1=$(avail)
   got=$(probe "$exp" "$3" "$4")
   t2=$(date +%s.%N)
   "$H" emu down "$exp" --purge >/dev/null
   local t3
   t3=$(date +%s.%N)
-  printf '| %s | %d | %.1f | %.1f | %s/100 |\n' "$1" "$2" "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)" "$got"
-  sleep 5 # the kernel frees the namespaces in the background
+  printf '| %s | %d | %.1f | %.1f | %s/100 | %d |' "$1" "$2" "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)" "$got" "$(( (m0 - m1) / 1024 ))"
+  sleep 30 # the kernel frees the namespaces in the background
 }
 
-echo "| topology | nodes | up (s) | down (s) | probe |"
-echo "|---|---:|---:|---:|---:|"
+# Mininet: the same star (a core bridge and leaf bridges of at most 200 hosts: one Linux bridge
+# holds 1,024 ports), LinuxBridge switches, no controller, timed around start() and stop(), a
+# ping from the first host to the last between them. Bounded: 900 s and a 14 GiB memory cgroup.
+mininet() { # n
+  local cg=/sys/fs/cgroup/memory/horde-bench-mn out
+  mkdir -p "$cg" && echo $((14 << 30)) > "$cg/memory.limit_in_bytes"
+  cat > "$W/mn.py" <<'PY'
+import sys, time
+from mininet.net import Mininet
+from mininet.topo import Topo
+from mininet.nodelib import LinuxBridge
+from mininet.log import setLogLevel
+
+class Star(Topo):
+    def build(self, n=1000):
+        core = self.addSwitch('s1')
+        leaf = None
+        for i in range(n):
+            if i % 200 == 0:
+                leaf = self.addSwitch('s%d' % (i // 200 + 2))
+                self.addLink(leaf, core)
+            self.addLink(self.addHost('h%d' % (i + 1)), leaf)
+
+setLogLevel('error')
+n = int(sys.argv[1])
+t0 = time.time()
+net = Mininet(topo=Star(n=n), switch=LinuxBridge, controller=None, ipBase='10.0.0.0/8')
+net.start()
+t1 = time.time()
+loss = net.ping([net.hosts[0], net.hosts[-1]], timeout=2)
+t2 = time.time()
+net.stop()
+t3 = time.time()
+print(f"up {t1 - t0:.1f} down {t3 - t2:.1f} ping {100 - loss:.0f}%")
+PY
+  out=$( (echo "$BASHPID" > "$cg/cgroup.procs"; timeout 900 /usr/bin/python3 "$W/mn.py" "$1" 2>&1) | tail -1) || true
+  mn -c >/dev/null 2>&1 || true
+  case "$out" in
+    up*) echo "$out" | awk '{ printf " %s | %s | %s |", $2, $4, $6 }' ;;
+    "") printf ' not up within 900 s | | |' ;;
+    *) printf ' failed: %s | | |' "$(echo "$out" | cut -c1-60)" ;;
+  esac
+  sleep 30
+}
+
+echo "| topology | nodes | up (s) | down (s) | probe | memory (MiB) | Mininet up (s) | Mininet down (s) | Mininet ping |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for n in $SIZES; do
   one star "$n" h1 "h$n"
+  if [ "$MININET" = 1 ]; then mininet "$n"; else printf ' | | |'; fi
+  echo
   one mixed "$n" h1_1 "h20_1"
+  echo ' | | |'
 done
