@@ -98,18 +98,22 @@ net = Mininet(topo=Star(n=n), switch=LinuxBridge, controller=None, ipBase='10.0.
 net.start()
 t1 = time.time()
 loss = net.ping([net.hosts[0], net.hosts[-1]], timeout=2)
+print(f"up {t1 - t0:.1f} ping {100 - loss:.0f}%", flush=True)
 t2 = time.time()
 net.stop()
 t3 = time.time()
-print(f"up {t1 - t0:.1f} down {t3 - t2:.1f} ping {100 - loss:.0f}%")
+print(f"down {t3 - t2:.1f}", flush=True)
 PY
-  out=$( (echo "$BASHPID" > "$cg/cgroup.procs"; timeout 900 /usr/bin/python3 "$W/mn.py" "$1" 2>&1) | tail -1) || true
+  (echo "$BASHPID" > "$cg/cgroup.procs"; timeout 900 /usr/bin/python3 "$W/mn.py" "$1" > "$W/mn.out" 2>&1) || true
   mn -c >/dev/null 2>&1 || true
-  case "$out" in
-    up*) echo "$out" | awk '{ printf " %s | %s | %s |", $2, $4, $6 }' ;;
-    "") printf ' not up within 900 s | | |' ;;
-    *) printf ' failed: %s | | |' "$(echo "$out" | cut -c1-60)" ;;
-  esac
+  local up down ping
+  up=$(awk '$1 == "up" { print $2 }' "$W/mn.out"); ping=$(awk '$1 == "up" { print $4 }' "$W/mn.out")
+  down=$(awk '$1 == "down" { print $2 }' "$W/mn.out")
+  if [ -z "$up" ]; then
+    printf ' not up (%s) | | |' "$( (grep -v '^\*\*\*' "$W/mn.out" | tail -1; echo 'within 900 s') | head -1 | cut -c1-60)"
+  else
+    printf ' %s | %s | %s |' "$up" "${down:-not down (900 s in all)}" "$ping"
+  fi
   sleep 30
 }
 

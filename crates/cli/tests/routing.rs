@@ -246,3 +246,37 @@ fn a_rip_line_converges_and_recovers() {
     assert!(recovery_ms < 8_000.0, "{recovery_ms} ms");
     assert!(arr.len() > 4_000, "{}", arr.len());
 }
+
+/// Routing = "bgp" end to end (issue 24): the same 3-router line, each router its own AS (eBGP
+/// between neighbours, `redistribute connected`); the hosts' subnets are learnt over BGP across
+/// two AS hops, traffic crosses the line without loss, and withdrawing the middle link (down)
+/// takes the route away at the far end until it comes back.
+#[test]
+fn a_bgp_line_converges_and_carries_traffic() {
+    if !root_or_skip("a_bgp_line_converges_and_carries_traffic") || !frr_or_fail() {
+        return;
+    }
+    let dir = tmp("bgp-line");
+    let (exp, _down) = up(&dir, &LINE.replace("rip-line", "bgp-line").replace("routing = \"rip\"", "routing = \"bgp\""));
+    let h3 = addr_of(&exp, "h3");
+    let took = route_via(&exp, "r1", "10.3.0.0/24", "proto bgp", Duration::from_secs(60));
+    route_via(&exp, "r3", "10.1.0.0/24", "proto bgp", Duration::from_secs(30));
+    eprintln!("BGP line converged {:.1} s after up", took.as_secs_f64());
+    // two AS hops: r1 learnt h3's subnet through AS 65002 from AS 65003
+    let bgp = exec(&exp, "r1", &["vtysh", "-c", "show ip bgp 10.3.0.0/24"]);
+    assert!(bgp.contains("65002 65003"), "{bgp}");
+    let t = probe(&exp, &dir, "h1", "h3", &h3, &["-C", "100", "-c", "100", "-z", "100"], "bgp");
+    assert_eq!((t["packets"].as_u64(), t["loss"]["lost"].as_u64()), (Some(100), Some(0)), "{t}");
+    ok(&["emu", "link", &exp, "r2", "r3", "--down"]);
+    let t0 = Instant::now();
+    let withdrawn = loop {
+        if !exec(&exp, "r1", &["ip", "route", "show", "10.3.0.0/24"]).contains("proto bgp") {
+            break t0.elapsed();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "r1 keeps a BGP route to 10.3.0.0/24 with r2–r3 down");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    ok(&["emu", "link", &exp, "r2", "r3", "--up"]);
+    let back = route_via(&exp, "r1", "10.3.0.0/24", "proto bgp", Duration::from_secs(60));
+    eprintln!("BGP line: route withdrawn {:.1} s after the link went down, back {:.1} s after it came up", withdrawn.as_secs_f64(), back.as_secs_f64());
+}
