@@ -177,3 +177,42 @@ fn flow_file_with_many_flows_and_presets() {
     assert_eq!((voip["min_size"].as_u64(), voip["max_size"].as_u64()), (Some(92), Some(92)));
     assert!((voip["pkt_rate"].as_f64().unwrap() - 100.0).abs() < 2.0);
 }
+
+/// `--priority` and `--quickack` (issue 26 item 7): a thin TCP stream sent with both, received
+/// by a receiver acknowledging at once, arrives whole; a priority the kernel would refuse
+/// unprivileged, or quickack on UDP, is refused before anything is sent, naming the fix.
+#[test]
+fn priority_and_quickack_on_a_thin_tcp_stream() {
+    let dir = Scratch::new("quickack");
+    let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--quickack", "--log", dir.path("r.hlog").to_str().unwrap()]);
+    let dst = rx.addrs[1].to_string();
+    let udp = rx.addrs[0].to_string();
+    let log = dir.path("s.hlog");
+    let out = run(horde().args([
+        "send",
+        "-T",
+        "tcp",
+        "--dst",
+        &dst,
+        "--rate",
+        "200",
+        "--size",
+        "32",
+        "--packets",
+        "200",
+        "--priority",
+        "5",
+        "--quickack",
+        "--log",
+        log.to_str().unwrap(),
+    ]));
+    assert!(out.status.success(), "{}", text(&out));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    rx.stop();
+    assert_eq!(records(&dir.path("r.hlog")).len(), 200, "every APDU arrives");
+    // refused before anything is sent (the receiver is gone: nothing could answer)
+    let out = run(horde().args(["send", "--dst", &udp, "--rate", "10", "--size", "32", "--packets", "5", "--quickack"]));
+    assert!(!out.status.success() && text(&out).contains("quickack") && text(&out).contains("TCP"), "{}", text(&out));
+    let out = run(horde().args(["send", "--dst", &udp, "--rate", "10", "--size", "32", "--packets", "5", "--priority", "300"]));
+    assert!(!out.status.success() && text(&out).contains("priority") && text(&out).contains("0..=255"), "{}", text(&out));
+}

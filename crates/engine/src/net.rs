@@ -59,6 +59,23 @@ pub fn set_tos_ttl(s: &Socket, v6: bool, tos: Option<u8>, ttl: Option<u8>) -> io
     Ok(())
 }
 
+/// `SO_PRIORITY`; 7 and above need CAP_NET_ADMIN (the error says so).
+pub fn set_priority(s: &Socket, prio: u32) -> io::Result<()> {
+    setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PRIORITY, prio as i32).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EPERM) {
+            io::Error::new(e.kind(), format!("priority {prio} needs root (CAP_NET_ADMIN); 0..6 does not"))
+        } else {
+            e
+        }
+    })
+}
+
+/// `TCP_QUICKACK` on a TCP socket: its next ACKs leave at once. The kernel may fall back to
+/// delayed ACKs later, so it is set again after every read.
+pub fn quickack(fd: RawFd) {
+    let _ = setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
+}
+
 /// Large send and receive buffers; forced past rmem_max when running as root.
 pub fn grow_buffers(s: &Socket) {
     let fd = s.as_raw_fd();
@@ -331,3 +348,30 @@ fn sockaddr_to(ss: &libc::sockaddr_storage, len: u32) -> Option<SocketAddr> {
 }
 
 pub use horde_sys::netns::within_netns;
+
+#[cfg(test)]
+mod option_tests {
+    use super::*;
+
+    fn getsockopt_int(fd: RawFd, level: i32, opt: i32) -> i32 {
+        let mut v: i32 = -1;
+        let mut len = size_of::<i32>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `v`.
+        let r = unsafe { libc::getsockopt(fd, level, opt, &mut v as *mut i32 as *mut libc::c_void, &mut len) };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        v
+    }
+
+    #[test]
+    fn priority_and_quickack_reach_the_socket() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = tcp_socket(l.local_addr().unwrap(), None, None, None, true).unwrap();
+        set_priority(&s, 5).unwrap();
+        assert_eq!(getsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PRIORITY), 5);
+        let _ = s.connect(&SockAddr::from(l.local_addr().unwrap()));
+        let (peer, _) = l.accept().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        quickack(peer.as_raw_fd());
+        assert_eq!(getsockopt_int(peer.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_QUICKACK), 1);
+    }
+}

@@ -106,7 +106,7 @@ impl Worker {
             let _ = sock.set_nodelay(true);
             let mut conn = Conn::server_tcp(format!("from {peer}"), self.opts.key.clone());
             conn.arm_timers(mono_ns(), Some(hello_timeout.as_nanos() as u64), None);
-            let slot = Slot { conn, sock: Sock::Own(sock), dst: peer, peer: None };
+            let slot = Slot { conn, sock: Sock::Own(sock), dst: peer, peer: None, quickack: false };
             let i = match self.free.pop() {
                 Some(i) => {
                     self.slots[i] = slot;
@@ -134,7 +134,12 @@ impl Worker {
                 let Sock::Own(sock) = &self.slots[i].sock else { return };
                 match (&*sock).read(&mut self.read_buf) {
                     Ok(0) => return self.close(i),
-                    Ok(n) => n,
+                    Ok(n) => {
+                        if self.slots[i].quickack {
+                            net::quickack(sock.as_raw_fd());
+                        }
+                        n
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                     Err(_) => return self.close(i),
@@ -259,7 +264,7 @@ impl Worker {
         if let Some((h, acc)) = g.admitted {
             let conn = Conn::server_udp(format!("player {}", h.header.seq >> 8), h.header.flow, acc, h.header.send_ns, self.t0_real);
             let i = self.slots.len();
-            self.slots.push(Slot { conn, sock: Sock::Listener(j), dst: from, peer: Some(from) });
+            self.slots.push(Slot { conn, sock: Sock::Listener(j), dst: from, peer: Some(from), quickack: false });
             self.udp_peers.insert(from, i);
             if let Some(p) = &self.opts.progress {
                 p.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

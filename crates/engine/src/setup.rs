@@ -54,6 +54,12 @@ fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
         Some(ns) => net::within_netns(ns, open).and_then(|r| r),
     }
     .map_err(|e| EngineError::Flow { flow: who.clone(), what: format!("opening a {} socket to {}", flow.transport.name(), flow.dst), err: e })?;
+    if let Some(p) = flow.priority {
+        net::set_priority(&sock, p).map_err(|e| EngineError::Flow { flow: who.clone(), what: format!("setting the socket's priority to {p}"), err: e })?;
+    }
+    if flow.quickack {
+        net::quickack(sock.as_raw_fd());
+    }
     // Echoes and a reverse flow's arrivals are timed by the kernel, as a receiver's are.
     if (flow.meter == Meter::Rtt || flow.reverse) && flow.transport == Transport::Udp {
         net::enable_rx_info(&sock, flow.dst.is_ipv6()).map_err(|e| EngineError::Flow { flow: who, what: "enabling receive timestamps".into(), err: e })?;
@@ -71,7 +77,7 @@ fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
     conn.steer_by(job.presence);
     conn.connect_at = connect_at;
     conn.set_deadline(deadline);
-    Ok(Slot { conn, sock: Sock::Own(sock), dst: flow.dst, peer: None })
+    Ok(Slot { conn, sock: Sock::Own(sock), dst: flow.dst, peer: None, quickack: flow.quickack })
 }
 
 /// Waits until every TCP flow's non-blocking connect has completed.

@@ -58,6 +58,8 @@ pub struct Slot {
     pub dst: SocketAddr,
     /// A server side's UDP player: its address.
     pub peer: Option<SocketAddr>,
+    /// TCP_QUICKACK again after every read (`send --quickack`).
+    pub quickack: bool,
 }
 
 impl Slot {

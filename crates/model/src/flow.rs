@@ -73,6 +73,10 @@ impl From<&str> for Quantity {
     }
 }
 
+/// The highest `SO_PRIORITY` accepted (the kernel's limit is the value's range; 7 and above
+/// need CAP_NET_ADMIN, which the kernel checks when the socket is opened).
+pub const MAX_PRIORITY: u32 = 255;
+
 /// A flow as written by the user; every field optional so defaults and presets can fill it.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -97,6 +101,11 @@ pub struct RawFlow {
     pub tos: Option<u8>,
     pub ttl: Option<u8>,
     pub nodelay: Option<bool>,
+    /// `SO_PRIORITY` of the flow's socket (the queueing discipline's band; 0..=6 unprivileged).
+    pub priority: Option<u32>,
+    /// TCP: acknowledge at once (`TCP_QUICKACK`, re-armed after every read) instead of delaying
+    /// ACKs — for thin streams whose sender waits on them.
+    pub quickack: Option<bool>,
     pub duration: Option<Quantity>,
     pub packets: Option<Quantity>,
     pub bytes: Option<Quantity>,
@@ -133,6 +142,10 @@ pub struct Flow {
     pub tos: Option<u8>,
     pub ttl: Option<u8>,
     pub nodelay: bool,
+    /// `SO_PRIORITY` (none: the kernel's default, 0).
+    pub priority: Option<u32>,
+    /// TCP: `TCP_QUICKACK` after every read.
+    pub quickack: bool,
     pub stop: Stop,
     pub meter: Meter,
     pub tag: u32,
@@ -161,6 +174,8 @@ impl Flow {
             tos: None,
             ttl: None,
             nodelay: true,
+            priority: None,
+            quickack: false,
             stop: Stop::default(),
             meter: Meter::Owd,
             tag,
@@ -221,6 +236,27 @@ impl FlowFile {
 }
 
 impl RawFlow {
+    /// Checks the socket options (TOS from `dscp` or `tos`, TTL, priority, quickack); returns
+    /// the TOS byte.
+    fn socket_options(&self, transport: Transport) -> Result<Option<u8>, (&'static str, String)> {
+        let tos = match (self.dscp, self.tos) {
+            (Some(_), Some(_)) => return Err(("dscp", "give either dscp or tos, not both".into())),
+            (Some(d), None) if d > 63 => return Err(("dscp", format!("must be 0..=63 (got {d})"))),
+            (Some(d), None) => Some(d << 2),
+            (None, t) => t,
+        };
+        if self.ttl == Some(0) {
+            return Err(("ttl", "must be 1..=255 (got 0)".into()));
+        }
+        if let Some(p) = self.priority.filter(|&p| p > MAX_PRIORITY) {
+            return Err(("priority", format!("must be 0..={MAX_PRIORITY} (got {p}); 7 and above need root (CAP_NET_ADMIN)")));
+        }
+        if self.quickack == Some(true) && transport != Transport::Tcp {
+            return Err(("quickack", "is for TCP (UDP has no acknowledgements): drop it or use -T tcp".into()));
+        }
+        Ok(tos)
+    }
+
     /// Resolves this flow and its `repeat` copies, numbering them from `first_id`.
     pub fn resolve_all(&self, first_id: u32, base_seed: u64, label: &str) -> Result<Vec<Flow>, FlowError> {
         let n = self.repeat.unwrap_or(1);
@@ -337,15 +373,7 @@ impl RawFlow {
             None => Dist::constant(0.0),
         };
 
-        let tos = match (self.dscp, self.tos) {
-            (Some(_), Some(_)) => return Err(fail("dscp", "give either dscp or tos, not both".into())),
-            (Some(d), None) if d > 63 => return Err(fail("dscp", format!("must be 0..=63 (got {d})"))),
-            (Some(d), None) => Some(d << 2),
-            (None, t) => t,
-        };
-        if self.ttl == Some(0) {
-            return Err(fail("ttl", "must be 1..=255 (got 0)".into()));
-        }
+        let tos = self.socket_options(transport).map_err(|(f, m)| fail(f, m))?;
         let meter = match self.meter.as_deref() {
             None | Some("owd") => Meter::Owd,
             Some("rtt") => Meter::Rtt,
@@ -380,6 +408,8 @@ impl RawFlow {
             tos,
             ttl: self.ttl,
             nodelay: self.nodelay.unwrap_or(true),
+            priority: self.priority,
+            quickack: self.quickack.unwrap_or(false),
             stop,
             meter,
             tag: self.tag.unwrap_or(0),
@@ -471,6 +501,22 @@ mod tests {
         assert_eq!(f.tos, Some(46 << 2));
         assert_eq!(f.stop, Stop { duration_ns: None, packets: Some(10_000), bytes: None });
         assert!(f.nodelay);
+    }
+
+    #[test]
+    fn priority_and_quickack_are_checked() {
+        let f = raw(&[("dst", "'127.0.0.1:9000'"), ("transport", "'tcp'"), ("rate", "10"), ("size", "64"), ("priority", "5"), ("quickack", "true")])
+            .resolve(0, 1, "flow 1")
+            .unwrap();
+        assert_eq!((f.priority, f.quickack), (Some(5), true));
+        let f = raw(&[("dst", "'127.0.0.1:9000'"), ("rate", "10"), ("size", "64")]).resolve(0, 1, "flow 1").unwrap();
+        assert_eq!((f.priority, f.quickack), (None, false));
+        let e = raw(&[("dst", "'127.0.0.1:9000'"), ("rate", "10"), ("size", "64"), ("quickack", "true")]).resolve(0, 1, "flow 1").unwrap_err();
+        assert_eq!(e.field, "quickack", "{e}");
+        assert!(e.msg.contains("TCP"), "{e}");
+        let e = raw(&[("dst", "'127.0.0.1:9000'"), ("rate", "10"), ("size", "64"), ("priority", "256")]).resolve(0, 1, "flow 1").unwrap_err();
+        assert_eq!(e.field, "priority", "{e}");
+        assert!(e.msg.contains("0..=255") && e.msg.contains("CAP_NET_ADMIN"), "{e}");
     }
 
     #[test]

@@ -50,6 +50,10 @@ pub struct Args {
     /// Refuse reverse flows (`send --reverse`); by default they get bulk back while their keep-alives come from their validated address
     #[arg(long)]
     pub no_reverse: bool,
+    /// TCP: acknowledge what arrives at once (TCP_QUICKACK on every connection, re-armed after
+    /// every read) instead of delaying ACKs — for thin streams whose sender waits on them
+    #[arg(long)]
+    pub quickack: bool,
 }
 
 /// Parses `9000`, `9000-9010`, `9000,9005,9100-9101`.
@@ -99,6 +103,7 @@ pub fn options(args: &Args) -> Result<RecvOptions, crate::Failure> {
         max_conns: args.max_conns.max(1),
         conn_idle: args.conn_idle.filter(|d| !d.is_zero()),
         reverse: !args.no_reverse,
+        quickack: args.quickack,
     })
 }
 

@@ -53,6 +53,14 @@ pub struct FlowFlags {
     /// Let Nagle's algorithm batch small TCP writes (TCP_NODELAY is on by default)
     #[arg(long)]
     pub nagle: bool,
+    /// Socket priority (SO_PRIORITY, D-ITG's -p… equivalent): the band a priority queueing
+    /// discipline puts the flow's packets in; 0..6, 7..255 as root
+    #[arg(long, value_name = "N")]
+    pub priority: Option<u32>,
+    /// TCP: acknowledge what arrives at once (TCP_QUICKACK, re-armed after every read) instead
+    /// of delaying ACKs
+    #[arg(long)]
+    pub quickack: bool,
     /// Stop after this long, e.g. 3s, 500ms, 2m (default 10s if no other stop is given)
     #[arg(short = 't', long, value_name = "DURATION")]
     pub duration: Option<String>,
@@ -162,6 +170,8 @@ impl FlowFlags {
             tos,
             ttl,
             nagle,
+            priority,
+            quickack,
             duration,
             packets,
             bytes,
@@ -175,6 +185,8 @@ impl FlowFlags {
             || dscp.is_some()
             || tos.is_some()
             || ttl.is_some()
+            || priority.is_some()
+            || *quickack
             || *nagle
             || *bulk
             || *reverse
@@ -199,6 +211,8 @@ impl FlowFlags {
             tos: self.tos,
             ttl: self.ttl,
             nodelay: self.nagle.then_some(false),
+            priority: self.priority,
+            quickack: self.quickack.then_some(true),
             duration: q(&self.duration),
             packets: q(&self.packets),
             bytes: q(&self.bytes),

@@ -438,6 +438,9 @@ impl Receiver {
                 continue;
             }
             let _ = sock.set_nodelay(true);
+            if self.opts.quickack {
+                crate::net::quickack(sock.as_raw_fd());
+            }
             let idx = self.free.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
@@ -474,7 +477,7 @@ impl Receiver {
         }
         if readable && !c.conn.stalled() {
             let asked = c.conn.reverse_requested();
-            close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, now, room);
+            close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, now, room, self.opts.quickack);
             self.last_arrival = now;
             if !asked && c.conn.reverse_requested() {
                 if self.opts.reverse {
@@ -641,7 +644,8 @@ impl Receiver {
 /// Reads what is available; returns true when the connection should be closed.
 /// `room`: the bytes the receiver's echo budget has left; an echoing connection reads no more
 /// than that (so together they never pass it).
-fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut RecvReport, now_mono: u64, mut room: usize) -> bool {
+#[allow(clippy::too_many_arguments)]
+fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut RecvReport, now_mono: u64, mut room: usize, quickack: bool) -> bool {
     loop {
         let max = if c.conn.echoing() { buf.len().min(room).min(ECHO_LIMIT.saturating_sub(c.conn.out().len())) } else { buf.len() };
         if max == 0 {
@@ -650,7 +654,12 @@ fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut 
         let before_out = c.conn.out().len();
         let n = match c.sock.read(&mut buf[..max]) {
             Ok(0) => return true,
-            Ok(n) => n,
+            Ok(n) => {
+                if quickack {
+                    crate::net::quickack(c.sock.as_raw_fd());
+                }
+                n
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return true,

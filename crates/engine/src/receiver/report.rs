@@ -28,6 +28,8 @@ pub struct RecvOptions {
     /// Send bulk back to reverse flows (`send --reverse`) that ask for it, while their
     /// keep-alives come from their validated address.
     pub reverse: bool,
+    /// TCP: acknowledge at once (TCP_QUICKACK on every connection, again after every read).
+    pub quickack: bool,
 }
 
 impl Default for RecvOptions {
@@ -44,6 +46,7 @@ impl Default for RecvOptions {
             max_conns: 10_000,
             conn_idle: None,
             reverse: true,
+            quickack: false,
         }
     }
 }
