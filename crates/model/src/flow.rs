@@ -293,6 +293,12 @@ impl RawFlow {
         let transport = match self.transport.as_deref() {
             Some("udp" | "UDP") => Transport::Udp,
             Some("tcp" | "TCP") => Transport::Tcp,
+            Some(t) if ["sctp", "dccp"].contains(&t.to_ascii_lowercase().as_str()) => {
+                return Err(fail(
+                    "transport",
+                    format!("must be udp or tcp (got `{t}`): Horde does not send SCTP or DCCP (D-ITG's -T SCTP/DCCP; see docs/cli.md)"),
+                ))
+            }
             Some(t) => return Err(fail("transport", format!("must be udp or tcp (got `{t}`)"))),
             None => preset.as_ref().map(|p| p.transport).unwrap_or_default(),
         };
@@ -501,6 +507,15 @@ mod tests {
         assert_eq!(f.tos, Some(46 << 2));
         assert_eq!(f.stop, Stop { duration_ns: None, packets: Some(10_000), bytes: None });
         assert!(f.nodelay);
+    }
+
+    #[test]
+    fn sctp_and_dccp_are_refused_with_the_reason() {
+        for t in ["sctp", "DCCP"] {
+            let e = raw(&[("dst", "'127.0.0.1:9000'"), ("rate", "10"), ("size", "64"), ("transport", &format!("'{t}'"))]).resolve(0, 1, "flow 1").unwrap_err();
+            assert_eq!(e.field, "transport");
+            assert!(e.msg.starts_with("must be udp or tcp") && e.msg.contains("does not send SCTP or DCCP"), "{e}");
+        }
     }
 
     #[test]
