@@ -53,7 +53,7 @@ pub struct FlowFlags {
     /// Let Nagle's algorithm batch small TCP writes (TCP_NODELAY is on by default)
     #[arg(long)]
     pub nagle: bool,
-    /// Socket priority (SO_PRIORITY, D-ITG's -p… equivalent): the band a priority queueing
+    /// Socket priority (SO_PRIORITY, as D-ITG's priority option): the band a priority queueing
     /// discipline puts the flow's packets in; 0..6, 7..255 as root
     #[arg(long, value_name = "N")]
     pub priority: Option<u32>,
