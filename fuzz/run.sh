@@ -18,6 +18,8 @@ cp -n ../examples/*.toml corpus/toml_scenario/ 2>/dev/null || true
 cp -n ../examples/topologies/*.toml corpus/toml_topology/ 2>/dev/null || true
 mkdir -p corpus/q3_actions
 cp -n ../examples/actions/*.csv corpus/q3_actions/ 2>/dev/null || true
+mkdir -p corpus/ditg_script
+printf -- '-a 127.0.0.1 -rp 10001 -T TCP -C 3 -c 36 -t 8000\n-a 10.0.0.3 -rp 10001 VoIP -x G.711.2 -h RTP -VAD\n-rp 3 -E 200 -u 10 300 -B E 100 W 10 100 -s 0.3 -m rttm\n' > corpus/ditg_script/seed-mixed 2>/dev/null || true
 mkdir -p corpus/commands
 printf '{"command":"stop"}\n' > corpus/commands/stop 2>/dev/null || true
 printf '{"command":"players","online":600}\n{"command":"link","a":"r1","b":"r2","set":{"delay":"50ms","loss":{"p":"1%%","r":"25%%"}}}\n' > corpus/commands/players-link 2>/dev/null || true

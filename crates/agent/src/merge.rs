@@ -68,7 +68,9 @@ impl Plan {
 
 fn load(p: &std::path::Path) -> anyhow::Result<Vec<Record>> {
     let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-    Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?.records)
+    // Endpoint records name the agents' own sockets: the merged report counts packets only.
+    let records = horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?.records;
+    Ok(records.into_iter().filter(|r| r.kind.is_packet()).collect())
 }
 
 /// Corrects one record's times: `own` is the offset of the agent that wrote it, `peer` that of
@@ -83,6 +85,8 @@ pub fn correct(r: &mut Record, own: i64, peer: i64) {
             r.t_a = to_reference(r.t_a, own);
             r.t_b = to_reference(r.t_b, own);
         }
+        // t_a holds address bytes: only the time it was learnt moves.
+        RecordKind::Source | RecordKind::Destination => r.t_b = to_reference(r.t_b, own),
     }
 }
 

@@ -216,3 +216,35 @@ fn priority_and_quickack_on_a_thin_tcp_stream() {
     let out = run(horde().args(["send", "--dst", &udp, "--rate", "10", "--size", "32", "--packets", "5", "--priority", "300"]));
     assert!(!out.status.success() && text(&out).contains("priority") && text(&out).contains("0..=255"), "{}", text(&out));
 }
+
+/// Every send measures what the host takes (issue 26 item 9): steal per second and a
+/// busy-wait floor at the run's rate before it, in the summary and the JSON, with the verdict
+/// on whose the lateness is; `--floor 0` skips the floor.
+#[test]
+fn send_reports_the_hosts_floor_and_steal() {
+    let dir = Scratch::new("floor");
+    let rx = Recv::start(&["--udp", "0"]);
+    let dst = rx.addrs[0].to_string();
+    let json = dir.path("s.json");
+    let out = run(horde().args(["send", "--dst", &dst, "--rate", "5000", "--size", "64", "--duration", "1200ms", "--json", json.to_str().unwrap()]));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("host floor (a busy-wait pacer at 5000 pkt/s"), "{}", text(&out));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let h = &r["host"];
+    assert_eq!(h["floor"]["samples"], 1000, "200 ms at 5,000/s");
+    let (p99, allowed) = (h["floor"]["p99_us"].as_f64().unwrap(), h["allowed_p99_us"].as_f64().unwrap());
+    assert_eq!(allowed, (1.5 * p99).max(20.0));
+    assert_eq!(h["within_floor"].as_bool().unwrap(), r["lateness"]["p99_us"].as_f64().unwrap() <= allowed);
+    assert!(!h["steal_seconds"].as_array().unwrap().is_empty(), "one steal sample per whole second");
+    // One count of late departures: the summary's, the host's total and its seconds agree.
+    assert_eq!(h["late_total"], r["lateness"]["over_1ms"]);
+    assert_eq!(h["late_seconds"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).sum::<u64>(), h["late_total"].as_u64().unwrap());
+    assert_eq!(h["sent_seconds"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).sum::<u64>(), r["packets"].as_u64().unwrap());
+    let out = run(horde().args(["send", "--dst", &dst, "--rate", "100", "--size", "64", "--packets", "5", "--floor", "1h"]));
+    assert!(out.status.code() == Some(2) && text(&out).contains("--floor") && text(&out).contains("at most 10s"), "{}", text(&out));
+    let out = run(horde().args(["send", "--dst", &dst, "--rate", "100", "--size", "64", "--packets", "5", "--floor", "0", "--json", json.to_str().unwrap()]));
+    assert!(out.status.success() && !text(&out).contains("host floor"), "{}", text(&out));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(r["host"]["floor"].is_null() && r["host"]["within_floor"].is_null());
+    rx.stop();
+}

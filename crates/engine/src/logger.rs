@@ -111,6 +111,20 @@ impl LogSink {
         }
     }
 
+    /// Names a flow's two ends in the log (version 2's endpoint records), before its packets'
+    /// records: `src` opened the flow, `dst` is where it went.
+    pub fn endpoints(&mut self, flow: u32, tag: u32, src: Option<std::net::SocketAddr>, dst: Option<std::net::SocketAddr>, protocol: u8) {
+        if self.tx.is_none() {
+            return;
+        }
+        let at_ns = crate::clock::real_ns();
+        for (end, addr) in [(horde_wire::RecordKind::Source, src), (horde_wire::RecordKind::Destination, dst)] {
+            if let Some(addr) = addr {
+                self.push(horde_wire::Endpoint { flow, end, addr, protocol, tag, at_ns }.record());
+            }
+        }
+    }
+
     /// Hands a partial batch over when the last hand-over is older than [`FLUSH_EVERY_NS`].
     /// Data-path loops call it with the monotonic time they already read.
     #[inline]

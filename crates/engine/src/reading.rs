@@ -150,6 +150,7 @@ impl Worker {
             let mut ctx = IoCtx { t0_real: *t0_real, sink, responder: opts.responder.as_ref(), progress: &opts.progress };
             match slots[i].conn.on_stream(now, &read_buf[..n], &mut ctx) {
                 Ok(Some(Event::Granted)) => {
+                    self.log_ends(i);
                     if let Some(p) = &self.opts.progress {
                         p.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -266,6 +267,7 @@ impl Worker {
             let i = self.slots.len();
             self.slots.push(Slot { conn, sock: Sock::Listener(j), dst: from, peer: Some(from), quickack: false });
             self.udp_peers.insert(from, i);
+            self.log_ends(i);
             if let Some(p) = &self.opts.progress {
                 p.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }

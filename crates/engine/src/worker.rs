@@ -135,6 +135,11 @@ pub struct Share {
 pub struct WorkerResult {
     pub flows: Vec<FlowSent>,
     pub lateness: Histogram<u64>,
+    /// Departures more than 1 ms late, and all paced departures, per second of the run.
+    pub late_by_second: Vec<u64>,
+    pub sent_by_second: Vec<u64>,
+    /// Departures more than 1 ms late, exactly.
+    pub late_over_1ms: u64,
     pub interrupted: bool,
     pub refusals: Refusals,
     pub end_real_ns: u64,
@@ -170,7 +175,17 @@ pub struct Worker {
     next_housekeeping: u64,
     /// Started bulk flows, pumped whenever their sockets take more.
     bulk: Vec<usize>,
+    /// Departures more than 1 ms late, and all paced departures, per second of the run (by
+    /// scheduled time).
+    late_by_second: Vec<u64>,
+    sent_by_second: Vec<u64>,
+    /// Departures more than 1 ms late, exactly (the histogram's count is bucketed).
+    late_over_1ms: u64,
 }
+
+/// Seconds of a run whose late departures are counted one by one (a day; later ones only in
+/// the totals).
+const MAX_LATE_SECONDS: usize = 86_400;
 
 impl Worker {
     pub fn new(share: Share, sink: LogSink, opts: SendOptions) -> io::Result<Worker> {
@@ -228,6 +243,9 @@ impl Worker {
             refusals: Refusals::default(),
             next_housekeeping: 0,
             bulk: Vec::new(),
+            late_by_second: Vec::new(),
+            sent_by_second: Vec::new(),
+            late_over_1ms: 0,
         })
     }
 
@@ -292,6 +310,9 @@ impl Worker {
         Ok(WorkerResult {
             flows: self.slots.iter().filter(|s| !(s.conn.role() == Role::Server && s.conn.awaiting_hello())).map(Slot::report).collect(),
             lateness: self.hist,
+            late_by_second: std::mem::take(&mut self.late_by_second),
+            sent_by_second: std::mem::take(&mut self.sent_by_second),
+            late_over_1ms: self.late_over_1ms,
             interrupted,
             refusals: self.refusals.clone(),
             end_real_ns: real_ns(),
@@ -308,6 +329,7 @@ impl Worker {
     /// A client's start: the TCP hello is queued (signed, based at the common start), a UDP
     /// greeter may ask to be admitted; then its departures.
     fn start_slot(&mut self, i: usize) {
+        self.log_ends(i);
         self.slots[i].conn.start(self.t0_real);
         if self.slots[i].conn.greeter().is_some() {
             self.greeting.push(i);
@@ -333,7 +355,30 @@ impl Worker {
             return;
         }
         s.conn.start(self.t0_real);
+        self.log_ends(i);
         self.flush_tcp(i);
+    }
+
+    /// The log's endpoint records of slot `i`: a client's own socket → where it sends; a
+    /// server side's player → the listening socket.
+    pub(crate) fn log_ends(&mut self, i: usize) {
+        if !self.sink.enabled() {
+            return;
+        }
+        let s = &self.slots[i];
+        let protocol = match s.conn.transport() {
+            Transport::Tcp => horde_wire::log::PROTO_TCP,
+            Transport::Udp => horde_wire::log::PROTO_UDP,
+        };
+        let own = |sock: &Socket| sock.local_addr().ok().and_then(|a| a.as_socket());
+        let (src, dst) = match (&s.sock, s.conn.role()) {
+            (Sock::Own(sock), Role::Client) => (own(sock), Some(s.dst)),
+            (Sock::Own(sock), _) => (Some(s.dst), own(sock)),
+            (Sock::Listener(j), _) => (s.peer, self.udp_listeners.get(*j).and_then(|(l, _)| own(l))),
+            (Sock::Closed, _) => return,
+        };
+        let (flow, tag) = (s.conn.flow, s.conn.tag);
+        self.sink.endpoints(flow, tag, src, dst, protocol);
     }
 
     /// Sends the greeter's hello of slot `i` if one is due.
@@ -595,8 +640,24 @@ impl Worker {
         if !self.slots[i].conn.bulk() {
             let late = mono.saturating_sub(self.t0_mono + d.at_ns);
             self.hist.saturating_record(late.max(1));
+            let sec = (d.at_ns / 1_000_000_000) as usize;
+            if sec < MAX_LATE_SECONDS {
+                if self.sent_by_second.len() <= sec {
+                    self.sent_by_second.resize(sec + 1, 0);
+                }
+                self.sent_by_second[sec] += 1;
+            }
             if late > 1_000_000 {
                 Progress::late(&self.opts.progress);
+                self.late_over_1ms += 1;
+                // Per second of the run, to set beside the host's steal in that second.
+                let sec = (d.at_ns / 1_000_000_000) as usize;
+                if sec < MAX_LATE_SECONDS {
+                    if self.late_by_second.len() <= sec {
+                        self.late_by_second.resize(sec + 1, 0);
+                    }
+                    self.late_by_second[sec] += 1;
+                }
             }
         }
         let rec = self.slots[i].conn.sent(d, self.t0_real + d.at_ns, real);

@@ -6,6 +6,7 @@
 
 pub mod behaviour;
 pub mod dist;
+pub mod ditg;
 pub mod files;
 pub mod fit;
 pub mod flow;

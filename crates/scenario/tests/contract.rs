@@ -140,7 +140,7 @@ fn csv_headers_are_the_row_types_and_stay_stable() {
     // The published column order (README, docs/schemas/README.md): columns are only ever added.
     assert_eq!(
         flows.lines().next().unwrap(),
-        "flow,packets,bytes,duration_s,bitrate_bps,pkt_rate,min_size,max_size,delay_kind,delay_min_ms,delay_mean_ms,delay_max_ms,delay_stddev_ms,delay_p50_ms,delay_p90_ms,delay_p99_ms,delay_p999_ms,jitter_ms,ipdv_mean_ms,sent,expected,lost,loss_pct,loss_bursts,loss_burst_max,duplicates,reordered,lateness_p50_us,lateness_p99_us,lateness_max_us,tos,ttl,name,direction"
+        "flow,packets,bytes,duration_s,bitrate_bps,pkt_rate,min_size,max_size,delay_kind,delay_min_ms,delay_mean_ms,delay_max_ms,delay_stddev_ms,delay_p50_ms,delay_p90_ms,delay_p99_ms,delay_p999_ms,jitter_ms,ipdv_mean_ms,sent,expected,lost,loss_pct,loss_bursts,loss_burst_max,duplicates,reordered,lateness_p50_us,lateness_p99_us,lateness_max_us,tos,ttl,name,direction,src,dst,protocol"
     );
     assert_eq!(flows.lines().count(), 1 + 2 + 1, "header, two flows, total");
     let mut r = csv::Reader::from_reader(flows.as_bytes());

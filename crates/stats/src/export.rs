@@ -14,7 +14,7 @@ pub fn json(a: &Analysis) -> String {
 
 /// One row of `flows.csv`: the CSV header is these field names, in this order, so header and
 /// rows cannot disagree. A stable contract (docs/schemas/README.md): columns are only added.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct FlowRow {
     /// Flow id, or `total`.
     pub flow: String,
@@ -55,6 +55,11 @@ pub struct FlowRow {
     /// forward (sender → receiver) or reverse (the receiver's bulk back, `send --reverse`);
     /// empty in the total row.
     pub direction: Option<&'static str>,
+    /// The flow's source and destination `address:port` and protocol, from version-2 logs'
+    /// endpoint records; empty for older logs and in the total row.
+    pub src: Option<String>,
+    pub dst: Option<String>,
+    pub protocol: Option<String>,
 }
 
 impl From<&FlowStats> for FlowRow {
@@ -97,6 +102,9 @@ impl From<&FlowStats> for FlowRow {
             tos: f.tos,
             ttl: f.ttl,
             name: f.name.clone(),
+            src: f.src.clone(),
+            dst: f.dst.clone(),
+            protocol: f.protocol.clone(),
         }
     }
 }
@@ -114,6 +122,11 @@ fn to_csv<R: Serialize>(rows: impl IntoIterator<Item = R>) -> String {
 /// `flows.csv`: one row per flow, then the total row.
 pub fn flows_csv(a: &Analysis) -> String {
     to_csv(a.flows.iter().chain(std::iter::once(&a.total)).map(FlowRow::from))
+}
+
+/// The rows of `flows.csv` (and of `decode --flows-parquet`): every flow, then the total.
+pub fn flow_rows(a: &Analysis) -> Vec<FlowRow> {
+    a.flows.iter().chain(std::iter::once(&a.total)).map(FlowRow::from).collect()
 }
 
 /// `windows.csv`: one row per flow and time window (the row type is [`Window`]).
@@ -142,6 +155,10 @@ pub fn flow_table(a: &Analysis) -> crate::table::Table {
     if named {
         t.columns.insert(1, Column::new("name", "name"));
     }
+    let addressed = a.flows.iter().any(|f| f.src.is_some() || f.dst.is_some());
+    if addressed {
+        t.columns.push(Column::new("path", "source → destination"));
+    }
     let total_row = (a.flows.len() > 1).then_some(&a.total);
     for f in a.flows.iter().chain(total_row) {
         let d = f.delay.as_ref();
@@ -161,9 +178,28 @@ pub fn flow_table(a: &Analysis) -> crate::table::Table {
         if named {
             row.insert(1, Cell::text(f.name.clone().unwrap_or_default()));
         }
+        if addressed {
+            row.push(Cell::text(path(f)));
+        }
         t.push(row);
     }
     t
+}
+
+/// A flow's "udp 10.0.0.1:4000 → 10.0.0.2:9000" (with "(shared id)" when several sources
+/// used its id); empty in the total row.
+fn path(f: &FlowStats) -> String {
+    if f.flow.is_none() || (f.src.is_none() && f.dst.is_none()) {
+        return String::new();
+    }
+    let mut s = format!("{} {} → {}", f.protocol.as_deref().unwrap_or("?"), f.src.as_deref().unwrap_or("?"), f.dst.as_deref().unwrap_or("?"));
+    if f.reverse {
+        s = format!("{} ← {}", f.src.as_deref().unwrap_or("?"), f.dst.as_deref().unwrap_or("?"));
+    }
+    if f.shared_id {
+        s.push_str(" (shared id)");
+    }
+    s
 }
 
 /// The readable summary: the per-flow table (at most `max_flows` flows, then a count; 0: all),

@@ -17,14 +17,19 @@
 
 use std::collections::BTreeMap;
 
-use horde_wire::{log, Record, RecordKind, WireError};
+pub use collect::{collect, Collected, FlowEnds};
+use collect::{Arrival, FlowAcc};
+use horde_wire::{log, Record, WireError};
 use serde::Serialize;
 
 pub mod charts;
+mod collect;
+pub mod columnar;
 pub mod export;
 pub mod game;
 pub mod html;
 pub mod metrics;
+pub mod packets;
 pub mod quantile;
 pub mod table;
 
@@ -120,6 +125,18 @@ pub struct FlowStats {
     /// The receiver's bulk back to a reverse flow (`send --reverse`), from the sender's log.
     #[serde(default)]
     pub reverse: bool,
+    /// The flow's source (the end that opened it) and destination, `address:port`, from the
+    /// logs' endpoint records (logs of version 2 and later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<String>,
+    /// "udp", "tcp" or "icmp", from the endpoint records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// Several sources used this flow id (their packets are mixed in this row).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared_id: bool,
 }
 
 impl FlowStats {
@@ -165,75 +182,16 @@ pub struct Analysis {
     pub has_receiver_log: bool,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Arrival {
-    seq: u64,
-    send: u64,
-    recv: u64,
-    size: u32,
-    tos: u8,
-    ttl: u8,
-}
-
-#[derive(Default)]
-struct FlowAcc {
-    rx: Vec<Arrival>,
-    echo: Vec<Arrival>,
-    /// (seq, scheduled, actual, size)
-    tx: Vec<(u64, u64, u64, u32)>,
-}
-
 /// Analyses any mix of sender and receiver logs, matching records by flow and sequence.
 pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
-    let mut flows: BTreeMap<u32, FlowAcc> = BTreeMap::new();
-    // Arrivals in a sender's log: the receiver's bulk back to a reverse flow.
-    let mut back: BTreeMap<u32, FlowAcc> = BTreeMap::new();
-    let mut ignored = 0;
-    // A two-way run's pair of logs (`horde run`'s client.hlog and server.hlog): two sender logs
-    // that both sent and received. The first one's departures are the forward rows, met by the
-    // second one's arrivals; the second one's departures are the `rev` rows, met by the
-    // first's. Without this, both sides' departures of a player would be one flow twice over.
-    let two_way: Vec<usize> = logs
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| {
-            l.role == horde_wire::Role::Sender
-                && l.records.iter().any(|r| r.kind == RecordKind::Sent)
-                && l.records.iter().any(|r| r.kind == RecordKind::Received)
-        })
-        .map(|(i, _)| i)
-        .collect();
-    let pair = (two_way.len() == 2 && !logs.iter().any(|l| l.role == horde_wire::Role::Receiver)).then(|| (two_way[0], two_way[1]));
-    for (i, l) in logs.iter().enumerate() {
-        for r in &l.records {
-            let a = Arrival { seq: r.seq, send: r.t_a, recv: r.t_b, size: r.size, tos: r.tos, ttl: r.ttl };
-            if let Some((_, second)) = pair.filter(|p| i == p.0 || i == p.1) {
-                let (forward, other) = if i == second { (&mut back, &mut flows) } else { (&mut flows, &mut back) };
-                match r.kind {
-                    RecordKind::Sent => forward.entry(r.flow).or_default().tx.push((r.seq, r.t_a, r.t_b, r.size)),
-                    RecordKind::Received => other.entry(r.flow).or_default().rx.push(a),
-                    RecordKind::Echoed => ignored += 1,
-                }
-                continue;
-            }
-            if (l.role, r.kind) == (horde_wire::Role::Sender, RecordKind::Received) {
-                back.entry(r.flow).or_default().rx.push(a);
-                continue;
-            }
-            let acc = flows.entry(r.flow).or_default();
-            match (l.role, r.kind) {
-                (horde_wire::Role::Receiver, RecordKind::Received) => acc.rx.push(a),
-                (horde_wire::Role::Sender, RecordKind::Sent) => acc.tx.push((r.seq, r.t_a, r.t_b, r.size)),
-                (horde_wire::Role::Sender, RecordKind::Echoed) => acc.echo.push(a),
-                _ => ignored += 1,
-            }
-        }
-    }
-    for acc in flows.values_mut().chain(back.values_mut()) {
-        unwrap_seqs(&mut acc.rx);
-        unwrap_seqs(&mut acc.echo);
-    }
-    let has_receiver = logs.iter().any(|l| l.role == horde_wire::Role::Receiver) || pair.is_some();
+    analyse_collected(&collect(logs), opts)
+}
+
+/// The analysis of records already sorted into flows ([`collect`]): what `decode` uses when it
+/// also writes the per-packet table from the same pass.
+pub fn analyse_collected(c: &Collected, opts: Options) -> Analysis {
+    let Collected { flows, back, ends, ignored, has_receiver } = c;
+    let (ignored, has_receiver) = (*ignored, *has_receiver);
     let mut out = Analysis { ignored_records: ignored, window_s: opts.window_ns.map(|w| w as f64 / 1e9), has_receiver_log: has_receiver, ..Default::default() };
     let mut total_delay = DelayAcc::default();
     let mut total_late = LateAcc::default();
@@ -245,6 +203,12 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
     for (id, acc, reverse) in all {
         let (mut stats, d, late) = flow_stats(*id, acc, has_receiver || reverse);
         stats.reverse = reverse;
+        if let Some(e) = ends.get(id) {
+            stats.src = e.src.map(|a| a.to_string());
+            stats.dst = e.dst.map(|a| a.to_string());
+            stats.protocol = e.protocol.map(horde_wire::log::protocol_name);
+            stats.shared_id = e.shared;
+        }
         if (d.kind == "owd") == any_owd {
             total_delay.merge(&d);
         }
@@ -253,16 +217,17 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
             let t = total_loss.get_or_insert_with(LossStats::default);
             t.sent = match (t.sent, l.sent) {
                 (None, s) if t.expected == 0 => s,
-                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+                (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
             };
-            t.expected += l.expected;
-            t.lost += l.lost;
+            t.expected = t.expected.saturating_add(l.expected);
+            t.lost = t.lost.saturating_add(l.lost);
             t.bursts += l.bursts;
             t.burst_max = t.burst_max.max(l.burst_max);
             t.duplicates += l.duplicates;
             t.reordered += l.reordered;
             for (k, v) in &l.burst_hist {
-                *t.burst_hist.entry(*k).or_default() += v;
+                let e = t.burst_hist.entry(*k).or_default();
+                *e = e.saturating_add(*v);
             }
         }
         let arrivals = if acc.rx.is_empty() { &acc.echo } else { &acc.rx };
@@ -288,29 +253,12 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
         (out.total.pkt_rate, out.total.bitrate_bps) = metrics::span_rates(out.total.packets, out.total.bytes, out.total.duration_s);
     }
     if let Some(w) = opts.window_ns {
-        out.windows = windows(&flows, w, first, has_receiver);
-        let mut rev = windows(&back, w, first, true);
+        out.windows = windows(flows, w, first, has_receiver);
+        let mut rev = windows(back, w, first, true);
         rev.iter_mut().for_each(|x| x.reverse = true);
         out.windows.append(&mut rev);
     }
     out
-}
-
-/// Restores 64-bit sequence numbers from the 32-bit ones UDP carries, in arrival order.
-fn unwrap_seqs(v: &mut [Arrival]) {
-    let mut prev: Option<u64> = None;
-    for a in v.iter_mut() {
-        let s = a.seq & 0xFFFF_FFFF;
-        let u = match prev {
-            None => a.seq,
-            Some(p) => {
-                let base = p & !0xFFFF_FFFF;
-                [base.wrapping_sub(1 << 32), base, base + (1 << 32)].into_iter().map(|b| b.wrapping_add(s)).min_by_key(|c| c.abs_diff(p)).unwrap()
-            }
-        };
-        a.seq = u;
-        prev = Some(u);
-    }
 }
 
 fn pct(part: u64, whole: u64) -> f64 {
@@ -401,18 +349,19 @@ fn loss(arr: &[Arrival], tx: &[(u64, u64, u64, u32)]) -> LossStats {
     if seqs.is_empty() && tx.is_empty() {
         return l;
     }
-    l.expected = hi - lo + 1;
-    let mut prev = lo.wrapping_sub(1);
-    let in_range = seqs.iter().copied().filter(|s| (lo..=hi).contains(s));
-    for s in in_range.chain(std::iter::once(hi + 1)) {
-        let gap = s - prev.wrapping_add(1);
+    // In u128: a log's sequence numbers may span all of u64 (a damaged or hostile one).
+    l.expected = ((hi as u128 - lo as u128 + 1).min(u64::MAX as u128)) as u64;
+    let mut next = lo as u128;
+    let in_range = seqs.iter().map(|&s| s as u128).filter(|s| (lo as u128..=hi as u128).contains(s));
+    for s in in_range.chain(std::iter::once(hi as u128 + 1)) {
+        let gap = (s - next).min(u64::MAX as u128) as u64;
         if gap > 0 {
-            l.lost += gap;
+            l.lost = l.lost.saturating_add(gap);
             l.bursts += 1;
             l.burst_max = l.burst_max.max(gap);
             *l.burst_hist.entry(gap).or_default() += 1;
         }
-        prev = s;
+        next = s + 1;
     }
     l.loss_pct = pct(l.lost, l.expected);
     l.burst_mean = if l.bursts > 0 { l.lost as f64 / l.bursts as f64 } else { 0.0 };
@@ -454,7 +403,8 @@ impl Default for DelayAcc {
 
 impl DelayAcc {
     fn push(&mut self, send: u64, recv: u64) {
-        let d = recv as i64 - send as i64;
+        // Saturating: times come from files, which may claim anything.
+        let d = (recv as i64).saturating_sub(send as i64);
         self.n += 1;
         self.sum += d as f64;
         self.sumsq += (d as f64) * (d as f64);
@@ -462,7 +412,7 @@ impl DelayAcc {
         self.max = self.max.max(d);
         self.values.push(d);
         if let Some((ps, pr)) = self.prev {
-            let dd = (recv as i64 - pr as i64) - (send as i64 - ps as i64);
+            let dd = (recv as i64).saturating_sub(pr as i64).saturating_sub((send as i64).saturating_sub(ps as i64));
             self.jitter.update(dd);
             self.ipdv_sum += dd.unsigned_abs() as f64;
         }
@@ -517,7 +467,7 @@ struct LateAcc {
 
 impl LateAcc {
     fn push(&mut self, sched: u64, actual: u64) {
-        self.values.push(actual as i64 - sched as i64);
+        self.values.push((actual as i64).saturating_sub(sched as i64));
     }
 
     fn merge(&mut self, o: &LateAcc) {
@@ -531,11 +481,11 @@ impl LateAcc {
         self.values.sort_unstable();
         let n = self.values.len();
         let q = |v: &[i64], p: f64| quantile::nearest_rank(v, p).unwrap_or(0) as f64 / 1e3;
-        let mut abs: Vec<i64> = self.values.iter().map(|v| v.abs()).collect();
+        let mut abs: Vec<i64> = self.values.iter().map(|v| v.saturating_abs()).collect();
         abs.sort_unstable();
         Some(Lateness {
             packets: n as u64,
-            mean_us: self.values.iter().sum::<i64>() as f64 / n as f64 / 1e3,
+            mean_us: self.values.iter().map(|&v| v as f64).sum::<f64>() / n as f64 / 1e3,
             p50_us: q(&self.values, 0.5),
             p99_us: q(&self.values, 0.99),
             p999_us: q(&self.values, 0.999),
@@ -589,7 +539,7 @@ fn windows(flows: &BTreeMap<u32, FlowAcc>, w: u64, first: u64, has_receiver: boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use horde_wire::Role;
+    use horde_wire::{RecordKind, Role};
 
     fn rec(kind: RecordKind, seq: u64, send: u64, recv: u64) -> Record {
         Record { flow: 1, size: 100, seq, t_a: send, t_b: recv, tag: 0, tos: 0xb8, ttl: 64, kind, flags: 0 }

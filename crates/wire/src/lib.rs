@@ -14,7 +14,7 @@ pub mod log;
 pub mod stream;
 
 pub use datagram::{DatagramHeader, DATAGRAM_HEADER_LEN};
-pub use log::{LogHeader, Record, RecordKind, Role, LOG_HEADER_LEN, RECORD_LEN};
+pub use log::{Endpoint, LogHeader, Record, RecordKind, Role, LOG_HEADER_LEN, RECORD_LEN};
 pub use stream::{ApduHeader, StreamDecoder, StreamEvent, StreamHello, APDU_HEADER_LEN, HELLO_LEN, MAX_APDU};
 
 /// Wire protocol version carried in datagram headers and stream hellos. Version 2 added address

@@ -8,6 +8,10 @@
 //! record (40 bytes):
 //!  0 flow u32 | 4 size u32 | 8 seq u64 | 16 t_a u64 | 24 t_b u64 | 32 tag u32
 //!  36 tos u8 | 37 ttl u8 | 38 kind u8 | 39 flags u8
+//! endpoint record (40 bytes, kind 3 = source, 4 = destination; version 2):
+//!  0 flow u32 | 4 port u16 | 6 protocol u8 (IANA: 1 ICMP, 6 TCP, 17 UDP) | 7 family u8 (4, 6)
+//!  8..24 address, network byte order (IPv4 in 8..12, the rest 0) | 24 learnt at u64 | 32 tag u32
+//!  36 0 | 37 0 | 38 kind u8 | 39 0
 //! ```
 //! Times are ns since the Unix epoch (CLOCK_REALTIME). Meaning of `t_a` / `t_b` by kind:
 //! - `Sent`: scheduled departure / actual departure (the difference is the send lateness);
@@ -15,12 +19,21 @@
 //! - `Echoed`: send time of the original packet / arrival of its echo back at the sender (RTT).
 //!
 //! `tos`/`ttl` are as read from the received packet (255/0 when the OS did not report them).
+//!
+//! Version 2 added the endpoint records: every log names, once per flow and as soon as its
+//! writer knows them (when the flow starts or is admitted), the flow's **source** (the end that opened it: `send`'s socket, a
+//! player) and **destination** (the end it went to: `recv`'s socket, a server side), with the
+//! protocol. In numpy, `rec[rec['kind'] < 3]` are the packets; for an endpoint,
+//! `size & 0xffff` is the port and `rec.view('u1').reshape(-1, 40)[:, 8:24]` the address bytes.
+//! Version 1 logs (no endpoint records) still decode.
 
 use crate::{need, WireError};
 
 pub const LOG_HEADER_LEN: usize = 32;
 pub const RECORD_LEN: usize = 40;
-pub const LOG_VERSION: u16 = 1;
+pub const LOG_VERSION: u16 = 2;
+/// The oldest log version this build reads.
+pub const LOG_VERSION_MIN: u16 = 1;
 const MAGIC: [u8; 8] = *b"HORDELOG";
 
 /// Record flag: `t_b` is a kernel receive timestamp (SO_TIMESTAMPNS), not a user-space read.
@@ -47,7 +60,7 @@ impl LogHeader {
             return Err(WireError::BadMagic);
         }
         let version = u16::from_le_bytes([buf[8], buf[9]]);
-        if version != LOG_VERSION {
+        if !(LOG_VERSION_MIN..=LOG_VERSION).contains(&version) {
             return Err(WireError::Version(version.min(255) as u8));
         }
         let rec = u16::from_le_bytes([buf[10], buf[11]]) as usize;
@@ -79,6 +92,100 @@ pub enum RecordKind {
     Sent = 0,
     Received = 1,
     Echoed = 2,
+    /// An endpoint record: the flow's source (see [`Endpoint`]).
+    Source = 3,
+    /// An endpoint record: the flow's destination.
+    Destination = 4,
+}
+
+impl RecordKind {
+    /// A packet's record (not an endpoint record).
+    pub fn is_packet(self) -> bool {
+        matches!(self, RecordKind::Sent | RecordKind::Received | RecordKind::Echoed)
+    }
+}
+
+/// IANA protocol numbers of the flows Horde logs.
+pub const PROTO_ICMP: u8 = 1;
+pub const PROTO_TCP: u8 = 6;
+pub const PROTO_UDP: u8 = 17;
+
+/// One end of a flow, as an endpoint record carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    pub flow: u32,
+    /// [`RecordKind::Source`] or [`RecordKind::Destination`].
+    pub end: RecordKind,
+    pub addr: std::net::SocketAddr,
+    /// IANA protocol number ([`PROTO_UDP`], [`PROTO_TCP`], [`PROTO_ICMP`]).
+    pub protocol: u8,
+    pub tag: u32,
+    /// When the logger learnt it, ns since the epoch.
+    pub at_ns: u64,
+}
+
+impl Endpoint {
+    /// The endpoint record. Panics if `end` is not `Source` or `Destination`.
+    pub fn record(&self) -> Record {
+        assert!(!self.end.is_packet(), "an endpoint is a source or a destination");
+        let mut a = [0u8; 16];
+        let family = match self.addr.ip() {
+            std::net::IpAddr::V4(v4) => {
+                a[..4].copy_from_slice(&v4.octets());
+                4u32
+            }
+            std::net::IpAddr::V6(v6) => {
+                a.copy_from_slice(&v6.octets());
+                6
+            }
+        };
+        Record {
+            flow: self.flow,
+            size: self.addr.port() as u32 | (self.protocol as u32) << 16 | family << 24,
+            // Emitted little-endian, so the address's bytes land in file order.
+            seq: u64::from_le_bytes(a[..8].try_into().unwrap()),
+            t_a: u64::from_le_bytes(a[8..].try_into().unwrap()),
+            t_b: self.at_ns,
+            tag: self.tag,
+            tos: 0,
+            ttl: 0,
+            kind: self.end,
+            flags: 0,
+        }
+    }
+
+    /// Reads an endpoint record; `None` for a packet record or an unknown address family.
+    pub fn of(r: &Record) -> Option<Endpoint> {
+        if r.kind.is_packet() {
+            return None;
+        }
+        let mut a = [0u8; 16];
+        a[..8].copy_from_slice(&r.seq.to_le_bytes());
+        a[8..].copy_from_slice(&r.t_a.to_le_bytes());
+        let ip: std::net::IpAddr = match r.size >> 24 {
+            4 => std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]).into(),
+            6 => std::net::Ipv6Addr::from(a).into(),
+            _ => return None,
+        };
+        Some(Endpoint {
+            flow: r.flow,
+            end: r.kind,
+            addr: std::net::SocketAddr::new(ip, r.size as u16),
+            protocol: (r.size >> 16) as u8,
+            tag: r.tag,
+            at_ns: r.t_b,
+        })
+    }
+}
+
+/// A protocol number's name ("udp", "tcp", "icmp", or the number).
+pub fn protocol_name(p: u8) -> String {
+    match p {
+        PROTO_UDP => "udp".into(),
+        PROTO_TCP => "tcp".into(),
+        PROTO_ICMP => "icmp".into(),
+        n => n.to_string(),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -104,6 +211,8 @@ impl Record {
             0 => RecordKind::Sent,
             1 => RecordKind::Received,
             2 => RecordKind::Echoed,
+            3 => RecordKind::Source,
+            4 => RecordKind::Destination,
             k => return Err(WireError::Version(k)),
         };
         Ok(Record {
@@ -169,6 +278,37 @@ mod tests {
         assert_eq!(hh, h);
         assert_eq!(recs.map(|r| r.unwrap()).collect::<Vec<_>>(), vec![r]);
         assert_eq!(trailing_bytes(&file), 7);
+    }
+
+    #[test]
+    fn endpoints_round_trip_and_lie_in_file_order() {
+        for addr in ["192.0.2.7:4000", "[2001:db8::1]:65535", "0.0.0.0:0"] {
+            let e = Endpoint { flow: 9, end: RecordKind::Destination, addr: addr.parse().unwrap(), protocol: PROTO_TCP, tag: 3, at_ns: 55 };
+            let mut b = [0u8; RECORD_LEN];
+            e.record().emit(&mut b);
+            let back = Record::parse(&b).unwrap();
+            assert_eq!(Endpoint::of(&back), Some(e));
+            assert_eq!(u16::from_le_bytes([b[4], b[5]]), e.addr.port());
+            assert_eq!((b[6], b[38]), (PROTO_TCP, 4));
+            match e.addr.ip() {
+                std::net::IpAddr::V4(v4) => assert_eq!((&b[8..12], b[7]), (&v4.octets()[..], 4)),
+                std::net::IpAddr::V6(v6) => assert_eq!((&b[8..24], b[7]), (&v6.octets()[..], 6)),
+            }
+        }
+        assert_eq!(Endpoint::of(&Record::default()), None);
+        // An endpoint record with an unknown family reads as no endpoint, without a panic.
+        let r = Record { kind: RecordKind::Source, size: 9 << 24, ..Default::default() };
+        assert_eq!(Endpoint::of(&r), None);
+    }
+
+    #[test]
+    fn version_1_logs_still_read() {
+        let mut hb = [0u8; LOG_HEADER_LEN];
+        LogHeader { role: Role::Sender, start_ns: 1 }.emit(&mut hb);
+        hb[8..10].copy_from_slice(&1u16.to_le_bytes());
+        assert_eq!(LogHeader::parse(&hb).unwrap().role, Role::Sender);
+        hb[8..10].copy_from_slice(&3u16.to_le_bytes());
+        assert_eq!(LogHeader::parse(&hb), Err(WireError::Version(3)));
     }
 
     #[test]

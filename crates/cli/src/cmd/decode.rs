@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use horde_stats::{analyse, export, load, LoadedLog, Options};
+use horde_stats::{export, load, LoadedLog, Options};
 
 use crate::{bad_input, Outcome};
 
@@ -25,6 +25,19 @@ pub struct Args {
     /// Write the time series as CSV to FILE (needs --window)
     #[arg(long, value_name = "FILE")]
     pub windows_csv: Option<PathBuf>,
+    /// Write one row per packet as Parquet to FILE (flow, addresses, size, seq, scheduled /
+    /// sent / arrival times, delay, lost and duplicate flags): pandas, polars and DuckDB read it
+    #[arg(long, value_name = "FILE")]
+    pub parquet: Option<PathBuf>,
+    /// Write the same per-packet rows as CSV to FILE (- for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub packets_csv: Option<PathBuf>,
+    /// Write the per-flow rows (as --csv) as Parquet to FILE
+    #[arg(long, value_name = "FILE")]
+    pub flows_parquet: Option<PathBuf>,
+    /// Write the time series (as --windows-csv) as Parquet to FILE (needs --window)
+    #[arg(long, value_name = "FILE")]
+    pub windows_parquet: Option<PathBuf>,
     /// Flows shown in the table, 0 for all (all are always in JSON/CSV)
     #[arg(long, default_value_t = 20)]
     pub max_flows: usize,
@@ -73,12 +86,22 @@ pub fn run(args: Args) -> Outcome {
     if window_ns == Some(0) {
         return Err(bad_input(anyhow::anyhow!("--window must be longer than 0")));
     }
-    if args.windows_csv.is_some() && window_ns.is_none() {
-        return Err(bad_input(anyhow::anyhow!("--windows-csv needs --window, e.g. --window 100ms")));
+    for (flag, p) in [("--windows-csv", &args.windows_csv), ("--windows-parquet", &args.windows_parquet)] {
+        if p.is_some() && window_ns.is_none() {
+            return Err(bad_input(anyhow::anyhow!("{flag} needs --window, e.g. --window 100ms")));
+        }
     }
-    let machine = crate::output::one_stdout(&[("--json", &args.json), ("--csv", &args.csv), ("--windows-csv", &args.windows_csv)])?;
+    for (flag, p) in [("--parquet", &args.parquet), ("--flows-parquet", &args.flows_parquet), ("--windows-parquet", &args.windows_parquet)] {
+        if p.as_deref() == Some(std::path::Path::new("-")) {
+            return Err(bad_input(anyhow::anyhow!("{flag}: Parquet is binary and read from files: give a file name, not -")));
+        }
+    }
+    let machine =
+        crate::output::one_stdout(&[("--json", &args.json), ("--csv", &args.csv), ("--windows-csv", &args.windows_csv), ("--packets-csv", &args.packets_csv)])?;
     let logs = load_logs(&args.logs)?;
-    let mut a = analyse(&logs, Options { window_ns });
+    // One pass over the records: the analysis and the per-packet rows both read it.
+    let collected = horde_stats::collect(&logs);
+    let mut a = horde_stats::analyse_collected(&collected, Options { window_ns });
     if let Some(p) = &args.flows {
         let text = horde_model::files::read_text(p, horde_model::files::MAX_TOML, "flow files").context("reading the flow file").map_err(bad_input)?;
         let flows = horde_model::flow::FlowFile::parse_and_resolve(&text, 0).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", p.display())))?;
@@ -124,5 +147,59 @@ pub fn run(args: Args) -> Outcome {
     if let Some(p) = &args.windows_csv {
         super::write_out(p, &export::windows_csv(&a.windows))?;
     }
+    if let Some(p) = &args.parquet {
+        write_file(p, |f| horde_stats::columnar::write_packets(&collected, f))?;
+    }
+    if let Some(p) = &args.flows_parquet {
+        write_file(p, |f| horde_stats::columnar::write_rows(&export::flow_rows(&a), f))?;
+    }
+    if let Some(p) = &args.windows_parquet {
+        write_file(p, |f| horde_stats::columnar::write_windows(&a.windows, f))?;
+    }
+    if let Some(p) = &args.packets_csv {
+        write_packets_csv(p, &collected)?;
+    }
     Ok(0)
+}
+
+/// Writes a binary file whole or not at all: into `FILE.partial`, renamed when complete (an
+/// error or Ctrl-C leaves no truncated table under the name asked for).
+fn write_file(
+    p: &std::path::Path,
+    write: impl FnOnce(std::io::BufWriter<std::fs::File>) -> Result<u64, horde_stats::columnar::ColumnarError>,
+) -> Result<(), crate::Failure> {
+    let mut part = p.as_os_str().to_owned();
+    part.push(".partial");
+    let part = PathBuf::from(part);
+    let f = std::fs::File::create(&part).with_context(|| format!("creating {}", part.display()))?;
+    match write(std::io::BufWriter::with_capacity(1 << 20, f)) {
+        Ok(_) => Ok(std::fs::rename(&part, p).with_context(|| format!("renaming {} to {}", part.display(), p.display()))?),
+        Err(e) => {
+            let _ = std::fs::remove_file(&part);
+            let bad_log = matches!(e, horde_stats::columnar::ColumnarError::Rows(_));
+            let e = anyhow::anyhow!("{}: {e}", p.display());
+            Err(if bad_log { bad_input(e) } else { e.into() })
+        }
+    }
+}
+
+/// The per-packet rows as CSV, streamed (a table can be far larger than the analysis).
+fn write_packets_csv(p: &std::path::Path, c: &horde_stats::Collected) -> Result<(), crate::Failure> {
+    let out: Box<dyn std::io::Write> = if p == std::path::Path::new("-") {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)
+    };
+    let mut w = csv::Writer::from_writer(std::io::BufWriter::with_capacity(1 << 20, out));
+    if let Err(e) = horde_stats::packets::rows::<anyhow::Error>(c, |r| Ok(w.serialize(r)?)) {
+        let bad_log = e.downcast_ref::<horde_stats::packets::RowsError>().is_some();
+        drop(w);
+        if p != std::path::Path::new("-") {
+            let _ = std::fs::remove_file(p);
+        }
+        let e = e.context(format!("writing {}", p.display()));
+        return Err(if bad_log { bad_input(e) } else { e.into() });
+    }
+    w.flush().with_context(|| format!("writing {}", p.display()))?;
+    Ok(())
 }

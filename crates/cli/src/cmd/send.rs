@@ -95,6 +95,11 @@ pub struct Args {
     /// TOML flow file with [defaults] and [[flow]] tables; excludes the one-flow flags
     #[arg(short = 'F', long, value_name = "FILE")]
     pub flows: Option<PathBuf>,
+    /// A D-ITG multi-flow script as it is: one line of ITGSend options per flow (-a, -rp, -sp,
+    /// -T, -C/-c and the other distributions, -t, -z, -k, -d, -s, -m, -b, -f, -D, -B, presets
+    /// such as Quake3 or VoIP -x …); options Horde does not take are refused by name
+    #[arg(long, value_name = "FILE", conflicts_with = "flows")]
+    pub ditg_script: Option<PathBuf>,
     /// Base seed; flows without their own seed derive theirs from it and their id
     #[arg(long, default_value_t = horde_model::flow::DEFAULT_SEED)]
     pub seed: u64,
@@ -110,6 +115,10 @@ pub struct Args {
     /// Busy-wait window before each departure, microseconds (trades CPU for precision)
     #[arg(long, default_value_t = horde_engine::clock::DEFAULT_SPIN_NS / 1000, value_name = "US")]
     pub spin_us: u64,
+    /// How long to measure the host's floor before the run: a pacer that only busy-waits for
+    /// its departure times at the run's rate (what this host allows anyone); 0 skips it
+    #[arg(long, default_value = "200ms", value_parser = super::duration, value_name = "DURATION")]
+    pub floor: Duration,
     /// How long all TCP connections may take to establish
     #[arg(long, default_value = "10s", value_parser = super::duration, value_name = "DURATION")]
     pub connect_timeout: Duration,
@@ -228,6 +237,18 @@ impl FlowFlags {
 
 /// Resolves the flows the user asked for, refusing bad input before anything is sent.
 pub fn flows_from(args: &Args) -> Result<Vec<Flow>, crate::Failure> {
+    if let Some(path) = &args.ditg_script {
+        if args.flow.any() {
+            return Err(bad_input(anyhow::anyhow!(
+                "one-flow flags (--dst, --rate, ...) cannot be combined with --ditg-script; put them on the script's lines"
+            )));
+        }
+        let mut flows = ditg_flows(path, args.seed)?;
+        for f in &mut flows {
+            f.id += args.id_base;
+        }
+        return Ok(flows);
+    }
     let mut flows = match &args.flows {
         Some(path) => {
             if args.flow.any() {
@@ -253,6 +274,51 @@ pub fn flows_from(args: &Args) -> Result<Vec<Flow>, crate::Failure> {
     Ok(flows)
 }
 
+/// The longest floor measurement `--floor` may ask for (it spins a core the whole time).
+const MAX_FLOOR: Duration = Duration::from_secs(10);
+
+/// The host's part: steal during the run, the busy-wait floor, and whose the lateness is.
+fn host_lines(h: &horde_engine::sender::HostReport, p99_us: f64) {
+    if let (Some(mean), Some(max)) = (h.steal_mean, h.steal_max) {
+        let late = if h.late_total > 0 {
+            format!("; {} of the {} departures > 1 ms late fell in seconds with steal ≥ 1 %", h.late_in_steal, h.late_total)
+        } else {
+            String::new()
+        };
+        say!("  host: steal {:.1} % of CPU time (worst second {:.1} %) over {} s{late}", mean * 100.0, max * 100.0, h.steal_seconds.len());
+    }
+    if let (Some(f), Some(allowed), Some(ok)) = (&h.floor, h.allowed_p99_us, h.within_floor) {
+        say!(
+            "  host floor (a busy-wait pacer at {:.0} pkt/s before the run): p50 {:.2} us, p99 {:.2} us, max {:.1} us{} → p99 {:.1} us is {} (≤ {:.1} us = max(20 us, 1.5 × floor p99))",
+            f.rate_pps,
+            f.p50_us,
+            f.p99_us,
+            f.max_us,
+            f.steal.map(|s| format!(", steal {:.1} %", s * 100.0)).unwrap_or_default(),
+            p99_us,
+            if ok { "within what the host allows" } else { "ABOVE what the host allows: Horde's own lateness" },
+            allowed
+        );
+    }
+}
+
+/// A D-ITG script's flows, one per line, numbered from 0 in line order; what D-ITG would have
+/// ignored on a line is said.
+fn ditg_flows(path: &std::path::Path, seed: u64) -> Result<Vec<Flow>, crate::Failure> {
+    let text = horde_model::files::read_text(path, horde_model::files::MAX_TOML, "D-ITG scripts").context("reading the D-ITG script").map_err(bad_input)?;
+    let lines = horde_model::ditg::parse_script(&text).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", path.display())))?;
+    let mut flows = Vec::with_capacity(lines.len());
+    for l in &lines {
+        for n in &l.notes {
+            say!("horde send: note: {} line {}: {n}", path.display(), l.line);
+        }
+        let label = format!("line {}", l.line);
+        let f = l.flow.resolve(flows.len() as u32, seed, &label).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", path.display())))?;
+        flows.push(f);
+    }
+    Ok(flows)
+}
+
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let commands = args.commands.open()?;
     super::commands::stop_only(commands, stop, "flow run", || send(args, stop))
@@ -261,6 +327,13 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
 fn send(args: Args, stop: &AtomicBool) -> Outcome {
     if args.through.agents.is_some() {
         return through_agents(&args, stop);
+    }
+    if args.floor > MAX_FLOOR {
+        return Err(bad_input(anyhow::anyhow!(
+            "--floor {:?} busy-waits a core that long before the run; at most {}s (0 skips it)",
+            args.floor,
+            MAX_FLOOR.as_secs()
+        )));
     }
     if args.threads == 0 {
         return Err(bad_input(anyhow::anyhow!("--threads must be at least 1")));
@@ -274,6 +347,7 @@ fn send(args: Args, stop: &AtomicBool) -> Outcome {
         linger: args.linger,
         key: args.key.key()?,
         greet: !args.no_greet,
+        floor: args.floor,
         ..Default::default()
     };
     let keyed = !opts.key.is_open();
@@ -439,6 +513,7 @@ pub fn print_report(r: &SendReport) {
             l.max_us,
             l.over_1ms
         );
+        host_lines(&r.host, l.p99_us);
     }
     if r.connect_s > 0.0 {
         say!("  set-up (TCP connects, UDP address validation): {:.3} s", r.connect_s);

@@ -96,8 +96,15 @@ pub fn decode(logs: &[&Path]) -> serde_json::Value {
 }
 
 /// All records of a log, parsed with the wire crate (independently of the decoder).
+/// A log's packet records (its endpoint records left out: see [`endpoints`]).
 pub fn records(p: &Path) -> Vec<horde_wire::Record> {
-    horde_stats::load(&std::fs::read(p).unwrap()).unwrap().records
+    horde_stats::load(&std::fs::read(p).unwrap()).unwrap().records.into_iter().filter(|r| r.kind.is_packet()).collect()
+}
+
+/// A log's endpoint records (version 2): which flow went from where to where.
+#[allow(dead_code)]
+pub fn endpoints(p: &Path) -> Vec<horde_wire::Endpoint> {
+    horde_stats::load(&std::fs::read(p).unwrap()).unwrap().records.iter().filter_map(horde_wire::Endpoint::of).collect()
 }
 
 /// The progress lines of a `--progress-file` (the stream's other events left out).

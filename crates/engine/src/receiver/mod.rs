@@ -391,6 +391,8 @@ impl Receiver {
         }
         if let Some((h, (echo, reverse))) = g.admitted {
             self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s });
+            let local = self.udp[i].0.local_addr().ok().and_then(|a| a.as_socket());
+            self.sink.endpoints(h.header.flow, h.header.seq, Some(from), local, horde_wire::log::PROTO_UDP);
         }
         let reply = g.reply;
         let after = self.udp[i].1.stats;
@@ -668,6 +670,9 @@ fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut 
         let was_waiting = c.conn.awaiting_hello();
         let before = report.packets;
         let r = c.conn.on_stream(real_ns(), &buf[..n], &mut SinkCtx { sink, report });
+        if was_waiting && !c.conn.awaiting_hello() {
+            sink.endpoints(c.conn.flow, c.conn.tag, c.sock.peer_addr().ok(), c.sock.local_addr().ok(), horde_wire::log::PROTO_TCP);
+        }
         if c.conn.echoing() {
             report.echoed += report.packets - before;
         }

@@ -47,6 +47,14 @@ pub fn run_jobs(jobs: Vec<Job>, opts: &SendOptions, stop: &AtomicBool) -> Result
         return Err(EngineError::Config("no flows to send".into()));
     }
     setup::check_fd_limit(jobs.len())?;
+    // The run's departures per second, by its flows' models: the floor's pacer runs at it.
+    let rate: f64 = jobs
+        .iter()
+        .filter(|j| !j.flow.bulk)
+        .filter_map(|j| j.flow.idt.mean().or_else(|| j.flow.idt.mean_estimate()))
+        .filter(|m| *m > 0.0)
+        .map(|m| 1000.0 / m)
+        .sum();
     let mut slots = setup::open_all(jobs, opts)?;
     let connect_started = clock::mono_ns();
     setup::connect_all(&mut slots, opts.connect_timeout, stop)?;
@@ -60,7 +68,8 @@ pub fn run_jobs(jobs: Vec<Job>, opts: &SendOptions, stop: &AtomicBool) -> Result
         shares[i % threads].slots.push(s);
     }
     let lead = START_LEAD_NS + START_LEAD_PER_TCP_NS * tcp_flows / threads as u64;
-    run_workers(shares, opts, stop, lead, connect_s)
+    let floor = (!opts.floor.is_zero()).then(|| horde_sys::host::spin_floor(if rate > 0.0 { rate } else { 10_000.0 }, opts.floor.as_nanos() as u64));
+    run_workers(shares, opts, stop, lead, connect_s, floor)
 }
 
 /// The server side of a two-way scenario: listens on `listen`, and for every connection (or UDP
@@ -80,11 +89,19 @@ pub fn serve(
     let threads = opts.threads.max(1);
     let (shares, bound) = setup::listen_all(listen, transport, threads, opts)?;
     ready(&bound);
-    run_workers(shares, opts, stop, START_LEAD_NS, 0.0)
+    run_workers(shares, opts, stop, START_LEAD_NS, 0.0, None)
 }
 
-fn run_workers(shares: Vec<Share>, opts: &SendOptions, stop: &AtomicBool, lead_ns: u64, connect_s: f64) -> Result<SendReport, EngineError> {
+fn run_workers(
+    shares: Vec<Share>,
+    opts: &SendOptions,
+    stop: &AtomicBool,
+    lead_ns: u64,
+    connect_s: f64,
+    floor: Option<horde_sys::host::Floor>,
+) -> Result<SendReport, EngineError> {
     let threads = shares.len();
+    let steal = horde_sys::host::StealMonitor::start();
     let (writer, sink) = match &opts.log {
         Some(p) => {
             let (w, s) = LogWriter::create(p, horde_wire::Role::Sender, real_ns())
@@ -139,12 +156,24 @@ fn run_workers(shares: Vec<Share>, opts: &SendOptions, stop: &AtomicBool, lead_n
     let mut interrupted = false;
     let mut refusals = Refusals::default();
     let mut end_real_ns = 0;
+    let mut late_by_second: Vec<u64> = Vec::new();
+    let mut sent_by_second: Vec<u64> = Vec::new();
+    let mut late_over_1ms = 0u64;
     for r in results {
         let r = r.map_err(|e| EngineError::Io { what: "sending".into(), err: e })?;
         let Some(r) = r else {
             return Err(EngineError::Config("a sender worker could not start (see the error above)".into()));
         };
         hist.add(&r.lateness).ok();
+        late_over_1ms += r.late_over_1ms;
+        if late_by_second.len() < r.late_by_second.len() {
+            late_by_second.resize(r.late_by_second.len(), 0);
+        }
+        late_by_second.iter_mut().zip(&r.late_by_second).for_each(|(a, b)| *a += b);
+        if sent_by_second.len() < r.sent_by_second.len() {
+            sent_by_second.resize(r.sent_by_second.len(), 0);
+        }
+        sent_by_second.iter_mut().zip(&r.sent_by_second).for_each(|(a, b)| *a += b);
         interrupted |= r.interrupted;
         refusals.add(&r.refusals);
         end_real_ns = end_real_ns.max(r.end_real_ns);
@@ -155,7 +184,31 @@ fn run_workers(shares: Vec<Share>, opts: &SendOptions, stop: &AtomicBool, lead_n
     let mut report = summarise(flows, &hist, connect_s, interrupted, opts, log_records, threads, t0);
     report.end_real_ns = end_real_ns;
     report.refusals = refusals;
+    // One count of late departures for the summary and the host's part (the histogram's own
+    // count is bucketed near 1 ms); the per-second counts add up to it for runs up to a day.
+    report.lateness.over_1ms = late_over_1ms;
+    report.host = host_report(steal.map(|m| m.finish()).unwrap_or_default(), floor, late_by_second, sent_by_second, report.lateness.p99_us);
+    report.host.late_total = late_over_1ms;
     Ok(report)
+}
+
+/// What the host took, beside what the run's lateness was.
+fn host_report(steal_seconds: Vec<f64>, floor: Option<horde_sys::host::Floor>, late_by_second: Vec<u64>, sent_by_second: Vec<u64>, p99_us: f64) -> HostReport {
+    let n = steal_seconds.len();
+    let late_in_steal = late_by_second.iter().enumerate().filter(|(k, _)| steal_seconds.get(*k).is_some_and(|s| *s >= STEAL_SECOND)).map(|(_, l)| l).sum();
+    let allowed = floor.as_ref().map(horde_sys::host::allowed_p99_us);
+    HostReport {
+        steal_mean: (n > 0).then(|| steal_seconds.iter().sum::<f64>() / n as f64),
+        steal_max: steal_seconds.iter().copied().reduce(f64::max),
+        steal_seconds,
+        floor,
+        allowed_p99_us: allowed,
+        within_floor: allowed.map(|a| p99_us <= a),
+        late_in_steal,
+        late_total: late_by_second.iter().sum(),
+        late_seconds: late_by_second,
+        sent_seconds: sent_by_second,
+    }
 }
 
 /// Results of the worker threads.
@@ -204,6 +257,23 @@ fn summarise(
         t0_real_ns,
         end_real_ns: 0,
         refusals: Refusals::default(),
+        host: HostReport::default(),
         flows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn late_departures_are_set_beside_the_seconds_the_host_stole() {
+        let floor = horde_sys::host::floor_of(1000.0, vec![10_000; 100], Some(0.0));
+        let h = host_report(vec![0.0, 0.2, 0.005], Some(floor), vec![3, 4, 5, 6], vec![10; 4], 14.0);
+        assert_eq!((h.late_in_steal, h.late_total), (4, 18), "only the second with 20 % steal");
+        assert_eq!((h.allowed_p99_us, h.within_floor), (Some(20.0), Some(true)));
+        assert!((h.steal_mean.unwrap() - 0.205 / 3.0).abs() < 1e-12 && h.steal_max == Some(0.2));
+        let h = host_report(Vec::new(), None, Vec::new(), Vec::new(), 500.0);
+        assert_eq!((h.steal_mean, h.within_floor, h.late_total), (None, None, 0));
     }
 }

@@ -110,7 +110,15 @@ pub struct SendOptions {
     /// drops traffic of flows that did not). Off only to send to something that is not Horde.
     pub greet: bool,
     pub serve_limits: ServeLimits,
+    /// How long the busy-wait floor is measured before the run (0: not measured).
+    pub floor: Duration,
 }
+
+/// The busy-wait floor measured before every run unless told otherwise: 200 ms.
+pub const DEFAULT_FLOOR: Duration = Duration::from_millis(200);
+
+/// Steal above this share marks a second as one where the host took the time: 1 %.
+pub const STEAL_SECOND: f64 = 0.01;
 
 impl Default for SendOptions {
     fn default() -> Self {
@@ -126,6 +134,7 @@ impl Default for SendOptions {
             key: RunKey::OPEN,
             greet: true,
             serve_limits: ServeLimits::default(),
+            floor: DEFAULT_FLOOR,
         }
     }
 }
@@ -261,6 +270,36 @@ pub struct SendReport {
     pub end_real_ns: u64,
     #[serde(default)]
     pub refusals: Refusals,
+    /// What the host took from the run: steal, the busy-wait floor, and whether the lateness
+    /// above is Horde's or the host's.
+    #[serde(default)]
+    pub host: HostReport,
+}
+
+/// The host's share in a run's lateness (horde-sys `host`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostReport {
+    /// Steal share (0..=1) of every whole second of the run, from `/proc/stat`; empty where it
+    /// cannot be read.
+    pub steal_seconds: Vec<f64>,
+    pub steal_mean: Option<f64>,
+    pub steal_max: Option<f64>,
+    /// A busy-waiting pacer at the run's rate, just before the run (`send --floor`); None
+    /// when not measured.
+    pub floor: Option<horde_sys::host::Floor>,
+    /// The p99 lateness the host allows: max(20 µs, 1.5 × the floor's p99).
+    pub allowed_p99_us: Option<f64>,
+    /// Whether the run's p99 lateness is within what the host allows (None without a floor).
+    pub within_floor: Option<bool>,
+    /// Departures more than 1 ms late in seconds with steal ≥ 1 %, and in all seconds.
+    pub late_in_steal: u64,
+    pub late_total: u64,
+    /// Per second of the run (by scheduled time): departures more than 1 ms late, and all
+    /// paced departures.
+    #[serde(default)]
+    pub late_seconds: Vec<u64>,
+    #[serde(default)]
+    pub sent_seconds: Vec<u64>,
 }
 
 /// A flow to run: its validated spec, and optionally a source replacing its plain schedule.

@@ -1,0 +1,142 @@
+//! The one pass over the logs' records that every output starts from: packets sorted into
+//! flows (forward, and the reverse direction's arrivals), and each flow's endpoints. The
+//! analysis ([`crate::analyse`]) and the per-packet table ([`crate::packets`]) both read what
+//! this returns, so their counts cannot disagree.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use horde_wire::{Endpoint, RecordKind, Role};
+
+use crate::LoadedLog;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arrival {
+    pub seq: u64,
+    pub send: u64,
+    pub recv: u64,
+    pub size: u32,
+    pub tos: u8,
+    pub ttl: u8,
+}
+
+#[derive(Default)]
+pub(crate) struct FlowAcc {
+    pub rx: Vec<Arrival>,
+    pub echo: Vec<Arrival>,
+    /// (seq, scheduled, actual, size)
+    pub tx: Vec<(u64, u64, u64, u32)>,
+}
+
+/// Where a flow went, from the endpoint records of every log that names it (version 2 logs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlowEnds {
+    pub src: Option<SocketAddr>,
+    pub dst: Option<SocketAddr>,
+    /// IANA protocol number.
+    pub protocol: Option<u8>,
+    /// More than one source named this flow id (several senders used the same ids: their
+    /// packets cannot be told apart by the receiver's log).
+    pub shared: bool,
+}
+
+impl FlowEnds {
+    fn learn(&mut self, e: &Endpoint) {
+        self.protocol.get_or_insert(e.protocol);
+        let slot = if e.end == RecordKind::Source { &mut self.src } else { &mut self.dst };
+        match slot {
+            None => *slot = Some(e.addr),
+            // A receiver bound to 0.0.0.0 names its end less precisely than the sender did.
+            Some(a) if a.ip().is_unspecified() && !e.addr.ip().is_unspecified() && a.port() == e.addr.port() => *slot = Some(e.addr),
+            Some(a) if e.end == RecordKind::Source && *a != e.addr && !e.addr.ip().is_unspecified() => self.shared = true,
+            Some(_) => {}
+        }
+    }
+}
+
+/// Every log's records sorted into flows: the input of [`crate::analyse_collected`] and
+/// [`crate::packets::rows`].
+pub struct Collected {
+    pub(crate) flows: BTreeMap<u32, FlowAcc>,
+    /// Arrivals in a sender's log: the receiver's bulk back to a reverse flow (or, of a
+    /// two-way pair, the second side's departures met by the first's arrivals).
+    pub(crate) back: BTreeMap<u32, FlowAcc>,
+    pub(crate) ends: BTreeMap<u32, FlowEnds>,
+    pub(crate) ignored: u64,
+    /// A receiver's log was given (or a two-way pair, whose sides log arrivals).
+    pub(crate) has_receiver: bool,
+}
+
+/// One pass over every log's records.
+pub fn collect(logs: &[LoadedLog]) -> Collected {
+    let mut c = Collected { flows: BTreeMap::new(), back: BTreeMap::new(), ends: BTreeMap::new(), ignored: 0, has_receiver: false };
+    // A two-way run's pair of logs (`horde run`'s client.hlog and server.hlog): two sender logs
+    // that both sent and received. The first one's departures are the forward rows, met by the
+    // second one's arrivals; the second one's departures are the `rev` rows, met by the
+    // first's. Without this, both sides' departures of a player would be one flow twice over.
+    let two_way: Vec<usize> = logs
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.role == Role::Sender && l.records.iter().any(|r| r.kind == RecordKind::Sent) && l.records.iter().any(|r| r.kind == RecordKind::Received)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let pair = (two_way.len() == 2 && !logs.iter().any(|l| l.role == Role::Receiver)).then(|| (two_way[0], two_way[1]));
+    for (i, l) in logs.iter().enumerate() {
+        for r in &l.records {
+            if let Some(e) = Endpoint::of(r) {
+                c.ends.entry(r.flow).or_default().learn(&e);
+                continue;
+            }
+            if !r.kind.is_packet() {
+                c.ignored += 1;
+                continue;
+            }
+            let a = Arrival { seq: r.seq, send: r.t_a, recv: r.t_b, size: r.size, tos: r.tos, ttl: r.ttl };
+            if let Some((_, second)) = pair.filter(|p| i == p.0 || i == p.1) {
+                let (forward, other) = if i == second { (&mut c.back, &mut c.flows) } else { (&mut c.flows, &mut c.back) };
+                match r.kind {
+                    RecordKind::Sent => forward.entry(r.flow).or_default().tx.push((r.seq, r.t_a, r.t_b, r.size)),
+                    RecordKind::Received => other.entry(r.flow).or_default().rx.push(a),
+                    _ => c.ignored += 1,
+                }
+                continue;
+            }
+            if (l.role, r.kind) == (Role::Sender, RecordKind::Received) {
+                c.back.entry(r.flow).or_default().rx.push(a);
+                continue;
+            }
+            let acc = c.flows.entry(r.flow).or_default();
+            match (l.role, r.kind) {
+                (Role::Receiver, RecordKind::Received) => acc.rx.push(a),
+                (Role::Sender, RecordKind::Sent) => acc.tx.push((r.seq, r.t_a, r.t_b, r.size)),
+                (Role::Sender, RecordKind::Echoed) => acc.echo.push(a),
+                _ => c.ignored += 1,
+            }
+        }
+    }
+    for acc in c.flows.values_mut().chain(c.back.values_mut()) {
+        unwrap_seqs(&mut acc.rx);
+        unwrap_seqs(&mut acc.echo);
+    }
+    c.has_receiver = logs.iter().any(|l| l.role == Role::Receiver) || pair.is_some();
+    c
+}
+
+/// Restores 64-bit sequence numbers from the 32-bit ones UDP carries, in arrival order.
+fn unwrap_seqs(v: &mut [Arrival]) {
+    let mut prev: Option<u64> = None;
+    for a in v.iter_mut() {
+        let s = a.seq & 0xFFFF_FFFF;
+        let u = match prev {
+            None => a.seq,
+            Some(p) => {
+                let base = p & !0xFFFF_FFFF;
+                [base.wrapping_sub(1 << 32), base, base.wrapping_add(1 << 32)].into_iter().map(|b| b.wrapping_add(s)).min_by_key(|c| c.abs_diff(p)).unwrap()
+            }
+        };
+        a.seq = u;
+        prev = Some(u);
+    }
+}
