@@ -20,6 +20,9 @@ mkdir -p corpus/q3_actions
 cp -n ../examples/actions/*.csv corpus/q3_actions/ 2>/dev/null || true
 mkdir -p corpus/ditg_script
 printf -- '-a 127.0.0.1 -rp 10001 -T TCP -C 3 -c 36 -t 8000\n-a 10.0.0.3 -rp 10001 VoIP -x G.711.2 -h RTP -VAD\n-rp 3 -E 200 -u 10 300 -B E 100 W 10 100 -s 0.3 -m rttm\n' > corpus/ditg_script/seed-mixed 2>/dev/null || true
+mkdir -p corpus/icmp_echo
+# An echo reply of 36 payload bytes in an IPv4 packet (10.0.0.2 -> 10.0.0.1).
+printf '\x45\x00\x00\x40\x00\x01\x00\x00\x40\x01\x00\x00\x0a\x00\x00\x02\x0a\x00\x00\x01\x00\x00\x00\x00\x00\x07\x00\x01HD\x03\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00' > corpus/icmp_echo/seed-reply 2>/dev/null || true
 mkdir -p corpus/commands
 printf '{"command":"stop"}\n' > corpus/commands/stop 2>/dev/null || true
 printf '{"command":"players","online":600}\n{"command":"link","a":"r1","b":"r2","set":{"delay":"50ms","loss":{"p":"1%%","r":"25%%"}}}\n' > corpus/commands/players-link 2>/dev/null || true

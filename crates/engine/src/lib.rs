@@ -6,6 +6,7 @@
 //! touches the disk.
 
 mod accept;
+pub mod icmp;
 pub mod bots;
 pub mod live;
 pub mod logger;

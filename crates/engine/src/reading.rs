@@ -70,6 +70,7 @@ impl Worker {
                     match self.slots[t].conn.transport() {
                         horde_model::Transport::Tcp => self.read_tcp(t),
                         horde_model::Transport::Udp => self.read_udp(t),
+                        horde_model::Transport::Icmp => self.read_icmp(t),
                     }
                 }
             }

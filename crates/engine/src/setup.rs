@@ -48,12 +48,17 @@ fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
         (Transport::Udp, _) => net::udp_connected(flow.dst, flow.src, flow.tos, flow.ttl),
         (Transport::Tcp, None) => net::tcp_connect(flow.dst, flow.src, flow.tos, flow.ttl, flow.nodelay),
         (Transport::Tcp, Some(_)) => net::tcp_socket(flow.dst, flow.src, flow.tos, flow.ttl, flow.nodelay),
+        (Transport::Icmp, _) => crate::icmp::icmp_socket(flow.dst, flow.src, flow.tos, flow.ttl, crate::icmp::echo_id(flow.id)),
     };
     let sock = match &job.netns {
         None => open(),
         Some(ns) => net::within_netns(ns, open).and_then(|r| r),
     }
-    .map_err(|e| EngineError::Flow { flow: who.clone(), what: format!("opening a {} socket to {}", flow.transport.name(), flow.dst), err: e })?;
+    .map_err(|e| EngineError::Flow {
+        flow: who.clone(),
+        what: format!("opening a {} socket to {}{}", flow.transport.name(), flow.dst, crate::icmp::explain(&e)),
+        err: e,
+    })?;
     if let Some(p) = flow.priority {
         net::set_priority(&sock, p).map_err(|e| EngineError::Flow { flow: who.clone(), what: format!("setting the socket's priority to {p}"), err: e })?;
     }
@@ -77,6 +82,10 @@ fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
     conn.steer_by(job.presence);
     conn.connect_at = connect_at;
     conn.set_deadline(deadline);
+    if flow.transport == Transport::Icmp {
+        let secret = crate::random_secret().map_err(|e| EngineError::Io { what: "drawing a secret for echo proofs".into(), err: e })?;
+        conn.set_echo_consent(horde_proto::EchoConsent::new(secret, flow.dst.ip(), flow.id, crate::icmp::echo_id(flow.id)));
+    }
     Ok(Slot { conn, sock: Sock::Own(sock), dst: flow.dst, peer: None, quickack: flow.quickack })
 }
 
@@ -257,6 +266,7 @@ pub fn listen_all(listen: &[SocketAddr], transport: Transport, threads: usize, o
                     share.udp.push(u);
                     a
                 }
+                Transport::Icmp => return Err(EngineError::Config("a server side serves UDP or TCP, not ICMP (services are played over UDP or TCP)".into())),
             };
             if w == 0 {
                 addr = local.ok_or_else(|| EngineError::Config("cannot read the bound address".into()))?;

@@ -166,7 +166,7 @@ pub struct Worker {
     pub(crate) t0_real: u64,
     pub(crate) opts: SendOptions,
     hist: Histogram<u64>,
-    bufs: Vec<Vec<u8>>,
+    pub(crate) bufs: Vec<Vec<u8>>,
     pub(crate) rx: Option<RecvBatch>,
     pub(crate) read_buf: Vec<u8>,
     /// A descriptor held in reserve, given up to shed a connection when descriptors run out.
@@ -219,6 +219,7 @@ impl Worker {
             }
         }
         let has_udp_rx = !udp_listeners.is_empty() || slots.iter().any(|s| s.conn.transport() == Transport::Udp && s.conn.reads());
+        let has_icmp = slots.iter().any(|s| s.conn.transport() == Transport::Icmp);
         Ok(Worker {
             heap: BinaryHeap::with_capacity(slots.len()),
             slots,
@@ -238,7 +239,8 @@ impl Worker {
             hist: new_hist(),
             bufs: (0..BATCH).map(|_| Vec::new()).collect(),
             rx: has_udp_rx.then(|| RecvBatch::new(horde_model::flow::MAX_UDP_PAYLOAD as usize + 1)),
-            read_buf: vec![0u8; 64 * 1024],
+            // An ICMP flow reads whole IPv4 packets into it.
+            read_buf: vec![0u8; if has_icmp { crate::icmp::MAX_PACKET } else { 64 * 1024 }],
             spare: serving.then(|| std::fs::File::open("/dev/null").ok()).flatten(),
             refusals: Refusals::default(),
             next_housekeeping: 0,
@@ -369,6 +371,7 @@ impl Worker {
         let protocol = match s.conn.transport() {
             Transport::Tcp => horde_wire::log::PROTO_TCP,
             Transport::Udp => horde_wire::log::PROTO_UDP,
+            Transport::Icmp => horde_wire::log::PROTO_ICMP,
         };
         let own = |sock: &Socket| sock.local_addr().ok().and_then(|a| a.as_socket());
         let (src, dst) = match (&s.sock, s.conn.role()) {
@@ -377,8 +380,10 @@ impl Worker {
             (Sock::Listener(j), _) => (s.peer, self.udp_listeners.get(*j).and_then(|(l, _)| own(l))),
             (Sock::Closed, _) => return,
         };
+        // ICMP has no ports (a raw socket names its protocol there).
+        let portless = |a: Option<SocketAddr>| a.map(|a| if protocol == horde_wire::log::PROTO_ICMP { SocketAddr::new(a.ip(), 0) } else { a });
         let (flow, tag) = (s.conn.flow, s.conn.tag);
-        self.sink.endpoints(flow, tag, src, dst, protocol);
+        self.sink.endpoints(flow, tag, portless(src), portless(dst), protocol);
     }
 
     /// Sends the greeter's hello of slot `i` if one is due.
@@ -414,6 +419,7 @@ impl Worker {
     /// consent of UDP players.
     fn housekeeping(&mut self, now: u64) {
         self.consent(now);
+        self.icmp_housekeeping(now);
         let mut k = 0;
         while k < self.greeting.len() {
             let i = self.greeting[k];
@@ -481,6 +487,9 @@ impl Worker {
             Transport::Udp => {
                 self.send_udp(i, &due[..n]);
             }
+            Transport::Icmp => {
+                self.send_icmp(i, &due[..n]);
+            }
         }
     }
 
@@ -514,12 +523,13 @@ impl Worker {
     fn pump(&mut self, i: usize, now_rel: u64) -> Pumped {
         let mut due = [NO_DEPARTURE; BATCH];
         match self.slots[i].conn.transport() {
-            Transport::Udp => {
+            t @ (Transport::Udp | Transport::Icmp) => {
                 let n = self.slots[i].conn.take_bulk(now_rel, &mut due);
                 if n == 0 {
                     return if self.slots[i].conn.bulk_done() { Pumped::Done } else { Pumped::Full };
                 }
-                if self.send_udp(i, &due[..n]) < n {
+                let sent = if t == Transport::Udp { self.send_udp(i, &due[..n]) } else { self.send_icmp(i, &due[..n]) };
+                if sent < n {
                     Pumped::Full
                 } else {
                     Pumped::Sent
@@ -635,7 +645,7 @@ impl Worker {
         }
     }
 
-    fn account(&mut self, i: usize, d: &Departure, real: u64, mono: u64) {
+    pub(crate) fn account(&mut self, i: usize, d: &Departure, real: u64, mono: u64) {
         // A bulk departure leaves when the socket takes it: it has no lateness.
         if !self.slots[i].conn.bulk() {
             let late = mono.saturating_sub(self.t0_mono + d.at_ns);

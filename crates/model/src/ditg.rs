@@ -197,10 +197,8 @@ fn parse_line(t: &str, no: usize) -> Result<ScriptFlow, ScriptError> {
             "-T" => {
                 let p = l.word(opt, "a protocol (UDP, TCP, ICMP, SCTP, DCCP)")?;
                 match p.to_ascii_uppercase().as_str() {
-                    "UDP" | "TCP" => f.transport = Some(p.to_ascii_lowercase()),
-                    "ICMP" => {
-                        return Err(l.err(opt, "ICMP is not sent yet by `horde send --ditg-script` (see docs/cli.md); use UDP or TCP"));
-                    }
+                    // ICMP: echo requests (raw sockets: root), as D-ITG's -T ICMP sends.
+                    "UDP" | "TCP" | "ICMP" => f.transport = Some(p.to_ascii_lowercase()),
                     "SCTP" | "DCCP" => return Err(l.err(opt, format!("Horde does not send {p} (this kernel has neither SCTP nor DCCP; docs/cli.md)"))),
                     _ => return Err(l.err(opt, format!("unknown protocol `{p}`; D-ITG's are UDP, TCP, ICMP, SCTP, DCCP"))),
                 }
@@ -356,6 +354,12 @@ mod tests {
     }
 
     #[test]
+    fn icmp_lines_are_echo_flows() {
+        let f = one("-a 10.0.0.2 -T ICMP -C 50 -c 100");
+        assert_eq!((f.transport, f.dst.ip().to_string(), f.size.mean()), (crate::Transport::Icmp, "10.0.0.2".into(), Some(100.0)));
+    }
+
+    #[test]
     fn what_horde_does_not_do_is_refused_by_name() {
         for (line, opt) in [
             ("-rp 1 -l x.log", "-l"),
@@ -363,7 +367,7 @@ mod tests {
             ("-rp 1\n-Sdp 9000", "-Sdp"),
             ("-j 0", "-j"),
             ("-zz 3", "-zz"),
-            ("-T ICMP", "-T"),
+            ("-T ICMPX", "-T"),
             ("-C", "-C"),
             ("-C -5", "-C"),
             ("-C 1 -E 2", "-E"),

@@ -293,19 +293,30 @@ impl RawFlow {
         let transport = match self.transport.as_deref() {
             Some("udp" | "UDP") => Transport::Udp,
             Some("tcp" | "TCP") => Transport::Tcp,
+            Some("icmp" | "ICMP") => Transport::Icmp,
             Some(t) if ["sctp", "dccp"].contains(&t.to_ascii_lowercase().as_str()) => {
                 return Err(fail(
                     "transport",
-                    format!("must be udp or tcp (got `{t}`): Horde does not send SCTP or DCCP (D-ITG's -T SCTP/DCCP; see docs/cli.md)"),
+                    format!("must be udp, tcp or icmp (got `{t}`): Horde does not send SCTP or DCCP (D-ITG's -T SCTP/DCCP; see docs/cli.md)"),
                 ))
             }
-            Some(t) => return Err(fail("transport", format!("must be udp or tcp (got `{t}`)"))),
+            Some(t) => return Err(fail("transport", format!("must be udp, tcp or icmp (got `{t}`)"))),
             None => preset.as_ref().map(|p| p.transport).unwrap_or_default(),
         };
-        let dst =
-            parse_addr(self.dst.as_deref().ok_or_else(|| fail("dst", "missing; give the receiver as HOST:PORT, e.g. 127.0.0.1:9000 or [::1]:9000".into()))?)
-                .map_err(|m| fail("dst", m))?;
-        if dst.port() == 0 {
+        let dst_text = self.dst.as_deref().ok_or_else(|| fail("dst", "missing; give the receiver as HOST:PORT, e.g. 127.0.0.1:9000 or [::1]:9000".into()))?;
+        let dst = match (transport, dst_text.parse::<std::net::IpAddr>()) {
+            // ICMP has no ports: an address alone (a port given is ignored).
+            (Transport::Icmp, Ok(ip)) => SocketAddr::new(ip, 0),
+            _ => parse_addr(dst_text).map_err(|m| fail("dst", m))?,
+        };
+        if transport == Transport::Icmp {
+            if !dst.is_ipv4() {
+                return Err(fail("dst", format!("ICMP flows go to IPv4 addresses (got {}): ICMPv6 is not sent yet", dst.ip())));
+            }
+            if self.reverse == Some(true) || self.quickack == Some(true) || self.nodelay.is_some() {
+                return Err(fail("transport", "an ICMP flow has no reverse mode, quickack or nodelay: drop them or use udp/tcp".into()));
+            }
+        } else if dst.port() == 0 {
             return Err(fail("dst", "port must be 1..=65535 (got 0)".into()));
         }
         let src = match &self.src {
@@ -514,7 +525,24 @@ mod tests {
         for t in ["sctp", "DCCP"] {
             let e = raw(&[("dst", "'127.0.0.1:9000'"), ("rate", "10"), ("size", "64"), ("transport", &format!("'{t}'"))]).resolve(0, 1, "flow 1").unwrap_err();
             assert_eq!(e.field, "transport");
-            assert!(e.msg.starts_with("must be udp or tcp") && e.msg.contains("does not send SCTP or DCCP"), "{e}");
+            assert!(e.msg.starts_with("must be udp, tcp or icmp") && e.msg.contains("does not send SCTP or DCCP"), "{e}");
+        }
+    }
+
+    #[test]
+    fn icmp_flows_take_an_address_without_a_port_and_refuse_what_icmp_lacks() {
+        let f = raw(&[("dst", "'10.0.0.2'"), ("rate", "10"), ("size", "10"), ("transport", "'icmp'")]).resolve(0, 1, "flow 1").unwrap();
+        assert_eq!((f.transport, f.dst.to_string()), (Transport::Icmp, "10.0.0.2:0".to_string()));
+        assert_eq!(Transport::Icmp.min_size(), 36, "Horde's header and the echo proof");
+        let port = raw(&[("dst", "'10.0.0.2:8999'"), ("rate", "10"), ("size", "64"), ("transport", "'ICMP'")]).resolve(0, 1, "flow 1").unwrap();
+        assert_eq!(port.dst.ip().to_string(), "10.0.0.2", "a port is ignored");
+        for (field, extra) in [("dst", ("dst", "'::1'")), ("transport", ("reverse", "true")), ("transport", ("nodelay", "false"))] {
+            let mut kv = vec![("rate", "10"), ("size", "64"), ("transport", "'icmp'"), extra];
+            if extra.0 != "dst" {
+                kv.push(("dst", "'10.0.0.2'"));
+            }
+            let e = raw(&kv).resolve(0, 1, "flow 1").unwrap_err();
+            assert_eq!(e.field, field, "{e}");
         }
     }
 

@@ -11,6 +11,8 @@ pub enum Transport {
     #[default]
     Udp,
     Tcp,
+    /// ICMP echo requests carrying Horde's header (`send -T icmp`; raw sockets, root).
+    Icmp,
 }
 
 impl Transport {
@@ -19,6 +21,7 @@ impl Transport {
         match self {
             Transport::Udp => horde_wire::DATAGRAM_HEADER_LEN as u32,
             Transport::Tcp => horde_wire::APDU_HEADER_LEN as u32,
+            Transport::Icmp => horde_wire::icmp::MIN_PAYLOAD as u32,
         }
     }
 
@@ -26,6 +29,7 @@ impl Transport {
         match self {
             Transport::Udp => MAX_UDP_PAYLOAD,
             Transport::Tcp => horde_wire::MAX_APDU as u32,
+            Transport::Icmp => horde_wire::icmp::MAX_PAYLOAD as u32,
         }
     }
 
@@ -34,7 +38,8 @@ impl Transport {
     /// expect), 65,535 B over TCP (the largest APDU; the stream is segmented by TCP anyway).
     pub fn bulk_size(self) -> u32 {
         match self {
-            Transport::Udp => 1472,
+            // 1,500 − 20 IP − 8 ICMP, as UDP's.
+            Transport::Udp | Transport::Icmp => 1472,
             Transport::Tcp => horde_wire::MAX_APDU as u32,
         }
     }
@@ -43,6 +48,7 @@ impl Transport {
         match self {
             Transport::Udp => "udp",
             Transport::Tcp => "tcp",
+            Transport::Icmp => "icmp",
         }
     }
 }

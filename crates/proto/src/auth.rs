@@ -149,6 +149,22 @@ impl CookieJar {
         hmac(&self.secret, b"horde-consent-v3", &[&ip16(to), &to.port().to_be_bytes(), &flow.to_be_bytes(), &since_ns.to_be_bytes(), &number.to_be_bytes()])
     }
 
+    /// The MAC of an ICMP echo request of `flow` to `to` (sequence number `seq`, sent at
+    /// `mono_ns`): only this sender can make it, and only the target sees it, so an echo reply
+    /// that carries it is the target's answer to a request we sent (see [`crate::echo`]).
+    pub fn echo_proof(&self, to: IpAddr, flow: u32, seq: u32, mono_ns: u64) -> [u8; 8] {
+        self.echo_mac(to, flow, seq, mono_ns).finalize().into_bytes()[..8].try_into().expect("SHA-256 is 32 bytes")
+    }
+
+    /// Whether `mac` is [`CookieJar::echo_proof`]'s, in constant time.
+    pub fn echo_proof_ok(&self, to: IpAddr, flow: u32, seq: u32, mono_ns: u64, mac: &[u8; 8]) -> bool {
+        self.echo_mac(to, flow, seq, mono_ns).verify_truncated_left(mac).is_ok()
+    }
+
+    fn echo_mac(&self, to: IpAddr, flow: u32, seq: u32, mono_ns: u64) -> HmacSha256 {
+        hmac(&self.secret, b"horde-echo-v1", &[&ip16(SocketAddr::new(to, 0)), &flow.to_be_bytes(), &seq.to_be_bytes(), &mono_ns.to_be_bytes()])
+    }
+
     /// The cookie for a hello of `flow` (with `tag`) from `from`, at time `now_ns` (any clock
     /// the caller keeps steady).
     pub fn issue(&self, now_ns: u64, from: SocketAddr, flow: u32, tag: u32) -> [u8; 16] {

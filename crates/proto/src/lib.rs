@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod conn;
 pub mod consent;
+pub mod echo;
 pub mod endpoint;
 pub mod gate;
 pub mod greeter;
@@ -20,6 +21,7 @@ pub mod mirror;
 pub use auth::{CookieJar, KeyError, RunKey};
 pub use conn::{Accepted, Close, Conn, ConnStats, Ctx, Event, Responder, Role, RxMeta};
 pub use consent::Consent;
+pub use echo::EchoConsent;
 pub use endpoint::{Endpoint, Joiner, Peer};
 pub use gate::{ConsentWork, Decision, DropReason, Gate, GateConfig, GateStats, Greeting};
 pub use greeter::{GreetEvent, GreetState, Greeter};

@@ -54,6 +54,11 @@ pub struct Args {
     /// every read) instead of delaying ACKs — for thin streams whose sender waits on them
     #[arg(long)]
     pub quickack: bool,
+    /// Also log the echo requests of `horde send -T icmp` arriving at --bind (0.0.0.0: any
+    /// address) for one-way delay; the kernel answers them itself. A raw socket: needs root
+    /// (or CAP_NET_RAW). With --icmp alone no UDP/TCP port is opened
+    #[arg(long)]
+    pub icmp: bool,
 }
 
 /// Parses `9000`, `9000-9010`, `9000,9005,9100-9101`.
@@ -85,14 +90,20 @@ pub fn options(args: &Args) -> Result<RecvOptions, crate::Failure> {
     let both = ports(&args.port, "port")?;
     let mut udp = ports(&args.udp, "udp")?;
     let mut tcp = ports(&args.tcp, "tcp")?;
-    if both.is_empty() && udp.is_empty() && tcp.is_empty() {
+    if both.is_empty() && udp.is_empty() && tcp.is_empty() && !args.icmp {
         udp.push(9000);
         tcp.push(9000);
     }
     udp.extend(&both);
     tcp.extend(&both);
     let addr = |p: &u16| SocketAddr::new(args.bind, *p);
+    let icmp = match (args.icmp, args.bind) {
+        (false, _) => None,
+        (true, IpAddr::V4(a)) => Some((!a.is_unspecified()).then_some(a)),
+        (true, IpAddr::V6(a)) => return Err(bad_input(anyhow::anyhow!("--icmp listens on IPv4 (ICMPv6 is not sent yet): give --bind an IPv4 address, not {a}"))),
+    };
     Ok(RecvOptions {
+        icmp,
         udp: udp.iter().map(addr).collect(),
         tcp: tcp.iter().map(addr).collect(),
         log: args.log.clone(),
@@ -111,7 +122,10 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let opts = options(&args)?;
     let report = receiver::run(&opts, stop, |bound| {
         // Bound addresses come UDP first, then TCP, in the order given.
-        let list: Vec<String> = bound.iter().enumerate().map(|(i, a)| format!("{} {a}", if i < opts.udp.len() { "udp" } else { "tcp" })).collect();
+        let mut list: Vec<String> = bound.iter().enumerate().map(|(i, a)| format!("{} {a}", if i < opts.udp.len() { "udp" } else { "tcp" })).collect();
+        if let Some(a) = opts.icmp {
+            list.push(format!("icmp echo requests to {}", a.map_or("any address".to_string(), |a| a.to_string())));
+        }
         say!("horde recv: listening on {} (Ctrl-C stops)", list.join(", "));
     })
     .context("receiving")?;
@@ -141,6 +155,9 @@ pub fn print_report(r: &RecvReport) {
     }
     if r.garbage_datagrams + r.garbage_streams > 0 {
         say!("  ignored: {} datagram(s) and {} TCP stream(s) that were not Horde traffic", r.garbage_datagrams, r.garbage_streams);
+    }
+    if r.icmp_other > 0 {
+        say!("  ignored: {} echo request(s) that were not Horde's (e.g. ping; the kernel answered them)", r.icmp_other);
     }
     if let Some(p) = &r.log {
         say!("  log: {} ({} records)", std::path::absolute(p).unwrap_or_else(|_| p.clone()).display(), r.log_records);

@@ -20,7 +20,8 @@ pub struct FlowFlags {
     /// Source address to bind, IP or IP:PORT
     #[arg(long, value_name = "IP[:PORT]")]
     pub src: Option<String>,
-    /// udp or tcp (default udp, or the preset's)
+    /// udp, tcp or icmp (default udp, or the preset's). icmp sends echo requests (raw socket:
+    /// root) to an IPv4 --dst (a port is ignored) while the target answers them
     #[arg(short = 'T', long)]
     pub transport: Option<String>,
     /// Inter-departure time distribution in milliseconds, e.g. 'exponential(10)'
@@ -119,7 +120,7 @@ pub struct Args {
     /// its departure times at the run's rate (what this host allows anyone); 0 skips it
     #[arg(long, default_value = "200ms", value_parser = super::duration, value_name = "DURATION")]
     pub floor: Duration,
-    /// How long all TCP connections may take to establish
+    /// How long set-up may take: TCP connects, UDP address validation, an ICMP target's first echo reply
     #[arg(long, default_value = "10s", value_parser = super::duration, value_name = "DURATION")]
     pub connect_timeout: Duration,
     /// After the last departure, wait this long for echoes and TCP buffers to drain
@@ -518,15 +519,23 @@ pub fn print_report(r: &SendReport) {
     if r.connect_s > 0.0 {
         say!("  set-up (TCP connects, UDP address validation): {:.3} s", r.connect_s);
     }
-    if r.unsent > 0 {
+    let icmp_unsent: u64 = r.flows.iter().filter(|f| f.transport == "icmp").map(|f| f.unsent).sum();
+    if icmp_unsent > 0 || r.refusals.consent_expired > 0 {
+        say!(
+            "  consent: {icmp_unsent} ICMP departure(s) not sent while their target did not answer echo requests ({} flow(s) ended after {} s of silence); ICMP traffic goes only while the target's replies come back",
+            r.refusals.consent_expired,
+            horde_proto::echo::EXPIRE_NS / 1_000_000_000
+        );
+    }
+    if r.unsent > icmp_unsent {
         say!(
             "  warning: {} departure(s) were still due when their flow's duration ended and were not sent: the sender fell behind the schedule (lower the rate, add --threads, or give up precision with --spin-us 0)",
-            r.unsent
+            r.unsent - icmp_unsent
         );
     }
     let clamped: u64 = r.flows.iter().map(|f| f.clamped).sum();
     if clamped > 0 {
-        say!("  note: {clamped} packet(s) had their drawn size clamped to the transport's limits (UDP 20..65507 B, TCP 6..65535 B) or to the byte budget");
+        say!("  note: {clamped} packet(s) had their drawn size clamped to the transport's limits (UDP 20..65507 B, TCP 6..65535 B, ICMP 36..65507 B) or to the byte budget");
     }
     if r.errors > 0 {
         say!("  warning: {} send error(s): the receiver refused packets (is `horde recv` listening?)", r.errors);

@@ -9,7 +9,7 @@
 //! have a cap, a deadline for their hello and optionally an idle timeout; an echo backlog has a
 //! cap, past which the receiver stops reading that connection, and closes it if it stays full.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -34,6 +34,7 @@ use crate::logger::{LogSink, LogWriter};
 use crate::net::{self, RecvBatch};
 use crate::EngineError;
 
+mod icmp;
 mod report;
 pub use report::{FlowReceived, RecvOptions, RecvRefusals, RecvReport};
 
@@ -41,6 +42,8 @@ pub use report::{FlowReceived, RecvOptions, RecvRefusals, RecvReport};
 const MAX_DATAGRAM: usize = 65_536;
 const LISTENER_BASE: usize = 1 << 20;
 const CONN_BASE: usize = 1 << 21;
+/// The `--icmp` socket's token (below the listeners').
+const ICMP_TOKEN: usize = LISTENER_BASE - 1;
 /// Batches drained from one UDP socket before serving other sockets.
 const FAIRNESS_BATCHES: usize = 64;
 /// The most bytes all connections' echo backlogs may hold together: 64 MiB. Past it, no
@@ -85,8 +88,8 @@ struct UdpFlow {
 /// Binds every listener, calls `ready` with the bound addresses (port 0 becomes a real port),
 /// then receives until a stop condition or `stop` is set.
 pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAddr])) -> Result<RecvReport, EngineError> {
-    if opts.udp.is_empty() && opts.tcp.is_empty() {
-        return Err(EngineError::Config("nothing to listen on; give --udp and/or --tcp ports".into()));
+    if opts.udp.is_empty() && opts.tcp.is_empty() && opts.icmp.is_none() {
+        return Err(EngineError::Config("nothing to listen on; give --udp and/or --tcp ports (or --icmp)".into()));
     }
     clock::raise_fd_limit();
     let bind_err = |proto: &str, a: &SocketAddr, e: io::Error| {
@@ -104,8 +107,15 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
         let s = net::tcp_listener(*a).map_err(|e| bind_err("tcp", a, e))?;
         listeners.push(TcpListener::from_std(s.into()));
     }
+    let icmp = match opts.icmp {
+        Some(bind) => Some(crate::icmp::icmp_listener(bind).map_err(|e| EngineError::Io { what: format!("opening a raw ICMP socket{}", crate::icmp::explain(&e)), err: e })?),
+        None => None,
+    };
     let mut bound = Vec::new();
     let mut names = Vec::new();
+    if let Some(bind) = opts.icmp {
+        names.push(format!("icmp {}", bind.map_or("(every address)".to_string(), |a| a.to_string())));
+    }
     for (s, _) in &udp {
         let a = s.local_addr().ok().and_then(|a| a.as_socket()).ok_or_else(|| EngineError::Config("cannot read a bound UDP address".into()))?;
         bound.push(a);
@@ -128,6 +138,8 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
     ready(&bound);
     let mut rx = Receiver {
         udp,
+        icmp,
+        icmp_sources: HashSet::new(),
         udp_flows: HashMap::new(),
         last_evict_s: u64::MAX,
         listeners,
@@ -161,6 +173,9 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
 
 struct Receiver {
     udp: Vec<(Socket, Gate)>,
+    /// `--icmp`: the raw socket, and the (source, flow) pairs logged so far.
+    icmp: Option<Socket>,
+    icmp_sources: HashSet<(std::net::Ipv4Addr, u32)>,
     /// Admitted UDP flows, per (source, flow id).
     udp_flows: HashMap<(SocketAddr, u32), UdpFlow>,
     /// When a full gate last made room among idle flows (seconds).
@@ -230,6 +245,9 @@ impl Receiver {
         for (i, l) in self.listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(LISTENER_BASE + i), Interest::READABLE)?;
         }
+        if let Some(s) = &self.icmp {
+            poll.registry().register(&mut SourceFd(&s.as_raw_fd()), Token(ICMP_TOKEN), Interest::READABLE)?;
+        }
         let started = mono_ns();
         let mut next_sweep = started + SWEEP_NS;
         let mut events = Events::with_capacity(4096);
@@ -263,7 +281,9 @@ impl Receiver {
             }
             for ev in events.iter() {
                 let t = ev.token().0;
-                if t < LISTENER_BASE {
+                if t == ICMP_TOKEN {
+                    self.drain_icmp();
+                } else if t < LISTENER_BASE {
                     self.drain_udp(t);
                 } else if t < CONN_BASE {
                     self.accept(&poll, t - LISTENER_BASE);

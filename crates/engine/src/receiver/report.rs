@@ -12,6 +12,9 @@ use serde::Serialize;
 pub struct RecvOptions {
     pub udp: Vec<SocketAddr>,
     pub tcp: Vec<SocketAddr>,
+    /// Log the echo requests of `send -T icmp` (a raw socket: root), to this host or to this
+    /// IPv4 address.
+    pub icmp: Option<Option<std::net::Ipv4Addr>>,
     pub log: Option<PathBuf>,
     /// Stop after this long.
     pub duration: Option<Duration>,
@@ -38,6 +41,7 @@ impl Default for RecvOptions {
         RecvOptions {
             udp: Vec::new(),
             tcp: Vec::new(),
+            icmp: None,
             log: None,
             duration: None,
             idle: None,
@@ -104,6 +108,9 @@ pub struct RecvReport {
     pub garbage_datagrams: u64,
     /// TCP connections closed because their bytes were not a Horde stream.
     pub garbage_streams: u64,
+    /// `--icmp`: echo requests that were not Horde's (e.g. `ping`): counted, not logged.
+    #[serde(default)]
+    pub icmp_other: u64,
     pub tcp_connections: u64,
     pub echoed: u64,
     /// Bulk sent back to reverse flows: packets (UDP) or APDUs (TCP), and bytes.

@@ -59,6 +59,7 @@ pub fn run_jobs(jobs: Vec<Job>, opts: &SendOptions, stop: &AtomicBool) -> Result
     let connect_started = clock::mono_ns();
     setup::connect_all(&mut slots, opts.connect_timeout, stop)?;
     setup::validate_all(&mut slots, opts.connect_timeout, stop)?;
+    crate::icmp::admit_all(&mut slots, opts.connect_timeout, stop)?;
     let tcp_flows = slots.iter().filter(|s| s.conn.transport() == Transport::Tcp).count() as u64;
     let greeted = slots.iter().any(|s| s.conn.greeter().is_some());
     let connect_s = if tcp_flows > 0 || greeted { (clock::mono_ns() - connect_started) as f64 / 1e9 } else { 0.0 };

@@ -222,7 +222,8 @@ pub struct Refusals {
     pub unadmitted: u64,
     /// Connections accepted and closed at once because descriptors ran out.
     pub shed: u64,
-    /// UDP players whose stream stopped because they stopped answering consent probes.
+    /// UDP players whose stream stopped because they stopped answering consent probes, and
+    /// ICMP flows whose target stopped answering echo requests.
     #[serde(default)]
     pub consent_expired: u64,
 }

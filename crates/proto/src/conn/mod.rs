@@ -29,6 +29,7 @@ use crate::greeter::{GreetEvent, GreetState, Greeter};
 use crate::mirror::{Mirror, Source};
 
 mod contract;
+mod icmp;
 mod stats;
 mod timers;
 pub use contract::{Accepted, Close, Ctx, Event, Responder};
@@ -129,6 +130,8 @@ pub struct Conn {
     consent_reply: Option<[u8; horde_wire::control::CONSENT_LEN]>,
     /// Client over UDP: the latest probe received (a reverse flow's keep-alives carry it).
     proof: Option<horde_wire::control::KeepAliveProof>,
+    /// Client over ICMP: the target's consent, kept by its echo replies ([`crate::echo`]).
+    echo: Option<crate::echo::EchoConsent>,
     pub stats: ConnStats,
     timers: timers::Timers,
 }
@@ -139,7 +142,7 @@ impl Conn {
     /// flow with the receiver before sending (every flow to a Horde receiver does).
     pub fn client(flow: &Flow, source: Source, mirror: Option<Source>, key: RunKey, greet: bool) -> Conn {
         let tcp = flow.transport == Transport::Tcp;
-        let greeter = (!tcp && greet).then(|| {
+        let greeter = (flow.transport == Transport::Udp && greet).then(|| {
             // The signed hello says what the flow wants back: a receiver sends reverse bulk
             // only to a flow whose hello asked for it.
             let flags = if flow.reverse {
@@ -175,6 +178,7 @@ impl Conn {
             reverse: flow.reverse,
             consent_reply: None,
             proof: None,
+            echo: None,
             stats: ConnStats::default(),
             timers: timers::Timers::default(),
         }
@@ -223,6 +227,7 @@ impl Conn {
             reverse: false,
             consent_reply: None,
             proof: None,
+            echo: None,
             stats: ConnStats::default(),
             timers: timers::Timers::default(),
         }
@@ -257,7 +262,7 @@ impl Conn {
     /// Whether anything arrives on this connection that must be read (TCP always; UDP clients
     /// that expect echoes, the peer's traffic or handshake answers).
     pub fn reads(&self) -> bool {
-        self.stream.is_some() || self.meter == Meter::Rtt || self.mirror.is_some() || self.greeter.is_some() || self.reverse
+        self.stream.is_some() || self.meter == Meter::Rtt || self.mirror.is_some() || self.greeter.is_some() || self.reverse || self.echo.is_some()
     }
 
     /// A round-trip client still missing echoes of what it sent.
@@ -319,7 +324,7 @@ impl Conn {
     /// Whether the flow may send its departures: a UDP client that greets must have been
     /// accepted (data before that would be dropped as not the run's).
     pub fn admitted(&self) -> bool {
-        self.greeter.as_ref().is_none_or(|g| g.state() == GreetState::Accepted)
+        self.greeter.as_ref().is_none_or(|g| g.state() == GreetState::Accepted) && self.echo.as_ref().is_none_or(|e| e.admitted())
     }
 
     // ---- departures --------------------------------------------------------------------------
