@@ -162,7 +162,10 @@ pub fn place(flows: &[Flow], senders: &[AgentSpec], receivers: &[SocketAddr]) ->
         match f.transport {
             Transport::Udp => udp[r].insert(f.dst),
             Transport::Tcp => tcp[r].insert(f.dst),
-            Transport::Icmp => bail!("flow {} is ICMP: agents run UDP and TCP flows; send ICMP with `horde send -T icmp` (and `horde recv --icmp`) on the machines themselves", f.id),
+            Transport::Icmp => bail!(
+                "flow {} is ICMP: agents run UDP and TCP flows; send ICMP with `horde send -T icmp` (and `horde recv --icmp`) on the machines themselves",
+                f.id
+            ),
         };
     }
     for (i, v) in send.iter().enumerate() {

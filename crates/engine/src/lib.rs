@@ -6,8 +6,8 @@
 //! touches the disk.
 
 mod accept;
-pub mod icmp;
 pub mod bots;
+pub mod icmp;
 pub mod live;
 pub mod logger;
 pub mod net;

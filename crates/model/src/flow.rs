@@ -277,19 +277,9 @@ impl RawFlow {
             .collect())
     }
 
-    /// Validates one flow.
-    pub fn resolve(&self, id: u32, base_seed: u64, label: &str) -> Result<Flow, FlowError> {
-        let name = self.name.clone().unwrap_or_else(|| format!("flow{id}"));
-        let who = match &self.name {
-            Some(n) => format!("{label} (`{n}`)"),
-            None => label.to_string(),
-        };
-        let fail = |field: &'static str, msg: String| FlowError { flow: who.clone(), field, msg };
-
-        let preset = match &self.preset {
-            Some(p) => Some(p.parse::<Preset>().map_err(|m| fail("preset", m))?),
-            None => None,
-        };
+    /// The transport (or the preset's) and the destination: an address alone for ICMP, which
+    /// has no ports; HOST:PORT otherwise.
+    fn transport_and_dst(&self, preset: Option<&Preset>, fail: &dyn Fn(&'static str, String) -> FlowError) -> Result<(Transport, SocketAddr), FlowError> {
         let transport = match self.transport.as_deref() {
             Some("udp" | "UDP") => Transport::Udp,
             Some("tcp" | "TCP") => Transport::Tcp,
@@ -301,7 +291,7 @@ impl RawFlow {
                 ))
             }
             Some(t) => return Err(fail("transport", format!("must be udp, tcp or icmp (got `{t}`)"))),
-            None => preset.as_ref().map(|p| p.transport).unwrap_or_default(),
+            None => preset.map(|p| p.transport).unwrap_or_default(),
         };
         let dst_text = self.dst.as_deref().ok_or_else(|| fail("dst", "missing; give the receiver as HOST:PORT, e.g. 127.0.0.1:9000 or [::1]:9000".into()))?;
         let dst = match (transport, dst_text.parse::<std::net::IpAddr>()) {
@@ -319,6 +309,23 @@ impl RawFlow {
         } else if dst.port() == 0 {
             return Err(fail("dst", "port must be 1..=65535 (got 0)".into()));
         }
+        Ok((transport, dst))
+    }
+
+    /// Validates one flow.
+    pub fn resolve(&self, id: u32, base_seed: u64, label: &str) -> Result<Flow, FlowError> {
+        let name = self.name.clone().unwrap_or_else(|| format!("flow{id}"));
+        let who = match &self.name {
+            Some(n) => format!("{label} (`{n}`)"),
+            None => label.to_string(),
+        };
+        let fail = |field: &'static str, msg: String| FlowError { flow: who.clone(), field, msg };
+
+        let preset = match &self.preset {
+            Some(p) => Some(p.parse::<Preset>().map_err(|m| fail("preset", m))?),
+            None => None,
+        };
+        let (transport, dst) = self.transport_and_dst(preset.as_ref(), &fail)?;
         let src = match &self.src {
             Some(s) => Some(parse_addr_or_ip(s).map_err(|m| fail("src", m))?),
             None => None,

@@ -187,12 +187,14 @@ mod tests {
         // Random bytes, and random bytes behind a valid IPv4 header: errors or echoes, never panics.
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for n in 0..3_000usize {
-            let mut b: Vec<u8> = (0..n % 200).map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            }).collect();
+            let mut b: Vec<u8> = (0..n % 200)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
             let _ = parse_ipv4_echo(&b);
             if b.len() >= 20 {
                 b[0] = 0x45;

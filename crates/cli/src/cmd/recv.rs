@@ -100,7 +100,9 @@ pub fn options(args: &Args) -> Result<RecvOptions, crate::Failure> {
     let icmp = match (args.icmp, args.bind) {
         (false, _) => None,
         (true, IpAddr::V4(a)) => Some((!a.is_unspecified()).then_some(a)),
-        (true, IpAddr::V6(a)) => return Err(bad_input(anyhow::anyhow!("--icmp listens on IPv4 (ICMPv6 is not sent yet): give --bind an IPv4 address, not {a}"))),
+        (true, IpAddr::V6(a)) => {
+            return Err(bad_input(anyhow::anyhow!("--icmp listens on IPv4 (ICMPv6 is not sent yet): give --bind an IPv4 address, not {a}")))
+        }
     };
     Ok(RecvOptions {
         icmp,

@@ -108,7 +108,9 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
         listeners.push(TcpListener::from_std(s.into()));
     }
     let icmp = match opts.icmp {
-        Some(bind) => Some(crate::icmp::icmp_listener(bind).map_err(|e| EngineError::Io { what: format!("opening a raw ICMP socket{}", crate::icmp::explain(&e)), err: e })?),
+        Some(bind) => Some(
+            crate::icmp::icmp_listener(bind).map_err(|e| EngineError::Io { what: format!("opening a raw ICMP socket{}", crate::icmp::explain(&e)), err: e })?,
+        ),
         None => None,
     };
     let mut bound = Vec::new();
