@@ -86,7 +86,7 @@ pub fn correct(r: &mut Record, own: i64, peer: i64) {
             r.t_b = to_reference(r.t_b, own);
         }
         // t_a holds address bytes: only the time it was learnt moves.
-        RecordKind::Source | RecordKind::Destination => r.t_b = to_reference(r.t_b, own),
+        RecordKind::Source | RecordKind::Destination | RecordKind::End => r.t_b = to_reference(r.t_b, own),
     }
 }
 

@@ -22,7 +22,7 @@ fn bad_flags_name_the_field_and_the_range() {
     fails_with(&["send", "--dst", "127.0.0.1:9", "--rate", "10", "--size", "64", "-t", "3 parsecs"], "unknown time unit");
     fails_with(&["send", "--dst", "127.0.0.1:9", "--preset", "doom"], "unknown preset `doom`");
     fails_with(&["send", "--rate", "10"], "no destination");
-    fails_with(&["send", "--dst", "127.0.0.1:9", "-T", "sctp", "--rate", "1", "--size", "9"], "transport: must be udp or tcp");
+    fails_with(&["send", "--dst", "127.0.0.1:9", "-T", "sctp", "--rate", "1", "--size", "9"], "transport: must be udp, tcp or icmp");
     fails_with(&["recv", "--udp", "70000"], "--udp: `70000` is not a port number");
     fails_with(&["decode", "--window", "0s", "/dev/null"], "--window must be longer than 0");
 }

@@ -2,6 +2,7 @@
 
 mod common;
 use common::*;
+use std::time::Duration;
 
 #[test]
 fn udp_flow_arrives_complete_with_dscp_ttl_and_sizes() {
@@ -248,4 +249,59 @@ fn send_reports_the_hosts_floor_and_steal() {
     let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert!(r["host"]["floor"].is_null() && r["host"]["within_floor"].is_null());
     rx.stop();
+}
+
+/// Signalling (issue 26 item 5): every flow of `horde send` ends with an end message carrying
+/// its counts — over UDP and TCP — which the receiver logs and reports; a sender stopped by
+/// SIGTERM says "interrupted"; one killed with SIGKILL says nothing, and the receiver says so.
+#[test]
+fn flows_end_with_their_senders_counts_and_a_killed_sender_is_told_apart() {
+    let dir = Scratch::new("ends");
+    let (rlog, rjson) = (dir.path("r.hlog"), dir.path("r.json"));
+    let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", rlog.to_str().unwrap(), "--json", rjson.to_str().unwrap()]);
+    let (udp, tcp) = (rx.addrs[0].to_string(), rx.addrs[1].to_string());
+    let send = |dst: &str, extra: &[&str]| horde().args(["send", "--dst", dst, "--rate", "500", "--size", "64", "--floor", "0"]).args(extra).spawn().unwrap();
+    // Ended as planned: 300 UDP datagrams (flow 1), 200 TCP APDUs (flow 2).
+    let a = send(&udp, &["--packets", "300", "--id-base", "1"]);
+    let b = send(&tcp, &["-T", "tcp", "--packets", "200", "--id-base", "2"]);
+    // Stopped: SIGTERM (flow 3, UDP; flow 4, TCP) and SIGKILL (flow 5) after about a second.
+    let c = send(&udp, &["--duration", "20s", "--id-base", "3"]);
+    let d = send(&tcp, &["-T", "tcp", "--duration", "20s", "--id-base", "4"]);
+    let e = send(&udp, &["--duration", "20s", "--id-base", "5"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    for (child, sig) in [(&c, libc::SIGTERM), (&d, libc::SIGTERM), (&e, libc::SIGKILL)] {
+        unsafe { libc::kill(child.id() as i32, sig) };
+    }
+    for mut child in [a, b, c, d, e] {
+        child.wait().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (_, said) = rx.stop();
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
+    let flow = |id: &str| &r["flows"][id];
+    assert_eq!(r["ended"], 4, "{r}");
+    for (id, packets) in [("1", 300), ("2", 200)] {
+        assert_eq!(
+            (flow(id)["end"]["reason"].as_str(), flow(id)["end"]["packets"].as_u64(), flow(id)["packets"].as_u64()),
+            (Some("done"), Some(packets), Some(packets)),
+            "{r}"
+        );
+    }
+    for id in ["3", "4"] {
+        let end = &flow(id)["end"];
+        assert_eq!(end["reason"], "interrupted", "{r}");
+        assert_eq!(end["packets"], flow(id)["packets"], "nothing lost on loopback: {r}");
+        assert!(end["packets"].as_u64().unwrap() > 300, "{r}");
+    }
+    assert!(flow("5")["end"].is_null() && flow("5")["packets"].as_u64().unwrap() > 300, "{r}");
+    assert!(said.contains("ends: 4 of 5 flow(s) ended") && said.contains("1 without an end message"), "{said}");
+    // The receiver's log alone says the same: one end record per flow, copies left out.
+    let ends: Vec<horde_wire::Record> =
+        horde_stats::load(&std::fs::read(&rlog).unwrap()).unwrap().records.into_iter().filter(|r| r.kind == horde_wire::RecordKind::End).collect();
+    assert_eq!(ends.len(), 4);
+    let v = decode(&[&rlog]);
+    let f1 = v["flows"].as_array().unwrap().iter().find(|f| f["flow"] == 1).unwrap();
+    assert_eq!((f1["loss"]["sent"].as_u64(), f1["loss"]["lost"].as_u64(), f1["end"]["reason"].as_str()), (Some(300), Some(0), Some("done")));
+    let out = run(horde().args(["decode", rlog.to_str().unwrap()]));
+    assert!(text(&out).contains("ends: 4 of 5 flow(s) ended"), "{}", text(&out));
 }

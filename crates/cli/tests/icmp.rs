@@ -36,6 +36,18 @@ fn recv_on_b(exp: &str, log: &std::path::Path, json: &std::path::Path, idle: &st
     c
 }
 
+/// `horde send -T icmp --dst 10.9.0.2 ARGS` on node `a`.
+fn send_from_a(exp: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["emu", "exec", exp, "a", "--", HORDE, "send", "-T", "icmp", "--dst", "10.9.0.2"];
+    all.extend_from_slice(args);
+    horde(&all)
+}
+
+fn ok_output(o: std::process::Output) -> String {
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 fn real_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
@@ -55,31 +67,7 @@ fn echo_requests_cross_a_20ms_link_and_go_only_while_the_target_answers() {
 
     // 1. 200 requests a second for 3 s, measured both ways.
     let recv = recv_on_b(exp, &path("r.hlog"), &path("r.json"), "3s");
-    let out = ok(&[
-        "emu",
-        "exec",
-        exp,
-        "a",
-        "--",
-        HORDE,
-        "send",
-        "-T",
-        "icmp",
-        "--dst",
-        "10.9.0.2",
-        "-C",
-        "200",
-        "-c",
-        "100",
-        "-t",
-        "3s",
-        "--meter",
-        "rtt",
-        "-l",
-        &p("s.hlog"),
-        "--json",
-        &p("s.json"),
-    ]);
+    let out = ok_output(send_from_a(exp, &["-C", "200", "-c", "100", "-t", "3s", "--meter", "rtt", "-l", &p("s.hlog"), "--json", &p("s.json")]));
     assert!(recv.wait_with_output().unwrap().status.success());
     let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path("s.json")).unwrap()).unwrap();
     let f = &s["flows"][0];
@@ -102,27 +90,7 @@ fn echo_requests_cross_a_20ms_link_and_go_only_while_the_target_answers() {
     // 2. A target that ignores pings never consented: nothing but probes goes to it.
     ignore_pings(exp, true);
     let recv = recv_on_b(exp, &path("r2.hlog"), &path("r2.json"), "4s");
-    let o = horde(&[
-        "emu",
-        "exec",
-        exp,
-        "a",
-        "--",
-        HORDE,
-        "send",
-        "-T",
-        "icmp",
-        "--dst",
-        "10.9.0.2",
-        "-C",
-        "1000",
-        "-c",
-        "100",
-        "-t",
-        "2s",
-        "--connect-timeout",
-        "2s",
-    ]);
+    let o = send_from_a(exp, &["-C", "1000", "-c", "100", "-t", "2s", "--connect-timeout", "2s"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("no echo reply from 10.9.0.2") && err.contains("has not consented"), "{err}");
     assert!(recv.wait_with_output().unwrap().status.success());
@@ -141,10 +109,7 @@ fn echo_requests_cross_a_20ms_link_and_go_only_while_the_target_answers() {
             at
         }
     });
-    let send = Command::new(HORDE)
-        .args(["emu", "exec", exp, "a", "--", HORDE, "send", "-T", "icmp", "--dst", "10.9.0.2", "-C", "500", "-c", "64", "-t", "8s", "--json", &p("s3.json")])
-        .output()
-        .unwrap();
+    let send = send_from_a(exp, &["-C", "500", "-c", "64", "-t", "8s", "--json", &p("s3.json")]);
     let stopped_answering = switch.join().unwrap();
     assert!(send.status.success(), "{send:?}");
     let said = String::from_utf8_lossy(&send.stderr);

@@ -7,6 +7,7 @@
 
 mod accept;
 pub mod bots;
+mod ending;
 pub mod icmp;
 pub mod live;
 pub mod logger;

@@ -305,6 +305,11 @@ impl Worker {
             }
             self.schedule(i);
         }
+        if interrupted {
+            for i in 0..self.slots.len() {
+                self.end_flow(i, horde_wire::signal::EndReason::Interrupted);
+            }
+        }
         if !serving {
             self.linger(stop);
         }
@@ -325,6 +330,8 @@ impl Worker {
     pub(crate) fn schedule(&mut self, i: usize) {
         if let Some(at) = self.slots[i].conn.next_at() {
             self.heap.push(Reverse((at, i)));
+        } else {
+            self.end_flow(i, horde_wire::signal::EndReason::Done);
         }
     }
 
@@ -506,6 +513,7 @@ impl Worker {
                 Pumped::Sent => sent = true,
                 Pumped::Full => {}
                 Pumped::Done => {
+                    self.end_flow(i, horde_wire::signal::EndReason::Done);
                     self.bulk.swap_remove(k);
                     continue;
                 }

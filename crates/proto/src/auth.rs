@@ -90,6 +90,16 @@ impl RunKey {
     pub fn verify_tcp_hello(&self, signed: &[u8], mac: &[u8; 16]) -> bool {
         verify16(&self.0, b"horde-tcp-hello-v2", signed, mac)
     }
+
+    /// The MAC of a signalling message's signed bytes (`horde_wire::signal`).
+    pub fn mac_signal(&self, signed: &[u8]) -> [u8; 16] {
+        mac16(&self.0, b"horde-signal-v1", signed)
+    }
+
+    /// Whether `mac` is the signalling MAC of `signed`, in constant time.
+    pub fn verify_signal(&self, signed: &[u8], mac: &[u8; 16]) -> bool {
+        verify16(&self.0, b"horde-signal-v1", signed, mac)
+    }
 }
 
 fn hmac(key: &[u8], domain: &[u8], parts: &[&[u8]]) -> HmacSha256 {

@@ -26,6 +26,24 @@ pub(crate) struct FlowAcc {
     pub echo: Vec<Arrival>,
     /// (seq, scheduled, actual, size)
     pub tx: Vec<(u64, u64, u64, u32)>,
+    /// The sender's end-of-flow message, as a receiver logged it (the first of its copies).
+    pub said: Option<horde_wire::signal::FlowEnd>,
+}
+
+impl FlowAcc {
+    /// The sequence numbers loss is counted over, given the lowest and highest that arrived:
+    /// what the sender's log says it sent; else 0 up to what its end message says it sent
+    /// (so the packets lost at the end count too); else the range that arrived. The analysis'
+    /// loss and the packet table's lost rows both take it from here.
+    pub(crate) fn loss_range(&self, arrived: Option<(u64, u64)>) -> Option<(u64, u64)> {
+        if !self.tx.is_empty() {
+            return Some((self.tx.iter().map(|t| t.0).min()?, self.tx.iter().map(|t| t.0).max()?));
+        }
+        match (self.said, arrived) {
+            (Some(e), _) if e.packets > 0 => Some((0, e.packets - 1)),
+            (_, a) => a,
+        }
+    }
 }
 
 /// Where a flow went, from the endpoint records of every log that names it (version 2 logs).
@@ -87,6 +105,15 @@ pub fn collect(logs: &[LoadedLog]) -> Collected {
         for r in &l.records {
             if let Some(e) = Endpoint::of(r) {
                 c.ends.entry(r.flow).or_default().learn(&e);
+                continue;
+            }
+            if r.kind == RecordKind::End {
+                match horde_wire::signal::FlowEnd::of(r) {
+                    Some(e) if l.role == Role::Receiver => {
+                        c.flows.entry(r.flow).or_default().said.get_or_insert(e);
+                    }
+                    _ => c.ignored += 1,
+                }
                 continue;
             }
             if !r.kind.is_packet() {

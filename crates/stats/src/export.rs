@@ -298,6 +298,23 @@ pub fn totals_text(a: &Analysis) -> String {
     if !a.has_receiver_log && t.delay.is_none() {
         let _ = writeln!(s, "sender log only: departures are shown; give the receiver's log too (or measure round trips) for delay and loss");
     }
+    // The senders' end messages, where a receiver's log has them (version 3 logs).
+    let fwd: Vec<&FlowStats> = a.flows.iter().filter(|f| !f.reverse && f.flow.is_some()).collect();
+    let ended = fwd.iter().filter(|f| f.end.is_some()).count();
+    if ended > 0 {
+        let early = fwd.iter().filter(|f| f.end.as_ref().is_some_and(|e| e.reason != "done")).count();
+        let _ = writeln!(
+            s,
+            "ends: {ended} of {} flow(s) ended with their sender's counts (loss counted up to the last packet they say they sent){}{}",
+            fwd.len(),
+            if early > 0 { format!("; {early} stopped early (interrupted or consent lapsed)") } else { String::new() },
+            if ended < fwd.len() {
+                format!("; {} without an end message: their senders died, or are not `horde send`", fwd.len() - ended)
+            } else {
+                String::new()
+            }
+        );
+    }
     if let Some(l) = &t.loss {
         let _ = writeln!(
             s,

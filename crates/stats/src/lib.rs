@@ -137,6 +137,20 @@ pub struct FlowStats {
     /// Several sources used this flow id (their packets are mixed in this row).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shared_id: bool,
+    /// The sender's end-of-flow message, as the receiver logged it: absent where the receiver
+    /// got none (the sender died, is still running, or is not `horde send`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<EndStats>,
+}
+
+/// What a sender said of its flow when it ended.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, Default, PartialEq, schemars::JsonSchema)]
+pub struct EndStats {
+    /// "done", "interrupted" or "consent lapsed".
+    pub reason: String,
+    /// Packets (APDUs) and bytes the sender counted.
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 impl FlowStats {
@@ -203,6 +217,7 @@ pub fn analyse_collected(c: &Collected, opts: Options) -> Analysis {
     for (id, acc, reverse) in all {
         let (mut stats, d, late) = flow_stats(*id, acc, has_receiver || reverse);
         stats.reverse = reverse;
+        stats.end = acc.said.map(|e| EndStats { reason: e.reason.name().to_string(), packets: e.packets, bytes: e.bytes });
         if let Some(e) = ends.get(id) {
             stats.src = e.src.map(|a| a.to_string());
             stats.dst = e.dst.map(|a| a.to_string());
@@ -294,8 +309,8 @@ fn flow_stats(id: u32, acc: &FlowAcc, has_receiver: bool) -> (FlowStats, DelayAc
         s.tos = mode(arr.iter().map(|a| a.tos));
         s.ttl = mode(arr.iter().map(|a| a.ttl));
     }
-    if !arr.is_empty() || (!acc.tx.is_empty() && has_receiver) {
-        s.loss = Some(loss(arr, &acc.tx));
+    if !arr.is_empty() || acc.said.is_some() || (!acc.tx.is_empty() && has_receiver) {
+        s.loss = Some(loss(arr, acc));
     }
     let mut late = LateAcc::default();
     for (_, sched, actual, _) in &acc.tx {
@@ -326,7 +341,7 @@ fn mode(it: impl Iterator<Item = u8>) -> Option<u8> {
     any.then(|| (0..256).max_by_key(|&i| c[i]).unwrap() as u8)
 }
 
-fn loss(arr: &[Arrival], tx: &[(u64, u64, u64, u32)]) -> LossStats {
+fn loss(arr: &[Arrival], acc: &FlowAcc) -> LossStats {
     let mut l = LossStats::default();
     let mut max_seen: Option<u64> = None;
     for a in arr {
@@ -340,15 +355,10 @@ fn loss(arr: &[Arrival], tx: &[(u64, u64, u64, u32)]) -> LossStats {
     let n = seqs.len();
     seqs.dedup();
     l.duplicates = (n - seqs.len()) as u64;
-    let (lo, hi) = if tx.is_empty() {
-        (seqs.first().copied().unwrap_or(0), seqs.last().copied().unwrap_or(0))
-    } else {
-        l.sent = Some(tx.len() as u64);
-        (tx.iter().map(|t| t.0).min().unwrap(), tx.iter().map(|t| t.0).max().unwrap())
-    };
-    if seqs.is_empty() && tx.is_empty() {
+    l.sent = if acc.tx.is_empty() { acc.said.map(|e| e.packets) } else { Some(acc.tx.len() as u64) };
+    let Some((lo, hi)) = acc.loss_range(seqs.first().copied().zip(seqs.last().copied())) else {
         return l;
-    }
+    };
     // In u128: a log's sequence numbers may span all of u64 (a damaged or hostile one).
     l.expected = ((hi as u128 - lo as u128 + 1).min(u64::MAX as u128)) as u64;
     let mut next = lo as u128;

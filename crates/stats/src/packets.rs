@@ -95,7 +95,7 @@ fn flow_rows<E: From<RowsError>>(
     let arr = if rtt { &acc.echo } else { &acc.rx };
     let kind = if rtt { "rtt" } else { "owd" };
     let mut row = base.clone();
-    if arr.is_empty() && (acc.tx.is_empty() || !has_receiver) {
+    if arr.is_empty() && acc.said.is_none() && (acc.tx.is_empty() || !has_receiver) {
         // A sender's log alone: what left, nothing known of what arrived.
         for &(seq, sched, actual, size) in &acc.tx {
             row.seq = seq;
@@ -122,10 +122,8 @@ fn flow_rows<E: From<RowsError>>(
         f(&row)?;
     }
     // The range the analysis' loss counts over.
-    let (lo, hi) = if acc.tx.is_empty() {
-        (seen.iter().min().copied().unwrap_or(0), seen.iter().max().copied().unwrap_or(0))
-    } else {
-        (acc.tx.iter().map(|t| t.0).min().unwrap_or(0), acc.tx.iter().map(|t| t.0).max().unwrap_or(0))
+    let Some((lo, hi)) = acc.loss_range(seen.iter().min().copied().zip(seen.iter().max().copied())) else {
+        return Ok(());
     };
     let got_in_range = seen.iter().filter(|s| (lo..=hi).contains(*s)).count() as u64;
     let lost = (hi - lo).saturating_add(1).saturating_sub(got_in_range);
@@ -190,6 +188,34 @@ mod tests {
         assert_eq!((r5.src_addr.as_deref(), r5.dst_port, r5.protocol.as_deref()), (Some("10.0.0.1"), Some(9000), Some("udp")));
         let r3 = t.iter().find(|r| r.seq == 3).unwrap();
         assert_eq!((r3.lost, r3.arrival_ns, r3.sent_ns, r3.size), (Some(true), None, Some(3005), Some(100)));
+    }
+
+    #[test]
+    fn an_end_message_counts_the_loss_at_the_end_of_a_receivers_log() {
+        use horde_wire::signal::{EndReason, FlowEnd};
+        // 100 sent (the sender said so at the end); 0..89 arrived, 5 and 6 twice.
+        let mut rx: Vec<Record> = (0..90).chain([5, 6]).map(|s| rec(RecordKind::Received, 4, s, s, s + 10)).collect();
+        let end = FlowEnd { flow: 4, reason: EndReason::Done, packets: 100, bytes: 10_000, at_ns: 0, mac: [0; 16] };
+        rx.push(end.record(5_000, 0));
+        rx.push(end.record(5_001, 0));
+        let logs = [LoadedLog { role: Role::Receiver, records: rx.clone(), trailing_bytes: 0 }];
+        let a = analyse_collected(&collect(&logs), Options::default());
+        let f = &a.flows[0];
+        let l = f.loss.as_ref().unwrap();
+        assert_eq!((l.sent, l.expected, l.lost, l.duplicates), (Some(100), 100, 10, 2));
+        assert_eq!(f.end.as_ref().map(|e| (e.reason.as_str(), e.packets, e.bytes)), Some(("done", 100, 10_000)));
+        assert_eq!(a.ignored_records, 0, "the second copy is kept out, not an unknown record");
+        let t = table(&logs);
+        assert_eq!(t.iter().filter(|r| r.lost == Some(true)).map(|r| r.seq).collect::<Vec<_>>(), (90..100).collect::<Vec<_>>());
+        // Without the end message, the last ten are invisible; with every packet lost, the
+        // end message alone says so.
+        rx.retain(|r| r.kind != RecordKind::End);
+        let a = analyse_collected(&collect(&[LoadedLog { role: Role::Receiver, records: rx, trailing_bytes: 0 }]), Options::default());
+        assert_eq!(a.flows[0].loss.as_ref().map(|l| l.lost), Some(0));
+        let only_end = [LoadedLog { role: Role::Receiver, records: vec![end.record(1, 0)], trailing_bytes: 0 }];
+        let a = analyse_collected(&collect(&only_end), Options::default());
+        assert_eq!(a.flows[0].loss.as_ref().map(|l| (l.expected, l.lost)), Some((100, 100)));
+        assert_eq!(table(&only_end).len(), 100);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod control;
 pub mod datagram;
 pub mod icmp;
 pub mod log;
+pub mod signal;
 pub mod stream;
 
 pub use datagram::{DatagramHeader, DATAGRAM_HEADER_LEN};

@@ -12,6 +12,10 @@
 //!  0 flow u32 | 4 port u16 | 6 protocol u8 (IANA: 1 ICMP, 6 TCP, 17 UDP) | 7 family u8 (4, 6)
 //!  8..24 address, network byte order (IPv4 in 8..12, the rest 0) | 24 learnt at u64 | 32 tag u32
 //!  36 0 | 37 0 | 38 kind u8 | 39 0
+//! end record (40 bytes, kind 5; version 3): a receiver's record of the sender's end-of-flow
+//! message (`crate::signal`), once per flow:
+//!  0 flow u32 | 4 reason u32 (0 done, 1 interrupted, 2 consent lapsed) | 8 packets sent u64
+//!  16 bytes sent u64 | 24 arrived at u64 | 32 tag u32 | 36 0 | 37 0 | 38 kind u8 | 39 0
 //! ```
 //! Times are ns since the Unix epoch (CLOCK_REALTIME). Meaning of `t_a` / `t_b` by kind:
 //! - `Sent`: scheduled departure / actual departure (the difference is the send lateness);
@@ -25,13 +29,15 @@
 //! player) and **destination** (the end it went to: `recv`'s socket, a server side), with the
 //! protocol. In numpy, `rec[rec['kind'] < 3]` are the packets; for an endpoint,
 //! `size & 0xffff` is the port and `rec.view('u1').reshape(-1, 40)[:, 8:24]` the address bytes.
-//! Version 1 logs (no endpoint records) still decode.
+//! Version 3 added the end records: a receiver logs the sender's end-of-flow message, so the
+//! receiver's log alone counts the packets lost at the end of a flow and tells a flow that
+//! ended from one whose sender vanished. Version 1 and 2 logs still decode.
 
 use crate::{need, WireError};
 
 pub const LOG_HEADER_LEN: usize = 32;
 pub const RECORD_LEN: usize = 40;
-pub const LOG_VERSION: u16 = 2;
+pub const LOG_VERSION: u16 = 3;
 /// The oldest log version this build reads.
 pub const LOG_VERSION_MIN: u16 = 1;
 const MAGIC: [u8; 8] = *b"HORDELOG";
@@ -96,6 +102,9 @@ pub enum RecordKind {
     Source = 3,
     /// An endpoint record: the flow's destination.
     Destination = 4,
+    /// A receiver's record of the sender's end-of-flow message (version 3; see
+    /// [`crate::signal::FlowEnd::record`]).
+    End = 5,
 }
 
 impl RecordKind {
@@ -156,7 +165,7 @@ impl Endpoint {
 
     /// Reads an endpoint record; `None` for a packet record or an unknown address family.
     pub fn of(r: &Record) -> Option<Endpoint> {
-        if r.kind.is_packet() {
+        if !matches!(r.kind, RecordKind::Source | RecordKind::Destination) {
             return None;
         }
         let mut a = [0u8; 16];
@@ -213,6 +222,7 @@ impl Record {
             2 => RecordKind::Echoed,
             3 => RecordKind::Source,
             4 => RecordKind::Destination,
+            5 => RecordKind::End,
             k => return Err(WireError::Version(k)),
         };
         Ok(Record {

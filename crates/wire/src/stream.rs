@@ -14,6 +14,8 @@
 //!  +-------------+------------------------------+
 //!  | length u16  | send time, µs since base, u32 |   length = whole APDU, 6..=65535
 //!  +-------------+------------------------------+
+//! signal: an APDU header of length 0 (and offset 0), then a 60-byte signalling message
+//! (`crate::signal`: the sender's end of flow); it is not an APDU and takes no sequence number.
 //! ```
 //! All big-endian. The µs offset wraps every 2^32 µs (71.6 min); APDUs on a stream are sent
 //! in order, so the decoder unwraps it by counting wraps. The sequence number of an APDU is its
@@ -121,13 +123,24 @@ pub enum StreamEvent {
         len: u16,
         send_ns: u64,
     },
+    /// The sender's end-of-flow message ([`crate::signal`]; its MAC is not checked here).
+    End(crate::signal::FlowEnd),
+    /// A signalling message of a version or type this build does not know: skipped.
+    UnknownSignal {
+        version: u8,
+        kind: u8,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Hello,
     Header,
-    Payload { remaining: usize },
+    Payload {
+        remaining: usize,
+    },
+    /// After an APDU header of length 0: the signalling message's bytes.
+    Signal,
     Failed(WireError),
 }
 
@@ -136,7 +149,7 @@ enum State {
 #[derive(Debug, Clone)]
 pub struct StreamDecoder {
     state: State,
-    partial: [u8; HELLO_LEN],
+    partial: [u8; crate::signal::END_LEN],
     have: usize,
     hello: StreamHello,
     seq: u64,
@@ -155,7 +168,7 @@ impl StreamDecoder {
     pub fn new() -> Self {
         StreamDecoder {
             state: State::Hello,
-            partial: [0; HELLO_LEN],
+            partial: [0; crate::signal::END_LEN],
             have: 0,
             hello: StreamHello::default(),
             seq: 0,
@@ -175,8 +188,12 @@ impl StreamDecoder {
         while !buf.is_empty() {
             match self.state {
                 State::Failed(e) => return Err(e),
-                State::Hello | State::Header => {
-                    let want = if self.state == State::Hello { HELLO_LEN } else { APDU_HEADER_LEN };
+                State::Hello | State::Header | State::Signal => {
+                    let want = match self.state {
+                        State::Hello => HELLO_LEN,
+                        State::Signal => crate::signal::END_LEN,
+                        _ => APDU_HEADER_LEN,
+                    };
                     let take = (want - self.have).min(buf.len());
                     self.partial[self.have..self.have + take].copy_from_slice(&buf[..take]);
                     self.have += take;
@@ -201,10 +218,24 @@ impl StreamDecoder {
     }
 
     fn header_complete(&mut self, want: usize, on_event: &mut impl FnMut(StreamEvent)) -> Result<(), WireError> {
-        if want == HELLO_LEN {
+        if self.state == State::Hello {
             self.hello = StreamHello::parse(&self.partial[..HELLO_LEN])?;
             self.state = State::Header;
             on_event(StreamEvent::Hello(self.hello));
+            return Ok(());
+        }
+        if self.state == State::Signal {
+            self.state = State::Header;
+            match crate::signal::FlowEnd::parse(&self.partial[..want]) {
+                Ok(e) => on_event(StreamEvent::End(e)),
+                Err(crate::signal::SignalError::Unknown { version, kind }) => on_event(StreamEvent::UnknownSignal { version, kind }),
+                Err(crate::signal::SignalError::Wire(e)) => return Err(e),
+            }
+            return Ok(());
+        }
+        if self.partial[..2] == [0, 0] {
+            // Length 0: a signalling message follows, not an APDU (it takes no sequence number).
+            self.state = State::Signal;
             return Ok(());
         }
         let h = ApduHeader::parse(&self.partial[..APDU_HEADER_LEN])?;
@@ -232,6 +263,34 @@ impl StreamDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signal_between_apdus_is_an_event_not_an_apdu_in_any_split() {
+        let hello = StreamHello { flags: 0, flow: 4, base_ns: 1_000_000, tag: 0, mac: [0; 16] };
+        let mut bytes = vec![0u8; HELLO_LEN];
+        hello.emit(&mut bytes);
+        let mut apdu = [0u8; 10];
+        ApduHeader::at(10, 1_000_000, 3_000_000).emit(&mut apdu);
+        bytes.extend_from_slice(&apdu);
+        let end = crate::signal::FlowEnd { flow: 4, reason: crate::signal::EndReason::Done, packets: 2, bytes: 20, at_ns: 9, mac: [1; 16] };
+        bytes.extend_from_slice(&[0; APDU_HEADER_LEN]);
+        bytes.extend_from_slice(&end.emit());
+        let mut unknown = end.emit();
+        unknown[20] = 7;
+        bytes.extend_from_slice(&[0; APDU_HEADER_LEN]);
+        bytes.extend_from_slice(&unknown);
+        bytes.extend_from_slice(&apdu);
+        for split in 1..bytes.len() {
+            let mut d = StreamDecoder::new();
+            let mut ev = Vec::new();
+            d.feed(&bytes[..split], |e| ev.push(e)).unwrap();
+            d.feed(&bytes[split..], |e| ev.push(e)).unwrap();
+            assert_eq!(ev.len(), 5, "split {split}");
+            assert_eq!(ev[2], StreamEvent::End(end));
+            assert_eq!(ev[3], StreamEvent::UnknownSignal { version: 7, kind: 1 });
+            assert!(matches!(ev[4], StreamEvent::Apdu { seq: 1, len: 10, .. }), "a signal takes no sequence number");
+        }
+    }
 
     fn stream(lens: &[u16], offsets: &[u32]) -> Vec<u8> {
         let mut v = vec![0u8; HELLO_LEN];

@@ -119,3 +119,25 @@ fn control_datagrams_never_panic_and_round_trip() {
         }
     }
 }
+
+#[test]
+fn end_messages_never_panic_and_round_trip() {
+    use horde_wire::signal::{FlowEnd, FLAG_SIGNAL, SIGNAL_VERSION, TYPE_END};
+    let mut r = ChaCha8Rng::seed_from_u64(29);
+    let mut parsed = 0;
+    for i in 0..200_000 {
+        let n = (r.next_u64() % 80) as usize;
+        let mut b = vec![0u8; n];
+        r.fill_bytes(&mut b);
+        if i % 2 == 0 && n >= 24 {
+            b[..4].copy_from_slice(&[b'H', b'D', horde_wire::VERSION, FLAG_SIGNAL]);
+            (b[20], b[21], b[22]) = (SIGNAL_VERSION, TYPE_END, (i % 4) as u8);
+        }
+        if let Ok(e) = FlowEnd::parse(&b) {
+            parsed += 1;
+            assert_eq!(FlowEnd::parse(&e.emit()).unwrap(), e);
+            assert_eq!(FlowEnd::of(&e.record(e.at_ns, 0)).map(|x| (x.flow, x.packets, x.bytes, x.reason)), Some((e.flow, e.packets, e.bytes, e.reason)));
+        }
+    }
+    assert!(parsed > 1_000, "the generator reaches valid messages: {parsed}");
+}

@@ -158,10 +158,38 @@ pub fn print_report(r: &RecvReport) {
     if r.garbage_datagrams + r.garbage_streams > 0 {
         say!("  ignored: {} datagram(s) and {} TCP stream(s) that were not Horde traffic", r.garbage_datagrams, r.garbage_streams);
     }
+    end_lines(r);
     if r.icmp_other > 0 {
         say!("  ignored: {} echo request(s) that were not Horde's (e.g. ping; the kernel answered them)", r.icmp_other);
     }
     if let Some(p) = &r.log {
         say!("  log: {} ({} records)", std::path::absolute(p).unwrap_or_else(|_| p.clone()).display(), r.log_records);
     }
+}
+
+/// What the senders said at the end of their flows, beside what arrived.
+fn end_lines(r: &RecvReport) {
+    let n = r.flows.len();
+    if n == 0 {
+        return;
+    }
+    let ended: Vec<_> = r.flows.values().filter_map(|f| f.end.as_ref().map(|e| (e, f.packets))).collect();
+    if ended.is_empty() {
+        say!("  ends: no end message from the {n} flow(s)' senders (they are still running, died, or are not `horde send`): loss at their ends cannot be told");
+        return;
+    }
+    let sent: u64 = ended.iter().map(|(e, _)| e.packets).sum();
+    let arrived: u64 = ended.iter().map(|(_, p)| *p).sum();
+    let stopped = ended.iter().filter(|(e, _)| e.reason != "done").count();
+    say!(
+        "  ends: {} of {n} flow(s) ended with their sender's counts: {sent} sent, {arrived} arrived ({} lost){}{}",
+        ended.len(),
+        sent.saturating_sub(arrived),
+        if stopped > 0 { format!("; {stopped} stopped early (interrupted or consent lapsed)") } else { String::new() },
+        if ended.len() < n {
+            format!("; {} without an end message (the sender died, is still running, or is not `horde send`)", n - ended.len())
+        } else {
+            String::new()
+        }
+    );
 }

@@ -348,6 +348,7 @@ fn send(args: Args, stop: &AtomicBool) -> Outcome {
         linger: args.linger,
         key: args.key.key()?,
         greet: !args.no_greet,
+        end_messages: true,
         floor: args.floor,
         ..Default::default()
     };

@@ -36,6 +36,7 @@ use crate::EngineError;
 
 mod icmp;
 mod report;
+mod signal;
 pub use report::{FlowReceived, RecvOptions, RecvRefusals, RecvReport};
 
 /// Largest datagram read whole; longer ones are truncated and counted as garbage.
@@ -83,6 +84,8 @@ struct UdpFlow {
     echo: bool,
     reverse: bool,
     last_s: u64,
+    /// Its sender's end message was logged.
+    ended: bool,
 }
 
 /// Binds every listener, calls `ready` with the bound addresses (port 0 becomes a real port),
@@ -217,7 +220,11 @@ impl Ctx for SinkCtx<'_> {
     }
 
     fn record(&mut self, r: Record) {
-        count(self.report, r.flow, r.size as usize, r.t_b);
+        if r.kind == RecordKind::End {
+            signal::note_end(self.report, &r);
+        } else {
+            count(self.report, r.flow, r.size as usize, r.t_b);
+        }
         self.sink.push(r);
     }
 
@@ -314,6 +321,13 @@ impl Receiver {
             for k in 0..n {
                 let info = self.batch.info(k);
                 let data = self.batch.data(k);
+                if horde_wire::signal::is_signal(data) {
+                    if let Some(from) = info.from {
+                        let data = data.to_vec();
+                        self.on_signal(from, &data, now);
+                    }
+                    continue;
+                }
                 if horde_proto::consent::is_consent(data) {
                     if info.from.is_none_or(|from| !self.udp[i].1.on_consent(from, data)) {
                         self.report.refusals.consent_refused += 1;
@@ -412,7 +426,7 @@ impl Receiver {
             self.report.refusals.full += 1;
         }
         if let Some((h, (echo, reverse))) = g.admitted {
-            self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s });
+            self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s, ended: false });
             let local = self.udp[i].0.local_addr().ok().and_then(|a| a.as_socket());
             self.sink.endpoints(h.header.flow, h.header.seq, Some(from), local, horde_wire::log::PROTO_UDP);
         }

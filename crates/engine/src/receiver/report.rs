@@ -61,6 +61,20 @@ pub struct FlowReceived {
     pub bytes: u64,
     pub first_ns: u64,
     pub last_ns: u64,
+    /// The sender's end message: absent if none came (the sender died, is still running, or
+    /// is not `horde send`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<FlowEndSaid>,
+}
+
+/// What a sender said when its flow ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct FlowEndSaid {
+    /// "done", "interrupted" or "consent lapsed".
+    pub reason: String,
+    /// Packets (APDUs) and bytes the sender counted.
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 /// What the receiver turned away.
@@ -69,8 +83,11 @@ pub struct RecvRefusals {
     /// Challenges sent to hellos from addresses not validated yet, and their bytes.
     pub challenges: u64,
     pub challenge_bytes: u64,
-    /// Hellos without a MAC under the key (no answer).
+    /// Hellos (and end messages) without a MAC under the key (no answer).
     pub bad_mac: u64,
+    /// Signalling messages of a version or type this build does not know (ignored).
+    #[serde(default)]
+    pub unknown_signals: u64,
     /// Hellos malformed or over the challenge budget.
     pub dropped_hellos: u64,
     /// Validated flows refused because the receiver held as many as it may.
@@ -124,6 +141,9 @@ pub struct RecvReport {
     #[serde(default)]
     pub consent_probe_bytes: u64,
     pub kernel_timestamps: u64,
+    /// Flows whose sender's end message arrived (see `flows[].end`).
+    #[serde(default)]
+    pub ended: u64,
     pub refusals: RecvRefusals,
     pub flows: BTreeMap<u32, FlowReceived>,
     pub duration_s: f64,

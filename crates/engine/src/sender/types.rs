@@ -112,6 +112,10 @@ pub struct SendOptions {
     pub serve_limits: ServeLimits,
     /// How long the busy-wait floor is measured before the run (0: not measured).
     pub floor: Duration,
+    /// Each client flow to a Horde receiver ends with an end message carrying its counts
+    /// (`horde_wire::signal`; UDP flows that greet, TCP flows): `horde send` does; a scenario's
+    /// players do not (their server side keeps its own counts).
+    pub end_messages: bool,
 }
 
 /// The busy-wait floor measured before every run unless told otherwise: 200 ms.
@@ -135,6 +139,7 @@ impl Default for SendOptions {
             greet: true,
             serve_limits: ServeLimits::default(),
             floor: DEFAULT_FLOOR,
+            end_messages: false,
         }
     }
 }

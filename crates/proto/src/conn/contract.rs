@@ -53,4 +53,6 @@ pub enum Event {
     EchoRequested,
     /// Sink role: the peer asked for bulk back (reverse mode).
     ReverseRequested,
+    /// Sink role: the sender ended its flow with a valid end message (logged as an end record).
+    Ended,
 }

@@ -30,6 +30,7 @@ use crate::mirror::{Mirror, Source};
 
 mod contract;
 mod icmp;
+pub mod signal;
 mod stats;
 mod timers;
 pub use contract::{Accepted, Close, Ctx, Event, Responder};
@@ -132,6 +133,8 @@ pub struct Conn {
     proof: Option<horde_wire::control::KeepAliveProof>,
     /// Client over ICMP: the target's consent, kept by its echo replies ([`crate::echo`]).
     echo: Option<crate::echo::EchoConsent>,
+    /// Sink: the sender's end message was logged (copies after the first are not).
+    ended: bool,
     pub stats: ConnStats,
     timers: timers::Timers,
 }
@@ -179,6 +182,7 @@ impl Conn {
             consent_reply: None,
             proof: None,
             echo: None,
+            ended: false,
             stats: ConnStats::default(),
             timers: timers::Timers::default(),
         }
@@ -228,6 +232,7 @@ impl Conn {
             consent_reply: None,
             proof: None,
             echo: None,
+            ended: false,
             stats: ConnStats::default(),
             timers: timers::Timers::default(),
         }
@@ -587,6 +592,8 @@ impl Conn {
         for ev in events {
             let step = match ev {
                 StreamEvent::Hello(h) => self.on_stream_hello(&mut s, h, now, ctx),
+                StreamEvent::End(e) => Ok(self.on_end(&e, now, ctx)),
+                StreamEvent::UnknownSignal { .. } => Ok(None),
                 StreamEvent::Apdu { seq, len, send_ns } => {
                     if let Some(r) = &mut s.reverse {
                         r.size = if r.size == 0 { len } else { r.size };

@@ -1,0 +1,53 @@
+//! The senders' end-of-flow messages (`horde_wire::signal`): logged once per flow as an end
+//! record, and kept in the report beside what arrived, so a flow that ended is told from one
+//! whose sender vanished, and packets lost at the end of a flow are counted.
+
+use std::net::SocketAddr;
+
+use horde_proto::conn::signal::end_is_valid;
+use horde_wire::signal::{FlowEnd, SignalError};
+use horde_wire::{Record, RecordKind};
+
+use super::report::FlowEndSaid;
+use super::{Receiver, RecvReport};
+
+/// Notes an end record in the report (the packet counts are not touched).
+pub(super) fn note_end(report: &mut RecvReport, r: &Record) {
+    if let Some(e) = FlowEnd::of(r) {
+        report.ended += 1;
+        report.flows.entry(r.flow).or_default().end = Some(FlowEndSaid { reason: e.reason.name().to_string(), packets: e.packets, bytes: e.bytes });
+    }
+}
+
+impl Receiver {
+    /// A signalling datagram from `from` on listener `i`, arrived at `now` (real ns): an end
+    /// message of an admitted flow, signed with the run key, is logged once; others are counted.
+    pub(super) fn on_signal(&mut self, from: SocketAddr, data: &[u8], now: u64) {
+        let e = match FlowEnd::parse(data) {
+            Ok(e) => e,
+            Err(SignalError::Unknown { .. }) => {
+                self.report.refusals.unknown_signals += 1;
+                return;
+            }
+            Err(SignalError::Wire(_)) => {
+                self.report.garbage_datagrams += 1;
+                return;
+            }
+        };
+        let Some(f) = self.udp_flows.get_mut(&(from, e.flow)) else {
+            self.report.refusals.unadmitted_datagrams += 1;
+            return;
+        };
+        if !end_is_valid(&self.opts.key, e.flow, &e) {
+            self.report.refusals.bad_mac += 1;
+            return;
+        }
+        if std::mem::replace(&mut f.ended, true) {
+            return;
+        }
+        let r = e.record(now, f.tag);
+        debug_assert_eq!(r.kind, RecordKind::End);
+        note_end(&mut self.report, &r);
+        self.sink.push(r);
+    }
+}

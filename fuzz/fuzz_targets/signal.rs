@@ -1,0 +1,14 @@
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+// Any bytes as a signalling datagram (a sender's end of flow): parsing never panics, what parses
+// round-trips, and only a message signed with the run key is valid.
+fuzz_target!(|data: &[u8]| {
+    if let Ok(e) = horde_wire::signal::FlowEnd::parse(data) {
+        assert_eq!(horde_wire::signal::FlowEnd::parse(&e.emit()), Ok(e));
+        let key = horde_proto::RunKey::from_bytes([5; 32]);
+        let signed = horde_proto::conn::signal::end_message(&key, e.flow, e.reason, e.packets, e.bytes, e.at_ns);
+        let valid = horde_proto::conn::signal::end_is_valid(&key, e.flow, &e);
+        assert!(!valid || signed[..] == data[..horde_wire::signal::END_LEN]);
+    }
+});
