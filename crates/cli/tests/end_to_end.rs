@@ -260,9 +260,11 @@ fn flows_end_with_their_senders_counts_and_a_killed_sender_is_told_apart() {
     let (rlog, rjson) = (dir.path("r.hlog"), dir.path("r.json"));
     let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", rlog.to_str().unwrap(), "--json", rjson.to_str().unwrap()]);
     let (udp, tcp) = (rx.addrs[0].to_string(), rx.addrs[1].to_string());
-    let send = |dst: &str, extra: &[&str]| horde().args(["send", "--dst", dst, "--rate", "500", "--size", "64", "--floor", "0"]).args(extra).spawn().unwrap();
+    let send = |dst: &str, extra: &[&str]| {
+        horde().args(["send", "--dst", dst, "--rate", "500", "--size", "64", "--floor", "0"]).args(extra).stderr(std::process::Stdio::piped()).spawn().unwrap()
+    };
     // Ended as planned: 300 UDP datagrams (flow 1), 200 TCP APDUs (flow 2).
-    let a = send(&udp, &["--packets", "300", "--id-base", "1"]);
+    let a = send(&udp, &["--packets", "300", "--id-base", "1", "--json", dir.path("a.json").to_str().unwrap()]);
     let b = send(&tcp, &["-T", "tcp", "--packets", "200", "--id-base", "2"]);
     // Stopped: SIGTERM (flow 3, UDP; flow 4, TCP) and SIGKILL (flow 5) after about a second.
     let c = send(&udp, &["--duration", "20s", "--id-base", "3"]);
@@ -272,7 +274,13 @@ fn flows_end_with_their_senders_counts_and_a_killed_sender_is_told_apart() {
     for (child, sig) in [(&c, libc::SIGTERM), (&d, libc::SIGTERM), (&e, libc::SIGKILL)] {
         unsafe { libc::kill(child.id() as i32, sig) };
     }
-    for mut child in [a, b, c, d, e] {
+    let a = a.wait_with_output().unwrap();
+    // The receiver acknowledged flow 1's end with what arrived: the sender reports its loss.
+    let aj: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path("a.json")).unwrap()).unwrap();
+    assert_eq!((aj["flows"][0]["receiver"]["packets"].as_u64(), aj["flows"][0]["receiver"]["bytes"].as_u64()), (Some(300), Some(300 * 64)), "{aj}");
+    let said_a = String::from_utf8_lossy(&a.stderr);
+    assert!(said_a.contains("receiver: acknowledged the end of 1 of 1 UDP flow(s): 300 of 300 packets arrived (0 lost"), "{said_a}");
+    for mut child in [b, c, d, e] {
         child.wait().unwrap();
     }
     std::thread::sleep(Duration::from_millis(300));

@@ -118,6 +118,7 @@ impl Slot {
             unsent: s.unsent,
             first_ns: s.first_ns,
             last_ns: s.last_ns,
+            receiver: self.conn.acked().map(|(packets, bytes)| crate::sender::types::ReceiverSaid { packets, bytes }),
         }
     }
 }
@@ -709,7 +710,7 @@ impl Worker {
         let two_way = self.opts.run_for.is_some();
         loop {
             let backlog = self.slots.iter().any(|s| s.conn.wants_write());
-            let rtt = self.slots.iter().any(|s| s.conn.expects_echoes());
+            let rtt = self.slots.iter().any(|s| s.conn.expects_echoes() || s.conn.awaits_end_ack());
             let now = mono_ns();
             self.sink.tick(now);
             if (!backlog && !rtt && !two_way) || now >= deadline || stop.load(Ordering::Relaxed) {

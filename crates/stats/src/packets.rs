@@ -195,7 +195,7 @@ mod tests {
         use horde_wire::signal::{EndReason, FlowEnd};
         // 100 sent (the sender said so at the end); 0..89 arrived, 5 and 6 twice.
         let mut rx: Vec<Record> = (0..90).chain([5, 6]).map(|s| rec(RecordKind::Received, 4, s, s, s + 10)).collect();
-        let end = FlowEnd { flow: 4, reason: EndReason::Done, packets: 100, bytes: 10_000, at_ns: 0, mac: [0; 16] };
+        let end = FlowEnd { ack: false, flow: 4, reason: EndReason::Done, packets: 100, bytes: 10_000, at_ns: 0, mac: [0; 16] };
         rx.push(end.record(5_000, 0));
         rx.push(end.record(5_001, 0));
         let logs = [LoadedLog { role: Role::Receiver, records: rx.clone(), trailing_bytes: 0 }];

@@ -16,6 +16,11 @@
 //! `ver` is the signalling version (a receiver counts and ignores versions it does not know);
 //! the MAC covers bytes 0..44 under the run key (made and checked by `horde-proto`). The
 //! message is sent three times, once it is known; the receiver keeps the first.
+//!
+//! The receiver acknowledges each copy it takes with an end acknowledgement (type 2, D-ITG's
+//! "flow close acknowledgement") in the same 60-byte layout — never larger than what it answers,
+//! and only to the flow's admitted address: `packets` and `bytes` are then what *arrived*, so
+//! the sender reports its flow's loss without anyone decoding a log.
 
 use crate::datagram::{FLAG_ANSWER, FLAG_CHALLENGE};
 use crate::{need, DatagramHeader, WireError, DATAGRAM_HEADER_LEN};
@@ -26,6 +31,8 @@ pub const FLAG_SIGNAL: u8 = FLAG_CHALLENGE | FLAG_ANSWER;
 pub const SIGNAL_VERSION: u8 = 1;
 /// Message type: end of flow.
 pub const TYPE_END: u8 = 1;
+/// Message type: the receiver's acknowledgement of an end of flow, with what arrived.
+pub const TYPE_END_ACK: u8 = 2;
 pub const END_LEN: usize = 60;
 /// The part of an end message its MAC covers.
 pub const END_SIGNED_LEN: usize = 44;
@@ -64,9 +71,11 @@ impl EndReason {
     }
 }
 
-/// A sender's end-of-flow message.
+/// A sender's end-of-flow message, or (with `ack`) the receiver's acknowledgement of one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FlowEnd {
+    /// An acknowledgement: `packets`/`bytes` are what arrived, `reason` the end's it answers.
+    pub ack: bool,
     pub flow: u32,
     pub reason: EndReason,
     /// Packets (APDUs) the sender sent on the flow, and their bytes.
@@ -96,7 +105,8 @@ impl FlowEnd {
         let (version, kind) = (buf[20], buf[21]);
         let reason = EndReason::from_u8(buf[22]);
         match (version, kind, reason) {
-            (SIGNAL_VERSION, TYPE_END, Some(reason)) => Ok(FlowEnd {
+            (SIGNAL_VERSION, TYPE_END | TYPE_END_ACK, Some(reason)) => Ok(FlowEnd {
+                ack: kind == TYPE_END_ACK,
                 flow: h.flow,
                 reason,
                 packets: u64::from_be_bytes(buf[24..32].try_into().expect("8 bytes")),
@@ -113,7 +123,7 @@ impl FlowEnd {
         let mut b = [0u8; END_SIGNED_LEN];
         DatagramHeader { flags: FLAG_SIGNAL, flow: self.flow, seq: 0, send_ns: self.at_ns }.emit(&mut b);
         b[DATAGRAM_HEADER_LEN] = SIGNAL_VERSION;
-        b[21] = TYPE_END;
+        b[21] = if self.ack { TYPE_END_ACK } else { TYPE_END };
         b[22] = self.reason as u8;
         b[24..32].copy_from_slice(&self.packets.to_be_bytes());
         b[32..40].copy_from_slice(&self.bytes.to_be_bytes());
@@ -148,7 +158,7 @@ impl FlowEnd {
     pub fn of(r: &crate::Record) -> Option<FlowEnd> {
         (r.kind == crate::RecordKind::End).then_some(())?;
         let reason = EndReason::from_u8(u8::try_from(r.size).ok()?)?;
-        Some(FlowEnd { flow: r.flow, reason, packets: r.seq, bytes: r.t_a, at_ns: r.t_b, mac: [0; 16] })
+        Some(FlowEnd { ack: false, flow: r.flow, reason, packets: r.seq, bytes: r.t_a, at_ns: r.t_b, mac: [0; 16] })
     }
 }
 
@@ -163,7 +173,10 @@ mod tests {
 
     #[test]
     fn an_end_message_round_trips_and_others_are_refused() {
-        let e = FlowEnd { flow: 7, reason: EndReason::Interrupted, packets: 1_000, bytes: 64_000, at_ns: 5, mac: [3; 16] };
+        let e = FlowEnd { ack: false, flow: 7, reason: EndReason::Interrupted, packets: 1_000, bytes: 64_000, at_ns: 5, mac: [3; 16] };
+        let a = FlowEnd { ack: true, ..e };
+        assert_eq!(FlowEnd::parse(&a.emit()), Ok(a));
+        assert_ne!(a.signed(), e.signed(), "an acknowledgement is not an end message");
         let b = e.emit();
         assert!(is_signal(&b));
         assert_eq!(FlowEnd::parse(&b), Ok(e));

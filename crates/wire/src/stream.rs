@@ -272,7 +272,7 @@ mod tests {
         let mut apdu = [0u8; 10];
         ApduHeader::at(10, 1_000_000, 3_000_000).emit(&mut apdu);
         bytes.extend_from_slice(&apdu);
-        let end = crate::signal::FlowEnd { flow: 4, reason: crate::signal::EndReason::Done, packets: 2, bytes: 20, at_ns: 9, mac: [1; 16] };
+        let end = crate::signal::FlowEnd { ack: false, flow: 4, reason: crate::signal::EndReason::Done, packets: 2, bytes: 20, at_ns: 9, mac: [1; 16] };
         bytes.extend_from_slice(&[0; APDU_HEADER_LEN]);
         bytes.extend_from_slice(&end.emit());
         let mut unknown = end.emit();

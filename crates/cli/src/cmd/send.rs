@@ -541,6 +541,7 @@ pub fn print_report(r: &SendReport) {
     if r.errors > 0 {
         say!("  warning: {} send error(s): the receiver refused packets (is `horde recv` listening?)", r.errors);
     }
+    receiver_line(r);
     if r.echoes > 0 {
         let rtts: Vec<(u64, horde_engine::sender::Rtt)> = r.flows.iter().filter_map(|f| f.rtt.map(|x| (f.echoes, x))).collect();
         let min = rtts.iter().map(|x| x.1.min_us).fold(f64::INFINITY, f64::min);
@@ -562,4 +563,22 @@ pub fn print_report(r: &SendReport) {
         say!("  log: {} ({} records)", std::path::absolute(p).unwrap_or_else(|_| p.clone()).display(), r.log_records);
     }
     let _ = fmt_ns;
+}
+
+/// What the receiver said arrived, acknowledging the flows' end messages (UDP).
+fn receiver_line(r: &SendReport) {
+    let acked: Vec<(&horde_engine::sender::FlowSent, horde_engine::sender::ReceiverSaid)> = r.flows.iter().filter_map(|f| f.receiver.map(|x| (f, x))).collect();
+    if acked.is_empty() {
+        return;
+    }
+    let udp = r.flows.iter().filter(|f| f.transport == "udp" && !f.reverse).count();
+    let sent: u64 = acked.iter().map(|(f, _)| f.packets).sum();
+    let got: u64 = acked.iter().map(|(_, x)| x.packets).sum();
+    let lost = sent.saturating_sub(got);
+    say!(
+        "  receiver: acknowledged the end of {} of {udp} UDP flow(s): {got} of {sent} packets arrived ({lost} lost, {:.3} %){}",
+        acked.len(),
+        if sent > 0 { lost as f64 * 100.0 / sent as f64 } else { 0.0 },
+        if acked.len() < udp { "; the others' acknowledgements did not come (lost, or the receiver is older)" } else { "" }
+    );
 }

@@ -84,8 +84,9 @@ struct UdpFlow {
     echo: bool,
     reverse: bool,
     last_s: u64,
-    /// Its sender's end message was logged.
+    /// Its sender's end message was logged, and how many copies were acknowledged.
     ended: bool,
+    acks: u8,
 }
 
 /// Binds every listener, calls `ready` with the bound addresses (port 0 becomes a real port),
@@ -324,7 +325,7 @@ impl Receiver {
                 if horde_wire::signal::is_signal(data) {
                     if let Some(from) = info.from {
                         let data = data.to_vec();
-                        self.on_signal(from, &data, now);
+                        self.on_signal(i, from, &data, now);
                     }
                     continue;
                 }
@@ -426,7 +427,7 @@ impl Receiver {
             self.report.refusals.full += 1;
         }
         if let Some((h, (echo, reverse))) = g.admitted {
-            self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s, ended: false });
+            self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s, ended: false, acks: 0 });
             let local = self.udp[i].0.local_addr().ok().and_then(|a| a.as_socket());
             self.sink.endpoints(h.header.flow, h.header.seq, Some(from), local, horde_wire::log::PROTO_UDP);
         }

@@ -4,7 +4,10 @@
 
 use std::net::SocketAddr;
 
-use horde_proto::conn::signal::end_is_valid;
+use std::os::fd::AsRawFd;
+
+use horde_proto::conn::signal::{end_ack, end_is_valid};
+use horde_wire::signal::END_COPIES;
 use horde_wire::signal::{FlowEnd, SignalError};
 use horde_wire::{Record, RecordKind};
 
@@ -21,8 +24,10 @@ pub(super) fn note_end(report: &mut RecvReport, r: &Record) {
 
 impl Receiver {
     /// A signalling datagram from `from` on listener `i`, arrived at `now` (real ns): an end
-    /// message of an admitted flow, signed with the run key, is logged once; others are counted.
-    pub(super) fn on_signal(&mut self, from: SocketAddr, data: &[u8], now: u64) {
+    /// message of an admitted flow, signed with the run key, is logged once and acknowledged
+    /// with what arrived (each copy, at most three: never more bytes than came); others are
+    /// counted.
+    pub(super) fn on_signal(&mut self, i: usize, from: SocketAddr, data: &[u8], now: u64) {
         let e = match FlowEnd::parse(data) {
             Ok(e) => e,
             Err(SignalError::Unknown { .. }) => {
@@ -38,9 +43,15 @@ impl Receiver {
             self.report.refusals.unadmitted_datagrams += 1;
             return;
         };
-        if !end_is_valid(&self.opts.key, e.flow, &e) {
+        if e.ack || !end_is_valid(&self.opts.key, e.flow, &e) {
             self.report.refusals.bad_mac += 1;
             return;
+        }
+        if (f.acks as usize) < END_COPIES {
+            f.acks += 1;
+            let got = self.report.flows.get(&e.flow).map_or((0, 0), |g| (g.packets, g.bytes));
+            let ack = end_ack(&self.opts.key, &e, got.0, got.1, now);
+            let _ = crate::net::send_batch_to(self.udp[i].0.as_raw_fd(), &[&ack], &[from]);
         }
         if std::mem::replace(&mut f.ended, true) {
             return;

@@ -206,6 +206,17 @@ pub struct FlowSent {
     /// Real (epoch) times of the first and last departure, ns.
     pub first_ns: u64,
     pub last_ns: u64,
+    /// What the receiver said arrived of this flow when it acknowledged the flow's end message
+    /// (UDP flows of `horde send`); absent if no acknowledgement came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<ReceiverSaid>,
+}
+
+/// A receiver's count of one flow's arrivals, from its end acknowledgement.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ReceiverSaid {
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 /// What the server side's gates and listeners turned away (all zero for a client).

@@ -133,8 +133,10 @@ pub struct Conn {
     proof: Option<horde_wire::control::KeepAliveProof>,
     /// Client over ICMP: the target's consent, kept by its echo replies ([`crate::echo`]).
     echo: Option<crate::echo::EchoConsent>,
-    /// Sink: the sender's end message was logged (copies after the first are not).
+    /// Sink: the sender's end message was logged (copies after the first are not); client: ours left.
     ended: bool,
+    /// Client: the receiver's acknowledgement of our end message: (packets, bytes) arrived.
+    acked: Option<(u64, u64)>,
     pub stats: ConnStats,
     timers: timers::Timers,
 }
@@ -183,6 +185,7 @@ impl Conn {
             proof: None,
             echo: None,
             ended: false,
+            acked: None,
             stats: ConnStats::default(),
             timers: timers::Timers::default(),
         }
@@ -233,6 +236,7 @@ impl Conn {
             proof: None,
             echo: None,
             ended: false,
+            acked: None,
             stats: ConnStats::default(),
             timers: timers::Timers::default(),
         }
@@ -717,6 +721,9 @@ impl Conn {
     /// Feeds a datagram that arrived on a UDP client's socket (`now`: real ns). Returns its log
     /// record if it is traffic of this flow; handshake answers are consumed.
     pub fn on_datagram(&mut self, now: u64, bytes: &[u8], meta: &RxMeta) -> Result<Option<Record>, Status> {
+        if self.on_end_ack(bytes) {
+            return Ok(None);
+        }
         if crate::consent::is_consent(bytes) {
             if self.wants_traffic() {
                 if let Some(reply) = crate::consent::answer(bytes, self.flow) {

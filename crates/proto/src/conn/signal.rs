@@ -10,9 +10,17 @@ use crate::auth::RunKey;
 
 /// A signed end message of `flow`, ended at `at_ns` (real ns) with these counts.
 pub fn end_message(key: &RunKey, flow: u32, reason: EndReason, packets: u64, bytes: u64, at_ns: u64) -> [u8; END_LEN] {
-    let mut e = FlowEnd { flow, reason, packets, bytes, at_ns, mac: [0; 16] };
+    let mut e = FlowEnd { ack: false, flow, reason, packets, bytes, at_ns, mac: [0; 16] };
     e.mac = key.mac_signal(&e.signed());
     e.emit()
+}
+
+/// The receiver's signed acknowledgement of `end`, with what arrived of its flow: the same
+/// 60 bytes as what it answers.
+pub fn end_ack(key: &RunKey, end: &FlowEnd, packets: u64, bytes: u64, at_ns: u64) -> [u8; END_LEN] {
+    let mut a = FlowEnd { ack: true, packets, bytes, at_ns, mac: [0; 16], ..*end };
+    a.mac = key.mac_signal(&a.signed());
+    a.emit()
 }
 
 /// Whether `e` is signed with `key` and names `flow`.
@@ -25,6 +33,31 @@ impl Conn {
     /// see [`Conn::queue_end`] for TCP).
     pub fn end_message(&self, reason: EndReason, at_ns: u64) -> [u8; END_LEN] {
         end_message(&self.key, self.flow, reason, self.stats.packets, self.stats.bytes, at_ns)
+    }
+
+    /// Client over UDP: `bytes` is the receiver's signed acknowledgement of our end message
+    /// (then its counts are kept: [`Conn::acked`]). True if it was a signalling datagram.
+    pub(super) fn on_end_ack(&mut self, bytes: &[u8]) -> bool {
+        if !horde_wire::signal::is_signal(bytes) {
+            return false;
+        }
+        if let Ok(a) = FlowEnd::parse(bytes) {
+            if a.ack && self.ended && end_is_valid(&self.key, self.flow, &a) {
+                self.acked.get_or_insert((a.packets, a.bytes));
+            }
+        }
+        true
+    }
+
+    /// Client: what the receiver said arrived of this flow (packets, bytes), once it
+    /// acknowledged the end message.
+    pub fn acked(&self) -> Option<(u64, u64)> {
+        self.acked
+    }
+
+    /// Client over UDP: the end message left and its acknowledgement has not come yet.
+    pub fn awaits_end_ack(&self) -> bool {
+        self.role == Role::Client && self.ended && self.acked.is_none() && self.transport == horde_model::Transport::Udp
     }
 
     /// Marks the flow ended; true the first time only (one end message per flow).
@@ -50,5 +83,32 @@ impl Conn {
         self.ended = true;
         ctx.record(e.record(now, self.tag));
         Some(Event::Ended)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_receivers_signed_ack_of_our_end_counts() {
+        let key = RunKey::from_bytes([9; 32]);
+        let mut flow = horde_model::Flow::connection(3, "f".into(), "127.0.0.1:9".parse().unwrap(), 0);
+        flow.transport = horde_model::Transport::Udp;
+        let mut c = Conn::client(&flow, Box::new(std::iter::empty()), None, key.clone(), true);
+        let end = FlowEnd::parse(&c.end_message(EndReason::Done, 1)).unwrap();
+        let ack = end_ack(&key, &end, 90, 900, 2);
+        assert!(c.on_end_ack(&ack) && c.acked().is_none(), "an ack before our end message is ignored");
+        assert!(c.mark_ended() && !c.mark_ended());
+        assert!(c.awaits_end_ack());
+        // Another key, another flow, an end message instead of an ack: not the receiver's ack.
+        let other = RunKey::from_bytes([8; 32]);
+        assert!(c.on_end_ack(&end_ack(&other, &end, 1, 1, 2)) && c.acked().is_none());
+        assert!(c.on_end_ack(&end_ack(&key, &FlowEnd { flow: 4, ..end }, 1, 1, 2)) && c.acked().is_none());
+        assert!(c.on_end_ack(&end.emit()) && c.acked().is_none());
+        assert!(c.on_end_ack(&ack));
+        assert_eq!(c.acked(), Some((90, 900)));
+        assert!(!c.awaits_end_ack());
+        assert!(!c.on_end_ack(b"HD\x03\x00 not a signal at all"));
     }
 }
