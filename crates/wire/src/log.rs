@@ -312,13 +312,15 @@ mod tests {
     }
 
     #[test]
-    fn version_1_logs_still_read() {
+    fn version_1_and_2_logs_still_read() {
         let mut hb = [0u8; LOG_HEADER_LEN];
         LogHeader { role: Role::Sender, start_ns: 1 }.emit(&mut hb);
-        hb[8..10].copy_from_slice(&1u16.to_le_bytes());
-        assert_eq!(LogHeader::parse(&hb).unwrap().role, Role::Sender);
-        hb[8..10].copy_from_slice(&3u16.to_le_bytes());
-        assert_eq!(LogHeader::parse(&hb), Err(WireError::Version(3)));
+        for v in [1u16, 2] {
+            hb[8..10].copy_from_slice(&v.to_le_bytes());
+            assert_eq!(LogHeader::parse(&hb).unwrap().role, Role::Sender, "version {v}");
+        }
+        hb[8..10].copy_from_slice(&4u16.to_le_bytes());
+        assert_eq!(LogHeader::parse(&hb), Err(WireError::Version(4)));
     }
 
     #[test]
