@@ -9,6 +9,6 @@ fuzz_target!(|data: &[u8]| {
         let key = horde_proto::RunKey::from_bytes([5; 32]);
         let signed = horde_proto::conn::signal::end_message(&key, e.flow, e.reason, e.packets, e.bytes, e.at_ns);
         let valid = horde_proto::conn::signal::end_is_valid(&key, e.flow, &e);
-        assert!(!valid || signed[..] == data[..horde_wire::signal::END_LEN]);
+        assert!(!valid || horde_wire::signal::FlowEnd::parse(&signed) == Ok(e));
     }
 });
