@@ -22,11 +22,15 @@ pub(super) fn note_end(report: &mut RecvReport, r: &Record) {
     }
 }
 
+/// An end message is acknowledged only if the flow's last datagram arrived at most this many
+/// (whole) seconds before it.
+const ACK_FRESH_S: u64 = 2;
+
 impl Receiver {
     /// A signalling datagram from `from` on listener `i`, arrived at `now` (real ns): an end
     /// message of an admitted flow, signed with the run key, is logged once and acknowledged
-    /// with what arrived (each copy, at most three: never more bytes than came); others are
-    /// counted.
+    /// with what arrived (each copy, at most three: never more bytes than came; only while the
+    /// flow's traffic is fresh); others are counted.
     pub(super) fn on_signal(&mut self, i: usize, from: SocketAddr, data: &[u8], now: u64) {
         let e = match FlowEnd::parse(data) {
             Ok(e) => e,
@@ -47,7 +51,10 @@ impl Receiver {
             self.report.refusals.bad_mac += 1;
             return;
         }
-        if (f.acks as usize) < END_COPIES {
+        // Answered only while the flow's own traffic is fresh: a spoofed end message from the
+        // address of a sender that left long ago draws nothing.
+        let fresh = (self.last_arrival / 1_000_000_000).saturating_sub(f.last_s) <= ACK_FRESH_S;
+        if fresh && (f.acks as usize) < END_COPIES {
             f.acks += 1;
             let got = self.report.flows.get(&e.flow).map_or((0, 0), |g| (g.packets, g.bytes));
             let ack = end_ack(&self.opts.key, &e, got.0, got.1, now);
