@@ -28,6 +28,8 @@ pub mod clock;
 pub mod controller;
 pub(crate) mod fleet;
 pub mod flows;
+pub mod logd;
+pub mod logstream;
 mod link;
 pub mod merge;
 pub mod metrics;

@@ -29,6 +29,8 @@ enum Command {
     Send(cmd::send::Args),
     /// Receives on UDP/TCP ports, timestamps and logs every packet, echoes on request.
     Recv(cmd::recv::Args),
+    /// The live log server: `send`/`recv --log-server` stream their logs to it as they run (authenticated by the run key).
+    Logd(cmd::logd::Args),
     /// Computes rates, delay, jitter, loss and more from sender and/or receiver logs.
     Decode(cmd::decode::Args),
     /// Lists the built-in traffic presets and the distribution syntax.
@@ -107,6 +109,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a, &stop),
         Command::Send(a) => cmd::send::run(a, &stop),
         Command::Recv(a) => cmd::recv::run(a, &stop),
+        Command::Logd(a) => cmd::logd::run(a, &stop),
         Command::Decode(a) => cmd::decode::run(a),
         Command::Presets => cmd::presets::run(),
         Command::Services(a) => cmd::services::run(a),

@@ -100,6 +100,39 @@ impl RunKey {
     pub fn verify_signal(&self, signed: &[u8], mac: &[u8; 16]) -> bool {
         verify16(&self.0, b"horde-signal-v1", signed, mac)
     }
+
+    /// A live log stream's proof (`horde_wire::logstream`): the MAC of one TLS session's
+    /// exported keying material (`binding`), with one label per direction, so a proof is good on
+    /// the connection it was made for and from the side it was made by, and nowhere else.
+    pub fn logstream_proof(&self, side: LogSide, binding: &[u8]) -> [u8; 16] {
+        mac16(&self.0, side.domain(), binding)
+    }
+
+    /// Whether `proof` is [`RunKey::logstream_proof`] of `binding` for `side`, in constant time.
+    pub fn logstream_proof_ok(&self, side: LogSide, binding: &[u8], proof: &[u8; 16]) -> bool {
+        verify16(&self.0, side.domain(), binding, proof)
+    }
+}
+
+/// Which end of a live log stream makes a proof.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogSide {
+    /// The sender, receiver or agent streaming its log.
+    Source,
+    /// The log server.
+    Server,
+}
+
+impl LogSide {
+    fn domain(self) -> &'static [u8] {
+        match self {
+            LogSide::Source => b"horde-logstream-source-v1",
+            LogSide::Server => b"horde-logstream-server-v1",
+        }
+    }
+
+    /// The label under which both ends export the TLS session's keying material.
+    pub const EXPORTER_LABEL: &'static [u8] = b"EXPORTER-horde-logstream-v1";
 }
 
 fn hmac(key: &[u8], domain: &[u8], parts: &[&[u8]]) -> HmacSha256 {
@@ -191,6 +224,16 @@ impl CookieJar {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logstream_proofs_hold_only_for_their_side_key_and_session() {
+        let k = RunKey::from_bytes([4; 32]);
+        let p = k.logstream_proof(LogSide::Source, b"session one");
+        assert!(k.logstream_proof_ok(LogSide::Source, b"session one", &p));
+        assert!(!k.logstream_proof_ok(LogSide::Server, b"session one", &p), "a source's proof is not the server's");
+        assert!(!k.logstream_proof_ok(LogSide::Source, b"session two", &p), "a proof is bound to its session");
+        assert!(!RunKey::from_bytes([5; 32]).logstream_proof_ok(LogSide::Source, b"session one", &p));
+    }
 
     #[test]
     fn keys_parse_and_print() {

@@ -18,7 +18,7 @@ pub mod gate;
 pub mod greeter;
 pub mod mirror;
 
-pub use auth::{CookieJar, KeyError, RunKey};
+pub use auth::{CookieJar, KeyError, LogSide, RunKey};
 pub use conn::{Accepted, Close, Conn, ConnStats, Ctx, Event, Responder, Role, RxMeta};
 pub use consent::Consent;
 pub use echo::EchoConsent;

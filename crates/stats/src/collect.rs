@@ -81,13 +81,15 @@ pub struct Collected {
     pub(crate) back: BTreeMap<u32, FlowAcc>,
     pub(crate) ends: BTreeMap<u32, FlowEnds>,
     pub(crate) ignored: u64,
+    /// Gaps a live log server marked in the logs (version 4's gap records).
+    pub(crate) gaps: Vec<crate::GapStats>,
     /// A receiver's log was given (or a two-way pair, whose sides log arrivals).
     pub(crate) has_receiver: bool,
 }
 
 /// One pass over every log's records.
 pub fn collect(logs: &[LoadedLog]) -> Collected {
-    let mut c = Collected { flows: BTreeMap::new(), back: BTreeMap::new(), ends: BTreeMap::new(), ignored: 0, has_receiver: false };
+    let mut c = Collected { flows: BTreeMap::new(), back: BTreeMap::new(), ends: BTreeMap::new(), ignored: 0, gaps: Vec::new(), has_receiver: false };
     // A two-way run's pair of logs (`horde run`'s client.hlog and server.hlog): two sender logs
     // that both sent and received. The first one's departures are the forward rows, met by the
     // second one's arrivals; the second one's departures are the `rev` rows, met by the
@@ -105,6 +107,10 @@ pub fn collect(logs: &[LoadedLog]) -> Collected {
         for r in &l.records {
             if let Some(e) = Endpoint::of(r) {
                 c.ends.entry(r.flow).or_default().learn(&e);
+                continue;
+            }
+            if let Some(g) = horde_wire::log::Gap::of(r) {
+                c.gaps.push(crate::GapStats { log: i, reason: g.reason.name().to_string(), records: g.records, since_ns: g.since_ns });
                 continue;
             }
             if r.kind == RecordKind::End {

@@ -315,6 +315,16 @@ pub fn totals_text(a: &Analysis) -> String {
             }
         );
     }
+    for g in &a.gaps {
+        let _ = writeln!(
+            s,
+            "gap: log {} is missing {} from {}: {} (marked by the log server; figures cover what it received)",
+            g.log + 1,
+            g.records.map_or("what followed".to_string(), |n| format!("{n} record(s)")),
+            fmt_epoch_ns(g.since_ns),
+            g.reason
+        );
+    }
     if let Some(l) = &t.loss {
         let _ = writeln!(
             s,
@@ -337,4 +347,11 @@ pub fn totals_text(a: &Analysis) -> String {
         );
     }
     s
+}
+
+/// An epoch time as `HH:MM:SS.mmm UTC` (the day is the run's).
+fn fmt_epoch_ns(ns: u64) -> String {
+    let ms = ns / 1_000_000;
+    let (s, ms) = (ms / 1000, ms % 1000);
+    format!("{:02}:{:02}:{:02}.{ms:03} UTC", s / 3600 % 24, s / 60 % 60, s % 60)
 }

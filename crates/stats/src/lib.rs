@@ -191,9 +191,24 @@ pub struct Analysis {
     pub window_s: Option<f64>,
     /// Records whose kind did not fit the log's role, ignored.
     pub ignored_records: u64,
+    /// Where a live log server (`horde logd`) marked records missing from a streamed log.
+    #[serde(default)]
+    pub gaps: Vec<GapStats>,
     /// Whether a receiver's log was among the inputs (without one, and without echoes, there
     /// is no loss or delay to compute: only departures).
     pub has_receiver_log: bool,
+}
+
+/// A gap a live log server marked in a streamed log.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct GapStats {
+    /// Which of the logs given (0 = the first).
+    pub log: usize,
+    pub reason: String,
+    /// Records missing, where known (a source that was lost cannot say).
+    pub records: Option<u64>,
+    /// From when, ns since the epoch.
+    pub since_ns: u64,
 }
 
 /// Analyses any mix of sender and receiver logs, matching records by flow and sequence.
@@ -204,9 +219,9 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
 /// The analysis of records already sorted into flows ([`collect`]): what `decode` uses when it
 /// also writes the per-packet table from the same pass.
 pub fn analyse_collected(c: &Collected, opts: Options) -> Analysis {
-    let Collected { flows, back, ends, ignored, has_receiver } = c;
+    let Collected { flows, back, ends, ignored, gaps, has_receiver } = c;
     let (ignored, has_receiver) = (*ignored, *has_receiver);
-    let mut out = Analysis { ignored_records: ignored, window_s: opts.window_ns.map(|w| w as f64 / 1e9), has_receiver_log: has_receiver, ..Default::default() };
+    let mut out = Analysis { ignored_records: ignored, gaps: gaps.clone(), window_s: opts.window_ns.map(|w| w as f64 / 1e9), has_receiver_log: has_receiver, ..Default::default() };
     let mut total_delay = DelayAcc::default();
     let mut total_late = LateAcc::default();
     let mut total_loss: Option<LossStats> = None;

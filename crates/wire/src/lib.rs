@@ -12,6 +12,7 @@ pub mod control;
 pub mod datagram;
 pub mod icmp;
 pub mod log;
+pub mod logstream;
 pub mod signal;
 pub mod stream;
 

@@ -16,6 +16,12 @@
 //! message (`crate::signal`), once per flow:
 //!  0 flow u32 | 4 reason u32 (0 done, 1 interrupted, 2 consent lapsed) | 8 packets sent u64
 //!  16 bytes sent u64 | 24 arrived at u64 | 32 tag u32 | 36 0 | 37 0 | 38 kind u8 | 39 0
+//! gap record (40 bytes, kind 6; version 4): written by a log server (`horde logd`) where
+//! records are missing from a streamed log:
+//!  0 flow u32 = 0 | 4 reason u32 (0 the source's stream fell behind, 1 the source was lost,
+//!  2 the source fell silent, 3 the server's size limit) | 8 records missing u64 (u64::MAX: not
+//!  known) | 16 since u64 (ns, the source's clock where it said so, else the server's)
+//!  24 noted at u64 (the server's clock) | 32 0 | 36 0 | 37 0 | 38 kind u8 | 39 0
 //! ```
 //! Times are ns since the Unix epoch (CLOCK_REALTIME). Meaning of `t_a` / `t_b` by kind:
 //! - `Sent`: scheduled departure / actual departure (the difference is the send lateness);
@@ -31,13 +37,14 @@
 //! `size & 0xffff` is the port and `rec.view('u1').reshape(-1, 40)[:, 8:24]` the address bytes.
 //! Version 3 added the end records: a receiver logs the sender's end-of-flow message, so the
 //! receiver's log alone counts the packets lost at the end of a flow and tells a flow that
-//! ended from one whose sender vanished. Version 1 and 2 logs still decode.
+//! ended from one whose sender vanished. Version 4 added the gap records of streamed logs.
+//! Logs of versions 1 to 3 still decode.
 
 use crate::{need, WireError};
 
 pub const LOG_HEADER_LEN: usize = 32;
 pub const RECORD_LEN: usize = 40;
-pub const LOG_VERSION: u16 = 3;
+pub const LOG_VERSION: u16 = 4;
 /// The oldest log version this build reads.
 pub const LOG_VERSION_MIN: u16 = 1;
 const MAGIC: [u8; 8] = *b"HORDELOG";
@@ -105,6 +112,8 @@ pub enum RecordKind {
     /// A receiver's record of the sender's end-of-flow message (version 3; see
     /// [`crate::signal::FlowEnd::record`]).
     End = 5,
+    /// Records missing from a streamed log, as its log server noted (version 4; see [`Gap`]).
+    Gap = 6,
 }
 
 impl RecordKind {
@@ -197,6 +206,67 @@ pub fn protocol_name(p: u8) -> String {
     }
 }
 
+/// Why a streamed log has a gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GapReason {
+    /// The source's stream fell behind and it dropped records (its own log has them).
+    Behind = 0,
+    /// The connection ended without the source's end frame (killed, crashed, network).
+    Lost = 1,
+    /// The source sent nothing for longer than its keep-alive allows.
+    Silent = 2,
+    /// The log reached the server's size limit; what followed was not written.
+    Limit = 3,
+}
+
+impl GapReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            GapReason::Behind => "the source's stream fell behind",
+            GapReason::Lost => "the source was lost",
+            GapReason::Silent => "the source fell silent",
+            GapReason::Limit => "the log reached the server's size limit",
+        }
+    }
+}
+
+/// A gap in a streamed log (a record of kind [`RecordKind::Gap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    pub reason: GapReason,
+    /// Records missing, if known.
+    pub records: Option<u64>,
+    pub since_ns: u64,
+    pub noted_ns: u64,
+}
+
+impl Gap {
+    pub fn record(&self) -> Record {
+        Record {
+            size: self.reason as u32,
+            seq: self.records.unwrap_or(u64::MAX),
+            t_a: self.since_ns,
+            t_b: self.noted_ns,
+            kind: RecordKind::Gap,
+            ..Default::default()
+        }
+    }
+
+    pub fn of(r: &Record) -> Option<Gap> {
+        if r.kind != RecordKind::Gap {
+            return None;
+        }
+        let reason = match r.size {
+            0 => GapReason::Behind,
+            1 => GapReason::Lost,
+            2 => GapReason::Silent,
+            3 => GapReason::Limit,
+            _ => return None,
+        };
+        Some(Gap { reason, records: (r.seq != u64::MAX).then_some(r.seq), since_ns: r.t_a, noted_ns: r.t_b })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Record {
     pub flow: u32,
@@ -223,6 +293,7 @@ impl Record {
             3 => RecordKind::Source,
             4 => RecordKind::Destination,
             5 => RecordKind::End,
+            6 => RecordKind::Gap,
             k => return Err(WireError::Version(k)),
         };
         Ok(Record {
@@ -312,15 +383,28 @@ mod tests {
     }
 
     #[test]
-    fn version_1_and_2_logs_still_read() {
+    fn older_logs_still_read() {
         let mut hb = [0u8; LOG_HEADER_LEN];
         LogHeader { role: Role::Sender, start_ns: 1 }.emit(&mut hb);
-        for v in [1u16, 2] {
+        for v in [1u16, 2, 3] {
             hb[8..10].copy_from_slice(&v.to_le_bytes());
             assert_eq!(LogHeader::parse(&hb).unwrap().role, Role::Sender, "version {v}");
         }
-        hb[8..10].copy_from_slice(&4u16.to_le_bytes());
-        assert_eq!(LogHeader::parse(&hb), Err(WireError::Version(4)));
+        hb[8..10].copy_from_slice(&5u16.to_le_bytes());
+        assert_eq!(LogHeader::parse(&hb), Err(WireError::Version(5)));
+    }
+
+    #[test]
+    fn gaps_round_trip() {
+        for g in [
+            Gap { reason: GapReason::Lost, records: None, since_ns: 5, noted_ns: 9 },
+            Gap { reason: GapReason::Behind, records: Some(4096), since_ns: 1, noted_ns: 2 },
+        ] {
+            let mut b = [0u8; RECORD_LEN];
+            g.record().emit(&mut b);
+            assert_eq!(Gap::of(&Record::parse(&b).unwrap()), Some(g));
+        }
+        assert_eq!(Gap::of(&Record { kind: RecordKind::Gap, size: 77, ..Default::default() }), None);
     }
 
     #[test]

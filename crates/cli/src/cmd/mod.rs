@@ -8,6 +8,7 @@ pub mod demo;
 pub mod emu;
 pub mod key;
 pub mod presets;
+pub mod logd;
 pub mod recv;
 pub mod run;
 pub mod send;
@@ -65,6 +66,53 @@ pub fn duration(s: &str) -> Result<std::time::Duration, String> {
 /// `10s`, `1.5s`, `250ms` for messages.
 pub fn decode_fmt_duration(d: std::time::Duration) -> String {
     horde_model::units::fmt_ns(d.as_nanos() as f64)
+}
+
+/// The live log server options shared by `send` and `recv`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LogServerArgs {
+    /// Stream the per-packet log, as it is written, to the live log server `horde logd` at ADDR (host:port; needs the server's run key, --key-file). With or without --log
+    #[arg(long, value_name = "ADDR")]
+    pub log_server: Option<String>,
+    /// The log's name on the log server (NAME.log there; 1 to 64 of A-Z a-z 0-9 . _ -). Default: send-HOST-PID or recv-HOST-PID
+    #[arg(long, value_name = "NAME", requires = "log_server")]
+    pub log_name: Option<String>,
+}
+
+impl LogServerArgs {
+    /// Connects to the log server, if one was given: authenticated both ways before the run.
+    pub fn tap(&self, key: &horde_proto::RunKey, role: horde_wire::Role) -> Result<horde_engine::logger::TapSlot, crate::Failure> {
+        let Some(a) = &self.log_server else { return Ok(Default::default()) };
+        let addr = resolve(a).map_err(|e| crate::bad_input(anyhow::anyhow!("--log-server {a}: {e}")))?;
+        let name = self.log_name.clone().unwrap_or_else(|| horde_agent::logstream::default_name(role));
+        let s = horde_agent::logstream::LogStream::connect(addr, key, role, &name)?;
+        Ok(horde_engine::logger::TapSlot::new(Box::new(s)))
+    }
+}
+
+/// One line on a log's live stream, for the summaries.
+pub fn tap_line(t: &horde_engine::logger::TapReport) -> String {
+    let mut s = format!("  log server: {} record(s) streamed to {} as {}.log", t.records - t.dropped, t.server, t.name);
+    match t.acknowledged {
+        Some(a) => s.push_str(&format!(", {a} written there")),
+        None => s.push_str(", the end not acknowledged"),
+    }
+    if t.dropped > 0 {
+        s.push_str(&format!("; {} dropped when the stream fell behind (marked there as gaps)", t.dropped));
+    }
+    if let Some(e) = &t.error {
+        s.push_str(&format!("; {e}"));
+    }
+    s
+}
+
+/// `host:port` to one socket address.
+pub fn resolve(a: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    a.to_socket_addrs()
+        .map_err(|e| format!("not host:port ({e})"))?
+        .next()
+        .ok_or_else(|| "names no address".to_string())
 }
 
 /// The run-key option shared by `send`, `recv` and `key`.

@@ -41,6 +41,8 @@ pub struct Args {
     pub json: Option<PathBuf>,
     #[command(flatten)]
     pub key: super::KeyArgs,
+    #[command(flatten)]
+    pub log_server: super::LogServerArgs,
     /// TCP connections open at once at most; past it the oldest one that has not sent its hello is closed (else the newcomer)
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub max_conns: usize,
@@ -112,6 +114,7 @@ pub fn options(args: &Args) -> Result<RecvOptions, crate::Failure> {
         duration: args.duration,
         idle: args.idle,
         packets: args.packets,
+        log_tap: args.log_server.tap(&args.key.key()?, horde_wire::Role::Receiver)?,
         key: args.key.key()?,
         max_conns: args.max_conns.max(1),
         conn_idle: args.conn_idle.filter(|d| !d.is_zero()),
@@ -164,6 +167,9 @@ pub fn print_report(r: &RecvReport) {
     }
     if let Some(p) = &r.log {
         say!("  log: {} ({} records)", std::path::absolute(p).unwrap_or_else(|_| p.clone()).display(), r.log_records);
+    }
+    if let Some(t) = &r.log_server {
+        say!("{}", super::tap_line(t));
     }
 }
 

@@ -132,6 +132,8 @@ pub struct Args {
     #[command(flatten)]
     pub key: super::KeyArgs,
     #[command(flatten)]
+    pub log_server: super::LogServerArgs,
+    #[command(flatten)]
     pub commands: super::commands::CommandArgs,
     /// Send UDP without validating the address first: for a destination that is not `horde recv` (a capture, a device); a Horde receiver drops such flows
     #[arg(long)]
@@ -327,6 +329,11 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
 
 fn send(args: Args, stop: &AtomicBool) -> Outcome {
     if args.through.agents.is_some() {
+        if args.log_server.log_server.is_some() {
+            return Err(bad_input(anyhow::anyhow!(
+                "--log-server with --agents: agents do not stream to a log server yet; their logs come to the controller at the end (--logs DIR)"
+            )));
+        }
         return through_agents(&args, stop);
     }
     if args.floor > MAX_FLOOR {
@@ -352,6 +359,8 @@ fn send(args: Args, stop: &AtomicBool) -> Outcome {
         floor: args.floor,
         ..Default::default()
     };
+    // Connected and authenticated both ways before the first packet.
+    let opts = SendOptions { log_tap: args.log_server.tap(&opts.key, horde_wire::Role::Sender)?, ..opts };
     let keyed = !opts.key.is_open();
     let report = sender::run(flows, &opts, stop).context("sending")?;
     print_report(&report);
@@ -561,6 +570,9 @@ pub fn print_report(r: &SendReport) {
     if let Some(p) = &r.log {
         // Absolute: inside `emu exec` a relative path is in the node's own directory.
         say!("  log: {} ({} records)", std::path::absolute(p).unwrap_or_else(|_| p.clone()).display(), r.log_records);
+    }
+    if let Some(t) = &r.log_server {
+        say!("{}", super::tap_line(t));
     }
     let _ = fmt_ns;
 }

@@ -133,13 +133,16 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
         names.push(format!("tcp {a}"));
     }
     let start_real = real_ns();
-    let (writer, sink) = match &opts.log {
-        Some(p) => {
-            let (w, s) =
-                LogWriter::create(p, Role::Receiver, start_real).map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), err: e })?;
-            (Some(w), s)
-        }
-        None => (None, LogSink::disabled()),
+    let tap = opts.log_tap.take();
+    let (writer, sink) = if opts.log.is_some() || tap.is_some() {
+        let p = opts.log.as_deref();
+        let (w, s) = LogWriter::create(p, Role::Receiver, start_real, tap).map_err(|e| EngineError::Io {
+            what: format!("creating log {}", p.map(|p| p.display().to_string()).unwrap_or_default()),
+            err: e,
+        })?;
+        (Some(w), s)
+    } else {
+        (None, LogSink::disabled())
     };
     ready(&bound);
     let mut rx = Receiver {
@@ -171,7 +174,9 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
     let mut report = std::mem::take(&mut rx.report);
     drop(rx);
     if let Some(w) = writer {
-        report.log_records = w.finish().map_err(|e| EngineError::Io { what: "writing the receive log".into(), err: e })?;
+        let done = w.finish().map_err(|e| EngineError::Io { what: "writing the receive log".into(), err: e })?;
+        report.log_records = if opts.log.is_some() { done.records } else { 0 };
+        report.log_server = done.tap;
     }
     res.map_err(|e| EngineError::Io { what: "receiving".into(), err: e })?;
     Ok(report)

@@ -33,6 +33,8 @@ pub struct RecvOptions {
     pub reverse: bool,
     /// TCP: acknowledge at once (TCP_QUICKACK on every connection, again after every read).
     pub quickack: bool,
+    /// A live log server's stream (`--log-server`): the log goes there as it is written.
+    pub log_tap: crate::logger::TapSlot,
 }
 
 impl Default for RecvOptions {
@@ -51,6 +53,7 @@ impl Default for RecvOptions {
             conn_idle: None,
             reverse: true,
             quickack: false,
+            log_tap: Default::default(),
         }
     }
 }
@@ -150,4 +153,7 @@ pub struct RecvReport {
     pub interrupted: bool,
     pub log: Option<PathBuf>,
     pub log_records: u64,
+    /// The log's live stream to a log server (`--log-server`), if there was one.
+    #[serde(default)]
+    pub log_server: Option<crate::logger::TapReport>,
 }

@@ -103,13 +103,16 @@ fn run_workers(
 ) -> Result<SendReport, EngineError> {
     let threads = shares.len();
     let steal = horde_sys::host::StealMonitor::start();
-    let (writer, sink) = match &opts.log {
-        Some(p) => {
-            let (w, s) = LogWriter::create(p, horde_wire::Role::Sender, real_ns())
-                .map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), err: e })?;
-            (Some(w), s)
-        }
-        None => (None, LogSink::disabled()),
+    let tap = opts.log_tap.take();
+    let (writer, sink) = if opts.log.is_some() || tap.is_some() {
+        let p = opts.log.as_deref();
+        let (w, s) = LogWriter::create(p, horde_wire::Role::Sender, real_ns(), tap).map_err(|e| EngineError::Io {
+            what: format!("creating log {}", p.map(|p| p.display().to_string()).unwrap_or_default()),
+            err: e,
+        })?;
+        (Some(w), s)
+    } else {
+        (None, LogSink::disabled())
     };
     // Workers register their sockets first; the clock starts when all are ready, so set-up
     // time (10,000 sockets take ~100 ms) never shows as lateness.
@@ -147,10 +150,11 @@ fn run_workers(
         Ok(handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(std::io::Error::other("sender worker panicked")))).collect())
     });
     drop(sink);
-    let log_records = match writer {
+    let done = match writer {
         Some(w) => w.finish().map_err(|e| EngineError::Io { what: "writing the send log".into(), err: e })?,
-        None => 0,
+        None => Default::default(),
     };
+    let log_records = if opts.log.is_some() { done.records } else { 0 };
     let results = results?;
     let mut flows = Vec::new();
     let mut hist = new_hist();
@@ -185,6 +189,7 @@ fn run_workers(
     let mut report = summarise(flows, &hist, connect_s, interrupted, opts, log_records, threads, t0);
     report.end_real_ns = end_real_ns;
     report.refusals = refusals;
+    report.log_server = done.tap;
     // One count of late departures for the summary and the host's part (the histogram's own
     // count is bucketed near 1 ms); the per-second counts add up to it for runs up to a day.
     report.lateness.over_1ms = late_over_1ms;
@@ -254,6 +259,7 @@ fn summarise(
         interrupted,
         log: opts.log.clone(),
         log_records,
+        log_server: None,
         threads,
         t0_real_ns,
         end_real_ns: 0,

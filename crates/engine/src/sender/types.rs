@@ -116,6 +116,8 @@ pub struct SendOptions {
     /// (`horde_wire::signal`; UDP flows that greet, TCP flows): `horde send` does; a scenario's
     /// players do not (their server side keeps its own counts).
     pub end_messages: bool,
+    /// A live log server's stream (`--log-server`): the run's log goes there as it is written.
+    pub log_tap: crate::logger::TapSlot,
 }
 
 /// The busy-wait floor measured before every run unless told otherwise: 200 ms.
@@ -140,6 +142,7 @@ impl Default for SendOptions {
             serve_limits: ServeLimits::default(),
             floor: DEFAULT_FLOOR,
             end_messages: false,
+            log_tap: Default::default(),
         }
     }
 }
@@ -279,6 +282,9 @@ pub struct SendReport {
     pub interrupted: bool,
     pub log: Option<PathBuf>,
     pub log_records: u64,
+    /// The log's live stream to a log server (`--log-server`), if there was one.
+    #[serde(default)]
+    pub log_server: Option<crate::logger::TapReport>,
     pub threads: usize,
     /// Real time (ns since the epoch) of the run's start: departure times count from here.
     pub t0_real_ns: u64,
