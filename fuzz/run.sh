@@ -23,6 +23,9 @@ printf -- '-a 127.0.0.1 -rp 10001 -T TCP -C 3 -c 36 -t 8000\n-a 10.0.0.3 -rp 100
 mkdir -p corpus/icmp_echo
 # An echo reply of 36 payload bytes in an IPv4 packet (10.0.0.2 -> 10.0.0.1).
 printf '\x45\x00\x00\x40\x00\x01\x00\x00\x40\x01\x00\x00\x0a\x00\x00\x02\x0a\x00\x00\x01\x00\x00\x00\x00\x00\x07\x00\x01HD\x03\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00' > corpus/icmp_echo/seed-reply 2>/dev/null || true
+mkdir -p corpus/logstream
+# A split byte, a log header frame (version 4, sender), an empty keep-alive and an end frame.
+printf '\x00\x01\x00\x00\x00\x00\x00\x00\x20HORDELOG\x04\x00\x28\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00\x00' > corpus/logstream/seed-stream 2>/dev/null || true
 mkdir -p corpus/commands
 printf '{"command":"stop"}\n' > corpus/commands/stop 2>/dev/null || true
 printf '{"command":"players","online":600}\n{"command":"link","a":"r1","b":"r2","set":{"delay":"50ms","loss":{"p":"1%%","r":"25%%"}}}\n' > corpus/commands/players-link 2>/dev/null || true

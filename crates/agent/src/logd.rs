@@ -112,7 +112,8 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
     }
     std::fs::create_dir_all(&opts.dir).with_context(|| format!("creating the log directory {}", opts.dir.display()))?;
     let cfg = server_config()?;
-    let listener = TcpListener::bind(opts.listen).with_context(|| format!("listening on {} (is another log server there? pick another --listen)", opts.listen))?;
+    let listener =
+        TcpListener::bind(opts.listen).with_context(|| format!("listening on {} (is another log server there? pick another --listen)", opts.listen))?;
     listener.set_nonblocking(true)?;
     let bound = listener.local_addr()?;
     ready(bound);

@@ -118,7 +118,23 @@ fn a_killed_senders_records_up_to_its_death_are_at_the_server_and_the_gap_is_mar
     let recv = Recv::start(&["--udp", "0", "--tcp", "0", "--key-file", k]);
     let slog = s.path("s.log");
     let mut send = horde()
-        .args(["send", "--dst", &recv.addrs[0].to_string(), "-C", "1000", "-c", "64", "-t", "20s", "--key-file", k, "--log-server", &server, "--log-name", "victim"])
+        .args([
+            "send",
+            "--dst",
+            &recv.addrs[0].to_string(),
+            "-C",
+            "1000",
+            "-c",
+            "64",
+            "-t",
+            "20s",
+            "--key-file",
+            k,
+            "--log-server",
+            &server,
+            "--log-name",
+            "victim",
+        ])
         .arg("-l")
         .arg(&slog)
         .stdout(Stdio::null())
@@ -207,11 +223,7 @@ fn nothing_flows_without_the_run_key_either_way() {
         let _ = c.read_to_end(&mut got);
         got.len()
     });
-    let o = horde()
-        .args(["send", "--dst", &dst, "-C", "10", "-c", "64", "-t", "1s", "--log-server", &fake_addr, "--key-file"])
-        .arg(&key)
-        .output()
-        .unwrap();
+    let o = horde().args(["send", "--dst", &dst, "-C", "10", "-c", "64", "-t", "1s", "--log-server", &fake_addr, "--key-file"]).arg(&key).output().unwrap();
     assert!(!o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stderr).contains("log server"), "{}", String::from_utf8_lossy(&o.stderr));
     // It saw a TLS ClientHello and nothing after it (no records, no proof it could use).

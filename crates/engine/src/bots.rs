@@ -334,8 +334,8 @@ pub fn run(opts: &BotsOptions, stop: &AtomicBool) -> Result<BotsReport, EngineEr
     }
     let (writer, sink) = match &opts.log {
         Some(p) => {
-            let (w, s) =
-                LogWriter::create(Some(p), horde_wire::Role::Sender, start, None).map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), err: e })?;
+            let (w, s) = LogWriter::create(Some(p), horde_wire::Role::Sender, start, None)
+                .map_err(|e| EngineError::Io { what: format!("creating log {}", p.display()), err: e })?;
             (Some(w), s)
         }
         None => (None, LogSink::disabled()),

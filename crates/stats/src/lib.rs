@@ -221,7 +221,13 @@ pub fn analyse(logs: &[LoadedLog], opts: Options) -> Analysis {
 pub fn analyse_collected(c: &Collected, opts: Options) -> Analysis {
     let Collected { flows, back, ends, ignored, gaps, has_receiver } = c;
     let (ignored, has_receiver) = (*ignored, *has_receiver);
-    let mut out = Analysis { ignored_records: ignored, gaps: gaps.clone(), window_s: opts.window_ns.map(|w| w as f64 / 1e9), has_receiver_log: has_receiver, ..Default::default() };
+    let mut out = Analysis {
+        ignored_records: ignored,
+        gaps: gaps.clone(),
+        window_s: opts.window_ns.map(|w| w as f64 / 1e9),
+        has_receiver_log: has_receiver,
+        ..Default::default()
+    };
     let mut total_delay = DelayAcc::default();
     let mut total_late = LateAcc::default();
     let mut total_loss: Option<LossStats> = None;

@@ -46,9 +46,7 @@ pub struct LogHello {
 
 /// Whether `name` can name a log: 1..=64 of `A-Z a-z 0-9 . _ -`, not starting with `.`.
 pub fn name_ok(name: &str) -> bool {
-    (1..=NAME_MAX).contains(&name.len())
-        && !name.starts_with('.')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    (1..=NAME_MAX).contains(&name.len()) && !name.starts_with('.') && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 impl LogHello {
@@ -159,10 +157,17 @@ pub enum Frame<'a> {
     Header(&'a [u8]),
     /// Whole records (a multiple of 40 bytes, not yet parsed).
     Records(&'a [u8]),
-    Gap { records: u64, since_ns: u64 },
+    Gap {
+        records: u64,
+        since_ns: u64,
+    },
     Keepalive,
-    End { records: u64 },
-    EndAck { records: u64 },
+    End {
+        records: u64,
+    },
+    EndAck {
+        records: u64,
+    },
 }
 
 /// The frame header and payload of `f`, ready to write.
@@ -240,7 +245,7 @@ impl FrameDecoder {
         let len = u32::from_be_bytes(b[4..8].try_into().expect("4 bytes")) as usize;
         let ok = match ty {
             1 => len == LOG_HEADER_LEN,
-            2 => len > 0 && len <= MAX_PAYLOAD && len % RECORD_LEN == 0,
+            2 => len > 0 && len <= MAX_PAYLOAD && len.is_multiple_of(RECORD_LEN),
             3 => len == 16,
             4 => len == 0,
             5 | 6 => len == 8,

@@ -141,3 +141,38 @@ fn end_messages_never_panic_and_round_trip() {
     }
     assert!(parsed > 1_000, "the generator reaches valid messages: {parsed}");
 }
+
+#[test]
+fn log_stream_parsers_never_panic_and_round_trip() {
+    use horde_wire::logstream::{emit_frame, Frame, FrameDecoder, LogAnswer, LogHello};
+    let mut r = ChaCha8Rng::seed_from_u64(26);
+    let hello = LogHello { role: horde_wire::Role::Sender, proof: [9; 16], name: "send-host-1".into() }.emit();
+    let mut stream = Vec::new();
+    emit_frame(&Frame::Header(&[1; 32]), &mut stream);
+    emit_frame(&Frame::Records(&[2; 80]), &mut stream);
+    emit_frame(&Frame::Gap { records: 3, since_ns: 4 }, &mut stream);
+    emit_frame(&Frame::End { records: 2 }, &mut stream);
+    for _ in 0..100_000 {
+        let mut h = hello.clone();
+        let mut s = stream.clone();
+        for _ in 0..1 + r.next_u64() % 4 {
+            let i = (r.next_u64() as usize) % h.len();
+            h[i] = r.next_u64() as u8;
+            let j = (r.next_u64() as usize) % s.len();
+            s[j] = r.next_u64() as u8;
+        }
+        if let Ok(x) = LogHello::parse(&h) {
+            assert_eq!(LogHello::parse(&x.emit()), Ok(x));
+        }
+        if let Ok(a) = LogAnswer::parse(&h) {
+            assert_eq!(LogAnswer::parse(&a.emit()), Ok(a));
+        }
+        let mut d = FrameDecoder::new();
+        let cut = (r.next_u64() as usize) % s.len();
+        for part in [&s[..cut], &s[cut..]] {
+            d.feed(part);
+            while let Ok(Some(_)) = d.next_frame() {}
+        }
+        assert!(d.pending() <= s.len());
+    }
+}

@@ -59,17 +59,16 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         duration: args.duration,
     };
     let dir = std::path::absolute(&args.dir).unwrap_or_else(|_| args.dir.clone());
-    let report = logd::serve(
-        &opts,
-        stop,
-        |a| say!("horde logd: listening on {a}, logs in {} (Ctrl-C stops)", dir.display()),
-        |s| say!("{}", source_line(s)),
-    )
-    .context("serving logs")?;
+    let report = logd::serve(&opts, stop, |a| say!("horde logd: listening on {a}, logs in {} (Ctrl-C stops)", dir.display()), |s| say!("{}", source_line(s)))
+        .context("serving logs")?;
     say!(
         "horde logd: {} source(s){}{}{}",
         report.sources.len(),
-        if report.unauthenticated > 0 { format!("; {} connection(s) closed without a valid proof of the run key", report.unauthenticated) } else { String::new() },
+        if report.unauthenticated > 0 {
+            format!("; {} connection(s) closed without a valid proof of the run key", report.unauthenticated)
+        } else {
+            String::new()
+        },
         if report.busy > 0 { format!("; {} turned away (--max-sources)", report.busy) } else { String::new() },
         if report.interrupted { " — stopped" } else { "" }
     );

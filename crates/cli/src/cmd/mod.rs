@@ -7,8 +7,8 @@ pub mod decode;
 pub mod demo;
 pub mod emu;
 pub mod key;
-pub mod presets;
 pub mod logd;
+pub mod presets;
 pub mod recv;
 pub mod run;
 pub mod send;
@@ -109,10 +109,7 @@ pub fn tap_line(t: &horde_engine::logger::TapReport) -> String {
 /// `host:port` to one socket address.
 pub fn resolve(a: &str) -> Result<std::net::SocketAddr, String> {
     use std::net::ToSocketAddrs;
-    a.to_socket_addrs()
-        .map_err(|e| format!("not host:port ({e})"))?
-        .next()
-        .ok_or_else(|| "names no address".to_string())
+    a.to_socket_addrs().map_err(|e| format!("not host:port ({e})"))?.next().ok_or_else(|| "names no address".to_string())
 }
 
 /// The run-key option shared by `send`, `recv` and `key`.

@@ -106,10 +106,8 @@ fn run_workers(
     let tap = opts.log_tap.take();
     let (writer, sink) = if opts.log.is_some() || tap.is_some() {
         let p = opts.log.as_deref();
-        let (w, s) = LogWriter::create(p, horde_wire::Role::Sender, real_ns(), tap).map_err(|e| EngineError::Io {
-            what: format!("creating log {}", p.map(|p| p.display().to_string()).unwrap_or_default()),
-            err: e,
-        })?;
+        let (w, s) = LogWriter::create(p, horde_wire::Role::Sender, real_ns(), tap)
+            .map_err(|e| EngineError::Io { what: format!("creating log {}", p.map(|p| p.display().to_string()).unwrap_or_default()), err: e })?;
         (Some(w), s)
     } else {
         (None, LogSink::disabled())
