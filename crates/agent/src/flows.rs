@@ -43,6 +43,9 @@ pub struct FlowsOptions<'a> {
     pub deadman: Duration,
     pub events: &'a (dyn Fn(&Event) + Sync),
     pub stop: &'a AtomicBool,
+    /// Stream every agent's logs to this live log server, proving this key, as NAME-AGENT-send /
+    /// -recv (`send --agents --log-server`).
+    pub log_server: Option<(SocketAddr, horde_proto::RunKey, String)>,
 }
 
 /// One agent's row in the report.
@@ -218,6 +221,15 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
             send: placement.send[i].clone(),
             recv_udp: placement.recv_udp[i].clone(),
             recv_tcp: placement.recv_tcp[i].clone(),
+            log_server: opts.log_server.as_ref().map(|(addr, k, name)| crate::msg::LogServerJob {
+                addr: *addr,
+                key: k.to_hex(),
+                name: format!("{name}-{}", fleet.members[i].c.name)
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+                    .take(59)
+                    .collect(),
+            }),
         };
         parts.push((i, Assignment { flows: Some(job), ..base.clone() }, sends, recvs));
         fleet.note(format!("agent {}: {}", fleet.members[i].c.name, describe(&placement, i)));

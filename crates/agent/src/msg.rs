@@ -128,6 +128,21 @@ pub struct FlowsJob {
     pub recv_udp: Vec<SocketAddr>,
     #[serde(default)]
     pub recv_tcp: Vec<SocketAddr>,
+    /// Stream this agent's logs to a live log server as they are written (`send --agents
+    /// --log-server`); absent otherwise, so an older agent still takes the assignment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_server: Option<LogServerJob>,
+}
+
+/// Where an agent streams its logs: the server, the run key it proves (the user's, which the
+/// log server was started with; it travels only inside the mutually authenticated channel), and
+/// the name its logs take there (`NAME-send.log`, `NAME-recv.log`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogServerJob {
+    pub addr: SocketAddr,
+    pub key: String,
+    pub name: String,
 }
 
 /// Most receive addresses one flows assignment may ask for.

@@ -238,6 +238,15 @@ pub fn check_assignment(a: &Assignment) -> Result<(), String> {
         if f.send.is_empty() && f.recv_udp.is_empty() && f.recv_tcp.is_empty() {
             return Err("flows: nothing to send or receive".into());
         }
+        if let Some(l) = &f.log_server {
+            // The longest name plus "-send" must still be a log name.
+            if !horde_wire::logstream::name_ok(&format!("{}-send", l.name)) {
+                return Err(format!("flows: log server name `{}` is not 1 to 59 of A-Z a-z 0-9 . _ -", l.name));
+            }
+            if horde_proto::RunKey::parse_hex(&l.key).map_or(true, |k| k.is_open()) {
+                return Err("flows: the log server's key is not a run key".into());
+            }
+        }
         if f.recv_udp.len() + f.recv_tcp.len() > crate::msg::MAX_RECV_ADDRS {
             return Err(format!("flows: more than {} receive addresses", crate::msg::MAX_RECV_ADDRS));
         }
@@ -368,6 +377,10 @@ mod tests {
         assert!(matches!(&s.on_tick(HELLO_WITHIN_NS + 1)[0], Action::Close(_)));
     }
 
+    fn log_server(name: &str, key: &str) -> crate::msg::LogServerJob {
+        crate::msg::LogServerJob { addr: "127.0.0.1:9720".parse().unwrap(), key: key.into(), name: name.into() }
+    }
+
     fn flows_job() -> crate::msg::FlowsJob {
         crate::msg::FlowsJob {
             text: "x".into(),
@@ -375,6 +388,7 @@ mod tests {
             send: std::iter::once(0..3).collect(),
             recv_udp: vec![],
             recv_tcp: vec!["127.0.0.1:9000".parse().unwrap()],
+            log_server: None,
         }
     }
 
@@ -398,6 +412,9 @@ mod tests {
             (flows(crate::msg::FlowsJob { recv_udp: vec!["127.0.0.1:0".parse().unwrap()], ..flows_job() }), "has no port"),
             (flows(crate::msg::FlowsJob { recv_udp: vec!["127.0.0.1:1".parse().unwrap(); 1025], ..flows_job() }), "receive addresses"),
             (Assignment { players: Some(0..2), ..flows(flows_job()) }, "flows and a scenario"),
+            (flows(crate::msg::FlowsJob { log_server: Some(log_server("../up", &"ab".repeat(32))), ..flows_job() }), "log server name"),
+            (flows(crate::msg::FlowsJob { log_server: Some(log_server("lab", &"00".repeat(32))), ..flows_job() }), "not a run key"),
+            (flows(crate::msg::FlowsJob { log_server: Some(log_server("lab", "xyz")), ..flows_job() }), "not a run key"),
         ] {
             let mut s = greeted();
             let out = s.on_msg(2, ToAgent::Assign(Box::new(a)), |_| false);

@@ -390,6 +390,56 @@ fn flows_through_agents_are_decoded_together_and_their_receiver_takes_this_run_o
     }
 }
 
+/// Issue 26: agents stream their logs to a live log server during the run (`send --agents
+/// --log-server`): one log per agent and role there while the flows go on, each the agent's own
+/// log record for record when the run ends.
+#[test]
+fn agents_stream_their_logs_to_a_live_log_server_during_the_run() {
+    let d = tmp("logd");
+    let creds = keygen(&d);
+    let key = d.join("run.key");
+    assert!(Command::new(HORDE).args(["key", "--out", key.to_str().unwrap()]).output().unwrap().status.success());
+    let logs = d.join("logs");
+    let logd = Proc::spawn(&["logd", "--listen", "127.0.0.1:0", "--key-file", key.to_str().unwrap(), "--dir", logs.to_str().unwrap()]);
+    let (_, line) = logd.wait_line("listening on ", Duration::from_secs(10));
+    let server = line.split("listening on ").nth(1).unwrap().split(',').next().unwrap().to_string();
+    let (_a1, x1, _) = agent(&d, &creds, "127.0.0.2", "s1", false);
+    let (_a3, x3, _) = agent(&d, &creds, "127.0.0.4", "r1", false);
+    let port = 20_000 + (std::process::id() % 20_000) as u16;
+    let flows = d.join("flows.toml");
+    std::fs::write(&flows, format!("[defaults]\nduration = \"5s\"\nsize = 100\n[[flow]]\ndst = \"127.0.0.4:{port}\"\nrate = 400\n")).unwrap();
+    let out = d.join("out");
+    let (senders, recv) = (x1.to_string(), x3.to_string());
+    #[rustfmt::skip]
+    let mut ctl = Proc::spawn(&["send", "--flows", flows.to_str().unwrap(), "--agents", &senders, "--recv-agent", &recv,
+        "--credentials", creds.to_str().unwrap(), "--out", out.to_str().unwrap(), "--key-file", key.to_str().unwrap(),
+        "--log-server", &server, "--log-name", "lab"]);
+    ctl.wait_line("flow(s) starting in", Duration::from_secs(30));
+    // During the run: the sender's log at the log server grows.
+    let sent = logs.join("lab-s1-send.log");
+    let size = || std::fs::metadata(&sent).map(|m| m.len()).unwrap_or(0);
+    let t = Instant::now();
+    while size() < 32 + 40 * 400 && t.elapsed() < Duration::from_secs(6) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mid = size();
+    assert!(mid >= 32 + 40 * 400, "1 s of a 400 pkt/s flow at the log server during the run: {mid} bytes");
+    let code = ctl.wait(Duration::from_secs(60));
+    assert_eq!(code, 0, "{}", ctl.text());
+    let recvd = logs.join("lab-r1-recv.log");
+    let body = |p: &Path| std::fs::read(p).unwrap()[32..].to_vec();
+    // 2,000 packets plus the flow's two endpoint records, each side; no gap record.
+    let (s_rec, r_rec) = (body(&sent), body(&recvd));
+    assert_eq!(s_rec.len() / 40, 2002, "sender's log at the log server");
+    assert!(r_rec.len() / 40 >= 2002, "receiver's log at the log server: {} records", r_rec.len() / 40);
+    assert!(s_rec.chunks(40).chain(r_rec.chunks(40)).all(|r| r[38] != 6), "no gaps");
+    assert!(size() > mid);
+    let dec = Command::new(HORDE).args(["decode", sent.to_str().unwrap(), recvd.to_str().unwrap(), "--json", "-", "-q"]).output().unwrap();
+    let dj: serde_json::Value = serde_json::from_slice(&dec.stdout).unwrap();
+    assert_eq!(dj["total"]["packets"], 2000, "{dj}");
+    assert_eq!(dj["total"]["loss"]["lost"], 0, "{dj}");
+}
+
 /// Issue 21: the manifests a Kubernetes security reviewer accepts — every pod non-root with
 /// RuntimeDefault seccomp, no service-account token, no privilege escalation, a read-only root,
 /// every capability dropped, resource requests and limits, size-limited emptyDirs, a readiness

@@ -394,7 +394,7 @@ fn on_prepare(a: Assignment, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Se
     match r {
         Ok(r) => {
             let what = match &r.work {
-                Work::Flows { send } => {
+                Work::Flows { send, .. } => {
                     format!(", {} flow(s) to send{}", send.len(), r.server.as_ref().map(|s| format!(", receiving on {}", s.1)).unwrap_or_default())
                 }
                 Work::Bots { opts } => format!(", {} bot(s)", opts.ids.as_ref().map_or(0, |r| r.len())),

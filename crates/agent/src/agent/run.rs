@@ -37,7 +37,7 @@ pub(super) enum Work {
     /// `[regulation]` table, every player is a regulated circuit (`circuits`).
     Scenario { sc: Box<Scenario>, players: Arc<horde_scenario::Players>, circuits: Option<Box<CircuitConfig>> },
     /// Flows of a flow file to send (receivers start at prepare).
-    Flows { send: Vec<horde_model::Flow> },
+    Flows { send: Vec<horde_model::Flow>, tap: horde_engine::logger::TapSlot },
     /// Bots against a game server.
     Bots { opts: Box<horde_engine::bots::BotsOptions> },
 }
@@ -195,6 +195,16 @@ pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Me
     if send.len() as u64 != asked {
         anyhow::bail!("the flow file has {} flows; {asked} were assigned here, {} of them exist", all.len(), send.len());
     }
+    // Connected and authenticated to the log server before anything starts: a refusal fails
+    // the assignment, with the server's reason.
+    let tap = |role: horde_wire::Role, suffix: &str| -> anyhow::Result<horde_engine::logger::TapSlot> {
+        let Some(l) = &job.log_server else { return Ok(Default::default()) };
+        let k = RunKey::parse_hex(&l.key).map_err(|e| anyhow::anyhow!("log server key: {e}"))?;
+        let s = crate::logstream::LogStream::connect(l.addr, &k, role, &format!("{}-{suffix}", l.name))?;
+        Ok(horde_engine::logger::TapSlot::new(Box::new(s)))
+    };
+    let send_tap = if send.is_empty() { Default::default() } else { tap(horde_wire::Role::Sender, "send")? };
+    let recv_tap = if job.recv_udp.is_empty() && job.recv_tcp.is_empty() { Default::default() } else { tap(horde_wire::Role::Receiver, "recv")? };
     let dir = opts.dir.join(&a.run_id);
     std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -206,6 +216,7 @@ pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Me
         None
     } else {
         let ropts = horde_engine::RecvOptions {
+            log_tap: recv_tap,
             udp: job.recv_udp.clone(),
             tcp: job.recv_tcp.clone(),
             log: Some(dir.join("recv.hlog")),
@@ -243,7 +254,7 @@ pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Me
             }
         }
     };
-    Ok(Run::prepared(dir, Work::Flows { send }, a, key, stop, server, progress))
+    Ok(Run::prepared(dir, Work::Flows { send, tap: send_tap }, a, key, stop, server, progress))
 }
 
 /// Checks the bots' part and opens its run directory; the bots start at Start.
@@ -278,17 +289,18 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
     r.t0 = Instant::now();
     let (key, stop, progress) = (r.key.clone(), r.stop.clone(), r.progress.clone());
     let spawned = match &r.work {
-        Work::Flows { send } => {
+        Work::Flows { send, tap } => {
             if send.is_empty() {
                 return;
             }
-            let (flows, log) = (send.clone(), r.dir.join("send.hlog"));
+            let (flows, log, log_tap) = (send.clone(), r.dir.join("send.hlog"), tap.clone());
             let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
             std::thread::Builder::new().name("horde-agent-send".into()).spawn(move || {
                 wait_until(at_ns, &stop);
                 let opts = horde_engine::SendOptions {
                     threads: cores.min(flows.len()).max(1),
                     log: Some(log),
+                    log_tap,
                     key,
                     greet: true,
                     progress: Some(progress),
@@ -351,7 +363,7 @@ pub(super) fn send_logs(tls: &mut rustls::StreamOwned<rustls::ServerConnection, 
     let mut files = Vec::new();
     match (&r.work, &r.assignment.flows) {
         (Work::Bots { .. }, _) => files.push("bots.hlog"),
-        (Work::Flows { send }, Some(job)) => {
+        (Work::Flows { send, .. }, Some(job)) => {
             if !send.is_empty() {
                 files.push("send.hlog");
             }

@@ -329,11 +329,6 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
 
 fn send(args: Args, stop: &AtomicBool) -> Outcome {
     if args.through.agents.is_some() {
-        if args.log_server.log_server.is_some() {
-            return Err(bad_input(anyhow::anyhow!(
-                "--log-server with --agents: agents do not stream to a log server yet; their logs come to the controller at the end (--logs DIR)"
-            )));
-        }
         return through_agents(&args, stop);
     }
     if args.floor > MAX_FLOOR {
@@ -389,6 +384,23 @@ fn send(args: Args, stop: &AtomicBool) -> Outcome {
         )));
     }
     Ok(0)
+}
+
+/// Through agents, `--log-server`: each agent streams its logs there as `NAME-AGENT-send` and
+/// `-recv`, proving the key of `--key-file` (the log server's), which reaches the agents only
+/// inside the control channel.
+fn log_server(args: &Args) -> Result<Option<(std::net::SocketAddr, horde_proto::RunKey, String)>, crate::Failure> {
+    let Some(a) = &args.log_server.log_server else { return Ok(None) };
+    let addr = super::resolve(a).map_err(|e| bad_input(anyhow::anyhow!("--log-server {a}: {e}")))?;
+    let key = args.key.key()?;
+    if key.is_open() {
+        return Err(bad_input(anyhow::anyhow!("--log-server needs the run key the log server was started with (--key-file, or HORDE_KEY_FILE)")));
+    }
+    let name = args.log_server.log_name.clone().unwrap_or_else(|| "agents".into());
+    if name.len() > 32 || !horde_wire::logstream::name_ok(&name) {
+        return Err(bad_input(anyhow::anyhow!("--log-name `{name}`: 1 to 32 of A-Z a-z 0-9 . _ - with --agents (each agent adds its name)")));
+    }
+    Ok(Some((addr, key, name)))
 }
 
 /// `horde send --flows F --agents … --recv-agent …`: this process is the controller.
@@ -453,6 +465,7 @@ fn through_agents(args: &Args, stop: &AtomicBool) -> Outcome {
         deadman: std::time::Duration::from_nanos(deadman_ns),
         events: &events,
         stop,
+        log_server: log_server(args)?,
     };
     let r = match horde_agent::flows::run(&text, &opts) {
         Ok(r) => r,
