@@ -201,7 +201,10 @@ impl LogTap for LogStream {
             let _ = tx.send(Msg::Gap { records, since_ns });
         }
         drop(self.tx.take());
-        let ended = self.thread.take().and_then(|t| t.join().ok()).unwrap_or(Ended { acknowledged: None, error: Some("the stream's thread panicked".into()) });
+        let ended = match self.thread.take() {
+            Some(t) => t.join().unwrap_or(Ended { acknowledged: None, error: Some("the stream's thread panicked".into()) }),
+            None => Ended { acknowledged: None, error: Some("the stream was not running".into()) },
+        };
         TapReport {
             server: self.server.to_string(),
             name: self.name.clone(),
@@ -263,4 +266,42 @@ fn pump(mut tls: Tls<rustls::ClientConnection>, rx: Receiver<Msg>) -> Ended {
         }
     }
     Ended { acknowledged: None, error: Some("the log server did not acknowledge the end of the stream".into()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream whose network side is a queue of `cap` this test drains by hand.
+    fn stream(cap: usize) -> (LogStream, Receiver<Msg>) {
+        let (tx, rx) = sync_channel(cap);
+        let s = LogStream { tx: Some(tx), thread: None, server: "127.0.0.1:9".parse().unwrap(), name: "t".into(), records: 0, dropped: 0, pending_gap: None };
+        (s, rx)
+    }
+
+    #[test]
+    fn a_stream_that_falls_behind_drops_whole_batches_and_says_how_many_before_the_next() {
+        let (mut s, rx) = stream(2);
+        let batch = vec![0u8; 3 * RECORD_LEN];
+        s.header(&[0; 32]);
+        s.records(&batch); // queued (2 of 2)
+        s.records(&batch); // full: dropped
+        s.records(&batch); // still behind: dropped, added to the same gap
+        assert_eq!((s.records, s.dropped), (9, 6));
+        assert!(matches!(rx.recv().unwrap(), Msg::Header(_)));
+        assert!(matches!(rx.recv().unwrap(), Msg::Records(r) if r.len() == 3 * RECORD_LEN));
+        // Room again: the gap goes first, with every record it lost, then the batch.
+        s.records(&batch);
+        assert!(matches!(rx.recv().unwrap(), Msg::Gap { records: 6, .. }));
+        assert!(matches!(rx.recv().unwrap(), Msg::Records(_)));
+        assert_eq!((s.records, s.dropped), (12, 6));
+        // The network side gone: everything after it counts as dropped, nothing blocks.
+        drop(rx);
+        s.records(&batch);
+        s.records(&batch);
+        assert_eq!(s.dropped, 12);
+        let r = Box::new(s).finish();
+        assert_eq!((r.records, r.dropped, r.acknowledged), (18, 12, None));
+        assert!(r.error.is_some());
+    }
 }
