@@ -199,7 +199,7 @@ fn behave_writes_segments_and_a_checkable_summary() {
 fn services_lists_shows_and_checks() {
     let out = run(horde().args(["services"]));
     let t = text(&out);
-    for name in ["wow", "quake3", "counter-strike", "ngmn-gaming", "rta-mobile-gaming", "voip", "opensim"] {
+    for name in ["wow", "wow-sessions", "quake3", "counter-strike", "ngmn-gaming", "rta-mobile-gaming", "voip", "opensim"] {
         assert!(t.contains(name), "{name} missing from: {t}");
     }
     let out = run(horde().args(["services", "show", "wow"]));
@@ -210,6 +210,42 @@ fn services_lists_shows_and_checks() {
     let out = run(horde().args(["services", "check", f.to_str().unwrap()]));
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("state.call.up.size"), "{}", text(&out));
+}
+
+/// Players who come and go: `behave` shows a day of logins and logouts against the diurnal
+/// model, and the example scenario runs with only part of its subscribers online.
+#[test]
+fn wow_sessions_log_in_and_out_by_the_hour() {
+    let out = run(horde().args(["behave", "-s", "wow-sessions", "-n", "3000", "-t", "24h", "--start-hour", "0", "--summary-json", "-"]));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("logins per hour vs the model: chi-square"), "{}", text(&out));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ss = &s["sessions"];
+    assert_eq!(ss["model"], "diurnal");
+    assert_eq!(ss["observed"]["logins"].as_array().unwrap().len(), 24);
+    assert_eq!(ss["logins_test"]["fits"], true, "{ss}");
+    assert_eq!(ss["logins_test"]["alpha"], 0.001);
+    let logins: f64 = ss["observed"]["logins"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).sum();
+    assert!(logins > 1000.0, "{logins} logins in a day of 3,000 subscribers");
+    // `wow` keeps every player for the whole run: no sessions table.
+    let out = run(horde().args(["behave", "-n", "10", "-t", "10m", "--summary-json", "-"]));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(s.get("sessions").is_none());
+
+    let _timing = timing();
+    let dir = Scratch::new("diurnal");
+    let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/wow-diurnal.toml");
+    let out = run(horde().args(["run", ex, "--duration", "8s", "--players", "1500", "--quiet", "--out", dir.path("out").to_str().unwrap()]));
+    assert!(out.status.success(), "{}", text(&out));
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path("out/summary.json")).unwrap()).unwrap();
+    // Only the subscribers with a session in the run connect: about 12 % are online at 19:00.
+    let conns = s["server_connections"].as_u64().unwrap();
+    assert!((60..400).contains(&conns), "{conns} of 1,500 connected");
+    assert_eq!(s["mismatched"], 0);
+    let cats = s["analysis"]["categories"].as_array().unwrap();
+    assert_eq!(cats.iter().map(|c| c["up"]["lost"].as_u64().unwrap() + c["down"]["lost"].as_u64().unwrap()).sum::<u64>(), 0);
+    let online = cats.iter().map(|c| c["player_seconds"].as_f64().unwrap()).sum::<f64>() / 8.0;
+    assert!((60.0..400.0).contains(&online), "{online:.0} of 1,500 online on average");
 }
 
 /// A ramp: players join over the first seconds (connecting only then), and every one of them is

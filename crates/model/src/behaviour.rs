@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::service::{Service, Session, HOURS};
+use crate::service::{Service, HOURS};
 
 const STREAM_BEHAVIOUR: u64 = 0xBE4A_0001;
 
@@ -63,21 +63,8 @@ pub fn player_joining(svc: &Service, p: &Params, player: u32, join_s: f64) -> Ve
     let mut dwell_samplers: Vec<Option<Vec<crate::Sampler>>> =
         svc.states.iter().map(|s| s.dwell.as_ref().map(|v| v.iter().map(|d| d.sampler()).collect())).collect();
     let mut out = Vec::new();
-    let mut sessions = Vec::new();
-    match &svc.session {
-        Session::Fixed if join_s < p.duration_s => sessions.push((join_s, p.duration_s)),
-        Session::Fixed => {}
-        Session::Arrivals { gap, length } => {
-            let (mut g, mut l) = (gap.sampler(), length.sampler());
-            let mut t = join_s + g.sample(&mut rng).max(0.0) * rng.random::<f64>();
-            while t < p.duration_s {
-                let len = l.sample(&mut rng).max(0.0);
-                sessions.push((t, (t + len).min(p.duration_s)));
-                t += len + g.sample(&mut rng).max(0.0);
-            }
-        }
-    }
-    for (s0, s1) in sessions {
+    let sessions = crate::sessions::draw(svc, p, join_s, &mut rng);
+    for crate::sessions::Span { start_s: s0, end_s: s1, .. } in sessions {
         let mut t = s0;
         let mut state = pick(&mut rng, &svc.first[svc.hour_at(p.start_hour, t)]);
         while t < s1 {
@@ -98,6 +85,12 @@ pub fn player_joining(svc: &Service, p: &Params, player: u32, join_s: f64) -> Ve
         }
     }
     out
+}
+
+/// The sessions of one player joining at `join_s` (the same draws [`player_joining`] makes).
+pub fn sessions(svc: &Service, p: &Params, player: u32, join_s: f64) -> Vec<crate::sessions::Span> {
+    let mut rng = ChaCha8Rng::seed_from_u64(crate::derive_seed(p.seed ^ STREAM_BEHAVIOUR, player as u64));
+    crate::sessions::draw(svc, p, join_s, &mut rng)
 }
 
 /// Segments of every player.
@@ -136,6 +129,10 @@ pub struct Summary {
     pub states: Vec<StateSummary>,
     /// `transitions[from][to]` counts (including self-transitions).
     pub transitions: Vec<Vec<u64>>,
+    /// Logins, logouts and players online per hour, beside the session model (none when every
+    /// player plays the whole run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<crate::sessions::Summary>,
 }
 
 /// Accumulates a behaviour run's summary player by player, so a long run never holds every
@@ -206,6 +203,7 @@ impl SummaryAcc {
             start_hour: p.start_hour,
             states,
             transitions: self.trans,
+            sessions: None,
         }
     }
 }

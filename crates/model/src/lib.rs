@@ -15,6 +15,7 @@ pub mod roster;
 pub mod scenario;
 pub mod schedule;
 pub mod service;
+pub mod sessions;
 pub mod transport;
 pub mod units;
 

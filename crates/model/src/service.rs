@@ -13,6 +13,7 @@ use crate::flow::Transport;
 /// Built-in services: (name, TOML text).
 pub const BUILTINS: &[(&str, &str)] = &[
     ("wow", include_str!("../services/wow.toml")),
+    ("wow-sessions", include_str!("../services/wow-sessions.toml")),
     ("quake3", include_str!("../services/quake3.toml")),
     ("counter-strike", include_str!("../services/counter-strike.toml")),
     ("ngmn-gaming", include_str!("../services/ngmn-gaming.toml")),
@@ -76,9 +77,15 @@ pub struct RawSession {
     /// Seconds between session starts of one player slot (arrivals model).
     #[serde(default)]
     pub gap: Option<String>,
-    /// Session length, seconds (arrivals model).
+    /// Session length, seconds (arrivals and diurnal models).
     #[serde(default)]
     pub length: Option<String>,
+    /// Diurnal model: how many times a day a player slot that is offline logs in, on average.
+    #[serde(default)]
+    pub logins_per_day: Option<f64>,
+    /// Diurnal model: 24 relative weights, hour 0 to 23, of the login rate by hour of day.
+    #[serde(default)]
+    pub logins_by_hour: Option<Vec<f64>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -168,7 +175,17 @@ pub struct StateModel {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Session {
     Fixed,
-    Arrivals { gap: Box<Dist>, length: Box<Dist> },
+    Arrivals {
+        gap: Box<Dist>,
+        length: Box<Dist>,
+    },
+    /// Each player slot is a subscriber who logs in and out: offline, it logs in at the rate
+    /// of the hour of day (`rate`, per second, hour 0 to 23); a session lasts `length` seconds.
+    /// See [`crate::sessions`].
+    Diurnal {
+        length: Box<Dist>,
+        rate: [f64; HOURS],
+    },
 }
 
 /// A validated service.
@@ -220,6 +237,8 @@ impl Service {
     /// Parses and validates a service file's text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Service, ServiceError> {
         let fail = |field: &str, msg: String| ServiceError { file: file.to_string(), field: field.to_string(), msg };
+        let merged = extend(text, 0).map_err(|(f, m)| fail(&f, m))?;
+        let text = merged.as_deref().unwrap_or(text);
         let raw: RawService = toml::from_str(text).map_err(|e| fail("syntax", crate::files::toml_error(text, &e)))?;
         let transport = match raw.transport.as_str() {
             "tcp" => Transport::Tcp,
@@ -283,7 +302,8 @@ impl Service {
                     length: Box::new(dist(l, &raw.variables).map_err(|m| fail("session.length", m))?),
                 }
             }
-            Some(m) => return Err(fail("session.model", format!("must be fixed or arrivals (got `{m}`)"))),
+            Some("diurnal") => diurnal(&raw).map_err(|(f, m)| fail(&f, m))?,
+            Some(m) => return Err(fail("session.model", format!("must be fixed, arrivals or diurnal (got `{m}`)"))),
         };
         let svc = Service {
             name: raw.name.clone(),
@@ -367,6 +387,59 @@ impl Service {
         let h = if self.hour_advances { start_hour + t_s / 3600.0 } else { start_hour };
         (h.rem_euclid(24.0)) as usize % HOURS
     }
+}
+
+/// How deep `extends` may chain (a service extending one that extends another ...).
+const MAX_EXTENDS: usize = 4;
+
+/// A service file with `extends = "BUILT-IN"`: the built-in's text with every top-level key the
+/// file gives replaced by the file's (a table is replaced whole, not merged key by key).
+/// `None` when the file extends nothing.
+fn extend(text: &str, depth: usize) -> Result<Option<String>, (String, String)> {
+    let Ok(mut own) = text.parse::<toml::Table>() else {
+        return Ok(None); // the caller's parse names the syntax error
+    };
+    let Some(base) = own.remove("extends") else { return Ok(None) };
+    let Some(base) = base.as_str() else {
+        return Err(("extends".into(), "must be the name of a built-in service, e.g. extends = \"wow\"".into()));
+    };
+    if depth >= MAX_EXTENDS {
+        return Err(("extends".into(), format!("chains more than {MAX_EXTENDS} services deep (a loop?); extend a built-in directly")));
+    }
+    let Some((_, base_text)) = BUILTINS.iter().find(|(n, _)| *n == base) else {
+        return Err(("extends".into(), format!("no built-in service `{base}`; built-ins: {}", BUILTINS.iter().map(|b| b.0).collect::<Vec<_>>().join(", "))));
+    };
+    let base_text = extend(base_text, depth + 1)?.unwrap_or_else(|| base_text.to_string());
+    let mut table: toml::Table = base_text.parse().map_err(|e| ("extends".into(), format!("built-in `{base}` does not parse: {e}")))?;
+    for (k, v) in own {
+        table.insert(k, v);
+    }
+    toml::to_string(&table).map(Some).map_err(|e| ("extends".into(), format!("cannot merge with `{base}`: {e}")))
+}
+
+/// The diurnal session model's fields, checked.
+fn diurnal(raw: &RawService) -> Result<Session, (String, String)> {
+    let s = &raw.session;
+    let l = s.length.as_deref().ok_or_else(|| ("session.length".to_string(), "the diurnal model needs `length` (session seconds)".to_string()))?;
+    let length = dist(l, &raw.variables).map_err(|m| ("session.length".to_string(), m))?;
+    if length.mean_estimate().is_none_or(|m| !(m.is_finite() && m > 0.0)) {
+        return Err(("session.length".into(), format!("`{l}` must have a finite mean above 0 s")));
+    }
+    let per_day = s.logins_per_day.ok_or_else(|| ("session.logins_per_day".to_string(), "the diurnal model needs `logins_per_day` (e.g. 1.0)".to_string()))?;
+    if !(per_day.is_finite() && per_day > 0.0 && per_day <= 1440.0) {
+        return Err(("session.logins_per_day".into(), format!("must be above 0 and at most 1440 (got {per_day})")));
+    }
+    let w = s.logins_by_hour.as_deref().unwrap_or(&[1.0; HOURS]);
+    let total: f64 = w.iter().sum();
+    if w.len() != HOURS || w.iter().any(|x| !(x.is_finite() && *x >= 0.0)) || !(total > 0.0 && total.is_finite()) {
+        return Err(("session.logins_by_hour".into(), format!("must be {HOURS} weights >= 0 (hour 0 to 23) with a sum above 0 (got {} values)", w.len())));
+    }
+    // A slot offline all day logs in `per_day` times: the hour's share of that, per second.
+    let mut rate = [0.0; HOURS];
+    for (r, x) in rate.iter_mut().zip(w) {
+        *r = per_day * x / total / 3600.0;
+    }
+    Ok(Session::Diurnal { length: Box::new(length), rate })
 }
 
 fn dist(text: &str, vars: &Vars) -> Result<Dist, String> {

@@ -345,6 +345,13 @@ pub struct Clients<'p> {
     pub netns: Vec<Arc<std::fs::File>>,
 }
 
+/// When player `p` first needs its connection: its join time, or its first stay's start when a
+/// session model keeps it offline until later (a player with no stay in the run joins as usual).
+fn first_session(sc: &Scenario, c: &Clients, p: u32) -> f64 {
+    let join = sc.join_time(p);
+    c.players.segments.get(p as usize).and_then(|s| s.first()).map_or(join, |s| s.start_s.max(join))
+}
+
 /// Runs the client side of a scenario's players `c.shard` until the scenario's end or `stop`:
 /// each player connects (at its join time) and plays its two-way schedule. The building block
 /// of [`execute`] and of an agent's shard (`horde agent`).
@@ -357,8 +364,8 @@ pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Res
             flow: players::player_flow(p, c.server, sc.service.transport),
             source: Some(c.players.schedule(p, Direction::Up)),
             mirror: Some(c.players.schedule(p, Direction::Down)),
-            // A player who joins later connects then.
-            connect_at_ns: Some((sc.join_time(p) * 1e9) as u64).filter(|t| *t > 0),
+            // A player who joins later, or whose first session begins later, connects then.
+            connect_at_ns: Some((first_session(sc, c, p) * 1e9) as u64).filter(|t| *t > 0),
             presence: Some(c.players.presence(p)),
         })
         .collect();

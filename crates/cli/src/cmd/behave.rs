@@ -62,6 +62,8 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         None => None,
     };
     let mut acc = behaviour::SummaryAcc::new(&svc);
+    let churn = !matches!(svc.session, horde_model::service::Session::Fixed);
+    let mut hourly = horde_model::sessions::Hourly::new(p.duration_s);
     let mut stays = 0usize;
     let mut done = 0u32;
     for player in 0..p.players {
@@ -73,6 +75,9 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
             s.write(&svc, &segs)?;
         }
         acc.add(&segs);
+        if churn {
+            hourly.add(&behaviour::sessions(&svc, &p, player, 0.0));
+        }
         stays += segs.len();
         done += 1;
     }
@@ -80,7 +85,10 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         s.finish()?;
     }
     let interrupted = done < p.players;
-    let sum = acc.finish(&svc, &Params { players: done, ..p });
+    let mut sum = acc.finish(&svc, &Params { players: done, ..p });
+    if churn {
+        sum.sessions = Some(horde_model::sessions::Summary::new(&svc, &Params { players: done, ..p }, hourly));
+    }
     if interrupted {
         say!("horde behave: interrupted after {done} of {} players; the summary covers those", p.players);
     }
@@ -164,5 +172,53 @@ fn print_summary(sum: &behaviour::Summary, n: usize, machine_on_stdout: bool) ->
         o,
         "model share: each hour's long-run share, weighted by the time the run spent in that hour (exact with --fixed-hour); transitions in --summary-json"
     );
+    if let Some(ss) = &sum.sessions {
+        sessions_table(&mut o, sum, ss);
+    }
     crate::output::human(&o, machine_on_stdout)
+}
+
+/// Logins, logouts and players online per hour of the run, beside the model's expectation and
+/// its χ² verdicts.
+fn sessions_table(o: &mut String, sum: &behaviour::Summary, ss: &horde_model::sessions::Summary) {
+    use std::fmt::Write as _;
+    let _ = writeln!(o, "\nsessions ({} model), per hour of the run:", ss.model);
+    let _ = writeln!(o, "{:>5} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}", "hour", "day", "logins", "model", "logouts", "model", "online", "model");
+    let e = ss.expected.as_ref();
+    let m = |v: Option<&Vec<f64>>, i: usize| v.map(|v| format!("{:.1}", v[i])).unwrap_or_else(|| "-".into());
+    for i in 0..ss.observed.logins.len() {
+        let day_hour = (sum.start_hour + i as f64).rem_euclid(24.0).floor();
+        let _ = writeln!(
+            o,
+            "{:>5} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            i,
+            day_hour,
+            ss.observed.logins[i],
+            m(e.map(|e| &e.logins), i),
+            ss.observed.logouts[i],
+            m(e.map(|e| &e.logouts), i),
+            ss.observed.online[i],
+            m(e.map(|e| &e.online), i)
+        );
+    }
+    for (what, t) in [("logins", &ss.logins_test), ("logouts", &ss.logouts_test)] {
+        match t {
+            Some(t) => {
+                let _ = writeln!(
+                    o,
+                    "{what} per hour vs the model: chi-square {:.1} over {} hours, p = {:.3} ({} at p >= {})",
+                    t.statistic,
+                    t.bins,
+                    t.p_value,
+                    if t.fits { "fits" } else { "DIFFERS" },
+                    t.alpha
+                );
+            }
+            None if e.is_some() => {
+                let _ = writeln!(o, "{what} per hour vs the model: no hour expects 5 or more (run more players or longer)");
+            }
+            None => {}
+        }
+    }
+    let _ = writeln!(o, "hour: of the run; day: hour of day at its start; online: at the hour's start; a logout is a session ending within the run");
 }
