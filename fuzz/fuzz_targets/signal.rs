@@ -1,8 +1,9 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-// Any bytes as a signalling datagram (a sender's end of flow): parsing never panics, what parses
-// round-trips, and only a message signed with the run key is valid.
+// Any bytes as a signalling datagram (a sender's end of flow, a receiver's error): parsing never
+// panics, what parses round-trips, only a message signed with the run key is valid, and no
+// bytes parse as both an end and an error.
 fuzz_target!(|data: &[u8]| {
     if let Ok(e) = horde_wire::signal::FlowEnd::parse(data) {
         assert_eq!(horde_wire::signal::FlowEnd::parse(&e.emit()), Ok(e));
@@ -10,5 +11,13 @@ fuzz_target!(|data: &[u8]| {
         let signed = horde_proto::conn::signal::end_message(&key, e.flow, e.reason, e.packets, e.bytes, e.at_ns);
         let valid = horde_proto::conn::signal::end_is_valid(&key, e.flow, &e);
         assert!(!valid || horde_wire::signal::FlowEnd::parse(&signed) == Ok(e));
+    }
+    if let Ok(e) = horde_wire::signal::FlowError::parse(data) {
+        assert_eq!(horde_wire::signal::FlowError::parse(&e.emit()), Ok(e));
+        assert!(horde_wire::signal::FlowEnd::parse(data).is_err());
+        let key = horde_proto::RunKey::from_bytes([5; 32]);
+        let signed = horde_proto::conn::signal::error_message(&key, e.flow, e.code, e.packets, e.bytes, e.at_ns);
+        let valid = key.verify_signal(&e.signed(), &e.mac);
+        assert!(!valid || horde_wire::signal::FlowError::parse(&signed) == Ok(e));
     }
 });

@@ -313,3 +313,51 @@ fn flows_end_with_their_senders_counts_and_a_killed_sender_is_told_apart() {
     let out = run(horde().args(["decode", rlog.to_str().unwrap()]));
     assert!(text(&out).contains("ends: 4 of 5 flow(s) ended"), "{}", text(&out));
 }
+
+/// A receiver that stops while flows still arrive tells their senders (a signed error message),
+/// and they end at once with what had arrived, instead of sending into a closed port until
+/// their own end (unit tests in horde-proto: another key or flow is not believed).
+#[test]
+fn a_stopping_receiver_tells_running_senders_and_they_end_then() {
+    let dir = Scratch::new("stopping");
+    let key = dir.path("k.key");
+    assert!(run(horde().args(["key", "--out", key.to_str().unwrap()])).status.success());
+    let rjson = dir.path("r.json");
+    let rx = Recv::start(&["--udp", "0", "--key-file", key.to_str().unwrap(), "--duration", "2s", "--json", rjson.to_str().unwrap()]);
+    let dst = rx.addrs[0].to_string();
+    let sjson = dir.path("s.json");
+    let t0 = std::time::Instant::now();
+    let out = run(horde().args([
+        "send",
+        "--dst",
+        &dst,
+        "--key-file",
+        key.to_str().unwrap(),
+        "--rate",
+        "500",
+        "--size",
+        "64",
+        "--duration",
+        "30s",
+        "--floor",
+        "0",
+        "--json",
+        sjson.to_str().unwrap(),
+    ]));
+    let took = t0.elapsed();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(took < Duration::from_secs(10), "the sender ran {took:?} after its receiver stopped at 2 s");
+    assert!(text(&out).contains("receiver: stopped while 1 flow(s) were running"), "{}", text(&out));
+    let (code, rerr) = rx.wait();
+    assert_eq!(code, 0, "{rerr}");
+    assert!(rerr.contains("stopping: told the senders of 1 running UDP flow(s)"), "{rerr}");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&sjson).unwrap()).unwrap();
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
+    let said = &s["flows"][0]["receiver"];
+    assert_eq!(said["stopped"], true);
+    assert_eq!(r["told_stopping"], 1);
+    // What the error said arrived is what the receiver counted.
+    assert_eq!(said["packets"], r["packets"]);
+    let sent = s["flows"][0]["packets"].as_u64().unwrap();
+    assert!((800..1300).contains(&sent), "{sent} packets sent in about 2 s at 500/s");
+}

@@ -118,7 +118,11 @@ impl Slot {
             unsent: s.unsent,
             first_ns: s.first_ns,
             last_ns: s.last_ns,
-            receiver: self.conn.acked().map(|(packets, bytes)| crate::sender::types::ReceiverSaid { packets, bytes }),
+            receiver: self.conn.acked().map(|(packets, bytes)| crate::sender::types::ReceiverSaid {
+                packets,
+                bytes,
+                stopped: self.conn.receiver_error().is_some(),
+            }),
         }
     }
 }

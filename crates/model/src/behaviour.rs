@@ -30,14 +30,7 @@ pub struct Segment {
     pub hour: u8,
 }
 
-/// What a behaviour run covers.
-#[derive(Debug, Clone, Copy)]
-pub struct Params {
-    pub players: u32,
-    pub duration_s: f64,
-    pub seed: u64,
-    pub start_hour: f64,
-}
+pub use crate::sessions::Params;
 
 fn pick(rng: &mut ChaCha8Rng, probs: &[f64]) -> usize {
     let u: f64 = rng.random();

@@ -17,8 +17,16 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::behaviour::Params;
 use crate::service::{Service, Session};
+
+/// What a behaviour run covers.
+#[derive(Debug, Clone, Copy)]
+pub struct Params {
+    pub players: u32,
+    pub duration_s: f64,
+    pub seed: u64,
+    pub start_hour: f64,
+}
 
 /// Simulated time before a diurnal slot's join during which its process already runs (48 h).
 pub const WARMUP_S: f64 = 48.0 * 3600.0;

@@ -21,6 +21,10 @@
 //! "flow close acknowledgement") in the same 60-byte layout — never larger than what it answers,
 //! and only to the flow's admitted address: `packets` and `bytes` are then what *arrived*, so
 //! the sender reports its flow's loss without anyone decoding a log.
+//!
+//! A receiver that stops while a flow's traffic is still arriving says so once with an error
+//! message (type 3, [`FlowError`], same layout, [`ErrorCode::Stopping`], with what arrived): the
+//! sender ends that flow at once and reports why, instead of sending into a closed port.
 
 use crate::datagram::{FLAG_ANSWER, FLAG_CHALLENGE};
 use crate::{need, DatagramHeader, WireError, DATAGRAM_HEADER_LEN};
@@ -33,6 +37,9 @@ pub const SIGNAL_VERSION: u8 = 1;
 pub const TYPE_END: u8 = 1;
 /// Message type: the receiver's acknowledgement of an end of flow, with what arrived.
 pub const TYPE_END_ACK: u8 = 2;
+/// Message type: the receiver's error about a flow it took (same 60-byte layout; `reason` holds
+/// an [`ErrorCode`], `packets`/`bytes` what arrived of the flow until then).
+pub const TYPE_ERROR: u8 = 3;
 pub const END_LEN: usize = 60;
 /// The part of an end message its MAC covers.
 pub const END_SIGNED_LEN: usize = 44;
@@ -162,6 +169,86 @@ impl FlowEnd {
     }
 }
 
+/// What a receiver's error message says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ErrorCode {
+    /// The receiver is stopping (its duration ran out, it was interrupted): nothing sent to it
+    /// from now on is received.
+    Stopping = 1,
+}
+
+impl ErrorCode {
+    pub fn from_u8(v: u8) -> Option<ErrorCode> {
+        (v == 1).then_some(ErrorCode::Stopping)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::Stopping => "receiver stopping",
+        }
+    }
+}
+
+/// A receiver's error message about one flow (type 3), sent only to the flow's admitted address
+/// while its traffic is fresh, once. Same layout as an end message:
+/// `reason` is the [`ErrorCode`], `packets`/`bytes` what arrived, `send_ns` when it was said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowError {
+    pub flow: u32,
+    pub code: ErrorCode,
+    pub packets: u64,
+    pub bytes: u64,
+    pub at_ns: u64,
+    pub mac: [u8; 16],
+}
+
+impl FlowError {
+    pub fn parse(buf: &[u8]) -> Result<FlowError, SignalError> {
+        need(buf, END_LEN).map_err(SignalError::Wire)?;
+        let h = DatagramHeader::parse(buf).map_err(SignalError::Wire)?;
+        if h.flags != FLAG_SIGNAL {
+            return Err(SignalError::Wire(WireError::BadMagic));
+        }
+        let (version, kind) = (buf[20], buf[21]);
+        match (version, kind, ErrorCode::from_u8(buf[22])) {
+            (SIGNAL_VERSION, TYPE_ERROR, Some(code)) => Ok(FlowError {
+                flow: h.flow,
+                code,
+                packets: u64::from_be_bytes(buf[24..32].try_into().expect("8 bytes")),
+                bytes: u64::from_be_bytes(buf[32..40].try_into().expect("8 bytes")),
+                at_ns: h.send_ns,
+                mac: buf[44..60].try_into().expect("16 bytes"),
+            }),
+            _ => Err(SignalError::Unknown { version, kind }),
+        }
+    }
+
+    /// The bytes the MAC covers.
+    pub fn signed(&self) -> [u8; END_SIGNED_LEN] {
+        let mut b = [0u8; END_SIGNED_LEN];
+        DatagramHeader { flags: FLAG_SIGNAL, flow: self.flow, seq: 0, send_ns: self.at_ns }.emit(&mut b);
+        b[DATAGRAM_HEADER_LEN] = SIGNAL_VERSION;
+        b[21] = TYPE_ERROR;
+        b[22] = self.code as u8;
+        b[24..32].copy_from_slice(&self.packets.to_be_bytes());
+        b[32..40].copy_from_slice(&self.bytes.to_be_bytes());
+        b
+    }
+
+    pub fn emit(&self) -> [u8; END_LEN] {
+        let mut b = [0u8; END_LEN];
+        b[..END_SIGNED_LEN].copy_from_slice(&self.signed());
+        b[44..].copy_from_slice(&self.mac);
+        b
+    }
+}
+
+/// The type byte of a signalling message (`None` if too short to have one).
+pub fn signal_type(bytes: &[u8]) -> Option<u8> {
+    bytes.get(21).copied()
+}
+
 /// Whether `bytes` is a signalling datagram (of any version).
 pub fn is_signal(bytes: &[u8]) -> bool {
     bytes.len() >= DATAGRAM_HEADER_LEN && bytes.starts_with(b"HD") && bytes[3] == FLAG_SIGNAL
@@ -193,5 +280,23 @@ mod tests {
         let mut data = b;
         data[3] = 0;
         assert!(!is_signal(&data) && matches!(FlowEnd::parse(&data), Err(SignalError::Wire(_))));
+    }
+
+    #[test]
+    fn an_error_message_round_trips_and_is_neither_an_end_nor_an_ack() {
+        let e = FlowError { flow: 7, code: ErrorCode::Stopping, packets: 10, bytes: 640, at_ns: 5, mac: [3; 16] };
+        let b = e.emit();
+        assert!(is_signal(&b) && signal_type(&b) == Some(TYPE_ERROR));
+        assert_eq!(FlowError::parse(&b), Ok(e));
+        assert!(matches!(FlowEnd::parse(&b), Err(SignalError::Unknown { kind: TYPE_ERROR, .. })), "an older end parser ignores it");
+        let end = FlowEnd { ack: true, flow: 7, reason: EndReason::Done, packets: 10, bytes: 640, at_ns: 5, mac: [3; 16] };
+        assert_ne!(end.signed(), e.signed());
+        assert!(matches!(FlowError::parse(&end.emit()), Err(SignalError::Unknown { .. })));
+        for cut in 0..END_LEN {
+            assert!(FlowError::parse(&b[..cut]).is_err());
+        }
+        let mut code = b;
+        code[22] = 0;
+        assert!(matches!(FlowError::parse(&code), Err(SignalError::Unknown { .. })));
     }
 }

@@ -138,6 +138,15 @@ fn end_messages_never_panic_and_round_trip() {
             assert_eq!(FlowEnd::parse(&e.emit()).unwrap(), e);
             assert_eq!(FlowEnd::of(&e.record(e.at_ns, 0)).map(|x| (x.flow, x.packets, x.bytes, x.reason)), Some((e.flow, e.packets, e.bytes, e.reason)));
         }
+        // The receiver's error messages: same layout, never taken for an end.
+        if let Some(t) = b.get_mut(21) {
+            *t = horde_wire::signal::TYPE_ERROR;
+        }
+        if let Ok(e) = horde_wire::signal::FlowError::parse(&b) {
+            parsed += 1;
+            assert_eq!(horde_wire::signal::FlowError::parse(&e.emit()).unwrap(), e);
+            assert!(FlowEnd::parse(&b).is_err());
+        }
     }
     assert!(parsed > 1_000, "the generator reaches valid messages: {parsed}");
 }

@@ -179,6 +179,9 @@ fn end_lines(r: &RecvReport) {
     if n == 0 {
         return;
     }
+    if r.told_stopping > 0 {
+        say!("  stopping: told the senders of {} running UDP flow(s) (a signed error message each, with what had arrived)", r.told_stopping);
+    }
     let ended: Vec<_> = r.flows.values().filter_map(|f| f.end.as_ref().map(|e| (e, f.packets))).collect();
     if ended.is_empty() {
         say!("  ends: no end message from the {n} flow(s)' senders (they are still running, died, or are not `horde send`): loss at their ends cannot be told");

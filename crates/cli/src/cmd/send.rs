@@ -600,10 +600,14 @@ fn receiver_line(r: &SendReport) {
     let sent: u64 = acked.iter().map(|(f, _)| f.packets).sum();
     let got: u64 = acked.iter().map(|(_, x)| x.packets).sum();
     let lost = sent.saturating_sub(got);
+    let stopped = acked.iter().filter(|(_, x)| x.stopped).count();
     say!(
         "  receiver: acknowledged the end of {} of {udp} UDP flow(s): {got} of {sent} packets arrived ({lost} lost, {:.3} %){}",
         acked.len(),
         if sent > 0 { lost as f64 * 100.0 / sent as f64 } else { 0.0 },
         if acked.len() < udp { "; the others' acknowledgements did not come (lost, or the receiver is older)" } else { "" }
     );
+    if stopped > 0 {
+        say!("  receiver: stopped while {stopped} flow(s) were running and said so; they ended then (what had arrived is counted above)");
+    }
 }

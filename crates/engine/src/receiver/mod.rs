@@ -87,6 +87,8 @@ struct UdpFlow {
     /// Its sender's end message was logged, and how many copies were acknowledged.
     ended: bool,
     acks: u8,
+    /// The listener (index into `udp`) it came in on.
+    sock: usize,
 }
 
 /// Binds every listener, calls `ready` with the bound addresses (port 0 becomes a real port),
@@ -305,6 +307,7 @@ impl Receiver {
                 }
             }
         }
+        self.tell_stopping();
         self.report.duration_s = (mono_ns() - started) as f64 / 1e9;
         Ok(())
     }
@@ -430,7 +433,7 @@ impl Receiver {
             self.report.refusals.full += 1;
         }
         if let Some((h, (echo, reverse))) = g.admitted {
-            self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s, ended: false, acks: 0 });
+            self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s, ended: false, acks: 0, sock: i });
             let local = self.udp[i].0.local_addr().ok().and_then(|a| a.as_socket());
             self.sink.endpoints(h.header.flow, h.header.seq, Some(from), local, horde_wire::log::PROTO_UDP);
         }

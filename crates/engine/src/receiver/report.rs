@@ -147,6 +147,10 @@ pub struct RecvReport {
     /// Flows whose sender's end message arrived (see `flows[].end`).
     #[serde(default)]
     pub ended: u64,
+    /// UDP flows still running when this receiver stopped, told so by a signed error message
+    /// (one each, to the flow's admitted address, while its traffic was fresh).
+    #[serde(default)]
+    pub told_stopping: u64,
     pub refusals: RecvRefusals,
     pub flows: BTreeMap<u32, FlowReceived>,
     pub duration_s: f64,

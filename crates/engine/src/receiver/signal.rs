@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 
 use std::os::fd::AsRawFd;
 
-use horde_proto::conn::signal::{end_ack, end_is_valid};
+use horde_proto::conn::signal::{end_ack, end_is_valid, error_message};
 use horde_wire::signal::END_COPIES;
-use horde_wire::signal::{FlowEnd, SignalError};
+use horde_wire::signal::{ErrorCode, FlowEnd, SignalError};
 use horde_wire::{Record, RecordKind};
 
 use super::report::FlowEndSaid;
@@ -67,5 +67,24 @@ impl Receiver {
         debug_assert_eq!(r.kind, RecordKind::End);
         note_end(&mut self.report, &r);
         self.sink.push(r);
+    }
+
+    /// The receiver stops: every UDP flow whose traffic is still arriving (fresh, its end not
+    /// logged) is told once, with a signed error message to its admitted address carrying what
+    /// arrived, so its sender stops at once instead of sending into a closed port. At most one
+    /// 60-byte message per admitted flow; nothing to a flow that went quiet or ended.
+    pub(super) fn tell_stopping(&mut self) {
+        let now_s = crate::clock::mono_ns() / 1_000_000_000;
+        let now = crate::clock::real_ns();
+        for (&(from, flow), f) in &self.udp_flows {
+            if f.ended || now_s.saturating_sub(f.last_s) > ACK_FRESH_S {
+                continue;
+            }
+            let got = self.report.flows.get(&flow).map_or((0, 0), |g| (g.packets, g.bytes));
+            let m = error_message(&self.opts.key, flow, ErrorCode::Stopping, got.0, got.1, now);
+            if crate::net::send_batch_to(self.udp[f.sock].0.as_raw_fd(), &[&m], &[from]).is_ok() {
+                self.report.told_stopping += 1;
+            }
+        }
     }
 }

@@ -215,11 +215,16 @@ pub struct FlowSent {
     pub receiver: Option<ReceiverSaid>,
 }
 
-/// A receiver's count of one flow's arrivals, from its end acknowledgement.
+/// A receiver's count of one flow's arrivals, from its end acknowledgement (or its error
+/// message, when it stopped first).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReceiverSaid {
     pub packets: u64,
     pub bytes: u64,
+    /// The receiver stopped while the flow was running and said so (a signed error message):
+    /// the flow ended then, and `packets`/`bytes` are what had arrived by that time.
+    #[serde(default)]
+    pub stopped: bool,
 }
 
 /// What the server side's gates and listeners turned away (all zero for a client).

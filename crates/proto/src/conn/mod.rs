@@ -137,6 +137,8 @@ pub struct Conn {
     ended: bool,
     /// Client: the receiver's acknowledgement of our end message: (packets, bytes) arrived.
     acked: Option<(u64, u64)>,
+    /// Client: the receiver's error message about this flow (it stops the flow).
+    receiver_error: Option<horde_wire::signal::ErrorCode>,
     pub stats: ConnStats,
     timers: timers::Timers,
 }
@@ -186,6 +188,7 @@ impl Conn {
             echo: None,
             ended: false,
             acked: None,
+            receiver_error: None,
             stats: ConnStats::default(),
             timers: timers::Timers::default(),
         }
@@ -237,6 +240,7 @@ impl Conn {
             echo: None,
             ended: false,
             acked: None,
+            receiver_error: None,
             stats: ConnStats::default(),
             timers: timers::Timers::default(),
         }
@@ -340,7 +344,7 @@ impl Conn {
 
     /// When the next departure is due (ns after the start), drawing it from the source.
     pub fn next_at(&mut self) -> Option<u64> {
-        if self.bulk_started {
+        if self.bulk_started || self.receiver_error.is_some() {
             return None;
         }
         if self.pending.is_empty() {

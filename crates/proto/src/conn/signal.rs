@@ -2,7 +2,7 @@
 //! sink (and a receiver over UDP) logs it once, if it is signed with the run key and names the
 //! flow's own id.
 
-use horde_wire::signal::{EndReason, FlowEnd, END_LEN};
+use horde_wire::signal::{EndReason, ErrorCode, FlowEnd, FlowError, END_LEN, TYPE_ERROR};
 use horde_wire::APDU_HEADER_LEN;
 
 use super::{Conn, Ctx, Event, Role};
@@ -23,6 +23,13 @@ pub fn end_ack(key: &RunKey, end: &FlowEnd, packets: u64, bytes: u64, at_ns: u64
     a.emit()
 }
 
+/// The receiver's signed error message about `flow`, with what arrived of it.
+pub fn error_message(key: &RunKey, flow: u32, code: ErrorCode, packets: u64, bytes: u64, at_ns: u64) -> [u8; END_LEN] {
+    let mut e = FlowError { flow, code, packets, bytes, at_ns, mac: [0; 16] };
+    e.mac = key.mac_signal(&e.signed());
+    e.emit()
+}
+
 /// Whether `e` is signed with `key` and names `flow`.
 pub fn end_is_valid(key: &RunKey, flow: u32, e: &FlowEnd) -> bool {
     e.flow == flow && key.verify_signal(&e.signed(), &e.mac)
@@ -41,6 +48,19 @@ impl Conn {
         if !horde_wire::signal::is_signal(bytes) {
             return false;
         }
+        if horde_wire::signal::signal_type(bytes) == Some(TYPE_ERROR) {
+            // The receiver says it stops taking this flow: believed only signed with the run
+            // key and naming this flow; then the flow sends nothing more.
+            if let Ok(e) = FlowError::parse(bytes) {
+                if self.role == Role::Client && e.flow == self.flow && self.key.verify_signal(&e.signed(), &e.mac) && self.receiver_error.is_none() {
+                    self.receiver_error = Some(e.code);
+                    self.acked.get_or_insert((e.packets, e.bytes));
+                    self.ended = true;
+                    self.pending.clear();
+                }
+            }
+            return true;
+        }
         if let Ok(a) = FlowEnd::parse(bytes) {
             if a.ack && self.ended && end_is_valid(&self.key, self.flow, &a) {
                 self.acked.get_or_insert((a.packets, a.bytes));
@@ -53,6 +73,11 @@ impl Conn {
     /// acknowledged the end message.
     pub fn acked(&self) -> Option<(u64, u64)> {
         self.acked
+    }
+
+    /// Client: the receiver's error message about this flow, if one came (the flow then stopped).
+    pub fn receiver_error(&self) -> Option<ErrorCode> {
+        self.receiver_error
     }
 
     /// Client over UDP: the end message left and its acknowledgement has not come yet.
@@ -110,5 +135,29 @@ mod tests {
         assert_eq!(c.acked(), Some((90, 900)));
         assert!(!c.awaits_end_ack());
         assert!(!c.on_end_ack(b"HD\x03\x00 not a signal at all"));
+    }
+
+    #[test]
+    fn only_the_receivers_signed_error_about_our_flow_stops_it() {
+        let key = RunKey::from_bytes([9; 32]);
+        let mut flow = horde_model::Flow::connection(3, "f".into(), "127.0.0.1:9".parse().unwrap(), 0);
+        flow.transport = horde_model::Transport::Udp;
+        let mut c = Conn::client(
+            &flow,
+            Box::new((0..).map(|i| horde_model::Departure { seq: i, at_ns: i * 1000, size: 64, clamped: false, class: 0 })),
+            None,
+            key.clone(),
+            true,
+        );
+        assert!(c.next_at().is_some());
+        // Another key, another flow: ignored, the flow goes on.
+        assert!(c.on_end_ack(&error_message(&RunKey::from_bytes([8; 32]), 3, ErrorCode::Stopping, 1, 1, 2)));
+        assert!(c.on_end_ack(&error_message(&key, 4, ErrorCode::Stopping, 1, 1, 2)));
+        assert!(c.receiver_error().is_none() && c.next_at().is_some());
+        assert!(c.on_end_ack(&error_message(&key, 3, ErrorCode::Stopping, 50, 3200, 2)));
+        assert_eq!(c.receiver_error(), Some(ErrorCode::Stopping));
+        assert_eq!(c.acked(), Some((50, 3200)), "what arrived, as the receiver said");
+        assert_eq!(c.next_at(), None, "nothing more is sent");
+        assert!(!c.mark_ended(), "and no end message follows");
     }
 }
