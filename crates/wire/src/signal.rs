@@ -104,37 +104,18 @@ pub enum SignalError {
 
 impl FlowEnd {
     pub fn parse(buf: &[u8]) -> Result<FlowEnd, SignalError> {
-        need(buf, END_LEN).map_err(SignalError::Wire)?;
-        let h = DatagramHeader::parse(buf).map_err(SignalError::Wire)?;
-        if h.flags != FLAG_SIGNAL {
-            return Err(SignalError::Wire(WireError::BadMagic));
-        }
-        let (version, kind) = (buf[20], buf[21]);
-        let reason = EndReason::from_u8(buf[22]);
-        match (version, kind, reason) {
-            (SIGNAL_VERSION, TYPE_END | TYPE_END_ACK, Some(reason)) => Ok(FlowEnd {
-                ack: kind == TYPE_END_ACK,
-                flow: h.flow,
-                reason,
-                packets: u64::from_be_bytes(buf[24..32].try_into().expect("8 bytes")),
-                bytes: u64::from_be_bytes(buf[32..40].try_into().expect("8 bytes")),
-                at_ns: h.send_ns,
-                mac: buf[44..60].try_into().expect("16 bytes"),
-            }),
-            _ => Err(SignalError::Unknown { version, kind }),
+        let m = Fields::parse(buf)?;
+        match (m.version, m.kind, EndReason::from_u8(m.reason)) {
+            (SIGNAL_VERSION, TYPE_END | TYPE_END_ACK, Some(reason)) => {
+                Ok(FlowEnd { ack: m.kind == TYPE_END_ACK, flow: m.flow, reason, packets: m.packets, bytes: m.bytes, at_ns: m.at_ns, mac: m.mac })
+            }
+            _ => Err(SignalError::Unknown { version: m.version, kind: m.kind }),
         }
     }
 
     /// The bytes the MAC covers.
     pub fn signed(&self) -> [u8; END_SIGNED_LEN] {
-        let mut b = [0u8; END_SIGNED_LEN];
-        DatagramHeader { flags: FLAG_SIGNAL, flow: self.flow, seq: 0, send_ns: self.at_ns }.emit(&mut b);
-        b[DATAGRAM_HEADER_LEN] = SIGNAL_VERSION;
-        b[21] = if self.ack { TYPE_END_ACK } else { TYPE_END };
-        b[22] = self.reason as u8;
-        b[24..32].copy_from_slice(&self.packets.to_be_bytes());
-        b[32..40].copy_from_slice(&self.bytes.to_be_bytes());
-        b
+        signed(self.flow, self.at_ns, if self.ack { TYPE_END_ACK } else { TYPE_END }, self.reason as u8, self.packets, self.bytes)
     }
 
     pub fn emit(&self) -> [u8; END_LEN] {
@@ -205,35 +186,16 @@ pub struct FlowError {
 
 impl FlowError {
     pub fn parse(buf: &[u8]) -> Result<FlowError, SignalError> {
-        need(buf, END_LEN).map_err(SignalError::Wire)?;
-        let h = DatagramHeader::parse(buf).map_err(SignalError::Wire)?;
-        if h.flags != FLAG_SIGNAL {
-            return Err(SignalError::Wire(WireError::BadMagic));
-        }
-        let (version, kind) = (buf[20], buf[21]);
-        match (version, kind, ErrorCode::from_u8(buf[22])) {
-            (SIGNAL_VERSION, TYPE_ERROR, Some(code)) => Ok(FlowError {
-                flow: h.flow,
-                code,
-                packets: u64::from_be_bytes(buf[24..32].try_into().expect("8 bytes")),
-                bytes: u64::from_be_bytes(buf[32..40].try_into().expect("8 bytes")),
-                at_ns: h.send_ns,
-                mac: buf[44..60].try_into().expect("16 bytes"),
-            }),
-            _ => Err(SignalError::Unknown { version, kind }),
+        let m = Fields::parse(buf)?;
+        match (m.version, m.kind, ErrorCode::from_u8(m.reason)) {
+            (SIGNAL_VERSION, TYPE_ERROR, Some(code)) => Ok(FlowError { flow: m.flow, code, packets: m.packets, bytes: m.bytes, at_ns: m.at_ns, mac: m.mac }),
+            _ => Err(SignalError::Unknown { version: m.version, kind: m.kind }),
         }
     }
 
     /// The bytes the MAC covers.
     pub fn signed(&self) -> [u8; END_SIGNED_LEN] {
-        let mut b = [0u8; END_SIGNED_LEN];
-        DatagramHeader { flags: FLAG_SIGNAL, flow: self.flow, seq: 0, send_ns: self.at_ns }.emit(&mut b);
-        b[DATAGRAM_HEADER_LEN] = SIGNAL_VERSION;
-        b[21] = TYPE_ERROR;
-        b[22] = self.code as u8;
-        b[24..32].copy_from_slice(&self.packets.to_be_bytes());
-        b[32..40].copy_from_slice(&self.bytes.to_be_bytes());
-        b
+        signed(self.flow, self.at_ns, TYPE_ERROR, self.code as u8, self.packets, self.bytes)
     }
 
     pub fn emit(&self) -> [u8; END_LEN] {
@@ -242,6 +204,50 @@ impl FlowError {
         b[44..].copy_from_slice(&self.mac);
         b
     }
+}
+
+/// The fields every 60-byte signalling message has.
+struct Fields {
+    flow: u32,
+    at_ns: u64,
+    version: u8,
+    kind: u8,
+    reason: u8,
+    packets: u64,
+    bytes: u64,
+    mac: [u8; 16],
+}
+
+impl Fields {
+    fn parse(buf: &[u8]) -> Result<Fields, SignalError> {
+        need(buf, END_LEN).map_err(SignalError::Wire)?;
+        let h = DatagramHeader::parse(buf).map_err(SignalError::Wire)?;
+        if h.flags != FLAG_SIGNAL {
+            return Err(SignalError::Wire(WireError::BadMagic));
+        }
+        Ok(Fields {
+            flow: h.flow,
+            at_ns: h.send_ns,
+            version: buf[20],
+            kind: buf[21],
+            reason: buf[22],
+            packets: u64::from_be_bytes(buf[24..32].try_into().expect("8 bytes")),
+            bytes: u64::from_be_bytes(buf[32..40].try_into().expect("8 bytes")),
+            mac: buf[44..60].try_into().expect("16 bytes"),
+        })
+    }
+}
+
+/// The signed part of a signalling message.
+fn signed(flow: u32, at_ns: u64, kind: u8, reason: u8, packets: u64, bytes: u64) -> [u8; END_SIGNED_LEN] {
+    let mut b = [0u8; END_SIGNED_LEN];
+    DatagramHeader { flags: FLAG_SIGNAL, flow, seq: 0, send_ns: at_ns }.emit(&mut b);
+    b[DATAGRAM_HEADER_LEN] = SIGNAL_VERSION;
+    b[21] = kind;
+    b[22] = reason;
+    b[24..32].copy_from_slice(&packets.to_be_bytes());
+    b[32..40].copy_from_slice(&bytes.to_be_bytes());
+    b
 }
 
 /// The type byte of a signalling message (`None` if too short to have one).
