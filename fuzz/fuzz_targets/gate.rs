@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 // The server side's handling of UDP hellos and consent replies: any datagrams from any
 // addresses, at any times. Never panics; never answers with more bytes than it received; never
 // admits more flows than its caps; answers only hellos made with the key; garbage never proves
-// consent; probes go only to admitted flows.
+// consent; probes go only to admitted flows; a discovery reply admits nothing.
 fuzz_target!(|data: &[u8]| {
     let key = RunKey::from_bytes([7; 32]);
     let mut g = Gate::new(GateConfig { max_flows: 8, max_flows_per_ip: 4, ..GateConfig::receiver(key) }, [1; 32]);
@@ -18,6 +18,12 @@ fuzz_target!(|data: &[u8]| {
         match g.on_hello(now, from, body) {
             Decision::Challenge(c) => assert!(c.len() <= body.len()),
             Decision::Again(a) => assert!(a.len() <= body.len()),
+            Decision::Discover(d) => {
+                // A proven discovery request: one reply, no larger, nothing admitted.
+                let before = g.admitted_count();
+                assert!(d.len() <= body.len());
+                assert_eq!(g.admitted_count(), before);
+            }
             Decision::Validated(h) => {
                 let r = g.admit(now, from, &h, head % 2 == 0);
                 assert!(r.map(|a| a.len()).unwrap_or_else(|a| a.len()) <= body.len());

@@ -31,6 +31,8 @@ enum Command {
     Recv(cmd::recv::Args),
     /// The live log server: `send`/`recv --log-server` stream their logs to it as they run (authenticated by the run key).
     Logd(cmd::logd::Args),
+    /// Asks a Horde endpoint at a UDP address what it is (version, role, capacity, round trip, clock offset) without starting a flow.
+    Discover(cmd::discover::Args),
     /// Computes rates, delay, jitter, loss and more from sender and/or receiver logs.
     Decode(cmd::decode::Args),
     /// Lists the built-in traffic presets and the distribution syntax.
@@ -110,6 +112,7 @@ fn main() -> ExitCode {
         Command::Send(a) => cmd::send::run(a, &stop),
         Command::Recv(a) => cmd::recv::run(a, &stop),
         Command::Logd(a) => cmd::logd::run(a, &stop),
+        Command::Discover(a) => cmd::discover::run(a),
         Command::Decode(a) => cmd::decode::run(a),
         Command::Presets => cmd::presets::run(),
         Command::Services(a) => cmd::services::run(a),

@@ -7,6 +7,7 @@
 
 mod accept;
 pub mod bots;
+pub mod discover;
 mod ending;
 pub mod icmp;
 pub mod live;

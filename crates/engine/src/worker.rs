@@ -200,7 +200,8 @@ impl Worker {
         let needs_poll = serving || slots.iter().any(|s| s.conn.reads() || s.conn.bulk());
         let poll = if needs_poll { Some(Poll::new()?) } else { None };
         let lim = &opts.serve_limits;
-        let gate_cfg = GateConfig { max_flows: lim.max_players, max_flows_per_ip: lim.max_players, ..GateConfig::receiver(opts.key.clone()) };
+        let about = horde_wire::discover::About { role: horde_wire::discover::Role::ServerSide, udp_ports: 1, ..Default::default() };
+        let gate_cfg = GateConfig { max_flows: lim.max_players, max_flows_per_ip: lim.max_players, ..GateConfig::receiver(opts.key.clone()).about(about) };
         let udp_listeners: Vec<(Socket, Gate)> = udp.into_iter().map(|s| (s, Gate::new(gate_cfg.clone(), secret))).collect();
         if let Some(p) = &poll {
             for (i, s) in slots.iter().enumerate() {
@@ -411,7 +412,9 @@ impl Worker {
     /// Server side over UDP: consent probes to the admitted players; a player that stopped
     /// answering gets nothing more (its slot is closed, its address forgotten by the gate).
     fn consent(&mut self, now: u64) {
+        let wall = clock::wall_offset_ns();
         for j in 0..self.udp_listeners.len() {
+            self.udp_listeners[j].1.set_wall_offset(wall);
             let work = self.udp_listeners[j].1.poll_consent(now);
             let fd = self.udp_listeners[j].0.as_raw_fd();
             for (to, p) in &work.probes {

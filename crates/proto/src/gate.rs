@@ -9,6 +9,10 @@
 //!    otherwise the caller decides (a server side checks the player) and [`Gate::admit`]s it
 //!    within the caps on flows, in total and per source IP, or refuses it.
 //!
+//! A hello asking for discovery ([`horde_wire::discover`]) goes through steps 1–3 as any other;
+//! with a valid cookie it gets the gate's [`Discovered`] reply (its owner's [`About`], the flow
+//! counts, its clock) and admits nothing: one reply per proven request, never larger than it.
+//!
 //! Data datagrams count only from admitted (address, flow) pairs ([`Gate::admitted`]); the rest
 //! is counted and dropped by the caller. Nothing is stored for an address before step 4.
 //!
@@ -23,6 +27,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
 use horde_wire::control::{Answer, Challenge, ConsentProbe, Hello, Status, ANSWER_LEN, CHALLENGE_LEN, CONSENT_LEN};
+use horde_wire::discover::{About, Discovered, CAP_KEYED, DISCOVERED_LEN};
 use horde_wire::StreamHello;
 
 use crate::auth::{CookieJar, RunKey};
@@ -40,6 +45,8 @@ pub struct GateConfig {
     /// hellos can make the gate send to a victim.
     pub challenges_per_s: u32,
     pub challenges_per_ip_per_s: u32,
+    /// What the owner says of itself to a proven discovery request.
+    pub about: About,
 }
 
 impl GateConfig {
@@ -47,7 +54,12 @@ impl GateConfig {
     /// every one of which may come from one host; 20,000 challenges/s in total (a set-up burst
     /// of 10,000 flows passes in half a second) and 2,000/s to one address.
     pub fn receiver(key: RunKey) -> GateConfig {
-        GateConfig { key, max_flows: 1 << 16, max_flows_per_ip: 1 << 16, challenges_per_s: 20_000, challenges_per_ip_per_s: 2_000 }
+        GateConfig { key, max_flows: 1 << 16, max_flows_per_ip: 1 << 16, challenges_per_s: 20_000, challenges_per_ip_per_s: 2_000, about: About::default() }
+    }
+
+    /// The same, saying `about` to a discovery request.
+    pub fn about(self, about: About) -> GateConfig {
+        GateConfig { about, ..self }
     }
 }
 
@@ -74,6 +86,8 @@ pub enum Decision {
     Validated(Hello),
     /// The flow is admitted already (the sender repeated its hello): send this answer again.
     Again([u8; ANSWER_LEN]),
+    /// A discovery request from a validated address: send this reply (nothing is admitted).
+    Discover([u8; DISCOVERED_LEN]),
 }
 
 /// What [`Gate::greet`] decided.
@@ -117,6 +131,8 @@ pub struct GateStats {
     pub consent_refused: u64,
     /// Flows forgotten because their peer stopped answering.
     pub consent_expired: u64,
+    /// Discovery requests answered (from validated addresses).
+    pub discoveries: u64,
 }
 
 /// What the gate's owner must do for consent now.
@@ -156,6 +172,8 @@ pub struct Gate {
     /// Flows with consent by their next probe's time: all intervals are equal, so appending
     /// keeps it sorted. An entry whose flow was forgotten (or re-admitted) is skipped.
     probe_queue: VecDeque<(u64, SocketAddr, u32)>,
+    /// CLOCK_REALTIME − the gate's time (`now_ns`), for the clock in a discovery reply.
+    wall_offset_ns: i64,
     pub stats: GateStats,
 }
 
@@ -176,12 +194,20 @@ impl Gate {
             per_ip: HashMap::new(),
             budget: Budget::default(),
             probe_queue: VecDeque::new(),
+            wall_offset_ns: 0,
             stats: GateStats::default(),
         }
     }
 
     pub fn key(&self) -> &RunKey {
         &self.cfg.key
+    }
+
+    /// The owner's wall clock against the times it passes in (CLOCK_REALTIME − `now_ns`), so a
+    /// discovery reply carries the wall clock. Owners set it at start and now and then (the
+    /// wall clock may be slewed or stepped).
+    pub fn set_wall_offset(&mut self, real_minus_now_ns: i64) {
+        self.wall_offset_ns = real_minus_now_ns;
     }
 
     /// Decides about a datagram that carries the HELLO flag, from `from`, at `now_ns`.
@@ -206,6 +232,9 @@ impl Gate {
             let c = Challenge { flow, tag, base_ns: h.header.send_ns, cookie: self.jar.issue(now_ns, from, flow, tag) };
             return Decision::Challenge(c.emit());
         }
+        if horde_wire::discover::is_request(&h.header) {
+            return Decision::Discover(self.discovered(now_ns, &h));
+        }
         if let Some(e) = self.admitted.get(&(from, flow)) {
             self.stats.repeated += 1;
             return Decision::Again(Answer { flow, tag: e.admitted.tag, base_ns: e.admitted.base_ns, status: Status::Accepted }.emit());
@@ -223,6 +252,7 @@ impl Gate {
             Decision::Drop(_) => (None, None, false),
             Decision::Challenge(c) => (Some(c.to_vec()), None, false),
             Decision::Again(a) => (Some(a.to_vec()), None, false),
+            Decision::Discover(d) => (Some(d.to_vec()), None, false),
             Decision::Validated(h) => match decide(&h) {
                 Err(status) => (Some(self.refuse(&h, status).to_vec()), None, false),
                 Ok((kept, consent)) => match self.admit(now_ns, from, &h, consent) {
@@ -232,6 +262,30 @@ impl Gate {
             },
         };
         Greeting { reply, admitted, full }
+    }
+
+    /// The reply to a proven discovery request.
+    fn discovered(&mut self, now_ns: u64, h: &Hello) -> [u8; DISCOVERED_LEN] {
+        self.stats.discoveries += 1;
+        let mut about = self.cfg.about;
+        about.version = version();
+        if self.cfg.key != RunKey::OPEN {
+            about.caps |= CAP_KEYED;
+        }
+        let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let mut d = Discovered {
+            flow: h.header.flow,
+            tag: h.header.seq,
+            replier_ns: now_ns.saturating_add_signed(self.wall_offset_ns),
+            request_ns: h.header.send_ns,
+            about,
+            wire_version: horde_wire::VERSION,
+            flows_now: clamp(self.admitted.len()),
+            flows_max: clamp(self.cfg.max_flows),
+            mac: [0; 16],
+        };
+        d.mac = self.cfg.key.mac_signal(&d.signed());
+        d.emit()
     }
 
     fn spend_challenge(&mut self, now_ns: u64, ip: IpAddr) -> bool {
@@ -378,6 +432,15 @@ impl Gate {
     pub fn check_stream_hello(&self, h: &StreamHello) -> bool {
         self.cfg.key.verify_tcp_hello(&h.signed(), &h.mac)
     }
+}
+
+/// This build's version as major, minor, patch (the workspace's: every crate has the binary's).
+fn version() -> [u8; 3] {
+    let mut v = [0u8; 3];
+    for (slot, part) in v.iter_mut().zip(env!("CARGO_PKG_VERSION").split('.')) {
+        *slot = part.parse().unwrap_or(0);
+    }
+    v
 }
 
 /// Signs a TCP stream hello with `key` (fills in its MAC).

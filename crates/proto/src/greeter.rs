@@ -6,9 +6,14 @@
 //! the base is set ([`Greeter::set_base`]), it sends its hello with the cookie and the base,
 //! which the receiver admits at once; it repeats it until answered. A greeter made with a base
 //! does both phases in a row (a player joining mid-run).
+//!
+//! A greeter made by [`Greeter::discover`] asks for discovery instead
+//! ([`horde_wire::discover`]): the same two hellos, and the signed reply ends it
+//! ([`GreetState::Discovered`]). Nothing is admitted at the other end.
 
 use horde_wire::control::{Answer, Challenge, Hello, Status, HELLO_DATAGRAM_LEN};
 use horde_wire::datagram::{FLAG_ANSWER, FLAG_CHALLENGE, FLAG_HELLO};
+use horde_wire::discover::{Discovered, FLAG_DISCOVER};
 use horde_wire::DatagramHeader;
 
 use crate::auth::RunKey;
@@ -31,6 +36,8 @@ pub enum GreetState {
     Refused(Status),
     /// No answer after [`MAX_TRIES`] hellos.
     GaveUp,
+    /// A discovery request was answered (signed with the run key).
+    Discovered,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +45,8 @@ pub enum GreetEvent {
     Validated,
     Accepted,
     Refused(Status),
+    /// The reply to a discovery request, its MAC checked.
+    Discovered(Discovered),
 }
 
 #[derive(Debug, Clone)]
@@ -64,6 +73,27 @@ impl Greeter {
             tries: 0,
             next_ns: 0,
         }
+    }
+
+    /// A greeter asking the endpoint at the other end what it is (a discovery request) under
+    /// the nonce `flow`, `tag`. Before each [`Greeter::poll_transmit`] its owner stamps the
+    /// request with its wall clock ([`Greeter::set_base`]); the reply carries it back.
+    pub fn discover(key: RunKey, flow: u32, tag: u32, now_real_ns: u64) -> Greeter {
+        Greeter::new(key, FLAG_DISCOVER, flow, tag, Some(now_real_ns))
+    }
+
+    /// After a discovery reply: ask once more (with the cookie it holds), for another sample of
+    /// the round trip and the clocks.
+    pub fn ask_again(&mut self) {
+        if self.state == GreetState::Discovered {
+            self.state = GreetState::Admitting;
+            self.tries = 0;
+            self.next_ns = 0;
+        }
+    }
+
+    fn discovering(&self) -> bool {
+        horde_wire::discover::is_request(&self.header)
     }
 
     pub fn state(&self) -> GreetState {
@@ -108,6 +138,15 @@ impl Greeter {
         let h = DatagramHeader::parse(bytes).ok()?;
         if h.flow != self.header.flow || h.seq != self.header.seq {
             return None;
+        }
+        if horde_wire::signal::is_signal(bytes) {
+            // Only a discovery reply, signed with the run key, to a request of ours.
+            let d = Discovered::parse(bytes).ok()?;
+            if !self.discovering() || self.state != GreetState::Admitting || !self.key.verify_signal(&d.signed(), &d.mac) {
+                return None;
+            }
+            self.state = GreetState::Discovered;
+            return Some(GreetEvent::Discovered(d));
         }
         if h.flags & FLAG_CHALLENGE != 0 {
             let c = Challenge::parse(bytes).ok()?;
@@ -155,8 +194,40 @@ mod tests {
                 g.on_datagram(&a)
             }
             Decision::Again(a) => g.on_datagram(&a),
+            Decision::Discover(d) => g.on_datagram(&d),
             Decision::Drop(_) => None,
         }
+    }
+
+    #[test]
+    fn discovery_takes_two_hellos_admits_nothing_and_checks_the_reply() {
+        use horde_wire::discover::{About, Role, CAP_ECHO, CAP_KEYED, DISCOVERED_LEN};
+        let key = RunKey::from_bytes([5; 32]);
+        let about = About { role: Role::Receiver, caps: CAP_ECHO, udp_ports: 2, tcp_ports: 1, ..About::default() };
+        let mut gate = Gate::new(GateConfig::receiver(key.clone()).about(about), [1; 32]);
+        gate.set_wall_offset(1_000_000);
+        let mut g = Greeter::discover(key.clone(), 0xabcd, 1, 777);
+        assert_eq!(exchange(&mut g, &mut gate, 10), Some(GreetEvent::Validated), "first a challenge");
+        g.set_base(778);
+        let request = g.poll_transmit(20).unwrap();
+        let Decision::Discover(reply) = gate.on_hello(20, FROM.parse().unwrap(), &request) else { panic!("a proven request is answered") };
+        assert!(reply.len() <= request.len() && reply.len() == DISCOVERED_LEN);
+        // Signed with another key: not ours.
+        let mut forged = horde_wire::discover::Discovered::parse(&reply).unwrap();
+        forged.mac = RunKey::from_bytes([6; 32]).mac_signal(&forged.signed());
+        assert_eq!(g.on_datagram(&forged.emit()), None);
+        let Some(GreetEvent::Discovered(d)) = g.on_datagram(&reply) else { panic!() };
+        assert_eq!((d.about.role, d.about.caps, d.about.udp_ports, d.about.tcp_ports), (Role::Receiver, CAP_ECHO | CAP_KEYED, 2, 1));
+        assert_eq!((d.request_ns, d.replier_ns, d.flows_now, d.about.version[1]), (778, 1_000_020, 0, 1), "version 0.1.x");
+        assert_eq!(g.state(), GreetState::Discovered);
+        assert_eq!(g.next_ns(), None, "done");
+        assert_eq!((gate.admitted_count(), gate.stats.admitted, gate.stats.discoveries), (0, 0, 1));
+        // A spoofer (another address) replaying the proven request gets a challenge, never a reply.
+        assert!(matches!(gate.on_hello(30, "10.9.9.9:1".parse().unwrap(), &request), Decision::Challenge(_)));
+        // A flow greeter ignores a discovery reply.
+        let mut flow = Greeter::new(key, 0, 0xabcd, 1, Some(5));
+        let _ = flow.poll_transmit(0);
+        assert_eq!(flow.on_datagram(&reply), None);
     }
 
     #[test]

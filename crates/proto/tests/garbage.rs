@@ -34,6 +34,7 @@ fn the_gate_never_amplifies_or_overfills() {
         match g.on_hello(i * 1_000_000, from, &b) {
             Decision::Challenge(c) => assert!(c.len() <= b.len()),
             Decision::Again(a) => assert!(a.len() <= b.len()),
+            Decision::Discover(d) => assert!(d.len() <= b.len()),
             Decision::Validated(h) => {
                 let a = g.admit(i * 1_000_000, from, &h, true).unwrap_or_else(|a| a);
                 assert!(a.len() <= b.len());

@@ -349,7 +349,7 @@ pub fn serve(
     let addr = sock.local_addr().context("the bound address").map_err(failed)?;
     let n = sc.players as usize;
     let gate = Gate::new(
-        GateConfig { max_flows: n, max_flows_per_ip: n, ..GateConfig::receiver(key) },
+        GateConfig { max_flows: n, max_flows_per_ip: n, ..GateConfig::receiver(key).about(circuit_server()) },
         horde_engine::random_secret().context("drawing the cookie secret").map_err(failed)?,
     );
     on_listening(addr);
@@ -526,6 +526,12 @@ impl CircuitsLive {
             loss_pct: rows.iter().map(|r| r[3]).sum::<f64>() / n as f64,
         })
     }
+}
+
+/// What a circuit server says of itself to a discovery request (`horde discover`; its clock is
+/// the wall clock already: `shell::listen` runs on it).
+pub fn circuit_server() -> horde_wire::discover::About {
+    horde_wire::discover::About { role: horde_wire::discover::Role::CircuitServer, udp_ports: 1, ..Default::default() }
 }
 
 #[cfg(test)]

@@ -42,6 +42,12 @@ pub fn sleep_until(deadline_ns: u64) {
     unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
 }
 
+/// CLOCK_REALTIME − CLOCK_MONOTONIC now: what turns a monotonic time into a wall-clock one
+/// (read again now and then: the wall clock may be slewed or stepped).
+pub fn wall_offset_ns() -> i64 {
+    (real_ns() as i128 - mono_ns() as i128) as i64
+}
+
 /// Sleeps until `spin_ns` before `deadline_ns`, then spins. Returns the monotonic time reached.
 pub fn wait_until(deadline_ns: u64, spin_ns: u64) -> u64 {
     let mut t = mono_ns();

@@ -10,6 +10,7 @@
 
 pub mod control;
 pub mod datagram;
+pub mod discover;
 pub mod icmp;
 pub mod log;
 pub mod logstream;

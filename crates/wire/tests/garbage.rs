@@ -152,6 +152,29 @@ fn end_messages_never_panic_and_round_trip() {
 }
 
 #[test]
+fn discovery_replies_never_panic_and_round_trip() {
+    use horde_wire::discover::{Discovered, TYPE_DISCOVERED};
+    use horde_wire::signal::{FlowEnd, FlowError, FLAG_SIGNAL, SIGNAL_VERSION};
+    let mut r = ChaCha8Rng::seed_from_u64(31);
+    let mut parsed = 0;
+    for i in 0..200_000 {
+        let n = (r.next_u64() % 80) as usize;
+        let mut b = vec![0u8; n];
+        r.fill_bytes(&mut b);
+        if i % 2 == 0 && n >= 24 {
+            b[..4].copy_from_slice(&[b'H', b'D', horde_wire::VERSION, FLAG_SIGNAL]);
+            (b[20], b[21]) = (SIGNAL_VERSION, TYPE_DISCOVERED);
+        }
+        if let Ok(d) = Discovered::parse(&b) {
+            parsed += 1;
+            assert_eq!(Discovered::parse(&d.emit()).unwrap(), d);
+            assert!(FlowEnd::parse(&b).is_err() && FlowError::parse(&b).is_err(), "never taken for an end or an error");
+        }
+    }
+    assert!(parsed > 1_000, "the generator reaches valid replies: {parsed}");
+}
+
+#[test]
 fn log_stream_parsers_never_panic_and_round_trip() {
     use horde_wire::logstream::{emit_frame, Frame, FrameDecoder, LogAnswer, LogHello};
     let mut r = ChaCha8Rng::seed_from_u64(26);

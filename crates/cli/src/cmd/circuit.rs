@@ -183,7 +183,11 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
     let key = a.key.key()?;
     let sock = horde_engine::shell::udp(a.listen).map_err(anyhow::Error::from)?;
     let gate = Gate::new(
-        GateConfig { max_flows: a.max_circuits.max(1), max_flows_per_ip: a.max_circuits.max(1), ..GateConfig::receiver(key) },
+        GateConfig {
+            max_flows: a.max_circuits.max(1),
+            max_flows_per_ip: a.max_circuits.max(1),
+            ..GateConfig::receiver(key).about(horde_scenario::circuits::circuit_server())
+        },
         horde_engine::random_secret().context("drawing the cookie secret")?,
     );
     say!("horde circuit: serving on {} ({} regulator), Ctrl-C stops", sock.local_addr().context("the bound address")?, mode.name());

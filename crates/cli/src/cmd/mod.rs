@@ -5,6 +5,7 @@ pub mod circuit;
 pub mod commands;
 pub mod decode;
 pub mod demo;
+pub mod discover;
 pub mod emu;
 pub mod key;
 pub mod logd;

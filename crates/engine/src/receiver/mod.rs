@@ -106,7 +106,9 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
     let mut udp: Vec<(Socket, Gate)> = Vec::new();
     for a in &opts.udp {
         let s = net::udp_listener(*a).map_err(|e| bind_err("udp", a, e))?;
-        udp.push((s, Gate::new(GateConfig::receiver(opts.key.clone()), secret)));
+        let mut gate = Gate::new(GateConfig::receiver(opts.key.clone()).about(about(opts)), secret);
+        gate.set_wall_offset(clock::wall_offset_ns());
+        udp.push((s, gate));
     }
     let mut listeners: Vec<TcpListener> = Vec::new();
     for a in &opts.tcp {
@@ -237,6 +239,14 @@ impl Ctx for SinkCtx<'_> {
     fn respond(&mut self, _: u32, _: u32) -> Result<Accepted, Status> {
         Err(Status::UnknownPlayer)
     }
+}
+
+/// What this receiver says of itself to a discovery request (`horde discover`).
+fn about(opts: &RecvOptions) -> horde_wire::discover::About {
+    use horde_wire::discover::{About, Role, CAP_ECHO, CAP_ICMP, CAP_REVERSE};
+    let caps = CAP_ECHO | if opts.reverse { CAP_REVERSE } else { 0 } | if opts.icmp.is_some() { CAP_ICMP } else { 0 };
+    let ports = |n: usize| u16::try_from(n).unwrap_or(u16::MAX);
+    About { role: Role::Receiver, caps, udp_ports: ports(opts.udp.len()), tcp_ports: ports(opts.tcp.len()), ..About::default() }
 }
 
 fn count(report: &mut RecvReport, flow: u32, len: usize, t: u64) {
@@ -444,6 +454,7 @@ impl Receiver {
         r.challenge_bytes += after.challenge_bytes - before.challenge_bytes;
         r.bad_mac += after.bad_mac - before.bad_mac;
         r.dropped_hellos += (after.malformed - before.malformed) + (after.over_budget - before.over_budget);
+        self.report.discoveries += after.discoveries - before.discoveries;
         reply
     }
 
@@ -639,7 +650,9 @@ impl Receiver {
     /// Consent of the UDP flows that get anything back: probes due, flows whose peer stopped
     /// answering forgotten (their reverse bulk and echoes stopped already).
     fn sweep_consent(&mut self, now: u64) {
+        let wall = clock::wall_offset_ns();
         for (sock, gate) in &mut self.udp {
+            gate.set_wall_offset(wall);
             let work = gate.poll_consent(now);
             for (to, p) in &work.probes {
                 if net::send_batch_to(sock.as_raw_fd(), &[p], &[*to]).is_ok() {

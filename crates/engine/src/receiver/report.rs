@@ -151,6 +151,9 @@ pub struct RecvReport {
     /// (one each, to the flow's admitted address, while its traffic was fresh).
     #[serde(default)]
     pub told_stopping: u64,
+    /// Discovery requests answered (`horde discover`; only to validated addresses).
+    #[serde(default)]
+    pub discoveries: u64,
     pub refusals: RecvRefusals,
     pub flows: BTreeMap<u32, FlowReceived>,
     pub duration_s: f64,
