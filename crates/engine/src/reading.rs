@@ -22,7 +22,7 @@ use crate::clock::{mono_ns, real_ns};
 use crate::logger::LogSink;
 use crate::net;
 use crate::sender::types::Progress;
-use crate::worker::{Slot, Sock, Worker, LISTEN_TOKEN, UDP_LISTEN_TOKEN};
+use crate::worker::{Ready, Slot, Sock, Worker, LISTEN_TOKEN, UDP_LISTEN_TOKEN};
 
 /// A connection's view of its worker while it reads.
 struct IoCtx<'a> {
@@ -50,28 +50,49 @@ impl Ctx for IoCtx<'_> {
 }
 
 impl Worker {
+    /// Handles what the sockets have ready: first what an earlier round left, else what the poll
+    /// gives within `timeout`. Departures come first: once the next one is due the rest waits
+    /// for the next round (the events are edge-triggered, so they are kept here, not polled
+    /// again), so a burst of arrivals never holds a departure back by more than one socket's read.
     pub(crate) fn poll_io(&mut self, timeout: Duration) {
         self.free.append(&mut self.free_next);
-        let Some(poll) = &mut self.poll else { return };
-        if poll.poll(&mut self.events, Some(timeout)).is_err() {
-            return;
+        if self.ready.is_empty() {
+            let Some(poll) = &mut self.poll else { return };
+            if poll.poll(&mut self.events, Some(timeout)).is_err() {
+                return;
+            }
+            self.ready.extend(self.events.iter().map(|e| Ready {
+                token: e.token().0,
+                readable: e.is_readable(),
+                writable: e.is_writable(),
+                closed: e.is_read_closed(),
+            }));
         }
-        let ready: Vec<(usize, bool, bool)> = self.events.iter().map(|e| (e.token().0, e.is_readable(), e.is_writable())).collect();
-        for (t, readable, writable) in ready {
-            if t >= LISTEN_TOKEN {
-                self.accept(t - LISTEN_TOKEN);
-            } else if t >= UDP_LISTEN_TOKEN {
-                self.read_udp_listener(t - UDP_LISTEN_TOKEN);
-            } else if t < self.slots.len() {
-                if writable {
-                    self.flush_tcp(t);
-                }
-                if readable {
-                    match self.slots[t].conn.transport() {
-                        horde_model::Transport::Tcp => self.read_tcp(t),
-                        horde_model::Transport::Udp => self.read_udp(t),
-                        horde_model::Transport::Icmp => self.read_icmp(t),
-                    }
+        let due = self.next_departure_mono();
+        while let Some(r) = self.ready.pop_front() {
+            self.on_ready(r);
+            if due.is_some_and(|d| mono_ns() >= d) {
+                return;
+            }
+        }
+    }
+
+    /// One socket's readiness. A token may name a slot closed (or reused) since it was polled:
+    /// every handler then finds nothing to read or write.
+    fn on_ready(&mut self, Ready { token: t, readable, writable, closed }: Ready) {
+        if t >= LISTEN_TOKEN {
+            self.accept(t - LISTEN_TOKEN);
+        } else if t >= UDP_LISTEN_TOKEN {
+            self.read_udp_listener(t - UDP_LISTEN_TOKEN);
+        } else if t < self.slots.len() {
+            if writable {
+                self.flush_tcp(t);
+            }
+            if readable {
+                match self.slots[t].conn.transport() {
+                    horde_model::Transport::Tcp => self.read_tcp(t, closed),
+                    horde_model::Transport::Udp => self.read_udp(t),
+                    horde_model::Transport::Icmp => self.read_icmp(t),
                 }
             }
         }
@@ -96,7 +117,7 @@ impl Worker {
                 if waiting(self) {
                     // A burst of connects is accepted before any hello is read: the oldest's
                     // hello may be in its socket already. Read it before judging the connection.
-                    self.read_tcp(old);
+                    self.read_tcp(old, false);
                 }
                 if waiting(self) {
                     self.refusals.closed_before_hello += 1;
@@ -129,7 +150,11 @@ impl Worker {
     }
 
     /// Reads a TCP connection: echoes, the peer's APDUs, or (server side) the client's hello.
-    fn read_tcp(&mut self, i: usize) {
+    /// A read shorter than the buffer emptied the socket: every segment that arrives later
+    /// raises readiness again (Linux wakes the poll on each), so the read that would only say
+    /// "would block" is skipped — unless the peer closed (`closed`), which raises nothing more
+    /// and is read to its end.
+    fn read_tcp(&mut self, i: usize, closed: bool) {
         loop {
             let n = {
                 let Sock::Own(sock) = &self.slots[i].sock else { return };
@@ -170,6 +195,9 @@ impl Worker {
                     }
                     return self.close(i);
                 }
+            }
+            if n < self.read_buf.len() && !closed {
+                return;
             }
         }
     }

@@ -34,6 +34,16 @@ const HOUSEKEEPING_NS: u64 = 20_000_000;
 /// large write per pump (iperf3 writes 128 KiB), little enough to keep memory bounded.
 const BULK_TCP_BACKLOG: usize = 256 * 1024;
 
+/// A socket's readiness from the poll, kept until handled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ready {
+    pub token: usize,
+    pub readable: bool,
+    pub writable: bool,
+    /// The peer closed its side (read to the end).
+    pub closed: bool,
+}
+
 /// What one pump of a bulk flow did.
 enum Pumped {
     Sent,
@@ -166,6 +176,10 @@ pub struct Worker {
     pub(crate) free_next: Vec<usize>,
     pub(crate) poll: Option<Poll>,
     pub(crate) events: Events,
+    /// Readiness polled but not handled yet: a departure fell due first.
+    pub(crate) ready: VecDeque<Ready>,
+    /// The departures of one [`Worker::send_due`].
+    due: Vec<Departure>,
     pub(crate) sink: LogSink,
     pub(crate) t0_mono: u64,
     pub(crate) t0_real: u64,
@@ -238,6 +252,8 @@ impl Worker {
             free_next: Vec::new(),
             poll,
             events: Events::with_capacity(1024),
+            ready: VecDeque::new(),
+            due: vec![NO_DEPARTURE; BATCH],
             sink,
             t0_mono: 0,
             t0_real: 0,
@@ -255,6 +271,11 @@ impl Worker {
             sent_by_second: Vec::new(),
             late_over_1ms: 0,
         })
+    }
+
+    /// When the next departure is due (monotonic ns), if any.
+    pub(crate) fn next_departure_mono(&self) -> Option<u64> {
+        self.heap.peek().map(|&Reverse((at, _))| self.t0_mono + at)
     }
 
     pub(crate) fn serving(&self) -> bool {
@@ -492,12 +513,11 @@ impl Worker {
             self.bulk.push(i);
             return;
         }
-        let mut due = [NO_DEPARTURE; BATCH];
+        // The batch is the worker's, not filled anew per departure (one per APDU at 10,000 players).
+        let mut due = std::mem::take(&mut self.due);
         let n = self.slots[i].conn.take_due(now_rel, &mut due);
-        if n == 0 {
-            return;
-        }
         match self.slots[i].conn.transport() {
+            _ if n == 0 => {}
             Transport::Tcp => self.send_tcp(i, &due[..n]),
             Transport::Udp => {
                 self.send_udp(i, &due[..n]);
@@ -506,6 +526,7 @@ impl Worker {
                 self.send_icmp(i, &due[..n]);
             }
         }
+        self.due = due;
     }
 
     /// One round over the started bulk flows: each whose socket takes more gets a batch. When

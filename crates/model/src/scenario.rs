@@ -63,7 +63,8 @@ pub struct RawScenario {
     /// Worker threads on the client side.
     #[serde(default)]
     pub threads: Option<usize>,
-    /// Worker threads on the server side (default 2; each has its own listener on the port).
+    /// Worker threads on the server side (default 2, or 1 on a machine of 2 cores or fewer; each
+    /// has its own listener on the port).
     #[serde(default)]
     pub server_threads: Option<usize>,
     /// When each player joins, seconds after the start: a distribution drawn once per player
@@ -177,7 +178,8 @@ pub struct Scenario {
     pub server: SocketAddr,
     pub variables: Vars,
     pub threads: usize,
-    pub server_threads: usize,
+    /// None: the server side decides by the cores of the machine it runs on.
+    pub server_threads: Option<usize>,
     pub spin_us: u64,
     /// Join-time distribution, seconds (None: all at 0).
     pub join: Option<crate::dist::Dist>,
@@ -307,7 +309,7 @@ impl Scenario {
             server,
             variables,
             threads,
-            server_threads: raw.server_threads.unwrap_or(2).clamp(1, 64),
+            server_threads: raw.server_threads.map(|n| n.clamp(1, 64)),
             spin_us: raw.spin_us.unwrap_or(80),
             join,
             emu: match raw.emu {

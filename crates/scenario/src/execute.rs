@@ -427,6 +427,7 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
     let mut down = horde_engine::live::DelayWindow::default();
     let mut last_class = p.by_class.totals();
     let (mut next, mut last_t) = (1.0f64, 0.0f64);
+    let rates = crate::ModelRates::of(players);
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
         let t = start.elapsed().as_secs_f64();
@@ -450,7 +451,7 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
         let per_s = |n: u64| (n as f64 / dt).round() as u64;
         let d = |i: usize| per_s(now[i] - last[i]);
         let class_now = p.by_class.totals();
-        let model = crate::model_rates_at(sc, players, t);
+        let model = rates.at(sc, players, t);
         let category_rates = sc
             .service
             .states

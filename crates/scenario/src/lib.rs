@@ -219,29 +219,41 @@ pub fn categories_at(sc: &Scenario, segments: &[Vec<horde_model::behaviour::Segm
     sc.service.states.iter().zip(&counts).map(|(st, c)| (st.name.clone(), *c)).collect()
 }
 
-/// What the model expects per second now, per behaviour state: [up, down] APDUs/s summed over
-/// the players online in it, each by the mean inter-departure time of the sub-activity it is
-/// in at `t_s`.
-pub fn model_rates_at(sc: &Scenario, players: &players::Players, t_s: f64) -> Vec<[f64; 2]> {
-    let mut rates = vec![[0.0; 2]; sc.service.states.len()];
-    let at = t_s.min(sc.duration_s - 1e-6).max(0.0);
-    let rate = |state: usize, sub: usize, dir: usize| {
-        let t = players.traffic.by_state.get(state)?.get(sub)?[dir].as_ref()?;
-        t.idt.mean_estimate().filter(|m| *m > 0.0).map(|m| 1000.0 / m)
-    };
-    for (p, segs) in players.segments.iter().enumerate() {
-        if !players.roster.admitted(p as u32, (at * 1e9) as u64) {
-            continue;
-        }
-        if let Some(s) = horde_model::behaviour::state_at(segs, at) {
-            if let Some(r) = rates.get_mut(s.state as usize) {
-                for (dir, x) in r.iter_mut().enumerate() {
-                    *x += rate(s.state as usize, s.sub as usize, dir).unwrap_or(0.0);
+/// The model's APDU rate (per second) of every state × sub-activity × direction, computed once:
+/// a mean inter-departure time may take a numerical integration of the distribution's CDF, far
+/// too slow to repeat for every player every second while the run's senders share the CPU.
+pub struct ModelRates(Vec<Vec<[Option<f64>; 2]>>);
+
+impl ModelRates {
+    pub fn of(players: &players::Players) -> ModelRates {
+        let rate = |t: &Option<horde_model::service::Traffic>| t.as_ref()?.idt.mean_estimate().filter(|m| *m > 0.0).map(|m| 1000.0 / m);
+        ModelRates(players.traffic.by_state.iter().map(|subs| subs.iter().map(|dirs| [rate(&dirs[0]), rate(&dirs[1])]).collect()).collect())
+    }
+
+    fn get(&self, state: usize, sub: usize, dir: usize) -> Option<f64> {
+        self.0.get(state)?.get(sub)?[dir]
+    }
+
+    /// What the model expects per second now, per behaviour state: [up, down] APDUs/s summed
+    /// over the players online in it, each by the mean inter-departure time of the sub-activity
+    /// it is in at `t_s`.
+    pub fn at(&self, sc: &Scenario, players: &players::Players, t_s: f64) -> Vec<[f64; 2]> {
+        let mut rates = vec![[0.0; 2]; sc.service.states.len()];
+        let at = t_s.min(sc.duration_s - 1e-6).max(0.0);
+        for (p, segs) in players.segments.iter().enumerate() {
+            if !players.roster.admitted(p as u32, (at * 1e9) as u64) {
+                continue;
+            }
+            if let Some(s) = horde_model::behaviour::state_at(segs, at) {
+                if let Some(r) = rates.get_mut(s.state as usize) {
+                    for (dir, x) in r.iter_mut().enumerate() {
+                        *x += self.get(s.state as usize, s.sub as usize, dir).unwrap_or(0.0);
+                    }
                 }
             }
         }
+        rates
     }
-    rates
 }
 
 /// Where progress goes: called from the run's threads.
