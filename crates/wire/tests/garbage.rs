@@ -120,19 +120,27 @@ fn control_datagrams_never_panic_and_round_trip() {
     }
 }
 
+/// Random datagrams of up to 80 bytes; every other one of at least 24 bytes looks like a
+/// signalling message of type `kind` (header, version, type, and a reason byte that varies).
+fn signal_like(r: &mut ChaCha8Rng, i: u64, kind: u8) -> Vec<u8> {
+    use horde_wire::signal::{FLAG_SIGNAL, SIGNAL_VERSION};
+    let n = (r.next_u64() % 80) as usize;
+    let mut b = vec![0u8; n];
+    r.fill_bytes(&mut b);
+    if i % 2 == 0 && n >= 24 {
+        b[..4].copy_from_slice(&[b'H', b'D', horde_wire::VERSION, FLAG_SIGNAL]);
+        (b[20], b[21], b[22]) = (SIGNAL_VERSION, kind, (i % 4) as u8);
+    }
+    b
+}
+
 #[test]
 fn end_messages_never_panic_and_round_trip() {
-    use horde_wire::signal::{FlowEnd, FLAG_SIGNAL, SIGNAL_VERSION, TYPE_END};
+    use horde_wire::signal::{FlowEnd, TYPE_END};
     let mut r = ChaCha8Rng::seed_from_u64(29);
     let mut parsed = 0;
     for i in 0..200_000 {
-        let n = (r.next_u64() % 80) as usize;
-        let mut b = vec![0u8; n];
-        r.fill_bytes(&mut b);
-        if i % 2 == 0 && n >= 24 {
-            b[..4].copy_from_slice(&[b'H', b'D', horde_wire::VERSION, FLAG_SIGNAL]);
-            (b[20], b[21], b[22]) = (SIGNAL_VERSION, TYPE_END, (i % 4) as u8);
-        }
+        let mut b = signal_like(&mut r, i, TYPE_END);
         if let Ok(e) = FlowEnd::parse(&b) {
             parsed += 1;
             assert_eq!(FlowEnd::parse(&e.emit()).unwrap(), e);
@@ -154,17 +162,11 @@ fn end_messages_never_panic_and_round_trip() {
 #[test]
 fn discovery_replies_never_panic_and_round_trip() {
     use horde_wire::discover::{Discovered, TYPE_DISCOVERED};
-    use horde_wire::signal::{FlowEnd, FlowError, FLAG_SIGNAL, SIGNAL_VERSION};
+    use horde_wire::signal::{FlowEnd, FlowError};
     let mut r = ChaCha8Rng::seed_from_u64(31);
     let mut parsed = 0;
     for i in 0..200_000 {
-        let n = (r.next_u64() % 80) as usize;
-        let mut b = vec![0u8; n];
-        r.fill_bytes(&mut b);
-        if i % 2 == 0 && n >= 24 {
-            b[..4].copy_from_slice(&[b'H', b'D', horde_wire::VERSION, FLAG_SIGNAL]);
-            (b[20], b[21]) = (SIGNAL_VERSION, TYPE_DISCOVERED);
-        }
+        let b = signal_like(&mut r, i, TYPE_DISCOVERED);
         if let Ok(d) = Discovered::parse(&b) {
             parsed += 1;
             assert_eq!(Discovered::parse(&d.emit()).unwrap(), d);
