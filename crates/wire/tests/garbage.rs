@@ -127,7 +127,7 @@ fn signal_like(r: &mut ChaCha8Rng, i: u64, kind: u8) -> Vec<u8> {
     let n = (r.next_u64() % 80) as usize;
     let mut b = vec![0u8; n];
     r.fill_bytes(&mut b);
-    if i % 2 == 0 && n >= 24 {
+    if i.is_multiple_of(2) && n >= 24 {
         b[..4].copy_from_slice(&[b'H', b'D', horde_wire::VERSION, FLAG_SIGNAL]);
         (b[20], b[21], b[22]) = (SIGNAL_VERSION, kind, (i % 4) as u8);
     }
