@@ -20,7 +20,8 @@ SEARCH_SECS=${QUICK:+10}
 SEARCH_SECS=${SEARCH_SECS:-60}
 
 # One run: players, seconds, tag -> one line of numbers (see the python below). The server side
-# runs 2 worker threads (scenario default), each with its own SO_REUSEPORT listener.
+# runs the scenario default's worker threads (1 on a machine of 2 cores or fewer, else 2, each
+# with its own SO_REUSEPORT listener; RESULTS-players.md of 2026-11-22 was measured with 2).
 run() {
   local n=$1 secs=$2 tag=$3
   rm -rf "$OUT/$tag"
