@@ -22,6 +22,11 @@ for spin in (0, 80):
         sent = sum(h["sent_seconds"][i] for i in quiet)
         late = sum(h["late_seconds"][i] if i < len(h["late_seconds"]) else 0 for i in quiet)
         qwithin = 100 * (1 - late / max(sent, 1))
+        # Arrivals wait in their sockets while a side is busy: the worst category's mean delay
+        # each way, and its KS of inter-arrival times against the model.
+        cats = s["analysis"]["categories"]
+        worst = {d: max((x[d].get("delay_mean_ms") or 0.0, x[d].get("ks_iat") or 0.0) for x in cats) for d in ("up", "down")}
+        worst_ks = {d: max(x[d].get("ks_iat") or 0.0 for x in cats) for d in ("up", "down")}
         cpu = re.search(r"Percent of CPU this job got: (\d+)%", open(f"{d}.time.txt").read())
         name = "sleeps (`spin_us = 0`)" if spin == 0 else "spins (`spin_us = 80`)"
         print(
@@ -29,5 +34,6 @@ for spin in (0, 80):
             f'{qwithin:.2f} % ({len(quiet)} of {len(h["steal_seconds"])} s) | {h["floor"]["p99_us"]:.1f} µs | '
             f'{100 * (h["steal_mean"] or 0):.1f} % | {h["late_in_steal"]} / {h["late_total"]} | '
             f'{"yes" if h["within_floor"] else "no"} | {srv["packets"]} | {sl["p50_us"]:.0f} / {sl["p99_us"]:.0f} µs | '
-            f'{swithin:.2f} % | {srv["threads"]} | {cpu.group(1) if cpu else "?"} % |'
+            f'{swithin:.2f} % | {worst["up"][0]:.1f} / {worst["down"][0]:.1f} ms | {worst_ks["up"]:.3f} / {worst_ks["down"]:.3f} | '
+            f'{srv["threads"]} | {cpu.group(1) if cpu else "?"} % |'
         )

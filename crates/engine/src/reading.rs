@@ -50,30 +50,24 @@ impl Ctx for IoCtx<'_> {
 }
 
 impl Worker {
-    /// Handles what the sockets have ready: first what an earlier round left, else what the poll
-    /// gives within `timeout`. Departures come first: once the next one is due the rest waits
-    /// for the next round (the events are edge-triggered, so they are kept here, not polled
-    /// again), so a burst of arrivals never holds a departure back by more than one socket's read.
+    /// Handles what the sockets have ready within `timeout`, every event of the round. (Stopping
+    /// a round when the next departure fell due was tried: when the worker is saturated it then
+    /// reads only when it catches up, and arrivals wait in the socket for hundreds of ms, which
+    /// the receiver's timestamps count as delay — bench/RESULTS-engine.md, section 6.)
     pub(crate) fn poll_io(&mut self, timeout: Duration) {
         self.free.append(&mut self.free_next);
-        if self.ready.is_empty() {
-            let Some(poll) = &mut self.poll else { return };
-            if poll.poll(&mut self.events, Some(timeout)).is_err() {
-                return;
-            }
-            self.ready.extend(self.events.iter().map(|e| Ready {
-                token: e.token().0,
-                readable: e.is_readable(),
-                writable: e.is_writable(),
-                closed: e.is_read_closed(),
-            }));
+        let Some(poll) = &mut self.poll else { return };
+        if poll.poll(&mut self.events, Some(timeout)).is_err() {
+            return;
         }
-        let due = self.next_departure_mono();
+        self.ready.extend(self.events.iter().map(|e| Ready {
+            token: e.token().0,
+            readable: e.is_readable(),
+            writable: e.is_writable(),
+            closed: e.is_read_closed(),
+        }));
         while let Some(r) = self.ready.pop_front() {
             self.on_ready(r);
-            if due.is_some_and(|d| mono_ns() >= d) {
-                return;
-            }
         }
     }
 

@@ -176,7 +176,7 @@ pub struct Worker {
     pub(crate) free_next: Vec<usize>,
     pub(crate) poll: Option<Poll>,
     pub(crate) events: Events,
-    /// Readiness polled but not handled yet: a departure fell due first.
+    /// The round's readiness, as polled (kept to reuse its memory).
     pub(crate) ready: VecDeque<Ready>,
     /// The departures of one [`Worker::send_due`].
     due: Vec<Departure>,
@@ -271,11 +271,6 @@ impl Worker {
             sent_by_second: Vec::new(),
             late_over_1ms: 0,
         })
-    }
-
-    /// When the next departure is due (monotonic ns), if any.
-    pub(crate) fn next_departure_mono(&self) -> Option<u64> {
-        self.heap.peek().map(|&Reverse((at, _))| self.t0_mono + at)
     }
 
     pub(crate) fn serving(&self) -> bool {
