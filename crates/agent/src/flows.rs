@@ -373,7 +373,7 @@ fn load(p: &Path) -> anyhow::Result<Vec<Record>> {
 }
 
 /// Writes records as a Horde log (`horde decode` reads it).
-fn write_log(p: &Path, role: Role, start_ns: u64, records: &[Record]) -> anyhow::Result<()> {
+pub fn write_log(p: &Path, role: Role, start_ns: u64, records: &[Record]) -> anyhow::Result<()> {
     let f = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
     let mut w = std::io::BufWriter::new(f);
     let mut h = [0u8; horde_wire::LOG_HEADER_LEN];
@@ -399,22 +399,30 @@ pub fn agents_table(rows: &[FlowAgentRow]) -> String {
 /// summary.json (the decode's JSON with a `distributed` part), flows.csv, windows.csv,
 /// index.html.
 fn write_report(out: &Path, run_id: &str, a: &horde_stats::Analysis, rows: &[FlowAgentRow], partial: bool, interrupted: bool) -> anyhow::Result<()> {
-    let mut v: serde_json::Value = serde_json::from_str(&horde_stats::export::json(a)).context("the decode's JSON")?;
-    if let Some(o) = v.as_object_mut() {
-        o.insert("distributed".into(), serde_json::json!({"run_id": run_id, "partial": partial, "interrupted": interrupted, "agents": rows}));
-    }
-    let w = |name: &str, text: String| std::fs::write(out.join(name), text).with_context(|| format!("writing {}", out.join(name).display()));
-    w("summary.json", serde_json::to_string_pretty(&v)?)?;
-    w("flows.csv", horde_stats::export::flows_csv(a))?;
-    w("windows.csv", horde_stats::export::windows_csv(&a.windows))?;
-    let mut page = horde_stats::html::page("Horde send through agents", a);
     let mut agents_html = String::from("<h2>Agents</h2>");
     if partial {
         agents_html.push_str("<p class=\"bad\"><b>PARTIAL</b>: agents were lost; their flows' records are missing.</p>");
     }
     agents_html.push_str(&format!("<pre>{}</pre>", horde_stats::table::esc(&agents_table(rows))));
+    let part = serde_json::json!({"run_id": run_id, "partial": partial, "interrupted": interrupted, "agents": rows});
+    report_files(out, "Horde send through agents", a, ("distributed", part), &agents_html)
+}
+
+/// A flow run's report files from its analysis: summary.json (the decode's JSON with one more
+/// part, `part`), flows.csv, windows.csv and index.html (with `section` before its flows).
+/// Shared by runs through agents and on emulated hosts.
+pub fn report_files(out: &Path, title: &str, a: &horde_stats::Analysis, part: (&str, serde_json::Value), section: &str) -> anyhow::Result<()> {
+    let mut v: serde_json::Value = serde_json::from_str(&horde_stats::export::json(a)).context("the decode's JSON")?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert(part.0.into(), part.1);
+    }
+    let w = |name: &str, text: String| std::fs::write(out.join(name), text).with_context(|| format!("writing {}", out.join(name).display()));
+    w("summary.json", serde_json::to_string_pretty(&v)?)?;
+    w("flows.csv", horde_stats::export::flows_csv(a))?;
+    w("windows.csv", horde_stats::export::windows_csv(&a.windows))?;
+    let mut page = horde_stats::html::page(title, a);
     if let Some(i) = page.find("<h2>Flows</h2>") {
-        page.insert_str(i, &agents_html);
+        page.insert_str(i, section);
     }
     w("index.html", page)?;
     Ok(())

@@ -120,6 +120,9 @@ pub struct RawFlow {
     pub bulk: Option<bool>,
     /// Bulk from the receiver back to the sender (the sender measures what arrives).
     pub reverse: Option<bool>,
+    /// The emulated host (or group of hosts, round-robin over the copies) that sends this flow:
+    /// `horde send --emu ID` only.
+    pub node: Option<String>,
 }
 
 /// A validated flow: the engine takes this as is.
@@ -205,15 +208,37 @@ pub struct FlowFile {
     pub flow: Vec<toml::Table>,
 }
 
+/// What names an emulated host in a flow file: its first address, for `dst = "NAME:PORT"`.
+pub type HostAddr<'a> = &'a dyn Fn(&str) -> Option<IpAddr>;
+
+/// A resolved flow and the emulated host (or group) its file placed it on.
+pub type PlacedFlow = (Flow, Option<String>);
+
 impl FlowFile {
     /// Parses a TOML flow file and resolves every flow. `base_seed` seeds flows that give none.
+    /// A flow placed on an emulated host (`node`) is refused here: only
+    /// [`FlowFile::parse_placed`] (`horde send --emu`) takes it.
     pub fn parse_and_resolve(text: &str, base_seed: u64) -> Result<Vec<Flow>, FlowError> {
+        let placed = Self::parse_placed(text, base_seed, None)?;
+        if let Some((f, Some(n))) = placed.iter().find(|(_, n)| n.is_some()) {
+            return Err(FlowError {
+                flow: format!("flow {} (`{}`)", f.id + 1, f.name),
+                field: "node",
+                msg: format!("places the flow on emulated host `{n}`: run it with `horde send --flows FILE --emu ID` (the id `horde emu up` printed), or drop `node`"),
+            });
+        }
+        Ok(placed.into_iter().map(|(f, _)| f).collect())
+    }
+
+    /// Like [`FlowFile::parse_and_resolve`], keeping each flow's `node`; with `hosts`, a
+    /// destination may name an emulated host instead of its address (`dst = "server:9000"`).
+    pub fn parse_placed(text: &str, base_seed: u64, hosts: Option<HostAddr>) -> Result<Vec<PlacedFlow>, FlowError> {
         let file: FlowFile =
             toml::from_str(text).map_err(|e| FlowError { flow: "flow file".into(), field: "syntax", msg: crate::files::toml_error(text, &e) })?;
         if file.flow.is_empty() {
             return Err(FlowError { flow: "flow file".into(), field: "flow", msg: "no [[flow]] tables; add at least one (see examples/flows.toml)".into() });
         }
-        let mut flows = Vec::new();
+        let mut flows: Vec<PlacedFlow> = Vec::new();
         for (i, table) in file.flow.into_iter().enumerate() {
             let mut merged = file.defaults.clone().unwrap_or_default();
             if table.contains_key("preset") {
@@ -224,14 +249,38 @@ impl FlowFile {
             }
             merged.extend(table);
             let label = format!("flow {}", i + 1);
-            let raw: RawFlow =
+            let mut raw: RawFlow =
                 merged.try_into().map_err(|e: toml::de::Error| FlowError { flow: label.clone(), field: "table", msg: e.message().to_string() })?;
             if flows.len() as u64 + raw.repeat.unwrap_or(1) > MAX_FLOWS as u64 {
                 return Err(FlowError { flow: label, field: "repeat", msg: format!("the file asks for more than {MAX_FLOWS} flows in all") });
             }
-            flows.extend(raw.resolve_all(flows.len() as u32, base_seed, &label)?);
+            if let (Some(hosts), Some(d)) = (hosts, raw.dst.as_deref()) {
+                raw.dst = Some(host_dst(d, hosts));
+            }
+            if let Some(n) = &raw.node {
+                if n.is_empty() || n.len() > 64 {
+                    return Err(FlowError { flow: label, field: "node", msg: "must name an emulated host or group (1..=64 characters)".into() });
+                }
+            }
+            let node = raw.node.clone();
+            flows.extend(raw.resolve_all(flows.len() as u32, base_seed, &label)?.into_iter().map(|f| (f, node.clone())));
         }
         Ok(flows)
+    }
+}
+
+/// `NAME:PORT` (or `NAME` alone, for ICMP) with NAME an emulated host: its address instead.
+/// Anything else is left for the address parser to judge.
+pub fn host_dst(d: &str, hosts: HostAddr) -> String {
+    if d.parse::<IpAddr>().is_ok() || d.parse::<SocketAddr>().is_ok() {
+        return d.to_string();
+    }
+    match d.rsplit_once(':') {
+        Some((name, port)) if port.parse::<u16>().is_ok() => match hosts(name) {
+            Some(ip) => SocketAddr::new(ip, port.parse().unwrap_or(0)).to_string(),
+            None => d.to_string(),
+        },
+        _ => hosts(d).map_or_else(|| d.to_string(), |ip| ip.to_string()),
     }
 }
 

@@ -30,6 +30,28 @@ pub fn parse_cpu_line(line: &str) -> Option<(u64, u64)> {
     Some((v[7], total))
 }
 
+/// Busy and total CPU time of all CPUs (the `cpu` line of `/proc/stat`), in USER_HZ ticks:
+/// busy is everything but idle and iowait. Two samples give the machine's CPU load between
+/// them, in the papers' sense (the whole testbed's, not one process's).
+pub fn busy_times() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_busy_line(text.lines().next()?)
+}
+
+/// `cpu  user nice system idle iowait …` → (busy, total of the first eight fields).
+pub fn parse_busy_line(line: &str) -> Option<(u64, u64)> {
+    let mut it = line.split_whitespace();
+    if it.next()? != "cpu" {
+        return None;
+    }
+    let v: Vec<u64> = it.take(8).map(|x| x.parse().ok()).collect::<Option<Vec<u64>>>()?;
+    if v.len() < 8 {
+        return None;
+    }
+    let total = v.iter().fold(0u64, |a, x| a.saturating_add(*x));
+    Some((total.saturating_sub(v[3].saturating_add(v[4])), total))
+}
+
 /// The share of CPU time stolen between two samples, 0..=1 (0 when nothing advanced).
 pub fn steal_share(before: (u64, u64), after: (u64, u64)) -> f64 {
     let total = after.1.saturating_sub(before.1);
@@ -176,6 +198,8 @@ mod tests {
         assert_eq!(parse_cpu_line("cpu0 1 2 3 4 5 6 7 8"), None);
         assert_eq!(parse_cpu_line("cpu 1 2 x"), None);
         assert_eq!(parse_cpu_line("cpu 1 2 3"), None);
+        assert_eq!(parse_busy_line("cpu  100 0 50 800 10 0 0 40 0 0"), Some((190, 1000)), "idle and iowait are not busy");
+        assert_eq!(parse_busy_line("cpu 1 2"), None);
     }
 
     #[test]

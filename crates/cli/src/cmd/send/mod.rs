@@ -10,6 +10,8 @@ use horde_model::Flow;
 
 use crate::{bad_input, Outcome};
 
+mod emu;
+
 /// Flow flags (one flow), shared with the demo.
 #[derive(clap::Args, Debug, Clone, Default)]
 #[command(next_help_heading = "One flow from flags (see `horde presets` for the distribution syntax)")]
@@ -86,6 +88,9 @@ pub struct FlowFlags {
     /// Bulk from the receiver back to this host (iperf3 -R); this host logs what arrives. Implies --bulk
     #[arg(short = 'R', long)]
     pub reverse: bool,
+    /// With --emu: the emulated host (or group of hosts, round-robin over -P copies) that sends the flow
+    #[arg(long, value_name = "HOST")]
+    pub node: Option<String>,
 }
 
 /// Sends traffic. One flow from flags, or many from a TOML flow file (see examples/flows.toml).
@@ -140,6 +145,12 @@ pub struct Args {
     pub no_greet: bool,
     #[command(flatten)]
     pub through: Through,
+    /// Send from emulated hosts of experiment ID (`horde emu up` prints it), as root: each flow
+    /// from its `node` (a host, or a group round-robin), to a receiver this command starts on
+    /// the host its destination names (`dst = "server:9000"` or the host's address); both logs
+    /// and the report go to --out DIR
+    #[arg(long, value_name = "ID", conflicts_with_all = ["agents", "ditg_script", "no_greet"])]
+    pub emu: Option<String>,
 }
 
 /// `horde send --flows FILE --agents …`: the flows are sent by agents, received by agents.
@@ -155,8 +166,8 @@ pub struct Through {
     /// With --agents: the controller's credentials directory with ca.pem, controller.pem and controller.key (from `horde agent keygen`)
     #[arg(long, value_name = "DIR", env = "HORDE_CREDENTIALS")]
     pub credentials: Option<PathBuf>,
-    /// With --agents: report directory (default: horde-out/<flow file name>-<unix time>); the agents' logs are collected into it
-    #[arg(long, value_name = "DIR", requires = "agents")]
+    /// With --agents or --emu: report directory (default: horde-out/<flow file name>-<unix time>); the logs are collected into it
+    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// With --agents: an agent that hears nothing from the controller for this long stops its traffic, and a running agent silent this long is reported lost (1s..60s)
     #[arg(long, value_name = "DURATION", default_value = "3s")]
@@ -192,8 +203,9 @@ impl FlowFlags {
             count,
             bulk,
             reverse,
+            node,
         } = self;
-        [dst, src, transport, idt, rate, size, preset, on, off, duration, packets, bytes, start_delay, meter].iter().any(|o| o.is_some())
+        [dst, src, transport, idt, rate, size, preset, on, off, duration, packets, bytes, start_delay, meter, node].iter().any(|o| o.is_some())
             || dscp.is_some()
             || tos.is_some()
             || ttl.is_some()
@@ -234,6 +246,7 @@ impl FlowFlags {
             tag: None,
             bulk: self.bulk.then_some(true),
             reverse: self.reverse.then_some(true),
+            node: self.node.clone(),
         }
     }
 }
@@ -263,6 +276,9 @@ pub fn flows_from(args: &Args) -> Result<Vec<Flow>, crate::Failure> {
             FlowFile::parse_and_resolve(&text, args.seed).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", path.display())))?
         }
         None => {
+            if args.flow.node.is_some() {
+                return Err(bad_input(anyhow::anyhow!("--node places the flow on an emulated host: give --emu ID too (the id `horde emu up` printed)")));
+            }
             if args.flow.dst.is_none() {
                 return Err(bad_input(anyhow::anyhow!(
                     "no destination: give --dst IP:PORT (and --rate/--idt, --size or --preset), or a flow file with --flows FILE"
@@ -330,6 +346,12 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
 fn send(args: Args, stop: &AtomicBool) -> Outcome {
     if args.through.agents.is_some() {
         return through_agents(&args, stop);
+    }
+    if let Some(id) = &args.emu {
+        return emu::run(&args, id, stop);
+    }
+    if args.through.out.is_some() {
+        return Err(bad_input(anyhow::anyhow!("--out is for runs through agents (--agents) or on emulated hosts (--emu); a plain send writes --log and --json")));
     }
     if args.floor > MAX_FLOOR {
         return Err(bad_input(anyhow::anyhow!(
