@@ -1,0 +1,70 @@
+"""Line charts (and stacked areas) as plain SVG for the bench reports: no plotting library is
+needed on a fresh machine. Used by regulation_report.py and papers/*_report.py."""
+import math
+import os
+
+
+def chart(out_dir, link_dir, name, title, xlabel, ylabel, series, logx=False, stacked=None, w=760, h=360, vlines=(), ymax=None):
+    """series: [(label, color, [(x, y)], dashed)]; stacked: [(label, color, [(x, y)])] as areas."""
+    pad_l, pad_r, pad_t, pad_b = 70, 160, 36, 46
+    pts = [p for s in series for p in s[2]] + [p for s in (stacked or []) for p in s[2]]
+    if stacked:
+        xs = sorted({p[0] for s in stacked for p in s[2]})
+        tops = [sum(dict(s[2]).get(x, 0) for s in stacked) for x in xs]
+        pts += list(zip(xs, tops))
+    pts = [p for p in pts if not (math.isnan(p[1]) or math.isinf(p[1]))]
+    if not pts:
+        return ""
+    fx = (lambda v: math.log10(max(v, 1e-9))) if logx else (lambda v: v)
+    xmin, xmax = min(fx(p[0]) for p in pts), max(fx(p[0]) for p in pts)
+    ymax = ymax or (max(p[1] for p in pts) * 1.08 or 1)
+    if xmax == xmin:
+        xmax = xmin + 1
+    X = lambda v: pad_l + (fx(v) - xmin) / (xmax - xmin) * (w - pad_l - pad_r)
+    Y = lambda v: h - pad_b - v / ymax * (h - pad_t - pad_b)
+    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+         f'<rect width="{w}" height="{h}" fill="white"/>',
+         f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
+         f'<line x1="{pad_l}" y1="{h - pad_b}" x2="{w - pad_r}" y2="{h - pad_b}" stroke="black"/>',
+         f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{h - pad_b}" stroke="black"/>',
+         f'<text x="{(pad_l + w - pad_r) / 2}" y="{h - 10}" text-anchor="middle">{xlabel}</text>',
+         f'<text x="16" y="{h / 2}" text-anchor="middle" transform="rotate(-90 16 {h / 2})">{ylabel}</text>']
+    for i in range(6):
+        v = ymax * i / 5
+        s.append(f'<text x="{pad_l - 6}" y="{Y(v) + 4}" text-anchor="end">{v:,.0f}</text>')
+        s.append(f'<line x1="{pad_l}" y1="{Y(v)}" x2="{w - pad_r}" y2="{Y(v)}" stroke="#eee"/>')
+    ticks = sorted({p[0] for p in pts})
+    if len(ticks) > 12:
+        step = (max(ticks) - min(ticks)) / 10
+        ticks = [min(ticks) + i * step for i in range(11)]
+    for t in ticks:
+        s.append(f'<text x="{X(t)}" y="{h - pad_b + 16}" text-anchor="middle">{t:g}</text>')
+    for v in vlines:
+        s.append(f'<line x1="{X(v)}" y1="{pad_t}" x2="{X(v)}" y2="{h - pad_b}" stroke="#999" stroke-dasharray="3,3"/>')
+    ly = pad_t
+    if stacked:
+        xs = sorted({p[0] for st in stacked for p in st[2]})
+        base = {x: 0.0 for x in xs}
+        for label, color, data in stacked:
+            d = dict(data)
+            top = {x: base[x] + d.get(x, 0) for x in xs}
+            poly = " ".join(f"{X(x):.1f},{Y(top[x]):.1f}" for x in xs) + " " + " ".join(f"{X(x):.1f},{Y(base[x]):.1f}" for x in reversed(xs))
+            s.append(f'<polygon points="{poly}" fill="{color}" fill-opacity="0.8" stroke="none"/>')
+            s.append(f'<rect x="{w - pad_r + 10}" y="{ly}" width="12" height="10" fill="{color}"/><text x="{w - pad_r + 26}" y="{ly + 9}">{label}</text>')
+            ly += 16
+            base = top
+    for label, color, data, dashed in series:
+        data = [p for p in data if not (math.isnan(p[1]) or math.isinf(p[1]))]
+        if not data:
+            continue
+        path = " ".join(f"{'M' if i == 0 else 'L'}{X(x):.1f},{Y(y):.1f}" for i, (x, y) in enumerate(data))
+        dash = ' stroke-dasharray="6,4"' if dashed else ""
+        s.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
+        if len(data) < 20:
+            s += [f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="3" fill="{color}"/>' for x, y in data]
+        s.append(f'<line x1="{w - pad_r + 10}" y1="{ly + 5}" x2="{w - pad_r + 22}" y2="{ly + 5}" stroke="{color}" stroke-width="2"/><text x="{w - pad_r + 26}" y="{ly + 9}">{label}</text>')
+        ly += 16
+    s.append("</svg>\n")
+    os.makedirs(out_dir, exist_ok=True)
+    open(os.path.join(out_dir, name), "w").write("\n".join(s))
+    return f"![{title}]({link_dir}/{name})"
