@@ -157,7 +157,7 @@ struct EmulatedPart<'a> {
     interrupted: bool,
     /// This process (every sender and receiver), % of one core, over the run.
     process_cpu_pct: f64,
-    /// The whole machine's CPU load over the run, % of all its CPUs (`/proc/stat`: not idle).
+    /// The whole machine's CPU load over the run, % of all its CPUs (cpuidle's idle time).
     host_busy_pct: Option<f64>,
     cpus: usize,
     hosts: &'a [HostRow],
@@ -255,6 +255,7 @@ pub fn run(args: &super::Args, id: &str, stop: &AtomicBool) -> Outcome {
     let out = args.through.out.clone().unwrap_or_else(|| super::super::default_out(&name));
     super::super::report_dir(&out)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    descriptors(&flows, &placement)?;
     let mut key = args.key.key()?;
     if key.is_open() {
         key = horde_proto::RunKey::from_bytes(horde_engine::random_secret().context("drawing a run key")?);
@@ -290,9 +291,9 @@ pub fn run(args: &super::Args, id: &str, stop: &AtomicBool) -> Outcome {
         floor: args.floor,
         ..Default::default()
     };
-    let (cpu0, busy0) = (horde_agent::agent::cpu_s(), horde_sys::host::busy_times());
+    let (cpu0, busy0) = (horde_agent::agent::cpu_s(), horde_sys::host::idle_sample());
     let sent = sender::run_jobs(jobs, &opts, stop);
-    let (cpu1, busy1) = (horde_agent::agent::cpu_s(), horde_sys::host::busy_times());
+    let (cpu1, busy1) = (horde_agent::agent::cpu_s(), horde_sys::host::idle_sample());
     recv_stop.store(true, Ordering::Relaxed);
     let mut received: BTreeMap<usize, RecvReport> = BTreeMap::new();
     let mut failed = Vec::new();
@@ -322,10 +323,7 @@ pub fn run(args: &super::Args, id: &str, stop: &AtomicBool) -> Outcome {
     }
     let rows = host_rows(&plan, &placement, &flows, &report, &received);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let busy = match (busy0, busy1) {
-        (Some(a), Some(b)) if b.1 > a.1 => Some((b.0 - a.0) as f64 * 100.0 / (b.1 - a.1) as f64),
-        _ => None,
-    };
+    let busy = busy0.zip(busy1).and_then(|(a, b)| horde_sys::host::busy_pct(a, b));
     let process_cpu_pct = if report.duration_s > 0.0 { (cpu1 - cpu0) * 100.0 / report.duration_s } else { 0.0 };
     let table = hosts_table(&rows);
     say_inline!("{table}");
@@ -355,6 +353,25 @@ pub fn run(args: &super::Args, id: &str, stop: &AtomicBool) -> Outcome {
         return Err(crate::Failure::from(anyhow::anyhow!("{refused} of {} flow(s) sent nothing: their receivers refused them", report.flows.len())));
     }
     Ok(0)
+}
+
+/// Refuses a run whose sockets cannot all be open in this one process: every flow's socket,
+/// and at the receivers every TCP flow's accepted connection, the listeners, the namespaces
+/// and the logs.
+fn descriptors(flows: &[Flow], placement: &Placement) -> Result<(), crate::Failure> {
+    let tcp = flows.iter().filter(|f| f.transport == Transport::Tcp).count();
+    let listeners: usize = placement.receivers.values().map(|l| l.udp.len() + l.tcp.len() + usize::from(l.icmp)).sum();
+    let hosts = placement.from.iter().chain(&placement.to).collect::<std::collections::BTreeSet<_>>().len();
+    let need = flows.len() + tcp + listeners + hosts + 2 * placement.receivers.len() + 64;
+    let limit = horde_sys::clock::raise_fd_limit() as usize;
+    if need > limit {
+        return Err(bad_input(anyhow::anyhow!(
+            "{} flow(s) ({tcp} TCP) need about {need} descriptors in this process (each TCP flow has a socket at both ends here), but it may open {limit}: raise the hard limit (`ulimit -Hn {}` as root with CAP_SYS_RESOURCE) or run fewer flows",
+            flows.len(),
+            need.next_power_of_two()
+        )));
+    }
+    Ok(())
 }
 
 /// One receiving log: every receiver's records of this run's flows, in order; their own files
