@@ -62,12 +62,14 @@ ditg() { # mode rate
   pkill -x ITGRecv >/dev/null 2>&1 || true
   sleep 0.3
   local got sent
-  got=$( (cd "$W" && ITGDec drcv.log 2>/dev/null) | grep -E "Total packets" | tail -1 | sed -E 's/.*= *//' || echo 0)
-  # Without a sender log, what was sent is what ITGSend says at its end.
+  (cd "$W" && ITGDec drcv.log > "$W/drcv.txt" 2>/dev/null) || true
+  got=$(grep -E "Total packets" "$W/drcv.txt" | tail -1 | sed -E 's/.*= *//' || echo 0)
   if [ "$mode" = both ]; then
     sent=$( (cd "$W" && ITGDec dsnd.log 2>/dev/null) | grep -E "Total packets" | tail -1 | sed -E 's/.*= *//' || echo 0)
   else
-    sent=$(grep -E "Total packets" "$W/itgsend.txt" | tail -1 | sed -E 's/.*= *//' || echo 0)
+    # Without a sender log (ITGSend prints no totals): received + the gaps in the sequence
+    # numbers ITGDec counts as dropped.
+    sent=$(( ${got:-0} + $(grep -E "Packets dropped" "$W/drcv.txt" | tail -1 | sed -E 's/.*= *([0-9]+).*/\1/' || echo 0) ))
   fi
   point d-itg "$mode" "$rate" "${sent:-0}" "${got:-0}"
   rm -f "$W"/*.log

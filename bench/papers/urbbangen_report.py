@@ -83,38 +83,10 @@ if t2:
           "Since the CPU load is rather low it is probably directly connected to the base testbed load\"* (no figures in the text).", "",
           "| payload B | sent | lost | loss % | machine CPU % | Horde process CPU % of a core | send lateness p99 µs |", "|---:|---:|---:|---:|---:|---:|---:|"]
     for p in t2:
-        L.append(f"| {p['size']} | {p['sent']:,} | {p['lost']:,} | {p['loss_pct']:.3f} | {f(p['host_busy_pct'])} | {f(p['process_cpu_pct'])} | {f(p['lateness_p99_us'])} |")
+        L.append(f"| {p['size']:.0f} | {p['sent']:,} | {p['lost']:,} | {p['loss_pct']:.3f} | {f(p['host_busy_pct'])} | {f(p['process_cpu_pct'])} | {f(p['lateness_p99_us'])} |")
     L += ["", chart("urbbangen-test2-cpu.svg", "Test 2: CPU load vs packet size (100 nodes × 200 pkt/s)", "payload bytes", "CPU load %",
                     [("Horde: machine", "#1f77b4", [(p["size"], p["host_busy_pct"] or 0) for p in t2], False),
                      ("Horde: its process (% of one core / 2)", "#ff7f0e", [(p["size"], p["process_cpu_pct"] / p["cpus"]) for p in t2], True)]), ""]
-
-t4 = points("test4")
-if t4:
-    best = {}
-    for p in t4:
-        k = (p["size"], p["streams"])
-        ok = p["lost"] == 0 and p["unsent"] <= 0.001 * p["streams"] * p["rate_per_stream"] * p["secs"]
-        rate = p["streams"] * p["rate_per_stream"]
-        b = best.setdefault(k, [0, None])
-        if ok:
-            b[0] = max(b[0], rate)
-        elif b[1] is None or rate < b[1]:
-            b[1] = rate
-    sizes = sorted({k[0] for k in best})
-    streams = sorted({k[1] for k in best})
-    L += ["### Test 4: the largest zero-loss rate from one sender node to one receiver, by packet size and streams (journal Fig. 10; SoftCOM Fig. 5)", "",
-          "The paper (text): *\"We used the packet size of 64, 512, and 1500 bytes for 1, 10, 50, 100, and 250 streams. It can be noted "
-          "that the highest packet rate without loss has been achieved for the packet size of 64 bytes\"* (IMUNES on VMware; the values "
-          "are only in the figure). Horde's \"1500\" is a 1,472-B payload (a 1,500-B IP packet: no fragments). Search: double from "
-          "20,000 pkt/s until a run fails — a packet lost, or more than 0.1 % of the asked departures still due at its end (the "
-          "sender could not keep the rate) — then halve the gap three times; 2-s runs. Cells: the largest rate that passed (the "
-          "lowest that failed).", "",
-          "| payload B | " + " | ".join(f"{s} stream(s)" for s in streams) + " |", "|---:|" + "---:|" * len(streams)]
-    for z in sizes:
-        L.append(f"| {z} | " + " | ".join(f"{best[(z, s)][0]:,.0f} ({f(best[(z, s)][1], 0)})" if (z, s) in best else "-" for s in streams) + " |")
-    L += ["", chart("urbbangen-test4.svg", "Test 4: largest zero-loss rate vs payload size", "payload bytes", "pkt/s",
-                    [(f"{s} stream(s)", c, [(z, best[(z, s)][0]) for z in sizes if (z, s) in best], False)
-                     for s, c in zip(streams, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"])]), ""]
 
 t3 = points("test3")
 cdf_path = os.path.join(DATA, "urbbangen-test3-cdf.json")
@@ -130,13 +102,20 @@ if t3:
     for p in t3:
         L.append(f"| {p['streams']:,} | {p['sent']:,} | {p['lost']:,} | {p['pkt_rate'] / p['streams']:.2f} | {f(p['host_busy_pct'])} | "
                  f"{f(p['process_cpu_pct'])} | {f(p['delay_p50_ms'], 3)} / {f(p['delay_p99_ms'], 3)} |")
+    lim = os.path.join(DATA, "urbbangen-test3-limit.txt")
+    if os.path.exists(lim):
+        nmax, hard = open(lim).read().split()[:2]
+        if int(nmax) < 10000:
+            L += ["", f"The largest point is {int(nmax):,} flows, not 10,000: both ends of every TCP connection are in one process here "
+                  f"(`send --emu` runs the receivers as threads), 10,000 flows need ~20,300 descriptors, and this container's hard limit is "
+                  f"{int(hard):,} and cannot be raised (no CAP_SYS_RESOURCE). `send --emu` refuses such a run up front with that explanation."]
     L += ["", chart("urbbangen-test3-cpu.svg", "Test 3: CPU load vs TCP flows (Dungeons model)", "TCP flows", "CPU load % (machine)",
                     [("Horde: machine", "#1f77b4", [(p["streams"], p["host_busy_pct"] or 0) for p in t3], False),
                      ("papers: ~20 % at 10,000 (both testbeds)", "#d62728", [(10000, 20.0)], True)], ymax=100), ""]
 if cdf:
     o, a, c = cdf["one_flow"], cdf["all"], cdf["censored"]
     verdict = lambda d, k: "consistent" if d <= k else "differs"
-    L += [f"Distributions at 10,000 flows ({cdf['flows']:,} flows logged), at the receiver:", "",
+    L += [f"Distributions at {cdf['flows']:,} flows (the largest point), at the receiver:", "",
           "| sample | n | KS vs the model | 5 % critical value | verdict |", "|---|---:|---:|---:|---|",
           f"| one flow (#{o['flow']}, drawn with seed 25): inter-arrival | {o['iat_n']} | {o['iat_ks']:.4f} | {o['iat_crit']:.4f} | {verdict(o['iat_ks'], o['iat_crit'])} |",
           f"| one flow: APDU size | {o['size_n']} | {o['size_ks']:.4f} | {o['size_crit']:.4f} | {verdict(o['size_ks'], o['size_crit'])} |",
@@ -148,7 +127,10 @@ if cdf:
           f"A {c['secs']:.0f}-s run cannot show a gap longer than what is left of it, and this model's Weibull (shape 0.58) has a long tail: "
           f"the model's mean gap is {cdf['model']['iat_mean_ms']:.0f} ms, the pooled arrivals' {a['iat_mean_ms']:.0f} ms, and a perfect generator of "
           f"the model over the same {c['secs']:.0f} s ({c['ideal_n']:,} gaps drawn, seed 25) shows {c['ideal_mean_ms']:.0f} ms. The inter-arrival verdict is therefore "
-          "the two-sample test against that ideal; the one-sample test against the model is shown for what it is.", "",
+          "the two-sample test against that ideal; the one-sample test against the model is shown for what it is. The schedule Horde "
+          "drew passes it; the actual departures and the arrivals differ from it by a little more than the critical value at this "
+          "sample size: the two sleeping pacers' lateness (ms-scale at 131 % of a core for 9,800 sockets) moves gaps across the 1-ms "
+          "grid, most visibly at the model's 500-ms atom.", "",
           chart("urbbangen-test3-iat.svg", "Test 3: CDF of APDU inter-arrival time, 10,000 flows", "inter-arrival time ms (log)", "CDF",
                 [("model", "#000000", [(x, y) for x, y in cdf["model"]["iat_cdf"]], True),
                  (f"ideal over {c['secs']:.0f} s", "#7f7f7f", [tuple(p) for p in c["ideal_ecdf"] if p[0] > 0], True),
@@ -158,6 +140,40 @@ if cdf:
                 [("model", "#000000", [tuple(p) for p in cdf["model"]["size_cdf"]], True),
                  ("Horde: all flows", "#1f77b4", [tuple(p) for p in a["size_ecdf"]], False),
                  (f"Horde: flow {o['flow']}", "#ff7f0e", [tuple(p) for p in o["size_ecdf"]], False)], ymax=1.0), ""]
+t4 = points("test4")
+if t4:
+    best = {}
+    for p in t4:
+        k = (p["size"], p["streams"])
+        ok = p["lost"] == 0 and p["unsent"] <= p["streams"] + 0.001 * p["streams"] * p["rate_per_stream"] * p["secs"]
+        rate = p["streams"] * p["rate_per_stream"]
+        b = best.setdefault(k, [0, None])
+        if ok:
+            b[0] = max(b[0], rate)
+        elif b[1] is None or rate < b[1]:
+            b[1] = rate
+    sizes = sorted({k[0] for k in best})
+    streams = sorted({k[1] for k in best})
+    L += ["### Test 4: the largest zero-loss rate from one sender node to one receiver, by packet size and streams (journal Fig. 10; SoftCOM Fig. 5)", "",
+          "The paper (text): *\"We used the packet size of 64, 512, and 1500 bytes for 1, 10, 50, 100, and 250 streams. It can be noted "
+          "that the highest packet rate without loss has been achieved for the packet size of 64 bytes\"* (IMUNES on VMware; the values "
+          "are only in the figure). Horde's \"1500\" is a 1,472-B payload (a 1,500-B IP packet: no fragments). Search: double from "
+          "20,000 pkt/s until a run fails — a packet lost, or more departures still due at its end than one per stream and 0.1 % "
+          "of the asked ones (the sender could not keep the rate) — then halve the gap three times; 2-s runs. Cells: the largest rate that passed (the "
+          "lowest that failed).", "",
+          "| payload B | " + " | ".join(f"{s} stream(s)" for s in streams) + " |", "|---:|" + "---:|" * len(streams)]
+    for z in sizes:
+        L.append(f"| {z:.0f} | " + " | ".join(f"{best[(z, s)][0]:,.0f} ({f(best[(z, s)][1], 0)})" if (z, s) in best else "-" for s in streams) + " |")
+    lossy = sum(1 for p in t4 if p["lost"] > 0)
+    top = max(best.items(), key=lambda kv: kv[1][0])
+    L += ["", f"Highest: {top[1][0]:,.0f} pkt/s at {top[0][0]:.0f} B with {top[0][1]} stream(s)"
+          + (" — at the smallest size, as in the paper." if top[0][0] == min(sizes) else f" (the paper's highest was at 64 B; here 64 B reaches {max(best[(min(sizes), s)][0] for s in streams if (min(sizes), s) in best):,.0f}).")
+          + f" Of {len(t4)} runs, {'none' if lossy == 0 else lossy} lost a packet; every {'' if lossy == 0 else 'other '}failure was the sender not keeping the rate (one sender host's sockets, "
+          "the bridge and the receiver on 2 cores), so these are the sender's limits here, not the emulated network's."]
+    L += ["", chart("urbbangen-test4.svg", "Test 4: largest zero-loss rate vs payload size", "payload bytes", "pkt/s",
+                    [(f"{s} stream(s)", c, [(z, best[(z, s)][0]) for z in sizes if (z, s) in best], False)
+                     for s, c in zip(streams, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"])]), ""]
+
 L += [END]
 
 text = open(RESULTS).read() if os.path.exists(RESULTS) else ""
