@@ -6,7 +6,9 @@ import os
 
 def chart(out_dir, link_dir, name, title, xlabel, ylabel, series, logx=False, stacked=None, w=760, h=360, vlines=(), ymax=None):
     """series: [(label, color, [(x, y)], dashed)]; stacked: [(label, color, [(x, y)])] as areas."""
-    pad_l, pad_r, pad_t, pad_b = 70, 160, 36, 46
+    longest = max([len(str(x[0])) for x in series] + [len(str(x[0])) for x in (stacked or [])] + [0])
+    pad_l, pad_r, pad_t, pad_b = 70, max(160, 7 * longest + 36), 36, 46
+    w = max(w, pad_l + pad_r + 480)
     pts = [p for s in series for p in s[2]] + [p for s in (stacked or []) for p in s[2]]
     if stacked:
         xs = sorted({p[0] for s in stacked for p in s[2]})
@@ -31,13 +33,23 @@ def chart(out_dir, link_dir, name, title, xlabel, ylabel, series, logx=False, st
          f'<text x="16" y="{h / 2}" text-anchor="middle" transform="rotate(-90 16 {h / 2})">{ylabel}</text>']
     for i in range(6):
         v = ymax * i / 5
-        s.append(f'<text x="{pad_l - 6}" y="{Y(v) + 4}" text-anchor="end">{v:,.0f}</text>')
+        digits = 0 if ymax >= 50 else 1 if ymax >= 5 else 2
+        s.append(f'<text x="{pad_l - 6}" y="{Y(v) + 4}" text-anchor="end">{v:,.{digits}f}</text>')
         s.append(f'<line x1="{pad_l}" y1="{Y(v)}" x2="{w - pad_r}" y2="{Y(v)}" stroke="#eee"/>')
-    ticks = sorted({p[0] for p in pts})
-    if len(ticks) > 12:
-        step = (max(ticks) - min(ticks)) / 10
-        ticks = [min(ticks) + i * step for i in range(11)]
+    if logx:
+        # Decades (and 2 and 5 between them when few decades are shown).
+        lo, hi = math.floor(xmin), math.ceil(xmax)
+        ticks = [m * 10 ** e for e in range(lo, hi + 1) for m in ((1, 2, 5) if hi - lo <= 3 else (1,)) if xmin <= fx(m * 10 ** e) <= xmax]
+    else:
+        ticks = sorted({p[0] for p in pts})
+        if len(ticks) > 12:
+            step = (max(ticks) - min(ticks)) / 10
+            ticks = [min(ticks) + i * step for i in range(11)]
+    last = None
     for t in ticks:
+        if last is not None and X(t) - last < 36:
+            continue  # no overlapping labels
+        last = X(t)
         s.append(f'<text x="{X(t)}" y="{h - pad_b + 16}" text-anchor="middle">{t:g}</text>')
     for v in vlines:
         s.append(f'<line x1="{X(v)}" y1="{pad_t}" x2="{X(v)}" y2="{h - pad_b}" stroke="#999" stroke-dasharray="3,3"/>')

@@ -28,8 +28,10 @@ if pts:
           "reaches a received data rate equal to 511 Mbps\"*, *\"both D-ITG and Iperf can receive all sent packets. Other analyzed "
           "generators present a high rate of loss\"*; local maximum *\"511 Mbps both at sender and receiver side\"*.", "",
           f"Here: all four tools in one session on this machine's loopback ({machine}); {secs:.0f} s per point "
-          f"(`SECS=60 bash bench/papers/ditg.sh` for the paper's 60 s). Loss is the paper's: received against the requested "
-          "rate × duration; \"of sent\" is against what the sender says it sent. iperf3 keeps no per-packet log (its "
+          f"(`SECS=60 bash bench/papers/ditg.sh` for the paper's 60 s). \"Received vs requested\" is the paper's percentage "
+          "loss rate *between real and expected data rate*, signed (a tool that sends faster than asked shows +); \"lost of sent\" "
+          "is against what the sender logged (D-ITG without a sender log: received + the sequence gaps ITGDec counts; MGEN without "
+          "one: the highest sequence number received + 1). iperf3 keeps no per-packet log (its "
           "count at the end only), so it has one row per rate, as in the paper.", "",
           "Commands per point: Horde `horde recv --udp P --log r.hlog` + `horde send --dst 127.0.0.1:P --rate C --size 1024 -t S "
           "[--log s.hlog]`; D-ITG `ITGRecv` + `ITGSend -a 127.0.0.1 -T UDP -C C -c 1024 -t S·1000 [-l snd.log] -x rcv.log`; MGEN "
@@ -40,10 +42,10 @@ if pts:
         if not rows:
             continue
         L += [f"### CBR UDP 1,024 B, {title} (paper {fig})", "",
-              "| requested pkt/s | tool | sent pkt/s | received pkt/s | received Mbit/s | loss vs requested % | loss of sent % |", "|---:|---|---:|---:|---:|---:|---:|"]
+              "| requested pkt/s | tool | sent pkt/s | received pkt/s | received Mbit/s | received vs requested | lost of sent % |", "|---:|---|---:|---:|---:|---:|---:|"]
         for p in sorted(rows, key=lambda p: (p["rate"], list(COLORS).index(p["tool"]))):
             ls = "-" if p["loss_vs_sent_pct"] is None else f"{p['loss_vs_sent_pct']:.3f}"
-            L.append(f"| {p['rate']:,.0f} | {p['tool']} | {p['sent_pps']:,.0f} | {p['received_pps']:,.0f} | {p['received_mbps']:.1f} | {p['loss_vs_asked_pct']:.3f} | {ls} |")
+            L.append(f"| {p['rate']:,.0f} | {p['tool']} | {p['sent_pps']:,.0f} | {p['received_pps']:,.0f} | {p['received_mbps']:.1f} | {-p['loss_vs_asked_pct']:+.2f} % | {ls} |")
         top = max(p["rate"] for p in rows)
         at = {p["tool"]: p for p in rows if p["rate"] == top}
         if "horde" in at:

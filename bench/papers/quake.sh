@@ -7,7 +7,8 @@
 # Per step: response rate and response time (the paper's two measures), the server's CPU from
 # the cgroup's own accounting, requests per server frame, and the server's time per frame split
 # into game and the rest from the engine's own frame timing (`com_speeds 1`: gm = the game
-# module, sv = the rest of the server frame, ev = event and network processing).
+# module, sv = the rest of the server frame, ev = waiting for and handling packets: idle time
+# included), and its CPU time split into kernel (the network stack) and user space.
 #
 #   sudo bash bench/papers/quake.sh            (root: cgroups; installs openarena-server if missing)
 #   ONLY=oa_dm1|oa_dm4 CAPS="10 25" STEP_SECS=12 sudo -E bash bench/papers/quake.sh
@@ -48,6 +49,7 @@ if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
   CGV=1
   mkdir -p /sys/fs/cgroup/cpu/$CG /sys/fs/cgroup/cpuacct/$CG
   usage() { echo $(( $(cat /sys/fs/cgroup/cpuacct/$CG/cpuacct.usage) / 1000 )); }  # µs
+  usage_sys() { echo $(( $(cat /sys/fs/cgroup/cpuacct/$CG/cpuacct.usage_sys) / 1000 )); }
   cap() { echo 100000 > /sys/fs/cgroup/cpu/$CG/cpu.cfs_period_us; echo $(( $1 * 1000 )) > /sys/fs/cgroup/cpu/$CG/cpu.cfs_quota_us; }
   join() { echo "$1" > /sys/fs/cgroup/cpu/$CG/cgroup.procs; echo "$1" > /sys/fs/cgroup/cpuacct/$CG/cgroup.procs; }
 else
@@ -55,6 +57,7 @@ else
   echo +cpu > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
   mkdir -p /sys/fs/cgroup/$CG
   usage() { awk '/^usage_usec/ { print $2 }' /sys/fs/cgroup/$CG/cpu.stat; }
+  usage_sys() { awk '/^system_usec/ { print $2 }' /sys/fs/cgroup/$CG/cpu.stat; }
   cap() { echo "$(( $1 * 1000 )) 100000" > /sys/fs/cgroup/$CG/cpu.max; }
   join() { echo "$1" > /sys/fs/cgroup/$CG/cgroup.procs; }
 fi
@@ -76,13 +79,13 @@ for map in $MAPS; do
     join "$SERVER"
     sleep 4
     for n in $STEPS; do
-      u0=$(usage); l0=$(wc -l < "$W/server-$map-$c.log"); t0=$(date +%s.%N)
+      u0=$(usage); s0=$(usage_sys); l0=$(wc -l < "$W/server-$map-$c.log"); t0=$(date +%s.%N)
       timeout $((STEP_SECS + 60)) "$H" bots --server "127.0.0.1:$port" -n "$n" -t "${STEP_SECS}s" --ramp 2s --warmup 3s --sv-fps "$SV_FPS" -o "$W/bots" --json "$W/step.json" > "$W/bots.txt" 2>&1 || true
-      u1=$(usage); t1=$(date +%s.%N)
+      u1=$(usage); s1=$(usage_sys); t1=$(date +%s.%N)
       sed -n "$((l0 + 1)),\$p" "$W/server-$map-$c.log" > "$W/speeds.txt"
-      python3 - "$W/step.json" "$W/speeds.txt" "$map" "$c" "$n" "$u0" "$u1" "$t0" "$t1" "$SV_FPS" "$P99_MS" >> "$DATA/quake.jsonl" <<'EOF'
+      python3 - "$W/step.json" "$W/speeds.txt" "$map" "$c" "$n" "$u0" "$u1" "$t0" "$t1" "$SV_FPS" "$P99_MS" "$s0" "$s1" >> "$DATA/quake.jsonl" <<'EOF'
 import json, re, sys
-step, speeds, m, cap, n, u0, u1, t0, t1, fps, bound = sys.argv[1:12]
+step, speeds, m, cap, n, u0, u1, t0, t1, fps, bound, s0, s1 = sys.argv[1:14]
 try:
     r = json.load(open(step))
 except (OSError, ValueError):
@@ -100,6 +103,9 @@ print(json.dumps({
     "response_rate_per_bot": per_bot, "request_rate": r["request_rate"], "requests_per_frame": r["request_rate"] / fps,
     "response_ms_mean": q.get("mean"), "response_ms_p50": q.get("p50"), "response_ms_p99": q.get("p99"),
     "server_cpu_pct": (int(u1) - int(u0)) / 1e4 / wall if wall > 0 else None,
+    # The kernel's share of the server's CPU time (its sockets: the network stack), the rest
+    # user space (the game, parsing commands, building snapshots).
+    "server_kernel_share": (int(s1) - int(s0)) / (int(u1) - int(u0)) if int(u1) > int(u0) else None,
     "frames": len(fr), "frame_all_ms": all_, "frame_sv_ms": sv, "frame_ev_ms": ev, "frame_gm_ms": gm,
     "saturated": per_bot < 0.95 * fps or (q.get("p99") or 0) > bound or r["entered"] < n,
 }))
