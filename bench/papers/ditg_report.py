@@ -8,11 +8,12 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 import svgchart  # noqa: E402
+import results  # noqa: E402
 
 DATA = os.path.join(HERE, "data")
 CHARTS = os.path.join(HERE, "charts")
-RESULTS = os.path.join(os.path.dirname(HERE), "RESULTS-papers.md")
 BEGIN, END = "<!-- ditg: begin (bench/papers/ditg.sh writes this) -->", "<!-- ditg: end -->"
 COLORS = {"horde": "#1f77b4", "d-itg": "#d62728", "mgen": "#2ca02c", "iperf3": "#9467bd"}
 
@@ -65,11 +66,4 @@ if pts:
         L += ["", svgchart.chart(CHARTS, "papers/charts", f"ditg-{mode}.svg", f"Received data rate vs requested packet rate, {title}",
                                  "requested pkt/s", "received Mbit/s", series), ""]
 L += [END]
-text = open(RESULTS).read() if os.path.exists(RESULTS) else ""
-section = "\n".join(L)
-if BEGIN in text and END in text:
-    text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-else:
-    text = text.rstrip("\n") + "\n\n" + section + "\n"
-open(RESULTS, "w").write(text)
-print(f"wrote {RESULTS}")
+results.write_section(BEGIN, END, L)

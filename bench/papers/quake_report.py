@@ -9,11 +9,12 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 import svgchart  # noqa: E402
+import results  # noqa: E402
 
 DATA = os.path.join(HERE, "data")
 CHARTS = os.path.join(HERE, "charts")
-RESULTS = os.path.join(os.path.dirname(HERE), "RESULTS-papers.md")
 BEGIN, END = "<!-- quake: begin (bench/papers/quake.sh writes this) -->", "<!-- quake: end -->"
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"]
 
@@ -78,11 +79,4 @@ if pts:
                               for lbl, col, key in [("kernel", "#1f77b4", "k"), ("user", "#2ca02c", "u")]]), ""]
     L += ["IPC: " + ("not measured — " + machine.split("perf: ")[1] if "perf: " in machine else "see the machine line") + ".", ""]
 L += [END]
-text = open(RESULTS).read() if os.path.exists(RESULTS) else ""
-section = "\n".join(L)
-if BEGIN in text and END in text:
-    text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-else:
-    text = text.rstrip("\n") + "\n\n" + section + "\n"
-open(RESULTS, "w").write(text)
-print(f"wrote {RESULTS}")
+results.write_section(BEGIN, END, L)

@@ -9,11 +9,12 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 import svgchart  # noqa: E402
+import results  # noqa: E402
 
 DATA = os.path.join(HERE, "data")
 CHARTS = os.path.join(HERE, "charts")
-RESULTS = os.path.join(os.path.dirname(HERE), "RESULTS-papers.md")
 BEGIN, END = "<!-- urbbangen: begin (bench/papers/urbbangen.sh writes this) -->", "<!-- urbbangen: end -->"
 
 
@@ -176,11 +177,4 @@ if t4:
 
 L += [END]
 
-text = open(RESULTS).read() if os.path.exists(RESULTS) else ""
-section = "\n".join(L) + "\n"
-if BEGIN in text and END in text:
-    text = text[:text.index(BEGIN)] + section.rstrip("\n") + text[text.index(END) + len(END):]
-else:
-    text = text.rstrip("\n") + ("\n\n" if text else "") + section
-open(RESULTS, "w").write(text)
-print(f"wrote {RESULTS}")
+results.write_section(BEGIN, END, L)

@@ -60,14 +60,6 @@ size = "normal(120, 10)"
 dst = "10.72.0.2:9401"
 "#;
 
-/// Takes the experiment down whatever happens.
-struct Down(&'static str);
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = horde(&["emu", "down", self.0]);
-    }
-}
-
 #[test]
 fn flows_leave_from_their_hosts_and_arrive_through_the_emulated_link() {
     if !root_or_skip("flows_leave_from_their_hosts_and_arrive_through_the_emulated_link") {

@@ -35,14 +35,6 @@ subnet = "10.42.0.0/24"
 delay = "25ms"
 "#;
 
-/// Takes the experiment down whatever happens.
-struct Down(&'static str);
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = horde(&["emu", "down", self.0]);
-    }
-}
-
 #[test]
 fn bots_on_emulated_hosts_see_the_link_delay_in_their_response_time() {
     if !root_or_skip("bots_on_emulated_hosts_see_the_link_delay_in_their_response_time") {

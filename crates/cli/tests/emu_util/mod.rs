@@ -19,6 +19,14 @@ pub fn root_or_skip(test: &str) -> bool {
     false
 }
 
+/// Takes an experiment down when dropped, whatever happened in the test.
+pub struct Down(pub &'static str);
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = horde(&["emu", "down", self.0]);
+    }
+}
+
 pub fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("horde-emu-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
