@@ -38,6 +38,16 @@ if pts:
           "[--log s.hlog]`; D-ITG `ITGRecv` + `ITGSend -a 127.0.0.1 -T UDP -C C -c 1024 -t S·1000 [-l snd.log] -x rcv.log`; MGEN "
           "`mgen output rx.log event \"LISTEN UDP P\"` + `mgen [txlog] output tx.log event \"0.0 ON 1 UDP DST 127.0.0.1/P PERIODIC [C 1024]\" "
           "event \"S OFF 1\"`; iperf3 `-u -l 1024 -b C·8192`.", ""]
+    def rng(vals, fmt):
+        return fmt.format(min(vals)) if min(vals) == max(vals) else (fmt + " … " + fmt).format(min(vals), max(vals))
+    summary = []
+    for tool in COLORS:
+        rows = [p for p in pts if p["tool"] == tool]
+        if rows:
+            err = [-p["loss_vs_asked_pct"] for p in rows]
+            lost = [p["loss_vs_sent_pct"] for p in rows if p["loss_vs_sent_pct"] is not None]
+            summary.append(f"**{tool}** delivered {rng(err, '{:+.3f}')} % off the requested rate and lost {rng(lost, '{:.3f}') if lost else '-'} % of what it sent")
+    L += ["Over every rate and both logging modes: " + "; ".join(summary) + ".", ""]
     for mode, title, fig in [("receiver", "log at the receiver", "Figs. 13–15"), ("both", "logs at both ends", "Figs. 16–17")]:
         rows = [p for p in pts if p["mode"] in (mode, "none")] if mode == "receiver" else [p for p in pts if p["mode"] == mode]
         if not rows:

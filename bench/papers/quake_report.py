@@ -66,7 +66,11 @@ if pts:
                 ks = p.get("server_kernel_share")
                 L.append(f"| {c} | {p['players']} | {p['entered']} | {p['response_rate_per_bot']:.1f} | {f(p['response_ms_mean'])} / {f(p['response_ms_p50'])} / {f(p['response_ms_p99'])} | "
                          f"{f(p['server_cpu_pct'])} | {'-' if ks is None else f'{100 * ks:.0f} %'} | {p['requests_per_frame']:.1f} | {p['frame_gm_ms']:.2f} / {p['frame_sv_ms']:.2f} | {'**yes**' if p['saturated'] else 'no'} |")
-        L += ["", "Knee (first saturated step): " + "; ".join(f"cap {c} %: {'**' + str(k) + ' players**' if k else 'not reached up to 64'}" for c, k in knees.items()) + ".", ""]
+        past = [p["response_ms_p99"] for p in pts if p["map"] == m and knees.get(p["cap_pct"]) and p["players"] >= knees[p["cap_pct"]] and p["response_ms_p99"]]
+        top = [p for p in pts if p["map"] == m and p["players"] == max(q["players"] for q in pts if q["map"] == m) and p.get("server_kernel_share") is not None]
+        L += ["", "Knee (first saturated step): " + "; ".join(f"cap {c} %: {'**' + str(k) + ' players**' if k else 'not reached up to 64'}" for c, k in knees.items()) + "."
+              + (f" Past the knees the p99 response time was {min(past):.0f}–{max(past):.0f} ms (bound 150 ms)." if past else "")
+              + (f" The kernel's share of the server's CPU at {top[0]['players']} players: {min(100 * p['server_kernel_share'] for p in top):.0f}–{max(100 * p['server_kernel_share'] for p in top):.0f} % (the paper: about half network, which there includes parsing requests and building replies)." if top else ""), ""]
         rate = [(f"cap {c} %", COLORS[i % 5], [(p["players"], p["response_rate_per_bot"]) for p in sorted((q for q in pts if q["map"] == m and q["cap_pct"] == c), key=lambda q: q["players"])], False) for i, c in enumerate(caps)]
         rate.append(("95 % of sv_fps", "#000000", [(4, 19.0), (64, 19.0)], True))
         L += [svgchart.chart(CHARTS, "papers/charts", f"quake-{m}-rate.svg", f"Server responses per bot per second vs players ({m}); knees: "
