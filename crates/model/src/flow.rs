@@ -224,7 +224,9 @@ impl FlowFile {
             return Err(FlowError {
                 flow: format!("flow {} (`{}`)", f.id + 1, f.name),
                 field: "node",
-                msg: format!("places the flow on emulated host `{n}`: run it with `horde send --flows FILE --emu ID` (the id `horde emu up` printed), or drop `node`"),
+                msg: format!(
+                    "places the flow on emulated host `{n}`: run it with `horde send --flows FILE --emu ID` (the id `horde emu up` printed), or drop `node`"
+                ),
             });
         }
         Ok(placed.into_iter().map(|(f, _)| f).collect())

@@ -78,7 +78,10 @@ pub fn place(plan: &Plan, flows: &[PlacedFlow]) -> Result<Placement, String> {
     for (f, node) in flows {
         let who = format!("flow id {} (`{}`)", f.id, f.name);
         let Some(n) = node.as_deref() else {
-            return Err(format!("{who} has no `node`: with --emu every flow leaves from an emulated host; add node = \"HOST\" to it or to [defaults] (or --node HOST); {}", hosts_list(plan)));
+            return Err(format!(
+                "{who} has no `node`: with --emu every flow leaves from an emulated host; add node = \"HOST\" to it or to [defaults] (or --node HOST); {}",
+                hosts_list(plan)
+            ));
         };
         let members: Vec<usize> = match plan.hosts_of(n) {
             Some(m) => m.to_vec(),
@@ -92,7 +95,12 @@ pub fn place(plan: &Plan, flows: &[PlacedFlow]) -> Result<Placement, String> {
         let from = members[*k % members.len()];
         *k += 1;
         let to = owner(plan, f.dst.ip()).ok_or_else(|| {
-            format!("{who}: destination {} is no emulated host's address in experiment {}: name the host (dst = \"server:9000\") or give one of its addresses; {}", f.dst.ip(), plan.exp, hosts_list(plan))
+            format!(
+                "{who}: destination {} is no emulated host's address in experiment {}: name the host (dst = \"server:9000\") or give one of its addresses; {}",
+                f.dst.ip(),
+                plan.exp,
+                hosts_list(plan)
+            )
         })?;
         let l = p.receivers.entry(to).or_default();
         match f.transport {
@@ -118,7 +126,9 @@ fn placed_flows(args: &super::Args, plan: &Plan) -> Result<Vec<PlacedFlow>, crat
     let mut flows = match &args.flows {
         Some(path) => {
             if args.flow.any() {
-                return Err(bad_input(anyhow::anyhow!("one-flow flags (--dst, --node, ...) cannot be combined with --flows; put them in the file's [defaults] table")));
+                return Err(bad_input(anyhow::anyhow!(
+                    "one-flow flags (--dst, --node, ...) cannot be combined with --flows; put them in the file's [defaults] table"
+                )));
             }
             let text = horde_model::files::read_text(path, horde_model::files::MAX_TOML, "flow files").context("reading the flow file").map_err(bad_input)?;
             FlowFile::parse_placed(&text, args.seed, Some(&first)).map_err(|e| hint(format!("{}: {e}", path.display())))?
@@ -126,7 +136,9 @@ fn placed_flows(args: &super::Args, plan: &Plan) -> Result<Vec<PlacedFlow>, crat
         None => {
             let mut raw = args.flow.to_raw();
             let Some(dst) = raw.dst.take() else {
-                return Err(bad_input(anyhow::anyhow!("no destination: give --dst HOST:PORT (an emulated host's name or address) and --node HOST, or --flows FILE")));
+                return Err(bad_input(anyhow::anyhow!(
+                    "no destination: give --dst HOST:PORT (an emulated host's name or address) and --node HOST, or --flows FILE"
+                )));
             };
             raw.dst = Some(horde_model::flow::host_dst(&dst, &first));
             let node = raw.node.clone();
@@ -332,14 +344,29 @@ pub fn run(args: &super::Args, id: &str, stop: &AtomicBool) -> Outcome {
         busy.map_or("n/a".into(), |b| format!("{b:.1} %"))
     );
     let names: BTreeMap<String, &RecvReport> = received.iter().map(|(n, r)| (plan.nodes[*n].name.clone(), r)).collect();
-    let part = EmulatedPart { experiment: id, interrupted: report.interrupted, process_cpu_pct, host_busy_pct: busy, cpus, hosts: &rows, send: &report, receivers: names };
+    let part = EmulatedPart {
+        experiment: id,
+        interrupted: report.interrupted,
+        process_cpu_pct,
+        host_busy_pct: busy,
+        cpus,
+        hosts: &rows,
+        send: &report,
+        receivers: names,
+    };
     let section = format!(
         "<h2>Emulated hosts</h2><p>Experiment {}: this process used {process_cpu_pct:.1} % of one core; the machine {} of its {cpus} CPU(s).</p><pre>{}</pre>",
         horde_stats::table::esc(id),
         busy.map_or("n/a".into(), |b| format!("{b:.1} %")),
         horde_stats::table::esc(&table)
     );
-    horde_agent::flows::report_files(&out, "Horde send on emulated hosts", &analysis, ("emulated", serde_json::to_value(&part).context("the report")?), &section)?;
+    horde_agent::flows::report_files(
+        &out,
+        "Horde send on emulated hosts",
+        &analysis,
+        ("emulated", serde_json::to_value(&part).context("the report")?),
+        &section,
+    )?;
     crate::output::out(&format!(
         "\n{}\nreport: {}/index.html (summary.json, flows.csv, windows.csv; logs send.hlog, recv.hlog)\n",
         horde_stats::export::table(&analysis, 20),

@@ -351,7 +351,9 @@ fn send(args: Args, stop: &AtomicBool) -> Outcome {
         return emu::run(&args, id, stop);
     }
     if args.through.out.is_some() {
-        return Err(bad_input(anyhow::anyhow!("--out is for runs through agents (--agents) or on emulated hosts (--emu); a plain send writes --log and --json")));
+        return Err(bad_input(anyhow::anyhow!(
+            "--out is for runs through agents (--agents) or on emulated hosts (--emu); a plain send writes --log and --json"
+        )));
     }
     if args.floor > MAX_FLOOR {
         return Err(bad_input(anyhow::anyhow!(
