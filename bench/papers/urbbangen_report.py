@@ -132,12 +132,12 @@ if cdf:
           "drew passes it; the actual departures and the arrivals differ from it by a little more than the critical value at this "
           "sample size: the two sleeping pacers' lateness (ms-scale at 131 % of a core for 9,800 sockets) moves gaps across the 1-ms "
           "grid, most visibly at the model's 500-ms atom.", "",
-          chart("urbbangen-test3-iat.svg", "Test 3: CDF of APDU inter-arrival time, 10,000 flows", "inter-arrival time ms (log; gaps under 1 ms not drawn)", "CDF",
+          chart("urbbangen-test3-iat.svg", f"Test 3: CDF of APDU inter-arrival time, {cdf['flows']:,} flows", "inter-arrival time ms (log; gaps under 1 ms not drawn)", "CDF",
                 [("model", "#000000", [(x, y) for x, y in cdf["model"]["iat_cdf"] if x >= 1], True),
                  (f"ideal over {c['secs']:.0f} s", "#7f7f7f", [tuple(p) for p in c["ideal_ecdf"] if p[0] >= 1], True),
                  ("Horde: all flows", "#1f77b4", [tuple(p) for p in a["iat_ecdf"] if p[0] >= 1], False),
                  (f"Horde: flow {o['flow']}", "#ff7f0e", [tuple(p) for p in o["iat_ecdf"] if p[0] >= 1], False)], logx=True, ymax=1.0), "",
-          chart("urbbangen-test3-size.svg", "Test 3: CDF of APDU size, 10,000 flows", "APDU size bytes", "CDF",
+          chart("urbbangen-test3-size.svg", f"Test 3: CDF of APDU size, {cdf['flows']:,} flows", "APDU size bytes", "CDF",
                 [("model", "#000000", [tuple(p) for p in cdf["model"]["size_cdf"]], True),
                  ("Horde: all flows", "#1f77b4", [tuple(p) for p in a["size_ecdf"]], False),
                  (f"Horde: flow {o['flow']}", "#ff7f0e", [tuple(p) for p in o["size_ecdf"]], False)], ymax=1.0), ""]
