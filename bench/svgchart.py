@@ -80,3 +80,79 @@ def chart(out_dir, link_dir, name, title, xlabel, ylabel, series, logx=False, st
     os.makedirs(out_dir, exist_ok=True)
     open(os.path.join(out_dir, name), "w").write("\n".join(s))
     return f"![{title}]({link_dir}/{name})"
+
+
+def quantile(xs, q):
+    """The q-quantile of xs (linear between order statistics), None when empty."""
+    xs = sorted(xs)
+    if not xs:
+        return None
+    i = q * (len(xs) - 1)
+    lo = int(math.floor(i))
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+
+
+def boxplot(out_dir, link_dir, name, title, xlabel, ylabel, boxes, guides=(), w=760, h=360):
+    """boxes: [(category label, [values])] drawn as box plots (box: quartiles; bar: median;
+    whiskers: 5th and 95th percentiles; diamond: mean); guides: [(label, color, [y per box])]
+    as lines across the boxes (e.g. a TCP-fair rate)."""
+    stats = []
+    for label, vals in boxes:
+        q = [quantile(vals, x) for x in (0.05, 0.25, 0.5, 0.75, 0.95)]
+        stats.append((label, q, sum(vals) / len(vals) if vals else None))
+    tops = [q[4] for _, q, _ in stats if q[4] is not None] + [m for _, _, m in stats if m is not None]
+    tops += [y for g in guides for y in g[2] if y is not None and not math.isinf(y)]
+    if not tops:
+        return ""
+    longest = max([len(g[0]) for g in guides] + [len("mean (diamond)")])
+    pad_l, pad_r, pad_t, pad_b = 70, max(160, 7 * longest + 36), 36, 46
+    w = max(w, pad_l + pad_r + 480)
+    ymax = max(tops) * 1.08 or 1
+    n = len(stats)
+    slot = (w - pad_l - pad_r) / max(n, 1)
+    X = lambda i: pad_l + slot * (i + 0.5)
+    Y = lambda v: h - pad_b - min(v, ymax) / ymax * (h - pad_t - pad_b)
+    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+         f'<rect width="{w}" height="{h}" fill="white"/>',
+         f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
+         f'<line x1="{pad_l}" y1="{h - pad_b}" x2="{w - pad_r}" y2="{h - pad_b}" stroke="black"/>',
+         f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{h - pad_b}" stroke="black"/>',
+         f'<text x="{(pad_l + w - pad_r) / 2}" y="{h - 10}" text-anchor="middle">{xlabel}</text>',
+         f'<text x="16" y="{h / 2}" text-anchor="middle" transform="rotate(-90 16 {h / 2})">{ylabel}</text>']
+    for i in range(6):
+        v = ymax * i / 5
+        digits = 0 if ymax >= 50 else 1 if ymax >= 5 else 2
+        s.append(f'<text x="{pad_l - 6}" y="{Y(v) + 4}" text-anchor="end">{v:,.{digits}f}</text>')
+        s.append(f'<line x1="{pad_l}" y1="{Y(v)}" x2="{w - pad_r}" y2="{Y(v)}" stroke="#eee"/>')
+    bw = min(40, slot * 0.5)
+    for i, (label, q, mean) in enumerate(stats):
+        x = X(i)
+        s.append(f'<text x="{x:.1f}" y="{h - pad_b + 16}" text-anchor="middle">{label}</text>')
+        if q[0] is None:
+            continue
+        s.append(f'<line x1="{x:.1f}" y1="{Y(q[0]):.1f}" x2="{x:.1f}" y2="{Y(q[4]):.1f}" stroke="#1f77b4"/>')
+        for v in (q[0], q[4]):
+            s.append(f'<line x1="{x - bw / 4:.1f}" y1="{Y(v):.1f}" x2="{x + bw / 4:.1f}" y2="{Y(v):.1f}" stroke="#1f77b4"/>')
+        s.append(f'<rect x="{x - bw / 2:.1f}" y="{Y(q[3]):.1f}" width="{bw:.1f}" height="{max(Y(q[1]) - Y(q[3]), 1):.1f}" fill="#aec7e8" stroke="#1f77b4"/>')
+        s.append(f'<line x1="{x - bw / 2:.1f}" y1="{Y(q[2]):.1f}" x2="{x + bw / 2:.1f}" y2="{Y(q[2]):.1f}" stroke="#08306b" stroke-width="2"/>')
+        if mean is not None:
+            m = Y(mean)
+            s.append(f'<polygon points="{x:.1f},{m - 5:.1f} {x + 5:.1f},{m:.1f} {x:.1f},{m + 5:.1f} {x - 5:.1f},{m:.1f}" fill="#d62728"/>')
+    ly = pad_t
+    s.append(f'<rect x="{w - pad_r + 10}" y="{ly}" width="12" height="10" fill="#aec7e8" stroke="#1f77b4"/><text x="{w - pad_r + 26}" y="{ly + 9}">quartiles, median</text>')
+    ly += 16
+    s.append(f'<line x1="{w - pad_r + 16}" y1="{ly}" x2="{w - pad_r + 16}" y2="{ly + 10}" stroke="#1f77b4"/><text x="{w - pad_r + 26}" y="{ly + 9}">5th–95th percentile</text>')
+    ly += 16
+    s.append(f'<polygon points="{w - pad_r + 16},{ly} {w - pad_r + 21},{ly + 5} {w - pad_r + 16},{ly + 10} {w - pad_r + 11},{ly + 5}" fill="#d62728"/><text x="{w - pad_r + 26}" y="{ly + 9}">mean (diamond)</text>')
+    ly += 16
+    for label, color, ys in guides:
+        pts = [(X(i), Y(y)) for i, y in enumerate(ys) if y is not None and not math.isinf(y)]
+        if pts:
+            s.append('<path d="' + " ".join(f"{'M' if j == 0 else 'L'}{x:.1f},{y:.1f}" for j, (x, y) in enumerate(pts)) + f'" fill="none" stroke="{color}" stroke-width="2" stroke-dasharray="6,4"/>')
+        s.append(f'<line x1="{w - pad_r + 10}" y1="{ly + 5}" x2="{w - pad_r + 22}" y2="{ly + 5}" stroke="{color}" stroke-width="2" stroke-dasharray="4,2"/><text x="{w - pad_r + 26}" y="{ly + 9}">{label}</text>')
+        ly += 16
+    s.append("</svg>\n")
+    os.makedirs(out_dir, exist_ok=True)
+    open(os.path.join(out_dir, name), "w").write("\n".join(s))
+    return f"![{title}]({link_dir}/{name})"

@@ -44,7 +44,7 @@ L = [BEGIN, "", "## UrBBaN-Gen + IMUNES (Vasić, Sužnjević, Mikuc, Matijaševi
      f"host, **all on this one machine** ({machine}) — senders, receiver, the switch and both logs share its "
      "CPUs, where the papers had a second PC for the receivers. One command per point: "
      "`horde send --emu ID --flows F` (the flow file: `node = \"h\"`, `repeat = N`, `dst = \"rx:9000\"`). "
-     "Logs at both ends. CPU load is the machine's (`/proc/stat`, not idle, % of all its CPUs) over the run, "
+     "Logs at both ends. CPU load is the machine's (cpuidle residency: busy % of all its CPUs; `/proc/stat`'s tick-sampled idle misses most of a sleeping pacer's work on this VM) over the run, "
      "as the papers measured the testbed PC's.", "",
      "Rerun: `sudo bash bench/papers/urbbangen.sh` (≤ 16 min), or one test: `ONLY=test1 sudo -E bash bench/papers/urbbangen.sh` "
      "(test1 ≈ 2.5 min, test2 ≈ 1.5 min, test3 ≈ 4 min, test4 ≤ 8 min).", ""]

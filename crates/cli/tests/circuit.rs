@@ -132,6 +132,17 @@ fn bad_circuit_flags_are_refused_naming_the_fix() {
     let o = Command::new(HORDE).args(["circuit", "serve", "--listen", "127.0.0.1:0", "--script", "5:swimming"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("swimming"));
+    // The opensim throttle's period and floor belong to it alone, within bounds.
+    for (args, why) in [
+        (vec!["--throttle", "mongoose", "--floor", "50"], "the floor belongs to the opensim throttle"),
+        (vec!["--throttle", "tfrc", "--throttle-period", "1"], "the throttle period belongs to the opensim throttle"),
+        (vec!["--throttle", "opensim:500", "--throttle-period", "0"], "0.1..=60 s"),
+        (vec!["--throttle", "opensim:500", "--floor", "900"], "1..=750 kbit/s"),
+    ] {
+        let o = Command::new(HORDE).args(["circuit", "join", "--server", "127.0.0.1:9"]).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
     // Nobody serving: the client says so after its hellos go unanswered, and sends nothing else.
     let o = Command::new(HORDE).args(["circuit", "join", "--server", "127.0.0.1:9", "-t", "1s"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
@@ -312,6 +323,12 @@ fn bad_regulation_tables_are_refused_naming_the_field() {
     let (c, e) = run("d.toml", &format!("{base}[regulation]\nthrottle = \"tfrc\"\nsetting = 3\n"), &[]);
     assert_eq!(c, Some(2), "{e}");
     assert!(e.contains("setting"), "{e}");
+    let (c, e) = run("f.toml", &format!("{base}[regulation]\nthrottle = \"tfrc\"\nfloor_kbps = 50\n"), &[]);
+    assert_eq!(c, Some(2), "{e}");
+    assert!(e.contains("regulation.throttle_period_s/floor_kbps") && e.contains("opensim"), "{e}");
+    let (c, e) = run("g.toml", &format!("{base}[regulation]\nthrottle = \"opensim:500\"\nthrottle_period_s = 100\n"), &[]);
+    assert_eq!(c, Some(2), "{e}");
+    assert!(e.contains("0.1..=60 s"), "{e}");
     // Through agents, the agents' settings are checked like any scenario's.
     let (c, e) = run("e.toml", &format!("{base}[regulation]\nthrottle = \"tfrc\"\n"), &["--agents", "127.0.0.1:9"]);
     assert_eq!(c, Some(2), "{e}");
@@ -369,4 +386,55 @@ fn a_server_that_only_challenges_cannot_hold_a_join() {
     assert!(t.elapsed() < Duration::from_secs(15), "the join ended by its own bound: {:?}", t.elapsed());
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains(&addr) && err.contains("did not admit the circuit within 11 s"), "{err}");
+}
+
+#[test]
+fn circuit_sim_takes_the_papers_opensim_to_50_kbps_where_the_viewer_holds_100() {
+    let d = tmp("circuit-sim");
+    let sim = |name: &str, extra: &[&str]| {
+        let j = d.join(name);
+        let mut args = vec!["circuit", "sim", "--throttle", "opensim:500", "--periodic", "--loss", "0:0%,20:5%", "-t", "120s", "--json", j.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = Command::new(HORDE).args(&args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (json(&j), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let at = |v: &serde_json::Value, t: u64| v["seconds"].as_array().unwrap().iter().find(|r| r["t_s"] == t).unwrap()["requested_kbps"].as_f64().unwrap();
+    // The paper's analysis: every second, down to 50 kbit/s (× 1024: the viewer's kbit).
+    let (p, line) = sim("paper.json", &["--throttle-period", "1", "--floor", "50"]);
+    assert!(line.contains("opensim:500 period 1s floor 50") && line.contains("TCP-fair"), "{line}");
+    assert!((at(&p, 15) - 768.0).abs() < 1e-6, "no loss: 1.5 × setting");
+    assert!((at(&p, 40) - 51.2).abs() < 1e-6, "{}", at(&p, 40));
+    // The viewer's: every 5 s, down to 0.2 × 500 = 100 (102.4) — 14 steps take 70 s.
+    let (v, _) = sim("viewer.json", &[]);
+    assert!(at(&v, 40) > 400.0 && (at(&v, 110) - 102.4).abs() < 1e-6, "{} {}", at(&v, 40), at(&v, 110));
+    assert!((v["padhye_kbps"].as_f64().unwrap() - 110.6).abs() < 0.5, "{}", v["padhye_kbps"]);
+    // Bad flags name the fix.
+    for (args, why) in [
+        (vec!["--loss", "5:1%,3:2%"], "the times must increase"),
+        (vec!["--loss", "150%"], "0..=100"),
+        (vec!["-t", "2h"], "1..=3600"),
+        (vec!["--rtt", "0s"], "--rtt"),
+        (vec!["--packet", "5"], "20..=65507"),
+        (vec!["--throttle", "mongoose", "--floor", "50"], "belongs to the opensim throttle"),
+    ] {
+        let o = Command::new(HORDE).args(["circuit", "sim"]).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+}
+
+#[test]
+fn a_regulated_scenario_takes_the_papers_opensim_period_and_floor() {
+    let d = tmp("circuit-tuned");
+    let sc = write(
+        &d,
+        "tuned.toml",
+        "service = \"opensim\"\nplayers = 2\nduration = \"4s\"\n[regulation]\nthrottle = \"opensim:500\"\nthrottle_period_s = 1\nfloor_kbps = 50\n",
+    );
+    let out = d.join("out");
+    let o = ok(&["run", sc.to_str().unwrap(), "--quiet", "-o", out.to_str().unwrap()]);
+    assert!(o.contains("opensim:500 period 1s floor 50 throttle"), "{o}");
+    let s = json(&out.join("summary.json"));
+    assert_eq!(s["throttle"], "opensim:500 period 1s floor 50", "{}", s["throttle"]);
 }

@@ -106,6 +106,14 @@ pub struct RawRegulation {
     /// The server's rate for a circuit before its first throttle packet, kbit/s (default 100).
     #[serde(default)]
     pub start_kbps: Option<f64>,
+    /// How often an `opensim` throttle acts on the loss it measured, seconds (default: the
+    /// viewer's 5; the Mongoose paper's 1). Only with `opensim`.
+    #[serde(default)]
+    pub throttle_period_s: Option<f64>,
+    /// The lowest rate an `opensim` throttle falls to, kbit/s (default: the viewer's
+    /// max(0.2 × setting, 50); the Mongoose paper's 50). Only with `opensim`.
+    #[serde(default)]
+    pub floor_kbps: Option<f64>,
 }
 
 /// A scenario's `[regulation]` table (the throttle is checked by the runner, which knows the
@@ -115,6 +123,8 @@ pub struct Regulation {
     pub throttle: String,
     pub regulator: String,
     pub start_kbps: f64,
+    pub throttle_period_s: Option<f64>,
+    pub floor_kbps: Option<f64>,
 }
 
 /// `[agents]`: where a distributed run's shards and server side go.
@@ -295,7 +305,7 @@ impl Scenario {
                 if !(1.0..=10_000.0).contains(&start_kbps) {
                     return Err(fail("regulation.start_kbps", format!("must be 1..=10000 kbit/s (got {start_kbps})")));
                 }
-                Some(Regulation { throttle: r.throttle, regulator, start_kbps })
+                Some(Regulation { throttle: r.throttle, regulator, start_kbps, throttle_period_s: r.throttle_period_s, floor_kbps: r.floor_kbps })
             }
         };
         let sc = Scenario {

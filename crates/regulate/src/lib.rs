@@ -14,4 +14,4 @@ pub mod tcp;
 pub mod throttle;
 
 pub use channels::Channel;
-pub use throttle::{Limits, Throttle, ThrottleKind};
+pub use throttle::{Limits, Throttle, ThrottleKind, Tuning};

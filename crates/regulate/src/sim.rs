@@ -13,10 +13,64 @@ use crate::throttle::{Limits, ThrottleKind};
 #[derive(Debug, Clone)]
 pub struct Path {
     pub rtt_ns: u64,
-    /// Loss probability per packet, as a function of time (ns): a constant, or a schedule.
-    pub loss: fn(u64) -> f64,
+    pub loss: Loss,
     pub packet: u32,
     pub seed: u64,
+}
+
+/// The loss rate over time: steps `(from_ns, probability)` in time order (none before the
+/// first: no loss); random (each packet lost with that probability) or periodic (the
+/// deterministic pattern of the Mongoose paper's Figs. 3 and 6a: every 1/p-th packet).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loss {
+    pub steps: Vec<(u64, f64)>,
+    pub periodic: bool,
+}
+
+impl Loss {
+    /// Random loss at `p` throughout.
+    pub fn constant(p: f64) -> Loss {
+        Loss { steps: vec![(0, p)], periodic: false }
+    }
+
+    /// The probability at `t_ns`.
+    pub fn at(&self, t_ns: u64) -> f64 {
+        self.steps.iter().take_while(|s| s.0 <= t_ns).last().map_or(0.0, |s| s.1)
+    }
+
+    /// `P%` or `T:P%,T:P%,…` (T in seconds from the start, increasing; P in 0..=100). Errors
+    /// name the part and the form to give.
+    pub fn parse(s: &str, periodic: bool) -> Result<Loss, String> {
+        let pct = |x: &str| -> Result<f64, String> {
+            let v = x.trim().trim_end_matches('%').parse::<f64>().map_err(|_| format!("`{x}` is not a loss rate: give a percentage such as 1%"))?;
+            if !(0.0..=100.0).contains(&v) {
+                return Err(format!("`{x}`: a loss rate is 0..=100 %"));
+            }
+            Ok(v / 100.0)
+        };
+        if !s.contains(':') {
+            return Ok(Loss { steps: vec![(0, pct(s)?)], periodic });
+        }
+        let mut steps = Vec::new();
+        for part in s.split(',') {
+            let (t, p) = part.split_once(':').ok_or_else(|| format!("`{part}`: give T:P% (seconds:percent), e.g. 0:1%,120:0.01%"))?;
+            let t = t
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|t| t.is_finite() && (0.0..=86_400.0).contains(t))
+                .ok_or_else(|| format!("`{part}`: the time is seconds from the start, 0..=86400"))?;
+            let t_ns = (t * 1e9) as u64;
+            if steps.last().is_some_and(|l: &(u64, f64)| l.0 >= t_ns) {
+                return Err(format!("`{part}`: the times must increase"));
+            }
+            if steps.len() >= 1000 {
+                return Err("at most 1000 loss steps".into());
+            }
+            steps.push((t_ns, pct(p)?));
+        }
+        Ok(Loss { steps, periodic })
+    }
 }
 
 /// One second of a simulated run.
@@ -35,6 +89,7 @@ pub fn run(kind: ThrottleKind, limits: Limits, path: &Path, secs: u64) -> Vec<Se
     const S: u64 = 1_000_000_000;
     let mut ctl = kind.build(limits, 0);
     let mut rng = Rng(path.seed);
+    let mut debt = 0.0f64;
     let one_way = path.rtt_ns / 2;
     let mut rate = limits.min_bps;
     let mut next_send = 0u64;
@@ -49,7 +104,16 @@ pub fn run(kind: ThrottleKind, limits: Limits, path: &Path, secs: u64) -> Vec<Se
     let step = 100_000; // 0.1 ms
     while t < end {
         while next_send <= t {
-            if rng.unit() >= (path.loss)(next_send) {
+            let p = path.loss.at(next_send);
+            let lost = if path.loss.periodic {
+                debt += p;
+                let l = debt >= 1.0;
+                debt -= l as u32 as f64;
+                l
+            } else {
+                rng.unit() < p
+            };
+            if !lost {
                 packets.push_back((next_send + one_way, seq));
             }
             seq += 1;
@@ -94,28 +158,18 @@ mod tests {
     use crate::channels::KBIT;
     use crate::tcp::{mathis_bytes_per_s, padhye_bytes_per_s};
 
-    fn path(rtt_ms: u64, loss: fn(u64) -> f64) -> Path {
+    fn path(rtt_ms: u64, loss: Loss) -> Path {
         Path { rtt_ns: rtt_ms * 1_000_000, loss, packet: 375, seed: 7 }
     }
 
-    fn at(p: f64) -> fn(u64) -> f64 {
-        match (p * 1000.0).round() as u32 {
-            0 => |_| 0.0,
-            1 => |_| 0.001,
-            5 => |_| 0.005,
-            10 => |_| 0.01,
-            20 => |_| 0.02,
-            30 => |_| 0.03,
-            50 => |_| 0.05,
-            100 => |_| 0.10,
-            _ => unreachable!(),
-        }
+    fn at(p: f64) -> Loss {
+        Loss::constant(p)
     }
 
     #[test]
     fn opensim_sits_at_its_cap_below_3_percent_and_collapses_above() {
         let lim = Limits::default();
-        let k = ThrottleKind::Opensim { setting_kbps: 500.0 };
+        let k = ThrottleKind::parse("opensim:500").expect("valid");
         for p in [0.0, 0.005, 0.01, 0.02] {
             let (req, _) = steady(&run(k, lim, &path(100, at(p)), 60), 10);
             assert!((req / (750.0 * KBIT) - 1.0).abs() < 0.02, "{p}: {}", req / KBIT);
@@ -182,12 +236,47 @@ mod tests {
     #[test]
     fn mongoose_recovers_from_a_loss_drop_faster_than_tfrc() {
         // 5 % loss for 60 s, then 0.1 %: how long until each settles near its new rate.
-        let sched: fn(u64) -> f64 = |t| if t < 60_000_000_000 { 0.05 } else { 0.001 };
+        let sched = Loss::parse("0:5%,60:0.1%", false).expect("valid");
         let lim = Limits { min_bps: 50.0 * KBIT, max_bps: 1500.0 * KBIT };
-        let m = run(ThrottleKind::Mongoose, lim, &path(100, sched), 240);
+        let m = run(ThrottleKind::Mongoose, lim, &path(100, sched.clone()), 240);
         let t = run(ThrottleKind::Tfrc, lim, &path(100, sched), 240);
         let (sm, st) = (settle_s(&m, 60, 60), settle_s(&t, 60, 60));
         eprintln!("settle: Mongoose {sm} s, TFRC {st} s");
         assert!(sm * 2 < st, "Mongoose {sm} s, TFRC {st} s");
+    }
+
+    #[test]
+    fn loss_schedules_parse_and_bad_ones_are_refused() {
+        let l = Loss::parse("0:1%,120:0.01%", true).expect("valid");
+        assert_eq!(l.steps, vec![(0, 0.01), (120_000_000_000, 0.0001)]);
+        assert_eq!((l.at(5), l.at(200_000_000_000)), (0.01, 0.0001));
+        assert_eq!(Loss::parse("2.5%", false).expect("valid").at(0), 0.025);
+        assert_eq!(Loss::parse("10:1%", false).expect("valid").at(0), 0.0, "no loss before the first step");
+        for bad in ["x", "120%", "-1%", "0:1%,0:2%", "5:1%,3:2%", "a:1%", "1e9:1%", "0:1%,", ":"] {
+            assert!(Loss::parse(bad, false).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn periodic_loss_drops_exactly_every_nth_packet() {
+        // A fixed 100 kbit/s request and 1 % periodic loss: exactly 1 % of what was sent is lost.
+        let k = ThrottleKind::Fixed { bps: 100_000.0 };
+        let lim = Limits { min_bps: 1.0, max_bps: 1e9 };
+        let r = run(k, lim, &path(100, Loss { steps: vec![(0, 0.01)], periodic: true }), 61);
+        let (req, got) = steady(&r, 1);
+        assert!((got / req - 0.99).abs() < 0.002, "{req} {got}");
+    }
+
+    #[test]
+    fn the_papers_floor_and_period_take_opensim_to_50_kbps_within_seconds() {
+        // The Mongoose paper's analysis: every 1 s, and above 3 % loss down to 50 kbit/s.
+        let k = ThrottleKind::parse("opensim:500").expect("valid").tuned(crate::Tuning { period_s: Some(1.0), floor_kbps: Some(50.0) }).expect("valid");
+        let r = run(k, Limits::default(), &path(100, at(0.05)), 40);
+        // 750 → 50 kbit/s in 14 steps of 50, one a second.
+        assert!((r[20].requested_bps / (50.0 * KBIT) - 1.0).abs() < 1e-9, "{}", r[20].requested_bps / KBIT);
+        assert!(r[5].requested_bps > 400.0 * KBIT, "{}", r[5].requested_bps / KBIT);
+        // The viewer's: every 5 s, floor 0.2 × 500 = 100.
+        let v = run(ThrottleKind::parse("opensim:500").expect("valid"), Limits::default(), &path(100, at(0.05)), 90);
+        assert!(v[20].requested_bps > 400.0 * KBIT && (v[89].requested_bps / (100.0 * KBIT) - 1.0).abs() < 1e-9);
     }
 }

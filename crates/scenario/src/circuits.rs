@@ -30,7 +30,7 @@ use horde_regulate::bucket::{Mode, BURST_NS};
 use horde_regulate::channels::Channel;
 use horde_regulate::circuit::demand::{Avatar, Demand, DemandModel, Event};
 use horde_regulate::circuit::{asked_kbps, circuit_cap_bps, Client, ClientStats, Server, ServerStats};
-use horde_regulate::{Limits, ThrottleKind};
+use horde_regulate::{Limits, ThrottleKind, Tuning};
 use horde_wire::control::{Hello, Status};
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +65,9 @@ impl Config {
         let Some(r) = &sc.regulation else { return Ok(None) };
         let bad = |m: String| Error::BadInput(anyhow::anyhow!("{}: {m}", sc.name));
         let kind = ThrottleKind::parse(&r.throttle).map_err(|e| bad(format!("regulation.throttle {e}")))?;
+        let kind = kind
+            .tuned(Tuning { period_s: r.throttle_period_s, floor_kbps: r.floor_kbps })
+            .map_err(|e| bad(format!("regulation.throttle_period_s/floor_kbps: {e}")))?;
         let mode = Mode::parse(&r.regulator).ok_or_else(|| bad(format!("regulation.regulator `{}`: give per-channel or dual", r.regulator)))?;
         let model = DemandModel::from_table(&sc.service.circuit).map_err(|e| bad(format!("service {}: [circuit]: {e}", sc.service.name)))?;
         if sc.players > MAX_CIRCUITS {
@@ -83,7 +86,7 @@ impl Config {
                 ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Some(Config { kind, throttle: r.throttle.clone(), mode, start_bps: r.start_kbps * 1000.0, model, states }))
+        Ok(Some(Config { kind, throttle: kind.label(), mode, start_bps: r.start_kbps * 1000.0, model, states }))
     }
 
     /// A player's avatar life from its behaviour's stays, times from the run's start: login in

@@ -69,9 +69,15 @@ pub enum ThrottleKind {
     Fixed {
         bps: f64,
     },
-    /// The viewer's AIAD throttle around a user setting (kbit/s, 50–1500, default 500).
+    /// The viewer's AIAD throttle around a user setting (kbit/s, 50–1500, default 500), acting
+    /// every `period_s` (the viewer's 5 s; the Mongoose paper's 1 s) and never asking below
+    /// `floor_kbps` (the viewer's max(0.2 × setting, 50); the paper's 50).
     Opensim {
         setting_kbps: f64,
+        #[serde(default = "opensim_period_s")]
+        period_s: f64,
+        #[serde(default)]
+        floor_kbps: Option<f64>,
     },
     /// Window tracking with TCP's timeouts (see [`Mongoose`]).
     Mongoose,
@@ -103,12 +109,61 @@ impl ThrottleKind {
                 if !(50.0..=1500.0).contains(&v) {
                     return Err(format!("`{s}`: the viewer's setting is 50..=1500 kbit/s"));
                 }
-                Ok(ThrottleKind::Opensim { setting_kbps: v })
+                Ok(ThrottleKind::Opensim { setting_kbps: v, period_s: opensim_period_s(), floor_kbps: None })
             }
             ("mongoose", None) => Ok(ThrottleKind::Mongoose),
             ("mongoose-paper", None) => Ok(ThrottleKind::MongoosePaper),
             ("tfrc", None) => Ok(ThrottleKind::Tfrc),
             _ => Err(format!("`{s}`: give fixed:KBPS, opensim[:SETTING], mongoose, mongoose-paper or tfrc")),
+        }
+    }
+
+    /// `--throttle-period` and `--floor` (`[regulation]`'s `throttle_period_s` and `floor_kbps`):
+    /// the OpenSim throttle's period and lowest rate. Both belong to `opensim` alone — Mongoose and
+    /// TFRC ask once per round trip and never below the viewer's 50 kbit/s — so with any other
+    /// throttle they are refused, naming what to give instead.
+    pub fn tuned(self, t: Tuning) -> Result<ThrottleKind, String> {
+        if t == Tuning::default() {
+            return Ok(self);
+        }
+        let ThrottleKind::Opensim { setting_kbps, mut period_s, mut floor_kbps } = self else {
+            let what = if t.period_s.is_some() { "throttle period" } else { "floor" };
+            return Err(format!(
+                "the {what} belongs to the opensim throttle (mongoose and tfrc ask once per round trip, never below 50 kbit/s): give opensim[:SETTING] or leave it out"
+            ));
+        };
+        if let Some(p) = t.period_s {
+            if !(0.1..=60.0).contains(&p) {
+                return Err(format!("throttle period: 0.1..=60 s (got {p}; the viewer's is 5, the Mongoose paper's 1)"));
+            }
+            period_s = p;
+        }
+        if let Some(f) = t.floor_kbps {
+            let top = OpenSimThrottle::start_kbps(setting_kbps);
+            if !(1.0..=top).contains(&f) {
+                return Err(format!("floor: 1..={top} kbit/s for opensim:{setting_kbps} (its starting rate; got {f}; the Mongoose paper's is 50)"));
+            }
+            floor_kbps = Some(f);
+        }
+        Ok(ThrottleKind::Opensim { setting_kbps, period_s, floor_kbps })
+    }
+
+    /// How a report names it: `opensim:500`, with its period and floor when they are not the
+    /// viewer's (`opensim:500 period 1s floor 50`).
+    pub fn label(&self) -> String {
+        match *self {
+            ThrottleKind::Fixed { bps } => format!("fixed:{}", bps / 1000.0),
+            ThrottleKind::Opensim { setting_kbps, period_s, floor_kbps } => {
+                let mut s = format!("opensim:{setting_kbps}");
+                if period_s != opensim_period_s() {
+                    s += &format!(" period {period_s}s");
+                }
+                if let Some(f) = floor_kbps {
+                    s += &format!(" floor {f}");
+                }
+                s
+            }
+            _ => self.build(Limits::default(), 0).name().to_string(),
         }
     }
 
@@ -124,12 +179,25 @@ impl ThrottleKind {
     pub fn build(&self, limits: Limits, now_ns: u64) -> Box<dyn Throttle + Send> {
         match *self {
             ThrottleKind::Fixed { bps } => Box::new(Fixed::new(bps)),
-            ThrottleKind::Opensim { setting_kbps } => Box::new(OpenSimThrottle::new(setting_kbps, OPENSIM_PERIOD_NS, now_ns)),
+            ThrottleKind::Opensim { setting_kbps, period_s, floor_kbps } => {
+                Box::new(OpenSimThrottle::with_floor(setting_kbps, (period_s * 1e9) as u64, floor_kbps, now_ns))
+            }
             ThrottleKind::Mongoose => Box::new(Mongoose::new(limits, now_ns)),
             ThrottleKind::MongoosePaper => Box::new(Mongoose::with_timeouts(limits, now_ns, false)),
             ThrottleKind::Tfrc => Box::new(Tfrc::new(limits, now_ns)),
         }
     }
+}
+
+fn opensim_period_s() -> f64 {
+    OPENSIM_PERIOD_NS as f64 / 1e9
+}
+
+/// The OpenSim throttle's period (s) and floor (kbit/s) when not the viewer's.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Tuning {
+    pub period_s: Option<f64>,
+    pub floor_kbps: Option<f64>,
 }
 
 /// A constant request.
@@ -399,5 +467,30 @@ mod tests {
         let lose = [seq + 10];
         feed(&mut t, &mut now, &mut seq, 50, &lose);
         assert_eq!(t.intervals().len(), n0 + 1);
+    }
+
+    #[test]
+    fn period_and_floor_tune_opensim_alone_and_bad_values_are_refused() {
+        let o = ThrottleKind::parse("opensim:500").expect("valid");
+        let t = o.tuned(Tuning { period_s: Some(1.0), floor_kbps: Some(50.0) }).expect("valid");
+        assert_eq!(t, ThrottleKind::Opensim { setting_kbps: 500.0, period_s: 1.0, floor_kbps: Some(50.0) });
+        assert_eq!(t.label(), "opensim:500 period 1s floor 50");
+        assert_eq!(o.label(), "opensim:500");
+        assert_eq!(o.tuned(Tuning::default()).expect("nothing to tune"), o);
+        for (k, tu, why) in [
+            (o, Tuning { period_s: Some(0.0), floor_kbps: None }, "0.1..=60"),
+            (o, Tuning { period_s: Some(f64::NAN), floor_kbps: None }, "0.1..=60"),
+            (o, Tuning { period_s: None, floor_kbps: Some(800.0) }, "1..=750"),
+            (ThrottleKind::Mongoose, Tuning { period_s: None, floor_kbps: Some(50.0) }, "floor belongs to the opensim"),
+            (ThrottleKind::Tfrc, Tuning { period_s: Some(1.0), floor_kbps: None }, "period belongs to the opensim"),
+        ] {
+            let e = k.tuned(tu).expect_err("refused");
+            assert!(e.contains(why), "{e}");
+        }
+        // A tuned throttle survives a plan's JSON; an old plan without the fields reads as the viewer's.
+        let j = serde_json::to_string(&t).expect("serialises");
+        assert_eq!(serde_json::from_str::<ThrottleKind>(&j).expect("reads"), t);
+        let old: ThrottleKind = serde_json::from_str(r#"{"kind":"opensim","setting_kbps":500.0}"#).expect("reads");
+        assert_eq!(old, o);
     }
 }

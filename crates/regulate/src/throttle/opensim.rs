@@ -27,6 +27,7 @@ const OPENSIM_MAX_KBPS: f64 = 1500.0;
 pub struct OpenSimThrottle {
     setting_bps: f64,
     fraction: f64,
+    min_fraction: f64,
     period_ns: u64,
     next_ns: u64,
     gaps: Gaps,
@@ -40,10 +41,27 @@ pub struct OpenSimThrottle {
 impl OpenSimThrottle {
     /// `setting_kbps` is the user's setting (clamped to 50..=1500, the viewer's range).
     pub fn new(setting_kbps: f64, period_ns: u64, now_ns: u64) -> OpenSimThrottle {
-        let setting_bps = setting_kbps.clamp(50.0, OPENSIM_MAX_KBPS) * KBIT;
+        OpenSimThrottle::with_floor(setting_kbps, period_ns, None, now_ns)
+    }
+
+    /// The rate it starts at, kbit/s: min(1500, 1.5 × setting).
+    pub fn start_kbps(setting_kbps: f64) -> f64 {
+        (setting_kbps.clamp(50.0, OPENSIM_MAX_KBPS) * MAX_FRACTION).min(OPENSIM_MAX_KBPS)
+    }
+
+    /// With the lowest rate it may fall to, kbit/s: the viewer's is max(0.2 × setting, 50)
+    /// (`None`); the Mongoose paper's analysis lets it fall to 50 ("at 4 % loss OpenSim would
+    /// reduce its sending rate to 50 kbps"). Steps stay 0.1 × setting; the last one stops at the
+    /// floor.
+    pub fn with_floor(setting_kbps: f64, period_ns: u64, floor_kbps: Option<f64>, now_ns: u64) -> OpenSimThrottle {
+        let setting_kbps = setting_kbps.clamp(50.0, OPENSIM_MAX_KBPS);
+        let setting_bps = setting_kbps * KBIT;
+        let floor = floor_kbps.unwrap_or((MIN_FRACTION * setting_kbps).max(50.0));
+        let min_fraction = (floor.clamp(1.0, Self::start_kbps(setting_kbps)) / setting_kbps).min(MAX_FRACTION);
         OpenSimThrottle {
             setting_bps,
             fraction: MAX_FRACTION,
+            min_fraction,
             period_ns: period_ns.max(1),
             next_ns: now_ns + period_ns.max(1),
             gaps: Gaps::default(),
@@ -66,8 +84,8 @@ impl OpenSimThrottle {
         self.lost = 0;
         let before = self.fraction;
         if loss > TIGHTEN_PCT {
-            if self.fraction > MIN_FRACTION + 1e-9 && self.current() > 50.0 * KBIT {
-                self.fraction = (self.fraction - STEP).max(MIN_FRACTION);
+            if self.fraction > self.min_fraction + 1e-9 {
+                self.fraction = (self.fraction - STEP).max(self.min_fraction);
             }
         } else if loss <= EASE_PCT && self.fraction < MAX_FRACTION - 1e-9 && self.current() < OPENSIM_MAX_KBPS * KBIT {
             self.fraction = (self.fraction + STEP).min(MAX_FRACTION);

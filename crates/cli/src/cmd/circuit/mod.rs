@@ -25,6 +25,8 @@ use horde_wire::control::{Hello, Status};
 
 use crate::{bad_input, Outcome};
 
+pub mod sim;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(subcommand)]
@@ -37,6 +39,19 @@ pub enum Cmd {
     Serve(ServeArgs),
     /// The client end: validates its address with the server, then runs a throttle controller and reports what arrives.
     Join(JoinArgs),
+    /// A throttle controller in a closed loop in virtual time (no sockets): steady state and convergence over a loss schedule in seconds.
+    Sim(sim::SimArgs),
+}
+
+/// The OpenSim throttle's period and floor (the viewer's by default; the Mongoose paper's are 1 s and 50 kbit/s).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TuneArgs {
+    /// How often the opensim throttle acts on the loss it measured, seconds (default: the viewer's 5; the Mongoose paper's 1)
+    #[arg(long, value_name = "SECS")]
+    pub throttle_period: Option<f64>,
+    /// The lowest rate the opensim throttle falls to, kbit/s (default: the viewer's max(0.2 × setting, 50); the Mongoose paper's 50)
+    #[arg(long, value_name = "KBPS")]
+    pub floor: Option<f64>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -92,6 +107,8 @@ pub struct JoinArgs {
     /// fixed:KBPS, opensim[:SETTING] (the viewer's setting in kbit/s, default 500), mongoose (with TCP's timeouts), mongoose-paper (without) or tfrc
     #[arg(long, default_value = "mongoose")]
     pub throttle: String,
+    #[command(flatten)]
+    pub tune: TuneArgs,
     /// Address to send from
     #[arg(long, value_name = "IP")]
     pub bind: Option<std::net::IpAddr>,
@@ -112,6 +129,7 @@ pub fn run(a: Args, stop: &AtomicBool) -> Outcome {
     match a.cmd {
         Cmd::Serve(s) => serve(s, stop),
         Cmd::Join(j) => join(j, stop),
+        Cmd::Sim(s) => sim::run(s),
     }
 }
 
@@ -256,7 +274,9 @@ impl Listening<ServerEnd> for Serving<'_> {
 }
 
 fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
-    let kind = parse_throttle(&a.throttle).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
+    let kind = parse_throttle(&a.throttle)
+        .and_then(|k| k.tuned(a.tune.tuning()).map_err(|e| format!("--throttle-period/--floor: {e}")))
+        .map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
     let key = a.key.key()?;
     let socks = horde_engine::shell::client_sockets(a.server, a.bind, 1, &[]).context("the client's socket")?;
     let t0 = real_ns();
