@@ -4,6 +4,20 @@ import math
 import os
 
 
+def nice_step(raw):
+    """The smallest 1, 2 or 5 × 10^k at or above raw (axis ticks people can read)."""
+    if raw <= 0:
+        return 1
+    e = 10 ** math.floor(math.log10(raw))
+    return next(m * e for m in (1, 2, 5, 10) if m * e >= raw - 1e-12)
+
+
+def nice_axis(top):
+    """A y axis from 0 to at least top in 3 to 6 readable steps: (its end, its step)."""
+    step = nice_step(top / 5)
+    return step * math.ceil(top / step - 1e-9), step
+
+
 def chart(out_dir, link_dir, name, title, xlabel, ylabel, series, logx=False, stacked=None, w=760, h=360, vlines=(), ymax=None):
     """series: [(label, color, [(x, y)], dashed)]; stacked: [(label, color, [(x, y)])] as areas."""
     longest = max([len(str(x[0])) for x in series] + [len(str(x[0])) for x in (stacked or [])] + [0])
@@ -19,7 +33,7 @@ def chart(out_dir, link_dir, name, title, xlabel, ylabel, series, logx=False, st
         return ""
     fx = (lambda v: math.log10(max(v, 1e-9))) if logx else (lambda v: v)
     xmin, xmax = min(fx(p[0]) for p in pts), max(fx(p[0]) for p in pts)
-    ymax = ymax or (max(p[1] for p in pts) * 1.08 or 1)
+    ymax, ystep = nice_axis(ymax or (max(p[1] for p in pts) * 1.08 or 1))
     if xmax == xmin:
         xmax = xmin + 1
     X = lambda v: pad_l + (fx(v) - xmin) / (xmax - xmin) * (w - pad_l - pad_r)
@@ -31,9 +45,9 @@ def chart(out_dir, link_dir, name, title, xlabel, ylabel, series, logx=False, st
          f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{h - pad_b}" stroke="black"/>',
          f'<text x="{(pad_l + w - pad_r) / 2}" y="{h - 10}" text-anchor="middle">{xlabel}</text>',
          f'<text x="16" y="{h / 2}" text-anchor="middle" transform="rotate(-90 16 {h / 2})">{ylabel}</text>']
-    for i in range(6):
-        v = ymax * i / 5
-        digits = 0 if ymax >= 50 else 1 if ymax >= 5 else 2
+    for i in range(int(round(ymax / ystep)) + 1):
+        v = ystep * i
+        digits = 0 if ystep >= 1 else 1 if ystep >= 0.1 else 2
         s.append(f'<text x="{pad_l - 6}" y="{Y(v) + 4}" text-anchor="end">{v:,.{digits}f}</text>')
         s.append(f'<line x1="{pad_l}" y1="{Y(v)}" x2="{w - pad_r}" y2="{Y(v)}" stroke="#eee"/>')
     if logx:
@@ -43,8 +57,9 @@ def chart(out_dir, link_dir, name, title, xlabel, ylabel, series, logx=False, st
     else:
         ticks = sorted({p[0] for p in pts})
         if len(ticks) > 12:
-            step = (max(ticks) - min(ticks)) / 10
-            ticks = [min(ticks) + i * step for i in range(11)]
+            step = nice_step((max(ticks) - min(ticks)) / 10)
+            first = math.ceil(min(ticks) / step) * step
+            ticks = [first + i * step for i in range(int((max(ticks) - first) / step + 1e-9) + 1)]
     last = None
     for t in ticks:
         if last is not None and X(t) - last < 36:
@@ -108,7 +123,7 @@ def boxplot(out_dir, link_dir, name, title, xlabel, ylabel, boxes, guides=(), w=
     longest = max([len(g[0]) for g in guides] + [len("mean (diamond)")])
     pad_l, pad_r, pad_t, pad_b = 70, max(160, 7 * longest + 36), 36, 46
     w = max(w, pad_l + pad_r + 480)
-    ymax = max(tops) * 1.08 or 1
+    ymax, ystep = nice_axis(max(tops) * 1.08 or 1)
     n = len(stats)
     slot = (w - pad_l - pad_r) / max(n, 1)
     X = lambda i: pad_l + slot * (i + 0.5)
@@ -120,9 +135,9 @@ def boxplot(out_dir, link_dir, name, title, xlabel, ylabel, boxes, guides=(), w=
          f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{h - pad_b}" stroke="black"/>',
          f'<text x="{(pad_l + w - pad_r) / 2}" y="{h - 10}" text-anchor="middle">{xlabel}</text>',
          f'<text x="16" y="{h / 2}" text-anchor="middle" transform="rotate(-90 16 {h / 2})">{ylabel}</text>']
-    for i in range(6):
-        v = ymax * i / 5
-        digits = 0 if ymax >= 50 else 1 if ymax >= 5 else 2
+    for i in range(int(round(ymax / ystep)) + 1):
+        v = ystep * i
+        digits = 0 if ystep >= 1 else 1 if ystep >= 0.1 else 2
         s.append(f'<text x="{pad_l - 6}" y="{Y(v) + 4}" text-anchor="end">{v:,.{digits}f}</text>')
         s.append(f'<line x1="{pad_l}" y1="{Y(v)}" x2="{w - pad_r}" y2="{Y(v)}" stroke="#eee"/>')
     bw = min(40, slot * 0.5)
