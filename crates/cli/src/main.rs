@@ -51,7 +51,7 @@ enum Command {
     Key(cmd::key::Args),
     /// Distributed runs: the agent daemon on each load machine, and `agent keygen` for the cluster's credentials.
     Agent(cmd::agent::Args),
-    /// One regulated virtual-world circuit (OpenSim-like LLUDP): `serve` regulates an avatar's traffic at the rate `join`'s throttle asks for.
+    /// One regulated virtual-world circuit (OpenSim-like LLUDP): `serve` regulates an avatar's traffic at the rate `join`'s throttle asks for; `sim` runs a throttle in virtual time.
     Circuit(cmd::circuit::Args),
     /// The live console: start scenarios, watch their events and steer them from a browser (loopback, a token per start).
     Ui(cmd::ui::Args),
