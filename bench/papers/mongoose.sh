@@ -21,8 +21,9 @@
 #          settings 50–1500 kbit/s: the island download after login (2b) and box plots of
 #          throughput per setting (2c).
 #
-#   sudo bash bench/papers/mongoose.sh              # ≈ 12 min
-#   ONLY=fig3b,fig6a,fig6c bash bench/papers/mongoose.sh   # the simulations alone: ≈ 1 min, no root
+#   sudo bash bench/papers/mongoose.sh              # ≈ 15 min (measured: 14.5 min on this machine)
+#   ONLY=fig3b,fig6a,fig6c bash bench/papers/mongoose.sh   # the simulations alone: ≈ 2 min, no root
+#   (fig9, fig9c, fig2: ≈ 4.2 min each at the default DUR=240)
 #   ONLY=fig9 DUR=120 sudo -E bash bench/papers/mongoose.sh
 #
 # Every run is bounded by its duration; the topology is taken down on exit.

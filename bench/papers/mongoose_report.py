@@ -79,9 +79,9 @@ L = [BEGIN, "", "## Mongoose (Oliver, Miller, Allison)", "",
      "Mongoose client's window tracking against TFRC (Figs. 5, 6), the Mongoose server's dual token buckets (Figs. 8, 9) and the "
      "OpenSim traffic measurements (Fig. 2). bench/RESULTS-regulation.md already has the measured loss and RTT sweeps (Figs. 3a, 3c, "
      "5), the measured switching trace (Fig. 6b), fairness against real TCP and channel protection; this section adds the rest.", "",
-     f"Machine: {machine}. Rerun: `sudo bash bench/papers/mongoose.sh` (≈ 14 min); the simulations alone, no root: "
-     "`ONLY=fig3b,fig6a,fig6c bash bench/papers/mongoose.sh` (≈ 1 min); one measured figure: `ONLY=fig9|fig9c|fig2 sudo -E bash "
-     "bench/papers/mongoose.sh` (≈ 4.5 min each at the default `DUR=240`).", "",
+     f"Machine: {machine}. Rerun: `sudo bash bench/papers/mongoose.sh` (≈ 15 min); the simulations alone, no root: "
+     "`ONLY=fig3b,fig6a,fig6c bash bench/papers/mongoose.sh` (≈ 2 min); one measured figure: `ONLY=fig9|fig9c|fig2 sudo -E bash "
+     "bench/papers/mongoose.sh` (≈ 4.2 min each at the default `DUR=240`).", "",
      "**The paper's throttle period and floor.** The viewer's source (llviewerthrottle.cpp) acts every 5 s and never goes below "
      "max(0.2 × setting, 50) kbit/s; the paper's analysis says *\"in each one second interval\"* and *\"if the packet loss rate is 4% "
      "OpenSim would reduce its sending rate to 50 kbps\"*. Both are now options: `horde circuit join|sim --throttle-period 1 --floor 50` "
