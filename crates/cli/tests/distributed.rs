@@ -266,7 +266,10 @@ fn the_kubernetes_manifests_run_valid_commands() {
         let job = of_kind(&docs, "Job")[0];
         let spec = &job["spec"]["template"]["spec"];
         let cm_name = spec["volumes"].as_vec().unwrap().iter().find(|v| v["name"].as_str() == Some("scenario")).unwrap()["configMap"]["name"].as_str().unwrap();
-        let cm = of_kind(&docs, "ConfigMap").into_iter().find(|c| c["metadata"]["name"].as_str() == Some(cm_name)).unwrap_or_else(|| panic!("{dir}: the Job mounts {cm_name}, which is not rendered"));
+        let cm = of_kind(&docs, "ConfigMap")
+            .into_iter()
+            .find(|c| c["metadata"]["name"].as_str() == Some(cm_name))
+            .unwrap_or_else(|| panic!("{dir}: the Job mounts {cm_name}, which is not rendered"));
         let text = cm["data"]["scenario.toml"].as_str().unwrap();
         let sc = horde_model::scenario::Scenario::parse(text, "scenario.toml", Path::new(".")).unwrap_or_else(|e| panic!("{dir}: {e}\n{text}"));
         let sts = of_kind(&docs, "StatefulSet")[0];
