@@ -216,6 +216,8 @@ fn services_lists_shows_and_checks() {
 /// model, and the example scenario runs with only part of its subscribers online.
 #[test]
 fn wow_sessions_log_in_and_out_by_the_hour() {
+    // CPU-heavy (a day of 3,000 players' sessions): it takes its turn with the timing tests.
+    let _timing = timing();
     let out = run(horde().args(["behave", "-s", "wow-sessions", "-n", "3000", "-t", "24h", "--start-hour", "0", "--summary-json", "-"]));
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("logins per hour vs the model: chi-square"), "{}", text(&out));
@@ -232,7 +234,6 @@ fn wow_sessions_log_in_and_out_by_the_hour() {
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(s.get("sessions").is_none());
 
-    let _timing = timing();
     let dir = Scratch::new("diurnal");
     let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/wow-diurnal.toml");
     let out = run(horde().args(["run", ex, "--duration", "8s", "--players", "1500", "--quiet", "--out", dir.path("out").to_str().unwrap()]));
@@ -290,7 +291,11 @@ fn udp_services_run_both_ways() {
     let _timing = timing();
     let dir = Scratch::new("udprun");
     let sc = dir.path("cs.toml");
-    std::fs::write(&sc, "service = 'counter-strike'\nplayers = 200\nduration = '6s'\nseed = 4\n").unwrap();
+    // A busy-waiting pacer (spin_us): Counter-Strike's client ticks put most inter-arrival
+    // times on a few 1-ms bins, so a sleeping pacer's wake-up lateness on a noisy 2-core host
+    // moved enough of them across a bin edge to fail the fit (KS 0.03–0.06 in 2 of 5 runs here,
+    // 2026-11-26) with no fault in the traffic.
+    std::fs::write(&sc, "service = 'counter-strike'\nplayers = 200\nduration = '6s'\nseed = 4\nspin_us = 300\n").unwrap();
     let out = run(horde().args(["run", sc.to_str().unwrap(), "--quiet", "--out", dir.path("out").to_str().unwrap()]));
     assert!(out.status.success(), "{}", text(&out));
     let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path("out/summary.json")).unwrap()).unwrap();
@@ -317,23 +322,26 @@ fn udp_services_run_both_ways() {
 #[test]
 fn ctrl_c_to_the_process_group_at_any_point_leaves_a_report() {
     use std::os::unix::process::CommandExt as _;
+    // Runs after runs, interrupted: it takes its turn with the timing tests, whose inter-arrival
+    // times it would otherwise distort (CI, 2026-11-26: CS IAT KS 0.04 beside it).
+    let _timing = timing();
     let dir = Scratch::new("ctrl-c");
     let sc = dir.path("sc.toml");
     std::fs::write(&sc, "name = \"ctrlc\"\nservice = \"wow\"\nplayers = 60\nduration = \"20s\"\nseed = 2\nspin_us = 0\n").unwrap();
     for (k, after_ms) in [150u64, 900, 2_500].into_iter().enumerate() {
         let out = dir.path(&format!("out{k}"));
-        let mut child = horde()
+        let child = horde()
             .args(["run", sc.to_str().unwrap(), "--progress", "json", "-o", out.to_str().unwrap()])
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .process_group(0)
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(after_ms));
         // SAFETY: signalling the group we just made.
         unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
-        let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(130), "after {after_ms} ms");
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(130), "after {after_ms} ms: {}", String::from_utf8_lossy(&o.stderr));
         assert!(out.join("summary.json").exists() && out.join("index.html").exists(), "no report after Ctrl-C at {after_ms} ms");
     }
 }

@@ -315,12 +315,17 @@ impl ServerChild {
             unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
         }
         let status = self.reap().context("waiting for the server side")?;
-        if !status.success() && !died {
+        // 130: the child was interrupted (Ctrl-C reaches the whole process group, the child
+        // too, and it may exit before this process has seen its own signal). That is an end
+        // like any other: its report when it had written one, the run's report without it when
+        // the signal came before it served.
+        let interrupted = status.code() == Some(130);
+        if !status.success() && !interrupted && !died {
             anyhow::bail!("the server side failed ({status})");
         }
         match horde_model::files::read_text(&out.join(file), 1 << 30, "the server side's report") {
             Ok(text) => Ok(Some(text)),
-            Err(_) if died => Ok(None),
+            Err(_) if died || interrupted => Ok(None),
             Err(e) => Err(anyhow::anyhow!("reading {file}: {e}")),
         }
     }
