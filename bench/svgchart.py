@@ -18,6 +18,24 @@ def nice_axis(top):
     return step * math.ceil(top / step - 1e-9), step
 
 
+def frame(w, h, pads, title, xlabel, ylabel, ymax, ystep, Y):
+    """The SVG's opening: background, title, both axes with their labels, and the y grid."""
+    pad_l, pad_r, pad_t, pad_b = pads
+    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+         f'<rect width="{w}" height="{h}" fill="white"/>',
+         f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
+         f'<line x1="{pad_l}" y1="{h - pad_b}" x2="{w - pad_r}" y2="{h - pad_b}" stroke="black"/>',
+         f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{h - pad_b}" stroke="black"/>',
+         f'<text x="{(pad_l + w - pad_r) / 2}" y="{h - 10}" text-anchor="middle">{xlabel}</text>',
+         f'<text x="16" y="{h / 2}" text-anchor="middle" transform="rotate(-90 16 {h / 2})">{ylabel}</text>']
+    for i in range(int(round(ymax / ystep)) + 1):
+        v = ystep * i
+        digits = 0 if ystep >= 1 else 1 if ystep >= 0.1 else 2
+        s.append(f'<text x="{pad_l - 6}" y="{Y(v) + 4}" text-anchor="end">{v:,.{digits}f}</text>')
+        s.append(f'<line x1="{pad_l}" y1="{Y(v)}" x2="{w - pad_r}" y2="{Y(v)}" stroke="#eee"/>')
+    return s
+
+
 def chart(out_dir, link_dir, name, title, xlabel, ylabel, series, logx=False, stacked=None, w=760, h=360, vlines=(), ymax=None):
     """series: [(label, color, [(x, y)], dashed)]; stacked: [(label, color, [(x, y)])] as areas."""
     longest = max([len(str(x[0])) for x in series] + [len(str(x[0])) for x in (stacked or [])] + [0])
@@ -38,18 +56,7 @@ def chart(out_dir, link_dir, name, title, xlabel, ylabel, series, logx=False, st
         xmax = xmin + 1
     X = lambda v: pad_l + (fx(v) - xmin) / (xmax - xmin) * (w - pad_l - pad_r)
     Y = lambda v: h - pad_b - v / ymax * (h - pad_t - pad_b)
-    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
-         f'<rect width="{w}" height="{h}" fill="white"/>',
-         f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
-         f'<line x1="{pad_l}" y1="{h - pad_b}" x2="{w - pad_r}" y2="{h - pad_b}" stroke="black"/>',
-         f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{h - pad_b}" stroke="black"/>',
-         f'<text x="{(pad_l + w - pad_r) / 2}" y="{h - 10}" text-anchor="middle">{xlabel}</text>',
-         f'<text x="16" y="{h / 2}" text-anchor="middle" transform="rotate(-90 16 {h / 2})">{ylabel}</text>']
-    for i in range(int(round(ymax / ystep)) + 1):
-        v = ystep * i
-        digits = 0 if ystep >= 1 else 1 if ystep >= 0.1 else 2
-        s.append(f'<text x="{pad_l - 6}" y="{Y(v) + 4}" text-anchor="end">{v:,.{digits}f}</text>')
-        s.append(f'<line x1="{pad_l}" y1="{Y(v)}" x2="{w - pad_r}" y2="{Y(v)}" stroke="#eee"/>')
+    s = frame(w, h, (pad_l, pad_r, pad_t, pad_b), title, xlabel, ylabel, ymax, ystep, Y)
     if logx:
         # Decades (and 2 and 5 between them when few decades are shown).
         lo, hi = math.floor(xmin), math.ceil(xmax)
@@ -128,18 +135,7 @@ def boxplot(out_dir, link_dir, name, title, xlabel, ylabel, boxes, guides=(), w=
     slot = (w - pad_l - pad_r) / max(n, 1)
     X = lambda i: pad_l + slot * (i + 0.5)
     Y = lambda v: h - pad_b - min(v, ymax) / ymax * (h - pad_t - pad_b)
-    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
-         f'<rect width="{w}" height="{h}" fill="white"/>',
-         f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
-         f'<line x1="{pad_l}" y1="{h - pad_b}" x2="{w - pad_r}" y2="{h - pad_b}" stroke="black"/>',
-         f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{h - pad_b}" stroke="black"/>',
-         f'<text x="{(pad_l + w - pad_r) / 2}" y="{h - 10}" text-anchor="middle">{xlabel}</text>',
-         f'<text x="16" y="{h / 2}" text-anchor="middle" transform="rotate(-90 16 {h / 2})">{ylabel}</text>']
-    for i in range(int(round(ymax / ystep)) + 1):
-        v = ystep * i
-        digits = 0 if ystep >= 1 else 1 if ystep >= 0.1 else 2
-        s.append(f'<text x="{pad_l - 6}" y="{Y(v) + 4}" text-anchor="end">{v:,.{digits}f}</text>')
-        s.append(f'<line x1="{pad_l}" y1="{Y(v)}" x2="{w - pad_r}" y2="{Y(v)}" stroke="#eee"/>')
+    s = frame(w, h, (pad_l, pad_r, pad_t, pad_b), title, xlabel, ylabel, ymax, ystep, Y)
     bw = min(40, slot * 0.5)
     for i, (label, q, mean) in enumerate(stats):
         x = X(i)
