@@ -16,7 +16,7 @@ use horde_wire::{Record, RecordKind};
 use serde::Serialize;
 
 /// Points kept per empirical CDF in the report (quantiles), so a report stays small.
-const CDF_POINTS: usize = 200;
+pub(crate) const CDF_POINTS: usize = 200;
 
 #[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct DirectionStats {
@@ -57,6 +57,24 @@ pub struct DirectionStats {
     pub iat_cdf: Vec<(f64, f64)>,
     /// Empirical CDF points `(delay ms, F)` of one-way delays.
     pub delay_cdf: Vec<(f64, f64)>,
+    /// Present when the row was computed from merged summaries (`--collect summaries`): how far
+    /// its distribution figures may be from the same figures over the raw records. Counts,
+    /// bytes, loss and rates are exact either way. Absent: computed from the raw records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounds: Option<Bounds>,
+}
+
+/// Error bounds of figures computed from summaries (histograms) instead of raw records.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, Default, PartialEq, schemars::JsonSchema)]
+pub struct Bounds {
+    /// The raw-record KS distances lie in `[ks, ks + bound]` (0 where every bucket holds one
+    /// value: sizes below 2,048 B, rounded inter-arrival times below 2,048 ms).
+    pub ks_size: Option<f64>,
+    pub ks_iat: Option<f64>,
+    pub ks_iat_exact: Option<f64>,
+    /// Delay percentiles (and the mean's µs rounding) are within this many ms of the raw
+    /// records' nearest rank: one µs bucket plus 1/1,024 of the value at the maximum.
+    pub delay_ms: Option<f64>,
 }
 
 /// One second of a run, per direction (index 0 up, 1 down): APDUs sent in it (by send time),
@@ -146,7 +164,7 @@ impl Acc {
 }
 
 /// Index of the stay of `segs` that holds `t_s`.
-fn segment_index(segs: &[Segment], t_s: f64) -> Option<usize> {
+pub(crate) fn segment_index(segs: &[Segment], t_s: f64) -> Option<usize> {
     let i = segs.partition_point(|s| s.start_s <= t_s);
     i.checked_sub(1)
 }
@@ -297,14 +315,16 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
     let secs = ctx.duration_s.ceil() as usize + 2;
     let mut thr = vec![(0.0f64, 0.0f64); secs];
     let second_of = |ns: u64| ((ns as i64 - ctx.epoch_ns as i64).max(0) as f64 / 1e9) as usize;
-    // Per second and direction: sent (by the second it was sent in), received of those (the
-    // arrival matched to its departure by player, direction and sequence number, each once),
-    // delays by arrival. So the seconds' losses add up to the run's exactly.
+    // Per second and direction: sent (by the second it left in: the Sent record's `t_b`, which
+    // is also the send time the packet carried, so a receiver's summary can place it in the
+    // same second without the sender's log), received of those (the arrival matched to its
+    // departure by player, direction and sequence number, each once), delays by arrival. So the
+    // seconds' losses add up to the run's exactly.
     let mut per_sec: Vec<[(u64, u64, Vec<f64>); 2]> = (0..secs).map(|_| Default::default()).collect();
     let mut sent_in = SentSeconds::default();
     for (recs, dir) in [(client, Direction::Up), (server, Direction::Down)] {
         for r in recs.iter().filter(|r| r.kind == RecordKind::Sent && counts(r, dir)) {
-            let sec = second_of(r.t_a).min(secs - 1);
+            let sec = second_of(r.t_b).min(secs - 1);
             per_sec[sec][dir as usize].0 += 1;
             sent_in.put(r.tag >> 8, dir, r.seq, sec);
         }
@@ -427,7 +447,7 @@ fn seconds(per_sec: &mut [[(u64, u64, Vec<f64>); 2]]) -> Vec<Second> {
 }
 
 /// Players per category at (at most) 200 instants over the run.
-fn occupancy(ctx: &Context, n: usize) -> Vec<(f64, Vec<u32>)> {
+pub(crate) fn occupancy(ctx: &Context, n: usize) -> Vec<(f64, Vec<u32>)> {
     let step = (ctx.duration_s / 200.0).max(1.0);
     let mut out = Vec::new();
     let mut t = 0.0;
@@ -448,24 +468,10 @@ fn occupancy(ctx: &Context, n: usize) -> Vec<(f64, Vec<u32>)> {
 
 fn direction_stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: Direction, a: &mut Acc, player_seconds: f64) -> DirectionStats {
     let received = a.sizes.len() as u64;
-    let mut s = DirectionStats { sent: a.sent, received, lost: a.sent.saturating_sub(received), bytes: a.bytes, ..Default::default() };
-    s.bitrate_bps = crate::metrics::interval_rates(received, a.bytes, ctx.duration_s).1;
-    // APDUs per player-second: the interval is the time players spent in the category.
-    s.apdu_rate_per_player = crate::metrics::interval_rates(received, a.bytes, player_seconds).0;
-    s.mean_size = if received > 0 { a.bytes as f64 / received as f64 } else { 0.0 };
-    s.size_samples = received;
+    let mut s = counted(ctx, a.sent, received, a.bytes, player_seconds);
     s.iat_samples = a.iats.len() as u64;
     if let Some((k, w)) = state {
-        // The rate is a mixture over stays (weights by player-seconds), not over APDUs.
-        let by_time = stay_weights(ctx, k, dir, w);
-        s.model_mean_size = model_mean(ctx, w, k, dir, true);
-        s.model_apdu_rate_per_player = model_rate(ctx, &by_time, k, dir);
-        s.model_idt_cv = model_cv(ctx, w, k, dir);
-        if let Some(m) = s.model_apdu_rate_per_player {
-            if received > 0 {
-                s.rate_error_pct = Some((s.apdu_rate_per_player - m) / m * 100.0);
-            }
-        }
+        fill_model(ctx, k, w, dir, &mut s);
         if !a.sizes.is_empty() {
             s.ks_size = Some(ks_distance(&mut a.sizes, |x| model_cdf(ctx, w, k, dir, true, x).unwrap_or(0.0)));
         }
@@ -492,6 +498,33 @@ fn direction_stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: D
         s.jitter_ms = state.is_some().then(|| a.jitter.ms());
     }
     s
+}
+
+/// A direction's counts, rates and mean size: the part of its row that is exact from raw
+/// records and from merged summaries alike.
+pub(crate) fn counted(ctx: &Context, sent: u64, received: u64, bytes: u64, player_seconds: f64) -> DirectionStats {
+    let mut s = DirectionStats { sent, received, lost: sent.saturating_sub(received), bytes, ..Default::default() };
+    s.bitrate_bps = crate::metrics::interval_rates(received, bytes, ctx.duration_s).1;
+    // APDUs per player-second: the interval is the time players spent in the category.
+    s.apdu_rate_per_player = crate::metrics::interval_rates(received, bytes, player_seconds).0;
+    s.mean_size = if received > 0 { bytes as f64 / received as f64 } else { 0.0 };
+    s.size_samples = received;
+    s
+}
+
+/// The model's side of a category's row: mean size, APDU rate, IDT variability, and the
+/// measured rate's error against it.
+pub(crate) fn fill_model(ctx: &Context, k: usize, w: &[Vec<f64>; 2], dir: Direction, s: &mut DirectionStats) {
+    // The rate is a mixture over stays (weights by player-seconds), not over APDUs.
+    let by_time = stay_weights(ctx, k, dir, w);
+    s.model_mean_size = model_mean(ctx, w, k, dir, true);
+    s.model_apdu_rate_per_player = model_rate(ctx, &by_time, k, dir);
+    s.model_idt_cv = model_cv(ctx, w, k, dir);
+    if let Some(m) = s.model_apdu_rate_per_player {
+        if s.received > 0 {
+            s.rate_error_pct = Some((s.apdu_rate_per_player - m) / m * 100.0);
+        }
+    }
 }
 
 /// Per-sub-activity weights by time spent, recovered from APDU weights (divide out the rate).

@@ -25,6 +25,7 @@ use serde::Serialize;
 pub mod charts;
 mod collect;
 pub mod columnar;
+pub mod digest;
 pub mod export;
 pub mod game;
 pub mod html;

@@ -17,6 +17,11 @@ impl Jitter {
         self.0
     }
 
+    /// An estimate of `ns` (a summary's, to pool it with others).
+    pub fn from_ns(ns: f64) -> Jitter {
+        Jitter(if ns.is_finite() { ns.max(0.0) } else { 0.0 })
+    }
+
     pub fn ms(&self) -> f64 {
         self.0 / 1e6
     }

@@ -1,0 +1,445 @@
+//! Analysis where the data is: a two-way run's records reduced, as they are written, into a
+//! mergeable summary ([`GameDigest`]) that an agent sends instead of its raw log. Summaries of
+//! any number of agents add up ([`GameDigest::merge`], O(agents × bins)) and the report is
+//! computed from the sum ([`analyse`]) with the same definitions as from raw records
+//! ([`crate::game::analyse`]):
+//!
+//! - exact: sent, received, lost, bytes, rates, mean sizes, per-second departures and losses,
+//!   throughput per second;
+//! - within a stated bound ([`crate::game::Bounds`], in the report): delay percentiles (a µs
+//!   bucket plus 1/1,024 of the value; per second 1/128), KS distances (the empirical CDF is
+//!   known at every bucket's edges; sizes below 2,048 B and rounded inter-arrival times below
+//!   2,048 ms have a bucket each, so their KS distances are exact);
+//! - pooled: RFC 3550 jitter, a running estimate over each agent's arrivals in order, is the
+//!   packet-weighted mean of the agents' estimates ([`crate::metrics::Jitter::pooled`]).
+//!
+//! The builder is I/O-free: records in (sender's and receiver's timestamps already on one
+//! clock), summary out. Its memory is bounded by players, categories and seconds, not packets.
+
+mod bins;
+
+use std::collections::HashMap;
+
+use horde_model::behaviour::Segment;
+use horde_model::service::Direction;
+use horde_wire::Record;
+use serde::{Deserialize, Serialize};
+
+pub use bins::{Bins, BinsWire, Signed};
+
+use crate::game::{self, Bounds, CategoryStats, Context, DirectionStats, GameAnalysis, Second};
+use crate::metrics::Jitter;
+
+/// Bucket precision of the run-wide histograms (3 digits) and the per-second ones (2 digits).
+const SIG: u8 = 3;
+const SIG_SECOND: u8 = 2;
+/// Delays and inter-arrival times are bucketed in µs (records carry ns).
+const NS_PER_US: i64 = 1_000;
+/// A player's arrivals are matched to departures once each within a window of this many
+/// sequence numbers (duplicates further back than that are counted again).
+const WINDOW: u64 = 256;
+/// Most categories and seconds a summary may carry (a service has at most 256 categories;
+/// runs are at most 31 days).
+const MAX_CATEGORIES: usize = 256;
+const MAX_SECONDS: usize = 31 * 86_400 + 2;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DigestError {
+    #[error("summaries that do not add up: {0}")]
+    Mismatch(String),
+    #[error("a summary whose counts overflow")]
+    Overflow,
+    #[error("an invalid summary: {0}")]
+    Invalid(String),
+}
+
+/// One category's one direction.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DirDigest {
+    pub sent: u64,
+    pub received: u64,
+    pub bytes: u64,
+    /// APDU sizes, bytes.
+    pub size: Bins,
+    /// Inter-arrival times within a stay, µs, and rounded to whole ms (the model's resolution).
+    pub iat_us: Bins,
+    pub iat_ms: Bins,
+    /// One-way delays, ns, bucketed in µs.
+    pub delay: Signed,
+    /// RFC 3550 jitter over this summary's arrivals in order, ns, and its number of updates.
+    pub jitter_ns: f64,
+    pub jitter_n: u64,
+}
+
+impl DirDigest {
+    fn new() -> Self {
+        DirDigest {
+            sent: 0,
+            received: 0,
+            bytes: 0,
+            size: Bins::new(SIG),
+            iat_us: Bins::new(SIG),
+            iat_ms: Bins::new(SIG),
+            delay: Signed::new(SIG, NS_PER_US),
+            jitter_ns: 0.0,
+            jitter_n: 0,
+        }
+    }
+
+    fn merge(&mut self, o: &DirDigest) -> Result<(), DigestError> {
+        let add = |a: u64, b: u64| a.checked_add(b).ok_or(DigestError::Overflow);
+        self.sent = add(self.sent, o.sent)?;
+        self.received = add(self.received, o.received)?;
+        self.bytes = add(self.bytes, o.bytes)?;
+        self.size.merge(&o.size)?;
+        self.iat_us.merge(&o.iat_us)?;
+        self.iat_ms.merge(&o.iat_ms)?;
+        self.delay.merge(&o.delay)?;
+        let j = Jitter::pooled(Jitter::from_ns(self.jitter_ns), self.jitter_n, Jitter::from_ns(o.jitter_ns), o.jitter_n);
+        self.jitter_ns = j.ns();
+        self.jitter_n = add(self.jitter_n, o.jitter_n)?;
+        Ok(())
+    }
+}
+
+/// One second of a run, per direction (0 up, 1 down).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SecDigest {
+    /// APDUs sent in this second (by their departure time).
+    pub sent: [u64; 2],
+    /// Of those, how many arrived (each once).
+    pub got: [u64; 2],
+    /// Bits received in this second (by arrival time).
+    pub bits: [u64; 2],
+    /// Delays of the arrivals in this second.
+    pub delay: [Signed; 2],
+}
+
+impl SecDigest {
+    fn new() -> Self {
+        SecDigest { sent: [0; 2], got: [0; 2], bits: [0; 2], delay: [Signed::new(SIG_SECOND, NS_PER_US), Signed::new(SIG_SECOND, NS_PER_US)] }
+    }
+}
+
+/// A mergeable summary of a two-way run (or of an agent's part of one).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GameDigest {
+    /// The run's start (real ns on the reference clock): seconds count from it.
+    pub epoch_ns: u64,
+    /// Per category, up and down.
+    pub categories: Vec<[DirDigest; 2]>,
+    pub seconds: Vec<SecDigest>,
+}
+
+impl GameDigest {
+    /// An empty summary of a run of `categories` categories and `duration_s` seconds.
+    pub fn new(categories: usize, epoch_ns: u64, duration_s: f64) -> Self {
+        let secs = (duration_s.max(0.0).ceil() as usize + 2).min(MAX_SECONDS);
+        GameDigest {
+            epoch_ns,
+            categories: (0..categories.min(MAX_CATEGORIES)).map(|_| [DirDigest::new(), DirDigest::new()]).collect(),
+            seconds: (0..secs).map(|_| SecDigest::new()).collect(),
+        }
+    }
+
+    /// Adds another agent's summary of the same run: exact for counts and histograms.
+    pub fn merge(&mut self, o: &GameDigest) -> Result<(), DigestError> {
+        if o.epoch_ns != self.epoch_ns || o.categories.len() != self.categories.len() || o.seconds.len() != self.seconds.len() {
+            return Err(DigestError::Mismatch(format!(
+                "start {} / {}, {} / {} categories, {} / {} seconds",
+                self.epoch_ns,
+                o.epoch_ns,
+                self.categories.len(),
+                o.categories.len(),
+                self.seconds.len(),
+                o.seconds.len()
+            )));
+        }
+        for (a, b) in self.categories.iter_mut().zip(&o.categories) {
+            a[0].merge(&b[0])?;
+            a[1].merge(&b[1])?;
+        }
+        for (a, b) in self.seconds.iter_mut().zip(&o.seconds) {
+            for d in 0..2 {
+                a.sent[d] = a.sent[d].checked_add(b.sent[d]).ok_or(DigestError::Overflow)?;
+                a.got[d] = a.got[d].checked_add(b.got[d]).ok_or(DigestError::Overflow)?;
+                a.bits[d] = a.bits[d].checked_add(b.bits[d]).ok_or(DigestError::Overflow)?;
+                a.delay[d].merge(&b.delay[d])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A summary from a peer, checked against what our own plan says the run is: its start,
+    /// categories and seconds, and no more departures than `max_sent` (the plan's bound on what
+    /// the peer can have sent).
+    pub fn accept(bytes: &[u8], expect: &GameDigest, max_sent: u64) -> Result<GameDigest, DigestError> {
+        let d: GameDigest = serde_json::from_slice(bytes).map_err(|e| DigestError::Invalid(e.to_string()))?;
+        if d.epoch_ns != expect.epoch_ns || d.categories.len() != expect.categories.len() || d.seconds.len() != expect.seconds.len() {
+            return Err(DigestError::Mismatch("a summary of another run (start, categories or seconds differ from the plan)".into()));
+        }
+        let sent: u64 = d.categories.iter().flat_map(|c| c.iter()).try_fold(0u64, |a, x| a.checked_add(x.sent)).ok_or(DigestError::Overflow)?;
+        let got: u64 = d.categories.iter().flat_map(|c| c.iter()).try_fold(0u64, |a, x| a.checked_add(x.received)).ok_or(DigestError::Overflow)?;
+        if sent > max_sent || got > max_sent.saturating_mul(2) {
+            return Err(DigestError::Invalid(format!("{sent} departures and {got} arrivals where the plan allows at most {max_sent}")));
+        }
+        for c in d.categories.iter().flat_map(|c| c.iter()) {
+            if c.size.count() != c.received || c.delay.count() != c.received || c.iat_us.count() != c.iat_ms.count() || c.iat_us.count() > c.received {
+                return Err(DigestError::Invalid("histogram counts that disagree with the summary's own arrivals".into()));
+            }
+        }
+        Ok(d)
+    }
+}
+
+/// Per (player, direction): the last stays' last arrival and transit time, and which recent
+/// sequence numbers have arrived.
+#[derive(Default)]
+struct PlayerState {
+    stays: [Option<(usize, u64, i64)>; 2],
+    top: Option<u64>,
+    seen: [u64; (WINDOW / 64) as usize],
+}
+
+impl PlayerState {
+    /// Marks `seq` as arrived; false when it had already.
+    fn first_arrival(&mut self, seq: u64) -> bool {
+        let bit = |s: u64| ((s % WINDOW) / 64, s % 64);
+        match self.top {
+            Some(top) if seq <= top => {
+                if top - seq >= WINDOW {
+                    return true;
+                }
+                let (w, b) = bit(seq);
+                let was = self.seen[w as usize] >> b & 1 == 1;
+                self.seen[w as usize] |= 1 << b;
+                !was
+            }
+            _ => {
+                let from = self.top.map_or(seq, |t| t + 1);
+                if seq - from >= WINDOW {
+                    self.seen = Default::default();
+                } else {
+                    for s in from..=seq {
+                        let (w, b) = bit(s);
+                        self.seen[w as usize] &= !(1 << b);
+                    }
+                }
+                self.top = Some(seq);
+                let (w, b) = bit(seq);
+                self.seen[w as usize] |= 1 << b;
+                true
+            }
+        }
+    }
+
+    /// The previous arrival (time, transit) of the same stay, and records this one.
+    fn last_in_stay(&mut self, stay: usize, t_b: u64, transit: i64) -> Option<(u64, i64)> {
+        let slot = self.stays.iter().position(|s| s.is_some_and(|s| s.0 == stay));
+        let prev = slot.and_then(|i| self.stays[i]).map(|s| (s.1, s.2));
+        let i = slot.unwrap_or_else(|| {
+            // a new stay replaces the older of the two kept
+            match self.stays {
+                [None, _] => 0,
+                [_, None] => 1,
+                [Some(a), Some(b)] => usize::from(b.0 < a.0),
+            }
+        });
+        self.stays[i] = Some((stay, t_b, transit));
+        prev
+    }
+}
+
+/// Reduces one agent's records into a [`GameDigest`] as they are written.
+pub struct Builder {
+    d: GameDigest,
+    players: HashMap<(u32, u8), PlayerState>,
+    jitter: Vec<[Jitter; 2]>,
+}
+
+impl Builder {
+    pub fn new(categories: usize, epoch_ns: u64, duration_s: f64) -> Self {
+        let d = GameDigest::new(categories, epoch_ns, duration_s);
+        let jitter = vec![[Jitter::default(); 2]; d.categories.len()];
+        Builder { d, players: HashMap::new(), jitter }
+    }
+
+    fn second_of(&self, ns: u64) -> usize {
+        ((ns as i64 - self.d.epoch_ns as i64).max(0) as f64 / 1e9) as usize
+    }
+
+    /// An APDU this agent sent in direction `dir` (a `Sent` record: `t_b` is when it left, the
+    /// send time its packet carried).
+    pub fn sent(&mut self, r: &Record, dir: Direction) {
+        let secs = self.d.seconds.len();
+        let sec = self.second_of(r.t_b).min(secs - 1);
+        self.d.seconds[sec].sent[dir as usize] += 1;
+        if let Some(c) = self.d.categories.get_mut((r.tag & 0xFF) as usize) {
+            c[dir as usize].sent += 1;
+        }
+    }
+
+    /// An APDU this agent received in direction `dir` (a `Received` record), sent during the
+    /// player's stay `stay` (see [`stay_of`]).
+    pub fn received(&mut self, r: &Record, dir: Direction, stay: Option<usize>) {
+        let c = (r.tag & 0xFF) as usize;
+        if c >= self.d.categories.len() {
+            return;
+        }
+        let player = r.tag >> 8;
+        let secs = self.d.seconds.len();
+        let transit = r.t_b as i64 - r.t_a as i64;
+        let sent_sec = self.second_of(r.t_a).min(secs - 1);
+        let arr_sec = self.second_of(r.t_b);
+        let st = self.players.entry((player, dir as u8)).or_default();
+        if st.first_arrival(r.seq) {
+            self.d.seconds[sent_sec].got[dir as usize] += 1;
+        }
+        let prev = stay.and_then(|s| st.last_in_stay(s, r.t_b, transit));
+        if let Some(s) = self.d.seconds.get_mut(arr_sec) {
+            s.delay[dir as usize].record(transit);
+            s.bits[dir as usize] += r.size as u64 * 8;
+        }
+        let a = &mut self.d.categories[c][dir as usize];
+        a.received += 1;
+        a.bytes += r.size as u64;
+        a.size.record(r.size as u64);
+        a.delay.record(transit);
+        if let Some((t, pt)) = prev {
+            let iat_ns = r.t_b as f64 - t as f64;
+            a.iat_us.record((iat_ns / 1e3).max(0.0) as u64);
+            a.iat_ms.record((iat_ns / 1e6).round().max(0.0) as u64);
+            let j = &mut self.jitter[c][dir as usize];
+            j.update(transit - pt);
+            a.jitter_n += 1;
+            a.jitter_ns = j.ns();
+        }
+    }
+
+    pub fn digest(&self) -> &GameDigest {
+        &self.d
+    }
+
+    pub fn finish(self) -> GameDigest {
+        self.d
+    }
+}
+
+/// The stay of `segs` (a player's, in time order) an APDU sent at `t_a` (reference ns) belongs
+/// to, for a run that started at `epoch_ns`.
+pub fn stay_of(segs: &[Segment], epoch_ns: u64, t_a: u64) -> Option<usize> {
+    game::segment_index(segs, (t_a as i64 - epoch_ns as i64) as f64 / 1e9)
+}
+
+/// The report's analysis from a (merged) summary: [`crate::game::analyse`]'s figures, with the
+/// distribution figures' bounds in each row.
+pub fn analyse(ctx: &Context, d: &GameDigest) -> GameAnalysis {
+    let n = ctx.service.states.len().min(d.categories.len());
+    let mut ps = vec![0.0; n];
+    for segs in ctx.segments {
+        for s in segs.iter().filter(|s| (s.state as usize) < n) {
+            ps[s.state as usize] += (s.end_s.min(ctx.duration_s) - s.start_s).max(0.0);
+        }
+    }
+    let total_ps: f64 = ps.iter().sum();
+    let mut out = GameAnalysis { sub_weights: game::sub_weights(ctx), ..Default::default() };
+    let mut tot = [DirDigest::new(), DirDigest::new()];
+    for (state, dirs) in d.categories.iter().enumerate().take(n) {
+        let mut cat = CategoryStats {
+            category: ctx.service.states[state].name.clone(),
+            stays: ctx.segments.iter().flatten().filter(|s| s.state as usize == state && s.start_s < ctx.duration_s).count() as u64,
+            player_seconds: ps[state],
+            occupancy_share: if total_ps > 0.0 { ps[state] / total_ps } else { 0.0 },
+            ..Default::default()
+        };
+        for dir in [Direction::Up, Direction::Down] {
+            let a = &dirs[dir as usize];
+            let st = stats(ctx, Some((state, &out.sub_weights[state])), dir, a, ps[state]);
+            let t = &mut tot[dir as usize];
+            // summaries of one run share their bucket schemes: these cannot fail
+            let _ = t.size.merge(&a.size).and(t.delay.merge(&a.delay));
+            t.sent += a.sent;
+            t.received += a.received;
+            t.bytes += a.bytes;
+            match dir {
+                Direction::Up => cat.up = st,
+                Direction::Down => cat.down = st,
+            }
+        }
+        out.categories.push(cat);
+    }
+    out.up = stats(ctx, None, Direction::Up, &tot[0], total_ps);
+    out.down = stats(ctx, None, Direction::Down, &tot[1], total_ps);
+    out.throughput = d.seconds.iter().enumerate().take(ctx.duration_s.ceil() as usize).map(|(i, s)| (i as f64, s.bits[0] as f64, s.bits[1] as f64)).collect();
+    let keep = d.seconds.iter().rposition(|s| s.sent[0] + s.sent[1] > 0).map_or(0, |i| i + 1).max(ctx.duration_s.ceil() as usize).min(d.seconds.len());
+    out.seconds = d.seconds[..keep]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let ms = |v: Option<i64>| v.map(|v| v as f64 / 1e6);
+            Second {
+                t_s: i as f64,
+                sent: s.sent,
+                lost: [s.sent[0].saturating_sub(s.got[0]), s.sent[1].saturating_sub(s.got[1])],
+                delay_p50_ms: [ms(s.delay[0].quantile(0.5)), ms(s.delay[1].quantile(0.5))],
+                delay_p99_ms: [ms(s.delay[0].quantile(0.99)), ms(s.delay[1].quantile(0.99))],
+            }
+        })
+        .collect();
+    out.up.lost = out.seconds.iter().map(|s| s.lost[0]).sum();
+    out.down.lost = out.seconds.iter().map(|s| s.lost[1]).sum();
+    out.occupancy = game::occupancy(ctx, ctx.service.states.len());
+    out
+}
+
+/// One row from a summary: [`crate::game`]'s definitions on histograms.
+fn stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: Direction, a: &DirDigest, player_seconds: f64) -> DirectionStats {
+    let mut s = game::counted(ctx, a.sent, a.received, a.bytes, player_seconds);
+    s.iat_samples = a.iat_us.count();
+    let mut bounds = Bounds::default();
+    if let Some((k, w)) = state {
+        game::fill_model(ctx, k, w, dir, &mut s);
+        if let Some((lo, hi)) = a.size.ks(1.0, |x| game::model_cdf(ctx, w, k, dir, true, x).unwrap_or(0.0)) {
+            s.ks_size = Some(lo);
+            bounds.ks_size = Some(hi - lo);
+        }
+        if let Some((lo, hi)) = a.iat_ms.ks(1.0, |x| game::model_cdf(ctx, w, k, dir, false, x.floor() + 0.5).unwrap_or(0.0)) {
+            s.ks_iat = Some(lo);
+            bounds.ks_iat = Some(hi - lo);
+        }
+        if let Some((lo, hi)) = a.iat_us.ks(1e-3, |x| game::model_cdf(ctx, w, k, dir, false, x).unwrap_or(0.0)) {
+            s.ks_iat_exact = Some(lo);
+            bounds.ks_iat_exact = Some(hi - lo);
+        }
+    }
+    s.size_cdf = a.size.cdf_points(1.0, game::CDF_POINTS);
+    s.iat_cdf = a.iat_us.cdf_points(1e-3, game::CDF_POINTS);
+    let dl = &a.delay;
+    if dl.count() > 0 {
+        let q = |p: f64| dl.quantile(p).unwrap_or(0) as f64 / 1e6;
+        s.delay_mean_ms = Some(dl.sum / dl.count() as f64 / 1e6);
+        s.delay_p50_ms = Some(q(0.5));
+        s.delay_p99_ms = Some(q(0.99));
+        s.delay_max_ms = Some(dl.max as f64 / 1e6);
+        s.delay_cdf = signed_cdf(dl);
+        s.jitter_ms = state.is_some().then(|| a.jitter_ns / 1e6);
+        bounds.delay_ms = Some(dl.bound_at(dl.max.max(-dl.min)) as f64 / 1e6);
+    }
+    s.bounds = Some(bounds);
+    s
+}
+
+/// The delay CDF's points (ms, F) at the same ranks the raw path uses.
+fn signed_cdf(dl: &Signed) -> Vec<(f64, f64)> {
+    let n = dl.count();
+    (1..=game::CDF_POINTS)
+        .filter_map(|k| {
+            let p = k as f64 / game::CDF_POINTS as f64;
+            let v = dl.quantile(p)?;
+            Some((v as f64 / 1e6, ((p * n as f64).ceil() / n as f64).min(1.0)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
