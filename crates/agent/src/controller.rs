@@ -213,9 +213,13 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     let counting = counting.context("the plan count")?.context("starting the plan count")?;
     let planned = counting.join().map_err(|_| anyhow::anyhow!("counting the planned APDUs failed"))?;
     let (n, ranges) = (sc.players, &played.ranges);
+    // Connections per player: one per online span of the roster as the run left it (commands
+    // may have added spans); each connection logs its two endpoint records on each side.
+    let end_ns = (sc.duration_s * 1e9) as u64;
+    let connections: Vec<u64> = (0..n).map(|p| played.players.roster.spans(p, end_ns).len().max(1) as u64).collect();
     let dirs = played.fleet.collect(opts.out, |i, m| {
-        let client = ranges[i].clone().map_or(0, |r| log_bound(&planned, r));
-        let server = if m.downstream { log_bound(&planned, 0..n) } else { 0 };
+        let client = ranges[i].clone().map_or(0, |r| log_bound(&planned, &connections, r));
+        let server = if m.downstream { log_bound(&planned, &connections, 0..n) } else { 0 };
         vec![("client.hlog", client), ("server.hlog", server)]
     })?;
     played.fleet.close();
@@ -317,11 +321,15 @@ const OVERRUN: Duration = Duration::from_secs(15);
 /// millisecond; a start lead of under a second).
 const PLAN_MARGIN: Duration = Duration::from_secs(10);
 
-/// The most bytes a log of the players `range` may have by our plan: a header and one record
-/// per APDU planned each way (a side logs what it sends and what it receives), plus 1 % and 1,024
-/// records for duplicates an emulated link may add.
-fn log_bound(planned: &[[u64; 2]], range: Range<u32>) -> u64 {
-    let apdus: u64 = planned.get(range.start as usize..(range.end as usize).min(planned.len())).map_or(0, |p| p.iter().map(|c| c[0] + c[1]).sum());
-    let records = apdus + apdus / 100 + 1024;
+/// The most bytes a log of the players `range` may have by our plan: a header, one record per
+/// APDU planned each way (a side logs what it sends and what it receives), two endpoint records
+/// (source, destination) per connection, plus 1 % and 1,024 records for duplicates an emulated
+/// link may add. (Without the endpoint records, an honest server side of 3,000 players was
+/// refused in the podman run: 616 records over.)
+fn log_bound(planned: &[[u64; 2]], connections: &[u64], range: Range<u32>) -> u64 {
+    let span = range.start as usize..(range.end as usize).min(planned.len());
+    let apdus: u64 = planned.get(span.clone()).map_or(0, |p| p.iter().map(|c| c[0] + c[1]).sum());
+    let endpoints: u64 = 2 * connections.get(span).map_or(0, |c| c.iter().sum::<u64>());
+    let records = apdus + apdus / 100 + endpoints + 1024;
     horde_wire::LOG_HEADER_LEN as u64 + horde_wire::RECORD_LEN as u64 * records
 }
