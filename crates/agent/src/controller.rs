@@ -38,6 +38,21 @@ pub struct ControllerOptions<'a> {
     pub stop: &'a AtomicBool,
     /// The run's command channel (stop; players online for a scenario's open-loop players).
     pub commands: Option<&'a horde_scenario::control::Commands>,
+    /// What the agents send after the run: their logs, or one mergeable summary each.
+    pub collect: Collect,
+}
+
+/// What the controller collects from the agents after a scenario run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Collect {
+    /// Every agent's raw logs (the report is computed over all records; the logs are kept).
+    #[default]
+    Logs,
+    /// One summary per agent ([`horde_stats::digest`]): O(agents × bins) at the controller,
+    /// the same figures exactly or within the bounds the report states; no raw logs. An
+    /// interrupted run's logs are collected instead (a summary cannot be cut at the
+    /// interruption).
+    Summaries,
 }
 
 /// Where the server side runs.
@@ -108,6 +123,8 @@ pub(crate) struct Played<'a> {
     /// The common start, on the controller's clock.
     pub t0: u64,
     pub signalled: bool,
+    /// The agents sent summaries instead of logs.
+    pub summarised: bool,
 }
 
 /// Connects to the agents, plans the players (calls `planned` with them, e.g. to count the
@@ -168,7 +185,7 @@ pub(crate) fn play<'a>(
         downstream_lost_stops_all: true,
         missing: &missing,
     });
-    Ok(Played { fleet, players, server_i, ranges, t0, signalled: watched.signalled })
+    Ok(Played { fleet, players, server_i, ranges, t0, signalled: watched.signalled, summarised: false })
 }
 
 /// The agents' rows, shared by both kinds of scenario: role, players and what each sent and
@@ -217,20 +234,59 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     // may have added spans); each connection logs its two endpoint records on each side.
     let end_ns = (sc.duration_s * 1e9) as u64;
     let connections: Vec<u64> = (0..n).map(|p| played.players.roster.spans(p, end_ns).len().max(1) as u64).collect();
-    let dirs = played.fleet.collect(opts.out, |i, m| {
-        let client = ranges[i].clone().map_or(0, |r| log_bound(&planned, &connections, r));
-        let server = if m.downstream { log_bound(&planned, &connections, 0..n) } else { 0 };
-        vec![("client.hlog", client), ("server.hlog", server)]
-    })?;
+    let whole = !played.signalled && played.fleet.members[played.server_i].lost_at_s.is_none() && !played.fleet.stopped_by_command;
+    let summaries = match opts.collect {
+        Collect::Summaries if whole => Some(summary_plan(sc, &played)?),
+        Collect::Summaries => {
+            played.fleet.note("the run was interrupted: collecting the agents' logs (a summary cannot be cut at the interruption)".into());
+            None
+        }
+        Collect::Logs => None,
+    };
+    let dirs = match &summaries {
+        Some((expect, req)) => {
+            let bound = summary_bound(expect);
+            played.fleet.collect_with(
+                opts.out,
+                |_, _| vec![("digest.json", bound)],
+                |_, m| Some(Box::new(crate::msg::SummaryRequest { own_offset_ns: m.c.clock.offset_ns, ..req.clone() })),
+            )?
+        }
+        None => played.fleet.collect(opts.out, |i, m| {
+            let client = ranges[i].clone().map_or(0, |r| log_bound(&planned, &connections, r));
+            let server = if m.downstream { log_bound(&planned, &connections, 0..n) } else { 0 };
+            vec![("client.hlog", client), ("server.hlog", server)]
+        })?,
+    };
     played.fleet.close();
-    report(sc, opts.out, &mut played, dirs, planned)
+    played.summarised = summaries.is_some();
+    report(sc, opts.out, &mut played, dirs, planned, summaries.map(|s| s.0))
 }
 
-/// One report over all records, every one on the controller's clock.
-fn report(sc: &Scenario, out: &Path, p: &mut Played, dirs: Vec<PathBuf>, planned: Vec<[u64; 2]>) -> anyhow::Result<Outcome> {
-    let t_merge = Instant::now();
-    let parts: Vec<crate::merge::Part> = p
-        .fleet
+/// What a summary of this run must be (its start, categories, seconds) and the request each
+/// agent gets (offsets of every agent; its own is filled in per agent).
+fn summary_plan(sc: &Scenario, p: &Played) -> anyhow::Result<(horde_stats::digest::GameDigest, crate::msg::SummaryRequest)> {
+    // before the collection: every agent still in the run counts
+    let mut parts = parts(p, &vec![PathBuf::new(); p.fleet.members.len()]);
+    for (q, m) in parts.iter_mut().zip(&p.fleet.members) {
+        q.ok = m.ok();
+    }
+    let epoch_ns = crate::merge::epoch(&parts).context("no client agent reported its start: nothing to summarise")?;
+    let expect = horde_stats::digest::GameDigest::new(sc.service.states.len(), epoch_ns, sc.duration_s);
+    let owners: Vec<(Range<u32>, i64)> = parts.iter().filter_map(|q| q.players.clone().map(|r| (r, q.offset_ns))).collect();
+    let server_offset_ns = parts[p.server_i].offset_ns;
+    Ok((expect, crate::msg::SummaryRequest { epoch_ns, own_offset_ns: 0, server_offset_ns, owners }))
+}
+
+/// The most bytes a summary may have: its categories' histograms at most 2 MB each way, its
+/// seconds' at most 256 KB each (a real one has a few KB a second).
+fn summary_bound(d: &horde_stats::digest::GameDigest) -> u64 {
+    (1 << 20) + d.categories.len() as u64 * (4 << 20) + d.seconds.len() as u64 * (256 << 10)
+}
+
+/// Every agent's part as the merge sees it, its files in `dirs`.
+fn parts(p: &Played, dirs: &[PathBuf]) -> Vec<crate::merge::Part> {
+    p.fleet
         .members
         .iter()
         .enumerate()
@@ -244,20 +300,46 @@ fn report(sc: &Scenario, out: &Path, p: &mut Played, dirs: Vec<PathBuf>, planned
             client: m.report("clients"),
             server_report: m.report("server"),
         })
-        .collect();
+        .collect()
+}
+
+/// One report over all records, every one on the controller's clock.
+fn report(
+    sc: &Scenario,
+    out: &Path,
+    p: &mut Played,
+    dirs: Vec<PathBuf>,
+    planned: Vec<[u64; 2]>,
+    summary: Option<horde_stats::digest::GameDigest>,
+) -> anyhow::Result<Outcome> {
+    let t_merge = Instant::now();
+    let parts = parts(p, &dirs);
     let plan = crate::merge::Plan {
         from_ns: p.t0.saturating_sub(PLAN_MARGIN.as_nanos() as u64),
         to_ns: p.t0 + (sc.duration_s * 1e9) as u64 + (OVERRUN + FINISH_WITHIN + PLAN_MARGIN).as_nanos() as u64,
         apdus: planned,
     };
-    let merged = crate::merge::merge(sc, &parts, &plan)?;
-    for (name, why) in &merged.refused {
+    enum Data {
+        Records(Vec<horde_wire::Record>, Vec<horde_wire::Record>),
+        Summary(Box<horde_stats::digest::GameDigest>),
+    }
+    let (client, server_report, refused, data) = match summary {
+        Some(expect) => {
+            let m = crate::merge::merge_summaries(&parts, &plan, &expect)?;
+            (m.client, m.server, m.refused, Data::Summary(Box::new(m.digest)))
+        }
+        None => {
+            let m = crate::merge::merge(sc, &parts, &plan)?;
+            (m.client, m.server, m.refused, Data::Records(m.client_records, m.server_records))
+        }
+    };
+    for (name, why) in &refused {
         p.fleet.refuse(name, why);
     }
     let server = &p.fleet.members[p.server_i];
     let server_lost = server.lost_at_s;
     let interruption = (p.signalled || server_lost.is_some()).then(|| {
-        let at_s = server_lost.unwrap_or_else(|| merged.client.end_real_ns.saturating_sub(merged.client.t0_real_ns) as f64 / 1e9).min(sc.duration_s);
+        let at_s = server_lost.unwrap_or_else(|| client.end_real_ns.saturating_sub(client.t0_real_ns) as f64 / 1e9).min(sc.duration_s);
         let reason = match server_lost {
             Some(_) => format!("the server agent {} was lost", server.c.name),
             None if p.fleet.stopped_by_command => "stopped by a command".into(),
@@ -278,8 +360,8 @@ fn report(sc: &Scenario, out: &Path, p: &mut Played, dirs: Vec<PathBuf>, planned
     let distributed = distributed(p, agent_rows(p, count));
     let present = p.fleet.members.iter().zip(&p.ranges).filter(|(m, _)| m.ok()).filter_map(|(_, r)| r.clone()).collect();
     let outcomes = horde_scenario::report::Outcomes {
-        client: merged.client,
-        server: merged.server,
+        client,
+        server: server_report,
         usage,
         links: None,
         link_series: Vec::new(),
@@ -290,13 +372,14 @@ fn report(sc: &Scenario, out: &Path, p: &mut Played, dirs: Vec<PathBuf>, planned
         online: p.players.roster.changes(),
         marks: Vec::new(),
     };
-    let summary = horde_scenario::report::write_records(sc, out, &p.players, outcomes, &merged.client_records, &merged.server_records)?;
-    p.fleet.note(format!(
-        "merged {} + {} records and analysed them in {:.1} s",
-        merged.client_records.len(),
-        merged.server_records.len(),
-        t_merge.elapsed().as_secs_f64()
-    ));
+    let (summary, what) = match &data {
+        Data::Records(c, s) => (horde_scenario::report::write_records(sc, out, &p.players, outcomes, c, s)?, format!("{} + {} records", c.len(), s.len())),
+        Data::Summary(d) => (
+            horde_scenario::report::write_summary(sc, out, &p.players, outcomes, d)?,
+            format!("{} summaries", parts.iter().filter(|q| q.ok).count() - refused.len()),
+        ),
+    };
+    p.fleet.note(format!("merged {what} and analysed them in {:.1} s", t_merge.elapsed().as_secs_f64()));
     Ok(Outcome { summary, lost: p.fleet.lost() })
 }
 
@@ -310,6 +393,7 @@ pub(crate) fn distributed(p: &Played, agents: Vec<horde_scenario::AgentRow>) -> 
         missing_players: missing_players(p),
         log_bytes,
         log_bytes_transferred,
+        collected: if p.summarised { "summaries" } else { "logs" }.into(),
     }
 }
 

@@ -489,6 +489,17 @@ impl<'a> Fleet<'a> {
     /// bounded by the limit the kind gives from its own plan (never from what the agent says).
     /// Returns the directory of each agent.
     pub fn collect(&mut self, out: &Path, limits: impl Fn(usize, &Member) -> Vec<(&'static str, u64)>) -> anyhow::Result<Vec<PathBuf>> {
+        self.collect_with(out, limits, |_, _| None)
+    }
+
+    /// [`Fleet::collect`], asking each agent for its run's summary instead of its logs where
+    /// `summarise` gives a request (the summary is then the one file collected).
+    pub fn collect_with(
+        &mut self,
+        out: &Path,
+        limits: impl Fn(usize, &Member) -> Vec<(&'static str, u64)>,
+        summarise: impl Fn(usize, &Member) -> Option<Box<crate::msg::SummaryRequest>>,
+    ) -> anyhow::Result<Vec<PathBuf>> {
         let agents_dir = out.join("agents");
         let dirs: Vec<PathBuf> = dir_names(&self.names()).into_iter().map(|d| agents_dir.join(d)).collect();
         let mut collecting = 0;
@@ -497,7 +508,7 @@ impl<'a> Fleet<'a> {
             let dir = dirs[i].clone();
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let limits = limits(i, m);
-            let _ = m.c.cmd.send(Cmd::Collect { dir, limits });
+            let _ = m.c.cmd.send(Cmd::Collect { dir, limits, summarise: summarise(i, m) });
             collecting += 1;
         }
         let (ev, start) = (self.ev, self.start);

@@ -33,6 +33,8 @@ pub(crate) enum Cmd {
     Collect {
         dir: PathBuf,
         limits: Vec<(&'static str, u64)>,
+        /// Ask for the run's summary instead of its logs (`--collect summaries`).
+        summarise: Option<Box<msg::SummaryRequest>>,
     },
     Close,
 }
@@ -338,10 +340,13 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
                 }
                 Cmd::Stop => ToAgent::Stop,
                 Cmd::Players { online, at_ns } => ToAgent::Players { online, at_ns },
-                Cmd::Collect { dir, limits } => {
+                Cmd::Collect { dir, limits, summarise } => {
                     running = false;
                     collecting = Some(Collect { dir, limits, file: None, bytes: 0, transferred: 0, total: 0, total_transferred: 0, files: 0 });
-                    ToAgent::Collect
+                    match summarise {
+                        Some(req) => ToAgent::Summarise(req),
+                        None => ToAgent::Collect,
+                    }
                 }
                 Cmd::Close => return,
             };

@@ -157,8 +157,15 @@ pub fn load_records(parts: &[Part], plan: &Plan) -> anyhow::Result<Loaded> {
 /// whose logs the plan refuses are left out (and named in [`Merged::refused`]).
 pub fn merge(sc: &Scenario, parts: &[Part], plan: &Plan) -> anyhow::Result<Merged> {
     let _ = sc;
-    let server = parts.iter().find(|p| p.server).context("no server agent")?;
     let (client_records, server_records, refused) = load_records(parts, plan)?;
+    let (client, server) = merged_reports(parts, &refused, &client_records)?;
+    Ok(Merged { client_records, server_records, client, server, refused })
+}
+
+/// The merged client report (lateness over `client_records` when there are any) and the
+/// server side's, times on the controller's clock.
+fn merged_reports(parts: &[Part], refused: &[(String, String)], client_records: &[Record]) -> anyhow::Result<(SendReport, SendReport)> {
+    let server = parts.iter().find(|p| p.server).context("no server agent")?;
     let reports: Vec<SendReport> = parts
         .iter()
         .filter(|p| p.ok && p.players.is_some() && !refused.iter().any(|r| r.0 == p.name))
@@ -170,11 +177,74 @@ pub fn merge(sc: &Scenario, parts: &[Part], plan: &Plan) -> anyhow::Result<Merge
             })
         })
         .collect();
-    let client = merge_reports(&reports, &client_records).context("no client agent finished with a log the plan allows: nothing to report")?;
+    let client = merge_reports(&reports, client_records).context("no client agent finished with a log the plan allows: nothing to report")?;
     let mut server_report = server.server_report.clone().unwrap_or_else(|| SendReport { flows: Vec::new(), interrupted: true, ..client.clone() });
     server_report.t0_real_ns = to_reference(server_report.t0_real_ns, server.offset_ns);
     server_report.end_real_ns = to_reference(server_report.end_real_ns, server.offset_ns);
-    Ok(Merged { client_records, server_records, client, server: server_report, refused })
+    Ok((client, server_report))
+}
+
+/// The run's start on the controller's clock as the merged report will have it: the earliest
+/// client shard's (a summary's seconds count from it).
+pub fn epoch(parts: &[Part]) -> Option<u64> {
+    let start = |p: &Part| p.client.as_ref().filter(|r| r.t0_real_ns > 0).map(|r| to_reference(r.t0_real_ns, p.offset_ns));
+    parts.iter().filter(|p| p.ok && p.players.is_some()).filter_map(start).min()
+}
+
+/// A run merged from its agents' summaries (`--collect summaries`).
+pub struct MergedSummary {
+    pub digest: horde_stats::digest::GameDigest,
+    pub client: SendReport,
+    pub server: SendReport,
+    pub refused: Vec<(String, String)>,
+}
+
+/// Merges the summaries (`digest.json`) of the parts that sent one. Each is checked against
+/// our own plan before it counts ([`horde_stats::digest::GameDigest::accept`]: the run's start,
+/// categories and seconds, and no more departures than the part's players and server side have
+/// planned, plus the logs' 1 % and 1,024 for duplicates); one that breaks it is refused whole.
+pub fn merge_summaries(parts: &[Part], plan: &Plan, expect: &horde_stats::digest::GameDigest) -> anyhow::Result<MergedSummary> {
+    let mut digest = expect.clone();
+    let mut refused = Vec::new();
+    let all = 0..plan.apdus.len() as u32;
+    let planned =
+        |r: &Range<u32>| -> u64 { plan.apdus.get(r.start as usize..(r.end as usize).min(plan.apdus.len())).map_or(0, |p| p.iter().map(|c| c[0] + c[1]).sum()) };
+    for p in parts.iter().filter(|p| p.ok) {
+        let apdus = p.players.as_ref().map_or(0, planned) + if p.server { planned(&all) } else { 0 };
+        let max_sent = apdus + apdus / 100 + 1024;
+        let path = p.dir.join("digest.json");
+        let got = std::fs::read(&path)
+            .map_err(|e| format!("no summary ({e})"))
+            .and_then(|b| horde_stats::digest::GameDigest::accept(&b, expect, max_sent).map_err(|e| e.to_string()))
+            .and_then(|d| digest.merge(&d).map_err(|e| e.to_string()));
+        if let Err(why) = got {
+            refused.push((p.name.clone(), format!("its summary: {why}")));
+        }
+    }
+    let (mut client, server) = merged_reports(parts, &refused, &[])?;
+    if let Some(l) = lateness_of(&digest) {
+        client.lateness = l;
+    }
+    Ok(MergedSummary { digest, client, server, refused })
+}
+
+/// Send lateness from a summary's histogram (the same figures [`lateness`] takes over records).
+fn lateness_of(d: &horde_stats::digest::GameDigest) -> Option<horde_engine::sender::Lateness> {
+    let h = &d.lateness_us;
+    let n = h.count();
+    if n == 0 {
+        return None;
+    }
+    let q = |p: f64| h.quantile(p).unwrap_or(0) as f64;
+    Some(horde_engine::sender::Lateness {
+        mean_us: d.lateness_sum_us / n as f64,
+        p50_us: q(0.5),
+        p90_us: q(0.9),
+        p99_us: q(0.99),
+        p999_us: q(0.999),
+        max_us: q(1.0),
+        over_1ms: d.late_over_1ms,
+    })
 }
 
 /// One client-side report from the shards': counters add up, flows are listed together, the

@@ -51,6 +51,23 @@ pub enum ToAgent {
     Players { online: u32, at_ns: u64 },
     /// Send the logs of the finished run.
     Collect,
+    /// Reduce the finished run's logs into one mergeable summary (`horde run --collect
+    /// summaries`) and send it instead of the logs: the one file collected, `digest.json`.
+    Summarise(Box<SummaryRequest>),
+}
+
+/// What an agent needs to summarise its part of a run on the controller's clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummaryRequest {
+    /// The run's start on the controller's clock (ns): the summary's seconds count from it.
+    pub epoch_ns: u64,
+    /// This agent's clock minus the controller's (ns).
+    pub own_offset_ns: i64,
+    /// The server agent's offset, and each player range's agent's: a received APDU carries its
+    /// sender's send time.
+    pub server_offset_ns: i64,
+    pub owners: Vec<(std::ops::Range<u32>, i64)>,
 }
 
 /// What an agent runs.
@@ -345,6 +362,7 @@ mod tests {
             ToAgent::Ping,
             ToAgent::Stop,
             ToAgent::Collect,
+            ToAgent::Summarise(Box::new(SummaryRequest { epoch_ns: 5, own_offset_ns: -3, server_offset_ns: 2, owners: vec![(0..10, 4)] })),
         ];
         let mut bytes = Vec::new();
         for m in &msgs {

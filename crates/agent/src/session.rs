@@ -54,8 +54,8 @@ pub enum Action {
         online: u32,
         at_ns: u64,
     },
-    /// Send the finished run's logs.
-    Collect,
+    /// Send the finished run's logs, or (with a request) its summary instead.
+    Collect(Option<Box<crate::msg::SummaryRequest>>),
     /// End the session; the reason is for the agent's log.
     Close(String),
 }
@@ -133,7 +133,8 @@ impl Session {
             (Phase::Finished, ToAgent::Stop) => vec![],
             (Phase::Assigned | Phase::Running, ToAgent::Players { online, at_ns }) => vec![Action::Players { online, at_ns }],
             (Phase::Finished, ToAgent::Players { .. }) => vec![],
-            (Phase::Finished, ToAgent::Collect) => vec![Action::Collect],
+            (Phase::Finished, ToAgent::Collect) => vec![Action::Collect(None)],
+            (Phase::Finished, ToAgent::Summarise(req)) => vec![Action::Collect(Some(req))],
             (p, other) => self.refuse(format!("{} is not expected now ({p:?})", kind(&other))),
         }
     }
@@ -209,6 +210,7 @@ fn kind(m: &ToAgent) -> &'static str {
         ToAgent::Stop => "stop",
         ToAgent::Players { .. } => "players",
         ToAgent::Collect => "collect",
+        ToAgent::Summarise(_) => "summarise",
     }
 }
 
@@ -310,7 +312,7 @@ mod tests {
         assert_eq!(s.phase(), Phase::Running);
         s.role_ended();
         assert_eq!(s.phase(), Phase::Finished);
-        assert_eq!(s.on_msg(5, ToAgent::Collect, |_| false), vec![Action::Collect]);
+        assert_eq!(s.on_msg(5, ToAgent::Collect, |_| false), vec![Action::Collect(None)]);
         s.collected();
         assert_eq!(s.phase(), Phase::Closed);
     }

@@ -100,6 +100,7 @@ fn run_on(agents: &[&Agent], creds: &Path, sc: &Scenario, out: &Path) -> (anyhow
         events: &events,
         stop: &stop,
         commands: None,
+        collect: Default::default(),
     };
     let r = controller::run(sc, &opts);
     (r, notes.take())

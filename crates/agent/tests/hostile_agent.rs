@@ -57,6 +57,8 @@ enum Lie {
     HugeClaim,
     /// Finishes, then hands over a real log with records of a player it was not given.
     ForeignRecords,
+    /// Finishes, then hands over a well-formed summary claiming 10¹² departures.
+    LyingSummary,
 }
 
 /// The fake agent: a TLS server with a valid agent certificate.
@@ -74,6 +76,7 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
         let mut chatty = false;
         let mut last = Instant::now();
         let mut players = 0..0;
+        let mut secs = 0.0;
         loop {
             let send = |tls: &mut rustls::StreamOwned<rustls::ServerConnection, std::net::TcpStream>, m: &ToController| {
                 tls.write_all(&msg::encode(m)).and_then(|_| tls.flush())
@@ -99,6 +102,7 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                     ToAgent::Ping => vec![ToController::Pong],
                     ToAgent::Assign(a) => {
                         players = a.players.clone().unwrap_or(0..0);
+                        secs = a.duration_ns as f64 / 1e9;
                         chatty = true;
                         if lie == Lie::NeverReady {
                             vec![]
@@ -121,6 +125,13 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                     }
                     ToAgent::Collect => {
                         let _ = collect(&mut tls, lie, players.end + 5);
+                        vec![]
+                    }
+                    ToAgent::Summarise(req) => {
+                        // WoW's 6 categories, the run's start and seconds: only the counts lie
+                        let mut d = horde_stats::digest::GameDigest::new(6, req.epoch_ns, secs);
+                        d.categories[0][0].sent = 1_000_000_000_000;
+                        let _ = send_file(&mut tls, "digest.json", &serde_json::to_vec(&d).unwrap());
                         vec![]
                     }
                 };
@@ -165,12 +176,19 @@ fn collect(tls: &mut impl Write, lie: Lie, foreign: u32) -> std::io::Result<()> 
     let at = log.len();
     log.resize(at + horde_wire::RECORD_LEN, 0);
     r.emit(&mut log[at..]);
+    send_file(tls, "client.hlog", &log)
+}
+
+/// Hands `bytes` over as the one file collected, as an agent does.
+fn send_file(tls: &mut impl Write, file: &str, bytes: &[u8]) -> std::io::Result<()> {
     let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
-    enc.write_all(&log)?;
+    enc.write_all(bytes)?;
     let z = enc.finish()?;
-    tls.write_all(&msg::encode(&ToController::LogBegin { file: "client.hlog".into(), bytes: log.len() as u64 }))?;
-    tls.write_all(&msg::encode_log(&z))?;
-    tls.write_all(&msg::encode(&ToController::LogEnd { file: "client.hlog".into(), bytes: log.len() as u64, transferred: z.len() as u64 }))?;
+    tls.write_all(&msg::encode(&ToController::LogBegin { file: file.into(), bytes: bytes.len() as u64 }))?;
+    for c in z.chunks(msg::LOG_PIECE) {
+        tls.write_all(&msg::encode_log(c))?;
+    }
+    tls.write_all(&msg::encode(&ToController::LogEnd { file: file.into(), bytes: bytes.len() as u64, transferred: z.len() as u64 }))?;
     tls.write_all(&msg::encode(&ToController::Collected { files: 1 }))?;
     tls.flush()
 }
@@ -179,6 +197,7 @@ fn collect(tls: &mut impl Write, lie: Lie, foreign: u32) -> std::io::Result<()> 
 /// players) and the fake (the other half); `ctrl_c_at`: set the stop flag then. Returns the
 /// outcome, the notes, and how long after the stop flag (or the start) the controller ended.
 fn run(lie: Lie, secs: u32, ctrl_c_at: Option<Duration>) -> (anyhow::Result<controller::Outcome>, Vec<String>, Duration, PathBuf) {
+    let collect = if lie == Lie::LyingSummary { controller::Collect::Summaries } else { controller::Collect::Logs };
     let d = tmp(&format!("{lie:?}"));
     let creds = d.join("creds");
     horde_agent::tls::keygen(&creds, 1).unwrap();
@@ -202,6 +221,7 @@ fn run(lie: Lie, secs: u32, ctrl_c_at: Option<Duration>) -> (anyhow::Result<cont
         events: &events,
         stop: &stop,
         commands: None,
+        collect,
     };
     let t = Instant::now();
     let (r, ended) = std::thread::scope(|s| {
@@ -269,6 +289,20 @@ fn records_of_players_an_agent_was_not_given_are_refused_and_named() {
     assert!(d.agents[1].stats.status.contains("log refused") && d.agents[1].stats.status.contains("player 45"), "{:?}", d.agents[1]);
     assert!(notes.iter().any(|n| n.contains("left out of the report")), "{notes:#?}");
     assert!(d.partial && d.missing_players.iter().any(|m| m.start == 20), "{:?}", d.missing_players);
+    assert_eq!(r.summary.client.flows.len(), 20, "only the honest agent's players");
+}
+
+#[test]
+fn a_summary_claiming_more_than_the_plan_allows_is_refused_and_named() {
+    let (r, notes, _, _) = run(Lie::LyingSummary, 3, None);
+    let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
+    let d = r.summary.distributed.as_ref().unwrap();
+    assert_eq!(d.collected, "summaries");
+    assert!(d.agents[1].stats.status.contains("its summary") && d.agents[1].stats.status.contains("the plan allows"), "{:?}", d.agents[1]);
+    assert!(d.partial && d.missing_players.iter().any(|m| m.start == 20), "{:?}", d.missing_players);
+    assert_eq!(d.agents[0].stats.status, "finished");
+    let sent: u64 = r.summary.analysis.categories.iter().map(|c| c.up.sent + c.down.sent).sum();
+    assert!(sent < 1_000_000, "the lie is not in the report: {sent}");
     assert_eq!(r.summary.client.flows.len(), 20, "only the honest agent's players");
 }
 

@@ -739,3 +739,73 @@ fn the_online_target_and_a_stop_go_through_agents() {
 fn progress_lines(p: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(p).unwrap().lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).filter(|l| l["event"] == "progress").collect()
 }
+
+/// Issue 27: `--collect summaries`. The same seed run twice through the same 2 agents, once
+/// collecting logs and once summaries: what the schedules fix (departures, arrivals, bytes,
+/// sizes and so their KS distance) is the same in both reports, every row from summaries
+/// states its bounds, and the summaries are a fraction of the logs' bytes.
+#[test]
+fn summaries_from_agents_give_the_logs_figures_for_a_fraction_of_the_bytes() {
+    let d = tmp("summaries");
+    let creds = keygen(&d);
+    let (a1, x1, _) = agent(&d, &creds, "127.0.0.16", "s1", false);
+    let (a2, x2, _) = agent(&d, &creds, "127.0.0.17", "s2", false);
+    let sc = scenario(&d, 200, 6);
+    let list = format!("{x1},{x2}");
+    let mut reports = Vec::new();
+    for how in ["logs", "summaries"] {
+        let out = d.join(format!("out-{how}"));
+        let mut ctl = Proc::spawn(&[
+            "run",
+            sc.to_str().unwrap(),
+            "--agents",
+            &list,
+            "--credentials",
+            creds.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--collect",
+            how,
+        ]);
+        assert_eq!(ctl.wait(Duration::from_secs(90)), 0, "{}", ctl.text());
+        assert!(ctl.text().contains(&format!("{how} collected:")), "{}", ctl.text());
+        let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(s["distributed"]["collected"], how);
+        reports.push(s);
+    }
+    for a in [&a1, &a2] {
+        a.wait_line("summary collected", Duration::from_secs(10));
+    }
+    let (logs, sums) = (&reports[0], &reports[1]);
+    let cats = logs["analysis"]["categories"].as_array().unwrap();
+    assert!(cats.len() >= 3);
+    let rows = |s: &serde_json::Value| -> Vec<serde_json::Value> {
+        let a = &s["analysis"];
+        let mut v: Vec<serde_json::Value> = a["categories"].as_array().unwrap().iter().flat_map(|c| [c["up"].clone(), c["down"].clone()]).collect();
+        v.push(a["up"].clone());
+        v.push(a["down"].clone());
+        v
+    };
+    let (l, m) = (rows(logs), rows(sums));
+    assert!(l[l.len() - 1]["received"].as_u64().unwrap() > 1_000, "traffic flowed");
+    for (x, y) in l.iter().zip(&m) {
+        for k in ["sent", "received", "lost", "bytes", "size_samples"] {
+            assert_eq!(x[k], y[k], "{k}: logs {x} vs summaries {y}");
+        }
+        assert!(x.get("bounds").is_none(), "rows from records carry no bounds");
+        let b = &y["bounds"];
+        assert!(b.is_object(), "rows from summaries state their bounds: {y}");
+        if let (Some(ks), Some(got), Some(bound)) = (x["ks_size"].as_f64(), y["ks_size"].as_f64(), b["ks_size"].as_f64()) {
+            assert!(got <= ks + 1e-9 && ks <= got + bound + 1e-9, "KS size {ks} in [{got}, {got} + {bound}]");
+        }
+        if x["received"].as_u64() > Some(0) {
+            assert!(y["delay_p99_ms"].as_f64().is_some() && b["delay_ms"].as_f64().is_some(), "{y}");
+        }
+    }
+    let bytes = |s: &serde_json::Value| s["distributed"]["log_bytes"].as_u64().unwrap();
+    assert!(bytes(sums) * 3 < bytes(logs), "summaries {} B against logs {} B", bytes(sums), bytes(logs));
+    // refused where it cannot apply
+    let o = Command::new(HORDE).args(["run", sc.to_str().unwrap(), "--collect", "summaries", "-o", d.join("x").to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--collect summaries is for a scenario's players run through agents"));
+}

@@ -288,9 +288,17 @@ pub struct Distributed {
     /// Players whose agent was lost (ranges of player ids, `a..b` = a to b-1).
     pub missing_players: Vec<std::ops::Range<u32>>,
     /// Log bytes the controller collected: as the agents wrote them, and as transferred
-    /// (compressed).
+    /// (compressed). With `collected` = "summaries", the summaries' bytes.
     pub log_bytes: u64,
     pub log_bytes_transferred: u64,
+    /// What the agents sent after the run: "logs" (the report is computed over all records) or
+    /// "summaries" (`--collect summaries`: one mergeable summary each; rows carry `bounds`).
+    #[serde(default = "logs")]
+    pub collected: String,
+}
+
+fn logs() -> String {
+    "logs".into()
 }
 
 /// One agent of a distributed run.
@@ -358,6 +366,30 @@ fn online_only(segs: &[horde_model::behaviour::Segment], spans: &[(u64, u64)]) -
     out
 }
 
+/// The players' stays as the analysis counts them: a shard's report covers its own players (the
+/// others spent no time in any category here), and players the roster took offline spent that
+/// time in no category either. An agent summarising its records uses the same stays.
+pub fn analysed_segments<'a>(
+    sc: &Scenario,
+    players: &'a Players,
+    present: &[std::ops::Range<u32>],
+) -> std::borrow::Cow<'a, [Vec<horde_model::behaviour::Segment>]> {
+    let all = present.len() == 1 && present[0] == (0..sc.players);
+    if all && players.roster.everyone_throughout() {
+        return std::borrow::Cow::Borrowed(&players.segments[..]);
+    }
+    let here = |p: u32| present.iter().any(|r| r.contains(&p));
+    let end_ns = (sc.duration_s * 1e9) as u64;
+    std::borrow::Cow::Owned(
+        players
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(p, s)| if here(p as u32) { online_only(s, &players.roster.spans(p as u32, end_ns)) } else { Vec::new() })
+            .collect(),
+    )
+}
+
 /// Analyses the logs in `out` and writes the report directory: `summary.json`,
 /// `scenario.toml`, `charts/*.svg` and `index.html`.
 pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyhow::Result<Summary> {
@@ -372,23 +404,17 @@ pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyho
 /// [`write`] on records already loaded (a distributed run's, merged from its agents' logs and
 /// corrected to one clock).
 pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, c: &[horde_wire::Record], s: &[horde_wire::Record]) -> anyhow::Result<Summary> {
-    // A shard's report covers its own players: the others spent no time in any category here.
-    // Players the roster took offline spent that time in no category either.
-    let masked: Vec<Vec<horde_model::behaviour::Segment>>;
-    let all = o.present.len() == 1 && o.present[0] == (0..sc.players);
-    let segments: &[Vec<horde_model::behaviour::Segment>] = if all && players.roster.everyone_throughout() {
-        &players.segments
-    } else {
-        let here = |p: u32| o.present.iter().any(|r| r.contains(&p));
-        let end_ns = (sc.duration_s * 1e9) as u64;
-        masked = players
-            .segments
-            .iter()
-            .enumerate()
-            .map(|(p, s)| if here(p as u32) { online_only(s, &players.roster.spans(p as u32, end_ns)) } else { Vec::new() })
-            .collect();
-        &masked
-    };
+    write_with(sc, out, players, o, |ctx| game::analyse(ctx, c, s))
+}
+
+/// [`write`] from a merged summary instead of records (`horde run --collect summaries`): the
+/// same figures, exact or within the bounds each row states.
+pub fn write_summary(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, d: &horde_stats::digest::GameDigest) -> anyhow::Result<Summary> {
+    write_with(sc, out, players, o, |ctx| horde_stats::digest::analyse(ctx, d))
+}
+
+fn write_with(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, analyse: impl FnOnce(&Context) -> GameAnalysis) -> anyhow::Result<Summary> {
+    let segments = &*analysed_segments(sc, players, &o.present);
     let ctx = Context {
         service: &sc.service,
         traffic: &players.traffic,
@@ -397,7 +423,7 @@ pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, 
         epoch_ns: o.client.t0_real_ns,
         cutoff_ns: o.interruption.as_ref().map(|i| o.client.t0_real_ns + (i.analysed_s * 1e9) as u64),
     };
-    let g = game::analyse(&ctx, c, s);
+    let g = analyse(&ctx);
     let mut charts = horde_stats::html::game_charts(&g, &ctx);
     if let Some(t) = &o.topology_svg {
         charts.insert(0, ("topology.svg".to_string(), t.clone()));
@@ -476,7 +502,8 @@ pub fn agents_table(d: &Distributed, unit: &str) -> String {
         t.push_str(&format!("PARTIAL: players {} were lost with their agent; the statistics cover the others.\n", m.join(", ")));
     }
     t.push_str(&format!(
-        "logs collected: {:.2} MB written by the agents, {:.2} MB transferred (deflate)\n",
+        "{} collected: {:.2} MB written by the agents, {:.2} MB transferred (deflate)\n",
+        if d.collected == "summaries" { "summaries" } else { "logs" },
         d.log_bytes as f64 / 1e6,
         d.log_bytes_transferred as f64 / 1e6
     ));

@@ -49,7 +49,18 @@ fn gen(dir: &Path, args: &[String]) {
             let dir = if rng.random_bool(0.3) { Direction::Up } else { Direction::Down };
             let t_a = EPOCH + rng.random_range(0..seconds * 1_000_000_000);
             let d = (delay.sample(&mut rng) * 1e3) as u64;
-            let r = Record { flow: p, size: size.sample(&mut rng).min(65_000.0) as u32 + 1, seq: k / 5_000, t_a, t_b: t_a + d, tag: p << 8 | c, tos: 0, ttl: 0, kind: RecordKind::Sent, flags: 0 };
+            let r = Record {
+                flow: p,
+                size: size.sample(&mut rng).min(65_000.0) as u32 + 1,
+                seq: k / 5_000,
+                t_a,
+                t_b: t_a + d,
+                tag: p << 8 | c,
+                tos: 0,
+                ttl: 0,
+                kind: RecordKind::Sent,
+                flags: 0,
+            };
             b.sent(&Record { t_b: t_a, ..r }, dir);
             // an inter-arrival time from the previous arrival of this player and stay
             let gap = (iat.sample(&mut rng) * 1e3) as u64;
@@ -77,7 +88,8 @@ fn merge(dir: &Path) {
     let t = Instant::now();
     let (cats, seconds, total): (usize, u64, u64) = serde_json::from_slice(&std::fs::read(dir.join("plan.json")).unwrap()).unwrap();
     let plan = GameDigest::new(cats, EPOCH, seconds as f64);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("agent-")).collect();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("agent-")).collect();
     files.sort();
     let mut merged = plan.clone();
     let mut bytes_in = 0usize;

@@ -16,6 +16,7 @@ use anyhow::Context as _;
 use horde_engine::clock::real_ns;
 
 mod run;
+mod summary;
 
 use run::{finish_run, prepare, prepare_bots, prepare_flows, send_logs, start, Run, RunEvent, Work};
 
@@ -287,12 +288,25 @@ fn session(
                         }
                     }
                 }
-                Action::Collect => {
+                Action::Collect(req) => {
                     if let Some(r) = &run {
-                        if let Err(e) = send_logs(tls, r) {
-                            result = Err(e.context("sending the logs"));
+                        let (sent, what) = match req {
+                            None => (send_logs(tls, r), "logs"),
+                            Some(q) => {
+                                let t = Instant::now();
+                                let made = summary::write(r, &q);
+                                if let Err(e) = &made {
+                                    let _ = write(tls, &msg::encode(&ToController::Error { message: format!("summarising the run: {e:#}") }));
+                                } else {
+                                    log(&format!("run {}: summarised in {:.2} s", r.assignment.run_id, t.elapsed().as_secs_f64()));
+                                }
+                                (made.and_then(|()| run::send_files(tls, r, &[summary::FILE])), "summary")
+                            }
+                        };
+                        if let Err(e) = sent {
+                            result = Err(e.context(format!("sending the {what}")));
                         } else {
-                            log(&format!("run {}: logs collected", r.assignment.run_id));
+                            log(&format!("run {}: {what} collected", r.assignment.run_id));
                         }
                     }
                     sm.collected();

@@ -358,8 +358,11 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
 
 /// Streams the run's logs: each as LogBegin, deflate pieces, LogEnd.
 pub(super) fn send_logs(tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>, r: &Run) -> anyhow::Result<()> {
-    use flate2::write::DeflateEncoder;
-    let mut sent = 0u32;
+    send_files(tls, r, &log_files(r))
+}
+
+/// The logs a finished run wrote, by its kind.
+pub(super) fn log_files(r: &Run) -> Vec<&'static str> {
     let mut files = Vec::new();
     match (&r.work, &r.assignment.flows) {
         (Work::Bots { .. }, _) => files.push("bots.hlog"),
@@ -382,7 +385,14 @@ pub(super) fn send_logs(tls: &mut rustls::StreamOwned<rustls::ServerConnection, 
         }
         (Work::Flows { .. }, None) => {}
     }
-    for f in files {
+    files
+}
+
+/// Streams `files` of the run's directory to the controller (deflate), then says how many.
+pub(super) fn send_files(tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>, r: &Run, files: &[&str]) -> anyhow::Result<()> {
+    use flate2::write::DeflateEncoder;
+    let mut sent = 0u32;
+    for &f in files {
         let path = r.dir.join(f);
         let mut file = match std::fs::File::open(&path) {
             Ok(file) => file,

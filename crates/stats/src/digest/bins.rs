@@ -76,6 +76,14 @@ impl Bins {
         })
     }
 
+    /// The nearest-rank p-quantile as the top of the bucket that holds it (the `hdrhistogram`
+    /// convention).
+    pub fn quantile(&self, p: f64) -> Option<u64> {
+        let n = self.count();
+        let rank = ((p.clamp(0.0, 1.0) * n as f64).ceil() as u64).clamp(1, n.max(1));
+        self.at_rank(rank).map(|b| b.1)
+    }
+
     /// The `rank`-th smallest value (1-based), as the bucket that holds it: `(lowest, highest)`.
     pub fn at_rank(&self, rank: u64) -> Option<(u64, u64)> {
         let mut seen = 0u64;

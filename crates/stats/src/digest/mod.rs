@@ -129,6 +129,11 @@ pub struct GameDigest {
     /// Per category, up and down.
     pub categories: Vec<[DirDigest; 2]>,
     pub seconds: Vec<SecDigest>,
+    /// The clients' send lateness (actual − scheduled departure, µs), its sum and how many
+    /// departures were more than 1 ms late.
+    pub lateness_us: Bins,
+    pub lateness_sum_us: f64,
+    pub late_over_1ms: u64,
 }
 
 impl GameDigest {
@@ -139,6 +144,9 @@ impl GameDigest {
             epoch_ns,
             categories: (0..categories.min(MAX_CATEGORIES)).map(|_| [DirDigest::new(), DirDigest::new()]).collect(),
             seconds: (0..secs).map(|_| SecDigest::new()).collect(),
+            lateness_us: Bins::new(SIG),
+            lateness_sum_us: 0.0,
+            late_over_1ms: 0,
         }
     }
 
@@ -159,6 +167,9 @@ impl GameDigest {
             a[0].merge(&b[0])?;
             a[1].merge(&b[1])?;
         }
+        self.lateness_us.merge(&o.lateness_us)?;
+        self.lateness_sum_us += o.lateness_sum_us;
+        self.late_over_1ms = self.late_over_1ms.checked_add(o.late_over_1ms).ok_or(DigestError::Overflow)?;
         for (a, b) in self.seconds.iter_mut().zip(&o.seconds) {
             for d in 0..2 {
                 a.sent[d] = a.sent[d].checked_add(b.sent[d]).ok_or(DigestError::Overflow)?;
@@ -274,6 +285,13 @@ impl Builder {
         let secs = self.d.seconds.len();
         let sec = self.second_of(r.t_b).min(secs - 1);
         self.d.seconds[sec].sent[dir as usize] += 1;
+        if dir == Direction::Up {
+            // a client's departure: how late it left (`t_a` is when it was due)
+            let late_ns = r.t_b.saturating_sub(r.t_a);
+            self.d.lateness_us.record((late_ns / 1_000).max(1));
+            self.d.lateness_sum_us += late_ns as f64 / 1e3;
+            self.d.late_over_1ms += u64::from(late_ns > 1_000_000);
+        }
         if let Some(c) = self.d.categories.get_mut((r.tag & 0xFF) as usize) {
             c[dir as usize].sent += 1;
         }

@@ -85,6 +85,10 @@ pub fn run(
         events: &events,
         stop,
         commands,
+        collect: match args.collect {
+            super::CollectArg::Logs => horde_agent::controller::Collect::Logs,
+            super::CollectArg::Summaries => horde_agent::controller::Collect::Summaries,
+        },
     };
     let interrupted_early = |e: anyhow::Error| -> Outcome {
         // Ctrl-C before the run started: nothing ran, nothing to report.
