@@ -583,7 +583,7 @@ impl Worker {
                     if n == 0 {
                         break;
                     }
-                    let real = real_ns();
+                    let real = self.slots[i].conn.carried_ns(real_ns());
                     if !self.slots[i].conn.queue_apdus(&due[..n], real) {
                         return Pumped::Done;
                     }
@@ -651,7 +651,7 @@ impl Worker {
     }
 
     fn send_tcp(&mut self, i: usize, due: &[Departure]) {
-        let real = real_ns();
+        let real = self.slots[i].conn.carried_ns(real_ns());
         let mono = mono_ns();
         if !self.slots[i].conn.queue_apdus(due, real) {
             return;

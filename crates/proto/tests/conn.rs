@@ -353,3 +353,33 @@ fn a_udp_reverse_flow_logs_what_comes_back() {
     let mut plain = Conn::client(&flow(Transport::Udp, Meter::Owd, 0), source(Vec::new()), None, RunKey::OPEN, false);
     assert_eq!(plain.on_datagram(T0, &d, &RxMeta { len: 100, ..Default::default() }), Ok(None));
 }
+
+/// Issue 27: a stream's APDU carries its send time in µs from the stream's base; the sender
+/// logs that same time (`Conn::carried_ns`), so a summary places the departure and its arrival
+/// in the same second (before, one APDU in millions left in one second and arrived "sent" in
+/// the one before).
+#[test]
+fn a_streams_carried_send_time_is_the_time_the_sender_logs() {
+    let key = RunKey::OPEN;
+    let up = deps(3, 1_000_000, 40, 1);
+    let mut client = Conn::client(&flow(Transport::Tcp, Meter::Owd, 3 << 8), source(up.clone()), None, key.clone(), true);
+    let mut server = Conn::server_tcp("s".into(), key);
+    let mut sctx = ServerCtx { down: Some(Vec::new()), up, records: Vec::new(), roster: None };
+    client.start(T0);
+    let real = T0 + 999_999_999; // 1 ns before a second boundary of the client's start … and not on a µs
+    let carried = client.carried_ns(real);
+    assert!(carried <= real && real - carried < 1_000 && (carried - T0) % 1_000 == 0, "{carried} for {real}");
+    let mut buf = [Departure { seq: 0, at_ns: 0, size: 0, clamped: false, class: 0 }; 8];
+    let n = client.take_due(1_000_000_000, &mut buf);
+    assert!(client.queue_apdus(&buf[..n], carried));
+    let sent: Vec<Record> = buf[..n].iter().map(|d| client.sent(d, T0 + d.at_ns, carried)).collect();
+    let bytes = client.out().to_vec();
+    assert_eq!(server.on_stream(T0, &bytes, &mut sctx), Ok(Some(Event::Granted)));
+    assert_eq!(sctx.records.len(), n);
+    for (s, r) in sent.iter().zip(&sctx.records) {
+        assert_eq!(r.t_a, s.t_b, "the arrival's carried send time is the departure's logged one");
+    }
+    // a datagram carries the time itself
+    let udp = Conn::client(&flow(Transport::Udp, Meter::Owd, 3 << 8), source(deps(1, 1, 40, 1)), None, RunKey::OPEN, true);
+    assert_eq!(udp.carried_ns(real), real);
+}

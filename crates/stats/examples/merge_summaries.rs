@@ -69,9 +69,9 @@ fn gen(dir: &Path, args: &[String]) {
         }
         let mut d = b.finish();
         // scale the counts to the agent's whole share (the histograms keep their buckets)
-        let scale = apdus_per_agent / samples.max(1);
+        let scale = apdus_per_agent as f64 / samples.max(1) as f64;
         for c in d.categories.iter_mut().flat_map(|c| c.iter_mut()) {
-            c.sent *= scale;
+            c.sent = (c.sent as f64 * scale).round() as u64;
         }
         total += d.categories.iter().flat_map(|c| c.iter()).map(|c| c.sent).sum::<u64>();
         let bytes = serde_json::to_vec(&d).unwrap();

@@ -72,8 +72,8 @@ pub struct Bounds {
     pub ks_size: Option<f64>,
     pub ks_iat: Option<f64>,
     pub ks_iat_exact: Option<f64>,
-    /// Delay percentiles (and the mean's µs rounding) are within this many ms of the raw
-    /// records' nearest rank: one µs bucket plus 1/1,024 of the value at the maximum.
+    /// The delay percentiles (p50, p99) are within this many ms of the raw records' nearest
+    /// rank: one µs bucket plus 1/1,024 of the larger of them. The mean and maximum are exact.
     pub delay_ms: Option<f64>,
 }
 

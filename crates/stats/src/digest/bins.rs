@@ -231,6 +231,15 @@ impl Signed {
         self.max = self.max.max(v);
     }
 
+    /// A peer's histogram pair is consistent: a positive unit, and a minimum and maximum that
+    /// bound its values when it has any.
+    pub fn check(&self) -> Result<(), DigestError> {
+        if self.unit < 1 || !self.sum.is_finite() || (self.count() > 0 && self.min > self.max) {
+            return Err(DigestError::Invalid("a delay histogram with an invalid unit, sum, minimum or maximum".into()));
+        }
+        Ok(())
+    }
+
     pub fn merge(&mut self, o: &Signed) -> Result<(), DigestError> {
         if o.unit != self.unit {
             return Err(DigestError::Mismatch(format!("delay units {} and {}", self.unit, o.unit)));
@@ -256,12 +265,13 @@ impl Signed {
         let v = if rank <= negs {
             // the rank-th smallest signed value is the (negs − rank + 1)-th smallest magnitude
             let (lo, _) = self.neg.at_rank(negs - rank + 1)?;
-            -((lo as i64) * self.unit)
+            (lo as i64).saturating_mul(self.unit).saturating_neg()
         } else {
             let (_, hi) = self.pos.at_rank(rank - negs)?;
             (hi as i64).saturating_mul(self.unit).saturating_add(self.unit - 1)
         };
-        Some(v.clamp(self.min, self.max))
+        // (a peer's summary may carry an inconsistent minimum and maximum: no clamp then)
+        Some(if self.min <= self.max { v.clamp(self.min, self.max) } else { v })
     }
 
     /// A bucket's width at `v` (fine unit): how far [`Signed::quantile`] may be from the raw

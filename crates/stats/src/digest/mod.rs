@@ -194,6 +194,15 @@ impl GameDigest {
         if sent > max_sent || got > max_sent.saturating_mul(2) {
             return Err(DigestError::Invalid(format!("{sent} departures and {got} arrivals where the plan allows at most {max_sent}")));
         }
+        for s in d.categories.iter().flat_map(|c| c.iter().map(|x| &x.delay)).chain(d.seconds.iter().flat_map(|s| s.delay.iter())) {
+            s.check()?;
+            if s.unit != NS_PER_US {
+                return Err(DigestError::Mismatch(format!("delays in units of {} ns (the plan's are {NS_PER_US})", s.unit)));
+            }
+        }
+        if !d.lateness_sum_us.is_finite() || d.categories.iter().flat_map(|c| c.iter()).any(|c| !c.jitter_ns.is_finite()) {
+            return Err(DigestError::Invalid("a sum that is not a number".into()));
+        }
         for c in d.categories.iter().flat_map(|c| c.iter()) {
             if c.size.count() != c.received || c.delay.count() != c.received || c.iat_us.count() != c.iat_ms.count() || c.iat_us.count() > c.received {
                 return Err(DigestError::Invalid("histogram counts that disagree with the summary's own arrivals".into()));
@@ -276,7 +285,7 @@ impl Builder {
     }
 
     fn second_of(&self, ns: u64) -> usize {
-        ((ns as i64 - self.d.epoch_ns as i64).max(0) as f64 / 1e9) as usize
+        (ns.saturating_sub(self.d.epoch_ns) as f64 / 1e9) as usize
     }
 
     /// An APDU this agent sent in direction `dir` (a `Sent` record: `t_b` is when it left, the
@@ -306,7 +315,8 @@ impl Builder {
         }
         let player = r.tag >> 8;
         let secs = self.d.seconds.len();
-        let transit = r.t_b as i64 - r.t_a as i64;
+        // as the raw path computes it, without overflow on times no real record has
+        let transit = (r.t_b as i64).saturating_sub(r.t_a as i64);
         let sent_sec = self.second_of(r.t_a).min(secs - 1);
         let arr_sec = self.second_of(r.t_b);
         let st = self.players.entry((player, dir as u8)).or_default();
@@ -346,7 +356,7 @@ impl Builder {
 /// The stay of `segs` (a player's, in time order) an APDU sent at `t_a` (reference ns) belongs
 /// to, for a run that started at `epoch_ns`.
 pub fn stay_of(segs: &[Segment], epoch_ns: u64, t_a: u64) -> Option<usize> {
-    game::segment_index(segs, (t_a as i64 - epoch_ns as i64) as f64 / 1e9)
+    game::segment_index(segs, (t_a as i64).saturating_sub(epoch_ns as i64) as f64 / 1e9)
 }
 
 /// The report's analysis from a (merged) summary: [`crate::game::analyse`]'s figures, with the
@@ -441,7 +451,9 @@ fn stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: Direction, 
         s.delay_max_ms = Some(dl.max as f64 / 1e6);
         s.delay_cdf = signed_cdf(dl);
         s.jitter_ms = state.is_some().then(|| a.jitter_ns / 1e6);
-        bounds.delay_ms = Some(dl.bound_at(dl.max.max(-dl.min)) as f64 / 1e6);
+        // at the largest percentile reported (the maximum is exact)
+        let (p50, p99) = (dl.quantile(0.5).unwrap_or(0), dl.quantile(0.99).unwrap_or(0));
+        bounds.delay_ms = Some(dl.bound_at(p50.abs().max(p99.abs())) as f64 / 1e6);
     }
     s.bounds = Some(bounds);
     s

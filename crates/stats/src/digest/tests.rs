@@ -95,6 +95,13 @@ fn a_peers_summary_is_checked_against_our_plan() {
     let mut lying = d.clone();
     lying.categories[0][0].received += 1;
     assert!(GameDigest::accept(&serde_json::to_vec(&lying).unwrap(), &plan, 1_000_000).is_err(), "counts that disagree with the histograms");
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    for (path, bad) in [("unit", serde_json::json!(0)), ("min", serde_json::json!(i64::MAX)), ("sum", serde_json::json!(null))] {
+        let mut w = v.clone();
+        w["categories"][0][0]["delay"][path] = bad;
+        let text = serde_json::to_vec(&w).unwrap();
+        assert!(GameDigest::accept(&text, &plan, 1_000_000).is_err(), "a delay histogram with a bad {path}");
+    }
     let mut other = GameDigest::new(3, 1_000_000_000, 11.0);
     assert!(other.merge(&d).is_err());
 }
