@@ -368,7 +368,7 @@ fn a_streams_carried_send_time_is_the_time_the_sender_logs() {
     client.start(T0);
     let real = T0 + 999_999_999; // 1 ns before a second boundary of the client's start … and not on a µs
     let carried = client.carried_ns(real);
-    assert!(carried <= real && real - carried < 1_000 && (carried - T0) % 1_000 == 0, "{carried} for {real}");
+    assert!(carried <= real && real - carried < 1_000 && (carried - T0).is_multiple_of(1_000), "{carried} for {real}");
     let mut buf = [Departure { seq: 0, at_ns: 0, size: 0, clamped: false, class: 0 }; 8];
     let n = client.take_due(1_000_000_000, &mut buf);
     assert!(client.queue_apdus(&buf[..n], carried));
