@@ -10,7 +10,8 @@
 # 2. The controller's merge at 1,000,000 players from 100 agents, on synthetic summaries
 #    (`cargo run --release -p horde-stats --example merge_summaries`): time and peak memory.
 #
-#   sudo bash bench/distributed-summaries.sh            # 8,000 players for 60 s (≈ 9 min)
+#   sudo bash bench/distributed-summaries.sh            # 4,000 players for 60 s (≈ 6 min)
+#   PLAYERS=8000 sudo -E bash bench/distributed-summaries.sh
 #   QUICK=1 sudo bash bench/distributed-summaries.sh    # 800 players for 15 s, 10 agents merged
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,9 @@ ROOT=$PWD
 OUT=$ROOT/bench/out/distributed-summaries
 RESULTS=$ROOT/bench/RESULTS-distributed.md
 PLAYERS=${PLAYERS:-${QUICK:+800}}
-PLAYERS=${PLAYERS:-8000}
+# 4,000: at 8,000 the five agents saturate this 2-core machine (the server agent needs a whole
+# core), so both runs' timing and even their counts stray from the schedule (see the file).
+PLAYERS=${PLAYERS:-4000}
 SECS=${SECS:-${QUICK:+15}}
 SECS=${SECS:-60}
 MERGE_AGENTS=${MERGE_AGENTS:-${QUICK:+10}}
