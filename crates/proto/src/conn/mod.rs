@@ -492,15 +492,9 @@ impl Conn {
 
     /// Appends due APDUs to the stream (an APDU of N bytes is N bytes on the stream). Returns
     /// false if the stream is broken (the departures count as errors, not sent).
-    /// The send time an APDU leaving at `real` carries on this connection: a stream's APDU
-    /// header has µs resolution from the stream's base, so the sender logs that same time (its
-    /// `Sent` record and the receiver's `t_a` are then one value, and a summary places both in
-    /// the same second). A datagram carries `real` itself.
+    /// The send time an APDU leaving at `real` carries (stream: µs from its base; datagram: `real`), which the sender logs too.
     pub fn carried_ns(&self, real: u64) -> u64 {
-        match &self.stream {
-            Some(s) if real >= s.base_ns => s.base_ns + (real - s.base_ns) / 1000 * 1000,
-            _ => real,
-        }
+        self.stream.as_ref().filter(|s| real >= s.base_ns).map_or(real, |s| s.base_ns + (real - s.base_ns) / 1000 * 1000)
     }
 
     pub fn queue_apdus(&mut self, due: &[Departure], real: u64) -> bool {
