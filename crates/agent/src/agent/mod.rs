@@ -193,7 +193,27 @@ fn connection(
     let r = session(&mut tls, shared, opts, stop, log);
     tls.conn.send_close_notify();
     let _ = tls.flush();
+    linger(&mut tls.sock);
     r
+}
+
+/// Half-closes our side and reads (and discards) what the controller still sends until it
+/// closes too, for 2 s at most. Closing a socket with unread bytes (a ping that crossed our last
+/// message) sends a reset, and a reset can make the controller drop our last frames unread: the
+/// podman run in CI lost an agent "while collecting its logs" that had sent them all.
+fn linger(tcp: &mut TcpStream) {
+    let _ = tcp.shutdown(std::net::Shutdown::Write);
+    let until = Instant::now() + Duration::from_secs(2);
+    let _ = tcp.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut sink = [0u8; 4096];
+    while Instant::now() < until {
+        match tcp.read(&mut sink) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 fn session(
