@@ -384,13 +384,7 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
     let mut out = GameAnalysis { sub_weights: sub_weights(ctx), ..Default::default() };
     let mut tot = [Acc::new(), Acc::new()];
     for (state, dirs) in acc.iter_mut().enumerate() {
-        let mut cat = CategoryStats {
-            category: ctx.service.states[state].name.clone(),
-            stays: ctx.segments.iter().flatten().filter(|s| s.state as usize == state && s.start_s < ctx.duration_s).count() as u64,
-            player_seconds: ps[state],
-            occupancy_share: if total_ps > 0.0 { ps[state] / total_ps } else { 0.0 },
-            ..Default::default()
-        };
+        let mut cat = category_row(ctx, state, &ps);
         for dir in [Direction::Up, Direction::Down] {
             let a = &mut dirs[dir as usize];
             let st = direction_stats(ctx, Some((state, &out.sub_weights[state])), dir, a, ps[state]);
@@ -498,6 +492,18 @@ fn direction_stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: D
         s.jitter_ms = state.is_some().then(|| a.jitter.ms());
     }
     s
+}
+
+/// A category's row before its directions: its stays, player-seconds and share of them.
+pub(crate) fn category_row(ctx: &Context, state: usize, ps: &[f64]) -> CategoryStats {
+    let total_ps: f64 = ps.iter().sum();
+    CategoryStats {
+        category: ctx.service.states[state].name.clone(),
+        stays: ctx.segments.iter().flatten().filter(|s| s.state as usize == state && s.start_s < ctx.duration_s).count() as u64,
+        player_seconds: ps[state],
+        occupancy_share: if total_ps > 0.0 { ps[state] / total_ps } else { 0.0 },
+        ..Default::default()
+    }
 }
 
 /// A direction's counts, rates and mean size: the part of its row that is exact from raw

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use bins::{Bins, BinsWire, Signed};
 
-use crate::game::{self, Bounds, CategoryStats, Context, DirectionStats, GameAnalysis, Second};
+use crate::game::{self, Bounds, Context, DirectionStats, GameAnalysis, Second};
 use crate::metrics::Jitter;
 
 /// Bucket precision of the run-wide histograms (3 digits) and the per-second ones (2 digits).
@@ -373,13 +373,7 @@ pub fn analyse(ctx: &Context, d: &GameDigest) -> GameAnalysis {
     let mut out = GameAnalysis { sub_weights: game::sub_weights(ctx), ..Default::default() };
     let mut tot = [DirDigest::new(), DirDigest::new()];
     for (state, dirs) in d.categories.iter().enumerate().take(n) {
-        let mut cat = CategoryStats {
-            category: ctx.service.states[state].name.clone(),
-            stays: ctx.segments.iter().flatten().filter(|s| s.state as usize == state && s.start_s < ctx.duration_s).count() as u64,
-            player_seconds: ps[state],
-            occupancy_share: if total_ps > 0.0 { ps[state] / total_ps } else { 0.0 },
-            ..Default::default()
-        };
+        let mut cat = game::category_row(ctx, state, &ps);
         for dir in [Direction::Up, Direction::Down] {
             let a = &dirs[dir as usize];
             let st = stats(ctx, Some((state, &out.sub_weights[state])), dir, a, ps[state]);
