@@ -208,6 +208,8 @@ impl GameDigest {
                 return Err(DigestError::Invalid("histogram counts that disagree with the summary's own arrivals".into()));
             }
         }
+        // the bucket schemes and counts must add to ours (what the controller does next)
+        expect.clone().merge(&d)?;
         Ok(d)
     }
 }
@@ -338,7 +340,7 @@ impl Builder {
             a.iat_us.record((iat_ns / 1e3).max(0.0) as u64);
             a.iat_ms.record((iat_ns / 1e6).round().max(0.0) as u64);
             let j = &mut self.jitter[c][dir as usize];
-            j.update(transit - pt);
+            j.update(transit.saturating_sub(pt));
             a.jitter_n += 1;
             a.jitter_ns = j.ns();
         }

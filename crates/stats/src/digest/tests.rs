@@ -102,6 +102,9 @@ fn a_peers_summary_is_checked_against_our_plan() {
         let text = serde_json::to_vec(&w).unwrap();
         assert!(GameDigest::accept(&text, &plan, 1_000_000).is_err(), "a delay histogram with a bad {path}");
     }
+    let mut w = v.clone();
+    w["categories"][1][0]["size"]["sig"] = serde_json::json!(2);
+    assert!(GameDigest::accept(&serde_json::to_vec(&w).unwrap(), &plan, 1_000_000).is_err(), "another bucket scheme");
     let mut other = GameDigest::new(3, 1_000_000_000, 11.0);
     assert!(other.merge(&d).is_err());
 }
