@@ -101,26 +101,45 @@ impl Bins {
     /// within a bucket it lies between them. Equal (and equal to the distance over the raw
     /// samples, [`horde_model::fit::ks_distance`]'s definition) when every bucket holds one value.
     pub fn ks(&self, scale: f64, cdf: impl Fn(f64) -> f64) -> Option<(f64, f64)> {
+        self.ks_with(scale, false, cdf)
+    }
+
+    /// [`Bins::ks`] for values recorded floored to whole units (a raw value `v` was counted as
+    /// `⌊v⌋`, e.g. µs from ns): a bucket `[lo, hi]` then holds raw values in `[lo, hi + 1)`, so
+    /// even a bucket of one value leaves an interval.
+    pub fn ks_floored(&self, scale: f64, cdf: impl Fn(f64) -> f64) -> Option<(f64, f64)> {
+        self.ks_with(scale, true, cdf)
+    }
+
+    fn ks_with(&self, scale: f64, floored: bool, cdf: impl Fn(f64) -> f64) -> Option<(f64, f64)> {
         let n = self.count();
         if n == 0 {
             return None;
         }
         let (mut lower, mut upper) = (0.0f64, 0.0f64);
         let mut below = 0u64;
+        let left = |x: f64| cdf(x - 1e-9 * x.abs().max(1.0));
         for (lo, hi, c) in self.buckets() {
-            let (x_lo, x_hi) = (lo as f64 * scale, hi as f64 * scale);
+            let x_lo = lo as f64 * scale;
             let before = below as f64 / n as f64;
             below += c;
             let after = below as f64 / n as f64;
-            let below_lo = cdf(x_lo - 1e-9 * x_lo.abs().max(1.0));
-            let at_hi = cdf(x_hi);
+            let below_lo = left(x_lo);
+            // the empirical CDF is `after` at the bucket's top (floored: just below hi + 1)
+            let (x_hi, at_hi) = if floored {
+                let x = (hi + 1) as f64 * scale;
+                (x, left(x))
+            } else {
+                let x = hi as f64 * scale;
+                (x, cdf(x))
+            };
             // exact: just below the bucket (empirical `before`) and at its top (`after`)
             lower = lower.max((before - below_lo).abs()).max((after - at_hi).abs());
             upper = upper.max(lower);
-            if hi > lo {
-                // inside [lo, hi): the empirical CDF is in [before, after], the model's in
-                // [F(lo), F(hi−)]
-                upper = upper.max(after - cdf(x_lo)).max(cdf(x_hi - 1e-9 * x_hi.abs().max(1.0)) - before);
+            if hi > lo || floored {
+                // inside [lo, top): the empirical CDF is in [before, after], the model's in
+                // [F(lo), F(top−)]
+                upper = upper.max(after - cdf(x_lo)).max(left(x_hi) - before);
             }
         }
         Some((lower, upper))
@@ -319,6 +338,21 @@ mod tests {
         }
         let cdf = |x: f64| (1.0 - (-x / 300_000.0).exp()).clamp(0.0, 1.0);
         let (lo, hi) = b.ks(1.0, cdf).unwrap();
+        let exact = horde_model::fit::ks_distance(&mut raw, cdf);
+        assert!(lo <= exact + 1e-12 && exact <= hi + 1e-12, "{lo} <= {exact} <= {hi}");
+    }
+
+    #[test]
+    fn floored_values_keep_the_raw_distance_inside_their_interval() {
+        let mut b = Bins::new(3);
+        let mut raw = Vec::new();
+        for k in 1..30_000u64 {
+            let v = (k * 7_919 % 50_000) as f64 * 0.37 + 0.61; // µs with fractions
+            b.record(v as u64);
+            raw.push(v * 1e-3);
+        }
+        let cdf = |x: f64| (x / 18.5).clamp(0.0, 1.0);
+        let (lo, hi) = b.ks_floored(1e-3, cdf).unwrap();
         let exact = horde_model::fit::ks_distance(&mut raw, cdf);
         assert!(lo <= exact + 1e-12 && exact <= hi + 1e-12, "{lo} <= {exact} <= {hi}");
     }

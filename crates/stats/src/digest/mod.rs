@@ -431,7 +431,7 @@ fn stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: Direction, 
             s.ks_iat = Some(lo);
             bounds.ks_iat = Some(hi - lo);
         }
-        if let Some((lo, hi)) = a.iat_us.ks(1e-3, |x| game::model_cdf(ctx, w, k, dir, false, x).unwrap_or(0.0)) {
+        if let Some((lo, hi)) = a.iat_us.ks_floored(1e-3, |x| game::model_cdf(ctx, w, k, dir, false, x).unwrap_or(0.0)) {
             s.ks_iat_exact = Some(lo);
             bounds.ks_iat_exact = Some(hi - lo);
         }
