@@ -16,6 +16,19 @@ fuzz_target!(|data: &[u8]| {
             let _ = (c.delay.quantile(0.99), c.size.ks(1.0, |x| x / 1e4), c.iat_us.cdf_points(1e-3, 50));
         }
     }
+    // the same bytes as a live piece (`ToController::Summary`): checked, and a refused one
+    // adds nothing; an accepted one answers every figure
+    if let Ok(p) = serde_json::from_slice::<horde_stats::digest::Delta>(data) {
+        let mut live = plan.clone();
+        match live.apply_peer(&p, 1_000_000) {
+            Ok(()) => {
+                for c in live.categories.iter().flat_map(|c| c.iter()) {
+                    let _ = (c.delay.quantile(0.99), c.size.quantile(0.5));
+                }
+            }
+            Err(_) => assert!(live == plan, "a refused piece adds nothing"),
+        }
+    }
     // bins: 10 bytes each, sig from the first byte
     if let Some((&sig, rest)) = data.split_first() {
         let bins: Vec<(u64, u64)> = rest.chunks_exact(10).map(|c| (u64::from_le_bytes(c[..8].try_into().unwrap()), u16::from_le_bytes([c[8], c[9]]) as u64)).collect();
@@ -41,7 +54,13 @@ fuzz_target!(|data: &[u8]| {
     if let Some(q) = s.quantile(0.5) {
         assert!(q >= s.min && q <= s.max);
     }
+    // pieces add up to the summary
+    let mut live = plan.clone();
+    if let Some(p) = builder.take() {
+        live.apply_peer(&serde_json::from_slice(&serde_json::to_vec(&p).unwrap()).unwrap(), u64::MAX / 4).expect("a builder's own piece is accepted");
+    }
     let d = builder.finish();
+    assert!(live == d, "the pieces are the summary");
     let bytes = serde_json::to_vec(&d).unwrap();
     GameDigest::accept(&bytes, &plan, u64::MAX / 4).expect("a builder's own summary is accepted");
 });

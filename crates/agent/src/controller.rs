@@ -177,6 +177,17 @@ pub(crate) fn play<'a>(
             fleet.note(format!("agent {}: players {}..{} ({})", m.c.name, r.start, r.end, r.end - r.start));
         }
     }
+    if sc.regulation.is_none() {
+        // every agent summarises its part as it goes: live figures, and `--collect summaries`
+        let (sc2, p2, rates) = (sc.clone(), players.clone(), horde_scenario::ModelRates::of(&players));
+        fleet.summarise_live(crate::fleet::LivePlan {
+            names: sc.service.states.iter().map(|s| s.name.clone()).collect(),
+            duration_s: sc.duration_s,
+            server_i,
+            owners: ranges.iter().enumerate().filter_map(|(i, r)| Some((r.clone()?, i))).collect(),
+            model: Box::new(move |t_s| rates.at(&sc2, &p2, t_s)),
+        });
+    }
     let t0 = fleet.start(&format!("{} players", sc.players));
     let missing = |i: usize| ranges[i].as_ref().map(|r| format!("; its players {}..{} are missing from the report", r.start, r.end)).unwrap_or_default();
     let watched = fleet.watch(&Watch {
@@ -266,16 +277,12 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
 /// What a summary of this run must be (its start, categories, seconds) and the request each
 /// agent gets (offsets of every agent; its own is filled in per agent).
 fn summary_plan(sc: &Scenario, p: &Played) -> anyhow::Result<(horde_stats::digest::GameDigest, crate::msg::SummaryRequest)> {
-    // before the collection: every agent still in the run counts
-    let mut parts = parts(p, &vec![PathBuf::new(); p.fleet.members.len()]);
-    for (q, m) in parts.iter_mut().zip(&p.fleet.members) {
-        q.ok = m.ok();
-    }
-    let epoch_ns = crate::merge::epoch(&parts).context("no client agent reported its start: nothing to summarise")?;
+    // the common start every agent was told (the live summaries count their seconds from it)
+    let epoch_ns = p.t0;
     let expect = horde_stats::digest::GameDigest::new(sc.service.states.len(), epoch_ns, sc.duration_s);
-    let owners: Vec<(Range<u32>, i64)> = parts.iter().filter_map(|q| q.players.clone().map(|r| (r, q.offset_ns))).collect();
-    let server_offset_ns = parts[p.server_i].offset_ns;
-    Ok((expect, crate::msg::SummaryRequest { epoch_ns, own_offset_ns: 0, server_offset_ns, owners }))
+    let offset = |i: usize| p.fleet.members[i].c.clock.offset_ns;
+    let owners: Vec<(Range<u32>, i64)> = p.ranges.iter().enumerate().filter_map(|(i, r)| Some((r.clone()?, offset(i)))).collect();
+    Ok((expect, crate::msg::SummaryRequest { epoch_ns, own_offset_ns: 0, server_offset_ns: offset(p.server_i), owners }))
 }
 
 /// The most bytes a summary may have: its categories' histograms at most 2 MB each way, its
@@ -314,6 +321,7 @@ fn report(
 ) -> anyhow::Result<Outcome> {
     let t_merge = Instant::now();
     let parts = parts(p, &dirs);
+    let mut live_check = None;
     let plan = crate::merge::Plan {
         from_ns: p.t0.saturating_sub(PLAN_MARGIN.as_nanos() as u64),
         to_ns: p.t0 + (sc.duration_s * 1e9) as u64 + (OVERRUN + FINISH_WITHIN + PLAN_MARGIN).as_nanos() as u64,
@@ -325,7 +333,24 @@ fn report(
     }
     let (client, server_report, refused, data) = match summary {
         Some(expect) => {
-            let m = crate::merge::merge_summaries(&parts, &plan, &expect)?;
+            // each agent's live pieces against its final summary: they must be equal
+            let mut check = horde_scenario::LiveCheck::default();
+            let members = &p.fleet.members;
+            let mut compare = |name: &str, d: &horde_stats::digest::GameDigest| {
+                let Some(acc) = members.iter().find(|m| m.c.name == name).and_then(|m| m.live.as_ref()) else { return };
+                let acc = crate::live::lock(acc);
+                check.agents += 1;
+                check.pieces += acc.pieces;
+                match acc.agrees(d) {
+                    Ok(()) => check.agree += 1,
+                    Err(why) => check.differ.push(format!("{name}: {why}")),
+                }
+            };
+            let m = crate::merge::merge_summaries(&parts, &plan, &expect, &mut compare)?;
+            for why in &check.differ {
+                p.fleet.note(format!("live summary of agent {why}"));
+            }
+            live_check = Some(check);
             (m.client, m.server, m.refused, Data::Summary(Box::new(m.digest)))
         }
         None => {
@@ -357,7 +382,7 @@ fn report(
         let reports: Vec<horde_engine::SendReport> = ["clients", "server"].iter().filter_map(|r| m.report(r)).collect();
         (reports.iter().map(|r| r.packets).sum(), reports.iter().map(|r| r.received).sum())
     };
-    let distributed = distributed(p, agent_rows(p, count));
+    let distributed = horde_scenario::Distributed { live: live_check, ..distributed(p, agent_rows(p, count)) };
     let present = p.fleet.members.iter().zip(&p.ranges).filter(|(m, _)| m.ok()).filter_map(|(_, r)| r.clone()).collect();
     let outcomes = horde_scenario::report::Outcomes {
         client,
@@ -394,6 +419,7 @@ pub(crate) fn distributed(p: &Played, agents: Vec<horde_scenario::AgentRow>) -> 
         log_bytes,
         log_bytes_transferred,
         collected: if p.summarised { "summaries" } else { "logs" }.into(),
+        live: None,
     }
 }
 

@@ -123,6 +123,8 @@ pub(crate) struct Member {
     pub log_bytes: u64,
     pub log_transferred: u64,
     pub collected: bool,
+    /// Its live summary's pieces so far (a scenario run's players and server side).
+    pub live: Option<crate::live::Shared>,
 }
 
 impl Member {
@@ -187,6 +189,19 @@ pub(crate) struct Fleet<'a> {
     roster: Option<std::sync::Arc<horde_model::roster::Roster>>,
     /// A stop command (not a signal) ended the run.
     pub stopped_by_command: bool,
+    /// Summarise the run live on its agents (a scenario's players and server side).
+    live: Option<LivePlan<'a>>,
+    view: crate::live::View,
+}
+
+/// What a run summarised live needs: its categories and length, which agent runs the server
+/// side and which the players, and the model's rates per category at a time of the run.
+pub(crate) struct LivePlan<'a> {
+    pub names: Vec<String>,
+    pub duration_s: f64,
+    pub server_i: usize,
+    pub owners: Vec<(std::ops::Range<u32>, usize)>,
+    pub model: Box<dyn Fn(f64) -> Vec<[f64; 2]> + 'a>,
 }
 
 /// How far ahead of the run's clock a change of the online target is stamped through agents:
@@ -226,10 +241,25 @@ impl<'a> Fleet<'a> {
                 log_bytes: 0,
                 log_transferred: 0,
                 collected: false,
+                live: None,
             })
             .collect();
         let run_id = format!("{:016x}-{:08x}", real_ns(), std::process::id());
-        Ok(Fleet { members, erx, ev, stop, run_id, t0_ns: 0, start: Instant::now(), categories: None, commands: None, roster: None, stopped_by_command: false })
+        Ok(Fleet {
+            members,
+            erx,
+            ev,
+            stop,
+            run_id,
+            t0_ns: 0,
+            start: Instant::now(),
+            categories: None,
+            commands: None,
+            roster: None,
+            stopped_by_command: false,
+            live: None,
+            view: Default::default(),
+        })
     }
 
     pub fn note(&self, m: String) {
@@ -285,8 +315,20 @@ impl<'a> Fleet<'a> {
         let busy = self.members.iter().filter(|m| m.roles_left > 0).count();
         let lead = Duration::from_millis(500 + 20 * self.members.len() as u64);
         self.t0_ns = real_ns() + lead.as_nanos() as u64;
-        for m in self.members.iter().filter(|m| m.roles_left > 0) {
-            let _ = m.c.cmd.send(Cmd::Start { at_controller_ns: self.t0_ns });
+        let offsets: Vec<i64> = self.members.iter().map(|m| m.c.clock.offset_ns).collect();
+        for (i, m) in self.members.iter_mut().enumerate().filter(|(_, m)| m.roles_left > 0) {
+            let live = self.live.as_ref().map(|p| {
+                let req = crate::msg::SummaryRequest {
+                    epoch_ns: self.t0_ns,
+                    own_offset_ns: offsets[i],
+                    server_offset_ns: offsets[p.server_i],
+                    owners: p.owners.iter().map(|(r, j)| (r.clone(), offsets[*j])).collect(),
+                };
+                let acc = crate::live::Acc::new(p.names.len(), self.t0_ns, p.duration_s);
+                m.live = Some(acc.clone());
+                (Box::new(req), acc)
+            });
+            let _ = m.c.cmd.send(Cmd::Start { at_controller_ns: self.t0_ns, live });
         }
         self.start = Instant::now() + lead;
         self.note(format!("run {}: {what} starting in {:.1} s (starting {busy} agents together)", self.run_id, lead.as_secs_f64()));
@@ -418,6 +460,11 @@ impl<'a> Fleet<'a> {
         false
     }
 
+    /// Summarise the run live on its agents (before [`Fleet::start`]).
+    pub fn summarise_live(&mut self, plan: LivePlan<'a>) {
+        self.live = Some(plan);
+    }
+
     /// Progress snapshots count players per category with `f`.
     pub fn set_categories(&mut self, f: Categories<'a>) {
         self.categories = Some(f);
@@ -446,6 +493,19 @@ impl<'a> Fleet<'a> {
         }
         if let Some(f) = &self.categories {
             snap.categories = f(t_s);
+        }
+        if let Some(p) = &self.live {
+            let shared: Vec<(&str, &crate::live::Shared)> =
+                self.members.iter().filter(|m| m.ok()).filter_map(|m| Some((m.c.name.as_str(), m.live.as_ref()?))).collect();
+            let mut guards: Vec<_> = shared.iter().map(|s| crate::live::lock(s.1)).collect();
+            for (g, (name, _)) in guards.iter_mut().zip(&shared) {
+                if let (Some(why), false) = (&g.refused, g.noted) {
+                    (self.ev)(&Event::Note(format!("agent {name}: its live summary no longer counts: {why}")));
+                    g.noted = true;
+                }
+            }
+            let accs: Vec<&crate::live::Acc> = guards.iter().map(|g| &**g).filter(|a| a.refused.is_none()).collect();
+            self.view.fill(&mut snap, &accs, &p.names, &(p.model)(t_s));
         }
         (self.ev)(&Event::Progress(snap));
     }

@@ -29,6 +29,7 @@ pub mod controller;
 pub(crate) mod fleet;
 pub mod flows;
 mod link;
+mod live;
 pub mod logd;
 pub mod logstream;
 pub mod merge;

@@ -21,6 +21,8 @@ pub(crate) enum Cmd {
     Assign(Box<Assignment>),
     Start {
         at_controller_ns: u64,
+        /// Summarise live (with this request): the agent's pieces add up in this accumulator.
+        live: Option<(Box<msg::SummaryRequest>, crate::live::Shared)>,
     },
     Stop,
     /// Set the online target (see [`ToAgent::Players`]).
@@ -322,6 +324,7 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
     let mut last_heard = Instant::now();
     let mut running = false;
     let mut collecting: Option<Collect> = None;
+    let mut live: Option<crate::live::Shared> = None;
     let lost_after = deadman.max(Duration::from_secs(1));
     loop {
         // Commands from the run.
@@ -333,9 +336,12 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
             };
             let m = match c {
                 Cmd::Assign(a) => ToAgent::Assign(a),
-                Cmd::Start { at_controller_ns } => {
+                Cmd::Start { at_controller_ns, live: summarise } => {
                     running = true;
                     last_heard = Instant::now();
+                    if let Err(e) = live_first(&mut tls, summarise, &mut live) {
+                        return send(Ev::Lost(format!("writing to it: {}", crate::tls::describe(&e))));
+                    }
                     ToAgent::Start { at_ns: (at_controller_ns as i128 + clock.offset_ns as i128).max(0) as u64 }
                 }
                 Cmd::Stop => ToAgent::Stop,
@@ -379,6 +385,8 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
                 (Frame::Msg(ToController::Pong), _) => {}
                 (Frame::Msg(ToController::Ready { server_addr }), _) => send(Ev::Ready { server_addr }),
                 (Frame::Msg(ToController::Progress(p)), _) => send(Ev::Progress(p)),
+                // (one it was not asked for is unexpected, below)
+                (Frame::Msg(ToController::Summary(d)), _) if live.is_some() => live.iter().for_each(|a| crate::live::lock(a).apply(&d)),
                 (Frame::Msg(ToController::Finished { role, report, error, cpu_s, max_rss_kb }), _) => {
                     send(Ev::Finished { role, report, error, cpu_s, max_rss_kb })
                 }
@@ -414,6 +422,19 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
             return send(Ev::Lost(format!("silent for {:.1} s", last_heard.elapsed().as_secs_f64())));
         }
     }
+}
+
+/// Asks the agent to summarise live (before its start), and keeps where its pieces add up.
+fn live_first(
+    tls: &mut Tls,
+    summarise: Option<(Box<msg::SummaryRequest>, crate::live::Shared)>,
+    live: &mut Option<crate::live::Shared>,
+) -> std::io::Result<()> {
+    if let Some((req, acc)) = summarise {
+        write(tls, &msg::encode(&ToAgent::Live(req)))?;
+        *live = Some(acc);
+    }
+    Ok(())
 }
 
 /// A log being received: deflate pieces into a file, bounded by the size the agent declared.

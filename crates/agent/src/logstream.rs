@@ -196,7 +196,7 @@ impl LogTap for LogStream {
         }
     }
 
-    fn finish(mut self: Box<Self>) -> TapReport {
+    fn finish(mut self: Box<Self>) -> Option<TapReport> {
         if let (Some(tx), Some((records, since_ns))) = (&self.tx, self.pending_gap.take()) {
             let _ = tx.send(Msg::Gap { records, since_ns });
         }
@@ -205,14 +205,14 @@ impl LogTap for LogStream {
             Some(t) => t.join().unwrap_or(Ended { acknowledged: None, error: Some("the stream's thread panicked".into()) }),
             None => Ended { acknowledged: None, error: Some("the stream was not running".into()) },
         };
-        TapReport {
+        Some(TapReport {
             server: self.server.to_string(),
             name: self.name.clone(),
             records: self.records,
             dropped: self.dropped,
             acknowledged: ended.acknowledged,
             error: ended.error,
-        }
+        })
     }
 }
 
@@ -301,6 +301,7 @@ mod tests {
         s.records(&batch);
         assert_eq!(s.dropped, 12);
         let r = Box::new(s).finish();
+        let r = r.expect("a stream's report");
         assert_eq!((r.records, r.dropped, r.acknowledged), (18, 12, None));
         assert!(r.error.is_some());
     }

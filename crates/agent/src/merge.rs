@@ -203,7 +203,13 @@ pub struct MergedSummary {
 /// our own plan before it counts ([`horde_stats::digest::GameDigest::accept`]: the run's start,
 /// categories and seconds, and no more departures than the part's players and server side have
 /// planned, plus the logs' 1 % and 1,024 for duplicates); one that breaks it is refused whole.
-pub fn merge_summaries(parts: &[Part], plan: &Plan, expect: &horde_stats::digest::GameDigest) -> anyhow::Result<MergedSummary> {
+/// `accepted` sees each summary that counts, by its agent's name.
+pub fn merge_summaries(
+    parts: &[Part],
+    plan: &Plan,
+    expect: &horde_stats::digest::GameDigest,
+    accepted: &mut dyn FnMut(&str, &horde_stats::digest::GameDigest),
+) -> anyhow::Result<MergedSummary> {
     let mut digest = expect.clone();
     let mut refused = Vec::new();
     let all = 0..plan.apdus.len() as u32;
@@ -216,7 +222,11 @@ pub fn merge_summaries(parts: &[Part], plan: &Plan, expect: &horde_stats::digest
         let got = std::fs::read(&path)
             .map_err(|e| format!("no summary ({e})"))
             .and_then(|b| horde_stats::digest::GameDigest::accept(&b, expect, max_sent).map_err(|e| e.to_string()))
-            .and_then(|d| digest.merge(&d).map_err(|e| e.to_string()));
+            .and_then(|d| {
+                digest.merge(&d).map_err(|e| e.to_string())?;
+                accepted(&p.name, &d);
+                Ok(())
+            });
         if let Err(why) = got {
             refused.push((p.name.clone(), format!("its summary: {why}")));
         }

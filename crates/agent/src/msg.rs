@@ -54,6 +54,10 @@ pub enum ToAgent {
     /// Reduce the finished run's logs into one mergeable summary (`horde run --collect
     /// summaries`) and send it instead of the logs: the one file collected, `digest.json`.
     Summarise(Box<SummaryRequest>),
+    /// Before Start: summarise the run as it goes (a scenario's players and server side) and
+    /// send what was added once a second ([`ToController::Summary`]); the summary `Summarise`
+    /// asks for is then the sum of those pieces.
+    Live(Box<SummaryRequest>),
 }
 
 /// What an agent needs to summarise its part of a run on the controller's clock.
@@ -217,6 +221,9 @@ pub enum ToController {
     },
     /// Answer to a ping: the agent is alive (whatever it is doing or waiting for).
     Pong,
+    /// What the run's live summary gained since the last piece (once a second while running,
+    /// and a last piece before the logs or the summary are sent).
+    Summary(Box<horde_stats::digest::Delta>),
 }
 
 /// An agent's running totals.
@@ -363,6 +370,7 @@ mod tests {
             ToAgent::Stop,
             ToAgent::Collect,
             ToAgent::Summarise(Box::new(SummaryRequest { epoch_ns: 5, own_offset_ns: -3, server_offset_ns: 2, owners: vec![(0..10, 4)] })),
+            ToAgent::Live(Box::new(SummaryRequest { epoch_ns: 5, own_offset_ns: -3, server_offset_ns: 2, owners: vec![(0..10, 4)] })),
         ];
         let mut bytes = Vec::new();
         for m in &msgs {

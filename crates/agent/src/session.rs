@@ -54,6 +54,8 @@ pub enum Action {
         online: u32,
         at_ns: u64,
     },
+    /// Summarise the run as it goes, on the controller's clock.
+    Live(Box<crate::msg::SummaryRequest>),
     /// Send the finished run's logs, or (with a request) its summary instead.
     Collect(Option<Box<crate::msg::SummaryRequest>>),
     /// End the session; the reason is for the agent's log.
@@ -125,6 +127,7 @@ impl Session {
                 self.roles_running = roles(&a);
                 vec![Action::Prepare(a)]
             }
+            (Phase::Assigned, ToAgent::Live(req)) => vec![Action::Live(req)],
             (Phase::Assigned, ToAgent::Start { at_ns }) => {
                 self.phase = Phase::Running;
                 vec![Action::Start { at_ns }]
@@ -211,6 +214,7 @@ fn kind(m: &ToAgent) -> &'static str {
         ToAgent::Players { .. } => "players",
         ToAgent::Collect => "collect",
         ToAgent::Summarise(_) => "summarise",
+        ToAgent::Live(_) => "live",
     }
 }
 

@@ -111,6 +111,22 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                         }
                     }
                     ToAgent::Start { .. } | ToAgent::Players { .. } => vec![],
+                    // a live piece that claims 10¹² departures at once
+                    ToAgent::Live(req) if lie == Lie::LyingSummary => {
+                        let g = horde_stats::digest::GameDigest::new(6, req.epoch_ns, secs);
+                        let mut categories = g.categories.clone();
+                        categories[0][0].sent = 1_000_000_000_000;
+                        let d = horde_stats::digest::Delta {
+                            epoch_ns: req.epoch_ns,
+                            categories,
+                            seconds: vec![],
+                            lateness_us: g.lateness_us.clone(),
+                            lateness_sum_us: 0.0,
+                            late_over_1ms: 0,
+                        };
+                        vec![ToController::Summary(Box::new(d))]
+                    }
+                    ToAgent::Live(_) => vec![],
                     ToAgent::Stop if lie == Lie::NeverFinishes => vec![],
                     ToAgent::Stop => {
                         chatty = false;
@@ -304,6 +320,10 @@ fn a_summary_claiming_more_than_the_plan_allows_is_refused_and_named() {
     let sent: u64 = r.summary.analysis.categories.iter().map(|c| c.up.sent + c.down.sent).sum();
     assert!(sent < 1_000_000, "the lie is not in the report: {sent}");
     assert_eq!(r.summary.client.flows.len(), 20, "only the honest agent's players");
+    // its live piece lied too: refused at once and said, the honest agent's live summary agrees
+    assert!(notes.iter().any(|n| n.contains("fake") && n.contains("live summary no longer counts")), "{notes:#?}");
+    let live = d.live.as_ref().expect("live summaries compared");
+    assert_eq!((live.agents, live.agree), (1, 1), "{live:?}");
 }
 
 #[test]

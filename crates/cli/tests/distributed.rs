@@ -755,22 +755,27 @@ fn summaries_from_agents_give_the_logs_figures_for_a_fraction_of_the_bytes() {
     let mut reports = Vec::new();
     for how in ["logs", "summaries"] {
         let out = d.join(format!("out-{how}"));
-        let mut ctl = Proc::spawn(&[
-            "run",
-            sc.to_str().unwrap(),
-            "--agents",
-            &list,
-            "--credentials",
-            creds.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--collect",
-            how,
-        ]);
+        let (sc, out_s) = (sc.to_str().unwrap(), out.to_str().unwrap());
+        let mut ctl =
+            Proc::spawn(&["run", sc, "--agents", &list, "--credentials", creds.to_str().unwrap(), "-o", out_s, "--collect", how, "--progress", "json"]);
         assert_eq!(ctl.wait(Duration::from_secs(90)), 0, "{}", ctl.text());
         assert!(ctl.text().contains(&format!("{how} collected:")), "{}", ctl.text());
         let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
         assert_eq!(s["distributed"]["collected"], how);
+        // live: per-category figures while running, from pieces that add up to each agent's
+        // final summary exactly (the controller compares them)
+        let ticks: Vec<serde_json::Value> =
+            ctl.text().lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).filter(|v| v["event"] == "progress").collect();
+        let live: Vec<&serde_json::Value> = ticks.iter().filter(|t| t["progress"]["category_live"].is_array()).collect();
+        assert!(live.len() >= 3, "live per-category figures in the progress lines: {}", ctl.text());
+        let last = &live[live.len() - 1]["progress"];
+        assert!(last["loss"].is_object() && last["down_delay_ms"].is_array() && last["category_rates"].is_array(), "{last}");
+        let so_far: u64 = last["category_live"].as_array().unwrap().iter().map(|c| c["up"]["sent"].as_u64().unwrap()).sum();
+        assert!(so_far > 0 && so_far <= s["analysis"]["up"]["sent"].as_u64().unwrap(), "{so_far} up so far");
+        if how == "summaries" {
+            let c = &s["distributed"]["live"];
+            assert!(c["agents"] == 2 && c["agree"] == 2 && c["pieces"].as_u64() >= Some(6), "live and final summaries agree: {c}");
+        }
         reports.push(s);
     }
     for a in [&a1, &a2] {

@@ -31,8 +31,9 @@ pub trait LogTap: Send {
     fn header(&mut self, header: &[u8]);
     /// Encoded whole records, in log order.
     fn records(&mut self, bytes: &[u8]);
-    /// The log is complete: end the stream (bounded wait) and say what became of it.
-    fn finish(self: Box<Self>) -> TapReport;
+    /// The log is complete: end the stream (bounded wait) and say what became of it (a tap
+    /// that is no stream, such as an agent's live summary, has nothing to say).
+    fn finish(self: Box<Self>) -> Option<TapReport>;
 }
 
 /// What became of a log's live stream.
@@ -158,7 +159,7 @@ impl LogWriter {
                 Ok(())
             })();
             // The stream ends whatever became of the file (it says what it got).
-            let tap = tap.map(|t| t.finish());
+            let tap = tap.and_then(|t| t.finish());
             result.map(|()| LogDone { records: n, tap })
         })?;
         let sink = LogSink { tx: Some(tx.clone()), batch: Vec::with_capacity(BATCH), last_flush_ns: 0 };

@@ -93,7 +93,14 @@ impl Server {
                         }
                         secs.iter().for_each(|x| l.push(*x));
                     };
-                    crate::server::serve(&sc2, &out, key, stop, on_listening, Some(&commands), Some(&store))
+                    crate::server::serve(
+                        &sc2,
+                        &out,
+                        key,
+                        stop,
+                        on_listening,
+                        crate::server::ServeHooks { commands: Some(&commands), live: Some(&store), ..Default::default() },
+                    )
                 })?;
                 Ok((Server::Thread { handle, stop, commands: tx, live }, a))
             }
@@ -235,6 +242,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
         server: addr,
         key: key.clone(),
         log: out.join("client.hlog"),
+        log_tap: Default::default(),
         progress: client_progress.clone(),
         netns: emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default(),
     };
@@ -338,8 +346,10 @@ pub struct Clients<'p> {
     /// The server side's address.
     pub server: std::net::SocketAddr,
     pub key: horde_proto::RunKey,
-    /// The per-packet log (both directions of every player of the shard).
+    /// The per-packet log (both directions of every player of the shard), and where its
+    /// records also go as they are written (an agent's live summary; none: nowhere).
     pub log: PathBuf,
+    pub log_tap: horde_engine::logger::TapSlot,
     pub progress: Arc<Progress>,
     /// Network namespaces the players are dealt to in turn (none: this one).
     pub netns: Vec<Arc<std::fs::File>>,
@@ -373,6 +383,7 @@ pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Res
         threads: sc.threads,
         spin_ns: sc.spin_us * 1000,
         log: Some(c.log.clone()),
+        log_tap: c.log_tap.clone(),
         progress: Some(c.progress.clone()),
         linger: Duration::from_millis(1000),
         run_for: Some(Duration::from_secs_f64(sc.duration_s)),
@@ -481,6 +492,7 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
             up_delay_ms: server.delay.take(),
             loss: loss.next(&p.seconds, &server, horde_engine::clock::real_ns()).map(Box::new),
             category_rates,
+            category_live: Vec::new(),
             circuits: None,
             bots: None,
         };

@@ -23,8 +23,8 @@ pub mod topology;
 
 pub use execute::{execute, run_clients, Clients, RunOptions, RunOutcome, ServerSide};
 pub use players::{plan, player_flow, shards, Players};
-pub use report::{AgentRow, AgentStats, Distributed, Interruption, Summary, Usage, SUMMARY_SCHEMA_VERSION};
-pub use server::{read_key, run_key, serve, server_key};
+pub use report::{AgentRow, AgentStats, Distributed, Interruption, LiveCheck, Summary, Usage, SUMMARY_SCHEMA_VERSION};
+pub use server::{read_key, run_key, serve, server_key, ServeHooks};
 
 use horde_model::scenario::Scenario;
 
@@ -110,6 +110,11 @@ pub struct Snapshot {
     /// categories, and through agents.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub category_rates: Vec<CategoryRates>,
+    /// Per category so far, each way: APDUs sent and received and the one-way delay's median
+    /// and 99th percentile (within a µs + 1/1,024 of the value). From the agents' live
+    /// summaries, which add up to the report's (`horde run --agents`); empty on one machine.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub category_live: Vec<CategoryLive>,
     /// Loss each way of the packets sent in one second, counted 3 s after that second ended
     /// (what was still in flight has arrived by then; later arrivals count as lost here, the
     /// report is exact). Counted by second of departure, not by sequence numbers, so a player
@@ -160,6 +165,25 @@ pub struct CategoryRates {
     /// of the sub-activity each is in now): what the model sends per second.
     pub up_model: f64,
     pub down_model: f64,
+}
+
+/// One category's figures so far (see [`Snapshot::category_live`]).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct CategoryLive {
+    pub category: String,
+    /// Players → server side.
+    pub up: LiveDir,
+    /// Server side → players.
+    pub down: LiveDir,
+}
+
+/// One direction of a category so far.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct LiveDir {
+    pub sent: u64,
+    pub received: u64,
+    pub delay_p50_ms: Option<f64>,
+    pub delay_p99_ms: Option<f64>,
 }
 
 /// One agent's rates over the last second: what it sent and what it received.

@@ -295,6 +295,23 @@ pub struct Distributed {
     /// "summaries" (`--collect summaries`: one mergeable summary each; rows carry `bounds`).
     #[serde(default = "logs")]
     pub collected: String,
+    /// With summaries: whether each agent's live summary (the pieces it sent once a second,
+    /// what the progress lines showed) added up to its final one, exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveCheck>,
+}
+
+/// Live summaries against final ones (see [`Distributed::live`]).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+pub struct LiveCheck {
+    /// Agents whose live and final summaries were compared, and of those the ones whose pieces
+    /// add up to the final summary exactly.
+    pub agents: u32,
+    pub agree: u32,
+    /// Pieces received, all agents together.
+    pub pieces: u64,
+    /// Each agent that did not agree, and how.
+    pub differ: Vec<String>,
 }
 
 fn logs() -> String {

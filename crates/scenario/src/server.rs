@@ -73,6 +73,16 @@ pub type LiveServer = Arc<std::sync::Mutex<ServerLive>>;
 
 /// What a server side does once a second with its live figures: the last second's delay
 /// percentiles (none when nothing arrived) and the seconds of departures it closed.
+/// What else a server side does besides serving: follow the run's commands, report its live
+/// delay, hand its log to a tap as it is written.
+#[derive(Default)]
+pub struct ServeHooks<'a> {
+    /// The run's stamped changes of the online target (see [`crate::control::follow`]).
+    pub commands: Option<&'a crate::control::Commands>,
+    pub live: Option<OnLive<'a>>,
+    pub log_tap: horde_engine::logger::TapSlot,
+}
+
 pub type OnLive<'a> = &'a (dyn Fn(Option<horde_engine::live::Percentiles>, &[ServerSecond]) + Sync);
 
 /// The closed seconds of `counts` from `*next` up to [`LOSS_LAG_S`] before `now_ns` (real);
@@ -119,22 +129,15 @@ pub fn server_key(sc: &Scenario) -> Result<RunKey, Error> {
 /// (signed hello, known player), sends it its server→client schedule, logs to
 /// `out/server.hlog` and writes its report to `out/server.json`. `on_listening` gets the bound
 /// address before the first connection is accepted.
-/// `commands`: the run's stamped changes of the online target (see [`crate::control::follow`]).
-pub fn serve(
-    sc: &Scenario,
-    out: &Path,
-    key: RunKey,
-    stop: &AtomicBool,
-    on_listening: impl FnOnce(SocketAddr),
-    commands: Option<&crate::control::Commands>,
-    live: Option<OnLive>,
-) -> Result<SendReport, Error> {
+pub fn serve(sc: &Scenario, out: &Path, key: RunKey, stop: &AtomicBool, on_listening: impl FnOnce(SocketAddr), hooks: ServeHooks) -> Result<SendReport, Error> {
+    let ServeHooks { commands, live, log_tap } = hooks;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display())).map_err(Error::Failed)?;
     let players = Arc::new(players::plan(sc, stop)?);
     let roster = players.roster.clone();
     let progress = Arc::new(horde_engine::sender::Progress::default());
     let opts = SendOptions {
         log: Some(out.join("server.hlog")),
+        log_tap,
         progress: Some(progress.clone()),
         responder: Some(players as Arc<dyn Responder>),
         spin_ns: sc.spin_us * 1000,

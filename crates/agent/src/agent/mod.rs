@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use horde_engine::clock::real_ns;
 
+mod live;
 mod run;
 mod summary;
 
@@ -256,6 +257,9 @@ fn session(
                     recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
                     connections: p.connections.load(Ordering::Relaxed),
                 })));
+                if let Some(d) = r.live.as_ref().and_then(live::Live::take) {
+                    actions.push(Action::Send(ToController::Summary(Box::new(d))));
+                }
             }
         }
         for a in actions {
@@ -308,18 +312,30 @@ fn session(
                         }
                     }
                 }
+                Action::Live(req) => {
+                    if let Some(l) = run.as_ref().and_then(|r| r.live.as_ref()) {
+                        l.begin(*req);
+                    }
+                }
                 Action::Collect(req) => {
                     if let Some(r) = &run {
+                        // the live summary's last piece goes first (the logs or summary follow)
+                        // (a failed write fails the sending below)
+                        if let Some(d) = r.live.as_ref().and_then(live::Live::take) {
+                            let _ = write(tls, &msg::encode(&ToController::Summary(Box::new(d))));
+                        }
                         let (sent, what) = match req {
                             None => (send_logs(tls, r), "logs"),
                             Some(q) => {
                                 let t = Instant::now();
                                 let made = summary::write(r, &q);
-                                if let Err(e) = &made {
-                                    let _ = write(tls, &msg::encode(&ToController::Error { message: format!("summarising the run: {e:#}") }));
-                                } else {
-                                    log(&format!("run {}: summarised in {:.2} s", r.assignment.run_id, t.elapsed().as_secs_f64()));
+                                match &made {
+                                    Err(e) => {
+                                        let _ = write(tls, &msg::encode(&ToController::Error { message: format!("summarising the run: {e:#}") }));
+                                    }
+                                    Ok(how) => log(&format!("run {}: summarised ({how}) in {:.2} s", r.assignment.run_id, t.elapsed().as_secs_f64())),
                                 }
+                                let made = made.map(|_| ());
                                 (made.and_then(|()| run::send_files(tls, r, &[summary::FILE])), "summary")
                             }
                         };

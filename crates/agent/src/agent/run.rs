@@ -55,6 +55,8 @@ pub(super) struct Run {
     pub(super) progress: Arc<Progress>,
     pub(super) cpu0: f64,
     pub(super) t0: Instant,
+    /// A scenario's live summary (its players and server side here; not regulated circuits).
+    pub(super) live: Option<super::live::Live>,
     /// A scenario's server side here: its half of the command channel.
     pub(super) server_commands: Option<mpsc::Sender<Result<horde_scenario::control::Command, String>>>,
 }
@@ -70,7 +72,7 @@ impl Run {
         server: Option<(std::thread::JoinHandle<()>, SocketAddr)>,
         progress: Arc<Progress>,
     ) -> Run {
-        Run { dir, work, assignment, key, stop, server, clients: None, progress, cpu0: cpu_s(), t0: Instant::now(), server_commands: None }
+        Run { dir, work, assignment, key, stop, server, clients: None, progress, cpu0: cpu_s(), t0: Instant::now(), live: None, server_commands: None }
     }
 
     /// Sets the online target on this agent's sides of the run: its players' roster and its
@@ -144,6 +146,8 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
     let progress = Arc::new(Progress::default());
     *metrics.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress.clone());
     let (server_commands, commands) = horde_scenario::control::Commands::channel();
+    let live = circuits.is_none().then(|| super::live::Live::new(&sc, &players, a.players_total));
+    let server_tap = live.as_ref().map(|l| l.tap(horde_model::service::Direction::Down)).unwrap_or_default();
     let server = match a.server {
         Some(listen) => {
             sc.server = listen;
@@ -158,9 +162,15 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
                     Some(cfg) => {
                         horde_scenario::circuits::serve(&sc2, &cfg, &dir2, key2, &stop2, listening).map(|c| serde_json::json!({ "circuits": c.len() }))
                     }
-                    None => {
-                        horde_scenario::serve(&sc2, &dir2, key2, &stop2, listening, Some(&commands), None).map(|r| serde_json::to_value(r).unwrap_or_default())
-                    }
+                    None => horde_scenario::serve(
+                        &sc2,
+                        &dir2,
+                        key2,
+                        &stop2,
+                        listening,
+                        horde_scenario::ServeHooks { commands: Some(&commands), live: None, log_tap: server_tap },
+                    )
+                    .map(|r| serde_json::to_value(r).unwrap_or_default()),
                 };
                 let _ = tx.send(finished("server", report.map_err(|e| format!("{:#}", e.into_anyhow()))));
             })?;
@@ -177,7 +187,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
     };
     let server_commands = server.as_ref().map(|_| server_commands);
     let work = Work::Scenario { sc: Box::new(sc), players, circuits };
-    Ok(Run { server_commands, ..Run::prepared(dir, work, a, key, stop, server, progress) })
+    Ok(Run { server_commands, live, ..Run::prepared(dir, work, a, key, stop, server, progress) })
 }
 
 /// Resolves the shipped flow file, keeps the flows this agent sends, and starts its receiver if
@@ -340,9 +350,10 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
                 return;
             }
             let (sc, players, log) = (sc.clone(), players.clone(), r.dir.join("client.hlog"));
+            let log_tap = r.live.as_ref().map(|l| l.tap(horde_model::service::Direction::Up)).unwrap_or_default();
             std::thread::Builder::new().name("horde-agent-clients".into()).spawn(move || {
                 wait_until(at_ns, &stop);
-                let c = horde_scenario::Clients { players: &players, shard, server, key, log, progress: progress.clone(), netns: Vec::new() };
+                let c = horde_scenario::Clients { players: &players, shard, server, key, log, log_tap, progress: progress.clone(), netns: Vec::new() };
                 let report = horde_scenario::run_clients(&sc, &c, &stop).map_err(|e| format!("{e:#}"));
                 drop(c);
                 drop(progress);

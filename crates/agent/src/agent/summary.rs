@@ -1,13 +1,17 @@
 //! An agent's part of a scenario run reduced to one mergeable summary (`horde run --collect
-//! summaries`, [`horde_stats::digest`]): its logs read once, every timestamp put on the
-//! controller's clock with the offsets the controller measured, the same stays the report
-//! counts. The summary (`digest.json`) is then the one file the controller collects.
+//! summaries`, [`horde_stats::digest`]): every timestamp put on the controller's clock with the
+//! offsets the controller measured, the same stays the report counts. The summary
+//! (`digest.json`) is then the one file the controller collects.
+//!
+//! It is built live ([`super::live::Live`]): both logs' records as they are written, pieces sent once a
+//! second, the summary their sum. Reading the logs back ([`write`]) is the fallback when the
+//! run was not summarised live.
 
 use std::ops::Range;
 
 use anyhow::{bail, Context as _};
 use horde_model::service::Direction;
-use horde_stats::digest::{stay_of, Builder};
+use horde_stats::digest::{stay_of, Builder, GameDigest};
 use horde_wire::RecordKind;
 
 use super::run::{Run, Work};
@@ -17,8 +21,24 @@ use crate::msg::SummaryRequest;
 /// The summary's file in the run's directory.
 pub(super) const FILE: &str = "digest.json";
 
-/// Summarises the finished run `r` into `FILE` in its directory.
-pub(super) fn write(r: &Run, req: &SummaryRequest) -> anyhow::Result<()> {
+/// Summarises the finished run `r` into `FILE` in its directory: the live summary when it is
+/// whole, else its logs read back. Says which.
+pub(super) fn write(r: &Run, req: &SummaryRequest) -> anyhow::Result<&'static str> {
+    let live = match &r.live {
+        Some(l) => l.finish(req.epoch_ns),
+        None => Err("no live summary".into()),
+    };
+    let (d, how) = match live {
+        Ok(d) => (d, "live"),
+        Err(why) => (from_logs(r, req).with_context(|| format!("{why}; from the logs"))?, "from the logs"),
+    };
+    let text = serde_json::to_vec(&d).context("encoding the summary")?;
+    std::fs::write(r.dir.join(FILE), text).with_context(|| format!("writing {FILE}"))?;
+    Ok(how)
+}
+
+/// The summary from the run's logs, read back.
+fn from_logs(r: &Run, req: &SummaryRequest) -> anyhow::Result<GameDigest> {
     let Work::Scenario { sc, players, circuits: None } = &r.work else {
         bail!("only a scenario's players and server side are summarised (regulated circuits, flows and bots send their logs)");
     };
@@ -53,6 +73,5 @@ pub(super) fn write(r: &Run, req: &SummaryRequest) -> anyhow::Result<()> {
             }
         }
     }
-    let text = serde_json::to_vec(&b.finish()).context("encoding the summary")?;
-    std::fs::write(r.dir.join(FILE), text).with_context(|| format!("writing {FILE}"))
+    Ok(b.finish())
 }

@@ -17,15 +17,14 @@
 //! clock), summary out. Its memory is bounded by players, categories and seconds, not packets.
 
 mod bins;
-
-use std::collections::HashMap;
+mod builder;
 
 use horde_model::behaviour::Segment;
 use horde_model::service::Direction;
-use horde_wire::Record;
 use serde::{Deserialize, Serialize};
 
 pub use bins::{Bins, BinsWire, Signed};
+pub use builder::{Builder, Delta};
 
 use crate::game::{self, Bounds, Context, DirectionStats, GameAnalysis, Second};
 use crate::metrics::Jitter;
@@ -86,7 +85,7 @@ impl DirDigest {
         }
     }
 
-    fn merge(&mut self, o: &DirDigest) -> Result<(), DigestError> {
+    pub fn merge(&mut self, o: &DirDigest) -> Result<(), DigestError> {
         let add = |a: u64, b: u64| a.checked_add(b).ok_or(DigestError::Overflow);
         self.sent = add(self.sent, o.sent)?;
         self.received = add(self.received, o.received)?;
@@ -211,147 +210,6 @@ impl GameDigest {
         // the bucket schemes and counts must add to ours (what the controller does next)
         expect.clone().merge(&d)?;
         Ok(d)
-    }
-}
-
-/// Per (player, direction): the last stays' last arrival and transit time, and which recent
-/// sequence numbers have arrived.
-#[derive(Default)]
-struct PlayerState {
-    stays: [Option<(usize, u64, i64)>; 2],
-    top: Option<u64>,
-    seen: [u64; (WINDOW / 64) as usize],
-}
-
-impl PlayerState {
-    /// Marks `seq` as arrived; false when it had already.
-    fn first_arrival(&mut self, seq: u64) -> bool {
-        let bit = |s: u64| ((s % WINDOW) / 64, s % 64);
-        match self.top {
-            Some(top) if seq <= top => {
-                if top - seq >= WINDOW {
-                    return true;
-                }
-                let (w, b) = bit(seq);
-                let was = self.seen[w as usize] >> b & 1 == 1;
-                self.seen[w as usize] |= 1 << b;
-                !was
-            }
-            _ => {
-                let from = self.top.map_or(seq, |t| t + 1);
-                if seq - from >= WINDOW {
-                    self.seen = Default::default();
-                } else {
-                    for s in from..=seq {
-                        let (w, b) = bit(s);
-                        self.seen[w as usize] &= !(1 << b);
-                    }
-                }
-                self.top = Some(seq);
-                let (w, b) = bit(seq);
-                self.seen[w as usize] |= 1 << b;
-                true
-            }
-        }
-    }
-
-    /// The previous arrival (time, transit) of the same stay, and records this one.
-    fn last_in_stay(&mut self, stay: usize, t_b: u64, transit: i64) -> Option<(u64, i64)> {
-        let slot = self.stays.iter().position(|s| s.is_some_and(|s| s.0 == stay));
-        let prev = slot.and_then(|i| self.stays[i]).map(|s| (s.1, s.2));
-        let i = slot.unwrap_or_else(|| {
-            // a new stay replaces the older of the two kept
-            match self.stays {
-                [None, _] => 0,
-                [_, None] => 1,
-                [Some(a), Some(b)] => usize::from(b.0 < a.0),
-            }
-        });
-        self.stays[i] = Some((stay, t_b, transit));
-        prev
-    }
-}
-
-/// Reduces one agent's records into a [`GameDigest`] as they are written.
-pub struct Builder {
-    d: GameDigest,
-    players: HashMap<(u32, u8), PlayerState>,
-    jitter: Vec<[Jitter; 2]>,
-}
-
-impl Builder {
-    pub fn new(categories: usize, epoch_ns: u64, duration_s: f64) -> Self {
-        let d = GameDigest::new(categories, epoch_ns, duration_s);
-        let jitter = vec![[Jitter::default(); 2]; d.categories.len()];
-        Builder { d, players: HashMap::new(), jitter }
-    }
-
-    fn second_of(&self, ns: u64) -> usize {
-        (ns.saturating_sub(self.d.epoch_ns) as f64 / 1e9) as usize
-    }
-
-    /// An APDU this agent sent in direction `dir` (a `Sent` record: `t_b` is when it left, the
-    /// send time its packet carried).
-    pub fn sent(&mut self, r: &Record, dir: Direction) {
-        let secs = self.d.seconds.len();
-        let sec = self.second_of(r.t_b).min(secs - 1);
-        self.d.seconds[sec].sent[dir as usize] += 1;
-        if dir == Direction::Up {
-            // a client's departure: how late it left (`t_a` is when it was due)
-            let late_ns = r.t_b.saturating_sub(r.t_a);
-            self.d.lateness_us.record((late_ns / 1_000).max(1));
-            self.d.lateness_sum_us += late_ns as f64 / 1e3;
-            self.d.late_over_1ms += u64::from(late_ns > 1_000_000);
-        }
-        if let Some(c) = self.d.categories.get_mut((r.tag & 0xFF) as usize) {
-            c[dir as usize].sent += 1;
-        }
-    }
-
-    /// An APDU this agent received in direction `dir` (a `Received` record), sent during the
-    /// player's stay `stay` (see [`stay_of`]).
-    pub fn received(&mut self, r: &Record, dir: Direction, stay: Option<usize>) {
-        let c = (r.tag & 0xFF) as usize;
-        if c >= self.d.categories.len() {
-            return;
-        }
-        let player = r.tag >> 8;
-        let secs = self.d.seconds.len();
-        // as the raw path computes it, without overflow on times no real record has
-        let transit = (r.t_b as i64).saturating_sub(r.t_a as i64);
-        let sent_sec = self.second_of(r.t_a).min(secs - 1);
-        let arr_sec = self.second_of(r.t_b);
-        let st = self.players.entry((player, dir as u8)).or_default();
-        if st.first_arrival(r.seq) {
-            self.d.seconds[sent_sec].got[dir as usize] += 1;
-        }
-        let prev = stay.and_then(|s| st.last_in_stay(s, r.t_b, transit));
-        if let Some(s) = self.d.seconds.get_mut(arr_sec) {
-            s.delay[dir as usize].record(transit);
-            s.bits[dir as usize] += r.size as u64 * 8;
-        }
-        let a = &mut self.d.categories[c][dir as usize];
-        a.received += 1;
-        a.bytes += r.size as u64;
-        a.size.record(r.size as u64);
-        a.delay.record(transit);
-        if let Some((t, pt)) = prev {
-            let iat_ns = r.t_b as f64 - t as f64;
-            a.iat_us.record((iat_ns / 1e3).max(0.0) as u64);
-            a.iat_ms.record((iat_ns / 1e6).round().max(0.0) as u64);
-            let j = &mut self.jitter[c][dir as usize];
-            j.update(transit.saturating_sub(pt));
-            a.jitter_n += 1;
-            a.jitter_ns = j.ns();
-        }
-    }
-
-    pub fn digest(&self) -> &GameDigest {
-        &self.d
-    }
-
-    pub fn finish(self) -> GameDigest {
-        self.d
     }
 }
 

@@ -1,4 +1,6 @@
-use horde_wire::RecordKind;
+use horde_wire::{Record, RecordKind};
+
+use super::builder::PlayerState;
 
 use super::*;
 
@@ -107,4 +109,91 @@ fn a_peers_summary_is_checked_against_our_plan() {
     assert!(GameDigest::accept(&serde_json::to_vec(&w).unwrap(), &plan, 1_000_000).is_err(), "another bucket scheme");
     let mut other = GameDigest::new(3, 1_000_000_000, 11.0);
     assert!(other.merge(&d).is_err());
+}
+
+/// The builder's pieces, sent over JSON and applied in order by a peer that checks them, add
+/// up to the builder's final summary exactly; without pieces the same records give the same
+/// counts and histograms (sums differ only by float rounding).
+#[test]
+fn live_pieces_add_up_to_the_final_summary_exactly() {
+    let (sent, got) = records();
+    let mut b = Builder::new(3, 1_000_000_000, 10.0);
+    let mut live = GameDigest::new(3, 1_000_000_000, 10.0);
+    let mut pieces = 0;
+    let take = |b: &mut Builder, live: &mut GameDigest, pieces: &mut u32| {
+        if let Some(p) = b.take() {
+            let text = serde_json::to_vec(&p).unwrap();
+            live.apply_peer(&serde_json::from_slice(&text).unwrap(), 1_000_000).unwrap();
+            *pieces += 1;
+        }
+    };
+    // the two sides interleaved as two log writers would be, a piece every 997 records
+    for (i, r) in sent.iter().enumerate() {
+        b.sent(r, Direction::Up);
+        if let Some(g) = got.get(i) {
+            b.received(g, Direction::Up, Some((g.seq / 100) as usize));
+        }
+        if i % 997 == 996 {
+            take(&mut b, &mut live, &mut pieces);
+        }
+    }
+    for g in got.iter().skip(sent.len()) {
+        b.received(g, Direction::Up, Some((g.seq / 100) as usize));
+    }
+    let before = pieces;
+    take(&mut b, &mut live, &mut pieces);
+    assert_eq!(pieces, before + 1, "the last records make a last piece");
+    assert!(b.take().is_none(), "nothing new: no piece");
+    let fin = b.finish();
+    assert_eq!(live, fin, "the live pieces are the final summary");
+    assert!(pieces >= 10);
+    let whole = build(&sent, &got, |_| true);
+    for (a, w) in fin.categories.iter().zip(&whole.categories) {
+        assert_eq!(
+            (a[0].sent, a[0].received, &a[0].size, &a[0].iat_us, &a[0].delay.pos),
+            (w[0].sent, w[0].received, &w[0].size, &w[0].iat_us, &w[0].delay.pos)
+        );
+    }
+}
+
+#[test]
+fn a_peers_live_piece_is_checked_and_a_refused_one_adds_nothing() {
+    let (sent, got) = records();
+    let mut b = Builder::new(3, 1_000_000_000, 10.0);
+    for r in &sent {
+        b.sent(r, Direction::Up);
+    }
+    for g in &got {
+        b.received(g, Direction::Up, None);
+    }
+    let piece = b.take().unwrap();
+    let fresh = GameDigest::new(3, 1_000_000_000, 10.0);
+    let refused = |p: &Delta, max: u64| {
+        let mut live = fresh.clone();
+        let r = live.apply_peer(p, max);
+        assert_eq!(live, fresh, "a refused piece adds nothing");
+        r.is_err()
+    };
+    assert!(refused(&piece, 100), "more departures than the plan allows");
+    let mut p = piece.clone();
+    p.epoch_ns += 1;
+    assert!(refused(&p, 1_000_000), "another run's");
+    let mut p = piece.clone();
+    p.seconds.reverse();
+    assert!(refused(&p, 1_000_000), "seconds out of order");
+    let mut p = piece.clone();
+    p.seconds.last_mut().unwrap().0 = 1_000;
+    assert!(refused(&p, 1_000_000), "a second beyond the run");
+    let mut p = piece.clone();
+    p.categories[0][0].received += 1;
+    assert!(refused(&p, 1_000_000), "counts that disagree with the histograms");
+    let mut p = piece.clone();
+    p.categories[1][0].size = Bins::new(2);
+    assert!(refused(&p, 1_000_000), "another precision");
+    let mut p = piece.clone();
+    p.categories[1][0].jitter_ns = f64::NAN;
+    assert!(refused(&p, 1_000_000));
+    let mut live = fresh.clone();
+    live.apply_peer(&piece, 1_000_000).unwrap();
+    assert!(live.apply_peer(&piece, sent.len() as u64 + 10).is_err(), "what it sent before counts toward the bound");
 }

@@ -122,7 +122,14 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
             }
             let _ = o.flush();
         };
-        horde_scenario::serve(&sc, &out, key, stop, banner, commands.as_ref(), Some(&live))?;
+        horde_scenario::serve(
+            &sc,
+            &out,
+            key,
+            stop,
+            banner,
+            horde_scenario::ServeHooks { commands: commands.as_ref(), live: Some(&live), ..Default::default() },
+        )?;
         return Ok(0);
     }
     let progress = Progress::of(&args.progress)?;

@@ -1,0 +1,136 @@
+//! An agent's live summary of its scenario part ([`Live`]): both logs' records as they are
+//! written, on the controller's clock, pieces handed out once a second; the summary
+//! `--collect summaries` sends is their sum (see `summary.rs`, docs/distributed.md).
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use horde_engine::logger::{LogTap, TapReport, TapSlot};
+use horde_model::behaviour::Segment;
+use horde_model::scenario::Scenario;
+use horde_model::service::Direction;
+use horde_stats::digest::{stay_of, Builder, Delta, GameDigest};
+use horde_wire::{Record, RecordKind, RECORD_LEN};
+
+use crate::merge::correct;
+use crate::msg::SummaryRequest;
+
+/// Records a log writer hands over before the controller's offsets arrive (the server side
+/// listens from the assignment on; nothing real arrives before the start).
+const EARLY_MAX: usize = 1 << 16;
+
+/// An agent's live summary of its scenario part: both logs' records as they are written (the
+/// logs' taps), on the controller's clock once `ToAgent::Live` gave the offsets. The builder
+/// hands out what it gained once a second, and the final summary is the sum of those pieces.
+#[derive(Clone)]
+pub(super) struct Live(Arc<Mutex<LiveState>>);
+
+struct LiveState {
+    categories: usize,
+    duration_s: f64,
+    segments: Vec<Vec<Segment>>,
+    req: Option<SummaryRequest>,
+    builder: Option<Builder>,
+    early: Vec<(Record, Direction)>,
+    /// Records that could not be summarised (before the offsets, beyond `EARLY_MAX`).
+    missed: u64,
+}
+
+impl Live {
+    pub(super) fn new(sc: &Scenario, players: &horde_scenario::Players, players_total: u32) -> Live {
+        let all = vec![Range { start: 0, end: players_total }];
+        let segments = horde_scenario::report::analysed_segments(sc, players, &all).into_owned();
+        let st = LiveState { categories: sc.service.states.len(), duration_s: sc.duration_s, segments, req: None, builder: None, early: Vec::new(), missed: 0 };
+        Live(Arc::new(Mutex::new(st)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LiveState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The tap of the log whose `Sent` records go in direction `out` (the clients' log: up;
+    /// the server side's: down).
+    pub(super) fn tap(&self, out: Direction) -> TapSlot {
+        TapSlot::new(Box::new(SideTap { live: self.clone(), out }))
+    }
+
+    /// The controller's offsets and the run's start: summarising begins (with what came early).
+    pub(super) fn begin(&self, req: SummaryRequest) {
+        let mut st = self.lock();
+        if st.req.is_some() {
+            return;
+        }
+        st.builder = Some(Builder::new(st.categories, req.epoch_ns, st.duration_s));
+        st.req = Some(req);
+        for (r, out) in std::mem::take(&mut st.early) {
+            st.feed(r, out);
+        }
+    }
+
+    /// What the summary gained since the last piece.
+    pub(super) fn take(&self) -> Option<Delta> {
+        self.lock().builder.as_mut().and_then(Builder::take)
+    }
+
+    /// The final summary (after the last piece was taken), if it is whole: summarising began
+    /// for the run `epoch_ns` asks about and no record was missed.
+    pub(super) fn finish(&self, epoch_ns: u64) -> Result<GameDigest, String> {
+        let mut st = self.lock();
+        if st.missed > 0 {
+            return Err(format!("{} records came before the controller's offsets", st.missed));
+        }
+        match (st.req.as_ref().map(|r| r.epoch_ns), st.builder.take()) {
+            (Some(e), Some(b)) if e == epoch_ns => Ok(b.finish()),
+            _ => Err("the run was not summarised live (no offsets, or another start)".into()),
+        }
+    }
+}
+
+impl LiveState {
+    fn feed(&mut self, mut rec: Record, out: Direction) {
+        let (Some(req), Some(b)) = (self.req.as_ref(), self.builder.as_mut()) else {
+            if self.early.len() < EARLY_MAX {
+                self.early.push((rec, out));
+            } else {
+                self.missed += 1;
+            }
+            return;
+        };
+        // a received APDU's send time is its sender's: the server's, or its player's agent's
+        let peer = if out == Direction::Up { req.server_offset_ns } else { req.owners.iter().find(|(range, _)| range.contains(&rec.flow)).map_or(0, |o| o.1) };
+        correct(&mut rec, req.own_offset_ns, peer);
+        match rec.kind {
+            RecordKind::Sent => b.sent(&rec, out),
+            RecordKind::Received => {
+                let stay = self.segments.get(rec.flow as usize).and_then(|s| stay_of(s, req.epoch_ns, rec.t_a));
+                b.received(&rec, if out == Direction::Up { Direction::Down } else { Direction::Up }, stay);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One log's tap into the live summary (called on the log's writer thread, never blocking it
+/// for longer than the summary's lock).
+struct SideTap {
+    live: Live,
+    out: Direction,
+}
+
+impl LogTap for SideTap {
+    fn header(&mut self, _: &[u8]) {}
+
+    fn records(&mut self, bytes: &[u8]) {
+        let mut st = self.live.lock();
+        for chunk in bytes.chunks_exact(RECORD_LEN) {
+            match Record::parse(chunk) {
+                Ok(r) => st.feed(r, self.out),
+                Err(_) => st.missed += 1,
+            }
+        }
+    }
+
+    fn finish(self: Box<Self>) -> Option<TapReport> {
+        None
+    }
+}
