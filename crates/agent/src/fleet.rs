@@ -191,7 +191,6 @@ pub(crate) struct Fleet<'a> {
     pub stopped_by_command: bool,
     /// Summarise the run live on its agents (a scenario's players and server side).
     live: Option<LivePlan<'a>>,
-    view: crate::live::View,
 }
 
 /// What a run summarised live needs: its categories and length, which agent runs the server
@@ -258,7 +257,6 @@ impl<'a> Fleet<'a> {
             roster: None,
             stopped_by_command: false,
             live: None,
-            view: Default::default(),
         })
     }
 
@@ -505,7 +503,7 @@ impl<'a> Fleet<'a> {
                 }
             }
             let accs: Vec<&crate::live::Acc> = guards.iter().map(|g| &**g).filter(|a| a.refused.is_none()).collect();
-            self.view.fill(&mut snap, &accs, &p.names, &(p.model)(t_s));
+            crate::live::View::fill(&mut snap, &accs, &p.names, &p.model);
         }
         (self.ev)(&Event::Progress(snap));
     }

@@ -61,21 +61,22 @@ pub(crate) fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Acc> {
     s.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The live view's memory between two progress lines.
-#[derive(Default)]
-pub(crate) struct View {
-    /// Per category: the players' departures (up) and arrivals (down) at the last line.
-    last: Vec<[u64; 2]>,
-    last_t_s: f64,
-}
+/// How many seconds the live per-second figures stay behind the run: a second's records reach
+/// the log writer within 1 s, the agent's next piece within 1 s more, and the controller's next
+/// line within another. So the second that closed 3 s ago is complete at the controller.
+pub(crate) const SETTLE_S: usize = 3;
+
+/// The progress line's figures from the agents' live summaries.
+pub(crate) struct View;
 
 impl View {
-    /// Fills `snap` (at `snap.t_s`) from every agent's pieces: per category the APDU rates since
-    /// the last line beside the model's (`model`), and the figures so far; the delays of the
-    /// last closed second; the loss of the second that closed 3 s ago.
-    pub fn fill(&mut self, snap: &mut Snapshot, accs: &[&Acc], names: &[String], model: &[[f64; 2]]) {
+    /// Fills `snap` (at `snap.t_s`) from every agent's pieces: per category the figures so far
+    /// (`category_live`, as of the last pieces); and for the second that closed [`SETTLE_S`]
+    /// seconds ago (`loss.t_s` is its end) the per-category APDU rates beside the model's rates
+    /// then (`model`, a time of the run → rates per category), the delays each way and the
+    /// loss.
+    pub fn fill(snap: &mut Snapshot, accs: &[&Acc], names: &[String], model: &dyn Fn(f64) -> Vec<[f64; 2]>) {
         let Some(first) = accs.first() else { return };
-        let n = first.digest.categories.len();
         let mut cats: Vec<[DirDigest; 2]> = first.digest.categories.clone();
         for a in &accs[1..] {
             for (c, o) in cats.iter_mut().zip(&a.digest.categories) {
@@ -83,51 +84,30 @@ impl View {
                 let _ = c[0].merge(&o[0]).and(c[1].merge(&o[1]));
             }
         }
-        let now: Vec<[u64; 2]> = cats.iter().map(|c| [c[0].sent, c[1].received]).collect();
-        let dt = (snap.t_s - self.last_t_s).max(1e-3);
-        self.last.resize(n, [0, 0]);
-        let per_s = |a: u64, b: u64| (a.saturating_sub(b) as f64 / dt).round() as u64;
-        snap.category_rates = (0..n)
-            .map(|k| CategoryRates {
-                category: names.get(k).cloned().unwrap_or_default(),
-                up_apdu_s: per_s(now[k][0], self.last[k][0]),
-                down_apdu_s: per_s(now[k][1], self.last[k][1]),
-                up_model: model.get(k).map_or(0.0, |m| m[0]),
-                down_model: model.get(k).map_or(0.0, |m| m[1]),
+        let name = |k: usize| names.get(k).cloned().unwrap_or_default();
+        snap.category_live = cats.iter().enumerate().map(|(k, c)| CategoryLive { category: name(k), up: dir(&c[0]), down: dir(&c[1]) }).collect();
+        let Some(s) = (snap.t_s.max(0.0).floor() as usize).checked_sub(SETTLE_S + 1) else { return };
+        let mut secs = accs.iter().filter_map(|a| a.digest.seconds.get(s));
+        let Some(f) = secs.next() else { return };
+        let mut sec = f.clone();
+        for o in secs {
+            // the same plan's seconds: this cannot fail
+            let _ = sec.add_from(o);
+        }
+        let ms = |s: &Signed| Some([s.quantile(0.5)? as f64 / 1e6, s.quantile(0.99)? as f64 / 1e6]);
+        snap.up_delay_ms = ms(&sec.delay[0]);
+        snap.down_delay_ms = ms(&sec.delay[1]);
+        let (up_lost, down_lost) = (sec.sent[0].saturating_sub(sec.got[0]), sec.sent[1].saturating_sub(sec.got[1]));
+        snap.loss = Some(Box::new(LiveLoss { t_s: s as f64 + 1.0, up_sent: sec.sent[0], up_lost, down_sent: sec.sent[1], down_lost }));
+        let m = model(s as f64 + 0.5);
+        snap.category_rates = (0..cats.len())
+            .map(|k| {
+                let c = sec.by_category.get(k).copied().unwrap_or_default();
+                let [up_model, down_model] = m.get(k).copied().unwrap_or_default();
+                // what the players sent, and what they received
+                CategoryRates { category: name(k), up_apdu_s: c[0], down_apdu_s: c[3], up_model, down_model }
             })
             .collect();
-        snap.category_live = cats
-            .iter()
-            .enumerate()
-            .map(|(k, c)| CategoryLive { category: names.get(k).cloned().unwrap_or_default(), up: dir(&c[0]), down: dir(&c[1]) })
-            .collect();
-        self.last = now;
-        self.last_t_s = snap.t_s;
-        let sec = |s: usize| -> Option<([u64; 2], [u64; 2], [Signed; 2])> {
-            let mut secs = accs.iter().filter_map(|a| a.digest.seconds.get(s));
-            let f = secs.next()?;
-            let (mut sent, mut got, mut delay) = (f.sent, f.got, f.delay.clone());
-            for o in secs {
-                for d in 0..2 {
-                    sent[d] += o.sent[d];
-                    got[d] += o.got[d];
-                    let _ = delay[d].merge(&o.delay[d]);
-                }
-            }
-            Some((sent, got, delay))
-        };
-        let whole = snap.t_s.max(0.0).floor() as usize;
-        if let Some((_, _, delay)) = whole.checked_sub(1).and_then(sec) {
-            let ms = |s: &Signed| Some([s.quantile(0.5)? as f64 / 1e6, s.quantile(0.99)? as f64 / 1e6]);
-            snap.up_delay_ms = ms(&delay[0]);
-            snap.down_delay_ms = ms(&delay[1]);
-        }
-        if let Some(s) = whole.checked_sub(4) {
-            if let Some((sent, got, _)) = sec(s) {
-                let (up_lost, down_lost) = (sent[0].saturating_sub(got[0]), sent[1].saturating_sub(got[1]));
-                snap.loss = Some(Box::new(LiveLoss { t_s: s as f64 + 1.0, up_sent: sent[0], up_lost, down_sent: sent[1], down_lost }));
-            }
-        }
     }
 }
 

@@ -769,7 +769,11 @@ fn summaries_from_agents_give_the_logs_figures_for_a_fraction_of_the_bytes() {
         let live: Vec<&serde_json::Value> = ticks.iter().filter(|t| t["progress"]["category_live"].is_array()).collect();
         assert!(live.len() >= 3, "live per-category figures in the progress lines: {}", ctl.text());
         let last = &live[live.len() - 1]["progress"];
-        assert!(last["loss"].is_object() && last["down_delay_ms"].is_array() && last["category_rates"].is_array(), "{last}");
+        let full = |t: &&&serde_json::Value| {
+            let p = &t["progress"];
+            p["loss"].is_object() && p["down_delay_ms"].is_array() && p["up_delay_ms"].is_array() && p["category_rates"][0]["up_model"].as_f64() > Some(0.0)
+        };
+        assert!(live.iter().any(|t| full(&t)), "loss, delays and rates beside the model's while running: {}", ctl.text());
         let so_far: u64 = last["category_live"].as_array().unwrap().iter().map(|c| c["up"]["sent"].as_u64().unwrap()).sum();
         assert!(so_far > 0 && so_far <= s["analysis"]["up"]["sent"].as_u64().unwrap(), "{so_far} up so far");
         if how == "summaries" {

@@ -97,8 +97,9 @@ pub struct Snapshot {
     pub agents: Vec<AgentRates>,
     /// One-way delay of what the players received in the last second (server → players), ms:
     /// [median, 99th percentile], each within 3.1 % (live, from a log-linear histogram; the
-    /// report's exact figures come from the logs). Absent when nothing arrived, and through
-    /// agents.
+    /// report's exact figures come from the logs). Absent when nothing arrived. Through agents,
+    /// from their live summaries, of the second `loss.t_s` ends (within 1/128 of the value;
+    /// the second that closed 3 s ago: every agent's records of it have arrived by then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub down_delay_ms: Option<[f64; 2]>,
     /// The same for what the server side received (players → server), as the server side
@@ -107,18 +108,20 @@ pub struct Snapshot {
     pub up_delay_ms: Option<[f64; 2]>,
     /// Per category over the last second: the APDUs the players sent (up) and received (down),
     /// beside what the model expects now of the players online in it. Empty for runs without
-    /// categories, and through agents.
+    /// categories. Through agents, of the second `loss.t_s` ends, beside the model's then.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub category_rates: Vec<CategoryRates>,
     /// Per category so far, each way: APDUs sent and received and the one-way delay's median
-    /// and 99th percentile (within a µs + 1/1,024 of the value). From the agents' live
-    /// summaries, which add up to the report's (`horde run --agents`); empty on one machine.
+    /// and 99th percentile (within a µs + 1/1,024 of the value), as of the agents' last pieces
+    /// (a second or two behind). From the agents' live summaries, which add up to the
+    /// report's (`horde run --agents`); empty on one machine.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub category_live: Vec<CategoryLive>,
     /// Loss each way of the packets sent in one second, counted 3 s after that second ended
     /// (what was still in flight has arrived by then; later arrivals count as lost here, the
     /// report is exact). Counted by second of departure, not by sequence numbers, so a player
-    /// going offline is no loss. Absent until both sides closed a second, and through agents.
+    /// going offline is no loss. Absent until both sides closed a second. Through agents, from
+    /// their live summaries, by the same rules (arrivals matched to departures once each).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<Box<LiveLoss>>,
     /// A regulated run's circuits in their last closed second (throttles, what they received,

@@ -129,7 +129,10 @@ impl Builder {
     pub fn sent(&mut self, r: &Record, dir: Direction) {
         let secs = self.d.seconds.len();
         let sec = self.second_of(r.t_b).min(secs - 1);
-        self.touch(sec).sent[dir as usize] += 1;
+        let n = self.d.categories.len();
+        let s = self.touch(sec);
+        s.sent[dir as usize] += 1;
+        s.count(n, (r.tag & 0xFF) as usize, dir as usize);
         let p = &mut self.pending;
         if dir == Direction::Up {
             // a client's departure: how late it left (`t_a` is when it was due)
@@ -163,9 +166,11 @@ impl Builder {
             self.touch(sent_sec).got[dir as usize] += 1;
         }
         if arr_sec < secs {
+            let n = self.d.categories.len();
             let s = self.touch(arr_sec);
             s.delay[dir as usize].record(transit);
             s.bits[dir as usize] += r.size as u64 * 8;
+            s.count(n, c, 2 + dir as usize);
         }
         let a = &mut self.pending.categories[c][dir as usize];
         a.received += 1;
@@ -255,12 +260,7 @@ impl GameDigest {
         for (s, b) in &p.seconds {
             let n = self.seconds.len();
             let a = self.seconds.get_mut(*s as usize).ok_or_else(|| DigestError::Mismatch(format!("second {s} of a run of {n}")))?;
-            for d in 0..2 {
-                add(&mut a.sent[d], b.sent[d])?;
-                add(&mut a.got[d], b.got[d])?;
-                add(&mut a.bits[d], b.bits[d])?;
-                a.delay[d].merge(&b.delay[d])?;
-            }
+            a.add_from(b)?;
         }
         self.lateness_us.merge(&p.lateness_us)?;
         self.lateness_sum_us += p.lateness_sum_us;
@@ -277,6 +277,9 @@ impl GameDigest {
         }
         if p.seconds.windows(2).any(|w| w[0].0 >= w[1].0) || p.seconds.last().is_some_and(|s| s.0 as usize >= self.seconds.len()) {
             return Err(DigestError::Invalid("seconds out of order or beyond the run".into()));
+        }
+        if p.seconds.iter().any(|s| !s.1.by_category.is_empty() && s.1.by_category.len() != self.categories.len()) {
+            return Err(DigestError::Invalid("a second whose categories are not the run's".into()));
         }
         let delays = p.categories.iter().flat_map(|c| c.iter().map(|x| &x.delay)).chain(p.seconds.iter().flat_map(|s| s.1.delay.iter()));
         for s in delays {

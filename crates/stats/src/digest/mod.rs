@@ -112,11 +112,51 @@ pub struct SecDigest {
     pub bits: [u64; 2],
     /// Delays of the arrivals in this second.
     pub delay: [Signed; 2],
+    /// Per category: departures up and down in this second, and arrivals up and down (by
+    /// arrival time); empty in a second without any (the live per-category rates).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_category: Vec<[u64; 4]>,
 }
 
 impl SecDigest {
     fn new() -> Self {
-        SecDigest { sent: [0; 2], got: [0; 2], bits: [0; 2], delay: [Signed::new(SIG_SECOND, NS_PER_US), Signed::new(SIG_SECOND, NS_PER_US)] }
+        let delay = [Signed::new(SIG_SECOND, NS_PER_US), Signed::new(SIG_SECOND, NS_PER_US)];
+        SecDigest { sent: [0; 2], got: [0; 2], bits: [0; 2], delay, by_category: Vec::new() }
+    }
+
+    /// Counts one APDU of category `c` (of `n`) in column `col` (0, 1: departures up, down;
+    /// 2, 3: arrivals up, down).
+    fn count(&mut self, n: usize, c: usize, col: usize) {
+        if c < n {
+            if self.by_category.is_empty() {
+                self.by_category = vec![[0; 4]; n];
+            }
+            self.by_category[c][col] += 1;
+        }
+    }
+
+    /// Adds another summary's same second.
+    pub fn add_from(&mut self, b: &SecDigest) -> Result<(), DigestError> {
+        for d in 0..2 {
+            self.sent[d] = self.sent[d].checked_add(b.sent[d]).ok_or(DigestError::Overflow)?;
+            self.got[d] = self.got[d].checked_add(b.got[d]).ok_or(DigestError::Overflow)?;
+            self.bits[d] = self.bits[d].checked_add(b.bits[d]).ok_or(DigestError::Overflow)?;
+            self.delay[d].merge(&b.delay[d])?;
+        }
+        if !b.by_category.is_empty() {
+            if self.by_category.is_empty() {
+                self.by_category = vec![[0; 4]; b.by_category.len()];
+            }
+            if self.by_category.len() != b.by_category.len() {
+                return Err(DigestError::Mismatch("seconds of different categories".into()));
+            }
+            for (x, y) in self.by_category.iter_mut().zip(&b.by_category) {
+                for k in 0..4 {
+                    x[k] = x[k].checked_add(y[k]).ok_or(DigestError::Overflow)?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -170,12 +210,7 @@ impl GameDigest {
         self.lateness_sum_us += o.lateness_sum_us;
         self.late_over_1ms = self.late_over_1ms.checked_add(o.late_over_1ms).ok_or(DigestError::Overflow)?;
         for (a, b) in self.seconds.iter_mut().zip(&o.seconds) {
-            for d in 0..2 {
-                a.sent[d] = a.sent[d].checked_add(b.sent[d]).ok_or(DigestError::Overflow)?;
-                a.got[d] = a.got[d].checked_add(b.got[d]).ok_or(DigestError::Overflow)?;
-                a.bits[d] = a.bits[d].checked_add(b.bits[d]).ok_or(DigestError::Overflow)?;
-                a.delay[d].merge(&b.delay[d])?;
-            }
+            a.add_from(b)?;
         }
         Ok(())
     }
@@ -201,6 +236,9 @@ impl GameDigest {
         }
         if !d.lateness_sum_us.is_finite() || d.categories.iter().flat_map(|c| c.iter()).any(|c| !c.jitter_ns.is_finite()) {
             return Err(DigestError::Invalid("a sum that is not a number".into()));
+        }
+        if d.seconds.iter().any(|s| !s.by_category.is_empty() && s.by_category.len() != d.categories.len()) {
+            return Err(DigestError::Invalid("a second whose categories are not the run's".into()));
         }
         for c in d.categories.iter().flat_map(|c| c.iter()) {
             if c.size.count() != c.received || c.delay.count() != c.received || c.iat_us.count() != c.iat_ms.count() || c.iat_us.count() > c.received {

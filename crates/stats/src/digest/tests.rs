@@ -146,6 +146,10 @@ fn live_pieces_add_up_to_the_final_summary_exactly() {
     assert!(b.take().is_none(), "nothing new: no piece");
     let fin = b.finish();
     assert_eq!(live, fin, "the live pieces are the final summary");
+    for (k, c) in fin.categories.iter().enumerate() {
+        let per_second = |col: usize| fin.seconds.iter().map(|s| s.by_category.get(k).map_or(0, |x| x[col])).sum::<u64>();
+        assert_eq!((per_second(0), per_second(2)), (c[0].sent, c[0].received), "category {k}'s seconds add up to its totals");
+    }
     assert!(pieces >= 10);
     let whole = build(&sent, &got, |_| true);
     for (a, w) in fin.categories.iter().zip(&whole.categories) {
