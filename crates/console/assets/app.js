@@ -92,13 +92,16 @@ function progress(p) {
   d.t.push(p.t_s);
   d.up.push(p.up_pkt_s); d.down.push(p.down_pkt_s);
   d.upb.push(p.up_bit_s / 1e3); d.downb.push(p.down_bit_s / 1e3);
-  // live one-way delay (within 3.1 %; absent in a second with no arrivals, and through agents)
+  // live one-way delay (within 3.1 %; absent in a second with no arrivals)
   const [u50, u99] = p.up_delay_ms || [null, null], [d50, d99] = p.down_delay_ms || [null, null];
   d.up50.push(u50); d.up99.push(u99); d.down50.push(d50); d.down99.push(d99);
   const cr = p.category_rates || [];
   d.upm.push(cr.length ? cr.reduce((a, c) => a + c.up_model, 0) : null);
   d.downm.push(cr.length ? cr.reduce((a, c) => a + c.down_model, 0) : null);
-  categoryTable(cr);
+  // through agents the rates, delays and loss are of the second ending at loss.t_s (closed 3 s
+  // before: every agent's part of it is in), and per-category figures so far come beside them
+  categoryTable(cr, p.agents && p.agents.length && p.loss ? p.loss.t_s : null);
+  liveTable(p.category_live || []);
   // a regulated run: its circuits' throttles and what each received, per circuit
   const c = p.circuits;
   if (c && !current.charts.circuits) {
@@ -155,15 +158,30 @@ function progress(p) {
 
 // APDUs per second by category and direction over the last second, beside the model's
 // expectation for the players online in it (a one-second count: expect Poisson noise).
-function categoryTable(rows) {
+function categoryTable(rows, ending) {
   const t = $("#categories");
   t.hidden = !rows.length;
+  t.querySelector("caption").textContent = `APDUs per second by category, ${ending === null ? "last second" : `second ending at ${ending.toFixed(0)} s`}: measured and what the model expects of the players online in it`;
   const body = t.querySelector("tbody");
   body.textContent = "";
   const err = (m, x) => (x > 0 ? `${(((m - x) / x) * 100).toFixed(1)} %` : "–");
   for (const c of rows) {
     const tr = el("tr");
     for (const v of [c.category, c.up_apdu_s, c.up_model.toFixed(1), err(c.up_apdu_s, c.up_model), c.down_apdu_s, c.down_model.toFixed(1), err(c.down_apdu_s, c.down_model)]) tr.append(el("td", String(v)));
+    body.append(tr);
+  }
+}
+
+// per category so far, each way (through agents, from their live summaries)
+function liveTable(rows) {
+  const t = $("#categories-live");
+  t.hidden = !rows.length;
+  const body = t.querySelector("tbody");
+  body.textContent = "";
+  const ms = (v) => (v === null || v === undefined ? "–" : v.toFixed(2));
+  for (const c of rows) {
+    const tr = el("tr");
+    for (const v of [c.category, c.up.sent, c.up.received, ms(c.up.delay_p50_ms), ms(c.up.delay_p99_ms), c.down.sent, c.down.received, ms(c.down.delay_p50_ms), ms(c.down.delay_p99_ms)]) tr.append(el("td", String(v)));
     body.append(tr);
   }
 }
