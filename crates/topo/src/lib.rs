@@ -37,6 +37,7 @@ use horde_impair::{LinkSpec, Loss};
 mod change;
 mod dot;
 pub mod external;
+pub mod partition;
 pub mod routing;
 mod write;
 pub use change::LinkChange;
