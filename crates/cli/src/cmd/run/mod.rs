@@ -57,7 +57,7 @@ pub struct Args {
     /// With --agents: an agent that hears nothing from the controller for this long stops its traffic, and a running agent silent this long is reported lost (1s..60s; default: the [agents] table's deadman, else 3s)
     #[arg(long, value_name = "DURATION")]
     pub deadman: Option<String>,
-    /// With --agents: what the agents send after the run — `logs` (every record; the report is computed over all of them) or `summaries` (one mergeable summary per agent: exact counts, loss and rates, percentiles and KS distances within the bounds the report states; a fraction of the bytes and of the controller's memory)
+    /// With --agents: what the agents send after the run — `logs` (every record; the report is computed over all of them) or `summaries` (one mergeable summary per agent: exact counts, loss and rates, percentiles and KS distances within the bounds the report states; a fraction of the bytes and of the controller's memory). Either way the agents summarise as they go, so --progress json and the console show per-category loss and delay live
     #[arg(long, value_enum, default_value_t = CollectArg::Logs)]
     pub collect: CollectArg,
     /// Attach a live console (`horde ui`'s) at ADDR, e.g. 127.0.0.1:7070 (loopback; port 0: any free one): it shows this run's events and takes its commands; its URL, with the token, is printed
