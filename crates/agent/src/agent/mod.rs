@@ -486,3 +486,37 @@ pub fn max_rss_kb() -> u64 {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     u.ru_maxrss as u64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The peer's bytes we never read (a ping that crossed our last message) must not turn our
+    /// close into a reset that loses our last frames: after `linger` the peer reads every byte
+    /// we sent, then the end of the stream — not "connection reset".
+    #[test]
+    fn closing_with_unread_bytes_from_the_peer_still_delivers_everything() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        const LAST: usize = 4 << 20;
+        let agent = std::thread::spawn(move || {
+            let (mut tcp, _) = l.accept().unwrap();
+            // wait until the controller's ping is here, unread
+            std::thread::sleep(Duration::from_millis(100));
+            tcp.write_all(&vec![7u8; LAST]).unwrap();
+            let t = Instant::now();
+            linger(&mut tcp);
+            t.elapsed()
+        });
+        let mut ctl = TcpStream::connect(addr).unwrap();
+        ctl.write_all(b"a ping the agent never reads").unwrap();
+        // the controller is slow to read: the agent closes long before
+        std::thread::sleep(Duration::from_millis(300));
+        let mut got = Vec::new();
+        let r = ctl.read_to_end(&mut got);
+        assert!(r.is_ok(), "{r:?} after {} of {LAST} bytes", got.len());
+        assert_eq!(got.len(), LAST);
+        drop(ctl);
+        assert!(agent.join().unwrap() < Duration::from_secs(3));
+    }
+}
