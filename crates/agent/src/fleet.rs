@@ -624,6 +624,44 @@ impl<'a> Fleet<'a> {
         self.members.iter().filter(|m| !m.ok()).map(|m| m.c.name.clone()).collect()
     }
 
+    /// Asks agents' emulators (outside runs) and waits for each answer until `within` has
+    /// passed (Ctrl-C ends the wait at once): per agent asked, its answer or why there is none.
+    pub fn emu(&mut self, reqs: Vec<(usize, msg::EmuRequest)>, within: Duration) -> Vec<(usize, Result<msg::EmuReply, String>)> {
+        let mut waiting: Vec<usize> = Vec::new();
+        let mut out = Vec::new();
+        for (i, r) in reqs {
+            match self.members[i].c.cmd.send(Cmd::Emu(Box::new(r))) {
+                Ok(()) => waiting.push(i),
+                Err(_) => out.push((i, Err("its link had ended".to_string()))),
+            }
+        }
+        let deadline = Instant::now() + within;
+        while !waiting.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.stop.load(Ordering::Relaxed) {
+                let why = if left.is_zero() { format!("no answer within {} s", within.as_secs()) } else { "interrupted".to_string() };
+                out.extend(waiting.drain(..).map(|i| (i, Err(why.clone()))));
+                break;
+            }
+            match self.erx.recv_timeout(left.min(Duration::from_millis(200))) {
+                Ok((i, crate::link::Ev::Emu(r))) if waiting.contains(&i) => {
+                    waiting.retain(|&w| w != i);
+                    out.push((i, Ok(*r)));
+                }
+                Ok((i, crate::link::Ev::Lost(why))) if waiting.contains(&i) => {
+                    waiting.retain(|&w| w != i);
+                    out.push((i, Err(why)));
+                }
+                Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    out.extend(waiting.drain(..).map(|i| (i, Err("every link ended".to_string()))));
+                }
+            }
+        }
+        out.sort_by_key(|x| x.0);
+        out
+    }
+
     /// Closes every link and waits for their threads.
     pub fn close(&mut self) {
         let mut conns: Vec<&mut Conn> = self.members.iter_mut().map(|m| &mut m.c).collect();

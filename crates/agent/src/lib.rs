@@ -26,6 +26,7 @@ pub mod bots;
 pub mod circuits;
 pub mod clock;
 pub mod controller;
+pub mod emu;
 pub(crate) mod fleet;
 pub mod flows;
 mod link;

@@ -38,6 +38,8 @@ pub(crate) enum Cmd {
         /// Ask for the run's summary instead of its logs (`--collect summaries`).
         summarise: Option<Box<msg::SummaryRequest>>,
     },
+    /// Ask the agent's emulator (outside runs).
+    Emu(Box<msg::EmuRequest>),
     Close,
 }
 
@@ -66,6 +68,8 @@ pub(crate) enum Ev {
         bytes: u64,
         transferred: u64,
     },
+    /// The agent's emulator answered.
+    Emu(Box<msg::EmuReply>),
     /// The agent refused, failed, or was lost; the link is over.
     Lost(String),
 }
@@ -285,33 +289,7 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
     let mut buf = vec![0u8; 256 << 10];
     // Hello and clock samples, with a deadline.
     let deadline = Instant::now() + CONNECT_WITHIN;
-    let hello = (|| -> anyhow::Result<(String, u32, Estimate)> {
-        write(&mut tls, &msg::encode(&ToAgent::Hello { protocol: PROTOCOL, version: env!("CARGO_PKG_VERSION").into() }))?;
-        let (name, cores) = match read_msg(&mut tls, &mut dec, &mut buf, deadline)? {
-            ToController::Hello { protocol, version, name, cores } => {
-                if protocol != PROTOCOL || version != env!("CARGO_PKG_VERSION") {
-                    bail!(
-                        "it runs horde {version} (control protocol {protocol}), this controller horde {} (protocol {PROTOCOL}): run the same version on both",
-                        env!("CARGO_PKG_VERSION")
-                    );
-                }
-                (name, cores)
-            }
-            ToController::Error { message } => bail!("it refused: {message}"),
-            other => bail!("it answered hello with {other:?}"),
-        };
-        let mut f = Filter::default();
-        for _ in 0..CLOCK_SAMPLES {
-            let t1 = real_ns();
-            write(&mut tls, &msg::encode(&ToAgent::Time { t1 }))?;
-            match read_msg(&mut tls, &mut dec, &mut buf, deadline)? {
-                ToController::Time { t1: e1, t2, t3 } if e1 == t1 => f.add(Sample { t1, t2, t3, t4: real_ns() }),
-                other => bail!("it answered a clock sample with {other:?}"),
-            }
-            std::thread::sleep(CLOCK_GAP);
-        }
-        Ok((name, cores, f.estimate().context("no usable clock sample")?))
-    })();
+    let hello = greet(&mut tls, &mut dec, &mut buf, deadline);
     let clock = match hello {
         Ok((name, cores, clock)) => {
             send(Ev::Connected { name, cores, clock });
@@ -354,6 +332,7 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
                         None => ToAgent::Collect,
                     }
                 }
+                Cmd::Emu(r) => ToAgent::Emu(r),
                 Cmd::Close => return,
             };
             if let Err(e) = write(&mut tls, &msg::encode(&m)) {
@@ -385,6 +364,7 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
                 (Frame::Msg(ToController::Pong), _) => {}
                 (Frame::Msg(ToController::Ready { server_addr }), _) => send(Ev::Ready { server_addr }),
                 (Frame::Msg(ToController::Progress(p)), _) => send(Ev::Progress(p)),
+                (Frame::Msg(ToController::Emu(r)), None) => send(Ev::Emu(r)),
                 // (one it was not asked for is unexpected, below)
                 (Frame::Msg(ToController::Summary(d)), _) if live.is_some() => live.iter().for_each(|a| crate::live::lock(a).apply(&d)),
                 (Frame::Msg(ToController::Finished { role, report, error, cpu_s, max_rss_kb }), _) => {
@@ -493,6 +473,35 @@ impl Collect {
         self.files += 1;
         Ok(())
     }
+}
+
+/// Hello with the version check, then the clock samples, before `deadline`.
+fn greet(tls: &mut Tls, dec: &mut msg::Decoder, buf: &mut [u8], deadline: Instant) -> anyhow::Result<(String, u32, Estimate)> {
+    write(tls, &msg::encode(&ToAgent::Hello { protocol: PROTOCOL, version: env!("CARGO_PKG_VERSION").into() }))?;
+    let (name, cores) = match read_msg(tls, dec, buf, deadline)? {
+        ToController::Hello { protocol, version, name, cores } => {
+            if protocol != PROTOCOL || version != env!("CARGO_PKG_VERSION") {
+                bail!(
+                    "it runs horde {version} (control protocol {protocol}), this controller horde {} (protocol {PROTOCOL}): run the same version on both",
+                    env!("CARGO_PKG_VERSION")
+                );
+            }
+            (name, cores)
+        }
+        ToController::Error { message } => bail!("it refused: {message}"),
+        other => bail!("it answered hello with {other:?}"),
+    };
+    let mut f = Filter::default();
+    for _ in 0..CLOCK_SAMPLES {
+        let t1 = real_ns();
+        write(tls, &msg::encode(&ToAgent::Time { t1 }))?;
+        match read_msg(tls, dec, buf, deadline)? {
+            ToController::Time { t1: e1, t2, t3 } if e1 == t1 => f.add(Sample { t1, t2, t3, t4: real_ns() }),
+            other => bail!("it answered a clock sample with {other:?}"),
+        }
+        std::thread::sleep(CLOCK_GAP);
+    }
+    Ok((name, cores, f.estimate().context("no usable clock sample")?))
 }
 
 fn connect(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> anyhow::Result<Tls> {

@@ -58,6 +58,59 @@ pub enum ToAgent {
     /// send what was added once a second ([`ToController::Summary`]); the summary `Summarise`
     /// asks for is then the sum of those pieces.
     Live(Box<SummaryRequest>),
+    /// Outside a run, to an agent started with `--emu`: its part of an emulated network that
+    /// spans machines (answered by [`ToController::Emu`]).
+    Emu(Box<EmuRequest>),
+}
+
+/// What the controller asks of an agent's emulator (`horde emu … --agents`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum EmuRequest {
+    /// Build this machine's part of experiment `exp` (the controller's id, 1..=5 characters:
+    /// the part's own id adds the machine's letter).
+    Up { exp: String, topology: String, file: String, part: horde_topo::partition::Part, live_all: bool },
+    /// Take this machine's part of `exp` down.
+    Down { exp: String },
+    /// The parts this agent built and has not taken down.
+    Ls,
+    /// Run a command in a node of `exp` if the node is on this machine: until it ends (at
+    /// most `timeout_ms`), or started in the background (`detach`: its output goes to a file in
+    /// the node's directory, and `down` stops it).
+    Exec { exp: String, node: String, argv: Vec<String>, timeout_ms: u64, detach: bool },
+}
+
+/// An agent's answer to an [`EmuRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum EmuReply {
+    Up {
+        local: String,
+        nodes: usize,
+        tunnels: usize,
+        emulated_links: usize,
+        seconds: f64,
+    },
+    Down {
+        local: String,
+        namespaces: usize,
+        processes: usize,
+    },
+    /// (controller's id, this machine's id) of every part.
+    Ls {
+        parts: Vec<(String, String)>,
+    },
+    /// `here` false: the node is not on this machine (nothing ran).
+    Exec {
+        here: bool,
+        code: Option<i32>,
+        stdout: String,
+        stderr: String,
+        timed_out: bool,
+    },
+    Failed {
+        message: String,
+    },
 }
 
 /// What an agent needs to summarise its part of a run on the controller's clock.
@@ -224,6 +277,8 @@ pub enum ToController {
     /// What the run's live summary gained since the last piece (once a second while running,
     /// and a last piece before the logs or the summary are sent).
     Summary(Box<horde_stats::digest::Delta>),
+    /// The answer to [`ToAgent::Emu`].
+    Emu(Box<EmuReply>),
 }
 
 /// An agent's running totals.

@@ -58,6 +58,8 @@ pub enum Action {
     Live(Box<crate::msg::SummaryRequest>),
     /// Send the finished run's logs, or (with a request) its summary instead.
     Collect(Option<Box<crate::msg::SummaryRequest>>),
+    /// Do what the controller asks of this machine's emulator, and answer.
+    Emu(Box<crate::msg::EmuRequest>),
     /// End the session; the reason is for the agent's log.
     Close(String),
 }
@@ -128,6 +130,8 @@ impl Session {
                 vec![Action::Prepare(a)]
             }
             (Phase::Assigned, ToAgent::Live(req)) => vec![Action::Live(req)],
+            // the emulator is driven outside runs only
+            (Phase::Idle, ToAgent::Emu(req)) => vec![Action::Emu(req)],
             (Phase::Assigned, ToAgent::Start { at_ns }) => {
                 self.phase = Phase::Running;
                 vec![Action::Start { at_ns }]
@@ -215,6 +219,7 @@ fn kind(m: &ToAgent) -> &'static str {
         ToAgent::Collect => "collect",
         ToAgent::Summarise(_) => "summarise",
         ToAgent::Live(_) => "live",
+        ToAgent::Emu(_) => "emu",
     }
 }
 
@@ -333,6 +338,19 @@ mod tests {
         let mut s = Session::new(0, "1.0", "a1", 2);
         let a = s.on_msg(1, ToAgent::Hello { protocol: PROTOCOL + 1, version: "1.0".into() }, |_| false);
         assert!(matches!(&a[1], Action::Close(_)));
+    }
+
+    #[test]
+    fn the_emulator_is_asked_between_runs_only() {
+        let ls = || ToAgent::Emu(Box::new(crate::msg::EmuRequest::Ls));
+        let mut s = Session::new(0, "1.0", "a1", 2);
+        assert!(matches!(s.on_msg(1, ls(), |_| false)[..], [Action::Send(ToController::Error { .. }), Action::Close(_)]), "not before hello");
+        let mut s = greeted();
+        assert_eq!(s.on_msg(2, ls(), |_| false), vec![Action::Emu(Box::new(crate::msg::EmuRequest::Ls))]);
+        assert_eq!(s.on_msg(3, ls(), |_| false).len(), 1, "as often as asked");
+        assert_eq!(s.phase(), Phase::Idle);
+        let _ = s.on_msg(4, ToAgent::Assign(Box::new(assignment("r1"))), |_| false);
+        assert!(matches!(s.on_msg(5, ls(), |_| false)[..], [Action::Send(ToController::Error { .. }), Action::Close(_)]), "not during a run");
     }
 
     #[test]

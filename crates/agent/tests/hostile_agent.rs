@@ -126,7 +126,7 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                         };
                         vec![ToController::Summary(Box::new(d))]
                     }
-                    ToAgent::Live(_) => vec![],
+                    ToAgent::Live(_) | ToAgent::Emu(_) => vec![],
                     ToAgent::Stop if lie == Lie::NeverFinishes => vec![],
                     ToAgent::Stop => {
                         chatty = false;

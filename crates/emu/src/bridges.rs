@@ -55,7 +55,7 @@ impl Layout {
         for l in &plan.links {
             let mut ends = [None, None];
             for (e, p) in [&l.a, &l.b].into_iter().enumerate() {
-                if plan.nodes[p.node].kind.is_l2() {
+                if plan.nodes[p.node].kind.is_l2() && plan.nodes[p.node].away.is_none() {
                     let k = count.entry(p.node).or_insert(0);
                     ends[e] = Some(*k);
                     *k += 1;
@@ -66,7 +66,7 @@ impl Layout {
         let mut shards_of = HashMap::new();
         let (mut shard, mut filled) = (0usize, 0usize);
         for (i, n) in plan.nodes.iter().enumerate() {
-            if !n.kind.is_l2() {
+            if !n.kind.is_l2() || n.away.is_some() {
                 continue;
             }
             let total = count.get(&i).copied().unwrap_or(0);
@@ -148,7 +148,7 @@ pub(crate) fn build(plan: &Plan, exp: &str, layout: &Layout, spaces: &mut [NodeN
     let mut trunks: Vec<(usize, u32, u32, String)> = Vec::new();
     let mut n_trunk = 0usize;
     for (i, n) in plan.nodes.iter().enumerate() {
-        if !n.kind.is_l2() {
+        if !n.kind.is_l2() || n.away.is_some() {
             continue;
         }
         let hub = n.kind == Kind::Hub;

@@ -205,7 +205,12 @@ impl Query {
 
 /// The external nodes of a plan: (node name, interface, force).
 fn externals(plan: &Plan) -> Vec<(usize, &str, bool)> {
-    plan.nodes.iter().enumerate().filter_map(|(i, n)| n.external.as_ref().map(|x| (i, x.interface.as_str(), x.force))).collect()
+    plan.nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.away.is_none())
+        .filter_map(|(i, n)| n.external.as_ref().map(|x| (i, x.interface.as_str(), x.force)))
+        .collect()
 }
 
 /// Checks, in the machine's namespace (the calling thread's), that every external node's

@@ -182,7 +182,7 @@ pub fn start(exp: &str, plan: &Plan) -> Result<usize, EmuError> {
     let mut started = 0;
     let user = frr_user();
     for (i, n) in plan.nodes.iter().enumerate() {
-        let Some(r) = &n.routing else { continue };
+        let Some(r) = n.routing.as_ref().filter(|_| n.away.is_none()) else { continue };
         let id = Identity::prepare(exp, plan, &n.name)?;
         let etc = state_path(exp, &n.name, "/etc/frr");
         for (file, text) in configs(plan, i) {

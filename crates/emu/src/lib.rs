@@ -197,12 +197,12 @@ pub fn netem_can(l: &PlannedLink) -> bool {
     let ok = |s: &LinkSpec| {
         s.trace.is_none() && s.jitter == Jitter::Uniform && (s.jitter_ns == 0 || s.reorder == s.rate_bps.is_none()) && s.ber == 0.0 && s.reorder_prob == 0.0
     };
-    l.trace_ab.is_none() && l.trace_ba.is_none() && ok(&l.ab) && ok(&l.ba)
+    l.tunnel.is_none() && l.trace_ab.is_none() && l.trace_ba.is_none() && ok(&l.ab) && ok(&l.ba)
 }
 
 /// The links the userspace link emulator carries, in the order of its `hdEXPiN` interfaces.
 pub fn userspace_links(plan: &Plan, meta: &Meta) -> Vec<usize> {
-    (0..plan.links.len()).filter(|&i| plan.links[i].impaired() && !meta.netem_links.iter().any(|n| n.0 == i)).collect()
+    (0..plan.links.len()).filter(|&i| plan.links[i].impaired() && plan.built_here(i) && !meta.netem_links.iter().any(|n| n.0 == i)).collect()
 }
 
 /// The link directions (0: a→b as the topology has it, 1: b→a) that `dir` names, where `ab`
@@ -286,6 +286,8 @@ pub struct UpOptions {
     pub userspace: bool,
     /// Make every link changeable with `horde emu link` (each through the link emulator).
     pub live_all: bool,
+    /// Build only this machine's part of a topology across machines (`horde emu up --agents`).
+    pub part: Option<horde_topo::partition::Part>,
 }
 
 pub struct UpReport {
@@ -308,6 +310,9 @@ pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError
     let mut plan = horde_topo::plan(text, file, &exp)?;
     if opts.live_all {
         make_live(&mut plan);
+    }
+    if let Some(part) = &opts.part {
+        horde_topo::partition::split(&mut plan, part).map_err(|m| EmuError::Other(format!("this machine's part of the topology: {m}")))?;
     }
     frr::check_installed(&plan)?;
     let with_ns = plan.nodes.iter().filter(|n| !n.kind.is_l2()).count() + 1;
@@ -342,7 +347,7 @@ fn phase(name: &str, t0: Instant) {
 
 fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, taken: &[external::Saved], notes: &mut Vec<String>) -> Result<Meta, EmuError> {
     ns::prepare()?;
-    let impaired: Vec<usize> = (0..plan.links.len()).filter(|&i| plan.links[i].impaired()).collect();
+    let impaired: Vec<usize> = (0..plan.links.len()).filter(|&i| plan.links[i].impaired() && plan.built_here(i)).collect();
     let netem = !opts.userspace && !impaired.is_empty() && (kernel_has_netem() || std::env::var("HORDE_EMU_NETEM").is_ok_and(|v| v == "force"));
     // Kernel path for the links netem represents exactly; the userspace path for the rest.
     let netem_links: Vec<usize> = if netem { impaired.iter().copied().filter(|&i| netem_can(&plan.links[i])).collect() } else { Vec::new() };
@@ -354,7 +359,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, take
     let mut names = vec![(bridges::shard_ns(exp, 0), NsRole::Fabric)];
     let mut which: Vec<Option<usize>> = vec![None; plan.nodes.len()];
     for (i, n) in plan.nodes.iter().enumerate() {
-        if !n.kind.is_l2() {
+        if !n.kind.is_l2() && n.away.is_none() {
             which[i] = Some(names.len());
             names.push((n.ns.clone(), if n.kind == Kind::Router { NsRole::Router } else { NsRole::Host }));
         }
@@ -578,6 +583,9 @@ pub fn node_ns(plan: &Plan, node: &str) -> Result<String, EmuError> {
     })?;
     if plan.nodes[i].kind.is_l2() {
         return Err(EmuError::Other(format!("`{node}` is a {:?}; switches and hubs are bridges with no namespace of their own", plan.nodes[i].kind)));
+    }
+    if let Some(m) = &plan.nodes[i].away {
+        return Err(EmuError::Other(format!("`{node}` runs on machine {m}, not here: reach it through that machine's agent")));
     }
     Ok(plan.nodes[i].ns.clone())
 }

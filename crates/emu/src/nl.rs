@@ -8,7 +8,7 @@ use std::os::fd::RawFd;
 
 use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST};
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
-use netlink_packet_route::link::{InfoBridge, InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
+use netlink_packet_route::link::{InfoBridge, InfoData, InfoKind, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope, RouteType};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -126,6 +126,34 @@ impl Nl {
             m.attributes.push(LinkAttribute::Controller(master));
         }
         self.push(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, format!("veth pair {a} – {b}"))
+    }
+
+    /// A VXLAN tunnel device named `name` with index `idx` in namespace `ns`, its UDP socket in
+    /// this socket's namespace (the machine's: the tunnel's packets leave by its routes), to
+    /// `t.remote` only (no learning, no multicast). Its MTU is an Ethernet's, as the emulated
+    /// links have: the machines' network fragments the tunnel's packets where it must.
+    pub fn vxlan(&mut self, name: &str, idx: u32, ns: RawFd, t: &horde_topo::partition::Tunnel) -> Result<(), EmuError> {
+        let mut m = LinkMessage::default();
+        m.header.index = idx;
+        let data = vec![
+            InfoVxlan::Id(t.vni),
+            InfoVxlan::Group(t.remote),
+            InfoVxlan::Local(t.local),
+            InfoVxlan::Port(t.port),
+            InfoVxlan::Learning(false),
+            InfoVxlan::Ttl(64),
+        ];
+        m.attributes = vec![
+            LinkAttribute::IfName(name.into()),
+            LinkAttribute::NetNsFd(ns),
+            LinkAttribute::Mtu(1500),
+            LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Vxlan), LinkInfo::Data(InfoData::Vxlan(data))]),
+        ];
+        self.push(
+            RouteNetlinkMessage::NewLink(m),
+            NLM_F_CREATE | NLM_F_EXCL,
+            format!("VXLAN tunnel {name} (id {}) from {} to {}:{}", t.vni, t.local, t.remote, t.port),
+        )
     }
 
     /// A bridge, up, in this socket's namespace. A hub is a bridge that never learns addresses

@@ -6,6 +6,7 @@ use std::os::fd::AsRawFd;
 use horde_impair::LinkSpec;
 use horde_topo::Plan;
 
+use crate::nl::Nl;
 use crate::{bridges, interrupted, EmuError, NodeNs, UpOptions};
 
 /// Every link of the plan: veth pairs between nodes (or into a bridge, in the fabric shard the
@@ -32,7 +33,12 @@ pub(crate) fn links(
     let mut peer_up: Vec<(usize, u32, String)> = Vec::new();
     // Where each plain link's ends landed (namespace slot, index), for netem qdiscs.
     let mut qdiscs: Vec<(usize, u32, LinkSpec, String)> = Vec::new();
+    // This machine's own namespace, where tunnels' sockets live (opened for the first one).
+    let mut machine: Option<Nl> = None;
     for (li, l) in plan.links.iter().enumerate() {
+        if !plan.built_here(li) {
+            continue; // both ends on other machines
+        }
         let on_netem = netem_links.contains(&li);
         let mut landed: Vec<(usize, u32)> = Vec::new();
         let ends: Vec<(&horde_topo::Port, Option<(String, u32)>)> = if l.impaired() && !on_netem {
@@ -47,6 +53,18 @@ pub(crate) fn links(
             vec![(&l.a, None)]
         };
         for (port, fabric_end) in ends {
+            // The far end of a link to another machine: a tunnel where its forwarder end would be.
+            if let (Some(t), Some((fname, fidx))) = (&l.tunnel, &fabric_end) {
+                let far = if t.here == 0 { &l.b } else { &l.a };
+                if std::ptr::eq(port, far) {
+                    if machine.is_none() {
+                        machine = Some(Nl::open()?);
+                    }
+                    machine.as_mut().expect("just opened").vxlan(fname, *fidx, fabric_fd, t)?;
+                    peer_up.push((0, *fidx, fname.clone()));
+                    continue;
+                }
+            }
             let other = if std::ptr::eq(port, &l.a) { &l.b } else { &l.a };
             match fabric_end {
                 // node end ↔ the forwarder's end in the fabric
@@ -104,6 +122,9 @@ pub(crate) fn links(
             qdiscs.push((landed[0].0, landed[0].1, l.ab.clone(), name(&l.a)));
             qdiscs.push((landed[1].0, landed[1].1, l.ba.clone(), name(&l.b)));
         }
+    }
+    if let Some(nl) = machine.as_mut() {
+        nl.flush()?;
     }
     for s in spaces.iter_mut() {
         s.release()?;

@@ -62,7 +62,7 @@ impl<'a> EmuRun<'a> {
             .ok_or_else(|| bad(anyhow::anyhow!("{}: emu.server: `{}` is not a host of {file}", sc.name, p.server)))?;
         let client_names = client_hosts(&plan, p, &sc.name, &file)?;
         let server_ip = plan.addrs(server_i).first().copied().ok_or_else(|| bad(anyhow::anyhow!("{}: emu.server: `{}` has no address", sc.name, p.server)))?;
-        let opts = horde_emu::UpOptions { exp: None, daemon_exe: exe.to_path_buf(), userspace: true, live_all: false, stop: None };
+        let opts = horde_emu::UpOptions { exp: None, daemon_exe: exe.to_path_buf(), userspace: true, live_all: false, stop: None, part: None };
         let t = Stopwatch::start();
         let r = horde_emu::up(&text, &file, &opts).map_err(|e| Error::Failed(anyhow::anyhow!("bringing up {file}: {e}")))?;
         let exp = r.meta.exp.clone();

@@ -38,6 +38,8 @@ mod change;
 mod dot;
 pub mod external;
 pub mod partition;
+mod subnet;
+pub use subnet::Subnet;
 pub mod routing;
 mod write;
 pub use change::LinkChange;
@@ -95,6 +97,11 @@ pub struct RawNode {
     pub interface: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
+    /// The machine (agent) it runs on when the topology is brought up across machines
+    /// (`horde emu up --agents`): an agent's name or its address as `--agents` gives it.
+    /// Nodes without one are placed so that few links cross machines. Ignored on one machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// A node's place in the console's topology editor: a position on a page (canvas).
@@ -235,55 +242,6 @@ pub struct TopoError {
     pub msg: String,
 }
 
-/// An IPv4 subnet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
-pub struct Subnet {
-    pub base: Ipv4Addr,
-    pub prefix: u8,
-}
-
-impl Subnet {
-    pub fn parse(s: &str) -> Result<Subnet, String> {
-        let (a, p) = s.split_once('/').ok_or_else(|| format!("`{s}` is not an IPv4 subnet like 10.1.0.0/24"))?;
-        let base: Ipv4Addr = a.parse().map_err(|_| format!("`{a}` is not an IPv4 address"))?;
-        let prefix: u8 = p.parse().ok().filter(|p| *p <= 30).ok_or_else(|| format!("prefix `/{p}` must be 0..=30"))?;
-        let mask = Self::mask(prefix);
-        if u32::from(base) & !mask != 0 {
-            return Err(format!("`{s}` has host bits set; the subnet is {}/{prefix}", Ipv4Addr::from(u32::from(base) & mask)));
-        }
-        Ok(Subnet { base, prefix })
-    }
-
-    fn mask(prefix: u8) -> u32 {
-        if prefix == 0 {
-            0
-        } else {
-            u32::MAX << (32 - prefix)
-        }
-    }
-
-    /// Usable host addresses.
-    pub fn capacity(&self) -> u64 {
-        (1u64 << (32 - self.prefix)) - 2
-    }
-
-    /// The `i`-th host address (0-based).
-    pub fn host(&self, i: u64) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.base) + 1 + i as u32)
-    }
-
-    pub fn overlaps(&self, o: &Subnet) -> bool {
-        let m = Self::mask(self.prefix.min(o.prefix));
-        u32::from(self.base) & m == u32::from(o.base) & m
-    }
-}
-
-impl std::fmt::Display for Subnet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.base, self.prefix)
-    }
-}
-
 /// One end of a link inside a node.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Port {
@@ -305,6 +263,13 @@ pub struct PlannedNode {
     pub routing: Option<routing::RoutingPlan>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external: Option<external::ExternalPlan>,
+    /// The machine the topology asks for (see [`RawNode::machine`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    /// Built on another machine (its name): this machine's part of a topology across machines
+    /// has no namespace or bridge for it (see [`partition::split`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub away: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -323,6 +288,9 @@ pub struct PlannedLink {
     /// Routing cost (OSPF); `None`: the protocol's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<u32>,
+    /// A link between this machine's part and another's: its far end is a VXLAN tunnel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<partition::Tunnel>,
 }
 
 impl PlannedLink {
@@ -371,6 +339,13 @@ impl Plan {
     /// group; look it up with [`Plan::node`]).
     pub fn hosts_of(&self, name: &str) -> Option<&[usize]> {
         self.groups.get(name).map(|v| v.as_slice())
+    }
+
+    /// Whether this machine builds link `li`: both ends are here, or one is and the other is
+    /// a tunnel to another machine (see [`partition::split`]).
+    pub fn built_here(&self, li: usize) -> bool {
+        let l = &self.links[li];
+        l.tunnel.is_some() || (self.nodes[l.a.node].away.is_none() && self.nodes[l.b.node].away.is_none())
     }
 
     /// Addresses of a node, in link order.
@@ -449,6 +424,7 @@ pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
                 segment: 0,
                 live: l.live,
                 cost: l.cost,
+                tunnel: None,
             });
             link_subnets.push(subnet);
         }
@@ -497,6 +473,9 @@ fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoE
         if n.name.is_empty() || n.name.len() > 32 || !n.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
             return Err(fail(at("name"), "must be 1..=32 letters, digits, - or _".into()));
         }
+        if n.machine.as_ref().is_some_and(|m| m.is_empty() || m.len() > 64 || m.chars().any(|c| c.is_control() || c.is_whitespace())) {
+            return Err(fail(at("machine"), "must be an agent's name or address: 1..=64 characters, no spaces".into()));
+        }
         let count = n.count.unwrap_or(1) as usize;
         if count == 0 || nodes.len() + count > MAX_NODES {
             return Err(fail(at("count"), format!("must be 1.., and all nodes together at most {MAX_NODES} (got {count})")));
@@ -513,7 +492,7 @@ fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoE
             let external = external::resolve(n.kind, n.interface.as_deref(), n.force, n.count).map_err(|(f, m)| fail(at(f), m))?;
             external::check_unique(&nodes, external.as_ref()).map_err(|m| fail(at("interface"), m))?;
             members.push(nodes.len());
-            nodes.push(PlannedNode { name, kind: n.kind, ns, routing, external });
+            nodes.push(PlannedNode { name, kind: n.kind, ns, routing, external, machine: n.machine.clone(), away: None });
         }
         groups.insert(n.name.as_str(), members);
     }

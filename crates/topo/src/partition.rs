@@ -6,6 +6,9 @@
 //! Deterministic: the same plan and machines give the same placement. I/O-free.
 
 use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+
+use horde_impair::LinkSpec;
 
 use crate::Plan;
 
@@ -134,6 +137,99 @@ fn refine(adj: &[Vec<usize>], at: &mut [usize], load: &mut [usize], cap: usize, 
     }
 }
 
+/// The far end of a link between two machines' parts: a VXLAN tunnel between the machines.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Tunnel {
+    /// VXLAN network identifier, the same at both ends (one per cut link).
+    pub vni: u32,
+    /// This machine's address and the far one's: the tunnel's UDP endpoints.
+    pub local: Ipv4Addr,
+    pub remote: Ipv4Addr,
+    /// UDP port of the tunnel at both machines.
+    pub port: u16,
+    /// Which end of the link is on this machine: 0 its `a`, 1 its `b`.
+    pub here: u8,
+    /// The machine the far end is on.
+    pub peer: String,
+}
+
+/// One machine's part of a placed topology.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Part {
+    /// The machine of every node (plan order), as [`place`] made it.
+    pub machine_of: Vec<usize>,
+    /// This machine.
+    pub me: usize,
+    /// Every machine's name and tunnel address.
+    pub names: Vec<String>,
+    pub addrs: Vec<Ipv4Addr>,
+    /// The first cut link's VXLAN id; the k-th cut link (plan order) has `vni_base + k`.
+    pub vni_base: u32,
+    pub port: u16,
+}
+
+/// The largest VXLAN id (24 bits).
+pub const VNI_MAX: u32 = (1 << 24) - 1;
+
+/// Makes `plan` this machine's part of the topology: nodes on other machines are marked
+/// `away` (nothing is built for them), and each link between this machine and another gets
+/// its tunnel and goes through the link emulator, which impairs only the direction that leaves
+/// this machine (the far machine's emulator impairs the other: each direction once). Links
+/// between two other machines stay in the plan (addresses, routes) and are not built here.
+/// Returns how many tunnels this part has.
+pub fn split(plan: &mut Plan, part: &Part) -> Result<usize, String> {
+    let machines = part.names.len();
+    if machines == 0 || part.addrs.len() != machines || part.me >= machines {
+        return Err(format!(
+            "a part needs one name and one address per machine and a machine of its own (got {machines} names, {} addresses, machine {})",
+            part.addrs.len(),
+            part.me
+        ));
+    }
+    if part.machine_of.len() != plan.nodes.len() {
+        return Err(format!("the placement has {} nodes, the topology {}: both sides must read the same topology", part.machine_of.len(), plan.nodes.len()));
+    }
+    if let Some(m) = part.machine_of.iter().find(|&&m| m >= machines) {
+        return Err(format!("the placement names machine {m} of {machines}"));
+    }
+    let cut = plan.links.iter().filter(|l| part.machine_of[l.a.node] != part.machine_of[l.b.node]).count() as u64;
+    if part.vni_base == 0 || part.vni_base as u64 + cut > VNI_MAX as u64 + 1 {
+        return Err(format!("VXLAN ids {}.. for {cut} cut links do not fit in 1..={VNI_MAX}", part.vni_base));
+    }
+    for (i, n) in plan.nodes.iter_mut().enumerate() {
+        let m = part.machine_of[i];
+        n.away = (m != part.me).then(|| part.names[m].clone());
+    }
+    let (mut k, mut here_count) = (0u32, 0usize);
+    for l in plan.links.iter_mut() {
+        let (ma, mb) = (part.machine_of[l.a.node], part.machine_of[l.b.node]);
+        if ma == mb {
+            continue;
+        }
+        let vni = part.vni_base + k;
+        k += 1;
+        let (here, far) = if ma == part.me {
+            (0u8, mb)
+        } else if mb == part.me {
+            (1u8, ma)
+        } else {
+            continue;
+        };
+        // what arrives through the tunnel was impaired on the far machine
+        if here == 0 {
+            l.ba = LinkSpec::default();
+            l.trace_ba = None;
+        } else {
+            l.ab = LinkSpec::default();
+            l.trace_ab = None;
+        }
+        l.live = true;
+        l.tunnel = Some(Tunnel { vni, local: part.addrs[part.me], remote: part.addrs[far], port: part.port, here, peer: part.names[far].clone() });
+        here_count += 1;
+    }
+    Ok(here_count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +266,54 @@ a = "swa"
 b = "swb"
 delay = "10ms"
 "#;
+
+    #[test]
+    fn each_part_builds_its_own_nodes_and_impairs_only_what_leaves_it() {
+        let p = topo(SITES);
+        let pl = place(&p, 2, &[]).unwrap();
+        let part = |me| Part {
+            machine_of: pl.machine_of.clone(),
+            me,
+            names: vec!["m0".into(), "m1".into()],
+            addrs: vec![Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)],
+            vni_base: 100,
+            port: 4789,
+        };
+        let li = pl.cut[0];
+        let mut parts = Vec::new();
+        for me in 0..2 {
+            let mut q = p.clone();
+            assert_eq!(split(&mut q, &part(me)).unwrap(), 1);
+            let here = q.nodes.iter().filter(|n| n.away.is_none()).count();
+            assert_eq!(here, pl.load[me]);
+            let t = q.links[li].tunnel.clone().unwrap();
+            assert_eq!((t.vni, t.port), (100, 4789));
+            assert_eq!(t.local, part(me).addrs[me]);
+            assert_eq!(t.remote, part(me).addrs[1 - me]);
+            assert!(q.links.iter().enumerate().all(|(i, l)| (i == li) == l.tunnel.is_some()), "only the cut link is tunnelled");
+            parts.push(q);
+        }
+        // each direction impaired on exactly one machine: where it leaves
+        let l = &p.links[li];
+        let a_on = pl.machine_of[l.a.node];
+        assert_eq!(parts[a_on].links[li].ab, l.ab);
+        assert_eq!(parts[a_on].links[li].ba, LinkSpec::default());
+        assert_eq!(parts[1 - a_on].links[li].ba, l.ba);
+        assert_eq!(parts[1 - a_on].links[li].ab, LinkSpec::default());
+        // addresses are the whole topology's on both
+        assert_eq!(parts[0].segments, parts[1].segments);
+        let mut bad = part(0);
+        bad.machine_of.pop();
+        assert!(split(&mut p.clone(), &bad).unwrap_err().contains("same topology"));
+        let mut bad = part(0);
+        bad.vni_base = VNI_MAX;
+        assert!(split(&mut p.clone(), &bad).is_ok(), "one cut link fits at the last id");
+        bad.vni_base = 0;
+        assert!(split(&mut p.clone(), &bad).is_err());
+        let mut bad = part(2);
+        bad.me = 2;
+        assert!(split(&mut p.clone(), &bad).is_err());
+    }
 
     #[test]
     fn two_sites_split_at_the_link_between_them() {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use horde_engine::clock::real_ns;
 
+pub mod emu;
 mod live;
 mod run;
 mod summary;
@@ -45,6 +46,8 @@ pub struct AgentOptions {
     pub max_handshakes: usize,
     /// The version it reports and requires of controllers (this build's; tests change it).
     pub version: String,
+    /// Build its part of emulated networks across machines when a controller asks (needs root).
+    pub emu: bool,
 }
 
 /// What the agent keeps across sessions.
@@ -69,6 +72,10 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
     let cfg = crate::tls::agent_config_for(&opts.credentials, &opts.name)?;
     std::fs::create_dir_all(&opts.dir).with_context(|| format!("creating the agent's run directory {}", opts.dir.display()))?;
     let listener = TcpListener::bind(opts.listen).with_context(|| format!("listening on {}", opts.listen))?;
+    if opts.emu {
+        horde_emu::require_root()?;
+        emu::clean_up_left_parts(opts, log);
+    }
     listener.set_nonblocking(true)?;
     let shared = Arc::new(Shared {
         seen_runs: Mutex::new(VecDeque::new()),
@@ -248,18 +255,7 @@ fn session(
         if let Some(r) = &run {
             if sm.phase() == Phase::Running && last_progress.elapsed() >= Duration::from_secs(1) {
                 last_progress = Instant::now();
-                let p = &r.progress;
-                actions.push(Action::Send(ToController::Progress(msg::Progress {
-                    t_s: r.t0.elapsed().as_secs_f64(),
-                    sent_packets: p.sent_packets.load(Ordering::Relaxed),
-                    sent_bytes: p.sent_bytes.load(Ordering::Relaxed),
-                    recv_packets: p.recv_packets.load(Ordering::Relaxed),
-                    recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
-                    connections: p.connections.load(Ordering::Relaxed),
-                })));
-                if let Some(d) = r.live.as_ref().and_then(live::Live::take) {
-                    actions.push(Action::Send(ToController::Summary(Box::new(d))));
-                }
+                actions.extend(progress(r));
             }
         }
         for a in actions {
@@ -310,6 +306,13 @@ fn session(
                                 let _ = write(tls, &msg::encode(&ToController::Error { message: format!("players online → {online}: {e}") }));
                             }
                         }
+                    }
+                }
+                Action::Emu(req) => {
+                    let reply = emu::handle(*req, opts, tls.sock.local_addr().ok().map(|a| a.ip()), log);
+                    if let Err(e) = write(tls, &msg::encode(&ToController::Emu(Box::new(reply)))) {
+                        result = Err(anyhow::anyhow!("writing to the controller: {}", crate::tls::describe(&e)));
+                        break 'outer;
                     }
                 }
                 Action::Live(req) => {
@@ -463,6 +466,23 @@ fn on_prepare(a: Assignment, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Se
             Err(format!("{e:#}"))
         }
     }
+}
+
+/// A running run's progress once a second, and what its live summary gained.
+fn progress(r: &Run) -> Vec<Action> {
+    let p = &r.progress;
+    let mut out = vec![Action::Send(ToController::Progress(msg::Progress {
+        t_s: r.t0.elapsed().as_secs_f64(),
+        sent_packets: p.sent_packets.load(Ordering::Relaxed),
+        sent_bytes: p.sent_bytes.load(Ordering::Relaxed),
+        recv_packets: p.recv_packets.load(Ordering::Relaxed),
+        recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
+        connections: p.connections.load(Ordering::Relaxed),
+    }))];
+    if let Some(d) = r.live.as_ref().and_then(live::Live::take) {
+        out.push(Action::Send(ToController::Summary(Box::new(d))));
+    }
+    out
 }
 
 fn write(tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>, b: &[u8]) -> std::io::Result<()> {

@@ -9,6 +9,7 @@ use horde_agent::agent::AgentOptions;
 /// handshakes, speaking `version`.
 pub fn agent_options(ip: &str, creds: &Path, dir: &Path, name: &str, version: &str) -> AgentOptions {
     AgentOptions {
+        emu: false,
         listen: format!("{ip}:0").parse().unwrap(),
         credentials: creds.to_path_buf(),
         dir: dir.join(name),

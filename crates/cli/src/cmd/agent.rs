@@ -33,6 +33,11 @@ pub struct Args {
     /// Keep each run's logs after they were collected
     #[arg(long)]
     pub keep: bool,
+    /// Let controllers build this machine's part of an emulated network across machines
+    /// (`horde emu up TOPO --agents …`), run commands in its nodes and take it down. Needs root.
+    /// At start-up the agent takes down every part it built before and did not take down (a crash)
+    #[arg(long)]
+    pub emu: bool,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -83,6 +88,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         keep: args.keep,
         max_handshakes: 64,
         version: env!("CARGO_PKG_VERSION").into(),
+        emu: args.emu,
     };
     let log = |m: &str| say!("horde agent: {m}");
     horde_agent::agent::serve(&opts, stop, &log).map_err(bad_input)?;

@@ -32,6 +32,8 @@ pub enum Cmd {
         /// `live = true` can be changed)
         #[arg(long)]
         live: bool,
+        #[command(flatten)]
+        across: Across,
     },
     /// Takes an experiment down: its processes, namespaces, links, bridges and state.
     Down {
@@ -45,6 +47,8 @@ pub enum Cmd {
         /// Where to move the nodes' files (default: ./horde-emu-ID)
         #[arg(long, value_name = "DIR", conflicts_with = "purge")]
         keep_to: Option<PathBuf>,
+        #[command(flatten)]
+        across: Across,
     },
     /// Lists running experiments; with an id, that experiment's nodes and addresses.
     Ls {
@@ -57,6 +61,8 @@ pub enum Cmd {
         /// nodes (`count = N`) is one row and one vertex
         #[arg(long, requires = "id")]
         all: bool,
+        #[command(flatten)]
+        across: Across,
     },
     /// Runs a command inside a node (its network namespace; working directory: the node's own directory).
     Exec {
@@ -67,6 +73,15 @@ pub enum Cmd {
         /// The command and its arguments, after `--`
         #[arg(last = true, required = true)]
         command: Vec<String>,
+        /// With --agents: stop the command after this many seconds
+        #[arg(long, default_value_t = 60, requires = "agents")]
+        timeout: u64,
+        /// With --agents: start the command in the background and return (its output goes to a
+        /// file in the node's directory; `horde emu down` stops it), as `docker exec -d` does
+        #[arg(long, requires = "agents")]
+        detach: bool,
+        #[command(flatten)]
+        across: Across,
     },
     /// Copies a file to or from a node's own directory: `horde emu cp ID ./f NODE:f` or `... NODE:f ./f`.
     Cp {
@@ -97,6 +112,20 @@ pub enum Cmd {
         /// Experiment id
         id: String,
     },
+}
+
+/// One experiment across machines: the agents that build its parts.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Across {
+    /// Across machines: the agents (`horde agent --emu`) that build the experiment's parts,
+    /// HOST:PORT,… (their IPv4 addresses as the other machines reach them: the tunnels between
+    /// the parts run between these addresses), or @FILE. A node's `machine` in the topology
+    /// places it; the rest are placed so that few links cross machines
+    #[arg(long, value_name = "LIST")]
+    pub agents: Option<String>,
+    /// With --agents: the controller's credentials directory (ca.pem, controller.pem, controller.key)
+    #[arg(long, value_name = "DIR", env = "HORDE_CREDENTIALS", requires = "agents")]
+    pub credentials: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -173,8 +202,16 @@ fn emu_err(e: horde_emu::EmuError) -> crate::Failure {
 
 pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Outcome {
     match args.cmd {
-        Cmd::Up { file, id, userspace, live } => up(&file, id, userspace, live, stop),
-        Cmd::Down { ids, purge, keep_to } => {
+        Cmd::Up { file, id, live, across: Across { agents: Some(agents), credentials }, .. } => {
+            super::emu_agents::up(&file, id, live, &agents, credentials, &stop)
+        }
+        Cmd::Down { ids, across: Across { agents: Some(agents), credentials }, .. } => super::emu_agents::down(&ids, &agents, credentials, &stop),
+        Cmd::Ls { id: None, across: Across { agents: Some(agents), credentials }, .. } => super::emu_agents::ls(&agents, credentials, &stop),
+        Cmd::Exec { id, node, command, timeout, detach, across: Across { agents: Some(agents), credentials } } => {
+            super::emu_agents::exec(&id, &node, &command, timeout, detach, &agents, credentials, &stop)
+        }
+        Cmd::Up { file, id, userspace, live, .. } => up(&file, id, userspace, live, stop),
+        Cmd::Down { ids, purge, keep_to, .. } => {
             for id in ids {
                 horde_emu::check_id(&id).map_err(emu_err)?;
                 if !purge {
@@ -193,14 +230,17 @@ pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> O
             Ok(0)
         }
         Cmd::Ls { id: None, .. } => ls(),
-        Cmd::Ls { id: Some(id), dot: true, all } => {
+        Cmd::Ls { id: Some(_), across: Across { agents: Some(_), .. }, .. } => {
+            Err(bad_input(anyhow!("with --agents, `horde emu ls` lists every agent's parts; a part's nodes and addresses: `horde emu ls PART` on its machine")))
+        }
+        Cmd::Ls { id: Some(id), dot: true, all, .. } => {
             horde_topo::check_exp_id(&id).map_err(|m| bad_input(anyhow!(m)))?;
             let (_, plan) = horde_emu::load(&id).map_err(emu_err)?;
             crate::output::out(&horde_topo::dot(&plan, fwd::describe, grouping(all)))?;
             Ok(0)
         }
-        Cmd::Ls { id: Some(id), dot: false, all } => ls_one(&id, grouping(all)),
-        Cmd::Exec { id, node, command } => exec(&id, &node, &command),
+        Cmd::Ls { id: Some(id), dot: false, all, .. } => ls_one(&id, grouping(all)),
+        Cmd::Exec { id, node, command, .. } => exec(&id, &node, &command),
         Cmd::Cp { id, src, dst } => cp(&id, &src, &dst),
         Cmd::Link(a) => link(a),
         Cmd::Cleanup { ids, all, dry_run } => {
@@ -227,7 +267,7 @@ fn up(file: &Path, id: Option<String>, userspace: bool, live_all: bool, stop: st
         horde_emu::check_id(id).map_err(emu_err)?;
     }
     let text = horde_model::files::read_text(file, horde_model::files::MAX_TOML, "topology files").context("reading the topology").map_err(bad_input)?;
-    let opts = horde_emu::UpOptions { exp: id, daemon_exe: exe(), userspace, live_all, stop: Some(stop) };
+    let opts = horde_emu::UpOptions { exp: id, daemon_exe: exe(), userspace, live_all, stop: Some(stop), part: None };
     let r = horde_emu::up(&text, &file.display().to_string(), &opts).map_err(emu_err)?;
     for n in &r.notes {
         eprintln!("horde emu: {n}");

@@ -7,6 +7,7 @@ pub mod decode;
 pub mod demo;
 pub mod discover;
 pub mod emu;
+mod emu_agents;
 pub mod key;
 pub mod logd;
 pub mod presets;

@@ -1,0 +1,267 @@
+//! An agent's part of an emulated network that spans machines (`horde agent --emu`, driven by
+//! `horde emu … --agents`): it builds, lists, runs commands in and takes down its own parts.
+//!
+//! A part is the topology planned in full (every address and route is the whole network's)
+//! with the nodes placed on other machines left out and each link to them ending in a VXLAN
+//! tunnel to that machine ([`horde_topo::partition::split`]). Its id on this machine is the
+//! controller's id plus the machine's letter, so two parts on one host (namespaces standing in
+//! for machines) never share a name.
+//!
+//! What it built is recorded in the agent's directory (`emu-parts.json`) before anything is
+//! built: an agent that crashed takes its parts down when it starts again, and the controller
+//! can take down only what this agent built.
+
+use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::msg::{EmuReply, EmuRequest};
+
+use super::AgentOptions;
+
+const RECORD: &str = "emu-parts.json";
+/// Most machines one topology spans (a part's id adds one letter).
+pub const MAX_MACHINES: usize = 26;
+/// Most of a command's output kept per stream.
+const OUTPUT_MAX: usize = 64 << 10;
+/// Longest a command may run.
+const EXEC_MAX_MS: u64 = 600_000;
+
+/// The id of machine `me`'s part of experiment `exp` (checked by the caller).
+pub fn local_id(exp: &str, me: usize) -> String {
+    format!("{exp}{}", (b'a' + me as u8) as char)
+}
+
+/// Checks the controller's experiment id: 1..=5 lowercase letters or digits.
+pub fn check_exp(exp: &str) -> Result<(), String> {
+    if exp.is_empty() || exp.len() > 5 || !exp.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()) {
+        return Err(format!("experiment id `{}` across machines must be 1..=5 lowercase letters or digits", exp.escape_debug()));
+    }
+    Ok(())
+}
+
+fn record_path(opts: &AgentOptions) -> PathBuf {
+    opts.dir.join(RECORD)
+}
+
+fn read_record(p: &Path) -> Vec<(String, String)> {
+    let parts: Vec<(String, String)> = std::fs::read(p).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    // only ids an agent could have made
+    parts.into_iter().filter(|(e, l)| check_exp(e).is_ok() && horde_emu::check_id(l).is_ok()).collect()
+}
+
+fn write_record(p: &Path, parts: &[(String, String)]) -> Result<(), String> {
+    let tmp = p.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(parts).expect("serializable"))
+        .and_then(|()| std::fs::rename(&tmp, p))
+        .map_err(|e| format!("recording the agent's emulator parts in {}: {e}", p.display()))
+}
+
+/// At start-up: takes down every part a previous run of this agent left (a crash, a kill).
+pub fn clean_up_left_parts(opts: &AgentOptions, log: &(dyn Fn(&str) + Sync)) {
+    let p = record_path(opts);
+    let parts = read_record(&p);
+    for (exp, local) in &parts {
+        match horde_emu::down(local) {
+            Ok(r) => log(&format!(
+                "emu: took down part {local} of experiment {exp}, left by an earlier run ({} namespaces, {} processes)",
+                r.namespaces, r.processes
+            )),
+            Err(e) => log(&format!("emu: could not take down part {local} of experiment {exp}: {e}")),
+        }
+    }
+    if !parts.is_empty() {
+        let _ = write_record(&p, &[]);
+    }
+}
+
+/// Does what the controller asked. `own` is this agent's address on the control connection
+/// (what the controller dialled: the tunnels' local address must be it).
+pub fn handle(req: EmuRequest, opts: &AgentOptions, own: Option<IpAddr>, log: &(dyn Fn(&str) + Sync)) -> EmuReply {
+    if !opts.emu {
+        return EmuReply::Failed { message: format!("agent {} was started without --emu: it builds no emulated network", opts.name) };
+    }
+    let r = match req {
+        EmuRequest::Up { exp, topology, file, part, live_all } => up(opts, own, &exp, &topology, &file, part, live_all, log),
+        EmuRequest::Down { exp } => down(opts, &exp, log),
+        EmuRequest::Ls => Ok(EmuReply::Ls { parts: read_record(&record_path(opts)) }),
+        EmuRequest::Exec { exp, node, argv, timeout_ms, detach } => exec(opts, &exp, &node, &argv, timeout_ms, detach),
+    };
+    r.unwrap_or_else(|message| EmuReply::Failed { message })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn up(
+    opts: &AgentOptions,
+    own: Option<IpAddr>,
+    exp: &str,
+    topology: &str,
+    file: &str,
+    part: horde_topo::partition::Part,
+    live_all: bool,
+    log: &(dyn Fn(&str) + Sync),
+) -> Result<EmuReply, String> {
+    check_exp(exp)?;
+    horde_emu::require_root().map_err(|e| e.to_string())?;
+    if part.names.len() > MAX_MACHINES || part.me >= part.names.len() {
+        return Err(format!("a topology spans at most {MAX_MACHINES} machines, and this one must be among them"));
+    }
+    let mine = part.addrs.get(part.me).copied().unwrap_or(Ipv4Addr::UNSPECIFIED);
+    if own != Some(IpAddr::V4(mine)) {
+        return Err(format!(
+            "the tunnels' address for this machine is {mine}, but the controller reached it at {}: give --agents the address other machines reach this one at (IPv4)",
+            own.map_or("?".into(), |a| a.to_string())
+        ));
+    }
+    let local = local_id(exp, part.me);
+    let rec = record_path(opts);
+    let mut parts = read_record(&rec);
+    if parts.iter().any(|(e, _)| e == exp) {
+        return Err(format!("this agent already has a part of experiment {exp}: take it down first (horde emu down {exp} --agents …)"));
+    }
+    // recorded before anything is built: a crash half-way is cleaned up at the next start
+    parts.push((exp.to_string(), local.clone()));
+    write_record(&rec, &parts)?;
+    let uo = horde_emu::UpOptions {
+        exp: Some(local.clone()),
+        stop: None,
+        daemon_exe: std::env::current_exe().map_err(|e| format!("locating the horde binary: {e}"))?,
+        userspace: true,
+        live_all,
+        part: Some(part),
+    };
+    match horde_emu::up(topology, file, &uo) {
+        Ok(r) => {
+            let nodes = r.plan.nodes.iter().filter(|n| n.away.is_none()).count();
+            let tunnels = r.plan.links.iter().filter(|l| l.tunnel.is_some()).count();
+            log(&format!("emu: part {local} of experiment {exp} up: {nodes} nodes, {tunnels} tunnel(s), in {:.2} s", r.meta.up_seconds));
+            Ok(EmuReply::Up { local, nodes, tunnels, emulated_links: r.meta.impaired_links, seconds: r.meta.up_seconds })
+        }
+        Err(e) => {
+            // `up` removed what it made
+            parts.retain(|(e2, _)| e2 != exp);
+            let _ = write_record(&rec, &parts);
+            Err(format!("building part {local}: {e}"))
+        }
+    }
+}
+
+fn down(opts: &AgentOptions, exp: &str, log: &(dyn Fn(&str) + Sync)) -> Result<EmuReply, String> {
+    check_exp(exp)?;
+    let rec = record_path(opts);
+    let mut parts = read_record(&rec);
+    let Some(local) = parts.iter().find(|(e, _)| e == exp).map(|p| p.1.clone()) else {
+        return Err(format!("agent {} has no part of experiment {exp}", opts.name));
+    };
+    let r = horde_emu::down(&local).map_err(|e| format!("taking part {local} down: {e}"))?;
+    parts.retain(|(e, _)| e != exp);
+    write_record(&rec, &parts)?;
+    log(&format!("emu: part {local} of experiment {exp} down ({} namespaces, {} processes)", r.namespaces, r.processes));
+    Ok(EmuReply::Down { local, namespaces: r.namespaces, processes: r.processes })
+}
+
+fn exec(opts: &AgentOptions, exp: &str, node: &str, argv: &[String], timeout_ms: u64, detach: bool) -> Result<EmuReply, String> {
+    check_exp(exp)?;
+    if argv.is_empty() || argv.len() > 256 || argv.iter().any(|a| a.len() > 4096 || a.contains('\0')) {
+        return Err("a command is 1..=256 arguments of at most 4096 bytes, without NUL".into());
+    }
+    if !(1..=EXEC_MAX_MS).contains(&timeout_ms) {
+        return Err(format!("a command's time limit is 1..={EXEC_MAX_MS} ms"));
+    }
+    let Some(local) = read_record(&record_path(opts)).into_iter().find(|(e, _)| e == exp).map(|p| p.1) else {
+        return Err(format!("agent {} has no part of experiment {exp}", opts.name));
+    };
+    let (_, plan) = horde_emu::load(&local).map_err(|e| e.to_string())?;
+    let Some(i) = plan.node(node) else {
+        return Err(format!("no node `{node}` in experiment {exp}"));
+    };
+    if plan.nodes[i].away.is_some() {
+        return Ok(EmuReply::Exec { here: false, code: None, stdout: String::new(), stderr: String::new(), timed_out: false });
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("locating the horde binary: {e}"))?;
+    if detach {
+        return start_detached(&exe, &local, node, argv);
+    }
+    let mut child = std::process::Command::new(exe)
+        .args(["emu", "exec", &local, node, "--"])
+        .args(argv)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting `horde emu exec`: {e}"))?;
+    let keep = |r: Option<std::process::ChildStdout>| r.map(|s| std::thread::spawn(move || bounded(s)));
+    let out = keep(child.stdout.take());
+    let err = child.stderr.take().map(|s| std::thread::spawn(move || bounded(s)));
+    let until = Instant::now() + Duration::from_millis(timeout_ms);
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() >= until => {
+                timed_out = true;
+                // `emu exec` passes SIGTERM on to its command
+                // SAFETY: kill(2) on our own child's pid.
+                unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                std::thread::sleep(Duration::from_millis(500));
+                let _ = child.kill();
+                break child.wait().ok();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(format!("waiting for the command: {e}")),
+        }
+    };
+    let text = |h: Option<std::thread::JoinHandle<String>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
+    Ok(EmuReply::Exec { here: true, code: status.and_then(|s| s.code()), stdout: text(out), stderr: text(err), timed_out })
+}
+
+/// Starts a command in the background (`emu exec` records it, so `down` stops it); its output
+/// goes to a file in the node's directory. A thread waits for it, so it leaves no zombie.
+fn start_detached(exe: &Path, local: &str, node: &str, argv: &[String]) -> Result<EmuReply, String> {
+    let dir = horde_emu::node_dir(local, node);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    let out_path = dir.join(format!("exec-{stamp}.out"));
+    let out = std::fs::File::create(&out_path).map_err(|e| format!("creating {}: {e}", out_path.display()))?;
+    let err = out.try_clone().map_err(|e| format!("{}: {e}", out_path.display()))?;
+    let mut child = std::process::Command::new(exe)
+        .args(["emu", "exec", local, node, "--"])
+        .args(argv)
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("starting `horde emu exec`: {e}"))?;
+    let pid = child.id();
+    std::thread::spawn(move || child.wait());
+    Ok(EmuReply::Exec {
+        here: true,
+        code: None,
+        stdout: format!("started in {node}: pid {pid}, output in {}\n", out_path.display()),
+        stderr: String::new(),
+        timed_out: false,
+    })
+}
+
+/// Reads a stream to its end, keeping its first [`OUTPUT_MAX`] bytes.
+fn bounded(mut r: impl Read) -> String {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut dropped = 0usize;
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = OUTPUT_MAX.saturating_sub(kept.len()).min(n);
+                kept.extend_from_slice(&buf[..room]);
+                dropped += n - room;
+            }
+        }
+    }
+    let mut s = String::from_utf8_lossy(&kept).into_owned();
+    if dropped > 0 {
+        s.push_str(&format!("\n[… {dropped} more bytes not kept]\n"));
+    }
+    s
+}

@@ -1,0 +1,278 @@
+//! One emulated network across machines (issue 27): two agents, each in a network namespace
+//! standing in for a machine (their own addresses on a LAN of namespaces), build a 6-host
+//! topology split between them; the impaired link between the parts is a VXLAN tunnel with
+//! the link's impairment applied where each direction leaves its machine. Horde's own probes
+//! cross the cut both ways and see the link's delay (once, not twice) and loss; an agent killed
+//! and started again takes its part down; `down` leaves nothing on either machine.
+
+mod emu_util;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use emu_util::*;
+
+/// Two sites of three hosts behind a switch each; the switches' link is 10 ms and 10 % each way.
+const SITES: &str = r#"
+name = "sites"
+[[node]]
+name = "a"
+kind = "host"
+count = 3
+[[node]]
+name = "b"
+kind = "host"
+count = 3
+[[node]]
+name = "swa"
+kind = "switch"
+[[node]]
+name = "swb"
+kind = "switch"
+machine = "m2"
+[[link]]
+a = "a"
+b = "swa"
+[[link]]
+a = "b"
+b = "swb"
+[[link]]
+a = "swa"
+b = "swb"
+delay = "10ms"
+loss = "10%"
+"#;
+
+/// The stand-in machines: a LAN namespace with a bridge, the controller's and two machines'
+/// namespaces on it (10.78.0.10, .1, .2), and the agents running in the machines.
+struct Lab {
+    tag: String,
+    agents: Vec<Option<Child>>,
+    dir: PathBuf,
+}
+
+impl Lab {
+    fn ns(&self, n: &str) -> String {
+        format!("{}-{n}", self.tag)
+    }
+
+    fn setup(dir: &Path) -> Lab {
+        let tag = format!("hx{}", std::process::id() % 100_000);
+        let lab = Lab { tag: tag.clone(), agents: vec![None, None], dir: dir.to_path_buf() };
+        let ip = |args: &[&str]| {
+            let o = Command::new("ip").args(args).output().expect("ip (iproute2)");
+            assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        };
+        for n in ["lan", "ctl", "m1", "m2"] {
+            ip(&["netns", "add", &lab.ns(n)]);
+        }
+        ip(&["-n", &lab.ns("lan"), "link", "add", "br0", "type", "bridge"]);
+        ip(&["-n", &lab.ns("lan"), "link", "set", "br0", "up"]);
+        for (n, last) in [("ctl", 10), ("m1", 1), ("m2", 2)] {
+            let (inside, port) = (format!("{tag}{n}"), format!("{tag}p{n}"));
+            ip(&["link", "add", &inside, "type", "veth", "peer", "name", &port]);
+            ip(&["link", "set", &inside, "netns", &lab.ns(n)]);
+            ip(&["link", "set", &port, "netns", &lab.ns("lan")]);
+            ip(&["-n", &lab.ns("lan"), "link", "set", &port, "master", "br0", "up"]);
+            ip(&["-n", &lab.ns(n), "addr", "add", &format!("10.78.0.{last}/24"), "dev", &inside]);
+            ip(&["-n", &lab.ns(n), "link", "set", &inside, "up"]);
+            ip(&["-n", &lab.ns(n), "link", "set", "lo", "up"]);
+        }
+        lab
+    }
+
+    fn agent_addr(k: usize) -> String {
+        format!("10.78.0.{}:7801", k + 1)
+    }
+
+    fn agents_arg() -> String {
+        format!("{},{}", Lab::agent_addr(0), Lab::agent_addr(1))
+    }
+
+    /// Starts agent `k` (0 or 1) in its machine and waits until it listens.
+    fn start_agent(&mut self, k: usize) {
+        let log = self.dir.join(format!("agent{k}.log"));
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns(&format!("m{}", k + 1)),
+                HORDE,
+                "agent",
+                "--listen",
+                &Lab::agent_addr(k),
+                "--emu",
+                "--name",
+                &format!("m{}", k + 1),
+            ])
+            .arg("--credentials")
+            .arg(self.dir.join("creds"))
+            .arg("--dir")
+            .arg(self.dir.join(format!("agent{k}")))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        self.agents[k] = Some(child);
+        let until = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&log).unwrap_or_default().contains("listening on") {
+            assert!(Instant::now() < until, "agent {k} did not listen: {}", std::fs::read_to_string(&log).unwrap_or_default());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `horde ARGS --agents … --credentials …` from the controller's namespace.
+    fn horde(&self, args: &[&str]) -> std::process::Output {
+        let mut full: Vec<String> = vec!["netns".into(), "exec".into(), self.ns("ctl"), HORDE.into()];
+        full.extend(args.iter().map(|s| s.to_string()));
+        let at = full.iter().position(|a| a == "--").unwrap_or(full.len());
+        let creds = self.dir.join("creds").display().to_string();
+        full.splice(at..at, ["--agents".to_string(), Lab::agents_arg(), "--credentials".into(), creds]);
+        Command::new("ip").args(&full).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.horde(args);
+        assert!(o.status.success(), "horde {args:?}: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// A probe across the cut: `horde recv` started in the background on `dst`, `horde send`
+    /// from `src` until it ends; the decoder's totals.
+    fn probe(&self, exp: &str, src: &str, dst: &str, dst_ip: &str, tag: &str) -> serde_json::Value {
+        let (rlog, slog) = (self.dir.join(format!("{tag}-r.hlog")), self.dir.join(format!("{tag}-s.hlog")));
+        let out =
+            self.ok(&["emu", "exec", exp, dst, "--detach", "--", HORDE, "recv", "-b", dst_ip, "-p", "9000", "--idle", "2s", "-l", rlog.to_str().unwrap()]);
+        assert!(out.contains("started in"), "{out}");
+        // its output file (on this same host) says when it listens
+        let file = out.split("output in ").nth(1).map(|f| f.trim().to_string()).unwrap_or_default();
+        let until = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&file).unwrap_or_default().contains("listening on") {
+            assert!(Instant::now() < until, "the receiver did not listen: {out} {:?}", std::fs::read_to_string(&file));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let to = format!("{dst_ip}:9000");
+        self.ok(&["emu", "exec", exp, src, "--", HORDE, "send", "-a", &to, "-C", "2000", "-c", "200", "-t", "3s", "--seed", "5", "-l", slog.to_str().unwrap()]);
+        // the receiver ends 2 s after the last packet, and says where its log is
+        let until = Instant::now() + Duration::from_secs(15);
+        while !std::fs::read_to_string(&file).unwrap_or_default().contains("log: ") {
+            assert!(Instant::now() < until, "the receiver did not end: {:?}", std::fs::read_to_string(&file));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let o = Command::new(HORDE).args(["decode", slog.to_str().unwrap(), rlog.to_str().unwrap(), "-q", "--json", "-"]).output().unwrap();
+        assert!(o.status.success(), "decode: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["total"].clone()
+    }
+
+    fn kill_agent(&mut self, k: usize) {
+        if let Some(mut c) = self.agents[k].take() {
+            // `ip netns exec` execs the agent: this pid is the agent itself
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.horde(&["emu", "down", "xacr1"]);
+        for k in 0..2 {
+            self.kill_agent(k);
+        }
+        for n in ["ctl", "m1", "m2", "lan"] {
+            let _ = Command::new("ip").args(["netns", "del", &self.ns(n)]).status();
+        }
+    }
+}
+
+/// Interfaces in a stand-in machine's namespace, other than its loopback and LAN veth.
+fn strays(lab: &Lab, m: &str) -> Vec<String> {
+    let o = Command::new("ip").args(["-n", &lab.ns(m), "-br", "link"]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|n| n.split('@').next().unwrap_or(n).to_string())
+        .filter(|n| n != "lo" && !n.starts_with(&lab.tag))
+        .collect()
+}
+
+#[test]
+fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_down_cleanly() {
+    if !root_or_skip("one_topology_across_two_machines") {
+        return;
+    }
+    let dir = tmp("across");
+    let creds = dir.join("creds");
+    assert!(Command::new(HORDE).args(["agent", "keygen", "--out"]).arg(&creds).output().unwrap().status.success());
+    let topo = write(&dir, "sites.toml", SITES);
+    let exp = "xacr1";
+    let mut lab = Lab::setup(&dir);
+    lab.start_agent(0);
+    lab.start_agent(1);
+
+    let out = lab.ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    eprintln!("{out}");
+    assert!(out.contains("8 nodes on 2 machines, 1 link(s) between machines"), "{out}");
+    // the partition keeps each site whole, and the topology's `machine` placed swb on m2
+    assert!(out.contains("m1 (10.78.0.1): part xacr1a, 4 nodes (a1, a2, a3, swa)"), "{out}");
+    assert!(out.contains("m2 (10.78.0.2): part xacr1b, 4 nodes (b1, b2, b3, swb)"), "{out}");
+    assert!(out.contains("link swa (m1) – swb (m2): tunnelled"), "{out}");
+    assert_eq!(namespaces("xacr1a").len(), 4, "the fabric and a1..a3");
+    assert_eq!(namespaces("xacr1b").len(), 4, "the fabric and b1..b3");
+    let ls = lab.ok(&["emu", "ls"]);
+    assert!(ls.contains("m1: experiment xacr1, part xacr1a") && ls.contains("m2: experiment xacr1, part xacr1b"), "{ls}");
+
+    // a command reaches a node on whichever machine has it
+    let out = lab.ok(&["emu", "exec", exp, "b2", "--", "cat", "/proc/sys/kernel/hostname"]);
+    assert_eq!(out.trim(), "b2");
+    let bad = lab.horde(&["emu", "exec", exp, "nosuch", "--", "true"]);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("no node `nosuch`"), "{}", String::from_utf8_lossy(&bad.stderr));
+
+    // across the cut each way: the link's delay once (10 ms, not twice) and its loss
+    for (src, dst, ip, tag) in [("a1", "b1", "10.0.0.4", "ab"), ("b3", "a2", "10.0.0.2", "ba")] {
+        let t = lab.probe(exp, src, dst, ip, tag);
+        let sent = t["loss"]["expected"].as_u64().unwrap();
+        let lost = t["loss"]["lost"].as_u64().unwrap();
+        let (mean, p50) = (t["delay"]["mean_ms"].as_f64().unwrap(), t["delay"]["p50_ms"].as_f64().unwrap());
+        let loss = lost as f64 / sent as f64;
+        let se = (0.1f64 * 0.9 / sent as f64).sqrt();
+        eprintln!(
+            "{src} → {dst}: {sent} packets, one-way delay mean {mean:.3} ms (p50 {p50:.3}), loss {:.2} % (10 % ± 3 s.e. = ± {:.2} %)",
+            loss * 100.0,
+            300.0 * se
+        );
+        // each machine's link emulator's counters of the cut link, for a failure to show
+        let counters = |part: &str| String::from_utf8_lossy(&horde(&["emu", "link", part, "swa", "swb", "--json"]).stdout).into_owned();
+        let why = format!("machine 1's link emulator: {}\nmachine 2's: {}", counters("xacr1a"), counters("xacr1b"));
+        assert!(sent >= 5_000, "{t}");
+        assert!(
+            (10.0..=11.0).contains(&p50),
+            "{src} → {dst}: median one-way delay {p50} ms, the link is 10 ms (once: 20 would mean both machines delayed it)\n{why}"
+        );
+        assert!(mean < 12.0, "{src} → {dst}: mean one-way delay {mean} ms");
+        assert!((loss - 0.1).abs() <= 3.0 * se, "{src} → {dst}: loss {loss} vs 10 % (3 s.e. = {})\n{why}", 3.0 * se);
+    }
+
+    // an agent that crashed takes its part down when it starts again; the other part stays
+    lab.kill_agent(0);
+    assert_eq!(namespaces("xacr1a").len(), 4, "a killed agent's part outlives it");
+    lab.start_agent(0);
+    assert!(namespaces("xacr1a").is_empty(), "the restarted agent took its part down: {:?}", namespaces("xacr1a"));
+    assert!(!Path::new("/run/horde/emu/xacr1a").exists());
+    assert_eq!(namespaces("xacr1b").len(), 4);
+
+    let out = lab.ok(&["emu", "down", exp]);
+    assert!(out.contains("m1: no part here") && out.contains("m2: part xacr1b down"), "{out}");
+    for p in ["xacr1a", "xacr1b"] {
+        assert!(namespaces(p).is_empty(), "{p}: {:?}", namespaces(p));
+        assert!(!Path::new("/run/horde/emu").join(p).exists(), "{p}'s state directory");
+    }
+    for m in ["m1", "m2"] {
+        assert!(strays(&lab, m).is_empty(), "{m} keeps {:?}", strays(&lab, m));
+    }
+    let ls = lab.ok(&["emu", "ls"]);
+    assert!(ls.contains("m1: no part") && ls.contains("m2: no part"), "{ls}");
+    let again = lab.horde(&["emu", "down", exp]);
+    assert!(!again.status.success(), "a second down finds nothing");
+}
