@@ -100,6 +100,7 @@ pub fn up(a: &Agents, text: &str, file: &str, exp: Option<String>, live_all: boo
     // the whole topology, planned here as each agent will (addresses and routes are the whole
     // network's): errors are the user's to fix before anything is built
     let plan = horde_topo::plan(text, file, &crate::agent::emu::local_id(&exp, 0))?;
+    crate::agent::emu::refuse_machine_files(text, file, &crate::agent::emu::local_id(&exp, 0)).map_err(anyhow::Error::msg)?;
     let ev = |e: &Event| {
         if let Event::Note(m) = e {
             (a.note)(m)
@@ -175,6 +176,31 @@ pub fn down(a: &Agents, exp: &str) -> anyhow::Result<Answers> {
 /// Every agent's parts.
 pub fn ls(a: &Agents) -> anyhow::Result<Answers> {
     ask_all(a, || EmuRequest::Ls, OTHER_WITHIN)
+}
+
+/// Changes or shows link `a`–`b` of `exp` on every machine that has it: each machine's answer
+/// (what its `horde emu link` printed).
+pub fn link(a: &Agents, exp: &str, x: &str, y: &str, dir: &str, set: &[(String, String)], flags: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    crate::agent::emu::check_exp(exp).map_err(anyhow::Error::msg)?;
+    let req = || EmuRequest::Link { exp: exp.into(), a: x.into(), b: y.into(), dir: dir.into(), set: set.to_vec(), flags: flags.to_vec() };
+    let mut out = Vec::new();
+    let mut why = Vec::new();
+    for (name, r) in ask_all(a, req, OTHER_WITHIN)? {
+        match r {
+            Ok(EmuReply::Link { here: true, output }) => out.push((name, output)),
+            Ok(EmuReply::Link { here: false, .. }) => {}
+            Ok(EmuReply::Failed { message }) => why.push(format!("{name}: {message}")),
+            Ok(other) => why.push(format!("{name}: answered {other:?}")),
+            Err(e) => why.push(format!("{name}: {e}")),
+        }
+    }
+    if !why.is_empty() {
+        bail!("{}", why.join("; "));
+    }
+    if out.is_empty() {
+        bail!("no agent has link {x} – {y} of experiment {exp} (or the direction asked)");
+    }
+    Ok(out)
 }
 
 /// Runs a command in `node` of `exp`, on whichever machine has it: that agent's answer.

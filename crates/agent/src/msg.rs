@@ -78,6 +78,11 @@ pub enum EmuRequest {
     /// most `timeout_ms`), or started in the background (`detach`: its output goes to a file in
     /// the node's directory, and `down` stops it).
     Exec { exp: String, node: String, argv: Vec<String>, timeout_ms: u64, detach: bool },
+    /// Change or show link `a`–`b` of `exp` where it is built on this machine (`horde emu
+    /// link`): `dir` as the user named it (ab, ba, both), `set` the settings to change (option
+    /// name without dashes, value), `flags` of `clear`, `down`, `up`. On a link between
+    /// machines each machine changes only the direction that leaves it.
+    Link { exp: String, a: String, b: String, dir: String, set: Vec<(String, String)>, flags: Vec<String> },
 }
 
 /// An agent's answer to an [`EmuRequest`].
@@ -99,6 +104,12 @@ pub enum EmuReply {
     /// (controller's id, this machine's id) of every part.
     Ls {
         parts: Vec<(String, String)>,
+    },
+    /// `here` false: the link (or the asked direction) is not on this machine; else what
+    /// `horde emu link` printed (its counters as JSON).
+    Link {
+        here: bool,
+        output: String,
     },
     /// `here` false: the node is not on this machine (nothing ran).
     Exec {

@@ -165,6 +165,29 @@ impl Lab {
         serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["total"].clone()
     }
 
+    /// A probe from `src` to `dst` across the cut must show `delay_ms` (the median within
+    /// 10 % above it: the setting once, not twice) and 10 % loss (within 3 standard errors).
+    fn check(&self, exp: &str, src: &str, dst: &str, ip: &str, tag: &str, delay_ms: f64) {
+        let t = self.probe(exp, src, dst, ip, tag);
+        let sent = t["loss"]["expected"].as_u64().unwrap();
+        let lost = t["loss"]["lost"].as_u64().unwrap();
+        let (mean, p50) = (t["delay"]["mean_ms"].as_f64().unwrap(), t["delay"]["p50_ms"].as_f64().unwrap());
+        let loss = lost as f64 / sent as f64;
+        let se = (0.1f64 * 0.9 / sent as f64).sqrt();
+        eprintln!(
+            "{src} → {dst}: {sent} packets, one-way delay mean {mean:.3} ms (p50 {p50:.3}), loss {:.2} % (10 % ± 3 s.e. = ± {:.2} %)",
+            loss * 100.0,
+            300.0 * se
+        );
+        // each machine's link emulator's counters of the cut link, for a failure to show
+        let counters = |part: &str| String::from_utf8_lossy(&horde(&["emu", "link", part, "swa", "swb", "--json"]).stdout).into_owned();
+        let why = format!("machine 1's link emulator: {}\nmachine 2's: {}", counters("xacr1a"), counters("xacr1b"));
+        assert!(sent >= 5_000, "{t}");
+        assert!((delay_ms..=delay_ms * 1.1).contains(&p50), "{src} → {dst}: median one-way delay {p50} ms, the link is {delay_ms} ms\n{why}");
+        assert!(mean < delay_ms * 1.2, "{src} → {dst}: mean one-way delay {mean} ms");
+        assert!((loss - 0.1).abs() <= 3.0 * se, "{src} → {dst}: loss {loss} vs 10 % (3 s.e. = {})\n{why}", 3.0 * se);
+    }
+
     fn kill_agent(&mut self, k: usize) {
         if let Some(mut c) = self.agents[k].take() {
             // `ip netns exec` execs the agent: this pid is the agent itself
@@ -230,29 +253,18 @@ fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_do
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("no node `nosuch`"), "{}", String::from_utf8_lossy(&bad.stderr));
 
     // across the cut each way: the link's delay once (10 ms, not twice) and its loss
-    for (src, dst, ip, tag) in [("a1", "b1", "10.0.0.4", "ab"), ("b3", "a2", "10.0.0.2", "ba")] {
-        let t = lab.probe(exp, src, dst, ip, tag);
-        let sent = t["loss"]["expected"].as_u64().unwrap();
-        let lost = t["loss"]["lost"].as_u64().unwrap();
-        let (mean, p50) = (t["delay"]["mean_ms"].as_f64().unwrap(), t["delay"]["p50_ms"].as_f64().unwrap());
-        let loss = lost as f64 / sent as f64;
-        let se = (0.1f64 * 0.9 / sent as f64).sqrt();
-        eprintln!(
-            "{src} → {dst}: {sent} packets, one-way delay mean {mean:.3} ms (p50 {p50:.3}), loss {:.2} % (10 % ± 3 s.e. = ± {:.2} %)",
-            loss * 100.0,
-            300.0 * se
-        );
-        // each machine's link emulator's counters of the cut link, for a failure to show
-        let counters = |part: &str| String::from_utf8_lossy(&horde(&["emu", "link", part, "swa", "swb", "--json"]).stdout).into_owned();
-        let why = format!("machine 1's link emulator: {}\nmachine 2's: {}", counters("xacr1a"), counters("xacr1b"));
-        assert!(sent >= 5_000, "{t}");
-        assert!(
-            (10.0..=11.0).contains(&p50),
-            "{src} → {dst}: median one-way delay {p50} ms, the link is 10 ms (once: 20 would mean both machines delayed it)\n{why}"
-        );
-        assert!(mean < 12.0, "{src} → {dst}: mean one-way delay {mean} ms");
-        assert!((loss - 0.1).abs() <= 3.0 * se, "{src} → {dst}: loss {loss} vs 10 % (3 s.e. = {})\n{why}", 3.0 * se);
-    }
+    lab.check(exp, "a1", "b1", "10.0.0.4", "ab", 10.0);
+    lab.check(exp, "b3", "a2", "10.0.0.2", "ba", 10.0);
+
+    // a change through the agents: swb → swa leaves m2, so only m2 changes it
+    let out = lab.ok(&["emu", "link", exp, "swb", "swa", "--dir", "ab", "--delay", "30ms"]);
+    assert!(out.starts_with("m2:") && !out.contains("m1:"), "{out}");
+    assert!(out.contains("delay 30.000 ms, loss 10.000%"), "{out}");
+    let shown = lab.ok(&["emu", "link", exp, "swa", "swb"]);
+    assert!(shown.contains("m1:") && shown.contains("m2:"), "both machines show their ends: {shown}");
+    lab.check(exp, "b2", "a3", "10.0.0.3", "ba2", 30.0);
+    let bad = lab.horde(&["emu", "link", exp, "a1", "b1", "--delay", "5ms"]);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("no link a1 – b1"), "{}", String::from_utf8_lossy(&bad.stderr));
 
     // an agent that crashed takes its part down when it starts again; the other part stays
     lab.kill_agent(0);

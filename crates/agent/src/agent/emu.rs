@@ -87,6 +87,7 @@ pub fn handle(req: EmuRequest, opts: &AgentOptions, own: Option<IpAddr>, log: &(
         EmuRequest::Down { exp } => down(opts, &exp, log),
         EmuRequest::Ls => Ok(EmuReply::Ls { parts: read_record(&record_path(opts)) }),
         EmuRequest::Exec { exp, node, argv, timeout_ms, detach } => exec(opts, &exp, &node, &argv, timeout_ms, detach),
+        EmuRequest::Link { exp, a, b, dir, set, flags } => link(opts, &exp, &a, &b, &dir, &set, &flags),
     };
     r.unwrap_or_else(|message| EmuReply::Failed { message })
 }
@@ -115,6 +116,7 @@ fn up(
         ));
     }
     let local = local_id(exp, part.me);
+    refuse_machine_files(topology, file, &local)?;
     let rec = record_path(opts);
     let mut parts = read_record(&rec);
     if parts.iter().any(|(e, _)| e == exp) {
@@ -145,6 +147,25 @@ fn up(
             Err(format!("building part {local}: {e}"))
         }
     }
+}
+
+/// A topology from a controller may not reach this machine's own interfaces or files: no
+/// external node (it would take an interface of the machine) and no capacity trace (a path).
+pub fn refuse_machine_files(topology: &str, file: &str, id: &str) -> Result<(), String> {
+    let plan = horde_topo::plan(topology, file, id).map_err(|e| e.to_string())?;
+    if let Some(n) = plan.nodes.iter().find(|n| n.external.is_some()) {
+        return Err(format!(
+            "node {}: an external node takes an interface of one machine; across machines it is not built (bring that part up on its machine)",
+            n.name
+        ));
+    }
+    if let Some(l) = plan.links.iter().find(|l| l.trace_ab.is_some() || l.trace_ba.is_some()) {
+        return Err(format!(
+            "link {} – {}: a capacity trace is a file on one machine; across machines it is not read",
+            plan.nodes[l.a.node].name, plan.nodes[l.b.node].name
+        ));
+    }
+    Ok(())
 }
 
 fn down(opts: &AgentOptions, exp: &str, log: &(dyn Fn(&str) + Sync)) -> Result<EmuReply, String> {
@@ -214,6 +235,80 @@ fn exec(opts: &AgentOptions, exp: &str, node: &str, argv: &[String], timeout_ms:
     };
     let text = |h: Option<std::thread::JoinHandle<String>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
     Ok(EmuReply::Exec { here: true, code: status.and_then(|s| s.code()), stdout: text(out), stderr: text(err), timed_out })
+}
+
+/// The settings `horde emu link` may be given through an agent (a capacity trace is a file on
+/// the controller's machine: not across machines).
+const LINK_SETTINGS: &[&str] = &["rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "ber", "reorder-prob", "reorder-gap"];
+const LINK_FLAGS: &[&str] = &["clear", "down", "up"];
+
+fn link(opts: &AgentOptions, exp: &str, a: &str, b: &str, dir: &str, set: &[(String, String)], flags: &[String]) -> Result<EmuReply, String> {
+    check_exp(exp)?;
+    for (k, v) in set {
+        if !LINK_SETTINGS.contains(&k.as_str()) || v.is_empty() || v.len() > 64 || v.starts_with('-') || v.chars().any(char::is_control) {
+            return Err(format!(
+                "link setting `{}` = `{}`: not one `horde emu link` takes across machines ({})",
+                k.escape_debug(),
+                v.escape_debug(),
+                LINK_SETTINGS.join(", ")
+            ));
+        }
+    }
+    if let Some(f) = flags.iter().find(|f| !LINK_FLAGS.contains(&f.as_str())) {
+        return Err(format!("link flag `{}`: one of {}", f.escape_debug(), LINK_FLAGS.join(", ")));
+    }
+    let local = read_record(&record_path(opts)).into_iter().find(|(e, _)| e == exp).map(|p| p.1);
+    let Some(local) = local else {
+        return Err(format!("agent {} has no part of experiment {exp}", opts.name));
+    };
+    let (_, plan) = horde_emu::load(&local).map_err(|e| e.to_string())?;
+    let found = (0..plan.links.len()).find(|&i| {
+        let l = &plan.links[i];
+        let (x, y) = (&plan.nodes[l.a.node].name, &plan.nodes[l.b.node].name);
+        (x == a && y == b) || (x == b && y == a)
+    });
+    let Some(li) = found else {
+        return Err(format!("no link {a} – {b} in experiment {exp}"));
+    };
+    let l = &plan.links[li];
+    let nothing = || Ok(EmuReply::Link { here: false, output: String::new() });
+    if !plan.built_here(li) {
+        return nothing();
+    }
+    // the directions asked, as the plan has them (0: its a → b)
+    let swapped = plan.nodes[l.a.node].name != a;
+    let mut dirs = horde_emu::directions(dir, swapped)?;
+    if let Some(t) = &l.tunnel {
+        // across machines each machine changes the direction that leaves it
+        dirs.retain(|&d| d == t.here as usize);
+    }
+    let changes = !set.is_empty() || flags.iter().any(|f| f == "clear");
+    if changes && dirs.is_empty() {
+        return nothing();
+    }
+    let mut args: Vec<String> = vec!["emu".into(), "link".into(), local.clone(), a.into(), b.into()];
+    if changes {
+        // the direction(s) kept, as the user's order names them
+        let d = match dirs[..] {
+            [_, _] => "both",
+            [d] if (d == 0) != swapped => "ab",
+            _ => "ba",
+        };
+        args.extend(["--dir".into(), d.into()]);
+    }
+    for (k, v) in set {
+        args.extend([format!("--{k}"), v.clone()]);
+    }
+    args.extend(flags.iter().map(|f| format!("--{f}")));
+    if !flags.iter().any(|f| f == "down" || f == "up") {
+        args.push("--json".into());
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("locating the horde binary: {e}"))?;
+    let o = std::process::Command::new(exe).args(&args).stdin(std::process::Stdio::null()).output().map_err(|e| format!("running `horde emu link`: {e}"))?;
+    if !o.status.success() {
+        return Err(format!("horde emu link on {}: {}", opts.name, String::from_utf8_lossy(&o.stderr).trim()));
+    }
+    Ok(EmuReply::Link { here: true, output: bounded(&o.stdout[..]) })
 }
 
 /// Starts a command in the background (`emu exec` records it, so `down` stops it); its output

@@ -6,6 +6,7 @@ use anyhow::{anyhow, Context};
 use horde_emu::fwd::{self, Request};
 use horde_topo::{RawImpair, RawLoss};
 
+pub use super::emu_agents::{Across, LinkArgs};
 use crate::{bad_input, Outcome};
 
 #[derive(clap::Args, Debug)]
@@ -114,80 +115,6 @@ pub enum Cmd {
     },
 }
 
-/// One experiment across machines: the agents that build its parts.
-#[derive(clap::Args, Debug, Clone)]
-pub struct Across {
-    /// Across machines: the agents (`horde agent --emu`) that build the experiment's parts,
-    /// HOST:PORT,… (their IPv4 addresses as the other machines reach them: the tunnels between
-    /// the parts run between these addresses), or @FILE. A node's `machine` in the topology
-    /// places it; the rest are placed so that few links cross machines
-    #[arg(long, value_name = "LIST")]
-    pub agents: Option<String>,
-    /// With --agents: the controller's credentials directory (ca.pem, controller.pem, controller.key)
-    #[arg(long, value_name = "DIR", env = "HORDE_CREDENTIALS", requires = "agents")]
-    pub credentials: Option<PathBuf>,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct LinkArgs {
-    /// Experiment id (from `horde emu up`)
-    pub id: String,
-    /// One end of the link (node name)
-    pub a: String,
-    /// The other end
-    pub b: String,
-    /// Direction to change: ab (from the first node named), ba, or both
-    #[arg(long, default_value = "both")]
-    pub dir: String,
-    /// Rate, e.g. 10mbit
-    #[arg(long)]
-    pub rate: Option<String>,
-    /// One-way delay, e.g. 50ms
-    #[arg(long)]
-    pub delay: Option<String>,
-    /// Jitter around the delay, e.g. 5ms
-    #[arg(long)]
-    pub jitter: Option<String>,
-    /// Random loss, e.g. 1%
-    #[arg(long)]
-    pub loss: Option<String>,
-    /// Duplication, e.g. 0.1%
-    #[arg(long)]
-    pub duplicate: Option<String>,
-    /// Corruption (a flipped bit), e.g. 0.1%
-    #[arg(long)]
-    pub corrupt: Option<String>,
-    /// Queue limit before tail drop, e.g. 64kB
-    #[arg(long)]
-    pub queue: Option<String>,
-    /// Bit-error rate, e.g. 1e-6 (each bit flipped independently)
-    #[arg(long)]
-    pub ber: Option<String>,
-    /// Reordering as netem's: an eligible packet goes at once, skipping its delay, e.g. 25%
-    #[arg(long)]
-    pub reorder_prob: Option<String>,
-    /// Every this-many-th packet is eligible for --reorder-prob (default 1: every packet)
-    #[arg(long)]
-    pub reorder_gap: Option<u32>,
-    /// Mahimahi trace file for capacity
-    #[arg(long)]
-    pub trace: Option<String>,
-    /// Start from no impairment instead of the current settings
-    #[arg(long)]
-    pub clear: bool,
-    /// Take the link down (both ends, as a pulled cable: routing daemons see it fail); with a
-    /// group, every link between the two
-    #[arg(long, conflicts_with_all = ["up", "rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "ber", "reorder_prob", "reorder_gap", "trace", "clear"])]
-    pub down: bool,
-    /// Bring a link taken down back up (the nodes' static routes through it return)
-    #[arg(long, conflicts_with_all = ["rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "ber", "reorder_prob", "reorder_gap", "trace", "clear"])]
-    pub up: bool,
-    /// Print the link's counters (after any change) as JSON, each direction's fields as in
-    /// docs/topology.md, instead of the table
-    #[arg(long)]
-    pub json: bool,
-}
-
 fn exe() -> PathBuf {
     std::env::current_exe().unwrap_or_else(|_| PathBuf::from("horde"))
 }
@@ -210,6 +137,7 @@ pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> O
         Cmd::Exec { id, node, command, timeout, detach, across: Across { agents: Some(agents), credentials } } => {
             super::emu_agents::exec(&id, &node, &command, timeout, detach, &agents, credentials, &stop)
         }
+        Cmd::Link(a) if a.across.agents.is_some() => super::emu_agents::link(a, &stop),
         Cmd::Up { file, id, userspace, live, .. } => up(&file, id, userspace, live, stop),
         Cmd::Down { ids, purge, keep_to, .. } => {
             for id in ids {

@@ -10,6 +10,82 @@ use horde_agent::msg::EmuReply;
 
 use crate::{bad_input, Outcome};
 
+/// One experiment across machines: the agents that build its parts.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Across {
+    /// Across machines: the agents (`horde agent --emu`) that build the experiment's parts,
+    /// HOST:PORT,… (their IPv4 addresses as the other machines reach them: the tunnels between
+    /// the parts run between these addresses), or @FILE. A node's `machine` in the topology
+    /// places it; the rest are placed so that few links cross machines
+    #[arg(long, value_name = "LIST")]
+    pub agents: Option<String>,
+    /// With --agents: the controller's credentials directory (ca.pem, controller.pem, controller.key)
+    #[arg(long, value_name = "DIR", env = "HORDE_CREDENTIALS")]
+    pub credentials: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LinkArgs {
+    /// Experiment id (from `horde emu up`)
+    pub id: String,
+    /// One end of the link (node name)
+    pub a: String,
+    /// The other end
+    pub b: String,
+    /// Direction to change: ab (from the first node named), ba, or both
+    #[arg(long, default_value = "both")]
+    pub dir: String,
+    /// Rate, e.g. 10mbit
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// One-way delay, e.g. 50ms
+    #[arg(long)]
+    pub delay: Option<String>,
+    /// Jitter around the delay, e.g. 5ms
+    #[arg(long)]
+    pub jitter: Option<String>,
+    /// Random loss, e.g. 1%
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// Duplication, e.g. 0.1%
+    #[arg(long)]
+    pub duplicate: Option<String>,
+    /// Corruption (a flipped bit), e.g. 0.1%
+    #[arg(long)]
+    pub corrupt: Option<String>,
+    /// Queue limit before tail drop, e.g. 64kB
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Bit-error rate, e.g. 1e-6 (each bit flipped independently)
+    #[arg(long)]
+    pub ber: Option<String>,
+    /// Reordering as netem's: an eligible packet goes at once, skipping its delay, e.g. 25%
+    #[arg(long)]
+    pub reorder_prob: Option<String>,
+    /// Every this-many-th packet is eligible for --reorder-prob (default 1: every packet)
+    #[arg(long)]
+    pub reorder_gap: Option<u32>,
+    /// Mahimahi trace file for capacity
+    #[arg(long)]
+    pub trace: Option<String>,
+    /// Start from no impairment instead of the current settings
+    #[arg(long)]
+    pub clear: bool,
+    /// Take the link down (both ends, as a pulled cable: routing daemons see it fail); with a
+    /// group, every link between the two
+    #[arg(long, conflicts_with_all = ["up", "rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "ber", "reorder_prob", "reorder_gap", "trace", "clear"])]
+    pub down: bool,
+    /// Bring a link taken down back up (the nodes' static routes through it return)
+    #[arg(long, conflicts_with_all = ["rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "ber", "reorder_prob", "reorder_gap", "trace", "clear"])]
+    pub up: bool,
+    /// Print the link's counters (after any change) as JSON, each direction's fields as in
+    /// docs/topology.md, instead of the table
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub across: Across,
+}
+
 fn agents<'a>(
     list: &str,
     credentials: &'a Option<PathBuf>,
@@ -123,6 +199,63 @@ pub fn exec(id: &str, node: &str, command: &[String], timeout: u64, detach: bool
         return Ok(0);
     }
     Ok(code.unwrap_or(1).clamp(0, 255) as u8)
+}
+
+/// `horde emu link ID A B … --agents …`: every machine that has the link changes the
+/// directions that leave it, and prints its counters.
+pub fn link(a: LinkArgs, stop: &AtomicBool) -> Outcome {
+    if a.trace.is_some() {
+        return Err(bad_input(anyhow!("--trace: a capacity trace is a file on this machine; across machines, give it in the topology of a single machine")));
+    }
+    let mut set: Vec<(String, String)> = Vec::new();
+    for (k, v) in [
+        ("rate", &a.rate),
+        ("delay", &a.delay),
+        ("jitter", &a.jitter),
+        ("loss", &a.loss),
+        ("duplicate", &a.duplicate),
+        ("corrupt", &a.corrupt),
+        ("queue", &a.queue),
+        ("ber", &a.ber),
+        ("reorder-prob", &a.reorder_prob),
+    ] {
+        if let Some(v) = v {
+            set.push((k.to_string(), v.clone()));
+        }
+    }
+    if let Some(g) = a.reorder_gap {
+        set.push(("reorder-gap".into(), g.to_string()));
+    }
+    // checked here with the topology's rules before anything is asked of the agents
+    let raw = horde_topo::RawImpair {
+        rate: a.rate.clone(),
+        delay: a.delay.clone(),
+        jitter: a.jitter.clone(),
+        loss: a.loss.clone().map(horde_topo::RawLoss::Percent),
+        duplicate: a.duplicate.clone(),
+        corrupt: a.corrupt.clone(),
+        queue: a.queue.clone(),
+        reorder: None,
+        ber: a.ber.clone(),
+        reorder_prob: a.reorder_prob.clone(),
+        reorder_gap: a.reorder_gap,
+        trace: None,
+    };
+    horde_topo::LinkChange::parse(&raw).map_err(|(f, m)| bad_input(anyhow!("--{f}: {m}")))?;
+    let flags: Vec<String> = [("clear", a.clear), ("down", a.down), ("up", a.up)].iter().filter(|f| f.1).map(|f| f.0.to_string()).collect();
+    let mut specs = Vec::new();
+    let agents_list = a.across.agents.clone().unwrap_or_default();
+    let ag = agents(&agents_list, &a.across.credentials, stop, &mut specs)?;
+    let answers = horde_agent::emu::link(&ag, &a.id, &a.a, &a.b, &a.dir, &set, &flags).map_err(bad_input)?;
+    let mut o = String::new();
+    for (name, output) in answers {
+        o.push_str(&format!("{name}:\n{output}"));
+        if !output.ends_with('\n') {
+            o.push('\n');
+        }
+    }
+    crate::output::out(&o)?;
+    Ok(0)
 }
 
 fn describe(r: &EmuReply) -> String {
