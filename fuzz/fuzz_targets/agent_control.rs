@@ -26,6 +26,16 @@ fuzz_target!(|data: &[u8]| {
             loop {
                 match to_agent.frame::<ToAgent>() {
                     Ok(Some(Frame::Msg(m))) => {
+                        // a controller's part of a topology across machines: planned and split
+                        // as the agent would, whatever its placement says
+                        if let ToAgent::Emu(r) = &m {
+                            if let horde_agent::msg::EmuRequest::Up { topology, file, part, .. } = r.as_ref() {
+                                let _ = horde_agent::agent::emu::refuse_machine_files(topology, file, "fz0a");
+                                if let Ok(mut p) = horde_topo::plan(topology, file, "fz0a") {
+                                    let _ = horde_topo::partition::split(&mut p, part);
+                                }
+                            }
+                        }
                         let _ = s.on_msg(now, m, |id| id.len() % 2 == 0);
                     }
                     Ok(Some(Frame::Log(p))) => assert!(p.len() < MAX_FRAME),

@@ -14,6 +14,31 @@ fuzz_target!(|data: &[u8]| {
         }
         let _ = horde_topo::dot(&p, |spec| format!("{}", spec.delay_ns), None);
         let _ = horde_topo::dot(&p, |spec| format!("{}", spec.delay_ns), Some(2));
+        // placed on 1..=4 machines and split into each machine's part: a tunnel exactly on the
+        // links between this machine and another, nothing built here for a node elsewhere
+        let machines = 1 + data.len() % 4;
+        if let Ok(pl) = horde_topo::partition::place(&p, machines, &[]) {
+            assert_eq!(pl.load.iter().sum::<usize>(), p.nodes.len());
+            for me in 0..machines {
+                let part = horde_topo::partition::Part {
+                    machine_of: pl.machine_of.clone(),
+                    me,
+                    names: (0..machines).map(|m| format!("m{m}")).collect(),
+                    addrs: (0..machines).map(|m| std::net::Ipv4Addr::new(10, 0, 0, m as u8 + 1)).collect(),
+                    vni_base: 1,
+                    port: 4789,
+                };
+                let mut q = p.clone();
+                let tunnels = horde_topo::partition::split(&mut q, &part).expect("a placement of this plan splits");
+                let (on, m) = (|n: usize| pl.machine_of[n], me);
+                let expect = p.links.iter().filter(|l| (on(l.a.node) == m) != (on(l.b.node) == m)).count();
+                assert_eq!(tunnels, expect);
+                for (li, l) in q.links.iter().enumerate() {
+                    assert_eq!(l.tunnel.is_some(), (on(l.a.node) == m) != (on(l.b.node) == m));
+                    assert!(!q.built_here(li) || on(l.a.node) == m || on(l.b.node) == m);
+                }
+            }
+        }
     }
     if let Ok(raw) = horde_topo::parse(s, "fuzz.toml") {
         let text = horde_topo::render(&raw);

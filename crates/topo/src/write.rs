@@ -132,6 +132,9 @@ pub fn render(t: &RawTopology) -> String {
         if let Some(f) = n.force {
             let _ = writeln!(out, "force = {f}");
         }
+        if let Some(m) = &n.machine {
+            let _ = writeln!(out, "machine = {}", q(m));
+        }
         if let Some(ui) = &n.ui {
             let page = ui.page.as_deref().map(|p| format!(", page = {}", q(p))).unwrap_or_default();
             let _ = writeln!(out, "ui = {{ x = {}, y = {}{page} }}", ui.x, ui.y);

@@ -41,6 +41,7 @@ ui = { x = 120, y = -40, page = "edge" }
 [[node]]
 name = "r1"
 kind = "router"
+machine = "10.0.0.12:7801"
 ui = { x = 300, y = 200 }
 
 [[node]]
@@ -67,6 +68,7 @@ jitter = "2ms"
 "#;
     let raw = parse(text, "lab.toml").unwrap();
     assert_eq!(raw.node[0].ui.as_ref().unwrap().page.as_deref(), Some("edge"));
+    assert_eq!(raw.node[1].machine.as_deref(), Some("10.0.0.12:7801"));
     assert_eq!(render(&raw), text);
     plan(text, "lab.toml", "t").unwrap();
 }
