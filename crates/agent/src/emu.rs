@@ -20,6 +20,8 @@ pub const VXLAN_PORT: u16 = 4789;
 /// How long an agent may take to build its part, and to answer anything else.
 const UP_WITHIN: Duration = Duration::from_secs(300);
 const OTHER_WITHIN: Duration = Duration::from_secs(120);
+/// How long taking a failed `up`'s parts down again may take, Ctrl-C or not.
+const UNDO_WITHIN: Duration = Duration::from_secs(30);
 
 /// The agents to use and how to reach them.
 pub struct Agents<'a> {
@@ -117,26 +119,33 @@ pub fn up(a: &Agents, text: &str, file: &str, exp: Option<String>, live_all: boo
             (me, EmuRequest::Up { exp: exp.clone(), topology: text.to_string(), file: file.to_string(), part, live_all })
         })
         .collect();
-    let replies = fleet.emu(reqs, UP_WITHIN);
+    let replies = fleet.emu(reqs, UP_WITHIN, false);
     let mut parts = Vec::new();
     let mut failed = Vec::new();
+    // agents that refused (they built nothing)
+    let mut refused = Vec::new();
     for (i, r) in replies {
         match r {
             Ok(EmuReply::Up { local, tunnels, seconds, .. }) => {
                 let nodes = (0..plan.nodes.len()).filter(|&n| machine_of[n] == i).map(|n| plan.nodes[n].name.clone()).collect();
                 parts.push(MachinePart { agent: names[i].clone(), addr: addrs[i], local, nodes, tunnels, seconds });
             }
-            Ok(EmuReply::Failed { message }) => failed.push(format!("agent {}: {message}", names[i])),
+            Ok(EmuReply::Failed { message }) => {
+                refused.push(i);
+                failed.push(format!("agent {}: {message}", names[i]))
+            }
             Ok(other) => failed.push(format!("agent {}: answered {other:?}", names[i])),
             Err(why) => failed.push(format!("agent {}: {why}", names[i])),
         }
     }
     if !failed.is_empty() {
-        // what was built goes down again: no half network is left behind
-        let built: Vec<usize> = parts.iter().filter_map(|p| names.iter().position(|n| *n == p.agent)).collect();
-        let undo = fleet.emu(built.into_iter().map(|i| (i, EmuRequest::Down { exp: exp.clone() })).collect(), OTHER_WITHIN);
+        // what was built goes down again: no half network is left behind. An agent that has not
+        // answered (Ctrl-C, or its deadline) may still be building: its `down` follows its `up`.
+        let undo: Vec<usize> = (0..names.len()).filter(|i| !refused.contains(i)).collect();
+        let undo = fleet.emu(undo.into_iter().map(|i| (i, EmuRequest::Down { exp: exp.clone() })).collect(), UNDO_WITHIN, true);
         for (i, r) in undo {
-            if !matches!(r, Ok(EmuReply::Down { .. })) {
+            let nothing_built = matches!(&r, Ok(EmuReply::Failed { message }) if message.contains("has no part"));
+            if !nothing_built && !matches!(r, Ok(EmuReply::Down { .. })) {
                 failed.push(format!("agent {}: its part could not be taken down again ({r:?}): `horde emu down {exp} --agents …`", names[i]));
             }
         }
@@ -163,7 +172,7 @@ fn ask_all(a: &Agents, req: impl Fn() -> EmuRequest, within: Duration) -> anyhow
     };
     let mut fleet = connect(a, &ev)?;
     let names = fleet.names();
-    let replies = fleet.emu((0..names.len()).map(|i| (i, req())).collect(), within);
+    let replies = fleet.emu((0..names.len()).map(|i| (i, req())).collect(), within, false);
     Ok(replies.into_iter().map(|(i, r)| (names[i].clone(), r)).collect())
 }
 

@@ -625,10 +625,14 @@ impl<'a> Fleet<'a> {
     }
 
     /// Asks agents' emulators (outside runs) and waits for each answer until `within` has
-    /// passed (Ctrl-C ends the wait at once): per agent asked, its answer or why there is none.
-    pub fn emu(&mut self, reqs: Vec<(usize, msg::EmuRequest)>, within: Duration) -> Vec<(usize, Result<msg::EmuReply, String>)> {
+    /// passed (Ctrl-C ends the wait at once, unless `through_stop`: undoing after a failure or
+    /// an interruption waits its bounded time): per agent asked, its answer or why there is none.
+    pub fn emu(&mut self, reqs: Vec<(usize, msg::EmuRequest)>, within: Duration, through_stop: bool) -> Vec<(usize, Result<msg::EmuReply, String>)> {
         let mut waiting: Vec<usize> = Vec::new();
         let mut out = Vec::new();
+        // an `up` answered late (after an interruption) is not the answer to what follows it
+        let late_up = |i: usize, r: &msg::EmuReply, asked_up: &[usize]| matches!(r, msg::EmuReply::Up { .. }) && !asked_up.contains(&i);
+        let asked_up: Vec<usize> = reqs.iter().filter(|(_, r)| matches!(r, msg::EmuRequest::Up { .. })).map(|(i, _)| *i).collect();
         for (i, r) in reqs {
             match self.members[i].c.cmd.send(Cmd::Emu(Box::new(r))) {
                 Ok(()) => waiting.push(i),
@@ -638,13 +642,13 @@ impl<'a> Fleet<'a> {
         let deadline = Instant::now() + within;
         while !waiting.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || self.stop.load(Ordering::Relaxed) {
+            if left.is_zero() || (!through_stop && self.stop.load(Ordering::Relaxed)) {
                 let why = if left.is_zero() { format!("no answer within {} s", within.as_secs()) } else { "interrupted".to_string() };
                 out.extend(waiting.drain(..).map(|i| (i, Err(why.clone()))));
                 break;
             }
             match self.erx.recv_timeout(left.min(Duration::from_millis(200))) {
-                Ok((i, crate::link::Ev::Emu(r))) if waiting.contains(&i) => {
+                Ok((i, crate::link::Ev::Emu(r))) if waiting.contains(&i) && !late_up(i, &r, &asked_up) => {
                     waiting.retain(|&w| w != i);
                     out.push((i, Ok(*r)));
                 }

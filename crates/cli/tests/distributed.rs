@@ -521,6 +521,11 @@ fn the_kubernetes_manifests_pass_a_security_review() {
                         assert!(!v["emptyDir"]["sizeLimit"].is_badvalue(), "{name}: emptyDir {:?} without sizeLimit", v["name"]);
                     }
                 }
+                if kind == "StatefulSet" {
+                    // only the emulation overlay's agents build emulated networks for a controller
+                    let args: Vec<&str> = spec["containers"][0]["args"].as_vec().unwrap().iter().filter_map(|a| a.as_str()).collect();
+                    assert_eq!(args.contains(&"--emu"), privileged, "{name}: --emu");
+                }
                 if exempt {
                     let said = d["metadata"]["annotations"]["horde.dev/privileges"].as_str().unwrap_or("");
                     assert!(said.contains("CAP_NET_ADMIN") && said.contains("CAP_SYS_ADMIN"), "{name}: the privileges are stated on the object");
@@ -528,6 +533,12 @@ fn the_kubernetes_manifests_pass_a_security_review() {
             }
             if kind == "NetworkPolicy" {
                 policies += 1;
+                // the tunnels between agents' parts of one emulated network: with the emulation overlay only
+                let vxlan = d["spec"]["ingress"].as_vec().unwrap().iter().any(|r| {
+                    r["ports"].as_vec().is_some_and(|p| p.iter().any(|p| p["port"].as_i64() == Some(4789) && p["protocol"].as_str() == Some("UDP")))
+                        && r["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"].as_str() == Some("agent")
+                });
+                assert_eq!(vxlan, privileged, "{dir}: UDP 4789 between agents");
                 for rule in d["spec"]["ingress"].as_vec().unwrap() {
                     assert!(rule["ports"].as_vec().is_some_and(|p| !p.is_empty()), "{dir}: a rule without ports: {rule:?}");
                     for from in rule["from"].as_vec().unwrap() {

@@ -160,31 +160,47 @@ impl Lab {
             assert!(Instant::now() < until, "the receiver did not end: {:?}", std::fs::read_to_string(&file));
             std::thread::sleep(Duration::from_millis(100));
         }
-        let o = Command::new(HORDE).args(["decode", slog.to_str().unwrap(), rlog.to_str().unwrap(), "-q", "--json", "-"]).output().unwrap();
+        let o = Command::new(HORDE).args(["decode", slog.to_str().unwrap(), rlog.to_str().unwrap(), "-w", "1s", "-q", "--json", "-"]).output().unwrap();
         assert!(o.status.success(), "decode: {}", String::from_utf8_lossy(&o.stderr));
-        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["total"].clone()
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let mut total = v["total"].clone();
+        // after the first second: the first packets wait for ARP, whose request or answer the
+        // lossy link may drop too (the kernel then retries after a second and drops what does
+        // not fit its queue meanwhile), as on one machine
+        let (mut got, mut lost) = (0u64, 0u64);
+        for w in v["windows"].as_array().unwrap().iter().filter(|w| w["start_s"].as_f64().unwrap() >= 1.0) {
+            got += w["packets"].as_u64().unwrap();
+            lost += w["lost"].as_u64().unwrap_or(0);
+        }
+        total["steady"] = serde_json::json!({"expected": got + lost, "lost": lost});
+        total
     }
 
-    /// A probe from `src` to `dst` across the cut must show `delay_ms` (the median within
-    /// 10 % above it: the setting once, not twice) and 10 % loss (within 3 standard errors).
+    /// A probe from `src` to `dst` across the cut must show `delay_ms` (the median at most 10 %
+    /// and 1 ms above it: the setting once, not twice) and 10 % loss (within 3 standard errors,
+    /// after the first second).
     fn check(&self, exp: &str, src: &str, dst: &str, ip: &str, tag: &str, delay_ms: f64) {
         let t = self.probe(exp, src, dst, ip, tag);
         let sent = t["loss"]["expected"].as_u64().unwrap();
-        let lost = t["loss"]["lost"].as_u64().unwrap();
+        let all_lost = t["loss"]["lost"].as_u64().unwrap();
+        let (steady, lost) = (t["steady"]["expected"].as_u64().unwrap(), t["steady"]["lost"].as_u64().unwrap());
         let (mean, p50) = (t["delay"]["mean_ms"].as_f64().unwrap(), t["delay"]["p50_ms"].as_f64().unwrap());
-        let loss = lost as f64 / sent as f64;
-        let se = (0.1f64 * 0.9 / sent as f64).sqrt();
+        let loss = lost as f64 / steady as f64;
+        let se = (0.1f64 * 0.9 / steady as f64).sqrt();
         eprintln!(
-            "{src} → {dst}: {sent} packets, one-way delay mean {mean:.3} ms (p50 {p50:.3}), loss {:.2} % (10 % ± 3 s.e. = ± {:.2} %)",
+            "{src} → {dst}: {sent} packets, one-way delay mean {mean:.3} ms (p50 {p50:.3}), loss {:.2} % in all, {:.2} % of {steady} after the first second (10 % ± 3 s.e. = ± {:.2} %)",
+            all_lost as f64 / sent as f64 * 100.0,
             loss * 100.0,
             300.0 * se
         );
+        assert!(steady >= 3_500, "{t}");
         // each machine's link emulator's counters of the cut link, for a failure to show
         let counters = |part: &str| String::from_utf8_lossy(&horde(&["emu", "link", part, "swa", "swb", "--json"]).stdout).into_owned();
         let why = format!("machine 1's link emulator: {}\nmachine 2's: {}", counters("xacr1a"), counters("xacr1b"));
         assert!(sent >= 5_000, "{t}");
-        assert!((delay_ms..=delay_ms * 1.1).contains(&p50), "{src} → {dst}: median one-way delay {p50} ms, the link is {delay_ms} ms\n{why}");
-        assert!(mean < delay_ms * 1.2, "{src} → {dst}: mean one-way delay {mean} ms");
+        // the setting, plus at most 10 % and 1 ms of forwarding on this busy 2-core machine
+        assert!((delay_ms..=delay_ms * 1.1 + 1.0).contains(&p50), "{src} → {dst}: median one-way delay {p50} ms, the link is {delay_ms} ms\n{why}");
+        assert!(mean < delay_ms * 1.5, "{src} → {dst}: mean one-way delay {mean} ms");
         assert!((loss - 0.1).abs() <= 3.0 * se, "{src} → {dst}: loss {loss} vs 10 % (3 s.e. = {})\n{why}", 3.0 * se);
     }
 
@@ -245,6 +261,12 @@ fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_do
     assert_eq!(namespaces("xacr1b").len(), 4, "the fabric and b1..b3");
     let ls = lab.ok(&["emu", "ls"]);
     assert!(ls.contains("m1: experiment xacr1, part xacr1a") && ls.contains("m2: experiment xacr1, part xacr1b"), "{ls}");
+
+    // the same id again: every agent refuses, and the parts that are up stay up
+    let again = lab.horde(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success() && err.contains("already has a part of experiment xacr1"), "{err}");
+    assert_eq!((namespaces("xacr1a").len(), namespaces("xacr1b").len()), (4, 4), "{err}");
 
     // a command reaches a node on whichever machine has it
     let out = lab.ok(&["emu", "exec", exp, "b2", "--", "cat", "/proc/sys/kernel/hostname"]);
