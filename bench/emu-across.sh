@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# One topology across machines (issue 27) beside the same topology on one machine: two sites of
+# three hosts behind a switch each, the switches' link unimpaired but through the link emulator
+# (`live = true`). On one machine that link is one link emulator; across two machines (here two
+# network namespaces with their own addresses standing in for machines, each running
+# `horde agent --emu`) it is a VXLAN tunnel with a link emulator at each end.
+# Measured: `emu up` wall time, and a1 → b1 UDP with 64-byte payloads for 3 s at several
+# offered rates (received, loss, one-way delay), every process sharing this machine's cores.
+# Needs root. Writes bench/RESULTS-emu-across.md, raw outputs in bench/out/emu-across/.
+#   sudo bash bench/emu-across.sh      # ~1.5 minutes
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=$ROOT/bench/out/emu-across
+rm -rf "$OUT"
+mkdir -p "$OUT"
+[ "$(id -u)" = 0 ] || { echo "bench/emu-across.sh needs root (namespaces)"; exit 2; }
+cargo build --release -q -p horde
+H=$ROOT/target/release/horde
+T=hbx
+cat > "$OUT/sites.toml" <<'TOPO'
+name = "sites"
+[[node]]
+name = "a"
+kind = "host"
+count = 3
+[[node]]
+name = "b"
+kind = "host"
+count = 3
+[[node]]
+name = "swa"
+kind = "switch"
+[[node]]
+name = "swb"
+kind = "switch"
+[[link]]
+a = "a"
+b = "swa"
+[[link]]
+a = "b"
+b = "swb"
+[[link]]
+a = "swa"
+b = "swb"
+live = true
+TOPO
+AGENTS=10.79.0.1:7801,10.79.0.2:7801
+cleanup() {
+  ip netns exec $T-ctl "$H" emu down bxa --agents $AGENTS --credentials "$OUT/creds" >/dev/null 2>&1 || true
+  "$H" emu down bone --purge >/dev/null 2>&1 || true
+  pkill -f "agent --listen 10.79.0" 2>/dev/null || true
+  for n in ctl m1 m2 lan; do ip netns del $T-$n 2>/dev/null || true; done
+}
+trap cleanup EXIT
+cleanup
+for n in lan ctl m1 m2; do ip netns add $T-$n; done
+ip -n $T-lan link add br0 type bridge && ip -n $T-lan link set br0 up
+for pair in ctl:10 m1:1 m2:2; do
+  n=${pair%%:*}; a=${pair##*:}
+  ip link add $T$n type veth peer name ${T}p$n
+  ip link set $T$n netns $T-$n; ip link set ${T}p$n netns $T-lan
+  ip -n $T-lan link set ${T}p$n master br0 up
+  ip -n $T-$n addr add 10.79.0.$a/24 dev $T$n
+  ip -n $T-$n link set $T$n up; ip -n $T-$n link set lo up
+done
+"$H" agent keygen --out "$OUT/creds" >/dev/null 2>&1
+for k in 1 2; do
+  ip netns exec $T-m$k "$H" agent --listen 10.79.0.$k:7801 --credentials "$OUT/creds" --dir "$OUT/agent$k" --name m$k --emu >"$OUT/agent$k.log" 2>&1 &
+done
+for k in 1 2; do until grep -q "listening on" "$OUT/agent$k.log"; do sleep 0.1; done; done
+
+now() { date +%s.%N; }
+t=$(now); "$H" emu up "$OUT/sites.toml" --id bone >/dev/null 2>&1; up_one=$(echo "$(now) - $t" | bc)
+t=$(now); ip netns exec $T-ctl "$H" emu up "$OUT/sites.toml" --id bxa --agents $AGENTS --credentials "$OUT/creds" >"$OUT/up-across.txt" 2>&1; up_across=$(echo "$(now) - $t" | bc)
+
+probe() { # case, rate
+  local c=$1 rate=$2 tag=$1-$2
+  if [ "$c" = one ]; then
+    "$H" emu exec bone b1 -- "$H" recv -b 10.0.0.4 -p 9000 --idle 2s -l "$OUT/$tag.r.hlog" >"$OUT/$tag.recv.txt" 2>&1 &
+    local rp=$!
+    until grep -q "listening on" "$OUT/$tag.recv.txt"; do sleep 0.05; done
+    "$H" emu exec bone a1 -- "$H" send -a 10.0.0.4:9000 -C "$rate" -c 64 -t 3s -l "$OUT/$tag.s.hlog" >/dev/null 2>&1 || true
+    wait $rp || true
+  else
+    out=$(ip netns exec $T-ctl "$H" emu exec bxa b1 --detach --agents $AGENTS --credentials "$OUT/creds" -- "$H" recv -b 10.0.0.4 -p 9000 --idle 2s -l "$OUT/$tag.r.hlog" 2>/dev/null)
+    f=${out##*output in }
+    until grep -q "listening on" "$f" 2>/dev/null; do sleep 0.05; done
+    ip netns exec $T-ctl "$H" emu exec bxa a1 --agents $AGENTS --credentials "$OUT/creds" -- "$H" send -a 10.0.0.4:9000 -C "$rate" -c 64 -t 3s -l "$OUT/$tag.s.hlog" >/dev/null 2>&1 || true
+    until grep -q "log: " "$f" 2>/dev/null; do sleep 0.1; done
+  fi
+  "$H" decode "$OUT/$tag.s.hlog" "$OUT/$tag.r.hlog" -q --json "$OUT/$tag.json"
+}
+RATES="20000 50000 100000"
+for r in $RATES; do probe one $r; probe across $r; done
+
+python3 - "$OUT" "$up_one" "$up_across" "$RATES" > "$ROOT/bench/RESULTS-emu-across.md" <<'PY'
+import json, subprocess, sys
+out, up_one, up_across, rates = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4].split()
+rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print("# One topology across machines, beside one machine\n")
+print(f"Command: `sudo bash bench/emu-across.sh` (main {rev}, {cpu}, {len(open('/proc/cpuinfo').read().split('processor')) - 1} cores).")
+print("Two sites of three hosts behind a switch each; the switches' link unimpaired but through the link emulator (`live = true`).")
+print("*One machine*: `horde emu up` (one link emulator on the link). *Across*: two network namespaces with their own addresses stand in for")
+print("machines, each running `horde agent --emu`; `horde emu up --agents` splits the topology at the switches' link, a VXLAN tunnel")
+print("with a link emulator at each end. Every process (senders, receivers, both machines' link emulators, the tunnel) shares this")
+print("machine's cores: on two real machines each end's link emulator has its own.\n")
+print(f"`emu up` wall time: one machine {up_one:.2f} s; across two machines {up_across:.2f} s (connecting to both agents with TLS and 16 clock samples each, then both parts built at once).\n")
+print("a1 → b1, UDP, 64-byte payloads, 3 s:\n")
+print("| topology | offered pkt/s | sent | received | loss | delay p50 ms | delay p99 ms |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for r in rates:
+    for c, label in (("one", "one machine"), ("across", "across 2 machines (VXLAN)")):
+        t = json.load(open(f"{out}/{c}-{r}.json"))["total"]
+        l, d = t["loss"], t["delay"]
+        print(f"| {label} | {int(r):,} | {l['expected']:,} | {l['expected'] - l['lost']:,} | {l['loss_pct']:.2f} % | {d['p50_ms']:.3f} | {d['p99_ms']:.3f} |")
+PY
+cat "$ROOT/bench/RESULTS-emu-across.md"
