@@ -18,33 +18,9 @@ mkdir -p "$OUT"
 cargo build --release -q -p horde
 H=$ROOT/target/release/horde
 T=hbx
-cat > "$OUT/sites.toml" <<'TOPO'
-name = "sites"
-[[node]]
-name = "a"
-kind = "host"
-count = 3
-[[node]]
-name = "b"
-kind = "host"
-count = 3
-[[node]]
-name = "swa"
-kind = "switch"
-[[node]]
-name = "swb"
-kind = "switch"
-[[link]]
-a = "a"
-b = "swa"
-[[link]]
-a = "b"
-b = "swb"
-[[link]]
-a = "swa"
-b = "swb"
-live = true
-TOPO
+# the example's WAN link, unimpaired but through the link emulator
+sed -e 's/^delay = "10ms"$/live = true/' -e '/^loss = "10%"$/d' examples/topologies/two-sites.toml > "$OUT/sites.toml"
+grep -q '^live = true$' "$OUT/sites.toml"
 AGENTS=10.79.0.1:7801,10.79.0.2:7801
 cleanup() {
   ip netns exec $T-ctl "$H" emu down bxa --agents $AGENTS --credentials "$OUT/creds" >/dev/null 2>&1 || true

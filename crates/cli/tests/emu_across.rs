@@ -14,35 +14,7 @@ use std::time::{Duration, Instant};
 use emu_util::*;
 
 /// Two sites of three hosts behind a switch each; the switches' link is 10 ms and 10 % each way.
-const SITES: &str = r#"
-name = "sites"
-[[node]]
-name = "a"
-kind = "host"
-count = 3
-[[node]]
-name = "b"
-kind = "host"
-count = 3
-[[node]]
-name = "swa"
-kind = "switch"
-[[node]]
-name = "swb"
-kind = "switch"
-machine = "m2"
-[[link]]
-a = "a"
-b = "swa"
-[[link]]
-a = "b"
-b = "swb"
-[[link]]
-a = "swa"
-b = "swb"
-delay = "10ms"
-loss = "10%"
-"#;
+const SITES: &str = include_str!("../../../examples/topologies/two-sites.toml");
 
 /// The stand-in machines: a LAN namespace with a bridge, the controller's and two machines'
 /// namespaces on it (10.78.0.10, .1, .2), and the agents running in the machines.
@@ -244,7 +216,9 @@ fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_do
     let dir = tmp("across");
     let creds = dir.join("creds");
     assert!(Command::new(HORDE).args(["agent", "keygen", "--out"]).arg(&creds).output().unwrap().status.success());
-    let topo = write(&dir, "sites.toml", SITES);
+    // swb placed by the topology, the rest by the partition
+    let topo = write(&dir, "sites.toml", &SITES.replace("name = \"swb\"\nkind = \"switch\"", "name = \"swb\"\nkind = \"switch\"\nmachine = \"m2\""));
+    assert!(std::fs::read_to_string(&topo).unwrap().contains("machine = \"m2\""));
     let exp = "xacr1";
     let mut lab = Lab::setup(&dir);
     lab.start_agent(0);

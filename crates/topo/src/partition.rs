@@ -239,33 +239,7 @@ mod tests {
     }
 
     /// Two sites of three hosts behind a switch each, the switches joined by one link.
-    const SITES: &str = r#"
-name = "sites"
-[[node]]
-name = "a"
-kind = "host"
-count = 3
-[[node]]
-name = "b"
-kind = "host"
-count = 3
-[[node]]
-name = "swa"
-kind = "switch"
-[[node]]
-name = "swb"
-kind = "switch"
-[[link]]
-a = "a"
-b = "swa"
-[[link]]
-a = "b"
-b = "swb"
-[[link]]
-a = "swa"
-b = "swb"
-delay = "10ms"
-"#;
+    const SITES: &str = include_str!("../../../examples/topologies/two-sites.toml");
 
     #[test]
     fn each_part_builds_its_own_nodes_and_impairs_only_what_leaves_it() {
