@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(log) = horde_stats::load(data) {
         let logs = [log];
         let c = horde_stats::collect(&logs);
-        let a = horde_stats::analyse_collected(&c, horde_stats::Options { window_ns: Some(1_000_000_000) });
+        let a = horde_stats::analyse_collected(&c, horde_stats::Options { window_ns: Some(1_000_000_000), anchor_ns: None });
         let mut rows = 0u64;
         let _ = horde_stats::packets::rows::<horde_stats::packets::RowsError>(&c, |_| {
             rows += 1;

@@ -267,7 +267,7 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
         horde_stats::LoadedLog { role: Role::Sender, records: tx_records, trailing_bytes: 0 },
         horde_stats::LoadedLog { role: Role::Receiver, records: rx_records, trailing_bytes: 0 },
     ];
-    let mut analysis = horde_stats::analyse(&logs, horde_stats::Options { window_ns: Some(opts.window_ns) });
+    let mut analysis = horde_stats::analyse(&logs, horde_stats::Options { window_ns: Some(opts.window_ns), anchor_ns: None });
     for f in &mut analysis.flows {
         f.name = f.flow.and_then(|id| flows.binary_search_by_key(&id, |f| f.id).ok()).map(|k| flows[k].name.clone());
     }

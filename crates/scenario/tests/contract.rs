@@ -121,7 +121,7 @@ fn analysis() -> Analysis {
         sent.push(rec(2, s, t, t + 5_000_000, RecordKind::Echoed));
     }
     let logs = [LoadedLog { role: Role::Sender, records: sent, trailing_bytes: 0 }, LoadedLog { role: Role::Receiver, records: recv, trailing_bytes: 0 }];
-    horde_stats::analyse(&logs, Options { window_ns: Some(100_000_000) })
+    horde_stats::analyse(&logs, Options { window_ns: Some(100_000_000), anchor_ns: None })
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn decode_and_the_report_give_the_same_numbers_for_the_same_records() {
     let sent: Vec<Record> = client.iter().filter(|r| r.kind == RecordKind::Sent).copied().collect();
     let recv: Vec<Record> = server.iter().filter(|r| r.kind == RecordKind::Received).copied().collect();
     let logs = [LoadedLog { role: Role::Sender, records: sent, trailing_bytes: 0 }, LoadedLog { role: Role::Receiver, records: recv, trailing_bytes: 0 }];
-    let a = horde_stats::analyse(&logs, Options { window_ns: None });
+    let a = horde_stats::analyse(&logs, Options { window_ns: None, anchor_ns: None });
     let up = &r.summary.analysis.up;
     let d = a.total.delay.as_ref().expect("delays");
     assert_eq!(a.total.packets, up.received);

@@ -59,7 +59,7 @@ pub struct FlowEnds {
 }
 
 impl FlowEnds {
-    fn learn(&mut self, e: &Endpoint) {
+    pub(crate) fn learn(&mut self, e: &Endpoint) {
         self.protocol.get_or_insert(e.protocol);
         let slot = if e.end == RecordKind::Source { &mut self.src } else { &mut self.dst };
         match slot {

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 
 pub use collect::{collect, Collected, FlowEnds};
 use collect::{Arrival, FlowAcc};
+
 use horde_wire::{log, Record, WireError};
 use serde::Serialize;
 
@@ -27,6 +28,7 @@ mod collect;
 pub mod columnar;
 pub mod digest;
 pub mod export;
+pub mod flowsum;
 pub mod game;
 pub mod html;
 pub mod metrics;
@@ -53,6 +55,10 @@ pub fn load(bytes: &[u8]) -> Result<LoadedLog, WireError> {
 pub struct Options {
     /// Window length for the time series, ns (None: no series).
     pub window_ns: Option<u64>,
+    /// Where the windows count from, ns since the epoch (None: the first departure, else the
+    /// first arrival). Runs through agents count them from the run's start, the instant every
+    /// agent was given, so that their summaries ([`flowsum`]) bin exactly as their logs do.
+    pub anchor_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
@@ -290,8 +296,9 @@ pub fn analyse_collected(c: &Collected, opts: Options) -> Analysis {
         (out.total.pkt_rate, out.total.bitrate_bps) = metrics::span_rates(out.total.packets, out.total.bytes, out.total.duration_s);
     }
     if let Some(w) = opts.window_ns {
-        out.windows = windows(flows, w, first, has_receiver);
-        let mut rev = windows(back, w, first, true);
+        let first_send = opts.anchor_ns.unwrap_or_else(|| flows.values().flat_map(|a| a.tx.iter().map(|t| t.2)).min().unwrap_or(first).min(first));
+        out.windows = windows(flows, w, first_send, has_receiver);
+        let mut rev = windows(back, w, first_send, true);
         rev.iter_mut().for_each(|x| x.reverse = true);
         out.windows.append(&mut rev);
     }
@@ -468,11 +475,18 @@ impl DelayAcc {
     }
 
     fn finish(mut self) -> Option<DelayStats> {
+        self.values.sort_unstable();
+        let values = std::mem::take(&mut self.values);
+        self.stats(|p| quantile::nearest_rank(&values, p).unwrap_or(0))
+    }
+
+    /// The figures, percentiles from `q` (ns): one formula for the raw samples and for
+    /// summaries ([`flowsum`]).
+    fn stats(&self, q: impl Fn(f64) -> i64) -> Option<DelayStats> {
         if self.n == 0 {
             return None;
         }
-        self.values.sort_unstable();
-        let q = |p: f64| quantile::nearest_rank(&self.values, p).unwrap_or(0) as f64 / 1e6;
+        let q = |p: f64| q(p) as f64 / 1e6;
         let n = self.n as f64;
         let mean = self.sum / n;
         Some(DelayStats {
@@ -529,9 +543,8 @@ impl LateAcc {
 
 /// Per flow and window of `w` ns. Departures count as lost only where arrivals were logged
 /// (a receiver's log, or echoes): a sender's log alone knows nothing of losses.
-fn windows(flows: &BTreeMap<u32, FlowAcc>, w: u64, first: u64, has_receiver: bool) -> Vec<Window> {
+fn windows(flows: &BTreeMap<u32, FlowAcc>, w: u64, first_send: u64, has_receiver: bool) -> Vec<Window> {
     let mut out: BTreeMap<(u64, u32), (Window, DelayAcc)> = BTreeMap::new();
-    let first_send = flows.values().flat_map(|a| a.tx.iter().map(|t| t.2)).min().unwrap_or(first).min(first);
     for (id, acc) in flows {
         let rtt = acc.rx.is_empty();
         let arr = if rtt { &acc.echo } else { &acc.rx };
@@ -599,7 +612,7 @@ mod tests {
         // 1001 packets 1 ms apart; delay alternates 1 ms / 3 ms.
         let rx: Vec<Record> =
             (0..1001).map(|s| rec(RecordKind::Received, s, s * 1_000_000, s * 1_000_000 + if s % 2 == 0 { 1_000_000 } else { 3_000_000 })).collect();
-        let a = analyse(&[LoadedLog { role: Role::Receiver, records: rx, trailing_bytes: 0 }], Options { window_ns: Some(100_000_000) });
+        let a = analyse(&[LoadedLog { role: Role::Receiver, records: rx, trailing_bytes: 0 }], Options { window_ns: Some(100_000_000), anchor_ns: None });
         let f = &a.flows[0];
         assert!((f.pkt_rate - 1000.0).abs() < 3.0, "{}", f.pkt_rate);
         let d = f.delay.as_ref().unwrap();

@@ -263,7 +263,7 @@ mod hostile {
             ];
             let logs = [LoadedLog { role, records: recs, trailing_bytes: 0 }];
             let c = collect(&logs);
-            let a = analyse_collected(&c, Options { window_ns: Some(1) });
+            let a = analyse_collected(&c, Options { window_ns: Some(1), anchor_ns: None });
             assert!(a.flows.iter().all(|f| f.loss.as_ref().is_none_or(|l| l.lost <= l.expected)));
             let _ = super::rows::<super::RowsError>(&c, |_| Ok(()));
         }

@@ -101,7 +101,7 @@ pub fn run(args: Args) -> Outcome {
     let logs = load_logs(&args.logs)?;
     // One pass over the records: the analysis and the per-packet rows both read it.
     let collected = horde_stats::collect(&logs);
-    let mut a = horde_stats::analyse_collected(&collected, Options { window_ns });
+    let mut a = horde_stats::analyse_collected(&collected, Options { window_ns, anchor_ns: None });
     if let Some(p) = &args.flows {
         let text = horde_model::files::read_text(p, horde_model::files::MAX_TOML, "flow files").context("reading the flow file").map_err(bad_input)?;
         let flows = horde_model::flow::FlowFile::parse_and_resolve(&text, 0).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", p.display())))?;

@@ -138,7 +138,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     super::send::print_report(&sreport);
     super::recv::print_report(&rreport);
     let logs = super::decode::load_logs(&[out.join("send.hlog"), out.join("recv.hlog")])?;
-    let a = analyse(&logs, Options { window_ns: Some(1_000_000_000) });
+    let a = analyse(&logs, Options { window_ns: Some(1_000_000_000), anchor_ns: None });
     crate::output::out(&format!("\n{}", export::table(&a, 12)))?;
     std::fs::write(out.join("summary.json"), export::json(&a)).context("writing summary.json")?;
     std::fs::write(out.join("flows.csv"), export::flows_csv(&a)).context("writing flows.csv")?;

@@ -329,7 +329,7 @@ pub fn run(args: &super::Args, id: &str, stop: &AtomicBool) -> Outcome {
         horde_stats::LoadedLog { role: Role::Sender, records: tx, trailing_bytes: 0 },
         horde_stats::LoadedLog { role: Role::Receiver, records: rx, trailing_bytes: 0 },
     ];
-    let mut analysis = horde_stats::analyse(&logs, horde_stats::Options { window_ns: Some(1_000_000_000) });
+    let mut analysis = horde_stats::analyse(&logs, horde_stats::Options { window_ns: Some(1_000_000_000), anchor_ns: None });
     for f in &mut analysis.flows {
         f.name = f.flow.and_then(|id| flows.binary_search_by_key(&id, |f| f.id).ok()).map(|k| flows[k].name.clone());
     }
