@@ -282,7 +282,7 @@ fn summary_plan(sc: &Scenario, p: &Played) -> anyhow::Result<(horde_stats::diges
     let expect = horde_stats::digest::GameDigest::new(sc.service.states.len(), epoch_ns, sc.duration_s);
     let offset = |i: usize| p.fleet.members[i].c.clock.offset_ns;
     let owners: Vec<(Range<u32>, i64)> = p.ranges.iter().enumerate().filter_map(|(i, r)| Some((r.clone()?, offset(i)))).collect();
-    Ok((expect, crate::msg::SummaryRequest { epoch_ns, own_offset_ns: 0, server_offset_ns: offset(p.server_i), owners }))
+    Ok((expect, crate::msg::SummaryRequest { epoch_ns, own_offset_ns: 0, server_offset_ns: offset(p.server_i), owners, window_ns: 0, with_logs: false }))
 }
 
 /// The most bytes a summary may have: its categories' histograms at most 2 MB each way, its

@@ -321,6 +321,8 @@ impl<'a> Fleet<'a> {
                     own_offset_ns: offsets[i],
                     server_offset_ns: offsets[p.server_i],
                     owners: p.owners.iter().map(|(r, j)| (r.clone(), offsets[*j])).collect(),
+                    window_ns: 0,
+                    with_logs: false,
                 };
                 let acc = crate::live::Acc::new(p.names.len(), self.t0_ns, p.duration_s);
                 m.live = Some(acc.clone());

@@ -4,7 +4,9 @@
 //! (the one whose address is the flow's destination). The controller starts every sender at one
 //! instant, stops the receivers when the senders are done, collects every log, corrects each
 //! record's times by its agents' clock offsets, and decodes them all together: one table,
-//! `summary.json`, `flows.csv`, `windows.csv`, `index.html`, and the merged logs.
+//! `summary.json`, `flows.csv`, `windows.csv`, `index.html`, and the merged logs. With
+//! `--collect summaries` each agent summarises its own logs instead ([`horde_stats::flowsum`])
+//! and the controller builds the same report from the summaries, without a raw record.
 //!
 //! Consent: every hello carries a MAC under a key drawn for the run, and the receivers the agents
 //! start drop any other; so a receiver started through an agent takes this run's flows only, and
@@ -46,6 +48,11 @@ pub struct FlowsOptions<'a> {
     /// Stream every agent's logs to this live log server, proving this key, as NAME-AGENT-send /
     /// -recv (`send --agents --log-server`).
     pub log_server: Option<(SocketAddr, horde_proto::RunKey, String)>,
+    /// What the agents send after the run: their logs, or one summary per log.
+    pub collect: crate::controller::Collect,
+    /// With summaries: collect the logs too, decode them, and compare every figure
+    /// (`--check-summaries`; summary.json's `distributed.check`).
+    pub check_summaries: bool,
 }
 
 /// One agent's row in the report.
@@ -72,6 +79,10 @@ pub struct FlowsOutcome {
     /// Agents lost during the run (their flows' records are missing).
     pub lost: Vec<String>,
     pub interrupted: bool,
+    /// The report came from the agents' summaries (no merged logs were written).
+    pub summarised: bool,
+    /// `--check-summaries`: the summaries' figures against the logs'.
+    pub checked: Option<horde_stats::flowsum::Comparison>,
 }
 
 /// Where each flow goes: the sending agent and the receiving agent (indices into the agent
@@ -244,30 +255,8 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
         downstream_lost_stops_all: false,
         missing: &missing,
     });
-    // Each log bounded by our own plan of the flows it can hold, never by what the agent says.
-    let dirs = fleet.collect(opts.out, |i, m| {
-        let max = |records: u64| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * records;
-        let planned = |pick: &dyn Fn(&(usize, usize)) -> bool| -> u64 {
-            flows.iter().zip(&placement.by_flow).filter(|(_, b)| pick(b)).map(|(f, _)| 2 * planned_records(f)).sum()
-        };
-        let mut limits = Vec::new();
-        if m.upstream {
-            limits.push(("send.hlog", max(planned(&|b| b.0 == i))));
-        }
-        if m.downstream {
-            limits.push(("recv.hlog", max(planned(&|b| b.1 == i))));
-        }
-        limits
-    })?;
-    fleet.close();
-    let (tx_records, rx_records) = merge_records(&fleet, &flows, &placement, &dirs)?;
-    write_log(&opts.out.join("send.hlog"), Role::Sender, to_reference(t0, 0), &tx_records)?;
-    write_log(&opts.out.join("recv.hlog"), Role::Receiver, to_reference(t0, 0), &rx_records)?;
-    let logs = [
-        horde_stats::LoadedLog { role: Role::Sender, records: tx_records, trailing_bytes: 0 },
-        horde_stats::LoadedLog { role: Role::Receiver, records: rx_records, trailing_bytes: 0 },
-    ];
-    let mut analysis = horde_stats::analyse(&logs, horde_stats::Options { window_ns: Some(opts.window_ns), anchor_ns: None });
+    let summarised = opts.collect == crate::controller::Collect::Summaries;
+    let (mut analysis, checked) = collect_and_analyse(&mut fleet, &flows, &placement, opts, (t0, bound_ns))?;
     for f in &mut analysis.flows {
         f.name = f.flow.and_then(|id| flows.binary_search_by_key(&id, |f| f.id).ok()).map(|k| flows[k].name.clone());
     }
@@ -304,8 +293,87 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
         })
         .collect();
     let received: Vec<RecvReport> = fleet.members.iter().filter_map(|m| m.report("recv")).collect();
-    write_report(opts.out, &fleet.run_id, &analysis, &rows, !lost.is_empty(), watched.signalled)?;
-    Ok(FlowsOutcome { analysis, agents: rows, sent, received, lost, interrupted: watched.signalled })
+    write_report(opts.out, &fleet.run_id, &analysis, &rows, (!lost.is_empty(), watched.signalled, summarised), checked.as_ref())?;
+    Ok(FlowsOutcome { analysis, agents: rows, sent, received, lost, interrupted: watched.signalled, summarised, checked })
+}
+
+/// Collects the agents' logs or summaries (and with `--check-summaries` both) into `opts.out`
+/// and analyses them: from the summaries when collected, and their comparison with the logs'.
+fn collect_and_analyse(
+    fleet: &mut Fleet,
+    flows: &[Flow],
+    placement: &Placement,
+    opts: &FlowsOptions,
+    (t0, bound_ns): (u64, u64),
+) -> anyhow::Result<(horde_stats::Analysis, Option<horde_stats::flowsum::Comparison>)> {
+    let offsets: Vec<i64> = fleet.members.iter().map(|m| m.c.clock.offset_ns).collect();
+    let summarised = opts.collect == crate::controller::Collect::Summaries;
+    let check = summarised && opts.check_summaries;
+    // Each log bounded by our own plan of the flows it can hold, never by what the agent says.
+    let log_limits = |i: usize, m: &crate::fleet::Member| {
+        let max = |records: u64| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * records;
+        let planned = |pick: &dyn Fn(&(usize, usize)) -> bool| -> u64 {
+            flows.iter().zip(&placement.by_flow).filter(|(_, b)| pick(b)).map(|(f, _)| 2 * planned_records(f)).sum()
+        };
+        let mut limits = Vec::new();
+        if m.upstream {
+            limits.push(("send.hlog", max(planned(&|b| b.0 == i))));
+        }
+        if m.downstream {
+            limits.push(("recv.hlog", max(planned(&|b| b.1 == i))));
+        }
+        limits
+    };
+    let planned: Vec<(u32, u64)> = flows.iter().map(|f| (f.id, planned_records(f))).collect();
+    let summary_plan = crate::flowsum::SummaryPlan {
+        flows: &planned,
+        by_flow: &placement.by_flow,
+        addrs: &placement.addrs,
+        t0,
+        window_ns: opts.window_ns,
+        bound_ns,
+        with_logs: check,
+    };
+    let (from_summaries, dirs) = if summarised {
+        let plan = &summary_plan;
+        let requests = (0..placement.addrs.len()).map(|i| plan.request(i, &offsets)).collect::<anyhow::Result<Vec<_>>>()?;
+        let limits = |i: usize, m: &crate::fleet::Member| {
+            let mut l = vec![(crate::msg::FLOW_SUMMARIES, plan.bytes(i))];
+            if check {
+                l.extend(log_limits(i, m));
+            }
+            l
+        };
+        let dirs = fleet.collect_with(opts.out, limits, |i, _| Some(Box::new(requests[i].clone())))?;
+        fleet.close();
+        let parts = plan.load(fleet, &dirs)?;
+        (Some(horde_stats::flowsum::analyse(&parts, true).map_err(|e| anyhow::anyhow!("the agents' flow summaries: {e}"))?), dirs)
+    } else {
+        let dirs = fleet.collect(opts.out, log_limits)?;
+        fleet.close();
+        (None, dirs)
+    };
+    let from_logs = if !summarised || check {
+        let (tx_records, rx_records) = merge_records(fleet, flows, placement, &dirs)?;
+        write_log(&opts.out.join("send.hlog"), Role::Sender, to_reference(t0, 0), &tx_records)?;
+        write_log(&opts.out.join("recv.hlog"), Role::Receiver, to_reference(t0, 0), &rx_records)?;
+        let logs = [
+            horde_stats::LoadedLog { role: Role::Sender, records: tx_records, trailing_bytes: 0 },
+            horde_stats::LoadedLog { role: Role::Receiver, records: rx_records, trailing_bytes: 0 },
+        ];
+        // windows from the run's start, as the summaries count them
+        Some(horde_stats::analyse(&logs, horde_stats::Options { window_ns: Some(opts.window_ns), anchor_ns: Some(t0) }))
+    } else {
+        None
+    };
+    let checked = match (&from_logs, &from_summaries) {
+        (Some(l), Some(s)) => Some(horde_stats::flowsum::compare(l, s)),
+        _ => None,
+    };
+    match from_summaries.or(from_logs) {
+        Some(a) => Ok((a, checked)),
+        None => bail!("neither logs nor summaries were collected"),
+    }
 }
 
 /// What an agent does in the run, for its note.
@@ -398,13 +466,29 @@ pub fn agents_table(rows: &[FlowAgentRow]) -> String {
 
 /// summary.json (the decode's JSON with a `distributed` part), flows.csv, windows.csv,
 /// index.html.
-fn write_report(out: &Path, run_id: &str, a: &horde_stats::Analysis, rows: &[FlowAgentRow], partial: bool, interrupted: bool) -> anyhow::Result<()> {
+fn write_report(
+    out: &Path,
+    run_id: &str,
+    a: &horde_stats::Analysis,
+    rows: &[FlowAgentRow],
+    (partial, interrupted, summarised): (bool, bool, bool),
+    check: Option<&horde_stats::flowsum::Comparison>,
+) -> anyhow::Result<()> {
     let mut agents_html = String::from("<h2>Agents</h2>");
     if partial {
         agents_html.push_str("<p class=\"bad\"><b>PARTIAL</b>: agents were lost; their flows' records are missing.</p>");
     }
+    let (collect, bound) = if summarised { ("summaries", Some(horde_stats::flowsum::BOUND_TEXT)) } else { ("logs", None) };
+    if let Some(b) = bound {
+        agents_html.push_str(&format!("<p>From the agents' summaries of their logs: {}.</p>", horde_stats::table::esc(b)));
+    }
+    if let Some(c) = check {
+        let verdict =
+            if c.beyond == 0 { "every one equal or within its bound".to_string() } else { format!("<b class=\"bad\">{} beyond their bounds</b>", c.beyond) };
+        agents_html.push_str(&format!("<p>Checked against the agents' logs: {} figures, {verdict}.</p>", c.figures));
+    }
     agents_html.push_str(&format!("<pre>{}</pre>", horde_stats::table::esc(&agents_table(rows))));
-    let part = serde_json::json!({"run_id": run_id, "partial": partial, "interrupted": interrupted, "agents": rows});
+    let part = serde_json::json!({"run_id": run_id, "partial": partial, "interrupted": interrupted, "collect": collect, "bound": bound, "check": check, "agents": rows});
     report_files(out, "Horde send through agents", a, ("distributed", part), &agents_html)
 }
 

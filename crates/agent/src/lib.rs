@@ -29,6 +29,7 @@ pub mod controller;
 pub mod emu;
 pub(crate) mod fleet;
 pub mod flows;
+mod flowsum;
 mod link;
 mod live;
 pub mod logd;

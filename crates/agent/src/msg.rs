@@ -124,6 +124,11 @@ pub enum EmuReply {
     },
 }
 
+/// A flow run's summary file, the one file collected with `--collect summaries`: a JSON list
+/// of [`horde_stats::flowsum::FlowSummaries`], one per log the agent kept (what it sent, what
+/// it received).
+pub const FLOW_SUMMARIES: &str = "flow-summaries.json";
+
 /// What an agent needs to summarise its part of a run on the controller's clock.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -133,9 +138,17 @@ pub struct SummaryRequest {
     /// This agent's clock minus the controller's (ns).
     pub own_offset_ns: i64,
     /// The server agent's offset, and each player range's agent's: a received APDU carries its
-    /// sender's send time.
+    /// sender's send time. For a flow run: the offset of the agent at each flow's other end.
     pub server_offset_ns: i64,
     pub owners: Vec<(std::ops::Range<u32>, i64)>,
+    /// A flow run's windows (ns, counted from `epoch_ns`; 0: none): the flow summaries bin
+    /// their arrivals and departures in them (`horde send --agents --collect summaries`).
+    #[serde(default)]
+    pub window_ns: u64,
+    /// A flow run: send the logs after the summary (`--check-summaries`: the controller checks
+    /// the one against the other).
+    #[serde(default)]
+    pub with_logs: bool,
 }
 
 /// What an agent runs.
@@ -435,8 +448,22 @@ mod tests {
             ToAgent::Ping,
             ToAgent::Stop,
             ToAgent::Collect,
-            ToAgent::Summarise(Box::new(SummaryRequest { epoch_ns: 5, own_offset_ns: -3, server_offset_ns: 2, owners: vec![(0..10, 4)] })),
-            ToAgent::Live(Box::new(SummaryRequest { epoch_ns: 5, own_offset_ns: -3, server_offset_ns: 2, owners: vec![(0..10, 4)] })),
+            ToAgent::Summarise(Box::new(SummaryRequest {
+                epoch_ns: 5,
+                own_offset_ns: -3,
+                server_offset_ns: 2,
+                owners: vec![(0..10, 4)],
+                window_ns: 0,
+                with_logs: false,
+            })),
+            ToAgent::Live(Box::new(SummaryRequest {
+                epoch_ns: 5,
+                own_offset_ns: -3,
+                server_offset_ns: 2,
+                owners: vec![(0..10, 4)],
+                window_ns: 0,
+                with_logs: false,
+            })),
         ];
         let mut bytes = Vec::new();
         for m in &msgs {

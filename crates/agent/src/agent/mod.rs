@@ -336,10 +336,9 @@ fn session(
                                     Err(e) => {
                                         let _ = write(tls, &msg::encode(&ToController::Error { message: format!("summarising the run: {e:#}") }));
                                     }
-                                    Ok(how) => log(&format!("run {}: summarised ({how}) in {:.2} s", r.assignment.run_id, t.elapsed().as_secs_f64())),
+                                    Ok((how, _)) => log(&format!("run {}: summarised ({how}) in {:.2} s", r.assignment.run_id, t.elapsed().as_secs_f64())),
                                 }
-                                let made = made.map(|_| ());
-                                (made.and_then(|()| run::send_files(tls, r, &[summary::FILE])), "summary")
+                                (made.and_then(|(_, file)| run::send_files(tls, r, &summary::files(r, file, q.with_logs))), "summary")
                             }
                         };
                         if let Err(e) = sent {

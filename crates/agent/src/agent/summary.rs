@@ -21,9 +21,15 @@ use crate::msg::SummaryRequest;
 /// The summary's file in the run's directory.
 pub(super) const FILE: &str = "digest.json";
 
-/// Summarises the finished run `r` into `FILE` in its directory: the live summary when it is
-/// whole, else its logs read back. Says which.
-pub(super) fn write(r: &Run, req: &SummaryRequest) -> anyhow::Result<&'static str> {
+use crate::msg::FLOW_SUMMARIES as FLOWS_FILE;
+
+/// Summarises the finished run `r` into its summary file (named in the answer): a scenario's
+/// from the live summary when it is whole, else from its logs read back; a flow run's from its
+/// logs. Says which.
+pub(super) fn write(r: &Run, req: &SummaryRequest) -> anyhow::Result<(&'static str, &'static str)> {
+    if let Work::Flows { .. } = &r.work {
+        return flows(r, req).map(|()| ("from the logs", FLOWS_FILE));
+    }
     let live = match &r.live {
         Some(l) => l.finish(req.epoch_ns),
         None => Err("no live summary".into()),
@@ -34,13 +40,47 @@ pub(super) fn write(r: &Run, req: &SummaryRequest) -> anyhow::Result<&'static st
     };
     let text = serde_json::to_vec(&d).context("encoding the summary")?;
     std::fs::write(r.dir.join(FILE), text).with_context(|| format!("writing {FILE}"))?;
-    Ok(how)
+    Ok((how, FILE))
+}
+
+/// The files a summarised run sends: its summary `file`, and a flow run's logs after it when
+/// the controller asked for them too (`--check-summaries`).
+pub(super) fn files(r: &Run, file: &'static str, with_logs: bool) -> Vec<&'static str> {
+    let mut files = vec![file];
+    if with_logs && matches!(r.work, Work::Flows { .. }) {
+        files.extend(super::run::log_files(r));
+    }
+    files
+}
+
+/// A flow run's logs summarised ([`horde_stats::flowsum`]): each record put on the controller's
+/// clock and in the order the controller merges logs, so the summary bins as the merged logs'
+/// decode does.
+fn flows(r: &Run, req: &SummaryRequest) -> anyhow::Result<()> {
+    let peer = |flow: u32| req.owners.iter().find(|(range, _): &&(Range<u32>, i64)| range.contains(&flow)).map_or(0, |o| o.1);
+    let mut out = Vec::new();
+    for file in super::run::log_files(r) {
+        let role = if file == "recv.hlog" { horde_wire::Role::Receiver } else { horde_wire::Role::Sender };
+        let bytes = std::fs::read(r.dir.join(file)).with_context(|| format!("reading {file}"))?;
+        let mut records = horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{file}: {e}"))?.records;
+        for rec in &mut records {
+            correct(rec, req.own_offset_ns, peer(rec.flow));
+        }
+        match role {
+            horde_wire::Role::Receiver => records.sort_by_key(|r| (r.flow, r.t_b)),
+            _ => records.sort_by_key(|r| (r.flow, r.t_a)),
+        }
+        let log = horde_stats::LoadedLog { role, records, trailing_bytes: 0 };
+        out.push(horde_stats::flowsum::summarise(&log, req.epoch_ns, req.window_ns));
+    }
+    let text = serde_json::to_vec(&out).context("encoding the flow summaries")?;
+    std::fs::write(r.dir.join(FLOWS_FILE), text).with_context(|| format!("writing {FLOWS_FILE}"))
 }
 
 /// The summary from the run's logs, read back.
 fn from_logs(r: &Run, req: &SummaryRequest) -> anyhow::Result<GameDigest> {
     let Work::Scenario { sc, players, circuits: None } = &r.work else {
-        bail!("only a scenario's players and server side are summarised (regulated circuits, flows and bots send their logs)");
+        bail!("only a scenario's players and server side, and flows, are summarised (regulated circuits and bots send their logs)");
     };
     let a = &r.assignment;
     let mut b = Builder::new(sc.service.states.len(), req.epoch_ns, a.duration_ns as f64 / 1e9);

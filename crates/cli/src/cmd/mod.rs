@@ -70,6 +70,14 @@ pub fn decode_fmt_duration(d: std::time::Duration) -> String {
     horde_model::units::fmt_ns(d.as_nanos() as f64)
 }
 
+/// `--collect`: what the agents send after a distributed run (`run --agents`, `send --agents`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CollectArg {
+    #[default]
+    Logs,
+    Summaries,
+}
+
 /// The live log server options shared by `send` and `recv`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct LogServerArgs {

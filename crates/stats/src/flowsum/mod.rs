@@ -34,6 +34,9 @@ mod analysis;
 mod tests;
 
 pub use analysis::analyse;
+pub use compare::{compare, Comparison};
+
+mod compare;
 
 /// The percentiles' bound, as reports state it.
 pub const BOUND_TEXT: &str = "delay and lateness percentiles within 1 ns + 1/1,024 of the value (HDR, 3 significant digits); everything else exact";

@@ -1,6 +1,5 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde_json::Value;
 
 use super::*;
 use crate::{analyse, Options};
@@ -95,39 +94,6 @@ fn log(role: Role, records: Vec<Record>) -> LoadedLog {
     LoadedLog { role, records, trailing_bytes: 0 }
 }
 
-/// Every number of `got` equals `want`'s, but for the percentiles, which must be within the
-/// stated bound of the raw nearest rank (`ms` per ns: 1e-6 for delays, 1e-3 for lateness).
-fn same(want: &Value, got: &Value, path: &str, out: &mut Vec<String>) {
-    match (want, got) {
-        (Value::Object(a), Value::Object(b)) => {
-            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-            for k in keys {
-                same(a.get(k).unwrap_or(&Value::Null), b.get(k).unwrap_or(&Value::Null), &format!("{path}.{k}"), out);
-            }
-        }
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                same(x, y, &format!("{path}[{i}]"), out);
-            }
-        }
-        (Value::Number(a), Value::Number(b)) => {
-            let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
-            let field = path.rsplit('.').next().unwrap_or("");
-            let unit = if path.contains("send_lateness") { 1e-3 } else { 1e-6 };
-            let tol = match field {
-                "p50_ms" | "p90_ms" | "p99_ms" | "p999_ms" | "p50_us" | "p99_us" | "p999_us" | "abs_p99_us" => unit + a.abs() / 1024.0 + 1e-12,
-                "mean_us" => a.abs() * 1e-12 + 1e-12,
-                _ => 0.0,
-            };
-            if (a - b).abs() > tol {
-                out.push(format!("{path}: {a} from the logs, {b} from the summaries (bound {tol})"));
-            }
-        }
-        (a, b) if a == b => {}
-        (a, b) => out.push(format!("{path}: {a} from the logs, {b} from the summaries")),
-    }
-}
-
 #[test]
 fn the_summaries_give_the_decodes_figures_exactly_or_within_the_stated_bound() {
     for seed in 0..6 {
@@ -156,10 +122,9 @@ fn the_summaries_give_the_decodes_figures_exactly_or_within_the_stated_bound() {
         assert!(want.flows.iter().any(|f| f.delay.as_ref().is_some_and(|d| d.kind == "rtt")));
         assert!(want.flows.iter().any(|f| f.delay.as_ref().is_some_and(|d| d.min_ms < 0.0)));
         assert!(!want.windows.is_empty() && want.windows.iter().any(|w| w.lost.unwrap_or(0) > 0));
-        let mut diffs = Vec::new();
-        let (w, g) = (serde_json::to_value(&want).unwrap(), serde_json::to_value(&got).unwrap());
-        same(&w, &g, "analysis", &mut diffs);
-        assert!(diffs.is_empty(), "seed {seed}: {} differences, the first: {:#?}", diffs.len(), &diffs[..diffs.len().min(12)]);
+        let c = compare(&want, &got);
+        assert!(c.figures > 1_000, "{} figures compared", c.figures);
+        assert!(c.differences.is_empty(), "seed {seed}: {} differences, the first: {:#?}", c.differences.len(), &c.differences[..c.differences.len().min(12)]);
     }
 }
 
@@ -201,3 +166,18 @@ fn a_summary_beyond_its_plan_or_out_of_shape_is_refused() {
 }
 
 use crate::flowsum;
+
+#[test]
+fn the_comparison_names_a_figure_beyond_its_bound() {
+    let (tx, rx) = run(2);
+    let logs = [log(Role::Sender, tx.concat()), log(Role::Receiver, rx.concat())];
+    let want = analyse(&logs, Options { window_ns: Some(WINDOW), anchor_ns: Some(ANCHOR) });
+    let mut got = want.clone();
+    assert!(compare(&want, &got).differences.is_empty());
+    let d = got.flows[0].delay.as_mut().unwrap();
+    d.p99_ms += d.p99_ms.abs() / 1024.0 + 2e-6;
+    got.windows[0].packets += 1;
+    let c = compare(&want, &got);
+    assert_eq!(c.differences.len(), 2, "{:?}", c.differences);
+    assert!(c.differences[0].contains("flows[0].delay.p99_ms") && c.differences[1].contains("windows[0].packets"), "{:?}", c.differences);
+}

@@ -86,8 +86,8 @@ pub fn run(
         stop,
         commands,
         collect: match args.collect {
-            super::CollectArg::Logs => horde_agent::controller::Collect::Logs,
-            super::CollectArg::Summaries => horde_agent::controller::Collect::Summaries,
+            crate::cmd::CollectArg::Logs => horde_agent::controller::Collect::Logs,
+            crate::cmd::CollectArg::Summaries => horde_agent::controller::Collect::Summaries,
         },
     };
     let interrupted_early = |e: anyhow::Error| -> Outcome {

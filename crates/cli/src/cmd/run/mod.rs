@@ -58,8 +58,8 @@ pub struct Args {
     #[arg(long, value_name = "DURATION")]
     pub deadman: Option<String>,
     /// With --agents: what the agents send after the run — `logs` (every record; the report is computed over all of them) or `summaries` (one mergeable summary per agent: exact counts, loss and rates, percentiles and KS distances within the bounds the report states; a fraction of the bytes and of the controller's memory). Either way the agents summarise as they go, so --progress json and the console show per-category loss and delay live
-    #[arg(long, value_enum, default_value_t = CollectArg::Logs)]
-    pub collect: CollectArg,
+    #[arg(long, value_enum, default_value_t = super::CollectArg::Logs)]
+    pub collect: super::CollectArg,
     /// Attach a live console (`horde ui`'s) at ADDR, e.g. 127.0.0.1:7070 (loopback; port 0: any free one): it shows this run's events and takes its commands; its URL, with the token, is printed
     #[arg(long, value_name = "ADDR")]
     pub ui: Option<SocketAddr>,
@@ -141,7 +141,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         None => (None, args.commands.open()?),
     };
     let through_agents = args.agents.is_some() || sc.agents.is_some();
-    if args.collect == CollectArg::Summaries && (!through_agents || sc.regulation.is_some()) {
+    if args.collect == super::CollectArg::Summaries && (!through_agents || sc.regulation.is_some()) {
         return Err(bad_input(anyhow::anyhow!(
             "--collect summaries is for a scenario's players run through agents (--agents LIST or an [agents] table, no [regulation]): a run on this machine analyses its own logs, and regulated circuits send theirs"
         )));
@@ -252,11 +252,4 @@ fn circuits_outcome(s: &horde_scenario::circuit_report::CircuitSummary, out: &Pa
 
 fn table(g: &GameAnalysis) -> String {
     format!("\n{}", horde_stats::game::table(g).text(true))
-}
-
-/// `--collect`: what the agents send after a distributed run.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CollectArg {
-    Logs,
-    Summaries,
 }

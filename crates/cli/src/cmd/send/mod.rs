@@ -172,9 +172,15 @@ pub struct Through {
     /// With --agents: an agent that hears nothing from the controller for this long stops its traffic, and a running agent silent this long is reported lost (1s..60s)
     #[arg(long, value_name = "DURATION", default_value = "3s")]
     pub deadman: String,
-    /// With --agents: time-series window of the report
+    /// With --agents: time-series window of the report (windows count from the run's start)
     #[arg(long, value_name = "DURATION", default_value = "1s")]
     pub window: String,
+    /// With --agents: what the agents send after the run — `logs` (every record: the controller merges them into send.hlog and recv.hlog and decodes them) or `summaries` (each agent summarises its own logs per flow: the same report with counts, loss, bursts, jitter and windows exact and percentiles within 1 ns + 1/1,024; no raw record travels)
+    #[arg(long, value_enum, default_value_t = super::CollectArg::Logs, requires = "agents")]
+    pub collect: super::CollectArg,
+    /// With --collect summaries: collect the logs too, decode them, and compare every figure with the summaries' (summary.json: distributed.check; fails the run if one is beyond its bound)
+    #[arg(long)]
+    pub check_summaries: bool,
 }
 
 impl FlowFlags {
@@ -460,6 +466,9 @@ fn through_agents(args: &Args, stop: &AtomicBool) -> Outcome {
     if !(1_000_000_000..=60_000_000_000).contains(&deadman_ns) {
         return Err(bad_input(anyhow::anyhow!("--deadman must be 1s..60s (got {})", t.deadman)));
     }
+    if t.check_summaries && t.collect != super::CollectArg::Summaries {
+        return Err(bad_input(anyhow::anyhow!("--check-summaries checks the agents' summaries against their logs: give it with --collect summaries")));
+    }
     let window_ns = horde_model::units::parse_duration_ns(&t.window).map_err(|e| bad_input(anyhow::anyhow!("--window: {e}")))?;
     if window_ns < 1_000_000 {
         return Err(bad_input(anyhow::anyhow!("--window must be at least 1ms (got {})", t.window)));
@@ -490,6 +499,11 @@ fn through_agents(args: &Args, stop: &AtomicBool) -> Outcome {
         events: &events,
         stop,
         log_server: log_server(args)?,
+        collect: match t.collect {
+            super::CollectArg::Logs => horde_agent::controller::Collect::Logs,
+            super::CollectArg::Summaries => horde_agent::controller::Collect::Summaries,
+        },
+        check_summaries: t.check_summaries,
     };
     let r = match horde_agent::flows::run(&text, &opts) {
         Ok(r) => r,
@@ -504,11 +518,24 @@ fn through_agents(args: &Args, stop: &AtomicBool) -> Outcome {
     if refused > 0 {
         say!("  receivers turned away {refused} hello(s)/datagram(s)/connection(s) not of this run");
     }
-    crate::output::out(&format!(
-        "\n{}\nreport: {}/index.html (summary.json, flows.csv, windows.csv; merged logs send.hlog, recv.hlog; agents' logs in agents/)\n",
-        horde_stats::export::table(&r.analysis, 20),
-        out.display()
-    ))?;
+    let files = if r.checked.is_some() {
+        "summary.json, flows.csv, windows.csv from the agents' summaries; the merged logs send.hlog, recv.hlog they were checked against"
+    } else if r.summarised {
+        "summary.json, flows.csv, windows.csv; from the agents' summaries in agents/: counts, loss and windows exact, percentiles within 1 ns + 1/1,024"
+    } else {
+        "summary.json, flows.csv, windows.csv; merged logs send.hlog, recv.hlog; agents' logs in agents/"
+    };
+    crate::output::out(&format!("\n{}\nreport: {}/index.html ({files})\n", horde_stats::export::table(&r.analysis, 20), out.display()))?;
+    if let Some(c) = &r.checked {
+        say!("summaries checked against the logs: {} figures, {} beyond their bounds", c.figures, c.beyond);
+        if c.beyond > 0 {
+            return Err(crate::Failure::from(anyhow::anyhow!(
+                "{} figure(s) from the agents' summaries are beyond their bounds from the logs' (the first: {}); summary.json: distributed.check",
+                c.beyond,
+                c.differences.first().map_or("", String::as_str)
+            )));
+        }
+    }
     if !r.lost.is_empty() {
         return Err(crate::Failure::from(anyhow::anyhow!(
             "agent(s) {} were lost: the report is partial (summary.json: distributed.partial)",
