@@ -26,6 +26,9 @@ printf '\x45\x00\x00\x40\x00\x01\x00\x00\x40\x01\x00\x00\x0a\x00\x00\x02\x0a\x00
 mkdir -p corpus/logstream
 # A split byte, a log header frame (version 4, sender), an empty keep-alive and an end frame.
 printf '\x00\x01\x00\x00\x00\x00\x00\x00\x20HORDELOG\x04\x00\x28\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00\x00' > corpus/logstream/seed-stream 2>/dev/null || true
+mkdir -p corpus/flow_summaries
+# A sending agent's flow summaries from a real run (crates/cli/tests/flow_summaries.rs).
+cp -n seeds/flow-summaries.json corpus/flow_summaries/ 2>/dev/null || true
 mkdir -p corpus/commands
 printf '{"command":"stop"}\n' > corpus/commands/stop 2>/dev/null || true
 printf '{"command":"players","online":600}\n{"command":"link","a":"r1","b":"r2","set":{"delay":"50ms","loss":{"p":"1%%","r":"25%%"}}}\n' > corpus/commands/players-link 2>/dev/null || true

@@ -173,7 +173,8 @@ impl FlowStats {
 
 #[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct Window {
-    /// Seconds since the first departure (the first arrival when no sender log was given).
+    /// Seconds since the first departure (the first arrival when no sender log was given; the
+    /// run's start for flows run through agents).
     pub start_s: f64,
     pub flow: Option<u32>,
     pub packets: u64,

@@ -101,7 +101,7 @@ pub fn analyse(parts: &[FlowSummaries], receiver_log: bool) -> Result<Analysis, 
         }
         if let Some(t) = p.tx {
             let e = total_late.get_or_insert_with(|| (0, 0.0, Signed::new(super::SIG, 1)));
-            e.0 += t.packets;
+            e.0 = e.0.saturating_add(t.packets);
             e.1 += t.late_sum;
             e.2.merge(&t.late)?;
         }
@@ -112,8 +112,8 @@ pub fn analyse(parts: &[FlowSummaries], receiver_log: bool) -> Result<Analysis, 
             first = first.min(a.first_ns);
             last = last.max(a.last_ns);
         }
-        out.total.packets += stats.packets;
-        out.total.bytes += stats.bytes;
+        out.total.packets = out.total.packets.saturating_add(stats.packets);
+        out.total.bytes = out.total.bytes.saturating_add(stats.bytes);
         out.total.min_size = if out.total.packets == stats.packets { stats.min_size } else { out.total.min_size.min(stats.min_size) };
         out.total.max_size = out.total.max_size.max(stats.max_size);
         out.flows.push(stats);
@@ -146,10 +146,10 @@ fn add_loss(t: &mut LossStats, l: &LossStats) {
     };
     t.expected = t.expected.saturating_add(l.expected);
     t.lost = t.lost.saturating_add(l.lost);
-    t.bursts += l.bursts;
+    t.bursts = t.bursts.saturating_add(l.bursts);
     t.burst_max = t.burst_max.max(l.burst_max);
-    t.duplicates += l.duplicates;
-    t.reordered += l.reordered;
+    t.duplicates = t.duplicates.saturating_add(l.duplicates);
+    t.reordered = t.reordered.saturating_add(l.reordered);
     for (k, v) in &l.burst_hist {
         let e = t.burst_hist.entry(*k).or_default();
         *e = e.saturating_add(*v);
@@ -294,9 +294,10 @@ fn loss(arr: Option<&Arrivals>, p: &Parts) -> LossStats {
         let g = (upto.saturating_sub(next)).min(u64::MAX as u128) as u64;
         if g > 0 {
             l.lost = l.lost.saturating_add(g);
-            l.bursts += 1;
+            l.bursts = l.bursts.saturating_add(1);
             l.burst_max = l.burst_max.max(g);
-            *l.burst_hist.entry(g).or_default() += 1;
+            let e = l.burst_hist.entry(g).or_default();
+            *e = e.saturating_add(1);
         }
     };
     let mut next = lo as u128;
@@ -317,7 +318,7 @@ fn loss(arr: Option<&Arrivals>, p: &Parts) -> LossStats {
 /// How many numbers of `lo..=hi` are in the sorted disjoint `ranges`.
 fn present(ranges: &[(u64, u64)], lo: u64, hi: u64) -> u64 {
     let start = ranges.partition_point(|r| r.1 < lo);
-    ranges[start..].iter().take_while(|r| r.0 <= hi).map(|r| r.1.min(hi) - r.0.max(lo) + 1).sum()
+    ranges[start..].iter().take_while(|r| r.0 <= hi).fold(0u64, |n, r| n.saturating_add((r.1.min(hi) - r.0.max(lo)).saturating_add(1)))
 }
 
 /// Per flow and window, as the decode's windows.
@@ -332,7 +333,7 @@ fn windows(flows: &BTreeMap<u32, Parts>, w: u64, has_receiver: bool) -> Vec<Wind
     let mut out: BTreeMap<(u64, u32), Acc> = BTreeMap::new();
     fn slot(out: &mut BTreeMap<(u64, u32), Acc>, w: u64, k: u64, id: u32) -> &mut Acc {
         out.entry((k, id)).or_insert_with(|| Acc {
-            win: Window { start_s: (k * w) as f64 / 1e9, flow: Some(id), ..Default::default() },
+            win: Window { start_s: (k.saturating_mul(w)) as f64 / 1e9, flow: Some(id), ..Default::default() },
             n: 0,
             sum: 0.0,
             max: i64::MIN,
@@ -344,16 +345,17 @@ fn windows(flows: &BTreeMap<u32, Parts>, w: u64, has_receiver: bool) -> Vec<Wind
         let arr = if p.rx.is_none() { p.echo } else { p.rx };
         for x in arr.iter().flat_map(|a| &a.windows) {
             let e = slot(&mut out, w, x.k, *id);
-            e.win.packets += x.packets;
-            e.win.bytes += x.bytes;
+            e.win.packets = e.win.packets.saturating_add(x.packets);
+            e.win.bytes = e.win.bytes.saturating_add(x.bytes);
             (e.n, e.sum, e.max, e.jitter) = (x.packets, x.delay_sum, x.delay_max, x.jitter_ns);
         }
         if let Some(t) = p.tx.filter(|_| has_receiver || p.echo.is_some()) {
             let none: &[(u64, u64)] = &[];
             let got = arr.map_or(none, |a| &a.seqs);
             for (k, runs) in &t.windows {
-                let lost: u64 = runs.iter().map(|&(lo, hi)| (hi - lo + 1) - present(got, lo, hi)).sum();
-                *slot(&mut out, w, *k, *id).win.lost.get_or_insert(0) += lost;
+                let lost = runs.iter().fold(0u64, |n, &(lo, hi)| n.saturating_add((hi - lo).saturating_add(1).saturating_sub(present(got, lo, hi))));
+                let e = slot(&mut out, w, *k, *id).win.lost.get_or_insert(0);
+                *e = e.saturating_add(lost);
             }
         }
     }
