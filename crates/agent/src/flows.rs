@@ -346,7 +346,10 @@ fn collect_and_analyse(
         };
         let dirs = fleet.collect_with(opts.out, limits, |i, _| Some(Box::new(requests[i].clone())))?;
         fleet.close();
-        let parts = plan.load(fleet, &dirs)?;
+        let (parts, refused) = plan.load(fleet, &dirs);
+        for (name, why) in refused {
+            fleet.refuse(&name, &why);
+        }
         (Some(horde_stats::flowsum::analyse(&parts, true).map_err(|e| anyhow::anyhow!("the agents' flow summaries: {e}"))?), dirs)
     } else {
         let dirs = fleet.collect(opts.out, log_limits)?;
@@ -354,7 +357,10 @@ fn collect_and_analyse(
         (None, dirs)
     };
     let from_logs = if !summarised || check {
-        let (tx_records, rx_records) = merge_records(fleet, flows, placement, &dirs)?;
+        let (tx_records, rx_records, refused) = merge_records(fleet, flows, placement, &dirs)?;
+        for (name, why) in refused {
+            fleet.refuse(&name, &why);
+        }
         write_log(&opts.out.join("send.hlog"), Role::Sender, to_reference(t0, 0), &tx_records)?;
         write_log(&opts.out.join("recv.hlog"), Role::Receiver, to_reference(t0, 0), &rx_records)?;
         let logs = [
@@ -389,35 +395,53 @@ fn describe(p: &Placement, i: usize) -> String {
     what.join("; ")
 }
 
+/// Sent records, received records, and the agents refused (name, why).
+type Merged = (Vec<Record>, Vec<Record>, Vec<(String, String)>);
+
 /// Every collected record on the controller's clock, each checked against the placement (an
-/// agent's log holds only the flows it sent or received), sorted.
-fn merge_records(fleet: &Fleet, flows: &[Flow], placement: &Placement, dirs: &[PathBuf]) -> anyhow::Result<(Vec<Record>, Vec<Record>)> {
-    let offset = |i: usize| fleet.members[i].c.clock.offset_ns;
-    let flow_at = |id: u32| flows.binary_search_by_key(&id, |f| f.id).ok();
-    let (mut tx, mut rx) = (Vec::new(), Vec::new());
+/// agent's log holds only the flows it sent or received: an agent whose log breaks that is
+/// refused whole, its name and why returned), sorted.
+fn merge_records(fleet: &Fleet, flows: &[Flow], placement: &Placement, dirs: &[PathBuf]) -> anyhow::Result<Merged> {
+    let (mut tx, mut rx, mut refused) = (Vec::new(), Vec::new(), Vec::new());
     for (i, m) in fleet.members.iter().enumerate().filter(|(_, m)| m.collected && m.ok()) {
-        if m.upstream {
-            for mut r in load(&dirs[i].join("send.hlog"))? {
-                let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].0 == i) else {
-                    bail!("agent {}: its send log has records of flow {}, which it did not send", m.c.name, r.flow);
-                };
-                // Arrivals at a sender (a reverse flow's bulk) carry the receiver's send time.
-                crate::merge::correct(&mut r, offset(i), offset(placement.by_flow[k].1));
-                tx.push(r);
+        match agent_records(fleet, i, flows, placement, &dirs[i]) {
+            Ok((mut t, mut r)) => {
+                tx.append(&mut t);
+                rx.append(&mut r);
             }
-        }
-        if m.downstream {
-            for mut r in load(&dirs[i].join("recv.hlog"))? {
-                let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].1 == i) else {
-                    bail!("agent {}: its receive log has records of flow {}, which was not sent to it", m.c.name, r.flow);
-                };
-                crate::merge::correct(&mut r, offset(i), offset(placement.by_flow[k].0));
-                rx.push(r);
-            }
+            Err(e) => refused.push((m.c.name.clone(), format!("{e:#}"))),
         }
     }
     tx.sort_by_key(|r| (r.flow, r.t_a));
     rx.sort_by_key(|r| (r.flow, r.t_b));
+    Ok((tx, rx, refused))
+}
+
+/// Agent `i`'s records, on the controller's clock, or why they are refused.
+fn agent_records(fleet: &Fleet, i: usize, flows: &[Flow], placement: &Placement, dir: &Path) -> anyhow::Result<(Vec<Record>, Vec<Record>)> {
+    let offset = |i: usize| fleet.members[i].c.clock.offset_ns;
+    let flow_at = |id: u32| flows.binary_search_by_key(&id, |f| f.id).ok();
+    let m = &fleet.members[i];
+    let (mut tx, mut rx) = (Vec::new(), Vec::new());
+    if m.upstream {
+        for mut r in load(&dir.join("send.hlog"))? {
+            let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].0 == i) else {
+                bail!("its send log has records of flow {}, which it did not send", r.flow);
+            };
+            // Arrivals at a sender (a reverse flow's bulk) carry the receiver's send time.
+            crate::merge::correct(&mut r, offset(i), offset(placement.by_flow[k].1));
+            tx.push(r);
+        }
+    }
+    if m.downstream {
+        for mut r in load(&dir.join("recv.hlog"))? {
+            let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].1 == i) else {
+                bail!("its receive log has records of flow {}, which was not sent to it", r.flow);
+            };
+            crate::merge::correct(&mut r, offset(i), offset(placement.by_flow[k].0));
+            rx.push(r);
+        }
+    }
     Ok((tx, rx))
 }
 

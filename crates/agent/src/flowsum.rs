@@ -76,28 +76,36 @@ impl SummaryPlan<'_> {
         mine.fold(1u64 << 20, |n, (f, _)| n.saturating_add(512 << 10).saturating_add(f.1.saturating_mul(2 * 64)))
     }
 
-    /// Every collected agent's summaries, each checked against the plan.
-    pub fn load(&self, fleet: &Fleet, dirs: &[PathBuf]) -> anyhow::Result<Vec<FlowSummaries>> {
-        let windows = (self.bound_ns + WINDOW_MARGIN_NS).checked_div(self.window_ns).map_or(0, |n| n + 1);
-        let mut out = Vec::new();
+    /// Every collected agent's summaries, each checked against the plan; an agent whose
+    /// summaries cannot be read or break the plan is refused whole (its name and why), as a
+    /// refused log is: the others' flows are reported.
+    pub fn load(&self, fleet: &Fleet, dirs: &[PathBuf]) -> (Vec<FlowSummaries>, Vec<(String, String)>) {
+        let (mut out, mut refused) = (Vec::new(), Vec::new());
         for (i, m) in fleet.members.iter().enumerate().filter(|(_, m)| m.collected && m.ok()) {
-            let name = &m.c.name;
-            let path = dirs[i].join(FLOW_SUMMARIES);
-            let text = std::fs::read(&path).with_context(|| format!("agent {name}: reading {}", path.display()))?;
-            let parts: Vec<FlowSummaries> = serde_json::from_slice(&text).with_context(|| format!("agent {name}: its flow summaries"))?;
-            let mut roles = Vec::new();
-            for s in parts {
-                let sender = s.role == "sender";
-                if (if sender { !m.upstream } else { !m.downstream }) || roles.contains(&sender) {
-                    bail!("agent {name}: a summary of a {} log it does not have", s.role);
-                }
-                roles.push(sender);
-                let packets = |id: u32| self.packets(i, sender, id);
-                s.check(&Allowed { packets: &packets, window_ns: self.window_ns, anchor_ns: self.t0, windows })
-                    .with_context(|| format!("agent {name}: its {} summary", s.role))?;
-                out.push(s);
+            match self.load_one(i, m, &dirs[i]) {
+                Ok(mut parts) => out.append(&mut parts),
+                Err(e) => refused.push((m.c.name.clone(), format!("{e:#}"))),
             }
         }
-        Ok(out)
+        (out, refused)
+    }
+
+    fn load_one(&self, i: usize, m: &crate::fleet::Member, dir: &std::path::Path) -> anyhow::Result<Vec<FlowSummaries>> {
+        let windows = (self.bound_ns + WINDOW_MARGIN_NS).checked_div(self.window_ns).map_or(0, |n| n + 1);
+        let path = dir.join(FLOW_SUMMARIES);
+        let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let parts: Vec<FlowSummaries> = serde_json::from_slice(&text).context("its flow summaries")?;
+        let mut roles = Vec::new();
+        for s in &parts {
+            let sender = s.role == "sender";
+            if (if sender { !m.upstream } else { !m.downstream }) || roles.contains(&sender) {
+                bail!("a summary of a {} log it does not have", s.role);
+            }
+            roles.push(sender);
+            let packets = |id: u32| self.packets(i, sender, id);
+            s.check(&Allowed { packets: &packets, window_ns: self.window_ns, anchor_ns: self.t0, windows })
+                .with_context(|| format!("its {} summary", s.role))?;
+        }
+        Ok(parts)
     }
 }

@@ -59,6 +59,9 @@ enum Lie {
     ForeignRecords,
     /// Finishes, then hands over a well-formed summary claiming 10¹² departures.
     LyingSummary,
+    /// A flow run's sender that is done at once, then hands over a well-formed flow summary of
+    /// a flow another agent sent.
+    LyingFlowSummary,
 }
 
 /// The fake agent: a TLS server with a valid agent certificate.
@@ -110,6 +113,10 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                             vec![ToController::Ready { server_addr: None }]
                         }
                     }
+                    ToAgent::Start { .. } if lie == Lie::LyingFlowSummary => {
+                        chatty = false;
+                        vec![ToController::Finished { role: "send".into(), report: Some(report(10)), error: None, cpu_s: 0.1, max_rss_kb: 1000 }]
+                    }
                     ToAgent::Start { .. } | ToAgent::Players { .. } => vec![],
                     // a live piece that claims 10¹² departures at once
                     ToAgent::Live(req) if lie == Lie::LyingSummary => {
@@ -131,16 +138,28 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                     ToAgent::Stop => {
                         chatty = false;
                         let claim = if lie == Lie::HugeClaim { 1_000_000_000u64 } else { 10 };
-                        let report = serde_json::json!({
-                            "flows": [], "packets": claim, "bytes": claim * 100, "errors": 0, "echoes": 0, "received": 0,
-                            "mismatched": 0, "duration_s": 1.0, "connect_s": 0.0,
-                            "lateness": {"count": 0, "mean_us": 0.0, "p50_us": 0.0, "p90_us": 0.0, "p99_us": 0.0, "p999_us": 0.0, "max_us": 0.0},
-                            "interrupted": false, "log": null, "log_records": claim, "threads": 1, "t0_real_ns": now_ns()
-                        });
-                        vec![ToController::Finished { role: "clients".into(), report: Some(report), error: None, cpu_s: 0.1, max_rss_kb: 1000 }]
+                        vec![ToController::Finished { role: "clients".into(), report: Some(report(claim)), error: None, cpu_s: 0.1, max_rss_kb: 1000 }]
                     }
                     ToAgent::Collect => {
                         let _ = collect(&mut tls, lie, players.end + 5);
+                        vec![]
+                    }
+                    ToAgent::Summarise(req) if lie == Lie::LyingFlowSummary => {
+                        // flow 0 is the honest agent's: 100 departures of it, well formed
+                        let records = (0..100u64)
+                            .map(|k| horde_wire::Record {
+                                flow: 0,
+                                size: 100,
+                                seq: k,
+                                t_a: req.epoch_ns + k,
+                                t_b: req.epoch_ns + k,
+                                kind: horde_wire::RecordKind::Sent,
+                                ..Default::default()
+                            })
+                            .collect();
+                        let log = horde_stats::LoadedLog { role: horde_wire::Role::Sender, records, trailing_bytes: 0 };
+                        let s = horde_stats::flowsum::summarise(&log, req.epoch_ns, req.window_ns);
+                        let _ = send_file(&mut tls, msg::FLOW_SUMMARIES, &serde_json::to_vec(&vec![s]).unwrap());
                         vec![]
                     }
                     ToAgent::Summarise(req) => {
@@ -160,6 +179,16 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
         }
     });
     addr
+}
+
+/// A sender's report claiming `claim` packets.
+fn report(claim: u64) -> serde_json::Value {
+    serde_json::json!({
+        "flows": [], "packets": claim, "bytes": claim * 100, "errors": 0, "echoes": 0, "received": 0,
+        "mismatched": 0, "duration_s": 1.0, "connect_s": 0.0,
+        "lateness": {"count": 0, "mean_us": 0.0, "p50_us": 0.0, "p90_us": 0.0, "p99_us": 0.0, "p999_us": 0.0, "max_us": 0.0},
+        "interrupted": false, "log": null, "log_records": claim, "threads": 1, "t0_real_ns": now_ns()
+    })
 }
 
 /// The fake's logs: a 40 GB offer, or a real log whose one record is of `foreign`.
@@ -331,4 +360,48 @@ fn directories_of_agents_whose_names_sanitise_alike_do_not_collide() {
     let names = ["a/1".to_string(), "a_1".to_string(), "a:1".to_string()];
     let d = controller::dir_names(&names);
     assert_eq!(d, vec!["a_1", "a_1-1", "a_1-2"]);
+}
+
+/// A flow run through an honest agent (sender of flow 0, receiver of both) and the fake (sender
+/// of flow 1) collecting summaries: the fake's summary of flow 0, which it did not send, is
+/// refused whole and named, and the honest agent's flow is reported.
+#[test]
+fn a_flow_summary_of_a_flow_the_agent_did_not_send_is_refused_and_named() {
+    let d = tmp("flowsum");
+    let creds = d.join("creds");
+    horde_agent::tls::keygen(&creds, 1).unwrap();
+    let (a1, a1_stop, a1_h) = honest("127.0.0.2", &creds, &d, "a1");
+    let f = fake("127.0.0.3", &creds, Lie::LyingFlowSummary);
+    let port = 23_000 + (std::process::id() % 20_000) as u16;
+    let text = format!("[defaults]\nrate = 50\nsize = 100\nduration = \"2s\"\ndst = \"127.0.0.2:{port}\"\n[[flow]]\nrepeat = 2\n");
+    let (notes, stop, out) = (common::Notes::default(), AtomicBool::new(false), d.join("out"));
+    let events = |e: &Event| notes.event(e);
+    let opts = horde_agent::flows::FlowsOptions {
+        senders: vec![AgentSpec { addr: a1, weight: 1 }, AgentSpec { addr: f, weight: 1 }],
+        receivers: vec![a1],
+        credentials: creds.clone(),
+        out: &out,
+        seed: 1,
+        window_ns: 1_000_000_000,
+        deadman: Duration::from_secs(3),
+        events: &events,
+        stop: &stop,
+        log_server: None,
+        collect: controller::Collect::Summaries,
+        check_summaries: false,
+    };
+    let r = horde_agent::flows::run(&text, &opts);
+    a1_stop.store(true, Ordering::Relaxed);
+    let _ = a1_h.join();
+    let notes = notes.take();
+    let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
+    assert_eq!(r.lost, vec!["fake".to_string()], "{:?}", r.agents);
+    let fake_row = r.agents.iter().find(|a| a.name == "fake").unwrap();
+    assert!(fake_row.stats.status.contains("its sender summary") && fake_row.stats.status.contains("did not send"), "{:?}", fake_row.stats.status);
+    let honest_row = r.analysis.flows.iter().find(|x| x.flow == Some(0)).expect("the honest agent's flow is reported");
+    assert!(honest_row.packets >= 90 && honest_row.loss.as_ref().is_some_and(|l| l.lost == 0), "{honest_row:?}");
+    assert!(r.analysis.flows.iter().all(|x| x.flow != Some(1) || x.packets == 0), "nothing of the fake's flow");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["distributed"]["partial"], true);
+    assert!(notes.iter().any(|n| n.contains("fake") && n.contains("left out of the report")), "{notes:#?}");
 }
