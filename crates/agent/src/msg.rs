@@ -425,6 +425,7 @@ mod tests {
 
     #[test]
     fn frames_round_trip_in_any_split() {
+        let req = SummaryRequest { epoch_ns: 5, own_offset_ns: -3, server_offset_ns: 2, owners: vec![(0..10, 4)], window_ns: 1_000, with_logs: true };
         let msgs = vec![
             ToAgent::Hello { protocol: PROTOCOL, version: "0.1.0".into() },
             ToAgent::Time { t1: 42 },
@@ -448,22 +449,8 @@ mod tests {
             ToAgent::Ping,
             ToAgent::Stop,
             ToAgent::Collect,
-            ToAgent::Summarise(Box::new(SummaryRequest {
-                epoch_ns: 5,
-                own_offset_ns: -3,
-                server_offset_ns: 2,
-                owners: vec![(0..10, 4)],
-                window_ns: 0,
-                with_logs: false,
-            })),
-            ToAgent::Live(Box::new(SummaryRequest {
-                epoch_ns: 5,
-                own_offset_ns: -3,
-                server_offset_ns: 2,
-                owners: vec![(0..10, 4)],
-                window_ns: 0,
-                with_logs: false,
-            })),
+            ToAgent::Summarise(Box::new(req.clone())),
+            ToAgent::Live(Box::new(req)),
         ];
         let mut bytes = Vec::new();
         for m in &msgs {

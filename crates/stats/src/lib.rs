@@ -258,38 +258,17 @@ pub fn analyse_collected(c: &Collected, opts: Options) -> Analysis {
         }
         total_late.merge(&late);
         if let Some(l) = &stats.loss {
-            let t = total_loss.get_or_insert_with(LossStats::default);
-            t.sent = match (t.sent, l.sent) {
-                (None, s) if t.expected == 0 => s,
-                (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-            };
-            t.expected = t.expected.saturating_add(l.expected);
-            t.lost = t.lost.saturating_add(l.lost);
-            t.bursts += l.bursts;
-            t.burst_max = t.burst_max.max(l.burst_max);
-            t.duplicates += l.duplicates;
-            t.reordered += l.reordered;
-            for (k, v) in &l.burst_hist {
-                let e = t.burst_hist.entry(*k).or_default();
-                *e = e.saturating_add(*v);
-            }
+            add_loss(total_loss.get_or_insert_with(LossStats::default), l);
         }
         let arrivals = if acc.rx.is_empty() { &acc.echo } else { &acc.rx };
         for a in arrivals {
             first = first.min(a.recv);
             last = last.max(a.recv);
         }
-        out.total.packets += stats.packets;
-        out.total.bytes += stats.bytes;
-        out.total.min_size = if out.total.packets == stats.packets { stats.min_size } else { out.total.min_size.min(stats.min_size) };
-        out.total.max_size = out.total.max_size.max(stats.max_size);
+        add_row(&mut out.total, &stats);
         out.flows.push(stats);
     }
-    if let Some(t) = &mut total_loss {
-        t.loss_pct = pct(t.lost, t.expected);
-        t.burst_mean = if t.bursts > 0 { t.lost as f64 / t.bursts as f64 } else { 0.0 };
-    }
-    out.total.loss = total_loss;
+    out.total.loss = total_loss.map(close_loss);
     out.total.delay = total_delay.finish();
     out.total.send_lateness = total_late.finish();
     if last > first && out.total.packets > 1 {
@@ -304,6 +283,39 @@ pub fn analyse_collected(c: &Collected, opts: Options) -> Analysis {
         out.windows.append(&mut rev);
     }
     out
+}
+
+/// Adds a flow's loss to the total row's (the decode's and the summaries' analyses alike).
+fn add_loss(t: &mut LossStats, l: &LossStats) {
+    t.sent = match (t.sent, l.sent) {
+        (None, s) if t.expected == 0 => s,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+    };
+    t.expected = t.expected.saturating_add(l.expected);
+    t.lost = t.lost.saturating_add(l.lost);
+    t.bursts = t.bursts.saturating_add(l.bursts);
+    t.burst_max = t.burst_max.max(l.burst_max);
+    t.duplicates = t.duplicates.saturating_add(l.duplicates);
+    t.reordered = t.reordered.saturating_add(l.reordered);
+    for (k, v) in &l.burst_hist {
+        let e = t.burst_hist.entry(*k).or_default();
+        *e = e.saturating_add(*v);
+    }
+}
+
+/// The total row's percentage and mean burst, once every flow's loss was added.
+fn close_loss(mut t: LossStats) -> LossStats {
+    t.loss_pct = pct(t.lost, t.expected);
+    t.burst_mean = if t.bursts > 0 { t.lost as f64 / t.bursts as f64 } else { 0.0 };
+    t
+}
+
+/// Adds a flow row's packets, bytes and sizes to the total row's.
+fn add_row(total: &mut FlowStats, stats: &FlowStats) {
+    total.packets = total.packets.saturating_add(stats.packets);
+    total.bytes = total.bytes.saturating_add(stats.bytes);
+    total.min_size = if total.packets == stats.packets { stats.min_size } else { total.min_size.min(stats.min_size) };
+    total.max_size = total.max_size.max(stats.max_size);
 }
 
 fn pct(part: u64, whole: u64) -> f64 {

@@ -9,7 +9,7 @@ use super::{Arrivals, Departures, FlowSummaries};
 use crate::digest::DigestError;
 use crate::digest::{Bins, Signed};
 use crate::metrics::{self, Jitter};
-use crate::{pct, Analysis, DelayAcc, DelayStats, EndStats, FlowEnds, FlowStats, Lateness, LossStats, Window};
+use crate::{add_loss, add_row, close_loss, pct, Analysis, DelayAcc, DelayStats, EndStats, FlowEnds, FlowStats, Lateness, LossStats, Window};
 
 /// One flow direction's parts, each from the one agent that logged it.
 #[derive(Default)]
@@ -112,17 +112,10 @@ pub fn analyse(parts: &[FlowSummaries], receiver_log: bool) -> Result<Analysis, 
             first = first.min(a.first_ns);
             last = last.max(a.last_ns);
         }
-        out.total.packets = out.total.packets.saturating_add(stats.packets);
-        out.total.bytes = out.total.bytes.saturating_add(stats.bytes);
-        out.total.min_size = if out.total.packets == stats.packets { stats.min_size } else { out.total.min_size.min(stats.min_size) };
-        out.total.max_size = out.total.max_size.max(stats.max_size);
+        add_row(&mut out.total, &stats);
         out.flows.push(stats);
     }
-    if let Some(t) = &mut total_loss {
-        t.loss_pct = pct(t.lost, t.expected);
-        t.burst_mean = if t.bursts > 0 { t.lost as f64 / t.bursts as f64 } else { 0.0 };
-    }
-    out.total.loss = total_loss;
+    out.total.loss = total_loss.map(close_loss);
     out.total.delay = total_delay.stats();
     out.total.send_lateness = total_late.and_then(|(n, sum, h)| lateness(n, sum, &h));
     if last > first && out.total.packets > 1 {
@@ -136,24 +129,6 @@ pub fn analyse(parts: &[FlowSummaries], receiver_log: bool) -> Result<Analysis, 
         out.windows.append(&mut rev);
     }
     Ok(out)
-}
-
-/// The total loss row: the flows' added as the decode adds them.
-fn add_loss(t: &mut LossStats, l: &LossStats) {
-    t.sent = match (t.sent, l.sent) {
-        (None, s) if t.expected == 0 => s,
-        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-    };
-    t.expected = t.expected.saturating_add(l.expected);
-    t.lost = t.lost.saturating_add(l.lost);
-    t.bursts = t.bursts.saturating_add(l.bursts);
-    t.burst_max = t.burst_max.max(l.burst_max);
-    t.duplicates = t.duplicates.saturating_add(l.duplicates);
-    t.reordered = t.reordered.saturating_add(l.reordered);
-    for (k, v) in &l.burst_hist {
-        let e = t.burst_hist.entry(*k).or_default();
-        *e = e.saturating_add(*v);
-    }
 }
 
 /// A delay accumulator rebuilt from a summary: its moments in a [`DelayAcc`] (so the figures
