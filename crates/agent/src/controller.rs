@@ -125,6 +125,8 @@ pub(crate) struct Played<'a> {
     pub signalled: bool,
     /// The agents sent summaries instead of logs.
     pub summarised: bool,
+    /// A scenario's `[emu]` network across the agents, taken down when the run is done with.
+    pub _emu: Option<crate::emu_place::EmuAcross<'a>>,
 }
 
 /// Connects to the agents, plans the players (calls `planned` with them, e.g. to count the
@@ -135,20 +137,28 @@ pub(crate) fn play<'a>(
     opts: &ControllerOptions<'a>,
     planned: impl FnOnce(&std::sync::Arc<horde_scenario::Players>),
 ) -> anyhow::Result<Played<'a>> {
-    if sc.emu.is_some() {
-        bail!("{}: [emu] places players on one machine's emulated hosts; a run through agents places them on the agents (run `horde emu` hosts with agents in them instead)", sc.name);
+    if sc.emu.is_some() && sc.regulation.is_some() {
+        bail!("{}: regulated circuits with [emu] run on one machine (`horde run` without --agents)", sc.name);
     }
     std::fs::create_dir_all(opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
     let (scenario, service) = texts(sc, &opts.scenario_dir)?;
     let key = horde_scenario::run_key(sc).map_err(|e| e.into_anyhow())?;
-    let (addrs, server_i) = addresses(&opts.agents, &opts.server)?;
+    // [emu]: the topology up across the agents first (taken down when `emu` is dropped); each
+    // agent's share of the players is its client hosts, the server side goes in the server host
+    let emu = match &sc.emu {
+        Some(p) => Some(crate::emu_place::EmuAcross::up(sc, p, &opts.agents, &opts.credentials, opts.stop, opts.events)?),
+        None => None,
+    };
+    let agents = emu.as_ref().map_or_else(|| opts.agents.clone(), |e| e.weighted());
+    let server_place = emu.as_ref().map_or_else(|| opts.server.clone(), |e| ServerPlace::Agent(e.server_i));
+    let (addrs, server_i) = addresses(&agents, &server_place)?;
     let mut fleet = Fleet::connect(&addrs, &opts.credentials, opts.deadman, opts.events, opts.stop)?;
     let players = plan(sc, &fleet, opts.stop)?;
     planned(&players);
     let (sc2, p2) = (sc.clone(), players.clone());
     fleet.set_categories(Box::new(move |t_s| horde_scenario::categories_at(&sc2, &p2.segments, &p2.roster, t_s)));
     fleet.steer(opts.commands, sc.regulation.is_none().then(|| players.roster.clone()));
-    let weights: Vec<u32> = opts.agents.iter().map(|a| a.weight).collect();
+    let weights: Vec<u32> = agents.iter().map(|a| a.weight).collect();
     let mut shards = horde_scenario::shards(sc.players, &weights).map_err(|e| e.into_anyhow())?;
     shards.resize(addrs.len(), 0..0);
     let ranges: Vec<Option<Range<u32>>> = shards.iter().map(|r| Some(r.clone()).filter(|r| !r.is_empty())).collect();
@@ -161,16 +171,17 @@ pub(crate) fn play<'a>(
     };
     // The server side first, on the server agent's address (the one the controller reached) at
     // the scenario's port; then the players, told where it listens.
-    let listen = SocketAddr::new(addrs[server_i].ip(), sc.server.port());
-    let server = Assignment { server: Some(listen), players: ranges[server_i].clone(), ..base.clone() };
+    let listen = emu.as_ref().map_or_else(|| SocketAddr::new(addrs[server_i].ip(), sc.server.port()), |e| e.listen(sc));
+    let place = |i: usize| emu.as_ref().map(|e| e.place(i));
+    let server = Assignment { server: Some(listen), players: ranges[server_i].clone(), emu: place(server_i), ..base.clone() };
     let ready = fleet.assign(vec![(server_i, server, ranges[server_i].is_some(), true)])?;
     let Some(server_addr) = ready.into_iter().find(|(i, _)| *i == server_i).and_then(|(_, a)| a) else {
         bail!("not starting: the server agent {} did not say where its server side listens", fleet.members[server_i].c.name);
     };
     fleet.note(format!("server side on agent {} at {server_addr}", fleet.members[server_i].c.name));
-    let clients = (0..addrs.len())
-        .filter(|&i| i != server_i)
-        .filter_map(|i| Some((i, Assignment { players: Some(ranges[i].clone()?), server_addr: Some(server_addr), ..base.clone() }, true, false)));
+    let clients = (0..addrs.len()).filter(|&i| i != server_i).filter_map(|i| {
+        Some((i, Assignment { players: Some(ranges[i].clone()?), server_addr: Some(server_addr), emu: place(i), ..base.clone() }, true, false))
+    });
     fleet.assign(clients.collect())?;
     for (m, r) in fleet.members.iter().zip(&ranges) {
         if let Some(r) = r {
@@ -196,7 +207,7 @@ pub(crate) fn play<'a>(
         downstream_lost_stops_all: true,
         missing: &missing,
     });
-    Ok(Played { fleet, players, server_i, ranges, t0, signalled: watched.signalled, summarised: false })
+    Ok(Played { fleet, players, server_i, ranges, t0, signalled: watched.signalled, summarised: false, _emu: emu })
 }
 
 /// The agents' rows, shared by both kinds of scenario: role, players and what each sent and

@@ -34,6 +34,9 @@ pub struct Agents<'a> {
 /// One machine's part as its agent built it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MachinePart {
+    /// The agent's index in the list `up` was given.
+    #[serde(skip)]
+    pub index: usize,
     pub agent: String,
     pub addr: Ipv4Addr,
     /// The part's experiment id on that machine.
@@ -128,7 +131,7 @@ pub fn up(a: &Agents, text: &str, file: &str, exp: Option<String>, live_all: boo
         match r {
             Ok(EmuReply::Up { local, tunnels, seconds, .. }) => {
                 let nodes = (0..plan.nodes.len()).filter(|&n| machine_of[n] == i).map(|n| plan.nodes[n].name.clone()).collect();
-                parts.push(MachinePart { agent: names[i].clone(), addr: addrs[i], local, nodes, tunnels, seconds });
+                parts.push(MachinePart { index: i, agent: names[i].clone(), addr: addrs[i], local, nodes, tunnels, seconds });
             }
             Ok(EmuReply::Failed { message }) => {
                 refused.push(i);

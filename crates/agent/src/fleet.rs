@@ -304,6 +304,7 @@ impl<'a> Fleet<'a> {
             deadman_ms: deadman.as_millis() as u64,
             flows: None,
             bots: None,
+            emu: None,
         }
     }
 

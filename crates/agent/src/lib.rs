@@ -27,6 +27,7 @@ pub mod circuits;
 pub mod clock;
 pub mod controller;
 pub mod emu;
+mod emu_place;
 pub(crate) mod fleet;
 pub mod flows;
 mod flowsum;

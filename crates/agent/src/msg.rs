@@ -184,7 +184,25 @@ pub struct Assignment {
     /// Instead of a scenario's part: game-server bots (`horde bots --agents`).
     #[serde(default)]
     pub bots: Option<BotsJob>,
+    /// A scenario with `[emu]` through agents: where this agent's part runs in the emulated
+    /// network it built (`emu up` before the run).
+    #[serde(default)]
+    pub emu: Option<EmuPlace>,
 }
+
+/// Where an agent's part of a scenario with `[emu]` runs: hosts of its part of experiment `exp`
+/// (the controller's id). Its players go on `clients` in turn (player `p` on
+/// `clients[p % len]`), its server side (if it has it) in host `server`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmuPlace {
+    pub exp: String,
+    pub clients: Vec<String>,
+    pub server: Option<String>,
+}
+
+/// Most client hosts an agent's part may name.
+pub const MAX_EMU_CLIENTS: usize = 20_000;
 
 /// Bots against a game server that this agent runs: the ids `ids` of `total` (names and join
 /// times follow from the id, so the shards of all agents make one ramp).
@@ -444,6 +462,7 @@ mod tests {
                 deadman_ms: 3000,
                 flows: None,
                 bots: None,
+                emu: None,
             })),
             ToAgent::Start { at_ns: 7 },
             ToAgent::Ping,

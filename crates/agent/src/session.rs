@@ -231,6 +231,19 @@ pub fn check_assignment(a: &Assignment) -> Result<(), String> {
     if !DEADMAN_MS.contains(&a.deadman_ms) {
         return Err(format!("deadman_ms must be {}..={} (got {})", DEADMAN_MS.start(), DEADMAN_MS.end(), a.deadman_ms));
     }
+    if let Some(e) = &a.emu {
+        if a.flows.is_some() || a.bots.is_some() {
+            return Err("an emulated placement is for a scenario's part only".into());
+        }
+        crate::agent::emu::check_exp(&e.exp)?;
+        let name_ok = |n: &String| !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if e.clients.len() > crate::msg::MAX_EMU_CLIENTS || !e.clients.iter().chain(&e.server).all(name_ok) {
+            return Err(format!("an emulated placement names at most {} hosts, each 1..=64 letters, digits, '-' or '_'", crate::msg::MAX_EMU_CLIENTS));
+        }
+        if a.players.is_some() && e.clients.is_empty() || e.server.is_some() != a.server.is_some() {
+            return Err("an emulated placement without hosts for its players or its server side".into());
+        }
+    }
     if let Some(b) = &a.bots {
         if a.server.is_some() || a.players.is_some() || a.flows.is_some() {
             return Err("bots and another part in one assignment".into());
@@ -301,6 +314,7 @@ mod tests {
             deadman_ms: 3000,
             flows: None,
             bots: None,
+            emu: None,
         }
     }
 

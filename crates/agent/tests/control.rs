@@ -364,6 +364,7 @@ fn a_controller_that_vanishes_stops_the_agents_traffic() {
         deadman_ms: 3000,
         flows: None,
         bots: None,
+        emu: None,
     }))))
     .unwrap();
     expect(&mut tls, &|m| matches!(m, ToController::Ready { .. }));

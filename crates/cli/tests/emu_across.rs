@@ -20,6 +20,8 @@ const SITES: &str = include_str!("../../../examples/topologies/two-sites.toml");
 /// namespaces on it (10.78.0.10, .1, .2), and the agents running in the machines.
 struct Lab {
     tag: String,
+    /// The LAN's third octet (each test its own: tests run at once).
+    net: u8,
     agents: Vec<Option<Child>>,
     dir: PathBuf,
 }
@@ -29,9 +31,9 @@ impl Lab {
         format!("{}-{n}", self.tag)
     }
 
-    fn setup(dir: &Path) -> Lab {
-        let tag = format!("hx{}", std::process::id() % 100_000);
-        let lab = Lab { tag: tag.clone(), agents: vec![None, None], dir: dir.to_path_buf() };
+    fn setup(dir: &Path, net: u8) -> Lab {
+        let tag = format!("hx{}{net}", std::process::id() % 100_000);
+        let lab = Lab { tag: tag.clone(), net, agents: vec![None, None], dir: dir.to_path_buf() };
         let ip = |args: &[&str]| {
             let o = Command::new("ip").args(args).output().expect("ip (iproute2)");
             assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
@@ -47,19 +49,19 @@ impl Lab {
             ip(&["link", "set", &inside, "netns", &lab.ns(n)]);
             ip(&["link", "set", &port, "netns", &lab.ns("lan")]);
             ip(&["-n", &lab.ns("lan"), "link", "set", &port, "master", "br0", "up"]);
-            ip(&["-n", &lab.ns(n), "addr", "add", &format!("10.78.0.{last}/24"), "dev", &inside]);
+            ip(&["-n", &lab.ns(n), "addr", "add", &format!("10.78.{net}.{last}/24"), "dev", &inside]);
             ip(&["-n", &lab.ns(n), "link", "set", &inside, "up"]);
             ip(&["-n", &lab.ns(n), "link", "set", "lo", "up"]);
         }
         lab
     }
 
-    fn agent_addr(k: usize) -> String {
-        format!("10.78.0.{}:7801", k + 1)
+    fn agent_addr(&self, k: usize) -> String {
+        format!("10.78.{}.{}:7801", self.net, k + 1)
     }
 
-    fn agents_arg() -> String {
-        format!("{},{}", Lab::agent_addr(0), Lab::agent_addr(1))
+    fn agents_arg(&self) -> String {
+        format!("{},{}", self.agent_addr(0), self.agent_addr(1))
     }
 
     /// Starts agent `k` (0 or 1) in its machine and waits until it listens.
@@ -73,7 +75,7 @@ impl Lab {
                 HORDE,
                 "agent",
                 "--listen",
-                &Lab::agent_addr(k),
+                &self.agent_addr(k),
                 "--emu",
                 "--name",
                 &format!("m{}", k + 1),
@@ -100,7 +102,7 @@ impl Lab {
         full.extend(args.iter().map(|s| s.to_string()));
         let at = full.iter().position(|a| a == "--").unwrap_or(full.len());
         let creds = self.dir.join("creds").display().to_string();
-        full.splice(at..at, ["--agents".to_string(), Lab::agents_arg(), "--credentials".into(), creds]);
+        full.splice(at..at, ["--agents".to_string(), self.agents_arg(), "--credentials".into(), creds]);
         Command::new("ip").args(&full).output().unwrap()
     }
 
@@ -220,7 +222,7 @@ fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_do
     let topo = write(&dir, "sites.toml", &SITES.replace("name = \"swb\"\nkind = \"switch\"", "name = \"swb\"\nkind = \"switch\"\nmachine = \"m2\""));
     assert!(std::fs::read_to_string(&topo).unwrap().contains("machine = \"m2\""));
     let exp = "xacr1";
-    let mut lab = Lab::setup(&dir);
+    let mut lab = Lab::setup(&dir, 0);
     lab.start_agent(0);
     lab.start_agent(1);
 
@@ -283,4 +285,57 @@ fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_do
     assert!(ls.contains("m1: no part") && ls.contains("m2: no part"), "{ls}");
     let again = lab.horde(&["emu", "down", exp]);
     assert!(!again.status.success(), "a second down finds nothing");
+}
+
+/// A scenario's `[emu]` players on two machines: `horde run --agents` brings the scenario's
+/// topology up across the agents, gives each agent the players of the client hosts on its
+/// machine, runs the server side in the server host on its machine, and takes the network
+/// down on both when the run ends. Half the players are behind the 10-ms link between the
+/// machines: the up delay's upper percentiles show it, its median does not.
+#[test]
+fn a_scenarios_emulated_players_run_on_two_machines() {
+    if !root_or_skip("a_scenarios_emulated_players_run_on_two_machines") {
+        return;
+    }
+    let dir = tmp("across-run");
+    let creds = dir.join("creds");
+    assert!(Command::new(HORDE).args(["agent", "keygen", "--out"]).arg(&creds).output().unwrap().status.success());
+    write(&dir, "sites.toml", &SITES.replace("loss = \"10%\"\n", ""));
+    let sc = write(
+        &dir,
+        "sc.toml",
+        "name = \"across\"\nservice = \"wow\"\nplayers = 30\nduration = \"8s\"\nseed = 4\nspin_us = 0\nserver = \"127.0.0.1:7900\"\n\
+         [emu]\ntopology = \"sites.toml\"\nclients = [\"a\", \"b\"]\nserver = \"a1\"\n",
+    );
+    let mut lab = Lab::setup(&dir, 1);
+    lab.start_agent(0);
+    lab.start_agent(1);
+    let out = dir.join("out");
+    let o = lab.horde(&["run", sc.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("[emu] across 2 machines") && text.contains("m1 3 client host(s), m2 3 client host(s)"), "{text}");
+    assert!(text.contains("server side on agent m1 at 10.0.0.1:7900"), "the server side in a1, on m1: {text}");
+    assert!(text.contains("taken down on every machine"), "{text}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let d = &s["distributed"];
+    assert_eq!(d["partial"], false, "{d}");
+    let agents = d["agents"].as_array().unwrap();
+    assert!(agents.iter().all(|a| a["status"] == "finished"), "{agents:?}");
+    assert_eq!(s["client"]["flows"].as_array().map(|f| f.len()), Some(30), "every player ran");
+    let shares: Vec<(String, u64)> = agents
+        .iter()
+        .map(|a| (a["name"].as_str().unwrap().to_string(), a["players"]["end"].as_u64().unwrap() - a["players"]["start"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(shares, vec![("m1".to_string(), 15), ("m2".to_string(), 15)], "each machine's players: its 3 client hosts' share");
+    let up = &s["analysis"]["up"];
+    let (p50, p99) = (up["delay_p50_ms"].as_f64().unwrap(), up["delay_p99_ms"].as_f64().unwrap());
+    eprintln!("up delay: p50 {p50} ms, p99 {p99} ms");
+    assert!(p50 < 10.0 && (10.0..100.0).contains(&p99), "half the players cross the 10-ms link: p50 {p50} ms, p99 {p99} ms");
+    // nothing is left on either machine
+    let ls = lab.ok(&["emu", "ls"]);
+    assert!(ls.contains("m1: no part") && ls.contains("m2: no part"), "{ls}");
+    for m in ["m1", "m2"] {
+        assert!(strays(&lab, m).is_empty(), "{m} keeps {:?}", strays(&lab, m));
+    }
 }

@@ -76,6 +76,29 @@ pub fn clean_up_left_parts(opts: &AgentOptions, log: &(dyn Fn(&str) + Sync)) {
     }
 }
 
+/// The namespaces of `hosts` of this agent's part of experiment `exp`, for a scenario's
+/// `[emu]` players and server side through agents: each must be a host built on this machine.
+pub fn host_namespaces(opts: &AgentOptions, exp: &str, hosts: &[String]) -> Result<Vec<std::fs::File>, String> {
+    check_exp(exp)?;
+    if !opts.emu {
+        return Err(format!("agent {} was started without --emu: it has no emulated hosts to run a scenario's [emu] part in", opts.name));
+    }
+    let Some(local) = read_record(&record_path(opts)).into_iter().find(|(e, _)| e == exp).map(|p| p.1) else {
+        return Err(format!("agent {} has no part of experiment {exp}", opts.name));
+    };
+    let (_, plan) = horde_emu::load(&local).map_err(|e| e.to_string())?;
+    hosts
+        .iter()
+        .map(|h| {
+            let i = plan.node(h).ok_or_else(|| format!("no node `{h}` in experiment {exp}"))?;
+            if plan.nodes[i].away.is_some() || plan.nodes[i].kind != horde_topo::Kind::Host {
+                return Err(format!("`{h}` is not a host of this machine's part of experiment {exp}"));
+            }
+            horde_emu::open_node(&local, &plan, h).map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
 /// Does what the controller asked. `own` is this agent's address on the control connection
 /// (what the controller dialled: the tunnels' local address must be it).
 pub fn handle(req: EmuRequest, opts: &AgentOptions, own: Option<IpAddr>, log: &(dyn Fn(&str) + Sync)) -> EmuReply {

@@ -34,8 +34,9 @@ pub(super) fn finished<T: serde::Serialize>(role: &'static str, r: Result<T, Str
 /// What an assignment runs.
 pub(super) enum Work {
     /// A scenario's part: its players' client side and/or its server side; with a
-    /// `[regulation]` table, every player is a regulated circuit (`circuits`).
-    Scenario { sc: Box<Scenario>, players: Arc<horde_scenario::Players>, circuits: Option<Box<CircuitConfig>> },
+    /// `[regulation]` table, every player is a regulated circuit (`circuits`). With `[emu]`,
+    /// `netns`: the emulated hosts its players go on in turn.
+    Scenario { sc: Box<Scenario>, players: Arc<horde_scenario::Players>, circuits: Option<Box<CircuitConfig>>, netns: Vec<Arc<std::fs::File>> },
     /// Flows of a flow file to send (receivers start at prepare).
     Flows { send: Vec<horde_model::Flow>, tap: horde_engine::logger::TapSlot },
     /// Bots against a game server.
@@ -117,9 +118,19 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
     // Nor any value file its distributions name: the controller sent their values inline.
     let mut sc = horde_model::files::without_value_files(|| Scenario::parse_with(&a.scenario, "scenario", nowhere, a.service.as_deref()))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    if sc.emu.is_some() {
-        anyhow::bail!("a scenario with [emu] runs on one machine, not through agents");
-    }
+    // [emu] through agents: the hosts of this machine's part the controller placed it in
+    let (netns, server_ns) = match (&a.emu, sc.emu.is_some()) {
+        (Some(e), true) => {
+            let clients = super::emu::host_namespaces(opts, &e.exp, &e.clients).map_err(anyhow::Error::msg)?;
+            let server = super::emu::host_namespaces(opts, &e.exp, e.server.as_slice()).map_err(anyhow::Error::msg)?;
+            (clients.into_iter().map(Arc::new).collect::<Vec<_>>(), server.into_iter().next())
+        }
+        (None, true) => anyhow::bail!(
+            "a scenario with [emu] goes through agents only placed in the emulated network they built (`horde run --agents` with agents started with --emu)"
+        ),
+        (Some(_), false) => anyhow::bail!("an emulated placement for a scenario without [emu]"),
+        (None, false) => (Vec::new(), None),
+    };
     if a.players_total == 0 || a.players_total > horde_model::scenario::MAX_PLAYERS {
         anyhow::bail!("players_total must be 1..={} (got {})", horde_model::scenario::MAX_PLAYERS, a.players_total);
     }
@@ -139,6 +150,9 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
     let dir = opts.dir.join(&a.run_id);
     std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let circuits = CircuitConfig::of(&sc).map_err(|e| e.into_anyhow())?.map(Box::new);
+    if circuits.is_some() && a.emu.is_some() {
+        anyhow::bail!("regulated circuits with [emu] run on one machine, not through agents");
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let players = Arc::new(horde_scenario::plan(&sc, &stop).map_err(|e| e.into_anyhow())?);
     metrics.players.store(a.players.as_ref().map_or(0, |r| (r.end - r.start) as u64), Ordering::Relaxed);
@@ -157,7 +171,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
                 let listening = |addr| {
                     let _ = atx.send(addr);
                 };
-                let report = match cfg {
+                let serve = || match cfg {
                     // The circuits are in the server side's file (collected); the report counts them.
                     Some(cfg) => {
                         horde_scenario::circuits::serve(&sc2, &cfg, &dir2, key2, &stop2, listening).map(|c| serde_json::json!({ "circuits": c.len() }))
@@ -171,6 +185,12 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
                         horde_scenario::ServeHooks { commands: Some(&commands), live: None, log_tap: server_tap },
                     )
                     .map(|r| serde_json::to_value(r).unwrap_or_default()),
+                };
+                // with [emu], inside the server host (its sockets and threads are made there)
+                let report = match server_ns {
+                    Some(ns) => horde_engine::net::within_netns(&ns, serve)
+                        .unwrap_or_else(|e| Err(horde_scenario::Error::Failed(anyhow::anyhow!("entering the server host: {e}")))),
+                    None => serve(),
                 };
                 let _ = tx.send(finished("server", report.map_err(|e| format!("{:#}", e.into_anyhow()))));
             })?;
@@ -186,7 +206,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
         None => None,
     };
     let server_commands = server.as_ref().map(|_| server_commands);
-    let work = Work::Scenario { sc: Box::new(sc), players, circuits };
+    let work = Work::Scenario { sc: Box::new(sc), players, circuits, netns };
     Ok(Run { server_commands, live, ..Run::prepared(dir, work, a, key, stop, server, progress) })
 }
 
@@ -329,7 +349,7 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
                 let _ = tx.send(finished("bots", report));
             })
         }
-        Work::Scenario { sc, players, circuits } => {
+        Work::Scenario { sc, players, circuits, netns } => {
             let Some(shard) = r.assignment.players.clone() else { return };
             // Players go to the given server side, or to this agent's own.
             let Some(server) = r.assignment.server_addr.or(r.server.as_ref().map(|s| s.1)) else { return };
@@ -349,11 +369,11 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
                 }
                 return;
             }
-            let (sc, players, log) = (sc.clone(), players.clone(), r.dir.join("client.hlog"));
+            let (sc, players, log, netns) = (sc.clone(), players.clone(), r.dir.join("client.hlog"), netns.clone());
             let log_tap = r.live.as_ref().map(|l| l.tap(horde_model::service::Direction::Up)).unwrap_or_default();
             std::thread::Builder::new().name("horde-agent-clients".into()).spawn(move || {
                 wait_until(at_ns, &stop);
-                let c = horde_scenario::Clients { players: &players, shard, server, key, log, log_tap, progress: progress.clone(), netns: Vec::new() };
+                let c = horde_scenario::Clients { players: &players, shard, server, key, log, log_tap, progress: progress.clone(), netns };
                 let report = horde_scenario::run_clients(&sc, &c, &stop).map_err(|e| format!("{e:#}"));
                 drop(c);
                 drop(progress);

@@ -79,7 +79,7 @@ fn flows(r: &Run, req: &SummaryRequest) -> anyhow::Result<()> {
 
 /// The summary from the run's logs, read back.
 fn from_logs(r: &Run, req: &SummaryRequest) -> anyhow::Result<GameDigest> {
-    let Work::Scenario { sc, players, circuits: None } = &r.work else {
+    let Work::Scenario { sc, players, circuits: None, .. } = &r.work else {
         bail!("only a scenario's players and server side, and flows, are summarised (regulated circuits and bots send their logs)");
     };
     let a = &r.assignment;
