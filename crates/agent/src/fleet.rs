@@ -454,7 +454,7 @@ impl<'a> Fleet<'a> {
                     }
                     self.note(format!("players online → {online} from {:.2} s (every agent)", at as f64 / 1e9));
                 }
-                Ok(c) => self.note(format!("command refused: {}: a run through agents has no emulated links", c.describe())),
+                Ok(c) => self.note(format!("command refused: {}: a run through agents changes no emulated link while it runs (not there yet)", c.describe())),
                 Err(m) => self.note(format!("command refused: {m}")),
             }
         }

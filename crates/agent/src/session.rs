@@ -377,6 +377,10 @@ mod tests {
         assert!(matches!(&a[1], Action::Close(w) if w.contains("replayed")));
     }
 
+    fn place(exp: &str, clients: &[&str]) -> crate::msg::EmuPlace {
+        crate::msg::EmuPlace { exp: exp.into(), clients: clients.iter().map(|c| c.to_string()).collect(), server: None }
+    }
+
     #[test]
     fn hostile_assignments_are_refused() {
         for (a, why) in [
@@ -385,6 +389,11 @@ mod tests {
             (Assignment { players: None, ..assignment("x") }, "neither"),
             (Assignment { players: Some(5..5), ..assignment("x") }, "empty"),
             (Assignment { key: "zz".into(), ..assignment("x") }, "key"),
+            // an emulated placement: a valid experiment id, host names only, hosts for its players
+            (Assignment { emu: Some(place("../x", &["a1"])), ..assignment("x") }, "experiment id"),
+            (Assignment { emu: Some(place("abc", &["../../etc"])), ..assignment("x") }, "hosts, each"),
+            (Assignment { emu: Some(place("abc", &[])), ..assignment("x") }, "without hosts"),
+            (Assignment { emu: Some(place("abc", &vec!["h"; crate::msg::MAX_EMU_CLIENTS + 1])), ..assignment("x") }, "at most"),
         ] {
             let mut s = greeted();
             let out = s.on_msg(2, ToAgent::Assign(Box::new(a)), |_| false);

@@ -8,7 +8,7 @@ mod common;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use horde_agent::agent::emu::{handle, refuse_machine_files};
+use horde_agent::agent::emu::{handle, host_namespaces, refuse_machine_files};
 use horde_agent::msg::{EmuReply, EmuRequest};
 use horde_topo::partition::Part;
 
@@ -47,11 +47,16 @@ fn an_agent_refuses_emulator_requests_it_must_not_follow() {
     let mut opts = common::agent_options("127.0.0.1", &d, &d, "m1", "1.0");
     std::fs::create_dir_all(&opts.dir).unwrap();
 
-    // without --emu: every request
+    // without --emu: every request, and a scenario's part placed in emulated hosts
     for req in [EmuRequest::Ls, EmuRequest::Down { exp: "abc".into() }] {
         assert!(failed(handle(req, &opts, own, &log)).contains("started without --emu"));
     }
+    let hosts = ["a".to_string()];
+    assert!(host_namespaces(&opts, "abc", &hosts).unwrap_err().contains("started without --emu"));
     opts.emu = true;
+    // hosts of an experiment it did not build
+    assert!(host_namespaces(&opts, "abc", &hosts).unwrap_err().contains("has no part of experiment abc"));
+    assert!(host_namespaces(&opts, "../x", &hosts).unwrap_err().contains("experiment id"));
     let up = |topology: &str, addr: Ipv4Addr| EmuRequest::Up {
         exp: "abc".into(),
         topology: topology.into(),
