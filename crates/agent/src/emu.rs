@@ -185,6 +185,19 @@ pub fn down(a: &Agents, exp: &str) -> anyhow::Result<Answers> {
     ask_all(a, || EmuRequest::Down { exp: exp.to_string() }, OTHER_WITHIN)
 }
 
+/// Every agent's emulated links of `exp` with their counters, by agent index.
+pub fn stats(a: &Agents, exp: &str) -> anyhow::Result<Vec<(usize, Result<EmuReply, String>)>> {
+    crate::agent::emu::check_exp(exp).map_err(anyhow::Error::msg)?;
+    let ev = |e: &Event| {
+        if let Event::Note(m) = e {
+            (a.note)(m)
+        }
+    };
+    let mut fleet = connect(a, &ev)?;
+    let n = fleet.names().len();
+    Ok(fleet.emu((0..n).map(|i| (i, EmuRequest::Stats { exp: exp.to_string() })).collect(), OTHER_WITHIN, true))
+}
+
 /// Every agent's parts.
 pub fn ls(a: &Agents) -> anyhow::Result<Answers> {
     ask_all(a, || EmuRequest::Ls, OTHER_WITHIN)

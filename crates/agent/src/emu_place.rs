@@ -24,6 +24,9 @@ pub(crate) struct EmuAcross<'a> {
     pub server_i: usize,
     pub server_host: String,
     pub server_ip: IpAddr,
+    /// The topology as planned here, and the agent each node is on.
+    pub plan: horde_topo::Plan,
+    machine_of: Vec<usize>,
     agents: Vec<AgentSpec>,
     credentials: PathBuf,
     events: &'a (dyn Fn(&Event) + Sync),
@@ -55,11 +58,18 @@ impl<'a> EmuAcross<'a> {
             server_i: 0,
             server_host: p.server.clone(),
             server_ip: IpAddr::V4(server_ip),
+            machine_of: vec![usize::MAX; plan.nodes.len()],
+            plan,
             agents: agents.to_vec(),
             credentials: credentials.to_path_buf(),
             events,
         };
         for part in &built.parts {
+            for (k, n) in across.plan.nodes.iter().enumerate() {
+                if part.nodes.contains(&n.name) {
+                    across.machine_of[k] = part.index;
+                }
+            }
             let here = |n: &String| part.nodes.contains(n);
             across.hosts[part.index] = clients.iter().filter(|c| here(c)).cloned().collect();
             if here(&p.server) {
@@ -92,6 +102,53 @@ impl<'a> EmuAcross<'a> {
     /// Agent `i`'s placement.
     pub fn place(&self, i: usize) -> EmuPlace {
         EmuPlace { exp: self.exp.clone(), clients: self.hosts[i].clone(), server: (i == self.server_i).then(|| self.server_host.clone()) }
+    }
+}
+
+impl EmuAcross<'_> {
+    /// Every emulated link's counters as the run left them (asked of the agents after the run,
+    /// before the experiment goes down): each direction from the machine it leaves, which is
+    /// where it is impaired and counted; a link's two ends on one machine come from it whole.
+    /// Only links of the plan are taken. `None` if no agent answered with any.
+    pub fn links(&self) -> Option<Vec<horde_emu::fwd::LinkReport>> {
+        let stop = AtomicBool::new(false);
+        let note = |m: &str| (self.events)(&Event::Note(m.to_string()));
+        let a = crate::emu::Agents { agents: &self.agents, credentials: &self.credentials, stop: &stop, note: &note };
+        let answers = match crate::emu::stats(&a, &self.exp) {
+            Ok(x) => x,
+            Err(e) => {
+                note(&format!("[emu] the emulated links' counters: {e:#}"));
+                return None;
+            }
+        };
+        let node = |name: &str| self.plan.node(name).map(|k| self.machine_of[k]);
+        let mut out: Vec<horde_emu::fwd::LinkReport> = Vec::new();
+        for (i, r) in answers {
+            let links = match r {
+                Ok(crate::msg::EmuReply::Stats { links }) => links,
+                other => {
+                    note(&format!("[emu] agent {}: no link counters ({other:?})", self.agents[i].addr));
+                    continue;
+                }
+            };
+            for l in links {
+                let (Some(ma), Some(mb)) = (node(&l.a), node(&l.b)) else { continue };
+                let slot = match out.iter().position(|x| x.a == l.a && x.b == l.b) {
+                    Some(k) => k,
+                    None => {
+                        out.push(horde_emu::fwd::LinkReport { a: l.a.clone(), b: l.b.clone(), ..Default::default() });
+                        out.len() - 1
+                    }
+                };
+                if ma == i {
+                    out[slot].ab = l.ab.clone();
+                }
+                if mb == i {
+                    out[slot].ba = l.ba.clone();
+                }
+            }
+        }
+        (!out.is_empty()).then_some(out)
     }
 }
 

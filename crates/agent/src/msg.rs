@@ -83,6 +83,9 @@ pub enum EmuRequest {
     /// name without dashes, value), `flags` of `clear`, `down`, `up`. On a link between
     /// machines each machine changes only the direction that leaves it.
     Link { exp: String, a: String, b: String, dir: String, set: Vec<(String, String)>, flags: Vec<String> },
+    /// The counters of every emulated link of `exp` this machine built (a scenario's `[emu]`
+    /// run through agents reports them).
+    Stats { exp: String },
 }
 
 /// An agent's answer to an [`EmuRequest`].
@@ -110,6 +113,11 @@ pub enum EmuReply {
     Link {
         here: bool,
         output: String,
+    },
+    /// Every emulated link of the part built here, its counters both ways (a link between
+    /// machines: the direction that leaves this machine counts, the other is its far end's).
+    Stats {
+        links: Vec<horde_emu::fwd::LinkReport>,
     },
     /// `here` false: the node is not on this machine (nothing ran).
     Exec {

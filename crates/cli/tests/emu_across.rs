@@ -332,6 +332,15 @@ fn a_scenarios_emulated_players_run_on_two_machines() {
     let (p50, p99) = (up["delay_p50_ms"].as_f64().unwrap(), up["delay_p99_ms"].as_f64().unwrap());
     eprintln!("up delay: p50 {p50} ms, p99 {p99} ms");
     assert!(p50 < 10.0 && (10.0..100.0).contains(&p99), "half the players cross the 10-ms link: p50 {p50} ms, p99 {p99} ms");
+    // the emulated links' counters, each direction from the machine it leaves
+    let links = s["emulated_links"].as_array().unwrap_or_else(|| panic!("no emulated_links: {}", s["distributed"]));
+    let wan = links.iter().find(|l| l["a"] == "swa" && l["b"] == "swb").unwrap_or_else(|| panic!("{links:?}"));
+    eprintln!("swa–swb: {wan}");
+    for dir in ["ab", "ba"] {
+        assert!(wan[dir]["packets"].as_u64().unwrap() > 100, "{dir}: {wan}");
+        assert!(wan[dir]["spec"].as_str().unwrap().contains("delay 10.000 ms"), "{dir}: {wan}");
+    }
+    assert!(std::fs::read_to_string(out.join("index.html")).unwrap().contains("swb"), "the topology's picture");
     // nothing is left on either machine
     let ls = lab.ok(&["emu", "ls"]);
     assert!(ls.contains("m1: no part") && ls.contains("m2: no part"), "{ls}");

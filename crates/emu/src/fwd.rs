@@ -84,7 +84,7 @@ fn packet_socket(ifname: &str) -> Result<OwnedFd, EmuError> {
 }
 
 /// Counters of one direction of one link.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DirReport {
     pub packets: u64,
     pub lost: u64,
@@ -131,7 +131,7 @@ impl DirReport {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LinkReport {
     pub a: String,
     pub b: String,

@@ -76,6 +76,20 @@ pub fn clean_up_left_parts(opts: &AgentOptions, log: &(dyn Fn(&str) + Sync)) {
     }
 }
 
+/// The link emulator's counters of this machine's part of `exp` (none without emulated links).
+fn stats(opts: &AgentOptions, exp: &str) -> Result<EmuReply, String> {
+    check_exp(exp)?;
+    let Some(local) = read_record(&record_path(opts)).into_iter().find(|(e, _)| e == exp).map(|p| p.1) else {
+        return Err(format!("agent {} has no part of experiment {exp}", opts.name));
+    };
+    let (meta, _) = horde_emu::load(&local).map_err(|e| e.to_string())?;
+    if meta.impaired_links == 0 {
+        return Ok(EmuReply::Stats { links: Vec::new() });
+    }
+    let r = horde_emu::fwd::request(&local, &horde_emu::fwd::Request::Stats).map_err(|e| format!("the link emulator of part {local}: {e}"))?;
+    Ok(EmuReply::Stats { links: r.links })
+}
+
 /// The namespaces of `hosts` of this agent's part of experiment `exp`, for a scenario's
 /// `[emu]` players and server side through agents: each must be a host built on this machine.
 pub fn host_namespaces(opts: &AgentOptions, exp: &str, hosts: &[String]) -> Result<Vec<std::fs::File>, String> {
@@ -111,6 +125,7 @@ pub fn handle(req: EmuRequest, opts: &AgentOptions, own: Option<IpAddr>, log: &(
         EmuRequest::Ls => Ok(EmuReply::Ls { parts: read_record(&record_path(opts)) }),
         EmuRequest::Exec { exp, node, argv, timeout_ms, detach } => exec(opts, &exp, &node, &argv, timeout_ms, detach),
         EmuRequest::Link { exp, a, b, dir, set, flags } => link(opts, &exp, &a, &b, &dir, &set, &flags),
+        EmuRequest::Stats { exp } => stats(opts, &exp),
     };
     r.unwrap_or_else(|message| EmuReply::Failed { message })
 }
