@@ -271,10 +271,7 @@ pub fn analyse_collected(c: &Collected, opts: Options) -> Analysis {
     out.total.loss = total_loss.map(close_loss);
     out.total.delay = total_delay.finish();
     out.total.send_lateness = total_late.finish();
-    if last > first && out.total.packets > 1 {
-        out.total.duration_s = (last - first) as f64 / 1e9;
-        (out.total.pkt_rate, out.total.bitrate_bps) = metrics::span_rates(out.total.packets, out.total.bytes, out.total.duration_s);
-    }
+    set_span(&mut out.total, first, last);
     if let Some(w) = opts.window_ns {
         let first_send = opts.anchor_ns.unwrap_or_else(|| flows.values().flat_map(|a| a.tx.iter().map(|t| t.2)).min().unwrap_or(first).min(first));
         out.windows = windows(flows, w, first_send, has_receiver);
@@ -308,6 +305,14 @@ fn close_loss(mut t: LossStats) -> LossStats {
     t.loss_pct = pct(t.lost, t.expected);
     t.burst_mean = if t.bursts > 0 { t.lost as f64 / t.bursts as f64 } else { 0.0 };
     t
+}
+
+/// The total row's duration and rates, from its first and last arrival (ns).
+fn set_span(total: &mut FlowStats, first: u64, last: u64) {
+    if last > first && total.packets > 1 {
+        total.duration_s = (last - first) as f64 / 1e9;
+        (total.pkt_rate, total.bitrate_bps) = metrics::span_rates(total.packets, total.bytes, total.duration_s);
+    }
 }
 
 /// Adds a flow row's packets, bytes and sizes to the total row's.

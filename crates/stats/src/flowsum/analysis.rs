@@ -9,7 +9,7 @@ use super::{Arrivals, Departures, FlowSummaries};
 use crate::digest::DigestError;
 use crate::digest::{Bins, Signed};
 use crate::metrics::{self, Jitter};
-use crate::{add_loss, add_row, close_loss, pct, Analysis, DelayAcc, DelayStats, EndStats, FlowEnds, FlowStats, Lateness, LossStats, Window};
+use crate::{add_loss, add_row, close_loss, pct, set_span, Analysis, DelayAcc, DelayStats, EndStats, FlowEnds, FlowStats, Lateness, LossStats, Window};
 
 /// One flow direction's parts, each from the one agent that logged it.
 #[derive(Default)]
@@ -118,10 +118,7 @@ pub fn analyse(parts: &[FlowSummaries], receiver_log: bool) -> Result<Analysis, 
     out.total.loss = total_loss.map(close_loss);
     out.total.delay = total_delay.stats();
     out.total.send_lateness = total_late.and_then(|(n, sum, h)| lateness(n, sum, &h));
-    if last > first && out.total.packets > 1 {
-        out.total.duration_s = (last - first) as f64 / 1e9;
-        (out.total.pkt_rate, out.total.bitrate_bps) = metrics::span_rates(out.total.packets, out.total.bytes, out.total.duration_s);
-    }
+    set_span(&mut out.total, first, last);
     if window_ns > 0 {
         out.windows = windows(&flows, window_ns, has_receiver);
         let mut rev = windows(&back, window_ns, true);
