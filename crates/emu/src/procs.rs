@@ -29,6 +29,17 @@ pub(crate) fn runs_horde(pid: i32) -> bool {
     name.trim_end_matches(" (deleted)") == "horde" || std::env::current_exe().is_ok_and(|me| me == exe)
 }
 
+/// Whether process `pid` sees the same `/run` as this one (device and inode through its root):
+/// Horde's state and named namespaces live there, so a Horde that sees another `/run` (in a
+/// container or a test's sandbox that shares the machine's process ids) is another Horde, and
+/// its daemons are none of this one's business — never orphans to kill.
+fn sees_our_run(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &str| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let ours = id("/run");
+    ours.is_some() && id(&format!("/proc/{pid}/root/run")) == ours
+}
+
 pub(crate) fn netns_inode(pid: i32) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(format!("/proc/{pid}/ns/net")).ok().map(|m| m.ino())
@@ -46,7 +57,7 @@ pub(crate) fn daemon_of(pid: i32, host_ns: Option<u64>) -> Option<String> {
     }
     let exp = std::str::from_utf8(args[3]).ok()?;
     check_id(exp).ok()?;
-    if !runs_horde(pid) {
+    if !runs_horde(pid) || !sees_our_run(pid) {
         return None;
     }
     let ns = netns_inode(pid)?;

@@ -1,0 +1,169 @@
+//! The run's command channel (issue 22): commands written to a running `horde run … --commands -`
+//! stop it with an honest partial report, and steer how many players are online.
+
+use crate::common::*;
+use std::io::Write as _;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// Starts `horde ARGS --commands -` with its standard input open for commands.
+fn steered(args: &[&str]) -> (Child, std::process::ChildStdin, Instant) {
+    let mut child = horde().args(args).args(["--commands", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    (child, stdin, Instant::now())
+}
+
+/// Waits until `t` after `start`, then writes one command line.
+fn at(start: Instant, t: f64, stdin: &mut std::process::ChildStdin, line: &str) {
+    let due = start + Duration::from_secs_f64(t);
+    std::thread::sleep(due.saturating_duration_since(Instant::now()));
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+}
+
+fn summary(p: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Acceptance: a WoW scenario's online target goes 300 → 600 → 150 through the channel; the
+/// online count follows within the join ramp (2 s), both sides agree on every APDU (0
+/// mismatched, 0 lost), no player above the target sends, and the report says what happened.
+#[test]
+fn the_online_target_of_a_running_wow_scenario_follows_the_channel() {
+    let dir = Scratch::new("control-players");
+    let sc = dir.path("wow.toml");
+    std::fs::write(&sc, "service = 'wow'\nplayers = 600\nonline = 300\nduration = '14s'\nseed = 5\njoin = 'uniform(0, 2)'\nspin_us = 0\n").unwrap();
+    let (out, progress) = (dir.path("out"), dir.path("progress.jsonl"));
+    let (child, mut stdin, start) = steered(&["run", sc.to_str().unwrap(), "--out", out.to_str().unwrap(), "--progress-file", progress.to_str().unwrap()]);
+    at(start, 4.0, &mut stdin, r#"{"command":"players","online":600}"#);
+    at(start, 9.0, &mut stdin, "{\"command\":\"players\",\"online\":150}\n{\"command\":\"fly\"}");
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("players online → 600 from") && err.contains("players online → 150 from"), "{err}");
+    assert!(err.contains("command refused") && err.contains("one JSON object per line"), "a wrong line is refused, the run goes on: {err}");
+    let s = summary(&out.join("summary.json"));
+    assert_eq!(s["mismatched"], 0, "both sides decided the same APDUs");
+    let cats = s["analysis"]["categories"].as_array().unwrap();
+    assert_eq!(cats.iter().map(|c| c["up"]["lost"].as_u64().unwrap() + c["down"]["lost"].as_u64().unwrap()).sum::<u64>(), 0);
+    let changes = s["online"].as_array().unwrap();
+    assert_eq!(changes.iter().map(|c| c["online"].as_u64().unwrap()).collect::<Vec<_>>(), vec![300, 600, 150]);
+    let (up_at, down_at) = (changes[1]["at_s"].as_f64().unwrap(), changes[2]["at_s"].as_f64().unwrap());
+    // The online count (players per category, summed) in the progress lines follows.
+    let lines = progress_lines(&progress);
+    let online = |l: &serde_json::Value| l["progress"]["categories"].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum::<u64>();
+    let t = |l: &serde_json::Value| l["progress"]["t_s"].as_f64().unwrap();
+    let when = |a: f64, b: f64| lines.iter().filter(move |l| t(l) > a && t(l) < b).map(online).collect::<Vec<_>>();
+    let before = when(2.5, up_at - 0.5);
+    assert!(!before.is_empty() && before.iter().all(|n| *n == 300), "{before:?}");
+    let raised = when(up_at + 2.5, down_at - 0.5);
+    assert!(!raised.is_empty() && raised.iter().all(|n| *n == 600), "600 within the 2 s ramp: {raised:?}");
+    let cut = when(down_at + 1.0, 13.5);
+    assert!(!cut.is_empty() && cut.iter().all(|n| *n == 150), "{cut:?}");
+    // The logs agree: nobody above the target sent, and the raised players did send.
+    let recs = records(&out.join("client.hlog"));
+    let t0 = s["client"]["t0_real_ns"].as_u64().unwrap();
+    let sent = |r: &&horde_wire::Record| r.kind == horde_wire::RecordKind::Sent;
+    let secs = |r: &horde_wire::Record| r.t_b.saturating_sub(t0) as f64 / 1e9;
+    assert!(recs.iter().filter(sent).all(|r| r.tag >> 8 < 300 || secs(r) >= up_at - 0.01), "a player above 300 sent before the raise");
+    assert!(recs.iter().filter(sent).all(|r| r.tag >> 8 < 150 || secs(r) < down_at + 0.01), "a player above 150 sent after the cut");
+    let raised_players: std::collections::HashSet<u32> = recs.iter().filter(sent).map(|r| r.tag >> 8).filter(|p| *p >= 300).collect();
+    assert!(raised_players.len() > 250, "{} of the 300 raised players sent", raised_players.len());
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(page.contains("players online: 300 → 600 at"), "the report says what happened");
+}
+
+/// Acceptance (scenario kind): a stop command ends the run mid-way with a partial report that
+/// says so.
+#[test]
+fn a_stop_command_ends_a_scenario_with_an_honest_partial_report() {
+    let dir = Scratch::new("control-stop");
+    let sc = dir.path("wow.toml");
+    std::fs::write(&sc, "service = 'wow'\nplayers = 50\nduration = '30s'\nseed = 3\n").unwrap();
+    let out = dir.path("out");
+    let (child, mut stdin, start) = steered(&["run", sc.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    at(start, 4.0, &mut stdin, r#"{"command":"stop"}"#);
+    let o = child.wait_with_output().unwrap();
+    let took = start.elapsed().as_secs_f64();
+    assert_eq!(o.status.code(), Some(130), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(took < 15.0, "stopped at once, not after 30 s: {took:.1} s");
+    let s = summary(&out.join("summary.json"));
+    assert_eq!(s["interruption"]["reason"], "stopped by a command");
+    let at_s = s["interruption"]["at_s"].as_f64().unwrap();
+    assert!(at_s > 1.0 && at_s < 6.0, "{at_s}");
+    assert!(s["interruption"]["analysed_s"].as_f64().unwrap() < at_s, "the statistics cover the time before the stop only");
+    assert_eq!(s["mismatched"], 0);
+    assert!(s["client"]["packets"].as_u64().unwrap() > 100);
+    assert!(std::fs::read_to_string(out.join("index.html")).unwrap().contains("stopped by a command"));
+}
+
+/// Acceptance (regulated kind): a stop command ends a `[regulation]` scenario mid-way; the
+/// report covers the circuits until then and says why it is short.
+#[test]
+fn a_stop_command_ends_a_regulated_run_with_an_honest_partial_report() {
+    let dir = Scratch::new("control-regulated");
+    let sc = dir.path("os.toml");
+    std::fs::write(&sc, "service = 'opensim'\nplayers = 4\nduration = '40s'\nseed = 2\n[regulation]\nthrottle = 'mongoose'\n").unwrap();
+    let out = dir.path("out");
+    let (child, mut stdin, start) = steered(&["run", sc.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    at(start, 5.0, &mut stdin, r#"{"command":"players","online":2}"#);
+    at(start, 6.0, &mut stdin, r#"{"command":"stop"}"#);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(start.elapsed().as_secs_f64() < 20.0);
+    assert!(err.contains("command refused: players: a regulated run"), "{err}");
+    let s = summary(&out.join("summary.json"));
+    assert_eq!(s["interruption"], "stopped by a command", "{s}");
+    let circuits = s["circuits"].as_array().unwrap();
+    assert_eq!(circuits.len(), 4);
+    assert!(circuits.iter().all(|c| c["received_kbps"].as_f64().unwrap() > 10.0), "every circuit carried traffic until the stop");
+}
+
+/// Acceptance (flows kind): `horde send --commands -` stops on a stop command; its report says
+/// interrupted and counts what left.
+#[test]
+fn a_stop_command_ends_a_flow_run_with_an_honest_partial_report() {
+    let dir = Scratch::new("control-flows");
+    let rx = Recv::start(&["--udp", "0", "--tcp", "0"]);
+    let dst = rx.addrs[0].to_string();
+    let json = dir.path("send.json");
+    let (child, mut stdin, start) = steered(&["send", "--dst", &dst, "--rate", "1000", "--size", "100", "--duration", "60s", "--json", json.to_str().unwrap()]);
+    at(start, 3.0, &mut stdin, "{\"command\":\"players\",\"online\":3}\n{\"command\":\"stop\"}");
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    rx.stop();
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(start.elapsed().as_secs_f64() < 15.0);
+    assert!(err.contains("command refused: players online = 3: a flow run has no players target"), "{err}");
+    let r = summary(&json);
+    assert_eq!(r["interrupted"], true);
+    let sent = r["packets"].as_u64().unwrap();
+    assert!((1_000..=4_500).contains(&sent), "about 3 s of 1,000 pkt/s: {sent}");
+}
+
+/// Acceptance (bots kind): a stop command ends a bots run against a real OpenArena server; the
+/// bots leave cleanly and the report covers the time until the stop.
+#[test]
+fn a_stop_command_ends_a_bots_run_with_an_honest_partial_report() {
+    if !std::path::Path::new("/usr/games/openarena-server").exists() {
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI: /usr/games/openarena-server is missing (apt-get install openarena-server)");
+        eprintln!("skipped: /usr/games/openarena-server is not installed");
+        return;
+    }
+    let dir = Scratch::new("control-bots");
+    let (json, out) = (dir.path("bots.json"), dir.path("out"));
+    let args =
+        ["bots", "--start-server", "-n", "4", "-t", "60s", "--ramp", "0s", "--warmup", "2s", "-o", out.to_str().unwrap(), "--json", json.to_str().unwrap()];
+    let (child, mut stdin, start) = steered(&args);
+    at(start, 8.0, &mut stdin, r#"{"command":"stop"}"#);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(start.elapsed().as_secs_f64() < 30.0, "stopped, not after 60 s");
+    let v = summary(&json);
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert_eq!(v["entered"], 4, "{v}");
+    assert_eq!(v["quit_cleanly"], 4, "the bots left cleanly on the stop: {v}");
+    assert!(v["response_ms"]["n"].as_u64().unwrap() > 100, "{v}");
+}

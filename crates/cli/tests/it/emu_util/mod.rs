@@ -1,0 +1,87 @@
+//! Helpers of the emulated-environment tests (`root::`): experiments of the test's own.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const HORDE: &str = env!("CARGO_BIN_EXE_horde");
+
+/// Takes an experiment down when dropped, whatever happened in the test.
+pub struct Down(pub String);
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = horde(&["emu", "down", &self.0, "--purge"]);
+    }
+}
+
+/// A scratch directory of the test's own, removed when dropped.
+pub fn tmp(name: &str) -> horde_testkit::Scratch {
+    horde_testkit::Scratch::new(&format!("emu-{name}"))
+}
+
+pub fn horde(args: &[&str]) -> Output {
+    Command::new(HORDE).args(args).output().unwrap()
+}
+
+/// Runs horde and insists on success.
+pub fn ok(args: &[&str]) -> String {
+    let o = horde(args);
+    assert!(o.status.success(), "horde {args:?} failed: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Horde's namespaces of one experiment.
+pub fn namespaces(exp: &str) -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n == &format!("horde-{exp}") || n.starts_with(&format!("horde-{exp}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One probe through the emulated network: `horde recv` on `dst_node`, `horde send` from
+/// `src_node`; returns the decoder's JSON total.
+pub fn probe(exp: &str, dir: &Path, src_node: &str, dst_node: &str, dst_ip: &str, send_args: &[&str], tag: &str) -> serde_json::Value {
+    let rlog = dir.join(format!("{tag}-r.hlog"));
+    let slog = dir.join(format!("{tag}-s.hlog"));
+    let mut recv = Command::new(HORDE)
+        .args(["emu", "exec", exp, dst_node, "--", HORDE, "recv", "-b", dst_ip, "-p", "9000", "--idle", "3s", "-l"])
+        .arg(&rlog)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // the receiver listens once its node's identity is set up and it has bound (give it time
+    // on a busy machine and a large experiment)
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let dst = format!("{dst_ip}:9000");
+    let mut args = vec!["emu", "exec", exp, src_node, "--", HORDE, "send", "-a", &dst, "-l", slog.to_str().unwrap()];
+    args.extend_from_slice(send_args);
+    ok(&args);
+    assert!(recv.wait().unwrap().success());
+    let out = ok(&["decode", slog.to_str().unwrap(), rlog.to_str().unwrap(), "-q", "--json", "-"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["total"].clone()
+}
+
+/// A process that is not Horde's but whose command line reads `horde emu daemon ID` (a C
+/// program that sleeps a minute, started with argv[0] = "horde").
+pub fn lookalike(dir: &Path, id: &str) -> Option<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    let src = write(dir, "sleeper.c", "#include <unistd.h>\nint main(void) { sleep(60); return 0; }\n");
+    let bin = dir.join("sleeper");
+    let built = Command::new("cc").arg(&src).arg("-o").arg(&bin).status().is_ok_and(|s| s.success());
+    if !built {
+        assert!(std::env::var("CI").is_err(), "CI has a C compiler");
+        eprintln!("skipped the lookalike part: no C compiler");
+        return None;
+    }
+    Some(Command::new(&bin).arg0("horde").args(["emu", "daemon", id]).spawn().unwrap())
+}

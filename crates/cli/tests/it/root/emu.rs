@@ -1,0 +1,461 @@
+//! The emulated environment end to end, as root: a topology goes up, Horde's own probes cross
+//! switches, routers and an impaired link, files go in and out of a node, a link changes while
+//! it runs, and everything goes down again. Then the issue's link setting is measured with the
+//! decoder over ≥ 10,000 packets.
+
+use crate::emu_util::*;
+
+const ROUTED: &str = r#"
+name = "routed"
+[[node]]
+name = "c"
+kind = "host"
+count = 2
+[[node]]
+name = "sw"
+kind = "switch"
+[[node]]
+name = "r1"
+kind = "router"
+[[node]]
+name = "r2"
+kind = "router"
+[[node]]
+name = "srv"
+kind = "host"
+[[link]]
+a = "c"
+b = "sw"
+subnet = "10.1.0.0/24"
+[[link]]
+a = "r1"
+b = "sw"
+[[link]]
+a = "r1"
+b = "r2"
+subnet = "10.255.0.0/30"
+delay = "10ms"
+[[link]]
+a = "r2"
+b = "srv"
+subnet = "10.2.0.0/24"
+"#;
+
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn up_probe_copy_change_down() {
+    horde_testkit::need_root();
+    let dir = tmp("routed");
+    let topo = write(&dir, "routed.toml", ROUTED);
+    let exp = horde_testkit::exp_id();
+    let exp = exp.as_str();
+    let _down = Down(exp.to_string());
+    assert_eq!(ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]).trim(), exp);
+    assert_eq!(namespaces(exp).len(), 6, "fabric + 2 clients + 2 routers + server");
+    assert!(ok(&["emu", "ls"]).contains(exp));
+    let nodes = ok(&["emu", "ls", exp]);
+    assert!(nodes.contains("10.2.0.2") && nodes.contains("r1 → r2"), "{nodes}");
+    // The picture of what was built (Graphviz).
+    let dot = ok(&["emu", "ls", exp, "--dot"]);
+    assert!(dot.starts_with("graph ") && dot.contains("\"r1\" -- \"r2\"") && dot.contains("shape=box") && dot.trim_end().ends_with('}'), "{dot}");
+    // A second experiment with the same id is refused, naming the way out.
+    let again = horde(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("horde emu down"));
+
+    // Through the switch, both routers and the 10 ms link.
+    let t = probe(exp, &dir, "c2", "srv", "10.2.0.2", &["-C", "200", "-c", "200", "-z", "200"], "p1");
+    assert_eq!(t["loss"]["lost"], 0, "{t}");
+    let d = t["delay"]["mean_ms"].as_f64().unwrap();
+    assert!((10.0..12.0).contains(&d), "one-way delay {d} ms over a 10 ms link");
+
+    // Change the link while it runs: 30 ms more each way.
+    let out = ok(&["emu", "link", exp, "r1", "r2", "--delay", "40ms"]);
+    assert!(out.contains("delay 40.000 ms"), "{out}");
+    let t = probe(exp, &dir, "c1", "srv", "10.2.0.2", &["-C", "200", "-c", "200", "-z", "200"], "p2");
+    let d = t["delay"]["mean_ms"].as_f64().unwrap();
+    assert!((40.0..42.0).contains(&d), "one-way delay {d} ms after the change to 40 ms");
+    let bad = horde(&["emu", "link", exp, "c1", "srv", "--delay", "1ms"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no emulated link between c1 and srv"), "{bad:?}");
+
+    // exec: exit codes come back; the working directory is the node's own.
+    assert_eq!(horde(&["emu", "exec", exp, "srv", "--", "sh", "-c", "exit 7"]).status.code(), Some(7));
+    let pwd = ok(&["emu", "exec", exp, "srv", "--", "pwd"]);
+    assert!(pwd.trim().ends_with(&format!("{exp}/node/srv")), "{pwd}");
+    let bad = horde(&["emu", "exec", exp, "nosuch", "--", "true"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no node `nosuch`"));
+
+    // cp in and out of a node's directory.
+    let src = write(&dir, "in.txt", "hello node\n");
+    ok(&["emu", "cp", exp, src.to_str().unwrap(), "srv:in.txt"]);
+    assert_eq!(ok(&["emu", "exec", exp, "srv", "--", "cat", "in.txt"]), "hello node\n");
+    let back = dir.join("back.txt");
+    ok(&["emu", "cp", exp, "srv:in.txt", back.to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), "hello node\n");
+    assert!(!horde(&["emu", "cp", exp, "srv:../../x", back.to_str().unwrap()]).status.success());
+
+    let out = ok(&["emu", "down", exp, "--purge"]);
+    assert!(out.contains("down"));
+    assert!(namespaces(exp).is_empty());
+    assert!(!std::path::Path::new(&format!("/run/horde/emu/{exp}")).exists());
+    assert!(!horde(&["emu", "down", exp, "--purge"]).status.success(), "a second down says there is nothing");
+}
+
+const PAIR: &str = r#"
+name = "pair"
+[[node]]
+name = "a"
+kind = "host"
+[[node]]
+name = "b"
+kind = "host"
+[[link]]
+a = "a"
+b = "b"
+subnet = "10.9.0.0/30"
+delay = "20ms"
+jitter = "5ms"
+loss = "1%"
+rate = "10mbit"
+"#;
+
+/// The issue's setting, measured by Horde's decoder on this machine (userspace path): delay and
+/// loss from 5,000 light-load packets (Poisson, 100/s), the rate from an overload. (The
+/// ≥ 10,000-packet measurement is bench/emu-link.sh.)
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn impaired_link_matches_its_setting() {
+    horde_testkit::need_root();
+    let dir = tmp("pair");
+    let topo = write(&dir, "pair.toml", PAIR);
+    let exp = horde_testkit::exp_id();
+    let exp = exp.as_str();
+    let _down = Down(exp.to_string());
+    ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    let t = probe(exp, &dir, "a", "b", "10.9.0.2", &["--idt", "exponential(10)", "-c", "100", "-z", "5000", "--seed", "3"], "light");
+    let sent = t["loss"]["expected"].as_u64().unwrap();
+    let lost = t["loss"]["lost"].as_u64().unwrap();
+    let delay = t["delay"]["mean_ms"].as_f64().unwrap();
+    let loss = lost as f64 / sent as f64;
+    eprintln!("light load: {sent} packets, mean one-way delay {delay:.3} ms, loss {:.3} %", loss * 100.0);
+    assert!(sent >= 5_000);
+    assert!((19.0..=21.0).contains(&delay), "mean delay {delay} ms not within 5 % of 20 ms");
+    // 1 % ± 3 standard errors (± 0.42 % absolute at 5,000 packets)
+    let se = (0.01f64 * 0.99 / sent as f64).sqrt();
+    assert!((loss - 0.01).abs() <= 3.0 * se, "loss {loss} vs 1 % (3 s.e. = {})", 3.0 * se);
+
+    // Overload at 15 Mbit/s: the link delivers 10 Mbit/s of frames (payload + 42 B of headers).
+    let t = probe(exp, &dir, "a", "b", "10.9.0.2", &["-C", "1875", "-c", "1000", "-t", "5s"], "over");
+    let pkts = t["packets"].as_f64().unwrap();
+    let secs = t["duration_s"].as_f64().unwrap();
+    let rate = pkts * (1000.0 + 42.0) * 8.0 / secs;
+    eprintln!("overload: {pkts} frames in {secs:.3} s = {:.3} Mbit/s on the wire", rate / 1e6);
+    assert!((rate / 10e6 - 1.0).abs() <= 0.05, "delivered {rate} bit/s, set 10 Mbit/s");
+    ok(&["emu", "down", exp, "--purge"]);
+}
+
+/// The kernel path: where netem exists, the link gets a netem qdisc and the probe sees its
+/// delay; where it does not (this project's CI kernel), forcing it fails with an error that
+/// names netem and the way out, and nothing is left behind.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn netem_path_where_the_kernel_has_it() {
+    horde_testkit::need_root();
+    let dir = tmp("netem");
+    let topo = write(&dir, "n.toml", "name = \"n\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"10.8.0.0/30\"\ndelay = \"10ms\"\n");
+    let exp = horde_testkit::exp_id();
+    let exp = exp.as_str();
+    let _down = Down(exp.to_string());
+    let out = std::process::Command::new(HORDE).args(["emu", "up", topo.to_str().unwrap(), "--id", exp]).env("HORDE_EMU_NETEM", "force").output().unwrap();
+    if horde_emu::kernel_has_netem() {
+        assert!(out.status.success(), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("1 by kernel netem"), "{out:?}");
+        let t = probe(exp, &dir, "a", "b", "10.8.0.2", &["-C", "100", "-c", "100", "-z", "100"], "n");
+        let d = t["delay"]["mean_ms"].as_f64().unwrap();
+        assert!((10.0..11.0).contains(&d), "netem delay {d} ms");
+        ok(&["emu", "down", exp, "--purge"]);
+    } else {
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("netem qdisc") && err.contains("--userspace"), "{err}");
+        assert!(namespaces(exp).is_empty(), "a failed up leaves nothing");
+        assert!(!std::path::Path::new(&format!("/run/horde/emu/{exp}")).exists());
+    }
+}
+
+/// `horde run` with `[emu]`: WoW players on 200 client hosts behind the access network's 20 ms
+/// bottleneck; the report shows the bottleneck and the topology is gone afterwards.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn run_places_players_on_emulated_hosts() {
+    horde_testkit::need_root();
+    let dir = tmp("run");
+    write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
+    let sc = write(
+        &dir,
+        "sc.toml",
+        "service = \"wow\"\nplayers = 120\nduration = \"8s\"\nseed = 5\n[emu]\ntopology = \"access.toml\"\nclients = [\"client\"]\nserver = \"server\"\n",
+    );
+    let out = dir.join("out");
+    let o = std::process::Command::new(HORDE).args(["run", sc.to_str().unwrap(), "-q", "--out", out.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let exp = err.split("as experiment ").nth(1).and_then(|s| s.split_whitespace().next()).expect("experiment id in the output");
+    assert!(namespaces(exp).is_empty(), "the run takes its topology down");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["server_connections"], 120, "every player connected through the routers");
+    assert_eq!(s["mismatched"], 0);
+    for c in s["analysis"]["categories"].as_array().unwrap() {
+        let up = &c["up"];
+        if up["received"].as_u64().unwrap_or(0) >= 20 {
+            let p50 = up["delay_p50_ms"].as_f64().unwrap();
+            assert!((20.0..60.0).contains(&p50), "{}: upstream delay p50 {p50} ms behind the 20 ms bottleneck", c["category"]);
+        }
+    }
+    let links = &s["emulated_links"];
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("Emulated network") && html.contains("r1 → r2"), "the report shows the emulated links");
+    assert!(links[0]["ab"]["packets"].as_u64().unwrap() > 100, "{links}");
+    assert!(links[0]["ab"]["lost"].as_u64().unwrap() > 0, "1 % loss on the bottleneck: {links}");
+    // A picture of the topology, and the bottleneck's queue and drops over time.
+    let topo = std::fs::read_to_string(out.join("charts/topology.svg")).unwrap();
+    assert!(topo.contains("r1") && topo.contains("r2") && topo.contains("class=\"series\""), "{topo}");
+    assert!(out.join("charts/link-r1-r2-queue.svg").is_file() && out.join("charts/link-r1-r2-drops.svg").is_file());
+    assert!(s["emulated_link_series"][0]["points"].as_array().unwrap().len() >= 3, "sampled once a second");
+}
+
+/// Acceptance (issue 22): a link of a running emulated scenario changes through the command
+/// channel — the r1–r2 bottleneck's delay goes from 20 ms to 250 ms at 4 s, and the players'
+/// APDUs that cross it after the change take that long; a link that is not there is refused
+/// and the run goes on.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
+    use std::io::Write as _;
+    horde_testkit::need_root();
+    let dir = tmp("run-link");
+    write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
+    let sc = write(
+        &dir,
+        "sc.toml",
+        "service = \"wow\"\nplayers = 40\nduration = \"10s\"\nseed = 5\n[emu]\ntopology = \"access.toml\"\nclients = [\"client\"]\nserver = \"server\"\n",
+    );
+    let out = dir.join("out");
+    let mut child = std::process::Command::new(HORDE)
+        .args(["run", sc.to_str().unwrap(), "-q", "--out", out.to_str().unwrap(), "--commands", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The topology takes a moment to come up; the players' clock starts after it.
+    let mut err = child.stderr.take().unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    while !seen.contains("as experiment ") {
+        let n = std::io::Read::read(&mut err, &mut buf).unwrap();
+        assert!(n > 0, "{seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    writeln!(stdin, r#"{{"command":"link","a":"r1","b":"nope","set":{{"delay":"1ms"}}}}"#).unwrap();
+    writeln!(stdin, r#"{{"command":"link","a":"r1","b":"r2","set":{{"delay":"250ms"}}}}"#).unwrap();
+    stdin.flush().unwrap();
+    let changed_at = std::time::Instant::now();
+    // a player's access link fails for a second and comes back (issue 24); `state` goes alone
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    writeln!(stdin, r#"{{"command":"link","a":"client1","b":"sw1","state":"down","set":{{"delay":"1ms"}}}}"#).unwrap();
+    writeln!(stdin, r#"{{"command":"link","a":"client1","b":"sw1","state":"down"}}"#).unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    writeln!(stdin, r#"{{"command":"link","a":"client1","b":"sw1","state":"up"}}"#).unwrap();
+    stdin.flush().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    seen.push_str(&rest);
+    assert!(child.wait().unwrap().success(), "{seen}");
+    assert!(seen.contains("command refused: link r1–nope"), "{seen}");
+    assert!(seen.contains("link r1–r2 (both) changed:") && seen.contains("delay 250.000 ms"), "{seen}");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["mismatched"], 0);
+    assert!(s["emulated_links"][0]["ab"]["spec"].as_str().unwrap().contains("delay 250.000 ms"), "{}", s["emulated_links"]);
+    assert!(seen.contains("`state` goes alone") && seen.contains("link client1 – sw1: down") && seen.contains("link client1 – sw1: up"), "{seen}");
+    let events: Vec<String> = s["network_events"].as_array().unwrap().iter().map(|e| e["what"].as_str().unwrap().to_string()).collect();
+    assert_eq!(events, ["r1–r2 changed", "client1 – sw1: down", "client1 – sw1: up"], "{}", s["network_events"]);
+    let chart = std::fs::read_to_string(out.join("charts/link-r1-r2-queue.svg")).unwrap();
+    assert!(chart.contains("client1 – sw1: down") && chart.contains("r1–r2 changed"), "the events are marked on the time charts");
+    // Upstream APDUs at the server: 20–100 ms before the change, ≥ 250 ms a second after it.
+    let recs = horde_stats::load(&std::fs::read(out.join("server.hlog")).unwrap()).unwrap().records;
+    let now_real = horde_sys::clock::real_ns();
+    let change_real = now_real - changed_at.elapsed().as_nanos() as u64;
+    let received: Vec<_> = recs.iter().filter(|r| r.kind == horde_wire::RecordKind::Received).collect();
+    let delay_ms = |r: &&horde_wire::Record| r.t_b.saturating_sub(r.t_a) as f64 / 1e6;
+    let before: Vec<f64> = received.iter().filter(|r| r.t_b + 500_000_000 < change_real).map(delay_ms).collect();
+    let after: Vec<f64> = received.iter().filter(|r| r.t_a > change_real + 1_000_000_000).map(delay_ms).collect();
+    assert!(before.len() > 50 && after.len() > 50, "{} before, {} after", before.len(), after.len());
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (b, a) = (median(before), median(after));
+    assert!((20.0..100.0).contains(&b) && (250.0..400.0).contains(&a), "upstream delay median {b:.1} ms before, {a:.1} ms after the change");
+}
+
+/// Live loss (issue 23): Quake 3 players (UDP) behind a link that drops 5 % each way; each
+/// progress line's second of departures, counted 3 s later, shows that loss — by second of
+/// departure, so it needs no sequence numbers — and it agrees with the report's.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn live_loss_each_way_follows_a_lossy_link() {
+    horde_testkit::need_root();
+    let dir = tmp("live-loss");
+    write(
+        &dir,
+        "lossy.toml",
+        "name = \"lossy\"\n[[node]]\nname = \"c\"\nkind = \"host\"\ncount = 4\n[[node]]\nname = \"sw\"\nkind = \"switch\"\n\
+         [[node]]\nname = \"r1\"\nkind = \"router\"\n[[node]]\nname = \"srv\"\nkind = \"host\"\n\
+         [[link]]\na = \"c\"\nb = \"sw\"\nsubnet = \"10.1.0.0/24\"\n[[link]]\na = \"r1\"\nb = \"sw\"\n\
+         [[link]]\na = \"r1\"\nb = \"srv\"\nsubnet = \"10.2.0.0/24\"\ndelay = \"5ms\"\nloss = \"5%\"\n",
+    );
+    let sc = write(
+        &dir,
+        "sc.toml",
+        "service = \"quake3\"\nplayers = 20\nduration = \"10s\"\nseed = 5\n[emu]\ntopology = \"lossy.toml\"\nclients = [\"c\"]\nserver = \"srv\"\n",
+    );
+    let (out, prog) = (dir.join("out"), dir.join("progress.jsonl"));
+    ok(&["run", sc.to_str().unwrap(), "-q", "--out", out.to_str().unwrap(), "--progress", "json", "--progress-file", prog.to_str().unwrap()]);
+    let losses: Vec<serde_json::Value> = std::fs::read_to_string(&prog)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["progress"].get("loss").cloned())
+        .collect();
+    assert!(losses.len() >= 5, "a second's loss on most ticks: {losses:?}");
+    let sum = |k: &str| losses.iter().map(|l| l[k].as_u64().unwrap()).sum::<u64>();
+    for (dir, sent, lost) in [("up", sum("up_sent"), sum("up_lost")), ("down", sum("down_sent"), sum("down_lost"))] {
+        let f = lost as f64 / sent as f64;
+        let se = (0.05f64 * 0.95 / sent as f64).sqrt();
+        eprintln!("live {dir}: {lost} of {sent} lost = {:.2} % (4 s.e. = {:.2} %)", f * 100.0, 4.0 * se * 100.0);
+        assert!(sent >= 1_000 && (f - 0.05).abs() <= 4.0 * se, "{dir}: live loss {f} vs the link's 5 % ({losses:?})");
+    }
+    // the report (from the logs) says the same within the sampling error of both
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let (mut up, mut down) = ((0u64, 0u64), (0u64, 0u64)); // (sent, lost)
+    for c in s["analysis"]["categories"].as_array().unwrap() {
+        for (d, acc) in [("up", &mut up), ("down", &mut down)] {
+            acc.0 += c[d]["sent"].as_u64().unwrap_or(0);
+            acc.1 += c[d]["lost"].as_u64().unwrap_or(0);
+        }
+    }
+    for (dir, (sent, lost), live) in
+        [("up", up, sum("up_lost") as f64 / sum("up_sent") as f64), ("down", down, sum("down_lost") as f64 / sum("down_sent") as f64)]
+    {
+        let f = lost as f64 / sent as f64;
+        eprintln!("report {dir}: {lost} of {sent} lost = {:.2} %", f * 100.0);
+        assert!(sent > 0 && (f - live).abs() <= 0.02, "{dir}: report {f} vs live {live}");
+    }
+}
+
+/// A switch with more links than a Linux bridge holds ports (1,024) is built as a tree of
+/// bridges (issue 24), spread over more than one fabric namespace (600 ports each): 1,500 hosts
+/// on one switch come up, hosts on different bridges and shards reach each other, a host on an
+/// impaired link to the last bridge (its end in a shard, the link emulator's in the fabric)
+/// gets its delay, and a port in a shard goes down and comes back up.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
+    horde_testkit::need_root();
+    let dir = tmp("big-switch");
+    let topo = write(
+        &dir,
+        "star.toml",
+        "name = \"star\"\n[[node]]\nname = \"h\"\nkind = \"host\"\ncount = 1500\n[[node]]\nname = \"x\"\nkind = \"host\"\n[[node]]\nname = \"sw\"\nkind = \"switch\"\n[[link]]\na = \"h\"\nb = \"sw\"\nsubnet = \"10.50.0.0/16\"\n[[link]]\na = \"x\"\nb = \"sw\"\ndelay = \"2ms\"\n",
+    );
+    let exp = horde_testkit::exp_id();
+    let exp = exp.as_str();
+    let _down = Down(exp.to_string());
+    ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    // listed and drawn grouped (a row and a vertex for the 1,500 hosts), every node on request
+    let grouped = ok(&["emu", "ls", exp]);
+    assert!(grouped.lines().count() < 10 && grouped.contains("h1 … h1500") && grouped.contains("×1500"), "{grouped}");
+    let dot = ok(&["emu", "ls", exp, "--dot"]);
+    assert!(dot.lines().count() < 12 && dot.contains("×1500"), "{dot}");
+    let ls = ok(&["emu", "ls", exp, "--all"]);
+    assert_eq!(ls.lines().filter(|l| l.starts_with('h')).count(), 1500, "{ls}");
+    let addr = |n: &str| ls.lines().find(|l| l.split_whitespace().next() == Some(n)).and_then(|l| l.split_whitespace().last()).unwrap().to_string();
+    for far in ["h1500", "h777"] {
+        let t = probe(exp, &dir, "h1", far, &addr(far), &["-C", "50", "-c", "50", "-z", "100"], far); // 100 packets
+        assert_eq!((t["packets"].as_u64(), t["loss"]["lost"].as_u64()), (Some(100), Some(0)), "h1 → {far}: {t}");
+    }
+    assert!(namespaces(exp).iter().filter(|n| n.contains("-.f")).count() >= 2, "shards: {:?}", namespaces(exp));
+    let t = probe(exp, &dir, "h1", "x", &addr("x"), &["-C", "50", "-c", "50", "-z", "100"], "x");
+    assert_eq!((t["packets"].as_u64(), t["loss"]["lost"].as_u64()), (Some(100), Some(0)), "h1 → x: {t}");
+    let min = t["delay"]["min_ms"].as_f64().unwrap_or_else(|| panic!("owd: {t}"));
+    assert!(min >= 1.9, "the impaired link's 2 ms: {t}");
+    ok(&["emu", "link", exp, "h1500", "sw", "--down"]);
+    ok(&["emu", "link", exp, "h1500", "sw", "--up"]);
+    let t = probe(exp, &dir, "h1", "h1500", &addr("h1500"), &["-C", "50", "-c", "50", "-z", "100"], "again");
+    assert_eq!((t["packets"].as_u64(), t["loss"]["lost"].as_u64()), (Some(100), Some(0)), "h1 → h1500 after down/up: {t}");
+    ok(&["emu", "down", exp, "--purge"]);
+    assert!(namespaces(exp).is_empty());
+}
+
+/// An impaired link that cannot keep up loses frames before its daemon reads them (its socket's
+/// buffer overflows); those frames are the link's, and its counters say so (issue 24). The
+/// forwarder is held still (SIGSTOP) for 3 s of a 40,000 pkt/s flow — more than its socket
+/// holds — then let go: every frame sent is received, or counted lost by the link, or by the
+/// receiving host's own UDP buffer.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn an_overloaded_link_counts_the_frames_it_lost() {
+    horde_testkit::need_root();
+    let dir = tmp("overrun");
+    let topo = write(
+        &dir,
+        "pair.toml",
+        "name = \"over\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"10.9.0.0/30\"\ndelay = \"1ms\"\n",
+    );
+    let exp = horde_testkit::exp_id();
+    let exp = exp.as_str();
+    let _down = Down(exp.to_string());
+    ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    let daemon: i32 = std::fs::read_to_string(format!("/run/horde/emu/{exp}/ready")).unwrap().trim().parse().unwrap();
+    let rjson = dir.join("r.json");
+    let sjson = dir.join("s.json");
+    let mut recv = std::process::Command::new(HORDE)
+        .args(["emu", "exec", exp, "b", "--", HORDE, "recv", "-b", "10.9.0.2", "-p", "9000", "--idle", "3s", "--json"])
+        .arg(&rjson)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let pause = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        // SAFETY: signalling the experiment's own daemon.
+        unsafe { libc::kill(daemon, libc::SIGSTOP) };
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        // SAFETY: as above.
+        unsafe { libc::kill(daemon, libc::SIGCONT) };
+    });
+    ok(&["emu", "exec", exp, "a", "--", HORDE, "send", "-a", "10.9.0.2:9000", "-C", "40000", "-c", "64", "-t", "5s", "--json", sjson.to_str().unwrap()]);
+    pause.join().unwrap();
+    assert!(recv.wait().unwrap().success());
+    let read = |p: &std::path::Path| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    let sent = read(&sjson)["packets"].as_u64().unwrap();
+    let got = read(&rjson)["packets"].as_u64().unwrap();
+    let links: serde_json::Value = serde_json::from_str(&ok(&["emu", "link", exp, "a", "b", "--json"])).unwrap();
+    let ab = &links[0]["ab"];
+    let n = |k: &str| ab[k].as_u64().unwrap();
+    let link_lost = n("lost") + n("queue_drops") + n("overflow_drops") + n("send_errors") + n("rx_overrun") + n("tx_overrun");
+    // the receiving host's own UDP buffer (not the link's doing)
+    let snmp = ok(&["emu", "exec", exp, "b", "--", "cat", "/proc/net/snmp"]);
+    let udp: Vec<Vec<&str>> = snmp.lines().filter(|l| l.starts_with("Udp:")).map(|l| l.split_whitespace().collect()).collect();
+    let col = udp[0].iter().position(|h| *h == "RcvbufErrors").unwrap();
+    let host_lost: u64 = udp[1][col].parse().unwrap();
+    eprintln!("sent {sent}, received {got}, lost by the link {link_lost} (overrun {}), by b's UDP buffer {host_lost}; {ab}", n("rx_overrun"));
+    assert!(sent > 150_000, "the sender kept its rate: {sent}");
+    assert!(n("rx_overrun") > 10_000, "3 s of 40,000 pkt/s cannot fit the link's socket: {ab}");
+    assert_eq!(sent, got + link_lost + host_lost, "every frame is received or counted lost somewhere");
+    // frames read + frames overrun = frames offered (the flow, and a few ARP frames)
+    assert!((n("packets") + n("rx_overrun")).abs_diff(sent) <= 10, "{sent} sent: {ab}");
+    ok(&["emu", "down", exp, "--purge"]);
+}

@@ -1,0 +1,293 @@
+//! The live console's API without a browser (issue 23): the token, Host and Origin guard every
+//! request; a scenario starts from the API with `horde run`'s checks and messages; its event
+//! stream is the `--progress json` type, numbered, and resumes after a reconnect without a gap;
+//! commands reach the run (bad ones refused as the CLI refuses them); a stop gives a partial
+//! report that the console serves and lists with its verdicts.
+
+use crate::common::console::*;
+use crate::common::*;
+use std::time::Duration;
+
+#[test]
+fn requests_without_the_token_or_from_elsewhere_are_refused() {
+    let dir = Scratch::new("ui-guard");
+    let c = console(&dir.path("runs"));
+    assert_eq!(http(&c, "GET", "/api/v1/runs", &[], "").status, 401, "no token");
+    assert_eq!(http(&c, "GET", "/api/v1/runs", &[("Authorization", "Bearer 0000")], "").status, 401, "a wrong token");
+    assert_eq!(http(&c, "GET", "/api/v1/runs/1/events", &[], "").status, 401, "the event stream too");
+    let bearer = format!("Bearer {}", c.token);
+    let r = http(&c, "GET", "/api/v1/runs", &[("Authorization", &bearer), ("Host", "attacker.example:7070")], "");
+    assert_eq!(r.status, 403, "DNS rebinding: {}", r.body);
+    let r = http(&c, "POST", "/api/v1/runs/1/commands", &[("Authorization", &bearer), ("Origin", "http://attacker.example")], r#"{"command":"stop"}"#);
+    assert_eq!(r.status, 403, "another site's page: {}", r.body);
+    assert!(r.body.contains("another site"), "{}", r.body);
+    // The printed URL sets the cookie and drops the token from the address; the cookie opens the page.
+    let r = http(&c, "GET", &format!("/?token={}", c.token), &[], "");
+    assert_eq!(r.status, 303);
+    assert!(r.head.contains("HttpOnly") && r.head.contains("SameSite=Strict"), "{}", r.head);
+    let cookie = format!("horde_ui={}", c.token);
+    let r = http(&c, "GET", "/", &[("Cookie", &cookie)], "");
+    assert!(r.status == 200 && r.body.contains("Horde console") && r.head.contains("frame-ancestors 'none'"), "{} {}", r.status, r.head);
+    assert_eq!(http(&c, "GET", "/assets/uplot.js", &[("Cookie", &cookie)], "").status, 200, "the libraries are inside the binary");
+    let big = "x".repeat(200 * 1024);
+    assert_eq!(authed(&c, "POST", "/api/v1/runs", &big).status, 413, "bounded bodies");
+    let doc: serde_json::Value = serde_json::from_str(&authed(&c, "GET", "/api/v1/openapi.json", "").body).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+}
+
+/// Acceptance (API): start, watch, resume, steer, stop, report, past runs.
+#[test]
+fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {
+    let dir = Scratch::new("ui-run");
+    let runs = dir.path("runs");
+    let c = console(&runs);
+    let sc = dir.path("wow.toml");
+    std::fs::write(&sc, "service = 'wow'\nplayers = 200\nonline = 100\nduration = '20s'\nseed = 5\njoin = 'uniform(0, 1)'\nspin_us = 0\n").unwrap();
+    let start = |body: String| authed(&c, "POST", "/api/v1/runs", &body);
+    let r = start(r#"{"scenario": "/nonexistent/x.toml"}"#.into());
+    assert!(r.status == 400 && r.body.contains("/nonexistent/x.toml"), "{} {}", r.status, r.body);
+    let r = start(format!(r#"{{"scenario": "{}", "online": 500}}"#, sc.display()));
+    assert!(r.status == 400 && r.body.contains("more than the run's 200 players"), "the CLI's message: {}", r.body);
+    let r = start(r#"{"form": {"service": "wow", "players": 10, "duration": "5s", "colour": "red"}}"#.into());
+    assert!(r.status == 400 && r.body.contains("colour"), "a form's unknown field is named as in a file: {}", r.body);
+    let r = start(format!(r#"{{"scenario": "{}", "form": {{}}}}"#, sc.display()));
+    assert!(r.status == 400 && r.body.contains("give one of scenario"), "{}", r.body);
+    let schema: serde_json::Value = serde_json::from_str(&authed(&c, "GET", "/api/v1/scenario-schema", "").body).unwrap();
+    assert!(schema["required"].as_array().unwrap().iter().any(|x| x == "players"), "{schema}");
+    let r = start(format!(r#"{{"scenario": "{}", "colour": 1}}"#, sc.display()));
+    assert!(r.status == 400 && r.body.contains("colour"), "an unknown field is named: {}", r.body);
+    let r = start(format!(r#"{{"scenario": "{}"}}"#, sc.display()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let info: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let id = info["id"].as_u64().unwrap();
+    let events = format!("/api/v1/runs/{id}/events");
+    // Watch until 3 progress lines, then drop the stream.
+    let progress = |v: &[(u64, serde_json::Value)]| v.iter().filter(|e| e.1["event"] == "progress").count();
+    let first = sse(&c, &events, None, Duration::from_secs(30), |v| progress(v) >= 3);
+    assert!(progress(&first) >= 3, "{first:?}");
+    assert!(first.iter().any(|e| e.1["event"] == "planned"), "the plan is a line of the stream");
+    for w in first.windows(2) {
+        assert_eq!(w[1].0, w[0].0 + 1, "numbered without gaps");
+    }
+    // Commands: refused as the CLI refuses them, or passed on.
+    let cmd = |body: &str| authed(&c, "POST", &format!("/api/v1/runs/{id}/commands"), body);
+    let r = cmd(r#"{"command":"dance"}"#);
+    assert!(r.status == 400 && r.body.contains("a command is one JSON object per line"), "{}", r.body);
+    let r = cmd(r#"{"command":"players","online":0}"#);
+    assert!(r.status == 400 && r.body.contains("online must be"), "{}", r.body);
+    assert_eq!(cmd(r#"{"command":"players","online":200}"#).status, 202);
+    assert_eq!(authed(&c, "POST", "/api/v1/runs/99/commands", r#"{"command":"stop"}"#).status, 404);
+    // Reconnect after a gap: every line after the last one seen, none lost.
+    std::thread::sleep(Duration::from_secs(3));
+    let last = first.last().unwrap().0;
+    let online = |e: &serde_json::Value| e["progress"]["categories"].as_array().map(|a| a.iter().map(|c| c[1].as_u64().unwrap()).sum::<u64>());
+    let second = sse(&c, &events, Some(last), Duration::from_secs(20), |v| v.iter().any(|e| online(&e.1) == Some(200)));
+    assert_eq!(second[0].0, last + 1, "resumes right after the last line seen");
+    assert!(
+        second.iter().any(|e| online(&e.1) == Some(200)),
+        "the players online follow the command: {:?}",
+        second.iter().filter_map(|e| online(&e.1)).collect::<Vec<_>>()
+    );
+    assert!(second.iter().any(|e| e.1["event"] == "note" && e.1["text"].as_str().unwrap_or("").contains("200")), "the change is a note");
+    assert_eq!(cmd(r#"{"command":"stop"}"#).status, 202);
+    let end = sse(&c, &events, Some(second.last().unwrap().0), Duration::from_secs(60), |v| v.iter().any(|e| e.1["event"] == "finished"));
+    let fin = end.iter().find(|e| e.1["event"] == "finished").expect("a finished line");
+    assert_eq!(fin.1["exit"], 130, "stopped: {fin:?}");
+    assert_eq!(cmd(r#"{"command":"stop"}"#).status, 409, "a finished run takes no commands");
+    let r = authed(&c, "GET", &format!("/api/v1/runs/{id}/report/index.html"), "");
+    assert!(r.status == 200 && r.body.contains("stopped"), "the partial report says so: {}", r.status);
+    assert_eq!(authed(&c, "GET", &format!("/api/v1/runs/{id}/report/../../etc/passwd"), "").status, 404);
+    let past: serde_json::Value = serde_json::from_str(&authed(&c, "GET", "/api/v1/past", "").body).unwrap();
+    let out_dir = info["out"].as_str().unwrap();
+    let row = past.as_array().unwrap().iter().find(|p| p["dir"] == out_dir).unwrap_or_else(|| panic!("the run ({out_dir}) is a past run: {past}"));
+    assert!(row["interrupted"] == true && !row["verdicts"].as_array().unwrap().is_empty(), "{row}");
+}
+
+/// Acceptance (API): the topology editor's and experiment view's paths and their refusals.
+#[test]
+fn topologies_open_check_save_and_come_up_through_the_api() {
+    let dir = Scratch::new("ui-topo");
+    let runs = dir.path("runs");
+    let c = console(&runs);
+    let json = |r: Reply| -> serde_json::Value {
+        assert!(r.status < 300, "{} {}", r.status, r.body);
+        serde_json::from_str(&r.body).unwrap()
+    };
+    let example = format!("{}/../../examples/topologies/access.toml", env!("CARGO_MANIFEST_DIR"));
+    let v = json(authed(&c, "POST", "/api/v1/topologies/open", &format!(r#"{{"path": "{example}"}}"#)));
+    assert!(v["error"].is_null() && v["hosts"] == 203 && v["topology"]["node"][0]["count"] == 200, "{v}");
+    let r = authed(&c, "POST", "/api/v1/topologies/open", r#"{"path": "/etc/passwd"}"#);
+    assert!(r.status == 400 && r.body.contains("ends in .toml"), "{}", r.body);
+    let r = authed(&c, "POST", "/api/v1/topologies/open", r#"{"path": "a.toml", "text": "x"}"#);
+    assert!(r.status == 400 && r.body.contains("either path or text"), "{}", r.body);
+    // the planner's error names the element it is about
+    let bad = r#"{"text": "name = \"x\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"router\"\n[[link]]\na = \"a\"\nb = \"b\"\ndelay = \"soon\"\n"}"#;
+    let v = json(authed(&c, "POST", "/api/v1/topologies/open", bad));
+    assert!(v["error"]["link"] == 0 && v["error"]["field"].as_str().unwrap().contains("delay"), "{v}");
+    // the editor's form → canonical TOML; saved under RUNS/topologies; names cannot leave it
+    let form = r#"{"name": "t", "node": [{"name": "a", "kind": "host", "ui": {"x": 10, "y": 20}}, {"name": "b", "kind": "host"}], "link": [{"a": "a", "b": "b", "delay": "5ms"}]}"#;
+    let v = json(authed(&c, "POST", "/api/v1/topologies/check", form));
+    let toml = v["toml"].as_str().unwrap().to_string();
+    assert!(v["error"].is_null() && toml.contains("ui = { x = 10, y = 20 }"), "{v}");
+    let r = authed(&c, "POST", "/api/v1/topologies/check", r#"{"name": "t", "node": [{"name": "a", "kind": "toaster"}]}"#);
+    assert!(r.status == 400 && r.body.contains("toaster"), "{}", r.body);
+    for name in ["../x", "a/b", ""] {
+        let r = authed(&c, "PUT", "/api/v1/topologies", &format!(r#"{{"name": "{name}", "topology": {form}}}"#));
+        assert!(r.status == 400 && r.body.contains("letters, digits"), "{name}: {}", r.body);
+    }
+    let v = json(authed(&c, "PUT", "/api/v1/topologies", &format!(r#"{{"name": "pair", "topology": {form}}}"#)));
+    assert_eq!(std::fs::read_to_string(runs.join("topologies/pair.toml")).unwrap(), toml, "{v}");
+    let files = json(authed(&c, "GET", "/api/v1/topologies", ""));
+    assert!(files["files"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().ends_with("topologies/pair.toml")), "{files}");
+    // experiments: refusals first
+    let status = json(authed(&c, "GET", "/api/v1/emu", ""));
+    // SAFETY: no arguments.
+    let root = unsafe { libc::geteuid() } == 0;
+    assert_eq!(status["cannot"].is_null(), root, "{status}");
+    let path = runs.join("topologies/pair.toml");
+    if !root {
+        assert!(std::env::var("CI").is_err(), "CI runs as root");
+        let r = authed(&c, "POST", "/api/v1/emu", &format!(r#"{{"topology": "{}"}}"#, path.display()));
+        assert!(r.status == 403 && r.body.contains("root"), "says so before trying: {}", r.body);
+        return;
+    }
+    assert_eq!(authed(&c, "GET", "/api/v1/emu/NOPE", "").status, 400, "ids are checked before they name anything");
+    assert_eq!(authed(&c, "GET", "/api/v1/emu/zz9zz9", "").status, 404);
+    let r = authed(&c, "POST", "/api/v1/emu", &format!(r#"{{"topology": "{}"}}"#, runs.join("topologies/missing.toml").display()));
+    assert!(r.status == 400 && r.body.contains("missing.toml"), "{}", r.body);
+    let v = json(authed(&c, "POST", "/api/v1/emu", &format!(r#"{{"topology": "{}", "live": true}}"#, path.display())));
+    let id = v["id"].as_str().unwrap().to_string();
+    let d = json(authed(&c, "GET", &format!("/api/v1/emu/{id}"), ""));
+    let addr_b = d["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "b").unwrap()["addrs"][0].as_str().unwrap().to_string();
+    let out = json(authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "b", "argv": ["ip", "-br", "addr"]}"#));
+    assert!(out["exit"] == 0 && out["stdout"].as_str().unwrap().contains(&addr_b), "{out}");
+    let r = authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "b", "argv": []}"#);
+    assert_eq!(r.status, 400);
+    let out = json(authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "nosuch", "argv": ["true"]}"#));
+    assert!(out["exit"] != 0 && out["stderr"].as_str().unwrap().contains("nosuch"), "{out}");
+    let r = authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "b", "delay": "soon"}"#);
+    assert!(r.status == 400 && r.body.contains("--delay"), "named as horde emu link names it: {}", r.body);
+    let r = authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "zz", "delay": "5ms"}"#);
+    assert!(r.status == 400 && r.body.contains("no link between a and zz"), "{}", r.body);
+    json(authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "b", "dir": "ab", "delay": "40ms"}"#));
+    // a link fails and comes back (both ends down, as a pulled cable); a state that is not one
+    let r = authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "b", "state": "sideways"}"#);
+    assert!(r.status == 400 && r.body.contains("state `sideways`: use"), "{}", r.body);
+    json(authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "b", "state": "down"}"#));
+    let out = json(authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "b", "argv": ["ip", "-br", "link"]}"#));
+    assert!(out["stdout"].as_str().unwrap().contains("DOWN"), "{out}");
+    json(authed(&c, "POST", &format!("/api/v1/emu/{id}/link"), r#"{"a": "a", "b": "b", "state": "up"}"#));
+    let out = json(authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "b", "argv": ["ip", "-br", "link"]}"#));
+    assert!(!out["stdout"].as_str().unwrap().contains("DOWN"), "{out}");
+    let counters = json(authed(&c, "GET", &format!("/api/v1/emu/{id}/counters"), ""));
+    let link = &counters["links"][0];
+    assert!(link["ab"]["spec"].as_str().unwrap().contains("40") && link["ba"]["spec"].as_str().unwrap().contains("5"), "{counters}");
+    eprintln!("experiment {id}: {counters}");
+    json(authed(&c, "DELETE", &format!("/api/v1/emu/{id}"), ""));
+    assert_eq!(authed(&c, "GET", &format!("/api/v1/emu/{id}"), "").status, 404, "down");
+}
+
+/// Beyond loopback only when asked and only over TLS; with TLS the console answers HTTPS with
+/// the certificate it made and wrote for the user to trust.
+#[test]
+fn a_console_beyond_loopback_needs_the_flag_and_tls() {
+    let dir = Scratch::new("ui-tls");
+    let runs = dir.path("runs");
+    for (args, says) in [
+        (vec!["--listen", "0.0.0.0:0"], "--public"),
+        (vec!["--listen", "0.0.0.0:0", "--public"], "HTTPS only"),
+        (vec!["--listen", "0.0.0.0:0", "--public", "--tls-self-signed"], "--name"),
+        (vec!["--listen", "127.0.0.1:0", "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"], "--tls-self-signed"),
+    ] {
+        let out = run(horde().arg("ui").args(&args).args(["--runs", runs.to_str().unwrap()]));
+        assert!(!out.status.success() && text(&out).contains(says), "{args:?}: {}", text(&out));
+    }
+    let mut child = horde()
+        .args(["ui", "--listen", "127.0.0.1:0", "--tls-self-signed", "--runs", runs.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let rest = url.strip_prefix("https://").unwrap_or_else(|| panic!("an https URL: {line}"));
+    let (addr, token) = rest.split_once("/?token=").unwrap();
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    let cert = runs.join("console-cert.pem");
+    assert!(cert.exists(), "the certificate to trust is written");
+    // a plain HTTP request gets no answer
+    let plain = {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        std::io::Write::write_all(&mut s, format!("GET /api/v1/runs HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n").as_bytes()).unwrap();
+        let mut b = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut b);
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    assert!(!plain.contains("200 OK"), "{plain}");
+    // HTTPS, trusting the certificate it made
+    let mut roots = rustls::RootCertStore::empty();
+    for c in horde_model::files::pem_certs(&cert, "cert", "").unwrap() {
+        roots.add(c).unwrap();
+    }
+    let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let get = |path: &str| {
+        let conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg.clone()), "localhost".try_into().unwrap()).unwrap();
+        let tcp = std::net::TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        let req = format!("GET {path} HTTP/1.1\r\nHost: localhost:{}\r\nConnection: close\r\n\r\n", addr.port());
+        std::io::Write::write_all(&mut tls, req.as_bytes()).unwrap();
+        let mut b = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut tls, &mut b);
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    let r = get(&format!("/?token={token}"));
+    assert!(r.starts_with("HTTP/1.1 303") && r.contains("; Secure"), "the cookie is Secure over TLS: {r}");
+    assert!(get("/api/v1/runs").starts_with("HTTP/1.1 401"), "the token is still needed");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Bots from the console: `horde bots … --progress json --commands -` as a child, its live
+/// response times in the event stream, refusals named before anything starts.
+#[test]
+fn bots_start_from_the_api_and_stream_their_response_times() {
+    if !std::path::Path::new("/usr/games/openarena-server").exists() {
+        assert!(std::env::var("CI").is_err(), "CI installs openarena-server (.ci/run)");
+        eprintln!("SKIPPED: no openarena-server here");
+        return;
+    }
+    let dir = Scratch::new("ui-bots");
+    let c = console(&dir.path("runs"));
+    let start = |body: &str| authed(&c, "POST", "/api/v1/runs", body);
+    for (body, says) in [
+        (r#"{"bots": {"players": 0, "duration": "4s"}}"#, "bots.players must be 1..=1024"),
+        (r#"{"bots": {"players": 4, "duration": "soon"}}"#, "bots.duration"),
+        (r#"{"bots": {"players": 4, "duration": "4s", "server": "nowhere"}}"#, "bots.server"),
+        (r#"{"bots": {"players": 4, "duration": "4s"}, "players": 9}"#, "takes its values in bots"),
+        (r#"{"bots": {"players": 4, "duration": "4s"}, "scenario": "x.toml"}"#, "give one of"),
+    ] {
+        let r = start(body);
+        assert!(r.status == 400 && r.body.contains(says), "{body}: {} {}", r.status, r.body);
+    }
+    let r = start(r#"{"bots": {"players": 4, "duration": "5s", "ramp": "1s"}}"#);
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = serde_json::from_str::<serde_json::Value>(&r.body).unwrap()["id"].as_u64().unwrap();
+    let events = sse(&c, &format!("/api/v1/runs/{id}/events"), None, Duration::from_secs(60), |v| v.iter().any(|e| e.1["event"] == "finished"));
+    let bots: Vec<&serde_json::Value> = events.iter().filter_map(|e| e.1["progress"].get("bots")).collect();
+    assert!(
+        bots.iter().any(|b| b["started"] == 4 && b["response_ms"][0].as_f64().is_some_and(|p50| p50 > 0.0 && p50 < 200.0)),
+        "live response times: {bots:?}"
+    );
+    let fin = events.iter().find(|e| e.1["event"] == "finished").unwrap();
+    assert_eq!(fin.1["exit"], 0, "{events:?}");
+    let r = authed(&c, "GET", &format!("/api/v1/runs/{id}/report/summary.json"), "");
+    assert!(r.status == 200 && r.body.contains("response_ms"), "{}", r.status);
+}

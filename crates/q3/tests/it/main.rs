@@ -1,0 +1,6 @@
+//! The integration tests of `q3`: one test binary (matklad's "Delete Cargo Integration
+//! Tests"), one module per subject; shared helpers once. CONTRIBUTING.md says how to run one
+//! test, the fast subset and the root subset.
+
+mod layers;
+mod real_server;

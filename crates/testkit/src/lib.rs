@@ -1,0 +1,90 @@
+//! What Horde's integration-test binaries share (README.md): each test touches only what it
+//! made, says how much of the machine it takes, and says what it needs (root, a tool).
+//!
+//! Not for `horde` itself: this crate is a dev- and build-dependency only.
+
+pub mod build;
+mod ids;
+mod procs;
+mod sandbox;
+mod share;
+
+use std::path::{Path, PathBuf};
+
+pub use ids::{exp_id, free_port, ifname, unique};
+pub use procs::{descendants, wait_gone};
+pub use sandbox::Sandbox;
+pub use share::{share, Load, Share};
+
+/// Whether this process runs as root (the emulated environment needs it).
+pub fn is_root() -> bool {
+    // SAFETY: no arguments, no side effects.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether this is CI (`CI=true`): there, a missing tool or root is a failure, never a skip.
+pub fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// The first line of a test that needs root. Such a test also carries
+/// `#[cfg_attr(not(horde_root), ignore = "needs root …")]`, so without root it is reported as
+/// ignored with its reason; this check catches a suite built as root and run as another user.
+pub fn need_root() {
+    assert!(is_root(), "this test needs root (network namespaces): the suite was built as root but runs as another user; run it as root (sudo -E cargo test)");
+}
+
+/// Whether `path` (a tool the test needs) exists. Under `CI=true` a missing tool fails the test
+/// (`.ci/run` installs every tool); elsewhere the test says on standard error that it is
+/// skipped and returns.
+#[must_use]
+pub fn tool(path: &str, install: &str) -> bool {
+    if Path::new(path).exists() {
+        return true;
+    }
+    assert!(!ci(), "CI: {path} is missing ({install}; .ci/run installs it)");
+    eprintln!("SKIPPED: {path} is missing ({install})");
+    false
+}
+
+/// A scratch directory of one test, under the system's temporary directory, unique to this
+/// test (process id and a counter) and removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!("horde-test-{}-{name}", unique()));
+        std::fs::create_dir_all(&p).unwrap_or_else(|e| panic!("creating {}: {e}", p.display()));
+        Scratch(p)
+    }
+
+    pub fn path(&self, f: &str) -> PathBuf {
+        self.0.join(f)
+    }
+
+    /// Gives the directory up: it stays after the test (for a helper that returns a path).
+    pub fn keep(self) -> PathBuf {
+        let p = self.0.clone();
+        std::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
