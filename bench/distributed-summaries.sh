@@ -156,7 +156,7 @@ for cl, cs in zip(S["logs"]["analysis"]["categories"], S["summaries"]["analysis"
         L.append(f"| {cl['category']} | {dr} | " + " | ".join(cells) +
                  f" | {f(a['ks_size'])} | {f(b['ks_size'])} [{f(bd.get('ks_size'))}] | {f(a['ks_iat'])} | {f(b['ks_iat'])} [{f(bd.get('ks_iat'))}] | {g(a['delay_p50_ms'])} | {g(b['delay_p50_ms'])} (± {g(bd.get('delay_ms'))}) | {g(a['delay_p99_ms'])} | {g(b['delay_p99_ms'])} |")
 L.append("")
-L.append(f"Counts, loss and bytes equal in every row: **{'yes' if same_all else 'NO'}**. (Within one run, that every figure from summaries equals the raw-record figure or lies within its bound is a test: `crates/scenario/tests/digest.rs`.)")
+L.append(f"Counts, loss and bytes equal in every row: **{'yes' if same_all else 'NO'}**. (Within one run, that every figure from summaries equals the raw-record figure or lies within its bound is a test: `crates/scenario/tests/it/digest.rs`.)")
 L.append("")
 # merge at scale
 gen = open(f"{out}/gen.txt").read()

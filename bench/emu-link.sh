@@ -66,6 +66,6 @@ print(f"| mean one-way delay | 20 ms | {d:.3f} ms | {100*(d/20-1):+.1f} % | Pois
 print(f"| loss | 1 % | {loss:.3f} % | {100*(loss/1-1):+.1f} % | 5,000 pkt/s, {sent_l:,} packets sent (s.e. {se:.3f} %) |")
 print(f"| rate | 10 Mbit/s | {rate:.3f} Mbit/s | {100*(rate/10-1):+.1f} % | 15 Mbit/s offered, {t['rate']['packets']:,} frames of 1,042 B |")
 print("\nThe delay's excess over 20 ms is in-order delivery: a packet never overtakes the one ahead, so when packets come closer than the ±5 ms jitter range the later one waits (netem with a rate does the same; `reorder = true` gives each packet its own delay). At 100 pkt/s this adds about 0.4 ms (0.7 ms at 200 pkt/s); serialization at 10 Mbit/s adds 0.1 ms.")
-print("\nThe CI test `crates/cli/tests/emu.rs` (`impaired_link_matches_its_setting`) runs the delay and rate phases on every push with 5,000 light-load packets (loss there within 3 standard errors).")
+print("\nThe CI test `crates/cli/tests/it/root/emu.rs` (`impaired_link_matches_its_setting`) runs the delay and rate phases on every push with 2,000 light-load packets (loss there within 3 standard errors).")
 PY
 cat "$ROOT/bench/RESULTS-emu-link.md"

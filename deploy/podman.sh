@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The container image built and run for real, with Debian's podman (and runc): the static musl
-# binary into deploy/Dockerfile's empty image (no registry is pulled), then a controller and 3
-# agents, each its own container on a podman network of its own, run a WoW scenario and write
-# one merged report. Bounded: the run is 20 s, every wait has a timeout, and the containers,
-# the network and the image are removed on exit.
+# The container image built and run for real, with Debian's podman (and runc): a `horde` binary
+# into deploy/Dockerfile's empty image (no registry is pulled), then a controller and 3 agents,
+# each its own container on a podman network of its own, run a WoW scenario and write one
+# merged report. Bounded: the run is 20 s, every wait has a timeout, and the containers, the
+# network and the image are removed on exit.
 #
-#   sudo bash deploy/podman.sh                 # ≈ 10 min cold (the musl release build), ≈ 1.5 min warm
-#   PLAYERS=3000 SECS=20 sudo -E bash deploy/podman.sh
+# Which binary (HORDE_IMAGE):
+#   musl     (default) the static musl build: the binary alone in the image, no C library;
+#            ≈ 10 min cold (a release build of its own), ≈ 1.5 min warm.
+#   release  the release build as `cargo build --release` makes it (CI: the one its demo just
+#            ran), with the C library files it links (from ldd) beside it: no build of its own.
+#
+#   sudo bash deploy/podman.sh
+#   HORDE_IMAGE=release PLAYERS=3000 SECS=20 sudo -E bash deploy/podman.sh
 #
 # Without podman it says so and exits 0, except under CI=true, where it fails (CI installs it).
 # On this project's machines podman runs containers with runc (`--runtime runc`; crun refuses
@@ -35,19 +41,37 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== the static binary (x86_64-unknown-linux-musl)"
-command -v musl-gcc >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null; }
-rustup target add x86_64-unknown-linux-musl >/dev/null 2>&1 || true
-cargo build --release --locked -q --target x86_64-unknown-linux-musl -p horde
-BIN=target/x86_64-unknown-linux-musl/release/horde
-# static: no program interpreter (binutils' readelf, which the Rust toolchain's linker needs anyway)
-if readelf -lW "$BIN" | grep -q "INTERP"; then echo "deploy/podman.sh: $BIN is not statically linked" >&2; exit 1; fi
+ROOTFS="$W/rootfs"
+mkdir -p "$ROOTFS"
+case "${HORDE_IMAGE:-musl}" in
+musl)
+  echo "== the static binary (x86_64-unknown-linux-musl)"
+  command -v musl-gcc >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null; }
+  rustup target add x86_64-unknown-linux-musl >/dev/null 2>&1 || true
+  cargo build --release --locked -q --target x86_64-unknown-linux-musl -p horde
+  BIN=target/x86_64-unknown-linux-musl/release/horde
+  # static: no program interpreter (binutils' readelf, which the Rust toolchain's linker needs anyway)
+  if readelf -lW "$BIN" | grep -q "INTERP"; then echo "deploy/podman.sh: $BIN is not statically linked" >&2; exit 1; fi
+  ;;
+release)
+  echo "== the release binary and the C library it links"
+  cargo build --release --locked -q -p horde
+  BIN=target/release/horde
+  # Every shared object ldd resolves, at the path the binary will look for it.
+  for lib in $(ldd "$BIN" | grep -oE '/[^ ]+'); do
+    mkdir -p "$ROOTFS$(dirname "$lib")"
+    cp -L "$lib" "$ROOTFS$lib"
+  done
+  ;;
+*) echo "deploy/podman.sh: HORDE_IMAGE must be musl or release (got ${HORDE_IMAGE})" >&2; exit 2 ;;
+esac
 # The image carries a stripped copy (the release profile keeps debug info for backtraces).
-strip -o target/x86_64-unknown-linux-musl/release/horde.image "$BIN"
-echo "$(du -h "$BIN" | cut -f1) → $(du -h target/x86_64-unknown-linux-musl/release/horde.image | cut -f1) stripped"
+strip -o "$ROOTFS/horde" "$BIN"
+echo "$(du -h "$BIN" | cut -f1) → $(du -sh "$ROOTFS" | cut -f1) in the image ($(find "$ROOTFS" -type f | wc -l) files)"
 
 echo "== the image (FROM scratch, nothing pulled)"
-timeout 300 "${P[@]}" build -q --build-arg BIN=target/x86_64-unknown-linux-musl/release/horde.image -f deploy/Dockerfile -t "$TAG" . >/dev/null
+# The build context is the work directory: its rootfs/ becomes the image's /.
+timeout 300 "${P[@]}" build -q -f deploy/Dockerfile -t "$TAG" "$W" >/dev/null
 "${P[@]}" image inspect "$TAG" --format 'image {{.Id}}: {{.Size}} bytes, user {{.Config.User}}, layers {{len .RootFS.Layers}}'
 
 echo "== credentials, scenario, network"

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS each (default 15), seeding corpora from the repository's
-# own files. Needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
-# Usage: fuzz/run.sh [SECONDS] [TARGET...]
+# own files. Needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`). All targets
+# are built first in one build (one link job per core), then run JOBS at a time (default 1;
+# CI runs 2, one per core).
+# Usage: [JOBS=N] fuzz/run.sh [SECONDS] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-15}
 shift || true
 targets=("$@")
+all=0
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(cargo +nightly fuzz list)
+  all=1
 fi
 mkdir -p corpus
 for t in toml_flows toml_service toml_scenario toml_topology; do mkdir -p "corpus/$t"; done
@@ -27,7 +31,7 @@ mkdir -p corpus/logstream
 # A split byte, a log header frame (version 4, sender), an empty keep-alive and an end frame.
 printf '\x00\x01\x00\x00\x00\x00\x00\x00\x20HORDELOG\x04\x00\x28\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00\x00' > corpus/logstream/seed-stream 2>/dev/null || true
 mkdir -p corpus/flow_summaries
-# A sending agent's flow summaries from a real run (crates/cli/tests/flow_summaries.rs).
+# A sending agent's flow summaries from a real run (crates/cli/tests/it/flow_summaries.rs).
 cp -n seeds/flow-summaries.json corpus/flow_summaries/ 2>/dev/null || true
 mkdir -p corpus/commands
 printf '{"command":"stop"}\n' > corpus/commands/stop 2>/dev/null || true
@@ -48,16 +52,34 @@ if [ ! -s corpus/agent_control/seed-run ]; then
     frame '{"type":"progress","t_s":1.0,"sent_packets":1,"sent_bytes":2,"recv_packets":3,"recv_bytes":4,"connections":5}'
   } > corpus/agent_control/seed-run
 fi
-status=0
-for t in "${targets[@]}"; do
-  dict=()
+jobs=${JOBS:-1}
+echo "== building ${#targets[@]} targets"
+if [ "$all" = 1 ]; then
+  cargo +nightly fuzz build 2> fuzz-build.log || { tail -40 fuzz-build.log; exit 1; }
+else
+  for t in "${targets[@]}"; do cargo +nightly fuzz build "$t" 2>> fuzz-build.log || { tail -40 fuzz-build.log; exit 1; }; done
+fi
+run_one() {
+  local t=$1 dict=()
   case "$t" in toml_*) dict=(-dict=toml.dict) ;; esac
   mkdir -p "corpus/$t"
-  echo "== $t (${secs} s)"
   if ! cargo +nightly fuzz run "$t" "corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 "${dict[@]}" 2> "fuzz-$t.log"; then
-    echo "fuzz target $t failed:"; tail -40 "fuzz-$t.log"; status=1
-  else
-    grep -E "^Done" "fuzz-$t.log" || true
+    echo "== $t (${secs} s): FAILED"; tail -40 "fuzz-$t.log"; return 1
   fi
+  echo "== $t (${secs} s): $(grep -E "^Done" "fuzz-$t.log" || echo done)"
+}
+status=0
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  run_one "$t" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
 done
 exit $status

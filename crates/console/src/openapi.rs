@@ -1,6 +1,6 @@
 //! The console API's OpenAPI 3.1 document, made from the types the API speaks (the schemas are
 //! schemars' output for them: the same types as `--progress json` and `--commands`). Kept in
-//! docs/openapi.json; `tests/openapi.rs` fails when the file is not what this makes
+//! docs/openapi.json; `tests/it/openapi.rs` fails when the file is not what this makes
 //! (`HORDE_UPDATE_SCHEMAS=1 cargo test -p horde-console` rewrites it).
 
 use serde_json::{json, Value};

@@ -27,14 +27,12 @@ fn last_os(what: String) -> EmuError {
 /// Makes `/run/netns` a shared mount point (as iproute2 does), so namespace mounts propagate.
 pub fn prepare() -> Result<(), EmuError> {
     std::fs::create_dir_all(RUN_NETNS).map_err(|e| EmuError::io("creating /run/netns", e))?;
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mounted = mounts.lines().any(|l| l.split(' ').nth(4) == Some(RUN_NETNS));
     let p = cstr(Path::new(RUN_NETNS));
     // Where /run is a disk file system (no tmpfs: some containers and VMs), every namespace's
     // pin is an inode on disk, and creating thousands of them after thousands were deleted
     // costs ext4 a scan of its inode table each (10,000 hosts: seconds). An empty /run/netns
-    // there gets a tmpfs of its own, as /run has on most systems; a non-empty one (other
-    // tools' namespaces) is left as it is.
+    // there that no mount names gets a tmpfs, as /run has on most systems; a non-empty one
+    // (other tools' namespaces) is left as it is.
     let on_tmpfs = {
         // SAFETY: statfs fills the struct for a valid C string.
         let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -42,20 +40,31 @@ pub fn prepare() -> Result<(), EmuError> {
         r == 0 && i128::from(st.f_type) == i128::from(libc::TMPFS_MAGIC)
     };
     let empty = std::fs::read_dir(RUN_NETNS).map(|mut d| d.next().is_none()).unwrap_or(false);
-    let tmpfs = !mounted && !on_tmpfs && empty;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounted = mounts.lines().any(|l| l.split(' ').nth(4) == Some(RUN_NETNS));
     // SAFETY: valid C strings; flags as documented in mount(2).
     unsafe {
-        if tmpfs {
+        if !mounted && !on_tmpfs && empty {
             let (fs, opts) = (c"tmpfs", c"mode=755");
             if libc::mount(fs.as_ptr(), p.as_ptr(), fs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, opts.as_ptr() as *const libc::c_void) != 0
             {
                 return Err(last_os("mounting a tmpfs on /run/netns".into()));
             }
-        } else if !mounted && libc::mount(p.as_ptr(), p.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()) != 0 {
-            return Err(last_os("bind-mounting /run/netns on itself".into()));
         }
-        if libc::mount(std::ptr::null(), p.as_ptr(), std::ptr::null(), libc::MS_SHARED | libc::MS_REC, std::ptr::null()) != 0 {
-            return Err(last_os("making /run/netns a shared mount".into()));
+        // As iproute2 does: make it shared; where it is no mount point (EINVAL), bind it on
+        // itself first. (A mount list can name /run/netns for a mount hidden under another,
+        // as when /run was mounted over: only the kernel's answer tells.)
+        let shared = || libc::mount(std::ptr::null(), p.as_ptr(), std::ptr::null(), libc::MS_SHARED | libc::MS_REC, std::ptr::null()) == 0;
+        if !shared() {
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+                return Err(last_os("making /run/netns a shared mount".into()));
+            }
+            if libc::mount(p.as_ptr(), p.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()) != 0 {
+                return Err(last_os("bind-mounting /run/netns on itself".into()));
+            }
+            if !shared() {
+                return Err(last_os("making /run/netns a shared mount".into()));
+            }
         }
     }
     Ok(())
@@ -150,7 +159,17 @@ pub fn experiment_of(ns: &str) -> Option<&str> {
 /// The namespace inode of a pinned namespace, to recognise processes living in it.
 pub fn inode(name: &str) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path(name)).ok().map(|m| m.ino())
+    let p = path(name);
+    // Only a mounted namespace has one: the name alone (an empty file left where this process
+    // does not see the mount, e.g. one made by an agent in another mount namespace) has none.
+    let c = cstr(&p);
+    // SAFETY: statfs fills the struct for a valid C string.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let nsfs = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0 && i128::from(st.f_type) == i128::from(libc::NSFS_MAGIC);
+    if !nsfs {
+        return None;
+    }
+    std::fs::metadata(p).ok().map(|m| m.ino())
 }
 
 /// Wraps a raw fd we own.

@@ -15,7 +15,7 @@
 //! update below keeps the engine's model: nodes ranked in a doubly-linked list (lowest weight
 //! first, NYT at the head), and for each weight a shared "block leader" cell naming the node
 //! that a node of that weight swaps with before its weight grows. Vectors derived from the
-//! engine's own output pin it (`tests/huffman.rs`).
+//! engine's own output pin it (`tests/it/layers.rs`).
 
 use std::sync::OnceLock;
 

@@ -5,7 +5,7 @@
 //!
 //! Architecture invariant: together with `horde-engine`, `horde-emu` and `horde-agent`, this is
 //! the only crate that reads a clock or touches the operating system's network state; everything
-//! above takes time through here (`crates/cli/tests/architecture.rs` checks it).
+//! above takes time through here (`crates/cli/tests/it/architecture.rs` checks it).
 
 pub mod clock;
 pub mod epoll;

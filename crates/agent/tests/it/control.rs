@@ -101,6 +101,7 @@ fn run_on(agents: &[&Agent], creds: &Path, sc: &Scenario, out: &Path) -> (anyhow
 
 #[test]
 fn a_run_over_agents_matches_the_same_run_on_one_machine() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("match");
     let creds = d.join("creds");
     horde_agent::tls::keygen(&creds, 1).unwrap();
@@ -196,6 +197,7 @@ fn hello(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, version: &str) -> Res
 
 #[test]
 fn strangers_replays_and_garbage_are_refused_and_the_agent_keeps_serving() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("hostile");
     let creds = d.join("creds");
     let other = d.join("other");
@@ -313,6 +315,7 @@ fn strangers_replays_and_garbage_are_refused_and_the_agent_keeps_serving() {
 
 #[test]
 fn a_controller_that_vanishes_stops_the_agents_traffic() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("deadman");
     let creds = d.join("creds");
     horde_agent::tls::keygen(&creds, 1).unwrap();

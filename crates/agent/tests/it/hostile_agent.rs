@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -233,8 +233,9 @@ fn send_file(tls: &mut impl Write, file: &str, bytes: &[u8]) -> std::io::Result<
 
 /// Runs a 40-player, `secs`-second WoW run on an honest agent (server side and half the
 /// players) and the fake (the other half); `ctrl_c_at`: set the stop flag then. Returns the
-/// outcome, the notes, and how long after the stop flag (or the start) the controller ended.
-fn run(lie: Lie, secs: u32, ctrl_c_at: Option<Duration>) -> (anyhow::Result<controller::Outcome>, Vec<String>, Duration, PathBuf) {
+/// outcome, the notes, how long after the stop flag (or the start) the controller ended, and
+/// the run's scratch directory (its report in `out/`; removed when dropped).
+fn run(lie: Lie, secs: u32, ctrl_c_at: Option<Duration>) -> (anyhow::Result<controller::Outcome>, Vec<String>, Duration, horde_testkit::Scratch) {
     let collect = if lie == Lie::LyingSummary { controller::Collect::Summaries } else { controller::Collect::Logs };
     let d = tmp(&format!("{lie:?}"));
     let creds = d.join("creds");
@@ -278,11 +279,12 @@ fn run(lie: Lie, secs: u32, ctrl_c_at: Option<Duration>) -> (anyhow::Result<cont
     let took = ended.saturating_duration_since(t + ctrl_c_at.unwrap_or_default());
     a1_stop.store(true, Ordering::Relaxed);
     let _ = a1_h.join();
-    (r, notes.take(), took, out)
+    (r, notes.take(), took, d)
 }
 
 #[test]
 fn an_agent_that_never_gets_ready_cannot_hold_the_controller_past_ctrl_c() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let (r, notes, took, _) = run(Lie::NeverReady, 5, Some(Duration::from_secs(4)));
     assert!(took < Duration::from_secs(5), "the controller took {took:?} after Ctrl-C: {notes:#?}");
     let e = format!("{:#}", r.err().expect("not started"));
@@ -291,7 +293,9 @@ fn an_agent_that_never_gets_ready_cannot_hold_the_controller_past_ctrl_c() {
 
 #[test]
 fn an_agent_that_never_finishes_is_cut_off_at_ctrl_c_and_the_honest_agents_data_is_reported() {
-    let (r, notes, took, out) = run(Lie::NeverFinishes, 4, Some(Duration::from_secs(8)));
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let (r, notes, took, d) = run(Lie::NeverFinishes, 4, Some(Duration::from_secs(8)));
+    let out = d.join("out");
     assert!(took < Duration::from_secs(5), "the controller took {took:?} after Ctrl-C: {notes:#?}");
     let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
     let d = r.summary.distributed.as_ref().unwrap();
@@ -303,7 +307,9 @@ fn an_agent_that_never_finishes_is_cut_off_at_ctrl_c_and_the_honest_agents_data_
 
 #[test]
 fn a_claim_of_a_billion_records_gets_no_more_than_the_plan_allows() {
-    let (r, notes, took, out) = run(Lie::HugeClaim, 3, None);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let (r, notes, took, d) = run(Lie::HugeClaim, 3, None);
+    let out = d.join("out");
     // The run's 3 s, the 15-s overrun before the fake is stopped, its logs refused at once.
     assert!(took < Duration::from_secs(30), "{took:?}");
     let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
@@ -321,6 +327,7 @@ fn a_claim_of_a_billion_records_gets_no_more_than_the_plan_allows() {
 
 #[test]
 fn records_of_players_an_agent_was_not_given_are_refused_and_named() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let (r, notes, _, _) = run(Lie::ForeignRecords, 3, None);
     let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
     let d = r.summary.distributed.as_ref().unwrap();
@@ -332,6 +339,7 @@ fn records_of_players_an_agent_was_not_given_are_refused_and_named() {
 
 #[test]
 fn a_summary_claiming_more_than_the_plan_allows_is_refused_and_named() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let (r, notes, _, _) = run(Lie::LyingSummary, 3, None);
     let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
     let d = r.summary.distributed.as_ref().unwrap();
@@ -360,6 +368,7 @@ fn directories_of_agents_whose_names_sanitise_alike_do_not_collide() {
 /// refused whole and named, and the honest agent's flow is reported.
 #[test]
 fn a_flow_summary_of_a_flow_the_agent_did_not_send_is_refused_and_named() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("flowsum");
     let creds = d.join("creds");
     horde_agent::tls::keygen(&creds, 1).unwrap();

@@ -7,3 +7,4 @@ mod common;
 mod control;
 mod emu_requests;
 mod hostile_agent;
+mod root;

@@ -7,7 +7,9 @@
 //! - a crate depends on a crate of its own or a higher layer (`dependencies_follow_the_layers`);
 //! - a crate outside the I/O layer opens a socket or reads a clock (`only_the_io_layer_does_io`);
 //! - the modules of a crate import each other in a circle (`no_import_circles`);
-//! - a source file passes 800 lines or a function 150 (`files_and_functions_stay_small`).
+//! - a source file passes 800 lines or a function 150 (`files_and_functions_stay_small`);
+//! - a crate has an integration-test binary beside `tests/it/main.rs`, or a test that needs
+//!   root outside `it::root::` (`one_integration_test_binary_per_crate`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -111,6 +113,34 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// One integration-test binary per crate (matklad's "Delete Cargo Integration Tests": link
+/// once, run in parallel): `crates/X/tests/` holds `it/` and data, no other Rust file, and
+/// every test that says it needs root (`horde_testkit::need_root`) lives under `it/root/`.
+#[test]
+fn one_integration_test_binary_per_crate() {
+    let mut found = Vec::new();
+    for c in crate_dirs() {
+        let tests = root().join("crates").join(&c).join("tests");
+        let Ok(rd) = std::fs::read_dir(&tests) else { continue };
+        for e in rd.filter_map(|e| e.ok()) {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let binary = (p.is_file() && name.ends_with(".rs")) || (p.is_dir() && name != "it" && p.join("main.rs").is_file());
+            if binary {
+                found.push(format!("crates/{c}/tests/{name}: a test binary of its own; make it a module of tests/it/main.rs"));
+            }
+        }
+        for f in rust_files(&tests.join("it")) {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let under_root = f.strip_prefix(tests.join("it")).is_ok_and(|r| r.starts_with("root"));
+            if text.contains("need_root()") && !under_root && !f.ends_with("architecture.rs") {
+                found.push(format!("{}: a test that needs root outside it/root/", rel(&f.display().to_string())));
+            }
+        }
+    }
+    assert!(found.is_empty(), "integration tests:\n{}", found.join("\n"));
 }
 
 fn parse(path: &Path) -> syn::File {

@@ -61,6 +61,7 @@ fn port_in_use_and_refused_connections_are_explained() {
 
 #[test]
 fn receiver_survives_garbage() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("garbage");
     let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", dir.path("r.hlog").to_str().unwrap(), "--json", dir.path("r.json").to_str().unwrap()]);
     let (udp, tcp) = (rx.addrs[0], rx.addrs[1]);
@@ -104,6 +105,7 @@ fn receiver_survives_garbage() {
 
 #[test]
 fn sigterm_flushes_the_sender_log() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("sigterm");
     let rx = Recv::start(&["--udp", "0", "--tcp", "0"]);
     let log = dir.path("s.hlog");

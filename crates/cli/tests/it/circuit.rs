@@ -23,6 +23,7 @@ pub(crate) fn mean_after(v: &serde_json::Value, field: &str, from: u64) -> f64 {
 
 #[test]
 fn the_server_end_sends_what_the_client_end_asks_for_on_loopback() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("circuit-lo");
     let port = horde_testkit::free_port("127.0.0.1");
     let listen = format!("127.0.0.1:{port}");
@@ -54,6 +55,7 @@ fn the_server_end_sends_what_the_client_end_asks_for_on_loopback() {
 #[test]
 fn a_killed_clients_circuit_cannot_be_kept_alive_by_spoofed_throttles() {
     use std::io::BufRead as _;
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let port = horde_testkit::free_port("127.0.0.1");
     let listen = format!("127.0.0.1:{port}");
     let mut srv = Command::new(HORDE)
@@ -118,6 +120,7 @@ fn a_killed_clients_circuit_cannot_be_kept_alive_by_spoofed_throttles() {
 
 #[test]
 fn bad_circuit_flags_are_refused_naming_the_fix() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let o = Command::new(HORDE).args(["circuit", "join", "--server", "127.0.0.1:9", "--throttle", "vegas"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("give fixed:KBPS, opensim[:SETTING], mongoose, mongoose-paper or tfrc"));
@@ -155,6 +158,7 @@ pub(crate) fn examples() -> std::path::PathBuf {
 
 #[test]
 fn a_regulated_scenario_runs_every_player_as_a_circuit() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("circuit-run");
     let out = d.join("out");
     let ex = examples().join("opensim-regulated.toml");
@@ -252,6 +256,7 @@ fn bad_regulation_tables_are_refused_naming_the_field() {
 #[test]
 fn a_server_that_only_challenges_cannot_hold_a_join() {
     use horde_wire::control::{Challenge, Hello};
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // the joining client retries at full speed
     let srv = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     srv.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
     let addr = srv.local_addr().unwrap().to_string();
@@ -313,6 +318,7 @@ fn circuit_sim_takes_the_papers_opensim_to_50_kbps_where_the_viewer_holds_100() 
 
 #[test]
 fn a_regulated_scenario_takes_the_papers_opensim_period_and_floor() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("circuit-tuned");
     let sc = write(
         &d,

@@ -30,6 +30,7 @@ fn summary(p: &std::path::Path) -> serde_json::Value {
 /// mismatched, 0 lost), no player above the target sends, and the report says what happened.
 #[test]
 fn the_online_target_of_a_running_wow_scenario_follows_the_channel() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("control-players");
     let sc = dir.path("wow.toml");
     std::fs::write(&sc, "service = 'wow'\nplayers = 600\nonline = 300\nduration = '14s'\nseed = 5\njoin = 'uniform(0, 2)'\nspin_us = 0\n").unwrap();
@@ -77,6 +78,7 @@ fn the_online_target_of_a_running_wow_scenario_follows_the_channel() {
 /// says so.
 #[test]
 fn a_stop_command_ends_a_scenario_with_an_honest_partial_report() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("control-stop");
     let sc = dir.path("wow.toml");
     std::fs::write(&sc, "service = 'wow'\nplayers = 50\nduration = '30s'\nseed = 3\n").unwrap();
@@ -101,6 +103,7 @@ fn a_stop_command_ends_a_scenario_with_an_honest_partial_report() {
 /// report covers the circuits until then and says why it is short.
 #[test]
 fn a_stop_command_ends_a_regulated_run_with_an_honest_partial_report() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("control-regulated");
     let sc = dir.path("os.toml");
     std::fs::write(&sc, "service = 'opensim'\nplayers = 4\nduration = '40s'\nseed = 2\n[regulation]\nthrottle = 'mongoose'\n").unwrap();
@@ -124,6 +127,7 @@ fn a_stop_command_ends_a_regulated_run_with_an_honest_partial_report() {
 /// interrupted and counts what left.
 #[test]
 fn a_stop_command_ends_a_flow_run_with_an_honest_partial_report() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("control-flows");
     let rx = Recv::start(&["--udp", "0", "--tcp", "0"]);
     let dst = rx.addrs[0].to_string();
@@ -146,6 +150,7 @@ fn a_stop_command_ends_a_flow_run_with_an_honest_partial_report() {
 /// bots leave cleanly and the report covers the time until the stop.
 #[test]
 fn a_stop_command_ends_a_bots_run_with_an_honest_partial_report() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     if !std::path::Path::new("/usr/games/openarena-server").exists() {
         assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI: /usr/games/openarena-server is missing (apt-get install openarena-server)");
         eprintln!("skipped: /usr/games/openarena-server is not installed");

@@ -25,6 +25,7 @@ fn metric(addr: SocketAddr, name: &str) -> f64 {
 
 #[test]
 fn an_agent_killed_mid_run_is_reported_within_5_s_and_the_report_is_partial() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("kill-agent");
     let creds = keygen(&d);
     let (a1, x1, _) = agent(&d, &creds, "127.0.0.2", "k1", false);
@@ -76,6 +77,7 @@ fn an_agent_killed_mid_run_is_reported_within_5_s_and_the_report_is_partial() {
 
 #[test]
 fn killing_the_controller_stops_every_agent_within_5_s() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("kill-controller");
     let creds = keygen(&d);
     let (a1, x1, m1) = agent(&d, &creds, "127.0.0.5", "c1", true);
@@ -219,6 +221,7 @@ fn the_kubernetes_manifests_run_valid_commands() {
 /// are relative to the scenario.
 #[test]
 fn an_agents_table_in_the_scenario_runs_the_controller() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("table");
     let creds = keygen(&d);
     let (a1, x1, _) = agent(&d, &creds, "127.0.0.7", "t1", false);
@@ -244,6 +247,7 @@ fn an_agents_table_in_the_scenario_runs_the_controller() {
 
 #[test]
 fn flows_through_agents_are_decoded_together_and_their_receiver_takes_this_run_only() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("flows");
     let creds = keygen(&d);
     let (a1, x1, _) = agent(&d, &creds, "127.0.0.2", "s1", false);
@@ -339,6 +343,7 @@ fn flows_through_agents_are_decoded_together_and_their_receiver_takes_this_run_o
 /// log record for record when the run ends.
 #[test]
 fn agents_stream_their_logs_to_a_live_log_server_during_the_run() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("logd");
     let creds = keygen(&d);
     let key = d.join("run.key");
@@ -490,6 +495,7 @@ fn metrics_and_readiness_answer_beside_slow_clients() {
 /// computed over both agents' logs on the controller's clock, every bot in and out cleanly.
 #[test]
 fn bots_through_two_agents_play_on_one_real_server_with_one_merged_report() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     if !std::path::Path::new("/usr/games/openarena-server").exists() {
         assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI: /usr/games/openarena-server is missing (apt-get install openarena-server)");
         eprintln!("skipped: /usr/games/openarena-server is not installed");
@@ -543,6 +549,7 @@ fn bots_through_two_agents_play_on_one_real_server_with_one_merged_report() {
 
 #[test]
 fn a_regulated_scenario_through_two_agents_gives_one_report_with_every_circuit() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("circuits");
     let creds = keygen(&d);
     let (_a, a_addr, _) = agent(&d, &creds, "127.0.0.12", "ra", false);
@@ -605,6 +612,7 @@ fn a_regulated_scenario_through_two_agents_gives_one_report_with_every_circuit()
 /// then a stop command ends the run with a partial report that says so.
 #[test]
 fn the_online_target_and_a_stop_go_through_agents() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("steer");
     let creds = keygen(&d);
     let (_a, a_addr, _) = agent(&d, &creds, "127.0.0.14", "sa", false);
@@ -670,6 +678,7 @@ fn progress_lines(p: &Path) -> Vec<serde_json::Value> {
 /// states its bounds, and the summaries are a fraction of the logs' bytes.
 #[test]
 fn summaries_from_agents_give_the_logs_figures_for_a_fraction_of_the_bytes() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("summaries");
     let creds = keygen(&d);
     let (a1, x1, _) = agent(&d, &creds, "127.0.0.16", "s1", false);

@@ -25,6 +25,7 @@ fn schedule(p: &std::path::Path, id_base: u32) -> BTreeMap<u32, (Vec<u32>, Vec<u
 /// leave, of the same sizes, on the same schedule (same seeds: flows are numbered alike).
 #[test]
 fn a_ditg_script_of_ten_mixed_flows_sends_what_the_same_flow_file_sends() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("ditg10");
     let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", dir.path("r.hlog").to_str().unwrap()]);
     let (u, t) = (rx.addrs[0].port(), rx.addrs[1].port());
@@ -86,6 +87,7 @@ fn a_ditg_script_of_ten_mixed_flows_sends_what_the_same_flow_file_sends() {
 /// connects, sends its packets, and nothing is lost.
 #[test]
 fn a_500_tcp_flow_ditg_script_runs_with_nothing_lost() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("ditg500");
     let rx = Recv::start(&["--tcp", "0", "--log", dir.path("r.hlog").to_str().unwrap()]);
     let port = rx.addrs[0].port();

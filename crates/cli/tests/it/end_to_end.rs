@@ -5,6 +5,7 @@ use std::time::Duration;
 
 #[test]
 fn udp_flow_arrives_complete_with_dscp_ttl_and_sizes() {
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // the rate within 2 %
     let dir = Scratch::new("udp");
     let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", dir.path("r.hlog").to_str().unwrap()]);
     let dst = rx.addrs[0].to_string();
@@ -59,6 +60,7 @@ fn udp_flow_arrives_complete_with_dscp_ttl_and_sizes() {
 
 #[test]
 fn tcp_apdus_are_recovered_one_by_one() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("tcp");
     let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", dir.path("r.hlog").to_str().unwrap()]);
     let dst = rx.addrs[1].to_string();
@@ -95,6 +97,7 @@ fn tcp_apdus_are_recovered_one_by_one() {
 
 #[test]
 fn ipv6_and_round_trip_mode() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("rtt");
     let rx = Recv::start(&["--bind", "::1", "--udp", "0", "--tcp", "0"]);
     for (i, (proto, dst)) in [("udp", rx.addrs[0]), ("tcp", rx.addrs[1])].iter().enumerate() {
@@ -183,6 +186,7 @@ fn flow_file_with_many_flows_and_presets() {
 /// unprivileged, or quickack on UDP, is refused before anything is sent, naming the fix.
 #[test]
 fn priority_and_quickack_on_a_thin_tcp_stream() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("quickack");
     let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--quickack", "--log", dir.path("r.hlog").to_str().unwrap()]);
     let dst = rx.addrs[1].to_string();
@@ -222,6 +226,7 @@ fn priority_and_quickack_on_a_thin_tcp_stream() {
 /// on whose the lateness is; `--floor 0` skips the floor.
 #[test]
 fn send_reports_the_hosts_floor_and_steal() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("floor");
     let rx = Recv::start(&["--udp", "0"]);
     let dst = rx.addrs[0].to_string();
@@ -255,6 +260,7 @@ fn send_reports_the_hosts_floor_and_steal() {
 /// SIGTERM says "interrupted"; one killed with SIGKILL says nothing, and the receiver says so.
 #[test]
 fn flows_end_with_their_senders_counts_and_a_killed_sender_is_told_apart() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("ends");
     let (rlog, rjson) = (dir.path("r.hlog"), dir.path("r.json"));
     let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", rlog.to_str().unwrap(), "--json", rjson.to_str().unwrap()]);
@@ -318,6 +324,7 @@ fn flows_end_with_their_senders_counts_and_a_killed_sender_is_told_apart() {
 /// their own end (unit tests in horde-proto: another key or flow is not believed).
 #[test]
 fn a_stopping_receiver_tells_running_senders_and_they_end_then() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("stopping");
     let key = dir.path("k.key");
     assert!(run(horde().args(["key", "--out", key.to_str().unwrap()])).status.success());

@@ -108,6 +108,7 @@ fn decode_shows_windows_and_warns_of_shared_flow_ids() {
 /// other events (planned, notes) as lines of the same stream.
 #[test]
 fn progress_as_json_lines() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("fh-progress");
     let f = dir.path("progress.jsonl");
     let o = run(horde().args(["demo", "-t", "3s", "-n", "20", "--out", dir.path("d").to_str().unwrap(), "--progress-file", f.to_str().unwrap()]));
@@ -194,6 +195,7 @@ fn a_refused_connection_is_said_once() {
 /// A UDP flow to a port where nothing listens says so (ICMP port unreachable), not "no answer".
 #[test]
 fn a_udp_flow_to_a_closed_port_says_nothing_listens() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = s.local_addr().unwrap().port();
     drop(s);
@@ -206,6 +208,7 @@ fn a_udp_flow_to_a_closed_port_says_nothing_listens() {
 /// APDU or datagram logged on both sides, and the logs decode like any flow's.
 #[test]
 fn send_bulk_tcp_and_udp_with_parallel_flows() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("fh-bulk");
     for transport in ["tcp", "udp"] {
         let (slog, rlog) = (dir.path(&format!("s-{transport}.hlog")), dir.path(&format!("r-{transport}.hlog")));
@@ -237,6 +240,7 @@ fn send_bulk_tcp_and_udp_with_parallel_flows() {
 /// sender's log decodes as the reverse direction; `recv --no-reverse` refuses.
 #[test]
 fn send_reverse_gets_bulk_back_and_can_be_refused() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("fh-reverse");
     let rx = Recv::start(&["--udp", "0", "--tcp", "0"]);
     for (transport, dst) in [("tcp", rx.addrs[1]), ("udp", rx.addrs[0])] {

@@ -14,6 +14,7 @@ fn summary(out: &std::path::Path) -> serde_json::Value {
 
 #[test]
 fn flow_summaries_give_the_merged_logs_figures_on_the_same_run() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("flowsum");
     let creds = keygen(&d);
     let (_a1, x1, _) = agent(&d, &creds, "127.0.0.21", "s1", false);

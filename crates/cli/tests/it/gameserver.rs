@@ -18,6 +18,7 @@ fn have_server() -> bool {
 /// leave cleanly: the server lists nobody afterwards.
 #[test]
 fn eight_bots_play_on_a_real_openarena_server_and_leave_cleanly() {
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // an OpenArena server and snapshot rates within 5 %
     if !have_server() {
         return;
     }
@@ -49,6 +50,7 @@ fn eight_bots_play_on_a_real_openarena_server_and_leave_cleanly() {
 /// A server that does not answer: every bot gives up, the run says so (exit 1), no panic.
 #[test]
 fn bots_against_a_silent_address_give_up() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = s.local_addr().unwrap().to_string();
     let dir = Scratch::new("bots-silent");
@@ -61,6 +63,7 @@ fn bots_against_a_silent_address_give_up() {
 /// `--actions FILE`: bots replay a recorded action file; a wrong file is refused with its line.
 #[test]
 fn bots_replay_an_action_file_and_refuse_a_bad_one() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("bots-actions");
     let bad = dir.path("bad.csv");
     std::fs::write(&bad, "t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n0,0,0,0,300,0,0,0,2\n").unwrap();
@@ -98,6 +101,7 @@ fn bots_replay_an_action_file_and_refuse_a_bad_one() {
 /// port and a core); it must die with horde.
 #[test]
 fn killing_horde_bots_kills_the_server_it_started() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     if !have_server() {
         return;
     }

@@ -62,6 +62,7 @@ fn records_in(p: &Path) -> usize {
 
 #[test]
 fn sender_and_receiver_stream_during_the_run_and_the_logs_equal_their_own() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let s = Scratch::new("logd-run");
     let key = make_key(&s, "run.key");
     let dir = s.path("logs");
@@ -107,6 +108,7 @@ fn sender_and_receiver_stream_during_the_run_and_the_logs_equal_their_own() {
 
 #[test]
 fn a_killed_senders_records_up_to_its_death_are_at_the_server_and_the_gap_is_marked() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let s = Scratch::new("logd-kill");
     let key = make_key(&s, "run.key");
     let dir = s.path("logs");
@@ -170,6 +172,7 @@ fn a_killed_senders_records_up_to_its_death_are_at_the_server_and_the_gap_is_mar
 
 #[test]
 fn nothing_flows_without_the_run_key_either_way() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let s = Scratch::new("logd-keys");
     let key = make_key(&s, "run.key");
     let other = make_key(&s, "other.key");

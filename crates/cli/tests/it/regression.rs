@@ -74,6 +74,7 @@ fn rss_kb(pid: u32) -> u64 {
 /// spoofed address (15,600×); 200 hellos produced 62.7 MB; 50,000 added players without a cap.
 #[test]
 fn regression_spoofed_udp_hellos_get_at_most_a_smaller_challenge() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("reg-amplify");
     let (mut srv, addr) = serve_only(&dir, "quake3", 100);
     let victim = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -130,6 +131,7 @@ fn regression_recv_neither_echoes_nor_logs_unvalidated_sources() {
 /// A real round-trip flow still gets its echoes (the fix must not break the feature).
 #[test]
 fn validated_round_trip_flows_are_still_echoed() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let rx = Recv::start(&["--udp", "0", "--tcp", "0"]);
     for t in ["udp", "tcp"] {
         let dst = if t == "udp" { rx.addrs[0] } else { rx.addrs[1] };
@@ -184,6 +186,7 @@ fn regression_the_tcp_server_side_closes_what_peers_close() {
 /// limit (2.1 GB).
 #[test]
 fn regression_an_echo_peer_that_never_reads_is_bounded() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("reg-echo");
     let mut child = horde().args(["recv", "--tcp", "0"]).stderr(Stdio::piped()).spawn().unwrap();
     let mut banner = String::new();
@@ -222,6 +225,7 @@ fn regression_an_echo_peer_that_never_reads_is_bounded() {
 /// backlogs together now have a budget (64 MiB).
 #[test]
 fn many_echo_peers_that_never_read_share_one_memory_budget() {
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // a core's worth of echo peers
     let mut child = horde().args(["recv", "--tcp", "0"]).stderr(Stdio::piped()).spawn().unwrap();
     let mut banner = String::new();
     BufReader::new(child.stderr.as_mut().unwrap()).read_line(&mut banner).unwrap();
@@ -304,6 +308,7 @@ fn regression_schedules_that_cannot_advance_are_input_errors() {
 /// how much it did not send.
 #[test]
 fn regression_a_flow_behind_schedule_stops_at_its_duration() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let rx = Recv::start(&["--udp", "0"]);
     let t = Instant::now();
     let out = run(horde().args(["send", "--dst", &rx.addrs[0].to_string(), "--rate", "5M", "--size", "1400", "-t", "2s", "--json", "-"]));
@@ -415,6 +420,7 @@ fn summary(dir: &Scratch) -> serde_json::Value {
 /// 0.968 APDU/s per player instead of ~5.4) and counted in-flight APDUs as lost, silently.
 #[test]
 fn regression_an_interrupted_run_reports_over_the_time_run() {
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // rates within 10 % of the model
     let dir = Scratch::new("reg-interrupt");
     let child = horde()
         .args(["demo", "-t", "30s", "--players", "600", "--quiet", "--out", dir.path("out").to_str().unwrap()])
@@ -448,6 +454,7 @@ fn regression_an_interrupted_run_reports_over_the_time_run() {
 /// Reported: if the server side died, the client ran to the end and exited with no report.
 #[test]
 fn regression_the_client_stops_and_reports_when_the_server_side_dies() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("reg-death");
     let out_dir = dir.path("out");
     let child = horde()
@@ -481,6 +488,7 @@ fn regression_the_client_stops_and_reports_when_the_server_side_dies() {
 /// Reported: after SIGKILL both logs were 0 bytes. Now at most about the last second is lost.
 #[test]
 fn regression_sigkill_loses_at_most_the_last_second_of_the_log() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("reg-sigkill");
     let rx = Recv::start(&["--udp", "0"]);
     let log = dir.path("s.hlog");
@@ -501,6 +509,7 @@ fn regression_sigkill_loses_at_most_the_last_second_of_the_log() {
 /// the maximum.
 #[test]
 fn regression_a_sender_log_alone_is_not_loss_and_percentiles_stay_below_max() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("reg-decode");
     let (slog, rlog) = (dir.path("s.hlog"), dir.path("r.hlog"));
     let rx = Recv::start(&["--udp", "0", "-l", rlog.to_str().unwrap()]);
@@ -554,6 +563,7 @@ fn run_keys_are_made_private_and_refused_when_readable() {
 /// With a run key, a sender without it is refused (no answer, a clear error); with it, traffic flows.
 #[test]
 fn a_receiver_with_a_key_serves_only_senders_with_it() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("reg-keyed");
     let k = dir.path("k");
     assert!(run(horde().args(["key", "--out", k.to_str().unwrap()])).status.success());

@@ -4,14 +4,10 @@
 use crate::common::*;
 use std::path::Path;
 
-/// Tests that judge timing (inter-arrival times against the model) run one at a time: two
-/// traffic runs side by side on a 2-core machine share the CPUs, and receiver timestamps then
-/// carry the other run's scheduling delays, which is not what these tests measure.
-static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn timing() -> std::sync::MutexGuard<'static, ()> {
-    TIMING.lock().unwrap_or_else(|p| p.into_inner())
-}
+// Tests that judge timing (inter-arrival times against the model) take the whole machine
+// (`Load::Whole`): two traffic runs side by side on a 2-core machine share the CPUs, and
+// receiver timestamps then carry the other run's scheduling delays, which is not what these
+// tests measure.
 
 /// Runs scenario `sc` into `out` and returns its summary.json.
 fn run_scenario(sc: &Path, out: &Path) -> serde_json::Value {
@@ -83,7 +79,7 @@ fn balanced_wow(dir: &Path) -> std::path::PathBuf {
 /// Inter-arrival times are compared at the model's 1 ms resolution (see horde_stats::game).
 #[test]
 fn wow_traffic_matches_the_model_in_every_category_and_direction() {
-    let _timing = timing();
+    let _share = horde_testkit::share(horde_testkit::Load::Whole); // KS of sizes and inter-arrival times against the model
     let dir = Scratch::new("fidelity");
     let svc = balanced_wow(&dir.0);
     let sc = dir.path("sc.toml");
@@ -113,7 +109,7 @@ fn wow_traffic_matches_the_model_in_every_category_and_direction() {
 
 #[test]
 fn the_report_renders_in_a_real_browser() {
-    let _timing = timing();
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // a browser
     let chromium = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()));
@@ -262,8 +258,7 @@ fn services_lists_shows_and_checks() {
 /// model, and the example scenario runs with only part of its subscribers online.
 #[test]
 fn wow_sessions_log_in_and_out_by_the_hour() {
-    // CPU-heavy (a day of 3,000 players' sessions): it takes its turn with the timing tests.
-    let _timing = timing();
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let out = run(horde().args(["behave", "-s", "wow-sessions", "-n", "3000", "-t", "24h", "--start-hour", "0", "--summary-json", "-"]));
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("logins per hour vs the model: chi-square"), "{}", text(&out));
@@ -299,7 +294,7 @@ fn wow_sessions_log_in_and_out_by_the_hour() {
 /// served in full.
 #[test]
 fn players_can_join_over_time() {
-    let _timing = timing();
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("ramp");
     let sc = dir.path("ramp.toml");
     std::fs::write(&sc, "service = 'wow'\nplayers = 200\nduration = '8s'\nseed = 2\njoin = 'uniform(0, 5)'\n").unwrap();
@@ -334,7 +329,7 @@ fn players_can_join_over_time() {
 /// player's address, every datagram accounted for and matching the regenerated schedules.
 #[test]
 fn udp_services_run_both_ways() {
-    let _timing = timing();
+    let _share = horde_testkit::share(horde_testkit::Load::Whole); // rates within 3 % of the model, both cores busy
     let dir = Scratch::new("udprun");
     let sc = dir.path("cs.toml");
     // A busy-waiting pacer (spin_us): Counter-Strike's client ticks put most inter-arrival
@@ -365,9 +360,9 @@ fn udp_services_run_both_ways() {
 #[test]
 fn ctrl_c_to_the_process_group_at_any_point_leaves_a_report() {
     use std::os::unix::process::CommandExt as _;
-    // Runs after runs, interrupted: it takes its turn with the timing tests, whose inter-arrival
-    // times it would otherwise distort (CI, 2026-11-26: CS IAT KS 0.04 beside it).
-    let _timing = timing();
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy);
+    // Runs after runs, interrupted: a heavy share, as the timing tests' inter-arrival times
+    // would otherwise be distorted (CI, 2026-11-26: CS IAT KS 0.04 beside it).
     let dir = Scratch::new("ctrl-c");
     let sc = dir.path("sc.toml");
     std::fs::write(&sc, "name = \"ctrlc\"\nservice = \"wow\"\nplayers = 60\nduration = \"20s\"\nseed = 2\nspin_us = 0\n").unwrap();

@@ -38,6 +38,7 @@ fn requests_without_the_token_or_from_elsewhere_are_refused() {
 /// Acceptance (API): start, watch, resume, steer, stop, report, past runs.
 #[test]
 fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("ui-run");
     let runs = dir.path("runs");
     let c = console(&runs);
@@ -259,6 +260,7 @@ fn a_console_beyond_loopback_needs_the_flag_and_tls() {
 /// response times in the event stream, refusals named before anything starts.
 #[test]
 fn bots_start_from_the_api_and_stream_their_response_times() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     if !std::path::Path::new("/usr/games/openarena-server").exists() {
         assert!(std::env::var("CI").is_err(), "CI installs openarena-server (.ci/run)");
         eprintln!("SKIPPED: no openarena-server here");

@@ -119,6 +119,7 @@ fn datagram(flags: u8, flow: u32, len: usize) -> Vec<u8> {
 /// whatever keeps arriving from its address; reverse bulk goes only to a hello that asked.
 #[test]
 fn recv_stops_reverse_bulk_and_echoes_when_consent_stops() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let stop = AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::scope(|sc| {
@@ -169,6 +170,7 @@ impl Responder for Streams {
 /// probes gets nothing more within 2 s, though its address keeps sending.
 #[test]
 fn a_udp_server_side_stops_a_dead_players_stream_within_2_s() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let responder: Arc<dyn Responder> = Arc::new(Streams { down: flow("400", 30) });

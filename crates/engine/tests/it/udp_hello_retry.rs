@@ -32,6 +32,7 @@ impl Responder for Echoing {
 
 #[test]
 fn a_lost_hello_is_repeated_until_the_server_answers() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dst = format!("127.0.0.1:{port}");
     let up = flow(&dst, "50");

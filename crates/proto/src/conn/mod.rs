@@ -1,7 +1,7 @@
 //! One flow or connection of the engine without its socket: what it sends and when, how its
 //! bytes are framed, and what the bytes that arrive on it mean. Bytes and times in; departures,
 //! bytes to write and log records out. The engine's workers are its I/O shell (sockets, pacing,
-//! batching); tests drive it with no socket at all (`tests/conn.rs`).
+//! batching); tests drive it with no socket at all (`tests/it/conn.rs`).
 //!
 //! Three roles:
 //! - **client**: a flow of `horde send` or a player of `horde run`. It sends its own departures;

@@ -59,6 +59,7 @@ fn toml_string(s: &str) -> String {
 
 #[test]
 fn summary_json_follows_its_schema() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let schema = pinned("summary", schemars::schema_for!(Summary));
     let (out, r) = run_scenario("contract", "summary");
     let instance: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
@@ -70,6 +71,7 @@ fn summary_json_follows_its_schema() {
 
 #[test]
 fn progress_lines_follow_their_schema_on_one_machine_and_through_agents() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let schema = pinned("progress", schemars::schema_for!(horde_scenario::EventLine));
     let text = "name = \"progress\"\nservice = \"quake3\"\nplayers = 3\nduration = \"2s\"\nseed = 5\nserver = \"127.0.0.1:0\"\n";
     let sc = Scenario::parse(text, "contract.toml", Path::new(".")).unwrap();
@@ -152,6 +154,7 @@ fn csv_headers_are_the_row_types_and_stay_stable() {
 
 #[test]
 fn the_report_escapes_user_supplied_strings() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let evil = "q\"<>&'x";
     let (out, _) = run_scenario(evil, "escape");
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();
@@ -164,6 +167,7 @@ fn the_report_escapes_user_supplied_strings() {
 /// each statistic (nearest-rank percentiles, the same delay, the same counts).
 #[test]
 fn decode_and_the_report_give_the_same_numbers_for_the_same_records() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let (out, r) = run_scenario("same", "same");
     let load = |f: &str| horde_stats::load(&std::fs::read(out.join(f)).unwrap()).unwrap().records;
     let (client, server) = (load("client.hlog"), load("server.hlog"));
@@ -189,6 +193,7 @@ fn decode_and_the_report_give_the_same_numbers_for_the_same_records() {
 #[test]
 fn a_regulated_runs_summary_json_follows_its_schema() {
     use horde_scenario::circuit_report::{CircuitSummary, CIRCUITS_SCHEMA_VERSION};
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let schema = pinned("circuits-summary", schemars::schema_for!(CircuitSummary));
     let text = "name = \"regulated\"\nservice = \"opensim\"\nplayers = 3\nduration = \"3s\"\nseed = 5\n[regulation]\nthrottle = \"fixed:300\"\nregulator = \"per-channel\"\n";
     let sc = Scenario::parse(text, "contract.toml", Path::new(".")).unwrap();

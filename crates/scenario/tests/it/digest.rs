@@ -106,6 +106,7 @@ fn same_run(d: &GameAnalysis, r: &GameAnalysis, jitter_exact: bool) {
 
 #[test]
 fn figures_from_merged_summaries_equal_the_raw_records_figures_or_lie_within_their_bounds() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let sc = Scenario::parse(SCENARIO, "digest.toml", Path::new(".")).unwrap();
     let out = std::env::temp_dir().join(format!("horde-digest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);

@@ -24,6 +24,7 @@ fn tmp(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn a_small_scenario_runs_end_to_end_through_the_library() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let sc = scenario("wow", 6, 3);
     let out = tmp("e2e");
     let stop = AtomicBool::new(false);
@@ -50,6 +51,7 @@ fn a_small_scenario_runs_end_to_end_through_the_library() {
 
 #[test]
 fn a_shard_runs_only_its_players() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let sc = scenario("quake3", 5, 2);
     let out = tmp("shard");
     let stop = AtomicBool::new(false);
@@ -82,6 +84,7 @@ fn a_stop_while_planning_is_an_interruption_not_a_failure() {
 /// thread, so only 2,048 of 4,000 players got in).
 #[test]
 fn a_burst_of_thousands_of_players_all_get_in() {
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // thousands of connections at once
     let mut sc = scenario("wow", 3000, 2);
     sc.spin_us = 0;
     let out = tmp("burst");
@@ -98,6 +101,7 @@ fn a_burst_of_thousands_of_players_all_get_in() {
 /// of the players online is what they send (over the run, within the noise of a few seconds).
 #[test]
 fn live_progress_counts_every_apdu_by_category_and_follows_the_model() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let sc = scenario("wow", 200, 8);
     let out = tmp("live");
     let stop = AtomicBool::new(false);

@@ -45,6 +45,7 @@ subnet = "10.2.0.0/24"
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn up_probe_copy_change_down() {
     horde_testkit::need_root();
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // one-way delays within 2 ms of the link's
     let dir = tmp("routed");
     let topo = write(&dir, "routed.toml", ROUTED);
     let exp = horde_testkit::exp_id();
@@ -119,27 +120,30 @@ rate = "10mbit"
 "#;
 
 /// The issue's setting, measured by Horde's decoder on this machine (userspace path): delay and
-/// loss from 5,000 light-load packets (Poisson, 100/s), the rate from an overload. (The
+/// loss from 2,000 light-load packets (Poisson, 100/s: sparse enough that the link's in-order
+/// jitter seldom holds one packet behind another; 2,000 keep 3 standard errors of the loss at
+/// ±0.67 %, telling 1 % from none and from 2 %), the rate from an overload. (The
 /// ≥ 10,000-packet measurement is bench/emu-link.sh.)
 #[test]
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn impaired_link_matches_its_setting() {
     horde_testkit::need_root();
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // delay and rate through the link emulator within 5 %
     let dir = tmp("pair");
     let topo = write(&dir, "pair.toml", PAIR);
     let exp = horde_testkit::exp_id();
     let exp = exp.as_str();
     let _down = Down(exp.to_string());
     ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
-    let t = probe(exp, &dir, "a", "b", "10.9.0.2", &["--idt", "exponential(10)", "-c", "100", "-z", "5000", "--seed", "3"], "light");
+    let t = probe(exp, &dir, "a", "b", "10.9.0.2", &["--idt", "exponential(10)", "-c", "100", "-z", "2000", "--seed", "3"], "light");
     let sent = t["loss"]["expected"].as_u64().unwrap();
     let lost = t["loss"]["lost"].as_u64().unwrap();
     let delay = t["delay"]["mean_ms"].as_f64().unwrap();
     let loss = lost as f64 / sent as f64;
     eprintln!("light load: {sent} packets, mean one-way delay {delay:.3} ms, loss {:.3} %", loss * 100.0);
-    assert!(sent >= 5_000);
+    assert!(sent >= 2_000);
     assert!((19.0..=21.0).contains(&delay), "mean delay {delay} ms not within 5 % of 20 ms");
-    // 1 % ± 3 standard errors (± 0.42 % absolute at 5,000 packets)
+    // 1 % ± 3 standard errors (± 0.67 % absolute at 2,000 packets)
     let se = (0.01f64 * 0.99 / sent as f64).sqrt();
     assert!((loss - 0.01).abs() <= 3.0 * se, "loss {loss} vs 1 % (3 s.e. = {})", 3.0 * se);
 
@@ -188,6 +192,7 @@ fn netem_path_where_the_kernel_has_it() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn run_places_players_on_emulated_hosts() {
     horde_testkit::need_root();
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("run");
     write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
     let sc = write(
@@ -232,6 +237,7 @@ fn run_places_players_on_emulated_hosts() {
 fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
     use std::io::Write as _;
     horde_testkit::need_root();
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("run-link");
     write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
     let sc = write(
@@ -307,6 +313,7 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn live_loss_each_way_follows_a_lossy_link() {
     horde_testkit::need_root();
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("live-loss");
     write(
         &dir,
@@ -364,6 +371,7 @@ fn live_loss_each_way_follows_a_lossy_link() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
     horde_testkit::need_root();
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("big-switch");
     let topo = write(
         &dir,
@@ -408,6 +416,7 @@ fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn an_overloaded_link_counts_the_frames_it_lost() {
     horde_testkit::need_root();
+    let _share = horde_testkit::share(horde_testkit::Load::Whole); // a 40,000 pkt/s sender must keep its rate
     let dir = tmp("overrun");
     let topo = write(
         &dir,

@@ -74,7 +74,7 @@ fn alive(pid: u32) -> bool {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn sigkill_then_cleanup_leaves_nothing() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Heavy);
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // 600 hosts built, players behind a link emulator
     let dir = tmp("cleanup");
     let pair = write(
         &dir,

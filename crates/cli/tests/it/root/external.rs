@@ -81,6 +81,7 @@ fn topology(force: bool, hosts: u32) -> String {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn an_interface_of_the_machine_joins_the_topology_and_comes_back() {
     horde_testkit::need_root();
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // 1,000 hosts built, a delay within 3 ms
     let dir = tmp("external");
     let _pair = make_pair();
     let exp = horde_testkit::exp_id();
