@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 pub use ids::{exp_id, free_port, ifname, unique};
 pub use procs::{descendants, wait_gone};
 pub use sandbox::Sandbox;
-pub use share::{share, Load, Share};
+pub use share::{namespaces, share, Load, Namespaces, Share};
 
 /// Whether this process runs as root (the emulated environment needs it).
 pub fn is_root() -> bool {

@@ -4,10 +4,14 @@
 //! of Horde's end-to-end tests wait on real time: a run of a few seconds, a timeout that must
 //! pass. Those overlap well. A test that loads a core, or measures timing that another test's
 //! load would disturb, says so: it takes a [`Share`] of the machine for its whole body, and the
-//! binary admits tests in the order they asked while their loads fit in the machine's
-//! capacity (six units per core: six tests that mostly wait share a core). A test that takes
-//! no share must be quick and light (parsing, a refusal, a file: under a second and a half).
+//! binary admits tests while their loads fit in the machine's capacity (six units per core:
+//! six tests that mostly wait share a core). The oldest waiting test is never delayed: a later
+//! one goes ahead of it only within what the oldest leaves free once it runs (backfilling, as
+//! batch schedulers do), so a test that needs most of the machine is not passed over by a
+//! stream of light ones, and light ones do not idle behind it. A test that takes no share must
+//! be quick and light (parsing, a refusal, a file: under a second and a half).
 
+use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
 
 /// How much of the machine a test takes while it runs.
@@ -16,23 +20,24 @@ pub enum Load {
     /// Real processes that mostly wait (timers, a few hundred players, a handshake, an emulated
     /// network being built): a sixth of a core on average.
     Light,
-    /// About one core: a link emulator or a sender near its rate, a thousand players, a browser;
-    /// or timing that a busy core would disturb, with tolerances a quiet one meets.
+    /// About a core: a link emulator or a sender near its rate, a thousand players, a browser;
+    /// or delays measured to a millisecond or two, which a saturated machine would disturb.
+    /// Beside it: another heavy test, or light ones.
     Heavy,
-    /// The whole machine: the test measures timing (lateness, delays, rates against a model,
-    /// failover times) that any other load would disturb, or loads every core. Runs alone.
-    Whole,
+    /// The test measures timing against a model (inter-arrival times, rates within a few per
+    /// cent) while it loads a core or more itself: nothing runs beside it but light tests (a
+    /// third of the machine).
+    Quiet,
 }
 
 struct State {
     used: u32,
-    /// Tickets handed out, and the next ticket to be admitted (first come, first served: a
-    /// test that needs the whole machine is not passed over by a stream of light ones).
+    /// Waiting tests in the order they asked: (ticket, units).
+    waiting: VecDeque<(u64, u32)>,
     next: u64,
-    serving: u64,
 }
 
-static STATE: Mutex<State> = Mutex::new(State { used: 0, next: 0, serving: 0 });
+static STATE: Mutex<State> = Mutex::new(State { used: 0, waiting: VecDeque::new(), next: 0 });
 static CHANGED: Condvar = Condvar::new();
 /// When the binary's first share was asked for (the trace's zero).
 static FIRST: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
@@ -45,11 +50,22 @@ fn capacity() -> u32 {
 }
 
 fn units(load: Load) -> u32 {
+    // Heavy: a third of the machine and a unit (two fit, with light ones beside); quiet: the
+    // rest once light ones have a third (a heavy one does not fit beside it).
+    let c = capacity();
     match load {
         Load::Light => 1,
-        Load::Heavy => PER_CORE,
-        Load::Whole => capacity(),
+        Load::Heavy => c / 3 + 1,
+        Load::Quiet => c - c / 3,
     }
+}
+
+/// Whether the test holding `ticket` may start now: the oldest waiting test when it fits; a
+/// later one when it fits beside what runs and what the oldest will need.
+fn admissible(s: &State, ticket: u64, need: u32) -> bool {
+    let head = s.waiting.front().copied().unwrap_or((ticket, 0));
+    let reserved = if head.0 == ticket { 0 } else { head.1 };
+    s.used + need + reserved <= capacity()
 }
 
 /// A test's share of the machine, held until dropped (the end of the test, or its panic).
@@ -69,11 +85,12 @@ pub fn share(load: Load) -> Share {
     let mut s = STATE.lock().unwrap_or_else(|p| p.into_inner());
     let ticket = s.next;
     s.next += 1;
-    while s.serving != ticket || s.used + need > capacity() {
+    s.waiting.push_back((ticket, need));
+    while !admissible(&s, ticket, need) {
         s = CHANGED.wait(s).unwrap_or_else(|p| p.into_inner());
     }
+    s.waiting.retain(|w| w.0 != ticket);
     s.used += need;
-    s.serving += 1;
     CHANGED.notify_all();
     Share { units: need, load, asked, got: std::time::Instant::now() }
 }
@@ -86,6 +103,34 @@ impl Drop for Share {
         drop(s);
         trace(self);
     }
+}
+
+/// How a test that builds network namespaces uses the machine's kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Namespaces {
+    /// A few namespaces (an emulated network of tens or hundreds of hosts).
+    Few,
+    /// Hundreds to thousands built or torn down at once: the kernel's network locks and its
+    /// namespace clean-up work then stall other experiments' traffic for seconds (seen: an
+    /// ARP resolution failing beside a 1,500-host build). Runs with no other emulation test.
+    Many,
+}
+
+/// The named lock of the machine's namespaces, held for the test's whole body (take it after
+/// the [`share`]): tests of `Few` run together, a test of `Many` alone among them.
+pub fn namespaces(n: Namespaces) -> NamespacesGuard {
+    static LOCK: std::sync::RwLock<()> = std::sync::RwLock::new(());
+    match n {
+        Namespaces::Few => NamespacesGuard::Few(LOCK.read().unwrap_or_else(|p| p.into_inner())),
+        Namespaces::Many => NamespacesGuard::Many(LOCK.write().unwrap_or_else(|p| p.into_inner())),
+    }
+}
+
+/// Held while a test uses the machine's namespaces ([`namespaces`]).
+#[must_use = "the lock is the test's for as long as it is held: `let _ns = namespaces(…);`"]
+pub enum NamespacesGuard {
+    Few(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
+    Many(#[allow(dead_code)] std::sync::RwLockWriteGuard<'static, ()>),
 }
 
 /// With `HORDE_TEST_TRACE=FILE`, one line per share: the test (its thread's name), its load,
@@ -111,35 +156,61 @@ fn trace(sh: &Share) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
 
-    /// Loads never exceed the capacity, and a whole-machine test runs alone.
+    /// The oldest waiting test is never delayed; later ones backfill what it leaves free.
     #[test]
-    fn shares_fit_the_capacity_and_whole_runs_alone() {
-        let (used, peak, whole_with_others) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
-        let loads = [Load::Light, Load::Heavy, Load::Whole, Load::Light, Load::Light, Load::Heavy, Load::Whole, Load::Light];
+    fn later_tests_backfill_only_what_the_oldest_leaves_free() {
+        let (light, heavy, quiet) = (units(Load::Light), units(Load::Heavy), units(Load::Quiet));
+        // a heavy test runs; a quiet one waits for it; a light one asks after
+        let s = State { used: heavy, waiting: VecDeque::from([(1, quiet), (2, light)]), next: 3 };
+        assert!(!admissible(&s, 1, quiet), "the quiet one waits for the heavy one");
+        assert_eq!(admissible(&s, 2, light), heavy + light + quiet <= capacity(), "the light one only if the quiet one still fits after it");
+        // nothing runs: the oldest starts, and a light one beside what it leaves free
+        let s = State { used: 0, waiting: VecDeque::from([(1, quiet), (2, light)]), next: 3 };
+        assert!(admissible(&s, 1, quiet) && admissible(&s, 2, light));
+        // a later heavy test may not take what the oldest quiet one needs
+        let s = State { used: light, waiting: VecDeque::from([(1, quiet), (2, heavy)]), next: 3 };
+        assert!(admissible(&s, 1, quiet) && !admissible(&s, 2, heavy));
+    }
+
+    /// Loads never exceed the capacity, and a quiet test runs beside light ones only.
+    #[test]
+    fn shares_fit_the_capacity_and_quiet_runs_beside_light_ones_only() {
+        // (units in use, heavy tests running, quiet tests running, peak units, violations)
+        let book = Arc::new(std::sync::Mutex::new((0u32, 0u32, 0u32, 0u32, 0u32)));
+        let loads = [Load::Light, Load::Heavy, Load::Quiet, Load::Light, Load::Light, Load::Heavy, Load::Quiet, Load::Light, Load::Heavy, Load::Heavy];
         let threads: Vec<_> = loads
             .iter()
             .map(|&load| {
-                let (used, peak, whole) = (used.clone(), peak.clone(), whole_with_others.clone());
+                let book = book.clone();
                 std::thread::spawn(move || {
                     let _s = share(load);
-                    let now = used.fetch_add(units(load), Ordering::SeqCst) + units(load);
-                    peak.fetch_max(now, Ordering::SeqCst);
-                    if load == Load::Whole && now != units(load) {
-                        whole.fetch_add(1, Ordering::SeqCst);
+                    {
+                        let mut b = book.lock().unwrap();
+                        b.0 += units(load);
+                        b.1 += (load == Load::Heavy) as u32;
+                        b.2 += (load == Load::Quiet) as u32;
+                        b.3 = b.3.max(b.0);
+                        if b.2 > 1 || (b.2 == 1 && b.1 > 0) {
+                            b.4 += 1;
+                        }
                     }
                     std::thread::sleep(Duration::from_millis(20));
-                    used.fetch_sub(units(load), Ordering::SeqCst);
+                    let mut b = book.lock().unwrap();
+                    b.0 -= units(load);
+                    b.1 -= (load == Load::Heavy) as u32;
+                    b.2 -= (load == Load::Quiet) as u32;
                 })
             })
             .collect();
         for t in threads {
             t.join().unwrap();
         }
-        assert!(peak.load(Ordering::SeqCst) <= capacity(), "peak {} > capacity {}", peak.load(Ordering::SeqCst), capacity());
-        assert_eq!(whole_with_others.load(Ordering::SeqCst), 0, "a whole-machine test ran beside another");
+        let b = book.lock().unwrap();
+        assert!(b.3 <= capacity(), "peak {} > capacity {}", b.3, capacity());
+        assert_eq!(b.4, 0, "a quiet test ran beside a heavy or another quiet one");
+        assert!(units(Load::Heavy) * 2 <= capacity() && units(Load::Quiet) + units(Load::Heavy) > capacity());
     }
 }

@@ -62,7 +62,7 @@ fn records_in(p: &Path) -> usize {
 
 #[test]
 fn sender_and_receiver_stream_during_the_run_and_the_logs_equal_their_own() {
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // a 1,000 pkt/s sender spinning on a core, every departure counted
     let s = Scratch::new("logd-run");
     let key = make_key(&s, "run.key");
     let dir = s.path("logs");

@@ -107,6 +107,8 @@ fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {
 /// Acceptance (API): the topology editor's and experiment view's paths and their refusals.
 #[test]
 fn topologies_open_check_save_and_come_up_through_the_api() {
+    // as root it brings an experiment up: beside the other tests that build namespaces
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let dir = Scratch::new("ui-topo");
     let runs = dir.path("runs");
     let c = console(&runs);

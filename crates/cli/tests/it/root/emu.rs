@@ -46,6 +46,7 @@ subnet = "10.2.0.0/24"
 fn up_probe_copy_change_down() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Heavy); // one-way delays within 2 ms of the link's
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let dir = tmp("routed");
     let topo = write(&dir, "routed.toml", ROUTED);
     let exp = horde_testkit::exp_id();
@@ -129,6 +130,7 @@ rate = "10mbit"
 fn impaired_link_matches_its_setting() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Heavy); // delay and rate through the link emulator within 5 %
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let dir = tmp("pair");
     let topo = write(&dir, "pair.toml", PAIR);
     let exp = horde_testkit::exp_id();
@@ -164,6 +166,7 @@ fn impaired_link_matches_its_setting() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn netem_path_where_the_kernel_has_it() {
     horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let dir = tmp("netem");
     let topo = write(&dir, "n.toml", "name = \"n\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"10.8.0.0/30\"\ndelay = \"10ms\"\n");
     let exp = horde_testkit::exp_id();
@@ -193,6 +196,7 @@ fn netem_path_where_the_kernel_has_it() {
 fn run_places_players_on_emulated_hosts() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let dir = tmp("run");
     write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
     let sc = write(
@@ -238,6 +242,7 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
     use std::io::Write as _;
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let dir = tmp("run-link");
     write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
     let sc = write(
@@ -314,6 +319,7 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
 fn live_loss_each_way_follows_a_lossy_link() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let dir = tmp("live-loss");
     write(
         &dir,
@@ -372,6 +378,7 @@ fn live_loss_each_way_follows_a_lossy_link() {
 fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Many); // 1,500 hosts built at once
     let dir = tmp("big-switch");
     let topo = write(
         &dir,
@@ -416,7 +423,8 @@ fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn an_overloaded_link_counts_the_frames_it_lost() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Whole); // a 40,000 pkt/s sender must keep its rate
+    let _share = horde_testkit::share(horde_testkit::Load::Quiet); // a 40,000 pkt/s sender must keep its rate
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let dir = tmp("overrun");
     let topo = write(
         &dir,

@@ -1,7 +1,8 @@
 //! Crash recovery, as root, on a machine of the test's own (`horde_testkit::Sandbox`: its own
 //! `/run`, `/sys` and network namespace, so `cleanup --all` sees only what the test made there):
-//! `horde emu up` killed (SIGKILL) half-way, an experiment left with its link emulator and a
-//! process inside a node, and a `horde run` on an emulated topology killed mid-run; then
+//! `horde emu up` killed (SIGKILL) half-way, an experiment left with its link emulator and the
+//! `emu exec` of a process in a node killed, and a `horde run` on an emulated topology killed
+//! mid-run; then
 //! `horde emu cleanup --all` must leave none of Horde's namespaces, interfaces, state or
 //! processes there — and must not touch an experiment of the real machine (a bystander the
 //! test brings up beside it) nor a process that only looks like Horde's.
@@ -75,6 +76,7 @@ fn alive(pid: u32) -> bool {
 fn sigkill_then_cleanup_leaves_nothing() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Heavy); // 600 hosts built, players behind a link emulator
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Many); // 600 hosts, killed half-way built at once
     let dir = tmp("cleanup");
     let pair = write(
         &dir,
@@ -100,8 +102,8 @@ fn sigkill_then_cleanup_leaves_nothing() {
     kill9(&mut up);
     assert!(!m.namespaces(&kup).is_empty(), "the kill should land mid-way");
 
-    // 2. A finished experiment with its link emulator and a process living in a node: the
-    // `sleep` outlives the `emu exec` that started it.
+    // 2. A finished experiment with its link emulator, and a process started in a node whose
+    // `emu exec` is killed (the command is told to end with it: PDEATHSIG).
     let kpair = exp_id();
     m.ok(&["emu", "up", pair.to_str().unwrap(), "--id", &kpair]);
     let mut exec = m.horde(&["emu", "exec", &kpair, "a", "--", "sleep", "300"]).spawn().unwrap();
@@ -116,7 +118,7 @@ fn sigkill_then_cleanup_leaves_nothing() {
     };
     kill9(&mut exec);
     let daemon = m.daemon(&kpair);
-    assert!(alive(daemon) && in_node.iter().all(|p| alive(*p)), "the link emulator and the node's process run");
+    assert!(alive(daemon), "the link emulator runs");
 
     // 3. `horde run` with players on emulated hosts, killed mid-run (once players are on).
     write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
@@ -176,6 +178,7 @@ fn sigkill_then_cleanup_leaves_nothing() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn cleanup_leaves_namespaces_and_processes_horde_did_not_make() {
     horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let m = Machine::new();
     let ns = "horde-zzfake-h1";
     let ip = |args: &[&str]| m.0.command("ip").args(args).status().unwrap().success();

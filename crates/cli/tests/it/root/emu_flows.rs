@@ -63,6 +63,7 @@ dst = "10.72.0.2:9401"
 fn flows_leave_from_their_hosts_and_arrive_through_the_emulated_link() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let id_efl = horde_testkit::exp_id();
     let id_efl = id_efl.as_str();
     let _down_efl = Down(id_efl.to_string());
@@ -127,6 +128,7 @@ fn flows_leave_from_their_hosts_and_arrive_through_the_emulated_link() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn bad_placements_are_refused_before_anything_is_sent_with_the_hosts_listed() {
     horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let id_efb = horde_testkit::exp_id();
     let id_efb = id_efb.as_str();
     let _down_efb = Down(id_efb.to_string());

@@ -15,6 +15,7 @@ const PAIR: &str =
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn regression_emu_down_never_deletes_a_path() {
     horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let id_rdown = horde_testkit::exp_id();
     let id_rdown = id_rdown.as_str();
     let _down_rdown = Down(id_rdown.to_string());
@@ -43,6 +44,7 @@ fn regression_emu_down_never_deletes_a_path() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn regression_cleanup_needs_an_id_and_kills_only_horde_processes() {
     horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let id_rgone = horde_testkit::exp_id();
     let id_rgone = id_rgone.as_str();
     let _down_rgone = Down(id_rgone.to_string());
@@ -79,6 +81,7 @@ fn regression_cleanup_needs_an_id_and_kills_only_horde_processes() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn regression_switch_loops_and_reused_subnets_are_refused_before_anything_is_built() {
     horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let id_rreuse = horde_testkit::exp_id();
     let id_rreuse = id_rreuse.as_str();
     let _down_rreuse = Down(id_rreuse.to_string());
@@ -115,6 +118,7 @@ fn regression_switch_loops_and_reused_subnets_are_refused_before_anything_is_bui
 fn regression_emu_link_cannot_block_the_link_emulator() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let id_rfifo = horde_testkit::exp_id();
     let id_rfifo = id_rfifo.as_str();
     let _down_rfifo = Down(id_rfifo.to_string());
@@ -148,6 +152,7 @@ fn regression_emu_link_cannot_block_the_link_emulator() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn regression_sigint_during_emu_up_rolls_back() {
     horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let id_rint = horde_testkit::exp_id();
     let id_rint = id_rint.as_str();
     let _down_rint = Down(id_rint.to_string());
@@ -181,6 +186,7 @@ fn regression_sigint_during_emu_up_rolls_back() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn files_written_inside_nodes_are_named_and_kept() {
     horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let id_rfile = horde_testkit::exp_id();
     let id_rfile = id_rfile.as_str();
     let _down_rfile = Down(id_rfile.to_string());
@@ -205,6 +211,7 @@ fn files_written_inside_nodes_are_named_and_kept() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn any_link_can_be_changed_when_brought_up_live() {
     horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let id_rplain = horde_testkit::exp_id();
     let id_rplain = id_rplain.as_str();
     let _down_rplain = Down(id_rplain.to_string());

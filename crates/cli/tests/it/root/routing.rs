@@ -145,6 +145,7 @@ subnet = "10.3.0.0/24"
 fn an_ospf_ring_converges_and_fails_over() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     if !frr_or_fail() {
         return;
     }
@@ -226,6 +227,7 @@ subnet = "10.3.0.0/24"
 fn a_rip_line_converges_and_recovers() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     if !frr_or_fail() {
         return;
     }
@@ -261,6 +263,7 @@ fn a_rip_line_converges_and_recovers() {
 fn a_bgp_line_converges_and_carries_traffic() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     if !frr_or_fail() {
         return;
     }

@@ -61,6 +61,7 @@ fn draw(d: &Driver) {
 fn the_console_in_a_real_browser() {
     horde_testkit::need_root();
     let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let Some((chromium, chromedriver)) = browser() else {
         assert!(std::env::var("CI").is_err(), "CI must install chromium and chromium-driver (.ci/run does)");
         eprintln!("SKIPPED: no chromium/chromedriver here; .ci/run installs them");
