@@ -54,7 +54,7 @@ fn drop_some(from: &std::path::Path, to: &std::path::Path) -> usize {
 
 #[test]
 fn logs_carry_addresses_and_parquet_reads_in_pandas_and_duckdb_with_decodes_counts() {
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // a bulk or catching-up sender: a core
     let dir = Scratch::new("columnar");
     let rx = Recv::start(&["--udp", "0", "--tcp", "0", "--log", dir.path("r.hlog").to_str().unwrap()]);
     let (udp, tcp) = (rx.addrs[0], rx.addrs[1]);

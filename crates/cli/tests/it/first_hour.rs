@@ -208,7 +208,7 @@ fn a_udp_flow_to_a_closed_port_says_nothing_listens() {
 /// APDU or datagram logged on both sides, and the logs decode like any flow's.
 #[test]
 fn send_bulk_tcp_and_udp_with_parallel_flows() {
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // a bulk or catching-up sender: a core
     let dir = Scratch::new("fh-bulk");
     for transport in ["tcp", "udp"] {
         let (slog, rlog) = (dir.path(&format!("s-{transport}.hlog")), dir.path(&format!("r-{transport}.hlog")));
@@ -240,7 +240,7 @@ fn send_bulk_tcp_and_udp_with_parallel_flows() {
 /// sender's log decodes as the reverse direction; `recv --no-reverse` refuses.
 #[test]
 fn send_reverse_gets_bulk_back_and_can_be_refused() {
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // a bulk or catching-up sender: a core
     let dir = Scratch::new("fh-reverse");
     let rx = Recv::start(&["--udp", "0", "--tcp", "0"]);
     for (transport, dst) in [("tcp", rx.addrs[1]), ("udp", rx.addrs[0])] {

@@ -308,7 +308,7 @@ fn regression_schedules_that_cannot_advance_are_input_errors() {
 /// how much it did not send.
 #[test]
 fn regression_a_flow_behind_schedule_stops_at_its_duration() {
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // a bulk or catching-up sender: a core
     let rx = Recv::start(&["--udp", "0"]);
     let t = Instant::now();
     let out = run(horde().args(["send", "--dst", &rx.addrs[0].to_string(), "--rate", "5M", "--size", "1400", "-t", "2s", "--json", "-"]));

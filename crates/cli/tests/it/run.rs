@@ -81,7 +81,7 @@ fn balanced_wow(dir: &Path) -> std::path::PathBuf {
 /// Inter-arrival times are compared at the model's 1 ms resolution (see horde_stats::game).
 #[test]
 fn wow_traffic_matches_the_model_in_every_category_and_direction() {
-    let _share = horde_testkit::share(horde_testkit::Load::Quiet); // KS of sizes and inter-arrival times against the model
+    let _share = horde_testkit::share(horde_testkit::Load::Whole); // KS of inter-arrival times at the model's millisecond
     let dir = Scratch::new("fidelity");
     let svc = balanced_wow(&dir.0);
     let sc = dir.path("sc.toml");
@@ -331,7 +331,7 @@ fn players_can_join_over_time() {
 /// player's address, every datagram accounted for and matching the regenerated schedules.
 #[test]
 fn udp_services_run_both_ways() {
-    let _share = horde_testkit::share(horde_testkit::Load::Quiet); // rates within 3 % of the model, both cores busy
+    let _share = horde_testkit::share(horde_testkit::Load::Whole); // a busy-waiting pacer's ticks, rates within 3 % of the model
     let dir = Scratch::new("udprun");
     let sc = dir.path("cs.toml");
     // A busy-waiting pacer (spin_us): Counter-Strike's client ticks put most inter-arrival
@@ -362,9 +362,11 @@ fn udp_services_run_both_ways() {
 #[test]
 fn ctrl_c_to_the_process_group_at_any_point_leaves_a_report() {
     use std::os::unix::process::CommandExt as _;
-    let _share = horde_testkit::share(horde_testkit::Load::Heavy);
-    // Runs after runs, interrupted: a heavy share, as the timing tests' inter-arrival times
-    // would otherwise be distorted (CI, 2026-11-26: CS IAT KS 0.04 beside it).
+    // Alone: the interruptions land at fixed instants of the start-up, whose phases stretch on
+    // a loaded machine — and a run started beside others landed where the server child had not
+    // yet said where it listens, and ended with exit 1 and no report (the child's start-up
+    // under Ctrl-C, in issue 46's hands: text between our own processes).
+    let _share = horde_testkit::share(horde_testkit::Load::Whole);
     let dir = Scratch::new("ctrl-c");
     let sc = dir.path("sc.toml");
     std::fs::write(&sc, "name = \"ctrlc\"\nservice = \"wow\"\nplayers = 60\nduration = \"20s\"\nseed = 2\nspin_us = 0\n").unwrap();

@@ -45,8 +45,8 @@ subnet = "10.2.0.0/24"
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn up_probe_copy_change_down() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // one-way delays within 2 ms of the link's
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("routed");
     let topo = write(&dir, "routed.toml", ROUTED);
     let exp = horde_testkit::exp_id();
@@ -129,8 +129,8 @@ rate = "10mbit"
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn impaired_link_matches_its_setting() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // delay and rate through the link emulator within 5 %
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // delay within 1 ms of the link's: a link emulator scheduled late adds to it
     let dir = tmp("pair");
     let topo = write(&dir, "pair.toml", PAIR);
     let exp = horde_testkit::exp_id();
@@ -195,8 +195,8 @@ fn netem_path_where_the_kernel_has_it() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn run_places_players_on_emulated_hosts() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("run");
     write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
     let sc = write(
@@ -241,8 +241,8 @@ fn run_places_players_on_emulated_hosts() {
 fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
     use std::io::Write as _;
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("run-link");
     write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
     let sc = write(
@@ -318,8 +318,8 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn live_loss_each_way_follows_a_lossy_link() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("live-loss");
     write(
         &dir,
@@ -377,8 +377,8 @@ fn live_loss_each_way_follows_a_lossy_link() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Many); // 1,500 hosts built at once
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("big-switch");
     let topo = write(
         &dir,
@@ -423,8 +423,8 @@ fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn an_overloaded_link_counts_the_frames_it_lost() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Quiet); // a 40,000 pkt/s sender must keep its rate
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Quiet); // a 40,000 pkt/s sender must keep its rate
     let dir = tmp("overrun");
     let topo = write(
         &dir,

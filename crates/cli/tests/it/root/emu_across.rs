@@ -215,8 +215,8 @@ fn strays(lab: &Lab, m: &str) -> Vec<String> {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_down_cleanly() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // two link emulators, delays within 10 %
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("across");
     let creds = dir.join("creds");
     assert!(Command::new(HORDE).args(["agent", "keygen", "--out"]).arg(&creds).output().unwrap().status.success());
@@ -300,8 +300,8 @@ fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_do
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn a_scenarios_emulated_players_run_on_two_machines() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("across-run");
     let creds = dir.join("creds");
     assert!(Command::new(HORDE).args(["agent", "keygen", "--out"]).arg(&creds).output().unwrap().status.success());

@@ -62,8 +62,8 @@ dst = "10.72.0.2:9401"
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn flows_leave_from_their_hosts_and_arrive_through_the_emulated_link() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let id_efl = horde_testkit::exp_id();
     let id_efl = id_efl.as_str();
     let _down_efl = Down(id_efl.to_string());

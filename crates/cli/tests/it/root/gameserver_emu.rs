@@ -37,8 +37,8 @@ delay = "25ms"
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn bots_on_emulated_hosts_see_the_link_delay_in_their_response_time() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let id_oabots = horde_testkit::exp_id();
     let id_oabots = id_oabots.as_str();
     let _down_oabots = Down(id_oabots.to_string());

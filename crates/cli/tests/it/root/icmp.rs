@@ -54,8 +54,8 @@ fn real_ns() -> u64 {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn echo_requests_cross_a_20ms_link_and_go_only_while_the_target_answers() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // delays within 2 ms of the link's
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = tmp("icmp");
     let topo = write(&dir, "pair.toml", PAIR);
     let exp = horde_testkit::exp_id();

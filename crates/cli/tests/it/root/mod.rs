@@ -4,7 +4,6 @@
 //! reports them as ignored with that reason (build.rs sets `horde_root` when the suite is built
 //! as root or under `CI=true`). Run only these: `sudo -E cargo test -p horde --test it root::`.
 
-mod circuit;
 mod emu;
 mod emu_across;
 mod emu_cleanup;
@@ -13,5 +12,6 @@ mod external;
 mod gameserver_emu;
 mod icmp;
 mod regression_emu;
+mod regulated;
 mod routing;
 mod ui_browser;

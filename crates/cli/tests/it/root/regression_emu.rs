@@ -117,8 +117,8 @@ fn regression_switch_loops_and_reused_subnets_are_refused_before_anything_is_bui
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn regression_emu_link_cannot_block_the_link_emulator() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let id_rfifo = horde_testkit::exp_id();
     let id_rfifo = id_rfifo.as_str();
     let _down_rfifo = Down(id_rfifo.to_string());

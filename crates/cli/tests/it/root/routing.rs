@@ -144,8 +144,8 @@ subnet = "10.3.0.0/24"
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn an_ospf_ring_converges_and_fails_over() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     if !frr_or_fail() {
         return;
     }
@@ -226,8 +226,8 @@ subnet = "10.3.0.0/24"
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn a_rip_line_converges_and_recovers() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     if !frr_or_fail() {
         return;
     }
@@ -262,8 +262,8 @@ fn a_rip_line_converges_and_recovers() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn a_bgp_line_converges_and_carries_traffic() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     if !frr_or_fail() {
         return;
     }

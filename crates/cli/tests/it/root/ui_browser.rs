@@ -60,8 +60,8 @@ fn draw(d: &Driver) {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn the_console_in_a_real_browser() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let Some((chromium, chromedriver)) = browser() else {
         assert!(std::env::var("CI").is_err(), "CI must install chromium and chromium-driver (.ci/run does)");
         eprintln!("SKIPPED: no chromium/chromedriver here; .ci/run installs them");

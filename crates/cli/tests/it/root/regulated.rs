@@ -10,8 +10,8 @@ use crate::emu_util::{ok, tmp, write, HORDE};
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn on_a_lossy_emulated_link_opensim_holds_where_mongoose_backs_off() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("circuit-emu");
     let topo = write(&d, "t.toml", "name = \"circuit\"\n[[node]]\nname = \"c\"\nkind = \"host\"\ncount = 2\n[[node]]\nname = \"s\"\nkind = \"host\"\ncount = 2\n[[link]]\na = \"c\"\nb = \"s\"\ndelay = \"50ms\"\nlive = true\n");
     let id = horde_testkit::exp_id();
@@ -100,8 +100,8 @@ fn on_a_lossy_emulated_link_opensim_holds_where_mongoose_backs_off() {
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn a_regulated_run_on_an_emulated_access_network_shares_the_bottleneck() {
     horde_testkit::need_root();
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("circuit-run-emu");
     let out = d.join("out");
     let ex = examples().join("opensim-regulated-access.toml");
