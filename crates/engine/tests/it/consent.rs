@@ -130,21 +130,28 @@ fn recv_stops_reverse_bulk_and_echoes_when_consent_stops() {
         });
         let addr = rx.recv().unwrap();
         let guard = StopOnDrop(stop);
-        // Reverse: 1,400-byte keep-alives, as the reproduction.
+        // Four peers at once, each its own flow from its own address (the receiver keeps them
+        // apart; run one after another they took 16 s, together the longest one's 7).
         let keep = datagram(FLAG_REVERSE, 1, 1400);
-        let (alive, last, late) = peer(addr, 1, FLAG_REVERSE, Duration::from_secs(2), Duration::from_secs(7), &keep);
+        let (spoofed, unasked, req) = (datagram(FLAG_REVERSE, 4, 1400), datagram(FLAG_REVERSE, 2, 1400), datagram(FLAG_ECHO_REQUEST, 3, 1000));
+        let (reverse, spoofer, not_asked, echoes) = std::thread::scope(|p| {
+            // Reverse: 1,400-byte keep-alives, as the reproduction.
+            let reverse = p.spawn(|| peer(addr, 1, FLAG_REVERSE, Duration::from_secs(2), Duration::from_secs(7), &keep));
+            // A flow that asked, whose keep-alives carry no proof (a spoofer's, say).
+            let spoofer = p.spawn(|| peer(addr, 4, FLAG_REVERSE, Duration::from_secs(0), Duration::from_secs(2), &spoofed));
+            // A flow whose signed hello did not ask for reverse, keep-alives or not.
+            let not_asked = p.spawn(|| peer(addr, 2, 0, Duration::from_secs(1), Duration::from_secs(1), &unasked));
+            // Echoes: 1:1 while alive, none after the lapse.
+            let echoes = p.spawn(|| peer(addr, 3, FLAG_ECHO_REQUEST, Duration::from_secs(1), Duration::from_secs(6), &req));
+            (reverse.join().unwrap(), spoofer.join().unwrap(), not_asked.join().unwrap(), echoes.join().unwrap())
+        });
+        let (alive, last, late) = reverse;
         assert!(alive > 1_000_000, "bulk came back while the peer consented: {alive} B");
         assert!(last <= 2.0, "bulk went on {last:.2} s after the peer stopped answering");
         assert_eq!(late, 0, "no bulk after 2 s: the flow is paused, then forgotten");
-        // A flow that asked, whose keep-alives carry no proof (a spoofer's, say), gets none.
-        let (alive, _, _) = peer(addr, 4, FLAG_REVERSE, Duration::from_secs(0), Duration::from_secs(2), &datagram(FLAG_REVERSE, 4, 1400));
-        assert_eq!(alive, 0);
-        // A flow whose signed hello did not ask for reverse gets none, keep-alives or not.
-        let (alive, _, _) = peer(addr, 2, 0, Duration::from_secs(1), Duration::from_secs(1), &datagram(FLAG_REVERSE, 2, 1400));
-        assert_eq!(alive, 0, "no probes, no bulk: nothing beyond the handshake is sent to it");
-        // Echoes: 1:1 while alive, none after the lapse.
-        let req = datagram(FLAG_ECHO_REQUEST, 3, 1000);
-        let (alive, last, late) = peer(addr, 3, FLAG_ECHO_REQUEST, Duration::from_secs(1), Duration::from_secs(6), &req);
+        assert_eq!(spoofer.0, 0, "a flow whose keep-alives carry no proof gets no bulk");
+        assert_eq!(not_asked.0, 0, "no probes, no bulk: nothing beyond the handshake is sent to it");
+        let (alive, last, late) = echoes;
         assert!(alive >= 9 * 1000, "echoes while alive: {alive}");
         assert!(last <= 2.0 && late == 0, "echoes went on {last:.2} s after, {late} B after 2 s");
         drop(guard);
