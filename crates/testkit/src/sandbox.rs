@@ -25,8 +25,8 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// Makes the sandbox (root only: `unshare` and `mount`).
-    pub fn new() -> Sandbox {
+    /// Starts the sandbox (root only: `unshare` and `mount`).
+    pub fn start() -> Sandbox {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new("unshare");
         cmd.args(["--mount", "--net", "--propagation", "private", "--", "sh", "-c", HOLD]).stdin(Stdio::null()).stdout(Stdio::piped());

@@ -25,7 +25,7 @@ struct Machine(Sandbox);
 
 impl Machine {
     fn new() -> Machine {
-        Machine(Sandbox::new())
+        Machine(Sandbox::start())
     }
 
     fn horde(&self, args: &[&str]) -> Command {

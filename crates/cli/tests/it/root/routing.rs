@@ -10,12 +10,7 @@ use std::time::{Duration, Instant};
 use crate::emu_util::*;
 
 fn frr_or_fail() -> bool {
-    if Path::new("/usr/lib/frr/zebra").is_file() {
-        return true;
-    }
-    assert!(std::env::var("CI").is_err(), "CI installs FRR (.ci/run: apt-get install frr)");
-    eprintln!("skipped: FRR is not installed (apt-get install frr)");
-    false
+    horde_testkit::tool("/usr/lib/frr/zebra", "apt-get install frr")
 }
 
 fn exec(exp: &str, node: &str, cmd: &[&str]) -> String {
