@@ -23,16 +23,32 @@ SOAK_SECONDS=${SOAK_SECONDS:-600}
 PY="python3 $PWD/bench/hostile.py"
 KEY=5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7
 
-# A scenario's server side alone, as `horde run` starts it; prints its address.
+# A scenario's server side alone, as `horde run` starts it (its part as the first line of
+# `horde child part ID`'s standard input); prints its address.
 serve() { # BIN SERVICE DIR [KEY]
   local bin=$1 svc=$2 dir=$3 key=${4:-}
   mkdir -p "$dir"
-  printf "service = '%s'\nplayers = 100\nduration = '30s'\nseed = 1\n" "$svc" > "$dir/sc.toml"
-  if [ -n "$key" ]; then export HORDE_RUN_KEY=$key; else unset HORDE_RUN_KEY; fi
-  "$bin" run "$dir/sc.toml" --serve-only --out "$dir/srv" > "$dir/banner" 2>/dev/null &
+  python3 - "$svc" "$dir" "$key" > "$dir/part.json" <<'PY'
+import json, secrets, sys
+svc, d, key = sys.argv[1], sys.argv[2], sys.argv[3] or secrets.token_hex(32)
+text = f"service = '{svc}'\nplayers = 100\nduration = '30s'\nseed = 1\n"
+part = {"run_id": "bench", "shape": {"duration_ns": 30 * 10**9, "seed": 1, "key": key},
+        "work": {"players": {"name": "sc.toml", "scenario": text, "service": None, "players": 100, "online": None}},
+        "role": {"server": {"listen": "127.0.0.1:0", "out": d + "/srv"}}}
+print(json.dumps({"version": 1, "kind": "part", "id": "bench", "task": part}))
+PY
+  if "$bin" child --help > /dev/null 2>&1; then
+    "$bin" child part bench < "$dir/part.json" > "$dir/banner" 2>/dev/null &
+  else # a build from before parts (HORDE_OLD): its server side took argv and the key from the environment
+    printf "service = '%s'\nplayers = 100\nduration = '30s'\nseed = 1\n" "$svc" > "$dir/sc.toml"
+    if [ -n "$key" ]; then export HORDE_RUN_KEY=$key; else unset HORDE_RUN_KEY; fi
+    "$bin" run "$dir/sc.toml" --serve-only --out "$dir/srv" > "$dir/banner" 2>/dev/null &
+  fi
   echo $! > "$dir/pid"
   for _ in $(seq 100); do [ -s "$dir/banner" ] && break; sleep 0.05; done
-  sed 's/horde-serve: listening on //' "$dir/banner"
+  head -1 "$dir/banner" | python3 -c 'import json, sys
+l = sys.stdin.read().strip()
+print(json.loads(l)["listening"]["addr"] if l.startswith("{") else l.split()[-1])'
 }
 stop() { kill "$(cat "$1/pid")" 2>/dev/null || true; wait "$(cat "$1/pid")" 2>/dev/null || true; }
 recv_at() { # BIN DIR -> udp address

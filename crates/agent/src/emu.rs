@@ -204,10 +204,10 @@ pub fn ls(a: &Agents) -> anyhow::Result<Answers> {
 }
 
 /// Changes or shows link `a`–`b` of `exp` on every machine that has it: each machine's answer
-/// (what its `horde emu link` printed).
-pub fn link(a: &Agents, exp: &str, x: &str, y: &str, dir: &str, set: &[(String, String)], flags: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+/// (what changed, or the link's counters as JSON).
+pub fn link(a: &Agents, exp: &str, x: &str, y: &str, op: &horde_emu::links::LinkOp) -> anyhow::Result<Vec<(String, String)>> {
     crate::agent::emu::check_exp(exp).map_err(anyhow::Error::msg)?;
-    let req = || EmuRequest::Link { exp: exp.into(), a: x.into(), b: y.into(), dir: dir.into(), set: set.to_vec(), flags: flags.to_vec() };
+    let req = || EmuRequest::Link { exp: exp.into(), a: x.into(), b: y.into(), op: op.clone() };
     let mut out = Vec::new();
     let mut why = Vec::new();
     for (name, r) in ask_all(a, req, OTHER_WITHIN)? {

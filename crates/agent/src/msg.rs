@@ -17,8 +17,9 @@ use serde::{Deserialize, Serialize};
 
 /// The control protocol's version: both sides must speak the same one. Version 2: the agent
 /// answers every ping ([`ToController::Pong`]), so a controller tells an idle agent from a
-/// dead one in every phase.
-pub const PROTOCOL: u32 = 2;
+/// dead one in every phase. Version 3: a link change is a typed
+/// [`horde_emu::links::LinkOp`], not option names and values.
+pub const PROTOCOL: u32 = 3;
 
 /// The largest frame either side accepts (a scenario with its service file fits many times).
 pub const MAX_FRAME: usize = 4 << 20;
@@ -78,11 +79,10 @@ pub enum EmuRequest {
     /// most `timeout_ms`), or started in the background (`detach`: its output goes to a file in
     /// the node's directory, and `down` stops it).
     Exec { exp: String, node: String, argv: Vec<String>, timeout_ms: u64, detach: bool },
-    /// Change or show link `a`–`b` of `exp` where it is built on this machine (`horde emu
-    /// link`): `dir` as the user named it (ab, ba, both), `set` the settings to change (option
-    /// name without dashes, value), `flags` of `clear`, `down`, `up`. On a link between
-    /// machines each machine changes only the direction that leaves it.
-    Link { exp: String, a: String, b: String, dir: String, set: Vec<(String, String)>, flags: Vec<String> },
+    /// Change or show link `a`–`b` of `exp` where it is built on this machine, as the user
+    /// named its ends. On a link between machines each machine changes only the direction
+    /// that leaves it.
+    Link { exp: String, a: String, b: String, op: horde_emu::links::LinkOp },
     /// The counters of every emulated link of `exp` this machine built (a scenario's `[emu]`
     /// run through agents reports them).
     Stats { exp: String },
@@ -109,7 +109,7 @@ pub enum EmuReply {
         parts: Vec<(String, String)>,
     },
     /// `here` false: the link (or the asked direction) is not on this machine; else what
-    /// `horde emu link` printed (its counters as JSON).
+    /// changed, one line each, or the link's counters as JSON.
     Link {
         here: bool,
         output: String,

@@ -55,6 +55,9 @@ enum Command {
     Circuit(cmd::circuit::Args),
     /// The live console: start scenarios, watch their events and steer them from a browser (loopback, a token per start).
     Ui(cmd::ui::Args),
+    /// (internal) A task horde hands itself on standard input: a part of a run, an experiment's link emulator.
+    #[command(hide = true)]
+    Child(cmd::child::Args),
 }
 
 /// An error with the exit code it should produce.
@@ -124,6 +127,7 @@ fn main() -> ExitCode {
         Command::Agent(a) => cmd::agent::run(a, &stop),
         Command::Circuit(a) => cmd::circuit::run(a, &stop),
         Command::Ui(a) => cmd::ui::run(a, &stop),
+        Command::Child(a) => cmd::child::run(a, &stop),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -576,7 +576,7 @@
     go.onclick = async () => {
       out.textContent = "running…";
       try {
-        const r = await call("POST", `/api/v1/emu/${T.exp}/exec`, { node: member, argv: cmd.value.trim().split(/\s+/) });
+        const r = await call("POST", `/api/v1/emu/${T.exp}/exec`, { node: member, command: cmd.value });
         out.textContent = `${r.stdout}${r.stderr}${r.timed_out ? "\n(stopped after 20 s)" : `\n(exit ${r.exit})`}`;
       } catch (e) { out.textContent = e.message; }
     };

@@ -163,8 +163,8 @@ async fn command(State(app): State<Arc<App>>, Path(id): Path<u32>, body: String)
         Err(m) => return refuse(400, m),
     };
     if let Command::Players { online, .. } = &c {
-        if *online == 0 || *online > horde_model::scenario::MAX_PLAYERS {
-            return refuse(400, format!("online must be 1..={}", horde_model::scenario::MAX_PLAYERS));
+        if let Err((_, m)) = horde_model::scenario::check_players(*online, None) {
+            return refuse(400, format!("online: {m}"));
         }
     }
     match app.hub.command(id, c) {

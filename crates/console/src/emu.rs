@@ -1,19 +1,23 @@
 //! The experiment view's side on the server: emulated networks brought up, changed, entered
-//! and taken down from the console. Every action is the CLI's own command run as a child —
-//! `horde emu up|down|link|exec` — so its checks and messages are the CLI's; reads (the plan,
-//! the link counters) go to the emulator's state and its link daemon directly. Actions need
-//! root, and say so before trying.
+//! and taken down from the console through the emulator's own calls — the ones `horde emu
+//! up|down|link|exec` make, so their checks and messages are the CLI's — on the blocking pool,
+//! each bounded in time. Reads (the plan, the link counters) go to the emulator's state and its
+//! link daemon directly. Actions need root, and say so before trying.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use horde_emu::links::{LinkDir, LinkOp};
 use serde::{Deserialize, Serialize};
-use tokio::io::AsyncReadExt;
 
-/// Output kept from a child (each stream).
+pub use horde_emu::exec::Ran;
+
+/// Output kept from a command in a node (each stream).
 const MAX_OUTPUT: usize = 256 * 1024;
-/// `emu up` of a large topology takes seconds; of a broken machine, never: bounded.
+/// `emu up` of a large topology takes seconds; of a broken machine, never: bounded (the build
+/// is abandoned and what it made removed).
 const UP_TIMEOUT: Duration = Duration::from_secs(300);
 /// A command run in a node from the console (`emu exec`) is stopped after this.
 pub const EXEC_TIMEOUT: Duration = Duration::from_secs(20);
@@ -136,54 +140,19 @@ pub fn counters(id: &str) -> Result<Counters, String> {
     Ok(Counters { at_ms, links: r.links })
 }
 
-/// What a child said.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct Ran {
-    /// Exit status (absent when it was stopped for taking too long).
-    pub exit: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-    pub timed_out: bool,
+/// Runs `f` on the blocking pool; a panic is a 500.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, (u16, String)> + Send + 'static) -> Result<T, (u16, String)> {
+    tokio::task::spawn_blocking(f).await.map_err(|_| (500, "the request's work failed".to_string()))?
 }
 
-async fn read_capped(r: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
-    let Some(mut r) = r else { return String::new() };
-    let mut buf = Vec::new();
-    let _ = (&mut r).take(MAX_OUTPUT as u64).read_to_end(&mut buf).await;
-    // drain the rest so the child never blocks on a full pipe
-    let _ = tokio::io::copy(&mut r, &mut tokio::io::sink()).await;
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
-/// Runs `horde ARGS` with a bound on its time and on the output kept.
-pub async fn horde(args: &[String], limit: Duration) -> Result<Ran, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("locating the horde binary: {e}"))?;
-    let mut child = tokio::process::Command::new(exe)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("starting horde {}: {e}", args.first().map_or("", |s| s)))?;
-    let (out, err) = (child.stdout.take(), child.stderr.take());
-    let reading = async { tokio::join!(read_capped(out), read_capped(err)) };
-    tokio::select! {
-        (stdout, stderr) = reading => {
-            let exit = child.wait().await.ok().and_then(|s| s.code());
-            Ok(Ran { exit, stdout, stderr, timed_out: false })
-        }
-        _ = tokio::time::sleep(limit) => {
-            let _ = child.kill().await;
-            Ok(Ran { exit: None, stdout: String::new(), stderr: format!("stopped after {} s", limit.as_secs()), timed_out: true })
-        }
+/// An emulator error as the console answers it: what the user asked for is wrong (400), or the
+/// machine failed (500).
+fn refusal(e: horde_emu::EmuError) -> (u16, String) {
+    use horde_emu::EmuError;
+    match e {
+        EmuError::Io { .. } | EmuError::Netlink { .. } => (500, e.to_string()),
+        e => (400, e.to_string()),
     }
-}
-
-/// The message of a failed child: its last error line, without the tool's prefix.
-pub fn failure(r: &Ran) -> String {
-    let line = r.stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("failed without a message");
-    line.trim().to_string()
 }
 
 /// `POST /api/v1/emu`: bring a topology file up.
@@ -201,30 +170,45 @@ pub async fn up(req: &Up) -> Result<String, (u16, String)> {
     if let Some(why) = needs_root() {
         return Err((403, why));
     }
-    crate::topo::open(&req.topology).map_err(|m| (400, m))?;
-    let mut args = vec!["emu".to_string(), "up".to_string(), req.topology.display().to_string()];
-    if req.live {
-        args.push("--live".into());
-    }
-    let r = horde(&args, UP_TIMEOUT).await.map_err(|m| (500, m))?;
-    let id = r.stdout.lines().last().unwrap_or("").trim().to_string();
-    if r.exit != Some(0) || horde_topo::check_exp_id(&id).is_err() {
-        return Err((400, failure(&r)));
-    }
-    Ok(id)
+    let text = crate::topo::open(&req.topology).map_err(|m| (400, m))?;
+    let file = req.topology.display().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let opts = horde_emu::UpOptions { exp: None, userspace: false, live_all: req.live, stop: Some(stop.clone()), part: None };
+    let timer = tokio::spawn(async move {
+        tokio::time::sleep(UP_TIMEOUT).await;
+        stop.store(true, Ordering::Relaxed);
+    });
+    let r = blocking(move || horde_emu::up(&text, &file, &opts).map_err(refusal)).await;
+    timer.abort();
+    Ok(r?.meta.exp)
 }
 
-pub async fn down(id: &str, keep_to: &Path) -> Result<Ran, (u16, String)> {
+/// What `DELETE /api/v1/emu/{id}` did.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct Down {
+    pub namespaces: usize,
+    pub processes: usize,
+    /// Files written inside the nodes, kept in `kept_in`.
+    pub kept: usize,
+    pub kept_in: String,
+}
+
+pub async fn down(id: &str, keep_to: &Path) -> Result<Down, (u16, String)> {
     if let Some(why) = needs_root() {
         return Err((403, why));
     }
     horde_topo::check_exp_id(id).map_err(|m| (400, m))?;
     let dest = keep_to.join(format!("emu-{id}"));
-    let r = horde(&["emu".into(), "down".into(), id.into(), "--keep-to".into(), dest.display().to_string()], UP_TIMEOUT).await.map_err(|m| (500, m))?;
-    if r.exit != Some(0) {
-        return Err((400, failure(&r)));
-    }
-    Ok(r)
+    let id = id.to_string();
+    blocking(move || {
+        let kept = horde_emu::keep_node_files(&id, &dest).map_err(refusal)?;
+        let r = horde_emu::down(&id).map_err(refusal)?;
+        if r.namespaces == 0 && r.state_dirs == 0 {
+            return Err((404, format!("no experiment `{id}` here")));
+        }
+        Ok(Down { namespaces: r.namespaces, processes: r.processes, kept, kept_in: dest.display().to_string() })
+    })
+    .await
 }
 
 /// `POST /api/v1/emu/{id}/link`: the options of `horde emu link`, for the link between two
@@ -266,10 +250,51 @@ fn pairs(d: &Detail, a: &str, b: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-pub async fn link(id: &str, s: &LinkSet) -> Result<Vec<Ran>, (u16, String)> {
+/// What one node pair's link is after a change: one line per direction or link changed.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct LinkNow {
+    pub a: String,
+    pub b: String,
+    pub lines: Vec<String>,
+}
+
+impl LinkSet {
+    /// What the form asks of the link, checked with the topology file's rules (named as
+    /// `horde emu link` names them).
+    fn op(&self) -> Result<LinkOp, String> {
+        let dir: LinkDir = self.dir.as_deref().unwrap_or("both").parse().map_err(|m| format!("dir: {m}"))?;
+        let text = |v: &Option<String>| v.as_ref().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let raw = horde_topo::RawImpair {
+            rate: text(&self.rate),
+            delay: text(&self.delay),
+            jitter: text(&self.jitter),
+            loss: text(&self.loss).map(horde_topo::RawLoss::Percent),
+            duplicate: text(&self.duplicate),
+            corrupt: text(&self.corrupt),
+            queue: text(&self.queue),
+            reorder: None,
+            ber: text(&self.ber),
+            reorder_prob: text(&self.reorder_prob),
+            reorder_gap: self.reorder_gap,
+            trace: None,
+        };
+        let change = horde_topo::LinkChange::parse(&raw).map_err(|(f, m)| format!("--{f}: {m}"))?;
+        let alone = change.is_empty() && !self.clear && dir == LinkDir::Both;
+        match self.state.as_deref() {
+            None => Ok(LinkOp::Set { dir, change: Box::new(change), clear: self.clear }),
+            Some(_) if !alone => Err("state goes alone, as `horde emu link … --down/--up` (no settings, clear or dir)".into()),
+            Some("down") => Ok(LinkOp::Down),
+            Some("up") => Ok(LinkOp::Up),
+            Some(x) => Err(format!("state `{x}`: use \"down\" or \"up\"")),
+        }
+    }
+}
+
+pub async fn link(id: &str, s: &LinkSet) -> Result<Vec<LinkNow>, (u16, String)> {
     if let Some(why) = needs_root() {
         return Err((403, why));
     }
+    let op = s.op().map_err(|m| (400, m))?;
     let d = detail(id).map_err(|m| (404, m))?;
     let pairs = pairs(&d, &s.a, &s.b);
     if pairs.is_empty() {
@@ -278,64 +303,66 @@ pub async fn link(id: &str, s: &LinkSet) -> Result<Vec<Ran>, (u16, String)> {
     if pairs.len() > MAX_PAIRS {
         return Err((400, format!("the link between {} and {} stands for {} node pairs; change at most {MAX_PAIRS} at once", s.a, s.b, pairs.len())));
     }
-    let mut ran = Vec::new();
-    for (a, b) in pairs {
-        let mut args = vec!["emu".into(), "link".into(), id.into(), a, b, "--dir".into(), s.dir.clone().unwrap_or_else(|| "both".into())];
-        for (flag, v) in [
-            ("--rate", &s.rate),
-            ("--delay", &s.delay),
-            ("--jitter", &s.jitter),
-            ("--loss", &s.loss),
-            ("--duplicate", &s.duplicate),
-            ("--corrupt", &s.corrupt),
-            ("--queue", &s.queue),
-            ("--ber", &s.ber),
-            ("--reorder-prob", &s.reorder_prob),
-        ] {
-            if let Some(v) = v.as_ref().filter(|v| !v.trim().is_empty()) {
-                args.push(flag.into());
-                args.push(v.trim().into());
-            }
-        }
-        if let Some(g) = s.reorder_gap {
-            args.push("--reorder-gap".into());
-            args.push(g.to_string());
-        }
-        if s.clear {
-            args.push("--clear".into());
-        }
-        match s.state.as_deref() {
-            None => {}
-            Some("down") => args.push("--down".into()),
-            Some("up") => args.push("--up".into()),
-            Some(x) => return Err((400, format!("state `{x}`: use \"down\" or \"up\""))),
-        }
-        let r = horde(&args, EXEC_TIMEOUT).await.map_err(|m| (500, m))?;
-        if r.exit != Some(0) {
-            return Err((400, failure(&r)));
-        }
-        ran.push(r);
-    }
-    Ok(ran)
+    let id = id.to_string();
+    let r = tokio::task::spawn_blocking(move || {
+        pairs
+            .into_iter()
+            .map(|(a, b)| horde_emu::links::apply(&id, &a, &b, &op).map(|r| LinkNow { a, b, lines: r.lines }).map_err(|e| (400, e.to_string())))
+            .collect::<Result<Vec<_>, _>>()
+    });
+    r.await.map_err(|_| (500, "the link change's work failed".to_string()))?
 }
 
-/// `POST /api/v1/emu/{id}/exec`: a command in a node, as `horde emu exec ID NODE -- ARGV`.
+/// `POST /api/v1/emu/{id}/exec`: a command in a node, as `horde emu exec ID NODE -- ARGV`: its
+/// argument vector, or a command line split as a POSIX shell splits words (quotes and
+/// backslashes; nothing else of a shell: no variables, globs or pipes) — one of the two.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Exec {
     pub node: String,
     /// The command and its arguments (no shell).
-    pub argv: Vec<String>,
+    pub argv: Option<Vec<String>>,
+    /// A command line, e.g. `vtysh -c 'show ip ospf neighbor'`.
+    pub command: Option<String>,
+}
+
+impl Exec {
+    fn argv(&self) -> Result<Vec<String>, String> {
+        let argv = match (&self.argv, &self.command) {
+            (Some(a), None) => a.clone(),
+            (None, Some(c)) => shell_words::split(c).map_err(|e| format!("command: {e} (close every quote)"))?,
+            _ => return Err("give the command as `argv` (its arguments) or `command` (a line), one of the two".into()),
+        };
+        horde_emu::exec::check_argv(&argv).map_err(|e| format!("argv: {e}"))?;
+        Ok(argv)
+    }
 }
 
 pub async fn exec(id: &str, e: &Exec) -> Result<Ran, (u16, String)> {
     if let Some(why) = needs_root() {
         return Err((403, why));
     }
-    if e.argv.is_empty() || e.argv.len() > 256 || e.argv.iter().any(|a| a.len() > 4096 || a.contains('\0')) {
-        return Err((400, "argv: a command and at most 255 arguments of at most 4096 bytes each".into()));
+    let argv = e.argv().map_err(|m| (400, m))?;
+    let (id, node) = (id.to_string(), e.node.clone());
+    blocking(move || horde_emu::exec::run(&id, &node, &argv, EXEC_TIMEOUT, MAX_OUTPUT).map_err(refusal)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_line_is_split_as_a_shell_splits_words() {
+        let e = |argv: Option<Vec<&str>>, command: Option<&str>| Exec {
+            node: "r1".into(),
+            argv: argv.map(|v| v.into_iter().map(String::from).collect()),
+            command: command.map(String::from),
+        };
+        assert_eq!(e(None, Some("vtysh -c 'show ip ospf neighbor'")).argv().unwrap(), ["vtysh", "-c", "show ip ospf neighbor"]);
+        assert_eq!(e(Some(vec!["ip", "-br", "addr"]), None).argv().unwrap(), ["ip", "-br", "addr"]);
+        assert!(e(None, Some("echo 'open")).argv().unwrap_err().contains("close every quote"));
+        assert!(e(None, None).argv().unwrap_err().contains("one of the two"));
+        assert!(e(Some(vec!["a"]), Some("b")).argv().unwrap_err().contains("one of the two"));
+        assert!(e(None, Some("   ")).argv().unwrap_err().contains("argv"));
     }
-    let mut args = vec!["emu".into(), "exec".into(), id.into(), e.node.clone(), "--".into()];
-    args.extend(e.argv.iter().cloned());
-    horde(&args, EXEC_TIMEOUT).await.map_err(|m| (500, m))
 }

@@ -52,6 +52,8 @@ pub fn document() -> Value {
     add("LinkSet", schema::<crate::emu::LinkSet>());
     add("Exec", schema::<crate::emu::Exec>());
     add("Ran", schema::<crate::emu::Ran>());
+    add("LinkNow", schema::<crate::emu::LinkNow>());
+    add("EmuDown", schema::<crate::emu::Down>());
     components.insert("Error".into(), json!({"type": "object", "required": ["error"], "properties": {"error": {"type": "string", "description": "What is wrong and how to fix it (the CLI's message)"}}}));
     let r = |name: &str| json!({ "$ref": format!("#/components/schemas/{name}") });
     let err = |what: &str| json!({ "description": what, "content": { "application/json": { "schema": r("Error") } } });
@@ -103,11 +105,11 @@ pub fn document() -> Value {
             },
             "/api/v1/emu/{id}": {
                 "get": { "summary": "An experiment's nodes (with their entries and addresses) and links", "parameters": exp, "responses": with(json!({ "200": ok("The experiment", r("Experiment")), "404": err("No such experiment") })) },
-                "delete": { "summary": "Take it down (horde emu down ID --keep-to RUNS/emu-ID); needs root", "parameters": exp, "responses": with(json!({ "200": ok("Down", r("Ran")), "400": err("The emulator's message"), "403": err("Needs root") })) }
+                "delete": { "summary": "Take it down (horde emu down ID --keep-to RUNS/emu-ID); needs root", "parameters": exp, "responses": with(json!({ "200": ok("Down", r("EmuDown")), "400": err("The emulator's message"), "403": err("Needs root") })) }
             },
             "/api/v1/emu/{id}/counters": { "get": { "summary": "The link emulator's counters now (rates are their change between two reads)", "parameters": exp, "responses": with(json!({ "200": ok("Counters", r("Counters")), "404": err("No such experiment") })) } },
             "/api/v1/emu/{id}/link": { "post": { "summary": "Change a link while it runs (horde emu link; a link between groups changes every member pair); needs root", "parameters": exp, "requestBody": body("LinkSet"),
-                "responses": with(json!({ "200": ok("What each change printed", json!({ "type": "array", "items": r("Ran") })), "400": err("A bad value, named as horde emu link names it"), "403": err("Needs root") })) } },
+                "responses": with(json!({ "200": ok("What each node pair's link is now", json!({ "type": "array", "items": r("LinkNow") })), "400": err("A bad value, named as horde emu link names it"), "403": err("Needs root") })) } },
             "/api/v1/emu/{id}/exec": { "post": { "summary": "Run a command in a node (horde emu exec; stopped after 20 s; output cut at 256 KiB); needs root", "parameters": exp, "requestBody": body("Exec"),
                 "responses": with(json!({ "200": ok("Its exit status and output", r("Ran")), "400": err("A bad command"), "403": err("Needs root") })) } },
             "/api/v1/openapi.json": { "get": { "summary": "This document", "responses": with(json!({ "200": { "description": "OpenAPI 3.1" } })) } }

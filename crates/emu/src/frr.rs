@@ -235,7 +235,6 @@ fn wait_for(p: &Path) {
 /// Starts one daemon in node `node`, in the foreground of its own session, its output in the
 /// node's directory; recorded as Horde's.
 fn spawn(exp: &str, plan: &Plan, node: &str, id: &Identity, daemon: &str) -> Result<(), EmuError> {
-    use std::os::unix::process::CommandExt;
     let nsf = crate::open_node(exp, plan, node)?;
     let log = std::fs::File::create(node_dir(exp, node).join(format!("{daemon}.out"))).map_err(|e| EmuError::io("creating a daemon's log", e))?;
     let log2 = log.try_clone().map_err(|e| EmuError::io("creating a daemon's log", e))?;
@@ -247,17 +246,10 @@ fn spawn(exp: &str, plan: &Plan, node: &str, id: &Identity, daemon: &str) -> Res
         .current_dir(node_dir(exp, node));
     let fd = std::os::fd::AsRawFd::as_raw_fd(&nsf);
     let id = id.clone();
-    // SAFETY: setsid, setns and Identity::apply make async-signal-safe system calls only; the
+    // A session of its own (it outlives the command that started it, as FRR's daemons do); the
     // namespace fd stays open until spawn returns (after the exec).
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::setsid();
-            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            id.apply()
-        });
-    }
+    // SAFETY (the closure's contract): Identity::apply makes async-signal-safe calls only.
+    horde_sys::own::arm(&mut cmd, None, true, Some(fd), move || unsafe { id.apply() });
     let child = cmd.spawn().map_err(|e| EmuError::io(&format!("starting {daemon} in {node}"), e))?;
     crate::record_process(exp, child.id())?;
     Ok(())

@@ -139,16 +139,74 @@ pub struct LinkReport {
     pub ba: DirReport,
 }
 
+/// The directions of a link a change applies to, as the user named its ends: `ab` leaves the
+/// first node named, `ba` the second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkDir {
+    Ab,
+    Ba,
+    #[default]
+    Both,
+}
+
+impl LinkDir {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkDir::Ab => "ab",
+            LinkDir::Ba => "ba",
+            LinkDir::Both => "both",
+        }
+    }
+
+    /// The plan's directions (0: its a → b, 1: b → a) this names, where `swapped` says the user
+    /// named the plan's b first.
+    pub fn plan_dirs(self, swapped: bool) -> Vec<usize> {
+        match (self, swapped) {
+            (LinkDir::Both, _) => vec![0, 1],
+            (LinkDir::Ab, false) | (LinkDir::Ba, true) => vec![0],
+            (LinkDir::Ba, false) | (LinkDir::Ab, true) => vec![1],
+        }
+    }
+
+    /// The direction that names plan direction(s) `dirs` from the user's order.
+    pub fn of_plan_dirs(dirs: &[usize], swapped: bool) -> LinkDir {
+        match dirs {
+            [d] if (*d == 0) != swapped => LinkDir::Ab,
+            [_] => LinkDir::Ba,
+            _ => LinkDir::Both,
+        }
+    }
+}
+
+impl std::str::FromStr for LinkDir {
+    type Err = String;
+    fn from_str(s: &str) -> Result<LinkDir, String> {
+        match s {
+            "ab" => Ok(LinkDir::Ab),
+            "ba" => Ok(LinkDir::Ba),
+            "both" => Ok(LinkDir::Both),
+            d => Err(format!("direction `{d}`: use ab, ba or both")),
+        }
+    }
+}
+
+impl std::fmt::Display for LinkDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A control request.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 pub enum Request {
     Stats,
-    /// Changes impairments; fields left out keep their values. `dir`: "ab", "ba" or "both".
+    /// Changes impairments; fields left out keep their values.
     Set {
         a: String,
         b: String,
-        dir: String,
+        dir: LinkDir,
         /// Parsed once at the edge (the CLI, the run's command channel): typed from there on.
         change: Box<horde_topo::LinkChange>,
         clear: bool,
@@ -270,21 +328,29 @@ fn changed_spec(old: &LinkSpec, change: &horde_topo::LinkChange, clear: bool, ba
     Ok(spec)
 }
 
-/// Starts the daemon for `exp` and waits until its sockets are open.
-pub fn spawn_daemon(exp: &str, exe: &Path) -> Result<u32, EmuError> {
-    use std::os::unix::process::CommandExt;
+/// The link emulator's task, as its process reads it (`horde child link-emulator EXP`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonTask {
+    pub exp: String,
+}
+
+/// Starts the daemon for `exp` (this binary, in a session of its own: it outlives the command
+/// that started it) and waits until its sockets are open.
+pub fn spawn_daemon(exp: &str) -> Result<u32, EmuError> {
+    use horde_sys::own;
     let dir = state_dir(exp);
     let log = std::fs::File::create(dir.join("daemon.log")).map_err(|e| EmuError::io("creating daemon.log", e))?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(["emu", "daemon", exp]).stdin(std::process::Stdio::null()).stdout(log.try_clone().map_err(|e| EmuError::io("daemon.log", e))?).stderr(log);
-    // SAFETY: setsid is async-signal-safe; the daemon leaves our session and our Ctrl-C.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|e| EmuError::io(&format!("starting the link emulator ({})", exe.display()), e))?;
+    let tie = own::Tie {
+        death_signal: None,
+        own_session: true,
+        netns: None,
+        keep_stdin: false,
+        stdout: log.try_clone().map_err(|e| EmuError::io("daemon.log", e))?.into(),
+        stderr: log.into(),
+    };
+    let mut child =
+        own::spawn(own::Kind::LinkEmulator, exp, &DaemonTask { exp: exp.to_string() }, tie).map_err(|e| EmuError::io("starting the link emulator", e))?;
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(10) {
         if dir.join("ready").exists() {
@@ -300,7 +366,7 @@ pub fn spawn_daemon(exp: &str, exe: &Path) -> Result<u32, EmuError> {
     Err(EmuError::Other("the link emulator did not start within 10 s (see daemon.log in the experiment's directory)".into()))
 }
 
-/// The daemon's body (`horde emu daemon EXP`). Runs until killed.
+/// The daemon's body (`horde child link-emulator EXP`, its [`DaemonTask`] read). Runs until killed.
 pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
     let (meta, plan) = crate::load(exp)?;
     let fabric = ns::open(&format!("{}{exp}", ns::PREFIX))?;
@@ -388,10 +454,7 @@ fn handle(req: Request, shared: &Mutex<Shared>, base: &Path) -> Response {
                 let known: Vec<String> = sh.names.iter().map(|(x, y)| format!("{x} {y}")).collect();
                 return refuse(format!("no emulated link between {a} and {b} (emulated links: {})", known.join("; ")));
             };
-            let dirs = match crate::directions(&dir, sh.names[k].0 != a) {
-                Ok(d) => d,
-                Err(e) => return refuse(e),
-            };
+            let dirs = dir.plan_dirs(sh.names[k].0 != a);
             (k, dirs.into_iter().map(|d| (d, sh.dirs[2 * k + d].link.spec().clone())).collect::<Vec<_>>())
         };
         // Validate every direction before changing any.

@@ -15,12 +15,14 @@
 //! what `cleanup` looks for.
 
 mod bridges;
+pub mod exec;
 pub mod external;
 pub mod frr;
 pub mod fwd;
 mod fwd_io;
 pub mod identity;
 mod limits;
+pub mod links;
 pub mod nl;
 pub mod ns;
 mod procs;
@@ -205,24 +207,20 @@ pub fn userspace_links(plan: &Plan, meta: &Meta) -> Vec<usize> {
     (0..plan.links.len()).filter(|&i| plan.links[i].impaired() && plan.built_here(i) && !meta.netem_links.iter().any(|n| n.0 == i)).collect()
 }
 
-/// The link directions (0: a→b as the topology has it, 1: b→a) that `dir` names, where `ab`
-/// means "from the first node the user named" and `swapped` says they named b first.
-pub fn directions(dir: &str, swapped: bool) -> Result<Vec<usize>, String> {
-    match (dir, swapped) {
-        ("both", _) => Ok(vec![0, 1]),
-        ("ab", false) | ("ba", true) => Ok(vec![0]),
-        ("ba", false) | ("ab", true) => Ok(vec![1]),
-        (d, _) => Err(format!("direction `{d}`: use ab, ba or both")),
-    }
-}
-
 /// One direction changed: from, to, the new settings in words.
 pub type Changed = (String, String, String);
 
-/// Changes a netem link's settings while it runs (`horde emu link` on the kernel path): the
+/// Changes a netem link's settings while it runs (the kernel path of [`links::apply`]): the
 /// root netem qdisc of each changed direction is replaced in place (`RTM_NEWQDISC` with
 /// `NLM_F_REPLACE`), no daemon involved. `None` if `a`–`b` is not a netem link of `exp`.
-pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, change: &horde_topo::LinkChange, clear: bool) -> Result<Option<Vec<Changed>>, EmuError> {
+pub(crate) fn change_netem(
+    exp: &str,
+    a: &str,
+    b: &str,
+    dir: links::LinkDir,
+    change: &horde_topo::LinkChange,
+    clear: bool,
+) -> Result<Option<Vec<Changed>>, EmuError> {
     let (mut meta, plan) = load(exp)?;
     let Some(pos) = meta.netem_links.iter().position(|(i, _, _)| {
         let l = &plan.links[*i];
@@ -236,7 +234,7 @@ pub fn change_netem(exp: &str, a: &str, b: &str, dir: &str, change: &horde_topo:
     }
     let li = meta.netem_links[pos].0;
     let l = &plan.links[li];
-    let dirs = directions(dir, plan.nodes[l.a.node].name != a).map_err(EmuError::Other)?;
+    let dirs = dir.plan_dirs(plan.nodes[l.a.node].name != a);
     let mut out = Vec::new();
     for d in dirs {
         let old = if d == 0 { &meta.netem_links[pos].1 } else { &meta.netem_links[pos].2 };
@@ -280,8 +278,6 @@ pub struct UpOptions {
     pub exp: Option<String>,
     /// Set (by SIGINT/SIGTERM) to abandon the build: what was made is removed again.
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-    /// Spawn the forwarder with this program (`horde`), as `PROGRAM emu daemon EXP`.
-    pub daemon_exe: PathBuf,
     /// Force the userspace path even where netem exists.
     pub userspace: bool,
     /// Make every link changeable with `horde emu link` (each through the link emulator).
@@ -410,7 +406,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, take
     save_meta(&meta)?;
     phase("hosts files", t0);
     if has_impaired {
-        meta.daemon_pid = Some(fwd::spawn_daemon(exp, &opts.daemon_exe)?);
+        meta.daemon_pid = Some(fwd::spawn_daemon(exp)?);
     }
     interrupted(opts)?;
     meta.routing_daemons = frr::start(exp, plan)?;
@@ -519,6 +515,43 @@ pub fn down_with(exp: &str, dry_run: bool) -> Result<Removed, EmuError> {
         r.map_err(|e| EmuError::io(&format!("removing {}", dir.display()), e))?;
     }
     Ok(removed)
+}
+
+/// Copies the files written inside an experiment's nodes (`/run/horde/emu/ID/node/NODE/…`) to
+/// `dest/NODE/…` before `down` removes them. Regular files and directories only (a link is not
+/// followed); `dest` must not hold anything yet. Returns how many files were kept.
+pub fn keep_node_files(exp: &str, dest: &Path) -> Result<usize, EmuError> {
+    check_id(exp)?;
+    let src = state_dir(exp).join("node");
+    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => files(&e.path(), out),
+                Ok(t) if t.is_file() => out.push(e.path()),
+                _ => {}
+            }
+        }
+    }
+    let mut found = Vec::new();
+    files(&src, &mut found);
+    if found.is_empty() {
+        return Ok(0);
+    }
+    if dest.exists() && std::fs::read_dir(dest).map(|mut d| d.next().is_some()).unwrap_or(true) {
+        return Err(EmuError::Other(format!(
+            "{} exists and is not empty: name another place for the nodes' files with --keep-to DIR, or delete them with --purge",
+            dest.display()
+        )));
+    }
+    for f in &found {
+        let rel = f.strip_prefix(&src).unwrap_or(f);
+        let to = dest.join(rel);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| EmuError::io(&format!("creating {}", parent.display()), e))?;
+        }
+        std::fs::copy(f, &to).map_err(|e| EmuError::io(&format!("keeping {}", f.display()), e))?;
+    }
+    Ok(found.len())
 }
 
 /// [`down_with`], for real.

@@ -20,8 +20,8 @@ pub fn processes_in(inodes: &[u64]) -> Vec<i32> {
 }
 
 /// Whether process `pid` runs a Horde binary: its executable is named `horde` (as built and
-/// installed) or is this very program. Command lines prove nothing (anyone can write `emu
-/// daemon` into theirs), so they are never enough on their own.
+/// installed) or is this very program. Command lines prove nothing (anyone can write `child
+/// link-emulator` into theirs), so they are never enough on their own.
 pub(crate) fn runs_horde(pid: i32) -> bool {
     let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else { return false };
     let name = exe.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -46,13 +46,14 @@ pub(crate) fn netns_inode(pid: i32) -> Option<u64> {
 }
 
 /// The experiment a Horde link-emulator daemon serves, if `pid` provably is one: a Horde
-/// executable, started as exactly `horde emu daemon ID` with a valid id, living in that
+/// executable, started as exactly `horde child link-emulator ID` with a valid id, living in that
 /// experiment's fabric namespace (or, once the namespace is gone, in a namespace that is not the
 /// machine's own: a daemon never lives there after its first instant).
 pub(crate) fn daemon_of(pid: i32, host_ns: Option<u64>) -> Option<String> {
     let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let args: Vec<&[u8]> = cmd.strip_suffix(&[0]).unwrap_or(&cmd).split(|&b| b == 0).collect();
-    if args.len() != 4 || args[1] != b"emu" || args[2] != b"daemon" {
+    let (sub, kind) = (horde_sys::own::SUBCOMMAND.as_bytes(), horde_sys::own::Kind::LinkEmulator.as_str().as_bytes());
+    if args.len() != 4 || args[1] != sub || args[2] != kind {
         return None;
     }
     let exp = std::str::from_utf8(args[3]).ok()?;

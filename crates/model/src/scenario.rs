@@ -30,6 +30,19 @@ pub fn check_duration(ns: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a run's player count and how many of them are online at the start: the one check
+/// of both, wherever they come from (a scenario file, a flag, the console, a controller).
+/// The error names the field (`players` or `online`) and says what is wrong with it.
+pub fn check_players(players: u32, online: Option<u32>) -> Result<(), (&'static str, String)> {
+    if players == 0 || players > MAX_PLAYERS {
+        return Err(("players", format!("must be 1..={MAX_PLAYERS} (got {players})")));
+    }
+    match online {
+        Some(o) if o > players => Err(("online", format!("{o} is more than the run's {players} players: `players` is every player the run may have online"))),
+        _ => Ok(()),
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawScenario {
@@ -248,12 +261,7 @@ impl Scenario {
             service.hour_advances = false;
         }
 
-        if raw.players == 0 || raw.players > MAX_PLAYERS {
-            return Err(fail("players", format!("must be 1..={MAX_PLAYERS} (got {})", raw.players)));
-        }
-        if let Some(o) = raw.online.filter(|o| *o > raw.players) {
-            return Err(fail("online", format!("{o} is more than the scenario's {} players: `players` is every player the run may have online", raw.players)));
-        }
+        check_players(raw.players, raw.online).map_err(|(f, m)| fail(f, m))?;
         let text_of = |q: &Quantity| match q {
             Quantity::Int(v) => v.to_string(),
             Quantity::Float(v) => v.to_string(),

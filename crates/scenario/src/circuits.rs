@@ -365,7 +365,7 @@ pub fn serve(
     let mut done = host.done;
     done.sort_by_key(|c| c.player);
     let json = serde_json::to_string(&done).context("encoding the circuits").map_err(failed)?;
-    std::fs::write(out.join(SERVER_FILE), json).with_context(|| format!("writing {SERVER_FILE}")).map_err(failed)?;
+    crate::write_whole(&out.join(SERVER_FILE), json.as_bytes()).with_context(|| format!("writing {SERVER_FILE}")).map_err(failed)?;
     Ok(done)
 }
 

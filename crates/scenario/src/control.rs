@@ -68,6 +68,29 @@ impl Command {
         serde_json::from_str(line).map_err(|e| {
             format!("{e}: a command is one JSON object per line: {{\"command\":\"stop\"}}, {{\"command\":\"players\",\"online\":600}} or {{\"command\":\"link\",\"a\":\"r1\",\"b\":\"h1\",\"set\":{{\"delay\":\"50ms\"}}}}")
         })
+        .and_then(|c: Command| {
+            // a link's settings are checked as the line arrives, with the topology's rules
+            c.link_op().map(|_| c)
+        })
+    }
+
+    /// What a link command asks of its link, typed (`None` for other commands).
+    pub fn link_op(&self) -> Result<Option<horde_emu::links::LinkOp>, String> {
+        use horde_emu::links::{LinkDir, LinkOp};
+        let Command::Link { a, b, dir, set, clear, state } = self else { return Ok(None) };
+        let refuse = |m: String| format!("link {a}–{b}: {m}");
+        let dir: LinkDir = dir.parse().map_err(refuse)?;
+        match state {
+            Some(_) if *clear || **set != horde_topo::RawImpair::default() || dir != LinkDir::Both => {
+                Err(refuse("`state` goes alone (no `set`, `clear` or `dir`): send the change and the state as two commands".into()))
+            }
+            Some(LinkState::Up) => Ok(Some(LinkOp::Up)),
+            Some(LinkState::Down) => Ok(Some(LinkOp::Down)),
+            None => {
+                let change = horde_topo::LinkChange::parse(set).map_err(|(f, m)| refuse(format!("{f}: {m}")))?;
+                Ok(Some(LinkOp::Set { dir, change: Box::new(change), clear: *clear }))
+            }
+        }
     }
 
     /// A short name for notes.
@@ -164,6 +187,25 @@ mod tests {
             let e = Command::parse(bad).unwrap_err();
             assert!(e.contains("one JSON object per line"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_link_command_is_checked_as_it_arrives() {
+        use horde_emu::links::{LinkDir, LinkOp};
+        let c = Command::parse(r#"{"command":"link","a":"r1","b":"h1","dir":"ba","set":{"delay":"50ms"}}"#).unwrap();
+        let Ok(Some(LinkOp::Set { dir: LinkDir::Ba, change, clear: false })) = c.link_op() else { panic!("{c:?}") };
+        assert_eq!(change.delay_ns, Some(50_000_000));
+        let down = Command::parse(r#"{"command":"link","a":"r1","b":"h1","state":"down"}"#).unwrap();
+        assert_eq!(down.link_op(), Ok(Some(LinkOp::Down)));
+        for (bad, says) in [
+            (r#"{"command":"link","a":"r1","b":"h1","set":{"delay":"soon"}}"#, "delay"),
+            (r#"{"command":"link","a":"r1","b":"h1","dir":"up","set":{"delay":"5ms"}}"#, "direction `up`"),
+            (r#"{"command":"link","a":"r1","b":"h1","state":"down","set":{"delay":"5ms"}}"#, "goes alone"),
+        ] {
+            let e = Command::parse(bad).unwrap_err();
+            assert!(e.contains("link r1–h1") && e.contains(says), "{bad}: {e}");
+        }
+        assert_eq!(Command::Stop {}.link_op(), Ok(None));
     }
 
     #[test]

@@ -15,18 +15,17 @@ use horde_engine::SendReport;
 use horde_model::scenario::Scenario;
 use horde_model::service::Direction;
 
+use crate::child::ServerChild;
 use crate::circuits::ServedCircuit;
 use crate::placement::EmuRun;
 use crate::report::{self, Interruption, Outcomes, Summary, Usage};
-use crate::server::{ChildSpec, ServerChild};
 use crate::{players, Error, Event, Events, Snapshot};
 
 /// How to run a scenario.
 pub struct RunOptions<'a> {
     /// Report directory (created).
     pub out: &'a Path,
-    /// The scenario's file, if it has one (else its text is written to `out/scenario.toml`
-    /// for the server side to read).
+    /// The scenario's file, if it has one: a service file it names is found beside it.
     pub scenario_file: Option<&'a Path>,
     /// Where the server side runs.
     pub server: ServerSide,
@@ -43,9 +42,9 @@ pub struct RunOptions<'a> {
 /// Where a run's server side runs.
 #[derive(Debug, Clone)]
 pub enum ServerSide {
-    /// A child process of this `horde` binary (`run FILE --serve-only`), so each side has its
-    /// own descriptor limit; the binary also runs the link emulator of an emulated placement.
-    Child(PathBuf),
+    /// A child process of this `horde` binary running the server side's
+    /// [`crate::part::Part`], so each side has its own descriptor limit.
+    Child,
     /// A thread of this process (tests, small runs; not with an emulated placement).
     InProcess,
 }
@@ -67,21 +66,22 @@ pub(crate) enum Server {
 }
 
 impl Server {
-    pub(crate) fn start(sc: &Scenario, side: &ServerSide, spec: &ChildSpec) -> Result<(Server, std::net::SocketAddr), Error> {
+    pub(crate) fn start(sc: &Scenario, side: &ServerSide, p: &Prepared) -> Result<(Server, std::net::SocketAddr), Error> {
+        let (out, key) = (p.out.as_path(), &p.key);
         match side {
-            ServerSide::Child(exe) => {
-                let (c, a) = ServerChild::start(sc, &ChildSpec { exe, ..*spec }).map_err(Error::Failed)?;
+            ServerSide::Child => {
+                let (c, a) = ServerChild::start(&p.part, p.emu.as_ref().map(|e| &e.server_ns)).map_err(Error::Failed)?;
                 Ok((Server::Child(c), a))
             }
             ServerSide::InProcess if sc.regulation.is_some() => {
                 let cfg = crate::circuits::Config::of(sc)?.expect("a [regulation] table");
-                let (sc2, out, key) = (sc.clone(), spec.out.to_path_buf(), spec.key.clone());
+                let (sc2, out, key) = (sc.clone(), out.to_path_buf(), key.clone());
                 let (handle, stop, a) =
                     in_thread("horde-circuit-server", move |stop, on_listening| crate::circuits::serve(&sc2, &cfg, &out, key, stop, on_listening))?;
                 Ok((Server::Circuits { handle, stop }, a))
             }
             ServerSide::InProcess => {
-                let (sc2, out, key) = (sc.clone(), spec.out.to_path_buf(), spec.key.clone());
+                let (sc2, out, key) = (sc.clone(), out.to_path_buf(), key.clone());
                 let (tx, commands) = crate::control::Commands::channel();
                 let live = crate::server::LiveServer::default();
                 let l2 = live.clone();
@@ -230,10 +230,9 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let failed = Error::Failed;
     let out = opts.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
-    let Prepared { players, shard, scenario_file, key, emu } = prepare(sc, opts)?;
-    let no_exe = PathBuf::new();
-    let spec = ChildSpec { exe: &no_exe, scenario: &scenario_file, out, key: &key, netns: emu.as_ref().map(|e| (&e.server_ns, e.server)) };
-    let (server, addr) = Server::start(sc, &opts.server, &spec)?;
+    let prepared = prepare(sc, opts)?;
+    let (server, addr) = Server::start(sc, &opts.server, &prepared)?;
+    let Prepared { players, shard, key, emu, .. } = prepared;
     let client_progress = Arc::new(Progress::default());
     let up_delay = server.live();
     let clients = Clients {
@@ -297,12 +296,13 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     Ok(RunOutcome { summary, server: server_report, server_died: died.map(|d| d.0) })
 }
 
-/// What both kinds of run set up first: the plan, the shard, the scenario's file for the
-/// server side, the run key, the emulated placement.
+/// What both kinds of run set up first: the plan, the shard, the server side's part, the run
+/// key, the emulated placement.
 pub(crate) struct Prepared<'a> {
     pub players: Arc<players::Players>,
     pub shard: Range<u32>,
-    pub scenario_file: PathBuf,
+    pub part: crate::part::Part,
+    pub out: PathBuf,
     pub key: horde_proto::RunKey,
     pub emu: Option<EmuRun<'a>>,
 }
@@ -317,25 +317,21 @@ pub(crate) fn prepare<'a>(sc: &Scenario, opts: &RunOptions<'a>) -> Result<Prepar
     if shard.end > sc.players || shard.is_empty() {
         return Err(Error::BadInput(anyhow::anyhow!("shard {}..{} is not a non-empty part of players 0..{}", shard.start, shard.end, sc.players)));
     }
-    let scenario_file = match opts.scenario_file {
-        Some(p) => std::fs::canonicalize(p).with_context(|| format!("locating {}", p.display())).map_err(failed)?,
-        None => {
-            let p = out.join("scenario.toml");
-            std::fs::write(&p, &sc.text).context("writing scenario.toml").map_err(failed)?;
-            std::fs::canonicalize(&p).context("locating scenario.toml").map_err(failed)?
-        }
-    };
+    let dir = opts.scenario_file.and_then(Path::parent).unwrap_or(Path::new("."));
     let key = crate::server::run_key(sc)?;
     let emu = match &sc.emu {
         Some(p) => match &opts.server {
-            ServerSide::Child(exe) => Some(EmuRun::up(p, sc, exe, opts.events)?),
+            ServerSide::Child => Some(EmuRun::up(p, sc, opts.events)?),
             ServerSide::InProcess => {
                 return Err(Error::BadInput(anyhow::anyhow!("{}: [emu] runs the server side as a child process (ServerSide::Child)", sc.name)))
             }
         },
         None => None,
     };
-    Ok(Prepared { players, shard, scenario_file, key, emu })
+    let listen = emu.as_ref().map_or(sc.server, |e| e.server);
+    let out = std::path::absolute(out).with_context(|| format!("locating {}", out.display())).map_err(failed)?;
+    let part = crate::part::Part::server(sc, dir, &key, listen, &out)?;
+    Ok(Prepared { players, shard, part, out, key, emu })
 }
 
 /// A run's client side: which players, against which server side, logging where.

@@ -9,10 +9,12 @@
 //! Players can be split into shards by id ([`shards`]); a shard runs only its players' client
 //! sides while every side still computes every player's behaviour from the scenario alone.
 
+pub mod child;
 pub mod circuit_report;
 pub mod circuits;
 pub mod control;
 pub mod execute;
+pub mod part;
 pub mod placement;
 pub mod players;
 pub mod regulated;
@@ -24,7 +26,7 @@ pub mod topology;
 pub use execute::{execute, run_clients, Clients, RunOptions, RunOutcome, ServerSide};
 pub use players::{plan, player_flow, shards, Players};
 pub use report::{AgentRow, AgentStats, Distributed, Interruption, LiveCheck, Summary, Usage, SUMMARY_SCHEMA_VERSION};
-pub use server::{read_key, run_key, serve, server_key, ServeHooks};
+pub use server::{read_key, run_key, serve, ServeHooks};
 
 use horde_model::scenario::Scenario;
 
@@ -283,6 +285,15 @@ impl ModelRates {
     }
 }
 
+/// Writes a file whole or not at all (a temporary name, then renamed): a side stopped while it
+/// writes its report leaves none rather than half of one.
+pub(crate) fn write_whole(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
 /// Where progress goes: called from the run's threads.
 pub type Events<'a> = &'a (dyn Fn(&Event) + Sync);
 
@@ -303,9 +314,7 @@ pub fn apply_overrides(sc: &mut Scenario, o: &Overrides) -> Result<(), Error> {
     let bad = |m: String| Error::BadInput(anyhow::anyhow!(m));
     let before = (sc.players, sc.duration_s, sc.seed);
     if let Some(p) = o.players {
-        if p == 0 || p > horde_model::scenario::MAX_PLAYERS {
-            return Err(bad(format!("--players must be 1..={}", horde_model::scenario::MAX_PLAYERS)));
-        }
+        horde_model::scenario::check_players(p, None).map_err(|(f, m)| bad(format!("--{f}: {m}")))?;
         sc.players = p;
     }
     if let Some(d) = o.duration {
@@ -320,12 +329,7 @@ pub fn apply_overrides(sc: &mut Scenario, o: &Overrides) -> Result<(), Error> {
     if let Some(n) = o.online {
         sc.online = Some(n);
     }
-    if let Some(n) = sc.online.filter(|n| *n > sc.players) {
-        return Err(bad(format!(
-            "online = {n} is more than the run's {} players: raise --players (every player the run may have online) or lower --online",
-            sc.players
-        )));
-    }
+    horde_model::scenario::check_players(sc.players, sc.online).map_err(|(f, m)| bad(format!("{f}: {m}; raise --players or lower --online")))?;
     sc.check_join().map_err(|e| bad(format!("{e} (with --duration {} s)", sc.duration_s)))?;
     let changed = [
         ("players", (sc.players != before.0).then(|| sc.players.to_string())),

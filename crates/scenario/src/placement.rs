@@ -3,7 +3,6 @@
 
 use horde_engine::clock::Stopwatch;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -48,7 +47,7 @@ pub fn client_hosts(plan: &horde_topo::Plan, p: &Placement, name: &str, file: &s
 impl<'a> EmuRun<'a> {
     /// Brings the placement's topology up (userspace link emulation, so counters come from the
     /// daemon on every kernel). `exe` is the `horde` binary that runs the link emulator.
-    pub fn up(p: &Placement, sc: &Scenario, exe: &Path, events: Events<'a>) -> Result<EmuRun<'a>, Error> {
+    pub fn up(p: &Placement, sc: &Scenario, events: Events<'a>) -> Result<EmuRun<'a>, Error> {
         let bad = |e: anyhow::Error| Error::BadInput(e);
         horde_emu::require_root().map_err(|e| bad(anyhow::anyhow!("{}: [emu]: {e}", sc.name)))?;
         let text = horde_model::files::read_text(&p.topology, horde_model::files::MAX_TOML, "topology files")
@@ -62,7 +61,7 @@ impl<'a> EmuRun<'a> {
             .ok_or_else(|| bad(anyhow::anyhow!("{}: emu.server: `{}` is not a host of {file}", sc.name, p.server)))?;
         let client_names = client_hosts(&plan, p, &sc.name, &file)?;
         let server_ip = plan.addrs(server_i).first().copied().ok_or_else(|| bad(anyhow::anyhow!("{}: emu.server: `{}` has no address", sc.name, p.server)))?;
-        let opts = horde_emu::UpOptions { exp: None, daemon_exe: exe.to_path_buf(), userspace: true, live_all: false, stop: None, part: None };
+        let opts = horde_emu::UpOptions { exp: None, userspace: true, live_all: false, stop: None, part: None };
         let t = Stopwatch::start();
         let r = horde_emu::up(&text, &file, &opts).map_err(|e| Error::Failed(anyhow::anyhow!("bringing up {file}: {e}")))?;
         let exp = r.meta.exp.clone();
@@ -105,22 +104,10 @@ impl<'a> EmuRun<'a> {
 }
 
 impl EmuRun<'_> {
-    /// Takes every link between `a` and `b` down, or brings it back up; says what changed.
-    pub fn set_link_state(&self, a: &str, b: &str, up: bool) -> Result<String, String> {
-        horde_emu::state::set_link_state(&self.exp, a, b, up).map(|v| v.join("; ")).map_err(|e| e.to_string())
-    }
-
-    /// Changes an emulated link while the run goes on (the link emulator's own check and
-    /// messages); returns its settings now, both directions.
-    pub fn change_link(&self, a: &str, b: &str, dir: &str, set: horde_topo::RawImpair, clear: bool) -> Result<String, String> {
-        use horde_emu::fwd::{request, Request};
-        let change = horde_topo::LinkChange::parse(&set).map_err(|(f, m)| format!("{f}: {m}"))?;
-        let r = request(&self.exp, &Request::Set { a: a.into(), b: b.into(), dir: dir.into(), change: Box::new(change), clear }).map_err(|e| e.to_string())?;
-        if !r.ok {
-            return Err(r.error.unwrap_or_else(|| "the link emulator refused it".into()));
-        }
-        let l = r.links.iter().find(|l| (l.a == a && l.b == b) || (l.a == b && l.b == a)).ok_or_else(|| format!("no emulated link between {a} and {b}"))?;
-        Ok(format!("{}→{}: {}; {}→{}: {}", l.a, l.b, l.ab.spec, l.b, l.a, l.ba.spec))
+    /// Changes a link while the run goes on; says what it is now.
+    pub fn link(&self, a: &str, b: &str, op: &horde_emu::links::LinkOp) -> Result<String, String> {
+        let r = horde_emu::links::apply(&self.exp, a, b, op).map_err(|e| e.to_string())?;
+        Ok(r.lines.join("; "))
     }
 }
 

@@ -33,10 +33,9 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
     }
     let out = opts.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
-    let Prepared { players, shard, scenario_file, key, emu } = prepare(sc, opts)?;
-    let no_exe = std::path::PathBuf::new();
-    let spec = crate::server::ChildSpec { exe: &no_exe, scenario: &scenario_file, out, key: &key, netns: emu.as_ref().map(|e| (&e.server_ns, e.server)) };
-    let (server, addr) = Server::start(sc, &opts.server, &spec)?;
+    let prepared = prepare(sc, opts)?;
+    let (server, addr) = Server::start(sc, &opts.server, &prepared)?;
+    let Prepared { players, shard, key, emu, .. } = prepared;
     (opts.events)(&crate::Event::Note(format!("{} circuits, {} throttle, {} regulator, server side on {addr}", sc.players, cfg.throttle, cfg.mode.name())));
     let client_progress = Arc::new(Progress::default());
     let netns = emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default();

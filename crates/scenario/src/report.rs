@@ -86,7 +86,7 @@ impl Usage {
             (t(u.ru_utime) + t(u.ru_stime), u.ru_maxrss as u64)
         };
         let (c, cr) = get(libc::RUSAGE_SELF);
-        let (s, sr) = crate::server::child_usage().unwrap_or((0.0, 0));
+        let (s, sr) = crate::child::child_usage().unwrap_or((0.0, 0));
         Usage { client_cpu_s: c, client_max_rss_kb: cr, server_cpu_s: s, server_max_rss_kb: sr }
     }
 }

@@ -62,6 +62,12 @@ impl<'a> Steer<'a> {
         (self.events)(&Event::Note(m));
     }
 
+    /// Notes a refused command; the run goes on.
+    fn refused(&self, m: String) -> bool {
+        self.note(format!("command refused: {m}"));
+        false
+    }
+
     /// Applies one command; `true` when the run is to stop.
     fn apply(&self, c: Command, server: &Mutex<impl ServerSide>) -> bool {
         match c {
@@ -71,28 +77,27 @@ impl<'a> Steer<'a> {
                 return true;
             }
             Command::Players { online, at_ns } => self.players(online, at_ns, server),
-            Command::Link { a, b, state: Some(st), set, clear, .. } => match self.emu {
-                _ if clear || *set != horde_topo::RawImpair::default() => self
-                    .note(format!("command refused: link {a}–{b}: `state` goes alone (no `set`, no `clear`): send the change and the state as two commands")),
-                Some(e) => match e.set_link_state(&a, &b, st == crate::control::LinkState::Up) {
-                    Ok(now) => {
-                        self.mark(now.clone());
-                        self.note(format!("link {now}"));
-                    }
-                    Err(m) => self.note(format!("command refused: link {a}–{b}: {m}")),
-                },
-                None => self.note(format!("command refused: link {a}–{b}: this run has no [emu] topology, so no link to change")),
-            },
-            Command::Link { a, b, dir, set, clear, state: None } => match self.emu {
-                Some(e) => match e.change_link(&a, &b, &dir, *set, clear) {
-                    Ok(now) => {
+            Command::Link { ref a, ref b, .. } => {
+                let Some(emu) = self.emu else {
+                    return self.refused(format!("link {a}–{b}: this run has no [emu] topology, so no link to change"));
+                };
+                let op = match c.link_op() {
+                    Ok(Some(op)) => op,
+                    Ok(None) => return false,
+                    Err(m) => return self.refused(m),
+                };
+                match (emu.link(a, b, &op), &op) {
+                    (Ok(now), horde_emu::links::LinkOp::Set { dir, .. }) => {
                         self.mark(format!("{a}–{b} changed"));
                         self.note(format!("link {a}–{b} ({dir}) changed: {now}"));
                     }
-                    Err(m) => self.note(format!("command refused: link {a}–{b}: {m}")),
-                },
-                None => self.note(format!("command refused: link {a}–{b}: this run has no [emu] topology, so no link to change")),
-            },
+                    (Ok(now), _) => {
+                        self.mark(now.clone());
+                        self.note(format!("link {now}"));
+                    }
+                    (Err(m), _) => self.note(format!("command refused: link {a}–{b}: {m}")),
+                }
+            }
         }
         false
     }

@@ -1,7 +1,8 @@
 //! Horde's operating-system floor, below the engine and the emulator: the clocks and the precise
 //! wait (`clock`), a readiness set with a nanosecond wait (`epoll`), entering a network namespace
-//! (`netns`), what the host takes from a run — steal time and the busy-wait floor (`host`) —, and
-//! secrets from the kernel (`random_secret`).
+//! (`netns`), what the host takes from a run — steal time and the busy-wait floor (`host`) —,
+//! Horde's own binary as a child with a typed task (`own`), and secrets from the kernel
+//! (`random_secret`).
 //!
 //! Architecture invariant: together with `horde-engine`, `horde-emu` and `horde-agent`, this is
 //! the only crate that reads a clock or touches the operating system's network state; everything
@@ -11,6 +12,7 @@ pub mod clock;
 pub mod epoll;
 pub mod host;
 pub mod netns;
+pub mod own;
 
 /// 32 bytes from the operating system's random source (getrandom), for secrets: run keys and
 /// cookie secrets. The only randomness Horde draws that is not seeded.

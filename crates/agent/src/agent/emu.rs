@@ -11,12 +11,12 @@
 //! built: an agent that crashed takes its parts down when it starts again, and the controller
 //! can take down only what this agent built.
 
-use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::msg::{EmuReply, EmuRequest};
+use horde_emu::links::LinkOp;
 
 use super::AgentOptions;
 
@@ -124,7 +124,7 @@ pub fn handle(req: EmuRequest, opts: &AgentOptions, own: Option<IpAddr>, log: &(
         EmuRequest::Down { exp } => down(opts, &exp, log),
         EmuRequest::Ls => Ok(EmuReply::Ls { parts: read_record(&record_path(opts)) }),
         EmuRequest::Exec { exp, node, argv, timeout_ms, detach } => exec(opts, &exp, &node, &argv, timeout_ms, detach),
-        EmuRequest::Link { exp, a, b, dir, set, flags } => link(opts, &exp, &a, &b, &dir, &set, &flags),
+        EmuRequest::Link { exp, a, b, op } => link(opts, &exp, &a, &b, &op),
         EmuRequest::Stats { exp } => stats(opts, &exp),
     };
     r.unwrap_or_else(|message| EmuReply::Failed { message })
@@ -163,14 +163,7 @@ fn up(
     // recorded before anything is built: a crash half-way is cleaned up at the next start
     parts.push((exp.to_string(), local.clone()));
     write_record(&rec, &parts)?;
-    let uo = horde_emu::UpOptions {
-        exp: Some(local.clone()),
-        stop: None,
-        daemon_exe: std::env::current_exe().map_err(|e| format!("locating the horde binary: {e}"))?,
-        userspace: true,
-        live_all,
-        part: Some(part),
-    };
+    let uo = horde_emu::UpOptions { exp: Some(local.clone()), stop: None, userspace: true, live_all, part: Some(part) };
     match horde_emu::up(topology, file, &uo) {
         Ok(r) => {
             let nodes = r.plan.nodes.iter().filter(|n| n.away.is_none()).count();
@@ -222,9 +215,7 @@ fn down(opts: &AgentOptions, exp: &str, log: &(dyn Fn(&str) + Sync)) -> Result<E
 
 fn exec(opts: &AgentOptions, exp: &str, node: &str, argv: &[String], timeout_ms: u64, detach: bool) -> Result<EmuReply, String> {
     check_exp(exp)?;
-    if argv.is_empty() || argv.len() > 256 || argv.iter().any(|a| a.len() > 4096 || a.contains('\0')) {
-        return Err("a command is 1..=256 arguments of at most 4096 bytes, without NUL".into());
-    }
+    horde_emu::exec::check_argv(argv).map_err(|e| e.to_string())?;
     if !(1..=EXEC_MAX_MS).contains(&timeout_ms) {
         return Err(format!("a command's time limit is 1..={EXEC_MAX_MS} ms"));
     }
@@ -238,62 +229,22 @@ fn exec(opts: &AgentOptions, exp: &str, node: &str, argv: &[String], timeout_ms:
     if plan.nodes[i].away.is_some() {
         return Ok(EmuReply::Exec { here: false, code: None, stdout: String::new(), stderr: String::new(), timed_out: false });
     }
-    let exe = std::env::current_exe().map_err(|e| format!("locating the horde binary: {e}"))?;
     if detach {
-        return start_detached(&exe, &local, node, argv);
+        let (pid, out) = horde_emu::exec::start_detached(&local, node, argv).map_err(|e| format!("starting `{}` in {node}: {e}", argv[0]))?;
+        let stdout = format!("started in {node}: pid {pid}, output in {}\n", out.display());
+        return Ok(EmuReply::Exec { here: true, code: None, stdout, stderr: String::new(), timed_out: false });
     }
-    let mut child = std::process::Command::new(exe)
-        .args(["emu", "exec", &local, node, "--"])
-        .args(argv)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("starting `horde emu exec`: {e}"))?;
-    let keep = |r: Option<std::process::ChildStdout>| r.map(|s| std::thread::spawn(move || bounded(s)));
-    let out = keep(child.stdout.take());
-    let err = child.stderr.take().map(|s| std::thread::spawn(move || bounded(s)));
-    let until = Instant::now() + Duration::from_millis(timeout_ms);
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() >= until => {
-                timed_out = true;
-                // `emu exec` passes SIGTERM on to its command
-                // SAFETY: kill(2) on our own child's pid.
-                unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-                std::thread::sleep(Duration::from_millis(500));
-                let _ = child.kill();
-                break child.wait().ok();
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(format!("waiting for the command: {e}")),
-        }
-    };
-    let text = |h: Option<std::thread::JoinHandle<String>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
-    Ok(EmuReply::Exec { here: true, code: status.and_then(|s| s.code()), stdout: text(out), stderr: text(err), timed_out })
+    let r =
+        horde_emu::exec::run(&local, node, argv, Duration::from_millis(timeout_ms), OUTPUT_MAX).map_err(|e| format!("running `{}` in {node}: {e}", argv[0]))?;
+    Ok(EmuReply::Exec { here: true, code: r.exit, stdout: r.stdout, stderr: r.stderr, timed_out: r.timed_out })
 }
 
-/// The settings `horde emu link` may be given through an agent (a capacity trace is a file on
-/// the controller's machine: not across machines).
-const LINK_SETTINGS: &[&str] = &["rate", "delay", "jitter", "loss", "duplicate", "corrupt", "queue", "ber", "reorder-prob", "reorder-gap"];
-const LINK_FLAGS: &[&str] = &["clear", "down", "up"];
-
-fn link(opts: &AgentOptions, exp: &str, a: &str, b: &str, dir: &str, set: &[(String, String)], flags: &[String]) -> Result<EmuReply, String> {
+/// Changes or shows link `a`–`b` of `exp` where this machine built it. A capacity trace is a
+/// file of the controller's machine: refused across machines.
+fn link(opts: &AgentOptions, exp: &str, a: &str, b: &str, op: &LinkOp) -> Result<EmuReply, String> {
     check_exp(exp)?;
-    for (k, v) in set {
-        if !LINK_SETTINGS.contains(&k.as_str()) || v.is_empty() || v.len() > 64 || v.starts_with('-') || v.chars().any(char::is_control) {
-            return Err(format!(
-                "link setting `{}` = `{}`: not one `horde emu link` takes across machines ({})",
-                k.escape_debug(),
-                v.escape_debug(),
-                LINK_SETTINGS.join(", ")
-            ));
-        }
-    }
-    if let Some(f) = flags.iter().find(|f| !LINK_FLAGS.contains(&f.as_str())) {
-        return Err(format!("link flag `{}`: one of {}", f.escape_debug(), LINK_FLAGS.join(", ")));
+    if matches!(op, LinkOp::Set { change, .. } if change.trace.is_some()) {
+        return Err("a capacity trace is a file on the controller's machine: across machines, give it in the topology of a single machine".into());
     }
     let local = read_record(&record_path(opts)).into_iter().find(|(e, _)| e == exp).map(|p| p.1);
     let Some(local) = local else {
@@ -313,88 +264,21 @@ fn link(opts: &AgentOptions, exp: &str, a: &str, b: &str, dir: &str, set: &[(Str
     if !plan.built_here(li) {
         return nothing();
     }
-    // the directions asked, as the plan has them (0: its a → b)
-    let swapped = plan.nodes[l.a.node].name != a;
-    let mut dirs = horde_emu::directions(dir, swapped)?;
-    if let Some(t) = &l.tunnel {
-        // across machines each machine changes the direction that leaves it
-        dirs.retain(|&d| d == t.here as usize);
-    }
-    let changes = !set.is_empty() || flags.iter().any(|f| f == "clear");
-    if changes && dirs.is_empty() {
-        return nothing();
-    }
-    let mut args: Vec<String> = vec!["emu".into(), "link".into(), local.clone(), a.into(), b.into()];
-    if changes {
-        // the direction(s) kept, as the user's order names them
-        let d = match dirs[..] {
-            [_, _] => "both",
-            [d] if (d == 0) != swapped => "ab",
-            _ => "ba",
-        };
-        args.extend(["--dir".into(), d.into()]);
-    }
-    for (k, v) in set {
-        args.extend([format!("--{k}"), v.clone()]);
-    }
-    args.extend(flags.iter().map(|f| format!("--{f}")));
-    if !flags.iter().any(|f| f == "down" || f == "up") {
-        args.push("--json".into());
-    }
-    let exe = std::env::current_exe().map_err(|e| format!("locating the horde binary: {e}"))?;
-    let o = std::process::Command::new(exe).args(&args).stdin(std::process::Stdio::null()).output().map_err(|e| format!("running `horde emu link`: {e}"))?;
-    if !o.status.success() {
-        return Err(format!("horde emu link on {}: {}", opts.name, String::from_utf8_lossy(&o.stderr).trim()));
-    }
-    Ok(EmuReply::Link { here: true, output: bounded(&o.stdout[..]) })
-}
-
-/// Starts a command in the background (`emu exec` records it, so `down` stops it); its output
-/// goes to a file in the node's directory. A thread waits for it, so it leaves no zombie.
-fn start_detached(exe: &Path, local: &str, node: &str, argv: &[String]) -> Result<EmuReply, String> {
-    let dir = horde_emu::node_dir(local, node);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-    let out_path = dir.join(format!("exec-{stamp}.out"));
-    let out = std::fs::File::create(&out_path).map_err(|e| format!("creating {}: {e}", out_path.display()))?;
-    let err = out.try_clone().map_err(|e| format!("{}: {e}", out_path.display()))?;
-    let mut child = std::process::Command::new(exe)
-        .args(["emu", "exec", local, node, "--"])
-        .args(argv)
-        .stdin(std::process::Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .map_err(|e| format!("starting `horde emu exec`: {e}"))?;
-    let pid = child.id();
-    std::thread::spawn(move || child.wait());
-    Ok(EmuReply::Exec {
-        here: true,
-        code: None,
-        stdout: format!("started in {node}: pid {pid}, output in {}\n", out_path.display()),
-        stderr: String::new(),
-        timed_out: false,
-    })
-}
-
-/// Reads a stream to its end, keeping its first [`OUTPUT_MAX`] bytes.
-fn bounded(mut r: impl Read) -> String {
-    let mut kept = Vec::new();
-    let mut buf = [0u8; 8192];
-    let mut dropped = 0usize;
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = OUTPUT_MAX.saturating_sub(kept.len()).min(n);
-                kept.extend_from_slice(&buf[..room]);
-                dropped += n - room;
-            }
+    let mut op = op.clone();
+    if let LinkOp::Set { dir, .. } = &mut op {
+        // the directions asked, as the plan has them (0: its a → b); across machines each
+        // machine changes the direction that leaves it
+        let swapped = plan.nodes[l.a.node].name != a;
+        let mut dirs = dir.plan_dirs(swapped);
+        if let Some(t) = &l.tunnel {
+            dirs.retain(|&d| d == t.here as usize);
         }
+        if dirs.is_empty() {
+            return nothing();
+        }
+        *dir = horde_emu::links::LinkDir::of_plan_dirs(&dirs, swapped);
     }
-    let mut s = String::from_utf8_lossy(&kept).into_owned();
-    if dropped > 0 {
-        s.push_str(&format!("\n[… {dropped} more bytes not kept]\n"));
-    }
-    s
+    let r = horde_emu::links::apply(&local, a, b, &op).map_err(|e| format!("link {a} – {b} on {}: {e}", opts.name))?;
+    let output = if r.links.is_empty() { r.lines.join("\n") } else { serde_json::to_string_pretty(&r.links).map_err(|e| e.to_string())? };
+    Ok(EmuReply::Link { here: true, output })
 }

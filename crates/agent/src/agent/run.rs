@@ -131,14 +131,9 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
         (Some(_), false) => anyhow::bail!("an emulated placement for a scenario without [emu]"),
         (None, false) => (Vec::new(), None),
     };
-    if a.players_total == 0 || a.players_total > horde_model::scenario::MAX_PLAYERS {
-        anyhow::bail!("players_total must be 1..={} (got {})", horde_model::scenario::MAX_PLAYERS, a.players_total);
-    }
+    horde_model::scenario::check_players(a.players_total, a.online).map_err(|(f, m)| anyhow::anyhow!("{f}: {m}"))?;
     horde_model::scenario::check_duration(a.duration_ns).map_err(|m| anyhow::anyhow!("duration: {m}"))?;
     sc.players = a.players_total;
-    if a.online.is_some_and(|o| o > a.players_total) {
-        anyhow::bail!("online {} is more than players_total {}", a.online.unwrap_or(0), a.players_total);
-    }
     sc.online = a.online;
     sc.duration_s = a.duration_ns as f64 / 1e9;
     sc.seed = a.seed;

@@ -65,13 +65,19 @@ fn an_agent_refuses_emulator_requests_it_must_not_follow() {
     assert!(failed(handle(exec(vec!["x".into(); 300], 1000), &opts, own, &log)).contains("256 arguments"));
     assert!(failed(handle(exec(vec!["a\0b".into()], 1000), &opts, own, &log)).contains("NUL"));
     assert!(failed(handle(exec(vec!["true".into()], 0), &opts, own, &log)).contains("time limit"));
-    // link settings from the list only (a trace is a file of the machine; an option is not a value)
-    let link =
-        |set: Vec<(String, String)>, flags: Vec<String>| EmuRequest::Link { exp: exp.into(), a: "a".into(), b: "b".into(), dir: "both".into(), set, flags };
-    assert!(failed(handle(link(vec![("trace".into(), "/etc/shadow".into())], vec![]), &opts, own, &log)).contains("not one"));
-    assert!(failed(handle(link(vec![("delay".into(), "--json".into())], vec![]), &opts, own, &log)).contains("not one"));
-    assert!(failed(handle(link(vec![], vec!["purge".into()]), &opts, own, &log)).contains("link flag"));
-    assert!(failed(handle(link(vec![("delay".into(), "5ms".into())], vec![]), &opts, own, &log)).contains("has no part"));
+    // a trace is a file of the controller's machine; a link of an experiment it did not build
+    let link = |change: horde_topo::LinkChange| EmuRequest::Link {
+        exp: exp.into(),
+        a: "a".into(),
+        b: "b".into(),
+        op: horde_emu::links::LinkOp::Set { dir: horde_emu::links::LinkDir::Both, change: Box::new(change), clear: false },
+    };
+    let trace = horde_topo::LinkChange { trace: Some("/etc/shadow".into()), ..Default::default() };
+    assert!(failed(handle(link(trace), &opts, own, &log)).contains("capacity trace"));
+    let delay = horde_topo::LinkChange { delay_ns: Some(5_000_000), ..Default::default() };
+    assert!(failed(handle(link(delay), &opts, own, &log)).contains("has no part"));
+    assert!(failed(handle(EmuRequest::Link { exp: exp.into(), a: "a".into(), b: "b".into(), op: horde_emu::links::LinkOp::Down }, &opts, own, &log))
+        .contains("has no part"));
     assert_eq!(handle(EmuRequest::Ls, &opts, own, &log), EmuReply::Ls { parts: vec![] });
     // nothing was built
     assert!(!std::path::Path::new(&format!("/run/horde/emu/{exp}a")).exists());

@@ -4,7 +4,6 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 use horde_emu::fwd::{self, Request};
-use horde_topo::{RawImpair, RawLoss};
 
 pub use super::emu_agents::{Across, LinkArgs};
 use crate::{bad_input, Outcome};
@@ -107,16 +106,6 @@ pub enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
-    /// (internal) the userspace link emulator of one experiment
-    #[command(hide = true)]
-    Daemon {
-        /// Experiment id
-        id: String,
-    },
-}
-
-fn exe() -> PathBuf {
-    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("horde"))
 }
 
 fn emu_err(e: horde_emu::EmuError) -> crate::Failure {
@@ -144,7 +133,7 @@ pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> O
                 horde_emu::check_id(&id).map_err(emu_err)?;
                 if !purge {
                     let dest = keep_to.clone().unwrap_or_else(|| PathBuf::from(format!("horde-emu-{id}")));
-                    let n = keep_node_files(&id, &dest)?;
+                    let n = horde_emu::keep_node_files(&id, &dest).map_err(|e| bad_input(anyhow!(e)))?;
                     if n > 0 {
                         outln!("{id}: kept {n} file(s) written inside its nodes in {} (--purge deletes them)", dest.display())?;
                     }
@@ -183,10 +172,6 @@ pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> O
             crate::output::out(&o)?;
             Ok(0)
         }
-        Cmd::Daemon { id } => {
-            horde_emu::fwd::run_daemon(&id).map_err(|e| anyhow!(e))?;
-            Ok(0)
-        }
     }
 }
 
@@ -195,7 +180,7 @@ fn up(file: &Path, id: Option<String>, userspace: bool, live_all: bool, stop: st
         horde_emu::check_id(id).map_err(emu_err)?;
     }
     let text = horde_model::files::read_text(file, horde_model::files::MAX_TOML, "topology files").context("reading the topology").map_err(bad_input)?;
-    let opts = horde_emu::UpOptions { exp: id, daemon_exe: exe(), userspace, live_all, stop: Some(stop), part: None };
+    let opts = horde_emu::UpOptions { exp: id, userspace, live_all, stop: Some(stop), part: None };
     let r = horde_emu::up(&text, &file.display().to_string(), &opts).map_err(emu_err)?;
     for n in &r.notes {
         eprintln!("horde emu: {n}");
@@ -309,90 +294,10 @@ fn ls_one(id: &str, group_above: Option<usize>) -> Outcome {
 }
 
 fn exec(id: &str, node: &str, command: &[String]) -> Outcome {
-    use std::os::unix::process::CommandExt;
-    horde_emu::require_root().map_err(emu_err)?;
-    let (_, plan) = horde_emu::load(id).map_err(emu_err)?;
-    let nsf = horde_emu::open_node(id, &plan, node).map_err(emu_err)?;
-    let dir = horde_emu::node_dir(id, node);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    // `horde` inside a node is this binary, whether or not it is on root's PATH (sudo resets
-    // PATH; a freshly built binary is in target/release).
-    let program = if command[0] == "horde" && which("horde").is_none() {
-        std::env::current_exe().context("locating the horde binary")?
-    } else {
-        PathBuf::from(&command[0])
-    };
-    let mut cmd = std::process::Command::new(&program);
-    cmd.args(&command[1..]).current_dir(&dir).env("HORDE_EXPERIMENT", id).env("HORDE_NODE", node);
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&nsf);
-    // the node's hostname, hosts file, /sys and state directories
-    let identity = horde_emu::identity::Identity::prepare(id, &plan, node).map_err(emu_err)?;
-    // SAFETY: getpid (before the fork), prctl, getppid, setns and Identity::apply are
-    // async-signal-safe; fd stays open until spawn returns.
-    let parent = unsafe { libc::getpid() };
-    unsafe {
-        cmd.pre_exec(move || {
-            // The command ends with `emu exec` (SIGTERM, so it can clean up), even when that is
-            // SIGKILLed.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            if libc::getppid() != parent {
-                return Err(std::io::Error::other("horde emu exec exited"));
-            }
-            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            identity.apply()
-        });
-    }
-    let mut child = cmd.spawn().with_context(|| format!("running `{}` in {node}", command[0]))?;
-    // Recorded as Horde's, so that `down` and `cleanup` stop it (and no process Horde did not
-    // start).
-    let _ = horde_emu::record_process(id, child.id());
-    let status = child.wait();
-    horde_emu::forget_process(id, child.id());
-    let status = status.with_context(|| format!("waiting for `{}` in {node}", command[0]))?;
+    let inherit = || std::process::Stdio::inherit();
+    let mut p = horde_emu::exec::spawn(id, node, command, [inherit(), inherit(), inherit()]).map_err(emu_err)?;
+    let status = p.wait().with_context(|| format!("waiting for `{}` in {node}", command[0]))?;
     Ok(status.code().map(|c| c as u8).unwrap_or(1))
-}
-
-/// Copies the files written inside an experiment's nodes (`/run/horde/emu/ID/node/NODE/…`) to
-/// `dest/NODE/…` before `down` removes them. Regular files and directories only (a link is
-/// not followed). Returns how many files were kept.
-fn keep_node_files(id: &str, dest: &Path) -> Result<usize, crate::Failure> {
-    let src = horde_emu::node_dir(id, "x").parent().map(Path::to_path_buf).unwrap_or_default();
-    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            match e.file_type() {
-                Ok(t) if t.is_dir() => files(&e.path(), out),
-                Ok(t) if t.is_file() => out.push(e.path()),
-                _ => {}
-            }
-        }
-    }
-    let mut found = Vec::new();
-    files(&src, &mut found);
-    if found.is_empty() {
-        return Ok(0);
-    }
-    if dest.exists() && std::fs::read_dir(dest).map(|mut d| d.next().is_some()).unwrap_or(true) {
-        return Err(bad_input(anyhow!(
-            "{} exists and is not empty: name another place for the nodes' files with --keep-to DIR, or delete them with --purge",
-            dest.display()
-        )));
-    }
-    for f in &found {
-        let rel = f.strip_prefix(&src).unwrap_or(f);
-        let to = dest.join(rel);
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-        }
-        std::fs::copy(f, &to).with_context(|| format!("keeping {}", f.display()))?;
-    }
-    Ok(found.len())
-}
-
-/// The first `name` on PATH, if any.
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
 }
 
 /// `NODE:path` → (node, path inside the node's directory).
@@ -436,71 +341,19 @@ fn cp(id: &str, src: &str, dst: &str) -> Outcome {
 }
 
 fn link(a: LinkArgs) -> Outcome {
-    if a.down || a.up {
-        horde_topo::check_exp_id(&a.id).map_err(|m| bad_input(anyhow!(m)))?;
-        if a.dir != "both" {
-            return Err(bad_input(anyhow!("--dir: a link goes down or up as a whole (both directions); leave --dir out")));
-        }
-        let changed = horde_emu::state::set_link_state(&a.id, &a.a, &a.b, a.up).map_err(emu_err)?;
-        crate::output::out(&(changed.join("\n") + "\n"))?;
-        return Ok(0);
-    }
-    let set = RawImpair {
-        rate: a.rate,
-        delay: a.delay,
-        jitter: a.jitter,
-        loss: a.loss.map(RawLoss::Percent),
-        duplicate: a.duplicate,
-        corrupt: a.corrupt,
-        queue: a.queue,
-        reorder: None,
-        ber: a.ber,
-        reorder_prob: a.reorder_prob,
-        reorder_gap: a.reorder_gap,
-        trace: a.trace.map(|t| std::fs::canonicalize(&t).map(|p| p.display().to_string()).unwrap_or(t)),
-    };
-    // Checked here, with the topology file's rules, before anything is asked of the link.
-    let change = horde_topo::LinkChange::parse(&set).map_err(|(f, m)| bad_input(anyhow!("--{f}: {m}")))?;
+    let op = a.op()?;
     horde_topo::check_exp_id(&a.id).map_err(|m| bad_input(anyhow!(m)))?;
-    // A link on the kernel path: its netem qdiscs are replaced in place (no daemon needed).
-    if !change.is_empty() || a.clear {
-        if let Some(changed) = horde_emu::change_netem(&a.id, &a.a, &a.b, &a.dir, &change, a.clear).map_err(|e| bad_input(anyhow!(e)))? {
-            let mut s = String::new();
-            for (from, to, spec) in changed {
-                s.push_str(&format!("{from} → {to}: {spec} (kernel netem, replaced in place)\n"));
-            }
-            crate::output::out(&s)?;
-            return Ok(0);
-        }
-    }
-    let (meta, _) = horde_emu::load(&a.id).map_err(emu_err)?;
-    if meta.daemon_pid.is_none() {
-        return Err(bad_input(anyhow!(
-            "{} has no link going through the link emulator, so no link between {} and {} can be changed: only impaired links and links with `live = true` can be; bring the experiment up with `horde emu up FILE --live` to make every link changeable",
-            a.id,
-            a.a,
-            a.b
-        )));
-    }
-    let req = if change.is_empty() && !a.clear {
-        Request::Stats
-    } else {
-        Request::Set { a: a.a.clone(), b: a.b.clone(), dir: a.dir, change: Box::new(change), clear: a.clear }
+    let r = match horde_emu::links::apply(&a.id, &a.a, &a.b, &op) {
+        Ok(r) => r,
+        Err(e) if matches!(op, horde_emu::links::LinkOp::Down | horde_emu::links::LinkOp::Up) => return Err(emu_err(e)),
+        Err(e) => return Err(bad_input(anyhow!(e))),
     };
-    let r = fwd::request(&a.id, &req).map_err(|e| bad_input(anyhow!(e)))?;
-    let links: Vec<_> = r.links.into_iter().filter(|l| (l.a == a.a && l.b == a.b) || (l.a == a.b && l.b == a.a)).collect();
-    if links.is_empty() {
-        return Err(bad_input(anyhow!(
-            "no emulated link between {} and {} in {}: only impaired links and links with `live = true` can be changed; bring the experiment up with `horde emu up FILE --live` to make every link changeable",
-            a.a,
-            a.b,
-            a.id
-        )));
-    }
-    if a.json {
-        crate::output::out(&format!("{}\n", serde_json::to_string_pretty(&links).expect("serializable")))?;
+    if r.links.is_empty() {
+        crate::output::out(&(r.lines.join("\n") + "\n"))?;
+    } else if a.json {
+        crate::output::out(&format!("{}\n", serde_json::to_string_pretty(&r.links).expect("serializable")))?;
     } else {
-        crate::output::out(&fwd::links_table(&links))?;
+        crate::output::out(&fwd::links_table(&r.links))?;
     }
     Ok(0)
 }

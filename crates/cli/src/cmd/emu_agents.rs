@@ -34,7 +34,7 @@ pub struct LinkArgs {
     pub b: String,
     /// Direction to change: ab (from the first node named), ba, or both
     #[arg(long, default_value = "both")]
-    pub dir: String,
+    pub dir: horde_emu::links::LinkDir,
     /// Rate, e.g. 10mbit
     #[arg(long)]
     pub rate: Option<String>,
@@ -207,46 +207,12 @@ pub fn link(a: LinkArgs, stop: &AtomicBool) -> Outcome {
     if a.trace.is_some() {
         return Err(bad_input(anyhow!("--trace: a capacity trace is a file on this machine; across machines, give it in the topology of a single machine")));
     }
-    let mut set: Vec<(String, String)> = Vec::new();
-    for (k, v) in [
-        ("rate", &a.rate),
-        ("delay", &a.delay),
-        ("jitter", &a.jitter),
-        ("loss", &a.loss),
-        ("duplicate", &a.duplicate),
-        ("corrupt", &a.corrupt),
-        ("queue", &a.queue),
-        ("ber", &a.ber),
-        ("reorder-prob", &a.reorder_prob),
-    ] {
-        if let Some(v) = v {
-            set.push((k.to_string(), v.clone()));
-        }
-    }
-    if let Some(g) = a.reorder_gap {
-        set.push(("reorder-gap".into(), g.to_string()));
-    }
     // checked here with the topology's rules before anything is asked of the agents
-    let raw = horde_topo::RawImpair {
-        rate: a.rate.clone(),
-        delay: a.delay.clone(),
-        jitter: a.jitter.clone(),
-        loss: a.loss.clone().map(horde_topo::RawLoss::Percent),
-        duplicate: a.duplicate.clone(),
-        corrupt: a.corrupt.clone(),
-        queue: a.queue.clone(),
-        reorder: None,
-        ber: a.ber.clone(),
-        reorder_prob: a.reorder_prob.clone(),
-        reorder_gap: a.reorder_gap,
-        trace: None,
-    };
-    horde_topo::LinkChange::parse(&raw).map_err(|(f, m)| bad_input(anyhow!("--{f}: {m}")))?;
-    let flags: Vec<String> = [("clear", a.clear), ("down", a.down), ("up", a.up)].iter().filter(|f| f.1).map(|f| f.0.to_string()).collect();
+    let op = a.op()?;
     let mut specs = Vec::new();
     let agents_list = a.across.agents.clone().unwrap_or_default();
     let ag = agents(&agents_list, &a.across.credentials, stop, &mut specs)?;
-    let answers = horde_agent::emu::link(&ag, &a.id, &a.a, &a.b, &a.dir, &set, &flags).map_err(bad_input)?;
+    let answers = horde_agent::emu::link(&ag, &a.id, &a.a, &a.b, &op).map_err(bad_input)?;
     let mut o = String::new();
     for (name, output) in answers {
         o.push_str(&format!("{name}:\n{output}"));
@@ -256,6 +222,35 @@ pub fn link(a: LinkArgs, stop: &AtomicBool) -> Outcome {
     }
     crate::output::out(&o)?;
     Ok(0)
+}
+
+impl LinkArgs {
+    /// What the flags ask of the link, checked with the topology file's rules.
+    pub fn op(&self) -> Result<horde_emu::links::LinkOp, crate::Failure> {
+        use horde_emu::links::{LinkDir, LinkOp};
+        if self.down || self.up {
+            if self.dir != LinkDir::Both {
+                return Err(bad_input(anyhow!("--dir: a link goes down or up as a whole (both directions); leave --dir out")));
+            }
+            return Ok(if self.up { LinkOp::Up } else { LinkOp::Down });
+        }
+        let raw = horde_topo::RawImpair {
+            rate: self.rate.clone(),
+            delay: self.delay.clone(),
+            jitter: self.jitter.clone(),
+            loss: self.loss.clone().map(horde_topo::RawLoss::Percent),
+            duplicate: self.duplicate.clone(),
+            corrupt: self.corrupt.clone(),
+            queue: self.queue.clone(),
+            reorder: None,
+            ber: self.ber.clone(),
+            reorder_prob: self.reorder_prob.clone(),
+            reorder_gap: self.reorder_gap,
+            trace: self.trace.clone().map(|t| std::fs::canonicalize(&t).map(|p| p.display().to_string()).unwrap_or(t)),
+        };
+        let change = horde_topo::LinkChange::parse(&raw).map_err(|(f, m)| bad_input(anyhow!("--{f}: {m}")))?;
+        Ok(if change.is_empty() && !self.clear { LinkOp::Show } else { LinkOp::Set { dir: self.dir, change: Box::new(change), clear: self.clear } })
+    }
 }
 
 fn describe(r: &EmuReply) -> String {

@@ -1,6 +1,7 @@
 pub mod agent;
 pub mod behave;
 pub mod bots;
+pub mod child;
 pub mod circuit;
 pub mod commands;
 pub mod decode;

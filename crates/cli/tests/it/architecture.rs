@@ -9,7 +9,10 @@
 //! - the modules of a crate import each other in a circle (`no_import_circles`);
 //! - a source file passes 800 lines or a function 150 (`files_and_functions_stay_small`);
 //! - a crate has an integration-test binary beside `tests/it/main.rs`, or a test that needs
-//!   root outside `it::root::` (`one_integration_test_binary_per_crate`).
+//!   root outside `it::root::` (`one_integration_test_binary_per_crate`);
+//! - our own binary is started other than through `horde_sys::own`, a child is armed other than
+//!   by its one `pre_exec`, or our processes talk through argv and prefixed text lines
+//!   (`our_own_processes_start_one_way`; its expectations are written here, in the test).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -113,6 +116,45 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// Where each text may appear in `crates/*/src` (outside `testkit`): our own binary is found
+/// (`current_exe`) and started in one place, every child is armed by one `pre_exec`, and no
+/// code builds `horde` arguments for our own processes or reads prefixed text lines back.
+/// Plain text search, so nothing hides in a macro's body.
+const ONE_WAY: &[(&str, &[&str])] = &[
+    // `own.rs` starts this binary; `exec.rs` runs `horde` inside a node when none is on PATH (a
+    // user's command, not ours); `procs.rs` only compares. `console/src/runs.rs` still starts a
+    // whole `horde run` for the console — the console's run placement, next in issue 46.
+    ("current_exe()", &["crates/console/src/runs.rs", "crates/emu/src/exec.rs", "crates/emu/src/procs.rs", "crates/sys/src/own.rs"]),
+    ("pre_exec(", &["crates/sys/src/own.rs"]),
+    ("serve-only", &[]),
+    ("horde-serve:", &[]),
+    ("HORDE_RUN_KEY", &[]),
+    ("\"emu\", \"link\"", &[]),
+    ("\"emu\", \"exec\"", &[]),
+    ("\"emu\", \"daemon\"", &[]),
+    ("\"emu\".into()", &[]),
+];
+
+#[test]
+fn our_own_processes_start_one_way() {
+    let mut wrong = Vec::new();
+    for (text, allowed) in ONE_WAY {
+        let mut found = BTreeSet::new();
+        for c in crate_dirs().into_iter().filter(|c| c != "testkit") {
+            for f in rust_files(&root().join("crates").join(&c).join("src")) {
+                if std::fs::read_to_string(&f).unwrap().contains(text) {
+                    found.insert(rel(&f.display().to_string()));
+                }
+            }
+        }
+        let allowed: BTreeSet<String> = allowed.iter().map(|s| s.to_string()).collect();
+        if found != allowed {
+            wrong.push(format!("`{text}` is in {found:?}; expected exactly {allowed:?} (see ONE_WAY in {})", file!()));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// One integration-test binary per crate (matklad's "Delete Cargo Integration Tests": link

@@ -127,3 +127,28 @@ fn sigterm_flushes_the_sender_log() {
     assert!(said.contains(&format!("({written} records)")), "{said}");
     rx.stop();
 }
+
+/// `horde child` reads its task from standard input, as horde hands it to itself; anything else
+/// is refused by name (exit 2), never run.
+#[test]
+fn a_child_task_horde_did_not_hand_itself_is_refused() {
+    fails_with(&["child", "part", "r1"], "started by horde itself");
+    fails_with(&["child", "daemon", "x"], "`daemon` is none of them");
+    let with_stdin = |args: &[&str], line: &str, needle: &str| {
+        let mut c =
+            horde().args(args).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        c.stdin.take().unwrap().write_all(line.as_bytes()).unwrap();
+        let out = c.wait_with_output().unwrap();
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains(needle), "{args:?}: expected `{needle}` in: {t}");
+    };
+    with_stdin(
+        &["child", "part", "r1"],
+        "{\"version\":1,\"kind\":\"link-emulator\",\"id\":\"r1\",\"task\":{}}\n",
+        "a task for link-emulator r1 given to part r1",
+    );
+    with_stdin(&["child", "part", "r1"], "{\"version\":99,\"kind\":\"part\",\"id\":\"r1\",\"task\":{}}\n", "binary changed");
+    with_stdin(&["child", "part", "r1"], "{\"version\":1,\"kind\":\"part\",\"id\":\"r1\",\"task\":{\"run_id\":\"r1\"}}\n", "the part task");
+    with_stdin(&["child", "part", "r1"], "not json\n", "the task line");
+}

@@ -16,21 +16,25 @@ use horde_wire::{DatagramHeader, StreamHello, HELLO_LEN};
 
 const KEY_HEX: &str = "5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7";
 
-/// A scenario's server side alone (`horde run --serve-only`), as `horde run` starts it, with a
-/// known run key. Returns the child and the address it listens on.
+/// A scenario's server side alone, as `horde run` starts it (its part on `horde child`'s
+/// standard input), with a known run key. Returns the child and the address it listens on.
 fn serve_only(dir: &Scratch, service: &str, players: u32) -> (Child, SocketAddr) {
-    let sc = dir.path("sc.toml");
-    std::fs::write(&sc, format!("service = '{service}'\nplayers = {players}\nduration = '60s'\nseed = 1\n")).unwrap();
+    use horde_scenario::part::{Part, PartEvent, MAX_EVENT};
+    use horde_sys::own;
+    let text = format!("service = '{service}'\nplayers = {players}\nduration = '60s'\nseed = 1\n");
+    let sc = horde_model::scenario::Scenario::parse(&text, "sc.toml", dir.as_ref()).unwrap();
+    let part = Part::server(&sc, dir.as_ref(), &RunKey::parse_hex(KEY_HEX).unwrap(), "127.0.0.1:0".parse().unwrap(), &dir.path("srv")).unwrap();
     let mut child = horde()
-        .args(["run", sc.to_str().unwrap(), "--serve-only", "--out", dir.path("srv").to_str().unwrap()])
-        .env("HORDE_RUN_KEY", KEY_HEX)
+        .args([own::SUBCOMMAND, own::Kind::Part.as_str(), &part.run_id])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().strip_prefix("horde-serve: listening on ").unwrap_or_else(|| panic!("banner: {line}")).parse().unwrap();
+    let line = serde_json::to_string(&own::Envelope { version: own::VERSION, kind: own::Kind::Part, id: part.run_id.clone(), task: &part }).unwrap();
+    writeln!(child.stdin.as_mut().unwrap(), "{line}").unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let Some(PartEvent::Listening { addr }) = own::read_line(&mut out, MAX_EVENT).unwrap() else { panic!("the part did not say where it listens") };
     (child, addr)
 }
 

@@ -1,5 +1,5 @@
 //! docs/openapi.json is what `horde_console::openapi::document` makes from the API's types;
-//! `HORDE_UPDATE_SCHEMAS=1 cargo test -p horde-console --test openapi` rewrites it (then say
+//! `HORDE_UPDATE_SCHEMAS=1 cargo test -p horde-console --test it openapi` rewrites it (then say
 //! what changed in docs/schemas/CHANGELOG.md).
 
 #[test]

@@ -52,24 +52,9 @@ pub(super) fn start_server(args: &Args, dir: &std::path::Path, index: usize, max
     let max = max.clamp(1, 64);
     let mut cmd = Command::new(OA_SERVER);
     let fd = place.map(|p| std::os::fd::AsRawFd::as_raw_fd(&*p.server_ns));
-    // SAFETY: getpid (before the fork), prctl, getppid and setns are async-signal-safe.
-    let parent = unsafe { libc::getpid() };
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            // The game server dies with us, even when we are SIGKILLed (no orphan holding the
-            // port and a core); if we died before this, it does not start at all.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if libc::getppid() != parent {
-                return Err(std::io::Error::other("the parent horde exited"));
-            }
-            if let Some(fd) = fd {
-                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    // The game server dies with us, even when we are SIGKILLed (no orphan holding the port and
+    // a core); if we died before it started, it does not start at all.
+    horde_sys::own::arm(&mut cmd, Some(libc::SIGKILL), false, fd, || Ok(()));
     let child = cmd
         .args(["+set", "dedicated", "1", "+set", "net_ip", &ip.to_string(), "+set", "net_port", &port.to_string()])
         .args(["+set", "sv_maxclients", &max.to_string(), "+set", "sv_pure", "0", "+set", "sv_fps", &args.sv_fps.to_string()])

@@ -1,5 +1,5 @@
-//! `horde run`: a scenario on this machine (its server side a child process), through agents
-//! (`agents.rs`), or only its server side (`--serve-only`, that child).
+//! `horde run`: a scenario on this machine (its server side a child process running its
+//! `Part`), or through agents (`agents.rs`).
 
 mod agents;
 mod progress;
@@ -63,12 +63,6 @@ pub struct Args {
     /// Attach a live console (`horde ui`'s) at ADDR, e.g. 127.0.0.1:7070 (loopback; port 0: any free one): it shows this run's events and takes its commands; its URL, with the token, is printed
     #[arg(long, value_name = "ADDR")]
     pub ui: Option<SocketAddr>,
-    /// Internal: run only the server side (started by `horde run` as a child process)
-    #[arg(long, hide = true)]
-    pub serve_only: bool,
-    /// Internal: the server side's listening address (overrides the scenario's)
-    #[arg(long, hide = true)]
-    pub listen: Option<SocketAddr>,
 }
 
 impl From<horde_scenario::Error> for crate::Failure {
@@ -88,50 +82,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let sc = load(&args)?;
     let name = args.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
     let out = args.out.clone().unwrap_or_else(|| super::default_out(&name));
-    if !args.serve_only {
-        super::report_dir(&out)?;
-    }
-    if args.serve_only {
-        let mut sc = sc;
-        if let Some(l) = args.listen {
-            sc.server = l;
-        }
-        let key = horde_scenario::server_key(&sc)?;
-        let banner = |a| {
-            use std::io::Write;
-            let mut o = std::io::stdout();
-            let _ = writeln!(o, "{}{a}", horde_scenario::server::SERVE_BANNER);
-            let _ = o.flush();
-        };
-        let commands = args.commands.open()?;
-        if let Some(cfg) = horde_scenario::circuits::Config::of(&sc)? {
-            horde_scenario::circuits::serve(&sc, &cfg, &out, key, stop, banner)?;
-            return Ok(0);
-        }
-        // the live delay of what this side received and its closed seconds of departures, for
-        // the run's progress (its parent reads them)
-        let live = |p: Option<horde_engine::live::Percentiles>, secs: &[horde_scenario::server::ServerSecond]| {
-            use horde_scenario::server::{SERVE_DELAY, SERVE_SECOND};
-            use std::io::Write;
-            let mut o = std::io::stdout().lock();
-            if let Some(p) = p {
-                let _ = writeln!(o, "{SERVE_DELAY}{:.3} {:.3}", p.p50_ms, p.p99_ms);
-            }
-            for s in secs {
-                let _ = writeln!(o, "{SERVE_SECOND}{} {} {}", s.sec, s.down_sent, s.up_arrived);
-            }
-            let _ = o.flush();
-        };
-        horde_scenario::serve(
-            &sc,
-            &out,
-            key,
-            stop,
-            banner,
-            horde_scenario::ServeHooks { commands: commands.as_ref(), live: Some(&live), ..Default::default() },
-        )?;
-        return Ok(0);
-    }
+    super::report_dir(&out)?;
     let progress = Progress::of(&args.progress)?;
     let (console, commands) = match args.ui {
         Some(addr) => {
@@ -169,10 +120,9 @@ pub fn execute(
     stop: &AtomicBool,
     commands: Option<&horde_scenario::control::Commands>,
 ) -> Outcome {
-    let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("locating the horde binary: {e}"))?;
     let printer = Printer::new(sc, progress);
     let events = |e: &Event| printer.event(e);
-    let opts = RunOptions { out, scenario_file: scenario, server: ServerSide::Child(exe), shard: None, events: &events, stop, commands };
+    let opts = RunOptions { out, scenario_file: scenario, server: ServerSide::Child, shard: None, events: &events, stop, commands };
     if let Some(cfg) = horde_scenario::circuits::Config::of(sc)? {
         return circuits(sc, &cfg, &opts, &printer);
     }

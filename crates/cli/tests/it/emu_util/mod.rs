@@ -71,7 +71,7 @@ pub fn probe(exp: &str, dir: &Path, src_node: &str, dst_node: &str, dst_ip: &str
     v["total"].clone()
 }
 
-/// A process that is not Horde's but whose command line reads `horde emu daemon ID` (a C
+/// A process that is not Horde's but whose command line reads `horde child link-emulator ID` (a C
 /// program that sleeps a minute, started with argv[0] = "horde").
 pub fn lookalike(dir: &Path, id: &str) -> Option<std::process::Child> {
     use std::os::unix::process::CommandExt;
@@ -83,5 +83,5 @@ pub fn lookalike(dir: &Path, id: &str) -> Option<std::process::Child> {
         eprintln!("skipped the lookalike part: no C compiler");
         return None;
     }
-    Some(Command::new(&bin).arg0("horde").args(["emu", "daemon", id]).spawn().unwrap())
+    Some(Command::new(&bin).arg0("horde").args(["child", "link-emulator", id]).spawn().unwrap())
 }

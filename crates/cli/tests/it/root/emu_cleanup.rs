@@ -146,7 +146,7 @@ fn sigkill_then_cleanup_leaves_nothing() {
     let (ns, state, _) = m.leftovers();
     assert!(ns.len() > 200 && state.len() >= 2, "there is something to clean: {} namespaces, state {state:?}", ns.len());
 
-    // Regression: cleanup killed a non-Horde process whose command line read `emu daemon`.
+    // Regression: cleanup killed a non-Horde process whose command line read as a link emulator's.
     let mut fake = lookalike(&dir, &kpair);
     let out = m.ok(&["emu", "cleanup", "--all"]);
     eprintln!("{out}");

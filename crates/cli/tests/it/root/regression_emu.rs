@@ -39,7 +39,7 @@ fn regression_emu_down_never_deletes_a_path() {
 }
 
 /// Reported: `emu cleanup` killed a non-Horde process whose command line merely contained
-/// `emu daemon`, and it always removed every experiment on the machine.
+/// a link emulator's, and it always removed every experiment on the machine.
 #[test]
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn regression_cleanup_needs_an_id_and_kills_only_horde_processes() {

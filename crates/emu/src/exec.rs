@@ -1,0 +1,188 @@
+//! A command in an emulated node: the one way into a node, for `horde emu exec`, agents and
+//! the console alike. The command runs in the node's network namespace with its identity
+//! (hostname, hosts file, `/sys`, state directories), in the node's directory, recorded as
+//! Horde's (so `down` and `cleanup` stop it, and no process Horde did not start), and ends with
+//! the thread that started it (SIGTERM, so it can clean up).
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::EmuError;
+
+/// Most arguments a command may have, and most bytes in one.
+pub const MAX_ARGS: usize = 256;
+pub const MAX_ARG_BYTES: usize = 4096;
+
+/// Checks a command's arguments: 1..=256 of at most 4096 bytes, no NUL.
+pub fn check_argv(argv: &[String]) -> Result<(), EmuError> {
+    if argv.is_empty() || argv.len() > MAX_ARGS || argv.iter().any(|a| a.len() > MAX_ARG_BYTES || a.contains('\0')) {
+        return Err(EmuError::Other(format!("a command is 1..={MAX_ARGS} arguments of at most {MAX_ARG_BYTES} bytes, without NUL")));
+    }
+    Ok(())
+}
+
+/// A command running in a node; forgotten from the experiment's record when it is dropped.
+pub struct InNode {
+    child: Child,
+    exp: String,
+}
+
+impl InNode {
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        self.child.wait()
+    }
+}
+
+impl Drop for InNode {
+    fn drop(&mut self) {
+        crate::forget_process(&self.exp, self.child.id());
+    }
+}
+
+/// Starts `argv` in node `node` of experiment `exp` (`stdio`: its standard input, output and
+/// error). `horde` is this binary when no `horde` is on the PATH (sudo resets PATH; a freshly
+/// built binary is in target/release).
+pub fn spawn(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3]) -> Result<InNode, EmuError> {
+    crate::require_root()?;
+    check_argv(argv)?;
+    let (_, plan) = crate::load(exp)?;
+    let nsf = crate::open_node(exp, &plan, node)?;
+    let dir = crate::node_dir(exp, node);
+    std::fs::create_dir_all(&dir).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
+    let program = match argv[0].as_str() {
+        "horde" if which("horde").is_none() => std::env::current_exe().map_err(|e| EmuError::io("locating the horde binary", e))?,
+        p => PathBuf::from(p),
+    };
+    let identity = crate::identity::Identity::prepare(exp, &plan, node)?;
+    let [stdin, stdout, stderr] = stdio;
+    let mut cmd = Command::new(&program);
+    cmd.args(&argv[1..]).current_dir(&dir).env("HORDE_EXPERIMENT", exp).env("HORDE_NODE", node).stdin(stdin).stdout(stdout).stderr(stderr);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&nsf);
+    // SAFETY (the closure's contract): Identity::apply makes only async-signal-safe calls.
+    horde_sys::own::arm(&mut cmd, Some(libc::SIGTERM), false, Some(fd), move || unsafe { identity.apply() });
+    let child = cmd.spawn().map_err(|e| EmuError::io(&format!("running `{}` in {node}", argv[0]), e))?;
+    drop(nsf);
+    let _ = crate::record_process(exp, child.id());
+    Ok(InNode { child, exp: exp.to_string() })
+}
+
+/// What a command run with [`run`] did.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct Ran {
+    /// Exit status (absent when it was stopped for taking too long, or ended by a signal).
+    pub exit: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+}
+
+/// Runs `argv` in a node until it ends, at most `limit` (then SIGTERM, and SIGKILL half a second
+/// later), keeping at most `max_output` bytes of each output stream.
+pub fn run(exp: &str, node: &str, argv: &[String], limit: Duration, max_output: usize) -> Result<Ran, EmuError> {
+    let mut p = spawn(exp, node, argv, [Stdio::null(), Stdio::piped(), Stdio::piped()])?;
+    let keep = |r: Option<Box<dyn Read + Send>>| r.map(|r| std::thread::spawn(move || bounded(r, max_output)));
+    let out = keep(p.child.stdout.take().map(|r| Box::new(r) as _));
+    let err = keep(p.child.stderr.take().map(|r| Box::new(r) as _));
+    let until = Instant::now() + limit;
+    let mut timed_out = false;
+    let status = loop {
+        match p.child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() >= until => {
+                timed_out = true;
+                // SAFETY: kill(2) on our own child's pid.
+                unsafe { libc::kill(p.child.id() as i32, libc::SIGTERM) };
+                std::thread::sleep(Duration::from_millis(500));
+                let _ = p.child.kill();
+                break p.child.wait().ok();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(EmuError::io("waiting for the command", e)),
+        }
+    };
+    let text = |h: Option<std::thread::JoinHandle<String>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
+    Ok(Ran { exit: status.and_then(|s| s.code()), stdout: text(out), stderr: text(err), timed_out })
+}
+
+/// Starts `argv` in a node in the background: its output goes to `exec-MS.out` in the node's
+/// directory and `down` stops it. A thread of its own starts it and waits for it (so it leaves
+/// no zombie, and its parent-death signal is tied to that thread). Returns its pid and the
+/// output file.
+pub fn start_detached(exp: &str, node: &str, argv: &[String]) -> Result<(u32, PathBuf), EmuError> {
+    let dir = crate::node_dir(exp, node);
+    std::fs::create_dir_all(&dir).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    let path = dir.join(format!("exec-{stamp}.out"));
+    let out = std::fs::File::create(&path).map_err(|e| EmuError::io(&format!("creating {}", path.display()), e))?;
+    let err = out.try_clone().map_err(|e| EmuError::io(&path.display().to_string(), e))?;
+    let (exp, node, argv) = (exp.to_string(), node.to_string(), argv.to_vec());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("horde-exec-detached".into())
+        .spawn(move || match spawn(&exp, &node, &argv, [Stdio::null(), out.into(), err.into()]) {
+            Ok(mut p) => {
+                let _ = tx.send(Ok(p.child.id()));
+                let _ = p.wait();
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+        })
+        .map_err(|e| EmuError::io("starting a thread", e))?;
+    let pid = rx.recv().map_err(|_| EmuError::Other("the command's thread ended before it started".into()))??;
+    Ok((pid, path))
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
+}
+
+/// Reads `r` to its end, keeping its first `max` bytes (and saying how many more there were).
+fn bounded(mut r: impl Read, max: usize) -> String {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut dropped = 0usize;
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = max.saturating_sub(kept.len()).min(n);
+                kept.extend_from_slice(&buf[..room]);
+                dropped += n - room;
+            }
+        }
+    }
+    let mut s = String::from_utf8_lossy(&kept).into_owned();
+    if dropped > 0 {
+        s.push_str(&format!("\n[… {dropped} more bytes not kept]\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_bounded_before_anything_runs() {
+        for bad in [vec![], vec!["x".to_string(); MAX_ARGS + 1], vec!["a\0b".to_string()], vec!["y".repeat(MAX_ARG_BYTES + 1)]] {
+            assert!(check_argv(&bad).unwrap_err().to_string().contains("without NUL"));
+        }
+        assert!(check_argv(&["ip".into(), "addr".into()]).is_ok());
+    }
+
+    #[test]
+    fn output_is_kept_up_to_its_bound() {
+        assert_eq!(bounded(&b"hello"[..], 10), "hello");
+        let s = bounded(&[b'x'; 100][..], 10);
+        assert!(s.starts_with("xxxxxxxxxx\n") && s.contains("90 more bytes"), "{s}");
+    }
+}
