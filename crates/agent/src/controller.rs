@@ -157,7 +157,8 @@ pub(crate) fn play<'a>(
     planned(&players);
     let (sc2, p2) = (sc.clone(), players.clone());
     fleet.set_categories(Box::new(move |t_s| horde_scenario::categories_at(&sc2, &p2.segments, &p2.roster, t_s)));
-    fleet.steer(opts.commands, sc.regulation.is_none().then(|| players.roster.clone()));
+    let timeline = horde_scenario::control::timeline(sc).map_err(|m| anyhow::anyhow!("{}: {m}", sc.name))?;
+    fleet.steer(opts.commands, sc.regulation.is_none().then(|| players.roster.clone()), timeline);
     let weights: Vec<u32> = agents.iter().map(|a| a.weight).collect();
     let mut shards = horde_scenario::shards(sc.players, &weights).map_err(|e| e.into_anyhow())?;
     shards.resize(addrs.len(), 0..0);

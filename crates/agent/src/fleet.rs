@@ -93,15 +93,10 @@ pub fn parse_agents(list: &str) -> anyhow::Result<Vec<AgentSpec>> {
     Ok(out)
 }
 
-/// What the controller reports while it runs.
-#[derive(Debug, Clone)]
-pub enum Event {
-    Note(String),
-    /// Once a second while running: the agents' rates over the last second, summed and each,
-    /// their totals, and (for a scenario) the players per category — the same progress as a
-    /// run on one machine reports.
-    Progress(horde_scenario::Snapshot),
-}
+/// What the controller reports while it runs: the run's one event type, as on one machine
+/// (a second's progress — the agents' rates summed and each, their totals and, for a scenario,
+/// the players per category — is its `Tick`).
+pub use horde_scenario::Event;
 
 /// One agent of the fleet and what the controller learnt of it.
 pub(crate) struct Member {
@@ -187,6 +182,8 @@ pub(crate) struct Fleet<'a> {
     /// with an online target).
     commands: Option<&'a horde_scenario::control::Commands>,
     roster: Option<std::sync::Arc<horde_model::roster::Roster>>,
+    /// The scenario's `[[at]]` entries, played through the same path as the channel's commands.
+    timeline: horde_scenario::control::Timeline,
     /// A stop command (not a signal) ended the run.
     pub stopped_by_command: bool,
     /// Summarise the run live on its agents (a scenario's players and server side).
@@ -254,6 +251,7 @@ impl<'a> Fleet<'a> {
             start: Instant::now(),
             categories: None,
             commands: None,
+            timeline: horde_scenario::control::Timeline::new(Vec::new()),
             roster: None,
             stopped_by_command: false,
             live: None,
@@ -372,7 +370,13 @@ impl<'a> Fleet<'a> {
             if self.members.iter().all(|m| m.roles_left == 0 || !m.ok()) {
                 break;
             }
-            let commanded = !signalled && self.commands();
+            let commanded = if signalled {
+                // a second stop, a late change: answered, not applied
+                self.refuse_the_rest();
+                false
+            } else {
+                self.commands()
+            };
             let stop = self.stop.load(Ordering::Relaxed) || commanded;
             if stop && !signalled {
                 signalled = true;
@@ -422,43 +426,72 @@ impl<'a> Fleet<'a> {
 
     /// The run's commands, applied while it is watched; `roster`: the players' (a kind with an
     /// online target).
-    pub fn steer(&mut self, commands: Option<&'a horde_scenario::control::Commands>, roster: Option<std::sync::Arc<horde_model::roster::Roster>>) {
+    pub fn steer(
+        &mut self,
+        commands: Option<&'a horde_scenario::control::Commands>,
+        roster: Option<std::sync::Arc<horde_model::roster::Roster>>,
+        timeline: Vec<(u64, horde_scenario::control::Command)>,
+    ) {
         self.commands = commands;
         self.roster = roster;
+        self.timeline = horde_scenario::control::Timeline::new(timeline);
     }
 
-    /// Applies the commands waiting; `true` on a stop.
+    /// The next command: a timeline entry due now (once the run has started), else the
+    /// channel's next.
+    fn next_command(&mut self) -> Option<horde_scenario::control::Incoming> {
+        let due = match self.t0_ns {
+            0 => None,
+            t0 => self.timeline.due(real_ns().saturating_sub(t0), AGENTS_MARGIN_NS),
+        };
+        due.or_else(|| self.commands.and_then(|c| c.try_next()))
+    }
+
+    /// Applies the commands waiting, each answered at once; `true` on a stop.
     fn commands(&mut self) -> bool {
-        use horde_scenario::control::Command;
-        while let Some(c) = self.commands.and_then(|c| c.try_next()) {
-            match c {
-                Ok(Command::Stop {}) => {
-                    self.note("stop command".into());
-                    return true;
-                }
-                Ok(Command::Players { online, at_ns }) => {
-                    let Some(roster) = self.roster.clone() else {
-                        self.note(format!("command refused: players online = {online}: this run has no online target"));
-                        continue;
-                    };
-                    let now = if self.t0_ns > 0 { real_ns().saturating_sub(self.t0_ns) } else { 0 };
-                    let at = match roster.set_ahead(now, AGENTS_MARGIN_NS, at_ns, online) {
-                        Ok(at) => at,
-                        Err(e) => {
-                            self.note(format!("command refused: players: {e}"));
-                            continue;
-                        }
-                    };
-                    for m in self.members.iter().filter(|m| m.ok()) {
-                        let _ = m.c.cmd.send(Cmd::Players { online, at_ns: at });
-                    }
-                    self.note(format!("players online → {online} from {:.2} s (every agent)", at as f64 / 1e9));
-                }
-                Ok(c) => self.note(format!("command refused: {}: a run through agents changes no emulated link while it runs (not there yet)", c.describe())),
-                Err(m) => self.note(format!("command refused: {m}")),
+        use horde_scenario::control::Reply;
+        while let Some(c) = self.next_command() {
+            let r = match c.command {
+                Ok(command) => self.apply(command),
+                Err(m) => Err(m),
+            };
+            let stop = matches!(r, Ok((_, _, true)));
+            let reply = match r {
+                Ok((at_s, text, _)) => Reply::applied(c.id, Some(at_s), text),
+                Err(m) => Reply::refused(c.id, m),
+            };
+            (self.ev)(&Event::Reply(reply));
+            if stop {
+                return true;
             }
         }
         false
+    }
+
+    /// Applies one command on every agent: when it takes effect (s on the run's clock), what it
+    /// did, whether the run is to stop; or why not.
+    fn apply(&mut self, c: horde_scenario::control::Command) -> Result<(f64, String, bool), String> {
+        use horde_scenario::control::Command;
+        let now = if self.t0_ns > 0 { real_ns().saturating_sub(self.t0_ns) } else { 0 };
+        match c {
+            Command::Stop {} => Ok((now as f64 / 1e9, "stop: stopping the run on every agent".into(), true)),
+            Command::Players { online, at_ns } => {
+                let roster = self.roster.clone().ok_or_else(|| format!("players online = {online}: this run has no online target"))?;
+                let at = roster.set_ahead(now, AGENTS_MARGIN_NS, at_ns, online).map_err(|e| format!("players: {e}"))?;
+                for m in self.members.iter().filter(|m| m.ok()) {
+                    let _ = m.c.cmd.send(Cmd::Players { online, at_ns: at });
+                }
+                Ok((at as f64 / 1e9, format!("players online → {online} from {:.2} s (every agent)", at as f64 / 1e9), false))
+            }
+            c => Err(format!("{}: a run through agents changes no emulated link while it runs (not there yet)", c.describe())),
+        }
+    }
+
+    /// Answers what is left on the channel once the run stopped.
+    pub fn refuse_the_rest(&self) {
+        while let Some(c) = self.commands.and_then(|c| c.try_next()) {
+            (self.ev)(&Event::Reply(horde_scenario::control::Reply::refused(c.id, "the run is stopping: it takes no more commands".into())));
+        }
     }
 
     /// Summarise the run live on its agents (before [`Fleet::start`]).
@@ -508,7 +541,7 @@ impl<'a> Fleet<'a> {
             let accs: Vec<&crate::live::Acc> = guards.iter().map(|g| &**g).filter(|a| a.refused.is_none()).collect();
             crate::live::View::fill(&mut snap, &accs, &p.names, &p.model);
         }
-        (self.ev)(&Event::Progress(snap));
+        (self.ev)(&Event::Tick(snap));
     }
 
     /// One event of agent `i`; true when it means the run must stop for everyone.

@@ -73,8 +73,8 @@ pub fn refuse(status: u16, message: impl Into<String>) -> Response {
 fn refused(r: Refused) -> Response {
     let status = match r {
         Refused::NoSuchRun(_) => 404,
-        Refused::Finished(_) | Refused::Full => 409,
-        Refused::Command(_) => 400,
+        Refused::Finished(_) | Refused::Full | Refused::Stopping(_) | Refused::Command(_) => 409,
+        Refused::Busy(_) => 429,
     };
     refuse(status, r.to_string())
 }
@@ -156,7 +156,13 @@ async fn start(State(app): State<Arc<App>>, body: String) -> Response {
     }
 }
 
-/// A command: the same JSON object as a `--commands` line.
+/// How long a command waits for the run's answer (a run answers within its driver's 50-ms poll;
+/// through agents, within a quarter second).
+const COMMAND_ANSWER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A command: the same JSON object as a `--commands` line, answered when the run has applied
+/// it (200, the run's `Reply`) or refused it (409, the `Reply` with the reason), or refused
+/// here at once (400: not a command; 404: no such run; 409: finished or stopping).
 async fn command(State(app): State<Arc<App>>, Path(id): Path<u32>, body: String) -> Response {
     let c: Command = match Command::parse(body.trim()) {
         Ok(c) => c,
@@ -167,9 +173,15 @@ async fn command(State(app): State<Arc<App>>, Path(id): Path<u32>, body: String)
             return refuse(400, format!("online: {m}"));
         }
     }
-    match app.hub.command(id, c) {
-        Ok(()) => (StatusCode::ACCEPTED, Json(serde_json::json!({ "accepted": true }))).into_response(),
-        Err(r) => refused(r),
+    let answer = match app.hub.command(id, c) {
+        Ok(a) => a,
+        Err(r) => return refused(r),
+    };
+    match tokio::time::timeout(COMMAND_ANSWER, answer).await {
+        Ok(Ok(reply)) if reply.applied => Json(reply).into_response(),
+        Ok(Ok(reply)) => (StatusCode::CONFLICT, Json(reply)).into_response(),
+        Ok(Err(_)) => refuse(409, format!("run {id} ended before it answered the command")),
+        Err(_) => refuse(504, format!("run {id} did not answer the command within {} s", COMMAND_ANSWER.as_secs())),
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use horde_scenario::control::Command;
+use horde_scenario::control::{Command, Reply};
 use horde_scenario::EventLine;
 use serde::Serialize;
 
@@ -15,8 +15,16 @@ pub const KEEP: usize = 20_000;
 /// Runs the console holds at once (finished ones are dropped first, oldest first).
 pub const MAX_RUNS: usize = 64;
 
-/// Where a run's commands go: the run's channel (attached runs) or a child's standard input.
-pub type CommandSink = Box<dyn Fn(Command) -> Result<(), String> + Send + Sync>;
+/// Where a run's commands go, each with the id its answer names: the run's channel (attached
+/// runs) or a child's standard input.
+pub type CommandSink = Box<dyn Fn(u64, Command) -> Result<(), String> + Send + Sync>;
+
+/// Commands of one run waiting for their answer at once (more are refused until some are
+/// answered).
+pub const MAX_PENDING: usize = 64;
+
+/// The run's answer to a command, when it comes ([`Hub::command`]).
+pub type Answer = tokio::sync::oneshot::Receiver<Reply>;
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
 #[serde(rename_all = "snake_case", tag = "state")]
@@ -46,6 +54,11 @@ struct Run {
     info: RunInfo,
     log: VecDeque<String>,
     commands: Option<CommandSink>,
+    /// Commands sent and not answered yet: id → (whether it is a stop, where its answer goes).
+    pending: Vec<(u64, bool, tokio::sync::oneshot::Sender<Reply>)>,
+    next_command: u64,
+    /// A stop was applied: the run takes no more commands.
+    stopping: bool,
 }
 
 /// Why a command or a request about a run was refused.
@@ -54,6 +67,10 @@ pub enum Refused {
     NoSuchRun(u32),
     Finished(u32),
     Full,
+    /// A stop was applied: the run takes no more commands.
+    Stopping(u32),
+    /// [`MAX_PENDING`] commands wait for their answer.
+    Busy(u32),
     Command(String),
 }
 
@@ -63,6 +80,8 @@ impl std::fmt::Display for Refused {
             Refused::NoSuchRun(id) => write!(f, "no run {id} (GET /api/v1/runs lists them)"),
             Refused::Finished(id) => write!(f, "run {id} has finished: it takes no more commands"),
             Refused::Full => write!(f, "{MAX_RUNS} runs are still running: stop one first"),
+            Refused::Stopping(id) => write!(f, "run {id} is stopping: it takes no more commands"),
+            Refused::Busy(id) => write!(f, "{MAX_PENDING} commands of run {id} wait for their answer: wait for them first"),
             Refused::Command(m) => write!(f, "{m}"),
         }
     }
@@ -101,7 +120,7 @@ impl Hub {
         let mut next = self.next_id.lock().unwrap_or_else(|p| p.into_inner());
         *next += 1;
         let info = RunInfo { id: *next, scenario: scenario.into(), out: out.into(), state: RunState::Running, events: 0, first_event: 0, attached };
-        runs.push(Run { info, log: VecDeque::new(), commands });
+        runs.push(Run { info, log: VecDeque::new(), commands, pending: Vec::new(), next_command: 0, stopping: false });
         drop(runs);
         self.bump();
         Ok(*next)
@@ -125,6 +144,15 @@ impl Hub {
             if let EventLine::Finished { exit, .. } = line {
                 r.info.state = RunState::Finished { exit: *exit };
                 r.commands = None;
+                // what still waits learns the run ended before it answered
+                r.pending.clear();
+            }
+            if let EventLine::Reply { reply, .. } = line {
+                if let Some(k) = r.pending.iter().position(|p| p.0 == reply.id) {
+                    let (_, stop, tx) = r.pending.swap_remove(k);
+                    r.stopping |= stop && reply.applied;
+                    let _ = tx.send(reply.clone());
+                }
             }
         });
         self.bump();
@@ -136,11 +164,24 @@ impl Hub {
         self.push(id, &EventLine::Finished { scenario, exit, report });
     }
 
-    /// Passes `c` to run `id`'s channel.
-    pub fn command(&self, id: u32, c: Command) -> Result<(), Refused> {
-        self.with(id, |r| match (&r.info.state, &r.commands) {
-            (RunState::Running, Some(sink)) => sink(c).map_err(Refused::Command),
-            _ => Err(Refused::Finished(id)),
+    /// Passes `c` to run `id`'s channel; the run's answer comes on the receiver (the run's
+    /// [`EventLine::Reply`] naming it). Refused here, at once, when the run cannot take it.
+    pub fn command(&self, id: u32, c: Command) -> Result<Answer, Refused> {
+        self.with(id, |r| {
+            let Some(sink) = r.commands.as_ref().filter(|_| r.info.state == RunState::Running) else { return Err(Refused::Finished(id)) };
+            if r.stopping {
+                return Err(Refused::Stopping(id));
+            }
+            if r.pending.len() >= MAX_PENDING {
+                return Err(Refused::Busy(id));
+            }
+            r.next_command += 1;
+            let cid = r.next_command;
+            let stop = c == Command::Stop {};
+            sink(cid, c).map_err(Refused::Command)?;
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            r.pending.push((cid, stop, tx));
+            Ok(rx)
         })?
     }
 
@@ -182,8 +223,8 @@ mod tests {
                 "s",
                 "/tmp/o",
                 true,
-                Some(Box::new(move |c| {
-                    g.lock().unwrap().push(c);
+                Some(Box::new(move |cid, c| {
+                    g.lock().unwrap().push((cid, c));
                     Ok(())
                 })),
             )
@@ -196,13 +237,35 @@ mod tests {
         assert!(lines[0].contains("\"10\""));
         let (first, lines, _) = hub.since(id, KEEP as u64 + 8, 100).unwrap();
         assert_eq!((first, lines.len()), (KEEP as u64 + 8, 2), "resumes at the line asked for");
-        assert_eq!(hub.command(id, Command::Stop {}), Ok(()));
+        let mut answer = hub.command(id, Command::Stop {}).unwrap();
         assert_eq!(got.lock().unwrap().len(), 1);
+        assert!(answer.try_recv().is_err(), "no answer yet");
         hub.finish(id, 130);
-        assert_eq!(hub.command(id, Command::Stop {}), Err(Refused::Finished(id)), "a finished run takes no commands");
+        assert!(answer.try_recv().is_err(), "the run ended before it answered: the waiter learns it");
+        assert_eq!(hub.command(id, Command::Stop {}).err(), Some(Refused::Finished(id)), "a finished run takes no commands");
         let (_, lines, done) = hub.since(id, KEEP as u64 + 10, 100).unwrap();
         assert!(done && lines[0].contains("\"finished\"") && lines[0].contains("130"));
-        assert_eq!(hub.command(99, Command::Stop {}), Err(Refused::NoSuchRun(99)));
+        assert_eq!(hub.command(99, Command::Stop {}).err(), Some(Refused::NoSuchRun(99)));
+    }
+
+    #[test]
+    fn a_command_is_answered_by_the_reply_that_names_it_and_a_stop_closes_the_channel() {
+        let hub = Hub::new();
+        let id = hub.add("s", "/tmp/o", true, Some(Box::new(|_, _| Ok(())))).unwrap();
+        let mut players = hub.command(id, Command::Players { online: 80, at_ns: None }).unwrap();
+        let mut stop = hub.command(id, Command::Stop {}).unwrap();
+        let reply = |r: Reply| EventLine::Reply { scenario: "s".into(), reply: r };
+        hub.push(id, &reply(Reply::applied(2, Some(3.5), "stop: stopping the run".into())));
+        hub.push(id, &reply(Reply::refused(1, "players: 80 is more than the scenario's 50 players".into())));
+        hub.push(id, &reply(Reply::applied(7, None, "not ours".into())));
+        assert_eq!(stop.try_recv().unwrap(), Reply::applied(2, Some(3.5), "stop: stopping the run".into()));
+        assert!(!players.try_recv().unwrap().applied);
+        let e = hub.command(id, Command::Stop {}).err().unwrap();
+        assert!(e.to_string().contains("is stopping"), "a second stop is refused at once: {e}");
+        let id2 = hub.add("s", "/tmp/o", true, Some(Box::new(|_, _| Ok(())))).unwrap();
+        let waiting: Vec<_> = (0..MAX_PENDING).map(|_| hub.command(id2, Command::Stop {}).unwrap()).collect();
+        assert!(hub.command(id2, Command::Stop {}).err().unwrap().to_string().contains("wait for their answer"), "bounded");
+        drop(waiting);
     }
 
     #[test]

@@ -53,6 +53,7 @@ pub fn document() -> Value {
     add("Exec", schema::<crate::emu::Exec>());
     add("Ran", schema::<crate::emu::Ran>());
     add("LinkNow", schema::<crate::emu::LinkNow>());
+    add("Reply", schema::<horde_scenario::control::Reply>());
     add("EmuDown", schema::<crate::emu::Down>());
     components.insert("Error".into(), json!({"type": "object", "required": ["error"], "properties": {"error": {"type": "string", "description": "What is wrong and how to fix it (the CLI's message)"}}}));
     let r = |name: &str| json!({ "$ref": format!("#/components/schemas/{name}") });
@@ -82,7 +83,7 @@ pub fn document() -> Value {
             "/api/v1/runs/{id}": { "get": { "summary": "One run", "parameters": id, "responses": with(json!({ "200": ok("The run", r("RunInfo")), "404": err("No such run") })) } },
             "/api/v1/runs/{id}/commands": { "post": { "summary": "A command to a running run: the same object as a --commands line", "parameters": id,
                 "requestBody": { "required": true, "content": { "application/json": { "schema": r("Command") } } },
-                "responses": with(json!({ "202": ok("Passed to the run's channel (its effect shows as a note and in the progress)", json!({ "type": "object" })), "400": err("Not a command, or a bad value"), "404": err("No such run"), "409": err("The run has finished") })) } },
+                "responses": with(json!({ "200": ok("Applied: the run's answer (when it takes effect on the run's clock, what it did)", r("Reply")), "400": err("Not a command, or a bad value"), "404": err("No such run"), "409": ok("Refused: the run's answer with the reason (or the run has finished, is stopping, or ended before it answered)", r("Reply")), "429": err("Too many commands wait for their answer"), "504": err("The run did not answer within 10 s") })) } },
             "/api/v1/runs/{id}/events": { "get": { "summary": "The run's event lines as server-sent events; each event's id is its line number: reconnect with Last-Event-ID (or ?after=N) to resume", "parameters": id,
                 "responses": with(json!({ "200": { "description": "text/event-stream; each data is one EventLine", "content": { "text/event-stream": { "schema": r("EventLine") } } }, "404": err("No such run") })) } },
             "/api/v1/runs/{id}/report/{path}": { "get": { "summary": "A file of the run's report directory (index.html, summary.json, charts/…)", "parameters": [id[0].clone(), { "name": "path", "in": "path", "required": true, "schema": { "type": "string" } }],

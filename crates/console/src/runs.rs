@@ -115,8 +115,11 @@ pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result
     let mut child = cmd.spawn().map_err(|e| (500, format!("starting horde run: {e}")))?;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(64);
-    let sink = Box::new(move |c: horde_scenario::control::Command| {
-        let line = serde_json::to_string(&c).map_err(|e| e.to_string())? + "\n";
+    let sink = Box::new(move |cid: u64, c: horde_scenario::control::Command| {
+        // the command's line with the id its answer names
+        let mut v = serde_json::to_value(&c).map_err(|e| e.to_string())?;
+        v["id"] = cid.into();
+        let line = v.to_string() + "\n";
         tx.try_send(line).map_err(|_| "the run is not reading its commands (too many queued, or it has ended)".to_string())
     });
     let id = hub.add(&name, &out.display().to_string(), false, Some(sink)).map_err(|r| (409, r.to_string()))?;

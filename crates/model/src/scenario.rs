@@ -30,6 +30,28 @@ pub fn check_duration(ns: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// The `[[at]]` entries as (ns, the command's fields), in time order: each `t` a duration
+/// within the run.
+fn timeline(at: &[toml::Table], duration_ns: u64) -> Result<Vec<(u64, serde_json::Value)>, (String, String)> {
+    let mut out = Vec::with_capacity(at.len());
+    for (k, entry) in at.iter().enumerate() {
+        let field = |f: &str| format!("at[{k}].{f}");
+        let mut fields = entry.clone();
+        let t = match fields.remove("t") {
+            Some(toml::Value::String(t)) => crate::units::parse_duration_ns(&t).map_err(|m| (field("t"), m))?,
+            Some(toml::Value::Integer(0)) => 0,
+            _ => return Err((field("t"), "a time on the run's clock, e.g. \"10s\"".into())),
+        };
+        if t > duration_ns {
+            return Err((field("t"), format!("{:.3} s is after the run's end ({:.3} s)", t as f64 / 1e9, duration_ns as f64 / 1e9)));
+        }
+        let json = serde_json::to_value(&fields).map_err(|e| (field("command"), e.to_string()))?;
+        out.push((t, json));
+    }
+    out.sort_by_key(|e| e.0);
+    Ok(out)
+}
+
 /// Checks a run's player count and how many of them are online at the start: the one check
 /// of both, wherever they come from (a scenario file, a flag, the console, a controller).
 /// The error names the field (`players` or `online`) and says what is wrong with it.
@@ -105,6 +127,13 @@ pub struct RawScenario {
     /// client's throttle asks for.
     #[serde(default)]
     pub regulation: Option<RawRegulation>,
+    /// The run's timeline: commands played at their time on the run's clock, each an `[[at]]`
+    /// table with `t` (e.g. "10s") and the fields of a command line (`command = "players"`,
+    /// `online = 600`; `command = "link"`, `a`, `b`, `set`/`state`; `command = "stop"`), answered
+    /// and reported as a command from the channel is.
+    #[serde(default)]
+    #[schemars(with = "Vec<BTreeMap<String, serde_json::Value>>")]
+    pub at: Vec<toml::Table>,
 }
 
 /// `[regulation]`: the client throttle and the server regulator of every circuit.
@@ -214,6 +243,9 @@ pub struct Scenario {
     pub agents: Option<Agents>,
     /// `[regulation]`: regulated circuits (None: the service's open-loop traffic).
     pub regulation: Option<Regulation>,
+    /// `[[at]]`: (when, ns on the run's clock, the command's fields as on a command line), in
+    /// time order; the commands are checked where commands are (`horde_scenario::control`).
+    pub timeline: Vec<(u64, serde_json::Value)>,
     pub text: String,
 }
 
@@ -360,6 +392,7 @@ impl Scenario {
                 }
             },
             regulation,
+            timeline: timeline(&raw.at, dur).map_err(|(f, m)| fail(&f, m))?,
             text: text.to_string(),
         };
         sc.check_join()?;

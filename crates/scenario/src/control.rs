@@ -60,6 +60,24 @@ fn both() -> String {
 }
 
 impl Command {
+    /// Parses one line that may carry its `"id"` (a number the answer names): the id, if it
+    /// has one, and the command or what is wrong with it.
+    pub fn parse_line(line: &str) -> (Option<u64>, Result<Command, String>) {
+        if line.len() > MAX_LINE {
+            return (None, Command::parse(line));
+        }
+        let Ok(serde_json::Value::Object(mut o)) = serde_json::from_str::<serde_json::Value>(line) else { return (None, Command::parse(line)) };
+        let id = match o.remove("id") {
+            None => None,
+            Some(v) => match v.as_u64() {
+                Some(id) => Some(id),
+                None => return (None, Err(format!("id {v}: a command's id is a whole number"))),
+            },
+        };
+        let rest = serde_json::Value::Object(o).to_string();
+        (id, Command::parse(&rest))
+    }
+
     /// Parses one line, naming what is wrong and what a command looks like.
     pub fn parse(line: &str) -> Result<Command, String> {
         if line.len() > MAX_LINE {
@@ -104,21 +122,136 @@ impl Command {
     }
 }
 
+/// A command as the run's driver receives it: its id (what the answer names) and the command,
+/// or what was wrong with its line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Incoming {
+    pub id: u64,
+    pub command: Result<Command, String>,
+}
+
+/// The sending end: whoever reads commands (a line reader, the console) sends here.
+pub type CommandSender = Sender<Incoming>;
+
+/// The run's answer to one command, at once: applied (the run-clock instant it takes effect,
+/// when it has one) or refused, with what it did or why not. A line of the run's event stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Reply {
+    /// The command's id: the one its line gave, else its number on its channel (from 1).
+    pub id: u64,
+    pub applied: bool,
+    /// Seconds on the run's clock (0 = the players' start) at which it takes effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_s: Option<f64>,
+    /// What it did, or why it was refused.
+    pub text: String,
+}
+
+impl Reply {
+    pub fn applied(id: u64, at_s: Option<f64>, text: String) -> Reply {
+        Reply { id, applied: true, at_s, text }
+    }
+
+    pub fn refused(id: u64, text: String) -> Reply {
+        Reply { id, applied: false, at_s: None, text }
+    }
+
+    /// The reply for people: `command applied: …` or `command refused: …`.
+    pub fn line(&self) -> String {
+        let at = self.at_s.map(|t| format!(" at {t:.2} s")).unwrap_or_default();
+        format!("command {} (#{}){at}: {}", if self.applied { "applied" } else { "refused" }, self.id, self.text)
+    }
+}
+
+/// The schema of a command line: a [`Command`] with an optional `"id"` (a whole number its
+/// answer names), as docs/schemas/command.schema.json publishes it.
+pub fn line_schema() -> schemars::schema::RootSchema {
+    use schemars::schema::{InstanceType, Schema, SchemaObject};
+    let mut root = schemars::schema_for!(Command);
+    let id = SchemaObject {
+        instance_type: Some(InstanceType::Integer.into()),
+        format: Some("uint64".into()),
+        metadata: Some(Box::new(schemars::schema::Metadata {
+            description: Some("A number the command's answer (the run's `reply` line) names; without one, the command's line number on its channel.".into()),
+            ..Default::default()
+        })),
+        number: Some(Box::new(schemars::schema::NumberValidation { minimum: Some(0.0), ..Default::default() })),
+        ..Default::default()
+    };
+    for variant in root.schema.subschemas.iter_mut().flat_map(|s| s.one_of.iter_mut().flatten()) {
+        if let Schema::Object(o) = variant {
+            o.object().properties.insert("id".into(), Schema::Object(id.clone()));
+        }
+    }
+    root
+}
+
 /// The receiving end a run's driver polls.
 pub struct Commands {
-    rx: Mutex<Receiver<Result<Command, String>>>,
+    rx: Mutex<Receiver<Incoming>>,
 }
 
 impl Commands {
     /// A channel: commands (or a refused line's message) go in through the sender.
-    pub fn channel() -> (Sender<Result<Command, String>>, Commands) {
+    pub fn channel() -> (CommandSender, Commands) {
         let (tx, rx) = std::sync::mpsc::channel();
         (tx, Commands { rx: Mutex::new(rx) })
     }
 
     /// The next command waiting, if any (a refused line comes as its message).
-    pub fn try_next(&self) -> Option<Result<Command, String>> {
+    pub fn try_next(&self) -> Option<Incoming> {
         self.rx.lock().ok()?.try_recv().ok()
+    }
+}
+
+/// The ids of a scenario's timeline entries start here (`at[k]` is `TIMELINE_IDS + k`), far
+/// from the numbers of a channel's lines.
+pub const TIMELINE_IDS: u64 = 1_000_000_000;
+
+/// A scenario's `[[at]]` timeline as commands (ns on the run's clock, the command), each
+/// checked as a command line is, and every one within the run.
+pub fn timeline(sc: &horde_model::scenario::Scenario) -> Result<Vec<(u64, Command)>, String> {
+    let end = (sc.duration_s * 1e9).round() as u64;
+    let mut out = Vec::with_capacity(sc.timeline.len());
+    for (k, (t, fields)) in sc.timeline.iter().enumerate() {
+        if *t > end {
+            return Err(format!("at[{k}].t: {:.3} s is after the run's end ({:.3} s)", *t as f64 / 1e9, sc.duration_s));
+        }
+        let c = Command::parse(&fields.to_string()).map_err(|m| format!("at[{k}]: {m}"))?;
+        out.push((*t, c));
+    }
+    Ok(out)
+}
+
+/// Plays a timeline: the entries due at `now_ns` on the run's clock (a change of the online
+/// target `lead_ns` early, stamped with its own time, so every side hears of it first; the
+/// others at their time), each once.
+pub struct Timeline {
+    entries: Vec<(u64, Command)>,
+    next: usize,
+}
+
+impl Timeline {
+    pub fn new(entries: Vec<(u64, Command)>) -> Timeline {
+        Timeline { entries, next: 0 }
+    }
+
+    /// The next entry due at `now_ns`, as the command to apply (a players change stamped with
+    /// its time, or `now + lead` when that is later).
+    pub fn due(&mut self, now_ns: u64, lead_ns: u64) -> Option<Incoming> {
+        let (t, c) = self.entries.get(self.next)?;
+        let lead = if matches!(c, Command::Players { .. }) { lead_ns } else { 0 };
+        if now_ns + lead < *t {
+            return None;
+        }
+        let c = match c {
+            // its own time when every side still hears of it first (a driver polls late by
+            // less than half the lead), else as soon as they can
+            Command::Players { online, at_ns: None } => Command::Players { online: *online, at_ns: Some((*t).max(now_ns + lead_ns / 2 + 1_000_000)) },
+            c => c.clone(),
+        };
+        self.next += 1;
+        Some(Incoming { id: TIMELINE_IDS + self.next as u64 - 1, command: Ok(c) })
     }
 }
 
@@ -129,30 +262,35 @@ pub const MAX_REFUSED: usize = 100;
 /// each line checked at once; a blank line is skipped. A line longer than [`MAX_LINE`], or the
 /// [`MAX_REFUSED`]th wrong line, ends the reading (said on the channel): what sends that is
 /// not a person or a script writing commands, and reading it on would only spin.
-pub fn read(mut r: impl BufRead, tx: &Sender<Result<Command, String>>) {
+pub fn read(mut r: impl BufRead, tx: &CommandSender) {
     let mut buf = Vec::new();
     let mut refused = 0;
+    let mut n_line = 0u64;
     loop {
         buf.clear();
         let n = match std::io::Read::take(&mut r, MAX_LINE as u64 + 1).read_until(b'\n', &mut buf) {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        n_line += 1;
         if n > MAX_LINE && buf.last() != Some(&b'\n') {
-            let _ = tx.send(Err(format!("a command line over {MAX_LINE} bytes: no more commands are read from this input")));
+            let _ = tx.send(Incoming { id: n_line, command: Err(format!("a command line over {MAX_LINE} bytes: no more commands are read from this input")) });
             return;
         }
-        let item = match std::str::from_utf8(&buf) {
-            Ok(l) if l.trim().is_empty() => continue,
-            Ok(l) => Command::parse(l.trim()),
-            Err(_) => Err("a command line that is not UTF-8".into()),
+        let (id, command) = match std::str::from_utf8(&buf) {
+            Ok(l) if l.trim().is_empty() => {
+                n_line -= 1;
+                continue;
+            }
+            Ok(l) => Command::parse_line(l.trim()),
+            Err(_) => (None, Err("a command line that is not UTF-8".into())),
         };
-        refused += item.is_err() as usize;
-        if tx.send(item).is_err() {
+        refused += command.is_err() as usize;
+        if tx.send(Incoming { id: id.unwrap_or(n_line), command }).is_err() {
             return;
         }
         if refused >= MAX_REFUSED {
-            let _ = tx.send(Err(format!("{MAX_REFUSED} wrong command lines: no more commands are read from this input")));
+            let _ = tx.send(Incoming { id: n_line, command: Err(format!("{MAX_REFUSED} wrong command lines: no more commands are read from this input")) });
             return;
         }
     }
@@ -163,7 +301,7 @@ pub fn read(mut r: impl BufRead, tx: &Sender<Result<Command, String>>) {
 pub fn follow(commands: &Commands, roster: &horde_model::roster::Roster, done: &std::sync::atomic::AtomicBool) {
     while !done.load(std::sync::atomic::Ordering::Relaxed) {
         while let Some(c) = commands.try_next() {
-            if let Ok(Command::Players { online, at_ns: Some(at) }) = c {
+            if let Ok(Command::Players { online, at_ns: Some(at) }) = c.command {
                 if let Err(e) = roster.set(at, online) {
                     tracing::warn!("server side: players online → {online}: {e}");
                 }
@@ -186,6 +324,50 @@ mod tests {
         for bad in [r#"{"command":"players"}"#, r#"{"command":"players","online":-1}"#, r#"{"command":"fly"}"#, r#"{"command":"stop","x":1}"#, "stop"] {
             let e = Command::parse(bad).unwrap_err();
             assert!(e.contains("one JSON object per line"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_line_may_name_its_id_and_the_answer_names_it() {
+        let (tx, cmds) = Commands::channel();
+        read(std::io::Cursor::new("{\"command\":\"stop\",\"id\":41}\n{\"id\":\"x\",\"command\":\"stop\"}\n{\"command\":\"stop\"}\n"), &tx);
+        let got: Vec<_> = std::iter::from_fn(|| cmds.try_next()).collect();
+        assert_eq!(got[0], Incoming { id: 41, command: Ok(Command::Stop {}) });
+        assert!(got[1].command.as_ref().unwrap_err().contains("whole number"));
+        assert_eq!(got[2].id, 3, "without an id, its line's number");
+        let r = Reply::applied(41, Some(2.5), "stopping the run".into());
+        assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"id":41,"applied":true,"at_s":2.5,"text":"stopping the run"}"#);
+        assert_eq!(Reply::refused(3, "the run is already stopping".into()).line(), "command refused (#3): the run is already stopping");
+    }
+
+    #[test]
+    fn a_timeline_plays_each_entry_once_players_ahead_of_their_time() {
+        let text = "service = 'wow'\nplayers = 600\nonline = 300\nduration = '40s'\n[[at]]\nt = '20s'\ncommand = 'link'\na = 'r1'\nb = 'r2'\nset = { delay = '150ms' }\n[[at]]\nt = '10s'\ncommand = 'players'\nonline = 600\n[[at]]\nt = '35s'\ncommand = 'stop'\n";
+        let sc = horde_model::scenario::Scenario::parse(text, "t.toml", std::path::Path::new(".")).unwrap();
+        let entries = timeline(&sc).unwrap();
+        assert_eq!(entries.iter().map(|e| e.0 / 1_000_000_000).collect::<Vec<_>>(), [10, 20, 35], "in time order");
+        let mut tl = Timeline::new(entries);
+        let s = 1_000_000_000;
+        assert_eq!(tl.due(9 * s, s / 4), None);
+        let p = tl.due(10 * s - s / 4 + s / 20, s / 4).unwrap();
+        assert_eq!(
+            p,
+            Incoming { id: TIMELINE_IDS, command: Ok(Command::Players { online: 600, at_ns: Some(10 * s) }) },
+            "stamped with its own time, polled 50 ms late"
+        );
+        assert_eq!(tl.due(19 * s, s / 4), None, "a link changes at its time, not ahead");
+        assert!(matches!(tl.due(20 * s, s / 4).unwrap().command, Ok(Command::Link { .. })));
+        assert_eq!(tl.due(36 * s, s / 4).unwrap().command, Ok(Command::Stop {}));
+        assert_eq!(tl.due(99 * s, s / 4), None, "each once");
+        for (bad, says) in [("t = '50s'\ncommand = 'stop'", "after the run's end"), ("t = '5s'\ncommand = 'fly'", "at[0]"), ("command = 'stop'", "at[0].t")] {
+            let e = horde_model::scenario::Scenario::parse(
+                &format!("service = 'wow'\nplayers = 6\nduration = '40s'\n[[at]]\n{bad}\n"),
+                "t.toml",
+                std::path::Path::new("."),
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|sc| timeline(&sc).map(|_| ()));
+            assert!(e.as_ref().unwrap_err().contains(says), "{bad}: {e:?}");
         }
     }
 
@@ -220,14 +402,14 @@ mod tests {
         read(std::io::Cursor::new(bytes), &tx);
         let got: Vec<_> = std::iter::from_fn(|| cmds.try_next()).collect();
         assert_eq!(got.len(), 4, "{got:?}");
-        assert_eq!(got[0], Ok(Command::Stop {}));
-        assert!(got[1].as_ref().unwrap_err().contains("UTF-8"));
-        assert_eq!(got[2], Ok(Command::Players { online: 3, at_ns: None }));
-        assert!(got[3].as_ref().unwrap_err().contains("no more commands"), "nothing read after a line of 48 KiB");
+        assert_eq!(got[0], Incoming { id: 1, command: Ok(Command::Stop {}) });
+        assert!(got[1].command.as_ref().unwrap_err().contains("UTF-8"));
+        assert_eq!(got[2], Incoming { id: 3, command: Ok(Command::Players { online: 3, at_ns: None }) }, "blank lines are not numbered");
+        assert!(got[3].command.as_ref().unwrap_err().contains("no more commands"), "nothing read after a line of 48 KiB");
         // An endless input of zeros (`--commands /dev/zero`) ends the reading at once.
         let (tx, cmds) = Commands::channel();
         read(std::io::BufReader::new(std::io::repeat(0)), &tx);
-        assert!(cmds.try_next().unwrap().unwrap_err().contains("no more commands"));
+        assert!(cmds.try_next().unwrap().command.unwrap_err().contains("no more commands"));
         // As does an endless run of wrong lines.
         let (tx, cmds) = Commands::channel();
         read(std::io::Cursor::new("x\n".repeat(1000)), &tx);

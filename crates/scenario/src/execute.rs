@@ -55,7 +55,7 @@ pub(crate) enum Server {
     Thread {
         handle: std::thread::JoinHandle<Result<SendReport, Error>>,
         stop: Arc<AtomicBool>,
-        commands: std::sync::mpsc::Sender<Result<crate::control::Command, String>>,
+        commands: crate::control::CommandSender,
         live: crate::server::LiveServer,
     },
     /// A regulated run's server side in this process.
@@ -128,7 +128,9 @@ impl Server {
     fn forward_now(&mut self, c: &crate::control::Command) -> anyhow::Result<()> {
         match self {
             Server::Child(child) => child.command(c),
-            Server::Thread { commands, .. } => commands.send(Ok(c.clone())).map_err(|_| anyhow::anyhow!("the server side's thread ended")),
+            Server::Thread { commands, .. } => {
+                commands.send(crate::control::Incoming { id: 0, command: Ok(c.clone()) }).map_err(|_| anyhow::anyhow!("the server side's thread ended"))
+            }
             Server::Circuits { .. } => Ok(()),
         }
     }
@@ -232,7 +234,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
     let prepared = prepare(sc, opts)?;
     let (server, addr) = Server::start(sc, &opts.server, &prepared)?;
-    let Prepared { players, shard, key, emu, .. } = prepared;
+    let Prepared { players, shard, key, emu, timeline, .. } = prepared;
     let client_progress = Arc::new(Progress::default());
     let up_delay = server.live();
     let clients = Clients {
@@ -251,7 +253,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let server = Mutex::new(server);
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
     let link_series = Mutex::new(Vec::new());
-    let steer = crate::steer::Steer::new(opts.commands, Some(&players.roster), &client_progress, emu.as_ref(), opts.events);
+    let steer = crate::steer::Steer::new(opts.commands, Some(&players.roster), &client_progress, emu.as_ref(), opts.events, timeline);
     let client = std::thread::scope(|s| {
         let (done_r, p, pl, up) = (&done, &client_progress, &players, &up_delay);
         s.spawn(move || progress(sc, pl, p, up, done_r, opts.events));
@@ -305,11 +307,14 @@ pub(crate) struct Prepared<'a> {
     pub out: PathBuf,
     pub key: horde_proto::RunKey,
     pub emu: Option<EmuRun<'a>>,
+    /// The scenario's `[[at]]` entries as commands.
+    pub timeline: Vec<(u64, crate::control::Command)>,
 }
 
 pub(crate) fn prepare<'a>(sc: &Scenario, opts: &RunOptions<'a>) -> Result<Prepared<'a>, Error> {
     let failed = Error::Failed;
     let out = opts.out;
+    let timeline = crate::control::timeline(sc).map_err(|m| Error::BadInput(anyhow::anyhow!("{}: {m}", sc.name)))?;
     let t_plan = Stopwatch::start();
     let players = Arc::new(players::plan(sc, opts.stop)?);
     (opts.events)(&Event::Planned { seconds: t_plan.elapsed().as_secs_f64() });
@@ -331,7 +336,7 @@ pub(crate) fn prepare<'a>(sc: &Scenario, opts: &RunOptions<'a>) -> Result<Prepar
     let listen = emu.as_ref().map_or(sc.server, |e| e.server);
     let out = std::path::absolute(out).with_context(|| format!("locating {}", out.display())).map_err(failed)?;
     let part = crate::part::Part::server(sc, dir, &key, listen, &out)?;
-    Ok(Prepared { players, shard, part, out, key, emu })
+    Ok(Prepared { players, shard, part, out, key, emu, timeline })
 }
 
 /// A run's client side: which players, against which server side, logging where.

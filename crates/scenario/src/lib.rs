@@ -72,6 +72,8 @@ pub enum Event {
     Note(String),
     /// Once a second while the players run.
     Tick(Snapshot),
+    /// The run's answer to a command, at once.
+    Reply(control::Reply),
 }
 
 /// Progress over the last second, in every mode (one machine, or through agents): the
@@ -216,6 +218,12 @@ pub enum EventLine {
     /// The run is over: its exit code (0 done, 1 failed, 2 bad input, 130 stopped) and its
     /// report directory (written by whoever watched the run end: the console).
     Finished { scenario: String, exit: u8, report: String },
+    /// The run's answer to a command (applied, when, what; or refused, why), at once.
+    Reply {
+        scenario: String,
+        #[serde(flatten)]
+        reply: control::Reply,
+    },
 }
 
 impl EventLine {
@@ -226,6 +234,7 @@ impl EventLine {
             Event::Planned { seconds } => EventLine::Planned { scenario, seconds: *seconds },
             Event::Note(text) => EventLine::Note { scenario, text: text.clone() },
             Event::Tick(progress) => EventLine::Progress { scenario, progress: progress.clone() },
+            Event::Reply(reply) => EventLine::Reply { scenario, reply: reply.clone() },
         }
     }
 }
@@ -331,6 +340,7 @@ pub fn apply_overrides(sc: &mut Scenario, o: &Overrides) -> Result<(), Error> {
     }
     horde_model::scenario::check_players(sc.players, sc.online).map_err(|(f, m)| bad(format!("{f}: {m}; raise --players or lower --online")))?;
     sc.check_join().map_err(|e| bad(format!("{e} (with --duration {} s)", sc.duration_s)))?;
+    control::timeline(sc).map_err(|m| bad(format!("{}: {m} (with --duration {} s)", sc.name, sc.duration_s)))?;
     let changed = [
         ("players", (sc.players != before.0).then(|| sc.players.to_string())),
         ("duration", (sc.duration_s != before.1).then(|| format!("\"{}s\"", sc.duration_s))),

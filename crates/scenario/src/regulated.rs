@@ -35,7 +35,7 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
     std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
     let prepared = prepare(sc, opts)?;
     let (server, addr) = Server::start(sc, &opts.server, &prepared)?;
-    let Prepared { players, shard, key, emu, .. } = prepared;
+    let Prepared { players, shard, key, emu, timeline, .. } = prepared;
     (opts.events)(&crate::Event::Note(format!("{} circuits, {} throttle, {} regulator, server side on {addr}", sc.players, cfg.throttle, cfg.mode.name())));
     let client_progress = Arc::new(Progress::default());
     let netns = emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default();
@@ -43,7 +43,7 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
     let run_stop = AtomicBool::new(false);
     let server = Mutex::new(server);
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
-    let steer = crate::steer::Steer::new(opts.commands, None, &client_progress, emu.as_ref(), opts.events);
+    let steer = crate::steer::Steer::new(opts.commands, None, &client_progress, emu.as_ref(), opts.events, timeline);
     let live = Mutex::new(None);
     let clients = std::thread::scope(|s| {
         let (done_r, p, pl, live) = (&done, &client_progress, &players, &live);

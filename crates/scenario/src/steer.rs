@@ -10,7 +10,7 @@ use std::time::Duration;
 use horde_engine::sender::Progress;
 use horde_model::roster::Roster;
 
-use crate::control::{Command, Commands};
+use crate::control::{Command, Commands, Incoming, Reply};
 use crate::placement::EmuRun;
 use crate::{Event, Events};
 
@@ -38,6 +38,8 @@ pub(crate) struct Steer<'a> {
     /// What the commands changed in the emulated network, when (seconds since the players
     /// started): the report marks them on its time charts.
     pub marks: Mutex<Vec<(f64, String)>>,
+    /// The scenario's `[[at]]` entries, played through the same path as the channel's commands.
+    timeline: Mutex<crate::control::Timeline>,
 }
 
 impl<'a> Steer<'a> {
@@ -47,76 +49,96 @@ impl<'a> Steer<'a> {
         progress: &'a Progress,
         emu: Option<&'a EmuRun<'a>>,
         events: Events<'a>,
+        timeline: Vec<(u64, Command)>,
     ) -> Steer<'a> {
-        Steer { commands, roster, progress, emu, events, commanded: AtomicBool::new(false), marks: Mutex::new(Vec::new()) }
+        let timeline = Mutex::new(crate::control::Timeline::new(timeline));
+        Steer { commands, roster, progress, emu, events, commanded: AtomicBool::new(false), marks: Mutex::new(Vec::new()), timeline }
     }
 
-    /// Marks an event at now on the players' clock.
-    fn mark(&self, what: String) {
+    /// The next timeline entry due now (none before the players start).
+    fn due(&self) -> Option<Incoming> {
+        if self.progress.t0_real_ns.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.timeline.lock().unwrap_or_else(|p| p.into_inner()).due(self.now_ns(), MARGIN_NS)
+    }
+
+    /// Now on the players' clock, ns (0 before they start).
+    fn now_ns(&self) -> u64 {
         let t0 = self.progress.t0_real_ns.load(Ordering::Relaxed);
-        let now = if t0 == 0 { 0.0 } else { horde_engine::clock::real_ns().saturating_sub(t0) as f64 / 1e9 };
-        self.marks.lock().unwrap_or_else(|p| p.into_inner()).push((now, what));
+        if t0 == 0 {
+            0
+        } else {
+            horde_engine::clock::real_ns().saturating_sub(t0)
+        }
+    }
+
+    /// Marks an event at `at_s` on the players' clock.
+    fn mark(&self, at_s: f64, what: String) {
+        self.marks.lock().unwrap_or_else(|p| p.into_inner()).push((at_s, what));
     }
 
     fn note(&self, m: String) {
         (self.events)(&Event::Note(m));
     }
 
-    /// Notes a refused command; the run goes on.
-    fn refused(&self, m: String) -> bool {
-        self.note(format!("command refused: {m}"));
-        false
+    /// Applies one command and answers it at once; `true` when the run is to stop.
+    fn answer(&self, c: Incoming, server: &Mutex<impl ServerSide>) -> bool {
+        let r = match c.command {
+            Ok(command) => self.apply(command, server),
+            Err(m) => Err(m),
+        };
+        let stop = matches!(r, Ok((_, _, true)));
+        let reply = match r {
+            Ok((at_s, text, _)) => Reply::applied(c.id, Some(at_s), text),
+            Err(m) => Reply::refused(c.id, m),
+        };
+        (self.events)(&Event::Reply(reply));
+        stop
     }
 
-    /// Applies one command; `true` when the run is to stop.
-    fn apply(&self, c: Command, server: &Mutex<impl ServerSide>) -> bool {
+    /// Applies one command: when it takes effect (s on the players' clock), what it did, and
+    /// whether the run is to stop; or why it cannot be applied.
+    fn apply(&self, c: Command, server: &Mutex<impl ServerSide>) -> Result<(f64, String, bool), String> {
+        let now_s = self.now_ns() as f64 / 1e9;
         match c {
             Command::Stop {} => {
                 self.commanded.store(true, Ordering::Relaxed);
-                self.note("stop command: stopping the run".into());
-                return true;
+                Ok((now_s, "stop: stopping the run".into(), true))
             }
-            Command::Players { online, at_ns } => self.players(online, at_ns, server),
+            Command::Players { online, at_ns } => self.players(online, at_ns, server).map(|(at, text)| (at, text, false)),
             Command::Link { ref a, ref b, .. } => {
                 let Some(emu) = self.emu else {
-                    return self.refused(format!("link {a}–{b}: this run has no [emu] topology, so no link to change"));
+                    return Err(format!("link {a}–{b}: this run has no [emu] topology, so no link to change"));
                 };
-                let op = match c.link_op() {
-                    Ok(Some(op)) => op,
-                    Ok(None) => return false,
-                    Err(m) => return self.refused(m),
+                let op = c.link_op()?.ok_or("not a link command")?;
+                let now = emu.link(a, b, &op).map_err(|m| format!("link {a}–{b}: {m}"))?;
+                let at_s = self.now_ns() as f64 / 1e9;
+                let text = match &op {
+                    horde_emu::links::LinkOp::Set { dir, .. } => {
+                        self.mark(at_s, format!("{a}–{b} changed"));
+                        format!("link {a}–{b} ({dir}) changed: {now}")
+                    }
+                    _ => {
+                        self.mark(at_s, now.clone());
+                        format!("link {now}")
+                    }
                 };
-                match (emu.link(a, b, &op), &op) {
-                    (Ok(now), horde_emu::links::LinkOp::Set { dir, .. }) => {
-                        self.mark(format!("{a}–{b} changed"));
-                        self.note(format!("link {a}–{b} ({dir}) changed: {now}"));
-                    }
-                    (Ok(now), _) => {
-                        self.mark(now.clone());
-                        self.note(format!("link {now}"));
-                    }
-                    (Err(m), _) => self.note(format!("command refused: link {a}–{b}: {m}")),
-                }
+                Ok((at_s, text, false))
             }
         }
-        false
     }
 
-    fn players(&self, online: u32, at_ns: Option<u64>, server: &Mutex<impl ServerSide>) {
+    fn players(&self, online: u32, at_ns: Option<u64>, server: &Mutex<impl ServerSide>) -> Result<(f64, String), String> {
         let Some(roster) = self.roster else {
-            return self.note("command refused: players: a regulated run's circuits have no online target".into());
+            return Err("players: a regulated run's circuits have no online target".into());
         };
-        let t0 = self.progress.t0_real_ns.load(Ordering::Relaxed);
-        let now = if t0 == 0 { 0 } else { horde_engine::clock::real_ns().saturating_sub(t0) };
-        let at = match roster.set_ahead(now, MARGIN_NS, at_ns, online) {
-            Ok(at) => at,
-            Err(e) => return self.note(format!("command refused: players: {e}")),
-        };
+        let at = roster.set_ahead(self.now_ns(), MARGIN_NS, at_ns, online).map_err(|e| format!("players: {e}"))?;
         let stamped = Command::Players { online, at_ns: Some(at) };
         if let Err(e) = server.lock().unwrap_or_else(|p| p.into_inner()).forward(&stamped) {
             self.note(format!("the server side did not take the change of players ({e:#}): its streams may disagree with the players'"));
         }
-        self.note(format!("players online → {online} from {:.2} s", at as f64 / 1e9));
+        Ok((at as f64 / 1e9, format!("players online → {online} from {:.2} s", at as f64 / 1e9)))
     }
 }
 
@@ -130,20 +152,30 @@ pub(crate) fn watch(
     died: &Mutex<Option<(String, u64)>>,
     steer: &Steer,
 ) {
+    watch_until_stopped(server, stop, run_stop, done, died, steer);
+    // What came after the end (a second stop, a late change) is answered too.
+    while let Some(c) = steer.commands.and_then(|c| c.try_next()) {
+        (steer.events)(&Event::Reply(Reply::refused(c.id, "the run is stopping: it takes no more commands".into())));
+    }
+}
+
+fn watch_until_stopped(
+    server: &Mutex<impl ServerSide>,
+    stop: &AtomicBool,
+    run_stop: &AtomicBool,
+    done: &AtomicBool,
+    died: &Mutex<Option<(String, u64)>>,
+    steer: &Steer,
+) {
     while !done.load(Ordering::Relaxed) {
         if stop.load(Ordering::Relaxed) {
             run_stop.store(true, Ordering::Relaxed);
             return;
         }
-        while let Some(c) = steer.commands.and_then(|c| c.try_next()) {
-            match c {
-                Ok(c) => {
-                    if steer.apply(c, server) {
-                        run_stop.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                }
-                Err(m) => steer.note(format!("command refused: {m}")),
+        while let Some(c) = steer.due().or_else(|| steer.commands.and_then(|c| c.try_next())) {
+            if steer.answer(c, server) {
+                run_stop.store(true, Ordering::Relaxed);
+                return;
             }
         }
         let exited = server.lock().ok().and_then(|mut c| c.exited());

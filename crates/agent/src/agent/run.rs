@@ -59,7 +59,7 @@ pub(super) struct Run {
     /// A scenario's live summary (its players and server side here; not regulated circuits).
     pub(super) live: Option<super::live::Live>,
     /// A scenario's server side here: its half of the command channel.
-    pub(super) server_commands: Option<mpsc::Sender<Result<horde_scenario::control::Command, String>>>,
+    pub(super) server_commands: Option<horde_scenario::control::CommandSender>,
 }
 
 impl Run {
@@ -84,7 +84,8 @@ impl Run {
         };
         players.roster.set(at_ns, online)?;
         if let Some(tx) = &self.server_commands {
-            tx.send(Ok(horde_scenario::control::Command::Players { online, at_ns: Some(at_ns) })).map_err(|_| anyhow::anyhow!("the server side has ended"))?;
+            let c = horde_scenario::control::Command::Players { online, at_ns: Some(at_ns) };
+            tx.send(horde_scenario::control::Incoming { id: 0, command: Ok(c) }).map_err(|_| anyhow::anyhow!("the server side has ended"))?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use horde_scenario::control::{Command, Commands};
+use horde_scenario::control::{Command, CommandSender, Commands, Reply};
 
 use crate::Failure;
 
@@ -32,7 +32,7 @@ impl CommandArgs {
 
     /// Starts reading `--commands` into `tx` (another source, such as the console, may send
     /// there too); nothing without `--commands`.
-    pub fn feed(&self, tx: std::sync::mpsc::Sender<Result<Command, String>>) -> Result<(), Failure> {
+    pub fn feed(&self, tx: CommandSender) -> Result<(), Failure> {
         let Some(path) = self.commands.clone() else { return Ok(()) };
         if path.as_os_str() != "-" && !path.exists() {
             return Err(crate::bad_input(anyhow::anyhow!("--commands {}: no such file (give a file, a FIFO, or - for standard input)", path.display())));
@@ -45,7 +45,7 @@ impl CommandArgs {
                 match std::fs::File::open(&path) {
                     Ok(f) => horde_scenario::control::read(std::io::BufReader::new(f), &tx),
                     Err(e) => {
-                        let _ = tx.send(Err(format!("--commands {}: {e}", path.display())));
+                        let _ = tx.send(horde_scenario::control::Incoming { id: 0, command: Err(format!("--commands {}: {e}", path.display())) });
                     }
                 }
             }
@@ -56,22 +56,26 @@ impl CommandArgs {
 }
 
 /// Runs `f` (a run of `kind` that has no players or links) while the commands are watched: a
-/// `stop` sets `stop` as a signal would, the others are refused with a note.
-pub fn stop_only<T>(commands: Option<Commands>, stop: &AtomicBool, kind: &str, f: impl FnOnce() -> T) -> T {
+/// `stop` sets `stop` as a signal would, the others are refused; each is answered at once
+/// (`reply`: how the run says it).
+pub fn stop_only<T>(commands: Option<Commands>, stop: &AtomicBool, kind: &str, reply: &(dyn Fn(&Reply) + Sync), f: impl FnOnce() -> T) -> T {
     let Some(commands) = commands else { return f() };
     let done = AtomicBool::new(false);
+    let t0 = horde_engine::clock::Stopwatch::start();
     std::thread::scope(|s| {
         s.spawn(|| {
             while !done.load(Ordering::Relaxed) {
                 while let Some(c) = commands.try_next() {
-                    match c {
+                    let r = match c.command {
+                        Ok(Command::Stop {}) if stop.load(Ordering::Relaxed) => Reply::refused(c.id, format!("the {kind} is stopping already")),
                         Ok(Command::Stop {}) => {
-                            say!("horde: stop command: stopping the {kind} and reporting what it measured");
                             stop.store(true, Ordering::Relaxed);
+                            Reply::applied(c.id, Some(t0.elapsed().as_secs_f64()), format!("stop: stopping the {kind} and reporting what it measured"))
                         }
-                        Ok(other) => say!("horde: command refused: {}: a {kind} has no players target or emulated links", other.describe()),
-                        Err(m) => say!("horde: command refused: {m}"),
-                    }
+                        Ok(other) => Reply::refused(c.id, format!("{}: a {kind} has no players target or emulated links", other.describe())),
+                        Err(m) => Reply::refused(c.id, m),
+                    };
+                    reply(&r);
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -80,4 +84,9 @@ pub fn stop_only<T>(commands: Option<Commands>, stop: &AtomicBool, kind: &str, f
         done.store(true, Ordering::Relaxed);
         r
     })
+}
+
+/// A reply as a line for people (standard error).
+pub fn say_reply(r: &Reply) {
+    say!("horde: {}", r.line());
 }

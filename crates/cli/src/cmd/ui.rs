@@ -95,8 +95,10 @@ pub fn attach(
     let (tx, commands) = Commands::channel();
     from_flag.feed(tx.clone())?;
     let tx = std::sync::Mutex::new(tx);
-    let sink =
-        Box::new(move |c: Command| tx.lock().unwrap_or_else(|p| p.into_inner()).send(Ok(c)).map_err(|_| "the run has stopped reading commands".to_string()));
+    let sink = Box::new(move |id: u64, c: Command| {
+        let sent = tx.lock().unwrap_or_else(|p| p.into_inner()).send(horde_scenario::control::Incoming { id, command: Ok(c) });
+        sent.map_err(|_| "the run has stopped reading commands".to_string())
+    });
     let id = hub.add(&sc.name, &out.display().to_string(), true, Some(sink)).map_err(|e| anyhow::anyhow!("{e}"))?;
     let (name, h) = (sc.name.clone(), hub.clone());
     let _ = TEE.set(Box::new(move |e| h.push(id, &EventLine::of(&name, e))));

@@ -99,6 +99,36 @@ fn a_stop_command_ends_a_scenario_with_an_honest_partial_report() {
     assert!(std::fs::read_to_string(out.join("index.html")).unwrap().contains("stopped by a command"));
 }
 
+/// A scenario's `[[at]]` timeline is played through the channel's own path: each entry answered
+/// (applied, at its time), a change of players stamped with its own time (both sides agree:
+/// 0 mismatched), a stop ending the run there; a command from the channel beside it is
+/// answered by its id.
+#[test]
+fn a_timeline_in_the_scenario_is_played_and_answered() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = Scratch::new("control-timeline");
+    let sc = dir.path("tl.toml");
+    let text = "service = 'wow'\nplayers = 120\nonline = 60\nduration = '20s'\nseed = 4\nspin_us = 0\n\
+                [[at]]\nt = '2s'\ncommand = 'players'\nonline = 120\n[[at]]\nt = '5s'\ncommand = 'stop'\n";
+    std::fs::write(&sc, text).unwrap();
+    let out = dir.path("out");
+    let (child, mut stdin, start) = steered(&["run", sc.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    at(start, 1.0, &mut stdin, r#"{"command":"players","online":500,"id":7}"#);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("command refused (#7): players:"), "the channel's command, by its id: {err}");
+    assert!(err.contains("command applied (#1000000000) at 2.00 s: players online → 120"), "{err}");
+    assert!(err.contains("command applied (#1000000001) at 5.") && err.contains("stop: stopping the run"), "{err}");
+    let s = summary(&out.join("summary.json"));
+    let changes = s["online"].as_array().unwrap();
+    assert_eq!(changes[1]["online"], 120);
+    assert!((changes[1]["at_s"].as_f64().unwrap() - 2.0).abs() < 1e-6, "in force at its own time: {changes:?}");
+    let stop_at = s["interruption"]["at_s"].as_f64().unwrap();
+    assert!((5.0..5.2).contains(&stop_at), "stopped at 5 s (the driver polls every 50 ms): {stop_at}");
+    assert_eq!(s["mismatched"], 0);
+}
+
 /// Acceptance (regulated kind): a stop command ends a `[regulation]` scenario mid-way; the
 /// report covers the circuits until then and says why it is short.
 #[test]
@@ -115,7 +145,7 @@ fn a_stop_command_ends_a_regulated_run_with_an_honest_partial_report() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{err}");
     assert!(start.elapsed().as_secs_f64() < 20.0);
-    assert!(err.contains("command refused: players: a regulated run"), "{err}");
+    assert!(err.contains("command refused (#1): players: a regulated run"), "answered at once, naming its line: {err}");
     let s = summary(&out.join("summary.json"));
     assert_eq!(s["interruption"], "stopped by a command", "{s}");
     let circuits = s["circuits"].as_array().unwrap();
@@ -139,7 +169,8 @@ fn a_stop_command_ends_a_flow_run_with_an_honest_partial_report() {
     rx.stop();
     assert_eq!(o.status.code(), Some(130), "{err}");
     assert!(start.elapsed().as_secs_f64() < 15.0);
-    assert!(err.contains("command refused: players online = 3: a flow run has no players target"), "{err}");
+    assert!(err.contains("command refused (#1): players online = 3: a flow run has no players target"), "{err}");
+    assert!(err.contains("command applied (#2)") && err.contains("stop: stopping the flow run"), "{err}");
     let r = summary(&json);
     assert_eq!(r["interrupted"], true);
     let sent = r["packets"].as_u64().unwrap();

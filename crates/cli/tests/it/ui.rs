@@ -70,13 +70,19 @@ fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {
     for w in first.windows(2) {
         assert_eq!(w[1].0, w[0].0 + 1, "numbered without gaps");
     }
-    // Commands: refused as the CLI refuses them, or passed on.
+    // Commands: refused as the CLI refuses them, or answered by the run at once.
     let cmd = |body: &str| authed(&c, "POST", &format!("/api/v1/runs/{id}/commands"), body);
     let r = cmd(r#"{"command":"dance"}"#);
     assert!(r.status == 400 && r.body.contains("a command is one JSON object per line"), "{}", r.body);
     let r = cmd(r#"{"command":"players","online":0}"#);
     assert!(r.status == 400 && r.body.contains("online: must be 1.."), "{}", r.body);
-    assert_eq!(cmd(r#"{"command":"players","online":200}"#).status, 202);
+    let r = cmd(r#"{"command":"players","online":200}"#);
+    let reply: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert!(r.status == 200 && reply["applied"] == true && reply["at_s"].as_f64().is_some(), "applied, and when: {}", r.body);
+    let r = cmd(r#"{"command":"players","online":201}"#);
+    assert!(r.status == 409 && r.body.contains("\"applied\":false") && r.body.contains("200"), "above the run's players: refused in the reply: {}", r.body);
+    let r = cmd(r#"{"command":"link","a":"r1","b":"h1","set":{"delay":"5ms"}}"#);
+    assert!(r.status == 409 && r.body.contains("no [emu] topology"), "a link on a run without [emu]: refused in the reply: {}", r.body);
     assert_eq!(authed(&c, "POST", "/api/v1/runs/99/commands", r#"{"command":"stop"}"#).status, 404);
     // Reconnect after a gap: every line after the last one seen, none lost.
     std::thread::sleep(Duration::from_secs(3));
@@ -89,8 +95,10 @@ fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {
         "the players online follow the command: {:?}",
         second.iter().filter_map(|e| online(&e.1)).collect::<Vec<_>>()
     );
-    assert!(second.iter().any(|e| e.1["event"] == "note" && e.1["text"].as_str().unwrap_or("").contains("200")), "the change is a note");
-    assert_eq!(cmd(r#"{"command":"stop"}"#).status, 202);
+    assert!(second.iter().any(|e| e.1["event"] == "reply" && e.1["text"].as_str().unwrap_or("").contains("200")), "the answer is a line of the stream");
+    assert_eq!(cmd(r#"{"command":"stop"}"#).status, 200);
+    let r = cmd(r#"{"command":"stop"}"#);
+    assert!(r.status == 409 && r.body.contains("stopping"), "a stop twice: {}", r.body);
     let end = sse(&c, &events, Some(second.last().unwrap().0), Duration::from_secs(60), |v| v.iter().any(|e| e.1["event"] == "finished"));
     let fin = end.iter().find(|e| e.1["event"] == "finished").expect("a finished line");
     assert_eq!(fin.1["exit"], 130, "stopped: {fin:?}");

@@ -227,17 +227,18 @@ fn a_regulated_runs_summary_json_follows_its_schema() {
 #[test]
 fn commands_follow_their_schema() {
     use horde_scenario::control::Command;
-    let schema = pinned("command", schemars::schema_for!(Command));
+    let schema = pinned("command", horde_scenario::control::line_schema());
     for line in [
         r#"{"command":"stop"}"#,
         r#"{"command":"players","online":600}"#,
         r#"{"command":"players","online":150,"at_ns":9000000000}"#,
+        r#"{"command":"stop","id":41}"#,
         r#"{"command":"link","a":"r1","b":"r2","set":{"delay":"250ms"}}"#,
         r#"{"command":"link","a":"r1","b":"r2","dir":"ab","set":{"rate":"5mbit","loss":{"p":"1%","r":"25%"}},"clear":true}"#,
     ] {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         validate(&schema, &v, line);
-        let c = Command::parse(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let c = Command::parse_line(line).1.unwrap_or_else(|e| panic!("{line}: {e}"));
         validate(&schema, &serde_json::to_value(&c).unwrap(), "a command as Horde writes it");
     }
 }

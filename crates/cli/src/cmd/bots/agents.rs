@@ -46,7 +46,8 @@ pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool
     say!("horde bots: {n} bot(s) on {} agent(s) against {}, joining over {:?}, playing {:?}", agents.len(), list(&addrs), args.ramp, args.duration);
     let events = |e: &Event| match e {
         Event::Note(m) => say!("horde bots: {m}"),
-        Event::Progress { .. } => {}
+        Event::Reply(r) => say!("horde bots: {}", r.line()),
+        Event::Planned { .. } | Event::Tick(_) => {}
     };
     let run = horde_agent::bots::BotsRun {
         agents,

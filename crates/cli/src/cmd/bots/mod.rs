@@ -169,7 +169,13 @@ fn protocol(args: &Args) -> Result<Protocol, crate::Failure> {
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let commands = args.commands.open()?;
-    crate::cmd::commands::stop_only(commands, stop, "bots run", || bots(args, stop))
+    // with --progress json the answers are lines of the event stream, as the console reads them
+    let json = args.progress.is_some();
+    let reply = move |r: &horde_scenario::control::Reply| match json {
+        true => eprintln!("{}", serde_json::to_string(&horde_scenario::EventLine::Reply { scenario: "bots".into(), reply: r.clone() }).unwrap_or_default()),
+        false => crate::cmd::commands::say_reply(r),
+    };
+    crate::cmd::commands::stop_only(commands, stop, "bots run", &reply, || bots(args, stop))
 }
 
 fn bots(args: Args, stop: &AtomicBool) -> Outcome {

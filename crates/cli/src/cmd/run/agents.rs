@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use horde_agent::controller::{self, AgentSpec, ControllerOptions, Event as CEvent, ServerPlace};
+use horde_agent::controller::{self, AgentSpec, ControllerOptions, ServerPlace};
 use horde_model::scenario::Scenario;
 
 use horde_scenario::Event;
@@ -70,10 +70,7 @@ pub fn run(
 ) -> Outcome {
     let s = Settings::resolve(args, sc, list)?;
     let printer = Printer::new(sc, progress);
-    let events = |e: &CEvent| match e {
-        CEvent::Note(m) => printer.event(&Event::Note(m.clone())),
-        CEvent::Progress(s) => printer.event(&Event::Tick(s.clone())),
-    };
+    let events = |e: &Event| printer.event(e);
     let opts = ControllerOptions {
         agents: s.agents,
         server: s.server,

@@ -116,6 +116,7 @@ impl<'a> Printer<'a> {
                 sc.seed
             ),
             Event::Note(m) => say!("horde run: {m}"),
+            Event::Reply(r) => say!("horde run: {}", r.line()),
             Event::Tick(s) if matches!(self.progress, Progress::Text) => {
                 let cats: Vec<String> = s.categories.iter().map(|(n, c)| format!("{n} {c}")).collect();
                 let agents: Vec<String> = s.agents.iter().map(|a| format!("{} {}/{}", a.agent, a.sent_pkt_s, a.received_pkt_s)).collect();

@@ -346,7 +346,7 @@ fn ditg_flows(path: &std::path::Path, seed: u64) -> Result<Vec<Flow>, crate::Fai
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let commands = args.commands.open()?;
-    super::commands::stop_only(commands, stop, "flow run", || send(args, stop))
+    super::commands::stop_only(commands, stop, "flow run", &super::commands::say_reply, || send(args, stop))
 }
 
 fn send(args: Args, stop: &AtomicBool) -> Outcome {
@@ -481,12 +481,14 @@ fn through_agents(args: &Args, stop: &AtomicBool) -> Outcome {
     super::report_dir(&out)?;
     let events = |e: &Event| match e {
         Event::Note(m) => say!("horde send: {m}"),
-        Event::Progress(s) => {
+        Event::Tick(s) => {
             if (s.t_s.round() as u64).is_multiple_of(5) && s.t_s >= 1.0 {
                 let per: Vec<String> = s.agents.iter().map(|a| format!("{} {}", a.agent, a.sent_pkt_s)).collect();
                 say!("t={:>5.0}s  sending {} pkt/s, {:.1} kbit/s | per agent pkt/s: {}", s.t_s, s.up_pkt_s, s.up_bit_s as f64 / 1e3, per.join(", "));
             }
         }
+        Event::Reply(r) => say!("horde send: {}", r.line()),
+        Event::Planned { .. } => {}
     };
     let opts = horde_agent::flows::FlowsOptions {
         senders,

@@ -130,7 +130,10 @@ rate = "10mbit"
 fn impaired_link_matches_its_setting() {
     horde_testkit::need_root();
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
-    let _share = horde_testkit::share(horde_testkit::Load::Heavy); // delay within 1 ms of the link's: a link emulator scheduled late adds to it
+    // delay within 1 ms of the link's (in-order delivery adds 0.56 ms of it here): a link
+    // emulator scheduled late adds to it, so this runs nearly alone (a heavy share beside the
+    // suite measured 21.004 ms once)
+    let _share = horde_testkit::share(horde_testkit::Load::Quiet);
     let dir = tmp("pair");
     let topo = write(&dir, "pair.toml", PAIR);
     let exp = horde_testkit::exp_id();
@@ -284,7 +287,7 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
     seen.push_str(&rest);
     assert!(child.wait().unwrap().success(), "{seen}");
-    assert!(seen.contains("command refused: link r1–nope"), "{seen}");
+    assert!(seen.contains("command refused (#") && seen.contains("link r1–nope"), "{seen}");
     assert!(seen.contains("link r1–r2 (both) changed:") && seen.contains("delay 250.000 ms"), "{seen}");
     let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["mismatched"], 0);
