@@ -1,18 +1,20 @@
-//! Runs the console starts: each a child `horde run FILE --progress json --commands -` — the
-//! same driver, events and commands as on the command line — whose event lines (standard
-//! error) go into the hub and whose commands go to its standard input. Also the report files of
-//! a run and the list of past runs.
+//! Runs the console starts: each a child running a typed `RunRequest` (`horde child run NAME`,
+//! started through `horde_sys::own`) — the same driver, events and commands as `horde run` and
+//! `horde bots` on the command line — whose event lines go into the hub and whose commands
+//! (each with the id its answer names) go to its standard input. Also the report files of a run
+//! and the list of past runs.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 
 use horde_model::scenario::Scenario;
+use horde_scenario::part::RunRequest;
 use horde_scenario::EventLine;
+use horde_sys::own;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::hub::{Hub, RunInfo};
+use crate::hub::{CommandSink, Hub, RunInfo};
 
 /// A start request (`POST /api/v1/runs`): a scenario file, or a scenario written in the
 /// console's form, and the overrides `horde run` takes.
@@ -49,28 +51,16 @@ pub struct StartBots {
     pub server: Option<String>,
 }
 
-fn bots_args(b: &StartBots, out: &Path) -> Result<Vec<std::ffi::OsString>, String> {
+/// A bots start, checked as `horde bots` checks its flags.
+fn bots_request(b: &StartBots, out: PathBuf) -> Result<RunRequest, String> {
     if !(1..=1024).contains(&b.players) {
         return Err(format!("bots.players must be 1..=1024 (got {})", b.players));
     }
-    for (what, v) in [("bots.duration", Some(&b.duration)), ("bots.ramp", b.ramp.as_ref())] {
-        if let Some(v) = v {
-            horde_model::units::parse_duration_ns(v).map_err(|m| format!("{what}: {m}"))?;
-        }
-    }
-    let mut a: Vec<std::ffi::OsString> = vec!["bots".into(), "-n".into(), b.players.to_string().into(), "-t".into(), b.duration.clone().into()];
-    if let Some(r) = &b.ramp {
-        a.extend(["--ramp".into(), r.clone().into()]);
-    }
-    match &b.server {
-        Some(s) => {
-            horde_model::flow::parse_addr(s).map_err(|m| format!("bots.server: {m}"))?;
-            a.extend(["--server".into(), s.clone().into()]);
-        }
-        None => a.push("--start-server".into()),
-    }
-    a.extend(["--out".into(), out.as_os_str().to_owned(), "--progress".into(), "json".into(), "--commands".into(), "-".into()]);
-    Ok(a)
+    let ns = |what: &str, v: &str| horde_model::units::parse_duration_ns(v).map_err(|m| format!("{what}: {m}"));
+    let duration_ns = ns("bots.duration", &b.duration)?;
+    let ramp_ns = b.ramp.as_deref().map(|r| ns("bots.ramp", r)).transpose()?;
+    let server = b.server.as_deref().map(|s| horde_model::flow::parse_addr(s).map_err(|m| format!("bots.server: {m}"))).transpose()?;
+    Ok(RunRequest::Bots { players: b.players, duration_ns, ramp_ns, server, out })
 }
 
 /// A fresh report directory under `runs_dir` named after `name`.
@@ -93,70 +83,84 @@ const MAX_LINE: usize = 256 * 1024;
 /// Checks `req` as `horde run` would (the same messages), then starts the run.
 pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result<RunInfo, (u16, String)> {
     let bad = |m: String| (400, m);
-    let exe = std::env::current_exe().map_err(|e| (500, format!("locating the horde binary: {e}")))?;
-    let mut cmd = tokio::process::Command::new(exe);
-    let (name, out) = match (req.scenario.take(), req.form.take(), req.bots.take()) {
+    let (name, run) = match (req.scenario.take(), req.form.take(), req.bots.take()) {
         (None, None, Some(b)) => {
             if req.players.is_some() || req.online.is_some() || req.duration.is_some() || req.seed.is_some() {
                 return Err(bad("a bots start takes its values in bots {players, duration, ramp, server}".into()));
             }
-            let out = out_dir(runs_dir, "bots");
-            cmd.args(bots_args(&b, &out).map_err(bad)?);
-            ("bots".to_string(), out)
+            ("bots".to_string(), bots_request(&b, out_dir(runs_dir, "bots")).map_err(bad)?)
         }
-        (Some(f), None, None) => scenario_cmd(&mut cmd, runs_dir, f, &req)?,
+        (Some(f), None, None) => scenario_request(runs_dir, f, &req)?,
         (None, Some(form), None) => {
             let f = write_form(runs_dir, &form).map_err(bad)?;
-            scenario_cmd(&mut cmd, runs_dir, f, &req)?
+            scenario_request(runs_dir, f, &req)?
         }
         _ => return Err(bad("give one of scenario (a file), form (a scenario's fields) or bots".into())),
     };
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| (500, format!("starting horde run: {e}")))?;
+    let out = match &run {
+        RunRequest::Scenario { out, .. } | RunRequest::Bots { out, .. } => out.clone(),
+    };
+    let tie = own::Tie {
+        // a run outlives no console: it stops (and writes its partial report) when the console goes
+        death_signal: Some(libc::SIGTERM),
+        own_session: false,
+        netns: None,
+        keep_stdin: true,
+        stdout: Stdio::piped(),
+        stderr: Stdio::piped(),
+    };
+    let label: String = name.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(40).collect();
+    let mut child = own::spawn(own::Kind::Run, &label, &run, tie).map_err(|e| (500, format!("starting the run: {e}")))?;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(64);
-    let sink = Box::new(move |cid: u64, c: horde_scenario::control::Command| {
-        // the command's line with the id its answer names
-        let mut v = serde_json::to_value(&c).map_err(|e| e.to_string())?;
-        v["id"] = cid.into();
-        let line = v.to_string() + "\n";
-        tx.try_send(line).map_err(|_| "the run is not reading its commands (too many queued, or it has ended)".to_string())
-    });
-    let id = hub.add(&name, &out.display().to_string(), false, Some(sink)).map_err(|r| (409, r.to_string()))?;
-    if let Some(mut stdin) = stdin {
-        tokio::spawn(async move {
-            while let Some(line) = rx.recv().await {
-                if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
-                    break;
-                }
-            }
-        });
-    }
-    let scenario = name.clone();
-    let readers = [stderr.map(|e| Box::new(e) as Box<dyn tokio::io::AsyncRead + Unpin + Send>), stdout.map(|o| Box::new(o) as _)];
-    let mut tasks = Vec::new();
-    for r in readers.into_iter().flatten() {
-        let (hub, scenario) = (hub.clone(), scenario.clone());
-        tasks.push(tokio::spawn(async move { forward(&hub, id, &scenario, r).await }));
+    let sink = stdin.map(command_writer);
+    let id = hub.add(&name, &out.display().to_string(), false, sink).map_err(|r| (409, r.to_string()))?;
+    let mut readers = Vec::new();
+    for r in [stderr.map(|e| Box::new(e) as Box<dyn std::io::Read + Send>), stdout.map(|o| Box::new(o) as _)].into_iter().flatten() {
+        let (hub, name) = (hub.clone(), name.clone());
+        readers.push(std::thread::spawn(move || forward(&hub, id, &name, r)));
     }
     let hub2 = hub.clone();
-    tokio::spawn(async move {
-        for t in tasks {
-            let _ = t.await;
+    std::thread::spawn(move || {
+        for r in readers {
+            let _ = r.join();
         }
-        let code = child.wait().await.ok().and_then(|s| s.code()).map_or(1, |c| c.clamp(0, 255) as u8);
+        let code = child.wait().ok().and_then(|s| s.code()).map_or(1, |c| c.clamp(0, 255) as u8);
         hub2.finish(id, code);
     });
     hub.info(id).map_err(|r| (500, r.to_string()))
 }
 
-/// `horde run FILE` with the start's overrides, checked first as `horde run` checks them; the
-/// run's name and report directory.
-fn scenario_cmd(cmd: &mut tokio::process::Command, runs_dir: &Path, file: PathBuf, req: &StartRun) -> Result<(String, PathBuf), (u16, String)> {
+/// Where a child run's commands go: a bounded queue a thread writes to its standard input, each
+/// line the command with the id its answer names (a run that stops reading fills the queue, and
+/// the next command is refused rather than blocking the console).
+fn command_writer(mut stdin: std::process::ChildStdin) -> CommandSink {
+    use std::io::Write as _;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<String>(64);
+    std::thread::spawn(move || {
+        while let Ok(line) = rx.recv() {
+            if stdin.write_all(line.as_bytes()).and_then(|_| stdin.flush()).is_err() {
+                break;
+            }
+        }
+    });
+    let tx = std::sync::Mutex::new(tx);
+    Box::new(move |cid: u64, c: horde_scenario::control::Command| {
+        let mut v = serde_json::to_value(&c).map_err(|e| e.to_string())?;
+        v["id"] = cid.into();
+        let line = v.to_string() + "\n";
+        let sent = tx.lock().unwrap_or_else(|p| p.into_inner()).try_send(line);
+        sent.map_err(|_| "the run is not reading its commands (too many queued, or it has ended)".to_string())
+    })
+}
+
+/// A scenario file's run with the start's overrides, checked first as `horde run` checks them;
+/// the run's name and request.
+fn scenario_request(runs_dir: &Path, file: PathBuf, req: &StartRun) -> Result<(String, RunRequest), (u16, String)> {
     let bad = |m: String| (400, m);
     let mut sc = Scenario::load(&file).map_err(|e| bad(format!("{}: {e}", file.display())))?;
-    let o = horde_scenario::Overrides { players: req.players, online: req.online, duration: req.duration.as_deref(), seed: req.seed };
-    horde_scenario::apply_overrides(&mut sc, &o).map_err(|e| bad(format!("{:#}", e.into_anyhow())))?;
+    let duration_ns = req.duration.as_deref().map(horde_scenario::duration_flag).transpose().map_err(|e| bad(format!("{:#}", e.into_anyhow())))?;
+    let overrides = horde_scenario::Overrides { players: req.players, online: req.online, duration_ns, seed: req.seed };
+    horde_scenario::apply_overrides(&mut sc, &overrides).map_err(|e| bad(format!("{:#}", e.into_anyhow())))?;
     // SAFETY: geteuid cannot fail.
     if sc.emu.is_some() && unsafe { libc::geteuid() } != 0 {
         return Err(bad(format!(
@@ -166,18 +170,8 @@ fn scenario_cmd(cmd: &mut tokio::process::Command, runs_dir: &Path, file: PathBu
     }
     // the report directory is named after the scenario (a file's stem when it has no name)
     let out = out_dir(runs_dir, &sc.name);
-    cmd.arg("run").arg(&file).arg("--out").arg(&out).args(["--progress", "json", "--commands", "-"]);
-    for (flag, v) in [
-        ("--players", req.players.map(|n| n.to_string())),
-        ("--online", req.online.map(|n| n.to_string())),
-        ("--duration", req.duration.clone()),
-        ("--seed", req.seed.map(|n| n.to_string())),
-    ] {
-        if let Some(v) = v {
-            cmd.arg(flag).arg(v);
-        }
-    }
-    Ok((sc.name, out))
+    let file = std::path::absolute(&file).map_err(|e| bad(format!("{}: {e}", file.display())))?;
+    Ok((sc.name, RunRequest::Scenario { file, out, overrides }))
 }
 
 /// A form's scenario as a TOML file under RUNS/scenarios/ (its name from its `name`, made safe).
@@ -202,13 +196,15 @@ fn write_form(runs_dir: &Path, form: &serde_json::Value) -> Result<PathBuf, Stri
     Ok(path)
 }
 
-/// A child's lines into the hub: event lines as they are, any other line as a note.
-async fn forward(hub: &Hub, id: u32, scenario: &str, r: impl tokio::io::AsyncRead + Unpin) {
-    let mut lines = BufReader::new(r);
+/// A child's lines into the hub: event lines as they are, any other line as a note (each cut
+/// at [`MAX_LINE`]).
+fn forward(hub: &Hub, id: u32, scenario: &str, r: impl std::io::Read) {
+    use std::io::BufRead as _;
+    let mut lines = std::io::BufReader::new(r);
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        match (&mut lines).take(MAX_LINE as u64).read_until(b'\n', &mut buf).await {
+        match std::io::Read::take(&mut lines, MAX_LINE as u64).read_until(b'\n', &mut buf) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
@@ -221,8 +217,6 @@ async fn forward(hub: &Hub, id: u32, scenario: &str, r: impl tokio::io::AsyncRea
         hub.push(id, &line);
     }
 }
-
-use tokio::io::AsyncReadExt as _;
 
 /// File `rel` of report directory `out`: only plain files inside it, never through a link.
 pub fn report_file(out: &Path, rel: &str) -> Result<(&'static str, Vec<u8>), String> {

@@ -308,14 +308,20 @@ pub type Events<'a> = &'a (dyn Fn(&Event) + Sync);
 
 /// Changes to a loaded scenario from the command line (or a controller), recorded in the
 /// scenario's text so the report shows the scenario as run.
-#[derive(Debug, Clone, Default)]
-pub struct Overrides<'a> {
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Overrides {
     pub players: Option<u32>,
     /// Players online at the start (at most `players`).
     pub online: Option<u32>,
-    /// A duration with its unit, e.g. "30s".
-    pub duration: Option<&'a str>,
+    /// The run's duration, ns (a flag's text is read with [`duration_flag`]).
+    pub duration_ns: Option<u64>,
     pub seed: Option<u64>,
+}
+
+/// A duration given as a flag or a form's field (e.g. "30s"), ns; the error names `--duration`.
+pub fn duration_flag(text: &str) -> Result<u64, Error> {
+    horde_model::units::parse_duration_ns(text).map_err(|m| Error::BadInput(anyhow::anyhow!("--duration: {m}")))
 }
 
 /// Applies [`Overrides`], checking them as the scenario file's own fields are checked.
@@ -326,8 +332,7 @@ pub fn apply_overrides(sc: &mut Scenario, o: &Overrides) -> Result<(), Error> {
         horde_model::scenario::check_players(p, None).map_err(|(f, m)| bad(format!("--{f}: {m}")))?;
         sc.players = p;
     }
-    if let Some(d) = o.duration {
-        let ns = horde_model::units::parse_duration_ns(d).map_err(|m| bad(format!("--duration: {m}")))?;
+    if let Some(ns) = o.duration_ns {
         horde_model::scenario::check_duration(ns).map_err(|m| bad(format!("--duration: {m}")))?;
         sc.duration_s = ns as f64 / 1e9;
     }

@@ -82,6 +82,19 @@ pub enum PartEvent {
     Live { delay_ms: Option<[f64; 2]>, seconds: Vec<ServerSecond> },
 }
 
+/// A whole run another process asks for (the console's runs, `horde child run NAME`): resolved
+/// by the asker — the scenario file found, the overrides checked — and run as `horde run` or
+/// `horde bots` would, its events as `--progress json` lines, its commands (with ids) on the
+/// child's standard input after this line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum RunRequest {
+    /// A scenario file's run, with the overrides `horde run` takes.
+    Scenario { file: PathBuf, out: PathBuf, overrides: crate::Overrides },
+    /// Quake 3 bots against a game server (none: an `openarena-server` the run starts).
+    Bots { players: u32, duration_ns: u64, ramp_ns: Option<u64>, server: Option<SocketAddr>, out: PathBuf },
+}
+
 /// An event line is at most this long (a second's figures fit many times).
 pub const MAX_EVENT: usize = 64 * 1024;
 
@@ -170,7 +183,7 @@ mod tests {
     #[test]
     fn a_part_carries_the_run_as_resolved_and_reads_back_the_same() {
         let mut sc = scenario("service = \"wow\"\nplayers = 50\nduration = \"10s\"\nseed = 3\n");
-        crate::apply_overrides(&mut sc, &crate::Overrides { players: Some(80), online: Some(20), duration: Some("1500ms"), seed: Some(9) }).unwrap();
+        crate::apply_overrides(&mut sc, &crate::Overrides { players: Some(80), online: Some(20), duration_ns: Some(1_500_000_000), seed: Some(9) }).unwrap();
         let key = RunKey::from_bytes([7; 32]);
         let p = Part::server(&sc, Path::new("."), &key, "127.0.0.1:0".parse().unwrap(), Path::new("/tmp/r1")).unwrap();
         assert_eq!(p.shape.duration_ns, 1_500_000_000);

@@ -1,5 +1,5 @@
 //! Horde's own binary as a child process: the one way Horde starts itself ([`spawn`]) — a part
-//! of a run in another process, an experiment's link emulator. The child's task travels as one
+//! of a run in another process, an experiment's link emulator, a run the console starts. The child's task travels as one
 //! typed, versioned JSON line on its standard input, never as arguments; its arguments are only
 //! a label (`horde child KIND ID`) that `ps` and a crash cleanup can read, and the child checks
 //! that the label and the task agree. A child whose standard output is piped answers with
@@ -32,6 +32,8 @@ pub enum Kind {
     Part,
     /// An emulated experiment's userspace link emulator (it outlives the command that started it).
     LinkEmulator,
+    /// A whole run another process asks for (`horde_scenario::part::RunRequest`: the console's).
+    Run,
 }
 
 impl Kind {
@@ -39,11 +41,12 @@ impl Kind {
         match self {
             Kind::Part => "part",
             Kind::LinkEmulator => "link-emulator",
+            Kind::Run => "run",
         }
     }
 
     pub fn parse(s: &str) -> Option<Kind> {
-        [Kind::Part, Kind::LinkEmulator].into_iter().find(|k| k.as_str() == s)
+        [Kind::Part, Kind::LinkEmulator, Kind::Run].into_iter().find(|k| k.as_str() == s)
     }
 }
 

@@ -1,11 +1,13 @@
 //! `horde child KIND ID`: a task this binary hands itself (`horde_sys::own`): a part of a run,
-//! or an experiment's link emulator. The task is the first line of standard input (typed,
-//! versioned JSON); the arguments are only a label, checked against it. Not for users.
+//! an experiment's link emulator, or a whole run the console starts. The task is the first line
+//! of standard input (typed, versioned JSON); the arguments are only a label, checked against
+//! it. Not for users.
 
 use std::io::BufReader;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::anyhow;
+use horde_scenario::part::RunRequest;
 use horde_sys::own::{self, Kind};
 
 use crate::{bad_input, Outcome};
@@ -20,20 +22,78 @@ pub struct Args {
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let kind = Kind::parse(&args.kind).ok_or_else(|| bad_input(anyhow!("`horde child` runs tasks horde hands itself; `{}` is none of them", args.kind)))?;
-    let mut input = BufReader::new(std::io::stdin());
+    // The task line through standard input's own buffer: what follows it (commands) stays
+    // there for whoever reads standard input next.
+    let mut stdin = std::io::stdin().lock();
     match kind {
         Kind::Part => {
-            let part: horde_scenario::part::Part = own::read_task(&mut input, kind, &args.id).map_err(bad_input)?;
-            horde_scenario::part::run(&part, input, std::io::stdout(), stop)?;
+            let part: horde_scenario::part::Part = own::read_task(&mut stdin, kind, &args.id).map_err(bad_input)?;
+            drop(stdin);
+            horde_scenario::part::run(&part, BufReader::new(std::io::stdin()), std::io::stdout(), stop)?;
         }
         Kind::LinkEmulator => {
-            let task: horde_emu::fwd::DaemonTask = own::read_task(&mut input, kind, &args.id).map_err(bad_input)?;
+            let task: horde_emu::fwd::DaemonTask = own::read_task(&mut stdin, kind, &args.id).map_err(bad_input)?;
             if task.exp != args.id {
                 return Err(bad_input(anyhow!("a link emulator task for {} given to {}", task.exp, args.id)));
             }
-            drop(input);
+            drop(stdin);
             horde_emu::fwd::run_daemon(&task.exp).map_err(|e| anyhow!(e))?;
+        }
+        Kind::Run => {
+            let req: RunRequest = own::read_task(&mut stdin, kind, &args.id).map_err(bad_input)?;
+            drop(stdin);
+            return run_request(req, stop);
         }
     }
     Ok(0)
+}
+
+/// A run the console asked for, as `horde run FILE` or `horde bots` would run it: its events as
+/// `--progress json` lines, its commands from standard input.
+fn run_request(req: RunRequest, stop: &AtomicBool) -> Outcome {
+    use crate::cmd::run::{ProgressArgs, ProgressMode};
+    let commands = crate::cmd::commands::CommandArgs { commands: Some("-".into()) };
+    match req {
+        RunRequest::Scenario { file, out, overrides } => {
+            let mut sc = horde_model::scenario::Scenario::load(&file).map_err(bad_input)?;
+            horde_scenario::apply_overrides(&mut sc, &overrides)?;
+            let args = crate::cmd::run::Args {
+                scenario: file,
+                out: Some(out),
+                players: None,
+                online: None,
+                duration: None,
+                seed: None,
+                progress: ProgressArgs { quiet: false, progress: ProgressMode::Json, progress_file: None },
+                commands,
+                agents: None,
+                server_agent: None,
+                credentials: None,
+                deadman: None,
+                collect: crate::cmd::CollectArg::Logs,
+                ui: None,
+            };
+            crate::cmd::run::run_loaded(&args, sc, stop)
+        }
+        RunRequest::Bots { players, duration_ns, ramp_ns, server, out } => {
+            // the flags' own defaults for everything the request does not say
+            #[derive(clap::Parser)]
+            struct Defaults {
+                #[command(flatten)]
+                bots: crate::cmd::bots::Args,
+            }
+            let mut a = <Defaults as clap::Parser>::try_parse_from(["bots", "--start-server"]).map_err(|e| anyhow!("{e}"))?.bots;
+            a.players = players as usize;
+            a.duration = std::time::Duration::from_nanos(duration_ns);
+            if let Some(r) = ramp_ns {
+                a.ramp = std::time::Duration::from_nanos(r);
+            }
+            a.start_server = server.is_none();
+            a.server = server.map(|s| s.to_string());
+            a.out = Some(out);
+            a.progress = Some("json".into());
+            a.commands = commands;
+            crate::cmd::bots::run(a, stop)
+        }
+    }
 }

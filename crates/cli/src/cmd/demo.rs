@@ -95,11 +95,8 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     super::report_dir(&out)?;
     if !args.engine {
         let mut sc = horde_model::scenario::Scenario::parse(DEMO_SCENARIO, "embedded demo scenario", std::path::Path::new(".")).map_err(bad_input)?;
-        let d = format!("{}ms", duration.as_millis());
-        horde_scenario::apply_overrides(
-            &mut sc,
-            &horde_scenario::Overrides { players: Some(args.players), online: None, duration: Some(&d), seed: Some(args.seed) },
-        )?;
+        let o = horde_scenario::Overrides { players: Some(args.players), online: None, duration_ns: Some(duration.as_nanos() as u64), seed: Some(args.seed) };
+        horde_scenario::apply_overrides(&mut sc, &o)?;
         let progress = super::run::Progress::of(&args.progress)?;
         return super::run::execute(&sc, None, &out, progress, stop, None);
     }

@@ -124,9 +124,9 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 /// Plain text search, so nothing hides in a macro's body.
 const ONE_WAY: &[(&str, &[&str])] = &[
     // `own.rs` starts this binary; `exec.rs` runs `horde` inside a node when none is on PATH (a
-    // user's command, not ours); `procs.rs` only compares. `console/src/runs.rs` still starts a
-    // whole `horde run` for the console — the console's run placement, next in issue 46.
-    ("current_exe()", &["crates/console/src/runs.rs", "crates/emu/src/exec.rs", "crates/emu/src/procs.rs", "crates/sys/src/own.rs"]),
+    // user's command, not ours); `procs.rs` only compares.
+    ("current_exe()", &["crates/emu/src/exec.rs", "crates/emu/src/procs.rs", "crates/sys/src/own.rs"]),
+    ("\"--progress\", \"json\"", &[]),
     ("pre_exec(", &["crates/sys/src/own.rs"]),
     ("serve-only", &[]),
     ("horde-serve:", &[]),

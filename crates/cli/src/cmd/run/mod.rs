@@ -12,7 +12,7 @@ use horde_model::scenario::Scenario;
 use horde_scenario::{Event, Overrides, RunOptions, ServerSide};
 use horde_stats::game::GameAnalysis;
 
-pub use progress::{Printer, Progress, ProgressArgs};
+pub use progress::{Printer, Progress, ProgressArgs, ProgressMode};
 
 use crate::{bad_input, Outcome};
 
@@ -73,13 +73,20 @@ impl From<horde_scenario::Error> for crate::Failure {
 
 pub fn load(args: &Args) -> Result<Scenario, crate::Failure> {
     let mut sc = Scenario::load(&args.scenario).map_err(bad_input)?;
-    let o = Overrides { players: args.players, online: args.online, duration: args.duration.as_deref(), seed: args.seed };
+    let duration_ns = args.duration.as_deref().map(horde_scenario::duration_flag).transpose()?;
+    let o = Overrides { players: args.players, online: args.online, duration_ns, seed: args.seed };
     horde_scenario::apply_overrides(&mut sc, &o)?;
     Ok(sc)
 }
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let sc = load(&args)?;
+    run_loaded(&args, sc, stop)
+}
+
+/// Runs a loaded scenario (its overrides applied) as `args` say: report directory, progress,
+/// commands, console, agents.
+pub fn run_loaded(args: &Args, sc: Scenario, stop: &AtomicBool) -> Outcome {
     let name = args.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
     let out = args.out.clone().unwrap_or_else(|| super::default_out(&name));
     super::report_dir(&out)?;
@@ -99,7 +106,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     }
     // `--agents` (or the scenario's `[agents]` table): this process is the controller.
     let r = if let Some(list) = args.agents.clone().or_else(|| sc.agents.as_ref().map(|a| a.list.join(","))) {
-        agents::run(&args, &sc, &list, &out, progress, stop, commands.as_ref())
+        agents::run(args, &sc, &list, &out, progress, stop, commands.as_ref())
     } else if args.server_agent.is_some() {
         Err(bad_input(anyhow::anyhow!("--server-agent needs agents: --agents LIST, or an [agents] table in the scenario")))
     } else {
