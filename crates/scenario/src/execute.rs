@@ -259,7 +259,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
         s.spawn(move || progress(sc, pl, p, up, done_r, opts.events));
         if let Some(e) = emu.as_ref().filter(|e| e.links().is_some()) {
             let (done_r, series) = (&done, &link_series);
-            s.spawn(move || sample_links(e, done_r, series));
+            s.spawn(move || sample_links(e, p, done_r, series));
         }
         s.spawn(|| crate::steer::watch(&server, opts.stop, &run_stop, &done, &died, &steer));
         let r = run_clients(sc, &clients, &run_stop);
@@ -396,18 +396,28 @@ pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Res
 }
 
 /// Samples the emulated links' counters once a second while the players run.
-fn sample_links(e: &EmuRun, done: &AtomicBool, series: &Mutex<Vec<crate::report::LinkSeries>>) {
-    let start = Stopwatch::start();
-    let mut next = Duration::ZERO;
+/// The emulated links' counters once a second of the run's clock (from the players' start, as
+/// the traffic, the progress and the commands' marks are).
+fn sample_links(e: &EmuRun, clock: &Progress, done: &AtomicBool, series: &Mutex<Vec<crate::report::LinkSeries>>) {
+    let mut next = 0.0;
     while !done.load(Ordering::Relaxed) {
-        if start.elapsed() >= next {
+        std::thread::sleep(Duration::from_millis(50));
+        let Some(t) = run_clock_s(clock) else { continue };
+        if t >= next {
             if let Some(links) = e.links() {
                 let mut s = series.lock().unwrap_or_else(|p| p.into_inner());
-                crate::report::LinkSeries::record(&mut s, start.elapsed().as_secs_f64(), &links);
+                crate::report::LinkSeries::record(&mut s, t, &links);
             }
-            next += Duration::from_secs(1);
+            next = t.floor() + 1.0;
         }
-        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Now on the run's one clock: seconds since the players' common start (`None` before it).
+pub(crate) fn run_clock_s(p: &Progress) -> Option<f64> {
+    match p.t0_real_ns.load(Ordering::Relaxed) {
+        0 => None,
+        t0 => Some(horde_engine::clock::real_ns().saturating_sub(t0) as f64 / 1e9),
     }
 }
 
@@ -433,7 +443,6 @@ fn empty_report(client: &SendReport) -> SendReport {
 /// keep to the wall clock's seconds; when a busy machine delays one, its rates are still per
 /// second (counts over the interval it covers, divided by its length).
 pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, up: &crate::server::LiveServer, done: &AtomicBool, events: Events) {
-    let start = Stopwatch::start();
     let mut loss = LossFollower::new(horde_engine::clock::real_ns());
     let mut last = [0u64; 4];
     let mut down = horde_engine::live::DelayWindow::default();
@@ -442,7 +451,8 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
     let rates = crate::ModelRates::of(players);
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
-        let t = start.elapsed().as_secs_f64();
+        // ticks are seconds of the run's clock, as the report's charts and the commands' marks
+        let Some(t) = run_clock_s(p) else { continue };
         if t < next {
             continue;
         }

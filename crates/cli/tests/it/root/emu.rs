@@ -312,6 +312,24 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
     };
     let (b, a) = (median(before), median(after));
     assert!((20.0..100.0).contains(&b) && (250.0..400.0).contains(&a), "upstream delay median {b:.1} ms before, {a:.1} ms after the change");
+    // One clock: the command's answer, the report's mark and the measured effect (the first
+    // APDU that left after the change and took ≥ 250 ms, on the players' clock) agree within
+    // 100 ms.
+    let answered_at: f64 = seen
+        .lines()
+        .find(|l| l.contains("link r1–r2 (both) changed"))
+        .and_then(|l| l.split(" at ").nth(1))
+        .and_then(|t| t.split(" s:").next())
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no answer with its time: {seen}"));
+    let marked_at = s["network_events"][0]["at_s"].as_f64().unwrap();
+    let t0 = s["client"]["t0_real_ns"].as_u64().unwrap();
+    let effect_at = received.iter().filter(|r| delay_ms(r) >= 250.0).map(|r| r.t_a.saturating_sub(t0) as f64 / 1e9).fold(f64::INFINITY, f64::min);
+    assert!((answered_at - marked_at).abs() < 0.1, "answered at {answered_at} s, marked at {marked_at} s");
+    assert!((effect_at - marked_at).abs() < 0.1, "the first delayed APDU left at {effect_at:.3} s, the mark says {marked_at:.3} s");
+    let series = &s["emulated_link_series"][0]["points"];
+    let first_t = series[0][0].as_f64().unwrap();
+    assert!((0.0..1.2).contains(&first_t), "the link series is on the run's clock from its start: first sample at {first_t} s");
 }
 
 /// Live loss (issue 23): Quake 3 players (UDP) behind a link that drops 5 % each way; each
