@@ -158,7 +158,7 @@ pub(crate) fn play<'a>(
     let (sc2, p2) = (sc.clone(), players.clone());
     fleet.set_categories(Box::new(move |t_s| horde_scenario::categories_at(&sc2, &p2.segments, &p2.roster, t_s)));
     let timeline = horde_scenario::control::timeline(sc).map_err(|m| anyhow::anyhow!("{}: {m}", sc.name))?;
-    fleet.steer(opts.commands, sc.regulation.is_none().then(|| players.roster.clone()), timeline);
+    fleet.steer(opts.commands, sc.regulation.is_none().then(|| players.roster.clone()), timeline, emu.as_ref().map(|e| e.exp.clone()));
     let weights: Vec<u32> = agents.iter().map(|a| a.weight).collect();
     let mut shards = horde_scenario::shards(sc.players, &weights).map_err(|e| e.into_anyhow())?;
     shards.resize(addrs.len(), 0..0);
@@ -407,7 +407,7 @@ fn report(
         present,
         distributed: Some(distributed),
         online: p.players.roster.changes(),
-        marks: Vec::new(),
+        marks: p.fleet.marks.clone(),
     };
     let (summary, what) = match &data {
         Data::Records(c, s) => (horde_scenario::report::write_records(sc, out, &p.players, outcomes, c, s)?, format!("{} + {} records", c.len(), s.len())),

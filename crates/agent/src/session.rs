@@ -130,8 +130,13 @@ impl Session {
                 vec![Action::Prepare(a)]
             }
             (Phase::Assigned, ToAgent::Live(req)) => vec![Action::Live(req)],
-            // the emulator is driven outside runs only
+            // the emulator is driven outside runs, but for a run's own link changes and counters
             (Phase::Idle, ToAgent::Emu(req)) => vec![Action::Emu(req)],
+            (Phase::Assigned | Phase::Running, ToAgent::Emu(req))
+                if matches!(*req, crate::msg::EmuRequest::Link { .. } | crate::msg::EmuRequest::Stats { .. }) =>
+            {
+                vec![Action::Emu(req)]
+            }
             (Phase::Assigned, ToAgent::Start { at_ns }) => {
                 self.phase = Phase::Running;
                 vec![Action::Start { at_ns }]
@@ -352,6 +357,30 @@ mod tests {
         let mut s = Session::new(0, "1.0", "a1", 2);
         let a = s.on_msg(1, ToAgent::Hello { protocol: PROTOCOL + 1, version: "1.0".into() }, |_| false);
         assert!(matches!(&a[1], Action::Close(_)));
+    }
+
+    #[test]
+    fn a_run_changes_and_counts_its_own_links_and_nothing_else_of_the_emulator() {
+        let link = || {
+            let op = horde_emu::links::LinkOp::Down;
+            ToAgent::Emu(Box::new(crate::msg::EmuRequest::Link { exp: "e1".into(), a: "r1".into(), b: "r2".into(), op }))
+        };
+        let mut s = greeted();
+        let _ = s.on_msg(2, ToAgent::Assign(Box::new(assignment("r1"))), |_| false);
+        assert_eq!(
+            s.on_msg(3, link(), |_| false),
+            vec![Action::Emu(Box::new(match link() {
+                ToAgent::Emu(r) => *r,
+                _ => unreachable!(),
+            }))]
+        );
+        let _ = s.on_msg(4, ToAgent::Start { at_ns: 1 }, |_| false);
+        assert_eq!(s.on_msg(5, ToAgent::Emu(Box::new(crate::msg::EmuRequest::Stats { exp: "e1".into() })), |_| false).len(), 1);
+        let down = ToAgent::Emu(Box::new(crate::msg::EmuRequest::Down { exp: "e1".into() }));
+        assert!(
+            matches!(s.on_msg(6, down, |_| false)[..], [Action::Send(ToController::Error { .. }), Action::Close(_)]),
+            "a run's network is not taken down under it"
+        );
     }
 
     #[test]

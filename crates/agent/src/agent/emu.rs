@@ -279,6 +279,8 @@ fn link(opts: &AgentOptions, exp: &str, a: &str, b: &str, op: &LinkOp) -> Result
         *dir = horde_emu::links::LinkDir::of_plan_dirs(&dirs, swapped);
     }
     let r = horde_emu::links::apply(&local, a, b, &op).map_err(|e| format!("link {a} – {b} on {}: {e}", opts.name))?;
-    let output = if r.links.is_empty() { r.lines.join("\n") } else { serde_json::to_string_pretty(&r.links).map_err(|e| e.to_string())? };
+    // what changed, one line each; with nothing changed (a show), the counters as JSON
+    let output =
+        if !r.lines.is_empty() || r.links.is_empty() { r.lines.join("\n") } else { serde_json::to_string_pretty(&r.links).map_err(|e| e.to_string())? };
     Ok(EmuReply::Link { here: true, output })
 }
