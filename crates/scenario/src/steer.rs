@@ -143,7 +143,8 @@ impl<'a> Steer<'a> {
 }
 
 /// Polls the server side and the commands while the client runs: a dead server side, a
-/// signal or a stop command stops the client (within 50 ms).
+/// signal or a stop command stops the client (within 50 ms). What comes after the end (a
+/// second stop, a late change) is answered too.
 pub(crate) fn watch(
     server: &Mutex<impl ServerSide>,
     stop: &AtomicBool,
@@ -152,30 +153,15 @@ pub(crate) fn watch(
     died: &Mutex<Option<(String, u64)>>,
     steer: &Steer,
 ) {
-    watch_until_stopped(server, stop, run_stop, done, died, steer);
-    // What came after the end (a second stop, a late change) is answered too.
-    while let Some(c) = steer.commands.and_then(|c| c.try_next()) {
-        (steer.events)(&Event::Reply(Reply::refused(c.id, "the run is stopping: it takes no more commands".into())));
-    }
-}
-
-fn watch_until_stopped(
-    server: &Mutex<impl ServerSide>,
-    stop: &AtomicBool,
-    run_stop: &AtomicBool,
-    done: &AtomicBool,
-    died: &Mutex<Option<(String, u64)>>,
-    steer: &Steer,
-) {
-    while !done.load(Ordering::Relaxed) {
+    'watch: while !done.load(Ordering::Relaxed) {
         if stop.load(Ordering::Relaxed) {
             run_stop.store(true, Ordering::Relaxed);
-            return;
+            break;
         }
         while let Some(c) = steer.due().or_else(|| steer.commands.and_then(|c| c.try_next())) {
             if steer.answer(c, server) {
                 run_stop.store(true, Ordering::Relaxed);
-                return;
+                break 'watch;
             }
         }
         let exited = server.lock().ok().and_then(|mut c| c.exited());
@@ -184,8 +170,11 @@ fn watch_until_stopped(
                 *died.lock().unwrap_or_else(|p| p.into_inner()) = Some((status, horde_engine::clock::real_ns()));
             }
             run_stop.store(true, Ordering::Relaxed);
-            return;
+            break;
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+    while let Some(c) = steer.commands.and_then(|c| c.try_next()) {
+        (steer.events)(&Event::Reply(Reply::refused(c.id, "the run is stopping: it takes no more commands".into())));
     }
 }
