@@ -23,6 +23,9 @@ use horde_engine::clock::real_ns;
 use crate::link::{Cmd, Collected, Conn, Ev, Events};
 use crate::msg::{self, Assignment};
 
+mod steer;
+use steer::PendingLink;
+
 /// After a stop, how long agents may take to say they finished: 10 s (a server side flushes
 /// its log within a second); after Ctrl-C, 2 s, so that the controller ends within 5 s.
 pub(crate) const FINISH_WITHIN: Duration = Duration::from_secs(10);
@@ -97,22 +100,6 @@ pub fn parse_agents(list: &str) -> anyhow::Result<Vec<AgentSpec>> {
 /// (a second's progress — the agents' rates summed and each, their totals and, for a scenario,
 /// the players per category — is its `Tick`).
 pub use horde_scenario::Event;
-
-/// How long a link change during a run waits for every agent's answer.
-const LINK_ANSWER_WITHIN: Duration = Duration::from_secs(5);
-
-/// A link change asked of every agent during a run, waiting for their answers.
-struct PendingLink {
-    id: u64,
-    waiting: Vec<usize>,
-    /// (agent, what it changed), in the agents' order once all answered.
-    answers: Vec<(usize, String)>,
-    failed: Vec<String>,
-    by: Instant,
-    /// When it was asked, s on the run's clock (each agent applies it as it hears of it).
-    asked_s: f64,
-    what: String,
-}
 
 /// One agent of the fleet and what the controller learnt of it.
 pub(crate) struct Member {
@@ -448,144 +435,6 @@ impl<'a> Fleet<'a> {
             }
         }
         Watched { signalled }
-    }
-
-    /// The run's commands, applied while it is watched; `roster`: the players' (a kind with an
-    /// online target).
-    pub fn steer(
-        &mut self,
-        commands: Option<&'a horde_scenario::control::Commands>,
-        roster: Option<std::sync::Arc<horde_model::roster::Roster>>,
-        timeline: Vec<(u64, horde_scenario::control::Command)>,
-        emu_exp: Option<String>,
-    ) {
-        self.commands = commands;
-        self.roster = roster;
-        self.timeline = horde_scenario::control::Timeline::new(timeline);
-        self.emu_exp = emu_exp;
-    }
-
-    /// The next command: a timeline entry due now (once the run has started), else the
-    /// channel's next.
-    fn next_command(&mut self) -> Option<horde_scenario::control::Incoming> {
-        let due = match self.t0_ns {
-            0 => None,
-            t0 => self.timeline.due(real_ns().saturating_sub(t0), AGENTS_MARGIN_NS),
-        };
-        due.or_else(|| self.commands.and_then(|c| c.try_next()))
-    }
-
-    /// Applies the commands waiting, each answered at once; `true` on a stop.
-    fn commands(&mut self) -> bool {
-        use horde_scenario::control::Reply;
-        while let Some(c) = self.next_command() {
-            let r = match c.command {
-                Ok(command) => self.apply(c.id, command),
-                Err(m) => Err(m),
-            };
-            let stop = matches!(r, Ok(Some((_, _, true))));
-            let reply = match r {
-                Ok(Some((at_s, text, _))) => Reply::applied(c.id, Some(at_s), text),
-                // answered when every agent has
-                Ok(None) => continue,
-                Err(m) => Reply::refused(c.id, m),
-            };
-            (self.ev)(&Event::Reply(reply));
-            if stop {
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Applies one command on every agent: when it takes effect (s on the run's clock), what it
-    /// did, whether the run is to stop (`None`: a link change, answered when every agent has);
-    /// or why not.
-    fn apply(&mut self, id: u64, c: horde_scenario::control::Command) -> Result<Option<(f64, String, bool)>, String> {
-        use horde_scenario::control::Command;
-        let now = if self.t0_ns > 0 { real_ns().saturating_sub(self.t0_ns) } else { 0 };
-        match c {
-            Command::Stop {} => Ok(Some((now as f64 / 1e9, "stop: stopping the run on every agent".into(), true))),
-            Command::Players { online, at_ns } => {
-                let roster = self.roster.clone().ok_or_else(|| format!("players online = {online}: this run has no online target"))?;
-                let at = roster.set_ahead(now, AGENTS_MARGIN_NS, at_ns, online).map_err(|e| format!("players: {e}"))?;
-                for m in self.members.iter().filter(|m| m.ok()) {
-                    let _ = m.c.cmd.send(Cmd::Players { online, at_ns: at });
-                }
-                Ok(Some((at as f64 / 1e9, format!("players online → {online} from {:.2} s (every agent)", at as f64 / 1e9), false)))
-            }
-            Command::Link { ref a, ref b, .. } => {
-                let Some(exp) = self.emu_exp.clone() else {
-                    return Err(format!("link {a}–{b}: this run has no [emu] topology, so no link to change"));
-                };
-                if self.pending_link.is_some() {
-                    return Err(format!("link {a}–{b}: the last link change still waits for the agents' answers; send this one after it"));
-                }
-                let op = c.link_op()?.ok_or("not a link command")?;
-                let what = match &op {
-                    horde_emu::links::LinkOp::Set { dir, .. } => format!("link {a}–{b} ({dir}) changed"),
-                    horde_emu::links::LinkOp::Down => format!("{a} – {b}: down"),
-                    _ => format!("{a} – {b}: up"),
-                };
-                let mut waiting = Vec::new();
-                for (i, m) in self.members.iter().enumerate().filter(|(_, m)| m.ok()) {
-                    let req = msg::EmuRequest::Link { exp: exp.clone(), a: a.clone(), b: b.clone(), op: op.clone() };
-                    if m.c.cmd.send(Cmd::Emu(Box::new(req))).is_ok() {
-                        waiting.push(i);
-                    }
-                }
-                let asked_s = now as f64 / 1e9;
-                self.pending_link =
-                    Some(PendingLink { id, waiting, answers: Vec::new(), failed: Vec::new(), by: Instant::now() + LINK_ANSWER_WITHIN, asked_s, what });
-                Ok(None)
-            }
-        }
-    }
-
-    /// An agent answered the pending link change (or the wait is over): once every agent has,
-    /// the command's reply — applied where the link is, or refused with each agent's reason.
-    fn link_answered(&mut self, answer: Option<(usize, msg::EmuReply)>) {
-        let Some(p) = self.pending_link.as_mut() else { return };
-        if let Some((i, r)) = answer {
-            if !p.waiting.contains(&i) {
-                return;
-            }
-            p.waiting.retain(|&w| w != i);
-            let name = &self.members[i].c.name;
-            match r {
-                msg::EmuReply::Link { here: true, output } => p.answers.push((i, format!("{name}: {}", output.trim().replace('\n', "; ")))),
-                msg::EmuReply::Link { here: false, .. } => {}
-                msg::EmuReply::Failed { message } => p.failed.push(format!("{name}: {message}")),
-                other => p.failed.push(format!("{name}: answered {other:?}")),
-            }
-        } else if Instant::now() < p.by {
-            return;
-        } else {
-            let late: Vec<String> = p.waiting.drain(..).map(|i| self.members[i].c.name.clone()).collect();
-            p.failed.push(format!("no answer within {} s from {}", LINK_ANSWER_WITHIN.as_secs(), late.join(", ")));
-        }
-        if !p.waiting.is_empty() {
-            return;
-        }
-        let mut p = self.pending_link.take().expect("pending");
-        p.answers.sort();
-        let answers: Vec<String> = p.answers.iter().map(|a| a.1.clone()).collect();
-        let reply = match (p.failed.is_empty(), p.answers.is_empty()) {
-            (true, false) => {
-                self.marks.push((p.asked_s, p.what.clone()));
-                horde_scenario::control::Reply::applied(p.id, Some(p.asked_s), format!("{}: {}", p.what, answers.join(" | ")))
-            }
-            (true, true) => horde_scenario::control::Reply::refused(p.id, format!("{}: no agent has that link", p.what)),
-            (false, _) => horde_scenario::control::Reply::refused(p.id, format!("{}: {}", p.what, p.failed.join("; "))),
-        };
-        (self.ev)(&Event::Reply(reply));
-    }
-
-    /// Answers what is left on the channel once the run stopped.
-    pub fn refuse_the_rest(&self) {
-        while let Some(c) = self.commands.and_then(|c| c.try_next()) {
-            (self.ev)(&Event::Reply(horde_scenario::control::Reply::refused(c.id, "the run is stopping: it takes no more commands".into())));
-        }
     }
 
     /// Summarise the run live on its agents (before [`Fleet::start`]).
