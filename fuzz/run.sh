@@ -43,7 +43,7 @@ if [ ! -s corpus/agent_control/seed-run ]; then
   { printf '\xff'
     frame '{"type":"hello","protocol":2,"version":"1.0"}'
     frame '{"type":"time","t1":5}'
-    frame '{"type":"assign","run_id":"r-1","scenario":"service = \"wow\"","service":null,"players_total":10,"duration_ns":1000000000,"seed":1,"key":"abababababababababababababababababababababababababababababababab","server":null,"players":{"start":0,"end":10},"server_addr":"127.0.0.1:9","deadman_ms":3000}'
+    frame '{"type":"assign","run_id":"r-1","duration_ns":1000000000,"seed":1,"key":"abababababababababababababababababababababababababababababababab","deadman_ms":3000,"work":{"scenario":{"scenario":{"name":"s","scenario":"service = \"wow\"","service":null,"players":10,"online":null},"server":null,"players":{"start":0,"end":10},"server_addr":"127.0.0.1:9","emu":null}}}'
     frame '{"type":"start","at_ns":9}'
     frame '{"type":"ping"}'
     frame '{"type":"pong"}'

@@ -17,7 +17,7 @@ use horde_wire::{Record, RecordKind};
 use serde::Serialize;
 
 use crate::fleet::{AgentSpec, Event, Fleet, Watch};
-use crate::msg::{Assignment, BotsJob};
+use crate::msg::{Assignment, BotsJob, Work};
 
 /// Most game servers one run plays on, and most bots (the CLI's bound).
 const MAX_SERVERS: usize = 64;
@@ -57,7 +57,7 @@ fn protocol(p: &str) -> Result<horde_q3::Protocol, String> {
 
 /// The engine's options for an agent's shard (checked first); its per-packet log goes to `log`.
 pub fn options(a: &Assignment, log: PathBuf) -> Result<BotsOptions, String> {
-    let b = a.bots.as_ref().ok_or("no bots part")?;
+    let crate::msg::Work::Bots(b) = &a.work else { return Err("no bots part".into()) };
     check(b)?;
     horde_model::scenario::check_duration(a.duration_ns).map_err(|m| format!("duration: {m}"))?;
     let svc = match &b.service_text {
@@ -144,7 +144,7 @@ pub fn run(r: &BotsRun) -> anyhow::Result<BotsOutcome> {
     // The run key is not used by bots (the game server has its own protocol); it is drawn anyway
     // so that an assignment is never without one.
     let key = horde_proto::RunKey::from_bytes(horde_engine::random_secret().context("drawing a run key")?);
-    let base = fleet.assignment(r.deadman, r.bots.duration.as_nanos() as u64, r.bots.seed, &key);
+    let assignment = |work| fleet.assignment(r.deadman, r.bots.duration.as_nanos() as u64, r.bots.seed, &key, work);
     let b = &r.bots;
     let job = |ids: Range<u32>| BotsJob {
         servers: b.servers.clone(),
@@ -165,12 +165,7 @@ pub fn run(r: &BotsRun) -> anyhow::Result<BotsOutcome> {
         service: r.service.clone(),
         service_text: r.service_text.clone(),
     };
-    let parts = shards
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| !s.is_empty())
-        .map(|(i, s)| (i, Assignment { bots: Some(job(s.clone())), ..base.clone() }, true, false))
-        .collect();
+    let parts = shards.iter().enumerate().filter(|(_, s)| !s.is_empty()).map(|(i, s)| (i, assignment(Work::Bots(job(s.clone()))), true, false)).collect();
     fleet.assign(parts)?;
     for (m, s) in fleet.members.iter().zip(&shards) {
         fleet.note(format!("agent {}: bots {}..{} ({})", m.c.name, s.start, s.end, s.len()));

@@ -17,7 +17,7 @@ use horde_model::scenario::Scenario;
 
 pub use crate::fleet::{dir_names, parse_agents, AgentSpec, Event};
 use crate::fleet::{Fleet, Watch, FINISH_WITHIN};
-use crate::msg::Assignment;
+use crate::msg::{self, Assignment};
 
 /// How the controller runs a scenario.
 pub struct ControllerOptions<'a> {
@@ -68,15 +68,6 @@ pub enum ServerPlace {
 pub struct Outcome {
     pub summary: horde_scenario::Summary,
     pub lost: Vec<String>,
-}
-
-/// The scenario's texts as the agents get them: value files inlined (agents open no file a
-/// scenario names), the service file shipped.
-fn texts(sc: &Scenario, dir: &Path) -> anyhow::Result<(String, Option<String>)> {
-    let service = sc.service_text(dir).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let service = service.map(|t| horde_model::dist::inline_value_files(&t)).transpose().map_err(|e| anyhow::anyhow!("{}: service: {e}", sc.name))?;
-    let scenario = horde_model::dist::inline_value_files(&sc.text).map_err(|e| anyhow::anyhow!("{}: {e}", sc.name))?;
-    Ok((scenario, service))
 }
 
 /// Every agent's address, client agents first, then a dedicated server agent; and which is the
@@ -141,7 +132,9 @@ pub(crate) fn play<'a>(
         bail!("{}: regulated circuits with [emu] run on one machine (`horde run` without --agents)", sc.name);
     }
     std::fs::create_dir_all(opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
-    let (scenario, service) = texts(sc, &opts.scenario_dir)?;
+    // the scenario as the agents get it: value files inlined (agents open no file a scenario
+    // names), the service file shipped
+    let work = horde_scenario::part::ScenarioWork::of(sc, &opts.scenario_dir).map_err(|e| e.into_anyhow())?;
     let key = horde_scenario::run_key(sc).map_err(|e| e.into_anyhow())?;
     // [emu]: the topology up across the agents first (taken down when `emu` is dropped); each
     // agent's share of the players is its client hosts, the server side goes in the server host
@@ -163,26 +156,23 @@ pub(crate) fn play<'a>(
     let mut shards = horde_scenario::shards(sc.players, &weights).map_err(|e| e.into_anyhow())?;
     shards.resize(addrs.len(), 0..0);
     let ranges: Vec<Option<Range<u32>>> = shards.iter().map(|r| Some(r.clone()).filter(|r| !r.is_empty())).collect();
-    let base = Assignment {
-        scenario,
-        service,
-        players_total: sc.players,
-        online: sc.online,
-        ..fleet.assignment(opts.deadman, (sc.duration_s * 1e9).round() as u64, sc.seed, &key)
+    let run_id = fleet.run_id.clone();
+    let part = |server, players, server_addr, emu| {
+        let work = msg::Work::Scenario(msg::ScenarioPart { scenario: work.clone(), server, players, server_addr, emu });
+        Assignment::new(&run_id, opts.deadman, (sc.duration_s * 1e9).round() as u64, sc.seed, &key, work)
     };
     // The server side first, on the server agent's address (the one the controller reached) at
     // the scenario's port; then the players, told where it listens.
     let listen = emu.as_ref().map_or_else(|| SocketAddr::new(addrs[server_i].ip(), sc.server.port()), |e| e.listen(sc));
     let place = |i: usize| emu.as_ref().map(|e| e.place(i));
-    let server = Assignment { server: Some(listen), players: ranges[server_i].clone(), emu: place(server_i), ..base.clone() };
+    let server = part(Some(listen), ranges[server_i].clone(), None, place(server_i));
     let ready = fleet.assign(vec![(server_i, server, ranges[server_i].is_some(), true)])?;
     let Some(server_addr) = ready.into_iter().find(|(i, _)| *i == server_i).and_then(|(_, a)| a) else {
         bail!("not starting: the server agent {} did not say where its server side listens", fleet.members[server_i].c.name);
     };
     fleet.note(format!("server side on agent {} at {server_addr}", fleet.members[server_i].c.name));
-    let clients = (0..addrs.len()).filter(|&i| i != server_i).filter_map(|i| {
-        Some((i, Assignment { players: Some(ranges[i].clone()?), server_addr: Some(server_addr), emu: place(i), ..base.clone() }, true, false))
-    });
+    let clients =
+        (0..addrs.len()).filter(|&i| i != server_i).filter_map(|i| Some((i, part(None, Some(ranges[i].clone()?), Some(server_addr), place(i)), true, false)));
     fleet.assign(clients.collect())?;
     for (m, r) in fleet.members.iter().zip(&ranges) {
         if let Some(r) = r {

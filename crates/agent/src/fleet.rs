@@ -297,25 +297,9 @@ impl<'a> Fleet<'a> {
         })
     }
 
-    /// A fresh assignment for this run: the kind fills in its part.
-    pub fn assignment(&self, deadman: Duration, duration_ns: u64, seed: u64, key: &horde_proto::RunKey) -> Assignment {
-        Assignment {
-            run_id: self.run_id.clone(),
-            scenario: String::new(),
-            service: None,
-            players_total: 0,
-            online: None,
-            duration_ns,
-            seed,
-            key: key.to_hex(),
-            server: None,
-            players: None,
-            server_addr: None,
-            deadman_ms: deadman.as_millis() as u64,
-            flows: None,
-            bots: None,
-            emu: None,
-        }
+    /// An assignment of this run: its shape and one agent's work.
+    pub fn assignment(&self, deadman: Duration, duration_ns: u64, seed: u64, key: &horde_proto::RunKey, work: msg::Work) -> Assignment {
+        Assignment::new(&self.run_id, deadman, duration_ns, seed, key, work)
     }
 
     /// Starts every agent with a part at one instant of the controller's clock (told to each in

@@ -29,7 +29,7 @@ use serde::Serialize;
 
 use crate::clock::to_reference;
 use crate::fleet::{AgentSpec, Event, Fleet, Watch};
-use crate::msg::{Assignment, FlowsJob};
+use crate::msg::{FlowsJob, Work};
 
 /// How the controller runs a flow file.
 pub struct FlowsOptions<'a> {
@@ -218,7 +218,6 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
     // The agents open no file the flow file names: value files go inline, read here.
     let inlined = horde_model::dist::inline_value_files(text).map_err(|e| anyhow::anyhow!("flow file: {e}"))?;
     let bound_ns = run_bound_ns(&flows);
-    let base = fleet.assignment(opts.deadman, bound_ns, opts.seed, &key);
     let mut parts = Vec::new();
     for i in 0..placement.addrs.len() {
         let (sends, recvs) = (!placement.send[i].is_empty(), !placement.recv_udp[i].is_empty() || !placement.recv_tcp[i].is_empty());
@@ -242,7 +241,7 @@ pub fn run(text: &str, opts: &FlowsOptions) -> anyhow::Result<FlowsOutcome> {
                     .collect(),
             }),
         };
-        parts.push((i, Assignment { flows: Some(job), ..base.clone() }, sends, recvs));
+        parts.push((i, fleet.assignment(opts.deadman, bound_ns, opts.seed, &key, Work::Flows(job)), sends, recvs));
         fleet.note(format!("agent {}: {}", fleet.members[i].c.name, describe(&placement, i)));
     }
     fleet.assign(parts)?;

@@ -18,8 +18,9 @@ use serde::{Deserialize, Serialize};
 /// The control protocol's version: both sides must speak the same one. Version 2: the agent
 /// answers every ping ([`ToController::Pong`]), so a controller tells an idle agent from a
 /// dead one in every phase. Version 3: a link change is a typed
-/// [`horde_emu::links::LinkOp`], not option names and values.
-pub const PROTOCOL: u32 = 3;
+/// [`horde_emu::links::LinkOp`], not option names and values. Version 4: an assignment is one
+/// kind of [`Work`] (an enum), not optional fields.
+pub const PROTOCOL: u32 = 4;
 
 /// The largest frame either side accepts (a scenario with its service file fits many times).
 pub const MAX_FRAME: usize = 4 << 20;
@@ -159,43 +160,64 @@ pub struct SummaryRequest {
     pub with_logs: bool,
 }
 
-/// What an agent runs.
+/// What an agent runs: the run's shape, and one kind of work (an enum: exactly one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Assignment {
     /// Unique per run (the agent refuses a run id it has already run: a replayed assignment
     /// does nothing).
     pub run_id: String,
-    /// The scenario's text, and its service file's text when it is not a built-in service.
-    pub scenario: String,
-    pub service: Option<String>,
-    /// The run's shape as the controller runs it (the scenario's, or as overridden on its
-    /// command line): every agent plans the same players.
-    pub players_total: u32,
-    /// How many of them are online at the start (`None`: all).
-    #[serde(default)]
-    pub online: Option<u32>,
+    /// The run's shape as the controller runs it: every agent plans the same.
     pub duration_ns: u64,
     pub seed: u64,
     /// The run key (hex): the server side grants only players that sign with it.
     pub key: String,
+    /// Stop the traffic when nothing is heard from the controller for this long.
+    pub deadman_ms: u64,
+    pub work: Work,
+}
+
+/// The kinds of work an agent takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Work {
+    /// A scenario's part: its server side, a range of its players, or both.
+    Scenario(ScenarioPart),
+    /// A set of `send`/`recv` flows.
+    Flows(FlowsJob),
+    /// Game-server bots (`horde bots --agents`).
+    Bots(BotsJob),
+}
+
+/// An agent's part of a scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioPart {
+    /// The scenario's and its service's texts (value files inlined) and the run's players.
+    pub scenario: horde_scenario::part::ScenarioWork,
     /// Run the server side, listening on this address (port 0: any free port).
     pub server: Option<SocketAddr>,
     /// Run these players' client side against the server side at `server_addr`.
     pub players: Option<Range<u32>>,
     pub server_addr: Option<SocketAddr>,
-    /// Stop the traffic when nothing is heard from the controller for this long.
-    pub deadman_ms: u64,
-    /// Instead of a scenario's part: a set of `send`/`recv` flows (`scenario` is then empty).
-    #[serde(default)]
-    pub flows: Option<FlowsJob>,
-    /// Instead of a scenario's part: game-server bots (`horde bots --agents`).
-    #[serde(default)]
-    pub bots: Option<BotsJob>,
-    /// A scenario with `[emu]` through agents: where this agent's part runs in the emulated
-    /// network it built (`emu up` before the run).
+    /// A scenario with `[emu]` through agents: where this part runs in the emulated network the
+    /// agent built (`emu up` before the run).
     #[serde(default)]
     pub emu: Option<EmuPlace>,
+}
+
+impl Assignment {
+    pub fn new(run_id: &str, deadman: std::time::Duration, duration_ns: u64, seed: u64, key: &horde_proto::RunKey, work: Work) -> Assignment {
+        Assignment { run_id: run_id.to_string(), duration_ns, seed, key: key.to_hex(), deadman_ms: deadman.as_millis() as u64, work }
+    }
+
+    /// The scenario's part, if this is one.
+    pub fn scenario(&self) -> Option<&ScenarioPart> {
+        match &self.work {
+            Work::Scenario(p) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// Where an agent's part of a scenario with `[emu]` runs: hosts of its part of experiment `exp`
@@ -450,6 +472,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_assignment_is_one_kind_of_work() {
+        // the fuzz corpus's seed (fuzz/run.sh) is an assignment of today's shape
+        let seed = r#"{"type":"assign","run_id":"r-1","duration_ns":1000000000,"seed":1,"key":"abababababababababababababababababababababababababababababababab","deadman_ms":3000,"work":{"scenario":{"scenario":{"name":"s","scenario":"service = \"wow\"","service":null,"players":10,"online":null},"server":null,"players":{"start":0,"end":10},"server_addr":"127.0.0.1:9","emu":null}}}"#;
+        let ToAgent::Assign(a) = serde_json::from_str::<ToAgent>(seed).unwrap() else { panic!() };
+        assert_eq!(a.scenario().and_then(|p| p.players.clone()), Some(0..10));
+        let two = seed.replace(r#""work":{"scenario""#, r#""work":{"bots":{},"scenario""#);
+        assert!(serde_json::from_str::<ToAgent>(&two).is_err(), "two kinds of work in one assignment cannot be said");
+        assert!(serde_json::from_str::<ToAgent>(&seed.replace(r#","work""#, r#","flows":null,"work""#)).is_err(), "nor an old field");
+    }
+
+    #[test]
     fn frames_round_trip_in_any_split() {
         let req = SummaryRequest { epoch_ns: 5, own_offset_ns: -3, server_offset_ns: 2, owners: vec![(0..10, 4)], window_ns: 1_000, with_logs: true };
         let msgs = vec![
@@ -457,20 +490,17 @@ mod tests {
             ToAgent::Time { t1: 42 },
             ToAgent::Assign(Box::new(Assignment {
                 run_id: "r1".into(),
-                scenario: "players = 2".into(),
-                service: None,
-                players_total: 10,
-                online: None,
                 duration_ns: 1_000_000_000,
                 seed: 1,
                 key: "00".repeat(32),
-                server: None,
-                players: Some(0..10),
-                server_addr: Some("127.0.0.1:9".parse().unwrap()),
                 deadman_ms: 3000,
-                flows: None,
-                bots: None,
-                emu: None,
+                work: Work::Scenario(ScenarioPart {
+                    scenario: horde_scenario::part::ScenarioWork { name: "s".into(), scenario: "players = 2".into(), service: None, players: 10, online: None },
+                    server: None,
+                    players: Some(0..10),
+                    server_addr: Some("127.0.0.1:9".parse().unwrap()),
+                    emu: None,
+                }),
             })),
             ToAgent::Start { at_ns: 7 },
             ToAgent::Ping,

@@ -11,7 +11,7 @@
 //! - the dead-man's switch: once assigned, a controller silent for the assignment's
 //!   `deadman_ms` (or gone) stops the run: no orphan load generators.
 
-use crate::msg::{Assignment, ToAgent, ToController, PROTOCOL};
+use crate::msg::{Assignment, ToAgent, ToController, Work, PROTOCOL};
 
 /// How long a peer may take to say Hello after the handshake.
 pub const HELLO_WITHIN_NS: u64 = 10_000_000_000;
@@ -203,12 +203,10 @@ impl Session {
 
 /// How many roles an assignment runs (each ends with one Finished message).
 pub fn roles(a: &Assignment) -> u32 {
-    if a.bots.is_some() {
-        return 1;
-    }
-    match &a.flows {
-        Some(f) => !f.send.is_empty() as u32 + (!f.recv_udp.is_empty() || !f.recv_tcp.is_empty()) as u32,
-        None => a.server.is_some() as u32 + a.players.is_some() as u32,
+    match &a.work {
+        Work::Bots(_) => 1,
+        Work::Flows(f) => !f.send.is_empty() as u32 + (!f.recv_udp.is_empty() || !f.recv_tcp.is_empty()) as u32,
+        Work::Scenario(p) => p.server.is_some() as u32 + p.players.is_some() as u32,
     }
 }
 
@@ -236,64 +234,65 @@ pub fn check_assignment(a: &Assignment) -> Result<(), String> {
     if !DEADMAN_MS.contains(&a.deadman_ms) {
         return Err(format!("deadman_ms must be {}..={} (got {})", DEADMAN_MS.start(), DEADMAN_MS.end(), a.deadman_ms));
     }
-    if let Some(e) = &a.emu {
-        if a.flows.is_some() || a.bots.is_some() {
-            return Err("an emulated placement is for a scenario's part only".into());
-        }
+    match &a.work {
+        Work::Scenario(p) => check_scenario_part(p)?,
+        Work::Flows(f) => check_flows(f)?,
+        Work::Bots(b) => crate::bots::check(b)?,
+    }
+    horde_proto::RunKey::parse_hex(&a.key).map_err(|e| format!("key: {e}"))?;
+    Ok(())
+}
+
+fn check_scenario_part(p: &crate::msg::ScenarioPart) -> Result<(), String> {
+    if let Some(e) = &p.emu {
         crate::agent::emu::check_exp(&e.exp)?;
         let name_ok = |n: &String| !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         if e.clients.len() > crate::msg::MAX_EMU_CLIENTS || !e.clients.iter().chain(&e.server).all(name_ok) {
             return Err(format!("an emulated placement names at most {} hosts, each 1..=64 letters, digits, '-' or '_'", crate::msg::MAX_EMU_CLIENTS));
         }
-        if a.players.is_some() && e.clients.is_empty() || e.server.is_some() != a.server.is_some() {
+        if p.players.is_some() && e.clients.is_empty() || e.server.is_some() != p.server.is_some() {
             return Err("an emulated placement without hosts for its players or its server side".into());
         }
     }
-    if let Some(b) = &a.bots {
-        if a.server.is_some() || a.players.is_some() || a.flows.is_some() {
-            return Err("bots and another part in one assignment".into());
-        }
-        crate::bots::check(b)?;
-    } else if let Some(f) = &a.flows {
-        if a.server.is_some() || a.players.is_some() {
-            return Err("flows and a scenario's part in one assignment".into());
-        }
-        if f.send.len() > crate::msg::MAX_RECV_ADDRS {
-            return Err(format!("flows: more than {} ranges of flow ids", crate::msg::MAX_RECV_ADDRS));
-        }
-        if let Some(r) = f.send.iter().find(|r| r.is_empty()) {
-            return Err(format!("flows: id range {}..{} is empty", r.start, r.end));
-        }
-        if f.send.is_empty() && f.recv_udp.is_empty() && f.recv_tcp.is_empty() {
-            return Err("flows: nothing to send or receive".into());
-        }
-        if let Some(l) = &f.log_server {
-            // The longest name plus "-send" must still be a log name.
-            if !horde_wire::logstream::name_ok(&format!("{}-send", l.name)) {
-                return Err(format!("flows: log server name `{}` is not 1 to 59 of A-Z a-z 0-9 . _ -", l.name));
-            }
-            if horde_proto::RunKey::parse_hex(&l.key).map_or(true, |k| k.is_open()) {
-                return Err("flows: the log server's key is not a run key".into());
-            }
-        }
-        if f.recv_udp.len() + f.recv_tcp.len() > crate::msg::MAX_RECV_ADDRS {
-            return Err(format!("flows: more than {} receive addresses", crate::msg::MAX_RECV_ADDRS));
-        }
-        if let Some(a) = f.recv_udp.iter().chain(&f.recv_tcp).find(|a| a.port() == 0) {
-            return Err(format!("flows: receive address {a} has no port"));
-        }
-    } else if a.server.is_none() && a.players.is_none() {
+    if p.server.is_none() && p.players.is_none() {
         return Err("it assigns neither a server side nor players".into());
     }
-    if let Some(r) = &a.players {
+    if let Some(r) = &p.players {
         if r.is_empty() {
             return Err(format!("players {}..{} is empty", r.start, r.end));
         }
-        if a.server_addr.is_none() && a.server.is_none() {
+        if p.server_addr.is_none() && p.server.is_none() {
             return Err("players without the server side's address".into());
         }
     }
-    horde_proto::RunKey::parse_hex(&a.key).map_err(|e| format!("key: {e}"))?;
+    Ok(())
+}
+
+fn check_flows(f: &crate::msg::FlowsJob) -> Result<(), String> {
+    if f.send.len() > crate::msg::MAX_RECV_ADDRS {
+        return Err(format!("flows: more than {} ranges of flow ids", crate::msg::MAX_RECV_ADDRS));
+    }
+    if let Some(r) = f.send.iter().find(|r| r.is_empty()) {
+        return Err(format!("flows: id range {}..{} is empty", r.start, r.end));
+    }
+    if f.send.is_empty() && f.recv_udp.is_empty() && f.recv_tcp.is_empty() {
+        return Err("flows: nothing to send or receive".into());
+    }
+    if let Some(l) = &f.log_server {
+        // The longest name plus "-send" must still be a log name.
+        if !horde_wire::logstream::name_ok(&format!("{}-send", l.name)) {
+            return Err(format!("flows: log server name `{}` is not 1 to 59 of A-Z a-z 0-9 . _ -", l.name));
+        }
+        if horde_proto::RunKey::parse_hex(&l.key).map_or(true, |k| k.is_open()) {
+            return Err("flows: the log server's key is not a run key".into());
+        }
+    }
+    if f.recv_udp.len() + f.recv_tcp.len() > crate::msg::MAX_RECV_ADDRS {
+        return Err(format!("flows: more than {} receive addresses", crate::msg::MAX_RECV_ADDRS));
+    }
+    if let Some(a) = f.recv_udp.iter().chain(&f.recv_tcp).find(|a| a.port() == 0) {
+        return Err(format!("flows: receive address {a} has no port"));
+    }
     Ok(())
 }
 
@@ -306,20 +305,17 @@ mod tests {
     fn assignment(run: &str) -> Assignment {
         Assignment {
             run_id: run.into(),
-            scenario: String::new(),
-            service: None,
-            players_total: 10,
-            online: None,
             duration_ns: 1_000_000_000,
             seed: 1,
             key: "ab".repeat(32),
-            server: None,
-            players: Some(0..10),
-            server_addr: Some("127.0.0.1:9".parse().unwrap()),
             deadman_ms: 3000,
-            flows: None,
-            bots: None,
-            emu: None,
+            work: Work::Scenario(crate::msg::ScenarioPart {
+                scenario: horde_scenario::part::ScenarioWork { name: "s".into(), scenario: String::new(), service: None, players: 10, online: None },
+                server: None,
+                players: Some(0..10),
+                server_addr: Some("127.0.0.1:9".parse().unwrap()),
+                emu: None,
+            }),
         }
     }
 
@@ -406,6 +402,14 @@ mod tests {
         assert!(matches!(&a[1], Action::Close(w) if w.contains("replayed")));
     }
 
+    /// A scenario's assignment with its part changed by `f`.
+    fn with_part(f: impl FnOnce(&mut crate::msg::ScenarioPart)) -> Assignment {
+        let mut a = assignment("x");
+        let Work::Scenario(p) = &mut a.work else { unreachable!() };
+        f(p);
+        a
+    }
+
     fn place(exp: &str, clients: &[&str]) -> crate::msg::EmuPlace {
         crate::msg::EmuPlace { exp: exp.into(), clients: clients.iter().map(|c| c.to_string()).collect(), server: None }
     }
@@ -415,14 +419,14 @@ mod tests {
         for (a, why) in [
             (Assignment { run_id: "../../etc".into(), ..assignment("x") }, "run id"),
             (Assignment { deadman_ms: 0, ..assignment("x") }, "deadman_ms"),
-            (Assignment { players: None, ..assignment("x") }, "neither"),
-            (Assignment { players: Some(5..5), ..assignment("x") }, "empty"),
+            (with_part(|p| p.players = None), "neither"),
+            (with_part(|p| p.players = Some(5..5)), "empty"),
             (Assignment { key: "zz".into(), ..assignment("x") }, "key"),
             // an emulated placement: a valid experiment id, host names only, hosts for its players
-            (Assignment { emu: Some(place("../x", &["a1"])), ..assignment("x") }, "experiment id"),
-            (Assignment { emu: Some(place("abc", &["../../etc"])), ..assignment("x") }, "hosts, each"),
-            (Assignment { emu: Some(place("abc", &[])), ..assignment("x") }, "without hosts"),
-            (Assignment { emu: Some(place("abc", &vec!["h"; crate::msg::MAX_EMU_CLIENTS + 1])), ..assignment("x") }, "at most"),
+            (with_part(|p| p.emu = Some(place("../x", &["a1"]))), "experiment id"),
+            (with_part(|p| p.emu = Some(place("abc", &["../../etc"]))), "hosts, each"),
+            (with_part(|p| p.emu = Some(place("abc", &[]))), "without hosts"),
+            (with_part(|p| p.emu = Some(place("abc", &vec!["h"; crate::msg::MAX_EMU_CLIENTS + 1]))), "at most"),
         ] {
             let mut s = greeted();
             let out = s.on_msg(2, ToAgent::Assign(Box::new(a)), |_| false);
@@ -470,7 +474,7 @@ mod tests {
 
     #[test]
     fn a_flows_assignment_runs_a_sender_and_a_receiver_and_bad_ones_are_refused() {
-        let flows = |f: crate::msg::FlowsJob| Assignment { players: None, server_addr: None, flows: Some(f), ..assignment("f1") };
+        let flows = |f: crate::msg::FlowsJob| Assignment { work: Work::Flows(f), ..assignment("f1") };
         let ok = flows(flows_job());
         assert_eq!(roles(&ok), 2);
         assert_eq!(roles(&flows(crate::msg::FlowsJob { recv_tcp: vec![], ..flows_job() })), 1);
@@ -487,7 +491,6 @@ mod tests {
             (flows(crate::msg::FlowsJob { send: std::iter::once(4..4).collect(), ..flows_job() }), "is empty"),
             (flows(crate::msg::FlowsJob { recv_udp: vec!["127.0.0.1:0".parse().unwrap()], ..flows_job() }), "has no port"),
             (flows(crate::msg::FlowsJob { recv_udp: vec!["127.0.0.1:1".parse().unwrap(); 1025], ..flows_job() }), "receive addresses"),
-            (Assignment { players: Some(0..2), ..flows(flows_job()) }, "flows and a scenario"),
             (flows(crate::msg::FlowsJob { log_server: Some(log_server("../up", &"ab".repeat(32))), ..flows_job() }), "log server name"),
             (flows(crate::msg::FlowsJob { log_server: Some(log_server("lab", &"00".repeat(32))), ..flows_job() }), "not a run key"),
             (flows(crate::msg::FlowsJob { log_server: Some(log_server("lab", "xyz")), ..flows_job() }), "not a run key"),

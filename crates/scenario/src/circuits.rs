@@ -434,6 +434,8 @@ pub fn run_clients(
 ) -> anyhow::Result<Vec<JoinedCircuit>> {
     let socks = shell::client_sockets(server, None, shard.len(), netns)?;
     let t0 = real_ns();
+    // the run's clock starts here (progress, commands and marks count from it)
+    progress.t0_real_ns.store(t0, std::sync::atomic::Ordering::Relaxed);
     // The join asks for what the throttle may ever ask: the server caps the circuit there.
     let asked = asked_kbps(cfg.kind.max_bps(Limits::default()));
     let mut members: Vec<Joiner<ClientEnd>> = shard.map(|p| Joiner::new(key.clone(), p, asked, t0 + (sc.join_time(p) * 1e9) as u64)).collect();

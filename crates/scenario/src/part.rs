@@ -52,7 +52,7 @@ pub enum Work {
 
 /// A scenario as a part carries it: its text and its service's, with every value file
 /// inlined, so that whoever runs the part opens no file the scenario names.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioWork {
     pub name: String,
@@ -99,6 +99,23 @@ pub enum RunRequest {
 pub const MAX_EVENT: usize = 64 * 1024;
 
 impl ScenarioWork {
+    /// The scenario as run with this shape: the shipped texts parsed (no file they name is
+    /// opened), checked as a scenario file's own fields are — the one resolution of a scenario
+    /// another process hands over (a child, an agent).
+    pub fn resolve(&self, duration_ns: u64, seed: u64) -> Result<Scenario, String> {
+        let nowhere = Path::new("/nonexistent/horde-part");
+        let mut sc = horde_model::files::without_value_files(|| Scenario::parse_with(&self.scenario, &self.name, nowhere, self.service.as_deref()))
+            .map_err(|e| e.to_string())?;
+        horde_model::scenario::check_players(self.players, self.online).map_err(|(f, m)| format!("{f}: {m}"))?;
+        horde_model::scenario::check_duration(duration_ns).map_err(|m| format!("duration: {m}"))?;
+        sc.players = self.players;
+        sc.online = self.online;
+        sc.duration_s = duration_ns as f64 / 1e9;
+        sc.seed = seed;
+        sc.check_join().map_err(|e| e.to_string())?;
+        Ok(sc)
+    }
+
     /// A scenario (loaded from a file in `dir`, overrides applied) as a part carries it.
     pub fn of(sc: &Scenario, dir: &Path) -> Result<ScenarioWork, Error> {
         let bad = |e: String| Error::BadInput(anyhow::anyhow!("{}: {e}", sc.name));
@@ -118,22 +135,10 @@ impl Part {
         Ok(Part { run_id, shape, work, role: Role::Server { listen, out: out.to_path_buf() } })
     }
 
-    /// The scenario this part runs: the shipped texts parsed (no file they name is opened),
-    /// with the run's shape; checked as a scenario file's own fields are.
+    /// The scenario this part runs (see [`ScenarioWork::resolve`]).
     pub fn scenario(&self) -> Result<Scenario, Error> {
-        let bad = |m: String| Error::BadInput(anyhow::anyhow!("part {}: {m}", self.run_id));
         let Work::Players(w) = &self.work;
-        let nowhere = Path::new("/nonexistent/horde-part");
-        let mut sc = horde_model::files::without_value_files(|| Scenario::parse_with(&w.scenario, &w.name, nowhere, w.service.as_deref()))
-            .map_err(|e| bad(e.to_string()))?;
-        horde_model::scenario::check_players(w.players, w.online).map_err(|(f, m)| bad(format!("{f}: {m}")))?;
-        horde_model::scenario::check_duration(self.shape.duration_ns).map_err(|m| bad(format!("duration: {m}")))?;
-        sc.players = w.players;
-        sc.online = w.online;
-        sc.duration_s = self.shape.duration_ns as f64 / 1e9;
-        sc.seed = self.shape.seed;
-        sc.check_join().map_err(|e| bad(e.to_string()))?;
-        Ok(sc)
+        w.resolve(self.shape.duration_ns, self.shape.seed).map_err(|m| Error::BadInput(anyhow::anyhow!("part {}: {m}", self.run_id)))
     }
 
     pub fn key(&self) -> Result<RunKey, Error> {

@@ -277,7 +277,10 @@ fn session(
                 }
                 Action::Prepare(a) => {
                     let prepared = on_prepare(*a, opts, shared, &tx, log);
-                    let addr = prepared.as_ref().map(|r| r.server.as_ref().map(|s| s.1).filter(|_| r.assignment.flows.is_none())).map_err(String::clone);
+                    let addr = prepared
+                        .as_ref()
+                        .map(|r| r.server.as_ref().map(|s| s.1).filter(|_| !matches!(r.assignment.work, crate::msg::Work::Flows(_))))
+                        .map_err(String::clone);
                     run = prepared.ok();
                     for a2 in sm.prepared(addr) {
                         if let Action::Send(m) = a2 {
@@ -436,12 +439,10 @@ fn on_prepare(a: Assignment, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Se
         }
     }
     let id = a.run_id.clone();
-    let r = if a.bots.is_some() {
-        prepare_bots(a, opts, &shared.metrics)
-    } else if a.flows.is_some() {
-        prepare_flows(a, opts, &shared.metrics, tx.clone())
-    } else {
-        prepare(a, opts, &shared.metrics, tx.clone())
+    let r = match a.work {
+        crate::msg::Work::Bots(_) => prepare_bots(a, opts, &shared.metrics),
+        crate::msg::Work::Flows(_) => prepare_flows(a, opts, &shared.metrics, tx.clone()),
+        crate::msg::Work::Scenario(_) => prepare(a, opts, &shared.metrics, tx.clone()),
     };
     match r {
         Ok(r) => {
@@ -455,7 +456,7 @@ fn on_prepare(a: Assignment, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Se
                     format!("{}{server}", if circuits.is_some() { " (regulated circuits)" } else { "" })
                 }
             };
-            let players = r.assignment.players.as_ref().map(|p| format!(", players {}..{}", p.start, p.end)).unwrap_or_default();
+            let players = r.assignment.scenario().and_then(|p| p.players.as_ref()).map(|p| format!(", players {}..{}", p.start, p.end)).unwrap_or_default();
             log(&format!("run {id}: prepared{players}{what}"));
             Ok(r)
         }

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -114,13 +114,12 @@ pub(super) fn finish_run(r: Run, rx: &mpsc::Receiver<RunEvent>, opts: &AgentOpti
 /// (it only answers players that sign with the run's key; traffic starts at Start).
 pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc::Sender<RunEvent>) -> anyhow::Result<Run> {
     let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
-    // The scenario names no file the agent would read: a service file came with it.
-    let nowhere = Path::new("/nonexistent/horde-agent");
-    // Nor any value file its distributions name: the controller sent their values inline.
-    let mut sc = horde_model::files::without_value_files(|| Scenario::parse_with(&a.scenario, "scenario", nowhere, a.service.as_deref()))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let part = a.scenario().context("no scenario part")?.clone();
+    // The scenario names no file the agent would read (its service file came with it), nor any
+    // value file its distributions name (the controller sent their values inline).
+    let mut sc = part.scenario.resolve(a.duration_ns, a.seed).map_err(anyhow::Error::msg)?;
     // [emu] through agents: the hosts of this machine's part the controller placed it in
-    let (netns, server_ns) = match (&a.emu, sc.emu.is_some()) {
+    let (netns, server_ns) = match (&part.emu, sc.emu.is_some()) {
         (Some(e), true) => {
             let clients = super::emu::host_namespaces(opts, &e.exp, &e.clients).map_err(anyhow::Error::msg)?;
             let server = super::emu::host_namespaces(opts, &e.exp, e.server.as_slice()).map_err(anyhow::Error::msg)?;
@@ -132,13 +131,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
         (Some(_), false) => anyhow::bail!("an emulated placement for a scenario without [emu]"),
         (None, false) => (Vec::new(), None),
     };
-    horde_model::scenario::check_players(a.players_total, a.online).map_err(|(f, m)| anyhow::anyhow!("{f}: {m}"))?;
-    horde_model::scenario::check_duration(a.duration_ns).map_err(|m| anyhow::anyhow!("duration: {m}"))?;
-    sc.players = a.players_total;
-    sc.online = a.online;
-    sc.duration_s = a.duration_ns as f64 / 1e9;
-    sc.seed = a.seed;
-    if let Some(r) = &a.players {
+    if let Some(r) = &part.players {
         if r.end > sc.players {
             anyhow::bail!("players {}..{} are not players of a {}-player scenario", r.start, r.end, sc.players);
         }
@@ -146,19 +139,19 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
     let dir = opts.dir.join(&a.run_id);
     std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let circuits = CircuitConfig::of(&sc).map_err(|e| e.into_anyhow())?.map(Box::new);
-    if circuits.is_some() && a.emu.is_some() {
+    if circuits.is_some() && part.emu.is_some() {
         anyhow::bail!("regulated circuits with [emu] run on one machine, not through agents");
     }
     let stop = Arc::new(AtomicBool::new(false));
     let players = Arc::new(horde_scenario::plan(&sc, &stop).map_err(|e| e.into_anyhow())?);
-    metrics.players.store(a.players.as_ref().map_or(0, |r| (r.end - r.start) as u64), Ordering::Relaxed);
+    metrics.players.store(part.players.as_ref().map_or(0, |r| (r.end - r.start) as u64), Ordering::Relaxed);
     metrics.runs.fetch_add(1, Ordering::Relaxed);
     let progress = Arc::new(Progress::default());
     *metrics.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress.clone());
     let (server_commands, commands) = horde_scenario::control::Commands::channel();
-    let live = circuits.is_none().then(|| super::live::Live::new(&sc, &players, a.players_total));
+    let live = circuits.is_none().then(|| super::live::Live::new(&sc, &players, sc.players));
     let server_tap = live.as_ref().map(|l| l.tap(horde_model::service::Direction::Down)).unwrap_or_default();
-    let server = match a.server {
+    let server = match part.server {
         Some(listen) => {
             sc.server = listen;
             let (atx, arx) = mpsc::channel();
@@ -211,7 +204,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
 /// after the run's duration.
 pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc::Sender<RunEvent>) -> anyhow::Result<Run> {
     let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
-    let job = a.flows.clone().context("no flows")?;
+    let crate::msg::Work::Flows(job) = a.work.clone() else { anyhow::bail!("no flows") };
     horde_model::scenario::check_duration(a.duration_ns).map_err(|m| anyhow::anyhow!("duration: {m}"))?;
     let all = horde_model::files::without_value_files(|| horde_model::flow::FlowFile::parse_and_resolve(&job.text, job.seed))
         .map_err(|e| anyhow::anyhow!("flow file: {e}"))?;
@@ -346,9 +339,10 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
             })
         }
         Work::Scenario { sc, players, circuits, netns } => {
-            let Some(shard) = r.assignment.players.clone() else { return };
+            let Some(part) = r.assignment.scenario() else { return };
+            let Some(shard) = part.players.clone() else { return };
             // Players go to the given server side, or to this agent's own.
-            let Some(server) = r.assignment.server_addr.or(r.server.as_ref().map(|s| s.1)) else { return };
+            let Some(server) = part.server_addr.or(r.server.as_ref().map(|s| s.1)) else { return };
             if let Some(cfg) = circuits {
                 let (sc, cfg, file) = (sc.clone(), cfg.clone(), r.dir.join(horde_scenario::circuits::CLIENT_FILE));
                 let spawned = std::thread::Builder::new().name("horde-agent-circuits".into()).spawn(move || {
@@ -391,9 +385,9 @@ pub(super) fn send_logs(tls: &mut rustls::StreamOwned<rustls::ServerConnection, 
 /// The logs a finished run wrote, by its kind.
 pub(super) fn log_files(r: &Run) -> Vec<&'static str> {
     let mut files = Vec::new();
-    match (&r.work, &r.assignment.flows) {
+    match (&r.work, &r.assignment.work) {
         (Work::Bots { .. }, _) => files.push("bots.hlog"),
-        (Work::Flows { send, .. }, Some(job)) => {
+        (Work::Flows { send, .. }, crate::msg::Work::Flows(job)) => {
             if !send.is_empty() {
                 files.push("send.hlog");
             }
@@ -401,16 +395,16 @@ pub(super) fn log_files(r: &Run) -> Vec<&'static str> {
                 files.push("recv.hlog");
             }
         }
-        (Work::Scenario { circuits, .. }, _) => {
+        (Work::Scenario { circuits, .. }, crate::msg::Work::Scenario(part)) => {
             let regulated = circuits.is_some();
-            if r.assignment.players.is_some() {
+            if part.players.is_some() {
                 files.push(if regulated { horde_scenario::circuits::CLIENT_FILE } else { "client.hlog" });
             }
-            if r.assignment.server.is_some() {
+            if part.server.is_some() {
                 files.push(if regulated { horde_scenario::circuits::SERVER_FILE } else { "server.hlog" });
             }
         }
-        (Work::Flows { .. }, None) => {}
+        _ => {}
     }
     files
 }

@@ -83,16 +83,17 @@ fn from_logs(r: &Run, req: &SummaryRequest) -> anyhow::Result<GameDigest> {
         bail!("only a scenario's players and server side, and flows, are summarised (regulated circuits and bots send their logs)");
     };
     let a = &r.assignment;
+    let part = a.scenario().context("not a scenario's part")?;
     let mut b = Builder::new(sc.service.states.len(), req.epoch_ns, a.duration_ns as f64 / 1e9);
-    let all = vec![Range { start: 0, end: a.players_total }];
+    let all = vec![Range { start: 0, end: sc.players }];
     let segments = horde_scenario::report::analysed_segments(sc, players, &all);
     let owner = |flow: u32| req.owners.iter().find(|(range, _): &&(Range<u32>, i64)| range.contains(&flow)).map_or(0, |o| o.1);
     let (own, server) = (req.own_offset_ns, req.server_offset_ns);
     let mut sides = Vec::new();
-    if a.players.is_some() {
+    if part.players.is_some() {
         sides.push(("client.hlog", Direction::Up));
     }
-    if a.server.is_some() {
+    if part.server.is_some() {
         sides.push(("server.hlog", Direction::Down));
     }
     for (file, out) in sides {

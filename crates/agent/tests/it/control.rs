@@ -345,22 +345,20 @@ fn a_controller_that_vanishes_stops_the_agents_traffic() {
     tls.write_all(&msg::encode(&ToAgent::Hello { protocol: PROTOCOL, version: v.into() })).unwrap();
     expect(&mut tls, &|m| matches!(m, ToController::Hello { .. }));
     let key = horde_proto::RunKey::from_bytes([7; 32]);
-    tls.write_all(&msg::encode(&ToAgent::Assign(Box::new(Assignment {
-        run_id: "deadman-1".into(),
-        scenario: sc.text.clone(),
-        service: None,
-        players_total: 20,
-        online: None,
-        duration_ns: 60_000_000_000,
-        seed: 3,
-        key: key.to_hex(),
+    let part = msg::ScenarioPart {
+        scenario: horde_scenario::part::ScenarioWork { name: "dm".into(), scenario: sc.text.clone(), service: None, players: 20, online: None },
         server: Some("127.0.0.6:0".parse().unwrap()),
         players: Some(0..20),
         server_addr: None,
-        deadman_ms: 3000,
-        flows: None,
-        bots: None,
         emu: None,
+    };
+    tls.write_all(&msg::encode(&ToAgent::Assign(Box::new(Assignment {
+        run_id: "deadman-1".into(),
+        duration_ns: 60_000_000_000,
+        seed: 3,
+        key: key.to_hex(),
+        deadman_ms: 3000,
+        work: msg::Work::Scenario(part),
     }))))
     .unwrap();
     expect(&mut tls, &|m| matches!(m, ToController::Ready { .. }));
