@@ -20,6 +20,7 @@ pub fn tmp(name: &str) -> horde_testkit::Scratch {
 pub struct Proc {
     pub child: Child,
     pub lines: Arc<Mutex<Vec<(Instant, String)>>>,
+    reader: std::thread::JoinHandle<()>,
 }
 
 impl Proc {
@@ -35,12 +36,12 @@ impl Proc {
         let mut child = Command::new(HORDE).args(args).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (l2, err) = (lines.clone(), child.stderr.take().unwrap());
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
                 l2.lock().unwrap().push((Instant::now(), line));
             }
         });
-        Proc { child, lines }
+        Proc { child, lines, reader }
     }
 
     pub fn wait_line(&self, needle: &str, within: Duration) -> (Instant, String) {
@@ -62,6 +63,12 @@ impl Proc {
         let t = Instant::now();
         loop {
             if let Some(s) = self.child.try_wait().unwrap() {
+                // what it wrote last is read before anyone asks for its text (bounded: a
+                // process it left behind may hold the pipe)
+                let read_by = Instant::now() + Duration::from_secs(2);
+                while !self.reader.is_finished() && Instant::now() < read_by {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 return s.code().unwrap_or(-1);
             }
             assert!(t.elapsed() < within, "did not exit within {within:?}: {}", self.text());
