@@ -543,6 +543,34 @@ fn bots_through_two_agents_play_on_one_real_server_with_one_merged_report() {
     let p50 = q["p50"].as_f64().unwrap();
     assert!(p50 > 0.0 && p50 < 100.0, "loopback response time within two server frames: {p50} ms");
     assert!(c.text().contains("bots 2..8 (6)"), "{}", c.text());
+    // The stepped benchmark through the same agents: each step an agents run on a fresh server,
+    // the same summary and HTML report as on one machine.
+    let bench = d.join("bench");
+    let mut c = Proc::spawn(&[
+        "bots",
+        "--start-server",
+        "--steps",
+        "2,4",
+        "-t",
+        "3s",
+        "--ramp",
+        "1s",
+        "--warmup",
+        "1s",
+        "--agents",
+        &list,
+        "--credentials",
+        creds.to_str().unwrap(),
+        "-o",
+        bench.to_str().unwrap(),
+    ]);
+    assert_eq!(c.wait(Duration::from_secs(90)), 0, "{}", c.text());
+    let b: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(bench.join("summary.json")).unwrap()).unwrap();
+    let steps = b["steps"].as_array().unwrap();
+    assert_eq!(steps.iter().map(|s| s["players"].as_u64().unwrap()).collect::<Vec<_>>(), [2, 4], "{b}");
+    assert!(steps.iter().all(|s| s["entered"] == s["players"] && s["response_ms_p50"].as_f64().unwrap() > 0.0), "{b}");
+    assert!(bench.join("step-4").join("summary.json").exists(), "each step's merged report beside the benchmark's");
+    assert!(std::fs::read_to_string(bench.join("index.html")).unwrap().contains("Game-server benchmark"), "the benchmark's page");
 }
 
 #[test]

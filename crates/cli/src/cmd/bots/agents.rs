@@ -1,5 +1,6 @@
 //! `horde bots --agents A,B`: this process is the controller; the bots run on the agents
-//! (`horde_agent::bots`), against one game server, with one merged report.
+//! (`horde_agent::bots`), against one game server, with one merged report — one run, or with
+//! `--steps` the benchmark's steps (each an agents run in `out/step-N/`) and its report.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -7,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use horde_agent::controller::{parse_agents, Event};
 use horde_q3::Protocol;
 
-use super::{list, options, print_report, servers_for, Args};
+use super::{list, options, print_report, servers_for, Args, Extras};
 use crate::{bad_input, Outcome};
 
 pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool) -> Outcome {
@@ -17,9 +18,6 @@ pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool
     }
     if args.actions.is_some() {
         return refuse("--actions", "the agents open no file; give the behaviour model with --service");
-    }
-    if !args.steps.is_empty() {
-        return refuse("--steps", "the stepped benchmark runs on one machine");
     }
     if args.log.is_some() || args.json.is_some() {
         return refuse(if args.log.is_some() { "--log" } else { "--json" }, "the agents' logs and the merged summary.json go into --out DIR");
@@ -41,26 +39,45 @@ pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool
         Err(_) => Some(horde_model::files::read_text(Path::new(&args.service), horde_model::files::MAX_TOML, "service files").map_err(bad_input)?),
     };
     let service_text = service_text.map(|t| horde_model::dist::inline_value_files(&t)).transpose().map_err(|e| bad_input(anyhow::anyhow!("--service: {e}")))?;
-    let n = args.players;
-    let (servers, addrs) = servers_for(args, out, n)?;
-    say!("horde bots: {n} bot(s) on {} agent(s) against {}, joining over {:?}, playing {:?}", agents.len(), list(&addrs), args.ramp, args.duration);
     let events = |e: &Event| match e {
         Event::Note(m) => say!("horde bots: {m}"),
         Event::Reply(r) => say!("horde bots: {}", r.line()),
         Event::Planned { .. } | Event::Tick(_) => {}
     };
-    let run = horde_agent::bots::BotsRun {
-        agents,
-        credentials,
-        out,
-        bots: options(args, protocol, &addrs, n),
-        service: args.service.clone(),
-        service_text,
-        deadman: std::time::Duration::from_nanos(deadman_ns),
-        events: &events,
-        stop,
+    let run = |out: &Path, addrs: &[std::net::SocketAddr], n: usize| {
+        let run = horde_agent::bots::BotsRun {
+            agents: agents.clone(),
+            credentials: credentials.clone(),
+            out,
+            bots: options(args, protocol, addrs, n),
+            service: args.service.clone(),
+            service_text: service_text.clone(),
+            deadman: std::time::Duration::from_nanos(deadman_ns),
+            events: &events,
+            stop,
+        };
+        horde_agent::bots::run(&run)
     };
-    let o = horde_agent::bots::run(&run)?;
+    if !args.steps.is_empty() {
+        // each step a whole agents run; the servers' CPU over the step, the agents' over theirs
+        let mut step = |addrs: &[std::net::SocketAddr], servers: &[super::Server], n: usize| {
+            let dir = out.join(format!("step-{n}"));
+            std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+            let cpu = || servers.iter().filter_map(|s| super::proc_cpu(s.child.id())).sum::<f64>();
+            let (t0, c0) = (std::time::Instant::now(), cpu());
+            let o = run(&dir, addrs, n)?;
+            let secs = t0.elapsed().as_secs_f64().max(1e-3);
+            let server_cpu_pct = (!servers.is_empty()).then(|| (cpu() - c0) / secs * 100.0);
+            let bots_cpu_pct = o.agents.iter().map(|a| a.stats.cpu_s).sum::<f64>() / secs * 100.0;
+            Ok((o.report, Extras { server_cpu_pct, server_cpu_max_pct: server_cpu_pct, bots_cpu_pct, ..Default::default() }))
+        };
+        say!("horde bots: the benchmark's bots on {} agent(s)", agents.len());
+        return super::bench::benchmark_with(args, out, stop, &mut step);
+    }
+    let n = args.players;
+    let (servers, addrs) = servers_for(args, out, n)?;
+    say!("horde bots: {n} bot(s) on {} agent(s) against {}, joining over {:?}, playing {:?}", agents.len(), list(&addrs), args.ramp, args.duration);
+    let o = run(out, &addrs, n)?;
     drop(servers);
     print_report(&o.report);
     say!("{}", agents_table(&o.agents));

@@ -1,5 +1,6 @@
 //! `horde bots --steps`: the game-server benchmark (one run per player count on fresh servers),
-//! its saturation point and its HTML report.
+//! its saturation point and its HTML report — the bots of each step on this machine or on
+//! agents (`--agents`), the same steps and the same report either way.
 
 use std::sync::atomic::AtomicBool;
 
@@ -7,8 +8,11 @@ use anyhow::Context;
 use horde_q3::Protocol;
 use serde::Serialize;
 
-use super::{run_once, servers_for, Args};
+use super::{run_once, servers_for, Args, Extras, Server};
 use crate::Outcome;
+
+/// One step's bots: on the servers (started or given) at these addresses, `n` of them.
+pub(super) type RunStep<'a> = dyn FnMut(&[std::net::SocketAddr], &[Server], usize) -> Result<(horde_engine::bots::BotsReport, Extras), crate::Failure> + 'a;
 
 /// One step of the benchmark.
 #[derive(Debug, Clone, Serialize)]
@@ -51,6 +55,11 @@ struct Benchmark {
 }
 
 pub(super) fn benchmark(args: &Args, protocol: Protocol, out: &std::path::Path, stop: &AtomicBool) -> Outcome {
+    benchmark_with(args, out, stop, &mut |addrs: &[std::net::SocketAddr], servers: &[Server], n: usize| run_once(args, protocol, addrs, servers, n, stop))
+}
+
+/// The benchmark with each step's bots run by `run_step`.
+pub(super) fn benchmark_with(args: &Args, out: &std::path::Path, stop: &AtomicBool, run_step: &mut RunStep) -> Outcome {
     let mut steps = Vec::new();
     say!("horde bots: benchmark over {:?} players, {:?} per step ({:?} warm-up excluded)", args.steps, args.duration, args.warmup);
     for &n in &args.steps {
@@ -58,7 +67,7 @@ pub(super) fn benchmark(args: &Args, protocol: Protocol, out: &std::path::Path, 
             break;
         }
         let (servers, addrs) = servers_for(args, out, n)?;
-        let (r, x) = run_once(args, protocol, &addrs, &servers, n, stop)?;
+        let (r, x) = run_step(&addrs, &servers, n)?;
         drop(servers);
         let q = &r.response_ms;
         let lost: u64 = r.bots.iter().map(|b| b.dropped).sum();
