@@ -11,6 +11,7 @@ mod emu_flows;
 mod external;
 mod gameserver_emu;
 mod icmp;
+mod matrix;
 mod regression_emu;
 mod regulated;
 mod routing;
