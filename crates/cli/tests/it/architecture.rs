@@ -1,9 +1,10 @@
 //! The architecture's invariants, checked — in the spirit of rust-analyzer's tidy tests.
 //!
-//! ARCHITECTURE.md states each invariant in words and names this file; this test reads the
-//! layer order and the I/O layer from ARCHITECTURE.md itself (so the text and the check cannot
-//! drift apart), asks `cargo metadata` for the crates' dependencies, and parses every source file
-//! of `crates/*/src` with `syn`. It fails when:
+//! ARCHITECTURE.md states each invariant in words and names this file; the rules themselves —
+//! the layer order, the I/O layer, where our binary may start — are written here, in the test
+//! (rust-analyzer's tidy), and `architecture_md_states_these_rules` checks the document says the
+//! same. It asks `cargo metadata` for the crates' dependencies and parses every source file of
+//! `crates/*/src` with `syn`. It fails when:
 //! - a crate depends on a crate of its own or a higher layer (`dependencies_follow_the_layers`);
 //! - a crate outside the I/O layer opens a socket or reads a clock (`only_the_io_layer_does_io`);
 //! - the modules of a crate import each other in a circle (`no_import_circles`);
@@ -74,19 +75,42 @@ fn stated(marker: &str) -> String {
     line.split_once(marker).unwrap().1.replace('`', "")
 }
 
-/// The layers, lowest first; each a set of crate directory names (`crates/<name>`).
+/// The layers, lowest first (crate directory names, `crates/<name>`): the rule lives here, in
+/// the test; ARCHITECTURE.md states the same, and `architecture_md_states_these_rules` checks it
+/// (so an edit of the document cannot loosen the rule).
+const LAYERS: &[&[&str]] = &[
+    &["wire", "impair", "q3", "regulate", "testkit"],
+    &["model"],
+    &["proto", "stats", "topo"],
+    &["sys"],
+    &["engine", "emu"],
+    &["scenario"],
+    &["agent", "console"],
+    &["cli"],
+];
+
+/// The crates that may open sockets or read the clock.
+const IO_LAYER: &[&str] = &["sys", "engine", "emu", "agent", "console", "testkit"];
+
 fn layers() -> Vec<BTreeSet<String>> {
-    let layers: Vec<BTreeSet<String>> = stated("Layers, lowest first:")
+    LAYERS.iter().map(|l| l.iter().map(|c| c.to_string()).collect()).collect()
+}
+
+fn io_layer() -> BTreeSet<String> {
+    IO_LAYER.iter().map(|c| c.to_string()).collect()
+}
+
+#[test]
+fn architecture_md_states_these_rules() {
+    let stated_layers: Vec<BTreeSet<String>> = stated("Layers, lowest first:")
         .trim_end_matches('.')
         .split('<')
         .map(|group| group.split_whitespace().map(|w| w.trim_matches(',').to_string()).filter(|w| !w.is_empty()).collect())
         .collect();
-    assert!(layers.len() >= 3 && layers.iter().all(|l| !l.is_empty()), "ARCHITECTURE.md's layer line is malformed: {layers:?}");
-    layers
-}
-
-fn io_layer() -> BTreeSet<String> {
-    stated("Crates that may open sockets or read the clock:").trim_end_matches('.').split_whitespace().map(|w| w.trim_matches(',').to_string()).collect()
+    assert_eq!(stated_layers, layers(), "ARCHITECTURE.md's layer line differs from LAYERS in {}", file!());
+    let stated_io: BTreeSet<String> =
+        stated("Crates that may open sockets or read the clock:").trim_end_matches('.').split_whitespace().map(|w| w.trim_matches(',').to_string()).collect();
+    assert_eq!(stated_io, io_layer(), "ARCHITECTURE.md's I/O line differs from IO_LAYER in {}", file!());
 }
 
 /// Crate directory names of the workspace, from the file system.

@@ -64,7 +64,7 @@ pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool
             let dir = out.join(format!("step-{n}"));
             std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
             let cpu = || servers.iter().filter_map(|s| super::proc_cpu(s.child.id())).sum::<f64>();
-            let (t0, c0) = (std::time::Instant::now(), cpu());
+            let (t0, c0) = (horde_engine::clock::Stopwatch::start(), cpu());
             let o = run(&dir, addrs, n)?;
             let secs = t0.elapsed().as_secs_f64().max(1e-3);
             let server_cpu_pct = (!servers.is_empty()).then(|| (cpu() - c0) / secs * 100.0);
