@@ -24,8 +24,8 @@ use crate::net;
 use crate::worker::{Slot, Sock, Worker};
 use crate::EngineError;
 
-/// The largest IPv4 packet a raw socket hands over.
-pub const MAX_PACKET: usize = 65_535;
+/// The largest IPv4 packet a raw socket hands over (the worker sizes its read buffer by it).
+pub use crate::worker::MAX_RAW_PACKET as MAX_PACKET;
 
 /// What to say when the kernel refuses a raw socket.
 pub fn explain(e: &io::Error) -> &'static str {

@@ -52,6 +52,10 @@ enum Pumped {
     Done,
 }
 
+/// The largest IPv4 packet a raw socket hands over: an ICMP worker's read buffer (`icmp.rs`
+/// adds ICMP to the worker; the worker names nothing of it).
+pub const MAX_RAW_PACKET: usize = 65_535;
+
 /// Where a connection's bytes go.
 pub enum Sock {
     Own(Socket),
@@ -262,7 +266,7 @@ impl Worker {
             bufs: (0..BATCH).map(|_| Vec::new()).collect(),
             rx: has_udp_rx.then(|| RecvBatch::new(horde_model::flow::MAX_UDP_PAYLOAD as usize + 1)),
             // An ICMP flow reads whole IPv4 packets into it.
-            read_buf: vec![0u8; if has_icmp { crate::icmp::MAX_PACKET } else { 64 * 1024 }],
+            read_buf: vec![0u8; if has_icmp { MAX_RAW_PACKET } else { 64 * 1024 }],
             spare: serving.then(|| std::fs::File::open("/dev/null").ok()).flatten(),
             refusals: Refusals::default(),
             next_housekeeping: 0,

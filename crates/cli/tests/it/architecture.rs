@@ -7,7 +7,8 @@
 //! `crates/*/src` with `syn`. It fails when:
 //! - a crate depends on a crate of its own or a higher layer (`dependencies_follow_the_layers`);
 //! - a crate outside the I/O layer opens a socket or reads a clock (`only_the_io_layer_does_io`);
-//! - the modules of a crate import each other in a circle (`no_import_circles`);
+//! - the modules of a crate import each other in a circle, paths inside macro bodies included
+//!   (`no_import_circles`);
 //! - a source file passes 800 lines or a function 150 (`files_and_functions_stay_small`);
 //! - a crate has an integration-test binary beside `tests/it/main.rs`, or a test that needs
 //!   root outside `it::root::` (`one_integration_test_binary_per_crate`);
@@ -426,6 +427,55 @@ impl<'ast> syn::visit::Visit<'ast> for Imports<'_> {
             syn::visit::visit_item_mod(self, m);
         }
     }
+    /// A macro's body is tokens, not syntax (`vec![crate::icmp::MAX; n]`): its `crate::…` and
+    /// `super::…` paths are found in the tokens.
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        for path in token_paths(m.tokens.clone()) {
+            self.resolve(&path);
+        }
+        syn::visit::visit_macro(self, m);
+    }
+}
+
+/// The `crate::a::b` and `super::a` paths in a token stream (inside groups too).
+fn token_paths(tokens: proc_macro2::TokenStream) -> Vec<Vec<String>> {
+    use proc_macro2::TokenTree;
+    let flat: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < flat.len() {
+        match &flat[i] {
+            TokenTree::Group(g) => out.extend(token_paths(g.stream())),
+            TokenTree::Ident(id) if *id == "crate" || *id == "super" => {
+                let mut path = vec![id.to_string()];
+                let mut j = i + 1;
+                // `::` is two `:` puncts, then an identifier
+                while j + 2 < flat.len() + 1 {
+                    match (flat.get(j), flat.get(j + 1), flat.get(j + 2)) {
+                        (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)), Some(TokenTree::Ident(next))) if a.as_char() == ':' && b.as_char() == ':' => {
+                            path.push(next.to_string());
+                            j += 3;
+                        }
+                        _ => break,
+                    }
+                }
+                if path.len() > 1 {
+                    out.push(path);
+                }
+                i = j;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn paths_inside_macros_are_imports_too() {
+    let tokens: proc_macro2::TokenStream = "0u8; if x { crate::icmp::MAX_PACKET } else { super::a::B }".parse().unwrap();
+    assert_eq!(token_paths(tokens), vec![vec!["crate", "icmp", "MAX_PACKET"], vec!["super", "a", "B"]]);
 }
 
 /// The import graph of one crate's modules, one node per file (tests excluded; a module and the
