@@ -255,6 +255,17 @@ fn dependencies_follow_the_layers() {
 }
 
 /// Paths whose use means opening a socket or reading a clock.
+/// Files of the I/O layer's crates that are pure all the same — state machines and checks,
+/// bytes and time in, actions out — and are checked one by one as a pure crate is.
+const PURE_IN_THE_IO_LAYER: &[&str] = &[
+    "crates/agent/src/session.rs",
+    "crates/agent/src/msg.rs",
+    "crates/agent/src/merge.rs",
+    "crates/agent/src/flowsum.rs",
+    "crates/console/src/hub.rs",
+    "crates/console/src/guard.rs",
+];
+
 const IO_PATHS: &[&str] = &[
     "UdpSocket",
     "TcpStream",
@@ -327,12 +338,12 @@ fn only_the_io_layer_does_io() {
     let io = io_layer();
     assert!(io.contains("engine") && io.contains("sys"), "ARCHITECTURE.md's I/O layer line is malformed: {io:?}");
     let mut found = Vec::new();
-    for dir in crate_dirs().into_iter().filter(|d| !io.contains(d)) {
-        for file in rust_files(&root().join("crates").join(&dir).join("src")) {
-            let mut v = IoUses { file: &file, found: Vec::new() };
-            syn::visit::Visit::visit_file(&mut v, &parse(&file));
-            found.extend(v.found);
-        }
+    let pure_files = PURE_IN_THE_IO_LAYER.iter().map(|f| root().join(f));
+    for file in crate_dirs().into_iter().filter(|d| !io.contains(d)).flat_map(|dir| rust_files(&root().join("crates").join(dir).join("src"))).chain(pure_files)
+    {
+        let mut v = IoUses { file: &file, found: Vec::new() };
+        syn::visit::Visit::visit_file(&mut v, &parse(&file));
+        found.extend(v.found);
     }
     ratchet(&format!("sockets or clocks outside the I/O layer ({io:?}); take them through horde-sys or move the loop into the engine"), found, |f| {
         let (file, rest) = f.split_once(':').unwrap();
