@@ -271,7 +271,12 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
         seen.push_str(&String::from_utf8_lossy(&buf[..n]));
     }
     std::thread::sleep(std::time::Duration::from_secs(4));
-    writeln!(stdin, r#"{{"command":"link","a":"r1","b":"nope","set":{{"delay":"1ms"}}}}"#).unwrap();
+    if writeln!(stdin, r#"{{"command":"link","a":"r1","b":"nope","set":{{"delay":"1ms"}}}}"#).is_err() {
+        // the run ended before its commands: say how
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+        panic!("the run ended early ({:?}): {seen}{rest}", child.wait());
+    }
     writeln!(stdin, r#"{{"command":"link","a":"r1","b":"r2","set":{{"delay":"250ms"}}}}"#).unwrap();
     stdin.flush().unwrap();
     let changed_at = std::time::Instant::now();
