@@ -199,7 +199,9 @@ fn netem_path_where_the_kernel_has_it() {
 fn run_places_players_on_emulated_hosts() {
     horde_testkit::need_root();
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    // nearly alone: 120 players on 200 emulated hosts connect at once; beside the whole suite a
+    // neighbour lookup once timed out (EHOSTUNREACH) and failed the run
+    let _share = horde_testkit::share(horde_testkit::Load::Quiet);
     let dir = tmp("run");
     write(&dir, "access.toml", &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/access.toml")).unwrap());
     let sc = write(

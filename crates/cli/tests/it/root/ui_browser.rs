@@ -61,7 +61,8 @@ fn draw(d: &Driver) {
 fn the_console_in_a_real_browser() {
     horde_testkit::need_root();
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    // a real browser with 10-s waits: beside the whole suite it once waited longer
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy);
     let Some((chromium, chromedriver)) = browser() else {
         assert!(std::env::var("CI").is_err(), "CI must install chromium and chromium-driver (.ci/run does)");
         eprintln!("SKIPPED: no chromium/chromedriver here; .ci/run installs them");
