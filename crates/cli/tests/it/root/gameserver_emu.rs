@@ -4,7 +4,9 @@
 
 use crate::emu_util::*;
 
-const TOPO: &str = r#"
+/// Two client hosts behind a switch and a router, a server host behind a 25-ms link (also the
+/// matrix test's network).
+pub(super) const TOPO: &str = r#"
 name = "oa"
 [[node]]
 name = "client"

@@ -11,34 +11,7 @@ use std::path::Path;
 use crate::dist_util::{agent, keygen, Proc};
 use crate::emu_util::*;
 
-const TOPO: &str = r#"
-name = "matrix"
-[[node]]
-name = "client"
-kind = "host"
-count = 2
-[[node]]
-name = "sw"
-kind = "switch"
-[[node]]
-name = "r1"
-kind = "router"
-[[node]]
-name = "server"
-kind = "host"
-[[link]]
-a = "client"
-b = "sw"
-subnet = "10.43.0.0/24"
-[[link]]
-a = "r1"
-b = "sw"
-[[link]]
-a = "r1"
-b = "server"
-subnet = "10.44.0.0/24"
-delay = "5ms"
-"#;
+use super::gameserver_emu::TOPO;
 
 /// What a cell must do.
 enum Expect {
