@@ -253,8 +253,11 @@ impl StreamDecoder {
             self.state = State::Payload { remaining };
             return;
         }
-        let us = (self.wraps << 32) + self.pending.offset_us as u64;
-        on_event(StreamEvent::Apdu { seq: self.seq, len: self.pending.len, send_ns: self.hello.base_ns + us * 1000 });
+        // The hello's base comes from the peer: a hostile one near u64::MAX saturates rather
+        // than overflows (the time is then absurd, which the analysis shows, not a panic).
+        let us = (self.wraps << 32).saturating_add(self.pending.offset_us as u64);
+        let send_ns = self.hello.base_ns.saturating_add(us.saturating_mul(1000));
+        on_event(StreamEvent::Apdu { seq: self.seq, len: self.pending.len, send_ns });
         self.seq += 1;
         self.state = State::Header;
     }
@@ -337,5 +340,18 @@ mod tests {
         bytes[HELLO_LEN + 1] = 2; // length 2 < header
         let mut d = StreamDecoder::new();
         assert_eq!(d.feed(&bytes, |_| {}), Err(WireError::BadLength(2)));
+    }
+
+    #[test]
+    fn a_hostile_base_time_saturates_instead_of_overflowing() {
+        // Found by the fuzzer (stream_decoder): a hello whose base is near u64::MAX.
+        let mut v = vec![0u8; HELLO_LEN];
+        StreamHello { flags: 0, flow: 7, base_ns: u64::MAX - 10, tag: 3, mac: [9; 16] }.emit(&mut v);
+        let mut a = vec![0u8; 6];
+        ApduHeader { len: 6, offset_us: u32::MAX }.emit(&mut a);
+        v.extend(a);
+        let mut ev = Vec::new();
+        StreamDecoder::new().feed(&v, |e| ev.push(e)).unwrap();
+        assert_eq!(ev[1], StreamEvent::Apdu { seq: 0, len: 6, send_ns: u64::MAX });
     }
 }
