@@ -211,6 +211,19 @@ impl Nl {
         self.push(RouteNetlinkMessage::SetNeighbourTable(m), 0, "the ARP table's limits (gc_thresh2, gc_thresh3)".into())
     }
 
+    /// How many times the node asks for a neighbour's address on interface `idx` before giving
+    /// up (the kernel's default is 3, a second apart; see `spaces::NEIGHBOUR_PROBES`).
+    pub fn neighbour_probes(&mut self, idx: u32, probes: u32, what: &str) -> Result<(), EmuError> {
+        use netlink_packet_route::neighbour_table::{NeighbourTableAttribute, NeighbourTableMessage, NeighbourTableParameter};
+        let mut m = NeighbourTableMessage::default();
+        m.header.family = AddressFamily::Inet;
+        m.attributes = vec![
+            NeighbourTableAttribute::Name("arp_cache".into()),
+            NeighbourTableAttribute::Parms(vec![NeighbourTableParameter::Ifindex(idx), NeighbourTableParameter::McastProbes(probes)]),
+        ];
+        self.push(RouteNetlinkMessage::SetNeighbourTable(m), 0, format!("neighbour probes on {what}"))
+    }
+
     /// Sets an interface up (e.g. `lo`, index 1).
     pub fn up(&mut self, idx: u32, what: &str) -> Result<(), EmuError> {
         let mut m = LinkMessage::default();

@@ -121,6 +121,14 @@ fn fabric_without_ipv6(name: &str) -> Result<(), EmuError> {
     Ok(())
 }
 
+/// How many times a node asks for a neighbour's address before giving up (the kernel's
+/// default is 3, one second apart). Hundreds of nodes share this machine's cores: while they
+/// all start, an answer can take longer than three seconds to be scheduled, and a connect then
+/// fails with "no route to host" although the emulated network is fine. Ten probes keep a busy
+/// machine from passing for a broken network; a neighbour that really is gone still fails
+/// (after ten seconds instead of three). Set on every addressed interface.
+pub(crate) const NEIGHBOUR_PROBES: u32 = 10;
+
 /// Loopback, addresses and routes, node by node on the node's own netlink socket (addresses
 /// first: a route's gateway must be on a configured subnet).
 pub(crate) fn addresses_and_routes(plan: &Plan, spaces: &mut [NodeNs], which: &[Option<usize>], has_impaired: bool, opts: &UpOptions) -> Result<(), EmuError> {
@@ -148,6 +156,7 @@ pub(crate) fn addresses_and_routes(plan: &Plan, spaces: &mut [NodeNs], which: &[
             let sock = inet.as_ref().expect("opened for addresses");
             let idx = if_index(sock, ifname)?;
             nl.addr(idx, *a, *prefix, &format!("{}:{ifname}", n.name))?;
+            nl.neighbour_probes(idx, NEIGHBOUR_PROBES, &format!("{}:{ifname}", n.name))?;
             if has_impaired {
                 // The forwarder passes frames as they are: make the stack finish checksums and
                 // segmentation before a frame leaves the node.

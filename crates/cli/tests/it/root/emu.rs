@@ -79,6 +79,13 @@ fn up_probe_copy_change_down() {
     let bad = horde(&["emu", "link", exp, "c1", "srv", "--delay", "1ms"]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no emulated link between c1 and srv"), "{bad:?}");
 
+    // Every addressed interface is patient for its neighbours (10 probes), loopback untouched.
+    for (node, ifs) in [("srv", "eth0"), ("r1", "eth0")] {
+        let p =
+            ok(&["emu", "exec", exp, node, "--", "cat", &format!("/proc/sys/net/ipv4/neigh/{ifs}/mcast_solicit"), "/proc/sys/net/ipv4/neigh/lo/mcast_solicit"]);
+        assert_eq!(p, "10\n3\n", "{node}'s neighbour probes on {ifs}, then lo");
+    }
+
     // exec: exit codes come back; the working directory is the node's own.
     assert_eq!(horde(&["emu", "exec", exp, "srv", "--", "sh", "-c", "exit 7"]).status.code(), Some(7));
     let pwd = ok(&["emu", "exec", exp, "srv", "--", "pwd"]);
