@@ -47,10 +47,9 @@ fn kind_of(ft: &std::fs::FileType) -> &'static str {
 /// Reads a whole regular file of at most `limit` bytes. `what` names the kind of file in the
 /// size error ("TOML files", "traces").
 pub fn read_bytes(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, FileError> {
-    use std::os::unix::fs::OpenOptionsExt;
     let io = |err| FileError::Io { path: path.to_path_buf(), err };
-    // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked right after.
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(io)?;
+    // Opening a FIFO must not wait for a writer; the type is checked right after.
+    let file = horde_sys::fs::open_for_reading(path).map_err(io)?;
     let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
         return Err(FileError::NotRegular { path: path.to_path_buf(), kind: kind_of(&meta.file_type()) });
@@ -159,8 +158,7 @@ pub fn check_private(p: &Path) -> Result<(), String> {
     if mode & 0o077 == 0 {
         return Ok(());
     }
-    // SAFETY: getegid has no arguments and cannot fail.
-    let egid = unsafe { libc::getegid() };
+    let egid = horde_sys::fs::effective_gid();
     if mode & 0o037 == 0 && m.uid() == 0 && m.gid() == egid {
         return Ok(());
     }

@@ -23,7 +23,7 @@ impl ServerChild {
         let tie = own::Tie {
             // The server side dies with us, even when we are killed (and does not start if we
             // died first).
-            death_signal: Some(libc::SIGKILL),
+            death_signal: Some(own::DIE_WITH_US),
             own_session: false,
             netns: netns.map(std::os::fd::AsRawFd::as_raw_fd),
             keep_stdin: true,
@@ -61,22 +61,7 @@ impl ServerChild {
     /// How the child ended, if it has (it is not reaped here, so that [`ServerChild::finish`]
     /// still gets its resource usage).
     pub fn exited(&mut self) -> Option<String> {
-        // SAFETY: waitid fills a plain siginfo for our own child; WNOWAIT leaves it unreaped.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::waitid(libc::P_PID, self.0.id() as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
-        if r != 0 {
-            // Reaped already (or not ours): ask the standard library, which keeps the status.
-            return self.0.try_wait().ok().flatten().map(|s| s.to_string());
-        }
-        // SAFETY: si_pid and si_status are valid for a CLD_* siginfo.
-        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
-        if pid == 0 {
-            return None;
-        }
-        Some(match info.si_code {
-            libc::CLD_EXITED => format!("exit status: {status}"),
-            _ => format!("signal: {status}"),
-        })
+        horde_sys::own::exited(&mut self.0)
     }
 
     /// Stops the server side and returns its report (`None` if it died and left none).
@@ -91,8 +76,7 @@ impl ServerChild {
     /// it died and left none).
     pub fn finish_file(mut self, out: &Path, died: bool, file: &str) -> anyhow::Result<Option<String>> {
         if self.exited().is_none() {
-            // SAFETY: signalling our own child by pid.
-            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+            horde_sys::own::terminate(&self.0);
         }
         let status = self.reap().context("waiting for the server side")?;
         // 130: the child was interrupted (Ctrl-C reaches the whole process group, the child
@@ -123,24 +107,11 @@ pub fn child_usage() -> Option<(f64, u64)> {
 impl ServerChild {
     /// Waits for the child and takes its own resource usage.
     fn reap(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        use std::os::unix::process::ExitStatusExt as _;
-        let mut status = 0;
-        // SAFETY: waiting for our own child by pid; `ru` is a plain struct wait4 fills.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        let r = loop {
-            let r = unsafe { libc::wait4(self.0.id() as i32, &mut status, 0, &mut ru) };
-            if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                break r;
-            }
-        };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            // Reaped already by the standard library: its status is kept there.
-            return if e.raw_os_error() == Some(libc::ECHILD) { self.0.wait() } else { Err(e) };
+        let (status, usage) = horde_sys::own::reap(&mut self.0)?;
+        if let Some(u) = usage {
+            *CHILD_USAGE.lock().unwrap_or_else(|p| p.into_inner()) = Some((u.cpu_s, u.max_rss_kb));
         }
-        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-        *CHILD_USAGE.lock().unwrap_or_else(|p| p.into_inner()) = Some((t(ru.ru_utime) + t(ru.ru_stime), ru.ru_maxrss as u64));
-        Ok(std::process::ExitStatus::from_raw(status))
+        Ok(status)
     }
 }
 

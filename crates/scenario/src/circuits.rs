@@ -18,7 +18,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use horde_engine::clock::real_ns;
+use horde_engine::clock::Clock;
 use horde_engine::sender::Progress;
 use horde_engine::shell::{self, Crowd, Listening, Until};
 use horde_model::behaviour::Segment;
@@ -344,6 +344,7 @@ pub fn serve(
     key: RunKey,
     stop: &AtomicBool,
     on_listening: impl FnOnce(SocketAddr),
+    clock: &dyn Clock,
 ) -> Result<Vec<ServedCircuit>, Error> {
     let failed = Error::Failed;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display())).map_err(failed)?;
@@ -356,7 +357,7 @@ pub fn serve(
         horde_engine::random_secret().context("drawing the cookie secret").map_err(failed)?,
     );
     on_listening(addr);
-    let t0 = real_ns();
+    let t0 = clock.real_ns();
     // What a join may ask for at most: the scenario's throttle's most.
     let mut host = Served { sc, cfg, segments, taken: vec![false; n], server_cap: cfg.kind.max_bps(Limits::default()), done: Vec::new() };
     // Beyond the run's end (and joins), the server side stops by itself.
@@ -431,9 +432,10 @@ pub fn run_clients(
     progress: &Progress,
     stop: &AtomicBool,
     live: Option<&std::sync::Mutex<Option<CircuitsLive>>>,
+    clock: &dyn Clock,
 ) -> anyhow::Result<Vec<JoinedCircuit>> {
     let socks = shell::client_sockets(server, None, shard.len(), netns)?;
-    let t0 = real_ns();
+    let t0 = clock.real_ns();
     // the run's clock starts here (progress, commands and marks count from it)
     progress.t0_real_ns.store(t0, std::sync::atomic::Ordering::Relaxed);
     // The join asks for what the throttle may ever ask: the server caps the circuit there.

@@ -202,6 +202,11 @@ impl Commands {
     pub fn try_next(&self) -> Option<Incoming> {
         self.rx.lock().ok()?.try_recv().ok()
     }
+
+    /// The next command, waiting for it up to `within`.
+    pub fn next_within(&self, within: std::time::Duration) -> Option<Incoming> {
+        self.rx.lock().ok()?.recv_timeout(within).ok()
+    }
 }
 
 /// The ids of a scenario's timeline entries start here (`at[k]` is `TIMELINE_IDS + k`), far
@@ -300,14 +305,12 @@ pub fn read(mut r: impl BufRead, tx: &CommandSender) {
 /// roster until `done` (other commands are the driver's).
 pub fn follow(commands: &Commands, roster: &horde_model::roster::Roster, done: &std::sync::atomic::AtomicBool) {
     while !done.load(std::sync::atomic::Ordering::Relaxed) {
-        while let Some(c) = commands.try_next() {
-            if let Ok(Command::Players { online, at_ns: Some(at) }) = c.command {
-                if let Err(e) = roster.set(at, online) {
-                    tracing::warn!("server side: players online → {online}: {e}");
-                }
+        let Some(c) = commands.next_within(std::time::Duration::from_millis(20)) else { continue };
+        if let Ok(Command::Players { online, at_ns: Some(at) }) = c.command {
+            if let Err(e) = roster.set(at, online) {
+                tracing::warn!("server side: players online → {online}: {e}");
             }
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

@@ -1,6 +1,7 @@
 //! One run of a scenario end to end: plan, place, start the server side, run the players,
 //! collect, report.
 
+use horde_engine::clock::Clock;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +38,8 @@ pub struct RunOptions<'a> {
     pub stop: &'a AtomicBool,
     /// The run's command channel (stop now, players online, a link), if it has one.
     pub commands: Option<&'a crate::control::Commands>,
+    /// The clock the run's driver looks at (`&horde_sys::clock::System`: the machine's).
+    pub clock: &'a dyn horde_engine::clock::Clock,
 }
 
 /// Where a run's server side runs.
@@ -76,8 +79,9 @@ impl Server {
             ServerSide::InProcess if sc.regulation.is_some() => {
                 let cfg = crate::circuits::Config::of(sc)?.expect("a [regulation] table");
                 let (sc2, out, key) = (sc.clone(), out.to_path_buf(), key.clone());
-                let (handle, stop, a) =
-                    in_thread("horde-circuit-server", move |stop, on_listening| crate::circuits::serve(&sc2, &cfg, &out, key, stop, on_listening))?;
+                let (handle, stop, a) = in_thread("horde-circuit-server", move |stop, on_listening| {
+                    crate::circuits::serve(&sc2, &cfg, &out, key, stop, on_listening, &horde_engine::clock::System)
+                })?;
                 Ok((Server::Circuits { handle, stop }, a))
             }
             ServerSide::InProcess => {
@@ -253,13 +257,13 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let server = Mutex::new(server);
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
     let link_series = Mutex::new(Vec::new());
-    let steer = crate::steer::Steer::new(opts.commands, Some(&players.roster), &client_progress, emu.as_ref(), opts.events, timeline);
+    let steer = crate::steer::Steer::new(opts.commands, Some(&players.roster), &client_progress, emu.as_ref(), opts.events, timeline, opts.clock);
     let client = std::thread::scope(|s| {
         let (done_r, p, pl, up) = (&done, &client_progress, &players, &up_delay);
-        s.spawn(move || progress(sc, pl, p, up, done_r, opts.events));
+        s.spawn(move || progress(sc, pl, p, up, done_r, opts.events, opts.clock));
         if let Some(e) = emu.as_ref().filter(|e| e.links().is_some()) {
             let (done_r, series) = (&done, &link_series);
-            s.spawn(move || sample_links(e, p, done_r, series));
+            s.spawn(move || sample_links(e, p, done_r, series, opts.clock));
         }
         s.spawn(|| crate::steer::watch(&server, opts.stop, &run_stop, &done, &died, &steer));
         let r = run_clients(sc, &clients, &run_stop);
@@ -398,11 +402,11 @@ pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Res
 /// Samples the emulated links' counters once a second while the players run.
 /// The emulated links' counters once a second of the run's clock (from the players' start, as
 /// the traffic, the progress and the commands' marks are).
-fn sample_links(e: &EmuRun, clock: &Progress, done: &AtomicBool, series: &Mutex<Vec<crate::report::LinkSeries>>) {
+fn sample_links(e: &EmuRun, p: &Progress, done: &AtomicBool, series: &Mutex<Vec<crate::report::LinkSeries>>, clock: &dyn Clock) {
     let mut next = 0.0;
     while !done.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(50));
-        let Some(t) = run_clock_s(clock) else { continue };
+        clock.sleep(Duration::from_millis(50));
+        let Some(t) = run_clock_s(p, clock) else { continue };
         if t >= next {
             if let Some(links) = e.links() {
                 let mut s = series.lock().unwrap_or_else(|p| p.into_inner());
@@ -414,10 +418,10 @@ fn sample_links(e: &EmuRun, clock: &Progress, done: &AtomicBool, series: &Mutex<
 }
 
 /// Now on the run's one clock: seconds since the players' common start (`None` before it).
-pub(crate) fn run_clock_s(p: &Progress) -> Option<f64> {
+pub(crate) fn run_clock_s(p: &Progress, clock: &dyn Clock) -> Option<f64> {
     match p.t0_real_ns.load(Ordering::Relaxed) {
         0 => None,
-        t0 => Some(horde_engine::clock::real_ns().saturating_sub(t0) as f64 / 1e9),
+        t0 => Some(clock.real_ns().saturating_sub(t0) as f64 / 1e9),
     }
 }
 
@@ -442,17 +446,25 @@ fn empty_report(client: &SendReport) -> SendReport {
 /// Reports progress once a second: rates over the last second and players per category. Ticks
 /// keep to the wall clock's seconds; when a busy machine delays one, its rates are still per
 /// second (counts over the interval it covers, divided by its length).
-pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, up: &crate::server::LiveServer, done: &AtomicBool, events: Events) {
-    let mut loss = LossFollower::new(horde_engine::clock::real_ns());
+pub(crate) fn progress(
+    sc: &Scenario,
+    players: &players::Players,
+    p: &Progress,
+    up: &crate::server::LiveServer,
+    done: &AtomicBool,
+    events: Events,
+    clock: &dyn Clock,
+) {
+    let mut loss = LossFollower::new(clock.real_ns());
     let mut last = [0u64; 4];
     let mut down = horde_engine::live::DelayWindow::default();
     let mut last_class = p.by_class.totals();
     let (mut next, mut last_t) = (1.0f64, 0.0f64);
     let rates = crate::ModelRates::of(players);
     while !done.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(50));
+        clock.sleep(Duration::from_millis(50));
         // ticks are seconds of the run's clock, as the report's charts and the commands' marks
-        let Some(t) = run_clock_s(p) else { continue };
+        let Some(t) = run_clock_s(p, clock) else { continue };
         if t < next {
             continue;
         }
@@ -501,7 +513,7 @@ pub(crate) fn progress(sc: &Scenario, players: &players::Players, p: &Progress, 
             down_delay_ms: down.take(&p.delay).map(|w| [w.p50_ms, w.p99_ms]),
             // the server side's last second (it counts on its own clock's seconds)
             up_delay_ms: server.delay.take(),
-            loss: loss.next(&p.seconds, &server, horde_engine::clock::real_ns()).map(Box::new),
+            loss: loss.next(&p.seconds, &server, clock.real_ns()).map(Box::new),
             category_rates,
             category_live: Vec::new(),
             circuits: None,

@@ -161,7 +161,7 @@ pub fn run(part: &Part, input: impl BufRead + Send + 'static, output: impl Write
     };
     let listening = |addr| say(&PartEvent::Listening { addr });
     if let Some(cfg) = crate::circuits::Config::of(&sc)? {
-        crate::circuits::serve(&sc, &cfg, out, key, stop, listening)?;
+        crate::circuits::serve(&sc, &cfg, out, key, stop, listening, &horde_engine::clock::System)?;
         return Ok(());
     }
     let (tx, commands) = crate::control::Commands::channel();

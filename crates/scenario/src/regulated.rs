@@ -43,7 +43,7 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
     let run_stop = AtomicBool::new(false);
     let server = Mutex::new(server);
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
-    let steer = crate::steer::Steer::new(opts.commands, None, &client_progress, emu.as_ref(), opts.events, timeline);
+    let steer = crate::steer::Steer::new(opts.commands, None, &client_progress, emu.as_ref(), opts.events, timeline, opts.clock);
     let live = Mutex::new(None);
     let clients = std::thread::scope(|s| {
         let (done_r, p, pl, live) = (&done, &client_progress, &players, &live);
@@ -58,9 +58,9 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
             }
             e => (opts.events)(e),
         };
-        s.spawn(move || progress(sc, pl, p, &Default::default(), done_r, &events));
+        s.spawn(move || progress(sc, pl, p, &Default::default(), done_r, &events, opts.clock));
         s.spawn(|| crate::steer::watch(&server, opts.stop, &run_stop, &done, &died, &steer));
-        let r = run_clients(sc, cfg, shard, addr, &key, &netns, &client_progress, &run_stop, Some(live));
+        let r = run_clients(sc, cfg, shard, addr, &key, &netns, &client_progress, &run_stop, Some(live), opts.clock);
         done.store(true, Ordering::Relaxed);
         r
     });

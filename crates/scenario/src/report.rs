@@ -78,16 +78,9 @@ impl Usage {
     /// for that child alone: `RUSAGE_CHILDREN` would also hold whatever the process that exec'd
     /// horde had reaped, e.g. `cargo run`'s build).
     pub fn now() -> Usage {
-        let get = |who| {
-            // SAFETY: getrusage fills a plain struct.
-            let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-            unsafe { libc::getrusage(who, &mut u) };
-            let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-            (t(u.ru_utime) + t(u.ru_stime), u.ru_maxrss as u64)
-        };
-        let (c, cr) = get(libc::RUSAGE_SELF);
+        let own = horde_sys::host::own_usage();
         let (s, sr) = crate::child::child_usage().unwrap_or((0.0, 0));
-        Usage { client_cpu_s: c, client_max_rss_kb: cr, server_cpu_s: s, server_max_rss_kb: sr }
+        Usage { client_cpu_s: own.cpu_s, client_max_rss_kb: own.max_rss_kb, server_cpu_s: s, server_max_rss_kb: sr }
     }
 }
 

@@ -77,12 +77,19 @@ pub type LiveServer = Arc<std::sync::Mutex<ServerLive>>;
 /// percentiles (none when nothing arrived) and the seconds of departures it closed.
 /// What else a server side does besides serving: follow the run's commands, report its live
 /// delay, hand its log to a tap as it is written.
-#[derive(Default)]
 pub struct ServeHooks<'a> {
     /// The run's stamped changes of the online target (see [`crate::control::follow`]).
     pub commands: Option<&'a crate::control::Commands>,
     pub live: Option<OnLive<'a>>,
     pub log_tap: horde_engine::logger::TapSlot,
+    /// The clock the live figures' seconds are read on (by default the machine's).
+    pub clock: &'a dyn horde_engine::clock::Clock,
+}
+
+impl Default for ServeHooks<'_> {
+    fn default() -> Self {
+        ServeHooks { commands: None, live: None, log_tap: Default::default(), clock: &horde_engine::clock::System }
+    }
 }
 
 pub type OnLive<'a> = &'a (dyn Fn(Option<horde_engine::live::Percentiles>, &[ServerSecond]) + Sync);
@@ -123,7 +130,7 @@ pub fn run_key(sc: &Scenario) -> Result<RunKey, Error> {
 /// `out/server.hlog` and writes its report to `out/server.json`. `on_listening` gets the bound
 /// address before the first connection is accepted.
 pub fn serve(sc: &Scenario, out: &Path, key: RunKey, stop: &AtomicBool, on_listening: impl FnOnce(SocketAddr), hooks: ServeHooks) -> Result<SendReport, Error> {
-    let ServeHooks { commands, live, log_tap } = hooks;
+    let ServeHooks { commands, live, log_tap, clock } = hooks;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display())).map_err(Error::Failed)?;
     let players = Arc::new(players::plan(sc, stop)?);
     let roster = players.roster.clone();
@@ -159,12 +166,12 @@ pub fn serve(sc: &Scenario, out: &Path, key: RunKey, stop: &AtomicBool, on_liste
                 let mut w = horde_engine::live::DelayWindow::default();
                 let start = horde_engine::clock::Stopwatch::start();
                 let mut next = std::time::Duration::from_secs(1);
-                let mut next_sec = horde_engine::clock::real_ns() / 1_000_000_000;
+                let mut next_sec = clock.real_ns() / 1_000_000_000;
                 while !done.load(std::sync::atomic::Ordering::Relaxed) {
                     std::thread::park_timeout(next.saturating_sub(start.elapsed()));
                     if start.elapsed() >= next {
                         next += std::time::Duration::from_secs(1);
-                        let secs: Vec<ServerSecond> = closed_seconds(&progress.seconds, &mut next_sec, horde_engine::clock::real_ns())
+                        let secs: Vec<ServerSecond> = closed_seconds(&progress.seconds, &mut next_sec, clock.real_ns())
                             .into_iter()
                             .map(|(sec, down_sent, up_arrived)| ServerSecond { sec, down_sent, up_arrived })
                             .collect();

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use horde_engine::clock::Clock;
 use horde_engine::sender::Progress;
 use horde_model::roster::Roster;
 
@@ -40,6 +41,7 @@ pub(crate) struct Steer<'a> {
     pub marks: Mutex<Vec<(f64, String)>>,
     /// The scenario's `[[at]]` entries, played through the same path as the channel's commands.
     timeline: Mutex<crate::control::Timeline>,
+    clock: &'a dyn Clock,
 }
 
 impl<'a> Steer<'a> {
@@ -50,9 +52,10 @@ impl<'a> Steer<'a> {
         emu: Option<&'a EmuRun<'a>>,
         events: Events<'a>,
         timeline: Vec<(u64, Command)>,
+        clock: &'a dyn Clock,
     ) -> Steer<'a> {
         let timeline = Mutex::new(crate::control::Timeline::new(timeline));
-        Steer { commands, roster, progress, emu, events, commanded: AtomicBool::new(false), marks: Mutex::new(Vec::new()), timeline }
+        Steer { commands, roster, progress, emu, events, commanded: AtomicBool::new(false), marks: Mutex::new(Vec::new()), timeline, clock }
     }
 
     /// The next timeline entry due now (none before the players start).
@@ -69,7 +72,7 @@ impl<'a> Steer<'a> {
         if t0 == 0 {
             0
         } else {
-            horde_engine::clock::real_ns().saturating_sub(t0)
+            self.clock.real_ns().saturating_sub(t0)
         }
     }
 
@@ -167,12 +170,12 @@ pub(crate) fn watch(
         let exited = server.lock().ok().and_then(|mut c| c.exited());
         if let Some(status) = exited {
             if !stop.load(Ordering::Relaxed) {
-                *died.lock().unwrap_or_else(|p| p.into_inner()) = Some((status, horde_engine::clock::real_ns()));
+                *died.lock().unwrap_or_else(|p| p.into_inner()) = Some((status, steer.clock.real_ns()));
             }
             run_stop.store(true, Ordering::Relaxed);
             break;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        steer.clock.sleep(Duration::from_millis(50));
     }
     while let Some(c) = steer.commands.and_then(|c| c.try_next()) {
         (steer.events)(&Event::Reply(Reply::refused(c.id, "the run is stopping: it takes no more commands".into())));

@@ -80,6 +80,30 @@ pub fn raise_fd_limit() -> u64 {
     r.rlim_cur
 }
 
+/// The time a driver above the engine runs on, handed to it rather than read (the engine's
+/// pacing reads the clocks itself): the wall clock, and waiting between two looks at what it
+/// drives. [`System`] is the machine's; a test can hand a driver a clock it steps itself.
+pub trait Clock: Send + Sync {
+    /// CLOCK_REALTIME, ns since the Unix epoch.
+    fn real_ns(&self) -> u64;
+    /// Waits `d` (a driver's look interval).
+    fn sleep(&self, d: std::time::Duration);
+}
+
+/// The machine's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct System;
+
+impl Clock for System {
+    fn real_ns(&self) -> u64 {
+        real_ns()
+    }
+
+    fn sleep(&self, d: std::time::Duration) {
+        std::thread::sleep(d)
+    }
+}
+
 /// Whole seconds since the Unix epoch (names of report directories).
 pub fn unix_secs() -> u64 {
     real_ns() / 1_000_000_000

@@ -192,6 +192,38 @@ pub fn allowed_p99_us(floor: &Floor) -> f64 {
     (1.5 * floor.p99_us).max(20.0)
 }
 
+/// A process's own CPU seconds (user + system) and peak resident memory (kB).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    pub cpu_s: f64,
+    pub max_rss_kb: u64,
+}
+
+impl Usage {
+    pub(crate) fn of(ru: &libc::rusage) -> Usage {
+        let seconds = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        Usage { cpu_s: seconds(ru.ru_utime) + seconds(ru.ru_stime), max_rss_kb: ru.ru_maxrss as u64 }
+    }
+}
+
+/// This process's own usage so far.
+pub fn own_usage() -> Usage {
+    // SAFETY: getrusage fills a plain struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    Usage::of(&u)
+}
+
+/// User and system CPU seconds of process `pid` so far (from `/proc/PID/stat`).
+pub fn process_cpu(pid: u32) -> Option<(f64, f64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // SAFETY: sysconf only reads a constant.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some((f.get(11)?.parse::<f64>().ok()? / tick, f.get(12)?.parse::<f64>().ok()? / tick))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

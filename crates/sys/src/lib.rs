@@ -1,6 +1,6 @@
 //! Horde's operating-system floor, below the engine and the emulator: the clocks and the precise
 //! wait (`clock`), a readiness set with a nanosecond wait (`epoll`), entering a network namespace
-//! (`netns`), what the host takes from a run — steal time and the busy-wait floor (`host`) —,
+//! (`netns`), opening what a user names (`fs`), what the host takes from a run — steal time and the busy-wait floor (`host`) —,
 //! Horde's own binary as a child with a typed task (`own`), and secrets from the kernel
 //! (`random_secret`).
 //!
@@ -10,6 +10,7 @@
 
 pub mod clock;
 pub mod epoll;
+pub mod fs;
 pub mod host;
 pub mod netns;
 pub mod own;

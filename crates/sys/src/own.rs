@@ -129,6 +129,74 @@ pub fn spawn(kind: Kind, id: &str, task: &impl Serialize, tie: Tie) -> io::Resul
     Ok(child)
 }
 
+/// The signal a child tied to us gets when we die ([`Tie::death_signal`], [`arm`]).
+pub const DIE_WITH_US: i32 = libc::SIGKILL;
+
+/// How a child of ours ended, if it has — without reaping it, so that [`reap`] still gets its
+/// own resource usage.
+pub fn exited(child: &mut Child) -> Option<String> {
+    // SAFETY: waitid fills a plain siginfo for our own child; WNOWAIT leaves it unreaped.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::waitid(libc::P_PID, child.id() as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+    if r != 0 {
+        // Reaped already (or not ours): ask the standard library, which keeps the status.
+        return child.try_wait().ok().flatten().map(|s| s.to_string());
+    }
+    // SAFETY: si_pid and si_status are valid for a CLD_* siginfo.
+    let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+    if pid == 0 {
+        return None;
+    }
+    Some(match info.si_code {
+        libc::CLD_EXITED => format!("exit status: {status}"),
+        _ => format!("signal: {status}"),
+    })
+}
+
+/// Asks a child of ours to stop (SIGTERM): it ends its run and writes what it has.
+pub fn terminate(child: &Child) {
+    // SAFETY: signalling our own child by pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+}
+
+/// Asks a child of ours to stop ([`terminate`]), gives it `grace` to do so, then kills it; reaped
+/// either way.
+pub fn stop_within(child: &mut Child, grace: std::time::Duration) {
+    terminate(child);
+    let t = crate::clock::Stopwatch::start();
+    while t.elapsed() < grace {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Waits for a child of ours and takes its own resource usage (from wait4: not
+/// `RUSAGE_CHILDREN`, which also holds whatever else this process reaped). `None` for the usage
+/// when the standard library had reaped it already.
+pub fn reap(child: &mut Child) -> io::Result<(std::process::ExitStatus, Option<crate::host::Usage>)> {
+    use std::os::unix::process::ExitStatusExt as _;
+    let mut status = 0;
+    // SAFETY: waiting for our own child by pid; `ru` is a plain struct wait4 fills.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = loop {
+        let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+        if r >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break r;
+        }
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        // Reaped already by the standard library: its status is kept there.
+        return if e.raw_os_error() == Some(libc::ECHILD) { child.wait().map(|s| (s, None)) } else { Err(e) };
+    }
+    let usage = crate::host::Usage::of(&ru);
+    Ok((std::process::ExitStatus::from_raw(status), Some(usage)))
+}
+
 /// The child's side: reads and checks its task line (`kind` and `id` as its arguments say).
 pub fn read_task<T: DeserializeOwned>(input: &mut impl BufRead, kind: Kind, id: &str) -> io::Result<T> {
     let mut line = Vec::new();

@@ -162,16 +162,15 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
                 };
                 let serve = || match cfg {
                     // The circuits are in the server side's file (collected); the report counts them.
-                    Some(cfg) => {
-                        horde_scenario::circuits::serve(&sc2, &cfg, &dir2, key2, &stop2, listening).map(|c| serde_json::json!({ "circuits": c.len() }))
-                    }
+                    Some(cfg) => horde_scenario::circuits::serve(&sc2, &cfg, &dir2, key2, &stop2, listening, &horde_engine::clock::System)
+                        .map(|c| serde_json::json!({ "circuits": c.len() })),
                     None => horde_scenario::serve(
                         &sc2,
                         &dir2,
                         key2,
                         &stop2,
                         listening,
-                        horde_scenario::ServeHooks { commands: Some(&commands), live: None, log_tap: server_tap },
+                        horde_scenario::ServeHooks { commands: Some(&commands), log_tap: server_tap, ..Default::default() },
                     )
                     .map(|r| serde_json::to_value(r).unwrap_or_default()),
                 };
@@ -347,10 +346,11 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
                 let (sc, cfg, file) = (sc.clone(), cfg.clone(), r.dir.join(horde_scenario::circuits::CLIENT_FILE));
                 let spawned = std::thread::Builder::new().name("horde-agent-circuits".into()).spawn(move || {
                     wait_until(at_ns, &stop);
-                    let r = horde_scenario::circuits::run_clients(&sc, &cfg, shard, server, &key, &[], &progress, &stop, None).and_then(|c| {
-                        std::fs::write(&file, serde_json::to_vec(&c)?).with_context(|| format!("writing {}", file.display()))?;
-                        Ok(serde_json::json!({ "circuits": c.len(), "joined": c.iter().filter(|c| c.joined_s.is_some()).count() }))
-                    });
+                    let r = horde_scenario::circuits::run_clients(&sc, &cfg, shard, server, &key, &[], &progress, &stop, None, &horde_engine::clock::System)
+                        .and_then(|c| {
+                            std::fs::write(&file, serde_json::to_vec(&c)?).with_context(|| format!("writing {}", file.display()))?;
+                            Ok(serde_json::json!({ "circuits": c.len(), "joined": c.iter().filter(|c| c.joined_s.is_some()).count() }))
+                        });
                     let _ = tx.send(finished("clients", r.map_err(|e| format!("{e:#}"))));
                 });
                 match spawned {

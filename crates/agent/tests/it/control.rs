@@ -141,6 +141,7 @@ fn a_run_over_agents_matches_the_same_run_on_one_machine() {
             events: &|_| {},
             stop: &stop,
             commands: None,
+            clock: &horde_engine::clock::System,
         },
     )
     .unwrap();

@@ -65,7 +65,7 @@ pub fn stop_only<T>(commands: Option<Commands>, stop: &AtomicBool, kind: &str, r
     std::thread::scope(|s| {
         s.spawn(|| {
             while !done.load(Ordering::Relaxed) {
-                while let Some(c) = commands.try_next() {
+                if let Some(c) = commands.next_within(Duration::from_millis(50)) {
                     let r = match c.command {
                         Ok(Command::Stop {}) if stop.load(Ordering::Relaxed) => Reply::refused(c.id, format!("the {kind} is stopping already")),
                         Ok(Command::Stop {}) => {
@@ -77,7 +77,6 @@ pub fn stop_only<T>(commands: Option<Commands>, stop: &AtomicBool, kind: &str, r
                     };
                     reply(&r);
                 }
-                std::thread::sleep(Duration::from_millis(50));
             }
         });
         let r = f();

@@ -1,3 +1,4 @@
+use horde_sys::clock::Clock as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -124,7 +125,8 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
             let sopts = SendOptions { log: Some(out.join("send.hlog")), ..Default::default() };
             Ok(sender::run(flows, &sopts, stop)?)
         })();
-        std::thread::sleep(Duration::from_millis(300));
+        // the last datagrams reach the receiver before it stops
+        horde_sys::clock::System.sleep(Duration::from_millis(300));
         rx_stop.store(true, Ordering::Relaxed);
         (h.join().expect("receiver thread"), send)
     });

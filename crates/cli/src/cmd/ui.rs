@@ -1,6 +1,7 @@
 //! `horde ui`: the live console (`horde-console`) — start scenarios, watch their events and
 //! steer them from a browser; and `horde run … --ui ADDR`, the same console attached to one run.
 
+use horde_sys::clock::Clock as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,8 +63,9 @@ pub fn run(a: Args, stop: &AtomicBool) -> Outcome {
         say!("horde ui: its certificate (made for this start) is {}: trust it in the browser, or curl --cacert it", cert.display());
     }
     say!("horde ui: runs write their reports under {}/; Ctrl-C stops the console (its runs stop first and report)", a.runs.display());
+    let clock = horde_sys::clock::System;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
+        clock.sleep(Duration::from_millis(100));
     }
     let running: Vec<u32> = hub.list().into_iter().filter(|r| r.state == RunState::Running).map(|r| r.id).collect();
     if !running.is_empty() {
@@ -73,7 +75,7 @@ pub fn run(a: Args, stop: &AtomicBool) -> Outcome {
         }
         let t = horde_sys::clock::Stopwatch::start();
         while hub.list().iter().any(|r| r.state == RunState::Running) && t.elapsed() < DRAIN {
-            std::thread::sleep(Duration::from_millis(100));
+            clock.sleep(Duration::from_millis(100));
         }
     }
     console.stop();
@@ -116,6 +118,6 @@ pub fn finished(console: horde_console::Console, r: &Outcome) {
         console.hub.finish(info.id, code);
     }
     // Open streams get the last lines before the console goes.
-    std::thread::sleep(Duration::from_millis(300));
+    horde_sys::clock::System.sleep(Duration::from_millis(300));
     console.stop();
 }

@@ -379,7 +379,22 @@ fn agents_stream_their_logs_to_a_live_log_server_during_the_run() {
     let body = |p: &Path| std::fs::read(p).unwrap()[32..].to_vec();
     // 2,000 packets plus the flow's two endpoint records, each side; no gap record.
     let (s_rec, r_rec) = (body(&sent), body(&recvd));
-    assert_eq!(s_rec.len() / 40, 2002, "sender's log at the log server");
+    // The log server's copy is the sending agent's own log (collected into out/agents/), record
+    // for record.
+    let own: Vec<PathBuf> =
+        std::fs::read_dir(out.join("agents")).unwrap().filter_map(|e| e.ok().map(|e| e.path().join("send.hlog"))).filter(|p| p.is_file()).collect();
+    assert_eq!(own.len(), 1, "one sending agent's log collected: {own:?}");
+    assert!(body(&own[0]) == s_rec, "the log server's copy differs from the agent's own log ({} vs {} bytes)", s_rec.len(), body(&own[0]).len());
+    if s_rec.len() / 40 != 2002 {
+        let dec = Command::new(HORDE).args(["decode", sent.to_str().unwrap(), "-q"]).output().unwrap();
+        panic!(
+            "sender's log at the log server: {} records, not 2,002 (2,000 packets and 2 endpoint records)\ncontroller:\n{}\ndecode of that log:\n{}{}",
+            s_rec.len() / 40,
+            ctl.text(),
+            String::from_utf8_lossy(&dec.stdout),
+            String::from_utf8_lossy(&dec.stderr)
+        );
+    }
     assert!(r_rec.len() / 40 >= 2002, "receiver's log at the log server: {} records", r_rec.len() / 40);
     assert!(s_rec.chunks(40).chain(r_rec.chunks(40)).all(|r| r[38] != 6), "no gaps");
     assert!(size() > mid);

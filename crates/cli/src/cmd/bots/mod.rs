@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use horde_engine::clock::Stopwatch;
+use horde_engine::clock::{Clock, Stopwatch};
 
 use anyhow::Context;
 use horde_engine::bots::{self, BotsOptions, BotsReport};
@@ -290,19 +290,21 @@ fn run_once(
     opts.live = live.clone();
     let probe_ns = args.place.as_ref().map(|p| p.clients[0].clone());
     let status = |a: SocketAddr| status(a, probe_ns.as_deref());
+    // The bots' driver looks at the machine's clock (this command is where it is chosen).
+    let clock: &dyn Clock = &horde_sys::clock::System;
     let t0 = Stopwatch::start();
     let pids: Vec<u32> = servers.iter().map(|s| s.child.id()).collect();
     let cpu = || -> (Option<f64>, Vec<Option<f64>>, f64) { (None, pids.iter().map(|&p| proc_cpu(p)).collect(), self_cpu()) };
     let sleep_until = |d: Duration| {
         while t0.elapsed() < d && !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(50));
+            clock.sleep(Duration::from_millis(50));
         }
     };
     let done = std::sync::atomic::AtomicBool::new(false);
     let report = std::thread::scope(|sc| {
         if let Some(live) = &live {
             let (done, t0) = (&done, &t0);
-            sc.spawn(move || progress_lines(live, done, t0));
+            sc.spawn(move || progress_lines(live, done, t0, clock));
         }
         let h = sc.spawn(|| {
             sleep_until(args.ramp + args.warmup);
@@ -322,7 +324,7 @@ fn run_once(
             while !done.load(std::sync::atomic::Ordering::Relaxed) && !pids.is_empty() {
                 let due = Duration::from_secs(k);
                 while t0.elapsed() < due && !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(20));
+                    clock.sleep(Duration::from_millis(20));
                 }
                 if t0.elapsed() < due {
                     break;
@@ -345,7 +347,7 @@ fn run_once(
     let (report, peek, cpu_series) = (report.0, report.1, report.2);
     let mut report = report.context("running the bots")?;
     report.server_cpu = cpu_series;
-    std::thread::sleep(Duration::from_millis(300));
+    clock.sleep(Duration::from_millis(300));
     let mut x = Extras::default();
     if let Some((s0, s1, bots_s, secs, listed)) = peek {
         x.bots_cpu_pct = bots_s / secs * 100.0;
@@ -373,11 +375,11 @@ fn run_once(
 
 /// The engine's options for one run of `n` bots on `addrs`.
 /// `--progress json`: a line a second on standard error until the bots are done.
-fn progress_lines(live: &bots::BotsLive, done: &AtomicBool, t0: &Stopwatch) {
+fn progress_lines(live: &bots::BotsLive, done: &AtomicBool, t0: &Stopwatch, clock: &dyn Clock) {
     use std::sync::atomic::Ordering::Relaxed;
     let (mut window, mut last, mut last_sent, mut next) = (horde_engine::live::DelayWindow::default(), 0u64, 0u64, 1.0f64);
     while !done.load(Relaxed) {
-        std::thread::sleep(Duration::from_millis(50));
+        clock.sleep(Duration::from_millis(50));
         let t = t0.elapsed().as_secs_f64();
         if t < next {
             continue;

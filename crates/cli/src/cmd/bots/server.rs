@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use horde_engine::clock::Stopwatch;
+use horde_engine::clock::{Clock as _, Stopwatch};
 
 use anyhow::Context;
 
@@ -21,16 +21,7 @@ pub(super) struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t = Stopwatch::start();
-        while t.elapsed() < Duration::from_secs(3) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        horde_sys::own::stop_within(&mut self.child, Duration::from_secs(3));
     }
 }
 
@@ -54,7 +45,7 @@ pub(super) fn start_server(args: &Args, dir: &std::path::Path, index: usize, max
     let fd = place.map(|p| std::os::fd::AsRawFd::as_raw_fd(&*p.server_ns));
     // The game server dies with us, even when we are SIGKILLed (no orphan holding the port and
     // a core); if we died before it started, it does not start at all.
-    horde_sys::own::arm(&mut cmd, Some(libc::SIGKILL), false, fd, || Ok(()));
+    horde_sys::own::arm(&mut cmd, Some(horde_sys::own::DIE_WITH_US), false, fd, || Ok(()));
     let child = cmd
         .args(["+set", "dedicated", "1", "+set", "net_ip", &ip.to_string(), "+set", "net_port", &port.to_string()])
         .args(["+set", "sv_maxclients", &max.to_string(), "+set", "sv_pure", "0", "+set", "sv_fps", &args.sv_fps.to_string()])
@@ -71,26 +62,16 @@ pub(super) fn start_server(args: &Args, dir: &std::path::Path, index: usize, max
         if status(server.addr, place.map(|p| &*p.clients[0])).is_some() {
             return Ok(server);
         }
-        std::thread::sleep(Duration::from_millis(200));
+        horde_sys::clock::System.sleep(Duration::from_millis(200));
     }
     anyhow::bail!("the server did not answer within 30 s; see {}", server.log.display())
 }
 
-/// User and system CPU seconds of a process so far.
-pub(super) fn proc_cpu_split(pid: u32) -> Option<(f64, f64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some((f.get(11)?.parse::<f64>().ok()? / tick, f.get(12)?.parse::<f64>().ok()? / tick))
-}
+pub(super) use horde_sys::host::process_cpu as proc_cpu_split;
 
 /// This process's user + system CPU seconds so far.
 pub(super) fn self_cpu() -> f64 {
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(u.ru_utime) + tv(u.ru_stime)
+    horde_sys::host::own_usage().cpu_s
 }
 
 /// User + system CPU seconds of a process so far.

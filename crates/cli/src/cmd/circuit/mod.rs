@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use horde_engine::clock::real_ns;
+use horde_engine::clock::{Clock as _, System};
 use horde_engine::shell::{Crowd, Listening, Until};
 use horde_proto::endpoint::{EndReason, Ended, Endpoint, JoinError, Joiner, Joining};
 use horde_proto::gate::{Gate, GateConfig};
@@ -209,7 +209,7 @@ fn serve(a: ServeArgs, stop: &AtomicBool) -> Outcome {
         horde_engine::random_secret().context("drawing the cookie secret")?,
     );
     say!("horde circuit: serving on {} ({} regulator), Ctrl-C stops", sock.local_addr().context("the bound address")?, mode.name());
-    let t0 = real_ns();
+    let t0 = System.real_ns();
     let mut host = Serving { a: &a, mode, model, script, backlog, csv: Csv::open(&a.csv)?, joined: 0, closed: Vec::new() };
     horde_engine::shell::listen(&sock, Endpoint::new(gate), &mut host, t0, Until { stop, end_ns: t0 + a.duration.as_nanos() as u64 })
         .context("the server side")?;
@@ -279,7 +279,7 @@ fn join(a: JoinArgs, stop: &AtomicBool) -> Outcome {
         .map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
     let key = a.key.key()?;
     let socks = horde_engine::shell::client_sockets(a.server, a.bind, 1, &[]).context("the client's socket")?;
-    let t0 = real_ns();
+    let t0 = System.real_ns();
     // The join asks for what the throttle may ever ask: the server caps the circuit there.
     let mut members = [Joiner::new(key, 0, asked_kbps(kind.max_bps(Limits::default())), t0)];
     // The duration counts from the join (greeting gives up by itself after 5 s).

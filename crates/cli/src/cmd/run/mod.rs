@@ -129,7 +129,8 @@ pub fn execute(
 ) -> Outcome {
     let printer = Printer::new(sc, progress);
     let events = |e: &Event| printer.event(e);
-    let opts = RunOptions { out, scenario_file: scenario, server: ServerSide::Child, shard: None, events: &events, stop, commands };
+    let opts =
+        RunOptions { out, scenario_file: scenario, server: ServerSide::Child, shard: None, events: &events, stop, commands, clock: &horde_sys::clock::System };
     if let Some(cfg) = horde_scenario::circuits::Config::of(sc)? {
         return circuits(sc, &cfg, &opts, &printer);
     }
