@@ -91,7 +91,7 @@ pub(crate) fn addresses(agents: &[AgentSpec], server: &ServerPlace) -> anyhow::R
 /// The players' plan, noted.
 fn plan(sc: &Scenario, fleet: &Fleet, stop: &AtomicBool) -> anyhow::Result<std::sync::Arc<horde_scenario::Players>> {
     let t_plan = Instant::now();
-    let players = std::sync::Arc::new(horde_scenario::plan(sc, stop).map_err(|e| e.into_anyhow())?);
+    let players = std::sync::Arc::new(horde_scenario::plan(sc, sc.players, stop).map_err(|e| e.into_anyhow())?);
     fleet.note(format!(
         "{} {} players for {:.0} s planned in {:.2} s (seed {})",
         sc.players,
@@ -149,7 +149,7 @@ pub(crate) fn play<'a>(
     let players = plan(sc, &fleet, opts.stop)?;
     planned(&players);
     let (sc2, p2) = (sc.clone(), players.clone());
-    fleet.set_categories(Box::new(move |t_s| horde_scenario::categories_at(&sc2, &p2.segments, &p2.roster, t_s)));
+    fleet.set_categories(Box::new(move |t_s| horde_scenario::categories_at(&sc2, &p2, t_s)));
     let timeline = horde_scenario::control::timeline(sc).map_err(|m| anyhow::anyhow!("{}: {m}", sc.name))?;
     fleet.steer(opts.commands, sc.regulation.is_none().then(|| players.roster.clone()), timeline, emu.as_ref().map(|e| e.exp.clone()));
     let weights: Vec<u32> = agents.iter().map(|a| a.weight).collect();

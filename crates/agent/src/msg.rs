@@ -495,7 +495,7 @@ mod tests {
                 key: "00".repeat(32),
                 deadman_ms: 3000,
                 work: Work::Scenario(ScenarioPart {
-                    scenario: horde_scenario::part::ScenarioWork { name: "s".into(), scenario: "players = 2".into(), service: None, players: 10, online: None },
+                    scenario: horde_scenario::part::ScenarioWork { name: "s".into(), scenario: "players = 2".into(), service: None, players: 10, online: None, max_players: None },
                     server: None,
                     players: Some(0..10),
                     server_addr: Some("127.0.0.1:9".parse().unwrap()),

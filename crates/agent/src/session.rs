@@ -310,7 +310,7 @@ mod tests {
             key: "ab".repeat(32),
             deadman_ms: 3000,
             work: Work::Scenario(crate::msg::ScenarioPart {
-                scenario: horde_scenario::part::ScenarioWork { name: "s".into(), scenario: String::new(), service: None, players: 10, online: None },
+                scenario: horde_scenario::part::ScenarioWork { name: "s".into(), scenario: String::new(), service: None, players: 10, online: None, max_players: None },
                 server: None,
                 players: Some(0..10),
                 server_addr: Some("127.0.0.1:9".parse().unwrap()),

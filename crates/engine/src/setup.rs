@@ -40,7 +40,7 @@ pub fn open_all(jobs: Vec<Job>, opts: &SendOptions) -> Result<Vec<Slot>, EngineE
     jobs.into_iter().map(|j| open(j, opts)).collect()
 }
 
-fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
+pub(crate) fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
     let flow = job.flow;
     let who = format!("flow {} (`{}`)", flow.id, flow.name);
     let connect_at = if flow.transport == Transport::Tcp { job.connect_at_ns } else { None };

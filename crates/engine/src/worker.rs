@@ -162,6 +162,8 @@ pub struct WorkerResult {
     pub interrupted: bool,
     pub refusals: Refusals,
     pub end_real_ns: u64,
+    /// Flows added while the run went whose socket could not be opened.
+    pub not_opened: u64,
 }
 
 pub struct Worker {
@@ -204,6 +206,11 @@ pub struct Worker {
     sent_by_second: Vec<u64>,
     /// Departures more than 1 ms late, exactly (the histogram's count is bucketed).
     late_over_1ms: u64,
+    /// Flows added while the run went whose socket could not be opened.
+    not_opened: u64,
+    /// UDP flows added while the run goes, validating their address before they start (as
+    /// every flow at the start does before the first departure).
+    validating: Vec<usize>,
 }
 
 /// Seconds of a run whose late departures are counted one by one (a day; later ones only in
@@ -274,6 +281,8 @@ impl Worker {
             late_by_second: Vec::new(),
             sent_by_second: Vec::new(),
             late_over_1ms: 0,
+            not_opened: 0,
+            validating: Vec::new(),
         })
     }
 
@@ -325,11 +334,13 @@ impl Worker {
             }
             self.heap.pop();
             if self.slots[i].conn.connect_at.is_some() {
-                self.join(i);
+                if self.join(i) {
+                    self.schedule(i);
+                }
             } else {
                 self.send_due(i, now - self.t0_mono);
+                self.schedule(i);
             }
-            self.schedule(i);
         }
         if interrupted {
             for i in 0..self.slots.len() {
@@ -349,6 +360,7 @@ impl Worker {
             interrupted,
             refusals: self.refusals.clone(),
             end_real_ns: real_ns(),
+            not_opened: self.not_opened,
         })
     }
 
@@ -374,11 +386,73 @@ impl Worker {
         self.schedule(i);
     }
 
-    /// A flow whose time has come to connect (a player joining): connect, register, greet.
-    fn join(&mut self, i: usize) {
+    /// Flows added while the run goes ([`crate::sender::Joining`]): each gets its socket now and
+    /// starts when its `connect_at_ns` comes up in the departure heap.
+    fn take_joining(&mut self) {
+        let Some(joining) = self.opts.joining.clone() else { return };
+        for job in joining.take() {
+            let at = job.connect_at_ns.unwrap_or(0);
+            match crate::setup::open(job, &self.opts) {
+                Ok(mut slot) => {
+                    slot.conn.connect_at = Some(at);
+                    self.slots.push(slot);
+                    self.heap.push(Reverse((at, self.slots.len() - 1)));
+                }
+                Err(e) => {
+                    tracing::warn!("a flow added during the run: {e}");
+                    self.not_opened += 1;
+                }
+            }
+        }
+    }
+
+    /// UDP flows added during the run: hellos until their address is validated, then their
+    /// start (the admitting hello, then their departures); one that got no answer is broken.
+    fn validate_joined(&mut self, now: u64) {
+        let mut k = 0;
+        while k < self.validating.len() {
+            let i = self.validating[k];
+            let state = self.slots[i].conn.greeter().map(|g| g.state());
+            if matches!(state, Some(GreetState::Asking)) {
+                self.send_hellos(i, now);
+                k += 1;
+                continue;
+            }
+            self.validating.swap_remove(k);
+            if matches!(state, Some(GreetState::GaveUp)) {
+                self.slots[i].conn.stats.errors += 1;
+                self.slots[i].conn.broke();
+            } else {
+                self.start_slot(i);
+            }
+        }
+    }
+
+    /// A flow whose time has come to connect (a player joining): connect, register, greet. A
+    /// UDP flow added during the run ([`Worker::take_joining`]) registers its reads and
+    /// validates its address first ([`Worker::validate_joined`]). True when its departures are
+    /// to be scheduled now (a UDP flow's are when it starts).
+    fn join(&mut self, i: usize) -> bool {
+        if self.slots[i].conn.transport() == Transport::Udp {
+            self.slots[i].conn.connect_at = None;
+            let fd = self.slots[i].fd();
+            let registered = self.poll.as_ref().is_some_and(|p| p.registry().register(&mut SourceFd(&fd), Token(i), Interest::READABLE).is_ok());
+            if !registered {
+                self.slots[i].conn.stats.errors += 1;
+                self.slots[i].conn.broke();
+                return false;
+            }
+            if self.slots[i].conn.greeter().is_some() {
+                self.send_hellos(i, mono_ns());
+                self.validating.push(i);
+            } else {
+                self.start_slot(i);
+            }
+            return false;
+        }
         let s = &mut self.slots[i];
         s.conn.connect_at = None;
-        let Sock::Own(sock) = &s.sock else { return };
+        let Sock::Own(sock) = &s.sock else { return true };
         let ok = net::start_connect(sock, s.dst).is_ok()
             && self
                 .poll
@@ -387,11 +461,12 @@ impl Worker {
         if !ok {
             s.conn.stats.errors += 1;
             s.conn.broke();
-            return;
+            return true;
         }
         s.conn.start(self.t0_real);
         self.log_ends(i);
         self.flush_tcp(i);
+        true
     }
 
     /// The log's endpoint records of slot `i`: a client's own socket → where it sends; a
@@ -453,6 +528,8 @@ impl Worker {
     /// Timers other than departures: greeters' retries, hello deadlines of pending connections,
     /// consent of UDP players.
     fn housekeeping(&mut self, now: u64) {
+        self.take_joining();
+        self.validate_joined(now);
         self.consent(now);
         self.icmp_housekeeping(now);
         let mut k = 0;

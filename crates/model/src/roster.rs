@@ -2,7 +2,8 @@
 //! how many of them — the first N by id — are online (`online`, default all). The run's command
 //! channel changes the target while it runs (Locust's "number of users"): players above a
 //! lowered target leave at once; players a raised target admits join over the scenario's own
-//! join ramp, counted from the change.
+//! join ramp, counted from the change. A target above the pool first grows the pool
+//! ([`Roster::grow`]: the new players planned on demand, each with its own join offset).
 //!
 //! Both sides of every connection decide with the same [`Roster`] whether a departure leaves,
 //! from its *schedule* time, so they agree on which APDUs exist without a message per player:
@@ -21,10 +22,15 @@ pub const MAX_CHANGES: usize = 10_000;
 /// The online target over a run's schedule time.
 #[derive(Debug)]
 pub struct Roster {
+    inner: RwLock<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     /// Each player's join offset within the ramp, ns (the scenario's `join` draw).
     join_ns: Vec<u64>,
     /// (schedule time ns, online target), times increasing; the first at 0.
-    changes: RwLock<Vec<(u64, u32)>>,
+    changes: Vec<(u64, u32)>,
 }
 
 /// Why a change was refused.
@@ -47,30 +53,37 @@ impl Roster {
         if online > pool {
             return Err(RosterError::OverPool { online, pool });
         }
-        Ok(Roster { join_ns, changes: RwLock::new(vec![(0, online)]) })
+        Ok(Roster { inner: RwLock::new(Inner { join_ns, changes: vec![(0, online)] }) })
     }
 
     /// Every player online for the whole run.
     pub fn everyone(join_ns: Vec<u64>) -> Roster {
         let n = join_ns.len() as u32;
-        Roster { join_ns, changes: RwLock::new(vec![(0, n)]) }
+        Roster { inner: RwLock::new(Inner { join_ns, changes: vec![(0, n)] }) }
     }
 
     pub fn pool(&self) -> u32 {
-        self.join_ns.len() as u32
+        self.read().join_ns.len() as u32
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<(u64, u32)>> {
-        self.changes.read().unwrap_or_else(|p| p.into_inner())
+    /// Adds players to the pool (offline until a target admits them), with their join offsets.
+    pub fn grow(&self, join_ns: impl IntoIterator<Item = u64>) {
+        self.inner.write().unwrap_or_else(|p| p.into_inner()).join_ns.extend(join_ns);
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Sets the target to `online` from schedule time `at_ns` on. A change at the same time as
     /// the last one replaces it.
     pub fn set(&self, at_ns: u64, online: u32) -> Result<(), RosterError> {
-        if online > self.pool() {
-            return Err(RosterError::OverPool { online, pool: self.pool() });
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let pool = inner.join_ns.len() as u32;
+        if online > pool {
+            return Err(RosterError::OverPool { online, pool });
         }
-        let mut ch = self.changes.write().unwrap_or_else(|p| p.into_inner());
+        let ch = &mut inner.changes;
         let last = *ch.last().expect("a roster starts with a target");
         if at_ns < last.0 {
             return Err(RosterError::OutOfOrder { at_ns, last_ns: last.0 });
@@ -89,7 +102,7 @@ impl Roster {
     /// is due: at `at_ns` if given (else `margin_ns` from now), never before the last change,
     /// refused when less than half the margin away. Returns the time it takes effect.
     pub fn set_ahead(&self, now_ns: u64, margin_ns: u64, at_ns: Option<u64>, online: u32) -> Result<u64, RosterError> {
-        let last = self.read().last().map_or(0, |c| c.0);
+        let last = self.read().changes.last().map_or(0, |c| c.0);
         let at = at_ns.unwrap_or(now_ns + margin_ns).max(last);
         if at < now_ns + margin_ns / 2 {
             return Err(RosterError::TooSoon { at_ns: at, now_ns });
@@ -100,23 +113,26 @@ impl Roster {
 
     /// The target in force at `t_ns`.
     pub fn target_at(&self, t_ns: u64) -> u32 {
-        let ch = self.read();
+        let inner = self.read();
+        let ch = &inner.changes;
         ch[ch.partition_point(|c| c.0 <= t_ns).saturating_sub(1)].1
     }
 
     /// The changes so far: (schedule time ns, online target), the start's first.
     pub fn changes(&self) -> Vec<(u64, u32)> {
-        self.read().clone()
+        self.read().changes.clone()
     }
 
     /// Whether every player is online throughout (no change ever took one offline).
     pub fn everyone_throughout(&self) -> bool {
-        self.read().iter().all(|c| c.1 == self.pool())
+        let inner = self.read();
+        inner.changes.iter().all(|c| c.1 == inner.join_ns.len() as u32)
     }
 
     /// The schedule times player `p` is online, as `[from, to)` spans up to `end_ns`.
     pub fn spans(&self, p: u32, end_ns: u64) -> Vec<(u64, u64)> {
-        let ch = self.read();
+        let inner = self.read();
+        let (ch, join_ns) = (&inner.changes, &inner.join_ns);
         let mut out = Vec::new();
         let mut i = 0;
         while i < ch.len() {
@@ -128,7 +144,7 @@ impl Roster {
             while j + 1 < ch.len() && ch[j + 1].1 > p {
                 j += 1;
             }
-            let from = if i == 0 { 0 } else { ch[i].0.saturating_add(self.join_ns.get(p as usize).copied().unwrap_or(0)) };
+            let from = if i == 0 { 0 } else { ch[i].0.saturating_add(join_ns.get(p as usize).copied().unwrap_or(0)) };
             let to = ch.get(j + 1).map_or(end_ns, |c| c.0).min(end_ns);
             if from < to {
                 out.push((from, to));
@@ -142,7 +158,8 @@ impl Roster {
     /// a raise admitted it during the run — past its join offset since that raise. (Players
     /// online from the start join as their planned behaviour says.)
     pub fn admitted(&self, p: u32, t_ns: u64) -> bool {
-        let ch = self.read();
+        let inner = self.read();
+        let (ch, join_ns) = (&inner.changes, &inner.join_ns);
         let i = ch.partition_point(|c| c.0 <= t_ns).saturating_sub(1);
         if ch[i].1 <= p {
             return false;
@@ -151,7 +168,7 @@ impl Roster {
         while since > 0 && ch[since - 1].1 > p {
             since -= 1;
         }
-        since == 0 || t_ns >= ch[since].0.saturating_add(self.join_ns.get(p as usize).copied().unwrap_or(0))
+        since == 0 || t_ns >= ch[since].0.saturating_add(join_ns.get(p as usize).copied().unwrap_or(0))
     }
 }
 
@@ -220,6 +237,18 @@ mod tests {
         assert_eq!(r.spans(5, 40 * S), vec![]);
         assert!(!r.everyone_throughout());
         assert_eq!(r.changes(), vec![(0, 2), (10 * S, 5), (20 * S, 1), (30 * S, 3)]);
+    }
+
+    #[test]
+    fn a_grown_pool_admits_its_new_players_over_their_ramp() {
+        let r = Roster::new(2, vec![0, 0]).unwrap();
+        assert_eq!(r.set(S, 4), Err(RosterError::OverPool { online: 4, pool: 2 }));
+        r.grow([S, 2 * S]);
+        assert_eq!(r.pool(), 4);
+        assert!(!r.admitted(2, 0) && !r.admitted(3, 5 * S), "offline until a target admits them");
+        r.set(10 * S, 4).unwrap();
+        assert!(!r.admitted(2, 10 * S) && r.admitted(2, 11 * S) && !r.admitted(3, 11 * S) && r.admitted(3, 12 * S));
+        assert!(r.admitted(1, 10 * S));
     }
 
     #[test]

@@ -348,7 +348,7 @@ pub fn serve(
 ) -> Result<Vec<ServedCircuit>, Error> {
     let failed = Error::Failed;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display())).map_err(failed)?;
-    let segments = crate::players::plan(sc, stop)?.segments;
+    let segments = crate::players::plan(sc, sc.players, stop)?.segments;
     let sock = shell::udp(sc.server).map_err(|e| failed(e.into()))?;
     let addr = sock.local_addr().context("the bound address").map_err(failed)?;
     let n = sc.players as usize;

@@ -250,6 +250,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
         log_tap: Default::default(),
         progress: client_progress.clone(),
         netns: emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default(),
+        joining: (players.limit > sc.players).then(Default::default),
     };
     let done = AtomicBool::new(false);
     // The client stops on the user's signal, or when the server side dies.
@@ -257,7 +258,9 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let server = Mutex::new(server);
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
     let link_series = Mutex::new(Vec::new());
-    let steer = crate::steer::Steer::new(opts.commands, Some(&players.roster), &client_progress, emu.as_ref(), opts.events, timeline, opts.clock);
+    let start_more = |range: Range<u32>, at_ns: u64| clients.start_more(sc, range, at_ns);
+    let steer = crate::steer::Steer::new(opts.commands, Some(&players), &client_progress, emu.as_ref(), opts.events, timeline, opts.clock)
+        .starting_more(clients.joining.is_some().then_some(&start_more as &(dyn Fn(Range<u32>, u64) + Sync)));
     let client = std::thread::scope(|s| {
         let (done_r, p, pl, up) = (&done, &client_progress, &players, &up_delay);
         s.spawn(move || progress(sc, pl, p, up, done_r, opts.events, opts.clock));
@@ -292,7 +295,8 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
         link_series,
         topology_svg,
         interruption,
-        present: vec![shard],
+        // the players planned on demand were present here too
+        present: vec![if shard == (0..sc.players) { 0..players.len() } else { shard }],
         distributed: None,
         online,
         marks: steer.marks.into_inner().unwrap_or_else(|p| p.into_inner()),
@@ -320,8 +324,24 @@ pub(crate) fn prepare<'a>(sc: &Scenario, opts: &RunOptions<'a>) -> Result<Prepar
     let out = opts.out;
     let timeline = crate::control::timeline(sc).map_err(|m| Error::BadInput(anyhow::anyhow!("{}: {m}", sc.name)))?;
     let t_plan = Stopwatch::start();
-    let players = Arc::new(players::plan(sc, opts.stop)?);
+    // A run of the whole scenario may raise its online target above `players` (planned on
+    // demand) up to what this machine holds; a shard or regulated circuits keep their plan.
+    let limit = if opts.shard.is_some() || sc.regulation.is_some() {
+        sc.players
+    } else {
+        let descriptors = horde_sys::clock::raise_fd_limit();
+        // a server side in this process shares the descriptors with the players
+        let descriptors = if matches!(opts.server, ServerSide::InProcess) { descriptors / 2 } else { descriptors };
+        players::stated_limit(sc.players, descriptors, players::available_memory())
+    };
+    let players = Arc::new(players::plan(sc, limit, opts.stop)?);
     (opts.events)(&Event::Planned { seconds: t_plan.elapsed().as_secs_f64() });
+    if players.limit > sc.players {
+        (opts.events)(&Event::Note(format!(
+            "players: {} planned; a command may raise the online target up to {} (this machine's descriptors and memory), the others planned when asked",
+            sc.players, players.limit
+        )));
+    }
     let shard = opts.shard.clone().unwrap_or(0..sc.players);
     if shard.end > sc.players || shard.is_empty() {
         return Err(Error::BadInput(anyhow::anyhow!("shard {}..{} is not a non-empty part of players 0..{}", shard.start, shard.end, sc.players)));
@@ -339,7 +359,7 @@ pub(crate) fn prepare<'a>(sc: &Scenario, opts: &RunOptions<'a>) -> Result<Prepar
     };
     let listen = emu.as_ref().map_or(sc.server, |e| e.server);
     let out = std::path::absolute(out).with_context(|| format!("locating {}", out.display())).map_err(failed)?;
-    let part = crate::part::Part::server(sc, dir, &key, listen, &out)?;
+    let part = crate::part::Part::server(sc, dir, &key, listen, &out, players.limit)?;
     Ok(Prepared { players, shard, part, out, key, emu, timeline })
 }
 
@@ -358,32 +378,46 @@ pub struct Clients<'p> {
     pub progress: Arc<Progress>,
     /// Network namespaces the players are dealt to in turn (none: this one).
     pub netns: Vec<Arc<std::fs::File>>,
+    /// Players started while the run goes (a raised target beyond the plan), if this side may.
+    pub joining: Option<Arc<horde_engine::sender::Joining>>,
+}
+
+impl Clients<'_> {
+    /// Player `p`'s job: its flow to the server side, its two schedules, its presence, its host;
+    /// connecting at `connect_at_ns` (none: at the start).
+    fn job(&self, sc: &Scenario, p: u32, connect_at_ns: Option<u64>) -> Job {
+        Job {
+            netns: (!self.netns.is_empty()).then(|| self.netns[p as usize % self.netns.len()].clone()),
+            flow: players::player_flow(p, self.server, sc.service.transport),
+            source: Some(self.players.schedule(p, Direction::Up)),
+            mirror: Some(self.players.schedule(p, Direction::Down)),
+            connect_at_ns,
+            presence: Some(self.players.presence(p)),
+        }
+    }
+
+    /// Starts players `range` (planned on demand) while the run goes: each connects when the
+    /// change that admits it (at `at_ns`) and its own join offset have come.
+    pub fn start_more(&self, sc: &Scenario, range: Range<u32>, at_ns: u64) {
+        if let Some(j) = &self.joining {
+            j.add(range.map(|p| self.job(sc, p, Some(at_ns + (sc.join_time(p) * 1e9) as u64))));
+        }
+    }
 }
 
 /// When player `p` first needs its connection: its join time, or its first stay's start when a
 /// session model keeps it offline until later (a player with no stay in the run joins as usual).
 fn first_session(sc: &Scenario, c: &Clients, p: u32) -> f64 {
     let join = sc.join_time(p);
-    c.players.segments.get(p as usize).and_then(|s| s.first()).map_or(join, |s| s.start_s.max(join))
+    c.players.stays(p).and_then(|s| s.first().copied()).map_or(join, |s| s.start_s.max(join))
 }
 
 /// Runs the client side of a scenario's players `c.shard` until the scenario's end or `stop`:
 /// each player connects (at its join time) and plays its two-way schedule. The building block
 /// of [`execute`] and of an agent's shard (`horde agent`).
 pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Result<SendReport> {
-    let jobs: Vec<Job> = c
-        .shard
-        .clone()
-        .map(|p| Job {
-            netns: (!c.netns.is_empty()).then(|| c.netns[p as usize % c.netns.len()].clone()),
-            flow: players::player_flow(p, c.server, sc.service.transport),
-            source: Some(c.players.schedule(p, Direction::Up)),
-            mirror: Some(c.players.schedule(p, Direction::Down)),
-            // A player who joins later, or whose first session begins later, connects then.
-            connect_at_ns: Some((first_session(sc, c, p) * 1e9) as u64).filter(|t| *t > 0),
-            presence: Some(c.players.presence(p)),
-        })
-        .collect();
+    // A player who joins later, or whose first session begins later, connects then.
+    let jobs: Vec<Job> = c.shard.clone().map(|p| c.job(sc, p, Some((first_session(sc, c, p) * 1e9) as u64).filter(|t| *t > 0))).collect();
     let copts = horde_engine::SendOptions {
         threads: sc.threads,
         spin_ns: sc.spin_us * 1000,
@@ -394,6 +428,7 @@ pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Res
         run_for: Some(Duration::from_secs_f64(sc.duration_s)),
         connect_timeout: Duration::from_secs(30),
         key: c.key.clone(),
+        joining: c.joining.clone(),
         ..Default::default()
     };
     Ok(sender::run_jobs(jobs, &copts, stop)?)
@@ -508,7 +543,7 @@ pub(crate) fn progress(
             down_bit_s: d(3) * 8,
             sent_packets: now[0],
             received_packets: now[2],
-            categories: crate::categories_at(sc, &players.segments, &players.roster, t),
+            categories: crate::categories_at(sc, players, t),
             agents: Vec::new(),
             down_delay_ms: down.take(&p.delay).map(|w| [w.p50_ms, w.p99_ms]),
             // the server side's last second (it counts on its own clock's seconds)

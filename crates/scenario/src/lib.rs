@@ -241,19 +241,19 @@ impl EventLine {
 
 /// Players per behaviour state at `t_s`, of those the roster has online (stays end at the
 /// run's end: just before it, players are counted as they were).
-pub fn categories_at(sc: &Scenario, segments: &[Vec<horde_model::behaviour::Segment>], roster: &horde_model::roster::Roster, t_s: f64) -> Vec<(String, u32)> {
+pub fn categories_at(sc: &Scenario, players: &players::Players, t_s: f64) -> Vec<(String, u32)> {
     let mut counts = vec![0u32; sc.service.states.len()];
     let at = t_s.min(sc.duration_s - 1e-6).max(0.0);
-    for (p, segs) in segments.iter().enumerate() {
-        if !roster.admitted(p as u32, (at * 1e9) as u64) {
-            continue;
+    players.each_stays(|p, segs| {
+        if !players.roster.admitted(p, (at * 1e9) as u64) {
+            return;
         }
         if let Some(s) = horde_model::behaviour::state_at(segs, at) {
             if let Some(c) = counts.get_mut(s.state as usize) {
                 *c += 1;
             }
         }
-    }
+    });
     sc.service.states.iter().zip(&counts).map(|(st, c)| (st.name.clone(), *c)).collect()
 }
 
@@ -278,9 +278,9 @@ impl ModelRates {
     pub fn at(&self, sc: &Scenario, players: &players::Players, t_s: f64) -> Vec<[f64; 2]> {
         let mut rates = vec![[0.0; 2]; sc.service.states.len()];
         let at = t_s.min(sc.duration_s - 1e-6).max(0.0);
-        for (p, segs) in players.segments.iter().enumerate() {
-            if !players.roster.admitted(p as u32, (at * 1e9) as u64) {
-                continue;
+        players.each_stays(|p, segs| {
+            if !players.roster.admitted(p, (at * 1e9) as u64) {
+                return;
             }
             if let Some(s) = horde_model::behaviour::state_at(segs, at) {
                 if let Some(r) = rates.get_mut(s.state as usize) {
@@ -289,7 +289,7 @@ impl ModelRates {
                     }
                 }
             }
-        }
+        });
         rates
     }
 }

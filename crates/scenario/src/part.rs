@@ -58,9 +58,13 @@ pub struct ScenarioWork {
     pub name: String,
     pub scenario: String,
     pub service: Option<String>,
-    /// Every player the run may have online, and how many are online at the start.
+    /// Every player the run plans at its start, and how many are online at the start.
     pub players: u32,
     pub online: Option<u32>,
+    /// The most players the run may have online (a raised target plans more on demand), as its
+    /// driver stated at the start; none: `players`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_players: Option<u32>,
 }
 
 /// Which side of the work a part is.
@@ -107,6 +111,9 @@ impl ScenarioWork {
         let mut sc = horde_model::files::without_value_files(|| Scenario::parse_with(&self.scenario, &self.name, nowhere, self.service.as_deref()))
             .map_err(|e| e.to_string())?;
         horde_model::scenario::check_players(self.players, self.online).map_err(|(f, m)| format!("{f}: {m}"))?;
+        if let Some(m) = self.max_players.filter(|&m| m < self.players || m > horde_model::scenario::MAX_PLAYERS) {
+            return Err(format!("max_players: {m} must be {}..={}", self.players, horde_model::scenario::MAX_PLAYERS));
+        }
         horde_model::scenario::check_duration(duration_ns).map_err(|m| format!("duration: {m}"))?;
         sc.players = self.players;
         sc.online = self.online;
@@ -122,14 +129,15 @@ impl ScenarioWork {
         let service = sc.service_text(dir).map_err(|e| bad(e.to_string()))?;
         let service = service.map(|t| horde_model::dist::inline_value_files(&t)).transpose().map_err(|e| bad(format!("service: {e}")))?;
         let scenario = horde_model::dist::inline_value_files(&sc.text).map_err(|e| bad(e.to_string()))?;
-        Ok(ScenarioWork { name: sc.name.clone(), scenario, service, players: sc.players, online: sc.online })
+        Ok(ScenarioWork { name: sc.name.clone(), scenario, service, players: sc.players, online: sc.online, max_players: None })
     }
 }
 
 impl Part {
-    /// The server side of `sc`'s run: listening on `listen`, its log and report into `out`.
-    pub fn server(sc: &Scenario, dir: &Path, key: &RunKey, listen: SocketAddr, out: &Path) -> Result<Part, Error> {
-        let work = Work::Players(ScenarioWork::of(sc, dir)?);
+    /// The server side of `sc`'s run: listening on `listen`, its log and report into `out`,
+    /// taking up to `limit` players (the run's stated limit).
+    pub fn server(sc: &Scenario, dir: &Path, key: &RunKey, listen: SocketAddr, out: &Path, limit: u32) -> Result<Part, Error> {
+        let work = Work::Players(ScenarioWork { max_players: Some(limit), ..ScenarioWork::of(sc, dir)? });
         let run_id = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
         let shape = Shape { duration_ns: (sc.duration_s * 1e9).round() as u64, seed: sc.seed, key: key.to_hex() };
         Ok(Part { run_id, shape, work, role: Role::Server { listen, out: out.to_path_buf() } })
@@ -173,7 +181,9 @@ pub fn run(part: &Part, input: impl BufRead + Send + 'static, output: impl Write
     let live = |p: Option<horde_engine::live::Percentiles>, seconds: &[ServerSecond]| {
         say(&PartEvent::Live { delay_ms: p.map(|p| [p.p50_ms, p.p99_ms]), seconds: seconds.to_vec() });
     };
-    crate::server::serve(&sc, out, key, stop, listening, crate::server::ServeHooks { commands: Some(&commands), live: Some(&live), ..Default::default() })?;
+    let Work::Players(w) = &part.work;
+    let hooks = crate::server::ServeHooks { commands: Some(&commands), live: Some(&live), limit: w.max_players, ..Default::default() };
+    crate::server::serve(&sc, out, key, stop, listening, hooks)?;
     Ok(())
 }
 
@@ -190,7 +200,7 @@ mod tests {
         let mut sc = scenario("service = \"wow\"\nplayers = 50\nduration = \"10s\"\nseed = 3\n");
         crate::apply_overrides(&mut sc, &crate::Overrides { players: Some(80), online: Some(20), duration_ns: Some(1_500_000_000), seed: Some(9) }).unwrap();
         let key = RunKey::from_bytes([7; 32]);
-        let p = Part::server(&sc, Path::new("."), &key, "127.0.0.1:0".parse().unwrap(), Path::new("/tmp/r1")).unwrap();
+        let p = Part::server(&sc, Path::new("."), &key, "127.0.0.1:0".parse().unwrap(), Path::new("/tmp/r1"), sc.players).unwrap();
         assert_eq!(p.shape.duration_ns, 1_500_000_000);
         let line = serde_json::to_string(&p).unwrap();
         let back: Part = serde_json::from_str(&line).unwrap();
@@ -203,11 +213,15 @@ mod tests {
     #[test]
     fn a_part_is_checked_when_it_is_read() {
         let sc = scenario("service = \"wow\"\nplayers = 5\nduration = \"2s\"\n");
-        let p = Part::server(&sc, Path::new("."), &RunKey::from_bytes([1; 32]), "127.0.0.1:0".parse().unwrap(), Path::new("/tmp/r2")).unwrap();
+        let p = Part::server(&sc, Path::new("."), &RunKey::from_bytes([1; 32]), "127.0.0.1:0".parse().unwrap(), Path::new("/tmp/r2"), sc.players).unwrap();
         let mut bad = p.clone();
         let Work::Players(w) = &mut bad.work;
         w.online = Some(6);
         assert!(bad.scenario().unwrap_err().into_anyhow().to_string().contains("more than the run's 5 players"));
+        let mut bad = p.clone();
+        let Work::Players(w) = &mut bad.work;
+        w.max_players = Some(4);
+        assert!(bad.scenario().unwrap_err().into_anyhow().to_string().contains("max_players: 4 must be 5..="), "a limit below the plan");
         let mut bad = p.clone();
         bad.shape.duration_ns = 0;
         assert!(bad.scenario().unwrap_err().into_anyhow().to_string().contains("duration"));

@@ -1,9 +1,12 @@
 //! The players of a scenario as both sides see them: every player's behaviour stays, the bound
-//! traffic model, and (server side) which players a connection has taken already.
+//! traffic model, and (server side) which players a connection has taken already. Players past
+//! the scenario's `players` are planned on demand ([`Players::grow`], a raised online target),
+//! each from the same seed as at the start (player k's stays do not depend on when it is
+//! planned), up to the limit the run states at its start ([`Players::limit`]).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use horde_engine::sender::{Accepted, Responder, Source};
 use horde_model::behaviour::Segment;
@@ -20,20 +23,56 @@ use crate::Error;
 /// Both sides' view of the players: segments and the bound model.
 pub struct Players {
     pub transport: Transport,
+    /// The stays of the players planned at the start (`players`).
     pub segments: Arc<Vec<Vec<Segment>>>,
     pub traffic: Arc<BoundTraffic>,
     pub seed: u64,
     pub duration_s: f64,
     /// Who is online (the run's command channel changes it on every side alike).
     pub roster: Arc<Roster>,
+    /// The most players this run may have (stated at its start: descriptors and memory).
+    pub limit: u32,
+    /// The stays of players planned on demand, from `segments.len()` on, in id order.
+    more: RwLock<Vec<Arc<Vec<Segment>>>>,
+    /// What planning another player needs (the scenario as run).
+    planner: Arc<Scenario>,
     /// Server side: players granted to a connection already (each once per run).
-    claimed: Vec<AtomicBool>,
+    claimed: RwLock<Vec<AtomicBool>>,
 }
 
 impl Players {
     /// One direction of one player's traffic, as a schedule.
     pub fn schedule(&self, player: u32, dir: Direction) -> Source {
-        Box::new(PlayerSchedule::new(self.segments[player as usize].clone(), self.traffic.clone(), dir, self.seed, self.transport, self.duration_s))
+        Box::new(PlayerSchedule::new(self.stays(player).unwrap_or_default(), self.traffic.clone(), dir, self.seed, self.transport, self.duration_s))
+    }
+
+    /// Player `p`'s stays, if it is planned.
+    pub fn stays(&self, p: u32) -> Option<Vec<Segment>> {
+        let first = self.segments.len();
+        match (p as usize).checked_sub(first) {
+            None => self.segments.get(p as usize).cloned(),
+            Some(k) => self.more.read().unwrap_or_else(|e| e.into_inner()).get(k).map(|s| s.to_vec()),
+        }
+    }
+
+    /// Every planned player's stays, in id order (those planned at the start, then the others).
+    pub fn all_segments(&self) -> std::borrow::Cow<'_, [Vec<Segment>]> {
+        let more = self.more.read().unwrap_or_else(|e| e.into_inner());
+        if more.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.segments[..]);
+        }
+        std::borrow::Cow::Owned(self.segments.iter().cloned().chain(more.iter().map(|s| s.to_vec())).collect())
+    }
+
+    /// Calls `f` with every planned player's id and stays, in id order, without copying them.
+    pub fn each_stays(&self, mut f: impl FnMut(u32, &[Segment])) {
+        for (p, s) in self.segments.iter().enumerate() {
+            f(p as u32, s);
+        }
+        let more = self.more.read().unwrap_or_else(|e| e.into_inner());
+        for (k, s) in more.iter().enumerate() {
+            f((self.segments.len() + k) as u32, s);
+        }
     }
 
     /// Player `player`'s departures under the roster (one per direction and side).
@@ -41,12 +80,37 @@ impl Players {
         Presence::new(self.roster.clone(), player)
     }
 
+    /// Players planned so far.
     pub fn len(&self) -> u32 {
-        self.segments.len() as u32
+        (self.segments.len() + self.more.read().unwrap_or_else(|e| e.into_inner()).len()) as u32
     }
 
     pub fn is_empty(&self) -> bool {
-        self.segments.is_empty()
+        self.len() == 0
+    }
+
+    /// Plans players up to `upto` (exclusive) if they are not yet: each one's stays from the same
+    /// seed as at the start, its join offset in the roster, its claim on the server side.
+    /// Returns the players it planned; refuses past [`Players::limit`].
+    pub fn grow(&self, upto: u32) -> Result<Range<u32>, String> {
+        if upto > self.limit {
+            return Err(format!(
+                "{upto} players is above this run's limit of {} (stated at its start: what this machine's descriptors and memory hold; more players go through agents)",
+                self.limit
+            ));
+        }
+        let mut more = self.more.write().unwrap_or_else(|e| e.into_inner());
+        let from = (self.segments.len() + more.len()) as u32;
+        if upto <= from {
+            return Ok(from..from);
+        }
+        let sc = &*self.planner;
+        let params = sc.behaviour_params();
+        let joins: Vec<u64> = (from..upto).map(|p| (sc.join_time(p) * 1e9) as u64).collect();
+        more.extend((from..upto).map(|p| Arc::new(horde_model::behaviour::player_joining(&sc.service, &params, p, sc.join_time(p)))));
+        self.claimed.write().unwrap_or_else(|e| e.into_inner()).extend((from..upto).map(|_| AtomicBool::new(false)));
+        self.roster.grow(joins);
+        Ok(from..upto)
     }
 }
 
@@ -64,9 +128,12 @@ impl Responder for Players {
     /// replayed hello cannot take a second stream of the same player.
     fn on_hello(&self, flow: u32, tag: u32) -> Result<Accepted, Status> {
         let player = tag >> 8;
-        let claim = self.claimed.get(player as usize).filter(|_| flow == player && tag & 0xFF == 0).ok_or(Status::UnknownPlayer)?;
-        if claim.swap(true, Ordering::AcqRel) {
-            return Err(Status::Taken);
+        {
+            let claimed = self.claimed.read().unwrap_or_else(|e| e.into_inner());
+            let claim = claimed.get(player as usize).filter(|_| flow == player && tag & 0xFF == 0).ok_or(Status::UnknownPlayer)?;
+            if claim.swap(true, Ordering::AcqRel) {
+                return Err(Status::Taken);
+            }
         }
         Ok(Accepted {
             source: self.schedule(player, Direction::Down),
@@ -79,8 +146,9 @@ impl Responder for Players {
 
 /// Plans a scenario's players: the behaviour process for every player (seeded per player, so
 /// both sides and every shard compute the same stays) and the service bound to the scenario's
-/// variables. `stop` interrupts planning.
-pub fn plan(sc: &Scenario, stop: &AtomicBool) -> Result<Players, Error> {
+/// variables. `limit`: the most players the run may have (see [`stated_limit`]; a server side
+/// takes the one its run stated). `stop` interrupts planning.
+pub fn plan(sc: &Scenario, limit: u32, stop: &AtomicBool) -> Result<Players, Error> {
     check_memory(sc.players, available_memory())?;
     let segments =
         sc.segments_unless(&|| stop.load(Ordering::Relaxed)).ok_or_else(|| Error::Interrupted("interrupted while planning the players' behaviour".into()))?;
@@ -92,8 +160,27 @@ pub fn plan(sc: &Scenario, stop: &AtomicBool) -> Result<Players, Error> {
         seed: sc.seed,
         duration_s: sc.duration_s,
         roster: Arc::new(sc.roster()),
-        claimed: (0..sc.players).map(|_| AtomicBool::new(false)).collect(),
+        limit: limit.max(sc.players),
+        more: RwLock::new(Vec::new()),
+        planner: Arc::new(sc.clone()),
+        claimed: RwLock::new((0..sc.players).map(|_| AtomicBool::new(false)).collect()),
     })
+}
+
+/// Memory a player takes while a run goes beyond its plan (its connection, buffers and log
+/// share), a generous figure: 10,000 WoW players' client side peaks near 100 MB.
+pub const RUN_BYTES_PER_PLAYER: u64 = 32 * 1024;
+
+/// Descriptors a process keeps for itself beside its players' sockets.
+const FD_SLACK: u64 = 64;
+
+/// The most players a run on this machine may have online, stated at its start: one socket
+/// each within the descriptors this process may open, and their plan and connections within
+/// half the memory available; never above `MAX_PLAYERS`, never below the scenario's `players`.
+pub fn stated_limit(players: u32, descriptors: u64, available: Option<u64>) -> u32 {
+    let by_fds = descriptors.saturating_sub(FD_SLACK);
+    let by_memory = available.map_or(u64::MAX, |m| m / 2 / (PLAN_BYTES_PER_PLAYER + RUN_BYTES_PER_PLAYER));
+    by_fds.min(by_memory).min(horde_model::scenario::MAX_PLAYERS as u64).max(players as u64) as u32
 }
 
 /// Memory the plan takes per player: 1 KiB (measured: 13 GB for 16,777,216 WoW players, 0.78
@@ -178,6 +265,50 @@ mod tests {
         assert_eq!(s.iter().map(|r| r.len()).sum::<usize>(), 2);
         assert!(shards(5, &[0, 0]).is_err());
         assert!(shards(5, &[]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod grow_tests {
+    use super::*;
+
+    fn scenario(players: u32) -> Scenario {
+        let text = format!("service = 'wow'\nplayers = {players}\nduration = '60s'\nseed = 11\njoin = 'uniform(0, 5)'\n");
+        Scenario::parse(&text, "t.toml", std::path::Path::new(".")).unwrap()
+    }
+
+    #[test]
+    fn players_planned_on_demand_are_those_planned_at_the_start() {
+        let stop = AtomicBool::new(false);
+        let big = plan(&scenario(80), 80, &stop).unwrap();
+        let small = plan(&scenario(50), 100, &stop).unwrap();
+        assert_eq!((small.len(), small.roster.pool(), small.limit), (50, 50, 100));
+        assert_eq!(small.grow(80).unwrap(), 50..80);
+        assert_eq!(small.grow(70).unwrap(), 80..80, "already planned");
+        assert_eq!((small.len(), small.roster.pool()), (80, 80));
+        for p in 0..80 {
+            assert_eq!(small.stays(p), big.stays(p), "player {p}");
+        }
+        assert_eq!(small.all_segments().len(), 80);
+        let mut seen = 0;
+        small.each_stays(|p, s| {
+            assert_eq!(Some(s.to_vec()), big.stays(p));
+            seen += 1;
+        });
+        assert_eq!(seen, 80);
+        // the new players' claims exist on a server side, once each
+        assert!(small.on_hello(79, 79 << 8).is_ok() && small.on_hello(79, 79 << 8).is_err() && small.on_hello(80, 80 << 8).is_err());
+        let e = small.grow(101).unwrap_err();
+        assert!(e.contains("above this run's limit of 100"), "{e}");
+        assert_eq!(small.len(), 80, "a refused growth plans nothing");
+    }
+
+    #[test]
+    fn the_stated_limit_is_what_descriptors_and_memory_hold() {
+        assert_eq!(stated_limit(50, 1024, None), 1024 - 64);
+        assert_eq!(stated_limit(50, 1 << 20, Some(33 * 1024 * 1000)), 500, "half of 33 MB at 33 KiB a player");
+        assert_eq!(stated_limit(5000, 1024, None), 5000, "never below the plan");
+        assert_eq!(stated_limit(50, u64::MAX, None), horde_model::scenario::MAX_PLAYERS);
     }
 }
 

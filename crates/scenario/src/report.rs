@@ -384,19 +384,15 @@ pub fn analysed_segments<'a>(
     players: &'a Players,
     present: &[std::ops::Range<u32>],
 ) -> std::borrow::Cow<'a, [Vec<horde_model::behaviour::Segment>]> {
-    let all = present.len() == 1 && present[0] == (0..sc.players);
+    let segments = players.all_segments();
+    let all = present.len() == 1 && present[0] == (0..segments.len() as u32);
     if all && players.roster.everyone_throughout() {
-        return std::borrow::Cow::Borrowed(&players.segments[..]);
+        return segments;
     }
     let here = |p: u32| present.iter().any(|r| r.contains(&p));
     let end_ns = (sc.duration_s * 1e9) as u64;
     std::borrow::Cow::Owned(
-        players
-            .segments
-            .iter()
-            .enumerate()
-            .map(|(p, s)| if here(p as u32) { online_only(s, &players.roster.spans(p as u32, end_ns)) } else { Vec::new() })
-            .collect(),
+        segments.iter().enumerate().map(|(p, s)| if here(p as u32) { online_only(s, &players.roster.spans(p as u32, end_ns)) } else { Vec::new() }).collect(),
     )
 }
 
@@ -452,7 +448,8 @@ fn write_with(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, analyse
         schema_version: SUMMARY_SCHEMA_VERSION,
         scenario: sc.name.clone(),
         service: sc.service.name.clone(),
-        players: sc.players,
+        // every player the run planned, at its start or on demand
+        players: players.len(),
         duration_s: sc.duration_s,
         seed: sc.seed,
         start_hour: sc.start_hour,
@@ -467,7 +464,7 @@ fn write_with(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, analyse
         emulated_link_series: o.link_series,
         interruption: o.interruption,
         distributed: o.distributed,
-        online: OnlineChange::of(&o.online, sc.players),
+        online: OnlineChange::of(&o.online, players.len()),
         network_events: o.marks.iter().map(|(at_s, what)| NetworkEvent { at_s: *at_s, what: what.clone() }).collect(),
         analysis: g,
         verdicts: Vec::new(),

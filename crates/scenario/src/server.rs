@@ -84,11 +84,13 @@ pub struct ServeHooks<'a> {
     pub log_tap: horde_engine::logger::TapSlot,
     /// The clock the live figures' seconds are read on (by default the machine's).
     pub clock: &'a dyn horde_engine::clock::Clock,
+    /// The most players the run may have (its stated limit; none: the scenario's `players`).
+    pub limit: Option<u32>,
 }
 
 impl Default for ServeHooks<'_> {
     fn default() -> Self {
-        ServeHooks { commands: None, live: None, log_tap: Default::default(), clock: &horde_engine::clock::System }
+        ServeHooks { commands: None, live: None, log_tap: Default::default(), clock: &horde_engine::clock::System, limit: None }
     }
 }
 
@@ -130,23 +132,22 @@ pub fn run_key(sc: &Scenario) -> Result<RunKey, Error> {
 /// `out/server.hlog` and writes its report to `out/server.json`. `on_listening` gets the bound
 /// address before the first connection is accepted.
 pub fn serve(sc: &Scenario, out: &Path, key: RunKey, stop: &AtomicBool, on_listening: impl FnOnce(SocketAddr), hooks: ServeHooks) -> Result<SendReport, Error> {
-    let ServeHooks { commands, live, log_tap, clock } = hooks;
+    let ServeHooks { commands, live, log_tap, clock, limit } = hooks;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display())).map_err(Error::Failed)?;
-    let players = Arc::new(players::plan(sc, stop)?);
-    let roster = players.roster.clone();
+    let players = Arc::new(players::plan(sc, limit.unwrap_or(sc.players), stop)?);
     let progress = Arc::new(horde_engine::sender::Progress::default());
     let opts = SendOptions {
         log: Some(out.join("server.hlog")),
         log_tap,
         progress: Some(progress.clone()),
-        responder: Some(players as Arc<dyn Responder>),
+        responder: Some(players.clone() as Arc<dyn Responder>),
         spin_ns: sc.spin_us * 1000,
         threads: sc.server_threads.unwrap_or_else(default_server_threads),
         key,
         // Every player may connect at once (a run starts all its players together): as many
         // connections may wait for their hello as there are players (at least the default).
         serve_limits: ServeLimits {
-            max_players: sc.players as usize,
+            max_players: players.limit as usize,
             max_pending: (sc.players as usize).max(ServeLimits::default().max_pending),
             ..Default::default()
         },
@@ -155,7 +156,7 @@ pub fn serve(sc: &Scenario, out: &Path, key: RunKey, stop: &AtomicBool, on_liste
     let done = AtomicBool::new(false);
     let report = std::thread::scope(|s| {
         if let Some(c) = commands {
-            s.spawn(|| crate::control::follow(c, &roster, &done));
+            s.spawn(|| crate::control::follow(c, &players, &done));
         }
         // The live delay once a second; woken at once when serving ends, so that a stopped
         // server side exits before its parent's SIGTERM (a second signal ends it at once,

@@ -3,13 +3,13 @@
 //! every side — stop now; set the online target on the players' roster and the server side's
 //! alike, stamped with one schedule time both hear of first; change an emulated link.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use horde_engine::clock::Clock;
 use horde_engine::sender::Progress;
-use horde_model::roster::Roster;
 
 use crate::control::{Command, Commands, Incoming, Reply};
 use crate::placement::EmuRun;
@@ -28,8 +28,14 @@ pub(crate) trait ServerSide {
 /// What a scenario run's commands act on.
 pub(crate) struct Steer<'a> {
     pub commands: Option<&'a Commands>,
-    /// The players' roster on this side (`None`: a regulated run, whose circuits have none).
-    pub roster: Option<&'a Roster>,
+    /// The players on this side, with their roster (`None`: a regulated run, whose circuits
+    /// have no online target).
+    pub players: Option<&'a crate::Players>,
+    /// Starts players planned on demand (a target above the plan), from a schedule time on;
+    /// `None`: this side runs only its plan.
+    start: Option<&'a (dyn Fn(Range<u32>, u64) + Sync)>,
+    /// Players started so far (those of the plan, then those started on demand).
+    started: AtomicU32,
     /// The players' counters: their clock's start.
     pub progress: &'a Progress,
     pub emu: Option<&'a EmuRun<'a>>,
@@ -47,7 +53,7 @@ pub(crate) struct Steer<'a> {
 impl<'a> Steer<'a> {
     pub fn new(
         commands: Option<&'a Commands>,
-        roster: Option<&'a Roster>,
+        players: Option<&'a crate::Players>,
         progress: &'a Progress,
         emu: Option<&'a EmuRun<'a>>,
         events: Events<'a>,
@@ -55,7 +61,26 @@ impl<'a> Steer<'a> {
         clock: &'a dyn Clock,
     ) -> Steer<'a> {
         let timeline = Mutex::new(crate::control::Timeline::new(timeline));
-        Steer { commands, roster, progress, emu, events, commanded: AtomicBool::new(false), marks: Mutex::new(Vec::new()), timeline, clock }
+        let started = AtomicU32::new(players.map_or(0, |p| p.len()));
+        Steer {
+            commands,
+            players,
+            start: None,
+            started,
+            progress,
+            emu,
+            events,
+            commanded: AtomicBool::new(false),
+            marks: Mutex::new(Vec::new()),
+            timeline,
+            clock,
+        }
+    }
+
+    /// Lets a target above the plan start the players it plans (see [`Steer::start`]).
+    pub fn starting_more(mut self, start: Option<&'a (dyn Fn(Range<u32>, u64) + Sync)>) -> Steer<'a> {
+        self.start = start;
+        self
     }
 
     /// The next timeline entry due now (none before the players start).
@@ -133,15 +158,30 @@ impl<'a> Steer<'a> {
     }
 
     fn players(&self, online: u32, at_ns: Option<u64>, server: &Mutex<impl ServerSide>) -> Result<(f64, String), String> {
-        let Some(roster) = self.roster else {
+        let Some(players) = self.players else {
             return Err("players: a regulated run's circuits have no online target".into());
         };
-        let at = roster.set_ahead(self.now_ns(), MARGIN_NS, at_ns, online).map_err(|e| format!("players: {e}"))?;
+        let planned = players.len();
+        if online > planned {
+            if self.start.is_none() {
+                return Err(format!("players online = {online}: more than the {planned} players this side runs (a shard keeps its plan)"));
+            }
+            players.grow(online).map_err(|e| format!("players online = {online}: {e}"))?;
+        }
+        let at = players.roster.set_ahead(self.now_ns(), MARGIN_NS, at_ns, online).map_err(|e| format!("players: {e}"))?;
         let stamped = Command::Players { online, at_ns: Some(at) };
         if let Err(e) = server.lock().unwrap_or_else(|p| p.into_inner()).forward(&stamped) {
             self.note(format!("the server side did not take the change of players ({e:#}): its streams may disagree with the players'"));
         }
-        Ok((at as f64 / 1e9, format!("players online → {online} from {:.2} s", at as f64 / 1e9)))
+        let mut text = format!("players online → {online} from {:.2} s", at as f64 / 1e9);
+        if let Some(start) = self.start {
+            let from = self.started.fetch_max(online, Ordering::AcqRel);
+            if online > from {
+                start(from..online, at);
+                text.push_str(&format!(" ({} more planned and started: players {from}..{online})", online - from));
+            }
+        }
+        Ok((at as f64 / 1e9, text))
     }
 }
 

@@ -143,7 +143,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
         anyhow::bail!("regulated circuits with [emu] run on one machine, not through agents");
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let players = Arc::new(horde_scenario::plan(&sc, &stop).map_err(|e| e.into_anyhow())?);
+    let players = Arc::new(horde_scenario::plan(&sc, sc.players, &stop).map_err(|e| e.into_anyhow())?);
     metrics.players.store(part.players.as_ref().map_or(0, |r| (r.end - r.start) as u64), Ordering::Relaxed);
     metrics.runs.fetch_add(1, Ordering::Relaxed);
     let progress = Arc::new(Progress::default());
@@ -363,7 +363,7 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
             let log_tap = r.live.as_ref().map(|l| l.tap(horde_model::service::Direction::Up)).unwrap_or_default();
             std::thread::Builder::new().name("horde-agent-clients".into()).spawn(move || {
                 wait_until(at_ns, &stop);
-                let c = horde_scenario::Clients { players: &players, shard, server, key, log, log_tap, progress: progress.clone(), netns };
+                let c = horde_scenario::Clients { players: &players, shard, server, key, log, log_tap, progress: progress.clone(), netns, joining: None };
                 let report = horde_scenario::run_clients(&sc, &c, &stop).map_err(|e| format!("{e:#}"));
                 drop(c);
                 drop(progress);

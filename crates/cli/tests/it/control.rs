@@ -74,6 +74,50 @@ fn the_online_target_of_a_running_wow_scenario_follows_the_channel() {
     assert!(page.contains("players online: 300 → 600 at"), "the report says what happened");
 }
 
+/// Acceptance (issue 46): a player target above the scenario's `players` (50 → 80) is applied
+/// at once: the 30 new players are planned on demand from the same seed, started, and online
+/// within the join ramp; both sides agree on every APDU; the report counts 80 players. The
+/// run states its limit at its start.
+#[test]
+fn a_target_above_the_scenarios_players_plans_and_starts_more() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = Scratch::new("control-above");
+    let sc = dir.path("wow.toml");
+    std::fs::write(&sc, "service = 'wow'\nplayers = 50\nduration = '10s'\nseed = 8\njoin = 'uniform(0, 1)'\nspin_us = 0\n").unwrap();
+    let (out, progress) = (dir.path("out"), dir.path("progress.jsonl"));
+    let (child, mut stdin, start) = steered(&["run", sc.to_str().unwrap(), "--out", out.to_str().unwrap(), "--progress-file", progress.to_str().unwrap()]);
+    at(start, 3.0, &mut stdin, r#"{"command":"players","online":80,"id":3}"#);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("a command may raise the online target up to"), "the limit is stated at the start: {err}");
+    assert!(err.contains("command applied (#3)") && err.contains("players online → 80 from") && err.contains("30 more planned and started"), "{err}");
+    let s = summary(&out.join("summary.json"));
+    assert_eq!(s["players"], 80, "the report counts every player the run had");
+    assert_eq!(s["mismatched"], 0, "both sides decided the same APDUs");
+    let cats = s["analysis"]["categories"].as_array().unwrap();
+    assert_eq!(cats.iter().map(|c| c["up"]["lost"].as_u64().unwrap() + c["down"]["lost"].as_u64().unwrap()).sum::<u64>(), 0);
+    let changes = s["online"].as_array().unwrap();
+    assert_eq!(changes.iter().map(|c| c["online"].as_u64().unwrap()).collect::<Vec<_>>(), vec![50, 80]);
+    let up_at = changes[1]["at_s"].as_f64().unwrap();
+    let lines = progress_lines(&progress);
+    let online = |l: &serde_json::Value| l["progress"]["categories"].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum::<u64>();
+    let t = |l: &serde_json::Value| l["progress"]["t_s"].as_f64().unwrap();
+    let after: Vec<u64> = lines.iter().filter(|l| t(l) > up_at + 1.5 && t(l) < 9.5).map(online).collect();
+    assert!(!after.is_empty() && after.iter().all(|n| *n == 80), "80 online within the 1 s ramp: {after:?}");
+    // The new players' traffic is in both logs, none before the raise.
+    let recs = records(&out.join("client.hlog"));
+    let t0 = s["client"]["t0_real_ns"].as_u64().unwrap();
+    let sent = |r: &&horde_wire::Record| r.kind == horde_wire::RecordKind::Sent;
+    let secs = |r: &horde_wire::Record| r.t_b.saturating_sub(t0) as f64 / 1e9;
+    assert!(recs.iter().filter(sent).all(|r| r.tag >> 8 < 50 || secs(r) >= up_at - 0.01), "a new player sent before the raise");
+    let new_players: std::collections::HashSet<u32> = recs.iter().filter(sent).map(|r| r.tag >> 8).filter(|p| *p >= 50).collect();
+    assert!(new_players.len() >= 28 && new_players.iter().all(|p| *p < 80), "{} of the 30 new players sent: {new_players:?}", new_players.len());
+    let server: std::collections::HashSet<u32> =
+        records(&out.join("server.hlog")).iter().filter(|r| r.kind == horde_wire::RecordKind::Sent).map(|r| r.tag >> 8).filter(|p| *p >= 50).collect();
+    assert!(server.len() >= 28, "the server side sent to {} of the new players", server.len());
+}
+
 /// Acceptance (scenario kind): a stop command ends the run mid-way with a partial report that
 /// says so.
 #[test]
@@ -113,11 +157,11 @@ fn a_timeline_in_the_scenario_is_played_and_answered() {
     std::fs::write(&sc, text).unwrap();
     let out = dir.path("out");
     let (child, mut stdin, start) = steered(&["run", sc.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
-    at(start, 1.0, &mut stdin, r#"{"command":"players","online":500,"id":7}"#);
+    at(start, 1.0, &mut stdin, r#"{"command":"players","online":4000000000,"id":7}"#);
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{err}");
-    assert!(err.contains("command refused (#7): players:"), "the channel's command, by its id: {err}");
+    assert!(err.contains("command refused (#7): players") && err.contains("above this run's limit of"), "the channel's command, by its id: {err}");
     assert!(err.contains("command applied (#1000000000) at 2.00 s: players online → 120"), "{err}");
     assert!(err.contains("command applied (#1000000001) at 5.") && err.contains("stop: stopping the run"), "{err}");
     let s = summary(&out.join("summary.json"));

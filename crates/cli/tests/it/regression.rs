@@ -23,7 +23,7 @@ fn serve_only(dir: &Scratch, service: &str, players: u32) -> (Child, SocketAddr)
     use horde_sys::own;
     let text = format!("service = '{service}'\nplayers = {players}\nduration = '60s'\nseed = 1\n");
     let sc = horde_model::scenario::Scenario::parse(&text, "sc.toml", dir.as_ref()).unwrap();
-    let part = Part::server(&sc, dir.as_ref(), &RunKey::parse_hex(KEY_HEX).unwrap(), "127.0.0.1:0".parse().unwrap(), &dir.path("srv")).unwrap();
+    let part = Part::server(&sc, dir.as_ref(), &RunKey::parse_hex(KEY_HEX).unwrap(), "127.0.0.1:0".parse().unwrap(), &dir.path("srv"), sc.players).unwrap();
     let mut child = horde()
         .args([own::SUBCOMMAND, own::Kind::Part.as_str(), &part.run_id])
         .stdin(Stdio::piped())

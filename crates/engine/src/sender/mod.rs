@@ -162,6 +162,7 @@ fn run_workers(
     let mut late_by_second: Vec<u64> = Vec::new();
     let mut sent_by_second: Vec<u64> = Vec::new();
     let mut late_over_1ms = 0u64;
+    let mut not_opened = 0u64;
     for r in results {
         let r = r.map_err(|e| EngineError::Io { what: "sending".into(), err: e })?;
         let Some(r) = r else {
@@ -180,12 +181,14 @@ fn run_workers(
         interrupted |= r.interrupted;
         refusals.add(&r.refusals);
         end_real_ns = end_real_ns.max(r.end_real_ns);
+        not_opened += r.not_opened;
         flows.extend(r.flows);
     }
     flows.sort_by_key(|f| f.id);
     let t0 = start.t0().map_or(0, |t| t.1);
     let mut report = summarise(flows, &hist, connect_s, interrupted, opts, log_records, threads, t0);
     report.end_real_ns = end_real_ns;
+    report.errors += not_opened;
     report.refusals = refusals;
     report.log_server = done.tap;
     // One count of late departures for the summary and the host's part (the histogram's own

@@ -118,6 +118,39 @@ pub struct SendOptions {
     pub end_messages: bool,
     /// A live log server's stream (`--log-server`): the run's log goes there as it is written.
     pub log_tap: crate::logger::TapSlot,
+    /// Flows added while the run goes (players a raised target plans beyond the start's).
+    pub joining: Option<Arc<Joining>>,
+}
+
+/// Flows handed to a running sender: each worker takes a few at each look (every 20 ms), opens
+/// their sockets and starts them when their `connect_at_ns` comes (UDP greets then, TCP
+/// connects then). A flow whose socket cannot be opened counts as an error of the run.
+#[derive(Default)]
+pub struct Joining {
+    jobs: std::sync::Mutex<std::collections::VecDeque<Job>>,
+    waiting: std::sync::atomic::AtomicBool,
+}
+
+impl Joining {
+    /// Flows taken per worker per look: a large raise spreads over the workers.
+    const PER_LOOK: usize = 256;
+
+    pub fn add(&self, jobs: impl IntoIterator<Item = Job>) {
+        let mut q = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        q.extend(jobs);
+        self.waiting.store(!q.is_empty(), Ordering::Release);
+    }
+
+    pub(crate) fn take(&self) -> Vec<Job> {
+        if !self.waiting.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut q = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        let n = q.len().min(Self::PER_LOOK);
+        let out = q.drain(..n).collect();
+        self.waiting.store(!q.is_empty(), Ordering::Release);
+        out
+    }
 }
 
 /// The busy-wait floor measured before every run unless told otherwise: 200 ms.
@@ -143,6 +176,7 @@ impl Default for SendOptions {
             floor: DEFAULT_FLOOR,
             end_messages: false,
             log_tap: Default::default(),
+            joining: None,
         }
     }
 }
@@ -337,7 +371,8 @@ pub struct Job {
     /// The peer's schedule on this connection, regenerated (two-way scenarios): the k-th APDU
     /// that arrives is the peer's k-th departure, which names its class (category) exactly.
     pub mirror: Option<Source>,
-    /// Connect only this long after the start (a player joining late), ns. TCP only.
+    /// Connect only this long after the start (a player joining late), ns. TCP only, except for
+    /// a flow added while the run goes ([`Joining`]): UDP then greets at that time.
     pub connect_at_ns: Option<u64>,
     /// Open the socket inside this network namespace (a player on an emulated host). The
     /// socket stays there; the thread returns to its own namespace.

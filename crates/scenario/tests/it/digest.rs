@@ -124,7 +124,7 @@ fn figures_from_merged_summaries_equal_the_raw_records_figures_or_lie_within_the
     let run = execute(&sc, &opts).unwrap();
     let load = |f: &str| horde_stats::load(&std::fs::read(out.join(f)).unwrap()).unwrap().records;
     let (client, server) = (load("client.hlog"), load("server.hlog"));
-    let players = horde_scenario::plan(&sc, &stop).unwrap();
+    let players = horde_scenario::plan(&sc, sc.players, &stop).unwrap();
     let ctx = Context {
         service: &sc.service,
         traffic: &players.traffic,

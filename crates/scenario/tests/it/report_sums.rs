@@ -13,7 +13,7 @@ use horde_wire::{Record, RecordKind};
 #[test]
 fn late_departures_across_a_second_boundary_are_not_lost_and_seconds_add_up_to_totals() {
     let sc = Scenario::parse("service = \"wow\"\nplayers = 2\nduration = \"3s\"\nseed = 1\n", "t.toml", Path::new(".")).unwrap();
-    let players = horde_scenario::plan(&sc, &AtomicBool::new(false)).unwrap();
+    let players = horde_scenario::plan(&sc, sc.players, &AtomicBool::new(false)).unwrap();
     let epoch = 1_700_000_000_000_000_000u64;
     let ctx = Context { service: &sc.service, traffic: &players.traffic, segments: &players.segments, duration_s: 3.0, epoch_ns: epoch, cutoff_ns: None };
     let class = players.segments[0][0].state as u32;
