@@ -80,7 +80,7 @@ fn main() -> anyhow::Result<()> {
             name: format!("agent{a}"),
             dir: d,
             offset_ns: offset,
-            players: Some(a * players..(a + 1) * players),
+            players: std::iter::once(a * players..(a + 1) * players).collect(),
             server: false,
             ok: true,
             client: None,
@@ -88,7 +88,16 @@ fn main() -> anyhow::Result<()> {
         });
     }
     log_bytes += server.finish()?;
-    parts.push(Part { name: "server".into(), dir: dir.join("server"), offset_ns: 0, players: None, server: true, ok: true, client: None, server_report: None });
+    parts.push(Part {
+        name: "server".into(),
+        dir: dir.join("server"),
+        offset_ns: 0,
+        players: Vec::new(),
+        server: true,
+        ok: true,
+        client: None,
+        server_report: None,
+    });
     let t = Instant::now();
     // The synthetic shards' plan: any time, as many APDUs per player as the shards could hold.
     let plan = horde_agent::merge::Plan { from_ns: 0, to_ns: u64::MAX, apdus: vec![[u64::MAX, u64::MAX]; (agents * players) as usize] };

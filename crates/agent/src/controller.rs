@@ -91,7 +91,13 @@ pub(crate) fn addresses(agents: &[AgentSpec], server: &ServerPlace) -> anyhow::R
 /// The players' plan, noted.
 fn plan(sc: &Scenario, fleet: &Fleet, stop: &AtomicBool) -> anyhow::Result<std::sync::Arc<horde_scenario::Players>> {
     let t_plan = Instant::now();
-    let players = std::sync::Arc::new(horde_scenario::plan(sc, sc.players, stop).map_err(|e| e.into_anyhow())?);
+    // A raised target may plan players above `players` up to what this controller can plan and
+    // merge (the agents' sockets are theirs); regulated circuits keep their plan.
+    let limit = match sc.regulation {
+        Some(_) => sc.players,
+        None => horde_scenario::players::stated_limit(sc.players, u64::MAX, horde_scenario::players::available_memory()),
+    };
+    let players = std::sync::Arc::new(horde_scenario::plan(sc, limit, stop).map_err(|e| e.into_anyhow())?);
     fleet.note(format!(
         "{} {} players for {:.0} s planned in {:.2} s (seed {})",
         sc.players,
@@ -120,6 +126,18 @@ pub(crate) struct Played<'a> {
     pub _emu: Option<crate::emu_place::EmuAcross<'a>>,
 }
 
+impl Played<'_> {
+    /// Agent `i`'s players: its shard, then those a raised target had it start.
+    pub fn players_of(&self, i: usize) -> Vec<Range<u32>> {
+        self.ranges[i].iter().cloned().chain(self.fleet.more.get(i).into_iter().flatten().cloned()).collect()
+    }
+
+    /// Whether a raised target started players beyond the plan.
+    pub fn grew(&self) -> bool {
+        self.fleet.more.iter().any(|m| !m.is_empty())
+    }
+}
+
 /// Connects to the agents, plans the players (calls `planned` with them, e.g. to count the
 /// APDUs the logs are bounded by), places the server side, then the players told where it
 /// listens, starts them together and watches the run to its end.
@@ -134,7 +152,7 @@ pub(crate) fn play<'a>(
     std::fs::create_dir_all(opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
     // the scenario as the agents get it: value files inlined (agents open no file a scenario
     // names), the service file shipped
-    let work = horde_scenario::part::ScenarioWork::of(sc, &opts.scenario_dir).map_err(|e| e.into_anyhow())?;
+    let mut work = horde_scenario::part::ScenarioWork::of(sc, &opts.scenario_dir).map_err(|e| e.into_anyhow())?;
     let key = horde_scenario::run_key(sc).map_err(|e| e.into_anyhow())?;
     // [emu]: the topology up across the agents first (taken down when `emu` is dropped); each
     // agent's share of the players is its client hosts, the server side goes in the server host
@@ -148,14 +166,18 @@ pub(crate) fn play<'a>(
     let mut fleet = Fleet::connect(&addrs, &opts.credentials, opts.deadman, opts.events, opts.stop)?;
     let players = plan(sc, &fleet, opts.stop)?;
     planned(&players);
+    work.max_players = (players.limit > sc.players).then_some(players.limit);
     let (sc2, p2) = (sc.clone(), players.clone());
     fleet.set_categories(Box::new(move |t_s| horde_scenario::categories_at(&sc2, &p2, t_s)));
     let timeline = horde_scenario::control::timeline(sc).map_err(|m| anyhow::anyhow!("{}: {m}", sc.name))?;
-    fleet.steer(opts.commands, sc.regulation.is_none().then(|| players.roster.clone()), timeline, emu.as_ref().map(|e| e.exp.clone()));
     let weights: Vec<u32> = agents.iter().map(|a| a.weight).collect();
     let mut shards = horde_scenario::shards(sc.players, &weights).map_err(|e| e.into_anyhow())?;
     shards.resize(addrs.len(), 0..0);
     let ranges: Vec<Option<Range<u32>>> = shards.iter().map(|r| Some(r.clone()).filter(|r| !r.is_empty())).collect();
+    // a raised target's new players go to the agents that run players, by the same weights
+    let growers: Vec<(usize, u32)> = ranges.iter().enumerate().filter(|(_, r)| r.is_some()).map(|(i, _)| (i, weights.get(i).copied().unwrap_or(1))).collect();
+    let online_target = sc.regulation.is_none().then(|| (players.clone(), growers));
+    fleet.steer(opts.commands, online_target, timeline, emu.as_ref().map(|e| e.exp.clone()));
     let run_id = fleet.run_id.clone();
     let part = |server, players, server_addr, emu| {
         let work = msg::Work::Scenario(msg::ScenarioPart { scenario: work.clone(), server, players, server_addr, emu });
@@ -230,7 +252,7 @@ pub(crate) fn agent_rows(p: &Played, count: impl Fn(usize, &crate::fleet::Member
 
 /// The players of the agents that were lost or refused.
 fn missing_players(p: &Played) -> Vec<Range<u32>> {
-    p.fleet.members.iter().zip(&p.ranges).filter(|(m, _)| !m.ok()).filter_map(|(_, r)| r.clone()).collect()
+    (0..p.fleet.members.len()).filter(|&i| !p.fleet.members[i].ok()).flat_map(|i| p.players_of(i)).collect()
 }
 
 /// Runs `sc` on the agents and writes the merged report into `opts.out`.
@@ -241,15 +263,24 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
         counting = Some(std::thread::Builder::new().name("horde-plan-count".into()).spawn(move || p.planned_apdus()));
     })?;
     let counting = counting.context("the plan count")?.context("starting the plan count")?;
-    let planned = counting.join().map_err(|_| anyhow::anyhow!("counting the planned APDUs failed"))?;
-    let (n, ranges) = (sc.players, &played.ranges);
+    let mut planned = counting.join().map_err(|_| anyhow::anyhow!("counting the planned APDUs failed"))?;
+    // players a raised target planned during the run are bounded by their own plans too
+    planned.extend(played.players.planned_apdus_from(planned.len() as u32));
+    let n = played.players.len();
     // Connections per player: one per online span of the roster as the run left it (commands
     // may have added spans); each connection logs its two endpoint records on each side.
     let end_ns = (sc.duration_s * 1e9) as u64;
     let connections: Vec<u64> = (0..n).map(|p| played.players.roster.spans(p, end_ns).len().max(1) as u64).collect();
+    let players_of: Vec<Vec<Range<u32>>> = (0..played.fleet.members.len()).map(|i| played.players_of(i)).collect();
     let whole = !played.signalled && played.fleet.members[played.server_i].lost_at_s.is_none() && !played.fleet.stopped_by_command;
     let summaries = match opts.collect {
-        Collect::Summaries if whole => Some(summary_plan(sc, &played)?),
+        Collect::Summaries if whole && !played.grew() => Some(summary_plan(sc, &played)?),
+        Collect::Summaries if whole => {
+            played
+                .fleet
+                .note("a raised target started players during the run: collecting the agents' logs (their live summaries hold the plan's players only)".into());
+            None
+        }
         Collect::Summaries => {
             played.fleet.note("the run was interrupted: collecting the agents' logs (a summary cannot be cut at the interruption)".into());
             None
@@ -266,7 +297,7 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
             )?
         }
         None => played.fleet.collect(opts.out, |i, m| {
-            let client = ranges[i].clone().map_or(0, |r| log_bound(&planned, &connections, r));
+            let client = players_of[i].iter().map(|r| log_bound(&planned, &connections, r.clone())).sum::<u64>();
             let server = if m.downstream { log_bound(&planned, &connections, 0..n) } else { 0 };
             vec![("client.hlog", client), ("server.hlog", server)]
         })?,
@@ -283,7 +314,7 @@ fn summary_plan(sc: &Scenario, p: &Played) -> anyhow::Result<(horde_stats::diges
     let epoch_ns = p.t0;
     let expect = horde_stats::digest::GameDigest::new(sc.service.states.len(), epoch_ns, sc.duration_s);
     let offset = |i: usize| p.fleet.members[i].c.clock.offset_ns;
-    let owners: Vec<(Range<u32>, i64)> = p.ranges.iter().enumerate().filter_map(|(i, r)| Some((r.clone()?, offset(i)))).collect();
+    let owners: Vec<(Range<u32>, i64)> = (0..p.ranges.len()).flat_map(|i| p.players_of(i).into_iter().map(move |r| (r, offset(i)))).collect();
     Ok((expect, crate::msg::SummaryRequest { epoch_ns, own_offset_ns: 0, server_offset_ns: offset(p.server_i), owners, window_ns: 0, with_logs: false }))
 }
 
@@ -303,7 +334,7 @@ fn parts(p: &Played, dirs: &[PathBuf]) -> Vec<crate::merge::Part> {
             name: m.c.name.clone(),
             dir: dirs[i].clone(),
             offset_ns: m.c.clock.offset_ns,
-            players: p.ranges[i].clone(),
+            players: p.players_of(i),
             server: i == p.server_i,
             ok: m.collected && m.ok(),
             client: m.report("clients"),
@@ -385,7 +416,7 @@ fn report(
         (reports.iter().map(|r| r.packets).sum(), reports.iter().map(|r| r.received).sum())
     };
     let distributed = horde_scenario::Distributed { live: live_check, ..distributed(p, agent_rows(p, count)) };
-    let present = p.fleet.members.iter().zip(&p.ranges).filter(|(m, _)| m.ok()).filter_map(|(_, r)| r.clone()).collect();
+    let present = (0..p.fleet.members.len()).filter(|&i| p.fleet.members[i].ok()).flat_map(|i| p.players_of(i)).collect();
     let outcomes = horde_scenario::report::Outcomes {
         client,
         server: server_report,

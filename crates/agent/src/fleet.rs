@@ -184,7 +184,14 @@ pub(crate) struct Fleet<'a> {
     /// The run's command channel, and the controller's copy of the players' roster (a kind
     /// with an online target).
     commands: Option<&'a horde_scenario::control::Commands>,
-    roster: Option<std::sync::Arc<horde_model::roster::Roster>>,
+    players: Option<std::sync::Arc<horde_scenario::Players>>,
+    /// The agents that run players, with their weights: a raised target's new players are
+    /// shared among them.
+    growers: Vec<(usize, u32)>,
+    /// Players started so far (the plan's, then those a raised target started).
+    started: u32,
+    /// Per agent: the players it started during the run (its share of raised targets).
+    pub more: Vec<Vec<std::ops::Range<u32>>>,
     /// The scenario's `[[at]]` entries, played through the same path as the channel's commands.
     timeline: horde_scenario::control::Timeline,
     /// The run's emulated network across the agents (the controller's experiment id), whose
@@ -264,7 +271,10 @@ impl<'a> Fleet<'a> {
             emu_exp: None,
             pending_link: None,
             marks: Vec::new(),
-            roster: None,
+            players: None,
+            growers: Vec::new(),
+            started: 0,
+            more: Vec::new(),
             stopped_by_command: false,
             live: None,
         })

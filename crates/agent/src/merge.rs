@@ -19,7 +19,9 @@ pub struct Part {
     pub dir: PathBuf,
     /// Its clock minus the controller's (ns).
     pub offset_ns: i64,
-    pub players: Option<Range<u32>>,
+    /// The players it ran: its shard, then those a raised target had it start (none: a
+    /// dedicated server agent).
+    pub players: Vec<Range<u32>>,
     pub server: bool,
     /// Its logs were collected whole.
     pub ok: bool,
@@ -103,7 +105,7 @@ pub type Loaded = (Vec<Record>, Vec<Record>, Vec<(String, String)>);
 pub fn load_records(parts: &[Part], plan: &Plan) -> anyhow::Result<Loaded> {
     let server = parts.iter().find(|p| p.server).context("no server agent")?;
     // The offset of the agent running each player (flow id = player id).
-    let mut owner: Vec<(Range<u32>, i64)> = parts.iter().filter_map(|p| p.players.clone().map(|r| (r, p.offset_ns))).collect();
+    let mut owner: Vec<(Range<u32>, i64)> = parts.iter().flat_map(|p| p.players.iter().map(|r| (r.clone(), p.offset_ns))).collect();
     owner.sort_by_key(|o| o.0.start);
     let owner_of = |flow: u32| -> i64 {
         match owner.binary_search_by(|o| {
@@ -121,14 +123,14 @@ pub fn load_records(parts: &[Part], plan: &Plan) -> anyhow::Result<Loaded> {
     };
     let mut refused = Vec::new();
     let mut client_records = Vec::new();
-    for p in parts.iter().filter(|p| p.ok && p.players.is_some()) {
+    for p in parts.iter().filter(|p| p.ok && !p.players.is_empty()) {
         let mut recs = load(&p.dir.join("client.hlog"))?;
-        let range = p.players.clone().unwrap_or(0..0);
+        let ran = |flow: u32| p.players.iter().any(|r| r.contains(&flow));
         for r in &mut recs {
             correct(r, p.offset_ns, server.offset_ns);
         }
         let why = recs.iter().find_map(|r| {
-            if !range.contains(&r.flow) {
+            if !ran(r.flow) {
                 Some(format!("its log has records of player {}, which it did not run", r.flow))
             } else {
                 plan.refuses(r, false).map(|w| format!("its log has {w}"))
@@ -168,7 +170,7 @@ fn merged_reports(parts: &[Part], refused: &[(String, String)], client_records: 
     let server = parts.iter().find(|p| p.server).context("no server agent")?;
     let reports: Vec<SendReport> = parts
         .iter()
-        .filter(|p| p.ok && p.players.is_some() && !refused.iter().any(|r| r.0 == p.name))
+        .filter(|p| p.ok && !p.players.is_empty() && !refused.iter().any(|r| r.0 == p.name))
         .filter_map(|p| {
             p.client.clone().map(|mut rep| {
                 rep.t0_real_ns = to_reference(rep.t0_real_ns, p.offset_ns);
@@ -188,7 +190,7 @@ fn merged_reports(parts: &[Part], refused: &[(String, String)], client_records: 
 /// client shard's (a summary's seconds count from it).
 pub fn epoch(parts: &[Part]) -> Option<u64> {
     let start = |p: &Part| p.client.as_ref().filter(|r| r.t0_real_ns > 0).map(|r| to_reference(r.t0_real_ns, p.offset_ns));
-    parts.iter().filter(|p| p.ok && p.players.is_some()).filter_map(start).min()
+    parts.iter().filter(|p| p.ok && !p.players.is_empty()).filter_map(start).min()
 }
 
 /// A run merged from its agents' summaries (`--collect summaries`).
@@ -216,7 +218,7 @@ pub fn merge_summaries(
     let planned =
         |r: &Range<u32>| -> u64 { plan.apdus.get(r.start as usize..(r.end as usize).min(plan.apdus.len())).map_or(0, |p| p.iter().map(|c| c[0] + c[1]).sum()) };
     for p in parts.iter().filter(|p| p.ok) {
-        let apdus = p.players.as_ref().map_or(0, planned) + if p.server { planned(&all) } else { 0 };
+        let apdus = p.players.iter().map(planned).sum::<u64>() + if p.server { planned(&all) } else { 0 };
         let max_sent = apdus + apdus / 100 + 1024;
         let path = p.dir.join("digest.json");
         let got = std::fs::read(&path)

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 /// dead one in every phase. Version 3: a link change is a typed
 /// [`horde_emu::links::LinkOp`], not option names and values. Version 4: an assignment is one
 /// kind of [`Work`] (an enum), not optional fields.
-pub const PROTOCOL: u32 = 4;
+pub const PROTOCOL: u32 = 5;
 
 /// The largest frame either side accepts (a scenario with its service file fits many times).
 pub const MAX_FRAME: usize = 4 << 20;
@@ -48,9 +48,16 @@ pub enum ToAgent {
     Ping,
     /// Stop the run now (Ctrl-C at the controller, or the run is over for this side).
     Stop,
-    /// The run's command channel set how many of the scenario's players are online, from this
-    /// schedule time on (ns after the common start; see `horde_model::roster`).
-    Players { online: u32, at_ns: u64 },
+    /// The run's command channel set how many players are online, from this schedule time on
+    /// (ns after the common start; see `horde_model::roster`). A target above the players
+    /// planned so far plans the rest on every side; `start`: the ones of them this agent starts
+    /// (its share, by weight).
+    Players {
+        online: u32,
+        at_ns: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start: Option<std::ops::Range<u32>>,
+    },
     /// Send the logs of the finished run.
     Collect,
     /// Reduce the finished run's logs into one mergeable summary (`horde run --collect
@@ -495,7 +502,14 @@ mod tests {
                 key: "00".repeat(32),
                 deadman_ms: 3000,
                 work: Work::Scenario(ScenarioPart {
-                    scenario: horde_scenario::part::ScenarioWork { name: "s".into(), scenario: "players = 2".into(), service: None, players: 10, online: None, max_players: None },
+                    scenario: horde_scenario::part::ScenarioWork {
+                        name: "s".into(),
+                        scenario: "players = 2".into(),
+                        service: None,
+                        players: 10,
+                        online: None,
+                        max_players: None,
+                    },
                     server: None,
                     players: Some(0..10),
                     server_addr: Some("127.0.0.1:9".parse().unwrap()),

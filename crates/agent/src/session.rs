@@ -53,6 +53,7 @@ pub enum Action {
     Players {
         online: u32,
         at_ns: u64,
+        start: Option<std::ops::Range<u32>>,
     },
     /// Summarise the run as it goes, on the controller's clock.
     Live(Box<crate::msg::SummaryRequest>),
@@ -143,7 +144,7 @@ impl Session {
             }
             (Phase::Assigned | Phase::Running, ToAgent::Stop) => vec![Action::StopRun("the controller stopped the run".into())],
             (Phase::Finished, ToAgent::Stop) => vec![],
-            (Phase::Assigned | Phase::Running, ToAgent::Players { online, at_ns }) => vec![Action::Players { online, at_ns }],
+            (Phase::Assigned | Phase::Running, ToAgent::Players { online, at_ns, start }) => vec![Action::Players { online, at_ns, start }],
             (Phase::Finished, ToAgent::Players { .. }) => vec![],
             (Phase::Finished, ToAgent::Collect) => vec![Action::Collect(None)],
             (Phase::Finished, ToAgent::Summarise(req)) => vec![Action::Collect(Some(req))],
@@ -310,7 +311,14 @@ mod tests {
             key: "ab".repeat(32),
             deadman_ms: 3000,
             work: Work::Scenario(crate::msg::ScenarioPart {
-                scenario: horde_scenario::part::ScenarioWork { name: "s".into(), scenario: String::new(), service: None, players: 10, online: None, max_players: None },
+                scenario: horde_scenario::part::ScenarioWork {
+                    name: "s".into(),
+                    scenario: String::new(),
+                    service: None,
+                    players: 10,
+                    online: None,
+                    max_players: None,
+                },
                 server: None,
                 players: Some(0..10),
                 server_addr: Some("127.0.0.1:9".parse().unwrap()),

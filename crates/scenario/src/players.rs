@@ -119,7 +119,12 @@ impl Players {
     /// counted on its regenerated schedules: exactly what an honest side can log, so a
     /// controller bounds what an agent hands over by its own plan.
     pub fn planned_apdus(&self) -> Vec<[u64; 2]> {
-        (0..self.len()).map(|p| [self.schedule(p, Direction::Up).count() as u64, self.schedule(p, Direction::Down).count() as u64]).collect()
+        self.planned_apdus_from(0)
+    }
+
+    /// [`Players::planned_apdus`] of the players from `from` on (those planned later).
+    pub fn planned_apdus_from(&self, from: u32) -> Vec<[u64; 2]> {
+        (from..self.len()).map(|p| [self.schedule(p, Direction::Up).count() as u64, self.schedule(p, Direction::Down).count() as u64]).collect()
     }
 }
 

@@ -301,10 +301,11 @@ fn session(
                         }
                     }
                 }
-                Action::Players { online, at_ns } => {
+                Action::Players { online, at_ns, start } => {
                     if let Some(r) = &run {
-                        match r.steer(online, at_ns) {
-                            Ok(()) => log(&format!("run {}: players online → {online} from {:.2} s", r.assignment.run_id, at_ns as f64 / 1e9)),
+                        let more = start.as_ref().map(|s| format!(", starting players {}..{}", s.start, s.end)).unwrap_or_default();
+                        match r.steer(online, at_ns, start) {
+                            Ok(()) => log(&format!("run {}: players online → {online} from {:.2} s{more}", r.assignment.run_id, at_ns as f64 / 1e9)),
                             Err(e) => {
                                 let _ = write(tls, &msg::encode(&ToController::Error { message: format!("players online → {online}: {e}") }));
                             }

@@ -60,6 +60,8 @@ pub(super) struct Run {
     pub(super) live: Option<super::live::Live>,
     /// A scenario's server side here: its half of the command channel.
     pub(super) server_commands: Option<horde_scenario::control::CommandSender>,
+    /// Players this agent starts while the run goes (its share of a raised target).
+    pub(super) joining: Arc<horde_engine::sender::Joining>,
 }
 
 impl Run {
@@ -73,16 +75,51 @@ impl Run {
         server: Option<(std::thread::JoinHandle<()>, SocketAddr)>,
         progress: Arc<Progress>,
     ) -> Run {
-        Run { dir, work, assignment, key, stop, server, clients: None, progress, cpu0: cpu_s(), t0: Instant::now(), live: None, server_commands: None }
+        Run {
+            dir,
+            work,
+            assignment,
+            key,
+            stop,
+            server,
+            clients: None,
+            progress,
+            cpu0: cpu_s(),
+            t0: Instant::now(),
+            live: None,
+            server_commands: None,
+            joining: Default::default(),
+        }
     }
 
     /// Sets the online target on this agent's sides of the run: its players' roster and its
-    /// server side's.
-    pub(super) fn steer(&self, online: u32, at_ns: u64) -> anyhow::Result<()> {
-        let Work::Scenario { players, circuits: None, .. } = &self.work else {
+    /// server side's. A target above the players planned so far plans the rest (every side
+    /// keeps every player's stays); `start`: those of them this agent starts.
+    pub(super) fn steer(&self, online: u32, at_ns: u64, start: Option<std::ops::Range<u32>>) -> anyhow::Result<()> {
+        let Work::Scenario { sc, players, circuits: None, netns } = &self.work else {
             anyhow::bail!("this run has no online target (only a scenario's open-loop players have one)");
         };
+        players.grow(online).map_err(anyhow::Error::msg)?;
         players.roster.set(at_ns, online)?;
+        if let Some(r) = start {
+            let part = self.assignment.scenario().context("no scenario part")?;
+            if r.start < sc.players || r.end > online || r.is_empty() {
+                anyhow::bail!("players {}..{} are not players this raise to {online} adds", r.start, r.end);
+            }
+            let server = part.server_addr.or(self.server.as_ref().map(|s| s.1)).context("no server side to send the players to")?;
+            let clients = horde_scenario::Clients {
+                players,
+                shard: r.clone(),
+                server,
+                key: self.key.clone(),
+                log: self.dir.join("client.hlog"),
+                log_tap: Default::default(),
+                progress: self.progress.clone(),
+                netns: netns.clone(),
+                joining: Some(self.joining.clone()),
+            };
+            clients.start_more(sc, r, at_ns);
+        }
         if let Some(tx) = &self.server_commands {
             let c = horde_scenario::control::Command::Players { online, at_ns: Some(at_ns) };
             tx.send(horde_scenario::control::Incoming { id: 0, command: Ok(c) }).map_err(|_| anyhow::anyhow!("the server side has ended"))?;
@@ -143,7 +180,9 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
         anyhow::bail!("regulated circuits with [emu] run on one machine, not through agents");
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let players = Arc::new(horde_scenario::plan(&sc, sc.players, &stop).map_err(|e| e.into_anyhow())?);
+    // a raised target may plan players up to the run's stated limit (the controller's)
+    let limit = part.scenario.max_players.unwrap_or(sc.players);
+    let players = Arc::new(horde_scenario::plan(&sc, limit, &stop).map_err(|e| e.into_anyhow())?);
     metrics.players.store(part.players.as_ref().map_or(0, |r| (r.end - r.start) as u64), Ordering::Relaxed);
     metrics.runs.fetch_add(1, Ordering::Relaxed);
     let progress = Arc::new(Progress::default());
@@ -170,7 +209,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
                         key2,
                         &stop2,
                         listening,
-                        horde_scenario::ServeHooks { commands: Some(&commands), log_tap: server_tap, ..Default::default() },
+                        horde_scenario::ServeHooks { commands: Some(&commands), log_tap: server_tap, limit: Some(limit), ..Default::default() },
                     )
                     .map(|r| serde_json::to_value(r).unwrap_or_default()),
                 };
@@ -360,10 +399,12 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
                 return;
             }
             let (sc, players, log, netns) = (sc.clone(), players.clone(), r.dir.join("client.hlog"), netns.clone());
+            let joining = r.joining.clone();
             let log_tap = r.live.as_ref().map(|l| l.tap(horde_model::service::Direction::Up)).unwrap_or_default();
             std::thread::Builder::new().name("horde-agent-clients".into()).spawn(move || {
                 wait_until(at_ns, &stop);
-                let c = horde_scenario::Clients { players: &players, shard, server, key, log, log_tap, progress: progress.clone(), netns, joining: None };
+                let c =
+                    horde_scenario::Clients { players: &players, shard, server, key, log, log_tap, progress: progress.clone(), netns, joining: Some(joining) };
                 let report = horde_scenario::run_clients(&sc, &c, &stop).map_err(|e| format!("{e:#}"));
                 drop(c);
                 drop(progress);

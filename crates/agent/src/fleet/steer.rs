@@ -13,6 +13,9 @@ use crate::msg;
 /// How long a link change during a run waits for every agent's answer.
 const LINK_ANSWER_WITHIN: Duration = Duration::from_secs(5);
 
+/// A run's players and the agents that run them, with their weights (see [`Fleet::steer`]).
+pub type OnlineTarget = (std::sync::Arc<horde_scenario::Players>, Vec<(usize, u32)>);
+
 /// A link change asked of every agent during a run, waiting for their answers.
 pub(super) struct PendingLink {
     id: u64,
@@ -27,17 +30,23 @@ pub(super) struct PendingLink {
 }
 
 impl<'a> Fleet<'a> {
-    /// The run's commands, applied while it is watched; `roster`: the players' (a kind with an
-    /// online target).
+    /// The run's commands, applied while it is watched; `players`: the run's (a kind with an
+    /// online target), and the agents that run them with their weights (a raised target's new
+    /// players are shared among them).
     pub fn steer(
         &mut self,
         commands: Option<&'a horde_scenario::control::Commands>,
-        roster: Option<std::sync::Arc<horde_model::roster::Roster>>,
+        players: Option<OnlineTarget>,
         timeline: Vec<(u64, horde_scenario::control::Command)>,
         emu_exp: Option<String>,
     ) {
         self.commands = commands;
-        self.roster = roster;
+        if let Some((p, growers)) = players {
+            self.started = p.len();
+            self.players = Some(p);
+            self.growers = growers;
+        }
+        self.more = vec![Vec::new(); self.members.len()];
         self.timeline = horde_scenario::control::Timeline::new(timeline);
         self.emu_exp = emu_exp;
     }
@@ -84,12 +93,20 @@ impl<'a> Fleet<'a> {
         match c {
             Command::Stop {} => Ok(Some((now as f64 / 1e9, "stop: stopping the run on every agent".into(), true))),
             Command::Players { online, at_ns } => {
-                let roster = self.roster.clone().ok_or_else(|| format!("players online = {online}: this run has no online target"))?;
-                let at = roster.set_ahead(now, AGENTS_MARGIN_NS, at_ns, online).map_err(|e| format!("players: {e}"))?;
-                for m in self.members.iter().filter(|m| m.ok()) {
-                    let _ = m.c.cmd.send(Cmd::Players { online, at_ns: at });
+                let players = self.players.clone().ok_or_else(|| format!("players online = {online}: this run has no online target"))?;
+                // above the plan: the new players planned here first (within the stated limit)
+                players.grow(online).map_err(|e| format!("players online = {online}: {e}"))?;
+                let at = players.roster.set_ahead(now, AGENTS_MARGIN_NS, at_ns, online).map_err(|e| format!("players: {e}"))?;
+                let starts = self.share_new_players(online);
+                let mut text = format!("players online → {online} from {:.2} s (every agent)", at as f64 / 1e9);
+                for (i, m) in self.members.iter().enumerate().filter(|(_, m)| m.ok()) {
+                    let start = starts[i].clone();
+                    if let Some(r) = &start {
+                        text.push_str(&format!("; {} starts players {}..{}", m.c.name, r.start, r.end));
+                    }
+                    let _ = m.c.cmd.send(Cmd::Players { online, at_ns: at, start });
                 }
-                Ok(Some((at as f64 / 1e9, format!("players online → {online} from {:.2} s (every agent)", at as f64 / 1e9), false)))
+                Ok(Some((at as f64 / 1e9, text, false)))
             }
             Command::Link { ref a, ref b, .. } => {
                 let Some(exp) = self.emu_exp.clone() else {
@@ -117,6 +134,27 @@ impl<'a> Fleet<'a> {
                 Ok(None)
             }
         }
+    }
+
+    /// The players a raise to `online` starts, shared among the agents that run players by
+    /// their weights (in id order, as the plan's shards are); recorded per agent for the merge.
+    fn share_new_players(&mut self, online: u32) -> Vec<Option<std::ops::Range<u32>>> {
+        let mut starts = vec![None; self.members.len()];
+        if online <= self.started || self.growers.is_empty() {
+            return starts;
+        }
+        let from = self.started;
+        let weights: Vec<u32> = self.growers.iter().map(|g| g.1).collect();
+        let Ok(shards) = horde_scenario::shards(online - from, &weights) else { return starts };
+        for (&(i, _), s) in self.growers.iter().zip(shards) {
+            if !s.is_empty() {
+                let r = from + s.start..from + s.end;
+                self.more[i].push(r.clone());
+                starts[i] = Some(r);
+            }
+        }
+        self.started = online;
+        starts
     }
 
     /// An agent answered the pending link change (or the wait is over): once every agent has,

@@ -347,7 +347,14 @@ fn a_controller_that_vanishes_stops_the_agents_traffic() {
     expect(&mut tls, &|m| matches!(m, ToController::Hello { .. }));
     let key = horde_proto::RunKey::from_bytes([7; 32]);
     let part = msg::ScenarioPart {
-        scenario: horde_scenario::part::ScenarioWork { name: "dm".into(), scenario: sc.text.clone(), service: None, players: 20, online: None, max_players: None },
+        scenario: horde_scenario::part::ScenarioWork {
+            name: "dm".into(),
+            scenario: sc.text.clone(),
+            service: None,
+            players: 20,
+            online: None,
+            max_players: None,
+        },
         server: Some("127.0.0.6:0".parse().unwrap()),
         players: Some(0..20),
         server_addr: None,

@@ -650,7 +650,9 @@ fn a_regulated_scenario_through_two_agents_gives_one_report_with_every_circuit()
 
 /// Issue 22: the command channel through agents — the online target of a WoW scenario on two
 /// agents goes 100 → 200 (every agent and the controller's plan follow, within the 2 s ramp),
-/// then a stop command ends the run with a partial report that says so.
+/// then (issue 46) above the scenario's 200 players to 260: the 60 new players are planned on
+/// every side and started half on each agent; then a stop command ends the run with a partial
+/// report that says so, every agent's log accepted against the grown plan.
 #[test]
 fn the_online_target_and_a_stop_go_through_agents() {
     let _share = horde_testkit::share(horde_testkit::Load::Light);
@@ -684,23 +686,33 @@ fn the_online_target_and_a_stop_go_through_agents() {
     std::thread::sleep((started + Duration::from_secs(4)).saturating_duration_since(Instant::now()));
     c.say(r#"{"command":"players","online":200}"#);
     c.wait_line("players online → 200 from", Duration::from_secs(5));
-    std::thread::sleep((started + Duration::from_secs(10)).saturating_duration_since(Instant::now()));
+    std::thread::sleep((started + Duration::from_secs(8)).saturating_duration_since(Instant::now()));
+    c.say(r#"{"command":"players","online":260}"#);
+    let (_, raised) = c.wait_line("players online → 260 from", Duration::from_secs(5));
+    assert!(raised.contains("sa starts players 200..230") && raised.contains("sb starts players 230..260"), "{raised}");
+    std::thread::sleep((started + Duration::from_secs(14)).saturating_duration_since(Instant::now()));
     c.say(r#"{"command":"stop"}"#);
     assert_eq!(c.wait(Duration::from_secs(60)), 130, "{}", c.text());
     assert!(started.elapsed() < Duration::from_secs(28), "stopped, not run to its end");
+    let changes_line = c.text();
+    assert!(changes_line.contains("players online → 260"), "{changes_line}");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(v["interruption"]["reason"], "stopped by a command", "{}", v["interruption"]);
     assert_eq!(v["mismatched"], 0, "agents and server side decided the same APDUs");
     let changes = v["online"].as_array().unwrap();
-    assert_eq!(changes.iter().map(|c| c["online"].as_u64().unwrap()).collect::<Vec<_>>(), vec![100, 200], "{changes:?}");
-    let up_at = changes[1]["at_s"].as_f64().unwrap();
+    assert_eq!(changes.iter().map(|c| c["online"].as_u64().unwrap()).collect::<Vec<_>>(), vec![100, 200, 260], "{changes:?}");
+    let (up_at, above_at) = (changes[1]["at_s"].as_f64().unwrap(), changes[2]["at_s"].as_f64().unwrap());
+    assert_eq!(v["players"], 260, "the report counts every player the run had");
+    assert_eq!(v["distributed"]["partial"], false, "every agent's log was accepted: {}", c.text());
     let lines = progress_lines(&progress);
     let online = |l: &serde_json::Value| l["progress"]["categories"].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum::<u64>();
     let t = |l: &serde_json::Value| l["progress"]["t_s"].as_f64().unwrap();
     let before: Vec<u64> = lines.iter().filter(|l| t(l) > 2.5 && t(l) < up_at - 0.5).map(online).collect();
-    let after: Vec<u64> = lines.iter().filter(|l| t(l) > up_at + 2.5 && t(l) < 9.0).map(online).collect();
+    let after: Vec<u64> = lines.iter().filter(|l| t(l) > up_at + 2.5 && t(l) < above_at - 0.5).map(online).collect();
+    let above: Vec<u64> = lines.iter().filter(|l| t(l) > above_at + 2.5 && t(l) < above_at + 5.0).map(online).collect();
     assert!(!before.is_empty() && before.iter().all(|n| *n == 100), "{before:?}");
     assert!(!after.is_empty() && after.iter().all(|n| *n == 200), "{after:?}");
+    assert!(!above.is_empty() && above.iter().all(|n| *n == 260), "{above:?}");
     // The raised players (ids 100..200, on agent sb) carried traffic both ways.
     let agents = v["distributed"]["agents"].as_array().unwrap();
     assert!(agents.iter().all(|a| a["status"] == "finished" && a["apdus_sent"].as_u64().unwrap() > 100), "{agents:?}");
