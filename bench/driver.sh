@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Issue 22's "no behaviour lost": the same four measurements with the binary from before the
-# run-driver work (BEFORE, default ba42ba8: the last commit before issue 22's first change) and
-# with this checkout, one after the other in one session, on this machine. Writes
-# bench/RESULTS-driver.md and raw outputs in bench/out/driver/{before,after}/. Loopback and
-# namespaces this script creates only; every load is bounded in time.
+# "No behaviour lost" across a rework: the same measurements with the binary from before it
+# (BEFORE) and with this checkout, one after the other in one session, on this machine. Loopback
+# and namespaces this script creates only; every load is bounded in time.
+#   ISSUE=22 (default): the run driver; BEFORE ba42ba8 (the last commit before its first change);
+#            writes bench/RESULTS-driver.md and bench/out/driver/.
+#   ISSUE=46: one unit of work; BEFORE db0eccf (the issue's own starting point); adds the demo
+#            and a flows-through-agents summary check; writes bench/RESULTS-unit-of-work.md and
+#            bench/out/unit-of-work/.
 #
 #   1. the engine: one 64-B UDP flow at 100,000 pkt/s for 5 s, logs at both ends: achieved
 #      pkt/s, rate error, loss;
@@ -13,15 +16,27 @@
 #   4. a Mongoose circuit on an emulated link with 1 % loss and 100 ms RTT for 60 s: received
 #      rate against Padhye's TCP-fair rate (needs root).
 #
+#   5. (ISSUE=46) `horde demo` (300 WoW players, 30 s): connections, APDUs lost, mismatched,
+#      the worst rate error;
+#   6. (ISSUE=46) 20 UDP flows for 10 s through two sending agents and a receiving agent with
+#      `--collect summaries --check-summaries`: figures compared and beyond their bounds.
+#
 #   sudo bash bench/driver.sh                # ~12 minutes plus the BEFORE build (~6 minutes)
+#   ISSUE=46 sudo bash bench/driver.sh       # ~15 minutes plus the BEFORE build
 #   BEFORE_BIN=/path/to/horde sudo bash bench/driver.sh
 #   ONLY=circuit sudo bash bench/driver.sh   # some of engine,wow,bots,circuit (the others' outputs stay)
 # The circuit point is one 60 s run of a random-loss process: it runs CIRCUIT_RUNS times (3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-OUT=$ROOT/bench/out/driver
-BEFORE=${BEFORE:-ba42ba8}
+ISSUE=${ISSUE:-22}
+case $ISSUE in
+  22) OUT=$ROOT/bench/out/driver; RESULTS=$ROOT/bench/RESULTS-driver.md; BEFORE=${BEFORE:-ba42ba8}
+      TITLE="The run driver: before and after (issue 22)"; WHY="the last commit before issue 22's first change"; DEFAULT=engine,wow,bots,circuit ;;
+  46) OUT=$ROOT/bench/out/unit-of-work; RESULTS=$ROOT/bench/RESULTS-unit-of-work.md; BEFORE=${BEFORE:-db0eccf}
+      TITLE="One unit of work: before and after (issue 46)"; WHY="the commit issue 46 was measured at"; DEFAULT=engine,wow,bots,circuit,demo,flows ;;
+  *) echo "ISSUE is 22 or 46" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT"
 cargo build --release -q -p horde
 AFTER_BIN=$ROOT/target/release/horde
@@ -29,11 +44,12 @@ if [ -z "${BEFORE_BIN:-}" ]; then
   rm -rf /tmp/horde-before
   git worktree add -f /tmp/horde-before "$BEFORE" -q
   (cd /tmp/horde-before && CARGO_TARGET_DIR=/tmp/horde-before-target cargo build --release -q -p horde)
+  git worktree remove --force /tmp/horde-before
   BEFORE_BIN=/tmp/horde-before-target/release/horde
 fi
 [ -x /usr/games/openarena-server ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openarena-server >/dev/null; }
 
-ONLY=${ONLY:-engine,wow,bots,circuit}
+ONLY=${ONLY:-$DEFAULT}
 on() { [[ ",$ONLY," == *",$1,"* ]]; }
 CIRCUIT_RUNS=${CIRCUIT_RUNS:-3}
 
@@ -74,6 +90,30 @@ measure() { # NAME BIN
     done
     "$H" emu down "$id" --purge >/dev/null 2>&1 || true
   fi
+  # 5. the demo
+  on demo && rm -rf "$d/demo" && timeout 200 "$H" demo -q -o "$d/demo" >"$d/demo.txt" 2>&1 || true
+  # 6. flows through agents, summaries checked against the logs
+  if on flows; then
+    rm -rf "$d/flows"; mkdir -p "$d/flows"
+    "$H" agent keygen --out "$d/flows/creds" >/dev/null 2>&1
+    local pids=() ip
+    for ip in 41 42 43; do
+      "$H" agent --listen "127.0.0.$ip:0" --credentials "$d/flows/creds" --dir "$d/flows/a$ip" --name "a$ip" 2>"$d/flows/a$ip.log" &
+      pids+=($!)
+    done
+    local addrs=() a
+    for ip in 41 42 43; do
+      a=""
+      for _ in $(seq 100); do a=$(grep -o ' listening on [0-9.:]*' "$d/flows/a$ip.log" | awk '{print $3}' || true); [ -n "$a" ] && break; sleep 0.1; done
+      addrs+=("$a")
+    done
+    printf '[defaults]\nduration = "10s"\nsize = 200\ndst = "127.0.0.43:%s"\n[[flow]]\nrate = 100\nrepeat = 16\n[[flow]]\nidt = "exponential(10)"\nsize = "exponential(300)"\nrepeat = 4\n' \
+      $((30000 + RANDOM % 20000)) >"$d/flows/flows.toml"
+    timeout 120 "$H" send --flows "$d/flows/flows.toml" --agents "${addrs[0]},${addrs[1]}" --recv-agent "${addrs[2]}" --credentials "$d/flows/creds" \
+      --out "$d/flows/out" --collect summaries --check-summaries >"$d/flows.txt" 2>&1 || true
+    kill "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+  fi
 }
 
 echo "before ($BEFORE): $BEFORE_BIN"
@@ -81,9 +121,9 @@ measure before "$BEFORE_BIN"
 echo "after ($(git rev-parse --short HEAD)): $AFTER_BIN"
 measure after "$AFTER_BIN"
 
-python3 - "$OUT" "$BEFORE" "$(git rev-parse --short HEAD)" >"$ROOT/bench/RESULTS-driver.md" <<'PY'
+python3 - "$OUT" "$BEFORE" "$(git rev-parse --short HEAD)" "$TITLE" "$WHY" "$ISSUE" >"$RESULTS" <<'PY'
 import csv, json, math, os, sys, subprocess
-out, before, after = sys.argv[1], sys.argv[2], sys.argv[3]
+out, before, after, title, why, issue = sys.argv[1:7]
 
 def j(p):
     try:
@@ -138,13 +178,26 @@ def figures(name):
         mean = sum(ratios) / len(ratios)
         f[f"Mongoose at 1 %/100 ms: received ({len(recvs)} runs)"] = " / ".join(f"{r:.0f}" for r in recvs) + " kbit/s"
         f["Mongoose / Padhye: mean (min–max)"] = f"{mean:.2f} ({min(ratios):.2f}–{max(ratios):.2f})"
+    dm = j(f"{d}/demo/summary.json")
+    if dm:
+        cats = dm["analysis"]["categories"]
+        errs = [abs(c[k]["rate_error_pct"]) for c in cats for k in ("up", "down") if c[k]["rate_error_pct"] is not None]
+        f["demo: connections"] = f'{dm["server_connections"]:,}'
+        f["demo: APDUs lost / mismatched"] = f'{sum(c[k]["lost"] for c in cats for k in ("up", "down"))} / {dm["mismatched"]}'
+        f["demo: worst rate error"] = f"{max(errs):.2f} %"
+    fl = j(f"{d}/flows/out/summary.json")
+    if fl:
+        chk = (fl.get("distributed") or {}).get("check") or {}
+        f["flows via agents: packets sent / lost"] = f'{fl["total"]["packets"]:,} / {fl["total"]["loss"]["lost"]}'
+        f["flows via agents: summary figures compared / beyond bounds"] = f'{chk.get("figures", "-")} / {chk.get("beyond", "-")}'
     return f
 
 a, b = figures("before"), figures("after")
 cpu = subprocess.run("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2", shell=True, capture_output=True, text=True).stdout.strip()
-print("# The run driver: before and after (issue 22)\n")
-print(f"Generated by `sudo bash bench/driver.sh` on {subprocess.run(['date','-u','+%Y-%m-%d'],capture_output=True,text=True).stdout.strip()} — {os.cpu_count()} cores, {cpu}. "
-      f"Before: `{before}` (the last commit before issue 22's first change); after: `{after}`. Both binaries measured one after the other in this run; raw outputs in bench/out/driver/.\n")
+print(f"# {title}\n")
+cmd = "sudo bash bench/driver.sh" if issue == "22" else f"ISSUE={issue} sudo bash bench/driver.sh"
+print(f"Generated by `{cmd}` on {subprocess.run(['date','-u','+%Y-%m-%d'],capture_output=True,text=True).stdout.strip()} — {os.cpu_count()} cores, {cpu}. "
+      f"Before: `{before}` ({why}); after: `{after}`. Both binaries measured one after the other in this run; raw outputs in {os.path.relpath(out)}/.\n")
 print("| measurement | before | after |\n|---|---:|---:|")
 for k in [k for k in dict.fromkeys(list(a) + list(b)) if not k.startswith("_")]:
     print(f"| {k} | {a.get(k, '-')} | {b.get(k, '-')} |")
@@ -199,6 +252,12 @@ if len(ra) >= 2 and len(rb) >= 2:
     t, df, p = welch(ra, rb)
     verdict = "no difference detected" if p >= ALPHA else "the means DIFFER"
     lines.append(f"- Mongoose / Padhye: Welch's t-test on the {len(ra)} + {len(rb)} runs' ratios: t = {t:.2f}, df = {df:.1f}, p = {p:.2f} (threshold {ALPHA}): {verdict}. With {len(ra)} runs a side the test detects only large shifts (one 60 s run of a 1 % random-loss process varies by ±25 % on its own); raise CIRCUIT_RUNS for a sharper answer.")
+if "demo: connections" in a or "demo: connections" in b:
+    lines.append(f"- demo: connections, APDUs lost, mismatched and worst rate error {'identical' if same('demo: connections', 'demo: APDUs lost / mismatched', 'demo: worst rate error') else 'DIFFER'} (one seed: the same schedules).")
+if "flows via agents: summary figures compared / beyond bounds" in b:
+    fb = b["flows via agents: summary figures compared / beyond bounds"].split(" / ")
+    fa = a.get("flows via agents: summary figures compared / beyond bounds", "- / -").split(" / ")
+    lines.append(f"- flows through agents: figures beyond their bounds before {fa[1]}, after {fb[1]} (each side's summaries checked against its own logs).")
 print("\nVerdicts:\n" + "\n".join(lines))
 PY
-cat "$ROOT/bench/RESULTS-driver.md"
+cat "$RESULTS"

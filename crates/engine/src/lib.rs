@@ -10,6 +10,7 @@ pub mod bots;
 pub mod discover;
 mod ending;
 pub mod icmp;
+mod joining;
 pub mod live;
 pub mod logger;
 pub mod net;

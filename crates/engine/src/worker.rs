@@ -207,10 +207,10 @@ pub struct Worker {
     /// Departures more than 1 ms late, exactly (the histogram's count is bucketed).
     late_over_1ms: u64,
     /// Flows added while the run went whose socket could not be opened.
-    not_opened: u64,
+    pub(crate) not_opened: u64,
     /// UDP flows added while the run goes, validating their address before they start (as
     /// every flow at the start does before the first departure).
-    validating: Vec<usize>,
+    pub(crate) validating: Vec<usize>,
 }
 
 /// Seconds of a run whose late departures are counted one by one (a day; later ones only in
@@ -375,7 +375,7 @@ impl Worker {
 
     /// A client's start: the TCP hello is queued (signed, based at the common start), a UDP
     /// greeter may ask to be admitted; then its departures.
-    fn start_slot(&mut self, i: usize) {
+    pub(crate) fn start_slot(&mut self, i: usize) {
         self.log_ends(i);
         self.slots[i].conn.start(self.t0_real);
         if self.slots[i].conn.greeter().is_some() {
@@ -386,53 +386,11 @@ impl Worker {
         self.schedule(i);
     }
 
-    /// Flows added while the run goes ([`crate::sender::Joining`]): each gets its socket now and
-    /// starts when its `connect_at_ns` comes up in the departure heap.
-    fn take_joining(&mut self) {
-        let Some(joining) = self.opts.joining.clone() else { return };
-        for job in joining.take() {
-            let at = job.connect_at_ns.unwrap_or(0);
-            match crate::setup::open(job, &self.opts) {
-                Ok(mut slot) => {
-                    slot.conn.connect_at = Some(at);
-                    self.slots.push(slot);
-                    self.heap.push(Reverse((at, self.slots.len() - 1)));
-                }
-                Err(e) => {
-                    tracing::warn!("a flow added during the run: {e}");
-                    self.not_opened += 1;
-                }
-            }
-        }
-    }
-
-    /// UDP flows added during the run: hellos until their address is validated, then their
-    /// start (the admitting hello, then their departures); one that got no answer is broken.
-    fn validate_joined(&mut self, now: u64) {
-        let mut k = 0;
-        while k < self.validating.len() {
-            let i = self.validating[k];
-            let state = self.slots[i].conn.greeter().map(|g| g.state());
-            if matches!(state, Some(GreetState::Asking)) {
-                self.send_hellos(i, now);
-                k += 1;
-                continue;
-            }
-            self.validating.swap_remove(k);
-            if matches!(state, Some(GreetState::GaveUp)) {
-                self.slots[i].conn.stats.errors += 1;
-                self.slots[i].conn.broke();
-            } else {
-                self.start_slot(i);
-            }
-        }
-    }
-
     /// A flow whose time has come to connect (a player joining): connect, register, greet. A
-    /// UDP flow added during the run ([`Worker::take_joining`]) registers its reads and
-    /// validates its address first ([`Worker::validate_joined`]). True when its departures are
+    /// UDP flow added during the run (`Worker::take_joining`) registers its reads and
+    /// validates its address first (`Worker::validate_joined`). True when its departures are
     /// to be scheduled now (a UDP flow's are when it starts).
-    fn join(&mut self, i: usize) -> bool {
+    pub(crate) fn join(&mut self, i: usize) -> bool {
         if self.slots[i].conn.transport() == Transport::Udp {
             self.slots[i].conn.connect_at = None;
             let fd = self.slots[i].fd();

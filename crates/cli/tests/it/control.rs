@@ -118,6 +118,31 @@ fn a_target_above_the_scenarios_players_plans_and_starts_more() {
     assert!(server.len() >= 28, "the server side sent to {} of the new players", server.len());
 }
 
+/// The same over UDP (Quake 3): each new player validates its address with the server side
+/// before its first departure (none is lost to an unvalidated start), and is served.
+#[test]
+fn udp_players_planned_on_demand_validate_before_they_send() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = Scratch::new("control-above-udp");
+    let sc = dir.path("q3.toml");
+    std::fs::write(&sc, "service = 'quake3'\nplayers = 20\nduration = '8s'\nseed = 3\njoin = 'uniform(0, 1)'\nspin_us = 0\n").unwrap();
+    let out = dir.path("out");
+    let (child, mut stdin, start) = steered(&["run", sc.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    at(start, 3.0, &mut stdin, r#"{"command":"players","online":35}"#);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.contains("15 more planned and started: players 20..35"), "{err}");
+    let s = summary(&out.join("summary.json"));
+    assert_eq!((s["players"].as_u64(), s["server_connections"].as_u64(), s["mismatched"].as_u64()), (Some(35), Some(35), Some(0)), "every new player served");
+    let cats = s["analysis"]["categories"].as_array().unwrap();
+    assert_eq!(
+        cats.iter().map(|c| c["up"]["lost"].as_u64().unwrap() + c["down"]["lost"].as_u64().unwrap()).sum::<u64>(),
+        0,
+        "nothing sent before its address was validated"
+    );
+    assert_eq!(s["client"]["errors"], 0);
+}
+
 /// Acceptance (scenario kind): a stop command ends the run mid-way with a partial report that
 /// says so.
 #[test]
