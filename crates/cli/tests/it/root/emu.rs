@@ -313,7 +313,8 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
     assert_eq!(events, ["r1–r2 changed", "client1 – sw1: down", "client1 – sw1: up"], "{}", s["network_events"]);
     let chart = std::fs::read_to_string(out.join("charts/link-r1-r2-queue.svg")).unwrap();
     assert!(chart.contains("client1 – sw1: down") && chart.contains("r1–r2 changed"), "the events are marked on the time charts");
-    // Upstream APDUs at the server: 20–100 ms before the change, ≥ 250 ms a second after it.
+    // Upstream APDUs at the server: the link's 20 ± 5 ms (its jitter: a median just under 20 is
+    // the link, not a fault) up to 100 ms before the change, ≥ 250 ms a second after it.
     let recs = horde_stats::load(&std::fs::read(out.join("server.hlog")).unwrap()).unwrap().records;
     let now_real = horde_sys::clock::real_ns();
     let change_real = now_real - changed_at.elapsed().as_nanos() as u64;
@@ -327,7 +328,7 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
         v[v.len() / 2]
     };
     let (b, a) = (median(before), median(after));
-    assert!((20.0..100.0).contains(&b) && (250.0..400.0).contains(&a), "upstream delay median {b:.1} ms before, {a:.1} ms after the change");
+    assert!((15.0..100.0).contains(&b) && (250.0..400.0).contains(&a), "upstream delay median {b:.1} ms before, {a:.1} ms after the change");
     // One clock: the command's answer, the report's mark and the measured effect (the first
     // APDU that left after the change and took ≥ 250 ms, on the players' clock) agree within
     // 100 ms.
