@@ -42,6 +42,23 @@ pub struct RunOptions<'a> {
     pub clock: &'a dyn horde_engine::clock::Clock,
 }
 
+impl<'a> RunOptions<'a> {
+    /// A whole scenario on this machine with its server side in this process (tests, small
+    /// runs): no scenario file, no commands, no events, the machine's clock.
+    pub fn in_process(out: &'a Path, stop: &'a AtomicBool) -> RunOptions<'a> {
+        RunOptions {
+            out,
+            scenario_file: None,
+            server: ServerSide::InProcess,
+            shard: None,
+            events: &|_| {},
+            stop,
+            commands: None,
+            clock: &horde_engine::clock::System,
+        }
+    }
+}
+
 /// Where a run's server side runs.
 #[derive(Debug, Clone)]
 pub enum ServerSide {

@@ -131,20 +131,7 @@ fn a_run_over_agents_matches_the_same_run_on_one_machine() {
     // The same scenario on one machine: the same players with the same schedules.
     let stop = AtomicBool::new(false);
     let out = d.join("local");
-    let local = horde_scenario::execute(
-        &sc,
-        &horde_scenario::RunOptions {
-            out: &out,
-            scenario_file: None,
-            server: horde_scenario::ServerSide::InProcess,
-            shard: None,
-            events: &|_| {},
-            stop: &stop,
-            commands: None,
-            clock: &horde_engine::clock::System,
-        },
-    )
-    .unwrap();
+    let local = horde_scenario::execute(&sc, &horde_scenario::RunOptions::in_process(&out, &stop)).unwrap();
     let l = &local.summary.analysis;
     for (dc, lc) in s.analysis.categories.iter().zip(&l.categories) {
         assert_eq!(dc.category, lc.category);

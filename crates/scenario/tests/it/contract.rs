@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use horde_model::scenario::Scenario;
-use horde_scenario::{execute, RunOptions, ServerSide, Summary};
+use horde_scenario::{execute, RunOptions, Summary};
 use horde_stats::{Analysis, LoadedLog, Options};
 use horde_wire::{Record, RecordKind, Role};
 
@@ -48,16 +48,7 @@ fn run_scenario(name: &str, tag: &str) -> (PathBuf, horde_scenario::RunOutcome) 
     let out = std::env::temp_dir().join(format!("horde-contract-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let stop = AtomicBool::new(false);
-    let opts = RunOptions {
-        out: &out,
-        scenario_file: None,
-        server: ServerSide::InProcess,
-        shard: None,
-        events: &|_| {},
-        stop: &stop,
-        commands: None,
-        clock: &horde_sys::clock::System,
-    };
+    let opts = RunOptions::in_process(&out, &stop);
     let r = execute(&sc, &opts).unwrap();
     (out, r)
 }
@@ -95,16 +86,7 @@ fn progress_lines_follow_their_schema_on_one_machine_and_through_agents() {
             ticks.lock().unwrap().push(s.clone());
         }
     };
-    let opts = RunOptions {
-        out: &out,
-        scenario_file: None,
-        server: ServerSide::InProcess,
-        shard: None,
-        events: &events,
-        stop: &stop,
-        commands: None,
-        clock: &horde_sys::clock::System,
-    };
+    let opts = RunOptions { events: &events, ..RunOptions::in_process(&out, &stop) };
     execute(&sc, &opts).unwrap();
     let ticks = ticks.into_inner().unwrap();
     assert!(!ticks.is_empty(), "a 2-s run reports progress");
@@ -219,16 +201,7 @@ fn a_regulated_runs_summary_json_follows_its_schema() {
     let out = std::env::temp_dir().join(format!("horde-contract-circuits-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let stop = AtomicBool::new(false);
-    let opts = RunOptions {
-        out: &out,
-        scenario_file: None,
-        server: ServerSide::InProcess,
-        shard: None,
-        events: &|_| {},
-        stop: &stop,
-        commands: None,
-        clock: &horde_sys::clock::System,
-    };
+    let opts = RunOptions::in_process(&out, &stop);
     let r = horde_scenario::regulated::execute(&sc, &cfg, &opts).unwrap();
     let instance: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(instance["schema_version"], CIRCUITS_SCHEMA_VERSION);

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 
 use horde_model::scenario::Scenario;
 use horde_model::service::Direction;
-use horde_scenario::{execute, RunOptions, ServerSide};
+use horde_scenario::{execute, RunOptions};
 use horde_stats::digest::{self, Builder, GameDigest};
 use horde_stats::game::{self, Context, DirectionStats, GameAnalysis};
 use horde_wire::{Record, RecordKind};
@@ -111,16 +111,7 @@ fn figures_from_merged_summaries_equal_the_raw_records_figures_or_lie_within_the
     let out = std::env::temp_dir().join(format!("horde-digest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let stop = AtomicBool::new(false);
-    let opts = RunOptions {
-        out: &out,
-        scenario_file: None,
-        server: ServerSide::InProcess,
-        shard: None,
-        events: &|_| {},
-        stop: &stop,
-        commands: None,
-        clock: &horde_sys::clock::System,
-    };
+    let opts = RunOptions::in_process(&out, &stop);
     let run = execute(&sc, &opts).unwrap();
     let load = |f: &str| horde_stats::load(&std::fs::read(out.join(f)).unwrap()).unwrap().records;
     let (client, server) = (load("client.hlog"), load("server.hlog"));

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
 use horde_model::scenario::Scenario;
-use horde_scenario::{execute, Error, Event, RunOptions, ServerSide};
+use horde_scenario::{execute, Error, Event, RunOptions};
 
 fn scenario(service: &str, players: u32, seconds: u32) -> Scenario {
     let text = format!(
@@ -30,16 +30,7 @@ fn a_small_scenario_runs_end_to_end_through_the_library() {
     let stop = AtomicBool::new(false);
     let events = Mutex::new(Vec::new());
     let record = |e: &Event| events.lock().unwrap().push(e.clone());
-    let opts = RunOptions {
-        out: &out,
-        scenario_file: None,
-        server: ServerSide::InProcess,
-        shard: None,
-        events: &record,
-        stop: &stop,
-        commands: None,
-        clock: &horde_sys::clock::System,
-    };
+    let opts = RunOptions { events: &record, ..RunOptions::in_process(&out, &stop) };
     let r = execute(&sc, &opts).expect("the run completes");
     let s = &r.summary;
     assert!(r.server_died.is_none() && !r.interrupted());
@@ -64,16 +55,7 @@ fn a_shard_runs_only_its_players() {
     let sc = scenario("quake3", 5, 2);
     let out = tmp("shard");
     let stop = AtomicBool::new(false);
-    let opts = RunOptions {
-        out: &out,
-        scenario_file: None,
-        server: ServerSide::InProcess,
-        shard: Some(1..3),
-        events: &|_| {},
-        stop: &stop,
-        commands: None,
-        clock: &horde_sys::clock::System,
-    };
+    let opts = RunOptions { shard: Some(1..3), ..RunOptions::in_process(&out, &stop) };
     let r = execute(&sc, &opts).unwrap();
     assert_eq!(r.summary.server_connections, 2);
     let ids: Vec<u32> = r.summary.client.flows.iter().map(|f| f.id).collect();
@@ -91,16 +73,7 @@ fn a_stop_while_planning_is_an_interruption_not_a_failure() {
     let sc = scenario("wow", 2000, 60);
     let out = tmp("stop");
     let stop = AtomicBool::new(true);
-    let opts = RunOptions {
-        out: &out,
-        scenario_file: None,
-        server: ServerSide::InProcess,
-        shard: None,
-        events: &|_| {},
-        stop: &stop,
-        commands: None,
-        clock: &horde_sys::clock::System,
-    };
+    let opts = RunOptions::in_process(&out, &stop);
     let e = execute(&sc, &opts).err().expect("interrupted");
     assert_eq!(e.exit_code(), 130, "{e}");
     let _ = std::fs::remove_dir_all(&out);
@@ -116,16 +89,7 @@ fn a_burst_of_thousands_of_players_all_get_in() {
     sc.spin_us = 0;
     let out = tmp("burst");
     let stop = AtomicBool::new(false);
-    let opts = RunOptions {
-        out: &out,
-        scenario_file: None,
-        server: ServerSide::InProcess,
-        shard: None,
-        events: &|_| {},
-        stop: &stop,
-        commands: None,
-        clock: &horde_sys::clock::System,
-    };
+    let opts = RunOptions::in_process(&out, &stop);
     let r = execute(&sc, &opts).expect("the run completes");
     assert_eq!(r.server.refusals.closed_before_hello, 0, "no player was cut off before its hello");
     assert_eq!(r.summary.client.errors, 0, "no player saw its connection closed");
@@ -143,16 +107,7 @@ fn live_progress_counts_every_apdu_by_category_and_follows_the_model() {
     let stop = AtomicBool::new(false);
     let events = Mutex::new(Vec::new());
     let record = |e: &Event| events.lock().unwrap().push(e.clone());
-    let opts = RunOptions {
-        out: &out,
-        scenario_file: None,
-        server: ServerSide::InProcess,
-        shard: None,
-        events: &record,
-        stop: &stop,
-        commands: None,
-        clock: &horde_sys::clock::System,
-    };
+    let opts = RunOptions { events: &record, ..RunOptions::in_process(&out, &stop) };
     execute(&sc, &opts).expect("the run completes");
     let ticks: Vec<horde_scenario::Snapshot> =
         events.into_inner().unwrap().into_iter().filter_map(|e| if let Event::Tick(s) = e { Some(s) } else { None }).collect();
