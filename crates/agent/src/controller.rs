@@ -364,7 +364,7 @@ fn report(
         Records(Vec<horde_wire::Record>, Vec<horde_wire::Record>),
         Summary(Box<horde_stats::digest::GameDigest>),
     }
-    let (client, server_report, refused, data) = match summary {
+    let (mut client, server_report, refused, data) = match summary {
         Some(expect) => {
             // each agent's live pieces against its final summary: they must be equal
             let mut check = horde_scenario::LiveCheck::default();
@@ -391,6 +391,9 @@ fn report(
             (m.client, m.server, m.refused, Data::Records(m.client_records, m.server_records))
         }
     };
+    // one clock: the report counts from the common start every agent was given (their players'
+    // schedules start there; the commands' answers and marks count from it too)
+    client.t0_real_ns = p.t0;
     for (name, why) in &refused {
         p.fleet.refuse(name, why);
     }

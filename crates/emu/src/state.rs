@@ -44,6 +44,11 @@ pub fn set_link_state(exp: &str, a: &str, b: &str, up: bool) -> Result<Vec<Strin
         let l = &plan.links[li];
         for (end, port) in [&l.a, &l.b].into_iter().enumerate() {
             let node = &plan.nodes[port.node];
+            // across machines, a link to another machine has one end here (its tunnel
+            // carries the other's frames): the far machine takes its own end down or up
+            if node.away.is_some() {
+                continue;
+            }
             let nsname = crate::bridges::port_ns(&plan, &layout, exp, li, end);
             let fd = ns::open(&nsname)?;
             let ifname = port.ifname.clone();

@@ -283,6 +283,7 @@ pub fn listen_all(listen: &[SocketAddr], transport: Transport, threads: usize, o
 pub struct StartGate {
     n: usize,
     lead_ns: u64,
+    not_before_real_ns: Option<u64>,
     state: Mutex<GateState>,
     cv: Condvar,
 }
@@ -296,7 +297,12 @@ struct GateState {
 
 impl StartGate {
     pub fn new(n: usize, lead_ns: u64) -> Self {
-        StartGate { n, lead_ns, state: Mutex::new(GateState::default()), cv: Condvar::new() }
+        StartGate { n, lead_ns, not_before_real_ns: None, state: Mutex::new(GateState::default()), cv: Condvar::new() }
+    }
+
+    /// The start is no earlier than this real instant (ns), when every worker is ready before it.
+    pub fn not_before(self, real_ns: Option<u64>) -> Self {
+        StartGate { not_before_real_ns: real_ns, ..self }
     }
 
     /// Waits for every worker; returns the shared (monotonic, real) start time, or `None` if
@@ -312,7 +318,11 @@ impl StartGate {
         if s.aborted {
             return None;
         }
-        Some(*s.t0.get_or_insert_with(|| (mono_ns() + self.lead_ns, real_ns() + self.lead_ns)))
+        Some(*s.t0.get_or_insert_with(|| {
+            let (mono, real) = (mono_ns() + self.lead_ns, real_ns() + self.lead_ns);
+            let wait = self.not_before_real_ns.map_or(0, |at| at.saturating_sub(real));
+            (mono + wait, real + wait)
+        }))
     }
 
     /// Lets every waiting worker go without starting.
@@ -351,5 +361,17 @@ mod tests {
         let gate = StartGate::new(2, 0);
         let got: Vec<_> = std::thread::scope(|s| [s.spawn(|| gate.arrive(true)), s.spawn(|| gate.arrive(true))].map(|h| h.join().unwrap()).to_vec());
         assert!(got[0].is_some() && got[0] == got[1], "one shared start");
+    }
+
+    #[test]
+    fn a_common_start_ahead_is_the_schedules_zero_and_one_passed_is_not_waited_for() {
+        let at = real_ns() + 300_000_000;
+        let (mono, real) = StartGate::new(1, 1_000_000).not_before(Some(at)).arrive(true).unwrap();
+        assert_eq!(real, at, "the common start, to the nanosecond");
+        let ahead = mono.saturating_sub(mono_ns());
+        assert!((200_000_000..=300_000_000).contains(&ahead), "the monotonic start as far ahead: {ahead} ns");
+        let before = real_ns();
+        let (_, real) = StartGate::new(1, 1_000_000).not_before(Some(before - 5_000_000_000)).arrive(true).unwrap();
+        assert!(real >= before + 1_000_000 && real < before + 1_000_000_000, "a start already passed: ready plus the lead ({} ns after)", real - before);
     }
 }

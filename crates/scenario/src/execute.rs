@@ -268,6 +268,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
         progress: client_progress.clone(),
         netns: emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default(),
         joining: (players.limit > sc.players).then(Default::default),
+        start_at_real_ns: None,
     };
     let done = AtomicBool::new(false);
     // The client stops on the user's signal, or when the server side dies.
@@ -397,6 +398,9 @@ pub struct Clients<'p> {
     pub netns: Vec<Arc<std::fs::File>>,
     /// Players started while the run goes (a raised target beyond the plan), if this side may.
     pub joining: Option<Arc<horde_engine::sender::Joining>>,
+    /// The run's common start on this machine's real clock, ns (an agent's part: the
+    /// controller's start; none: when set-up is done).
+    pub start_at_real_ns: Option<u64>,
 }
 
 impl Clients<'_> {
@@ -446,6 +450,7 @@ pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Res
         connect_timeout: Duration::from_secs(30),
         key: c.key.clone(),
         joining: c.joining.clone(),
+        start_at_real_ns: c.start_at_real_ns,
         ..Default::default()
     };
     Ok(sender::run_jobs(jobs, &copts, stop)?)

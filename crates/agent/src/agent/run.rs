@@ -117,6 +117,7 @@ impl Run {
                 progress: self.progress.clone(),
                 netns: netns.clone(),
                 joining: Some(self.joining.clone()),
+                start_at_real_ns: None,
             };
             clients.start_more(sc, r, at_ns);
         }
@@ -352,8 +353,8 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
             }
             let (flows, log, log_tap) = (send.clone(), r.dir.join("send.hlog"), tap.clone());
             let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+            // the sockets open now; the schedule's zero is the common start
             std::thread::Builder::new().name("horde-agent-send".into()).spawn(move || {
-                wait_until(at_ns, &stop);
                 let opts = horde_engine::SendOptions {
                     threads: cores.min(flows.len()).max(1),
                     log: Some(log),
@@ -361,6 +362,7 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
                     key,
                     greet: true,
                     progress: Some(progress),
+                    start_at_real_ns: Some(at_ns),
                     ..Default::default()
                 };
                 let report = horde_engine::sender::run(flows, &opts, &stop).map_err(|e| format!("{e:#}"));
@@ -401,10 +403,20 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
             let (sc, players, log, netns) = (sc.clone(), players.clone(), r.dir.join("client.hlog"), netns.clone());
             let joining = r.joining.clone();
             let log_tap = r.live.as_ref().map(|l| l.tap(horde_model::service::Direction::Up)).unwrap_or_default();
+            // the players connect now; their schedules' zero is the common start
             std::thread::Builder::new().name("horde-agent-clients".into()).spawn(move || {
-                wait_until(at_ns, &stop);
-                let c =
-                    horde_scenario::Clients { players: &players, shard, server, key, log, log_tap, progress: progress.clone(), netns, joining: Some(joining) };
+                let c = horde_scenario::Clients {
+                    players: &players,
+                    shard,
+                    server,
+                    key,
+                    log,
+                    log_tap,
+                    progress: progress.clone(),
+                    netns,
+                    joining: Some(joining),
+                    start_at_real_ns: Some(at_ns),
+                };
                 let report = horde_scenario::run_clients(&sc, &c, &stop).map_err(|e| format!("{e:#}"));
                 drop(c);
                 drop(progress);

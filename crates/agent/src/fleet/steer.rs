@@ -24,8 +24,9 @@ pub(super) struct PendingLink {
     answers: Vec<(usize, String)>,
     failed: Vec<String>,
     by: Instant,
-    /// When it was asked, s on the run's clock (each agent applies it as it hears of it).
-    asked_s: f64,
+    /// When it took effect, s on the run's clock: the last agent's answer (each applies it
+    /// as it hears of it and answers once applied), or the asking instant if none has.
+    at_s: f64,
     what: String,
 }
 
@@ -128,9 +129,9 @@ impl<'a> Fleet<'a> {
                         waiting.push(i);
                     }
                 }
-                let asked_s = now as f64 / 1e9;
+                let at_s = now as f64 / 1e9;
                 self.pending_link =
-                    Some(PendingLink { id, waiting, answers: Vec::new(), failed: Vec::new(), by: Instant::now() + LINK_ANSWER_WITHIN, asked_s, what });
+                    Some(PendingLink { id, waiting, answers: Vec::new(), failed: Vec::new(), by: Instant::now() + LINK_ANSWER_WITHIN, at_s, what });
                 Ok(None)
             }
         }
@@ -166,6 +167,9 @@ impl<'a> Fleet<'a> {
                 return;
             }
             p.waiting.retain(|&w| w != i);
+            if self.t0_ns > 0 {
+                p.at_s = p.at_s.max(real_ns().saturating_sub(self.t0_ns) as f64 / 1e9);
+            }
             let name = &self.members[i].c.name;
             match r {
                 msg::EmuReply::Link { here: true, output } => p.answers.push((i, format!("{name}: {}", output.trim().replace('\n', "; ")))),
@@ -187,8 +191,8 @@ impl<'a> Fleet<'a> {
         let answers: Vec<String> = p.answers.iter().map(|a| a.1.clone()).collect();
         let reply = match (p.failed.is_empty(), p.answers.is_empty()) {
             (true, false) => {
-                self.marks.push((p.asked_s, p.what.clone()));
-                horde_scenario::control::Reply::applied(p.id, Some(p.asked_s), format!("{}: {}", p.what, answers.join(" | ")))
+                self.marks.push((p.at_s, p.what.clone()));
+                horde_scenario::control::Reply::applied(p.id, Some(p.at_s), format!("{}: {}", p.what, answers.join(" | ")))
             }
             (true, true) => horde_scenario::control::Reply::refused(p.id, format!("{}: no agent has that link", p.what)),
             (false, _) => horde_scenario::control::Reply::refused(p.id, format!("{}: {}", p.what, p.failed.join("; "))),

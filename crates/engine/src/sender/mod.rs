@@ -114,7 +114,7 @@ fn run_workers(
     };
     // Workers register their sockets first; the clock starts when all are ready, so set-up
     // time (10,000 sockets take ~100 ms) never shows as lateness.
-    let start = StartGate::new(threads, lead_ns);
+    let start = StartGate::new(threads, lead_ns).not_before(opts.start_at_real_ns);
     let results = std::thread::scope(|scope| -> Result<Vec<io_result::WorkerOutcome>, EngineError> {
         let mut handles = Vec::with_capacity(threads);
         for (i, share) in shares.into_iter().enumerate() {

@@ -120,6 +120,10 @@ pub struct SendOptions {
     pub log_tap: crate::logger::TapSlot,
     /// Flows added while the run goes (players a raised target plans beyond the start's).
     pub joining: Option<Arc<Joining>>,
+    /// The run's common start on this machine's real clock (ns): the schedule's zero is this
+    /// instant when set-up finishes before it (sockets are opened ahead), so that every part of
+    /// a run counts from one instant; set-up that overruns it starts the schedule when ready.
+    pub start_at_real_ns: Option<u64>,
 }
 
 /// Flows handed to a running sender: each worker takes a few at each look (every 20 ms), opens
@@ -177,6 +181,7 @@ impl Default for SendOptions {
             end_messages: false,
             log_tap: Default::default(),
             joining: None,
+            start_at_real_ns: None,
         }
     }
 }

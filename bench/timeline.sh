@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Issue 46's timeline acceptance: a scenario whose `[[at]]` timeline raises the players online
+# 300 → 600 at 10 s, changes a link 30 → 150 ms at 20 s, takes it down at 25 s and up at 27 s, and
+# stops the run at 35 s; run on one machine and through two agents (the topology across them).
+# For each event: the instant its answer gave (the run's note), the report's mark, and the
+# effect measured in the per-packet logs, all on the run's clock (0 = the players' start).
+# Effects: the first departure of a player that was not online before; the first departure
+# across the link with a one-way delay above 90 ms (the midpoint of 30 and 150); the last
+# arrival across the link before its gap (frames in the link when it goes down are lost, and
+# WoW is TCP: what was sent during the gap arrives later); the first arrival after the gap less
+# the link's 150 ms (the instant it entered the link); the last departure of the run.
+# Needs root. Writes bench/RESULTS-timeline.md, raw outputs in bench/out/timeline/.
+#   sudo bash bench/timeline.sh      # ~2 minutes
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=$ROOT/bench/out/timeline
+rm -rf "$OUT"
+mkdir -p "$OUT"
+[ "$(id -u)" = 0 ] || { echo "bench/timeline.sh needs root (namespaces)"; exit 2; }
+cargo build --release -q -p horde
+H=$ROOT/target/release/horde
+T=htl
+AGENTS=10.78.0.1:7801,10.78.0.2:7801
+cleanup() {
+  for k in 1 2; do [ -f "$OUT/agent$k.pid" ] && kill "$(cat "$OUT/agent$k.pid")" 2>/dev/null || true; done
+  sleep 0.5
+  for n in ctl m1 m2 lan; do ip netns del $T-$n 2>/dev/null || true; done
+}
+trap cleanup EXIT
+# two sites of three hosts; the sites' link 30 ms each way, no loss
+sed -e 's/^delay = "10ms"$/delay = "30ms"/' -e '/^loss = "10%"$/d' examples/topologies/two-sites.toml > "$OUT/sites.toml"
+grep -q '^delay = "30ms"$' "$OUT/sites.toml"
+cat > "$OUT/sc.toml" <<'EOF'
+name = "timeline"
+service = "wow"
+players = 600
+online = 300
+duration = "40s"
+seed = 11
+spin_us = 0
+server = "127.0.0.1:7900"
+[emu]
+topology = "sites.toml"
+clients = ["a", "b"]
+server = "a1"
+[[at]]
+t = "10s"
+command = "players"
+online = 600
+[[at]]
+t = "20s"
+command = "link"
+a = "swa"
+b = "swb"
+set = { delay = "150ms" }
+[[at]]
+t = "25s"
+command = "link"
+a = "swa"
+b = "swb"
+state = "down"
+[[at]]
+t = "27s"
+command = "link"
+a = "swa"
+b = "swb"
+state = "up"
+[[at]]
+t = "35s"
+command = "stop"
+EOF
+
+# one machine
+"$H" run "$OUT/sc.toml" -o "$OUT/one" >"$OUT/one.txt" 2>&1 || [ $? = 130 ]
+"$H" decode "$OUT"/one/client.hlog "$OUT"/one/server.hlog -q --packets-csv "$OUT/one.csv"
+
+# two machines: network namespaces with their own addresses, each running `horde agent --emu`
+for n in lan ctl m1 m2; do ip netns add $T-$n; done
+ip -n $T-lan link add br0 type bridge && ip -n $T-lan link set br0 up
+for pair in ctl:10 m1:1 m2:2; do
+  n=${pair%%:*}; a=${pair##*:}
+  ip link add $T$n type veth peer name ${T}p$n
+  ip link set $T$n netns $T-$n; ip link set ${T}p$n netns $T-lan
+  ip -n $T-lan link set ${T}p$n master br0 up
+  ip -n $T-$n addr add 10.78.0.$a/24 dev $T$n
+  ip -n $T-$n link set $T$n up; ip -n $T-$n link set lo up
+done
+"$H" agent keygen --out "$OUT/creds" >/dev/null 2>&1
+for k in 1 2; do
+  ip netns exec $T-m$k "$H" agent --listen 10.78.0.$k:7801 --credentials "$OUT/creds" --dir "$OUT/agent$k" --name m$k --emu >"$OUT/agent$k.log" 2>&1 &
+  echo $! > "$OUT/agent$k.pid"
+done
+for k in 1 2; do until grep -q "listening on" "$OUT/agent$k.log"; do sleep 0.1; done; done
+ip netns exec $T-ctl "$H" run "$OUT/sc.toml" -o "$OUT/agents" --agents $AGENTS --credentials "$OUT/creds" >"$OUT/agents.txt" 2>&1 || [ $? = 130 ]
+# each agent's players: its client log with the server side's (the rows of its own players kept below)
+for k in 1 2; do "$H" decode "$OUT"/agents/agents/m$k/client.hlog "$OUT"/agents/agents/m1/server.hlog -q --packets-csv "$OUT/agents-m$k.csv"; done
+
+python3 - "$OUT" > "$ROOT/bench/RESULTS-timeline.md" <<'PY'
+import csv, json, re, subprocess, sys
+from collections import defaultdict
+out = sys.argv[1]
+rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+cores = sum(1 for l in open("/proc/cpuinfo") if l.startswith("processor"))
+LINK_MS, MID_MS = 150.0, 90.0
+
+def effects(case):
+    s = json.load(open(f"{out}/{case}/summary.json"))
+    t0 = s["client"]["t0_real_ns"]
+    files = [(f"{out}/{case}.csv", None)]
+    if case == "agents":
+        files = [(f"{out}/agents-{a['name']}.csv", range(a["players"]["start"], a["players"]["end"])) for a in s["distributed"]["agents"]]
+    rows = []
+    for path, mine in files:
+      for r in csv.DictReader(open(path)):
+        if r["sent_ns"] == "" or (mine is not None and int(r["flow"]) not in mine):
+            continue
+        sent = (int(r["sent_ns"]) - t0) / 1e9
+        arr = (int(r["arrival_ns"]) - t0) / 1e9 if r["lost"] == "false" and r["arrival_ns"] else None
+        d = float(r["delay_ms"]) if r["delay_ms"] else None
+        rows.append((int(r["flow"]), sent, arr, d))
+    # players online before 10 s, and the others' first departure
+    first = defaultdict(lambda: 1e9)
+    for f, t, _, _ in rows:
+        first[f] = min(first[f], t)
+    old = {f for f, t in first.items() if t < 9.5}
+    new_first = min((t for f, t in first.items() if f not in old), default=float("nan"))
+    # a player's packets cross the sites' link when its median delay before the change is > 20 ms
+    before = defaultdict(list)
+    for f, t, _, d in rows:
+        if d is not None and 5 <= t < 19:
+            before[f].append(d)
+    cross = {f for f, v in before.items() if sorted(v)[len(v) // 2] > 20}
+    xs = [(t, a, d) for f, t, a, d in rows if f in cross]
+    # the change point: the departure splitting 15-24.5 s into "≤ 90 ms before, > 90 ms after"
+    # with the fewest packets on the wrong side (a retransmitted segment is one outlier, not the change)
+    pts = sorted((t, d > MID_MS) for t, a, d in xs if d is not None and 15 <= t < 24.5)
+    wrong, best = sum(1 for _, h in pts if not h), (float("inf"), float("nan"))
+    # wrong(k) = high ones before k + low ones from k on
+    highs_before = 0
+    for t, h in pts:
+        if wrong + highs_before < best[0]:
+            best = (wrong + highs_before, t)
+        highs_before += h
+        wrong -= not h
+    changed = best[1]
+    arrivals = sorted(a for t, a, d in xs if a is not None and 23 <= a < 30)
+    gaps = [(b - a, a, b) for a, b in zip(arrivals, arrivals[1:])]
+    _, down, up_arr = max(gaps) if gaps else (0, float("nan"), float("nan"))
+    last = max(t for _, t, _, _ in rows)
+    marks = {e["what"]: e["at_s"] for e in s["network_events"]}
+    mark = lambda k: next((v for w, v in marks.items() if k in w), float("nan"))
+    online = next((o["at_s"] for o in s["online"] if o["online"] == 600), float("nan"))
+    text = open(f"{out}/{case}.txt").read()
+    notes = {int(m.group(1)) - 1000000000: float(m.group(2)) for m in re.finditer(r"command applied \(#(\d+)\) at ([\d.]+) s", text)}
+    return [
+        ("players 300 → 600 at 10 s", notes.get(0, float("nan")), online, new_first, "first departure of a player not online before"),
+        ("link 30 → 150 ms at 20 s", notes.get(1, float("nan")), mark("changed"), changed, "first departure across the link delayed > 90 ms"),
+        ("link down at 25 s", notes.get(2, float("nan")), mark("down"), down, "last arrival across the link before its gap"),
+        ("link up at 27 s", notes.get(3, float("nan")), mark("up"), up_arr - LINK_MS / 1e3, "first arrival after the gap − 150 ms"),
+        ("stop at 35 s", notes.get(4, float("nan")), s["interruption"]["at_s"] if s.get("interruption") else float("nan"), last, "last departure"),
+    ], len(cross), len(rows)
+
+print("# A timeline scenario on one machine and through agents (issue 46)\n")
+print(f"Command: `sudo bash bench/timeline.sh` (main {rev}, {cpu}, {cores} cores; both runs in one session, one after the other).")
+print("600 WoW players, 300 online at the start, on two sites of three hosts (the players on both, the server side in a1) joined by")
+print("a 30-ms link; the scenario's `[[at]]` timeline: online 600 at 10 s, the link 150 ms at 20 s, down at 25 s, up at 27 s, stop")
+print("at 35 s. *Through agents*: two network namespaces with their own addresses stand in for machines, each running")
+print("`horde agent --emu`; the topology is split across them at the sites' link (a VXLAN tunnel with a link emulator at each end).\n")
+print("Every time is on the run's clock (0 = the players' common start). *Answer*: the instant the run's reply to the timeline entry")
+print("gave (its note, `command applied (#…) at T s`); *mark*: the report's (`online`, `network_events`, `interruption` in")
+print("summary.json, drawn on its charts); *effect*: measured in the per-packet logs (`horde decode --packets-csv`). The criterion:")
+print("|mark − effect| ≤ 100 ms.\n")
+worst = 0.0
+for case, label in (("one", "One machine"), ("agents", "Through two agents")):
+    ev, ncross, nrows = effects(case)
+    print(f"## {label}\n")
+    print(f"{nrows:,} APDUs in the logs; {ncross} players cross the sites' link.\n")
+    print("| event | answer s | mark s | effect s | how the effect is measured | mark − effect ms |")
+    print("|---|---:|---:|---:|---|---:|")
+    for name, note, mark, eff, how in ev:
+        dm = (mark - eff) * 1e3
+        worst = max(worst, abs(dm)) if dm == dm else float("inf")
+        print(f"| {name} | {note:.3f} | {mark:.3f} | {eff:.3f} | {how} | {dm:+.0f} |")
+    print()
+print(f"Worst |mark − effect|: {worst:.0f} ms → {'within' if worst <= 100 else 'NOT within'} 100 ms.")
+PY
+cat "$ROOT/bench/RESULTS-timeline.md"
