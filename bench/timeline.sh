@@ -119,20 +119,20 @@ def effects(case):
         sent = (int(r["sent_ns"]) - t0) / 1e9
         arr = (int(r["arrival_ns"]) - t0) / 1e9 if r["lost"] == "false" and r["arrival_ns"] else None
         d = float(r["delay_ms"]) if r["delay_ms"] else None
-        rows.append((int(r["flow"]), sent, arr, d))
+        rows.append((int(r["flow"]), sent, arr, d, r["direction"] == "forward"))
     # players online before 10 s, and the others' first departure
     first = defaultdict(lambda: 1e9)
-    for f, t, _, _ in rows:
+    for f, t, _, _, _ in rows:
         first[f] = min(first[f], t)
     old = {f for f, t in first.items() if t < 9.5}
     new_first = min((t for f, t in first.items() if f not in old), default=float("nan"))
     # a player's packets cross the sites' link when its median delay before the change is > 20 ms
     before = defaultdict(list)
-    for f, t, _, d in rows:
+    for f, t, _, d, _ in rows:
         if d is not None and 5 <= t < 19:
             before[f].append(d)
     cross = {f for f, v in before.items() if sorted(v)[len(v) // 2] > 20}
-    xs = [(t, a, d) for f, t, a, d in rows if f in cross]
+    xs = [(t, a, d) for f, t, a, d, _ in rows if f in cross]
     # the change point: the departure splitting 15-24.5 s into "≤ 90 ms before, > 90 ms after"
     # with the fewest packets on the wrong side (a retransmitted segment is one outlier, not the change)
     pts = sorted((t, d > MID_MS) for t, a, d in xs if d is not None and 15 <= t < 24.5)
@@ -148,7 +148,8 @@ def effects(case):
     arrivals = sorted(a for t, a, d in xs if a is not None and 23 <= a < 30)
     gaps = [(b - a, a, b) for a, b in zip(arrivals, arrivals[1:])]
     _, down, up_arr = max(gaps) if gaps else (0, float("nan"), float("nan"))
-    last = max(t for _, t, _, _ in rows)
+    last_players = max(t for _, t, _, _, up in rows if up)
+    last_server = max(t for _, t, _, _, up in rows if not up)
     marks = {e["what"]: e["at_s"] for e in s["network_events"]}
     mark = lambda k: next((v for w, v in marks.items() if k in w), float("nan"))
     online = next((o["at_s"] for o in s["online"] if o["online"] == 600), float("nan"))
@@ -159,7 +160,8 @@ def effects(case):
         ("link 30 → 150 ms at 20 s", notes.get(1, float("nan")), mark("changed"), changed, "first departure across the link delayed > 90 ms"),
         ("link down at 25 s", notes.get(2, float("nan")), mark("down"), down, "last arrival across the link before its gap"),
         ("link up at 27 s", notes.get(3, float("nan")), mark("up"), up_arr - LINK_MS / 1e3, "first arrival after the gap − 150 ms"),
-        ("stop at 35 s", notes.get(4, float("nan")), s["interruption"]["at_s"] if s.get("interruption") else float("nan"), last, "last departure"),
+        ("stop at 35 s", notes.get(4, float("nan")), s["interruption"]["at_s"] if s.get("interruption") else float("nan"), last_players, "the players' last departure"),
+        ("stop at 35 s: server side", notes.get(4, float("nan")), s["interruption"]["at_s"] if s.get("interruption") else float("nan"), last_server, "the server side's last departure"),
     ], len(cross), len(rows)
 
 print("# A timeline scenario on one machine and through agents (issue 46)\n")

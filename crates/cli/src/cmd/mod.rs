@@ -139,3 +139,27 @@ impl KeyArgs {
         }
     }
 }
+
+/// The agents a controller command reaches, resolved once: `--agents`, `--credentials` (or
+/// HORDE_CREDENTIALS) and `--deadman` (1s..60s) as every command through agents takes them.
+pub struct Fleet {
+    pub agents: Vec<horde_agent::controller::AgentSpec>,
+    pub credentials: PathBuf,
+    pub deadman: std::time::Duration,
+}
+
+impl Fleet {
+    pub fn resolve(list: &str, credentials: Option<PathBuf>, deadman: &str) -> Result<Fleet, crate::Failure> {
+        let agents = horde_agent::controller::parse_agents(list).map_err(crate::bad_input)?;
+        let credentials = credentials.ok_or_else(|| {
+            crate::bad_input(anyhow::anyhow!(
+                "--agents needs --credentials DIR (ca.pem, controller.pem, controller.key from `horde agent keygen`), or HORDE_CREDENTIALS"
+            ))
+        })?;
+        let deadman_ns = horde_model::units::parse_duration_ns(deadman).map_err(|e| crate::bad_input(anyhow::anyhow!("--deadman: {e}")))?;
+        if !(1_000_000_000..=60_000_000_000).contains(&deadman_ns) {
+            return Err(crate::bad_input(anyhow::anyhow!("--deadman must be 1s..60s (got {deadman})")));
+        }
+        Ok(Fleet { agents, credentials, deadman: std::time::Duration::from_nanos(deadman_ns) })
+    }
+}

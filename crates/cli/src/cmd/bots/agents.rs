@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use horde_agent::controller::{parse_agents, Event};
+use horde_agent::controller::Event;
 use horde_q3::Protocol;
 
 use super::{list, options, print_report, servers_for, Args, Extras};
@@ -22,16 +22,9 @@ pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool
     if args.log.is_some() || args.json.is_some() {
         return refuse(if args.log.is_some() { "--log" } else { "--json" }, "the agents' logs and the merged summary.json go into --out DIR");
     }
-    let agents = parse_agents(args.agents.as_deref().unwrap_or_default()).map_err(bad_input)?;
-    if args.start_server && !agents.iter().all(|a| a.addr.ip().is_loopback()) {
+    let fleet = crate::cmd::Fleet::resolve(args.agents.as_deref().unwrap_or_default(), args.credentials.clone(), &args.deadman)?;
+    if args.start_server && !fleet.agents.iter().all(|a| a.addr.ip().is_loopback()) {
         return refuse("--start-server", "the server would listen on this machine's loopback, which agents elsewhere cannot reach; give --server IP:PORT");
-    }
-    let credentials = args.credentials.clone().ok_or_else(|| {
-        bad_input(anyhow::anyhow!("--agents needs --credentials DIR (ca.pem, controller.pem, controller.key from `horde agent keygen`), or HORDE_CREDENTIALS"))
-    })?;
-    let deadman_ns = horde_model::units::parse_duration_ns(&args.deadman).map_err(|e| bad_input(anyhow::anyhow!("--deadman: {e}")))?;
-    if !(1_000_000_000..=60_000_000_000).contains(&deadman_ns) {
-        return Err(bad_input(anyhow::anyhow!("--deadman must be 1s..60s (got {})", args.deadman)));
     }
     // The agents open no file: a service file's text goes with the assignment.
     let service_text = match horde_model::service::Service::builtin(&args.service) {
@@ -46,13 +39,13 @@ pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool
     };
     let run = |out: &Path, addrs: &[std::net::SocketAddr], n: usize| {
         let run = horde_agent::bots::BotsRun {
-            agents: agents.clone(),
-            credentials: credentials.clone(),
+            agents: fleet.agents.clone(),
+            credentials: fleet.credentials.clone(),
             out,
             bots: options(args, protocol, addrs, n),
             service: args.service.clone(),
             service_text: service_text.clone(),
-            deadman: std::time::Duration::from_nanos(deadman_ns),
+            deadman: fleet.deadman,
             events: &events,
             stop,
         };
@@ -71,12 +64,12 @@ pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool
             let bots_cpu_pct = o.agents.iter().map(|a| a.stats.cpu_s).sum::<f64>() / secs * 100.0;
             Ok((o.report, Extras { server_cpu_pct, server_cpu_max_pct: server_cpu_pct, bots_cpu_pct, ..Default::default() }))
         };
-        say!("horde bots: the benchmark's bots on {} agent(s)", agents.len());
+        say!("horde bots: the benchmark's bots on {} agent(s)", fleet.agents.len());
         return super::bench::benchmark_with(args, out, stop, &mut step);
     }
     let n = args.players;
     let (servers, addrs) = servers_for(args, out, n)?;
-    say!("horde bots: {n} bot(s) on {} agent(s) against {}, joining over {:?}, playing {:?}", agents.len(), list(&addrs), args.ramp, args.duration);
+    say!("horde bots: {n} bot(s) on {} agent(s) against {}, joining over {:?}, playing {:?}", fleet.agents.len(), list(&addrs), args.ramp, args.duration);
     let o = run(out, &addrs, n)?;
     drop(servers);
     print_report(&o.report);

@@ -3,11 +3,10 @@
 //! run goes through the fleet as open-loop players or, with `[regulation]`, as regulated
 //! circuits.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use horde_agent::controller::{self, AgentSpec, ControllerOptions, ServerPlace};
+use horde_agent::controller::{self, ControllerOptions, ServerPlace};
 use horde_model::scenario::Scenario;
 
 use horde_scenario::Event;
@@ -18,18 +17,18 @@ use crate::{bad_input, Outcome};
 
 /// The controller's settings, resolved once.
 struct Settings {
-    agents: Vec<AgentSpec>,
+    fleet: crate::cmd::Fleet,
     server: ServerPlace,
-    credentials: PathBuf,
-    deadman: Duration,
 }
 
 impl Settings {
     /// From the flags, else the scenario's `[agents]` table (its server agent only when its
     /// list is the one used), else the defaults; every value checked here.
     fn resolve(args: &Args, sc: &Scenario, list: &str) -> Result<Settings, crate::Failure> {
-        let agents = controller::parse_agents(list).map_err(bad_input)?;
         let table = sc.agents.as_ref();
+        let credentials = args.credentials.clone().or_else(|| table.and_then(|a| a.credentials.clone()));
+        let deadman = args.deadman.clone().or_else(|| table.and_then(|a| a.deadman.clone())).unwrap_or_else(|| DEADMAN.into());
+        let fleet = crate::cmd::Fleet::resolve(list, credentials, &deadman)?;
         let server_agent = args.server_agent.clone().or_else(|| table.filter(|_| args.agents.is_none()).and_then(|t| t.server.clone()));
         let server = match &server_agent {
             None => ServerPlace::Agent(0),
@@ -38,23 +37,13 @@ impl Settings {
                 if a.len() != 1 {
                     return Err(bad_input(anyhow::anyhow!("--server-agent names one agent (got {})", a.len())));
                 }
-                match agents.iter().position(|x| x.addr == a[0].addr) {
+                match fleet.agents.iter().position(|x| x.addr == a[0].addr) {
                     Some(i) => ServerPlace::Agent(i),
                     None => ServerPlace::Dedicated(a[0].addr),
                 }
             }
         };
-        let credentials = args.credentials.clone().or_else(|| table.and_then(|a| a.credentials.clone())).ok_or_else(|| {
-            bad_input(anyhow::anyhow!(
-                "--agents needs --credentials DIR (ca.pem, controller.pem, controller.key from `horde agent keygen`), or HORDE_CREDENTIALS"
-            ))
-        })?;
-        let deadman = args.deadman.clone().or_else(|| table.and_then(|a| a.deadman.clone())).unwrap_or_else(|| DEADMAN.into());
-        let deadman_ns = horde_model::units::parse_duration_ns(&deadman).map_err(|e| bad_input(anyhow::anyhow!("--deadman: {e}")))?;
-        if !(1_000_000_000..=60_000_000_000).contains(&deadman_ns) {
-            return Err(bad_input(anyhow::anyhow!("--deadman must be 1s..60s (got {deadman})")));
-        }
-        Ok(Settings { agents, server, credentials, deadman: Duration::from_nanos(deadman_ns) })
+        Ok(Settings { fleet, server })
     }
 }
 
@@ -72,13 +61,13 @@ pub fn run(
     let printer = Printer::new(sc, progress);
     let events = |e: &Event| printer.event(e);
     let opts = ControllerOptions {
-        agents: s.agents,
+        agents: s.fleet.agents,
         server: s.server,
-        credentials: s.credentials,
+        credentials: s.fleet.credentials,
         out,
         scenario_dir: args.scenario.parent().map(Path::to_path_buf).unwrap_or_default(),
-        deadman: s.deadman,
-        lost_after: s.deadman,
+        deadman: s.fleet.deadman,
+        lost_after: s.fleet.deadman,
         events: &events,
         stop,
         commands,

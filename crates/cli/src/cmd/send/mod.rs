@@ -454,18 +454,11 @@ fn through_agents(args: &Args, stop: &AtomicBool) -> Outcome {
         return Err(bad_input(anyhow::anyhow!("--agents needs the flows in a file: --flows FILE")));
     };
     let text = horde_model::files::read_text(path, horde_model::files::MAX_TOML, "flow files").context("reading the flow file").map_err(bad_input)?;
-    let senders = parse_agents(t.agents.as_deref().unwrap_or_default()).map_err(bad_input)?;
+    let fleet = super::Fleet::resolve(t.agents.as_deref().unwrap_or_default(), t.credentials.clone(), &t.deadman)?;
     let Some(recv) = t.recv_agent.as_deref() else {
         return Err(bad_input(anyhow::anyhow!("--agents needs --recv-agent HOST:PORT: the agent on the flows' destination host, which runs their receiver")));
     };
     let receivers: Vec<std::net::SocketAddr> = parse_agents(recv).map_err(bad_input)?.into_iter().map(|a| a.addr).collect();
-    let credentials = t.credentials.clone().ok_or_else(|| {
-        bad_input(anyhow::anyhow!("--agents needs --credentials DIR (ca.pem, controller.pem, controller.key from `horde agent keygen`), or HORDE_CREDENTIALS"))
-    })?;
-    let deadman_ns = horde_model::units::parse_duration_ns(&t.deadman).map_err(|e| bad_input(anyhow::anyhow!("--deadman: {e}")))?;
-    if !(1_000_000_000..=60_000_000_000).contains(&deadman_ns) {
-        return Err(bad_input(anyhow::anyhow!("--deadman must be 1s..60s (got {})", t.deadman)));
-    }
     if t.check_summaries && t.collect != super::CollectArg::Summaries {
         return Err(bad_input(anyhow::anyhow!("--check-summaries checks the agents' summaries against their logs: give it with --collect summaries")));
     }
@@ -475,7 +468,7 @@ fn through_agents(args: &Args, stop: &AtomicBool) -> Outcome {
     }
     // Bad input is refused before any agent is contacted (the controller checks it again).
     let flows = FlowFile::parse_and_resolve(&text, args.seed).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", path.display())))?;
-    horde_agent::flows::place(&flows, &senders, &receivers).map_err(|e| bad_input(anyhow::anyhow!("{}: {e:#}", path.display())))?;
+    horde_agent::flows::place(&flows, &fleet.agents, &receivers).map_err(|e| bad_input(anyhow::anyhow!("{}: {e:#}", path.display())))?;
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "flows".into());
     let out = t.out.clone().unwrap_or_else(|| super::default_out(&name));
     super::report_dir(&out)?;
@@ -491,13 +484,13 @@ fn through_agents(args: &Args, stop: &AtomicBool) -> Outcome {
         Event::Planned { .. } => {}
     };
     let opts = horde_agent::flows::FlowsOptions {
-        senders,
+        senders: fleet.agents,
         receivers,
-        credentials,
+        credentials: fleet.credentials,
         out: &out,
         seed: args.seed,
         window_ns,
-        deadman: std::time::Duration::from_nanos(deadman_ns),
+        deadman: fleet.deadman,
         events: &events,
         stop,
         log_server: log_server(args)?,
