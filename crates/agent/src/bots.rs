@@ -256,8 +256,7 @@ fn bot_id(name: &str) -> Option<u32> {
 
 /// An agent's bots log; every record must be of a bot of its shard.
 fn load(p: &Path, shard: &Range<u32>) -> anyhow::Result<Vec<Record>> {
-    let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-    let records = horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?.records;
+    let records = horde_stats::records_of(p).map_err(anyhow::Error::msg)?;
     if let Some(r) = records.iter().find(|r| !shard.contains(&r.flow)) {
         bail!("its log has records of bot {}, which it did not run", r.flow);
     }

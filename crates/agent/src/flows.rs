@@ -423,7 +423,7 @@ fn agent_records(fleet: &Fleet, i: usize, flows: &[Flow], placement: &Placement,
     let m = &fleet.members[i];
     let (mut tx, mut rx) = (Vec::new(), Vec::new());
     if m.upstream {
-        for mut r in load(&dir.join("send.hlog"))? {
+        for mut r in horde_stats::records_of(&dir.join("send.hlog")).map_err(anyhow::Error::msg)? {
             let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].0 == i) else {
                 bail!("its send log has records of flow {}, which it did not send", r.flow);
             };
@@ -433,7 +433,7 @@ fn agent_records(fleet: &Fleet, i: usize, flows: &[Flow], placement: &Placement,
         }
     }
     if m.downstream {
-        for mut r in load(&dir.join("recv.hlog"))? {
+        for mut r in horde_stats::records_of(&dir.join("recv.hlog")).map_err(anyhow::Error::msg)? {
             let Some(k) = flow_at(r.flow).filter(|&k| placement.by_flow[k].1 == i) else {
                 bail!("its receive log has records of flow {}, which was not sent to it", r.flow);
             };
@@ -456,11 +456,6 @@ fn planned_records(f: &Flow) -> u64 {
     };
     let by_rate = by_rate.min(u64::MAX as f64 / 2.0) as u64 + 10_000;
     f.stop.packets.map_or(by_rate, |p| p.saturating_add(10_000).min(by_rate))
-}
-
-fn load(p: &Path) -> anyhow::Result<Vec<Record>> {
-    let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-    Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?.records)
 }
 
 /// Writes records as a Horde log (`horde decode` reads it).

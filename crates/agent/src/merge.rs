@@ -69,9 +69,8 @@ impl Plan {
 }
 
 fn load(p: &std::path::Path) -> anyhow::Result<Vec<Record>> {
-    let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
     // Endpoint records name the agents' own sockets: the merged report counts packets only.
-    let records = horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?.records;
+    let records = horde_stats::records_of(p).map_err(anyhow::Error::msg)?;
     Ok(records.into_iter().filter(|r| r.kind.is_packet()).collect())
 }
 

@@ -399,10 +399,7 @@ pub fn analysed_segments<'a>(
 /// Analyses the logs in `out` and writes the report directory: `summary.json`,
 /// `scenario.toml`, `charts/*.svg` and `index.html`.
 pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyhow::Result<Summary> {
-    let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
-        let bytes = std::fs::read(out.join(f)).with_context(|| format!("reading {f}"))?;
-        Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{f}: {e}"))?.records)
-    };
+    let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> { horde_stats::records_of(&out.join(f)).map_err(anyhow::Error::msg) };
     let (c, s) = (load("client.hlog")?, load("server.hlog")?);
     write_records(sc, out, players, o, &c, &s)
 }

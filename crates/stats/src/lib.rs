@@ -51,6 +51,12 @@ pub fn load(bytes: &[u8]) -> Result<LoadedLog, WireError> {
     Ok(LoadedLog { role: h.role, records, trailing_bytes: log::trailing_bytes(bytes) })
 }
 
+/// A log file's records, or what is wrong with it (naming the file).
+pub fn records_of(p: &std::path::Path) -> Result<Vec<Record>, String> {
+    let bytes = std::fs::read(p).map_err(|e| format!("reading {}: {e}", p.display()))?;
+    Ok(load(&bytes).map_err(|e| format!("{}: {e}", p.display()))?.records)
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
     /// Window length for the time series, ns (None: no series).

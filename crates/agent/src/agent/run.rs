@@ -283,32 +283,12 @@ pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Me
             key: key.clone(),
             ..Default::default()
         };
-        let (atx, arx) = mpsc::channel::<Result<SocketAddr, String>>();
-        let failed = atx.clone();
-        let stop2 = stop.clone();
-        let h = std::thread::Builder::new().name("horde-agent-recv".into()).spawn(move || {
-            let r = horde_engine::receiver::run(&ropts, &stop2, |bound| {
-                let _ = atx.send(bound.first().copied().ok_or_else(|| "no address".to_string()));
-            })
-            .map_err(|e| format!("{e:#}"));
-            if let Err(e) = &r {
-                let _ = failed.send(Err(e.clone()));
-            }
-            let _ = tx.send(finished("recv", r));
-        })?;
-        match arx.recv_timeout(Duration::from_secs(30)) {
-            Ok(Ok(addr)) => Some((h, addr)),
-            Ok(Err(e)) => {
-                stop.store(true, Ordering::Relaxed);
-                let _ = h.join();
+        let ended = move |r| drop(tx.send(finished("recv", r)));
+        match horde_engine::receiver::spawn(ropts, stop.clone(), None, "horde-agent-recv".into(), Duration::from_secs(30), ended) {
+            Ok(r) => Some((r.handle, r.bound.first().copied().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))))),
+            Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
                 anyhow::bail!("the receiver did not start: {e}");
-            }
-            Err(_) => {
-                stop.store(true, Ordering::Relaxed);
-                let _ = h.join();
-                let _ = std::fs::remove_dir_all(&dir);
-                anyhow::bail!("the receiver did not start listening within 30 s");
             }
         }
     };

@@ -177,14 +177,8 @@ struct EmulatedPart<'a> {
     receivers: BTreeMap<String, &'a RecvReport>,
 }
 
-/// A receiver running on its host's thread.
-struct Running {
-    node: usize,
-    handle: std::thread::JoinHandle<Result<RecvReport, String>>,
-}
-
 /// Starts one receiver per receiving host, each on a thread inside its host's namespace, and
-/// waits until all listen.
+/// waits until all listen; each one's result goes to `ended` with its host.
 fn start_receivers(
     plan: &Plan,
     placement: &Placement,
@@ -192,50 +186,29 @@ fn start_receivers(
     out: &Path,
     key: &horde_proto::RunKey,
     stop: &Arc<AtomicBool>,
-) -> Result<Vec<Running>, crate::Failure> {
-    let (tx, rx) = mpsc::channel::<(usize, Result<(), String>)>();
+    ended: &mpsc::Sender<(usize, Result<RecvReport, String>)>,
+) -> Result<Vec<std::thread::JoinHandle<()>>, crate::Failure> {
     let mut running = Vec::new();
     for (&node, l) in &placement.receivers {
+        let name = &plan.nodes[node].name;
         let opts = RecvOptions {
             udp: l.udp.clone(),
             tcp: l.tcp.clone(),
             icmp: l.icmp.then_some(None),
-            log: Some(out.join(format!("recv-{}.hlog", plan.nodes[node].name))),
+            log: Some(out.join(format!("recv-{name}.hlog"))),
             key: key.clone(),
             ..Default::default()
         };
-        let (ns, stop, tx) = (spaces[&node].clone(), stop.clone(), tx.clone());
-        let handle = std::thread::Builder::new()
-            .name(format!("recv-{}", plan.nodes[node].name))
-            .spawn(move || {
-                let ready = |_: &[SocketAddr]| {
-                    let _ = tx.send((node, Ok(())));
-                };
-                let r = match horde_sys::netns::within_netns(&*ns, || receiver::run(&opts, &stop, ready)) {
-                    Ok(Ok(r)) => Ok(r),
-                    Ok(Err(e)) => Err(e.to_string()),
-                    Err(e) => Err(format!("entering its namespace: {e}")),
-                };
-                if let Err(e) = &r {
-                    let _ = tx.send((node, Err(e.clone())));
-                }
-                r
-            })
-            .context("starting a receiver thread")?;
-        running.push(Running { node, handle });
-    }
-    drop(tx);
-    for _ in 0..running.len() {
-        let failed = match rx.recv_timeout(RECEIVERS_READY) {
-            Ok((_, Ok(()))) => continue,
-            Ok((node, Err(e))) => format!("the receiver on {} did not start: {e}", plan.nodes[node].name),
-            Err(_) => format!("the receivers did not listen within {} s", RECEIVERS_READY.as_secs()),
-        };
-        stop.store(true, Ordering::Relaxed);
-        for r in running {
-            let _ = r.handle.join();
+        let tx = ended.clone();
+        let ended = move |r| drop(tx.send((node, r)));
+        match receiver::spawn(opts, stop.clone(), Some(spaces[&node].clone()), format!("recv-{name}"), RECEIVERS_READY, ended) {
+            Ok(r) => running.push(r.handle),
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                running.into_iter().for_each(|h| drop(h.join()));
+                return Err(crate::Failure::from(anyhow::anyhow!("the receiver on {name} did not start: {e}")));
+            }
         }
-        return Err(crate::Failure::from(anyhow::anyhow!(failed)));
     }
     Ok(running)
 }
@@ -285,7 +258,9 @@ pub fn run(args: &super::Args, id: &str, stop: &AtomicBool) -> Outcome {
         placement.receivers.len()
     );
     let recv_stop = Arc::new(AtomicBool::new(false));
-    let receivers = start_receivers(&plan, &placement, &spaces, &out, &key, &recv_stop)?;
+    let (ended, results) = mpsc::channel();
+    let receivers = start_receivers(&plan, &placement, &spaces, &out, &key, &recv_stop, &ended)?;
+    drop(ended);
     let jobs: Vec<Job> = flows
         .iter()
         .zip(&placement.from)
@@ -307,16 +282,17 @@ pub fn run(args: &super::Args, id: &str, stop: &AtomicBool) -> Outcome {
     let sent = sender::run_jobs(jobs, &opts, stop);
     let (cpu1, busy1) = (horde_agent::agent::cpu_s(), horde_sys::host::idle_sample());
     recv_stop.store(true, Ordering::Relaxed);
+    receivers.into_iter().for_each(|h| drop(h.join()));
     let mut received: BTreeMap<usize, RecvReport> = BTreeMap::new();
     let mut failed = Vec::new();
-    for r in receivers {
-        match r.handle.join() {
-            Ok(Ok(rep)) => {
-                received.insert(r.node, rep);
-            }
-            Ok(Err(e)) => failed.push(format!("{}: {e}", plan.nodes[r.node].name)),
-            Err(_) => failed.push(format!("{}: its thread panicked", plan.nodes[r.node].name)),
+    for (node, r) in results.try_iter() {
+        match r {
+            Ok(rep) => drop(received.insert(node, rep)),
+            Err(e) => failed.push(format!("{}: {e}", plan.nodes[node].name)),
         }
+    }
+    if received.len() + failed.len() < placement.receivers.len() {
+        failed.push("a receiver's thread ended without its report".into());
     }
     let report = sent.context("sending")?;
     if !failed.is_empty() {
@@ -324,7 +300,7 @@ pub fn run(args: &super::Args, id: &str, stop: &AtomicBool) -> Outcome {
     }
     super::print_report(&report);
     let rx = merge_receivers(&plan, &out, &received, &flows)?;
-    let tx = load(&out.join("send.hlog"))?;
+    let tx = horde_stats::records_of(&out.join("send.hlog")).map_err(anyhow::Error::msg)?;
     let logs = [
         horde_stats::LoadedLog { role: Role::Sender, records: tx, trailing_bytes: 0 },
         horde_stats::LoadedLog { role: Role::Receiver, records: rx, trailing_bytes: 0 },
@@ -408,7 +384,7 @@ fn merge_receivers(plan: &Plan, out: &Path, received: &BTreeMap<usize, RecvRepor
     let mut parts: Vec<PathBuf> = Vec::new();
     for &node in received.keys() {
         let p = out.join(format!("recv-{}.hlog", plan.nodes[node].name));
-        rx.extend(load(&p)?.into_iter().filter(|r| flows.binary_search_by_key(&r.flow, |f| f.id).is_ok()));
+        rx.extend(horde_stats::records_of(&p).map_err(anyhow::Error::msg)?.into_iter().filter(|r| flows.binary_search_by_key(&r.flow, |f| f.id).is_ok()));
         parts.push(p);
     }
     rx.sort_by_key(|r| (r.flow, r.t_b));
@@ -418,11 +394,6 @@ fn merge_receivers(plan: &Plan, out: &Path, received: &BTreeMap<usize, RecvRepor
         let _ = std::fs::remove_file(p);
     }
     Ok(rx)
-}
-
-fn load(p: &Path) -> anyhow::Result<Vec<Record>> {
-    let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-    Ok(horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?.records)
 }
 
 fn host_rows(plan: &Plan, placement: &Placement, flows: &[Flow], report: &SendReport, received: &BTreeMap<usize, RecvReport>) -> Vec<HostRow> {
