@@ -88,7 +88,9 @@ pub fn run(sc: &Scenario, cfg: &Config, opts: &ControllerOptions) -> anyhow::Res
     let mut summary = circuit_report::summarise(sc, cfg, &clients, &served, interruption);
     let rows = controller::agent_rows(&played, |i, _| counts[i]);
     summary.distributed = Some(controller::distributed(&played, rows));
-    circuit_report::write(sc, opts.out, &played.players.segments, &summary, None, &clients, &served)?;
+    // [emu] across the agents: every emulated link's counters as the run left them
+    let links = played.emu.as_ref().and_then(|e| e.links()).map(|l| horde_emu::fwd::links_table(&l));
+    circuit_report::write(sc, opts.out, &played.players.segments, &summary, links.as_deref(), &clients, &served)?;
     Ok(Outcome { summary, lost: played.fleet.lost() })
 }
 

@@ -123,7 +123,7 @@ pub(crate) struct Played<'a> {
     /// The agents sent summaries instead of logs.
     pub summarised: bool,
     /// A scenario's `[emu]` network across the agents, taken down when the run is done with.
-    pub _emu: Option<crate::emu_place::EmuAcross<'a>>,
+    pub emu: Option<crate::emu_place::EmuAcross<'a>>,
 }
 
 impl Played<'_> {
@@ -146,9 +146,6 @@ pub(crate) fn play<'a>(
     opts: &ControllerOptions<'a>,
     planned: impl FnOnce(&std::sync::Arc<horde_scenario::Players>),
 ) -> anyhow::Result<Played<'a>> {
-    if sc.emu.is_some() && sc.regulation.is_some() {
-        bail!("{}: regulated circuits with [emu] run on one machine (`horde run` without --agents)", sc.name);
-    }
     std::fs::create_dir_all(opts.out).with_context(|| format!("creating {}", opts.out.display()))?;
     // the scenario as the agents get it: value files inlined (agents open no file a scenario
     // names), the service file shipped
@@ -220,7 +217,7 @@ pub(crate) fn play<'a>(
         downstream_lost_stops_all: true,
         missing: &missing,
     });
-    Ok(Played { fleet, players, server_i, ranges, t0, signalled: watched.signalled, summarised: false, _emu: emu })
+    Ok(Played { fleet, players, server_i, ranges, t0, signalled: watched.signalled, summarised: false, emu })
 }
 
 /// The agents' rows, shared by both kinds of scenario: role, players and what each sent and
@@ -424,9 +421,9 @@ fn report(
         client,
         server: server_report,
         usage,
-        links: p._emu.as_ref().and_then(|e| e.links()),
+        links: p.emu.as_ref().and_then(|e| e.links()),
         link_series: Vec::new(),
-        topology_svg: p._emu.as_ref().map(|e| horde_scenario::topology::svg(&e.plan, &e.server_host, horde_emu::fwd::describe)),
+        topology_svg: p.emu.as_ref().map(|e| horde_scenario::topology::svg(&e.plan, &e.server_host, horde_emu::fwd::describe)),
         interruption,
         present,
         distributed: Some(distributed),

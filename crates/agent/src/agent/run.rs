@@ -177,9 +177,6 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
     let dir = opts.dir.join(&a.run_id);
     std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let circuits = CircuitConfig::of(&sc).map_err(|e| e.into_anyhow())?.map(Box::new);
-    if circuits.is_some() && part.emu.is_some() {
-        anyhow::bail!("regulated circuits with [emu] run on one machine, not through agents");
-    }
     let stop = Arc::new(AtomicBool::new(false));
     // a raised target may plan players up to the run's stated limit (the controller's)
     let limit = part.scenario.max_players.unwrap_or(sc.players);
@@ -364,10 +361,10 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
             // Players go to the given server side, or to this agent's own.
             let Some(server) = part.server_addr.or(r.server.as_ref().map(|s| s.1)) else { return };
             if let Some(cfg) = circuits {
-                let (sc, cfg, file) = (sc.clone(), cfg.clone(), r.dir.join(horde_scenario::circuits::CLIENT_FILE));
+                let (sc, cfg, file, netns) = (sc.clone(), cfg.clone(), r.dir.join(horde_scenario::circuits::CLIENT_FILE), netns.clone());
                 let spawned = std::thread::Builder::new().name("horde-agent-circuits".into()).spawn(move || {
                     wait_until(at_ns, &stop);
-                    let r = horde_scenario::circuits::run_clients(&sc, &cfg, shard, server, &key, &[], &progress, &stop, None, &horde_engine::clock::System)
+                    let r = horde_scenario::circuits::run_clients(&sc, &cfg, shard, server, &key, &netns, &progress, &stop, None, &horde_engine::clock::System)
                         .and_then(|c| {
                             std::fs::write(&file, serde_json::to_vec(&c)?).with_context(|| format!("writing {}", file.display()))?;
                             Ok(serde_json::json!({ "circuits": c.len(), "joined": c.iter().filter(|c| c.joined_s.is_some()).count() }))

@@ -392,3 +392,56 @@ fn a_scenarios_emulated_players_run_on_two_machines() {
         assert!(strays(&lab, m).is_empty(), "{m} keeps {:?}", strays(&lab, m));
     }
 }
+
+/// A regulated scenario's `[emu]` across two machines: each agent's circuits on its own site's
+/// hosts, the circuits' server side in a1 on m1, the sites' 10-ms link between the machines.
+/// The circuits of the players behind it measure its round trip; the others do not.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn a_regulated_scenarios_emulated_circuits_run_on_two_machines() {
+    horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = tmp("across-regulated");
+    let creds = dir.join("creds");
+    assert!(Command::new(HORDE).args(["agent", "keygen", "--out"]).arg(&creds).output().unwrap().status.success());
+    write(&dir, "sites.toml", &SITES.replace("loss = \"10%\"\n", ""));
+    let sc = write(
+        &dir,
+        "sc.toml",
+        "name = \"across-regulated\"\nservice = \"opensim\"\nplayers = 4\nduration = \"5s\"\nseed = 4\nserver = \"127.0.0.1:7901\"\n\
+         [regulation]\nthrottle = \"mongoose\"\n\
+         [emu]\ntopology = \"sites.toml\"\nclients = [\"a\", \"b\"]\nserver = \"a1\"\n",
+    );
+    let mut lab = Lab::setup(&dir, 2);
+    lab.start_agent(0);
+    lab.start_agent(1);
+    let out = dir.join("out");
+    let o = lab.horde(&["run", sc.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("[emu] across 2 machines") && text.contains("taken down on every machine"), "{text}");
+    assert!(text.contains("server side on agent m1 at 10.0.0.1:7901"), "the server side in a1, on m1: {text}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["kind"], "circuits", "{s}");
+    assert_eq!(s["totals"]["joined"], 4, "every circuit joined: {}", s["totals"]);
+    let agents = s["distributed"]["agents"].as_array().unwrap_or_else(|| panic!("{s}"));
+    assert!(agents.iter().all(|a| a["status"] == "finished"), "{agents:?}");
+    let m2 = agents.iter().find(|a| a["name"] == "m2").unwrap();
+    let theirs = m2["players"]["start"].as_u64().unwrap()..m2["players"]["end"].as_u64().unwrap();
+    assert!(!theirs.is_empty(), "{m2}");
+    for c in s["circuits"].as_array().unwrap() {
+        let rtt = c["rtt_ms"].as_f64().unwrap_or_else(|| panic!("a circuit's round trip: {c}"));
+        if theirs.contains(&c["player"].as_u64().unwrap()) {
+            assert!(rtt >= 20.0, "a circuit on m2 crosses the 10-ms link both ways: {c}");
+        } else {
+            assert!(rtt < 10.0, "a circuit on m1 stays on its site: {c}");
+        }
+    }
+    assert!(std::fs::read_to_string(out.join("index.html")).unwrap().contains("swa"), "the emulated links' table");
+    let ls = lab.ok(&["emu", "ls"]);
+    assert!(ls.contains("m1: no part") && ls.contains("m2: no part"), "{ls}");
+    for m in ["m1", "m2"] {
+        assert!(strays(&lab, m).is_empty(), "{m} keeps {:?}", strays(&lab, m));
+    }
+}

@@ -2,9 +2,10 @@
 //! placement (this machine, through agents, on emulated hosts, emulated across agents), one short
 //! run each — a table, one row per cell: it runs (exit 0 and a report), or it is refused and
 //! says why (docs/control.md lists the refused cells). The cells across agents on emulated
-//! hosts need two machines' worth of namespaces: the players' cell is
-//! `root::emu_across::a_scenarios_emulated_players_run_on_two_machines`, the others refuse
-//! before anything is built, which this table checks.
+//! hosts need two machines' worth of namespaces: the players' and regulated players' cells are
+//! `root::emu_across::a_scenarios_emulated_players_run_on_two_machines` and
+//! `…::a_regulated_scenarios_emulated_circuits_run_on_two_machines`, the others refuse before
+//! anything is built, which this table checks.
 
 use std::path::Path;
 
@@ -71,13 +72,6 @@ fn every_kind_runs_in_every_placement_or_says_why_not() {
         ("regulated", "here", s(&["run", r, "-q", "-o", &out("r-here")]), out("r-here"), Expect::Runs),
         ("regulated", "agents", through(s(&["run", r, "-q", "-o", &out("r-ag")]), &agents), out("r-ag"), Expect::Runs),
         ("regulated", "emu", s(&["run", re, "-q", "-o", &out("r-emu")]), out("r-emu"), Expect::Runs),
-        (
-            "regulated",
-            "emu across agents",
-            through(s(&["run", re, "-q", "-o", &out("r-across")]), &agents),
-            out("r-across"),
-            Expect::Refused("regulated circuits with [emu] run on one machine"),
-        ),
         ("flows", "here", s(&["send", "--flows", f, "--json", &format!("{flows_here_out}/summary.json")]), flows_here_out.clone(), Expect::Runs),
         (
             "flows",
