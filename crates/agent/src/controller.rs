@@ -422,7 +422,7 @@ fn report(
         server: server_report,
         usage,
         links: p.emu.as_ref().and_then(|e| e.links()),
-        link_series: Vec::new(),
+        link_series: p.emu.as_ref().map(|e| link_series(e, &p.fleet.link_samples)).unwrap_or_default(),
         topology_svg: p.emu.as_ref().map(|e| horde_scenario::topology::svg(&e.plan, &e.server_host, horde_emu::fwd::describe)),
         interruption,
         present,
@@ -475,4 +475,13 @@ fn log_bound(planned: &[[u64; 2]], connections: &[u64], range: Range<u32>) -> u6
     let endpoints: u64 = 2 * connections.get(span).map_or(0, |c| c.iter().sum::<u64>());
     let records = apdus + apdus / 100 + endpoints + 1024;
     horde_wire::LOG_HEADER_LEN as u64 + horde_wire::RECORD_LEN as u64 * records
+}
+
+/// The emulated links' per-second series from the agents' counters asked during the run.
+fn link_series(e: &crate::emu_place::EmuAcross, samples: &[(f64, crate::emu_place::AgentLinks)]) -> Vec<horde_scenario::report::LinkSeries> {
+    let mut series = Vec::new();
+    for (t_s, answers) in samples {
+        horde_scenario::report::LinkSeries::record(&mut series, *t_s, &e.merge(answers.clone()));
+    }
+    series
 }

@@ -105,6 +105,9 @@ impl<'a> EmuAcross<'a> {
     }
 }
 
+/// Each agent's counters of an experiment's links: (agent index, its links).
+pub type AgentLinks = Vec<(usize, Vec<horde_emu::fwd::LinkReport>)>;
+
 impl EmuAcross<'_> {
     /// Every emulated link's counters as the run left them (asked of the agents after the run,
     /// before the experiment goes down): each direction from the machine it leaves, which is
@@ -121,16 +124,23 @@ impl EmuAcross<'_> {
                 return None;
             }
         };
+        let mut each = Vec::new();
+        for (i, r) in answers {
+            match r {
+                Ok(crate::msg::EmuReply::Stats { links }) => each.push((i, links)),
+                other => note(&format!("[emu] agent {}: no link counters ({other:?})", self.agents[i].addr)),
+            }
+        }
+        let out = self.merge(each);
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// Each link whole from its agents' counters (agent index, its links): each direction from
+    /// the machine it leaves. Only links of the plan are taken.
+    pub fn merge(&self, answers: AgentLinks) -> Vec<horde_emu::fwd::LinkReport> {
         let node = |name: &str| self.plan.node(name).map(|k| self.machine_of[k]);
         let mut out: Vec<horde_emu::fwd::LinkReport> = Vec::new();
-        for (i, r) in answers {
-            let links = match r {
-                Ok(crate::msg::EmuReply::Stats { links }) => links,
-                other => {
-                    note(&format!("[emu] agent {}: no link counters ({other:?})", self.agents[i].addr));
-                    continue;
-                }
-            };
+        for (i, links) in answers {
             for l in links {
                 let (Some(ma), Some(mb)) = (node(&l.a), node(&l.b)) else { continue };
                 let slot = match out.iter().position(|x| x.a == l.a && x.b == l.b) {
@@ -148,7 +158,7 @@ impl EmuAcross<'_> {
                 }
             }
         }
-        (!out.is_empty()).then_some(out)
+        out
     }
 }
 

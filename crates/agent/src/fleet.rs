@@ -198,6 +198,10 @@ pub(crate) struct Fleet<'a> {
     /// links the run's commands change; and a change waiting for every agent's answer.
     emu_exp: Option<String>,
     pending_link: Option<PendingLink>,
+    /// Every agent's counters of the run's emulated links, asked once a second: (s on the run's
+    /// clock, each agent's answer); and a sample waiting for answers.
+    pub link_samples: Vec<(f64, crate::emu_place::AgentLinks)>,
+    pending_stats: Option<steer::PendingStats>,
     /// Link changes as the report marks them: (s on the run's clock, what).
     pub marks: Vec<(f64, String)>,
     /// A stop command (not a signal) ended the run.
@@ -270,6 +274,8 @@ impl<'a> Fleet<'a> {
             timeline: horde_scenario::control::Timeline::new(Vec::new()),
             emu_exp: None,
             pending_link: None,
+            link_samples: Vec::new(),
+            pending_stats: None,
             marks: Vec::new(),
             players: None,
             growers: Vec::new(),
@@ -414,6 +420,7 @@ impl<'a> Fleet<'a> {
             if Instant::now() >= next_tick {
                 next_tick += Duration::from_secs(1);
                 self.progress();
+                self.sample_links();
             }
             match self.erx.recv_timeout(next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(250))) {
                 Ok((i, e)) => {
@@ -484,7 +491,10 @@ impl<'a> Fleet<'a> {
     /// One event of agent `i`; true when it means the run must stop for everyone.
     fn on_event(&mut self, i: usize, e: Ev, w: &Watch<'_>) -> bool {
         if let Ev::Emu(r) = e {
-            self.link_answered(Some((i, *r)));
+            match *r {
+                msg::EmuReply::Stats { links } if self.stats_awaited(i) => self.stats_answered(i, links),
+                r => self.link_answered(Some((i, r))),
+            }
             return false;
         }
         let t_s = self.elapsed_s();

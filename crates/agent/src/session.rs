@@ -132,8 +132,9 @@ impl Session {
             }
             (Phase::Assigned, ToAgent::Live(req)) => vec![Action::Live(req)],
             // the emulator is driven outside runs, but for a run's own link changes and counters
+            // (also once this agent's part has ended: the run's network is up until the run ends)
             (Phase::Idle, ToAgent::Emu(req)) => vec![Action::Emu(req)],
-            (Phase::Assigned | Phase::Running, ToAgent::Emu(req))
+            (Phase::Assigned | Phase::Running | Phase::Finished, ToAgent::Emu(req))
                 if matches!(*req, crate::msg::EmuRequest::Link { .. } | crate::msg::EmuRequest::Stats { .. }) =>
             {
                 vec![Action::Emu(req)]
@@ -342,7 +343,9 @@ mod tests {
         assert!(matches!(s.prepared(Ok(None))[0], Action::Send(ToController::Ready { .. })));
         assert_eq!(s.on_msg(4, ToAgent::Start { at_ns: 9 }, |_| false), vec![Action::Start { at_ns: 9 }]);
         assert_eq!(s.phase(), Phase::Running);
-        s.role_ended();
+        for _ in 0..roles(&assignment("r1")) {
+            s.role_ended();
+        }
         assert_eq!(s.phase(), Phase::Finished);
         assert_eq!(s.on_msg(5, ToAgent::Collect, |_| false), vec![Action::Collect(None)]);
         s.collected();
@@ -381,8 +384,13 @@ mod tests {
         let _ = s.on_msg(4, ToAgent::Start { at_ns: 1 }, |_| false);
         assert_eq!(s.on_msg(5, ToAgent::Emu(Box::new(crate::msg::EmuRequest::Stats { exp: "e1".into() })), |_| false).len(), 1);
         let down = ToAgent::Emu(Box::new(crate::msg::EmuRequest::Down { exp: "e1".into() }));
+        for _ in 0..roles(&assignment("r1")) {
+            s.role_ended();
+        }
+        assert_eq!(s.phase(), Phase::Finished);
+        assert_eq!(s.on_msg(6, ToAgent::Emu(Box::new(crate::msg::EmuRequest::Stats { exp: "e1".into() })), |_| false).len(), 1, "counted after its part ended");
         assert!(
-            matches!(s.on_msg(6, down, |_| false)[..], [Action::Send(ToController::Error { .. }), Action::Close(_)]),
+            matches!(s.on_msg(7, down, |_| false)[..], [Action::Send(ToController::Error { .. }), Action::Close(_)]),
             "a run's network is not taken down under it"
         );
     }
@@ -492,7 +500,9 @@ mod tests {
         s.on_msg(3, ToAgent::Start { at_ns: 4 }, |_| false);
         s.role_ended();
         assert_eq!(s.phase(), Phase::Running);
-        s.role_ended();
+        for _ in 0..roles(&assignment("r1")) {
+            s.role_ended();
+        }
         assert_eq!(s.phase(), Phase::Finished);
         for (a, why) in [
             (flows(crate::msg::FlowsJob { send: vec![], recv_tcp: vec![], ..flows_job() }), "nothing to send or receive"),

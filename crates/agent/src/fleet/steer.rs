@@ -30,7 +30,45 @@ pub(super) struct PendingLink {
     what: String,
 }
 
+/// A second's link counters, waiting for every agent's answer.
+pub(super) struct PendingStats {
+    t_s: f64,
+    waiting: Vec<usize>,
+    answers: crate::emu_place::AgentLinks,
+}
+
 impl<'a> Fleet<'a> {
+    /// Asks every agent for the counters of the run's emulated links (once a second, while an
+    /// `[emu]` run goes): the report's per-second link series. A second whose answers are not
+    /// all in by the next one is left out.
+    pub(super) fn sample_links(&mut self) {
+        let (Some(exp), true) = (self.emu_exp.clone(), self.t0_ns > 0) else { return };
+        let t_s = real_ns().saturating_sub(self.t0_ns) as f64 / 1e9;
+        let mut waiting = Vec::new();
+        for (i, m) in self.members.iter().enumerate().filter(|(_, m)| m.ok()) {
+            if m.c.cmd.send(Cmd::Emu(Box::new(msg::EmuRequest::Stats { exp: exp.clone() }))).is_ok() {
+                waiting.push(i);
+            }
+        }
+        self.pending_stats = Some(PendingStats { t_s, waiting, answers: Vec::new() });
+    }
+
+    /// Whether agent `i`'s link counters are awaited.
+    pub(super) fn stats_awaited(&self, i: usize) -> bool {
+        self.pending_stats.as_ref().is_some_and(|p| p.waiting.contains(&i))
+    }
+
+    /// Agent `i`'s counters for the second asked; the sample is kept once every agent answered.
+    pub(super) fn stats_answered(&mut self, i: usize, links: Vec<horde_emu::fwd::LinkReport>) {
+        let Some(p) = self.pending_stats.as_mut() else { return };
+        p.waiting.retain(|&w| w != i);
+        p.answers.push((i, links));
+        if p.waiting.is_empty() {
+            let p = self.pending_stats.take().expect("pending");
+            self.link_samples.push((p.t_s, p.answers));
+        }
+    }
+
     /// The run's commands, applied while it is watched; `players`: the run's (a kind with an
     /// online target), and the agents that run them with their weights (a raised target's new
     /// players are shared among them).

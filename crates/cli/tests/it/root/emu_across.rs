@@ -385,6 +385,21 @@ fn a_scenarios_emulated_players_run_on_two_machines() {
         assert!(wan[dir]["spec"].as_str().unwrap().contains("delay 60.000 ms"), "as the run left it: {dir}: {wan}");
     }
     assert!(std::fs::read_to_string(out.join("index.html")).unwrap().contains("swb"), "the topology's picture");
+    // the link's series, a point a second on the run's clock from both machines' counters: the
+    // frames in flight each way grow with the delay (10 → 60 ms at 4 s)
+    let series = s["emulated_link_series"].as_array().unwrap_or_else(|| panic!("no series: {}", s["emulated_link_series"]));
+    let wan = series.iter().find(|l| l["a"] == "swa" && l["b"] == "swb").unwrap_or_else(|| panic!("{series:?}"));
+    let points = wan["points"].as_array().unwrap();
+    let at: Vec<f64> = points.iter().map(|p| p[0].as_f64().unwrap()).collect();
+    eprintln!("swa–swb series at {at:?}");
+    assert!(points.len() >= 5 && at.windows(2).all(|w| w[1] > w[0]) && at[0] > 0.5 && at[0] < 1.5, "a point a second from 1 s: {at:?}");
+    let in_flight = |from: f64, to: f64| -> f64 {
+        let v: Vec<f64> = points.iter().filter(|p| (from..to).contains(&p[0].as_f64().unwrap())).map(|p| p[2]["in_flight_bytes"].as_f64().unwrap()).collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    let (before, after) = (in_flight(0.5, 3.9), in_flight(4.5, 5.9));
+    eprintln!("swb → swa in flight: {before:.0} B before, {after:.0} B after the change");
+    assert!(after > 2.0 * before && points.iter().all(|p| p[2]["packets"].as_u64().is_some()), "{before} B before, {after} B after: {points:?}");
     // nothing is left on either machine
     let ls = lab.ok(&["emu", "ls"]);
     assert!(ls.contains("m1: no part") && ls.contains("m2: no part"), "{ls}");
