@@ -131,11 +131,6 @@ impl Played<'_> {
     pub fn players_of(&self, i: usize) -> Vec<Range<u32>> {
         self.ranges[i].iter().cloned().chain(self.fleet.more.get(i).into_iter().flatten().cloned()).collect()
     }
-
-    /// Whether a raised target started players beyond the plan.
-    pub fn grew(&self) -> bool {
-        self.fleet.more.iter().any(|m| !m.is_empty())
-    }
 }
 
 /// Connects to the agents, plans the players (calls `planned` with them, e.g. to count the
@@ -271,13 +266,7 @@ pub fn run(sc: &Scenario, opts: &ControllerOptions) -> anyhow::Result<Outcome> {
     let players_of: Vec<Vec<Range<u32>>> = (0..played.fleet.members.len()).map(|i| played.players_of(i)).collect();
     let whole = !played.signalled && played.fleet.members[played.server_i].lost_at_s.is_none() && !played.fleet.stopped_by_command;
     let summaries = match opts.collect {
-        Collect::Summaries if whole && !played.grew() => Some(summary_plan(sc, &played)?),
-        Collect::Summaries if whole => {
-            played
-                .fleet
-                .note("a raised target started players during the run: collecting the agents' logs (their live summaries hold the plan's players only)".into());
-            None
-        }
+        Collect::Summaries if whole => Some(summary_plan(sc, &played)?),
         Collect::Summaries => {
             played.fleet.note("the run was interrupted: collecting the agents' logs (a summary cannot be cut at the interruption)".into());
             None

@@ -30,6 +30,7 @@ pub(crate) enum Cmd {
         online: u32,
         at_ns: u64,
         start: Option<std::ops::Range<u32>>,
+        owners: Vec<(std::ops::Range<u32>, i64)>,
     },
     /// Collect the logs into this directory: the logs expected, each with the most bytes it
     /// may have (from the controller's own plan, never from what the agent reported).
@@ -324,7 +325,7 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
                     ToAgent::Start { at_ns: (at_controller_ns as i128 + clock.offset_ns as i128).max(0) as u64 }
                 }
                 Cmd::Stop => ToAgent::Stop,
-                Cmd::Players { online, at_ns, start } => ToAgent::Players { online, at_ns, start },
+                Cmd::Players { online, at_ns, start, owners } => ToAgent::Players { online, at_ns, start, owners },
                 Cmd::Collect { dir, limits, summarise } => {
                     running = false;
                     collecting = Some(Collect { dir, limits, file: None, bytes: 0, transferred: 0, total: 0, total_transferred: 0, files: 0 });

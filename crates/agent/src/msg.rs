@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 /// dead one in every phase. Version 3: a link change is a typed
 /// [`horde_emu::links::LinkOp`], not option names and values. Version 4: an assignment is one
 /// kind of [`Work`] (an enum), not optional fields.
-pub const PROTOCOL: u32 = 5;
+pub const PROTOCOL: u32 = 6;
 
 /// The largest frame either side accepts (a scenario with its service file fits many times).
 pub const MAX_FRAME: usize = 4 << 20;
@@ -51,12 +51,15 @@ pub enum ToAgent {
     /// The run's command channel set how many players are online, from this schedule time on
     /// (ns after the common start; see `horde_model::roster`). A target above the players
     /// planned so far plans the rest on every side; `start`: the ones of them this agent starts
-    /// (its share, by weight).
+    /// (its share, by weight); `owners`: every player the raise starts, by the clock offset of
+    /// the agent that runs it (a live summary puts their APDUs' send times on its clock).
     Players {
         online: u32,
         at_ns: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         start: Option<std::ops::Range<u32>>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owners: Vec<(std::ops::Range<u32>, i64)>,
     },
     /// Send the logs of the finished run.
     Collect,

@@ -54,6 +54,7 @@ pub enum Action {
         online: u32,
         at_ns: u64,
         start: Option<std::ops::Range<u32>>,
+        owners: Vec<(std::ops::Range<u32>, i64)>,
     },
     /// Summarise the run as it goes, on the controller's clock.
     Live(Box<crate::msg::SummaryRequest>),
@@ -145,7 +146,7 @@ impl Session {
             }
             (Phase::Assigned | Phase::Running, ToAgent::Stop) => vec![Action::StopRun("the controller stopped the run".into())],
             (Phase::Finished, ToAgent::Stop) => vec![],
-            (Phase::Assigned | Phase::Running, ToAgent::Players { online, at_ns, start }) => vec![Action::Players { online, at_ns, start }],
+            (Phase::Assigned | Phase::Running, ToAgent::Players { online, at_ns, start, owners }) => vec![Action::Players { online, at_ns, start, owners }],
             (Phase::Finished, ToAgent::Players { .. }) => vec![],
             (Phase::Finished, ToAgent::Collect) => vec![Action::Collect(None)],
             (Phase::Finished, ToAgent::Summarise(req)) => vec![Action::Collect(Some(req))],

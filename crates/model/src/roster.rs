@@ -118,6 +118,11 @@ impl Roster {
         ch[ch.partition_point(|c| c.0 <= t_ns).saturating_sub(1)].1
     }
 
+    /// How many changes so far (the start's counts): a cheap mark of whether it changed.
+    pub fn version(&self) -> usize {
+        self.read().changes.len()
+    }
+
     /// The changes so far: (schedule time ns, online target), the start's first.
     pub fn changes(&self) -> Vec<(u64, u32)> {
         self.read().changes.clone()

@@ -396,6 +396,18 @@ pub fn analysed_segments<'a>(
     )
 }
 
+/// Player `p`'s stays as [`analysed_segments`] counts them for a report of every player, with
+/// the roster as it is now (none: `p` is not planned). A summary built while the run goes asks
+/// for a record's player when the roster has changed since it last did: the changes that clip
+/// a stay before a record's time are known by then (they are stamped ahead).
+pub fn analysed_stays(sc: &Scenario, players: &Players, p: u32) -> Option<Vec<horde_model::behaviour::Segment>> {
+    let stays = players.stays(p)?;
+    if players.roster.everyone_throughout() {
+        return Some(stays);
+    }
+    Some(online_only(&stays, &players.roster.spans(p, (sc.duration_s * 1e9) as u64)))
+}
+
 /// Analyses the logs in `out` and writes the report directory: `summary.json`,
 /// `scenario.toml`, `charts/*.svg` and `index.html`.
 pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyhow::Result<Summary> {

@@ -2,6 +2,7 @@
 //! written, on the controller's clock, pieces handed out once a second; the summary
 //! `--collect summaries` sends is their sum (see `summary.rs`, docs/distributed.md).
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -28,7 +29,11 @@ pub(super) struct Live(Arc<Mutex<LiveState>>);
 struct LiveState {
     categories: usize,
     duration_s: f64,
-    segments: Vec<Vec<Segment>>,
+    sc: Scenario,
+    players: Arc<horde_scenario::Players>,
+    /// Each player's stays as the report counts them, with the roster's version they were
+    /// taken at (taken again when the online target changed: see `analysed_stays`).
+    stays: HashMap<u32, (usize, Vec<Segment>)>,
     req: Option<SummaryRequest>,
     builder: Option<Builder>,
     early: Vec<(Record, Direction)>,
@@ -37,10 +42,18 @@ struct LiveState {
 }
 
 impl Live {
-    pub(super) fn new(sc: &Scenario, players: &horde_scenario::Players, players_total: u32) -> Live {
-        let all = vec![Range { start: 0, end: players_total }];
-        let segments = horde_scenario::report::analysed_segments(sc, players, &all).into_owned();
-        let st = LiveState { categories: sc.service.states.len(), duration_s: sc.duration_s, segments, req: None, builder: None, early: Vec::new(), missed: 0 };
+    pub(super) fn new(sc: &Scenario, players: &Arc<horde_scenario::Players>) -> Live {
+        let st = LiveState {
+            categories: sc.service.states.len(),
+            duration_s: sc.duration_s,
+            sc: sc.clone(),
+            players: players.clone(),
+            stays: HashMap::new(),
+            req: None,
+            builder: None,
+            early: Vec::new(),
+            missed: 0,
+        };
         Live(Arc::new(Mutex::new(st)))
     }
 
@@ -64,6 +77,14 @@ impl Live {
         st.req = Some(req);
         for (r, out) in std::mem::take(&mut st.early) {
             st.feed(r, out);
+        }
+    }
+
+    /// Players a raised target started during the run, with the offsets of the agents that
+    /// run them (their received APDUs' send times are those agents').
+    pub(super) fn owners(&self, owners: &[(Range<u32>, i64)]) {
+        if let Some(req) = self.lock().req.as_mut() {
+            req.owners.extend(owners.iter().cloned());
         }
     }
 
@@ -102,7 +123,13 @@ impl LiveState {
         match rec.kind {
             RecordKind::Sent => b.sent(&rec, out),
             RecordKind::Received => {
-                let stay = self.segments.get(rec.flow as usize).and_then(|s| stay_of(s, req.epoch_ns, rec.t_a));
+                let (epoch, version) = (req.epoch_ns, self.players.roster.version());
+                let stays = match self.stays.get(&rec.flow) {
+                    Some((v, s)) if *v == version => Some(s),
+                    _ => horde_scenario::report::analysed_stays(&self.sc, &self.players, rec.flow)
+                        .map(|s| &self.stays.entry(rec.flow).insert_entry((version, s)).into_mut().1),
+                };
+                let stay = stays.and_then(|s| stay_of(s, epoch, rec.t_a));
                 b.received(&rec, if out == Direction::Up { Direction::Down } else { Direction::Up }, stay);
             }
             _ => {}

@@ -301,10 +301,10 @@ fn session(
                         }
                     }
                 }
-                Action::Players { online, at_ns, start } => {
+                Action::Players { online, at_ns, start, owners } => {
                     if let Some(r) = &run {
                         let more = start.as_ref().map(|s| format!(", starting players {}..{}", s.start, s.end)).unwrap_or_default();
-                        match r.steer(online, at_ns, start) {
+                        match r.steer(online, at_ns, start, &owners) {
                             Ok(()) => log(&format!("run {}: players online → {online} from {:.2} s{more}", r.assignment.run_id, at_ns as f64 / 1e9)),
                             Err(e) => {
                                 let _ = write(tls, &msg::encode(&ToController::Error { message: format!("players online → {online}: {e}") }));

@@ -95,11 +95,14 @@ impl Run {
     /// Sets the online target on this agent's sides of the run: its players' roster and its
     /// server side's. A target above the players planned so far plans the rest (every side
     /// keeps every player's stays); `start`: those of them this agent starts.
-    pub(super) fn steer(&self, online: u32, at_ns: u64, start: Option<std::ops::Range<u32>>) -> anyhow::Result<()> {
+    pub(super) fn steer(&self, online: u32, at_ns: u64, start: Option<std::ops::Range<u32>>, owners: &[(std::ops::Range<u32>, i64)]) -> anyhow::Result<()> {
         let Work::Scenario { sc, players, circuits: None, netns } = &self.work else {
             anyhow::bail!("this run has no online target (only a scenario's open-loop players have one)");
         };
         players.grow(online).map_err(anyhow::Error::msg)?;
+        if let Some(l) = &self.live {
+            l.owners(owners);
+        }
         players.roster.set(at_ns, online)?;
         if let Some(r) = start {
             let part = self.assignment.scenario().context("no scenario part")?;
@@ -186,7 +189,7 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
     let progress = Arc::new(Progress::default());
     *metrics.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress.clone());
     let (server_commands, commands) = horde_scenario::control::Commands::channel();
-    let live = circuits.is_none().then(|| super::live::Live::new(&sc, &players, sc.players));
+    let live = circuits.is_none().then(|| super::live::Live::new(&sc, &players));
     let server_tap = live.as_ref().map(|l| l.tap(horde_model::service::Direction::Down)).unwrap_or_default();
     let server = match part.server {
         Some(listen) => {

@@ -85,7 +85,8 @@ fn from_logs(r: &Run, req: &SummaryRequest) -> anyhow::Result<GameDigest> {
     let a = &r.assignment;
     let part = a.scenario().context("not a scenario's part")?;
     let mut b = Builder::new(sc.service.states.len(), req.epoch_ns, a.duration_ns as f64 / 1e9);
-    let all = vec![Range { start: 0, end: sc.players }];
+    // every player the run planned, a raised target's too, with the roster as the run left it
+    let all = vec![Range { start: 0, end: players.len() }];
     let segments = horde_scenario::report::analysed_segments(sc, players, &all);
     let owner = |flow: u32| req.owners.iter().find(|(range, _): &&(Range<u32>, i64)| range.contains(&flow)).map_or(0, |o| o.1);
     let (own, server) = (req.own_offset_ns, req.server_offset_ns);

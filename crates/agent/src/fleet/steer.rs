@@ -137,13 +137,15 @@ impl<'a> Fleet<'a> {
                 players.grow(online).map_err(|e| format!("players online = {online}: {e}"))?;
                 let at = players.roster.set_ahead(now, AGENTS_MARGIN_NS, at_ns, online).map_err(|e| format!("players: {e}"))?;
                 let starts = self.share_new_players(online);
+                let owners: Vec<(std::ops::Range<u32>, i64)> =
+                    starts.iter().zip(&self.members).filter_map(|(s, m)| Some((s.clone()?, m.c.clock.offset_ns))).collect();
                 let mut text = format!("players online → {online} from {:.2} s (every agent)", at as f64 / 1e9);
                 for (i, m) in self.members.iter().enumerate().filter(|(_, m)| m.ok()) {
                     let start = starts[i].clone();
                     if let Some(r) = &start {
                         text.push_str(&format!("; {} starts players {}..{}", m.c.name, r.start, r.end));
                     }
-                    let _ = m.c.cmd.send(Cmd::Players { online, at_ns: at, start });
+                    let _ = m.c.cmd.send(Cmd::Players { online, at_ns: at, start, owners: owners.clone() });
                 }
                 Ok(Some((at as f64 / 1e9, text, false)))
             }

@@ -736,8 +736,11 @@ fn progress_lines(p: &Path) -> Vec<serde_json::Value> {
 
 /// Issue 27: `--collect summaries`. The same seed run twice through the same 2 agents, once
 /// collecting logs and once summaries: what the schedules fix (departures, arrivals, bytes,
-/// sizes and so their KS distance) is the same in both reports, every row from summaries
-/// states its bounds, and the summaries are a fraction of the logs' bytes.
+/// sizes and so their KS distance, the inter-arrival samples) is the same in both reports,
+/// every row from summaries states its bounds, and the summaries are a fraction of the logs'
+/// bytes. The timeline raises the online target twice, the second time above the scenario's
+/// players (issue 46): the summaries count the players it started, and their stays, as the
+/// logs do.
 #[test]
 fn summaries_from_agents_give_the_logs_figures_for_a_fraction_of_the_bytes() {
     let _share = horde_testkit::share(horde_testkit::Load::Light);
@@ -746,6 +749,9 @@ fn summaries_from_agents_give_the_logs_figures_for_a_fraction_of_the_bytes() {
     let (a1, x1, _) = agent(&d, &creds, "127.0.0.16", "s1", false);
     let (a2, x2, _) = agent(&d, &creds, "127.0.0.17", "s2", false);
     let sc = scenario(&d, 200, 6);
+    let raised = std::fs::read_to_string(&sc).unwrap()
+        + "online = 150\n[[at]]\nt = \"2s\"\ncommand = \"players\"\nonline = 200\n[[at]]\nt = \"3s\"\ncommand = \"players\"\nonline = 240\n";
+    std::fs::write(&sc, raised).unwrap();
     let list = format!("{x1},{x2}");
     let mut reports = Vec::new();
     for how in ["logs", "summaries"] {
@@ -781,6 +787,7 @@ fn summaries_from_agents_give_the_logs_figures_for_a_fraction_of_the_bytes() {
         a.wait_line("summary collected", Duration::from_secs(10));
     }
     let (logs, sums) = (&reports[0], &reports[1]);
+    assert!(logs["players"] == 240 && sums["players"] == 240, "every player the raises started: {} and {}", logs["players"], sums["players"]);
     let cats = logs["analysis"]["categories"].as_array().unwrap();
     assert!(cats.len() >= 3);
     let rows = |s: &serde_json::Value| -> Vec<serde_json::Value> {
@@ -793,7 +800,7 @@ fn summaries_from_agents_give_the_logs_figures_for_a_fraction_of_the_bytes() {
     let (l, m) = (rows(logs), rows(sums));
     assert!(l[l.len() - 1]["received"].as_u64().unwrap() > 1_000, "traffic flowed");
     for (x, y) in l.iter().zip(&m) {
-        for k in ["sent", "received", "lost", "bytes", "size_samples"] {
+        for k in ["sent", "received", "lost", "bytes", "size_samples", "iat_samples"] {
             assert_eq!(x[k], y[k], "{k}: logs {x} vs summaries {y}");
         }
         assert!(x.get("bounds").is_none(), "rows from records carry no bounds");
