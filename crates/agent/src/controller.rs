@@ -467,7 +467,7 @@ fn log_bound(planned: &[[u64; 2]], connections: &[u64], range: Range<u32>) -> u6
 }
 
 /// The emulated links' per-second series from the agents' counters asked during the run.
-fn link_series(e: &crate::emu_place::EmuAcross, samples: &[(f64, crate::emu_place::AgentLinks)]) -> Vec<horde_scenario::report::LinkSeries> {
+fn link_series(e: &crate::emu_place::EmuAcross, samples: &[(f64, crate::msg::AgentLinks)]) -> Vec<horde_scenario::report::LinkSeries> {
     let mut series = Vec::new();
     for (t_s, answers) in samples {
         horde_scenario::report::LinkSeries::record(&mut series, *t_s, &e.merge(answers.clone()));

@@ -105,9 +105,6 @@ impl<'a> EmuAcross<'a> {
     }
 }
 
-/// Each agent's counters of an experiment's links: (agent index, its links).
-pub type AgentLinks = Vec<(usize, Vec<horde_emu::fwd::LinkReport>)>;
-
 impl EmuAcross<'_> {
     /// Every emulated link's counters as the run left them (asked of the agents after the run,
     /// before the experiment goes down): each direction from the machine it leaves, which is
@@ -137,7 +134,7 @@ impl EmuAcross<'_> {
 
     /// Each link whole from its agents' counters (agent index, its links): each direction from
     /// the machine it leaves. Only links of the plan are taken.
-    pub fn merge(&self, answers: AgentLinks) -> Vec<horde_emu::fwd::LinkReport> {
+    pub fn merge(&self, answers: crate::msg::AgentLinks) -> Vec<horde_emu::fwd::LinkReport> {
         let node = |name: &str| self.plan.node(name).map(|k| self.machine_of[k]);
         let mut out: Vec<horde_emu::fwd::LinkReport> = Vec::new();
         for (i, links) in answers {

@@ -200,7 +200,7 @@ pub(crate) struct Fleet<'a> {
     pending_link: Option<PendingLink>,
     /// Every agent's counters of the run's emulated links, asked once a second: (s on the run's
     /// clock, each agent's answer); and a sample waiting for answers.
-    pub link_samples: Vec<(f64, crate::emu_place::AgentLinks)>,
+    pub link_samples: Vec<(f64, crate::msg::AgentLinks)>,
     pending_stats: Option<steer::PendingStats>,
     /// Link changes as the report marks them: (s on the run's clock, what).
     pub marks: Vec<(f64, String)>,

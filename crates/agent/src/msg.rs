@@ -22,6 +22,9 @@ use serde::{Deserialize, Serialize};
 /// kind of [`Work`] (an enum), not optional fields.
 pub const PROTOCOL: u32 = 6;
 
+/// Each agent's counters of an experiment's links: (agent index, its links).
+pub type AgentLinks = Vec<(usize, Vec<horde_emu::fwd::LinkReport>)>;
+
 /// The largest frame either side accepts (a scenario with its service file fits many times).
 pub const MAX_FRAME: usize = 4 << 20;
 

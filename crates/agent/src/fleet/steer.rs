@@ -34,7 +34,7 @@ pub(super) struct PendingLink {
 pub(super) struct PendingStats {
     t_s: f64,
     waiting: Vec<usize>,
-    answers: crate::emu_place::AgentLinks,
+    answers: crate::msg::AgentLinks,
 }
 
 impl<'a> Fleet<'a> {
