@@ -155,6 +155,17 @@ def effects(case):
     online = next((o["at_s"] for o in s["online"] if o["online"] == 600), float("nan"))
     text = open(f"{out}/{case}.txt").read()
     notes = {int(m.group(1)) - 1000000000: float(m.group(2)) for m in re.finditer(r"command applied \(#(\d+)\) at ([\d.]+) s", text)}
+    # the report's link charts: the emulated link's series, a point a second on the run's clock
+    series = next((l for l in s.get("emulated_link_series") or [] if {l["a"], l["b"]} == {"swa", "swb"}), None)
+    chart = None
+    if series:
+        pts = [(p[0], p[1]["in_flight_bytes"] + p[2]["in_flight_bytes"]) for p in series["points"]]
+        m = mark("changed")
+        before = [b for t, b in pts if 15 <= t < m]
+        after = [(t, b) for t, b in pts if t >= m and t < 24.9]
+        base = sum(before) / max(len(before), 1)
+        first_high = next((t for t, b in after if b > 2 * base), float("nan"))
+        chart = (len(pts), max((t for t, _ in pts if t < m), default=float("nan")), first_high, base, max((b for _, b in after), default=0))
     return [
         ("players 300 → 600 at 10 s", notes.get(0, float("nan")), online, new_first, "first departure of a player not online before"),
         ("link 30 → 150 ms at 20 s", notes.get(1, float("nan")), mark("changed"), changed, "first departure across the link delayed > 90 ms"),
@@ -162,7 +173,7 @@ def effects(case):
         ("link up at 27 s", notes.get(3, float("nan")), mark("up"), up_arr - LINK_MS / 1e3, "first arrival after the gap − 150 ms"),
         ("stop at 35 s", notes.get(4, float("nan")), s["interruption"]["at_s"] if s.get("interruption") else float("nan"), last_players, "the players' last departure"),
         ("stop at 35 s: server side", notes.get(4, float("nan")), s["interruption"]["at_s"] if s.get("interruption") else float("nan"), last_server, "the server side's last departure"),
-    ], len(cross), len(rows)
+    ], len(cross), len(rows), chart
 
 print("# A timeline scenario on one machine and through agents (issue 46)\n")
 print(f"Command: `sudo bash bench/timeline.sh` (main {rev}, {cpu}, {cores} cores; both runs in one session, one after the other).")
@@ -176,7 +187,7 @@ print("summary.json, drawn on its charts); *effect*: measured in the per-packet 
 print("|mark − effect| ≤ 100 ms.\n")
 worst = 0.0
 for case, label in (("one", "One machine"), ("agents", "Through two agents")):
-    ev, ncross, nrows = effects(case)
+    ev, ncross, nrows, chart = effects(case)
     print(f"## {label}\n")
     print(f"{nrows:,} APDUs in the logs; {ncross} players cross the sites' link.\n")
     print("| event | answer s | mark s | effect s | how the effect is measured | mark − effect ms |")
@@ -186,6 +197,13 @@ for case, label in (("one", "One machine"), ("agents", "Through two agents")):
         worst = max(worst, abs(dm)) if dm == dm else float("inf")
         print(f"| {name} | {note:.3f} | {mark:.3f} | {eff:.3f} | {how} | {dm:+.0f} |")
     print()
+    if chart:
+        n, last_before, first_high, base, high = chart
+        print(f"The report's link charts (`emulated_link_series`, {n} points, one a second on the run's clock): the last point before the")
+        print(f"change's mark is at {last_before:.3f} s, the first after it with the frames in flight more than doubled at {first_high:.3f} s")
+        print(f"({base:,.0f} B in flight before, up to {high:,.0f} B after); the change's mark lies between them.\n")
+    else:
+        print("The report has no per-second link series.\n")
 print(f"Worst |mark − effect|: {worst:.0f} ms → {'within' if worst <= 100 else 'NOT within'} 100 ms.")
 PY
 cat "$ROOT/bench/RESULTS-timeline.md"
