@@ -422,7 +422,8 @@ impl<'a> Fleet<'a> {
                 self.progress();
                 self.sample_links();
             }
-            match self.erx.recv_timeout(next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(250))) {
+            // the channel's commands and the timeline's entries are looked at every 20 ms
+            match self.erx.recv_timeout(next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(20))) {
                 Ok((i, e)) => {
                     if self.on_event(i, e, w) && !stopped_all {
                         self.note("the server side was on it: stopping the others".into());

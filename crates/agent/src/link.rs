@@ -275,6 +275,8 @@ pub(crate) const CLOCK_WARN_NS: u64 = 100_000_000;
 pub(crate) const CLOCK_SAMPLES: usize = 16;
 pub(crate) const CLOCK_GAP: Duration = Duration::from_millis(20);
 pub(crate) const CONNECT_WITHIN: Duration = Duration::from_secs(10);
+/// How long a link reads before it looks at the run's commands again.
+const COMMAND_WAIT: Duration = Duration::from_millis(10);
 
 type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
@@ -299,7 +301,8 @@ pub(crate) fn link(i: usize, addr: SocketAddr, cfg: Arc<rustls::ClientConfig>, c
         }
         Err(e) => return send(Ev::Lost(format!("{e:#}"))),
     };
-    let _ = tls.sock.set_read_timeout(Some(Duration::from_millis(100)));
+    // a command waits for the read to time out before it is written: 10 ms at most
+    let _ = tls.sock.set_read_timeout(Some(COMMAND_WAIT));
     let mut last_ping = Instant::now();
     let mut last_heard = Instant::now();
     let mut running = false;

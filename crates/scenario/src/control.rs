@@ -304,13 +304,18 @@ pub fn read(mut r: impl BufRead, tx: &CommandSender) {
 /// A server side's half of the channel: applies stamped changes of the online target to its
 /// players until `done` (other commands are the driver's). A target above the players planned so
 /// far plans the rest first (within the run's stated limit), as the driver's side did.
-pub fn follow(commands: &Commands, players: &crate::Players, done: &std::sync::atomic::AtomicBool) {
+pub fn follow(commands: &Commands, players: &crate::Players, done: &std::sync::atomic::AtomicBool, stop: &std::sync::atomic::AtomicBool) {
     while !done.load(std::sync::atomic::Ordering::Relaxed) {
         let Some(c) = commands.next_within(std::time::Duration::from_millis(20)) else { continue };
-        if let Ok(Command::Players { online, at_ns: Some(at) }) = c.command {
-            if let Err(e) = players.grow(online).map_err(|e| e.to_string()).and_then(|_| players.roster.set(at, online).map_err(|e| e.to_string())) {
-                tracing::warn!("server side: players online → {online}: {e}");
+        match c.command {
+            Ok(Command::Players { online, at_ns: Some(at) }) => {
+                if let Err(e) = players.grow(online).map_err(|e| e.to_string()).and_then(|_| players.roster.set(at, online).map_err(|e| e.to_string())) {
+                    tracing::warn!("server side: players online → {online}: {e}");
+                }
             }
+            // the run stopped: the server side stops sending with the players
+            Ok(Command::Stop {}) => stop.store(true, std::sync::atomic::Ordering::Relaxed),
+            _ => {}
         }
     }
 }

@@ -156,7 +156,7 @@ pub fn serve(sc: &Scenario, out: &Path, key: RunKey, stop: &AtomicBool, on_liste
     let done = AtomicBool::new(false);
     let report = std::thread::scope(|s| {
         if let Some(c) = commands {
-            s.spawn(|| crate::control::follow(c, &players, &done));
+            s.spawn(|| crate::control::follow(c, &players, &done, stop));
         }
         // The live delay once a second; woken at once when serving ends, so that a stopped
         // server side exits before its parent's SIGTERM (a second signal ends it at once,

@@ -20,6 +20,9 @@ use crate::{Event, Events};
 pub const MARGIN_NS: u64 = 250_000_000;
 
 /// The server side as the driver sees it: whether it ended, and passing it a command.
+/// How often the driver looks at the run's commands and timeline: every 20 ms.
+const POLL: Duration = Duration::from_millis(20);
+
 pub(crate) trait ServerSide {
     fn exited(&mut self) -> Option<String>;
     fn forward(&mut self, c: &Command) -> anyhow::Result<()>;
@@ -132,6 +135,10 @@ impl<'a> Steer<'a> {
         match c {
             Command::Stop {} => {
                 self.commanded.store(true, Ordering::Relaxed);
+                // the server side stops sending with the players (not when they have lingered)
+                if let Ok(mut s) = server.lock() {
+                    let _ = s.forward(&Command::Stop {});
+                }
                 Ok((now_s, "stop: stopping the run".into(), true))
             }
             Command::Players { online, at_ns } => self.players(online, at_ns, server).map(|(at, text)| (at, text, false)),
@@ -215,7 +222,7 @@ pub(crate) fn watch(
             run_stop.store(true, Ordering::Relaxed);
             break;
         }
-        steer.clock.sleep(Duration::from_millis(50));
+        steer.clock.sleep(POLL);
     }
     while let Some(c) = steer.commands.and_then(|c| c.try_next()) {
         (steer.events)(&Event::Reply(Reply::refused(c.id, "the run is stopping: it takes no more commands".into())));
