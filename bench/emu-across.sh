@@ -27,30 +27,17 @@ SECS=${SECS:-30}
 # the example's WAN link, unimpaired but through the link emulator
 sed -e 's/^delay = "10ms"$/live = true/' -e '/^loss = "10%"$/d' examples/topologies/two-sites.toml > "$OUT/sites.toml"
 grep -q '^live = true$' "$OUT/sites.toml"
-AGENTS=10.79.0.1:7801,10.79.0.2:7801
+NET=79
+. bench/lab.sh
+AGENTS=$LAB_AGENTS
 cleanup() {
   ip netns exec $T-ctl "$H" emu down bxa --agents $AGENTS --credentials "$OUT/creds" >/dev/null 2>&1 || true
   "$H" emu down bone --purge >/dev/null 2>&1 || true
-  pkill -f "agent --listen 10.79.0" 2>/dev/null || true
-  for n in ctl m1 m2 lan; do ip netns del $T-$n 2>/dev/null || true; done
+  lab_down
 }
 trap cleanup EXIT
 cleanup
-for n in lan ctl m1 m2; do ip netns add $T-$n; done
-ip -n $T-lan link add br0 type bridge && ip -n $T-lan link set br0 up
-for pair in ctl:10 m1:1 m2:2; do
-  n=${pair%%:*}; a=${pair##*:}
-  ip link add $T$n type veth peer name ${T}p$n
-  ip link set $T$n netns $T-$n; ip link set ${T}p$n netns $T-lan
-  ip -n $T-lan link set ${T}p$n master br0 up
-  ip -n $T-$n addr add 10.79.0.$a/24 dev $T$n
-  ip -n $T-$n link set $T$n up; ip -n $T-$n link set lo up
-done
-"$H" agent keygen --out "$OUT/creds" >/dev/null 2>&1
-for k in 1 2; do
-  ip netns exec $T-m$k "$H" agent --listen 10.79.0.$k:7801 --credentials "$OUT/creds" --dir "$OUT/agent$k" --name m$k --emu >"$OUT/agent$k.log" 2>&1 &
-done
-for k in 1 2; do until grep -q "listening on" "$OUT/agent$k.log"; do sleep 0.1; done; done
+lab_up
 
 now() { date +%s.%N; }
 t=$(now); "$H" emu up "$OUT/sites.toml" --id bone >/dev/null 2>&1; up_one=$(echo "$(now) - $t" | bc)

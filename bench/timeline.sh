@@ -20,14 +20,10 @@ mkdir -p "$OUT"
 [ "$(id -u)" = 0 ] || { echo "bench/timeline.sh needs root (namespaces)"; exit 2; }
 cargo build --release -q -p horde
 H=$ROOT/target/release/horde
-T=htl
-AGENTS=10.78.0.1:7801,10.78.0.2:7801
-cleanup() {
-  for k in 1 2; do [ -f "$OUT/agent$k.pid" ] && kill "$(cat "$OUT/agent$k.pid")" 2>/dev/null || true; done
-  sleep 0.5
-  for n in ctl m1 m2 lan; do ip netns del $T-$n 2>/dev/null || true; done
-}
-trap cleanup EXIT
+T=htl NET=78
+. bench/lab.sh
+AGENTS=$LAB_AGENTS
+trap lab_down EXIT
 # two sites of three hosts; the sites' link 30 ms each way, no loss
 sed -e 's/^delay = "10ms"$/delay = "30ms"/' -e '/^loss = "10%"$/d' examples/topologies/two-sites.toml > "$OUT/sites.toml"
 grep -q '^delay = "30ms"$' "$OUT/sites.toml"
@@ -76,22 +72,8 @@ EOF
 "$H" decode "$OUT"/one/client.hlog "$OUT"/one/server.hlog -q --packets-csv "$OUT/one.csv"
 
 # two machines: network namespaces with their own addresses, each running `horde agent --emu`
-for n in lan ctl m1 m2; do ip netns add $T-$n; done
-ip -n $T-lan link add br0 type bridge && ip -n $T-lan link set br0 up
-for pair in ctl:10 m1:1 m2:2; do
-  n=${pair%%:*}; a=${pair##*:}
-  ip link add $T$n type veth peer name ${T}p$n
-  ip link set $T$n netns $T-$n; ip link set ${T}p$n netns $T-lan
-  ip -n $T-lan link set ${T}p$n master br0 up
-  ip -n $T-$n addr add 10.78.0.$a/24 dev $T$n
-  ip -n $T-$n link set $T$n up; ip -n $T-$n link set lo up
-done
-"$H" agent keygen --out "$OUT/creds" >/dev/null 2>&1
-for k in 1 2; do
-  ip netns exec $T-m$k "$H" agent --listen 10.78.0.$k:7801 --credentials "$OUT/creds" --dir "$OUT/agent$k" --name m$k --emu >"$OUT/agent$k.log" 2>&1 &
-  echo $! > "$OUT/agent$k.pid"
-done
-for k in 1 2; do until grep -q "listening on" "$OUT/agent$k.log"; do sleep 0.1; done; done
+lab_down
+lab_up
 ip netns exec $T-ctl "$H" run "$OUT/sc.toml" -o "$OUT/agents" --agents $AGENTS --credentials "$OUT/creds" >"$OUT/agents.txt" 2>&1 || [ $? = 130 ]
 # each agent's players: its client log with the server side's (the rows of its own players kept below)
 for k in 1 2; do "$H" decode "$OUT"/agents/agents/m$k/client.hlog "$OUT"/agents/agents/m1/server.hlog -q --packets-csv "$OUT/agents-m$k.csv"; done

@@ -291,6 +291,27 @@ fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_do
     assert!(!again.status.success(), "a second down finds nothing");
 }
 
+/// A scenario across the lab's two machines (`[emu]` on the two sites, the WAN link without
+/// loss): the lab (its agents running), the run's text, its summary.json and report directory
+/// (kept while the scratch directory, returned first, is). The run must pass.
+fn run_across(name: &str, net: u8, scenario: &str) -> (horde_testkit::Scratch, Lab, String, serde_json::Value, PathBuf) {
+    let dir = tmp(name);
+    let creds = dir.join("creds");
+    assert!(Command::new(HORDE).args(["agent", "keygen", "--out"]).arg(&creds).output().unwrap().status.success());
+    write(&dir, "sites.toml", &SITES.replace("loss = \"10%\"\n", ""));
+    let sc = write(&dir, "sc.toml", scenario);
+    let mut lab = Lab::setup(&dir, net);
+    lab.start_agent(0);
+    lab.start_agent(1);
+    let out = dir.join("out");
+    let o = lab.horde(&["run", sc.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("[emu] across 2 machines") && text.contains("taken down on every machine"), "{text}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    (dir, lab, text, s, out)
+}
+
 /// A scenario's `[emu]` players on two machines: `horde run --agents` brings the scenario's
 /// topology up across the agents, gives each agent the players of the client hosts on its
 /// machine, runs the server side in the server host on its machine, and takes the network
@@ -302,30 +323,18 @@ fn a_scenarios_emulated_players_run_on_two_machines() {
     horde_testkit::need_root();
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let _share = horde_testkit::share(horde_testkit::Load::Light);
-    let dir = tmp("across-run");
-    let creds = dir.join("creds");
-    assert!(Command::new(HORDE).args(["agent", "keygen", "--out"]).arg(&creds).output().unwrap().status.success());
-    write(&dir, "sites.toml", &SITES.replace("loss = \"10%\"\n", ""));
-    let sc = write(
-        &dir,
-        "sc.toml",
+    // the scratch directory goes last: the lab's drop takes the experiment down with its credentials
+    let (_dir, lab, text, s, out) = run_across(
+        "across-run",
+        1,
         "name = \"across\"\nservice = \"wow\"\nplayers = 30\nduration = \"8s\"\nseed = 4\nspin_us = 0\nserver = \"127.0.0.1:7900\"\n\
          [emu]\ntopology = \"sites.toml\"\nclients = [\"a\", \"b\"]\nserver = \"a1\"\n\
          [[at]]\nt = \"4s\"\ncommand = \"link\"\na = \"swa\"\nb = \"swb\"\nset = { delay = \"60ms\" }\n\
          [[at]]\nt = \"6s\"\ncommand = \"link\"\na = \"swa\"\nb = \"swb\"\nstate = \"down\"\n\
          [[at]]\nt = \"6.5s\"\ncommand = \"link\"\na = \"swa\"\nb = \"swb\"\nstate = \"up\"\n",
     );
-    let mut lab = Lab::setup(&dir, 1);
-    lab.start_agent(0);
-    lab.start_agent(1);
-    let out = dir.join("out");
-    let o = lab.horde(&["run", sc.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{text}");
     assert!(text.contains("[emu] across 2 machines") && text.contains("m1 3 client host(s), m2 3 client host(s)"), "{text}");
     assert!(text.contains("server side on agent m1 at 10.0.0.1:7900"), "the server side in a1, on m1: {text}");
-    assert!(text.contains("taken down on every machine"), "{text}");
-    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let d = &s["distributed"];
     assert_eq!(d["partial"], false, "{d}");
     let agents = d["agents"].as_array().unwrap();
@@ -417,27 +426,15 @@ fn a_regulated_scenarios_emulated_circuits_run_on_two_machines() {
     horde_testkit::need_root();
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
     let _share = horde_testkit::share(horde_testkit::Load::Light);
-    let dir = tmp("across-regulated");
-    let creds = dir.join("creds");
-    assert!(Command::new(HORDE).args(["agent", "keygen", "--out"]).arg(&creds).output().unwrap().status.success());
-    write(&dir, "sites.toml", &SITES.replace("loss = \"10%\"\n", ""));
-    let sc = write(
-        &dir,
-        "sc.toml",
+    // the scratch directory goes last: the lab's drop takes the experiment down with its credentials
+    let (_dir, lab, text, s, out) = run_across(
+        "across-regulated",
+        2,
         "name = \"across-regulated\"\nservice = \"opensim\"\nplayers = 4\nduration = \"5s\"\nseed = 4\nserver = \"127.0.0.1:7901\"\n\
          [regulation]\nthrottle = \"mongoose\"\n\
          [emu]\ntopology = \"sites.toml\"\nclients = [\"a\", \"b\"]\nserver = \"a1\"\n",
     );
-    let mut lab = Lab::setup(&dir, 2);
-    lab.start_agent(0);
-    lab.start_agent(1);
-    let out = dir.join("out");
-    let o = lab.horde(&["run", sc.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{text}");
-    assert!(text.contains("[emu] across 2 machines") && text.contains("taken down on every machine"), "{text}");
     assert!(text.contains("server side on agent m1 at 10.0.0.1:7901"), "the server side in a1, on m1: {text}");
-    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["kind"], "circuits", "{s}");
     assert_eq!(s["totals"]["joined"], 4, "every circuit joined: {}", s["totals"]);
     let agents = s["distributed"]["agents"].as_array().unwrap_or_else(|| panic!("{s}"));
