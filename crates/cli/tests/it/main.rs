@@ -20,6 +20,7 @@ mod flow_summaries;
 mod gameserver;
 mod icmp;
 mod logd;
+mod manifests;
 mod regression;
 mod root;
 mod run;
