@@ -202,6 +202,7 @@ pub(crate) struct Fleet<'a> {
     /// clock, each agent's answer); and a sample waiting for answers.
     pub link_samples: Vec<(f64, crate::msg::AgentLinks)>,
     pending_stats: Option<steer::PendingStats>,
+    link_series_full: bool,
     /// Link changes as the report marks them: (s on the run's clock, what).
     pub marks: Vec<(f64, String)>,
     /// A stop command (not a signal) ended the run.
@@ -276,6 +277,7 @@ impl<'a> Fleet<'a> {
             pending_link: None,
             link_samples: Vec::new(),
             pending_stats: None,
+            link_series_full: false,
             marks: Vec::new(),
             players: None,
             growers: Vec::new(),

@@ -307,6 +307,9 @@ pub struct LogServerJob {
 /// Most receive addresses one flows assignment may ask for.
 pub const MAX_RECV_ADDRS: usize = 1024;
 
+/// The most owner ranges one `players` message may carry (one per agent that starts players).
+pub const MAX_OWNERS: usize = 1024;
+
 /// Agent → controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]

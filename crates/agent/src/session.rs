@@ -146,7 +146,12 @@ impl Session {
             }
             (Phase::Assigned | Phase::Running, ToAgent::Stop) => vec![Action::StopRun("the controller stopped the run".into())],
             (Phase::Finished, ToAgent::Stop) => vec![],
-            (Phase::Assigned | Phase::Running, ToAgent::Players { online, at_ns, start, owners }) => vec![Action::Players { online, at_ns, start, owners }],
+            (Phase::Assigned | Phase::Running, ToAgent::Players { online, at_ns, start, owners }) => {
+                if let Err(e) = check_owners(&owners, online) {
+                    return self.refuse(format!("players online → {online}: {e}"));
+                }
+                vec![Action::Players { online, at_ns, start, owners }]
+            }
             (Phase::Finished, ToAgent::Players { .. }) => vec![],
             (Phase::Finished, ToAgent::Collect) => vec![Action::Collect(None)],
             (Phase::Finished, ToAgent::Summarise(req)) => vec![Action::Collect(Some(req))],
@@ -230,6 +235,18 @@ fn kind(m: &ToAgent) -> &'static str {
 }
 
 /// Checks an assignment's fields that do not need the scenario parsed.
+/// A raise's owners: at most [`crate::msg::MAX_OWNERS`] ranges, each of players the raise
+/// brings online (not empty, below `online`).
+fn check_owners(owners: &[(std::ops::Range<u32>, i64)], online: u32) -> Result<(), String> {
+    if owners.len() > crate::msg::MAX_OWNERS {
+        return Err(format!("{} owner ranges (at most {})", owners.len(), crate::msg::MAX_OWNERS));
+    }
+    match owners.iter().find(|(r, _)| r.is_empty() || r.end > online) {
+        Some((r, _)) => Err(format!("owners: players {}..{} are not players of a raise to {online}", r.start, r.end)),
+        None => Ok(()),
+    }
+}
+
 pub fn check_assignment(a: &Assignment) -> Result<(), String> {
     if a.run_id.is_empty() || a.run_id.len() > 64 || !a.run_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
         return Err(format!("run id `{}` must be 1..=64 letters, digits or '-'", a.run_id.escape_debug()));
@@ -429,6 +446,19 @@ mod tests {
 
     fn place(exp: &str, clients: &[&str]) -> crate::msg::EmuPlace {
         crate::msg::EmuPlace { exp: exp.into(), clients: clients.iter().map(|c| c.to_string()).collect(), server: None }
+    }
+
+    #[test]
+    fn a_raise_whose_owners_are_not_its_players_is_refused() {
+        let players = |owners: Vec<(std::ops::Range<u32>, i64)>| ToAgent::Players { online: 80, at_ns: 1, start: None, owners };
+        let mut s = greeted();
+        let _ = s.on_msg(2, ToAgent::Assign(Box::new(assignment("r1"))), |_| false);
+        assert!(matches!(s.on_msg(3, players(vec![(50..80, 7)]), |_| false)[..], [Action::Players { .. }]));
+        for bad in [vec![(50..81, 0)], vec![(60..60, 0)], vec![(0..1, 0); crate::msg::MAX_OWNERS + 1]] {
+            let mut s = greeted();
+            let _ = s.on_msg(2, ToAgent::Assign(Box::new(assignment("r1"))), |_| false);
+            assert!(matches!(s.on_msg(3, players(bad), |_| false)[..], [Action::Send(ToController::Error { .. }), Action::Close(_)]));
+        }
     }
 
     #[test]

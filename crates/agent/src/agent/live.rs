@@ -20,6 +20,9 @@ use crate::msg::SummaryRequest;
 /// listens from the assignment on; nothing real arrives before the start).
 const EARLY_MAX: usize = 1 << 16;
 
+/// The most owner ranges a live summary keeps (each record's sender is looked up in them).
+const MAX_OWNERS: usize = 4096;
+
 /// An agent's live summary of its scenario part: both logs' records as they are written (the
 /// logs' taps), on the controller's clock once `ToAgent::Live` gave the offsets. The builder
 /// hands out what it gained once a second, and the final summary is the sum of those pieces.
@@ -83,9 +86,14 @@ impl Live {
     /// Players a raised target started during the run, with the offsets of the agents that
     /// run them (their received APDUs' send times are those agents').
     pub(super) fn owners(&self, owners: &[(Range<u32>, i64)]) {
-        if let Some(req) = self.lock().req.as_mut() {
-            req.owners.extend(owners.iter().cloned());
+        let mut st = self.lock();
+        let Some(req) = st.req.as_mut() else { return };
+        // bounded: past this many, the summary is not whole (read back from the logs instead)
+        if req.owners.len() + owners.len() > MAX_OWNERS {
+            st.missed += 1;
+            return;
         }
+        req.owners.extend(owners.iter().cloned());
     }
 
     /// What the summary gained since the last piece.

@@ -30,6 +30,9 @@ pub(super) struct PendingLink {
     what: String,
 }
 
+/// The most link counters the per-second series keeps over a run (about 200 MB at most).
+const MAX_LINK_POINTS: usize = 1_000_000;
+
 /// A second's link counters, waiting for every agent's answer.
 pub(super) struct PendingStats {
     t_s: f64,
@@ -43,6 +46,17 @@ impl<'a> Fleet<'a> {
     /// all in by the next one is left out.
     pub(super) fn sample_links(&mut self) {
         let (Some(exp), true) = (self.emu_exp.clone(), self.t0_ns > 0) else { return };
+        // bounded: the series keeps at most this many link counters (a long run of many
+        // emulated links keeps its first part, and says so once)
+        let kept: usize = self.link_samples.iter().flat_map(|(_, a)| a.iter().map(|(_, l)| l.len())).sum();
+        if kept > MAX_LINK_POINTS {
+            if !self.link_series_full {
+                self.link_series_full = true;
+                self.pending_stats = None;
+                self.note(format!("the emulated links' series stops here: {MAX_LINK_POINTS} counters kept"));
+            }
+            return;
+        }
         let t_s = real_ns().saturating_sub(self.t0_ns) as f64 / 1e9;
         let mut waiting = Vec::new();
         for (i, m) in self.members.iter().enumerate().filter(|(_, m)| m.ok()) {
