@@ -586,7 +586,7 @@ fn progress_lines(p: &Path) -> Vec<serde_json::Value> {
 /// logs do.
 #[test]
 fn summaries_from_agents_give_the_logs_figures_for_a_fraction_of_the_bytes() {
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let _share = horde_testkit::share(horde_testkit::Load::Heavy);
     let d = tmp("summaries");
     let creds = keygen(&d);
     let (a1, x1, _) = agent(&d, &creds, "127.0.0.16", "s1", false);
@@ -643,8 +643,13 @@ fn summaries_from_agents_give_the_logs_figures_for_a_fraction_of_the_bytes() {
     let (l, m) = (rows(logs), rows(sums));
     assert!(l[l.len() - 1]["received"].as_u64().unwrap() > 1_000, "traffic flowed");
     for (x, y) in l.iter().zip(&m) {
+        // Two runs of one seed: under the whole suite's load, the raised players' runs have
+        // differed by 2 of ~900 APDUs in a category (never alone); each run's summary equals its
+        // own records exactly (the live check above). Left out inter-arrivals (the bug this
+        // pins: players online later had none) were a quarter of a category's samples.
         for k in ["sent", "received", "lost", "bytes", "size_samples", "iat_samples"] {
-            assert_eq!(x[k], y[k], "{k}: logs {x} vs summaries {y}");
+            let (a, b) = (x[k].as_f64().unwrap(), y[k].as_f64().unwrap());
+            assert!((a - b).abs() <= 3.0_f64.max(a * 0.005), "{k}: logs {a} vs summaries {b}: logs {x} vs summaries {y}");
         }
         assert!(x.get("bounds").is_none(), "rows from records carry no bounds");
         let b = &y["bounds"];
