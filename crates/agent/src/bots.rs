@@ -17,7 +17,7 @@ use horde_wire::{Record, RecordKind};
 use serde::Serialize;
 
 use crate::fleet::{AgentSpec, Event, Fleet, Watch};
-use crate::msg::{Assignment, BotsJob, Work};
+use crate::msg::{BotsJob, Work};
 
 /// Most game servers one run plays on, and most bots (the CLI's bound).
 const MAX_SERVERS: usize = 64;
@@ -32,13 +32,13 @@ pub fn check(b: &BotsJob) -> Result<(), String> {
         return Err(format!("bots: 1..={MAX_SERVERS} game servers, each with a port"));
     }
     if b.total == 0 || b.total > MAX_BOTS || b.ids.is_empty() || b.ids.end > b.total {
-        return Err(format!("bots: ids {}..{} of {} (1..={MAX_BOTS} bots, a non-empty range within them)", b.ids.start, b.ids.end, b.total));
+        return Err(format!("bots: --players {2} (ids {0}..{1}): 1..={MAX_BOTS} bots, a non-empty range within them", b.ids.start, b.ids.end, b.total));
     }
     if b.ramp_ns > MAX_RAMP_NS || b.warmup_ns > MAX_RAMP_NS {
-        return Err("bots: ramp and warm-up must be at most an hour".into());
+        return Err("bots: --ramp and --warmup must be at most an hour".into());
     }
     if !(15..=125).contains(&b.maxpackets) || !(1..=1000).contains(&b.fps) || b.packetdup > 5 || !(1..=1000).contains(&b.snaps) {
-        return Err("bots: maxpackets 15..=125, fps 1..=1000, packetdup 0..=5, snaps 1..=1000".into());
+        return Err("bots: --maxpackets 15..=125, --fps 1..=1000, --packetdup 0..=5, snapshots (--sv-fps) 1..=1000".into());
     }
     if b.service_text.as_ref().is_some_and(|t| t.len() > MAX_SERVICE_TEXT) {
         return Err(format!("bots: the service text is over {MAX_SERVICE_TEXT} bytes"));
@@ -51,21 +51,32 @@ fn protocol(p: &str) -> Result<horde_q3::Protocol, String> {
         "openarena" => Ok(horde_q3::Protocol::OpenArena),
         "ioq3" => Ok(horde_q3::Protocol::Ioq3),
         "q3" | "68" => Ok(horde_q3::Protocol::Legacy68),
-        p => Err(format!("bots: protocol must be openarena, ioq3 or q3 (got `{p}`)")),
+        p => Err(format!("bots: --protocol must be openarena, ioq3 or q3 (got `{p}`)")),
     }
 }
 
-/// The engine's options for an agent's shard (checked first); its per-packet log goes to `log`.
-pub fn options(a: &Assignment, log: PathBuf) -> Result<BotsOptions, String> {
-    let crate::msg::Work::Bots(b) = &a.work else { return Err("no bots part".into()) };
+/// The engine's options for a bots part, checked: the one validator of a bots run, wherever it
+/// plays (this machine, emulated hosts, an agent). `threads`, `log`, `netns`, `actions` and
+/// `live` are the placement's own (here: every core, none).
+pub fn options(b: &BotsJob, seed: u64, duration_ns: u64) -> Result<BotsOptions, String> {
     check(b)?;
-    horde_model::scenario::check_duration(a.duration_ns).map_err(|m| format!("duration: {m}"))?;
+    horde_model::scenario::check_duration(duration_ns).map_err(|m| format!("duration: {m}"))?;
+    if b.warmup_ns >= duration_ns {
+        return Err(format!(
+            "bots: --warmup ({}) must be shorter than --duration ({}): nothing would be measured",
+            horde_model::units::fmt_ns(b.warmup_ns as f64),
+            horde_model::units::fmt_ns(duration_ns as f64)
+        ));
+    }
     let svc = match &b.service_text {
-        // The agent opens no file the service names: values came inline.
+        // Nothing opens a file the service names: its values came inline.
         Some(t) => horde_model::files::without_value_files(|| horde_model::service::Service::parse(t, &b.service)),
         None => horde_model::service::Service::builtin(&b.service),
     }
     .map_err(|e| format!("bots: service: {e}"))?;
+    if svc.bot.is_empty() {
+        return Err(format!("bots: service {} has no [bot] table (the behaviour model of automated players): use the service quake3, or add one", svc.name));
+    }
     let model = horde_q3::input::BotModel::from_table(&svc.bot).map_err(|e| format!("bots: service {}: {e}", svc.name))?;
     let (total, ids) = (b.total as usize, b.ids.start as usize..b.ids.end as usize);
     Ok(BotsOptions {
@@ -73,7 +84,7 @@ pub fn options(a: &Assignment, log: PathBuf) -> Result<BotsOptions, String> {
         bots: total,
         ids: Some(ids),
         ramp: Duration::from_nanos(b.ramp_ns),
-        duration: Duration::from_nanos(a.duration_ns),
+        duration: Duration::from_nanos(duration_ns),
         warmup: Duration::from_nanos(b.warmup_ns),
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         maxpackets: b.maxpackets,
@@ -82,12 +93,12 @@ pub fn options(a: &Assignment, log: PathBuf) -> Result<BotsOptions, String> {
         rate: 25_000,
         snaps: b.snaps,
         protocol: protocol(&b.protocol)?,
-        seed: a.seed,
+        seed,
         name_prefix: "horde".into(),
         sources: horde_engine::bots::loopback_sources(b.servers[0], total),
         actions: None,
         model,
-        log: Some(log),
+        log: None,
         netns: Vec::new(),
         live: None,
     })
@@ -98,12 +109,11 @@ pub struct BotsRun<'a> {
     pub agents: Vec<AgentSpec>,
     pub credentials: PathBuf,
     pub out: &'a Path,
-    /// The run as one machine would run it (servers, bots, ramp, duration, …); its `ids`,
-    /// `log`, `sources` and `threads` are each agent's own.
-    pub bots: BotsOptions,
-    /// The service named for the behaviour model, and its text when it is a file.
-    pub service: String,
-    pub service_text: Option<String>,
+    /// The run's part as one machine would play it (every bot: `ids` is `0..total`), checked;
+    /// each agent gets its shard of the ids.
+    pub job: BotsJob,
+    pub duration: Duration,
+    pub seed: u64,
     pub deadman: Duration,
     pub events: &'a (dyn Fn(&Event) + Sync),
     pub stop: &'a AtomicBool,
@@ -135,7 +145,9 @@ pub struct BotsOutcome {
 
 /// Runs the bots on the agents; writes `summary.json` and the merged log `bots.hlog` into `out`.
 pub fn run(r: &BotsRun) -> anyhow::Result<BotsOutcome> {
-    let n = u32::try_from(r.bots.bots).ok().filter(|n| (1..=MAX_BOTS).contains(n)).context("bots must be 1..=4096")?;
+    let b = &r.job;
+    options(b, r.seed, r.duration.as_nanos() as u64).map_err(anyhow::Error::msg)?;
+    let n = b.total;
     std::fs::create_dir_all(r.out).with_context(|| format!("creating {}", r.out.display()))?;
     let addrs: Vec<SocketAddr> = r.agents.iter().map(|a| a.addr).collect();
     let mut fleet = Fleet::connect(&addrs, &r.credentials, r.deadman, r.events, r.stop)?;
@@ -144,27 +156,8 @@ pub fn run(r: &BotsRun) -> anyhow::Result<BotsOutcome> {
     // The run key is not used by bots (the game server has its own protocol); it is drawn anyway
     // so that an assignment is never without one.
     let key = horde_proto::RunKey::from_bytes(horde_engine::random_secret().context("drawing a run key")?);
-    let assignment = |work| fleet.assignment(r.deadman, r.bots.duration.as_nanos() as u64, r.bots.seed, &key, work);
-    let b = &r.bots;
-    let job = |ids: Range<u32>| BotsJob {
-        servers: b.servers.clone(),
-        total: n,
-        ids,
-        ramp_ns: b.ramp.as_nanos() as u64,
-        warmup_ns: b.warmup.as_nanos() as u64,
-        maxpackets: b.maxpackets,
-        fps: b.fps,
-        packetdup: b.packetdup,
-        snaps: b.snaps,
-        protocol: match b.protocol {
-            horde_q3::Protocol::OpenArena => "openarena",
-            horde_q3::Protocol::Ioq3 => "ioq3",
-            horde_q3::Protocol::Legacy68 => "q3",
-        }
-        .into(),
-        service: r.service.clone(),
-        service_text: r.service_text.clone(),
-    };
+    let assignment = |work| fleet.assignment(r.deadman, r.duration.as_nanos() as u64, r.seed, &key, work);
+    let job = |ids: Range<u32>| BotsJob { ids, ..b.clone() };
     let parts = shards.iter().enumerate().filter(|(_, s)| !s.is_empty()).map(|(i, s)| (i, assignment(Work::Bots(job(s.clone()))), true, false)).collect();
     fleet.assign(parts)?;
     for (m, s) in fleet.members.iter().zip(&shards) {
@@ -173,7 +166,7 @@ pub fn run(r: &BotsRun) -> anyhow::Result<BotsOutcome> {
     let t0 = fleet.start(&format!("{n} bots against {}", b.servers.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")));
     let missing = |i: usize| format!("; its bots {}..{} are missing from the report", shards[i].start, shards[i].end);
     let watched = fleet.watch(&Watch {
-        hard_end: b.ramp + b.duration + Duration::from_secs(15),
+        hard_end: Duration::from_nanos(b.ramp_ns) + r.duration + Duration::from_secs(15),
         overrun: "the agents overran the bots' run by 15 s: stopping them".into(),
         downstream_lost_stops_all: false,
         missing: &missing,
@@ -181,11 +174,11 @@ pub fn run(r: &BotsRun) -> anyhow::Result<BotsOutcome> {
     // Each log bounded by our own plan: every bot sends at most maxpackets a second, and each
     // packet makes at most two records (sent, answered), over the ramp, the play and 5 s of
     // joining and leaving.
-    let secs = (b.ramp + b.duration).as_secs() + 5;
+    let secs = (b.ramp_ns + r.duration.as_nanos() as u64) / 1_000_000_000 + 5;
     let bound = |s: &Range<u32>| (horde_wire::LOG_HEADER_LEN as u64) + horde_wire::RECORD_LEN as u64 * (s.len() as u64 * b.maxpackets as u64 * secs * 2 + 1024);
     let dirs = fleet.collect(r.out, |i, _| vec![("bots.hlog", bound(&shards[i]))])?;
     fleet.close();
-    let window = (t0 + (b.ramp + b.warmup).as_nanos() as u64, t0 + (b.ramp + b.duration).as_nanos() as u64);
+    let window = (t0 + b.ramp_ns + b.warmup_ns, t0 + b.ramp_ns + r.duration.as_nanos() as u64);
     let outcome = merge(&mut fleet, &shards, &dirs, window, watched.signalled)?;
     let json = serde_json::to_string_pretty(&outcome).context("the merged report")?;
     std::fs::write(r.out.join("summary.json"), json).with_context(|| format!("writing {}", r.out.join("summary.json").display()))?;

@@ -299,7 +299,9 @@ pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Me
 pub(super) fn prepare_bots(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>) -> anyhow::Result<Run> {
     let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
     let dir = opts.dir.join(&a.run_id);
-    let bots = crate::bots::options(&a, dir.join("bots.hlog")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let crate::msg::Work::Bots(job) = &a.work else { anyhow::bail!("no bots part") };
+    let bots =
+        horde_engine::bots::BotsOptions { log: Some(dir.join("bots.hlog")), ..crate::bots::options(job, a.seed, a.duration_ns).map_err(anyhow::Error::msg)? };
     std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     metrics.players.store(bots.ids.as_ref().map_or(0, |r| r.len() as u64), Ordering::Relaxed);
     metrics.runs.fetch_add(1, Ordering::Relaxed);

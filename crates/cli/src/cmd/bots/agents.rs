@@ -6,12 +6,11 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use horde_agent::controller::Event;
-use horde_q3::Protocol;
 
-use super::{list, options, print_report, servers_for, Args, Extras};
+use super::{list, part, print_report, servers_for, Args, Extras};
 use crate::{bad_input, Outcome};
 
-pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool) -> Outcome {
+pub(super) fn run(args: &Args, out: &Path, stop: &AtomicBool) -> Outcome {
     let refuse = |flag: &str, why: &str| Err(bad_input(anyhow::anyhow!("{flag} cannot be used with --agents: {why}")));
     if args.emu.is_some() {
         return refuse("--emu", "the bots play from the agents' machines (run agents inside the emulated hosts instead)");
@@ -26,12 +25,6 @@ pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool
     if args.start_server && !fleet.agents.iter().all(|a| a.addr.ip().is_loopback()) {
         return refuse("--start-server", "the server would listen on this machine's loopback, which agents elsewhere cannot reach; give --server IP:PORT");
     }
-    // The agents open no file: a service file's text goes with the assignment.
-    let service_text = match horde_model::service::Service::builtin(&args.service) {
-        Ok(_) => None,
-        Err(_) => Some(horde_model::files::read_text(Path::new(&args.service), horde_model::files::MAX_TOML, "service files").map_err(bad_input)?),
-    };
-    let service_text = service_text.map(|t| horde_model::dist::inline_value_files(&t)).transpose().map_err(|e| bad_input(anyhow::anyhow!("--service: {e}")))?;
     let events = |e: &Event| match e {
         Event::Note(m) => say!("horde bots: {m}"),
         Event::Reply(r) => say!("horde bots: {}", r.line()),
@@ -42,9 +35,9 @@ pub(super) fn run(args: &Args, protocol: Protocol, out: &Path, stop: &AtomicBool
             agents: fleet.agents.clone(),
             credentials: fleet.credentials.clone(),
             out,
-            bots: options(args, protocol, addrs, n),
-            service: args.service.clone(),
-            service_text: service_text.clone(),
+            job: part(args, addrs, n),
+            duration: args.duration,
+            seed: args.seed,
             deadman: fleet.deadman,
             events: &events,
             stop,

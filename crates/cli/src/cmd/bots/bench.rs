@@ -5,7 +5,6 @@
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
-use horde_q3::Protocol;
 use serde::Serialize;
 
 use super::{run_once, servers_for, Args, Extras, Server};
@@ -54,8 +53,8 @@ struct Benchmark {
     steps: Vec<Step>,
 }
 
-pub(super) fn benchmark(args: &Args, protocol: Protocol, out: &std::path::Path, stop: &AtomicBool) -> Outcome {
-    benchmark_with(args, out, stop, &mut |addrs: &[std::net::SocketAddr], servers: &[Server], n: usize| run_once(args, protocol, addrs, servers, n, stop))
+pub(super) fn benchmark(args: &Args, out: &std::path::Path, stop: &AtomicBool) -> Outcome {
+    benchmark_with(args, out, stop, &mut |addrs: &[std::net::SocketAddr], servers: &[Server], n: usize| run_once(args, addrs, servers, n, stop))
 }
 
 /// The benchmark with each step's bots run by `run_step`.

@@ -7,7 +7,6 @@ use horde_engine::clock::{Clock, Stopwatch};
 
 use anyhow::Context;
 use horde_engine::bots::{self, BotsOptions, BotsReport};
-use horde_q3::Protocol;
 use serde::Serialize;
 
 use crate::{bad_input, Outcome};
@@ -115,7 +114,7 @@ pub struct Args {
     #[arg(skip)]
     pub place: Option<Emu>,
     #[arg(skip)]
-    pub model: horde_q3::input::BotModel,
+    pub service_text: Option<String>,
     #[command(flatten)]
     pub commands: crate::cmd::commands::CommandArgs,
 }
@@ -158,15 +157,6 @@ struct Extras {
     ping_max_ms: Option<i32>,
 }
 
-fn protocol(args: &Args) -> Result<Protocol, crate::Failure> {
-    match args.protocol.as_str() {
-        "openarena" => Ok(Protocol::OpenArena),
-        "ioq3" => Ok(Protocol::Ioq3),
-        "q3" | "68" => Ok(Protocol::Legacy68),
-        p => Err(bad_input(anyhow::anyhow!("--protocol must be openarena, ioq3 or q3 (got `{p}`)"))),
-    }
-}
-
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let commands = args.commands.open()?;
     // with --progress json the answers are lines of the event stream, as the console reads them
@@ -179,23 +169,18 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
 }
 
 fn bots(args: Args, stop: &AtomicBool) -> Outcome {
-    if args.players == 0 || args.players > 4096 || args.steps.iter().any(|&n| n == 0 || n > 4096) {
-        return Err(bad_input(anyhow::anyhow!("--players and every --steps value must be 1..=4096")));
-    }
-    if args.warmup >= args.duration {
-        return Err(bad_input(anyhow::anyhow!(
-            "--warmup ({:?}) must be shorter than --duration ({:?}): nothing would be measured",
-            args.warmup,
-            args.duration
-        )));
-    }
     if !(1..=1000).contains(&args.sv_fps) {
         return Err(bad_input(anyhow::anyhow!("--sv-fps must be 1..=1000 server frames per second (got {})", args.sv_fps)));
     }
     if args.servers == Some(0) {
         return Err(bad_input(anyhow::anyhow!("--servers must be at least 1")));
     }
-    let protocol = protocol(&args)?;
+    // Nothing the part names is opened where it plays: a service file's text goes with it.
+    let service_text = match horde_model::service::Service::builtin(&args.service) {
+        Ok(_) => None,
+        Err(_) => Some(horde_model::files::read_text(std::path::Path::new(&args.service), horde_model::files::MAX_TOML, "service files").map_err(bad_input)?),
+    };
+    let service_text = service_text.map(|t| horde_model::dist::inline_value_files(&t)).transpose().map_err(|e| bad_input(anyhow::anyhow!("--service: {e}")))?;
     let actions = match &args.actions {
         Some(p) => {
             let text = horde_model::files::read_text(p, horde_model::files::MAX_DATA, "action files").context("reading the action file").map_err(bad_input)?;
@@ -207,28 +192,25 @@ fn bots(args: Args, stop: &AtomicBool) -> Outcome {
         Some(id) => Some(resolve_emu(&args, id)?),
         None => None,
     };
-    let svc = horde_model::service::Service::load(&args.service).map_err(|e| bad_input(anyhow::anyhow!("--service: {e}")))?;
-    if svc.bot.is_empty() && actions.is_none() {
-        return Err(bad_input(anyhow::anyhow!(
-            "--service {}: no [bot] table (the behaviour model of automated players); use --service quake3 or add one",
-            svc.name
-        )));
+    let args = Args { actions_parsed: actions, place, service_text, ..args };
+    // Every run's part is checked before a server starts (the servers' addresses aside).
+    let given = [SocketAddr::from(([127, 0, 0, 1], 27960))];
+    for n in std::iter::once(args.players).chain(args.steps.iter().copied()) {
+        horde_agent::bots::options(&part(&args, &given, n), args.seed, args.duration.as_nanos() as u64).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
     }
-    let model = horde_q3::input::BotModel::from_table(&svc.bot).map_err(|e| bad_input(anyhow::anyhow!("--service {}: {e}", svc.name)))?;
-    let args = Args { actions_parsed: actions, place, model, ..args };
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("horde-bots"));
     crate::cmd::report_dir(&out)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     if args.agents.is_some() {
-        return agents::run(&args, protocol, &out, stop);
+        return agents::run(&args, &out, stop);
     }
     if !args.steps.is_empty() {
-        return benchmark(&args, protocol, &out, stop);
+        return benchmark(&args, &out, stop);
     }
     let n = args.players;
     let (servers, addrs) = servers_for(&args, &out, n)?;
     say!("horde bots: {n} bot(s) against {}, joining over {:?}, playing {:?}", list(&addrs), args.ramp, args.duration);
-    let (report, x) = run_once(&args, protocol, &addrs, &servers, n, stop)?;
+    let (report, x) = run_once(&args, &addrs, &servers, n, stop)?;
     print_report(&report);
     print_extras(&x);
     for s in &servers {
@@ -277,15 +259,8 @@ fn servers_for(args: &Args, out: &std::path::Path, players: usize) -> Result<(Ve
     Ok((servers, addrs))
 }
 
-fn run_once(
-    args: &Args,
-    protocol: Protocol,
-    addrs: &[SocketAddr],
-    servers: &[Server],
-    n: usize,
-    stop: &AtomicBool,
-) -> Result<(BotsReport, Extras), crate::Failure> {
-    let mut opts = options(args, protocol, addrs, n);
+fn run_once(args: &Args, addrs: &[SocketAddr], servers: &[Server], n: usize, stop: &AtomicBool) -> Result<(BotsReport, Extras), crate::Failure> {
+    let mut opts = options(args, addrs, n)?;
     let live = args.progress.is_some().then(|| std::sync::Arc::new(bots::BotsLive::default()));
     opts.live = live.clone();
     let probe_ns = args.place.as_ref().map(|p| p.clients[0].clone());
@@ -409,30 +384,35 @@ fn progress_lines(live: &bots::BotsLive, done: &AtomicBool, t0: &Stopwatch, cloc
     }
 }
 
-fn options(args: &Args, protocol: Protocol, addrs: &[SocketAddr], n: usize) -> BotsOptions {
-    BotsOptions {
+/// One run's part: `n` bots on the servers at `addrs`, as every placement plays it.
+fn part(args: &Args, addrs: &[SocketAddr], n: usize) -> horde_agent::msg::BotsJob {
+    let total = u32::try_from(n).unwrap_or(u32::MAX);
+    horde_agent::msg::BotsJob {
         servers: addrs.to_vec(),
-        bots: n,
-        ids: None,
-        ramp: args.ramp,
-        duration: args.duration,
-        warmup: args.warmup,
-        threads: args.threads,
+        total,
+        ids: 0..total,
+        ramp_ns: args.ramp.as_nanos() as u64,
+        warmup_ns: args.warmup.as_nanos() as u64,
         maxpackets: args.maxpackets,
         fps: args.fps,
         packetdup: args.packetdup,
-        rate: 25_000,
         snaps: args.sv_fps.max(20),
-        protocol,
-        seed: args.seed,
-        name_prefix: "horde".into(),
-        sources: bots::loopback_sources(addrs[0], n),
+        protocol: args.protocol.clone(),
+        service: args.service.clone(),
+        service_text: args.service_text.clone(),
+    }
+}
+
+/// The engine's options for one run of `n` bots on `addrs` on this machine (or its emulated hosts).
+fn options(args: &Args, addrs: &[SocketAddr], n: usize) -> Result<BotsOptions, crate::Failure> {
+    let o = horde_agent::bots::options(&part(args, addrs, n), args.seed, args.duration.as_nanos() as u64).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
+    Ok(BotsOptions {
+        threads: args.threads,
         actions: args.actions_parsed.clone(),
-        model: args.model.clone(),
         log: if args.steps.is_empty() { args.log.clone() } else { None },
         netns: args.place.as_ref().map(|p| p.clients.clone()).unwrap_or_default(),
-        live: None,
-    }
+        ..o
+    })
 }
 
 fn print_extras(x: &Extras) {
