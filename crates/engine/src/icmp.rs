@@ -21,11 +21,11 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use crate::clock::{mono_ns, real_ns};
 use crate::net;
-use crate::worker::{Slot, Sock, Worker};
+use crate::slot::{Slot, Sock};
 use crate::EngineError;
 
 /// The largest IPv4 packet a raw socket hands over (the worker sizes its read buffer by it).
-pub use crate::worker::MAX_RAW_PACKET as MAX_PACKET;
+pub const MAX_PACKET: usize = 65_535;
 
 /// What to say when the kernel refuses a raw socket.
 pub fn explain(e: &io::Error) -> &'static str {
@@ -99,7 +99,7 @@ pub fn echo_id(flow: u32) -> u16 {
 
 /// Sends slot `i`'s consent probe if one is due; false when the slot has none to send.
 fn send_probe(s: &mut Slot, now_mono: u64) -> bool {
-    let Some(c) = s.conn.echo_consent_mut() else { return false };
+    let Some(c) = s.conn.echo.as_mut() else { return false };
     let Some(p) = c.poll_probe(now_mono, real_ns()) else { return false };
     let mut msg = [0u8; ECHO_HEADER_LEN + MIN_PAYLOAD];
     msg[ECHO_HEADER_LEN..].copy_from_slice(&p);
@@ -133,7 +133,7 @@ fn read_replies(s: &mut Slot, buf: &mut [u8], out: &mut Vec<horde_wire::Record>)
 /// Before the start: probes every ICMP flow's target until it answers (its consent), at most
 /// `timeout`. A target that does not answer gets no traffic: the run is refused.
 pub fn admit_all(slots: &mut [Slot], timeout: Duration, stop: &AtomicBool) -> Result<(), EngineError> {
-    let icmp: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].conn.echo_consent().is_some()).collect();
+    let icmp: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].conn.echo.is_some()).collect();
     if icmp.is_empty() {
         return Ok(());
     }
@@ -175,78 +175,62 @@ pub fn admit_all(slots: &mut [Slot], timeout: Duration, stop: &AtomicBool) -> Re
     }
 }
 
-impl Worker {
-    /// Sends `due` on ICMP slot `i` as echo requests while the target's consent holds; returns
-    /// how many the kernel took (the rest are requeued). Without consent they do not leave:
-    /// counted as unsent.
-    pub(crate) fn send_icmp(&mut self, i: usize, due: &[Departure]) -> usize {
-        let real = real_ns();
-        let mono = mono_ns();
-        let s = &mut self.slots[i];
-        let flags = s.conn.datagram_flags();
-        let flow = s.conn.flow;
-        let Some(c) = s.conn.echo_consent_mut() else { return 0 };
-        if !c.granted(mono) {
-            s.conn.stats.unsent += due.len() as u64;
-            return due.len();
-        }
-        let id = c.id();
-        for (k, d) in due.iter().enumerate() {
-            let total = ECHO_HEADER_LEN + (d.size as usize).max(MIN_PAYLOAD);
-            let b = &mut self.bufs[k];
-            if b.len() < total {
-                b.resize(total, 0);
-            }
-            DatagramHeader { flags, flow, seq: d.seq as u32, send_ns: real }.emit(&mut b[ECHO_HEADER_LEN..]);
-            c.prove(&mut b[ECHO_HEADER_LEN..total], d.seq as u32, mono);
-            emit_echo(&mut b[..total], true, id, d.seq as u16);
-        }
-        let bufs: Vec<&[u8]> = due.iter().enumerate().map(|(k, d)| &self.bufs[k][..ECHO_HEADER_LEN + (d.size as usize).max(MIN_PAYLOAD)]).collect();
-        let sent = match &self.slots[i].sock {
-            Sock::Own(sock) => match net::send_batch(sock.as_raw_fd(), &bufs) {
-                Ok(k) => k.min(due.len()),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
-                Err(_) => {
-                    // Unreachable, or another hard error: this request is lost.
-                    self.slots[i].conn.stats.errors += 1;
-                    1
-                }
-            },
-            _ => 0,
-        };
-        for d in &due[..sent] {
-            self.account(i, d, real, mono);
-        }
-        self.slots[i].conn.requeue(&due[sent..]);
-        sent
+/// Sends `due` on ICMP slot `s` as echo requests (built in `bufs`, stamped `real`, `mono`)
+/// while the target's consent holds: how many the kernel took. Without consent they do not
+/// leave: counted as unsent, and None.
+pub(crate) fn send(s: &mut Slot, due: &[Departure], bufs: &mut [Vec<u8>], real: u64, mono: u64) -> Option<usize> {
+    let flags = s.conn.datagram_flags();
+    let flow = s.conn.flow;
+    let c = s.conn.echo.as_mut()?;
+    if !c.granted(mono) {
+        s.conn.stats.unsent += due.len() as u64;
+        return None;
     }
+    let id = c.id();
+    for (k, d) in due.iter().enumerate() {
+        let total = ECHO_HEADER_LEN + (d.size as usize).max(MIN_PAYLOAD);
+        let b = &mut bufs[k];
+        if b.len() < total {
+            b.resize(total, 0);
+        }
+        DatagramHeader { flags, flow, seq: d.seq as u32, send_ns: real }.emit(&mut b[ECHO_HEADER_LEN..]);
+        c.prove(&mut b[ECHO_HEADER_LEN..total], d.seq as u32, mono);
+        emit_echo(&mut b[..total], true, id, d.seq as u16);
+    }
+    let out: Vec<&[u8]> = due.iter().enumerate().map(|(k, d)| &bufs[k][..ECHO_HEADER_LEN + (d.size as usize).max(MIN_PAYLOAD)]).collect();
+    Some(match &s.sock {
+        Sock::Own(sock) => match net::send_batch(sock.as_raw_fd(), &out) {
+            Ok(k) => k.min(due.len()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(_) => {
+                // Unreachable, or another hard error: this request is lost.
+                s.conn.stats.errors += 1;
+                1
+            }
+        },
+        _ => 0,
+    })
+}
 
-    /// Reads the echo replies of ICMP slot `i`.
-    pub(crate) fn read_icmp(&mut self, i: usize) {
-        let mut recs = Vec::new();
-        read_replies(&mut self.slots[i], &mut self.read_buf, &mut recs);
-        for r in recs {
-            self.sink.push(r);
-        }
-    }
+/// Reads the echo replies of ICMP slot `s` (into `buf`): the round trips go to `sink`.
+pub(crate) fn read(s: &mut Slot, buf: &mut [u8], sink: &mut crate::logger::LogSink) {
+    let mut recs = Vec::new();
+    read_replies(s, buf, &mut recs);
+    recs.into_iter().for_each(|r| sink.push(r));
+}
 
-    /// ICMP flows' timers: a probe where a flow sent nothing for a while (or is paused), and
-    /// the end of a flow whose target stopped answering.
-    pub(crate) fn icmp_housekeeping(&mut self, now: u64) {
-        for i in 0..self.slots.len() {
-            let s = &mut self.slots[i];
-            if s.conn.transport() != Transport::Icmp || matches!(s.sock, Sock::Closed) {
-                continue;
-            }
-            if s.conn.echo_consent().is_some_and(|c| c.expired(now)) {
-                s.conn.withdraw();
-                self.refusals.consent_expired += 1;
-                self.close(i);
-                continue;
-            }
-            send_probe(s, now);
-        }
+/// An ICMP flow's timers at `now`: a probe where it sent nothing for a while (or is paused);
+/// true when its target stopped answering (the flow withdraws; the worker closes it).
+pub(crate) fn housekeeping(s: &mut Slot, now: u64) -> bool {
+    if s.conn.transport() != Transport::Icmp || matches!(s.sock, Sock::Closed) {
+        return false;
     }
+    if s.conn.echo.as_ref().is_some_and(|c| c.expired(now)) {
+        s.conn.withdraw();
+        return true;
+    }
+    send_probe(s, now);
+    false
 }
 
 #[cfg(test)]

@@ -8,9 +8,7 @@
 mod accept;
 pub mod bots;
 pub mod discover;
-mod ending;
 pub mod icmp;
-mod joining;
 pub mod live;
 pub mod logger;
 pub mod net;
@@ -19,6 +17,7 @@ pub mod receiver;
 pub mod sender;
 mod setup;
 pub mod shell;
+mod slot;
 mod worker;
 
 pub use horde_sys::{clock, random_secret};

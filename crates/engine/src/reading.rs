@@ -22,7 +22,8 @@ use crate::clock::{mono_ns, real_ns};
 use crate::logger::LogSink;
 use crate::net;
 use crate::sender::types::Progress;
-use crate::worker::{Ready, Slot, Sock, Worker, LISTEN_TOKEN, UDP_LISTEN_TOKEN};
+use crate::slot::{Slot, Sock};
+use crate::worker::{Ready, Worker, LISTEN_TOKEN, UDP_LISTEN_TOKEN};
 
 /// A connection's view of its worker while it reads.
 struct IoCtx<'a> {
@@ -80,13 +81,13 @@ impl Worker {
             self.read_udp_listener(t - UDP_LISTEN_TOKEN);
         } else if t < self.slots.len() {
             if writable {
-                self.flush_tcp(t);
+                self.slots[t].flush();
             }
             if readable {
                 match self.slots[t].conn.transport() {
                     horde_model::Transport::Tcp => self.read_tcp(t, closed),
                     horde_model::Transport::Udp => self.read_udp(t),
-                    horde_model::Transport::Icmp => self.read_icmp(t),
+                    horde_model::Transport::Icmp => crate::icmp::read(&mut self.slots[t], &mut self.read_buf, &mut self.sink),
                 }
             }
         }
@@ -121,7 +122,7 @@ impl Worker {
             let sock = Socket::from(std::os::fd::OwnedFd::from(stream));
             let _ = sock.set_nodelay(true);
             let mut conn = Conn::server_tcp(format!("from {peer}"), self.opts.key.clone());
-            conn.arm_timers(mono_ns(), Some(hello_timeout.as_nanos() as u64), None);
+            conn.timers.arm(mono_ns(), Some(hello_timeout.as_nanos() as u64), None);
             let slot = Slot { conn, sock: Sock::Own(sock), dst: peer, peer: None, quickack: false };
             let i = match self.free.pop() {
                 Some(i) => {
@@ -175,7 +176,7 @@ impl Worker {
                         p.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
                     self.schedule(i);
-                    self.flush_tcp(i);
+                    self.slots[i].flush();
                 }
                 Ok(_) => {}
                 Err(c) => {

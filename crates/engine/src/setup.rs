@@ -17,7 +17,7 @@ use socket2::Socket;
 use crate::clock::{self, mono_ns, real_ns};
 use crate::net;
 use crate::sender::types::{Job, SendOptions};
-use crate::worker::{Share, Slot, Sock};
+use crate::slot::{Share, Slot, Sock};
 use crate::EngineError;
 
 /// Descriptors kept free beyond one per flow: log files, epoll, listeners, the spare.
@@ -84,7 +84,7 @@ pub(crate) fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
     conn.set_deadline(deadline);
     if flow.transport == Transport::Icmp {
         let secret = crate::random_secret().map_err(|e| EngineError::Io { what: "drawing a secret for echo proofs".into(), err: e })?;
-        conn.set_echo_consent(horde_proto::EchoConsent::new(secret, flow.dst.ip(), flow.id, crate::icmp::echo_id(flow.id)));
+        conn.echo = Some(horde_proto::EchoConsent::new(secret, flow.dst.ip(), flow.id, crate::icmp::echo_id(flow.id)));
     }
     Ok(Slot { conn, sock: Sock::Own(sock), dst: flow.dst, peer: None, quickack: flow.quickack })
 }

@@ -1,20 +1,21 @@
 //! A sender worker: the I/O shell around its connections ([`horde_proto::Conn`]). It owns their
 //! sockets, a min-heap of their next departures, a poll for what arrives, and (on a server
 //! side) listeners with their address-validation gates. This file holds the loop, pacing and
-//! sending; reading and accepting are in [`crate::reading`].
+//! sending; reading and accepting are in [`crate::reading`], what a connection does on its own
+//! socket in [`crate::slot`], ICMP echoes in [`crate::icmp`].
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use horde_model::{Departure, Transport};
 use horde_proto::gate::{Gate, GateConfig};
-use horde_proto::{Conn, GreetState, Role};
+use horde_proto::{GreetState, Role};
 use horde_wire::DatagramHeader;
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
@@ -24,7 +25,8 @@ use socket2::Socket;
 use crate::clock::{self, mono_ns, real_ns};
 use crate::logger::LogSink;
 use crate::net::{self, RecvBatch, BATCH};
-use crate::sender::types::{new_hist, FlowSent, Progress, Refusals, Rtt, SendOptions, NO_DEPARTURE};
+use crate::sender::types::{new_hist, FlowSent, Progress, Refusals, SendOptions, NO_DEPARTURE};
+use crate::slot::{Share, Slot, Sock};
 
 pub(crate) const LISTEN_TOKEN: usize = 1 << 30;
 pub(crate) const UDP_LISTEN_TOKEN: usize = 1 << 29;
@@ -50,105 +52,6 @@ enum Pumped {
     /// Its socket takes no more now; writability will wake the worker.
     Full,
     Done,
-}
-
-/// The largest IPv4 packet a raw socket hands over: an ICMP worker's read buffer (`icmp.rs`
-/// adds ICMP to the worker; the worker names nothing of it).
-pub const MAX_RAW_PACKET: usize = 65_535;
-
-/// Where a connection's bytes go.
-pub enum Sock {
-    Own(Socket),
-    /// A UDP player of a server side: sent through the shared listening socket `usize`.
-    Listener(usize),
-    Closed,
-}
-
-/// One connection and its socket.
-pub struct Slot {
-    pub conn: Conn,
-    pub sock: Sock,
-    /// Where it sends (a client) or who it serves (a server side).
-    pub dst: SocketAddr,
-    /// A server side's UDP player: its address.
-    pub peer: Option<SocketAddr>,
-    /// TCP_QUICKACK again after every read (`send --quickack`).
-    pub quickack: bool,
-}
-
-impl Slot {
-    pub fn fd(&self) -> RawFd {
-        match &self.sock {
-            Sock::Own(s) => s.as_raw_fd(),
-            _ => -1,
-        }
-    }
-
-    /// Sends one datagram on the slot's own (connected) socket.
-    pub fn send(&self, b: &[u8]) -> io::Result<usize> {
-        match &self.sock {
-            Sock::Own(s) => s.send(b),
-            _ => Err(io::ErrorKind::NotConnected.into()),
-        }
-    }
-
-    /// Receives one datagram from the slot's own socket, without blocking.
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        match &self.sock {
-            Sock::Own(s) => (&*s).read(buf),
-            _ => Err(io::ErrorKind::NotConnected.into()),
-        }
-    }
-
-    /// Whether a greeting UDP flow has its cookie (or more).
-    pub fn validated(&self) -> bool {
-        self.conn.greeter().is_none_or(|g| !matches!(g.state(), GreetState::Asking | GreetState::GaveUp))
-    }
-
-    pub(crate) fn report(&self) -> FlowSent {
-        let s = &self.conn.stats;
-        FlowSent {
-            id: self.conn.flow,
-            name: self.conn.name.clone(),
-            transport: self.conn.transport().name().to_string(),
-            dst: self.peer.unwrap_or(self.dst),
-            bulk: self.conn.bulk(),
-            reverse: self.conn.reverse(),
-            packets: s.packets,
-            bytes: s.bytes,
-            clamped: s.clamped,
-            errors: s.errors,
-            echoes: s.echoes,
-            rtt: (s.echoes > 0).then(|| Rtt {
-                min_us: s.rtt_min_ns as f64 / 1e3,
-                mean_us: s.rtt_sum_ns as f64 / s.echoes as f64 / 1e3,
-                max_us: s.rtt_max_ns as f64 / 1e3,
-            }),
-            received: s.received,
-            received_bytes: s.received_bytes,
-            received_first_ns: s.received_first_ns,
-            received_last_ns: s.received_last_ns,
-            mismatched: self.conn.mismatched(),
-            unsent: s.unsent,
-            first_ns: s.first_ns,
-            last_ns: s.last_ns,
-            receiver: self.conn.acked().map(|(packets, bytes)| crate::sender::types::ReceiverSaid {
-                packets,
-                bytes,
-                stopped: self.conn.receiver_error().is_some(),
-            }),
-        }
-    }
-}
-
-/// What one worker starts with.
-#[derive(Default)]
-pub struct Share {
-    pub slots: Vec<Slot>,
-    pub tcp: Vec<TcpListener>,
-    pub udp: Vec<Socket>,
-    /// Server side: the cookie secret all workers' gates share.
-    pub secret: [u8; 32],
 }
 
 pub struct WorkerResult {
@@ -273,7 +176,7 @@ impl Worker {
             bufs: (0..BATCH).map(|_| Vec::new()).collect(),
             rx: has_udp_rx.then(|| RecvBatch::new(horde_model::flow::MAX_UDP_PAYLOAD as usize + 1)),
             // An ICMP flow reads whole IPv4 packets into it.
-            read_buf: vec![0u8; if has_icmp { MAX_RAW_PACKET } else { 64 * 1024 }],
+            read_buf: vec![0u8; if has_icmp { crate::icmp::MAX_PACKET } else { 64 * 1024 }],
             spare: serving.then(|| std::fs::File::open("/dev/null").ok()).flatten(),
             refusals: Refusals::default(),
             next_housekeeping: 0,
@@ -344,7 +247,7 @@ impl Worker {
         }
         if interrupted {
             for i in 0..self.slots.len() {
-                self.end_flow(i, horde_wire::signal::EndReason::Interrupted);
+                self.slots[i].end(horde_wire::signal::EndReason::Interrupted, self.opts.end_messages);
             }
         }
         if !serving {
@@ -369,7 +272,7 @@ impl Worker {
         if let Some(at) = self.slots[i].conn.next_at() {
             self.heap.push(Reverse((at, i)));
         } else {
-            self.end_flow(i, horde_wire::signal::EndReason::Done);
+            self.slots[i].end(horde_wire::signal::EndReason::Done, self.opts.end_messages);
         }
     }
 
@@ -380,9 +283,9 @@ impl Worker {
         self.slots[i].conn.start(self.t0_real);
         if self.slots[i].conn.greeter().is_some() {
             self.greeting.push(i);
-            self.send_hellos(i, mono_ns());
+            self.slots[i].send_hello(mono_ns());
         }
-        self.flush_tcp(i);
+        self.slots[i].flush();
         self.schedule(i);
     }
 
@@ -401,7 +304,7 @@ impl Worker {
                 return false;
             }
             if self.slots[i].conn.greeter().is_some() {
-                self.send_hellos(i, mono_ns());
+                self.slots[i].send_hello(mono_ns());
                 self.validating.push(i);
             } else {
                 self.start_slot(i);
@@ -423,7 +326,7 @@ impl Worker {
         }
         s.conn.start(self.t0_real);
         self.log_ends(i);
-        self.flush_tcp(i);
+        self.slots[i].flush();
         true
     }
 
@@ -452,12 +355,44 @@ impl Worker {
         self.sink.endpoints(flow, tag, portless(src), portless(dst), protocol);
     }
 
-    /// Sends the greeter's hello of slot `i` if one is due.
-    pub(crate) fn send_hellos(&mut self, i: usize, now: u64) {
-        let s = &mut self.slots[i];
-        if let Some(h) = s.conn.poll_hello(now) {
-            if s.send(&h).is_err() {
-                s.conn.stats.errors += 1;
+    /// Flows added while the run goes ([`crate::sender::Joining`]): each gets its socket now and
+    /// starts when its `connect_at_ns` comes up in the departure heap.
+    pub(crate) fn take_joining(&mut self) {
+        let Some(joining) = self.opts.joining.clone() else { return };
+        for job in joining.take() {
+            let at = job.connect_at_ns.unwrap_or(0);
+            match crate::setup::open(job, &self.opts) {
+                Ok(mut slot) => {
+                    slot.conn.connect_at = Some(at);
+                    self.slots.push(slot);
+                    self.heap.push(Reverse((at, self.slots.len() - 1)));
+                }
+                Err(e) => {
+                    tracing::warn!("a flow added during the run: {e}");
+                    self.not_opened += 1;
+                }
+            }
+        }
+    }
+
+    /// UDP flows added during the run: hellos until their address is validated, then their
+    /// start (the admitting hello, then their departures); one that got no answer is broken.
+    pub(crate) fn validate_joined(&mut self, now: u64) {
+        let mut k = 0;
+        while k < self.validating.len() {
+            let i = self.validating[k];
+            let state = self.slots[i].conn.greeter().map(|g| g.state());
+            if matches!(state, Some(GreetState::Asking)) {
+                self.slots[i].send_hello(now);
+                k += 1;
+                continue;
+            }
+            self.validating.swap_remove(k);
+            if matches!(state, Some(GreetState::GaveUp)) {
+                self.slots[i].conn.stats.errors += 1;
+                self.slots[i].conn.broke();
+            } else {
+                self.start_slot(i);
             }
         }
     }
@@ -489,11 +424,17 @@ impl Worker {
         self.take_joining();
         self.validate_joined(now);
         self.consent(now);
-        self.icmp_housekeeping(now);
+        for i in 0..self.slots.len() {
+            // an ICMP flow whose target stopped answering ends; the others get their probes
+            if crate::icmp::housekeeping(&mut self.slots[i], now) {
+                self.refusals.consent_expired += 1;
+                self.close(i);
+            }
+        }
         let mut k = 0;
         while k < self.greeting.len() {
             let i = self.greeting[k];
-            self.send_hellos(i, now);
+            self.slots[i].send_hello(now);
             if self.slots[i].conn.greeter().is_some_and(|g| g.next_ns().is_none()) {
                 self.greeting.swap_remove(k);
             } else {
@@ -576,7 +517,7 @@ impl Worker {
                 Pumped::Sent => sent = true,
                 Pumped::Full => {}
                 Pumped::Done => {
-                    self.end_flow(i, horde_wire::signal::EndReason::Done);
+                    self.slots[i].end(horde_wire::signal::EndReason::Done, self.opts.end_messages);
                     self.bulk.swap_remove(k);
                     continue;
                 }
@@ -610,7 +551,7 @@ impl Worker {
                 if self.slots[i].conn.broken() {
                     return Pumped::Done;
                 }
-                self.flush_tcp(i);
+                self.slots[i].flush();
                 if self.slots[i].conn.wants_write() {
                     return Pumped::Full;
                 }
@@ -631,7 +572,7 @@ impl Worker {
                     }
                     queued = true;
                 }
-                self.flush_tcp(i);
+                self.slots[i].flush();
                 if queued {
                     Pumped::Sent
                 } else if self.slots[i].conn.bulk_done() {
@@ -681,10 +622,26 @@ impl Worker {
                 1
             }
         };
+        self.sent(i, due, sent, (real, mono))
+    }
+
+    /// Sends `due` on ICMP slot `i` as echo requests while the target's consent holds; returns
+    /// how many the kernel took (the rest are requeued). Without consent they do not leave:
+    /// counted as unsent.
+    fn send_icmp(&mut self, i: usize, due: &[Departure]) -> usize {
+        let (real, mono) = (real_ns(), mono_ns());
+        match crate::icmp::send(&mut self.slots[i], due, &mut self.bufs, real, mono) {
+            Some(sent) => self.sent(i, due, sent, (real, mono)),
+            None => due.len(),
+        }
+    }
+
+    /// The kernel took `sent` of `due` (sent at `real`, `mono`): they are accounted; the others
+    /// stay first in line and leave on the next pass, late but not dropped.
+    fn sent(&mut self, i: usize, due: &[Departure], sent: usize, (real, mono): (u64, u64)) -> usize {
         for d in &due[..sent] {
             self.account(i, d, real, mono);
         }
-        // Unsent packets stay first in line; they leave on the next pass, late but not dropped.
         self.slots[i].conn.requeue(&due[sent..]);
         sent
     }
@@ -698,22 +655,7 @@ impl Worker {
         for d in due {
             self.account(i, d, real, mono);
         }
-        self.flush_tcp(i);
-    }
-
-    /// Writes what the kernel takes of slot `i`'s TCP backlog.
-    pub(crate) fn flush_tcp(&mut self, i: usize) {
-        let s = &mut self.slots[i];
-        let Sock::Own(sock) = &s.sock else { return };
-        while s.conn.wants_write() {
-            match (&*sock).write(s.conn.out()) {
-                Ok(0) => s.conn.broke(),
-                Ok(k) => s.conn.wrote(k),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => s.conn.broke(),
-            }
-        }
+        self.slots[i].flush();
     }
 
     pub(crate) fn account(&mut self, i: usize, d: &Departure, real: u64, mono: u64) {

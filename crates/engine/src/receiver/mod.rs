@@ -511,7 +511,7 @@ impl Receiver {
             self.open += 1;
             let now = mono_ns();
             let mut conn = Conn::sink_tcp(format!("from {peer}"), self.opts.key.clone());
-            conn.arm_timers(now, Some(HELLO_TIMEOUT_NS), self.opts.conn_idle.map(|d| d.as_nanos() as u64));
+            conn.timers.arm(now, Some(HELLO_TIMEOUT_NS), self.opts.conn_idle.map(|d| d.as_nanos() as u64));
             self.conns[idx] = Some(SinkConn { conn, sock });
             self.pending.push_back(idx);
         }
@@ -533,7 +533,7 @@ impl Receiver {
                 self.deferred.push(idx);
             }
         }
-        if readable && !c.conn.stalled() {
+        if readable && !c.conn.timers.stalled() {
             let asked = c.conn.reverse_requested();
             close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, now, room, self.opts.quickack);
             self.last_arrival = now;
@@ -554,13 +554,13 @@ impl Receiver {
             // Back-pressure: past the echo limit (its own, or the receiver's budget), stop
             // reading until the peer takes some.
             let full = c.conn.echo_backlog_full() || (self.echo_total >= ECHO_BUDGET && !c.conn.out().is_empty());
-            match (full, c.conn.stalled()) {
+            match (full, c.conn.timers.stalled()) {
                 (true, false) => {
-                    c.conn.set_stalled(now, true);
+                    c.conn.timers.set_stalled(now, true);
                     let _ = poll.registry().reregister(&mut c.sock, Token(CONN_BASE + idx), Interest::WRITABLE);
                 }
                 (false, true) if c.conn.out().len() < ECHO_LIMIT / 2 => {
-                    c.conn.set_stalled(now, false);
+                    c.conn.timers.set_stalled(now, false);
                     let _ = poll.registry().reregister(&mut c.sock, Token(CONN_BASE + idx), Interest::READABLE | Interest::WRITABLE);
                 }
                 _ => {}
@@ -724,7 +724,7 @@ fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut 
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return true,
         };
-        c.conn.touch(now_mono);
+        c.conn.timers.touch(now_mono);
         let was_waiting = c.conn.awaiting_hello();
         let before = report.packets;
         let r = c.conn.on_stream(real_ns(), &buf[..n], &mut SinkCtx { sink, report });

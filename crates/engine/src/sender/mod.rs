@@ -24,7 +24,8 @@ pub use horde_proto::Source;
 use crate::clock::{self, real_ns};
 use crate::logger::{LogSink, LogWriter};
 use crate::setup::{self, StartGate};
-use crate::worker::{Share, Worker, WorkerResult};
+use crate::slot::Share;
+use crate::worker::{Worker, WorkerResult};
 use crate::EngineError;
 
 pub(crate) mod types;

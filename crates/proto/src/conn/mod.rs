@@ -20,22 +20,24 @@ use horde_model::{Departure, Flow, Meter, Transport};
 use horde_wire::control::Status;
 use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY, FLAG_REVERSE, FLAG_REVERSE_DATA};
 use horde_wire::log::FLAG_CLAMPED;
+use horde_wire::signal::{EndReason, END_LEN};
 use horde_wire::stream::{HELLO_ECHO, HELLO_REVERSE};
-use horde_wire::{ApduHeader, DatagramHeader, Record, RecordKind, StreamDecoder, StreamEvent, StreamHello, HELLO_LEN};
+use horde_wire::{DatagramHeader, Record, RecordKind, StreamEvent, StreamHello};
 
 use crate::auth::RunKey;
-use crate::gate::sign_stream_hello;
 use crate::greeter::{GreetEvent, GreetState, Greeter};
 use crate::mirror::{Mirror, Source};
 
 mod contract;
-mod icmp;
 pub mod signal;
 mod stats;
+mod stream;
 mod timers;
 pub use contract::{Accepted, Close, Ctx, Event, Responder};
+pub use signal::Ending;
 pub use stats::{datagram_record, ConnStats, RxMeta};
-pub use timers::Expiry;
+use stream::{ReverseState, Stream};
+pub use timers::{Expiry, Timers};
 
 /// The most bytes a sink holds for echoing while its peer does not read them: 1 MiB (a second
 /// of a 8 Mbit/s round-trip flow). Past it the sink stops reading (TCP pushes back on the sender);
@@ -51,51 +53,6 @@ pub enum Role {
     Client,
     Server,
     Sink,
-}
-
-struct Stream {
-    out: Vec<u8>,
-    sent_upto: usize,
-    /// Base of the send-time offsets in our APDU headers (our hello's base).
-    base_ns: u64,
-    decoder: StreamDecoder,
-    broken: bool,
-    /// Sink: mirror every byte back (the hello asked for it).
-    echo: bool,
-    /// Server, sink: the peer's hello has not arrived yet.
-    awaiting_hello: bool,
-    /// Bytes fed to the decoder so far.
-    fed: u64,
-    /// Sink: the peer's hello, to mirror it byte for byte.
-    hello: Option<StreamHello>,
-    /// Sink: the peer asked for bulk back (reverse mode).
-    reverse: Option<ReverseState>,
-}
-
-/// What a sink sends back to a reverse flow.
-#[derive(Debug, Clone, Copy, Default)]
-struct ReverseState {
-    /// APDU size: the first APDU's (0 until it arrives).
-    size: u16,
-    /// Real time of the last keep-alive, ns: consent ends [`REVERSE_CONSENT_NS`] after it.
-    heard_ns: u64,
-}
-
-impl Stream {
-    fn new(awaiting_hello: bool) -> Stream {
-        Stream {
-            out: Vec::new(),
-            sent_upto: 0,
-            base_ns: 0,
-            decoder: StreamDecoder::new(),
-            broken: false,
-            echo: false,
-            awaiting_hello,
-            fed: 0,
-            hello: None,
-            reverse: None,
-        }
-    }
 }
 
 pub struct Conn {
@@ -132,15 +89,12 @@ pub struct Conn {
     /// Client over UDP: the latest probe received (a reverse flow's keep-alives carry it).
     proof: Option<horde_wire::control::KeepAliveProof>,
     /// Client over ICMP: the target's consent, kept by its echo replies ([`crate::echo`]).
-    echo: Option<crate::echo::EchoConsent>,
-    /// Sink: the sender's end message was logged (copies after the first are not); client: ours left.
-    ended: bool,
-    /// Client: the receiver's acknowledgement of our end message: (packets, bytes) arrived.
-    acked: Option<(u64, u64)>,
-    /// Client: the receiver's error message about this flow (it stops the flow).
-    receiver_error: Option<horde_wire::signal::ErrorCode>,
+    pub echo: Option<crate::echo::EchoConsent>,
+    /// Its end: our end message (client) or the sender's (sink), and what the receiver said.
+    pub end: Ending,
     pub stats: ConnStats,
-    timers: timers::Timers,
+    /// Its deadlines (hello, stalled echo backlog, idleness); the shells arm and touch them.
+    pub timers: Timers,
 }
 
 impl Conn {
@@ -186,11 +140,9 @@ impl Conn {
             consent_reply: None,
             proof: None,
             echo: None,
-            ended: false,
-            acked: None,
-            receiver_error: None,
+            end: Ending::default(),
             stats: ConnStats::default(),
-            timers: timers::Timers::default(),
+            timers: Timers::default(),
         }
     }
 
@@ -238,11 +190,9 @@ impl Conn {
             consent_reply: None,
             proof: None,
             echo: None,
-            ended: false,
-            acked: None,
-            receiver_error: None,
+            end: Ending::default(),
             stats: ConnStats::default(),
-            timers: timers::Timers::default(),
+            timers: Timers::default(),
         }
     }
 
@@ -310,17 +260,9 @@ impl Conn {
             } else {
                 0
             };
-            self.queue_hello(flags, t0_real);
-        }
-    }
-
-    fn queue_hello(&mut self, flags: u8, base_ns: u64) {
-        let h = sign_stream_hello(&self.key, StreamHello { flags, flow: self.flow, base_ns, tag: self.tag, mac: [0; 16] });
-        if let Some(s) = &mut self.stream {
-            s.base_ns = base_ns;
-            let at = s.out.len();
-            s.out.resize(at + HELLO_LEN, 0);
-            h.emit(&mut s.out[at..]);
+            if let Some(s) = &mut self.stream {
+                s.queue_hello(&self.key, flags, self.flow, self.tag, t0_real);
+            }
         }
     }
 
@@ -344,7 +286,7 @@ impl Conn {
 
     /// When the next departure is due (ns after the start), drawing it from the source.
     pub fn next_at(&mut self) -> Option<u64> {
-        if self.bulk_started || self.receiver_error.is_some() {
+        if self.bulk_started || self.end.receiver_error().is_some() {
             return None;
         }
         if self.pending.is_empty() {
@@ -504,9 +446,7 @@ impl Conn {
             return false;
         }
         for d in due {
-            let at = s.out.len();
-            s.out.resize(at + d.size as usize, 0);
-            ApduHeader::at(d.size as u16, s.base_ns, real).emit(&mut s.out[at..]);
+            s.queue_apdu(d.size as u16, real);
         }
         true
     }
@@ -518,23 +458,15 @@ impl Conn {
 
     /// `k` bytes of [`Conn::out`] were written.
     pub fn wrote(&mut self, k: usize) {
-        let Some(s) = &mut self.stream else { return };
-        s.sent_upto += k;
-        if s.sent_upto == s.out.len() {
-            s.out.clear();
-            s.sent_upto = 0;
-        } else if s.sent_upto > 1 << 20 {
-            s.out.drain(..s.sent_upto);
-            s.sent_upto = 0;
+        if let Some(s) = &mut self.stream {
+            s.wrote(k);
         }
     }
 
     /// The stream cannot be written any more (the peer went away).
     pub fn broke(&mut self) {
         if let Some(s) = &mut self.stream {
-            s.broken = true;
-            s.out.clear();
-            s.sent_upto = 0;
+            s.broke();
         }
     }
 
@@ -560,26 +492,13 @@ impl Conn {
     /// Sink: whether a reverse flow should get more bulk at `now` (real ns): its size is known
     /// and its last keep-alive is less than [`REVERSE_CONSENT_NS`] old.
     pub fn reverse_wanted(&self, now: u64) -> bool {
-        self.stream.as_ref().and_then(|s| s.reverse.filter(|_| !s.broken)).is_some_and(|r| r.size > 0 && now.saturating_sub(r.heard_ns) < REVERSE_CONSENT_NS)
+        self.stream.as_ref().is_some_and(|s| s.reverse_wanted(now))
     }
 
     /// Sink: queues reverse APDUs stamped `now` until `limit` bytes wait to be written; returns
     /// the APDUs and bytes queued.
     pub fn fill_reverse(&mut self, now: u64, limit: usize) -> (u64, u64) {
-        if !self.reverse_wanted(now) {
-            return (0, 0);
-        }
-        let Some(s) = &mut self.stream else { return (0, 0) };
-        let size = s.reverse.map_or(0, |r| r.size) as usize;
-        let (mut n, mut bytes) = (0, 0);
-        while s.out.len() - s.sent_upto < limit {
-            let at = s.out.len();
-            s.out.resize(at + size, 0);
-            ApduHeader::at(size as u16, s.base_ns, now).emit(&mut s.out[at..]);
-            n += 1;
-            bytes += size as u64;
-        }
-        (n, bytes)
+        self.stream.as_mut().map_or((0, 0), |s| s.fill_reverse(now, limit))
     }
 
     /// Sink: the peer's hello asked for its bytes to be mirrored back.
@@ -605,7 +524,10 @@ impl Conn {
         for ev in events {
             let step = match ev {
                 StreamEvent::Hello(h) => self.on_stream_hello(&mut s, h, now, ctx),
-                StreamEvent::End(e) => Ok(self.on_end(&e, now, ctx)),
+                StreamEvent::End(e) => Ok((self.role == Role::Sink && self.end.on_end(&e, &self.key, self.flow)).then(|| {
+                    ctx.record(e.record(now, self.tag));
+                    Event::Ended
+                })),
                 StreamEvent::UnknownSignal { .. } => Ok(None),
                 StreamEvent::Apdu { seq, len, send_ns } => {
                     if let Some(r) = &mut s.reverse {
@@ -630,16 +552,8 @@ impl Conn {
                 out = Err(Close::NotHorde(e));
             }
         }
-        if out.is_ok() && echoing {
-            s.out.extend_from_slice(bytes);
-        } else if out.is_ok() && s.echo {
-            // The hello that asked for echoes completed in this read (perhaps after earlier
-            // partial reads): mirror it whole, then what followed it.
-            let after = (s.fed - HELLO_LEN as u64) as usize;
-            let at = s.out.len();
-            s.out.resize(at + HELLO_LEN, 0);
-            s.hello.expect("a hello asked for echoes").emit(&mut s.out[at..]);
-            s.out.extend_from_slice(&bytes[bytes.len() - after..]);
+        if out.is_ok() {
+            s.mirror(bytes, echoing);
         }
         self.stream = Some(s);
         out
@@ -663,11 +577,7 @@ impl Conn {
                 self.grant(h.flow, accepted, h.base_ns, ctx.t0_real());
                 // Answer with our own hello only now: nothing goes to a peer before its hello
                 // proved it belongs to the run.
-                let sig = sign_stream_hello(&self.key, StreamHello { flags: 0, flow: self.flow, base_ns: ctx.t0_real(), tag: self.tag, mac: [0; 16] });
-                s.base_ns = ctx.t0_real();
-                let at = s.out.len();
-                s.out.resize(at + HELLO_LEN, 0);
-                sig.emit(&mut s.out[at..]);
+                s.queue_hello(&self.key, 0, self.flow, self.tag, ctx.t0_real());
                 Ok(Some(Event::Granted))
             }
             Role::Server => Ok(None),
@@ -681,11 +591,7 @@ impl Conn {
                 s.hello = Some(h);
                 if h.flags & HELLO_REVERSE != 0 {
                     // Answer with our own signed hello: the client's decoder takes its base.
-                    let ours = sign_stream_hello(&self.key, StreamHello { flags: 0, flow: h.flow, base_ns: now, tag: h.tag, mac: [0; 16] });
-                    s.base_ns = now;
-                    let at = s.out.len();
-                    s.out.resize(at + HELLO_LEN, 0);
-                    ours.emit(&mut s.out[at..]);
+                    s.queue_hello(&self.key, 0, h.flow, h.tag, now);
                     s.reverse = Some(ReverseState { size: 0, heard_ns: now });
                     return Ok(Some(Event::ReverseRequested));
                 }
@@ -730,7 +636,10 @@ impl Conn {
     /// Feeds a datagram that arrived on a UDP client's socket (`now`: real ns). Returns its log
     /// record if it is traffic of this flow; handshake answers are consumed.
     pub fn on_datagram(&mut self, now: u64, bytes: &[u8], meta: &RxMeta) -> Result<Option<Record>, Status> {
-        if self.on_end_ack(bytes) {
+        if let Some(stop) = self.end.on_signal(bytes, &self.key, self.flow, self.role == Role::Client) {
+            if stop {
+                self.pending.clear();
+            }
             return Ok(None);
         }
         if crate::consent::is_consent(bytes) {
@@ -796,5 +705,51 @@ impl Conn {
         self.stats.arrived(meta.len as u64, now);
         let tag = self.classify(h.seq as u64, meta.len as u32);
         datagram_record(h, meta, now, tag, RecordKind::Received)
+    }
+
+    // ---- end and ICMP ------------------------------------------------------------------------
+
+    /// Client: the end message of this flow with its counts so far (UDP: send it as a datagram;
+    /// see [`Conn::queue_end`] for TCP).
+    pub fn end_message(&self, reason: EndReason, at_ns: u64) -> [u8; END_LEN] {
+        signal::end_message(&self.key, self.flow, reason, self.stats.packets, self.stats.bytes, at_ns)
+    }
+
+    /// Client over TCP: queues the end message after everything sent (an APDU header of length
+    /// 0 and the message). Returns false if the stream is broken.
+    pub fn queue_end(&mut self, reason: EndReason, at_ns: u64) -> bool {
+        let m = self.end_message(reason, at_ns);
+        let Some(s) = self.stream.as_mut().filter(|s| !s.broken) else { return false };
+        s.out.extend_from_slice(&[0; horde_wire::APDU_HEADER_LEN]);
+        s.out.extend_from_slice(&m);
+        true
+    }
+
+    /// Client over UDP: the end message left and its acknowledgement has not come yet.
+    pub fn awaits_end_ack(&self) -> bool {
+        self.role == Role::Client && self.end.ended() && self.end.acked().is_none() && self.transport == Transport::Udp
+    }
+
+    /// Client over ICMP: an echo reply's payload from `from`, read at `now` (real ns): its log
+    /// record if it answers one of this flow's requests and the flow measures round trips. Any
+    /// verified reply refreshes consent; anything else is ignored.
+    pub fn on_echo_reply(&mut self, now: u64, from: std::net::IpAddr, payload: &[u8], meta: &RxMeta) -> Option<Record> {
+        match self.echo.as_mut()?.on_reply(from, payload)? {
+            crate::echo::Reply::Data(h) if self.meter == Meter::Rtt => {
+                self.stats.echo(now.saturating_sub(h.send_ns));
+                Some(datagram_record(&h, &RxMeta { len: payload.len(), ..*meta }, now, self.tag, RecordKind::Echoed))
+            }
+            _ => None,
+        }
+    }
+
+    /// Server or sink: when [`Conn::handle_timeout`] may next find something expired.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.timers.next(self.awaiting_hello())
+    }
+
+    /// What expired by `now`, if anything: the shell closes the connection and counts why.
+    pub fn handle_timeout(&mut self, now: u64) -> Option<Expiry> {
+        self.timers.expired(now, self.awaiting_hello())
     }
 }

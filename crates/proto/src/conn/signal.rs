@@ -3,9 +3,9 @@
 //! flow's own id.
 
 use horde_wire::signal::{EndReason, ErrorCode, FlowEnd, FlowError, END_LEN, TYPE_ERROR};
-use horde_wire::APDU_HEADER_LEN;
 
-use super::{Conn, Ctx, Event, Role};
+#[cfg(doc)]
+use super::Conn;
 use crate::auth::RunKey;
 
 /// A signed end message of `flow`, ended at `at_ns` (real ns) with these counts.
@@ -35,40 +35,18 @@ pub fn end_is_valid(key: &RunKey, flow: u32, e: &FlowEnd) -> bool {
     e.flow == flow && key.verify_signal(&e.signed(), &e.mac)
 }
 
-impl Conn {
-    /// Client: the end message of this flow with its counts so far (UDP: send it as a datagram;
-    /// see [`Conn::queue_end`] for TCP).
-    pub fn end_message(&self, reason: EndReason, at_ns: u64) -> [u8; END_LEN] {
-        end_message(&self.key, self.flow, reason, self.stats.packets, self.stats.bytes, at_ns)
-    }
+/// How a flow's end went ([`Conn::end`]): our end message left (a sink: the sender's was
+/// logged), and what the receiver said of it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ending {
+    ended: bool,
+    /// Client: the receiver's acknowledgement of our end message: (packets, bytes) arrived.
+    acked: Option<(u64, u64)>,
+    /// Client: the receiver's error message about this flow (it stops the flow).
+    receiver_error: Option<ErrorCode>,
+}
 
-    /// Client over UDP: `bytes` is the receiver's signed acknowledgement of our end message
-    /// (then its counts are kept: [`Conn::acked`]). True if it was a signalling datagram.
-    pub(super) fn on_end_ack(&mut self, bytes: &[u8]) -> bool {
-        if !horde_wire::signal::is_signal(bytes) {
-            return false;
-        }
-        if horde_wire::signal::signal_type(bytes) == Some(TYPE_ERROR) {
-            // The receiver says it stops taking this flow: believed only signed with the run
-            // key and naming this flow; then the flow sends nothing more.
-            if let Ok(e) = FlowError::parse(bytes) {
-                if self.role == Role::Client && e.flow == self.flow && self.key.verify_signal(&e.signed(), &e.mac) && self.receiver_error.is_none() {
-                    self.receiver_error = Some(e.code);
-                    self.acked.get_or_insert((e.packets, e.bytes));
-                    self.ended = true;
-                    self.pending.clear();
-                }
-            }
-            return true;
-        }
-        if let Ok(a) = FlowEnd::parse(bytes) {
-            if a.ack && self.ended && end_is_valid(&self.key, self.flow, &a) {
-                self.acked.get_or_insert((a.packets, a.bytes));
-            }
-        }
-        true
-    }
-
+impl Ending {
     /// Client: what the receiver said arrived of this flow (packets, bytes), once it
     /// acknowledged the end message.
     pub fn acked(&self) -> Option<(u64, u64)> {
@@ -80,9 +58,9 @@ impl Conn {
         self.receiver_error
     }
 
-    /// Client over UDP: the end message left and its acknowledgement has not come yet.
-    pub fn awaits_end_ack(&self) -> bool {
-        self.role == Role::Client && self.ended && self.acked.is_none() && self.transport == horde_model::Transport::Udp
+    /// Whether the end message left (client) or was logged (sink).
+    pub fn ended(&self) -> bool {
+        self.ended
     }
 
     /// Marks the flow ended; true the first time only (one end message per flow).
@@ -90,30 +68,48 @@ impl Conn {
         !std::mem::replace(&mut self.ended, true)
     }
 
-    /// Client over TCP: queues the end message after everything sent (an APDU header of length
-    /// 0 and the message). Returns false if the stream is broken.
-    pub fn queue_end(&mut self, reason: EndReason, at_ns: u64) -> bool {
-        let m = self.end_message(reason, at_ns);
-        let Some(s) = self.stream.as_mut().filter(|s| !s.broken) else { return false };
-        s.out.extend_from_slice(&[0; APDU_HEADER_LEN]);
-        s.out.extend_from_slice(&m);
-        true
-    }
-
-    /// Sink: the sender's end message arrived on the stream at `now`: logged once if valid.
-    pub(super) fn on_end(&mut self, e: &FlowEnd, now: u64, ctx: &mut dyn Ctx) -> Option<Event> {
-        if self.role != Role::Sink || self.ended || !end_is_valid(&self.key, self.flow, e) {
+    /// Client over UDP: `bytes` may be the receiver's signed acknowledgement of our end message
+    /// (its counts are then kept) or its error message about `flow` (believed only signed with
+    /// `key` and naming the flow; the flow then sends nothing more). None if it is no
+    /// signalling datagram; else whether the flow must stop now.
+    pub(super) fn on_signal(&mut self, bytes: &[u8], key: &RunKey, flow: u32, client: bool) -> Option<bool> {
+        if !horde_wire::signal::is_signal(bytes) {
             return None;
         }
-        self.ended = true;
-        ctx.record(e.record(now, self.tag));
-        Some(Event::Ended)
+        if horde_wire::signal::signal_type(bytes) == Some(TYPE_ERROR) {
+            let Ok(e) = FlowError::parse(bytes) else { return Some(false) };
+            if !client || e.flow != flow || !key.verify_signal(&e.signed(), &e.mac) || self.receiver_error.is_some() {
+                return Some(false);
+            }
+            self.receiver_error = Some(e.code);
+            self.acked.get_or_insert((e.packets, e.bytes));
+            self.ended = true;
+            return Some(true);
+        }
+        if let Ok(a) = FlowEnd::parse(bytes) {
+            if a.ack && self.ended && end_is_valid(key, flow, &a) {
+                self.acked.get_or_insert((a.packets, a.bytes));
+            }
+        }
+        Some(false)
+    }
+
+    /// Sink: the sender's end message `e` of `flow`: true if it is to be logged (the first
+    /// valid one).
+    pub(super) fn on_end(&mut self, e: &FlowEnd, key: &RunKey, flow: u32) -> bool {
+        !self.ended && end_is_valid(key, flow, e) && self.mark_ended()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::Conn;
+
+    /// Feeds `bytes` to the client `c` as a datagram: whether it was a signalling one (taken).
+    fn on_end_ack(c: &mut Conn, bytes: &[u8]) -> bool {
+        c.on_datagram(1, bytes, &crate::RxMeta::default()).is_ok_and(|r| r.is_none()) && horde_wire::signal::is_signal(bytes)
+    }
 
     #[test]
     fn only_the_receivers_signed_ack_of_our_end_counts() {
@@ -123,18 +119,18 @@ mod tests {
         let mut c = Conn::client(&flow, Box::new(std::iter::empty()), None, key.clone(), true);
         let end = FlowEnd::parse(&c.end_message(EndReason::Done, 1)).unwrap();
         let ack = end_ack(&key, &end, 90, 900, 2);
-        assert!(c.on_end_ack(&ack) && c.acked().is_none(), "an ack before our end message is ignored");
-        assert!(c.mark_ended() && !c.mark_ended());
+        assert!(on_end_ack(&mut c, &ack) && c.end.acked().is_none(), "an ack before our end message is ignored");
+        assert!(c.end.mark_ended() && !c.end.mark_ended());
         assert!(c.awaits_end_ack());
         // Another key, another flow, an end message instead of an ack: not the receiver's ack.
         let other = RunKey::from_bytes([8; 32]);
-        assert!(c.on_end_ack(&end_ack(&other, &end, 1, 1, 2)) && c.acked().is_none());
-        assert!(c.on_end_ack(&end_ack(&key, &FlowEnd { flow: 4, ..end }, 1, 1, 2)) && c.acked().is_none());
-        assert!(c.on_end_ack(&end.emit()) && c.acked().is_none());
-        assert!(c.on_end_ack(&ack));
-        assert_eq!(c.acked(), Some((90, 900)));
+        assert!(on_end_ack(&mut c, &end_ack(&other, &end, 1, 1, 2)) && c.end.acked().is_none());
+        assert!(on_end_ack(&mut c, &end_ack(&key, &FlowEnd { flow: 4, ..end }, 1, 1, 2)) && c.end.acked().is_none());
+        assert!(on_end_ack(&mut c, &end.emit()) && c.end.acked().is_none());
+        assert!(on_end_ack(&mut c, &ack));
+        assert_eq!(c.end.acked(), Some((90, 900)));
         assert!(!c.awaits_end_ack());
-        assert!(!c.on_end_ack(b"HD\x03\x00 not a signal at all"));
+        assert!(!on_end_ack(&mut c, b"HD\x03\x00 not a signal at all"));
     }
 
     #[test]
@@ -151,13 +147,13 @@ mod tests {
         );
         assert!(c.next_at().is_some());
         // Another key, another flow: ignored, the flow goes on.
-        assert!(c.on_end_ack(&error_message(&RunKey::from_bytes([8; 32]), 3, ErrorCode::Stopping, 1, 1, 2)));
-        assert!(c.on_end_ack(&error_message(&key, 4, ErrorCode::Stopping, 1, 1, 2)));
-        assert!(c.receiver_error().is_none() && c.next_at().is_some());
-        assert!(c.on_end_ack(&error_message(&key, 3, ErrorCode::Stopping, 50, 3200, 2)));
-        assert_eq!(c.receiver_error(), Some(ErrorCode::Stopping));
-        assert_eq!(c.acked(), Some((50, 3200)), "what arrived, as the receiver said");
+        assert!(on_end_ack(&mut c, &error_message(&RunKey::from_bytes([8; 32]), 3, ErrorCode::Stopping, 1, 1, 2)));
+        assert!(on_end_ack(&mut c, &error_message(&key, 4, ErrorCode::Stopping, 1, 1, 2)));
+        assert!(c.end.receiver_error().is_none() && c.next_at().is_some());
+        assert!(on_end_ack(&mut c, &error_message(&key, 3, ErrorCode::Stopping, 50, 3200, 2)));
+        assert_eq!(c.end.receiver_error(), Some(ErrorCode::Stopping));
+        assert_eq!(c.end.acked(), Some((50, 3200)), "what arrived, as the receiver said");
         assert_eq!(c.next_at(), None, "nothing more is sent");
-        assert!(!c.mark_ended(), "and no end message follows");
+        assert!(!c.end.mark_ended(), "and no end message follows");
     }
 }
