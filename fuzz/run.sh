@@ -43,7 +43,7 @@ if [ ! -s corpus/agent_control/seed-run ]; then
   { printf '\xff'
     frame '{"type":"hello","protocol":5,"version":"1.0"}'
     frame '{"type":"time","t1":5}'
-    frame '{"type":"assign","run_id":"r-1","duration_ns":1000000000,"seed":1,"key":"abababababababababababababababababababababababababababababababab","deadman_ms":3000,"work":{"scenario":{"scenario":{"name":"s","scenario":"service = \"wow\"","service":null,"players":10,"online":null,"max_players":100},"server":null,"players":{"start":0,"end":10},"server_addr":"127.0.0.1:9","emu":null}}}'
+    frame '{"type":"assign","run_id":"r-1","shape":{"duration_ns":1000000000,"seed":1,"key":"abababababababababababababababababababababababababababababababab"},"place":{"agent":{"deadman_ms":3000}},"work":{"scenario":{"scenario":{"name":"s","scenario":"service = \"wow\"","service":null,"players":10,"online":null,"max_players":100},"server":null,"players":{"start":0,"end":10},"server_addr":"127.0.0.1:9","emu":null}}}'
     frame '{"type":"start","at_ns":9}'
     frame '{"type":"players","online":80,"at_ns":1000000000,"start":{"start":50,"end":80},"owners":[[{"start":50,"end":80},12000]]}'
     frame '{"type":"ping"}'

@@ -17,7 +17,7 @@ use horde_model::scenario::Scenario;
 
 pub use crate::fleet::{dir_names, parse_agents, AgentSpec, Event};
 use crate::fleet::{Fleet, Watch, FINISH_WITHIN};
-use crate::msg::{self, Assignment};
+use crate::msg::{self, Part};
 
 /// How the controller runs a scenario.
 pub struct ControllerOptions<'a> {
@@ -173,7 +173,7 @@ pub(crate) fn play<'a>(
     let run_id = fleet.run_id.clone();
     let part = |server, players, server_addr, emu| {
         let work = msg::Work::Scenario(msg::ScenarioPart { scenario: work.clone(), server, players, server_addr, emu });
-        Assignment::new(&run_id, opts.deadman, (sc.duration_s * 1e9).round() as u64, sc.seed, &key, work)
+        Part::agent(&run_id, opts.deadman, (sc.duration_s * 1e9).round() as u64, sc.seed, &key, work)
     };
     // The server side first, on the server agent's address (the one the controller reached) at
     // the scenario's port; then the players, told where it listens.

@@ -21,7 +21,7 @@ use anyhow::{bail, Context as _};
 use horde_engine::clock::real_ns;
 
 use crate::link::{Cmd, Collected, Conn, Ev, Events};
-use crate::msg::{self, Assignment};
+use crate::msg::{self, Part};
 
 mod steer;
 use steer::PendingLink;
@@ -299,7 +299,7 @@ impl<'a> Fleet<'a> {
     /// Assigns one stage of parts (agent, assignment, whether it runs upstream and downstream
     /// roles) and waits until each is ready; returns each one's server address. On any failure
     /// every link is closed and the error says the run is not starting.
-    pub fn assign(&mut self, parts: Vec<(usize, Assignment, bool, bool)>) -> anyhow::Result<Vec<(usize, Option<SocketAddr>)>> {
+    pub fn assign(&mut self, parts: Vec<(usize, Part, bool, bool)>) -> anyhow::Result<Vec<(usize, Option<SocketAddr>)>> {
         let mut waiting = Vec::new();
         for (i, a, up, down) in parts {
             let m = &mut self.members[i];
@@ -316,8 +316,8 @@ impl<'a> Fleet<'a> {
     }
 
     /// An assignment of this run: its shape and one agent's work.
-    pub fn assignment(&self, deadman: Duration, duration_ns: u64, seed: u64, key: &horde_proto::RunKey, work: msg::Work) -> Assignment {
-        Assignment::new(&self.run_id, deadman, duration_ns, seed, key, work)
+    pub fn assignment(&self, deadman: Duration, duration_ns: u64, seed: u64, key: &horde_proto::RunKey, work: msg::Work) -> Part {
+        Part::agent(&self.run_id, deadman, duration_ns, seed, key, work)
     }
 
     /// Starts every agent with a part at one instant of the controller's clock (told to each in

@@ -14,11 +14,11 @@ use anyhow::{bail, Context as _};
 use horde_engine::clock::real_ns;
 
 use crate::clock::{Estimate, Filter, Sample};
-use crate::msg::{self, Assignment, Frame, ToAgent, ToController, PROTOCOL};
+use crate::msg::{self, Frame, Part, ToAgent, ToController, PROTOCOL};
 
 /// Commands to a link thread.
 pub(crate) enum Cmd {
-    Assign(Box<Assignment>),
+    Assign(Box<Part>),
     Start {
         at_controller_ns: u64,
         /// Summarise live (with this request): the agent's pieces add up in this accumulator.

@@ -11,16 +11,18 @@
 //! be trusted to be in step.
 
 use std::net::SocketAddr;
-use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
+
+pub use horde_scenario::part::{BotsJob, EmuPlace, FlowsJob, LogServerJob, Part, ScenarioPart, Work};
 
 /// The control protocol's version: both sides must speak the same one. Version 2: the agent
 /// answers every ping ([`ToController::Pong`]), so a controller tells an idle agent from a
 /// dead one in every phase. Version 3: a link change is a typed
 /// [`horde_emu::links::LinkOp`], not option names and values. Version 4: an assignment is one
-/// kind of [`Work`] (an enum), not optional fields.
-pub const PROTOCOL: u32 = 6;
+/// kind of [`Work`] (an enum), not optional fields. Version 7: an assignment is a [`Part`],
+/// the type a child of `horde run` gets too.
+pub const PROTOCOL: u32 = 7;
 
 /// Each agent's counters of an experiment's links: (agent index, its links).
 pub type AgentLinks = Vec<(usize, Vec<horde_emu::fwd::LinkReport>)>;
@@ -43,7 +45,7 @@ pub enum ToAgent {
     /// A clock sample: `t1` is the controller's real time (ns) at sending.
     Time { t1: u64 },
     /// Prepare a part of a run (nothing is sent before [`ToAgent::Start`]).
-    Assign(Box<Assignment>),
+    Assign(Box<Part>),
     /// Start the assigned part at this instant of the agent's own real-time clock (ns).
     Start { at_ns: u64 },
     /// The controller is alive (sent every second; an agent that hears nothing for
@@ -173,136 +175,8 @@ pub struct SummaryRequest {
     pub with_logs: bool,
 }
 
-/// What an agent runs: the run's shape, and one kind of work (an enum: exactly one).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Assignment {
-    /// Unique per run (the agent refuses a run id it has already run: a replayed assignment
-    /// does nothing).
-    pub run_id: String,
-    /// The run's shape as the controller runs it: every agent plans the same.
-    pub duration_ns: u64,
-    pub seed: u64,
-    /// The run key (hex): the server side grants only players that sign with it.
-    pub key: String,
-    /// Stop the traffic when nothing is heard from the controller for this long.
-    pub deadman_ms: u64,
-    pub work: Work,
-}
-
-/// The kinds of work an agent takes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Work {
-    /// A scenario's part: its server side, a range of its players, or both.
-    Scenario(ScenarioPart),
-    /// A set of `send`/`recv` flows.
-    Flows(FlowsJob),
-    /// Game-server bots (`horde bots --agents`).
-    Bots(BotsJob),
-}
-
-/// An agent's part of a scenario.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScenarioPart {
-    /// The scenario's and its service's texts (value files inlined) and the run's players.
-    pub scenario: horde_scenario::part::ScenarioWork,
-    /// Run the server side, listening on this address (port 0: any free port).
-    pub server: Option<SocketAddr>,
-    /// Run these players' client side against the server side at `server_addr`.
-    pub players: Option<Range<u32>>,
-    pub server_addr: Option<SocketAddr>,
-    /// A scenario with `[emu]` through agents: where this part runs in the emulated network the
-    /// agent built (`emu up` before the run).
-    #[serde(default)]
-    pub emu: Option<EmuPlace>,
-}
-
-impl Assignment {
-    pub fn new(run_id: &str, deadman: std::time::Duration, duration_ns: u64, seed: u64, key: &horde_proto::RunKey, work: Work) -> Assignment {
-        Assignment { run_id: run_id.to_string(), duration_ns, seed, key: key.to_hex(), deadman_ms: deadman.as_millis() as u64, work }
-    }
-
-    /// The scenario's part, if this is one.
-    pub fn scenario(&self) -> Option<&ScenarioPart> {
-        match &self.work {
-            Work::Scenario(p) => Some(p),
-            _ => None,
-        }
-    }
-}
-
-/// Where an agent's part of a scenario with `[emu]` runs: hosts of its part of experiment `exp`
-/// (the controller's id). Its players go on `clients` in turn (player `p` on
-/// `clients[p % len]`), its server side (if it has it) in host `server`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmuPlace {
-    pub exp: String,
-    pub clients: Vec<String>,
-    pub server: Option<String>,
-}
-
 /// Most client hosts an agent's part may name.
 pub const MAX_EMU_CLIENTS: usize = 20_000;
-
-/// Bots against a game server that this agent runs: the ids `ids` of `total` (names and join
-/// times follow from the id, so the shards of all agents make one ramp).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BotsJob {
-    pub servers: Vec<SocketAddr>,
-    pub total: u32,
-    pub ids: Range<u32>,
-    pub ramp_ns: u64,
-    pub warmup_ns: u64,
-    pub maxpackets: u32,
-    pub fps: u32,
-    pub packetdup: u32,
-    pub snaps: u32,
-    /// "openarena", "ioq3" or "q3".
-    pub protocol: String,
-    /// The built-in service whose `[bot]` table is the behaviour model, or a service file's
-    /// text (`service_text`, the controller read it).
-    pub service: String,
-    #[serde(default)]
-    pub service_text: Option<String>,
-}
-
-/// The D-ITG manager's use: flows of a flow file that this agent sends, and receivers it runs.
-/// Every flow signs its hellos with the run's key and its receivers drop any other, so a
-/// receiver started through an agent takes traffic of this run only.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FlowsJob {
-    /// The flow file's text (TOML), resolved with `seed` on every agent alike.
-    pub text: String,
-    pub seed: u64,
-    /// Send the flows whose ids are in these ranges.
-    #[serde(default)]
-    pub send: Vec<Range<u32>>,
-    /// Receive on these UDP and TCP addresses (the flows' destinations on this agent).
-    #[serde(default)]
-    pub recv_udp: Vec<SocketAddr>,
-    #[serde(default)]
-    pub recv_tcp: Vec<SocketAddr>,
-    /// Stream this agent's logs to a live log server as they are written (`send --agents
-    /// --log-server`); absent otherwise, so an older agent still takes the assignment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub log_server: Option<LogServerJob>,
-}
-
-/// Where an agent streams its logs: the server, the run key it proves (the user's, which the
-/// log server was started with; it travels only inside the mutually authenticated channel), and
-/// the name its logs take there (`NAME-send.log`, `NAME-recv.log`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LogServerJob {
-    pub addr: SocketAddr,
-    pub key: String,
-    pub name: String,
-}
 
 /// Most receive addresses one flows assignment may ask for.
 pub const MAX_RECV_ADDRS: usize = 1024;
@@ -490,12 +364,12 @@ mod tests {
     #[test]
     fn an_assignment_is_one_kind_of_work() {
         // the fuzz corpus's seed (fuzz/run.sh) is an assignment of today's shape
-        let seed = r#"{"type":"assign","run_id":"r-1","duration_ns":1000000000,"seed":1,"key":"abababababababababababababababababababababababababababababababab","deadman_ms":3000,"work":{"scenario":{"scenario":{"name":"s","scenario":"service = \"wow\"","service":null,"players":10,"online":null},"server":null,"players":{"start":0,"end":10},"server_addr":"127.0.0.1:9","emu":null}}}"#;
+        let seed = r#"{"type":"assign","run_id":"r-1","shape":{"duration_ns":1000000000,"seed":1,"key":"abababababababababababababababababababababababababababababababab"},"place":{"agent":{"deadman_ms":3000}},"work":{"scenario":{"scenario":{"name":"s","scenario":"service = \"wow\"","service":null,"players":10,"online":null},"server":null,"players":{"start":0,"end":10},"server_addr":"127.0.0.1:9","emu":null}}}"#;
         let ToAgent::Assign(a) = serde_json::from_str::<ToAgent>(seed).unwrap() else { panic!() };
-        assert_eq!(a.scenario().and_then(|p| p.players.clone()), Some(0..10));
+        assert_eq!(a.scenario_part().and_then(|p| p.players.clone()), Some(0..10));
         let two = seed.replace(r#""work":{"scenario""#, r#""work":{"bots":{},"scenario""#);
         assert!(serde_json::from_str::<ToAgent>(&two).is_err(), "two kinds of work in one assignment cannot be said");
-        assert!(serde_json::from_str::<ToAgent>(&seed.replace(r#","work""#, r#","flows":null,"work""#)).is_err(), "nor an old field");
+        assert!(serde_json::from_str::<ToAgent>(&seed.replace(r#","work""#, r#","deadman_ms":3000,"work""#)).is_err(), "nor an old field");
     }
 
     #[test]
@@ -504,12 +378,10 @@ mod tests {
         let msgs = vec![
             ToAgent::Hello { protocol: PROTOCOL, version: "0.1.0".into() },
             ToAgent::Time { t1: 42 },
-            ToAgent::Assign(Box::new(Assignment {
+            ToAgent::Assign(Box::new(Part {
                 run_id: "r1".into(),
-                duration_ns: 1_000_000_000,
-                seed: 1,
-                key: "00".repeat(32),
-                deadman_ms: 3000,
+                shape: horde_scenario::part::Shape { duration_ns: 1_000_000_000, seed: 1, key: "00".repeat(32) },
+                place: horde_scenario::part::Place::Agent { deadman_ms: 3000 },
                 work: Work::Scenario(ScenarioPart {
                     scenario: horde_scenario::part::ScenarioWork {
                         name: "s".into(),

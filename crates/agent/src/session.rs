@@ -11,7 +11,7 @@
 //! - the dead-man's switch: once assigned, a controller silent for the assignment's
 //!   `deadman_ms` (or gone) stops the run: no orphan load generators.
 
-use crate::msg::{Assignment, ToAgent, ToController, Work, PROTOCOL};
+use crate::msg::{Part, ToAgent, ToController, Work, PROTOCOL};
 
 /// How long a peer may take to say Hello after the handshake.
 pub const HELLO_WITHIN_NS: u64 = 10_000_000_000;
@@ -24,7 +24,7 @@ pub enum Phase {
     Greeting,
     /// Greeted; waiting for an assignment (clock samples are answered).
     Idle,
-    /// Assignment being prepared or prepared; not started.
+    /// Part being prepared or prepared; not started.
     Assigned,
     Running,
     /// Every role ended; logs may be collected.
@@ -42,7 +42,7 @@ pub enum Action {
         t2: u64,
     },
     /// Prepare this assignment (then call [`Session::prepared`]).
-    Prepare(Box<Assignment>),
+    Prepare(Box<Part>),
     /// Start the prepared run at this instant of the agent's clock.
     Start {
         at_ns: u64,
@@ -126,7 +126,7 @@ impl Session {
                 if seen(&a.run_id) {
                     return self.refuse(format!("run {} was already run here: a replayed assignment is refused", a.run_id));
                 }
-                self.deadman_ns = a.deadman_ms * 1_000_000;
+                self.deadman_ns = a.deadman_ms().unwrap_or(0) * 1_000_000;
                 self.phase = Phase::Assigned;
                 self.roles_running = roles(&a);
                 vec![Action::Prepare(a)]
@@ -210,7 +210,7 @@ impl Session {
 }
 
 /// How many roles an assignment runs (each ends with one Finished message).
-pub fn roles(a: &Assignment) -> u32 {
+pub fn roles(a: &Part) -> u32 {
     match &a.work {
         Work::Bots(_) => 1,
         Work::Flows(f) => !f.send.is_empty() as u32 + (!f.recv_udp.is_empty() || !f.recv_tcp.is_empty()) as u32,
@@ -247,19 +247,20 @@ fn check_owners(owners: &[(std::ops::Range<u32>, i64)], online: u32) -> Result<(
     }
 }
 
-pub fn check_assignment(a: &Assignment) -> Result<(), String> {
+pub fn check_assignment(a: &Part) -> Result<(), String> {
     if a.run_id.is_empty() || a.run_id.len() > 64 || !a.run_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
         return Err(format!("run id `{}` must be 1..=64 letters, digits or '-'", a.run_id.escape_debug()));
     }
-    if !DEADMAN_MS.contains(&a.deadman_ms) {
-        return Err(format!("deadman_ms must be {}..={} (got {})", DEADMAN_MS.start(), DEADMAN_MS.end(), a.deadman_ms));
+    let Some(deadman_ms) = a.deadman_ms() else { return Err("a part for a child of `horde run`, not for an agent".into()) };
+    if !DEADMAN_MS.contains(&deadman_ms) {
+        return Err(format!("deadman_ms must be {}..={} (got {deadman_ms})", DEADMAN_MS.start(), DEADMAN_MS.end()));
     }
     match &a.work {
         Work::Scenario(p) => check_scenario_part(p)?,
         Work::Flows(f) => check_flows(f)?,
         Work::Bots(b) => crate::bots::check(b)?,
     }
-    horde_proto::RunKey::parse_hex(&a.key).map_err(|e| format!("key: {e}"))?;
+    horde_proto::RunKey::parse_hex(&a.shape.key).map_err(|e| format!("key: {e}"))?;
     Ok(())
 }
 
@@ -322,13 +323,11 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
-    fn assignment(run: &str) -> Assignment {
-        Assignment {
+    fn assignment(run: &str) -> Part {
+        Part {
             run_id: run.into(),
-            duration_ns: 1_000_000_000,
-            seed: 1,
-            key: "ab".repeat(32),
-            deadman_ms: 3000,
+            shape: horde_scenario::part::Shape { duration_ns: 1_000_000_000, seed: 1, key: "ab".repeat(32) },
+            place: horde_scenario::part::Place::Agent { deadman_ms: 3000 },
             work: Work::Scenario(crate::msg::ScenarioPart {
                 scenario: horde_scenario::part::ScenarioWork {
                     name: "s".into(),
@@ -437,7 +436,7 @@ mod tests {
     }
 
     /// A scenario's assignment with its part changed by `f`.
-    fn with_part(f: impl FnOnce(&mut crate::msg::ScenarioPart)) -> Assignment {
+    fn with_part(f: impl FnOnce(&mut crate::msg::ScenarioPart)) -> Part {
         let mut a = assignment("x");
         let Work::Scenario(p) = &mut a.work else { unreachable!() };
         f(p);
@@ -464,11 +463,12 @@ mod tests {
     #[test]
     fn hostile_assignments_are_refused() {
         for (a, why) in [
-            (Assignment { run_id: "../../etc".into(), ..assignment("x") }, "run id"),
-            (Assignment { deadman_ms: 0, ..assignment("x") }, "deadman_ms"),
+            (Part { run_id: "../../etc".into(), ..assignment("x") }, "run id"),
+            (Part { place: horde_scenario::part::Place::Agent { deadman_ms: 0 }, ..assignment("x") }, "deadman_ms"),
+            (Part { place: horde_scenario::part::Place::Child { out: "/tmp".into() }, ..assignment("x") }, "a child"),
             (with_part(|p| p.players = None), "neither"),
             (with_part(|p| p.players = Some(5..5)), "empty"),
-            (Assignment { key: "zz".into(), ..assignment("x") }, "key"),
+            (Part { shape: horde_scenario::part::Shape { key: "zz".into(), ..assignment("x").shape }, ..assignment("x") }, "key"),
             // an emulated placement: a valid experiment id, host names only, hosts for its players
             (with_part(|p| p.emu = Some(place("../x", &["a1"]))), "experiment id"),
             (with_part(|p| p.emu = Some(place("abc", &["../../etc"]))), "hosts, each"),
@@ -521,7 +521,7 @@ mod tests {
 
     #[test]
     fn a_flows_assignment_runs_a_sender_and_a_receiver_and_bad_ones_are_refused() {
-        let flows = |f: crate::msg::FlowsJob| Assignment { work: Work::Flows(f), ..assignment("f1") };
+        let flows = |f: crate::msg::FlowsJob| Part { work: Work::Flows(f), ..assignment("f1") };
         let ok = flows(flows_job());
         assert_eq!(roles(&ok), 2);
         assert_eq!(roles(&flows(crate::msg::FlowsJob { recv_tcp: vec![], ..flows_job() })), 1);

@@ -1,14 +1,16 @@
-//! A part of a run as it crosses a process boundary: typed and versioned (through
-//! `horde_sys::own`), resolved before it leaves, never re-parsed from arguments or text lines.
-//!
-//! Today a part is the server side of a scenario's players (open-loop or regulated), run as a
-//! child process of `horde run` so that each side has its own descriptor limit. The child
-//! (`horde child part RUN`) reads its [`Part`] as the first line of its standard input, then the
-//! run's stamped commands as JSON lines ([`crate::control::Command`]); it answers with
-//! [`PartEvent`] lines on its standard output and leaves its log and report in its directory.
+//! A part of a run as it crosses a process boundary: typed and versioned, resolved before it
+//! leaves, never re-parsed from arguments or text lines. One type for every placement:
+//! - a **child** of `horde run` runs a scenario's server side (open-loop or regulated) in its
+//!   own process, so that each side has its own descriptor limit. It (`horde child part RUN`)
+//!   reads its [`Part`] as the first line of its standard input (`horde_sys::own`), then the
+//!   run's stamped commands as JSON lines ([`crate::control::Command`]); it answers with
+//!   [`PartEvent`] lines on its standard output and leaves its log and report in its directory;
+//! - an **agent** (`horde agent`) gets its part in the control channel (`ToAgent::Assign`):
+//!   a scenario's server side and/or players, flows to send and receive, or bots.
 
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
@@ -21,18 +23,19 @@ use crate::server::ServerSecond;
 use crate::Error;
 
 /// A part of a run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Part {
-    /// The run it belongs to (its report directory's name).
+    /// The run it belongs to (unique: an agent refuses a run id it has already run, so a
+    /// replayed part does nothing; a child's is its report directory's name).
     pub run_id: String,
     pub shape: Shape,
     pub work: Work,
-    pub role: Role,
+    pub place: Place,
 }
 
-/// What every part of a run shares.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// What every part of a run shares: every side plans the same from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Shape {
     pub duration_ns: u64,
@@ -42,12 +45,112 @@ pub struct Shape {
     pub key: String,
 }
 
-/// What a part runs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// What a part runs: one kind of work (an enum: exactly one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Work {
-    /// A scenario's players: their open-loop traffic, or regulated circuits (`[regulation]`).
-    Players(ScenarioWork),
+    /// A scenario's part: its server side, a range of its players, or both (with
+    /// `[regulation]`, regulated circuits).
+    Scenario(ScenarioPart),
+    /// A set of `send`/`recv` flows.
+    Flows(FlowsJob),
+    /// Game-server bots (`horde bots`).
+    Bots(BotsJob),
+}
+
+/// Where a part runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Place {
+    /// A child process of this `horde`: its log and report go into `out`.
+    Child { out: PathBuf },
+    /// An agent: it stops the traffic when nothing is heard from the controller for this long.
+    Agent { deadman_ms: u64 },
+}
+
+/// An agent's part of a scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioPart {
+    /// The scenario's and its service's texts (value files inlined) and the run's players.
+    pub scenario: ScenarioWork,
+    /// Run the server side, listening on this address (port 0: any free port).
+    pub server: Option<SocketAddr>,
+    /// Run these players' client side against the server side at `server_addr`.
+    pub players: Option<Range<u32>>,
+    pub server_addr: Option<SocketAddr>,
+    /// A scenario with `[emu]` through agents: where this part runs in the emulated network the
+    /// agent built (`emu up` before the run).
+    #[serde(default)]
+    pub emu: Option<EmuPlace>,
+}
+
+/// Where an agent's part of a scenario with `[emu]` runs: hosts of its part of experiment `exp`
+/// (the controller's id). Its players go on `clients` in turn (player `p` on
+/// `clients[p % len]`), its server side (if it has it) in host `server`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmuPlace {
+    pub exp: String,
+    pub clients: Vec<String>,
+    pub server: Option<String>,
+}
+
+/// Bots against a game server that this agent runs: the ids `ids` of `total` (names and join
+/// times follow from the id, so the shards of all agents make one ramp).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BotsJob {
+    pub servers: Vec<SocketAddr>,
+    pub total: u32,
+    pub ids: Range<u32>,
+    pub ramp_ns: u64,
+    pub warmup_ns: u64,
+    pub maxpackets: u32,
+    pub fps: u32,
+    pub packetdup: u32,
+    pub snaps: u32,
+    /// "openarena", "ioq3" or "q3".
+    pub protocol: String,
+    /// The built-in service whose `[bot]` table is the behaviour model, or a service file's
+    /// text (`service_text`, the controller read it).
+    pub service: String,
+    #[serde(default)]
+    pub service_text: Option<String>,
+}
+
+/// The D-ITG manager's use: flows of a flow file that this agent sends, and receivers it runs.
+/// Every flow signs its hellos with the run's key and its receivers drop any other, so a
+/// receiver started through an agent takes traffic of this run only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowsJob {
+    /// The flow file's text (TOML), resolved with `seed` on every agent alike.
+    pub text: String,
+    pub seed: u64,
+    /// Send the flows whose ids are in these ranges.
+    #[serde(default)]
+    pub send: Vec<Range<u32>>,
+    /// Receive on these UDP and TCP addresses (the flows' destinations on this agent).
+    #[serde(default)]
+    pub recv_udp: Vec<SocketAddr>,
+    #[serde(default)]
+    pub recv_tcp: Vec<SocketAddr>,
+    /// Stream this agent's logs to a live log server as they are written (`send --agents
+    /// --log-server`); absent otherwise, so an older agent still takes the assignment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_server: Option<LogServerJob>,
+}
+
+/// Where an agent streams its logs: the server, the run key it proves (the user's, which the
+/// log server was started with; it travels only inside the mutually authenticated channel), and
+/// the name its logs take there (`NAME-send.log`, `NAME-recv.log`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogServerJob {
+    pub addr: SocketAddr,
+    pub key: String,
+    pub name: String,
 }
 
 /// A scenario as a part carries it: its text and its service's, with every value file
@@ -65,14 +168,6 @@ pub struct ScenarioWork {
     /// driver stated at the start; none: `players`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_players: Option<u32>,
-}
-
-/// Which side of the work a part is.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Role {
-    /// The server side: listens on `listen`, writes its log and report into `out`.
-    Server { listen: SocketAddr, out: PathBuf },
 }
 
 /// What a server-side part says on its standard output, one JSON line each.
@@ -134,19 +229,43 @@ impl ScenarioWork {
 }
 
 impl Part {
-    /// The server side of `sc`'s run: listening on `listen`, its log and report into `out`,
-    /// taking up to `limit` players (the run's stated limit).
+    /// The server side of `sc`'s run in a child: listening on `listen`, its log and report into
+    /// `out`, taking up to `limit` players (the run's stated limit).
     pub fn server(sc: &Scenario, dir: &Path, key: &RunKey, listen: SocketAddr, out: &Path, limit: u32) -> Result<Part, Error> {
-        let work = Work::Players(ScenarioWork { max_players: Some(limit), ..ScenarioWork::of(sc, dir)? });
+        let scenario = ScenarioWork { max_players: Some(limit), ..ScenarioWork::of(sc, dir)? };
+        let work = Work::Scenario(ScenarioPart { scenario, server: Some(listen), players: None, server_addr: None, emu: None });
         let run_id = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
         let shape = Shape { duration_ns: (sc.duration_s * 1e9).round() as u64, seed: sc.seed, key: key.to_hex() };
-        Ok(Part { run_id, shape, work, role: Role::Server { listen, out: out.to_path_buf() } })
+        Ok(Part { run_id, shape, work, place: Place::Child { out: out.to_path_buf() } })
+    }
+
+    /// An agent's part of run `run_id` (`deadman`: it stops the traffic when the controller is
+    /// silent this long).
+    pub fn agent(run_id: &str, deadman: std::time::Duration, duration_ns: u64, seed: u64, key: &RunKey, work: Work) -> Part {
+        let shape = Shape { duration_ns, seed, key: key.to_hex() };
+        Part { run_id: run_id.to_string(), shape, work, place: Place::Agent { deadman_ms: deadman.as_millis() as u64 } }
+    }
+
+    /// An agent's dead-man interval (none: a child's part).
+    pub fn deadman_ms(&self) -> Option<u64> {
+        match self.place {
+            Place::Agent { deadman_ms } => Some(deadman_ms),
+            Place::Child { .. } => None,
+        }
+    }
+
+    /// The scenario's part, if this is one.
+    pub fn scenario_part(&self) -> Option<&ScenarioPart> {
+        match &self.work {
+            Work::Scenario(p) => Some(p),
+            _ => None,
+        }
     }
 
     /// The scenario this part runs (see [`ScenarioWork::resolve`]).
     pub fn scenario(&self) -> Result<Scenario, Error> {
-        let Work::Players(w) = &self.work;
-        w.resolve(self.shape.duration_ns, self.shape.seed).map_err(|m| Error::BadInput(anyhow::anyhow!("part {}: {m}", self.run_id)))
+        let p = self.scenario_part().ok_or_else(|| Error::BadInput(anyhow::anyhow!("part {}: not a scenario's", self.run_id)))?;
+        p.scenario.resolve(self.shape.duration_ns, self.shape.seed).map_err(|m| Error::BadInput(anyhow::anyhow!("part {}: {m}", self.run_id)))
     }
 
     pub fn key(&self) -> Result<RunKey, Error> {
@@ -159,7 +278,9 @@ impl Part {
 pub fn run(part: &Part, input: impl BufRead + Send + 'static, output: impl Write + Send, stop: &AtomicBool) -> Result<(), Error> {
     let sc = part.scenario()?;
     let key = part.key()?;
-    let Role::Server { listen, out } = &part.role;
+    let (Place::Child { out }, Some(ScenarioPart { server: Some(listen), players: None, scenario: w, .. })) = (&part.place, part.scenario_part()) else {
+        return Err(Error::BadInput(anyhow::anyhow!("part {}: a child runs a scenario's server side only", part.run_id)));
+    };
     let mut sc = sc;
     sc.server = *listen;
     let output = std::sync::Mutex::new(output);
@@ -181,7 +302,6 @@ pub fn run(part: &Part, input: impl BufRead + Send + 'static, output: impl Write
     let live = |p: Option<horde_engine::live::Percentiles>, seconds: &[ServerSecond]| {
         say(&PartEvent::Live { delay_ms: p.map(|p| [p.p50_ms, p.p99_ms]), seconds: seconds.to_vec() });
     };
-    let Work::Players(w) = &part.work;
     let hooks = crate::server::ServeHooks { commands: Some(&commands), live: Some(&live), limit: w.max_players, ..Default::default() };
     crate::server::serve(&sc, out, key, stop, listening, hooks)?;
     Ok(())
@@ -215,12 +335,12 @@ mod tests {
         let sc = scenario("service = \"wow\"\nplayers = 5\nduration = \"2s\"\n");
         let p = Part::server(&sc, Path::new("."), &RunKey::from_bytes([1; 32]), "127.0.0.1:0".parse().unwrap(), Path::new("/tmp/r2"), sc.players).unwrap();
         let mut bad = p.clone();
-        let Work::Players(w) = &mut bad.work;
-        w.online = Some(6);
+        let Work::Scenario(w) = &mut bad.work else { unreachable!() };
+        w.scenario.online = Some(6);
         assert!(bad.scenario().unwrap_err().into_anyhow().to_string().contains("more than the run's 5 players"));
         let mut bad = p.clone();
-        let Work::Players(w) = &mut bad.work;
-        w.max_players = Some(4);
+        let Work::Scenario(w) = &mut bad.work else { unreachable!() };
+        w.scenario.max_players = Some(4);
         assert!(bad.scenario().unwrap_err().into_anyhow().to_string().contains("max_players: 4 must be 5..="), "a limit below the plan");
         let mut bad = p.clone();
         bad.shape.duration_ns = 0;
@@ -228,7 +348,7 @@ mod tests {
         let mut bad = p;
         bad.shape.key = "zz".into();
         assert!(bad.key().is_err());
-        assert!(serde_json::from_str::<Part>(r#"{"run_id":"x","shape":{"duration_ns":1,"seed":1,"key":""},"work":{"flows":{}},"role":{"server":{}}}"#).is_err());
+        assert!(serde_json::from_str::<Part>(r#"{"run_id":"x","shape":{"duration_ns":1,"seed":1,"key":""},"work":{"flows":{}},"place":{"child":{}}}"#).is_err());
     }
 
     #[test]

@@ -23,7 +23,7 @@ mod summary;
 use run::{finish_run, prepare, prepare_bots, prepare_flows, send_logs, start, Run, RunEvent, Work};
 
 use crate::metrics::Metrics;
-use crate::msg::{self, Assignment, Frame, ToAgent, ToController};
+use crate::msg::{self, Frame, Part, ToAgent, ToController};
 use crate::session::{Action, Phase, Session};
 
 /// How an agent runs.
@@ -431,7 +431,7 @@ fn on_finished(ev: RunEvent, run: Option<&Run>, sm: &mut Session, shared: &Share
 
 /// Prepares an assignment by its kind (its run id remembered first, so a replay does nothing);
 /// the error is what the controller is told.
-fn on_prepare(a: Assignment, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Sender<RunEvent>, log: &(dyn Fn(&str) + Sync)) -> Result<Run, String> {
+fn on_prepare(a: Part, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Sender<RunEvent>, log: &(dyn Fn(&str) + Sync)) -> Result<Run, String> {
     {
         let mut s = shared.seen_runs.lock().unwrap_or_else(|p| p.into_inner());
         s.push_back(a.run_id.clone());
@@ -457,7 +457,8 @@ fn on_prepare(a: Assignment, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Se
                     format!("{}{server}", if circuits.is_some() { " (regulated circuits)" } else { "" })
                 }
             };
-            let players = r.assignment.scenario().and_then(|p| p.players.as_ref()).map(|p| format!(", players {}..{}", p.start, p.end)).unwrap_or_default();
+            let players =
+                r.assignment.scenario_part().and_then(|p| p.players.as_ref()).map(|p| format!(", players {}..{}", p.start, p.end)).unwrap_or_default();
             log(&format!("run {id}: prepared{players}{what}"));
             Ok(r)
         }

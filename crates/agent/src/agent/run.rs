@@ -19,7 +19,7 @@ use horde_scenario::circuits::Config as CircuitConfig;
 
 use super::{cpu_s, write, AgentOptions};
 use crate::metrics::Metrics;
-use crate::msg::{self, Assignment, ToController};
+use crate::msg::{self, Part, ToController};
 
 /// What a run's threads tell the session: a role ended with its report (a
 /// [`horde_engine::SendReport`], or a [`horde_engine::RecvReport`] for "recv"), or failed.
@@ -47,7 +47,7 @@ pub(super) enum Work {
 pub(super) struct Run {
     pub(super) dir: PathBuf,
     pub(super) work: Work,
-    pub(super) assignment: Assignment,
+    pub(super) assignment: Part,
     pub(super) key: RunKey,
     pub(super) stop: Arc<AtomicBool>,
     /// The server side, or the flows' receiver: its thread, and where it listens.
@@ -69,7 +69,7 @@ impl Run {
     fn prepared(
         dir: PathBuf,
         work: Work,
-        assignment: Assignment,
+        assignment: Part,
         key: RunKey,
         stop: Arc<AtomicBool>,
         server: Option<(std::thread::JoinHandle<()>, SocketAddr)>,
@@ -105,7 +105,7 @@ impl Run {
         }
         players.roster.set(at_ns, online)?;
         if let Some(r) = start {
-            let part = self.assignment.scenario().context("no scenario part")?;
+            let part = self.assignment.scenario_part().context("no scenario part")?;
             if r.start < sc.players || r.end > online || r.is_empty() {
                 anyhow::bail!("players {}..{} are not players this raise to {online} adds", r.start, r.end);
             }
@@ -153,12 +153,12 @@ pub(super) fn finish_run(r: Run, rx: &mpsc::Receiver<RunEvent>, opts: &AgentOpti
 
 /// Parses the shipped scenario, plans its players, and starts the server side if assigned
 /// (it only answers players that sign with the run's key; traffic starts at Start).
-pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc::Sender<RunEvent>) -> anyhow::Result<Run> {
-    let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
-    let part = a.scenario().context("no scenario part")?.clone();
+pub(super) fn prepare(a: Part, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc::Sender<RunEvent>) -> anyhow::Result<Run> {
+    let key = RunKey::parse_hex(&a.shape.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
+    let part = a.scenario_part().context("no scenario part")?.clone();
     // The scenario names no file the agent would read (its service file came with it), nor any
     // value file its distributions name (the controller sent their values inline).
-    let mut sc = part.scenario.resolve(a.duration_ns, a.seed).map_err(anyhow::Error::msg)?;
+    let mut sc = part.scenario.resolve(a.shape.duration_ns, a.shape.seed).map_err(anyhow::Error::msg)?;
     // [emu] through agents: the hosts of this machine's part the controller placed it in
     let (netns, server_ns) = match (&part.emu, sc.emu.is_some()) {
         (Some(e), true) => {
@@ -241,10 +241,10 @@ pub(super) fn prepare(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>
 /// Resolves the shipped flow file, keeps the flows this agent sends, and starts its receiver if
 /// assigned: it listens now, takes only hellos signed with the run's key, and ends at Stop or
 /// after the run's duration.
-pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc::Sender<RunEvent>) -> anyhow::Result<Run> {
-    let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
+pub(super) fn prepare_flows(a: Part, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: mpsc::Sender<RunEvent>) -> anyhow::Result<Run> {
+    let key = RunKey::parse_hex(&a.shape.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
     let crate::msg::Work::Flows(job) = a.work.clone() else { anyhow::bail!("no flows") };
-    horde_model::scenario::check_duration(a.duration_ns).map_err(|m| anyhow::anyhow!("duration: {m}"))?;
+    horde_model::scenario::check_duration(a.shape.duration_ns).map_err(|m| anyhow::anyhow!("duration: {m}"))?;
     let all = horde_model::files::without_value_files(|| horde_model::flow::FlowFile::parse_and_resolve(&job.text, job.seed))
         .map_err(|e| anyhow::anyhow!("flow file: {e}"))?;
     let wanted = |id: u32| job.send.iter().any(|r| r.contains(&id));
@@ -279,7 +279,7 @@ pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Me
             tcp: job.recv_tcp.clone(),
             log: Some(dir.join("recv.hlog")),
             // The controller stops it when the senders are done; this bounds it if it cannot.
-            duration: Some(Duration::from_nanos(a.duration_ns) + Duration::from_secs(60)),
+            duration: Some(Duration::from_nanos(a.shape.duration_ns) + Duration::from_secs(60)),
             key: key.clone(),
             ..Default::default()
         };
@@ -296,12 +296,14 @@ pub(super) fn prepare_flows(a: Assignment, opts: &AgentOptions, metrics: &Arc<Me
 }
 
 /// Checks the bots' part and opens its run directory; the bots start at Start.
-pub(super) fn prepare_bots(a: Assignment, opts: &AgentOptions, metrics: &Arc<Metrics>) -> anyhow::Result<Run> {
-    let key = RunKey::parse_hex(&a.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
+pub(super) fn prepare_bots(a: Part, opts: &AgentOptions, metrics: &Arc<Metrics>) -> anyhow::Result<Run> {
+    let key = RunKey::parse_hex(&a.shape.key).map_err(|e| anyhow::anyhow!("key: {e}"))?;
     let dir = opts.dir.join(&a.run_id);
     let crate::msg::Work::Bots(job) = &a.work else { anyhow::bail!("no bots part") };
-    let bots =
-        horde_engine::bots::BotsOptions { log: Some(dir.join("bots.hlog")), ..crate::bots::options(job, a.seed, a.duration_ns).map_err(anyhow::Error::msg)? };
+    let bots = horde_engine::bots::BotsOptions {
+        log: Some(dir.join("bots.hlog")),
+        ..crate::bots::options(job, a.shape.seed, a.shape.duration_ns).map_err(anyhow::Error::msg)?
+    };
     std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     metrics.players.store(bots.ids.as_ref().map_or(0, |r| r.len() as u64), Ordering::Relaxed);
     metrics.runs.fetch_add(1, Ordering::Relaxed);
@@ -361,7 +363,7 @@ pub(super) fn start(r: &mut Run, at_ns: u64, tx: mpsc::Sender<RunEvent>, metrics
             })
         }
         Work::Scenario { sc, players, circuits, netns } => {
-            let Some(part) = r.assignment.scenario() else { return };
+            let Some(part) = r.assignment.scenario_part() else { return };
             let Some(shard) = part.players.clone() else { return };
             // Players go to the given server side, or to this agent's own.
             let Some(server) = part.server_addr.or(r.server.as_ref().map(|s| s.1)) else { return };

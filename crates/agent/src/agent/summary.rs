@@ -83,8 +83,8 @@ fn from_logs(r: &Run, req: &SummaryRequest) -> anyhow::Result<GameDigest> {
         bail!("only a scenario's players and server side, and flows, are summarised (regulated circuits and bots send their logs)");
     };
     let a = &r.assignment;
-    let part = a.scenario().context("not a scenario's part")?;
-    let mut b = Builder::new(sc.service.states.len(), req.epoch_ns, a.duration_ns as f64 / 1e9);
+    let part = a.scenario_part().context("not a scenario's part")?;
+    let mut b = Builder::new(sc.service.states.len(), req.epoch_ns, a.shape.duration_ns as f64 / 1e9);
     // every player the run planned, a raised target's too, with the roster as the run left it
     let all = vec![Range { start: 0, end: players.len() }];
     let segments = horde_scenario::report::analysed_segments(sc, players, &all);

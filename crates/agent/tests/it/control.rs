@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use horde_agent::agent;
 use horde_agent::controller::{self, AgentSpec, ControllerOptions, Event, ServerPlace};
-use horde_agent::msg::{self, Assignment, Frame, ToAgent, ToController, PROTOCOL};
+use horde_agent::msg::{self, Frame, Part, ToAgent, ToController, PROTOCOL};
 use horde_model::scenario::Scenario;
 
 use crate::common::tmp;
@@ -347,12 +347,10 @@ fn a_controller_that_vanishes_stops_the_agents_traffic() {
         server_addr: None,
         emu: None,
     };
-    tls.write_all(&msg::encode(&ToAgent::Assign(Box::new(Assignment {
+    tls.write_all(&msg::encode(&ToAgent::Assign(Box::new(Part {
         run_id: "deadman-1".into(),
-        duration_ns: 60_000_000_000,
-        seed: 3,
-        key: key.to_hex(),
-        deadman_ms: 3000,
+        shape: horde_scenario::part::Shape { duration_ns: 60_000_000_000, seed: 3, key: key.to_hex() },
+        place: horde_scenario::part::Place::Agent { deadman_ms: 3000 },
         work: msg::Work::Scenario(part),
     }))))
     .unwrap();

@@ -97,8 +97,8 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                     ToAgent::Time { t1 } => vec![ToController::Time { t1, t2: now_ns(), t3: now_ns() }],
                     ToAgent::Ping => vec![ToController::Pong],
                     ToAgent::Assign(a) => {
-                        players = a.scenario().and_then(|p| p.players.clone()).unwrap_or(0..0);
-                        secs = a.duration_ns as f64 / 1e9;
+                        players = a.scenario_part().and_then(|p| p.players.clone()).unwrap_or(0..0);
+                        secs = a.shape.duration_ns as f64 / 1e9;
                         chatty = true;
                         if lie == Lie::NeverReady {
                             vec![]
