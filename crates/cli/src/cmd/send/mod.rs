@@ -184,43 +184,9 @@ pub struct Through {
 }
 
 impl FlowFlags {
+    /// Whether any one-flow flag was given (every flag is a field of the flow it makes).
     fn any(&self) -> bool {
-        let FlowFlags {
-            dst,
-            src,
-            transport,
-            idt,
-            rate,
-            size,
-            preset,
-            on,
-            off,
-            dscp,
-            tos,
-            ttl,
-            nagle,
-            priority,
-            quickack,
-            duration,
-            packets,
-            bytes,
-            start_delay,
-            meter,
-            count,
-            bulk,
-            reverse,
-            node,
-        } = self;
-        [dst, src, transport, idt, rate, size, preset, on, off, duration, packets, bytes, start_delay, meter, node].iter().any(|o| o.is_some())
-            || dscp.is_some()
-            || tos.is_some()
-            || ttl.is_some()
-            || priority.is_some()
-            || *quickack
-            || *nagle
-            || *bulk
-            || *reverse
-            || count.is_some()
+        self.to_raw() != RawFlow::default()
     }
 
     pub fn to_raw(&self) -> RawFlow {
