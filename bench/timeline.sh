@@ -8,7 +8,9 @@
 # across the link with a one-way delay above 90 ms (the midpoint of 30 and 150); the last
 # arrival across the link before its gap (frames in the link when it goes down are lost, and
 # WoW is TCP: what was sent during the gap arrives later); the first arrival after the gap less
-# the link's 150 ms (the instant it entered the link); the last departure of the run.
+# the link's 150 ms (the instant it entered the link); the last departure of the run. On one
+# machine the live console is attached (`--ui`) and its event stream read as a browser reads it:
+# the instant of each reply it shows, against the notes and the report's marks.
 # Needs root. Writes bench/RESULTS-timeline.md, raw outputs in bench/out/timeline/.
 #   sudo bash bench/timeline.sh      # ~2 minutes
 set -euo pipefail
@@ -67,8 +69,24 @@ t = "35s"
 command = "stop"
 EOF
 
-# one machine
-"$H" run "$OUT/sc.toml" -o "$OUT/one" >"$OUT/one.txt" 2>&1 || [ $? = 130 ]
+# one machine, with the live console attached (`--ui`): its event stream, as a browser gets it,
+# read from its start to the run's end (the console keeps every line of an attached run)
+"$H" run "$OUT/sc.toml" -o "$OUT/one" --ui 127.0.0.1:0 >"$OUT/one.txt" 2>&1 &
+RUN=$!
+url=
+for _ in $(seq 1 200); do
+  url=$(grep -o 'http://127\.0\.0\.1:[0-9]*/?token=[0-9A-Za-z_-]*' "$OUT/one.txt" | head -1 || true)
+  [ -n "$url" ] && break
+  kill -0 $RUN 2>/dev/null || break
+  sleep 0.1
+done
+[ -n "$url" ] || { cat "$OUT/one.txt"; echo "the run printed no console URL" >&2; exit 1; }
+base=${url%%/?token=*} token=${url##*token=}
+id=$(curl -sf --max-time 5 -H "Authorization: Bearer $token" "$base/api/v1/runs" | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["id"])')
+curl -sN --max-time 120 -H "Authorization: Bearer $token" "$base/api/v1/runs/$id/events" > "$OUT/one-console.sse" || true &
+SSE=$!
+wait $RUN || [ $? = 130 ]
+wait $SSE || true
 "$H" decode "$OUT"/one/client.hlog "$OUT"/one/server.hlog -q --packets-csv "$OUT/one.csv"
 
 # two machines: network namespaces with their own addresses, each running `horde agent --emu`
@@ -133,6 +151,14 @@ def effects(case):
     last_players = max(t for _, t, _, _, up in rows if up)
     last_server = max(t for _, t, _, _, up in rows if not up)
     marks = {e["what"]: e["at_s"] for e in s["network_events"]}
+    # the live console's view (one machine): the replies it showed and the second of its live
+    # charts each fell in, from its event stream
+    console = None
+    if case == "one":
+        lines = [json.loads(l[5:]) for l in open(f"{out}/one-console.sse") if l.startswith("data:")]
+        replies = {e["id"] - 1000000000: e.get("at_s") for e in lines if e.get("event") == "reply" and e.get("id", 0) >= 1000000000}
+        ticks = [e["progress"]["t_s"] for e in lines if e.get("event") == "progress"]
+        console = (replies, ticks, len(lines))
     mark = lambda k: next((v for w, v in marks.items() if k in w), float("nan"))
     online = next((o["at_s"] for o in s["online"] if o["online"] == 600), float("nan"))
     text = open(f"{out}/{case}.txt").read()
@@ -155,7 +181,7 @@ def effects(case):
         ("link up at 27 s", notes.get(3, float("nan")), mark("up"), up_arr - LINK_MS / 1e3, "first arrival after the gap − 150 ms"),
         ("stop at 35 s", notes.get(4, float("nan")), s["interruption"]["at_s"] if s.get("interruption") else float("nan"), last_players, "the players' last departure"),
         ("stop at 35 s: server side", notes.get(4, float("nan")), s["interruption"]["at_s"] if s.get("interruption") else float("nan"), last_server, "the server side's last departure"),
-    ], len(cross), len(rows), chart
+    ], len(cross), len(rows), chart, console
 
 print("# A timeline scenario on one machine and through agents (issue 46)\n")
 print(f"Command: `sudo bash bench/timeline.sh` (main {rev}, {cpu}, {cores} cores; both runs in one session, one after the other).")
@@ -169,7 +195,7 @@ print("summary.json, drawn on its charts); *effect*: measured in the per-packet 
 print("|mark − effect| ≤ 100 ms.\n")
 worst = 0.0
 for case, label in (("one", "One machine"), ("agents", "Through two agents")):
-    ev, ncross, nrows, chart = effects(case)
+    ev, ncross, nrows, chart, console = effects(case)
     print(f"## {label}\n")
     print(f"{nrows:,} APDUs in the logs; {ncross} players cross the sites' link.\n")
     print("| event | answer s | mark s | effect s | how the effect is measured | mark − effect ms |")
@@ -186,6 +212,23 @@ for case, label in (("one", "One machine"), ("agents", "Through two agents")):
         print(f"({base:,.0f} B in flight before, up to {high:,.0f} B after); the change's mark lies between them.\n")
     else:
         print("The report has no per-second link series.\n")
+    if console:
+        replies, ticks, n = console
+        print(f"The live console (attached with `--ui`; its event stream `/api/v1/runs/ID/events`, {n} lines, read as a browser reads it):\n")
+        print("| event | console's reply at s | answer (note) s | report mark s | console − mark ms | console's live tick before / after s |")
+        print("|---|---:|---:|---:|---:|---|")
+        for k, (name, note, mark, eff, how) in enumerate(ev[:5]):
+            at = replies.get(k)
+            if at is None:
+                print(f"| {name} | missing | {note:.3f} | {mark:.3f} | — | — |")
+                worst = float("inf")
+                continue
+            before = max((t for t in ticks if t <= at), default=float("nan"))
+            after = min((t for t in ticks if t > at), default=float("nan"))
+            dm = (at - mark) * 1e3
+            worst = max(worst, abs(dm))
+            print(f"| {name} | {at:.3f} | {note:.3f} | {mark:.3f} | {dm:+.0f} | {before:.3f} / {after:.3f} |")
+        print()
 print(f"Worst |mark − effect|: {worst:.0f} ms → {'within' if worst <= 100 else 'NOT within'} 100 ms.")
 PY
 cat "$ROOT/bench/RESULTS-timeline.md"
