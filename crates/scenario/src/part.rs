@@ -352,6 +352,21 @@ mod tests {
     }
 
     #[test]
+    fn a_child_runs_only_a_server_side_placed_for_a_child() {
+        let sc = scenario("service = \"wow\"\nplayers = 5\nduration = \"2s\"\n");
+        let p = Part::server(&sc, Path::new("."), &RunKey::from_bytes([1; 32]), "127.0.0.1:0".parse().unwrap(), Path::new("/tmp/r3"), sc.players).unwrap();
+        let stop = AtomicBool::new(true);
+        let agent = Part { place: Place::Agent { deadman_ms: 3000 }, ..p.clone() };
+        let mut players = p.clone();
+        let Work::Scenario(w) = &mut players.work else { unreachable!() };
+        w.players = Some(0..5);
+        for bad in [agent, players] {
+            let e = run(&bad, std::io::empty(), Vec::new(), &stop).unwrap_err().into_anyhow().to_string();
+            assert!(e.contains("a child runs a scenario's server side only"), "{e}");
+        }
+    }
+
+    #[test]
     fn events_travel_as_lines() {
         let e = PartEvent::Live { delay_ms: Some([0.25, 1.5]), seconds: vec![ServerSecond { sec: 100, down_sent: 50, up_arrived: 48 }] };
         let mut buf = Vec::new();
