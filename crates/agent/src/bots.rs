@@ -37,8 +37,12 @@ pub fn check(b: &BotsJob) -> Result<(), String> {
     if b.ramp_ns > MAX_RAMP_NS || b.warmup_ns > MAX_RAMP_NS {
         return Err("bots: --ramp and --warmup must be at most an hour".into());
     }
-    if !(15..=125).contains(&b.maxpackets) || !(1..=1000).contains(&b.fps) || b.packetdup > 5 || !(1..=1000).contains(&b.snaps) {
-        return Err("bots: --maxpackets 15..=125, --fps 1..=1000, --packetdup 0..=5, snapshots (--sv-fps) 1..=1000".into());
+    for (flag, v, range) in
+        [("--maxpackets", b.maxpackets, 15..=125), ("--fps", b.fps, 1..=1000), ("--packetdup", b.packetdup, 0..=5), ("snapshots (--sv-fps)", b.snaps, 1..=1000)]
+    {
+        if !range.contains(&v) {
+            return Err(format!("bots: {flag} must be {}..={} (got {v})", range.start(), range.end()));
+        }
     }
     if b.service_text.as_ref().is_some_and(|t| t.len() > MAX_SERVICE_TEXT) {
         return Err(format!("bots: the service text is over {MAX_SERVICE_TEXT} bytes"));
@@ -254,4 +258,40 @@ fn load(p: &Path, shard: &Range<u32>) -> anyhow::Result<Vec<Record>> {
         bail!("its log has records of bot {}, which it did not run", r.flow);
     }
     Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> BotsJob {
+        BotsJob {
+            servers: vec!["127.0.0.1:27960".parse().unwrap()],
+            total: 4,
+            ids: 0..4,
+            ramp_ns: 0,
+            warmup_ns: 1_000_000_000,
+            maxpackets: 30,
+            fps: 60,
+            packetdup: 1,
+            snaps: 20,
+            protocol: "openarena".into(),
+            service: "quake3".into(),
+            service_text: None,
+        }
+    }
+
+    #[test]
+    fn a_bots_part_is_checked_once_and_names_the_wrong_value() {
+        assert!(options(&job(), 1, 5_000_000_000).is_ok());
+        for (bad, says) in [
+            (BotsJob { maxpackets: 5, ..job() }, "--maxpackets must be 15..=125 (got 5)"),
+            (BotsJob { packetdup: 9, ..job() }, "--packetdup must be 0..=5 (got 9)"),
+            (BotsJob { protocol: "q4".into(), ..job() }, "--protocol"),
+            (BotsJob { total: 0, ids: 0..0, ..job() }, "--players 0"),
+        ] {
+            assert!(options(&bad, 1, 5_000_000_000).unwrap_err().contains(says), "{says}");
+        }
+        assert!(options(&job(), 1, 1_000_000_000).unwrap_err().contains("--warmup"), "warm-up not shorter than the duration");
+    }
 }
