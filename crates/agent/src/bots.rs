@@ -12,101 +12,12 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use horde_engine::bots::{BotReport, BotsOptions, BotsReport};
+use horde_engine::bots::{BotReport, BotsReport};
 use horde_wire::{Record, RecordKind};
 use serde::Serialize;
 
 use crate::fleet::{AgentSpec, Event, Fleet, Watch};
 use crate::msg::{BotsJob, Work};
-
-/// Most game servers one run plays on, and most bots (the CLI's bound).
-const MAX_SERVERS: usize = 64;
-const MAX_BOTS: u32 = 4096;
-/// Longest ramp and warm-up (an hour, as a run's duration is bounded).
-const MAX_RAMP_NS: u64 = 3_600_000_000_000;
-const MAX_SERVICE_TEXT: usize = 1 << 20;
-
-/// Checks a bots part before anything is opened.
-pub fn check(b: &BotsJob) -> Result<(), String> {
-    if b.servers.is_empty() || b.servers.len() > MAX_SERVERS || b.servers.iter().any(|s| s.port() == 0) {
-        return Err(format!("bots: 1..={MAX_SERVERS} game servers, each with a port"));
-    }
-    if b.total == 0 || b.total > MAX_BOTS || b.ids.is_empty() || b.ids.end > b.total {
-        return Err(format!("bots: --players {2} (ids {0}..{1}): 1..={MAX_BOTS} bots, a non-empty range within them", b.ids.start, b.ids.end, b.total));
-    }
-    if b.ramp_ns > MAX_RAMP_NS || b.warmup_ns > MAX_RAMP_NS {
-        return Err("bots: --ramp and --warmup must be at most an hour".into());
-    }
-    for (flag, v, range) in
-        [("--maxpackets", b.maxpackets, 15..=125), ("--fps", b.fps, 1..=1000), ("--packetdup", b.packetdup, 0..=5), ("snapshots (--sv-fps)", b.snaps, 1..=1000)]
-    {
-        if !range.contains(&v) {
-            return Err(format!("bots: {flag} must be {}..={} (got {v})", range.start(), range.end()));
-        }
-    }
-    if b.service_text.as_ref().is_some_and(|t| t.len() > MAX_SERVICE_TEXT) {
-        return Err(format!("bots: the service text is over {MAX_SERVICE_TEXT} bytes"));
-    }
-    protocol(&b.protocol).map(|_| ())
-}
-
-fn protocol(p: &str) -> Result<horde_q3::Protocol, String> {
-    match p {
-        "openarena" => Ok(horde_q3::Protocol::OpenArena),
-        "ioq3" => Ok(horde_q3::Protocol::Ioq3),
-        "q3" | "68" => Ok(horde_q3::Protocol::Legacy68),
-        p => Err(format!("bots: --protocol must be openarena, ioq3 or q3 (got `{p}`)")),
-    }
-}
-
-/// The engine's options for a bots part, checked: the one validator of a bots run, wherever it
-/// plays (this machine, emulated hosts, an agent). `threads`, `log`, `netns`, `actions` and
-/// `live` are the placement's own (here: every core, none).
-pub fn options(b: &BotsJob, seed: u64, duration_ns: u64) -> Result<BotsOptions, String> {
-    check(b)?;
-    horde_model::scenario::check_duration(duration_ns).map_err(|m| format!("duration: {m}"))?;
-    if b.warmup_ns >= duration_ns {
-        return Err(format!(
-            "bots: --warmup ({}) must be shorter than --duration ({}): nothing would be measured",
-            horde_model::units::fmt_ns(b.warmup_ns as f64),
-            horde_model::units::fmt_ns(duration_ns as f64)
-        ));
-    }
-    let svc = match &b.service_text {
-        // Nothing opens a file the service names: its values came inline.
-        Some(t) => horde_model::files::without_value_files(|| horde_model::service::Service::parse(t, &b.service)),
-        None => horde_model::service::Service::builtin(&b.service),
-    }
-    .map_err(|e| format!("bots: service: {e}"))?;
-    if svc.bot.is_empty() {
-        return Err(format!("bots: service {} has no [bot] table (the behaviour model of automated players): use the service quake3, or add one", svc.name));
-    }
-    let model = horde_q3::input::BotModel::from_table(&svc.bot).map_err(|e| format!("bots: service {}: {e}", svc.name))?;
-    let (total, ids) = (b.total as usize, b.ids.start as usize..b.ids.end as usize);
-    Ok(BotsOptions {
-        servers: b.servers.clone(),
-        bots: total,
-        ids: Some(ids),
-        ramp: Duration::from_nanos(b.ramp_ns),
-        duration: Duration::from_nanos(duration_ns),
-        warmup: Duration::from_nanos(b.warmup_ns),
-        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        maxpackets: b.maxpackets,
-        fps: b.fps,
-        packetdup: b.packetdup,
-        rate: 25_000,
-        snaps: b.snaps,
-        protocol: protocol(&b.protocol)?,
-        seed,
-        name_prefix: "horde".into(),
-        sources: horde_engine::bots::loopback_sources(b.servers[0], total),
-        actions: None,
-        model,
-        log: None,
-        netns: Vec::new(),
-        live: None,
-    })
-}
 
 /// How the controller runs bots through agents.
 pub struct BotsRun<'a> {
@@ -150,7 +61,7 @@ pub struct BotsOutcome {
 /// Runs the bots on the agents; writes `summary.json` and the merged log `bots.hlog` into `out`.
 pub fn run(r: &BotsRun) -> anyhow::Result<BotsOutcome> {
     let b = &r.job;
-    options(b, r.seed, r.duration.as_nanos() as u64).map_err(anyhow::Error::msg)?;
+    b.options(r.seed, r.duration.as_nanos() as u64).map_err(anyhow::Error::msg)?;
     let n = b.total;
     std::fs::create_dir_all(r.out).with_context(|| format!("creating {}", r.out.display()))?;
     let addrs: Vec<SocketAddr> = r.agents.iter().map(|a| a.addr).collect();
@@ -258,40 +169,4 @@ fn load(p: &Path, shard: &Range<u32>) -> anyhow::Result<Vec<Record>> {
         bail!("its log has records of bot {}, which it did not run", r.flow);
     }
     Ok(records)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job() -> BotsJob {
-        BotsJob {
-            servers: vec!["127.0.0.1:27960".parse().unwrap()],
-            total: 4,
-            ids: 0..4,
-            ramp_ns: 0,
-            warmup_ns: 1_000_000_000,
-            maxpackets: 30,
-            fps: 60,
-            packetdup: 1,
-            snaps: 20,
-            protocol: "openarena".into(),
-            service: "quake3".into(),
-            service_text: None,
-        }
-    }
-
-    #[test]
-    fn a_bots_part_is_checked_once_and_names_the_wrong_value() {
-        assert!(options(&job(), 1, 5_000_000_000).is_ok());
-        for (bad, says) in [
-            (BotsJob { maxpackets: 5, ..job() }, "--maxpackets must be 15..=125 (got 5)"),
-            (BotsJob { packetdup: 9, ..job() }, "--packetdup must be 0..=5 (got 9)"),
-            (BotsJob { protocol: "q4".into(), ..job() }, "--protocol"),
-            (BotsJob { total: 0, ids: 0..0, ..job() }, "--players 0"),
-        ] {
-            assert!(options(&bad, 1, 5_000_000_000).unwrap_err().contains(says), "{says}");
-        }
-        assert!(options(&job(), 1, 1_000_000_000).unwrap_err().contains("--warmup"), "warm-up not shorter than the duration");
-    }
 }

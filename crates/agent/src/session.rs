@@ -258,7 +258,7 @@ pub fn check_assignment(a: &Part) -> Result<(), String> {
     match &a.work {
         Work::Scenario(p) => check_scenario_part(p)?,
         Work::Flows(f) => check_flows(f)?,
-        Work::Bots(b) => crate::bots::check(b)?,
+        Work::Bots(b) => b.check()?,
     }
     horde_proto::RunKey::parse_hex(&a.shape.key).map_err(|e| format!("key: {e}"))?;
     Ok(())

@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use anyhow::Context as _;
-use horde_engine::SendReport;
 
 use crate::part::{Part, PartEvent, MAX_EVENT};
 use crate::server::LiveServer;
@@ -62,14 +61,6 @@ impl ServerChild {
     /// still gets its resource usage).
     pub fn exited(&mut self) -> Option<String> {
         horde_sys::own::exited(&mut self.0)
-    }
-
-    /// Stops the server side and returns its report (`None` if it died and left none).
-    pub fn finish(self, out: &Path, died: bool) -> anyhow::Result<Option<SendReport>> {
-        match self.finish_file(out, died, "server.json")? {
-            Some(text) => Ok(Some(serde_json::from_str(&text).context("parsing server.json")?)),
-            None => Ok(None),
-        }
     }
 
     /// Stops the server side and returns the text of the file it leaves in `out` (`None` if

@@ -11,16 +11,15 @@ use std::time::Duration;
 use horde_engine::clock::Stopwatch;
 
 use anyhow::Context as _;
-use horde_engine::sender::{self, Job, Progress};
+use horde_engine::sender::Progress;
 use horde_engine::SendReport;
 use horde_model::scenario::Scenario;
-use horde_model::service::Direction;
 
 use crate::child::ServerChild;
 use crate::circuits::ServedCircuit;
 use crate::placement::EmuRun;
 use crate::report::{self, Interruption, Outcomes, Summary, Usage};
-use crate::{players, Error, Event, Events, Snapshot};
+use crate::{players, run_clients, Clients, Error, Event, Events, Snapshot};
 
 /// How to run a scenario.
 pub struct RunOptions<'a> {
@@ -69,61 +68,35 @@ pub enum ServerSide {
     InProcess,
 }
 
-/// The running server side.
+/// The running server side: a child process, or a thread of this one; each runs the server
+/// side's [`crate::part::Part`] through [`crate::run_part`] and leaves its report in `out`.
 pub(crate) enum Server {
     Child(ServerChild),
-    Thread {
-        handle: std::thread::JoinHandle<Result<SendReport, Error>>,
-        stop: Arc<AtomicBool>,
-        commands: crate::control::CommandSender,
-        live: crate::server::LiveServer,
-    },
-    /// A regulated run's server side in this process.
-    Circuits {
-        handle: std::thread::JoinHandle<Result<Vec<ServedCircuit>, Error>>,
-        stop: Arc<AtomicBool>,
-    },
+    Here { running: Box<crate::run_part::Running>, done: std::sync::mpsc::Receiver<crate::run_part::Done>, live: crate::server::LiveServer },
 }
 
 impl Server {
-    pub(crate) fn start(sc: &Scenario, side: &ServerSide, p: &Prepared) -> Result<(Server, std::net::SocketAddr), Error> {
-        let (out, key) = (p.out.as_path(), &p.key);
+    pub(crate) fn start(side: &ServerSide, p: &Prepared) -> Result<(Server, std::net::SocketAddr), Error> {
         match side {
             ServerSide::Child => {
                 let (c, a) = ServerChild::start(&p.part, p.emu.as_ref().map(|e| &e.server_ns)).map_err(Error::Failed)?;
                 Ok((Server::Child(c), a))
             }
-            ServerSide::InProcess if sc.regulation.is_some() => {
-                let cfg = crate::circuits::Config::of(sc)?.expect("a [regulation] table");
-                let (sc2, out, key) = (sc.clone(), out.to_path_buf(), key.clone());
-                let (handle, stop, a) = in_thread("horde-circuit-server", move |stop, on_listening| {
-                    crate::circuits::serve(&sc2, &cfg, &out, key, stop, on_listening, &horde_engine::clock::System)
-                })?;
-                Ok((Server::Circuits { handle, stop }, a))
-            }
             ServerSide::InProcess => {
-                let (sc2, out, key) = (sc.clone(), out.to_path_buf(), key.clone());
-                let (tx, commands) = crate::control::Commands::channel();
+                let (tx, done) = std::sync::mpsc::channel();
                 let live = crate::server::LiveServer::default();
                 let l2 = live.clone();
-                let (handle, stop, a) = in_thread("horde-server-side", move |stop, on_listening| {
-                    let store = |p: Option<horde_engine::live::Percentiles>, secs: &[crate::server::ServerSecond]| {
-                        let mut l = l2.lock().unwrap_or_else(|e| e.into_inner());
-                        if let Some(p) = p {
-                            l.delay = Some([p.p50_ms, p.p99_ms]);
-                        }
-                        secs.iter().for_each(|x| l.push(*x));
-                    };
-                    crate::server::serve(
-                        &sc2,
-                        &out,
-                        key,
-                        stop,
-                        on_listening,
-                        crate::server::ServeHooks { commands: Some(&commands), live: Some(&store), ..Default::default() },
-                    )
-                })?;
-                Ok((Server::Thread { handle, stop, commands: tx, live }, a))
+                let mut env = crate::run_part::Env::new(p.out.clone(), tx);
+                env.server_live = Some(Box::new(move |p, secs| {
+                    let mut l = l2.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(p) = p {
+                        l.delay = Some([p.p50_ms, p.p99_ms]);
+                    }
+                    secs.iter().for_each(|x| l.push(*x));
+                }));
+                let running = crate::run_part::prepare(p.part.clone(), env).map_err(Error::Failed)?;
+                let addr = running.listening().context("the server side's address").map_err(Error::Failed)?;
+                Ok((Server::Here { running: Box::new(running), done, live }, addr))
             }
         }
     }
@@ -132,47 +105,59 @@ impl Server {
     pub(crate) fn live(&self) -> crate::server::LiveServer {
         match self {
             Server::Child(c) => c.live(),
-            Server::Thread { live, .. } => live.clone(),
-            Server::Circuits { .. } => Default::default(),
+            Server::Here { live, .. } => live.clone(),
         }
     }
 
     fn exited_now(&mut self) -> Option<String> {
         match self {
             Server::Child(c) => c.exited(),
-            Server::Thread { handle, .. } => handle.is_finished().then(|| "its thread ended".to_string()),
-            Server::Circuits { handle, .. } => handle.is_finished().then(|| "its thread ended".to_string()),
+            Server::Here { running, .. } => running.server.as_ref().is_none_or(|s| s.0.is_finished()).then(|| "its thread ended".to_string()),
         }
     }
 
-    /// Passes a (stamped) command on to the server side.
+    /// Passes a (stamped) command on to the server side (a regulated one takes none).
     fn forward_now(&mut self, c: &crate::control::Command) -> anyhow::Result<()> {
         match self {
             Server::Child(child) => child.command(c),
-            Server::Thread { commands, .. } => {
-                commands.send(crate::control::Incoming { id: 0, command: Ok(c.clone()) }).map_err(|_| anyhow::anyhow!("the server side's thread ended"))
+            Server::Here { running, .. } => match &running.server_commands {
+                Some(tx) => tx.send(crate::control::Incoming { id: 0, command: Ok(c.clone()) }).map_err(|_| anyhow::anyhow!("the server side's thread ended")),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// Stops the server side and returns the text of the report `file` it left in `out`
+    /// (`None` if it died and left none).
+    fn finish_file(self, out: &Path, died: bool, file: &str) -> anyhow::Result<Option<String>> {
+        match self {
+            Server::Child(c) => c.finish_file(out, died, file),
+            Server::Here { running, done, .. } => {
+                running.finish();
+                if let Some(Err(m)) = done.try_iter().map(|d| d.report).find(Result::is_err) {
+                    return if died { Ok(None) } else { Err(anyhow::anyhow!("server side: {m}")) };
+                }
+                match horde_model::files::read_text(&out.join(file), 1 << 30, "the server side's report") {
+                    Ok(text) => Ok(Some(text)),
+                    Err(_) if died => Ok(None),
+                    Err(e) => Err(anyhow::anyhow!("reading {file}: {e}")),
+                }
             }
-            Server::Circuits { .. } => Ok(()),
         }
     }
 
     /// Stops a regulated run's server side and returns its circuits (None if it died first).
     pub(crate) fn finish_circuits(self, out: &Path, died: bool) -> anyhow::Result<Option<Vec<ServedCircuit>>> {
-        match self {
-            Server::Child(c) => match c.finish_file(out, died, crate::circuits::SERVER_FILE)? {
-                Some(text) => Ok(Some(serde_json::from_str(&text).context("parsing the server side's circuits")?)),
-                None => Ok(None),
-            },
-            Server::Circuits { handle, stop } => stop_thread(handle, &stop, died),
-            Server::Thread { .. } => anyhow::bail!("not a regulated run's server side"),
+        match self.finish_file(out, died, crate::circuits::SERVER_FILE)? {
+            Some(text) => Ok(Some(serde_json::from_str(&text).context("parsing the server side's circuits")?)),
+            None => Ok(None),
         }
     }
 
     fn finish(self, out: &Path, died: bool) -> anyhow::Result<Option<SendReport>> {
-        match self {
-            Server::Child(c) => c.finish(out, died),
-            Server::Thread { handle, stop, .. } => stop_thread(handle, &stop, died),
-            Server::Circuits { .. } => anyhow::bail!("a regulated run's server side has no engine report"),
+        match self.finish_file(out, died, "server.json")? {
+            Some(text) => Ok(Some(serde_json::from_str(&text).context("parsing server.json")?)),
+            None => Ok(None),
         }
     }
 }
@@ -184,50 +169,6 @@ impl crate::steer::ServerSide for Server {
 
     fn forward(&mut self, c: &crate::control::Command) -> anyhow::Result<()> {
         self.forward_now(c)
-    }
-}
-
-/// Stops a server side's thread and returns what it produced (None if it died and failed).
-fn stop_thread<T>(handle: std::thread::JoinHandle<Result<T, Error>>, stop: &AtomicBool, died: bool) -> anyhow::Result<Option<T>> {
-    stop.store(true, Ordering::Relaxed);
-    match handle.join() {
-        Ok(Ok(r)) => Ok(Some(r)),
-        Ok(Err(e)) if !died => Err(e.into_anyhow().context("server side")),
-        Ok(Err(_)) => Ok(None),
-        Err(_) => anyhow::bail!("the server side panicked"),
-    }
-}
-
-type Started<T> = (std::thread::JoinHandle<Result<T, Error>>, Arc<AtomicBool>, std::net::SocketAddr);
-
-/// Runs a server side in a thread of this process: `serve` gets its stop flag and calls the
-/// second argument with the address it listens on; returns once it does (or the side's error).
-fn in_thread<T: Send + 'static>(
-    name: &str,
-    serve: impl FnOnce(&AtomicBool, Box<dyn FnOnce(std::net::SocketAddr)>) -> Result<T, Error> + Send + 'static,
-) -> Result<Started<T>, Error> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stop2 = stop.clone();
-    let handle = std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            serve(
-                &stop2,
-                Box::new(move |a| {
-                    let _ = tx.send(a);
-                }),
-            )
-        })
-        .context("starting the server side's thread")
-        .map_err(Error::Failed)?;
-    match rx.recv() {
-        Ok(a) => Ok((handle, stop, a)),
-        Err(_) => Err(handle
-            .join()
-            .unwrap_or_else(|_| Err(Error::Failed(anyhow::anyhow!("the server side panicked"))))
-            .err()
-            .unwrap_or_else(|| Error::Failed(anyhow::anyhow!("the server side did not start")))),
     }
 }
 
@@ -254,7 +195,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let out = opts.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
     let prepared = prepare(sc, opts)?;
-    let (server, addr) = Server::start(sc, &opts.server, &prepared)?;
+    let (server, addr) = Server::start(&opts.server, &prepared)?;
     let Prepared { players, shard, key, emu, timeline, .. } = prepared;
     let client_progress = Arc::new(Progress::default());
     let up_delay = server.live();
@@ -294,7 +235,13 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let server = server.into_inner().unwrap_or_else(|p| p.into_inner());
     let died = died.into_inner().unwrap_or_else(|p| p.into_inner());
     let server_report = server.finish(out, died.is_some()).map_err(failed)?;
-    let client = client.context("client side").map_err(failed)?;
+    let client = match client {
+        // stopped while the players were still connecting: nothing was sent, the report says so
+        Err(e) if opts.stop.load(Ordering::Relaxed) && matches!(e.downcast_ref(), Some(horde_engine::EngineError::Interrupted)) => {
+            SendReport { interrupted: true, threads: sc.threads, ..Default::default() }
+        }
+        r => r.context("client side").map_err(failed)?,
+    };
     let commanded = steer.commanded.load(Ordering::Relaxed);
     let mut interruption = Interruption::of(sc, &client, server_report.as_ref(), died.as_ref(), opts.stop.load(Ordering::Relaxed) || commanded);
     if let Some(i) = interruption.as_mut().filter(|_| commanded && died.is_none()) {
@@ -379,81 +326,6 @@ pub(crate) fn prepare<'a>(sc: &Scenario, opts: &RunOptions<'a>) -> Result<Prepar
     let out = std::path::absolute(out).with_context(|| format!("locating {}", out.display())).map_err(failed)?;
     let part = crate::part::Part::server(sc, dir, &key, listen, &out, players.limit)?;
     Ok(Prepared { players, shard, part, out, key, emu, timeline })
-}
-
-/// A run's client side: which players, against which server side, logging where.
-pub struct Clients<'p> {
-    pub players: &'p players::Players,
-    /// The players this side runs (all, or a shard).
-    pub shard: Range<u32>,
-    /// The server side's address.
-    pub server: std::net::SocketAddr,
-    pub key: horde_proto::RunKey,
-    /// The per-packet log (both directions of every player of the shard), and where its
-    /// records also go as they are written (an agent's live summary; none: nowhere).
-    pub log: PathBuf,
-    pub log_tap: horde_engine::logger::TapSlot,
-    pub progress: Arc<Progress>,
-    /// Network namespaces the players are dealt to in turn (none: this one).
-    pub netns: Vec<Arc<std::fs::File>>,
-    /// Players started while the run goes (a raised target beyond the plan), if this side may.
-    pub joining: Option<Arc<horde_engine::sender::Joining>>,
-    /// The run's common start on this machine's real clock, ns (an agent's part: the
-    /// controller's start; none: when set-up is done).
-    pub start_at_real_ns: Option<u64>,
-}
-
-impl Clients<'_> {
-    /// Player `p`'s job: its flow to the server side, its two schedules, its presence, its host;
-    /// connecting at `connect_at_ns` (none: at the start).
-    fn job(&self, sc: &Scenario, p: u32, connect_at_ns: Option<u64>) -> Job {
-        Job {
-            netns: (!self.netns.is_empty()).then(|| self.netns[p as usize % self.netns.len()].clone()),
-            flow: players::player_flow(p, self.server, sc.service.transport),
-            source: Some(self.players.schedule(p, Direction::Up)),
-            mirror: Some(self.players.schedule(p, Direction::Down)),
-            connect_at_ns,
-            presence: Some(self.players.presence(p)),
-        }
-    }
-
-    /// Starts players `range` (planned on demand) while the run goes: each connects when the
-    /// change that admits it (at `at_ns`) and its own join offset have come.
-    pub fn start_more(&self, sc: &Scenario, range: Range<u32>, at_ns: u64) {
-        if let Some(j) = &self.joining {
-            j.add(range.map(|p| self.job(sc, p, Some(at_ns + (sc.join_time(p) * 1e9) as u64))));
-        }
-    }
-}
-
-/// When player `p` first needs its connection: its join time, or its first stay's start when a
-/// session model keeps it offline until later (a player with no stay in the run joins as usual).
-fn first_session(sc: &Scenario, c: &Clients, p: u32) -> f64 {
-    let join = sc.join_time(p);
-    c.players.stays(p).and_then(|s| s.first().copied()).map_or(join, |s| s.start_s.max(join))
-}
-
-/// Runs the client side of a scenario's players `c.shard` until the scenario's end or `stop`:
-/// each player connects (at its join time) and plays its two-way schedule. The building block
-/// of [`execute`] and of an agent's shard (`horde agent`).
-pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Result<SendReport> {
-    // A player who joins later, or whose first session begins later, connects then.
-    let jobs: Vec<Job> = c.shard.clone().map(|p| c.job(sc, p, Some((first_session(sc, c, p) * 1e9) as u64).filter(|t| *t > 0))).collect();
-    let copts = horde_engine::SendOptions {
-        threads: sc.threads,
-        spin_ns: sc.spin_us * 1000,
-        log: Some(c.log.clone()),
-        log_tap: c.log_tap.clone(),
-        progress: Some(c.progress.clone()),
-        linger: Duration::from_millis(1000),
-        run_for: Some(Duration::from_secs_f64(sc.duration_s)),
-        connect_timeout: Duration::from_secs(30),
-        key: c.key.clone(),
-        joining: c.joining.clone(),
-        start_at_real_ns: c.start_at_real_ns,
-        ..Default::default()
-    };
-    Ok(sender::run_jobs(jobs, &copts, stop)?)
 }
 
 /// Samples the emulated links' counters once a second while the players run.

@@ -19,12 +19,13 @@ pub mod placement;
 pub mod players;
 pub mod regulated;
 pub mod report;
+pub mod run_part;
 pub mod server;
 pub mod steer;
 pub mod topology;
 
-pub use execute::{execute, run_clients, Clients, RunOptions, RunOutcome, ServerSide};
-pub use players::{plan, player_flow, shards, Players};
+pub use execute::{execute, RunOptions, RunOutcome, ServerSide};
+pub use players::{plan, player_flow, run_clients, shards, Clients, Players};
 pub use report::{AgentRow, AgentStats, Distributed, Interruption, LiveCheck, Summary, Usage, SUMMARY_SCHEMA_VERSION};
 pub use server::{read_key, run_key, serve, ServeHooks};
 

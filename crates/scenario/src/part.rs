@@ -8,13 +8,10 @@
 //! - an **agent** (`horde agent`) gets its part in the control channel (`ToAgent::Assign`):
 //!   a scenario's server side and/or players, flows to send and receive, or bots.
 
-use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 
-use anyhow::Context as _;
 use horde_model::scenario::Scenario;
 use horde_proto::RunKey;
 use serde::{Deserialize, Serialize};
@@ -62,7 +59,7 @@ pub enum Work {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Place {
-    /// A child process of this `horde`: its log and report go into `out`.
+    /// A child process of this `horde`, or a thread of it: its log and report go into `out`.
     Child { out: PathBuf },
     /// An agent: it stops the traffic when nothing is heard from the controller for this long.
     Agent { deadman_ms: u64 },
@@ -197,6 +194,105 @@ pub enum RunRequest {
 /// An event line is at most this long (a second's figures fit many times).
 pub const MAX_EVENT: usize = 64 * 1024;
 
+/// Most game servers one run plays on, and most bots (the CLI's bound).
+const MAX_SERVERS: usize = 64;
+const MAX_BOTS: u32 = 4096;
+/// Longest ramp and warm-up (an hour, as a run's duration is bounded).
+const MAX_RAMP_NS: u64 = 3_600_000_000_000;
+const MAX_SERVICE_TEXT: usize = 1 << 20;
+
+impl BotsJob {
+    /// Checks a bots part before anything is opened.
+    pub fn check(&self) -> Result<(), String> {
+        let b = self;
+        if b.servers.is_empty() || b.servers.len() > MAX_SERVERS || b.servers.iter().any(|s| s.port() == 0) {
+            return Err(format!("bots: 1..={MAX_SERVERS} game servers, each with a port"));
+        }
+        if b.total == 0 || b.total > MAX_BOTS || b.ids.is_empty() || b.ids.end > b.total {
+            return Err(format!("bots: --players {2} (ids {0}..{1}): 1..={MAX_BOTS} bots, a non-empty range within them", b.ids.start, b.ids.end, b.total));
+        }
+        if b.ramp_ns > MAX_RAMP_NS || b.warmup_ns > MAX_RAMP_NS {
+            return Err("bots: --ramp and --warmup must be at most an hour".into());
+        }
+        for (flag, v, range) in [
+            ("--maxpackets", b.maxpackets, 15..=125),
+            ("--fps", b.fps, 1..=1000),
+            ("--packetdup", b.packetdup, 0..=5),
+            ("snapshots (--sv-fps)", b.snaps, 1..=1000),
+        ] {
+            if !range.contains(&v) {
+                return Err(format!("bots: {flag} must be {}..={} (got {v})", range.start(), range.end()));
+            }
+        }
+        if b.service_text.as_ref().is_some_and(|t| t.len() > MAX_SERVICE_TEXT) {
+            return Err(format!("bots: the service text is over {MAX_SERVICE_TEXT} bytes"));
+        }
+        protocol(&b.protocol).map(|_| ())
+    }
+
+    /// The engine's options for a bots part, checked: the one validator of a bots run, wherever it
+    /// plays (this machine, emulated hosts, an agent). `threads`, `log`, `netns`, `actions` and
+    /// `live` are the placement's own (here: every core, none).
+    pub fn options(&self, seed: u64, duration_ns: u64) -> Result<horde_engine::bots::BotsOptions, String> {
+        let b = self;
+        b.check()?;
+        horde_model::scenario::check_duration(duration_ns).map_err(|m| format!("duration: {m}"))?;
+        if b.warmup_ns >= duration_ns {
+            return Err(format!(
+                "bots: --warmup ({}) must be shorter than --duration ({}): nothing would be measured",
+                horde_model::units::fmt_ns(b.warmup_ns as f64),
+                horde_model::units::fmt_ns(duration_ns as f64)
+            ));
+        }
+        let svc = match &b.service_text {
+            // Nothing opens a file the service names: its values came inline.
+            Some(t) => horde_model::files::without_value_files(|| horde_model::service::Service::parse(t, &b.service)),
+            None => horde_model::service::Service::builtin(&b.service),
+        }
+        .map_err(|e| format!("bots: service: {e}"))?;
+        if svc.bot.is_empty() {
+            return Err(format!(
+                "bots: service {} has no [bot] table (the behaviour model of automated players): use the service quake3, or add one",
+                svc.name
+            ));
+        }
+        let model = horde_q3::input::BotModel::from_table(&svc.bot).map_err(|e| format!("bots: service {}: {e}", svc.name))?;
+        let (total, ids) = (b.total as usize, b.ids.start as usize..b.ids.end as usize);
+        Ok(horde_engine::bots::BotsOptions {
+            servers: b.servers.clone(),
+            bots: total,
+            ids: Some(ids),
+            ramp: std::time::Duration::from_nanos(b.ramp_ns),
+            duration: std::time::Duration::from_nanos(duration_ns),
+            warmup: std::time::Duration::from_nanos(b.warmup_ns),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            maxpackets: b.maxpackets,
+            fps: b.fps,
+            packetdup: b.packetdup,
+            rate: 25_000,
+            snaps: b.snaps,
+            protocol: protocol(&b.protocol)?,
+            seed,
+            name_prefix: "horde".into(),
+            sources: horde_engine::bots::loopback_sources(b.servers[0], total),
+            actions: None,
+            model,
+            log: None,
+            netns: Vec::new(),
+            live: None,
+        })
+    }
+}
+
+fn protocol(p: &str) -> Result<horde_q3::Protocol, String> {
+    match p {
+        "openarena" => Ok(horde_q3::Protocol::OpenArena),
+        "ioq3" => Ok(horde_q3::Protocol::Ioq3),
+        "q3" | "68" => Ok(horde_q3::Protocol::Legacy68),
+        p => Err(format!("bots: --protocol must be openarena, ioq3 or q3 (got `{p}`)")),
+    }
+}
+
 impl ScenarioWork {
     /// The scenario as run with this shape: the shipped texts parsed (no file they name is
     /// opened), checked as a scenario file's own fields are — the one resolution of a scenario
@@ -273,40 +369,6 @@ impl Part {
     }
 }
 
-/// Runs a part in this process (a child of `horde run`): `input` carries the run's commands
-/// after the part's line, `output` takes its [`PartEvent`]s.
-pub fn run(part: &Part, input: impl BufRead + Send + 'static, output: impl Write + Send, stop: &AtomicBool) -> Result<(), Error> {
-    let sc = part.scenario()?;
-    let key = part.key()?;
-    let (Place::Child { out }, Some(ScenarioPart { server: Some(listen), players: None, scenario: w, .. })) = (&part.place, part.scenario_part()) else {
-        return Err(Error::BadInput(anyhow::anyhow!("part {}: a child runs a scenario's server side only", part.run_id)));
-    };
-    let mut sc = sc;
-    sc.server = *listen;
-    let output = std::sync::Mutex::new(output);
-    let say = |e: &PartEvent| {
-        // the parent reads these; if it is gone, so is the run
-        let _ = horde_sys::own::write_line(&mut *output.lock().unwrap_or_else(|p| p.into_inner()), e);
-    };
-    let listening = |addr| say(&PartEvent::Listening { addr });
-    if let Some(cfg) = crate::circuits::Config::of(&sc)? {
-        crate::circuits::serve(&sc, &cfg, out, key, stop, listening, &horde_engine::clock::System)?;
-        return Ok(());
-    }
-    let (tx, commands) = crate::control::Commands::channel();
-    std::thread::Builder::new()
-        .name("horde-part-commands".into())
-        .spawn(move || crate::control::read(input, &tx))
-        .context("starting a thread")
-        .map_err(Error::Failed)?;
-    let live = |p: Option<horde_engine::live::Percentiles>, seconds: &[ServerSecond]| {
-        say(&PartEvent::Live { delay_ms: p.map(|p| [p.p50_ms, p.p99_ms]), seconds: seconds.to_vec() });
-    };
-    let hooks = crate::server::ServeHooks { commands: Some(&commands), live: Some(&live), limit: w.max_players, ..Default::default() };
-    crate::server::serve(&sc, out, key, stop, listening, hooks)?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,25 +414,41 @@ mod tests {
     }
 
     #[test]
-    fn a_child_runs_only_a_server_side_placed_for_a_child() {
-        let sc = scenario("service = \"wow\"\nplayers = 5\nduration = \"2s\"\n");
-        let p = Part::server(&sc, Path::new("."), &RunKey::from_bytes([1; 32]), "127.0.0.1:0".parse().unwrap(), Path::new("/tmp/r3"), sc.players).unwrap();
-        let stop = AtomicBool::new(true);
-        let agent = Part { place: Place::Agent { deadman_ms: 3000 }, ..p.clone() };
-        let mut players = p.clone();
-        let Work::Scenario(w) = &mut players.work else { unreachable!() };
-        w.players = Some(0..5);
-        for bad in [agent, players] {
-            let e = run(&bad, std::io::empty(), Vec::new(), &stop).unwrap_err().into_anyhow().to_string();
-            assert!(e.contains("a child runs a scenario's server side only"), "{e}");
-        }
-    }
-
-    #[test]
     fn events_travel_as_lines() {
         let e = PartEvent::Live { delay_ms: Some([0.25, 1.5]), seconds: vec![ServerSecond { sec: 100, down_sent: 50, up_arrived: 48 }] };
         let mut buf = Vec::new();
         horde_sys::own::write_line(&mut buf, &e).unwrap();
         assert_eq!(horde_sys::own::read_line::<PartEvent>(&mut &buf[..], MAX_EVENT).unwrap(), Some(e));
+    }
+
+    fn job() -> BotsJob {
+        BotsJob {
+            servers: vec!["127.0.0.1:27960".parse().unwrap()],
+            total: 4,
+            ids: 0..4,
+            ramp_ns: 0,
+            warmup_ns: 1_000_000_000,
+            maxpackets: 30,
+            fps: 60,
+            packetdup: 1,
+            snaps: 20,
+            protocol: "openarena".into(),
+            service: "quake3".into(),
+            service_text: None,
+        }
+    }
+
+    #[test]
+    fn a_bots_part_is_checked_once_and_names_the_wrong_value() {
+        assert!(job().options(1, 5_000_000_000).is_ok());
+        for (bad, says) in [
+            (BotsJob { maxpackets: 5, ..job() }, "--maxpackets must be 15..=125 (got 5)"),
+            (BotsJob { packetdup: 9, ..job() }, "--packetdup must be 0..=5 (got 9)"),
+            (BotsJob { protocol: "q4".into(), ..job() }, "--protocol"),
+            (BotsJob { total: 0, ids: 0..0, ..job() }, "--players 0"),
+        ] {
+            assert!(bad.options(1, 5_000_000_000).unwrap_err().contains(says), "{says}");
+        }
+        assert!(job().options(1, 1_000_000_000).unwrap_err().contains("--warmup"), "warm-up not shorter than the duration");
     }
 }

@@ -8,7 +8,11 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use horde_engine::sender::{Accepted, Responder, Source};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use horde_engine::sender::{self, Accepted, Job, Progress, Responder, Source};
+use horde_engine::SendReport;
 use horde_model::behaviour::Segment;
 use horde_model::flow::Transport;
 use horde_model::roster::{Presence, Roster};
@@ -327,4 +331,79 @@ mod memory_tests {
         assert!(e.contains("players = 16777216") && e.contains("at most 12582912 players"), "{e}");
         assert!(check_memory(10_000, Some(24 << 30)).is_ok() && check_memory(u32::MAX, None).is_ok());
     }
+}
+
+/// A run's client side: which players, against which server side, logging where.
+pub struct Clients<'p> {
+    pub players: &'p Players,
+    /// The players this side runs (all, or a shard).
+    pub shard: Range<u32>,
+    /// The server side's address.
+    pub server: std::net::SocketAddr,
+    pub key: horde_proto::RunKey,
+    /// The per-packet log (both directions of every player of the shard), and where its
+    /// records also go as they are written (an agent's live summary; none: nowhere).
+    pub log: PathBuf,
+    pub log_tap: horde_engine::logger::TapSlot,
+    pub progress: Arc<Progress>,
+    /// Network namespaces the players are dealt to in turn (none: this one).
+    pub netns: Vec<Arc<std::fs::File>>,
+    /// Players started while the run goes (a raised target beyond the plan), if this side may.
+    pub joining: Option<Arc<horde_engine::sender::Joining>>,
+    /// The run's common start on this machine's real clock, ns (an agent's part: the
+    /// controller's start; none: when set-up is done).
+    pub start_at_real_ns: Option<u64>,
+}
+
+impl Clients<'_> {
+    /// Player `p`'s job: its flow to the server side, its two schedules, its presence, its host;
+    /// connecting at `connect_at_ns` (none: at the start).
+    fn job(&self, sc: &Scenario, p: u32, connect_at_ns: Option<u64>) -> Job {
+        Job {
+            netns: (!self.netns.is_empty()).then(|| self.netns[p as usize % self.netns.len()].clone()),
+            flow: player_flow(p, self.server, sc.service.transport),
+            source: Some(self.players.schedule(p, Direction::Up)),
+            mirror: Some(self.players.schedule(p, Direction::Down)),
+            connect_at_ns,
+            presence: Some(self.players.presence(p)),
+        }
+    }
+
+    /// Starts players `range` (planned on demand) while the run goes: each connects when the
+    /// change that admits it (at `at_ns`) and its own join offset have come.
+    pub fn start_more(&self, sc: &Scenario, range: Range<u32>, at_ns: u64) {
+        if let Some(j) = &self.joining {
+            j.add(range.map(|p| self.job(sc, p, Some(at_ns + (sc.join_time(p) * 1e9) as u64))));
+        }
+    }
+}
+
+/// When player `p` first needs its connection: its join time, or its first stay's start when a
+/// session model keeps it offline until later (a player with no stay in the run joins as usual).
+fn first_session(sc: &Scenario, c: &Clients, p: u32) -> f64 {
+    let join = sc.join_time(p);
+    c.players.stays(p).and_then(|s| s.first().copied()).map_or(join, |s| s.start_s.max(join))
+}
+
+/// Runs the client side of a scenario's players `c.shard` until the scenario's end or `stop`:
+/// each player connects (at its join time) and plays its two-way schedule. The building block
+/// of [`execute`] and of an agent's shard (`horde agent`).
+pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Result<SendReport> {
+    // A player who joins later, or whose first session begins later, connects then.
+    let jobs: Vec<Job> = c.shard.clone().map(|p| c.job(sc, p, Some((first_session(sc, c, p) * 1e9) as u64).filter(|t| *t > 0))).collect();
+    let copts = horde_engine::SendOptions {
+        threads: sc.threads,
+        spin_ns: sc.spin_us * 1000,
+        log: Some(c.log.clone()),
+        log_tap: c.log_tap.clone(),
+        progress: Some(c.progress.clone()),
+        linger: Duration::from_millis(1000),
+        run_for: Some(Duration::from_secs_f64(sc.duration_s)),
+        connect_timeout: Duration::from_secs(30),
+        key: c.key.clone(),
+        joining: c.joining.clone(),
+        start_at_real_ns: c.start_at_real_ns,
+        ..Default::default()
+    };
+    Ok(sender::run_jobs(jobs, &copts, stop)?)
 }

@@ -34,7 +34,7 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
     let out = opts.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
     let prepared = prepare(sc, opts)?;
-    let (server, addr) = Server::start(sc, &opts.server, &prepared)?;
+    let (server, addr) = Server::start(&opts.server, &prepared)?;
     let Prepared { players, shard, key, emu, timeline, .. } = prepared;
     (opts.events)(&crate::Event::Note(format!("{} circuits, {} throttle, {} regulator, server side on {addr}", sc.players, cfg.throttle, cfg.mode.name())));
     let client_progress = Arc::new(Progress::default());

@@ -411,7 +411,15 @@ pub fn analysed_stays(sc: &Scenario, players: &Players, p: u32) -> Option<Vec<ho
 /// Analyses the logs in `out` and writes the report directory: `summary.json`,
 /// `scenario.toml`, `charts/*.svg` and `index.html`.
 pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyhow::Result<Summary> {
-    let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> { horde_stats::records_of(&out.join(f)).map_err(anyhow::Error::msg) };
+    let interrupted = o.interruption.is_some();
+    let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
+        let p = out.join(f);
+        // a run stopped before a side opened its log has no records from it
+        if interrupted && !p.exists() {
+            return Ok(Vec::new());
+        }
+        horde_stats::records_of(&p).map_err(anyhow::Error::msg)
+    };
     let (c, s) = (load("client.hlog")?, load("server.hlog")?);
     write_records(sc, out, players, o, &c, &s)
 }

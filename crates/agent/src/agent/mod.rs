@@ -20,7 +20,8 @@ mod live;
 mod run;
 mod summary;
 
-use run::{finish_run, prepare, prepare_bots, prepare_flows, send_logs, start, Run, RunEvent, Work};
+use horde_scenario::run_part::Done;
+use run::{finish_run, prepare, send_logs, start, Run};
 
 use crate::metrics::Metrics;
 use crate::msg::{self, Frame, Part, ToAgent, ToController};
@@ -237,7 +238,7 @@ fn session(
     let mut sm = Session::new(real_ns(), &opts.version, &opts.name, cores);
     let mut dec = msg::Decoder::default();
     let mut buf = vec![0u8; 64 << 10];
-    let (tx, rx) = mpsc::channel::<RunEvent>();
+    let (tx, rx) = mpsc::channel::<Done>();
     let mut run: Option<Run> = None;
     let mut last_progress = Instant::now();
     let mut result = Ok(());
@@ -263,7 +264,7 @@ fn session(
                 Action::Send(m) => {
                     if let Err(e) = write(tls, &msg::encode(&m)) {
                         if let Some(r) = &run {
-                            r.stop.store(true, Ordering::Relaxed);
+                            r.part.stop.store(true, Ordering::Relaxed);
                         }
                         result = Err(anyhow::anyhow!("writing to the controller: {}", crate::tls::describe(&e)));
                         break 'outer;
@@ -277,10 +278,7 @@ fn session(
                 }
                 Action::Prepare(a) => {
                     let prepared = on_prepare(*a, opts, shared, &tx, log);
-                    let addr = prepared
-                        .as_ref()
-                        .map(|r| r.server.as_ref().map(|s| s.1).filter(|_| !matches!(r.assignment.work, crate::msg::Work::Flows(_))))
-                        .map_err(String::clone);
+                    let addr = prepared.as_ref().map(|r| r.part.listening()).map_err(String::clone);
                     run = prepared.ok();
                     for a2 in sm.prepared(addr) {
                         if let Action::Send(m) = a2 {
@@ -290,14 +288,14 @@ fn session(
                 }
                 Action::Start { at_ns } => {
                     if let Some(r) = run.as_mut() {
-                        start(r, at_ns, tx.clone(), &shared.metrics);
-                        log(&format!("run {}: starting in {:.3} s", r.assignment.run_id, at_ns.saturating_sub(real_ns()) as f64 / 1e9));
+                        start(r, at_ns, &shared.metrics);
+                        log(&format!("run {}: starting in {:.3} s", r.part.part.run_id, at_ns.saturating_sub(real_ns()) as f64 / 1e9));
                     }
                 }
                 Action::StopRun(why) => {
                     if let Some(r) = &run {
-                        if !r.stop.swap(true, Ordering::Relaxed) {
-                            log(&format!("run {}: stopping: {why}", r.assignment.run_id));
+                        if !r.part.stop.swap(true, Ordering::Relaxed) {
+                            log(&format!("run {}: stopping: {why}", r.part.part.run_id));
                         }
                     }
                 }
@@ -305,7 +303,7 @@ fn session(
                     if let Some(r) = &run {
                         let more = start.as_ref().map(|s| format!(", starting players {}..{}", s.start, s.end)).unwrap_or_default();
                         match r.steer(online, at_ns, start, &owners) {
-                            Ok(()) => log(&format!("run {}: players online → {online} from {:.2} s{more}", r.assignment.run_id, at_ns as f64 / 1e9)),
+                            Ok(()) => log(&format!("run {}: players online → {online} from {:.2} s{more}", r.part.part.run_id, at_ns as f64 / 1e9)),
                             Err(e) => {
                                 let _ = write(tls, &msg::encode(&ToController::Error { message: format!("players online → {online}: {e}") }));
                             }
@@ -340,7 +338,7 @@ fn session(
                                     Err(e) => {
                                         let _ = write(tls, &msg::encode(&ToController::Error { message: format!("summarising the run: {e:#}") }));
                                     }
-                                    Ok((how, _)) => log(&format!("run {}: summarised ({how}) in {:.2} s", r.assignment.run_id, t.elapsed().as_secs_f64())),
+                                    Ok((how, _)) => log(&format!("run {}: summarised ({how}) in {:.2} s", r.part.part.run_id, t.elapsed().as_secs_f64())),
                                 }
                                 (made.and_then(|(_, file)| run::send_files(tls, r, &summary::files(r, file, q.with_logs))), "summary")
                             }
@@ -348,7 +346,7 @@ fn session(
                         if let Err(e) = sent {
                             result = Err(e.context(format!("sending the {what}")));
                         } else {
-                            log(&format!("run {}: {what} collected", r.assignment.run_id));
+                            log(&format!("run {}: {what} collected", r.part.part.run_id));
                         }
                     }
                     sm.collected();
@@ -410,8 +408,8 @@ fn read_actions(
 }
 
 /// A role of the run ended: the message that tells the controller, with its report or error.
-fn on_finished(ev: RunEvent, run: Option<&Run>, sm: &mut Session, shared: &Shared, log: &(dyn Fn(&str) + Sync)) -> Action {
-    let RunEvent::Finished { role, report } = ev;
+fn on_finished(ev: Done, run: Option<&Run>, sm: &mut Session, shared: &Shared, log: &(dyn Fn(&str) + Sync)) -> Action {
+    let Done { role, report } = ev;
     let (report, error) = match report {
         Ok(r) => (Some(r), None),
         Err(e) => (None, Some(e)),
@@ -419,7 +417,7 @@ fn on_finished(ev: RunEvent, run: Option<&Run>, sm: &mut Session, shared: &Share
     let cpu = run.map_or(0.0, |r| cpu_s() - r.cpu0);
     log(&format!(
         "run {}: {role} side finished{}",
-        run.map_or("?", |r| r.assignment.run_id.as_str()),
+        run.map_or("?", |r| r.part.part.run_id.as_str()),
         error.as_ref().map(|e| format!(" with an error: {e}")).unwrap_or_default()
     ));
     sm.role_ended();
@@ -431,7 +429,7 @@ fn on_finished(ev: RunEvent, run: Option<&Run>, sm: &mut Session, shared: &Share
 
 /// Prepares an assignment by its kind (its run id remembered first, so a replay does nothing);
 /// the error is what the controller is told.
-fn on_prepare(a: Part, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Sender<RunEvent>, log: &(dyn Fn(&str) + Sync)) -> Result<Run, String> {
+fn on_prepare(a: Part, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Sender<Done>, log: &(dyn Fn(&str) + Sync)) -> Result<Run, String> {
     {
         let mut s = shared.seen_runs.lock().unwrap_or_else(|p| p.into_inner());
         s.push_back(a.run_id.clone());
@@ -440,26 +438,9 @@ fn on_prepare(a: Part, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Sender<R
         }
     }
     let id = a.run_id.clone();
-    let r = match a.work {
-        crate::msg::Work::Bots(_) => prepare_bots(a, opts, &shared.metrics),
-        crate::msg::Work::Flows(_) => prepare_flows(a, opts, &shared.metrics, tx.clone()),
-        crate::msg::Work::Scenario(_) => prepare(a, opts, &shared.metrics, tx.clone()),
-    };
-    match r {
+    match prepare(a, opts, &shared.metrics, tx.clone()) {
         Ok(r) => {
-            let what = match &r.work {
-                Work::Flows { send, .. } => {
-                    format!(", {} flow(s) to send{}", send.len(), r.server.as_ref().map(|s| format!(", receiving on {}", s.1)).unwrap_or_default())
-                }
-                Work::Bots { opts } => format!(", {} bot(s)", opts.ids.as_ref().map_or(0, |r| r.len())),
-                Work::Scenario { circuits, .. } => {
-                    let server = r.server.as_ref().map(|s| format!(", server side on {}", s.1)).unwrap_or_default();
-                    format!("{}{server}", if circuits.is_some() { " (regulated circuits)" } else { "" })
-                }
-            };
-            let players =
-                r.assignment.scenario_part().and_then(|p| p.players.as_ref()).map(|p| format!(", players {}..{}", p.start, p.end)).unwrap_or_default();
-            log(&format!("run {id}: prepared{players}{what}"));
+            log(&format!("run {id}: prepared{}", r.part.describe()));
             Ok(r)
         }
         Err(e) => {
@@ -472,7 +453,7 @@ fn on_prepare(a: Part, opts: &AgentOptions, shared: &Shared, tx: &mpsc::Sender<R
 
 /// A running run's progress once a second, and what its live summary gained.
 fn progress(r: &Run) -> Vec<Action> {
-    let p = &r.progress;
+    let p = &r.part.progress;
     let mut out = vec![Action::Send(ToController::Progress(msg::Progress {
         t_s: r.t0.elapsed().as_secs_f64(),
         sent_packets: p.sent_packets.load(Ordering::Relaxed),

@@ -14,9 +14,10 @@ use horde_model::service::Direction;
 use horde_stats::digest::{stay_of, Builder, GameDigest};
 use horde_wire::RecordKind;
 
-use super::run::{Run, Work};
+use super::run::Run;
 use crate::merge::correct;
 use crate::msg::SummaryRequest;
+use horde_scenario::run_part::Ready as Work;
 
 /// The summary's file in the run's directory.
 pub(super) const FILE: &str = "digest.json";
@@ -27,7 +28,7 @@ use crate::msg::FLOW_SUMMARIES as FLOWS_FILE;
 /// from the live summary when it is whole, else from its logs read back; a flow run's from its
 /// logs. Says which.
 pub(super) fn write(r: &Run, req: &SummaryRequest) -> anyhow::Result<(&'static str, &'static str)> {
-    if let Work::Flows { .. } = &r.work {
+    if let Work::Flows { .. } = &r.part.ready {
         return flows(r, req).map(|()| ("from the logs", FLOWS_FILE));
     }
     let live = match &r.live {
@@ -39,7 +40,7 @@ pub(super) fn write(r: &Run, req: &SummaryRequest) -> anyhow::Result<(&'static s
         Err(why) => (from_logs(r, req).with_context(|| format!("{why}; from the logs"))?, "from the logs"),
     };
     let text = serde_json::to_vec(&d).context("encoding the summary")?;
-    std::fs::write(r.dir.join(FILE), text).with_context(|| format!("writing {FILE}"))?;
+    std::fs::write(r.part.dir.join(FILE), text).with_context(|| format!("writing {FILE}"))?;
     Ok((how, FILE))
 }
 
@@ -47,8 +48,8 @@ pub(super) fn write(r: &Run, req: &SummaryRequest) -> anyhow::Result<(&'static s
 /// the controller asked for them too (`--check-summaries`).
 pub(super) fn files(r: &Run, file: &'static str, with_logs: bool) -> Vec<&'static str> {
     let mut files = vec![file];
-    if with_logs && matches!(r.work, Work::Flows { .. }) {
-        files.extend(super::run::log_files(r));
+    if with_logs && matches!(r.part.ready, Work::Flows { .. }) {
+        files.extend(r.part.log_files());
     }
     files
 }
@@ -59,9 +60,9 @@ pub(super) fn files(r: &Run, file: &'static str, with_logs: bool) -> Vec<&'stati
 fn flows(r: &Run, req: &SummaryRequest) -> anyhow::Result<()> {
     let peer = |flow: u32| req.owners.iter().find(|(range, _): &&(Range<u32>, i64)| range.contains(&flow)).map_or(0, |o| o.1);
     let mut out = Vec::new();
-    for file in super::run::log_files(r) {
+    for file in r.part.log_files() {
         let role = if file == "recv.hlog" { horde_wire::Role::Receiver } else { horde_wire::Role::Sender };
-        let bytes = std::fs::read(r.dir.join(file)).with_context(|| format!("reading {file}"))?;
+        let bytes = std::fs::read(r.part.dir.join(file)).with_context(|| format!("reading {file}"))?;
         let mut records = horde_stats::load(&bytes).map_err(|e| anyhow::anyhow!("{file}: {e}"))?.records;
         for rec in &mut records {
             correct(rec, req.own_offset_ns, peer(rec.flow));
@@ -74,15 +75,15 @@ fn flows(r: &Run, req: &SummaryRequest) -> anyhow::Result<()> {
         out.push(horde_stats::flowsum::summarise(&log, req.epoch_ns, req.window_ns));
     }
     let text = serde_json::to_vec(&out).context("encoding the flow summaries")?;
-    std::fs::write(r.dir.join(FLOWS_FILE), text).with_context(|| format!("writing {FLOWS_FILE}"))
+    std::fs::write(r.part.dir.join(FLOWS_FILE), text).with_context(|| format!("writing {FLOWS_FILE}"))
 }
 
 /// The summary from the run's logs, read back.
 fn from_logs(r: &Run, req: &SummaryRequest) -> anyhow::Result<GameDigest> {
-    let Work::Scenario { sc, players, circuits: None, .. } = &r.work else {
+    let Work::Scenario { sc, players: Some(players), circuits: None, .. } = &r.part.ready else {
         bail!("only a scenario's players and server side, and flows, are summarised (regulated circuits and bots send their logs)");
     };
-    let a = &r.assignment;
+    let a = &r.part.part;
     let part = a.scenario_part().context("not a scenario's part")?;
     let mut b = Builder::new(sc.service.states.len(), req.epoch_ns, a.shape.duration_ns as f64 / 1e9);
     // every player the run planned, a raised target's too, with the roster as the run left it
@@ -98,7 +99,7 @@ fn from_logs(r: &Run, req: &SummaryRequest) -> anyhow::Result<GameDigest> {
         sides.push(("server.hlog", Direction::Down));
     }
     for (file, out) in sides {
-        let bytes = std::fs::read(r.dir.join(file)).with_context(|| format!("reading {file}"))?;
+        let bytes = std::fs::read(r.part.dir.join(file)).with_context(|| format!("reading {file}"))?;
         let (_, records) = horde_wire::log::read_all(&bytes).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
         for rec in records {
             let mut rec = rec.map_err(|e| anyhow::anyhow!("{file}: {e}"))?;

@@ -29,7 +29,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         Kind::Part => {
             let part: horde_scenario::part::Part = own::read_task(&mut stdin, kind, &args.id).map_err(bad_input)?;
             drop(stdin);
-            horde_scenario::part::run(&part, BufReader::new(std::io::stdin()), std::io::stdout(), stop)?;
+            horde_scenario::run_part::child(&part, BufReader::new(std::io::stdin()), std::io::stdout(), stop)?;
         }
         Kind::LinkEmulator => {
             let task: horde_emu::fwd::DaemonTask = own::read_task(&mut stdin, kind, &args.id).map_err(bad_input)?;

@@ -305,7 +305,7 @@ impl Refusals {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SendReport {
     pub flows: Vec<FlowSent>,
     pub packets: u64,

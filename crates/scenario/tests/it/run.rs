@@ -79,6 +79,25 @@ fn a_stop_while_planning_is_an_interruption_not_a_failure() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// A stop while the players are still connecting ends the run with an interrupted report (it
+/// ended with "client side: interrupted", exit 1, and no report).
+#[test]
+fn a_stop_while_the_players_connect_leaves_an_interrupted_report() {
+    let sc = scenario("quake3", 500, 30);
+    let out = tmp("stop-setup");
+    let stop = AtomicBool::new(false);
+    let stop_once_planned = |e: &Event| {
+        if matches!(e, Event::Planned { .. }) {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
+    let opts = RunOptions { events: &stop_once_planned, ..RunOptions::in_process(&out, &stop) };
+    let r = execute(&sc, &opts).expect("an interrupted run still reports");
+    assert!(r.interrupted());
+    assert!(out.join("summary.json").is_file() && out.join("index.html").is_file());
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 /// Every player connects at the run's start: a burst of thousands of connects, accepted before
 /// any hello is read, must not be cut down by the pending-hello cap (it was: 1,024 per server
 /// thread, so only 2,048 of 4,000 players got in).

@@ -196,7 +196,7 @@ fn bots(args: Args, stop: &AtomicBool) -> Outcome {
     // Every run's part is checked before a server starts (the servers' addresses aside).
     let given = [SocketAddr::from(([127, 0, 0, 1], 27960))];
     for n in std::iter::once(args.players).chain(args.steps.iter().copied()) {
-        horde_agent::bots::options(&part(&args, &given, n), args.seed, args.duration.as_nanos() as u64).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
+        part(&args, &given, n).options(args.seed, args.duration.as_nanos() as u64).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
     }
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("horde-bots"));
     crate::cmd::report_dir(&out)?;
@@ -405,7 +405,7 @@ fn part(args: &Args, addrs: &[SocketAddr], n: usize) -> horde_agent::msg::BotsJo
 
 /// The engine's options for one run of `n` bots on `addrs` on this machine (or its emulated hosts).
 fn options(args: &Args, addrs: &[SocketAddr], n: usize) -> Result<BotsOptions, crate::Failure> {
-    let o = horde_agent::bots::options(&part(args, addrs, n), args.seed, args.duration.as_nanos() as u64).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
+    let o = part(args, addrs, n).options(args.seed, args.duration.as_nanos() as u64).map_err(|e| bad_input(anyhow::anyhow!("{e}")))?;
     Ok(BotsOptions {
         threads: args.threads,
         actions: args.actions_parsed.clone(),
