@@ -204,6 +204,72 @@ pub fn send_batch(fd: RawFd, bufs: &[&[u8]]) -> io::Result<usize> {
     }
 }
 
+/// Most datagrams one GSO super-datagram carries (the kernel's `UDP_MAX_SEGMENTS`).
+pub const GSO_MAX_SEGMENTS: usize = 64;
+/// Most payload bytes of one super-datagram (an IPv6 packet's 65,535 less its headers).
+const GSO_MAX_BYTES: usize = 65_000;
+/// Room for one `UDP_SEGMENT` control message (CMSG_SPACE of a u16).
+const GSO_CMSG: usize = 32;
+
+/// Whether `bufs` can leave as GSO super-datagrams: two or more, every one as long as the
+/// first but the last, which may be shorter, and that length within what a super-datagram
+/// holds twice.
+pub fn gso_fits(bufs: &[&[u8]]) -> bool {
+    let Some((first, rest)) = bufs.split_first() else { return false };
+    let seg = first.len();
+    !rest.is_empty() && seg > 0 && 2 * seg <= GSO_MAX_BYTES && rest.iter().enumerate().all(|(k, b)| b.len() == seg || (k + 1 == rest.len() && b.len() <= seg))
+}
+
+/// Sends `bufs` ([`gso_fits`]) on a connected socket as GSO super-datagrams (`UDP_SEGMENT`):
+/// one `sendmmsg` of super-datagrams of up to [`GSO_MAX_SEGMENTS`] segments each, which the
+/// kernel (or the interface) cuts into exactly the datagrams [`send_batch`] would send. Returns
+/// how many datagrams left (whole super-datagrams only); `WouldBlock` means none did. An error
+/// such as `EIO` (the interface cannot checksum them) means the caller sends them plainly.
+pub fn send_gso(fd: RawFd, bufs: &[&[u8]]) -> io::Result<usize> {
+    debug_assert!(gso_fits(bufs));
+    let seg = bufs[0].len();
+    let per = (GSO_MAX_BYTES / seg).min(GSO_MAX_SEGMENTS);
+    let n = bufs.len().min(BATCH);
+    let mut iovs: [libc::iovec; BATCH] = unsafe { zeroed() };
+    let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { zeroed() };
+    let mut cmsgs = [[0u64; GSO_CMSG / 8]; BATCH];
+    let msgs = n.div_ceil(per);
+    for (i, b) in bufs[..n].iter().enumerate() {
+        iovs[i] = libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() };
+    }
+    for m in 0..msgs {
+        let (a, b) = (m * per, ((m + 1) * per).min(n));
+        let h = &mut hdrs[m].msg_hdr;
+        h.msg_iov = &mut iovs[a];
+        h.msg_iovlen = b - a;
+        h.msg_control = cmsgs[m].as_mut_ptr() as *mut libc::c_void;
+        // SAFETY: CMSG_SPACE of a u16 fits the control buffer (GSO_CMSG); the header is written
+        // through the macros that lay it out as the kernel reads it.
+        unsafe {
+            h.msg_controllen = libc::CMSG_SPACE(size_of::<u16>() as u32) as _;
+            let c = libc::CMSG_FIRSTHDR(h);
+            (*c).cmsg_level = libc::SOL_UDP;
+            (*c).cmsg_type = libc::UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, seg as u16);
+        }
+    }
+    // SAFETY: hdrs[..msgs] point at iovecs over live buffers and at their own control data.
+    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), msgs as u32, libc::MSG_DONTWAIT as _) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok((r as usize * per).min(n))
+    }
+}
+
+/// Asks the kernel to hand a UDP socket's datagrams of one flow that arrive together as one
+/// buffer with their segment size (`UDP_GRO`); [`RecvBatch`] cuts them apart again. Needs
+/// receive buffers of 64 KiB.
+pub fn enable_gro(s: &Socket) -> io::Result<()> {
+    setsockopt_int(s.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1)
+}
+
 /// Sends each datagram to its own address (echo replies) in one sendmmsg call.
 pub fn send_batch_to(fd: RawFd, bufs: &[&[u8]], to: &[SocketAddr]) -> io::Result<usize> {
     let mut iovs: [libc::iovec; BATCH] = unsafe { zeroed() };
@@ -248,7 +314,9 @@ pub struct RecvBatch {
     names: Vec<libc::sockaddr_storage>,
     cmsgs: Vec<[u64; CMSG_LEN / 8]>,
     hdrs: Vec<libc::mmsghdr>,
-    info: Vec<RxInfo>,
+    /// The datagrams of the last call: where each lies in `bufs` and what the kernel said of it
+    /// (a GRO buffer's segments share its timestamp and address).
+    segs: Vec<(usize, RxInfo)>,
 }
 
 // SAFETY: the raw pointers inside point only into the struct's own heap buffers.
@@ -263,7 +331,7 @@ impl RecvBatch {
             names: vec![unsafe { zeroed() }; BATCH],
             cmsgs: vec![[0u64; CMSG_LEN / 8]; BATCH],
             hdrs: vec![unsafe { zeroed() }; BATCH],
-            info: vec![RxInfo::default(); BATCH],
+            segs: Vec::with_capacity(BATCH),
         };
         for i in 0..BATCH {
             b.iovs[i] = libc::iovec { iov_base: b.bufs[i * slot..].as_mut_ptr() as *mut libc::c_void, iov_len: slot };
@@ -276,7 +344,8 @@ impl RecvBatch {
         b
     }
 
-    /// Receives up to BATCH datagrams without blocking; returns how many.
+    /// Receives up to BATCH buffers without blocking; returns how many datagrams they held (a
+    /// GRO buffer holds several: each is one of them, in order).
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         for h in &mut self.hdrs {
             h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as u32;
@@ -288,23 +357,31 @@ impl RecvBatch {
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
-        let n = r as usize;
-        for i in 0..n {
-            self.info[i] = self.parse(i);
+        self.segs.clear();
+        for i in 0..r as usize {
+            let (info, seg) = self.parse(i);
+            let len = info.len.min(self.slot);
+            let seg = if seg == 0 { len.max(1) } else { seg };
+            for off in (0..len.max(1)).step_by(seg) {
+                self.segs.push((i * self.slot + off, RxInfo { len: (len - off).min(seg), ..info }));
+            }
         }
-        Ok(n)
+        Ok(self.segs.len())
     }
 
     pub fn data(&self, i: usize) -> &[u8] {
-        &self.bufs[i * self.slot..i * self.slot + self.info[i].len.min(self.slot)]
+        let (at, info) = &self.segs[i];
+        &self.bufs[*at..*at + info.len]
     }
 
     pub fn info(&self, i: usize) -> RxInfo {
-        self.info[i]
+        self.segs[i].1
     }
 
-    fn parse(&self, i: usize) -> RxInfo {
+    /// What the kernel said of buffer `i`, and its GRO segment size (0: one datagram).
+    fn parse(&self, i: usize) -> (RxInfo, usize) {
         let h = &self.hdrs[i];
+        let mut seg = 0;
         let mut info = RxInfo { len: h.msg_len as usize, tos: 255, ..Default::default() };
         info.from = sockaddr_to(&self.names[i], h.msg_hdr.msg_namelen);
         // SAFETY: the kernel filled msg_control up to msg_controllen with well-formed cmsgs.
@@ -321,12 +398,13 @@ impl RecvBatch {
                     (libc::IPPROTO_IP, libc::IP_TTL) => info.ttl = std::ptr::read_unaligned(data as *const i32) as u8,
                     (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => info.tos = std::ptr::read_unaligned(data as *const i32) as u8,
                     (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => info.ttl = std::ptr::read_unaligned(data as *const i32) as u8,
+                    (libc::SOL_UDP, libc::UDP_GRO) => seg = std::ptr::read_unaligned(data as *const i32).max(0) as usize,
                     _ => {}
                 }
                 c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
             }
         }
-        info
+        (info, seg)
     }
 }
 

@@ -604,6 +604,14 @@ impl Worker {
         }
         let bufs: Vec<&[u8]> = due.iter().enumerate().map(|(k, d)| &self.bufs[k][..d.size as usize]).collect();
         let result = match (&s.sock, s.peer) {
+            (Sock::Own(sock), _) if self.opts.gso && net::gso_fits(&bufs) => match net::send_gso(sock.as_raw_fd(), &bufs) {
+                Err(e) if e.kind() != io::ErrorKind::WouldBlock => {
+                    // the interface refuses GSO (EIO: no checksum offload): plainly, from now on
+                    self.opts.gso = false;
+                    net::send_batch(sock.as_raw_fd(), &bufs)
+                }
+                r => r,
+            },
             (Sock::Own(sock), _) => net::send_batch(sock.as_raw_fd(), &bufs),
             // A player's stream goes only while the player keeps answering consent probes.
             (Sock::Listener(j), Some(peer)) if !self.udp_listeners[*j].1.may_send(mono, peer, s.conn.flow) => {

@@ -120,6 +120,7 @@ pub fn options(args: &Args) -> Result<RecvOptions, crate::Failure> {
         conn_idle: args.conn_idle.filter(|d| !d.is_zero()),
         reverse: !args.no_reverse,
         quickack: args.quickack,
+        gro: true,
     })
 }
 

@@ -108,6 +108,10 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
     let mut udp: Vec<(Socket, Gate)> = Vec::new();
     for a in &opts.udp {
         let s = net::udp_listener(*a).map_err(|e| bind_err("udp", a, e))?;
+        if opts.gro {
+            // an older kernel without it delivers every datagram on its own, as before
+            let _ = net::enable_gro(&s);
+        }
         let mut gate = Gate::new(GateConfig::receiver(opts.key.clone()).about(about(opts)), secret);
         gate.set_wall_offset(clock::wall_offset_ns());
         udp.push((s, gate));

@@ -35,6 +35,11 @@ pub struct RecvOptions {
     pub quickack: bool,
     /// A live log server's stream (`--log-server`): the log goes there as it is written.
     pub log_tap: crate::logger::TapSlot,
+    /// UDP sockets take datagrams of one flow that arrive together (a GSO sender's
+    /// super-datagrams) as one buffer (`UDP_GRO`), cut apart here: one system call for many.
+    /// Each datagram is still its own record; datagrams of one buffer share its kernel
+    /// timestamp (on loopback they always did: the kernel cuts a super-datagram in one go).
+    pub gro: bool,
 }
 
 impl Default for RecvOptions {
@@ -54,6 +59,7 @@ impl Default for RecvOptions {
             reverse: true,
             quickack: false,
             log_tap: Default::default(),
+            gro: true,
         }
     }
 }

@@ -3,4 +3,5 @@
 //! test, the fast subset and the root subset.
 
 mod consent;
+mod gso;
 mod udp_hello_retry;
