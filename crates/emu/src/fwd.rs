@@ -575,6 +575,7 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
     let mut heap: BinaryHeap<Pending> = BinaryHeap::new();
     let mut pool: Vec<Vec<u8>> = Vec::new();
+    let mut segs: Vec<Vec<u8>> = Vec::new();
     let mut rx = RxBatch::new();
     let mut due: Vec<Pending> = Vec::new();
     let mut seq = 0u64;
@@ -608,33 +609,39 @@ fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
                 // frames read on end a (even) travel a→b: direction 2k; on end b: 2k+1
                 let d = &mut sh.dirs[s];
                 for f in 0..got {
-                    let (vnet, frame) = rx.frame(f);
-                    let len = frame.len();
-                    if let horde_impair::Verdict::Deliver { at_ns, copies, corrupt, bit_errors } = d.link.on_packet(now, len as u32) {
-                        for c in 0..copies {
-                            if d.pending_bytes + len as u64 > MAX_PENDING_BYTES {
-                                d.overflow_drops += 1;
-                                continue;
+                    let (vnet, whole) = rx.frame(f);
+                    // a UDP GSO super-frame is impaired and counted as the datagrams it carries
+                    segs.clear();
+                    let cut = crate::udp_gso::split(&vnet, whole, &mut segs);
+                    let plain = (!cut).then_some((vnet, whole));
+                    for (vnet, frame) in plain.into_iter().chain(segs.iter().map(|s| ([0; fwd_io::VNET], s.as_slice()))) {
+                        let len = frame.len();
+                        if let horde_impair::Verdict::Deliver { at_ns, copies, corrupt, bit_errors } = d.link.on_packet(now, len as u32) {
+                            for c in 0..copies {
+                                if d.pending_bytes + len as u64 > MAX_PENDING_BYTES {
+                                    d.overflow_drops += 1;
+                                    continue;
+                                }
+                                d.pending_bytes += len as u64;
+                                let mut buf = pool.pop().unwrap_or_default();
+                                buf.clear();
+                                buf.extend_from_slice(frame);
+                                let vnet = fwd_io::settle(vnet, &mut buf);
+                                if corrupt && c == 0 && len > 14 {
+                                    flip ^= flip << 13;
+                                    flip ^= flip >> 7;
+                                    flip ^= flip << 17;
+                                    let bit = 14 * 8 + (flip % ((len as u64 - 14) * 8)) as usize;
+                                    buf[bit / 8] ^= 1 << (bit % 8);
+                                }
+                                // bit errors land after the Ethernet header (the frame still reaches
+                                // its host, whose checksums then find them, as on a wire without FCS)
+                                if bit_errors > 0 && c == 0 && len > 14 {
+                                    d.link.flip_bits(&mut buf[14..], bit_errors);
+                                }
+                                seq += 1;
+                                heap.push(Pending { at: at_ns, seq, out: d.out, vnet, buf });
                             }
-                            d.pending_bytes += len as u64;
-                            let mut buf = pool.pop().unwrap_or_default();
-                            buf.clear();
-                            buf.extend_from_slice(frame);
-                            let vnet = fwd_io::settle(vnet, &mut buf);
-                            if corrupt && c == 0 && len > 14 {
-                                flip ^= flip << 13;
-                                flip ^= flip >> 7;
-                                flip ^= flip << 17;
-                                let bit = 14 * 8 + (flip % ((len as u64 - 14) * 8)) as usize;
-                                buf[bit / 8] ^= 1 << (bit % 8);
-                            }
-                            // bit errors land after the Ethernet header (the frame still reaches
-                            // its host, whose checksums then find them, as on a wire without FCS)
-                            if bit_errors > 0 && c == 0 && len > 14 {
-                                d.link.flip_bits(&mut buf[14..], bit_errors);
-                            }
-                            seq += 1;
-                            heap.push(Pending { at: at_ns, seq, out: d.out, vnet, buf });
                         }
                     }
                 }

@@ -27,6 +27,7 @@ pub mod nl;
 pub mod ns;
 mod procs;
 mod spaces;
+pub mod udp_gso;
 use spaces::{addresses_and_routes, namespaces, NodeNs, NsRole};
 pub mod state;
 mod wire;
