@@ -19,7 +19,7 @@ use crate::child::ServerChild;
 use crate::circuits::ServedCircuit;
 use crate::placement::EmuRun;
 use crate::report::{self, Interruption, Outcomes, Summary, Usage};
-use crate::{players, run_clients, Clients, Error, Event, Events, Snapshot};
+use crate::{players, Error, Event, Events, Snapshot};
 
 /// How to run a scenario.
 pub struct RunOptions<'a> {
@@ -196,30 +196,24 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
     let prepared = prepare(sc, opts)?;
     let (server, addr) = Server::start(&opts.server, &prepared)?;
-    let Prepared { players, shard, key, emu, timeline, .. } = prepared;
-    let client_progress = Arc::new(Progress::default());
+    let Prepared { players, shard, emu, timeline, part, .. } = prepared;
     let up_delay = server.live();
-    let clients = Clients {
-        players: &players,
-        shard: shard.clone(),
-        server: addr,
-        key: key.clone(),
-        log: out.join("client.hlog"),
-        log_tap: Default::default(),
-        progress: client_progress.clone(),
-        netns: emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default(),
-        joining: (players.limit > sc.players).then(Default::default),
-        start_at_real_ns: None,
-    };
+    // the players' side: a part of the run in this process, on the plan made here
+    let (tx, ended) = std::sync::mpsc::channel();
+    let mut env = crate::run_part::Env::new(out.to_path_buf(), tx);
+    env.clients_ns = emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default();
+    env.players = Some(players.clone());
+    let mut clients = crate::run_part::prepare(part.clients(shard.clone(), addr), env).map_err(failed)?;
+    let client_progress = clients.progress.clone();
+    // its schedule's zero is the instant its players are connected
+    clients.start(0);
     let done = AtomicBool::new(false);
-    // The client stops on the user's signal, or when the server side dies.
-    let run_stop = AtomicBool::new(false);
     let server = Mutex::new(server);
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
     let link_series = Mutex::new(Vec::new());
-    let start_more = |range: Range<u32>, at_ns: u64| clients.start_more(sc, range, at_ns);
+    let start_more = |range: Range<u32>, at_ns: u64| drop(clients.start_more(range, at_ns));
     let steer = crate::steer::Steer::new(opts.commands, Some(&players), &client_progress, emu.as_ref(), opts.events, timeline, opts.clock)
-        .starting_more(clients.joining.is_some().then_some(&start_more as &(dyn Fn(Range<u32>, u64) + Sync)));
+        .starting_more((players.limit > sc.players).then_some(&start_more as &(dyn Fn(Range<u32>, u64) + Sync)));
     let client = std::thread::scope(|s| {
         let (done_r, p, pl, up) = (&done, &client_progress, &players, &up_delay);
         s.spawn(move || progress(sc, pl, p, up, done_r, opts.events, opts.clock));
@@ -227,22 +221,22 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
             let (done_r, series) = (&done, &link_series);
             s.spawn(move || sample_links(e, p, done_r, series, opts.clock));
         }
-        s.spawn(|| crate::steer::watch(&server, opts.stop, &run_stop, &done, &died, &steer));
-        let r = run_clients(sc, &clients, &run_stop);
+        // The players stop on the user's signal, or when the server side dies.
+        s.spawn(|| crate::steer::watch(&server, opts.stop, &clients.stop, &done, &died, &steer));
+        let r = match ended.recv() {
+            Ok(d) => d.report.map_err(anyhow::Error::msg).and_then(|v| serde_json::from_value::<SendReport>(v).context("the players' report")),
+            Err(_) => Err(anyhow::anyhow!("the players' side ended without a report")),
+        };
         done.store(true, Ordering::Relaxed);
         r
     });
+    let commanded = steer.commanded.load(Ordering::Relaxed);
+    let marks = steer.marks.into_inner().unwrap_or_else(|p| p.into_inner());
+    clients.finish();
     let server = server.into_inner().unwrap_or_else(|p| p.into_inner());
     let died = died.into_inner().unwrap_or_else(|p| p.into_inner());
     let server_report = server.finish(out, died.is_some()).map_err(failed)?;
-    let client = match client {
-        // stopped while the players were still connecting: nothing was sent, the report says so
-        Err(e) if opts.stop.load(Ordering::Relaxed) && matches!(e.downcast_ref(), Some(horde_engine::EngineError::Interrupted)) => {
-            SendReport { interrupted: true, threads: sc.threads, ..Default::default() }
-        }
-        r => r.context("client side").map_err(failed)?,
-    };
-    let commanded = steer.commanded.load(Ordering::Relaxed);
+    let client = client.context("client side").map_err(failed)?;
     let mut interruption = Interruption::of(sc, &client, server_report.as_ref(), died.as_ref(), opts.stop.load(Ordering::Relaxed) || commanded);
     if let Some(i) = interruption.as_mut().filter(|_| commanded && died.is_none()) {
         i.reason = "stopped by a command".into();
@@ -264,21 +258,20 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
         present: vec![if shard == (0..sc.players) { 0..players.len() } else { shard }],
         distributed: None,
         online,
-        marks: steer.marks.into_inner().unwrap_or_else(|p| p.into_inner()),
+        marks,
     };
     let summary = report::write(sc, out, &players, outcomes).map_err(failed)?;
     drop(emu);
     Ok(RunOutcome { summary, server: server_report, server_died: died.map(|d| d.0) })
 }
 
-/// What both kinds of run set up first: the plan, the shard, the server side's part, the run
-/// key, the emulated placement.
+/// What both kinds of run set up first: the plan, the shard, the server side's part (with the
+/// run key), the emulated placement.
 pub(crate) struct Prepared<'a> {
     pub players: Arc<players::Players>,
     pub shard: Range<u32>,
     pub part: crate::part::Part,
     pub out: PathBuf,
-    pub key: horde_proto::RunKey,
     pub emu: Option<EmuRun<'a>>,
     /// The scenario's `[[at]]` entries as commands.
     pub timeline: Vec<(u64, crate::control::Command)>,
@@ -325,7 +318,7 @@ pub(crate) fn prepare<'a>(sc: &Scenario, opts: &RunOptions<'a>) -> Result<Prepar
     let listen = emu.as_ref().map_or(sc.server, |e| e.server);
     let out = std::path::absolute(out).with_context(|| format!("locating {}", out.display())).map_err(failed)?;
     let part = crate::part::Part::server(sc, dir, &key, listen, &out, players.limit)?;
-    Ok(Prepared { players, shard, part, out, key, emu, timeline })
+    Ok(Prepared { players, shard, part, out, emu, timeline })
 }
 
 /// Samples the emulated links' counters once a second while the players run.

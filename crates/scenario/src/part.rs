@@ -335,6 +335,16 @@ impl Part {
         Ok(Part { run_id, shape, work, place: Place::Child { out: out.to_path_buf() } })
     }
 
+    /// The players' side of the same run beside this server side's part: players `shard`
+    /// against the server side at `server` (a thread of the same process).
+    pub fn clients(&self, shard: Range<u32>, server: SocketAddr) -> Part {
+        let mut p = self.clone();
+        if let Work::Scenario(w) = &mut p.work {
+            (w.server, w.players, w.server_addr, w.emu) = (None, Some(shard), Some(server), None);
+        }
+        p
+    }
+
     /// An agent's part of run `run_id` (`deadman`: it stops the traffic when the controller is
     /// silent this long).
     pub fn agent(run_id: &str, deadman: std::time::Duration, duration_ns: u64, seed: u64, key: &RunKey, work: Work) -> Part {

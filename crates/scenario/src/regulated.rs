@@ -3,13 +3,11 @@
 //! ([`crate::circuit_report`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use anyhow::Context as _;
-use horde_engine::sender::Progress;
 use horde_model::scenario::Scenario;
 
-use crate::circuits::{run_clients, Config};
+use crate::circuits::Config;
 use crate::Error;
 
 /// What a regulated run produced.
@@ -35,17 +33,22 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
     std::fs::create_dir_all(out).with_context(|| format!("creating report directory {}", out.display())).map_err(failed)?;
     let prepared = prepare(sc, opts)?;
     let (server, addr) = Server::start(&opts.server, &prepared)?;
-    let Prepared { players, shard, key, emu, timeline, .. } = prepared;
+    let Prepared { players, shard, emu, timeline, part, .. } = prepared;
     (opts.events)(&crate::Event::Note(format!("{} circuits, {} throttle, {} regulator, server side on {addr}", sc.players, cfg.throttle, cfg.mode.name())));
-    let client_progress = Arc::new(Progress::default());
-    let netns = emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default();
+    // every player's circuit: a part of the run in this process
+    let (tx, ended) = std::sync::mpsc::channel();
+    let live: crate::run_part::CircuitsLive = Default::default();
+    let mut env = crate::run_part::Env::new(out.to_path_buf(), tx);
+    env.clients_ns = emu.as_ref().map(|e| e.clients.clone()).unwrap_or_default();
+    env.circuits_live = Some(live.clone());
+    let mut clients = crate::run_part::prepare(part.clients(shard, addr), env).map_err(failed)?;
+    let client_progress = clients.progress.clone();
+    clients.start(0);
     let done = AtomicBool::new(false);
-    let run_stop = AtomicBool::new(false);
     let server = Mutex::new(server);
     let died: Mutex<Option<(String, u64)>> = Mutex::new(None);
     let steer = crate::steer::Steer::new(opts.commands, None, &client_progress, emu.as_ref(), opts.events, timeline, opts.clock);
-    let live = Mutex::new(None);
-    let clients = std::thread::scope(|s| {
+    let ran = std::thread::scope(|s| {
         let (done_r, p, pl, live) = (&done, &client_progress, &players, &live);
         // each progress line carries the circuits' last closed second (and no open-loop model
         // rates: circuits send what their throttles ask for, not the service's traffic model)
@@ -59,15 +62,19 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
             e => (opts.events)(e),
         };
         s.spawn(move || progress(sc, pl, p, &Default::default(), done_r, &events, opts.clock));
-        s.spawn(|| crate::steer::watch(&server, opts.stop, &run_stop, &done, &died, &steer));
-        let r = run_clients(sc, cfg, shard, addr, &key, &netns, &client_progress, &run_stop, Some(live), opts.clock);
+        s.spawn(|| crate::steer::watch(&server, opts.stop, &clients.stop, &done, &died, &steer));
+        let r = ended.recv().map_err(|_| anyhow::anyhow!("the circuits ended without a report")).and_then(|d| d.report.map_err(anyhow::Error::msg));
         done.store(true, Ordering::Relaxed);
         r
     });
+    clients.finish();
     let server = server.into_inner().unwrap_or_else(|p| p.into_inner());
     let died = died.into_inner().unwrap_or_else(|p| p.into_inner());
     let served = server.finish_circuits(out, died.is_some()).map_err(failed)?.unwrap_or_default();
-    let clients = clients.context("client side").map_err(failed)?;
+    ran.context("client side").map_err(failed)?;
+    let file = out.join(crate::circuits::CLIENT_FILE);
+    let text = horde_model::files::read_text(&file, 1 << 30, "the circuits' report").map_err(|e| failed(anyhow::anyhow!("{e}")))?;
+    let clients: Vec<crate::circuits::JoinedCircuit> = serde_json::from_str(&text).context("parsing the circuits").map_err(failed)?;
     let commanded = steer.commanded.load(Ordering::Relaxed);
     let interrupted = opts.stop.load(Ordering::Relaxed) || commanded;
     let interruption = match (&died, interrupted) {

@@ -58,13 +58,32 @@ pub struct Env {
     pub server_live: Option<ServerLive>,
     pub planned: Option<Planned>,
     pub log_server: Option<LogServer>,
+    /// The scenario's plan, when the placement has made it already (this process's driver):
+    /// the part plans none of its own.
+    pub players: Option<Arc<Players>>,
+    /// Regulated circuits here: where their last closed second goes (a driver's progress).
+    pub circuits_live: Option<CircuitsLive>,
     pub clock: &'static dyn Clock,
 }
+
+/// The regulated circuits' last closed second, as they close it.
+pub type CircuitsLive = Arc<std::sync::Mutex<Option<crate::circuits::CircuitsLive>>>;
 
 impl Env {
     /// A part in `dir` on this machine's network and clock, with no hooks.
     pub fn new(dir: PathBuf, done: mpsc::Sender<Done>) -> Env {
-        Env { dir, clients_ns: Vec::new(), server_ns: None, done, server_live: None, planned: None, log_server: None, clock: &horde_engine::clock::System }
+        Env {
+            dir,
+            clients_ns: Vec::new(),
+            server_ns: None,
+            done,
+            server_live: None,
+            planned: None,
+            log_server: None,
+            players: None,
+            circuits_live: None,
+            clock: &horde_engine::clock::System,
+        }
     }
 }
 
@@ -95,6 +114,7 @@ pub struct Running {
     pub server_commands: Option<crate::control::CommandSender>,
     /// Players this part starts while the run goes (its share of a raised target).
     pub joining: Arc<Joining>,
+    circuits_live: Option<CircuitsLive>,
     done: mpsc::Sender<Done>,
     clock: &'static dyn Clock,
 }
@@ -115,6 +135,7 @@ pub fn prepare(part: Part, env: Env) -> anyhow::Result<Running> {
         progress: Arc::new(Progress::default()),
         server_commands: None,
         joining: Default::default(),
+        circuits_live: env.circuits_live.clone(),
         done: env.done.clone(),
         clock: env.clock,
         part,
@@ -143,9 +164,10 @@ fn scenario(r: &mut Running, part: &ScenarioPart, env: Env) -> anyhow::Result<()
     // a raised target may plan players up to the run's stated limit (the driver's)
     let limit = part.scenario.max_players.unwrap_or(sc.players);
     // (a server side plans its own; a second plan here only where this side needs one)
-    let players = match circuits.is_none() && (part.players.is_some() || env.planned.is_some()) {
-        true => Some(Arc::new(crate::plan(&sc, limit, &r.stop).map_err(|e| e.into_anyhow())?)),
-        false => None,
+    let players = match (env.players, circuits.is_none() && (part.players.is_some() || env.planned.is_some())) {
+        (Some(p), _) => Some(p),
+        (None, true) => Some(Arc::new(crate::plan(&sc, limit, &r.stop).map_err(|e| e.into_anyhow())?)),
+        (None, false) => None,
     };
     let (server_tap, client_tap) = match (env.planned, &players) {
         (Some(f), Some(p)) => f(&sc, p),
@@ -331,13 +353,14 @@ impl Running {
                 let (sc, netns) = (sc.clone(), netns.clone());
                 match circuits {
                     Some(cfg) => {
-                        let (cfg, file) = (cfg.clone(), self.dir.join(crate::circuits::CLIENT_FILE));
+                        let (cfg, file, live) = (cfg.clone(), self.dir.join(crate::circuits::CLIENT_FILE), self.circuits_live.clone());
                         std::thread::Builder::new().name("horde-part-circuits".into()).spawn(move || {
                             wait(&stop);
-                            let r = crate::circuits::run_clients(&sc, &cfg, shard, server, &key, &netns, &progress, &stop, None, clock).and_then(|c| {
-                                std::fs::write(&file, serde_json::to_vec(&c)?).with_context(|| format!("writing {}", file.display()))?;
-                                Ok(serde_json::json!({ "circuits": c.len(), "joined": c.iter().filter(|c| c.joined_s.is_some()).count() }))
-                            });
+                            let r =
+                                crate::circuits::run_clients(&sc, &cfg, shard, server, &key, &netns, &progress, &stop, live.as_deref(), clock).and_then(|c| {
+                                    std::fs::write(&file, serde_json::to_vec(&c)?).with_context(|| format!("writing {}", file.display()))?;
+                                    Ok(serde_json::json!({ "circuits": c.len(), "joined": c.iter().filter(|c| c.joined_s.is_some()).count() }))
+                                });
                             let _ = tx.send(done("clients", r.map_err(|e| format!("{e:#}"))));
                         })
                     }
@@ -358,7 +381,14 @@ impl Running {
                                 joining: Some(joining),
                                 start_at_real_ns: Some(at_ns),
                             };
-                            let report = crate::run_clients(&sc, &c, &stop).map_err(|e| format!("{e:#}"));
+                            let report = match crate::run_clients(&sc, &c, &stop) {
+                                // stopped while the players were still connecting: nothing was
+                                // sent, and the report says so (a stop, not a failure)
+                                Err(e) if stop.load(Ordering::Relaxed) && matches!(e.downcast_ref(), Some(horde_engine::EngineError::Interrupted)) => {
+                                    Ok(horde_engine::SendReport { interrupted: true, threads: sc.threads, ..Default::default() })
+                                }
+                                r => r.map_err(|e| format!("{e:#}")),
+                            };
                             drop(c);
                             let _ = tx.send(done("clients", report));
                         })
@@ -376,35 +406,44 @@ impl Running {
     /// side's. A target above the players planned so far plans the rest (every side keeps every
     /// player's stays); `start`: those of them this part starts.
     pub fn steer(&self, online: u32, at_ns: u64, start: Option<Range<u32>>) -> anyhow::Result<()> {
-        let Ready::Scenario { sc, players: Some(players), circuits: None, netns, .. } = &self.ready else {
+        let Ready::Scenario { sc, players: Some(players), circuits: None, .. } = &self.ready else {
             anyhow::bail!("this run has no online target (only a scenario's open-loop players have one)");
         };
         players.grow(online).map_err(anyhow::Error::msg)?;
         players.roster.set(at_ns, online)?;
         if let Some(r) = start {
-            let part = self.part.scenario_part().context("no scenario part")?;
             if r.start < sc.players || r.end > online || r.is_empty() {
                 anyhow::bail!("players {}..{} are not players this raise to {online} adds", r.start, r.end);
             }
-            let server = part.server_addr.or(self.server.as_ref().map(|s| s.1)).context("no server side to send the players to")?;
-            let clients = crate::Clients {
-                players,
-                shard: r.clone(),
-                server,
-                key: self.key.clone(),
-                log: self.dir.join("client.hlog"),
-                log_tap: Default::default(),
-                progress: self.progress.clone(),
-                netns: netns.clone(),
-                joining: Some(self.joining.clone()),
-                start_at_real_ns: None,
-            };
-            clients.start_more(sc, r, at_ns);
+            self.start_more(r, at_ns)?;
         }
         if let Some(tx) = &self.server_commands {
             let c = crate::control::Command::Players { online, at_ns: Some(at_ns) };
             tx.send(crate::control::Incoming { id: 0, command: Ok(c) }).map_err(|_| anyhow::anyhow!("the server side has ended"))?;
         }
+        Ok(())
+    }
+
+    /// Starts players `range` (planned already, beyond the start's) while the run goes: each
+    /// connects when the change that admits it (at `at_ns`) and its own join offset have come.
+    pub fn start_more(&self, range: Range<u32>, at_ns: u64) -> anyhow::Result<()> {
+        let (Ready::Scenario { sc, players: Some(players), netns, .. }, Some(part)) = (&self.ready, self.part.scenario_part()) else {
+            anyhow::bail!("this part runs no players");
+        };
+        let server = part.server_addr.or(self.server.as_ref().map(|s| s.1)).context("no server side to send the players to")?;
+        let clients = crate::Clients {
+            players,
+            shard: range.clone(),
+            server,
+            key: self.key.clone(),
+            log: self.dir.join("client.hlog"),
+            log_tap: Default::default(),
+            progress: self.progress.clone(),
+            netns: netns.clone(),
+            joining: Some(self.joining.clone()),
+            start_at_real_ns: None,
+        };
+        clients.start_more(sc, range, at_ns);
         Ok(())
     }
 
