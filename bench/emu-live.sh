@@ -17,6 +17,7 @@ H=$PWD/target/release/horde
 W=$(mktemp -d)
 trap 'rm -rf "$W"; "$H" emu down blive --purge >/dev/null 2>&1 || true; "$H" emu down bfwd --purge >/dev/null 2>&1 || true' EXIT
 RATES=${RATES-"100000 150000 200000 225000 250000 300000"}  # RATES="" skips part 1
+# DELAY=1ms impairs the emulated link (the plain path stays a plain veth); SCALE=0 skips part 2
 
 pair() { # live: true|false
   cat <<T
@@ -33,6 +34,7 @@ b = "b"
 subnet = "10.9.0.0/30"
 live = $1
 T
+  if [ "$1" = true ] && [ -n "${DELAY:-}" ]; then echo "delay = \"$DELAY\""; fi
 }
 
 if [ -n "$RATES" ]; then
@@ -66,6 +68,7 @@ PY
 done
 fi
 
+[ "${SCALE:-1}" = 0 ] && exit 0
 cat > "$W/star.toml" <<'T'
 name = "star"
 [[node]]

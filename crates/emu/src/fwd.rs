@@ -3,11 +3,10 @@
 //! holds as AF_PACKET sockets; every frame read on one end goes through that direction's
 //! [`horde_impair::Link`] and is written to the other end at the time it decides.
 //!
-//! One thread, epoll over all sockets plus a timerfd armed (nanosecond, absolute) for the
+//! One thread forwards (`fwd_loop`): epoll over all sockets plus a timerfd armed (nanosecond, absolute) for the
 //! earliest pending frame. A control socket (`ctl.sock`, JSON lines, root only) changes a link's
 //! impairments while traffic flows and reports per-direction counters.
 
-use std::collections::BinaryHeap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -20,27 +19,27 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ns, state_dir, EmuError};
 
-use crate::fwd_io::{self, RxBatch};
+use crate::fwd_io;
 
 const ETH_P_ALL: u16 = 0x0003;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 /// Bytes one direction may hold in its delay line before frames are dropped (and counted):
 /// 64 MiB is 0.5 s of a 1 Gbit/s link. netem bounds its delay line likewise (`limit`, 1000
 /// packets by default); without a bound a long delay and a flood would take all memory.
-const MAX_PENDING_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_PENDING_BYTES: u64 = 64 << 20;
 /// How long a control client may take to send its request line.
 const CTL_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest control request line.
 const CTL_MAX_LINE: u64 = 1 << 20;
 
-fn mono_ns() -> u64 {
+pub(crate) fn mono_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid out pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-fn os_err(what: &str) -> EmuError {
+pub(crate) fn os_err(what: &str) -> EmuError {
     EmuError::io(what, std::io::Error::last_os_error())
 }
 
@@ -220,50 +219,30 @@ pub struct Response {
     pub links: Vec<LinkReport>,
 }
 
-struct Dir {
-    link: Link,
+pub(crate) struct Dir {
+    pub(crate) link: Link,
     /// Socket frames of this direction leave by.
-    out: usize,
-    sent: u64,
-    send_errors: u64,
-    pending_bytes: u64,
-    overflow_drops: u64,
+    pub(crate) out: usize,
+    pub(crate) sent: u64,
+    pub(crate) send_errors: u64,
+    pub(crate) pending_bytes: u64,
+    pub(crate) overflow_drops: u64,
     rx_overrun: u64,
     tx_overrun: u64,
 }
 
-struct Shared {
-    dirs: Vec<Dir>,
+pub(crate) struct Shared {
+    pub(crate) dirs: Vec<Dir>,
     names: Vec<(String, String)>,
     /// Socket `i` (its fd, its interface): direction `i` reads it; direction `i ^ 1` writes it.
     socks: Vec<(std::os::fd::RawFd, String)>,
     /// The interfaces' `(rx_dropped, tx_dropped)` when the daemon started.
     if_base: Vec<(u64, u64)>,
-}
-
-struct Pending {
-    at: u64,
-    seq: u64,
-    out: usize,
-    vnet: [u8; fwd_io::VNET],
-    buf: Vec<u8>,
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Pending {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (o.at, o.seq).cmp(&(self.at, self.seq)) // min-heap
-    }
+    /// Socket `i`'s count of datagrams offered to it ([`crate::offered`]; `None` without eBPF).
+    offered: Vec<Option<crate::offered::Offered>>,
+    /// Buffers socket `i`'s receive buffer dropped, and frames its interface's backlog dropped.
+    sock_bufs: Vec<u64>,
+    if_rx: Vec<u64>,
 }
 
 /// A spec in words, as `tc qdisc show` would say it.
@@ -395,8 +374,17 @@ pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
     }
     let drops = fwd_io::interface_drops();
     let if_base = ifnames.iter().map(|n| drops.get(n).copied().unwrap_or_default()).collect();
+    let offered = socks
+        .iter()
+        .map(|s: &OwnedFd| {
+            crate::offered::Offered::attach(s.as_raw_fd())
+                .map_err(|e| eprintln!("horde: no eBPF counter on a link socket ({e}): a GSO buffer the socket drops counts as one frame"))
+                .ok()
+        })
+        .collect();
+    let n = socks.len();
     let sock_fds = socks.iter().map(|s: &OwnedFd| s.as_raw_fd()).zip(ifnames).collect();
-    let shared = Arc::new(Mutex::new(Shared { dirs, names, socks: sock_fds, if_base }));
+    let shared = Arc::new(Mutex::new(Shared { dirs, names, socks: sock_fds, if_base, offered, sock_bufs: vec![0; n], if_rx: vec![0; n] }));
     let ctl_path = state_dir(exp).join("ctl.sock");
     let _ = std::fs::remove_file(&ctl_path);
     let listener = UnixListener::bind(&ctl_path).map_err(|e| EmuError::io("creating the control socket", e))?;
@@ -411,7 +399,7 @@ pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
         }
     });
     std::fs::write(state_dir(exp).join("ready"), std::process::id().to_string()).map_err(|e| EmuError::io("writing ready", e))?;
-    forward(&socks, &shared)
+    crate::fwd_loop::forward(&socks, &shared)
 }
 
 /// Serves one control connection: one request per line. A client that stalls is dropped after
@@ -484,9 +472,18 @@ fn read_overruns(sh: &mut Shared) {
         let sock = fwd_io::socket_drops(*fd);
         let (rx, tx) = drops.get(name).copied().unwrap_or_default();
         let (rx0, tx0) = sh.if_base[i];
-        sh.dirs[i].rx_overrun += sock + rx.saturating_sub(rx0);
+        sh.sock_bufs[i] += sock;
+        sh.if_rx[i] += rx.saturating_sub(rx0);
         sh.dirs[i ^ 1].tx_overrun += tx.saturating_sub(tx0);
         sh.if_base[i] = (rx.max(rx0), tx.max(tx0));
+        // in datagrams: those offered and never read (exact once the socket is drained; while
+        // a drop is recent, datagrams still waiting in the socket count too)
+        let sock_dgrams = match (&sh.offered[i], sh.sock_bufs[i]) {
+            (_, 0) => 0,
+            (Some(o), _) => o.read().saturating_sub(sh.dirs[i].link.stats().packets),
+            (None, bufs) => bufs,
+        };
+        sh.dirs[i].rx_overrun = sh.if_rx[i] + sock_dgrams;
     }
 }
 
@@ -553,133 +550,5 @@ pub fn request(exp: &str, req: &Request) -> Result<Response, EmuError> {
     match (&r.ok, &r.error) {
         (false, Some(e)) => Err(EmuError::Other(e.clone())),
         _ => Ok(r),
-    }
-}
-
-fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
-    // SAFETY: plain syscalls; fds checked.
-    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    let tfd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
-    if ep < 0 || tfd < 0 {
-        return Err(os_err("creating epoll or timerfd"));
-    }
-    let add = |fd: i32, data: u64| {
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: data };
-        // SAFETY: valid epoll fd and event.
-        unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) }
-    };
-    for (i, s) in socks.iter().enumerate() {
-        add(s.as_raw_fd(), i as u64);
-    }
-    add(tfd, u64::MAX);
-    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
-    let mut heap: BinaryHeap<Pending> = BinaryHeap::new();
-    let mut pool: Vec<Vec<u8>> = Vec::new();
-    let mut segs: Vec<Vec<u8>> = Vec::new();
-    let mut rx = RxBatch::new();
-    let mut due: Vec<Pending> = Vec::new();
-    let mut seq = 0u64;
-    let mut flip = 0x9E37_79B9_7F4A_7C15u64;
-    let mut armed = 0u64;
-    loop {
-        // SAFETY: events buffer valid for its length.
-        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, -1) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(os_err("epoll_wait"));
-        }
-        let mut sh = shared.lock().expect("forwarder state");
-        for ev in &events[..n as usize] {
-            let id = ev.u64;
-            if id == u64::MAX {
-                let mut x = 0u64;
-                // SAFETY: reading the 8-byte expiry count.
-                unsafe { libc::read(tfd, &mut x as *mut u64 as *mut libc::c_void, 8) };
-                armed = 0;
-                continue;
-            }
-            let s = id as usize;
-            // A few batches per wake-up (epoll is level-triggered: the rest comes next turn), so
-            // one busy link neither starves the others nor holds back what is due.
-            for _ in 0..4 {
-                let got = rx.read(socks[s].as_raw_fd());
-                let now = mono_ns();
-                // frames read on end a (even) travel a→b: direction 2k; on end b: 2k+1
-                let d = &mut sh.dirs[s];
-                for f in 0..got {
-                    let (vnet, whole) = rx.frame(f);
-                    // a UDP GSO super-frame is impaired and counted as the datagrams it carries
-                    segs.clear();
-                    let cut = crate::udp_gso::split(&vnet, whole, &mut segs);
-                    let plain = (!cut).then_some((vnet, whole));
-                    for (vnet, frame) in plain.into_iter().chain(segs.iter().map(|s| ([0; fwd_io::VNET], s.as_slice()))) {
-                        let len = frame.len();
-                        if let horde_impair::Verdict::Deliver { at_ns, copies, corrupt, bit_errors } = d.link.on_packet(now, len as u32) {
-                            for c in 0..copies {
-                                if d.pending_bytes + len as u64 > MAX_PENDING_BYTES {
-                                    d.overflow_drops += 1;
-                                    continue;
-                                }
-                                d.pending_bytes += len as u64;
-                                let mut buf = pool.pop().unwrap_or_default();
-                                buf.clear();
-                                buf.extend_from_slice(frame);
-                                let vnet = fwd_io::settle(vnet, &mut buf);
-                                if corrupt && c == 0 && len > 14 {
-                                    flip ^= flip << 13;
-                                    flip ^= flip >> 7;
-                                    flip ^= flip << 17;
-                                    let bit = 14 * 8 + (flip % ((len as u64 - 14) * 8)) as usize;
-                                    buf[bit / 8] ^= 1 << (bit % 8);
-                                }
-                                // bit errors land after the Ethernet header (the frame still reaches
-                                // its host, whose checksums then find them, as on a wire without FCS)
-                                if bit_errors > 0 && c == 0 && len > 14 {
-                                    d.link.flip_bits(&mut buf[14..], bit_errors);
-                                }
-                                seq += 1;
-                                heap.push(Pending { at: at_ns, seq, out: d.out, vnet, buf });
-                            }
-                        }
-                    }
-                }
-                if got < fwd_io::BATCH {
-                    break;
-                }
-            }
-        }
-        // Deliver what is due, in order, one sendmmsg per run of frames to the same socket.
-        let now = mono_ns();
-        while heap.peek().is_some_and(|p| p.at <= now) {
-            due.push(heap.pop().expect("peeked"));
-        }
-        let mut i = 0;
-        while i < due.len() {
-            let out = due[i].out;
-            let run = due[i..].iter().take_while(|p| p.out == out).count();
-            let frames: Vec<(&[u8; fwd_io::VNET], &[u8])> = due[i..i + run].iter().map(|p| (&p.vnet, p.buf.as_slice())).collect();
-            let (sent, failed) = fwd_io::send_all(socks[out].as_raw_fd(), &frames);
-            // direction whose frames leave by socket `out`: the opposite end's reading direction
-            let d = &mut sh.dirs[out ^ 1];
-            d.pending_bytes -= frames.iter().map(|f| f.1.len() as u64).sum::<u64>();
-            d.sent += sent;
-            d.send_errors += failed;
-            i += run;
-        }
-        pool.extend(due.drain(..).map(|p| p.buf));
-        drop(sh);
-        if let Some(next) = heap.peek().map(|p| p.at) {
-            if armed != next {
-                let spec = libc::itimerspec {
-                    it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-                    it_value: libc::timespec { tv_sec: (next / 1_000_000_000) as i64, tv_nsec: (next % 1_000_000_000) as i64 },
-                };
-                // SAFETY: valid itimerspec.
-                unsafe { libc::timerfd_settime(tfd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
-                armed = next;
-            }
-        }
     }
 }

@@ -109,11 +109,11 @@ impl RxBatch {
 }
 
 /// Writes `frames` (each a header and a frame) to `fd`, as few system calls as possible;
-/// returns (sent, failed). A frame the kernel refuses (a full send buffer: the socket does not
-/// block) is dropped and counted.
-pub fn send_all(fd: RawFd, frames: &[(&[u8; VNET], &[u8])]) -> (u64, u64) {
+/// returns the datagrams (frame `k` carries `weights[k]`) (sent, failed). A frame the kernel
+/// refuses (a full send buffer: the socket does not block) is dropped and counted.
+pub fn send_all(fd: RawFd, frames: &[(&[u8; VNET], &[u8])], weights: &[u64]) -> (u64, u64) {
     let (mut sent, mut failed) = (0u64, 0u64);
-    for chunk in frames.chunks(BATCH) {
+    for (chunk, w) in frames.chunks(BATCH).zip(weights.chunks(BATCH)) {
         let mut iov: Vec<libc::iovec> = chunk
             .iter()
             .flat_map(|(h, f)| {
@@ -139,10 +139,10 @@ pub fn send_all(fd: RawFd, frames: &[(&[u8; VNET], &[u8])]) -> (u64, u64) {
             // SAFETY: hdr[i..] are valid headers whose buffers outlive the call.
             let r = unsafe { libc::sendmmsg(fd, hdr[i..].as_mut_ptr(), (hdr.len() - i) as libc::c_uint, libc::MSG_DONTWAIT as _) };
             if r <= 0 {
-                failed += 1; // the first message failed: drop it and go on
+                failed += w[i]; // the first message failed: drop it and go on
                 i += 1;
             } else {
-                sent += r as u64;
+                sent += w[i..i + r as usize].iter().sum::<u64>();
                 i += r as usize;
             }
         }

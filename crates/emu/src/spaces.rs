@@ -158,9 +158,11 @@ pub(crate) fn addresses_and_routes(plan: &Plan, spaces: &mut [NodeNs], which: &[
             nl.addr(idx, *a, *prefix, &format!("{}:{ifname}", n.name))?;
             nl.neighbour_probes(idx, NEIGHBOUR_PROBES, &format!("{}:{ifname}", n.name))?;
             if has_impaired {
-                // The forwarder passes frames as they are: make the stack finish checksums and
-                // segmentation before a frame leaves the node.
-                tx_offload_off(sock, ifname)?;
+                // The link emulator impairs TCP segments one by one: the node's stack cuts them
+                // before they leave. UDP GSO super-frames reach the link whole (the link cuts
+                // them, impairs each datagram and joins them again on the way out), and
+                // checksums left to the interface are finished there.
+                tso_off(sock, ifname)?;
             }
         }
         nl.flush()?;
@@ -196,16 +198,16 @@ fn if_index(sock: &OwnedFd, name: &str) -> Result<u32, EmuError> {
     Ok(unsafe { *(&r.data as *const *mut libc::c_void as *const i32) } as u32)
 }
 
-/// `ethtool -K NAME tx off` (which also turns TSO off).
-fn tx_offload_off(sock: &OwnedFd, name: &str) -> Result<(), EmuError> {
+/// `ethtool -K NAME tso off`.
+fn tso_off(sock: &OwnedFd, name: &str) -> Result<(), EmuError> {
     const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    const ETHTOOL_STXCSUM: u32 = 0x17;
-    let mut v: [u32; 2] = [ETHTOOL_STXCSUM, 0];
+    const ETHTOOL_STSO: u32 = 0x1f;
+    let mut v: [u32; 2] = [ETHTOOL_STSO, 0];
     let mut r = ifreq(name);
     r.data = v.as_mut_ptr() as *mut libc::c_void;
     // SAFETY: ifreq with a pointer to a struct ethtool_value.
     if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut r) } != 0 {
-        return Err(EmuError::io(&format!("turning TX checksum offload off on {name}"), std::io::Error::last_os_error()));
+        return Err(EmuError::io(&format!("turning TCP segmentation offload off on {name}"), std::io::Error::last_os_error()));
     }
     Ok(())
 }
