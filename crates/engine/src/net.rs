@@ -270,6 +270,21 @@ pub fn enable_gro(s: &Socket) -> io::Result<()> {
     setsockopt_int(s.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1)
 }
 
+/// Datagrams socket `fd` dropped because its receive buffer was full, since it was opened
+/// (`SO_MEMINFO`'s `SK_MEMINFO_DROPS`); 0 where the kernel does not say.
+pub fn socket_drops(fd: RawFd) -> u64 {
+    const SO_MEMINFO: libc::c_int = 55;
+    let mut info = [0u32; 9]; // SK_MEMINFO_VARS; SK_MEMINFO_DROPS is the last
+    let mut len = size_of_val(&info) as libc::socklen_t;
+    // SAFETY: the buffer holds `len` bytes; the kernel writes at most that.
+    let r = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, SO_MEMINFO, info.as_mut_ptr() as *mut libc::c_void, &mut len) };
+    if r == 0 && len as usize >= size_of_val(&info) {
+        info[8] as u64
+    } else {
+        0
+    }
+}
+
 /// Sends each datagram to its own address (echo replies) in one sendmmsg call.
 pub fn send_batch_to(fd: RawFd, bufs: &[&[u8]], to: &[SocketAddr]) -> io::Result<usize> {
     let mut iovs: [libc::iovec; BATCH] = unsafe { zeroed() };

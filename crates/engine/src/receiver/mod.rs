@@ -324,6 +324,7 @@ impl Receiver {
             }
         }
         self.tell_stopping();
+        self.report.socket_drops = self.udp.iter().map(|(s, _)| net::socket_drops(s.as_raw_fd())).sum();
         self.report.duration_s = (mono_ns() - started) as f64 / 1e9;
         Ok(())
     }

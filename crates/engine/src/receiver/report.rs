@@ -150,6 +150,11 @@ pub struct RecvReport {
     #[serde(default)]
     pub consent_probe_bytes: u64,
     pub kernel_timestamps: u64,
+    /// UDP datagrams this host's kernel dropped because a listening socket's receive buffer was
+    /// full (the socket's own count, `SO_MEMINFO`, in datagrams even where one GRO buffer
+    /// carried several): the receiving host's loss, not the network's.
+    #[serde(default)]
+    pub socket_drops: u64,
     /// Flows whose sender's end message arrived (see `flows[].end`).
     #[serde(default)]
     pub ended: u64,
