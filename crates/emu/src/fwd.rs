@@ -19,29 +19,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ns, state_dir, EmuError};
 
-use crate::fwd_io;
+use crate::fwd_io::{self, mono_ns, os_err};
+use crate::fwd_loop::{Dir, Shared};
 
 const ETH_P_ALL: u16 = 0x0003;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
-/// Bytes one direction may hold in its delay line before frames are dropped (and counted):
-/// 64 MiB is 0.5 s of a 1 Gbit/s link. netem bounds its delay line likewise (`limit`, 1000
-/// packets by default); without a bound a long delay and a flood would take all memory.
-pub(crate) const MAX_PENDING_BYTES: u64 = 64 << 20;
 /// How long a control client may take to send its request line.
 const CTL_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest control request line.
 const CTL_MAX_LINE: u64 = 1 << 20;
-
-pub(crate) fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-pub(crate) fn os_err(what: &str) -> EmuError {
-    EmuError::io(what, std::io::Error::last_os_error())
-}
 
 /// An AF_PACKET socket bound to one interface, non-blocking, blind to its own sends.
 fn packet_socket(ifname: &str) -> Result<OwnedFd, EmuError> {
@@ -217,32 +203,6 @@ pub struct Response {
     pub ok: bool,
     pub error: Option<String>,
     pub links: Vec<LinkReport>,
-}
-
-pub(crate) struct Dir {
-    pub(crate) link: Link,
-    /// Socket frames of this direction leave by.
-    pub(crate) out: usize,
-    pub(crate) sent: u64,
-    pub(crate) send_errors: u64,
-    pub(crate) pending_bytes: u64,
-    pub(crate) overflow_drops: u64,
-    rx_overrun: u64,
-    tx_overrun: u64,
-}
-
-pub(crate) struct Shared {
-    pub(crate) dirs: Vec<Dir>,
-    names: Vec<(String, String)>,
-    /// Socket `i` (its fd, its interface): direction `i` reads it; direction `i ^ 1` writes it.
-    socks: Vec<(std::os::fd::RawFd, String)>,
-    /// The interfaces' `(rx_dropped, tx_dropped)` when the daemon started.
-    if_base: Vec<(u64, u64)>,
-    /// Socket `i`'s count of datagrams offered to it ([`crate::offered`]; `None` without eBPF).
-    offered: Vec<Option<crate::offered::Offered>>,
-    /// Buffers socket `i`'s receive buffer dropped, and frames its interface's backlog dropped.
-    sock_bufs: Vec<u64>,
-    if_rx: Vec<u64>,
 }
 
 /// A spec in words, as `tc qdisc show` would say it.

@@ -14,6 +14,21 @@
 
 use std::os::fd::RawFd;
 
+use crate::EmuError;
+
+/// CLOCK_MONOTONIC in nanoseconds: the link emulator's one clock.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The last system error, saying what was being done.
+pub fn os_err(what: &str) -> EmuError {
+    EmuError::io(what, std::io::Error::last_os_error())
+}
+
 /// Frames per system call.
 pub const BATCH: usize = 64;
 /// The largest frame read (a GSO frame from a veth can be 64 KiB).

@@ -12,11 +12,43 @@ use std::collections::BinaryHeap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Mutex;
 
-use horde_impair::Verdict;
+use horde_impair::{Link, Verdict};
 
-use crate::fwd::{mono_ns, os_err, Dir, Shared, MAX_PENDING_BYTES};
-use crate::fwd_io::{self, RxBatch, VNET};
+use crate::fwd_io::{self, mono_ns, os_err, RxBatch, VNET};
 use crate::{udp_gso, EmuError};
+
+/// Bytes one direction may hold in its delay line before frames are dropped (and counted):
+/// 64 MiB is 0.5 s of a 1 Gbit/s link. netem bounds its delay line likewise (`limit`, 1000
+/// packets by default); without a bound a long delay and a flood would take all memory.
+pub(crate) const MAX_PENDING_BYTES: u64 = 64 << 20;
+
+/// One direction of one link: its impairments and counters.
+pub(crate) struct Dir {
+    pub(crate) link: Link,
+    /// Socket frames of this direction leave by.
+    pub(crate) out: usize,
+    pub(crate) sent: u64,
+    pub(crate) send_errors: u64,
+    pub(crate) pending_bytes: u64,
+    pub(crate) overflow_drops: u64,
+    pub(crate) rx_overrun: u64,
+    pub(crate) tx_overrun: u64,
+}
+
+/// What the forwarding loop and the control thread share.
+pub(crate) struct Shared {
+    pub(crate) dirs: Vec<Dir>,
+    pub(crate) names: Vec<(String, String)>,
+    /// Socket `i` (its fd, its interface): direction `i` reads it; direction `i ^ 1` writes it.
+    pub(crate) socks: Vec<(std::os::fd::RawFd, String)>,
+    /// The interfaces' `(rx_dropped, tx_dropped)` when the daemon started.
+    pub(crate) if_base: Vec<(u64, u64)>,
+    /// Socket `i`'s count of datagrams offered to it ([`crate::offered`]; `None` without eBPF).
+    pub(crate) offered: Vec<Option<crate::offered::Offered>>,
+    /// Buffers socket `i`'s receive buffer dropped, and frames its interface's backlog dropped.
+    pub(crate) sock_bufs: Vec<u64>,
+    pub(crate) if_rx: Vec<u64>,
+}
 
 struct Pending {
     at: u64,
