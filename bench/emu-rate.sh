@@ -59,7 +59,7 @@ PY
     sleep 2 # the kernel frees the namespaces in the background
   done
 done
-python3 - "$OUT/runs.jsonl" > "$ROOT/bench/RESULTS-emu-rate.md" <<'PY'
+python3 - "$OUT/runs.jsonl" "$OUT/headline.json" > "$ROOT/bench/RESULTS-emu-rate.md" <<'PY'
 import json, statistics, subprocess, sys, datetime, os
 runs = [json.loads(l) for l in open(sys.argv[1])]
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -93,6 +93,8 @@ for rnd in rounds:
     ratios.append(ratio)
     print(f"| {rnd} | {v:,.0f} | {l:,.0f} | {ratio:.2f}× |")
 print(f"\n**Median link / veth: {statistics.median(ratios):.2f}×** (target ≥ 0.9×).\n")
+json.dump({"date": str(datetime.date.today()), "commit": commit, "rounds": len(rounds), "ratio_median": statistics.median(ratios),
+           "veth_pps": [zero_loss(r, "veth") for r in rounds], "link_pps": [zero_loss(r, "link") for r in rounds]}, open(sys.argv[2], "w"), indent=1)
 print(f"Accounting over every run: {link_lost:,} datagrams lost in the link's own counters (overrun: it could not keep up), {host_lost:,} in the receiving socket's buffer in host b (the receiver could not keep up), and {unaccounted:,} sent but neither received nor counted anywhere.\n")
 for r in runs:
     r["uncounted"] = r["sent"] - r["received"] - r["link_drops"] - r["host_drops"]

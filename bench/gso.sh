@@ -11,6 +11,8 @@
 #   bash bench/gso.sh                  # 5 s per point, 3 rounds, ~6 minutes plus the BEFORE build
 #   BEFORE_BIN=/path/to/horde bash bench/gso.sh
 #   QUICK=1 bash bench/gso.sh          # 2 s per point, 1 round
+#   NO_BEFORE=1 bash bench/gso.sh      # without the engine before GSO (bench/run.sh)
+# Also writes bench/out/gso/headline.json (bench/run.sh's table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -27,7 +29,9 @@ rm -f "$OUT"/*.hlog
 
 cargo build --release -q -p horde
 H=$ROOT/target/release/horde
-if [ -z "${BEFORE_BIN:-}" ]; then
+if [ -n "${NO_BEFORE:-}" ]; then
+  BEFORE_BIN=""
+elif [ -z "${BEFORE_BIN:-}" ]; then
   echo "building the engine before GSO ($BEFORE) into /tmp/horde-gso-before-target"
   git worktree add -f /tmp/horde-gso-before "$BEFORE" -q
   (cd /tmp/horde-gso-before && CARGO_TARGET_DIR=/tmp/horde-gso-before-target cargo build --release -q -p horde)
@@ -93,14 +97,14 @@ for round in $(seq 1 "$ROUNDS"); do
     read -r kind a b c <<<"$how"
     case $kind in
       c) [ "$b" = - ] && b=""; [ "$c" = - ] && c=""; r=$(c_point "$tag-$round" "$a" "$b" "$c") ;;
-      h) bin=$H; [ "$a" = before ] && bin=$BEFORE_BIN; r=$(h_point "$tag-$round" "$bin" "$b") ;;
+      h) bin=$H; [ "$a" = before ] && bin=$BEFORE_BIN; [ -z "$bin" ] && continue; r=$(h_point "$tag-$round" "$bin" "$b") ;;
     esac
     echo "round $round: $label: $r"
     rows+=("$tag|$label|$round|$r")
   done
 done
 
-python3 - "$RESULTS" "$ROUNDS" "$SECS" "$BEFORE" "$(git rev-parse --short HEAD)" "$(nproc)" "$(uname -r)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "${rows[@]}" <<'PY'
+python3 - "$RESULTS" "$ROUNDS" "$SECS" "${BEFORE_BIN:+$BEFORE}" "$(git rev-parse --short HEAD)" "$(nproc)" "$(uname -r)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "${rows[@]}" <<'PY'
 import sys, statistics, datetime
 out, rounds, secs, before, head, cores, kernel, cpu = sys.argv[1:9]
 rows = [r.split("|") for r in sys.argv[9:]]
@@ -131,5 +135,10 @@ for a, b, what in [("h-gso-64", "c-plain-64", "horde GSO/GRO vs the C sendmmsg p
     if x and y:
         L.append(f"- {what}: **{x / y:.2f}×**")
 open(out, "w").write("\n".join(L) + "\n")
+import json, os
+loss = {tag: max(float(x[1]) for x in v) for (tag, _), v in by.items()}
+json.dump({"date": str(datetime.date.today()), "commit": head, "rounds": int(rounds),
+           "median_pps": {t: med(t) for (t, _) in by}, "max_loss_pct": loss},
+          open(os.path.join(os.path.dirname(out), "out", "gso", "headline.json"), "w"), indent=1)
 print("\n".join(L))
 PY
