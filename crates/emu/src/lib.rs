@@ -510,9 +510,7 @@ pub fn down_with(exp: &str, dry_run: bool) -> Result<Removed, EmuError> {
         removed.items.extend(external::give_back(exp, fabric.as_ref()));
     }
     kill_all(&pids);
-    for n in &names {
-        ns::delete(n)?;
-    }
+    ns::delete_all(&names)?;
     if let Some(dir) = dir {
         let r = if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) { std::fs::remove_dir_all(&dir) } else { std::fs::remove_file(&dir) };
         r.map_err(|e| EmuError::io(&format!("removing {}", dir.display()), e))?;

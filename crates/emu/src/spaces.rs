@@ -18,6 +18,8 @@ pub(crate) struct NodeNs {
     pub(crate) fd: OwnedFd,
     nl: Option<Nl>,
     next_index: u32,
+    /// The node's link ends by name and the index they were made with.
+    named: Vec<(String, u32)>,
     /// A fabric namespace: its socket stays open (it makes many interfaces).
     keep: bool,
 }
@@ -26,6 +28,17 @@ impl NodeNs {
     pub(crate) fn index(&mut self) -> u32 {
         self.next_index += 1;
         self.next_index
+    }
+
+    /// The index a node's link end `name` is made with, kept for its addresses.
+    pub(crate) fn index_for(&mut self, name: &str) -> u32 {
+        let i = self.index();
+        self.named.push((name.to_string(), i));
+        i
+    }
+
+    fn named(&self, name: &str) -> Option<u32> {
+        self.named.iter().find(|(n, _)| n == name).map(|&(_, i)| i)
     }
 
     /// The namespace's netlink socket, opened inside it on first use.
@@ -66,33 +79,50 @@ impl NodeNs {
     }
 }
 
-/// The namespaces `names`, made on a helper thread so this thread stays where it is, with
+/// The namespaces `names`, made on helper threads so this thread stays where it is, with
 /// forwarding where `routers` says; the first `fabric` of `names` are fabric namespaces (their
 /// netlink sockets are opened at once and kept: they make every bridge and most veth pairs;
 /// the others' when needed).
 pub(crate) fn namespaces(names: &[(String, NsRole)], opts: &UpOptions) -> Result<Vec<NodeNs>, EmuError> {
+    // Most of a namespace's making runs in the kernel outside its global locks: a helper
+    // thread per core (at most 4) makes a contiguous share of them.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    let share = names.len().div_ceil(threads).max(64);
     std::thread::scope(|s| {
-        s.spawn(|| -> Result<Vec<NodeNs>, EmuError> {
-            let mut out = Vec::with_capacity(names.len());
-            for (name, role) in names {
-                interrupted(opts)?;
-                let fd = ns::create_here(name)?;
-                let keep = *role == NsRole::Fabric;
-                let nl = if keep { Some(Nl::open()?) } else { None };
-                match role {
-                    NsRole::Fabric => fabric_without_ipv6(name)?,
-                    NsRole::Router => {
-                        std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").map_err(|e| EmuError::io(&format!("enabling forwarding in {name}"), e))?
-                    }
-                    NsRole::Host => {}
-                }
-                out.push(NodeNs { fd, nl, next_index: 1, keep });
+        let helpers: Vec<_> = names.chunks(share).map(|part| s.spawn(move || make(part, opts))).collect();
+        let mut out = Vec::with_capacity(names.len());
+        let mut first_err = None;
+        for h in helpers {
+            match h.join().expect("namespace thread") {
+                Ok(v) => out.extend(v),
+                Err(e) => first_err = first_err.or(Some(e)),
             }
-            Ok(out)
-        })
-        .join()
-        .expect("namespace thread")
+        }
+        // On an error every namespace made is in /run/netns under the experiment's id, where
+        // `up`'s clean-up finds it.
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     })
+}
+
+/// One helper thread's share of [`namespaces`], in order.
+fn make(names: &[(String, NsRole)], opts: &UpOptions) -> Result<Vec<NodeNs>, EmuError> {
+    let mut out = Vec::with_capacity(names.len());
+    for (name, role) in names {
+        interrupted(opts)?;
+        let fd = ns::create_here(name)?;
+        let keep = *role == NsRole::Fabric;
+        let nl = if keep { Some(Nl::open()?) } else { None };
+        match role {
+            NsRole::Fabric => fabric_without_ipv6(name)?,
+            NsRole::Router => std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").map_err(|e| EmuError::io(&format!("enabling forwarding in {name}"), e))?,
+            NsRole::Host => {}
+        }
+        out.push(NodeNs { fd, nl, next_index: 1, named: Vec::new(), keep });
+    }
+    Ok(out)
 }
 
 /// What a namespace `up` makes is for.
@@ -126,7 +156,7 @@ fn fabric_without_ipv6(name: &str) -> Result<(), EmuError> {
 /// all start, an answer can take longer than three seconds to be scheduled, and a connect then
 /// fails with "no route to host" although the emulated network is fine. Ten probes keep a busy
 /// machine from passing for a broken network; a neighbour that really is gone still fails
-/// (after ten seconds instead of three). Set on every addressed interface.
+/// (after ten seconds instead of three). Set on every node's end of a link (`wire`).
 pub(crate) const NEIGHBOUR_PROBES: u32 = 10;
 
 /// Loopback, addresses and routes, node by node on the node's own netlink socket (addresses
@@ -149,15 +179,22 @@ pub(crate) fn addresses_and_routes(plan: &Plan, spaces: &mut [NodeNs], which: &[
     for (i, n) in plan.nodes.iter().enumerate() {
         let Some(k) = which[i] else { continue };
         let s = &mut spaces[k];
-        let inet = if addrs[i].is_empty() { None } else { Some(s.inet()?) };
+        // A socket for interface ioctls only where one is needed: an end not made by `wire`,
+        // or segmentation offload to turn off.
+        let need = has_impaired || addrs[i].iter().any(|(ifname, _, _)| s.named(ifname).is_none());
+        let inet = if need && !addrs[i].is_empty() { Some(s.inet()?) } else { None };
+        let idxs: Vec<u32> = addrs[i]
+            .iter()
+            .map(|(ifname, _, _)| match s.named(ifname) {
+                Some(idx) => Ok(idx),
+                None => if_index(inet.as_ref().expect("opened for unnamed ends"), ifname),
+            })
+            .collect::<Result<_, _>>()?;
         let nl = s.nl()?;
         nl.up(1, &format!("lo in {}", n.name))?;
-        for (ifname, a, prefix) in &addrs[i] {
-            let sock = inet.as_ref().expect("opened for addresses");
-            let idx = if_index(sock, ifname)?;
+        for ((ifname, a, prefix), idx) in addrs[i].iter().zip(idxs) {
             nl.addr(idx, *a, *prefix, &format!("{}:{ifname}", n.name))?;
-            nl.neighbour_probes(idx, NEIGHBOUR_PROBES, &format!("{}:{ifname}", n.name))?;
-            if has_impaired {
+            if let Some(sock) = inet.as_ref().filter(|_| has_impaired) {
                 // The link emulator impairs TCP segments one by one: the node's stack cuts them
                 // before they leave. UDP GSO super-frames reach the link whole (the link cuts
                 // them, impairs each datagram and joins them again on the way out), and

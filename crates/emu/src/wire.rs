@@ -7,6 +7,7 @@ use horde_impair::LinkSpec;
 use horde_topo::Plan;
 
 use crate::nl::Nl;
+use crate::spaces::NEIGHBOUR_PROBES;
 use crate::{bridges, interrupted, EmuError, NodeNs, UpOptions};
 
 /// Every link of the plan: veth pairs between nodes (or into a bridge, in the fabric shard the
@@ -40,6 +41,7 @@ pub(crate) fn links(
             continue; // both ends on other machines
         }
         let on_netem = netem_links.contains(&li);
+        let mark = peer_up.len();
         let mut landed: Vec<(usize, u32)> = Vec::new();
         let ends: Vec<(&horde_topo::Port, Option<(String, u32)>)> = if l.impaired() && !on_netem {
             let k = n_imp;
@@ -75,7 +77,7 @@ pub(crate) fn links(
                         peer_up.push((0, fidx, fname.clone()));
                     } else {
                         let k = which[port.node].expect("host or router");
-                        let nidx = spaces[k].index();
+                        let nidx = spaces[k].index_for(&port.ifname);
                         let nfd = spaces[k].fd.as_raw_fd();
                         spaces[0].nl()?.veth(&fname, fidx, None, &port.ifname, nidx, nfd)?;
                         peer_up.push((k, nidx, port.ifname.clone()));
@@ -95,7 +97,7 @@ pub(crate) fn links(
                     (Some((s, br)), None) | (None, Some((s, br))) => {
                         let (sw, host) = if bridges.is(port.node) { (port, other) } else { (other, port) };
                         let k = which[host.node].expect("host or router");
-                        let hidx = spaces[k].index();
+                        let hidx = spaces[k].index_for(&host.ifname);
                         let hfd = spaces[k].fd.as_raw_fd();
                         let sidx = spaces[s].index();
                         spaces[s].nl()?.veth(&sw.ifname, sidx, Some(br), &host.ifname, hidx, hfd)?;
@@ -105,16 +107,32 @@ pub(crate) fn links(
                     (None, None) => {
                         let ka = which[port.node].expect("host or router");
                         let kb = which[other.node].expect("host or router");
-                        let ia = spaces[ka].index();
-                        let ib = spaces[kb].index();
+                        let ia = spaces[ka].index_for(&port.ifname);
+                        let ib = spaces[kb].index_for(&other.ifname);
                         let bfd = spaces[kb].fd.as_raw_fd();
-                        spaces[ka].nl()?.veth(&port.ifname, ia, None, &other.ifname, ib, bfd)?;
-                        spaces[ka].nl()?.no_ipv6(ia, &port.ifname)?;
+                        let nl = spaces[ka].nl()?;
+                        nl.veth(&port.ifname, ia, None, &other.ifname, ib, bfd)?;
+                        nl.neighbour_probes(ia, NEIGHBOUR_PROBES, &port.ifname)?;
+                        nl.no_ipv6(ia, &port.ifname)?;
                         spaces[ka].release()?;
                         peer_up.push((kb, ib, other.ifname.clone()));
                         landed = vec![(ka, ia), (kb, ib)];
                     }
                 },
+            }
+        }
+        // The ends in hosts and routers are finished now, from their own sockets, while they
+        // are the newest interfaces on the machine: the kernel finds an interface's neighbour
+        // parameters by walking every interface's, newest first (set later, 10,000 hosts cost
+        // seconds). Ends in the fabric wait for their bridges (below).
+        let (nodes, fabric): (Vec<_>, Vec<_>) = peer_up.drain(mark..).partition(|(k, _, _)| !spaces[*k].is_fabric());
+        peer_up.extend(fabric);
+        if !nodes.is_empty() {
+            for &k in slot {
+                spaces[k].nl()?.flush()?; // the pairs exist before their ends are set
+            }
+            for (k, idx, name) in nodes {
+                node_end(&mut spaces[k], idx, &name)?;
             }
         }
         if on_netem {
@@ -133,16 +151,8 @@ pub(crate) fn links(
     for (s, idx, master, name) in &late_masters {
         spaces[*s].nl()?.set_master(*idx, *master, name)?;
     }
-    // each host's ends come up from its own socket, opened and closed in turn (a socket per
-    // namespace held at once would be 10,000 descriptors more)
-    // IPv4 only: every veth end in a node gets no IPv6 address before its carrier comes (else
-    // each runs duplicate-address detection and router solicitation, flooded by the switches
-    // to every port: with thousands of hosts, minutes of kernel work and dropped frames); the
-    // fabric has IPv6 off altogether
+    // the fabric's ends come up once attached
     for (k, idx, name) in &peer_up {
-        if !spaces[*k].is_fabric() {
-            spaces[*k].nl()?.no_ipv6(*idx, name)?;
-        }
         spaces[*k].nl()?.up(*idx, name)?;
         spaces[*k].release()?;
     }
@@ -156,4 +166,18 @@ pub(crate) fn links(
         spaces[k].nl()?.flush()?;
     }
     Ok(n_imp)
+}
+
+/// A node's end of a link, once the pair exists, from the node's own socket (opened and closed
+/// in turn: a socket per namespace held at once would be 10,000 descriptors more): patient
+/// neighbour probes ([`NEIGHBOUR_PROBES`]); no IPv6 address before its carrier comes (IPv4 only:
+/// else each end runs duplicate-address detection and router solicitation, flooded by the
+/// switches to every port — with thousands of hosts, minutes of kernel work and dropped frames;
+/// the fabric has IPv6 off altogether); then up.
+fn node_end(space: &mut NodeNs, idx: u32, name: &str) -> Result<(), EmuError> {
+    let nl = space.nl()?;
+    nl.neighbour_probes(idx, NEIGHBOUR_PROBES, name)?;
+    nl.no_ipv6(idx, name)?;
+    nl.up(idx, name)?;
+    space.release()
 }
