@@ -3,18 +3,24 @@
 # mixed topology of routers, switches and hosts, timed up and down, with a probe across each,
 # and Mininet (Debian's) building the same star in the same session, as far as it gets.
 #
-#   sudo bash bench/emu-scale.sh     (needs root; SIZES="1000 5000 10000" by default; MININET=0
-#                                     skips the peer; each Mininet size is bounded by 900 s and
-#                                     a 14 GiB memory cgroup; ~25 min in all with Mininet)
+#   sudo bash bench/emu-scale.sh     (needs root; SIZES="1000 5000 10000" by default; ROUNDS=3
+#                                     runs each star 3 times; MN_SIZES="1000" gives Mininet only
+#                                     those sizes, MININET=0 none; each Mininet size is bounded by
+#                                     900 s and a 14 GiB memory cgroup; ~25 min in all with Mininet)
+# Writes bench/RESULTS-emu-scale.md and bench/out/emu-scale/headline.json (bench/run.sh's table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 [ "$(id -u)" = 0 ] || { echo "needs root (namespaces)" >&2; exit 1; }
 cargo build --release -q -p horde
 H="$PWD/target/release/horde"
 W=$(mktemp -d /tmp/horde-bench-scale.XXXXXX)
 trap 'rm -rf "$W"; rmdir /sys/fs/cgroup/memory/horde-bench-mn 2>/dev/null || true' EXIT
 SIZES=${SIZES:-"1000 5000 10000"}
+ROUNDS=${ROUNDS:-1}      # star runs per size
+MN_SIZES=${MN_SIZES:-$SIZES}
 MININET=${MININET:-1}
+mkdir -p bench/out/emu-scale
 if [ "$MININET" = 1 ] && { ! command -v mn >/dev/null || ! command -v brctl >/dev/null || ! command -v ping >/dev/null; }; then
   echo "installing the peer (mininet, bridge-utils, iputils-ping for its probe) from Debian" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mininet bridge-utils iputils-ping >/dev/null
@@ -48,13 +54,13 @@ probe() { # exp src dst-node
 
 avail() { awk '/MemAvailable/ { print $2 }' /proc/meminfo; }
 
-one() { # kind n src dst
+one() { # kind n src dst round
   "$1" "$2" > "$W/t.toml"
   local t0 t1 t2 exp got m0 m1
   m0=$(avail)
   t0=$(date +%s.%N)
   if ! exp=$("$H" emu up "$W/t.toml" 2>"$W/err" | tail -1); then
-    printf '| %s | %s | failed: %s | | | |' "$1" "$2" "$(tail -1 "$W/err")"
+    printf '| %s | %s | %s | failed: %s | | | |' "$1" "$2" "$5" "$(tail -1 "$W/err")"
     return
   fi
   t1=$(date +%s.%N)
@@ -64,7 +70,10 @@ one() { # kind n src dst
   "$H" emu down "$exp" --purge >/dev/null
   local t3
   t3=$(date +%s.%N)
-  printf '| %s | %d | %.1f | %.1f | %s/100 | %d |' "$1" "$2" "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)" "$got" "$(( (m0 - m1) / 1024 ))"
+  local up down
+  up=$(echo "$t1 - $t0" | bc); down=$(echo "$t3 - $t2" | bc)
+  echo "$1 $2 $up $down $got $(( (m0 - m1) / 1024 ))" >> "$W/rows.txt"
+  printf '| %s | %d | %d | %.2f | %.2f | %s/100 | %d |' "$1" "$2" "$5" "$up" "$down" "$got" "$(( (m0 - m1) / 1024 ))"
   sleep 30 # the kernel frees the namespaces in the background
 }
 
@@ -104,25 +113,70 @@ net.stop()
 t3 = time.time()
 print(f"down {t3 - t2:.1f}", flush=True)
 PY
+  local before
+  before=$(ip -o link show | awk -F': ' '{ print $2 }' | cut -d@ -f1 | sort)
   (echo "$BASHPID" > "$cg/cgroup.procs"; timeout 900 /usr/bin/python3 "$W/mn.py" "$1" > "$W/mn.out" 2>&1) || true
-  mn -c >/dev/null 2>&1 || true
+  # What a Mininet that did not stop leaves: its processes (all in our cgroup) and the switches'
+  # bridges and ports it made in this namespace (named sN, sN-ethM, new since it started) — not
+  # `mn -c`, which removes every switch, namespace and /tmp/*.log or *.out on the machine.
+  while read -r p; do kill -9 "$p" 2>/dev/null || true; done < "$cg/cgroup.procs"
+  comm -13 <(echo "$before") <(ip -o link show | awk -F': ' '{ print $2 }' | cut -d@ -f1 | sort) | grep -E '^s[0-9]+(-eth[0-9]+)?$' | while read -r l; do ip link del "$l" 2>/dev/null || true; done || true
   local up down ping
   up=$(awk '$1 == "up" { print $2 }' "$W/mn.out"); ping=$(awk '$1 == "up" { print $4 }' "$W/mn.out")
   down=$(awk '$1 == "down" { print $2 }' "$W/mn.out")
   if [ -z "$up" ]; then
     printf ' not up (%s) | | |' "$( (grep -v '^\*\*\*' "$W/mn.out" | tail -1; echo 'within 900 s') | head -1 | cut -c1-60)"
   else
+    echo "mininet $1 $up ${down:-none} $ping" >> "$W/rows.txt"
     printf ' %s | %s | %s |' "$up" "${down:-not down (900 s in all)}" "$ping"
   fi
   sleep 30
 }
 
-echo "| topology | nodes | up (s) | down (s) | probe | memory (MiB) | Mininet up (s) | Mininet down (s) | Mininet ping |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+# rows.txt: "star|mixed N up down probe memory" per Horde run, "mininet N up down ping" per peer run
+: > "$W/rows.txt"
+{
+echo "| topology | nodes | round | up (s) | down (s) | probe | memory (MiB) | Mininet up (s) | Mininet down (s) | Mininet ping |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for n in $SIZES; do
-  one star "$n" h1 "h$n"
-  if [ "$MININET" = 1 ]; then mininet "$n"; else printf ' | | |'; fi
-  echo
-  one mixed "$n" h1_1 "h20_1"
+  for k in $(seq 1 "$ROUNDS"); do
+    one star "$n" h1 "h$n" "$k"
+    if [ "$k" = 1 ] && [ "$MININET" = 1 ] && [[ " $MN_SIZES " == *" $n "* ]]; then mininet "$n"; else printf ' | | |'; fi
+    echo
+  done
+  one mixed "$n" h1_1 "h20_1" 1
   echo ' | | |'
 done
+} | tee "$W/table.md"
+
+python3 - "$W/rows.txt" "$W/table.md" "$ROOT" "$ROUNDS" <<'PY'
+import datetime, json, os, subprocess, sys
+rows_file, table, root, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+rows = [l.split() for l in open(rows_file) if l.strip()]
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=root).stdout.strip()
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+def num(x):
+    try:
+        return float(x)
+    except ValueError:
+        return None
+star = {}
+mn = {}
+for r in rows:
+    if r[0] == "star" and num(r[2]) is not None:
+        star.setdefault(int(r[1]), []).append({"up_s": num(r[2]), "down_s": num(r[3]), "probe": r[4], "memory_mib": num(r[5])})
+    elif r[0] == "mininet":
+        mn[int(r[1])] = {"up_s": num(r[2]), "down_s": num(r[3]), "ping": r[4]}
+json.dump({"date": str(datetime.date.today()), "commit": commit, "rounds": rounds,
+           "star": {str(k): v for k, v in star.items()}, "mininet": {str(k): v for k, v in mn.items()}},
+          open(f"{root}/bench/out/emu-scale/headline.json", "w"), indent=1)
+L = ["# Emulated environments at scale: hosts up and down, beside Mininet", "",
+     f"Generated by `sudo bash bench/emu-scale.sh` on {datetime.date.today()} (commit {commit}); {os.cpu_count()} cores ({cpu}), kernel {os.uname().release}.", "",
+     "- **star**: N hosts on one switch (a tree of bridges past 1,000 ports); **mixed**: 20 routers in a line, each with a switch and N/20 − 2 hosts.",
+     "- **up**: `horde emu up FILE` from start to the experiment's id; **down**: `horde emu down ID --purge` (the kernel frees the namespaces in the background after it; each run waits 30 s for that before the next).",
+     "- **probe**: 100 datagrams from the first host to the last (`horde send` → `horde recv` inside the hosts), received of 100. **memory**: MemAvailable before minus after `up`.",
+     "- Mininet 2.3 (Debian's) builds the same star with LinuxBridge switches (a core bridge and leaves of 200 hosts), no controller, timed around `start()` and `stop()`, in a 900 s and 14 GiB bound.", ""]
+L += open(table).read().rstrip().split("\n")
+open(f"{root}/bench/RESULTS-emu-scale.md", "w").write("\n".join(L) + "\n")
+print("wrote bench/RESULTS-emu-scale.md and bench/out/emu-scale/headline.json")
+PY

@@ -74,4 +74,12 @@ if "## Reading" in old:
     lines += ["", old[old.index("## Reading"):].rstrip()]
 open(results, "w").write("\n".join(lines) + "\n")
 print("wrote", results)
+# bench/run.sh's table: every step's players, bots per core and response time.
+steps = []
+for run in ["one-server", "many-servers"]:
+    for s in json.load(open(os.path.join(out, run, "summary.json")))["steps"]:
+        steps.append({k: s[k] for k in ("players", "servers", "entered", "bots_per_core", "bots_cpu_pct", "response_ms_p99", "response_rate_per_bot", "lost", "saturated")})
+import datetime
+json.dump({"date": str(datetime.date.today()), "commit": rev, "seconds": secs, "steps": steps, "saturation_players": min(sat) if sat else None},
+          open(os.path.join(out, "headline.json"), "w"), indent=1)
 PY

@@ -2,7 +2,9 @@
 # Past the syscall ceiling (issue 50): Horde's UDP engine with GSO/GRO against the same engine
 # without them (the binary of BEFORE, the commit before they came) and against the plainest C
 # pair (bench/c/udp_pair.c: sendmmsg → recvmmsg, and the same with UDP_SEGMENT → UDP_GRO, no
-# logs), one after the other in one session, ROUNDS rounds, every variant once per round.
+# logs), and against iperf3, D-ITG and mgen at 64 B (each as fast as it goes; D-ITG and mgen
+# with their per-packet logs at both ends), one after the other in one session, ROUNDS rounds,
+# every variant once per round.
 # Horde runs `send --bulk` (as fast as the path takes) with a per-packet log at both ends.
 # "delivered" is what the receiving side counted over the sender's seconds; loss is what left
 # and did not arrive. Loopback only, port 9472; every run lasts SECS seconds and stops by itself.
@@ -27,6 +29,10 @@ PORT=9472
 mkdir -p "$OUT"
 rm -f "$OUT"/*.hlog
 
+if ! command -v iperf3 >/dev/null || ! command -v ITGSend >/dev/null || ! command -v mgen >/dev/null; then
+  echo "installing the peers (iperf3, d-itg, mgen) from Debian"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3 d-itg mgen >/dev/null
+fi
 cargo build --release -q -p horde
 H=$ROOT/target/release/horde
 if [ -n "${NO_BEFORE:-}" ]; then
@@ -79,12 +85,67 @@ print(f"{got / s['duration_s']:.0f} {100 * (sent - got) / max(sent, 1):.2f} {s['
 PY
 }
 
+# p TAG TOOL -> "delivered_pps loss_pct": the peers at 64 B, as fast as each goes. iperf3 keeps
+# no per-packet record; D-ITG and mgen keep one at both ends, as Horde does.
+p_point() {
+  local tag=$1 tool=$2 d="$OUT/$1.d"
+  rm -rf "$d"; mkdir -p "$d"
+  case $tool in
+    iperf3)
+      iperf3 -s -1 -p $PORT -B 127.0.0.1 >/dev/null 2>&1 &
+      local sp=$!
+      sleep 0.5
+      timeout $((SECS + 20)) iperf3 -c 127.0.0.1 -p $PORT -u -l 64 -b 0 -t "$SECS" -J >"$d/iperf3.json" 2>/dev/null || true
+      wait "$sp" || true
+      python3 - "$d/iperf3.json" "$SECS" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))["end"]["sum"]
+print(f'{(e["packets"] - e["lost_packets"]) / float(sys.argv[2]):.0f} {100 * e["lost_packets"] / max(e["packets"], 1):.2f}')
+PY
+      ;;
+    ditg)
+      (cd "$d" && exec ITGRecv >/dev/null 2>&1) &
+      local rp=$!
+      sleep 0.5
+      (cd "$d" && timeout $((SECS + 20)) ITGSend -a 127.0.0.1 -rp $PORT -T UDP -C 1000000 -c 64 -t $((SECS * 1000)) -l snd.log -x rcv.log >send.txt 2>&1) || true
+      sleep 0.5
+      kill "$rp" 2>/dev/null || true
+      wait "$rp" 2>/dev/null || true
+      (cd "$d" && ITGDec snd.log >snd.txt 2>&1; ITGDec rcv.log >rcv.txt 2>&1) || true
+      python3 - "$d" "$SECS" <<'PY'
+import re, sys
+d, secs = sys.argv[1], float(sys.argv[2])
+n = lambda f: int((re.findall(r"Total packets\s*=\s*(\d+)", open(f"{d}/{f}", errors="replace").read()) or ["0"])[-1])
+sent, got = n("snd.txt"), n("rcv.txt")
+print(f"{got / secs:.0f} {100 * (sent - got) / max(sent, 1):.2f}")
+PY
+      ;;
+    mgen)
+      timeout $((SECS + 20)) mgen event "LISTEN UDP $PORT" output "$d/recv.log" >/dev/null 2>&1 &
+      local rp=$!
+      sleep 0.5
+      printf 'TXLOG\n0.0 ON 1 UDP DST 127.0.0.1/%d PERIODIC [1000000 64]\n%d.0 OFF 1\n' $PORT "$SECS" >"$d/send.mgn"
+      timeout $((SECS + 20)) mgen input "$d/send.mgn" output "$d/send.log" >/dev/null 2>&1 || true
+      sleep 1
+      kill "$rp" 2>/dev/null || true
+      wait "$rp" 2>/dev/null || true
+      local sent got
+      sent=$(grep -c ' SEND ' "$d/send.log" || true); got=$(grep -c ' RECV ' "$d/recv.log" || true)
+      python3 -c "import sys; s, g, t = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]); print(f'{g / t:.0f} {100 * (s - g) / max(s, 1):.2f}')" "${sent:-0}" "${got:-0}" "$SECS"
+      ;;
+  esac
+  rm -rf "$d"
+}
+
 VARIANTS=(
   "c-plain-64|C sendmmsg → recvmmsg, 64 B (no logs)|c 64 - -"
   "c-gso-64|C GSO → GRO, 64 B (no logs)|c 64 -g -g"
   "c-gso-nogro-64|C GSO → recvmmsg without GRO, 64 B (no logs)|c 64 -g -"
   "h-before-64|horde before GSO ($BEFORE), 64 B, logs both ends|h before 64"
   "h-gso-64|horde with GSO/GRO, 64 B, logs both ends|h now 64"
+  "p-iperf3-64|iperf3 3 \`-u -l 64 -b 0\`, 64 B (no per-packet logs)|p iperf3"
+  "p-ditg-64|D-ITG \`ITGSend -C 1000000 -c 64\`, logs both ends|p ditg"
+  "p-mgen-64|mgen \`PERIODIC [1000000 64]\` with TXLOG, logs both ends|p mgen"
   "c-plain-1472|C sendmmsg → recvmmsg, 1472 B (no logs)|c 1472 - -"
   "c-gso-1472|C GSO → GRO, 1472 B (no logs)|c 1472 -g -g"
   "h-before-1472|horde before GSO ($BEFORE), 1472 B, logs both ends|h before 1472"
@@ -97,6 +158,7 @@ for round in $(seq 1 "$ROUNDS"); do
     read -r kind a b c <<<"$how"
     case $kind in
       c) [ "$b" = - ] && b=""; [ "$c" = - ] && c=""; r=$(c_point "$tag-$round" "$a" "$b" "$c") ;;
+      p) r=$(p_point "$tag-$round" "$a") ;;
       h) bin=$H; [ "$a" = before ] && bin=$BEFORE_BIN; [ -z "$bin" ] && continue; r=$(h_point "$tag-$round" "$bin" "$b") ;;
     esac
     echo "round $round: $label: $r"
@@ -129,6 +191,9 @@ L += ["", "Ratios of medians (delivered):", ""]
 for a, b, what in [("h-gso-64", "c-plain-64", "horde GSO/GRO vs the C sendmmsg pair, 64 B"),
                    ("h-gso-64", "c-gso-64", "horde GSO/GRO vs the C GSO/GRO pair, 64 B"),
                    ("h-gso-64", "h-before-64", "horde GSO/GRO vs horde before, 64 B"),
+                   ("h-gso-64", "p-iperf3-64", "horde GSO/GRO vs iperf3 (delivered), 64 B"),
+                   ("h-gso-64", "p-ditg-64", "horde GSO/GRO vs D-ITG, 64 B"),
+                   ("h-gso-64", "p-mgen-64", "horde GSO/GRO vs mgen, 64 B"),
                    ("h-gso-1472", "c-plain-1472", "horde GSO/GRO vs the C sendmmsg pair, 1472 B"),
                    ("h-gso-1472", "h-before-1472", "horde GSO/GRO vs horde before, 1472 B")]:
     x, y = med(a), med(b)
