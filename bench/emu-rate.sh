@@ -26,6 +26,12 @@ trap '"$H" emu down $ID --purge >/dev/null 2>&1 || true' EXIT
 pair() { # delay line or nothing
   printf 'name = "pair"\n[[node]]\nname = "a"\nkind = "host"\n[[node]]\nname = "b"\nkind = "host"\n[[link]]\na = "a"\nb = "b"\nsubnet = "10.9.0.0/30"\n%s\n' "$1"
 }
+# CPU ticks (user + system) of the experiment's link emulator, 0 where there is none
+emu_ticks() {
+  local pid
+  pid=$(head -1 "/run/horde/emu/$ID/ready" 2>/dev/null | tr -dc 0-9)
+  if [ -n "$pid" ] && [ -r "/proc/$pid/stat" ]; then awk '{ print $14 + $15 }' "/proc/$pid/stat"; else echo 0; fi
+}
 pair "" > "$OUT/veth.toml"
 pair 'delay = "1ms"' > "$OUT/link.toml"
 : > "$OUT/runs.jsonl"
@@ -41,17 +47,26 @@ for round in $(seq "$ROUNDS"); do
     for rate in $RATES; do
       "$H" emu exec "$ID" b -- "$H" recv -b 10.9.0.2 -p 9000 --idle 2s --json "$OUT/r.json" >/dev/null 2>&1 &
       sleep 0.3
+      # CPU over the send: the machine's busy share (both cores) and the link emulator's
+      c0=$(head -1 /proc/stat); e0=$(emu_ticks)
       "$H" emu exec "$ID" a -- "$H" send -a 10.9.0.2:9000 -C "$rate" -c 64 -t 3s --json "$OUT/s.json" >/dev/null 2>&1
+      c1=$(head -1 /proc/stat); e1=$(emu_ticks)
       wait
       link='{}'
       [ "$path" = link ] && link=$("$H" emu link "$ID" a b --json)
-      python3 - "$OUT/s.json" "$OUT/r.json" "$round" "$path" "$rate" "$link" >> "$OUT/runs.jsonl" <<'PY'
-import json, sys
+      python3 - "$OUT/s.json" "$OUT/r.json" "$round" "$path" "$rate" "$link" "$c0" "$c1" "$e0" "$e1" >> "$OUT/runs.jsonl" <<'PY'
+import json, os, sys
 s = json.load(open(sys.argv[1])); r = json.load(open(sys.argv[2]))
 link = json.loads(sys.argv[6])
 ab = link[0]["ab"] if link else {}
+c0, c1 = [list(map(int, x.split()[1:])) for x in sys.argv[7:9]]
+d = [b - a for a, b in zip(c0, c1)]
+busy = 100 * (1 - (d[3] + d[4]) / max(sum(d), 1))  # idle + iowait
+wall = sum(d) / os.cpu_count() / os.sysconf("SC_CLK_TCK")
+emu = 100 * (int(sys.argv[10]) - int(sys.argv[9])) / os.sysconf("SC_CLK_TCK") / max(wall, 1e-9)
 print(json.dumps({"round": int(sys.argv[3]), "path": sys.argv[4], "rate": int(sys.argv[5]), "sent": s["packets"],
-                  "received": r["packets"], "duration_s": 3.0, "link": ab, "host_drops": r["socket_drops"]}))
+                  "received": r["packets"], "duration_s": 3.0, "link": ab, "host_drops": r["socket_drops"],
+                  "busy_pct": round(busy, 1), "emu_cpu_pct": round(emu, 1) if sys.argv[4] == "link" else None}))
 PY
       tail -1 "$OUT/runs.jsonl"
     done
@@ -84,14 +99,19 @@ for r in runs:
 print("# The link emulator beside a plain veth pair (issue 50, item 3)\n")
 print(f"Command: `sudo bash bench/emu-rate.sh` ({datetime.date.today()}, commit {commit}). Machine: {os.cpu_count()} cores ({cpu}), kernel {os.uname().release}; load average before the run {open('/proc/loadavg').read().split()[0]}.")
 print("Host a sends UDP with 64-byte payloads (106-byte frames, GSO where departures are due together) to host b for 3 s per offered rate, per-packet logs at both ends; sender, link emulator and receiver share the cores. **veth**: a bare veth pair. **link**: the same pair through the userspace link emulator with a 1 ms delay. A path's 0-loss rate in a round is the highest delivered rate of a run in which every datagram sent was received (the sender shares the cores with the link emulator, so it may send less than offered: what it sent is what the path was offered).\n")
-print("| round | veth 0-loss pkt/s | link 0-loss pkt/s | link / veth |")
-print("|---:|---:|---:|---:|")
+def at(rnd, path, pps):  # the run that gave a round's 0-loss rate
+    return next((r for r in runs if r["round"] == rnd and r["path"] == path and r["received"] == r["sent"] and r["received"] / r["duration_s"] == pps), {})
+print("| round | veth 0-loss pkt/s | machine busy there | link 0-loss pkt/s | machine busy there | of which the link emulator | link / veth |")
+print("|---:|---:|---:|---:|---:|---:|---:|")
 ratios = []
+pct = lambda x: "–" if x is None else f"{x:.0f} %"
 for rnd in rounds:
     v, l = zero_loss(rnd, "veth"), zero_loss(rnd, "link")
     ratio = l / v if v else 0.0
     ratios.append(ratio)
-    print(f"| {rnd} | {v:,.0f} | {l:,.0f} | {ratio:.2f}× |")
+    rv, rl = at(rnd, "veth", v), at(rnd, "link", l)
+    print(f"| {rnd} | {v:,.0f} | {pct(rv.get('busy_pct'))} | {l:,.0f} | {pct(rl.get('busy_pct'))} | {pct(rl.get('emu_cpu_pct'))} of a core | {ratio:.2f}× |")
+print("\nMachine busy: the share of both cores not idle during the send (`/proc/stat`); the link emulator's: its process's CPU time over the same seconds (`/proc/PID/stat`), in % of one core. Where a veth already keeps the machine busy, the link emulator's CPU comes out of the sender's and the receiver's.")
 print(f"\n**Median link / veth: {statistics.median(ratios):.2f}×** (target ≥ 0.9×).\n")
 json.dump({"date": str(datetime.date.today()), "commit": commit, "rounds": len(rounds), "ratio_median": statistics.median(ratios),
            "veth_pps": [zero_loss(r, "veth") for r in rounds], "link_pps": [zero_loss(r, "link") for r in rounds]}, open(sys.argv[2], "w"), indent=1)

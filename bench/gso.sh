@@ -67,21 +67,26 @@ print(f"{got / secs:.0f} {100 * (sent - got) / max(sent, 1):.2f}")
 PY
 }
 
-# horde TAG BIN SIZE -> "delivered_pps loss_pct records_both_ends"
+# Datagrams the kernel dropped at a CPU's input backlog (netdev_max_backlog; loopback's
+# packets wait there before the receiving socket), all CPUs: /proc/net/softnet_stat column 2.
+backlog_drops() { python3 -c "print(sum(int(l.split()[1], 16) for l in open('/proc/net/softnet_stat')))"; }
+
+# horde TAG BIN SIZE -> "delivered_pps loss_pct records_both_ends backlog_drops socket_drops"
 h_point() {
-  local tag=$1 bin=$2 size=$3
+  local tag=$1 bin=$2 size=$3 b0
+  b0=$(backlog_drops)
   "$bin" recv --udp $PORT --bind 127.0.0.1 --log "$OUT/$tag.r.hlog" --idle 2s --json "$OUT/$tag.recv.json" 2>"$OUT/$tag.recv.txt" &
   local rp=$!
   sleep 0.3
   timeout $((SECS + 30)) "$bin" send -a 127.0.0.1:$PORT --bulk -c "$size" -t "${SECS}s" --floor 0s --log "$OUT/$tag.s.hlog" --json "$OUT/$tag.send.json" 2>"$OUT/$tag.send.txt"
   wait $rp || true
   rm -f "$OUT/$tag.r.hlog" "$OUT/$tag.s.hlog"
-  python3 - "$OUT/$tag" <<'PY'
+  python3 - "$OUT/$tag" "$(( $(backlog_drops) - b0 ))" <<'PY'
 import json, sys
 t = sys.argv[1]
 s, r = json.load(open(t + ".send.json")), json.load(open(t + ".recv.json"))
 sent, got = s["packets"], r["packets"]
-print(f"{got / s['duration_s']:.0f} {100 * (sent - got) / max(sent, 1):.2f} {s['log_records']}+{r['log_records']}")
+print(f"{got / s['duration_s']:.0f} {100 * (sent - got) / max(sent, 1):.2f} {s['log_records']}+{r['log_records']} backlog:{sys.argv[2]} socket:{r.get('socket_drops', '-')}")
 PY
 }
 
@@ -182,10 +187,11 @@ L = [f"# Past the syscall ceiling: GSO/GRO (issue 50)", "",
      f"{secs} s per point, {rounds} round(s), every variant once per round, one after the other on 127.0.0.1 (port 9472).", "",
      "- **delivered**: datagrams the receiving side counted, over the sender's seconds (pkt/s); **loss**: sent and not received.",
      "- Horde: `send --bulk -c SIZE` → `recv`, with a per-packet log at both ends (every datagram a 40-byte record on each side; the records column gives sender+receiver). The C pair keeps no record.",
+     "- Where a Horde run lost datagrams, the cell names where: the CPUs' input backlog (`/proc/net/softnet_stat`, loopback's queue before the socket: the host's) and the receiving socket (`SO_MEMINFO` drops).",
      "- With GSO a datagram of a super-datagram is still its own record; its departure instant is the super-datagram's, and with GRO datagrams of one buffer share its kernel arrival timestamp.", "",
      "| variant | rounds: delivered pkt/s (loss %) | median pkt/s |", "|---|---|---|"]
 for (tag, label), v in by.items():
-    cells = ", ".join(f"{float(x[0]):,.0f} ({x[1]} %)" for x in v)
+    cells = ", ".join(f"{float(x[0]):,.0f} ({x[1]} %" + (f"; input backlog dropped {x[3].split(':')[1]}, socket {x[4].split(':')[1]}" if len(x) > 4 and float(x[1]) > 0 else "") + ")" for x in v)
     L.append(f"| {label} | {cells} | {statistics.median(float(x[0]) for x in v):,.0f} |")
 L += ["", "Ratios of medians (delivered):", ""]
 for a, b, what in [("h-gso-64", "c-plain-64", "horde GSO/GRO vs the C sendmmsg pair, 64 B"),
