@@ -14,9 +14,9 @@ mkdir -p "$OUT"
 cargo build --release -q -p horde
 H=$ROOT/target/release/horde
 SC=$ROOT/bench/scenarios/wow-capacity.toml
-MAIN_SECS=${QUICK:+10}
+MAIN_SECS=${MAIN_SECS:-${QUICK:+10}}
 MAIN_SECS=${MAIN_SECS:-60}
-SEARCH_SECS=${QUICK:+10}
+SEARCH_SECS=${SEARCH_SECS:-${QUICK:+10}}
 SEARCH_SECS=${SEARCH_SECS:-60}
 MAIN_ROUNDS=${MAIN_ROUNDS:-1}   # runs of the 10,000 (bench/run.sh: 3)
 SEARCH=${SEARCH:-1}             # 0: no search for the largest population (bench/run.sh)
