@@ -125,16 +125,7 @@ pub(crate) fn links(
         // are the newest interfaces on the machine: the kernel finds an interface's neighbour
         // parameters by walking every interface's, newest first (set later, 10,000 hosts cost
         // seconds). Ends in the fabric wait for their bridges (below).
-        let (nodes, fabric): (Vec<_>, Vec<_>) = peer_up.drain(mark..).partition(|(k, _, _)| !spaces[*k].is_fabric());
-        peer_up.extend(fabric);
-        if !nodes.is_empty() {
-            for &k in slot {
-                spaces[k].nl()?.flush()?; // the pairs exist before their ends are set
-            }
-            for (k, idx, name) in nodes {
-                node_end(&mut spaces[k], idx, &name)?;
-            }
-        }
+        node_ends(spaces, slot, &mut peer_up, mark)?;
         if on_netem {
             let name = |p: &horde_topo::Port| format!("{}:{}", plan.nodes[p.node].name, p.ifname);
             qdiscs.push((landed[0].0, landed[0].1, l.ab.clone(), name(&l.a)));
@@ -166,6 +157,22 @@ pub(crate) fn links(
         spaces[k].nl()?.flush()?;
     }
     Ok(n_imp)
+}
+
+/// The ends `peer_up[mark..]` made in hosts and routers, finished ([`node_end`]) once the fabric's
+/// sockets have made the pairs; the fabric's ends stay in `peer_up` for later.
+fn node_ends(spaces: &mut [NodeNs], slot: &[usize], peer_up: &mut Vec<(usize, u32, String)>, mark: usize) -> Result<(), EmuError> {
+    let (nodes, fabric): (Vec<_>, Vec<_>) = peer_up.drain(mark..).partition(|(k, _, _)| !spaces[*k].is_fabric());
+    peer_up.extend(fabric);
+    if !nodes.is_empty() {
+        for &k in slot {
+            spaces[k].nl()?.flush()?;
+        }
+        for (k, idx, name) in nodes {
+            node_end(&mut spaces[k], idx, &name)?;
+        }
+    }
+    Ok(())
 }
 
 /// A node's end of a link, once the pair exists, from the node's own socket (opened and closed
