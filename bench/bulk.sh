@@ -27,9 +27,8 @@ cargo build --release -q -p horde
 H=$ROOT/target/release/horde
 PORT=9470
 
-cleanup() { pkill -f "horde recv --tcp $PORT" 2>/dev/null || true; pkill -f "iperf3 -s -1 -p $PORT" 2>/dev/null || true; }
-trap cleanup EXIT
-cleanup
+source "$ROOT/bench/own.sh" # background processes stopped by PID, never by name
+trap own_stop_all EXIT
 
 TIME() { /usr/bin/time -f "%U %S %M" -o "$1" "${@:2}"; }
 cpu() { awk '{printf "%.2f", $1 + $2}' "$1"; }
@@ -42,6 +41,7 @@ horde_point() {
   if [ "$logs" = yes ]; then rlog=(--log "$OUT/$tag.r.hlog"); slog=(--log "$OUT/$tag.s.hlog"); fi
   TIME "$OUT/$tag.recv.time" "$H" recv --tcp $PORT --udp $PORT "${rlog[@]}" --idle 2s --json "$OUT/$tag.recv.json" 2>"$OUT/$tag.recv.txt" &
   local rp=$!
+  own $rp
   sleep 0.3
   # shellcheck disable=SC2086
   TIME "$OUT/$tag.send.time" timeout $((SECS + 30)) "$H" send -a 127.0.0.1:$PORT $flags -t "${SECS}s" "${slog[@]}" --json "$OUT/$tag.send.json" 2>"$OUT/$tag.send.txt"
@@ -76,6 +76,7 @@ iperf_point() {
   local tag=$1 flags=$2
   TIME "$OUT/$tag.recv.time" iperf3 -s -1 -p $PORT -B 127.0.0.1 >"$OUT/$tag.server.txt" 2>&1 &
   local sp=$!
+  own $sp
   sleep 0.3
   # shellcheck disable=SC2086
   TIME "$OUT/$tag.send.time" timeout $((SECS + 30)) iperf3 -c 127.0.0.1 -p $PORT $flags -t "$SECS" -J >"$OUT/$tag.json" 2>"$OUT/$tag.err" || true

@@ -22,15 +22,15 @@ fi
 cargo build --release -q -p horde
 H=$ROOT/target/release/horde
 
-cleanup() { pkill -x ITGRecv 2>/dev/null || true; pkill -f "horde recv --udp 9100" 2>/dev/null || true; pkill -f "iperf3 -s -1 -p 5299" 2>/dev/null || true; }
-trap cleanup EXIT
-cleanup
+source "$ROOT/bench/own.sh" # background processes stopped by PID, never by name
+trap own_stop_all EXIT
 
 # --- helpers -------------------------------------------------------------------------------
 horde_udp() { # rate secs tag -> prints "achieved_rate loss_pct lateness_abs_p99_us idt_dev_p99_us floor_p99_us steal_pct within_floor"
   local rate=$1 secs=$2 tag=$3
   "$H" recv --udp 9100 --tcp 9101 --log "$OUT/$tag.r.hlog" --idle 1s 2>"$OUT/$tag.recv.txt" &
   local rp=$!
+  own $rp
   sleep 0.3
   timeout 60 "$H" send --dst 127.0.0.1:9100 --rate "$rate" --size 64 --duration "${secs}s" --log "$OUT/$tag.s.hlog" --json "$OUT/$tag.send.json" 2>"$OUT/$tag.send.txt"
   wait $rp || true
@@ -54,11 +54,13 @@ PY
 
 ditg_udp() { # rate secs tag -> prints "achieved_rate loss_pct idt_dev_p99_us"
   local rate=$1 secs=$2 tag=$3
-  (cd "$OUT" && ITGRecv >"$OUT/$tag.itgrecv.txt" 2>&1 &)
+  (cd "$OUT" && exec ITGRecv >"$OUT/$tag.itgrecv.txt" 2>&1) &
+  local ip=$!
+  own $ip
   sleep 0.5
   (cd "$OUT" && timeout 60 ITGSend -a 127.0.0.1 -T UDP -C "$rate" -c 64 -t $((secs * 1000)) -l "$tag.dsnd.log" -x "$tag.drcv.log" >"$OUT/$tag.itgsend.txt" 2>&1) || true
   sleep 0.5
-  pkill -x ITGRecv >/dev/null 2>&1 || true
+  own_stop $ip
   sleep 0.3
   (cd "$OUT" && ITGDec "$tag.drcv.log" >"$tag.ditgdec.txt" 2>&1 && ITGDec "$tag.dsnd.log" -l "$tag.dsnd.txt" >/dev/null 2>&1) || true
   python3 - "$OUT/$tag.ditgdec.txt" "$OUT/$tag.dsnd.txt" "$rate" <<'PY'
@@ -82,6 +84,7 @@ PY
 iperf_udp() { # secs -> prints "sent_rate loss_pct"
   local secs=$1
   iperf3 -s -1 -p 5299 -B 127.0.0.1 >/dev/null 2>&1 &
+  own $!
   sleep 0.5
   timeout 60 iperf3 -c 127.0.0.1 -p 5299 -u -l 64 -b 0 -t "$secs" -J >"$OUT/iperf3.json" 2>/dev/null || true
   wait || true
@@ -133,6 +136,7 @@ repeat = 10000
 EOF
 /usr/bin/time -v "$H" recv --udp 9100 --tcp 9101 --log "$OUT/tcp.r.hlog" --idle 3s 2>"$OUT/tcp.recv.txt" &
 rp=$!
+own $rp
 sleep 0.5
 /usr/bin/time -v timeout 120 "$H" send --flows "$OUT/tcp10k.toml" --log "$OUT/tcp.s.hlog" --json "$OUT/tcp.send.json" 2>"$OUT/tcp.send.txt"
 wait $rp || true
@@ -156,6 +160,7 @@ SCRIPT=$OUT/script500.txt
 for i in $(seq 1 500); do echo "-a 127.0.0.1 -rp $((10000 + i)) -T TCP -C 3 -c 36 -t 8000" >>"$SCRIPT"; done
 "$H" recv --tcp 10001-10500 --log "$OUT/script.r.hlog" --idle 3s >"$OUT/script.recv.txt" 2>&1 &
 rp=$!
+own $rp
 sleep 0.5
 set +e
 timeout 60 "$H" send --ditg-script "$SCRIPT" --log "$OUT/script.s.hlog" --json "$OUT/script.send.json" >"$OUT/script.send.txt" 2>&1
@@ -171,14 +176,16 @@ s = json.load(open(f"{out}/script.send.json"))
 print(len(a["flows"]), a["total"]["loss"]["sent"], a["total"]["packets"], a["total"]["loss"]["lost"], f'{s["connect_s"]:.3f}')
 PY
 )
-(cd "$OUT" && ITGRecv >"$OUT/script.itgrecv.txt" 2>&1 &)
+(cd "$OUT" && exec ITGRecv >"$OUT/script.itgrecv.txt" 2>&1) &
+IP=$!
+own $IP
 sleep 1
 set +e
 (cd "$OUT" && timeout 60 ITGSend "$SCRIPT" -l script.dsnd.log -x script.drcv.log >"$OUT/script.itgsend.txt" 2>&1)
 SC_DITG_RC=$?
 set -e
 sleep 1
-pkill -x ITGRecv >/dev/null 2>&1 || true
+own_stop $IP
 SC_DITG_PKTS=$( (cd "$OUT" && [ -s script.drcv.log ] && ITGDec script.drcv.log 2>/dev/null | grep -E "Total packets" | tail -1 | sed -E 's/.*= *//') || echo "no log")
 echo "script: horde exit $SC_HORDE_RC, $SC_FLOWS flows, $SC_RECV/$SC_SENT received, $SC_LOST lost; d-itg exit $SC_DITG_RC, received $SC_DITG_PKTS"
 

@@ -23,14 +23,14 @@ if ! command -v ITGSend >/dev/null 2>&1; then
 fi
 cargo build --release -q -p horde
 H=$ROOT/target/release/horde
-cleanup() { pkill -x ITGRecv 2>/dev/null || true; pkill -f "horde recv --icmp" 2>/dev/null || true; }
-trap cleanup EXIT
-cleanup
+source "$ROOT/bench/own.sh" # background processes stopped by PID, never by name
+trap own_stop_all EXIT
 
 horde_icmp() { # rate tag -> "sent_rate logged logged_rate owd_p50_ms rtt_mean_ms lost"
   local rate=$1 tag=$2
   "$H" recv --icmp -b 127.0.0.1 --log "$OUT/$tag.r.hlog" --idle 1s --json "$OUT/$tag.recv.json" 2>"$OUT/$tag.recv.txt" &
   local rp=$!
+  own $rp
   sleep 0.3
   timeout 60 "$H" send -T icmp --dst 127.0.0.1 -C "$rate" -c 64 -t "${SECS}s" --meter rtt --log "$OUT/$tag.s.hlog" --json "$OUT/$tag.send.json" 2>"$OUT/$tag.send.txt"
   wait $rp || true
@@ -47,12 +47,13 @@ PY
 
 ditg_icmp() { # rate tag -> "sent_rate logged logged_rate delay_ms"
   local rate=$1 tag=$2
-  (cd "$OUT" && ITGRecv >"$OUT/$tag.itgrecv.txt" 2>&1 &)
+  (cd "$OUT" && exec ITGRecv >"$OUT/$tag.itgrecv.txt" 2>&1) &
+  local ip=$!
+  own $ip
   sleep 0.5
   (cd "$OUT" && timeout 60 ITGSend -a 127.0.0.1 -T ICMP -C "$rate" -c 64 -t $((SECS * 1000)) -l "$tag.dsnd.log" -x "$tag.drcv.log" >"$OUT/$tag.itgsend.txt" 2>&1) || true
   sleep 0.5
-  pkill -x ITGRecv 2>/dev/null || true
-  wait 2>/dev/null || true
+  own_stop $ip
   sleep 0.3
   local sent logged delay
   sent=$(cd "$OUT" && ITGDec "$tag.dsnd.log" 2>/dev/null | awk '/Total packets/ {print $4; exit}')

@@ -22,9 +22,8 @@ if ! command -v ITGLog >/dev/null 2>&1; then
 fi
 cargo build --release -q -p horde
 H=$ROOT/target/release/horde
-cleanup() { pkill -x ITGRecv 2>/dev/null || true; pkill -x ITGLog 2>/dev/null || true; pkill -f "horde logd --key-file $OUT" 2>/dev/null || true; }
-trap cleanup EXIT
-cleanup
+source "$ROOT/bench/own.sh" # background processes stopped by PID, never by name
+trap own_stop_all EXIT
 "$H" key --out "$OUT/run.key" 2>/dev/null
 
 horde_row() { # rate -> "sent_rate sender_logged receiver_logged dropped lost"
@@ -32,9 +31,11 @@ horde_row() { # rate -> "sent_rate sender_logged receiver_logged dropped lost"
   mkdir -p "$d"
   "$H" logd --key-file "$OUT/run.key" --dir "$d/logs" --listen 127.0.0.1:9721 -t $((SECS + 20))s --json "$d/logd.json" 2>"$d/logd.txt" &
   local lp=$!
+  own $lp
   sleep 0.5
   "$H" recv -p 9310 --key-file "$OUT/run.key" --log-server 127.0.0.1:9721 --log-name rx --idle 2s --json "$d/recv.json" 2>"$d/recv.txt" &
   local rp=$!
+  own $rp
   sleep 0.3
   timeout 60 "$H" send --dst 127.0.0.1:9310 -C "$rate" -c 64 -t "${SECS}s" --key-file "$OUT/run.key" --log-server 127.0.0.1:9721 --log-name tx --json "$d/send.json" 2>"$d/send.txt"
   wait $rp || true
@@ -55,8 +56,10 @@ ditg_row() { # rate -> "sent_rate sender_logged receiver_logged dropped lost"
   mkdir -p "$d"
   (cd "$d" && exec timeout $((SECS + 25)) ITGLog >itglog.txt 2>&1) &
   local lp=$!
+  own $lp
   (cd "$d" && exec timeout $((SECS + 25)) ITGRecv >itgrecv.txt 2>&1) &
   local rp=$!
+  own $rp
   sleep 1
   (cd "$d" && timeout 60 ITGSend -a 127.0.0.1 -rp 9410 -C "$rate" -c 64 -t $((SECS * 1000)) -L 127.0.0.1 TCP -l sender.log -X 127.0.0.1 TCP -x receiver.log >itgsend.txt 2>&1) || true
   # ITGLog writes a log when its source's channel ends: wait for both (≤ 15 s).

@@ -28,7 +28,8 @@ RATES=${RATES:-"10000 30000 63000 75000"}
 DATA=bench/papers/data
 mkdir -p "$DATA"
 W=$(mktemp -d /tmp/horde-ditg.XXXXXX)
-cleanup() { pkill -x ITGRecv 2>/dev/null || true; pkill -f "mgen.*LISTEN UDP 5390" 2>/dev/null || true; pkill -f "iperf3 -s -1 -p 5391" 2>/dev/null || true; rm -rf "$W"; }
+source bench/own.sh # background processes stopped by PID, never by name
+cleanup() { own_stop_all; rm -rf "$W"; }
 trap cleanup EXIT
 T=$((SECS + 30))
 
@@ -42,6 +43,7 @@ horde() { # mode rate
   [ "$mode" = both ] && slog=(--log "$W/s.hlog")
   "$H" recv --udp 5390 --log "$W/r.hlog" --idle 2s -t "${T}s" --json "$W/recv.json" 2>/dev/null &
   local rp=$!
+  own $rp
   sleep 0.3
   timeout "$T" "$H" send --dst 127.0.0.1:5390 --rate "$rate" --size 1024 --duration "${SECS}s" "${slog[@]}" --json "$W/send.json" >/dev/null 2>&1 || true
   wait "$rp" || true
@@ -55,11 +57,13 @@ horde() { # mode rate
 ditg() { # mode rate
   local mode=$1 rate=$2 slog=()
   [ "$mode" = both ] && slog=(-l "$W/dsnd.log")
-  (cd "$W" && ITGRecv >"$W/itgrecv.txt" 2>&1 &)
+  (cd "$W" && exec ITGRecv >"$W/itgrecv.txt" 2>&1) &
+  local ip=$!
+  own $ip
   sleep 0.5
   (cd "$W" && timeout "$T" ITGSend -a 127.0.0.1 -T UDP -C "$rate" -c 1024 -t $((SECS * 1000)) "${slog[@]}" -x "$W/drcv.log" >"$W/itgsend.txt" 2>&1) || true
   sleep 0.5
-  pkill -x ITGRecv >/dev/null 2>&1 || true
+  own_stop $ip
   sleep 0.3
   local got sent
   (cd "$W" && ITGDec drcv.log > "$W/drcv.txt" 2>/dev/null) || true
@@ -80,6 +84,7 @@ mgen_run() { # mode rate
   [ "$mode" = both ] && tx=(txlog)
   mgen ipv4 output "$W/mrx.log" event "LISTEN UDP 5390" >/dev/null 2>&1 &
   local rp=$!
+  own $rp
   sleep 0.5
   timeout "$T" mgen ipv4 "${tx[@]}" output "$W/mtx.log" event "0.0 ON 1 UDP SRC 5392 DST 127.0.0.1/5390 PERIODIC [$rate 1024]" event "$SECS.0 OFF 1" >/dev/null 2>&1 || true
   sleep 1
@@ -101,6 +106,7 @@ mgen_run() { # mode rate
 iperf() { # rate (iperf3 logs nothing: the receiver's count at the end)
   local rate=$1
   iperf3 -s -1 -p 5391 -B 127.0.0.1 >/dev/null 2>&1 &
+  own $!
   sleep 0.5
   timeout "$T" iperf3 -c 127.0.0.1 -p 5391 -u -l 1024 -b $((rate * 1024 * 8)) -t "$SECS" -J >"$W/iperf3.json" 2>/dev/null || true
   wait || true

@@ -30,7 +30,7 @@ pub struct Args {
     /// Stop after this long
     #[arg(short = 't', long, value_parser = super::duration, value_name = "DURATION")]
     pub duration: Option<Duration>,
-    /// Stop after nothing arrived for this long
+    /// Stop after nothing arrived (no packet, no new connection) for this long
     #[arg(long, value_parser = super::duration, value_name = "DURATION")]
     pub idle: Option<Duration>,
     /// Stop after this many packets

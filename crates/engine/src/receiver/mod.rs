@@ -515,6 +515,7 @@ impl Receiver {
             self.report.tcp_connections += 1;
             self.open += 1;
             let now = mono_ns();
+            self.last_arrival = now;
             let mut conn = Conn::sink_tcp(format!("from {peer}"), self.opts.key.clone());
             conn.timers.arm(now, Some(HELLO_TIMEOUT_NS), self.opts.conn_idle.map(|d| d.as_nanos() as u64));
             self.conns[idx] = Some(SinkConn { conn, sock });

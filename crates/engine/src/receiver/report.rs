@@ -18,7 +18,9 @@ pub struct RecvOptions {
     pub log: Option<PathBuf>,
     /// Stop after this long.
     pub duration: Option<Duration>,
-    /// Stop when nothing arrived for this long (counted from the last arrival, or the start).
+    /// Stop when nothing arrived for this long (counted from the last arrival, or the start). A
+    /// TCP connection accepted is an arrival: a sender still making its connections (one that
+    /// waits a second to retry a connect the listener's full queue dropped) is not idle.
     pub idle: Option<Duration>,
     /// Stop after this many packets.
     pub packets: Option<u64>,

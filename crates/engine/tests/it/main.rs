@@ -4,4 +4,5 @@
 
 mod consent;
 mod gso;
+mod idle;
 mod udp_hello_retry;
