@@ -29,8 +29,23 @@ const CTL_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest control request line.
 const CTL_MAX_LINE: u64 = 1 << 20;
 
-/// An AF_PACKET socket bound to one interface, non-blocking, blind to its own sends.
-fn packet_socket(ifname: &str) -> Result<OwnedFd, EmuError> {
+/// Receive-buffer bytes the link emulator's sockets may hold together while it is not reading
+/// (the host gave its core to something else): 1 GiB over every socket, at most 256 MiB and at
+/// least 16 MiB each. A limit, not an allocation: memory is taken only while frames wait. At
+/// 16 MiB per socket, a paced 1 M pkt/s flow lost frames whenever the daemon was off its core
+/// for ~15 ms (this VM's agent and kdamond take a core that long); 256 MiB holds ~0.5 s of it.
+const RECV_BUFFERS_TOTAL: usize = 1 << 30;
+const RECV_BUFFER_MIN: usize = 16 << 20;
+const RECV_BUFFER_MAX: usize = 256 << 20;
+
+/// The receive buffer of each of `sockets` link-emulator sockets.
+fn recv_buffer(sockets: usize) -> usize {
+    (RECV_BUFFERS_TOTAL / sockets.max(1)).clamp(RECV_BUFFER_MIN, RECV_BUFFER_MAX)
+}
+
+/// An AF_PACKET socket bound to one interface, non-blocking, blind to its own sends, with a
+/// receive buffer of `rcvbuf` bytes.
+fn packet_socket(ifname: &str, rcvbuf: usize) -> Result<OwnedFd, EmuError> {
     let c = std::ffi::CString::new(ifname).expect("no NUL");
     // SAFETY: valid C string.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
@@ -47,13 +62,14 @@ fn packet_socket(ifname: &str) -> Result<OwnedFd, EmuError> {
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
     let one: libc::c_int = 1;
     let big: libc::c_int = 16 << 20;
+    let rcvbuf = rcvbuf.min(i32::MAX as usize / 2) as libc::c_int;
     // SAFETY: setsockopt with int values of the right size.
     unsafe {
         libc::setsockopt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &one as *const _ as *const libc::c_void, 4);
         if libc::setsockopt(fd, libc::SOL_PACKET, fwd_io::PACKET_VNET_HDR, &one as *const _ as *const libc::c_void, 4) != 0 {
             return Err(os_err("asking for virtio-net headers on an AF_PACKET socket (PACKET_VNET_HDR)"));
         }
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &big as *const _ as *const libc::c_void, 4);
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf as *const _ as *const libc::c_void, 4);
         libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &big as *const _ as *const libc::c_void, 4);
     }
     // SAFETY: zeroed sockaddr_ll is valid; fields set below.
@@ -316,11 +332,13 @@ pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
     let mut names = Vec::new();
     let mut ifnames = Vec::new();
     let seed = exp.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
-    for (k, li) in crate::userspace_links(&plan, &meta).into_iter().enumerate() {
+    let links = crate::userspace_links(&plan, &meta);
+    let rcvbuf = recv_buffer(2 * links.len());
+    for (k, li) in links.into_iter().enumerate() {
         let l = &plan.links[li];
         for end in ["a", "b"] {
             let name = format!("hd{exp}i{k}{end}");
-            socks.push(packet_socket(&name)?);
+            socks.push(packet_socket(&name, rcvbuf)?);
             ifnames.push(name);
         }
         for (d, spec) in [&l.ab, &l.ba].into_iter().enumerate() {
@@ -510,5 +528,19 @@ pub fn request(exp: &str, req: &Request) -> Result<Response, EmuError> {
     match (&r.ok, &r.error) {
         (false, Some(e)) => Err(EmuError::Other(e.clone())),
         _ => Ok(r),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One link's two sockets get the most; a thousand links share the total down to the least.
+    #[test]
+    fn receive_buffers_share_a_bound() {
+        assert_eq!(recv_buffer(2), RECV_BUFFER_MAX);
+        assert_eq!(recv_buffer(8), 128 << 20);
+        assert_eq!(recv_buffer(2000), RECV_BUFFER_MIN);
+        assert_eq!(recv_buffer(0), RECV_BUFFER_MAX);
     }
 }
