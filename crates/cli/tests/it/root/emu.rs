@@ -462,14 +462,14 @@ fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
 /// An impaired link that cannot keep up loses frames before its daemon reads them (its socket's
 /// buffer overflows); those frames are the link's, and its counters say so (issue 24). The
 /// forwarder is held still (SIGSTOP) for 6 s of a 60,000 pkt/s flow of 1,400-byte datagrams —
-/// ~360,000 frames, where the 256 MiB its socket may hold took ~234,000 — then let go: every frame sent is received, or counted lost by the link, or by the
-/// receiving host's own UDP buffer.
+/// ~360,000 frames, where the 256 MiB its socket may hold took ~234,000 — then let go: every frame
+/// sent is received, or counted lost by the link, or by the receiving host's own UDP buffer.
 #[test]
 #[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
 fn an_overloaded_link_counts_the_frames_it_lost() {
     horde_testkit::need_root();
     let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
-    let _share = horde_testkit::share(horde_testkit::Load::Quiet); // a 40,000 pkt/s sender must keep its rate
+    let _share = horde_testkit::share(horde_testkit::Load::Quiet); // a 60,000 pkt/s sender must keep its rate
     let dir = tmp("overrun");
     let topo = write(
         &dir,
@@ -517,7 +517,11 @@ fn an_overloaded_link_counts_the_frames_it_lost() {
     assert!(sent > 300_000, "the sender kept its rate: {sent}");
     assert!(n("rx_overrun") > 10_000, "6 s of 60,000 pkt/s of 1,400 B cannot fit the link's socket: {ab}");
     assert_eq!(sent, got + link_lost + host_lost, "every frame is received or counted lost somewhere");
-    // frames read + frames overrun = frames offered (the flow, and a few ARP frames)
-    assert!((n("packets") + n("rx_overrun")).abs_diff(sent) <= 10, "{sent} sent: {ab}");
+    // frames read + frames overrun = frames offered: the flow, and the few ARP/ND frames of its
+    // hosts (while the link is held still, a's neighbour entry for b goes unconfirmed and the
+    // kernel probes it: up to 3 unicast then 3 broadcast probes, each way, on top of the usual
+    // handful); a's own datagrams are never more than `sent`
+    let offered = n("packets") + n("rx_overrun");
+    assert!(offered >= sent && offered - sent <= 40, "{sent} sent, {offered} offered to the link: {ab}");
     ok(&["emu", "down", exp, "--purge"]);
 }
