@@ -267,6 +267,49 @@ fn count(report: &mut RecvReport, flow: u32, len: usize, t: u64) {
     f.last_ns = t;
 }
 
+/// The flow of the datagrams just read (a GRO buffer's segments, a sender's run within one
+/// batch): its admission is looked up once and its counts are added up, then written to the
+/// report ([`settle`]) when another flow's datagram, any control message or the
+/// batch's end comes. Within one batch the clock, and so the flow's consent, does not move.
+struct Hot {
+    key: (SocketAddr, u32),
+    tag: u32,
+    /// The flow asked for echoes and its consent is fresh.
+    echoes: bool,
+    packets: u64,
+    bytes: u64,
+    first_ns: u64,
+    last_ns: u64,
+}
+
+impl Hot {
+    fn count(&mut self, len: usize, t: u64) {
+        if self.packets == 0 {
+            self.first_ns = t;
+        }
+        self.packets += 1;
+        self.bytes += len as u64;
+        self.last_ns = t;
+    }
+}
+
+/// Writes the hot flow's counts to the report (what [`count`] does per datagram).
+fn settle(report: &mut RecvReport, hot: &mut Option<Hot>) {
+    let Some(x) = hot.take() else { return };
+    if x.packets == 0 {
+        return;
+    }
+    report.packets += x.packets;
+    report.bytes += x.bytes;
+    let f = report.flows.entry(x.key.1).or_default();
+    if f.packets == 0 {
+        f.first_ns = x.first_ns;
+    }
+    f.packets += x.packets;
+    f.bytes += x.bytes;
+    f.last_ns = x.last_ns;
+}
+
 impl Receiver {
     fn serve(&mut self, opts: &RecvOptions, stop: &AtomicBool) -> io::Result<()> {
         let mut poll = Poll::new()?;
@@ -342,17 +385,20 @@ impl Receiver {
             let now_s = self.last_arrival / 1_000_000_000;
             let mut echo_bufs: Vec<(usize, SocketAddr)> = Vec::new();
             let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
+            let mut hot: Option<Hot> = None;
             for k in 0..n {
                 let info = self.batch.info(k);
                 let data = self.batch.data(k);
                 if horde_wire::signal::is_signal(data) {
                     if let Some(from) = info.from {
                         let data = data.to_vec();
+                        settle(&mut self.report, &mut hot);
                         self.on_signal(i, from, &data, now);
                     }
                     continue;
                 }
                 if horde_proto::consent::is_consent(data) {
+                    settle(&mut self.report, &mut hot);
                     if info.from.is_none_or(|from| !self.udp[i].1.on_consent(from, data)) {
                         self.report.refusals.consent_refused += 1;
                     }
@@ -367,6 +413,7 @@ impl Receiver {
                 };
                 let Some(from) = info.from else { continue };
                 if h.flags & FLAG_HELLO != 0 {
+                    settle(&mut self.report, &mut hot);
                     let hello = data.to_vec();
                     if let Some(r) = self.hello(i, from, &hello, now_s) {
                         replies.push((r, from));
@@ -377,34 +424,41 @@ impl Receiver {
                     self.report.garbage_datagrams += 1;
                     continue;
                 }
-                let Some(f) = self.udp_flows.get_mut(&(from, h.flow)) else {
-                    self.report.refusals.unadmitted_datagrams += 1;
-                    continue;
-                };
-                f.last_s = now_s;
-                // Anything sent back needs the flow's consent, fresh (a spoofer can send from
-                // an admitted address, but cannot answer its probes).
-                let consents = self.udp[i].1.may_send(self.last_arrival, from, h.flow);
-                if h.flags & FLAG_REVERSE != 0 {
-                    // Bulk follows only keep-alives that prove they are the sender's (they carry
-                    // our latest probe's nonce): a spoofed one from its address gets nothing.
-                    if f.reverse && consents && self.udp[i].1.proves(from, h.flow, data) {
-                        let r = self.reverse_udp.entry((from, h.flow)).or_insert(UdpReverse { sock: i, size: info.len, seq: 0, heard: 0 });
-                        r.heard = self.last_arrival;
-                    } else if !f.reverse {
-                        self.report.refusals.reverse += 1;
+                let key = (from, h.flow);
+                if h.flags & FLAG_REVERSE != 0 || hot.as_ref().is_none_or(|x| x.key != key) {
+                    settle(&mut self.report, &mut hot);
+                    let Some(f) = self.udp_flows.get_mut(&key) else {
+                        self.report.refusals.unadmitted_datagrams += 1;
+                        continue;
+                    };
+                    f.last_s = now_s;
+                    // Anything sent back needs the flow's consent, fresh (a spoofer can send
+                    // from an admitted address, but cannot answer its probes).
+                    let consents = self.udp[i].1.may_send(self.last_arrival, from, h.flow);
+                    if h.flags & FLAG_REVERSE != 0 {
+                        // Bulk follows only keep-alives that prove they are the sender's (they
+                        // carry our latest probe's nonce): a spoofed one from its address gets
+                        // nothing.
+                        if f.reverse && consents && self.udp[i].1.proves(from, h.flow, data) {
+                            let r = self.reverse_udp.entry(key).or_insert(UdpReverse { sock: i, size: info.len, seq: 0, heard: 0 });
+                            r.heard = self.last_arrival;
+                        } else if !f.reverse {
+                            self.report.refusals.reverse += 1;
+                        }
                     }
+                    hot = Some(Hot { key, tag: f.tag, echoes: f.echo && consents, packets: 0, bytes: 0, first_ns: 0, last_ns: 0 });
                 }
+                let x = hot.as_mut().expect("set above");
                 let meta = RxMeta { len: info.len, kernel_ns: info.kernel_ns, tos: info.tos, ttl: info.ttl };
-                let rec = horde_proto::conn::datagram_record(&h, &meta, now, f.tag, RecordKind::Received);
-                let echo = f.echo && consents && h.flags & FLAG_ECHO_REQUEST != 0;
+                let rec = horde_proto::conn::datagram_record(&h, &meta, now, x.tag, RecordKind::Received);
                 self.report.kernel_timestamps += (rec.flags & FLAG_KERNEL_TS != 0) as u64;
-                count(&mut self.report, h.flow, info.len, rec.t_b);
+                x.count(info.len, rec.t_b);
                 self.sink.push(rec);
-                if echo {
+                if x.echoes && h.flags & FLAG_ECHO_REQUEST != 0 {
                     echo_bufs.push((k, from));
                 }
             }
+            settle(&mut self.report, &mut hot);
             if !echo_bufs.is_empty() {
                 self.echo_udp(fd, &echo_bufs);
             }
