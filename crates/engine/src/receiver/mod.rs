@@ -18,10 +18,9 @@ use std::time::Duration;
 
 use horde_proto::conn::{Expiry, ECHO_LIMIT, REVERSE_CONSENT_NS};
 use horde_proto::gate::{Gate, GateConfig};
-use horde_proto::{Accepted, Conn, Ctx, RunKey, RxMeta};
+use horde_proto::{Accepted, Conn, Ctx};
 use horde_wire::control::Status;
-use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST, FLAG_HELLO, FLAG_REVERSE, FLAG_REVERSE_DATA};
-use horde_wire::log::FLAG_KERNEL_TS;
+use horde_wire::datagram::FLAG_REVERSE_DATA;
 use horde_wire::{DatagramHeader, Record, RecordKind, Role};
 use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
@@ -38,6 +37,7 @@ mod icmp;
 mod report;
 mod signal;
 mod spawn;
+mod udp;
 pub use report::{FlowReceived, RecvOptions, RecvRefusals, RecvReport};
 pub use spawn::{spawn, Running};
 
@@ -267,49 +267,6 @@ fn count(report: &mut RecvReport, flow: u32, len: usize, t: u64) {
     f.last_ns = t;
 }
 
-/// The flow of the datagrams just read (a GRO buffer's segments, a sender's run within one
-/// batch): its admission is looked up once and its counts are added up, then written to the
-/// report ([`settle`]) when another flow's datagram, any control message or the
-/// batch's end comes. Within one batch the clock, and so the flow's consent, does not move.
-struct Hot {
-    key: (SocketAddr, u32),
-    tag: u32,
-    /// The flow asked for echoes and its consent is fresh.
-    echoes: bool,
-    packets: u64,
-    bytes: u64,
-    first_ns: u64,
-    last_ns: u64,
-}
-
-impl Hot {
-    fn count(&mut self, len: usize, t: u64) {
-        if self.packets == 0 {
-            self.first_ns = t;
-        }
-        self.packets += 1;
-        self.bytes += len as u64;
-        self.last_ns = t;
-    }
-}
-
-/// Writes the hot flow's counts to the report (what [`count`] does per datagram).
-fn settle(report: &mut RecvReport, hot: &mut Option<Hot>) {
-    let Some(x) = hot.take() else { return };
-    if x.packets == 0 {
-        return;
-    }
-    report.packets += x.packets;
-    report.bytes += x.bytes;
-    let f = report.flows.entry(x.key.1).or_default();
-    if f.packets == 0 {
-        f.first_ns = x.first_ns;
-    }
-    f.packets += x.packets;
-    f.bytes += x.bytes;
-    f.last_ns = x.last_ns;
-}
-
 impl Receiver {
     fn serve(&mut self, opts: &RecvOptions, stop: &AtomicBool) -> io::Result<()> {
         let mut poll = Poll::new()?;
@@ -370,165 +327,6 @@ impl Receiver {
         self.report.socket_drops = self.udp.iter().map(|(s, _)| net::socket_drops(s.as_raw_fd())).sum();
         self.report.duration_s = (mono_ns() - started) as f64 / 1e9;
         Ok(())
-    }
-
-    fn drain_udp(&mut self, i: usize) {
-        let fd = self.udp[i].0.as_raw_fd();
-        for _ in 0..FAIRNESS_BATCHES {
-            let n = match self.batch.recv(fd) {
-                Ok(0) => return,
-                Ok(n) => n,
-                Err(_) => return,
-            };
-            self.last_arrival = mono_ns();
-            let now = real_ns();
-            let now_s = self.last_arrival / 1_000_000_000;
-            let mut echo_bufs: Vec<(usize, SocketAddr)> = Vec::new();
-            let mut replies: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
-            let mut hot: Option<Hot> = None;
-            for k in 0..n {
-                let info = self.batch.info(k);
-                let data = self.batch.data(k);
-                if horde_wire::signal::is_signal(data) {
-                    if let Some(from) = info.from {
-                        let data = data.to_vec();
-                        settle(&mut self.report, &mut hot);
-                        self.on_signal(i, from, &data, now);
-                    }
-                    continue;
-                }
-                if horde_proto::consent::is_consent(data) {
-                    settle(&mut self.report, &mut hot);
-                    if info.from.is_none_or(|from| !self.udp[i].1.on_consent(from, data)) {
-                        self.report.refusals.consent_refused += 1;
-                    }
-                    continue;
-                }
-                let h = match DatagramHeader::parse(data) {
-                    Ok(h) if h.flags & (FLAG_ECHO_REPLY | FLAG_REVERSE_DATA) == 0 && info.len < MAX_DATAGRAM => h,
-                    _ => {
-                        self.report.garbage_datagrams += 1;
-                        continue;
-                    }
-                };
-                let Some(from) = info.from else { continue };
-                if h.flags & FLAG_HELLO != 0 {
-                    settle(&mut self.report, &mut hot);
-                    let hello = data.to_vec();
-                    if let Some(r) = self.hello(i, from, &hello, now_s) {
-                        replies.push((r, from));
-                    }
-                    continue;
-                }
-                if h.flags & CONTROL_FLAGS != 0 {
-                    self.report.garbage_datagrams += 1;
-                    continue;
-                }
-                let key = (from, h.flow);
-                if h.flags & FLAG_REVERSE != 0 || hot.as_ref().is_none_or(|x| x.key != key) {
-                    settle(&mut self.report, &mut hot);
-                    let Some(f) = self.udp_flows.get_mut(&key) else {
-                        self.report.refusals.unadmitted_datagrams += 1;
-                        continue;
-                    };
-                    f.last_s = now_s;
-                    // Anything sent back needs the flow's consent, fresh (a spoofer can send
-                    // from an admitted address, but cannot answer its probes).
-                    let consents = self.udp[i].1.may_send(self.last_arrival, from, h.flow);
-                    if h.flags & FLAG_REVERSE != 0 {
-                        // Bulk follows only keep-alives that prove they are the sender's (they
-                        // carry our latest probe's nonce): a spoofed one from its address gets
-                        // nothing.
-                        if f.reverse && consents && self.udp[i].1.proves(from, h.flow, data) {
-                            let r = self.reverse_udp.entry(key).or_insert(UdpReverse { sock: i, size: info.len, seq: 0, heard: 0 });
-                            r.heard = self.last_arrival;
-                        } else if !f.reverse {
-                            self.report.refusals.reverse += 1;
-                        }
-                    }
-                    hot = Some(Hot { key, tag: f.tag, echoes: f.echo && consents, packets: 0, bytes: 0, first_ns: 0, last_ns: 0 });
-                }
-                let x = hot.as_mut().expect("set above");
-                let meta = RxMeta { len: info.len, kernel_ns: info.kernel_ns, tos: info.tos, ttl: info.ttl };
-                let rec = horde_proto::conn::datagram_record(&h, &meta, now, x.tag, RecordKind::Received);
-                self.report.kernel_timestamps += (rec.flags & FLAG_KERNEL_TS != 0) as u64;
-                x.count(info.len, rec.t_b);
-                self.sink.push(rec);
-                if x.echoes && h.flags & FLAG_ECHO_REQUEST != 0 {
-                    echo_bufs.push((k, from));
-                }
-            }
-            settle(&mut self.report, &mut hot);
-            if !echo_bufs.is_empty() {
-                self.echo_udp(fd, &echo_bufs);
-            }
-            for (r, to) in replies {
-                // Never more bytes than the hello that asked (a challenge is 36 bytes, an answer
-                // 21; a hello at least 64).
-                let _ = net::send_batch_to(fd, &[&r], &[to]);
-            }
-            if n < net::BATCH {
-                return;
-            }
-        }
-    }
-
-    /// A UDP hello: the gate decides; a validated flow is admitted (making room among flows
-    /// idle for a minute when full). Returns what to send back.
-    fn hello(&mut self, i: usize, from: SocketAddr, data: &[u8], now_s: u64) -> Option<Vec<u8>> {
-        let gate = &mut self.udp[i].1;
-        let before = gate.stats;
-        // A full gate makes room among flows idle for a minute, at most once a second.
-        if gate.admitted_count() >= GateConfig::receiver(RunKey::OPEN).max_flows && self.last_evict_s != now_s {
-            self.last_evict_s = now_s;
-            let idle: Vec<(SocketAddr, u32)> =
-                self.udp_flows.iter().filter(|(_, f)| now_s.saturating_sub(f.last_s) >= UDP_FLOW_IDLE_S).map(|(k, _)| *k).collect();
-            for k in idle {
-                self.udp_flows.remove(&k);
-                gate.forget(k.0, k.1);
-            }
-        }
-        let allow_reverse = self.opts.reverse;
-        let mut refused_reverse = false;
-        let g = gate.greet(mono_ns(), from, data, |h| {
-            let echo = h.header.flags & FLAG_ECHO_REQUEST != 0;
-            let asked_reverse = h.header.flags & FLAG_REVERSE != 0;
-            refused_reverse = asked_reverse && !allow_reverse;
-            let reverse = asked_reverse && allow_reverse;
-            Ok(((echo, reverse), echo || reverse))
-        });
-        if refused_reverse {
-            self.report.refusals.reverse += 1;
-        }
-        if g.full {
-            self.report.refusals.full += 1;
-        }
-        if let Some((h, (echo, reverse))) = g.admitted {
-            self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s, ended: false, acks: 0, sock: i });
-            let local = self.udp[i].0.local_addr().ok().and_then(|a| a.as_socket());
-            self.sink.endpoints(h.header.flow, h.header.seq, Some(from), local, horde_wire::log::PROTO_UDP);
-        }
-        let reply = g.reply;
-        let after = self.udp[i].1.stats;
-        let r = &mut self.report.refusals;
-        r.challenges += after.challenges - before.challenges;
-        r.challenge_bytes += after.challenge_bytes - before.challenge_bytes;
-        r.bad_mac += after.bad_mac - before.bad_mac;
-        r.dropped_hellos += (after.malformed - before.malformed) + (after.over_budget - before.over_budget);
-        self.report.discoveries += after.discoveries - before.discoveries;
-        reply
-    }
-
-    fn echo_udp(&mut self, fd: i32, which: &[(usize, SocketAddr)]) {
-        let mut bufs: Vec<Vec<u8>> = which.iter().map(|(k, _)| self.batch.data(*k).to_vec()).collect();
-        for b in &mut bufs {
-            b[3] = (b[3] & !FLAG_ECHO_REQUEST) | FLAG_ECHO_REPLY;
-        }
-        let slices: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
-        let to: Vec<SocketAddr> = which.iter().map(|(_, a)| *a).collect();
-        if let Ok(k) = net::send_batch_to(fd, &slices, &to) {
-            self.report.echoed += k as u64;
-        }
     }
 
     fn accept(&mut self, poll: &Poll, li: usize) {
