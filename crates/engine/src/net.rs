@@ -270,6 +270,18 @@ pub fn enable_gro(s: &Socket) -> io::Result<()> {
     setsockopt_int(s.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1)
 }
 
+/// Bytes waiting to be read on stream socket `fd` (`FIONREAD`); 0 where the kernel does not say.
+pub fn unread_bytes(fd: RawFd) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int to the pointer given.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    if r == 0 {
+        n.max(0) as usize
+    } else {
+        0
+    }
+}
+
 /// Datagrams socket `fd` dropped because its receive buffer was full, since it was opened
 /// (`SO_MEMINFO`'s `SK_MEMINFO_DROPS`); 0 where the kernel does not say.
 pub fn socket_drops(fd: RawFd) -> u64 {

@@ -367,3 +367,40 @@ fn a_stopping_receiver_tells_running_senders_and_they_end_then() {
     let sent = s["flows"][0]["packets"].as_u64().unwrap();
     assert!((800..1300).contains(&sent), "{sent} packets sent in about 2 s at 500/s");
 }
+
+/// `--idle` is time without arrivals, not time the receiver was held up: a receiver stopped
+/// (SIGSTOP) for twice its idle time while a flow kept sending reads, when it continues, what
+/// waited in its socket, then the rest, and acknowledges the sender's end with every packet.
+/// Found by bench/gso.sh: a receiver whose log writer was held up by the disk for over its
+/// 2-s idle time stopped the moment it came back, and the 246,016 datagrams waiting in its
+/// socket (the sender's end message behind them) were discarded uncounted.
+#[test]
+fn a_receiver_held_up_past_its_idle_time_reads_what_waited() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = Scratch::new("held-up");
+    let (rjson, sjson) = (dir.path("r.json"), dir.path("s.json"));
+    let rx = Recv::start(&["--udp", "0", "--idle", "1s", "--json", rjson.to_str().unwrap()]);
+    let dst = rx.addrs[0].to_string();
+    let sender = horde()
+        .args(["send", "--dst", &dst, "--rate", "500", "--size", "64", "--duration", "4s", "--floor", "0", "--json", sjson.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let pid = rx.child.id() as i32;
+    // SAFETY: signalling the receiver this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(2000));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let out = sender.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    let (code, rerr) = rx.wait();
+    assert_eq!(code, 0, "{rerr}");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&sjson).unwrap()).unwrap();
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
+    let sent = s["packets"].as_u64().unwrap();
+    assert_eq!(sent, 2000, "{said}");
+    assert_eq!((r["packets"].as_u64(), r["socket_drops"].as_u64(), r["told_stopping"].as_u64()), (Some(sent), Some(0), Some(0)), "{rerr}\n{said}");
+    assert!(said.contains("receiver: acknowledged the end of 1 of 1 UDP flow(s): 2000 of 2000 packets arrived (0 lost"), "{said}");
+}

@@ -154,6 +154,7 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
     };
     ready(&bound);
     let mut rx = Receiver {
+        udp_more: vec![false; udp.len()],
         udp,
         icmp,
         icmp_sources: HashSet::new(),
@@ -197,6 +198,8 @@ struct Receiver {
     icmp_sources: HashSet<(std::net::Ipv4Addr, u32)>,
     /// Admitted UDP flows, per (source, flow id).
     udp_flows: HashMap<(SocketAddr, u32), UdpFlow>,
+    /// UDP sockets the fairness cap left with datagrams waiting (see `drain_udp`).
+    udp_more: Vec<bool>,
     /// When a full gate last made room among idle flows (seconds).
     last_evict_s: u64,
     listeners: Vec<TcpListener>,
@@ -268,6 +271,28 @@ fn count(report: &mut RecvReport, flow: u32, len: usize, t: u64) {
 }
 
 impl Receiver {
+    /// Before stopping for `--idle`: reads, without waiting, what waits in the sockets, and
+    /// says whether there was nothing. A receiver held up longer than its idle time (stopped
+    /// and continued, its log writer behind a slow disk, a busy host) has not been idle if
+    /// datagrams came meanwhile: they wait in its sockets — a senders' end messages behind
+    /// them — and stopping then would discard what the kernel had delivered, uncounted.
+    /// Readiness is edge-triggered, so the sockets are read, not polled.
+    fn caught_up(&mut self, poll: &Poll) -> bool {
+        let before = self.last_arrival;
+        for i in 0..self.udp.len() {
+            self.drain_udp(i);
+        }
+        if self.icmp.is_some() {
+            self.drain_icmp();
+        }
+        for idx in 0..self.conns.len() {
+            if self.conns[idx].as_ref().is_some_and(|c| net::unread_bytes(c.sock.as_raw_fd()) > 0) {
+                self.serve_conn(poll, idx, true, false);
+            }
+        }
+        self.last_arrival == before
+    }
+
     fn serve(&mut self, opts: &RecvOptions, stop: &AtomicBool) -> io::Result<()> {
         let mut poll = Poll::new()?;
         for (i, (s, _)) in self.udp.iter().enumerate() {
@@ -289,10 +314,10 @@ impl Receiver {
                 self.report.interrupted = true;
                 break;
             }
-            if opts.duration.is_some_and(|d| now - started >= d.as_nanos() as u64)
-                || opts.idle.is_some_and(|d| now - self.last_arrival >= d.as_nanos() as u64)
-                || opts.packets.is_some_and(|p| self.report.packets >= p)
-            {
+            if opts.duration.is_some_and(|d| now - started >= d.as_nanos() as u64) || opts.packets.is_some_and(|p| self.report.packets >= p) {
+                break;
+            }
+            if opts.idle.is_some_and(|d| now - self.last_arrival >= d.as_nanos() as u64) && self.caught_up(&poll) {
                 break;
             }
             if now >= next_sweep {
@@ -305,6 +330,12 @@ impl Receiver {
                 true => Duration::ZERO,
                 false => Duration::from_millis(1),
             };
+            for i in 0..self.udp.len() {
+                if self.udp_more[i] {
+                    self.drain_udp(i);
+                }
+            }
+            let wait = if self.udp_more.contains(&true) { Duration::ZERO } else { wait };
             match poll.poll(&mut events, Some(wait)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

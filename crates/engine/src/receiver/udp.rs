@@ -58,13 +58,19 @@ fn settle(report: &mut RecvReport, hot: &mut Option<Hot>) {
 }
 
 impl Receiver {
+    /// Reads what waits on UDP socket `i`, at most [`FAIRNESS_BATCHES`] batches; a socket left
+    /// with more is marked (`udp_more`) to be read again on the next turn, since readiness is
+    /// edge-triggered and says nothing more until another datagram comes.
     pub(super) fn drain_udp(&mut self, i: usize) {
         let fd = self.udp[i].0.as_raw_fd();
+        self.udp_more[i] = true;
         for _ in 0..FAIRNESS_BATCHES {
             let n = match self.batch.recv(fd) {
-                Ok(0) => return,
+                Ok(0) | Err(_) => {
+                    self.udp_more[i] = false;
+                    return;
+                }
                 Ok(n) => n,
-                Err(_) => return,
             };
             self.last_arrival = mono_ns();
             let now = real_ns();
@@ -154,6 +160,7 @@ impl Receiver {
                 let _ = net::send_batch_to(fd, &[&r], &[to]);
             }
             if n < net::BATCH {
+                self.udp_more[i] = false;
                 return;
             }
         }
