@@ -259,15 +259,21 @@ fn about(opts: &RecvOptions) -> horde_wire::discover::About {
 }
 
 fn count(report: &mut RecvReport, flow: u32, len: usize, t: u64) {
-    report.packets += 1;
-    report.bytes += len as u64;
+    add(report, flow, 1, len as u64, t, t);
+}
+
+/// Adds `packets` of `flow` (`bytes` in all, the first at `first_ns`, the last at `last_ns`)
+/// to the report's totals and to the flow's.
+fn add(report: &mut RecvReport, flow: u32, packets: u64, bytes: u64, first_ns: u64, last_ns: u64) {
+    report.packets += packets;
+    report.bytes += bytes;
     let f = report.flows.entry(flow).or_default();
     if f.packets == 0 {
-        f.first_ns = t;
+        f.first_ns = first_ns;
     }
-    f.packets += 1;
-    f.bytes += len as u64;
-    f.last_ns = t;
+    f.packets += packets;
+    f.bytes += bytes;
+    f.last_ns = last_ns;
 }
 
 impl Receiver {

@@ -10,7 +10,7 @@ use horde_wire::datagram::{CONTROL_FLAGS, FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST, FL
 use horde_wire::log::FLAG_KERNEL_TS;
 use horde_wire::{DatagramHeader, RecordKind};
 
-use super::{Receiver, RecvReport, UdpFlow, UdpReverse, FAIRNESS_BATCHES, MAX_DATAGRAM, UDP_FLOW_IDLE_S};
+use super::{add, Receiver, RecvReport, UdpFlow, UdpReverse, FAIRNESS_BATCHES, MAX_DATAGRAM, UDP_FLOW_IDLE_S};
 use crate::clock::{mono_ns, real_ns};
 use crate::net;
 
@@ -40,21 +40,11 @@ impl Hot {
     }
 }
 
-/// Writes the hot flow's counts to the report (what [`count`] does per datagram).
+/// Writes the hot flow's counts to the report at once ([`add`], as `count` does per datagram).
 fn settle(report: &mut RecvReport, hot: &mut Option<Hot>) {
-    let Some(x) = hot.take() else { return };
-    if x.packets == 0 {
-        return;
+    if let Some(x) = hot.take().filter(|x| x.packets > 0) {
+        add(report, x.key.1, x.packets, x.bytes, x.first_ns, x.last_ns);
     }
-    report.packets += x.packets;
-    report.bytes += x.bytes;
-    let f = report.flows.entry(x.key.1).or_default();
-    if f.packets == 0 {
-        f.first_ns = x.first_ns;
-    }
-    f.packets += x.packets;
-    f.bytes += x.bytes;
-    f.last_ns = x.last_ns;
 }
 
 impl Receiver {
