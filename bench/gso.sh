@@ -9,6 +9,10 @@
 # "delivered" is what the receiving side counted over the sender's seconds; loss is what left
 # and did not arrive. Loopback only, port 9472; every run lasts SECS seconds and stops by itself.
 # Writes bench/RESULTS-gso.md (the script writes every figure) and raw outputs in bench/out/gso/.
+# Every tool's per-packet logs (Horde's, D-ITG's, mgen's: about 3 GB per round at 8 M pkt/s) go
+# to a directory of their own under LOGS, a tmpfs (/dev/shm) by default, and are deleted after each point: on a VM's disk the
+# dirty-page limit holds the log writers back, and a receiver held up by its writer drops what
+# its socket cannot hold, which measures the disk, not the generator.
 #
 #   bash bench/gso.sh                  # 5 s per point, 3 rounds, ~6 minutes plus the BEFORE build
 #   BEFORE_BIN=/path/to/horde bash bench/gso.sh
@@ -26,6 +30,9 @@ SECS=${SECS:-5}
 ROUNDS=${QUICK:+1}
 ROUNDS=${ROUNDS:-3}
 PORT=9472
+# Our own directory under LOGS (a tmpfs by default), removed on exit, however the script ends.
+LOGS=$(mktemp -d "${LOGS:-/dev/shm}/horde-bench-gso.XXXXXX")
+trap 'rm -rf "$LOGS"' EXIT
 mkdir -p "$OUT"
 rm -f "$OUT"/*.hlog
 
@@ -75,25 +82,26 @@ backlog_drops() { python3 -c "print(sum(int(l.split()[1], 16) for l in open('/pr
 h_point() {
   local tag=$1 bin=$2 size=$3 b0
   b0=$(backlog_drops)
-  "$bin" recv --udp $PORT --bind 127.0.0.1 --log "$OUT/$tag.r.hlog" --idle 2s --json "$OUT/$tag.recv.json" 2>"$OUT/$tag.recv.txt" &
+  "$bin" recv --udp $PORT --bind 127.0.0.1 --log "$LOGS/$tag.r.hlog" --idle 2s --json "$OUT/$tag.recv.json" 2>"$OUT/$tag.recv.txt" &
   local rp=$!
   sleep 0.3
-  timeout $((SECS + 30)) "$bin" send -a 127.0.0.1:$PORT --bulk -c "$size" -t "${SECS}s" --floor 0s --log "$OUT/$tag.s.hlog" --json "$OUT/$tag.send.json" 2>"$OUT/$tag.send.txt"
+  timeout $((SECS + 30)) "$bin" send -a 127.0.0.1:$PORT --bulk -c "$size" -t "${SECS}s" --floor 0s --log "$LOGS/$tag.s.hlog" --json "$OUT/$tag.send.json" 2>"$OUT/$tag.send.txt"
   wait $rp || true
-  rm -f "$OUT/$tag.r.hlog" "$OUT/$tag.s.hlog"
+  rm -f "$LOGS/$tag.r.hlog" "$LOGS/$tag.s.hlog"
   python3 - "$OUT/$tag" "$(( $(backlog_drops) - b0 ))" <<'PY'
 import json, sys
 t = sys.argv[1]
 s, r = json.load(open(t + ".send.json")), json.load(open(t + ".recv.json"))
 sent, got = s["packets"], r["packets"]
-print(f"{got / s['duration_s']:.0f} {100 * (sent - got) / max(sent, 1):.2f} {s['log_records']}+{r['log_records']} backlog:{sys.argv[2]} socket:{r.get('socket_drops', '-')}")
+end = "" if r.get("ended") else " no-end-message"
+print(f"{got / s['duration_s']:.0f} {100 * (sent - got) / max(sent, 1):.2f} {s['log_records']}+{r['log_records']} backlog:{sys.argv[2]} socket:{r.get('socket_drops', '-')}{end}")
 PY
 }
 
 # p TAG TOOL -> "delivered_pps loss_pct": the peers at 64 B, as fast as each goes. iperf3 keeps
 # no per-packet record; D-ITG and mgen keep one at both ends, as Horde does.
 p_point() {
-  local tag=$1 tool=$2 d="$OUT/$1.d"
+  local tag=$1 tool=$2 d="$LOGS/$1.d"
   rm -rf "$d"; mkdir -p "$d"
   case $tool in
     iperf3)
@@ -171,10 +179,11 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-python3 - "$RESULTS" "$ROUNDS" "$SECS" "${BEFORE_BIN:+$BEFORE}" "$(git rev-parse --short HEAD)" "$(nproc)" "$(uname -r)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "${rows[@]}" <<'PY'
+python3 - "$RESULTS" "$ROUNDS" "$SECS" "${BEFORE_BIN:+$BEFORE}" "$(git rev-parse --short HEAD)" "$(nproc)" "$(uname -r)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$LOGS" "${rows[@]}" <<'PY'
 import sys, statistics, datetime
-out, rounds, secs, before, head, cores, kernel, cpu = sys.argv[1:9]
-rows = [r.split("|") for r in sys.argv[9:]]
+out, rounds, secs, before, head, cores, kernel, cpu, logs = sys.argv[1:10]
+logs = f"`{logs}` ({'tmpfs' if logs.startswith('/dev/shm') else 'not tmpfs'})"
+rows = [r.split("|") for r in sys.argv[10:]]
 by = {}
 for tag, label, rnd, res in rows:
     by.setdefault((tag, label), []).append(res.split())
@@ -187,11 +196,12 @@ L = [f"# Past the syscall ceiling: GSO/GRO (issue 50)", "",
      f"{secs} s per point, {rounds} round(s), every variant once per round, one after the other on 127.0.0.1 (port 9472).", "",
      "- **delivered**: datagrams the receiving side counted, over the sender's seconds (pkt/s); **loss**: sent and not received.",
      "- Horde: `send --bulk -c SIZE` → `recv`, with a per-packet log at both ends (every datagram a 40-byte record on each side; the records column gives sender+receiver). The C pair keeps no record.",
-     "- Where a Horde run lost datagrams, the cell names where: the CPUs' input backlog (`/proc/net/softnet_stat`, loopback's queue before the socket: the host's) and the receiving socket (`SO_MEMINFO` drops).",
+     "- Where a Horde run lost datagrams, the cell names where: the CPUs' input backlog (`/proc/net/softnet_stat`, loopback's queue before the socket: the host's) and the receiving socket (`SO_MEMINFO` drops), and says when the receiver stopped without the sender's end message.",
+     f"- Every tool's per-packet logs (Horde's, D-ITG's, mgen's) are written to {logs} and deleted after each point, so a disk's write-back does not stand in for the tool.",
      "- With GSO a datagram of a super-datagram is still its own record; its departure instant is the super-datagram's, and with GRO datagrams of one buffer share its kernel arrival timestamp.", "",
      "| variant | rounds: delivered pkt/s (loss %) | median pkt/s |", "|---|---|---|"]
 for (tag, label), v in by.items():
-    cells = ", ".join(f"{float(x[0]):,.0f} ({x[1]} %" + (f"; input backlog dropped {x[3].split(':')[1]}, socket {x[4].split(':')[1]}" if len(x) > 4 and float(x[1]) > 0 else "") + ")" for x in v)
+    cells = ", ".join(f"{float(x[0]):,.0f} ({x[1]} %" + (f"; input backlog dropped {x[3].split(':')[1]}, socket {x[4].split(':')[1]}" + ("; the receiver saw no end message" if len(x) > 5 else "") if len(x) > 4 and float(x[1]) > 0 else "") + ")" for x in v)
     L.append(f"| {label} | {cells} | {statistics.median(float(x[0]) for x in v):,.0f} |")
 L += ["", "Ratios of medians (delivered):", ""]
 for a, b, what in [("h-gso-64", "c-plain-64", "horde GSO/GRO vs the C sendmmsg pair, 64 B"),
