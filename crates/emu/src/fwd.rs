@@ -3,8 +3,8 @@
 //! holds as AF_PACKET sockets; every frame read on one end goes through that direction's
 //! [`horde_impair::Link`] and is written to the other end at the time it decides.
 //!
-//! One thread forwards (`fwd_loop`): epoll over all sockets plus a timerfd armed (nanosecond, absolute) for the
-//! earliest pending frame. A control socket (`ctl.sock`, JSON lines, root only) changes a link's
+//! One thread forwards (`fwd_loop`): epoll over all sockets, each wait timed (nanoseconds) to end
+//! when the earliest pending frame is due. A control socket (`ctl.sock`, JSON lines, root only) changes a link's
 //! impairments while traffic flows and reports per-direction counters.
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,5 +1,5 @@
-//! The link emulator's forwarding loop: one thread, epoll over every link socket plus a timerfd
-//! armed (nanosecond, absolute) for the earliest pending frame.
+//! The link emulator's forwarding loop: one thread, epoll over every link socket, each wait
+//! timed (nanoseconds) to end when the earliest pending frame is due.
 //!
 //! A frame read goes through its direction's [`horde_impair::Link`] datagram by datagram: a UDP
 //! GSO super-frame (up to 64 datagrams in one buffer) is decided datagram by datagram, and when
@@ -13,8 +13,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Mutex;
 
 use horde_impair::{Link, Verdict};
+use horde_sys::epoll::Epoll;
 
-use crate::fwd_io::{self, mono_ns, os_err, RxBatch, VNET};
+use crate::fwd_io::{self, mono_ns, RxBatch, VNET};
 use crate::{udp_gso, EmuError};
 
 /// Bytes one direction may hold in its delay line before frames are dropped (and counted):
@@ -182,47 +183,25 @@ fn deliver(sock: i32, d: &mut Dir, due: &[Pending], joined: &mut Vec<([u8; VNET]
 }
 
 pub(crate) fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), EmuError> {
-    // SAFETY: plain syscalls; fds checked.
-    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    let tfd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
-    if ep < 0 || tfd < 0 {
-        return Err(os_err("creating epoll or timerfd"));
-    }
-    let add = |fd: i32, data: u64| {
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: data };
-        // SAFETY: valid epoll fd and event.
-        unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) }
-    };
+    // The wait ends when a socket is readable or the earliest pending frame is due: one
+    // `epoll_pwait2` with a nanosecond timeout, so a busy link arms no timer at all.
+    let mut set = Epoll::new(64).map_err(|e| EmuError::io("creating an epoll set", e))?;
     for (i, s) in socks.iter().enumerate() {
-        add(s.as_raw_fd(), i as u64);
+        set.add(s.as_raw_fd(), i as u64).map_err(|e| EmuError::io("watching a link socket", e))?;
     }
-    add(tfd, u64::MAX);
-    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
     let mut line = Line { heap: BinaryHeap::new(), pool: Vec::new(), seq: 0, flip: 0x9E37_79B9_7F4A_7C15 };
     let (mut segs, mut verdicts) = (Vec::new(), Vec::new());
     let mut rx = RxBatch::new();
     let mut due: Vec<Pending> = Vec::new();
     let (mut joined, mut spare) = (Vec::new(), Vec::new());
-    let mut armed = 0u64;
+    let mut ready = Vec::with_capacity(64);
     loop {
-        // SAFETY: events buffer valid for its length.
-        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, -1) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(os_err("epoll_wait"));
-        }
+        // nothing pending: wake once a second anyway (a turn that finds nothing costs nothing)
+        let wait = line.heap.peek().map_or(1_000_000_000, |p| p.at.saturating_sub(mono_ns()));
+        ready.clear();
+        ready.extend(set.wait(wait));
         let mut sh = shared.lock().expect("forwarder state");
-        for ev in &events[..n as usize] {
-            let id = ev.u64;
-            if id == u64::MAX {
-                let mut x = 0u64;
-                // SAFETY: reading the 8-byte expiry count.
-                unsafe { libc::read(tfd, &mut x as *mut u64 as *mut libc::c_void, 8) };
-                armed = 0;
-                continue;
-            }
+        for &id in &ready {
             let s = id as usize;
             // A few batches per wake-up (epoll is level-triggered: the rest comes next turn), so
             // one busy link neither starves the others nor holds back what is due.
@@ -255,16 +234,5 @@ pub(crate) fn forward(socks: &[OwnedFd], shared: &Mutex<Shared>) -> Result<(), E
         }
         line.pool.extend(due.drain(..).map(|p| p.buf));
         drop(sh);
-        if let Some(next) = line.heap.peek().map(|p| p.at) {
-            if armed != next {
-                let spec = libc::itimerspec {
-                    it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-                    it_value: libc::timespec { tv_sec: (next / 1_000_000_000) as i64, tv_nsec: (next % 1_000_000_000) as i64 },
-                };
-                // SAFETY: valid itimerspec.
-                unsafe { libc::timerfd_settime(tfd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
-                armed = next;
-            }
-        }
     }
 }
