@@ -404,3 +404,31 @@ fn a_receiver_held_up_past_its_idle_time_reads_what_waited() {
     assert_eq!((r["packets"].as_u64(), r["socket_drops"].as_u64(), r["told_stopping"].as_u64()), (Some(sent), Some(0), Some(0)), "{rerr}\n{said}");
     assert!(said.contains("receiver: acknowledged the end of 1 of 1 UDP flow(s): 2000 of 2000 packets arrived (0 lost"), "{said}");
 }
+
+/// Two runs of `send` to one receiver, both flow id 0 (issue 48): each run is its own flow, so
+/// each end acknowledgement counts that run's datagrams only (before: the second was told
+/// "200 of 100 packets arrived").
+#[test]
+fn two_runs_reusing_a_flow_id_are_each_told_what_arrived_of_their_own() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = Scratch::new("reused-id");
+    let rjson = dir.path("r.json");
+    let rx = Recv::start(&["--udp", "0", "--json", rjson.to_str().unwrap()]);
+    let dst = rx.addrs[0].to_string();
+    for run in 0..2 {
+        let sjson = dir.path(&format!("s{run}.json"));
+        let out = horde()
+            .args(["send", "--dst", &dst, "--rate", "200", "--size", "64", "--packets", "100", "--floor", "0", "--json", sjson.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{said}");
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&sjson).unwrap()).unwrap();
+        assert_eq!((s["flows"][0]["id"].as_u64(), s["flows"][0]["receiver"]["packets"].as_u64()), (Some(0), Some(100)), "run {run}: {s}");
+        assert!(said.contains("receiver: acknowledged the end of 1 of 1 UDP flow(s): 100 of 100 packets arrived (0 lost"), "run {run}: {said}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let (_, rerr) = rx.stop();
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
+    assert_eq!((r["packets"].as_u64(), r["ended"].as_u64()), (Some(200), Some(2)), "{rerr}\n{r}");
+}

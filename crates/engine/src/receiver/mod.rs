@@ -81,16 +81,33 @@ struct UdpReverse {
 
 /// An admitted UDP flow.
 struct UdpFlow {
+    /// Its hello's run tag: a sender's run reusing the address and flow id is another flow.
     tag: u32,
     /// Its signed hello asked for echoes / for reverse bulk (and the receiver gives it).
     echo: bool,
     reverse: bool,
     last_s: u64,
-    /// Its sender's end message was logged, and how many copies were acknowledged.
+    /// What arrived of this flow since its hello (the report's per-id counts add up every
+    /// sender that used the id): what its end acknowledgement says.
+    packets: u64,
+    bytes: u64,
+    /// Its sender's end message was logged; the first valid copy, how many copies were taken
+    /// (each owed one acknowledgement) and how many were acknowledged.
     ended: bool,
+    end: Option<horde_wire::signal::FlowEnd>,
+    copies: u8,
     acks: u8,
+    /// The acknowledgement waits until everything the end message counts has arrived, or
+    /// until this instant (monotonic ns), whichever comes first ([`signal::END_ACK_WAIT_NS`]).
+    ack_due: Option<u64>,
     /// The listener (index into `udp`) it came in on.
     sock: usize,
+}
+
+impl UdpFlow {
+    fn new(tag: u32, echo: bool, reverse: bool, last_s: u64, sock: usize) -> UdpFlow {
+        UdpFlow { tag, echo, reverse, last_s, packets: 0, bytes: 0, ended: false, end: None, copies: 0, acks: 0, ack_due: None, sock }
+    }
 }
 
 /// Binds every listener, calls `ready` with the bound addresses (port 0 becomes a real port),
@@ -159,6 +176,7 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
         icmp,
         icmp_sources: HashSet::new(),
         udp_flows: HashMap::new(),
+        end_waits: Vec::new(),
         last_evict_s: u64::MAX,
         listeners,
         conns: Vec::new(),
@@ -198,6 +216,8 @@ struct Receiver {
     icmp_sources: HashSet<(std::net::Ipv4Addr, u32)>,
     /// Admitted UDP flows, per (source, flow id).
     udp_flows: HashMap<(SocketAddr, u32), UdpFlow>,
+    /// Flows whose end acknowledgement waits for datagrams still on their way.
+    end_waits: Vec<(SocketAddr, u32)>,
     /// UDP sockets the fairness cap left with datagrams waiting (see `drain_udp`).
     udp_more: Vec<bool>,
     /// When a full gate last made room among idle flows (seconds).
@@ -342,6 +362,7 @@ impl Receiver {
                 }
             }
             let wait = if self.udp_more.contains(&true) { Duration::ZERO } else { wait };
+            let wait = self.next_end_ack().map_or(wait, |due| wait.min(Duration::from_nanos(due.saturating_sub(now))));
             match poll.poll(&mut events, Some(wait)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -359,7 +380,9 @@ impl Receiver {
                     self.serve_conn(&poll, t - CONN_BASE, ev.is_readable(), ev.is_writable());
                 }
             }
+            self.answer_waiting_ends(false);
         }
+        self.answer_waiting_ends(true);
         self.tell_stopping();
         self.report.socket_drops = self.udp.iter().map(|(s, _)| net::socket_drops(s.as_raw_fd())).sum();
         self.report.duration_s = (mono_ns() - started) as f64 / 1e9;

@@ -1,6 +1,7 @@
 //! The receiver's UDP side: reading a socket's datagrams in batches, admitting flows by their
 //! hello, and echoing what asked for it.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 
@@ -40,10 +41,15 @@ impl Hot {
     }
 }
 
-/// Writes the hot flow's counts to the report at once ([`add`], as `count` does per datagram).
-fn settle(report: &mut RecvReport, hot: &mut Option<Hot>) {
+/// Writes the hot flow's counts to the report at once ([`add`], as `count` does per datagram)
+/// and to its admitted flow's own.
+fn settle(report: &mut RecvReport, flows: &mut HashMap<(SocketAddr, u32), UdpFlow>, hot: &mut Option<Hot>) {
     if let Some(x) = hot.take().filter(|x| x.packets > 0) {
         add(report, x.key.1, x.packets, x.bytes, x.first_ns, x.last_ns);
+        if let Some(f) = flows.get_mut(&x.key) {
+            f.packets += x.packets;
+            f.bytes += x.bytes;
+        }
     }
 }
 
@@ -74,13 +80,13 @@ impl Receiver {
                 if horde_wire::signal::is_signal(data) {
                     if let Some(from) = info.from {
                         let data = data.to_vec();
-                        settle(&mut self.report, &mut hot);
-                        self.on_signal(i, from, &data, now);
+                        settle(&mut self.report, &mut self.udp_flows, &mut hot);
+                        self.on_signal(from, &data, now);
                     }
                     continue;
                 }
                 if horde_proto::consent::is_consent(data) {
-                    settle(&mut self.report, &mut hot);
+                    settle(&mut self.report, &mut self.udp_flows, &mut hot);
                     if info.from.is_none_or(|from| !self.udp[i].1.on_consent(from, data)) {
                         self.report.refusals.consent_refused += 1;
                     }
@@ -95,7 +101,7 @@ impl Receiver {
                 };
                 let Some(from) = info.from else { continue };
                 if h.flags & FLAG_HELLO != 0 {
-                    settle(&mut self.report, &mut hot);
+                    settle(&mut self.report, &mut self.udp_flows, &mut hot);
                     let hello = data.to_vec();
                     if let Some(r) = self.hello(i, from, &hello, now_s) {
                         replies.push((r, from));
@@ -108,7 +114,7 @@ impl Receiver {
                 }
                 let key = (from, h.flow);
                 if h.flags & FLAG_REVERSE != 0 || hot.as_ref().is_none_or(|x| x.key != key) {
-                    settle(&mut self.report, &mut hot);
+                    settle(&mut self.report, &mut self.udp_flows, &mut hot);
                     let Some(f) = self.udp_flows.get_mut(&key) else {
                         self.report.refusals.unadmitted_datagrams += 1;
                         continue;
@@ -140,7 +146,7 @@ impl Receiver {
                     echo_bufs.push((k, from));
                 }
             }
-            settle(&mut self.report, &mut hot);
+            settle(&mut self.report, &mut self.udp_flows, &mut hot);
             if !echo_bufs.is_empty() {
                 self.echo_udp(fd, &echo_bufs);
             }
@@ -187,7 +193,12 @@ impl Receiver {
             self.report.refusals.full += 1;
         }
         if let Some((h, (echo, reverse))) = g.admitted {
-            self.udp_flows.insert((from, h.header.flow), UdpFlow { tag: h.header.seq, echo, reverse, last_s: now_s, ended: false, acks: 0, sock: i });
+            // A repeated hello of the same run keeps what arrived; another run's starts afresh.
+            let f = self.udp_flows.entry((from, h.header.flow)).or_insert_with(|| UdpFlow::new(h.header.seq, echo, reverse, now_s, i));
+            if f.tag != h.header.seq {
+                *f = UdpFlow::new(h.header.seq, echo, reverse, now_s, i);
+            }
+            (f.echo, f.reverse, f.last_s, f.sock) = (echo, reverse, now_s, i);
             let local = self.udp[i].0.local_addr().ok().and_then(|a| a.as_socket());
             self.sink.endpoints(h.header.flow, h.header.seq, Some(from), local, horde_wire::log::PROTO_UDP);
         }
