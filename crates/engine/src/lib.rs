@@ -8,6 +8,7 @@
 mod accept;
 pub mod bots;
 pub mod discover;
+mod early;
 pub mod icmp;
 pub mod live;
 pub mod logger;

@@ -19,6 +19,7 @@ use socket2::Socket;
 
 use crate::accept::{accept_or_shed, Accepted as Incoming};
 use crate::clock::{mono_ns, real_ns};
+use crate::early::Held;
 use crate::logger::LogSink;
 use crate::net;
 use crate::sender::types::Progress;
@@ -274,6 +275,14 @@ impl Worker {
                         Progress::received(&self.opts.progress, info.len as u64, rec.t_a, rec.t_b, rec.tag);
                         self.sink.push(rec);
                     }
+                    // Perhaps it overtook its player's admitting hello: held a moment.
+                    None if h.flags & CONTROL_FLAGS == 0 => {
+                        let meta = RxMeta { len: info.len, kernel_ns: info.kernel_ns, tos: info.tos, ttl: info.ttl };
+                        let held = Held { from, header: h, meta, now_real: now, mono: mono_ns(), sock: j, bytes: None };
+                        if !self.early.hold(held) {
+                            self.refusals.unadmitted += 1;
+                        }
+                    }
                     _ => self.refusals.unadmitted += 1,
                 }
             }
@@ -296,6 +305,12 @@ impl Worker {
                 p.connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             self.schedule(i);
+            for x in self.early.take(from, h.header.flow) {
+                let rec = self.slots[i].conn.on_peer_datagram(x.now_real, &x.header, &x.meta);
+                Progress::received(&self.opts.progress, x.meta.len as u64, rec.t_a, rec.t_b, rec.tag);
+                self.sink.push(rec);
+                self.refusals.admitted_late += 1;
+            }
         }
         let reply = g.reply;
         let gate = &self.udp_listeners[j].1;

@@ -100,6 +100,8 @@ pub struct Worker {
     /// A descriptor held in reserve, given up to shed a connection when descriptors run out.
     pub(crate) spare: Option<std::fs::File>,
     pub(crate) refusals: Refusals,
+    /// Players' datagrams that came before their admitting hello (server side over UDP).
+    pub(crate) early: crate::early::Early,
     next_housekeeping: u64,
     /// Started bulk flows, pumped whenever their sockets take more.
     bulk: Vec<usize>,
@@ -179,6 +181,7 @@ impl Worker {
             read_buf: vec![0u8; if has_icmp { crate::icmp::MAX_PACKET } else { 64 * 1024 }],
             spare: serving.then(|| std::fs::File::open("/dev/null").ok()).flatten(),
             refusals: Refusals::default(),
+            early: Default::default(),
             next_housekeeping: 0,
             bulk: Vec::new(),
             late_by_second: Vec::new(),
@@ -254,6 +257,7 @@ impl Worker {
             self.linger(stop);
         }
         self.sink.flush();
+        self.refusals.unadmitted += self.early.clear();
         Ok(WorkerResult {
             flows: self.slots.iter().filter(|s| !(s.conn.role() == Role::Server && s.conn.awaiting_hello())).map(Slot::report).collect(),
             lateness: self.hist,
@@ -421,6 +425,7 @@ impl Worker {
     /// Timers other than departures: greeters' retries, hello deadlines of pending connections,
     /// consent of UDP players.
     fn housekeeping(&mut self, now: u64) {
+        self.refusals.unadmitted += self.early.expire(now);
         self.take_joining();
         self.validate_joined(now);
         self.consent(now);

@@ -177,6 +177,7 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
         icmp_sources: HashSet::new(),
         udp_flows: HashMap::new(),
         end_waits: Vec::new(),
+        early: crate::early::Early::default(),
         last_evict_s: u64::MAX,
         listeners,
         conns: Vec::new(),
@@ -218,6 +219,8 @@ struct Receiver {
     udp_flows: HashMap<(SocketAddr, u32), UdpFlow>,
     /// Flows whose end acknowledgement waits for datagrams still on their way.
     end_waits: Vec<(SocketAddr, u32)>,
+    /// Datagrams that came before their flow's admitting hello.
+    early: crate::early::Early,
     /// UDP sockets the fairness cap left with datagrams waiting (see `drain_udp`).
     udp_more: Vec<bool>,
     /// When a full gate last made room among idle flows (seconds).
@@ -293,7 +296,7 @@ fn add(report: &mut RecvReport, flow: u32, packets: u64, bytes: u64, first_ns: u
     }
     f.packets += packets;
     f.bytes += bytes;
-    f.last_ns = last_ns;
+    f.last_ns = f.last_ns.max(last_ns);
 }
 
 impl Receiver {
@@ -383,6 +386,7 @@ impl Receiver {
             self.answer_waiting_ends(false);
         }
         self.answer_waiting_ends(true);
+        self.report.refusals.unadmitted_datagrams += self.early.clear();
         self.tell_stopping();
         self.report.socket_drops = self.udp.iter().map(|(s, _)| net::socket_drops(s.as_raw_fd())).sum();
         self.report.duration_s = (mono_ns() - started) as f64 / 1e9;
@@ -591,6 +595,7 @@ impl Receiver {
     /// Deadlines: hellos that did not come, echoes not read, idle connections.
     fn sweep(&mut self, poll: &Poll, now: u64) {
         self.sweep_consent(now);
+        self.report.refusals.unadmitted_datagrams += self.early.expire(now);
         // Recounted now and then: reverse bulk queued and written elsewhere moves it too.
         self.echo_total = self.conns.iter().flatten().map(|c| c.conn.out().len()).sum();
         if self.echo_total < ECHO_BUDGET {

@@ -134,6 +134,11 @@ pub struct RecvReport {
     pub bytes: u64,
     /// Datagrams that were not Horde packets (bad magic, version, or too short).
     pub garbage_datagrams: u64,
+    /// Datagrams that came before their flow's admitting hello (they overtook it on the path)
+    /// and were counted, logged and echoed once it came: already in `packets`. Those whose
+    /// hello did not come within 250 ms are `refusals.unadmitted_datagrams`.
+    #[serde(default)]
+    pub admitted_late: u64,
     /// TCP connections closed because their bytes were not a Horde stream.
     pub garbage_streams: u64,
     /// `--icmp`: echo requests that were not Horde's (e.g. `ping`): counted, not logged.

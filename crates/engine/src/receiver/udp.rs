@@ -13,6 +13,7 @@ use horde_wire::{DatagramHeader, RecordKind};
 
 use super::{add, Receiver, RecvReport, UdpFlow, UdpReverse, FAIRNESS_BATCHES, MAX_DATAGRAM, UDP_FLOW_IDLE_S};
 use crate::clock::{mono_ns, real_ns};
+use crate::early::Held;
 use crate::net;
 
 /// The flow of the datagrams just read (a GRO buffer's segments, a sender's run within one
@@ -116,7 +117,21 @@ impl Receiver {
                 if h.flags & FLAG_REVERSE != 0 || hot.as_ref().is_none_or(|x| x.key != key) {
                     settle(&mut self.report, &mut self.udp_flows, &mut hot);
                     let Some(f) = self.udp_flows.get_mut(&key) else {
-                        self.report.refusals.unadmitted_datagrams += 1;
+                        // Perhaps it overtook its flow's admitting hello: held a moment (not a
+                        // reverse keep-alive: those ask for traffic back).
+                        let held = h.flags & FLAG_REVERSE == 0
+                            && self.early.hold(Held {
+                                from,
+                                header: h,
+                                meta: RxMeta { len: info.len, kernel_ns: info.kernel_ns, tos: info.tos, ttl: info.ttl },
+                                now_real: now,
+                                mono: self.last_arrival,
+                                sock: i,
+                                bytes: (h.flags & FLAG_ECHO_REQUEST != 0).then(|| data.to_vec()),
+                            });
+                        if !held {
+                            self.report.refusals.unadmitted_datagrams += 1;
+                        }
                         continue;
                     };
                     f.last_s = now_s;
@@ -201,6 +216,7 @@ impl Receiver {
             (f.echo, f.reverse, f.last_s, f.sock) = (echo, reverse, now_s, i);
             let local = self.udp[i].0.local_addr().ok().and_then(|a| a.as_socket());
             self.sink.endpoints(h.header.flow, h.header.seq, Some(from), local, horde_wire::log::PROTO_UDP);
+            self.admit_early(from, h.header.flow);
         }
         let reply = g.reply;
         let after = self.udp[i].1.stats;
@@ -211,6 +227,34 @@ impl Receiver {
         r.dropped_hellos += (after.malformed - before.malformed) + (after.over_budget - before.over_budget);
         self.report.discoveries += after.discoveries - before.discoveries;
         reply
+    }
+
+    /// A flow just admitted: the datagrams of it that came before its hello count, are logged
+    /// (with their own arrival times) and, if it asked for echoes and its consent is fresh,
+    /// echoed.
+    fn admit_early(&mut self, from: SocketAddr, flow: u32) {
+        let held = self.early.take(from, flow);
+        let Some(f) = self.udp_flows.get_mut(&(from, flow)) else {
+            self.report.refusals.unadmitted_datagrams += held.len() as u64;
+            return;
+        };
+        for x in held {
+            let rec = horde_proto::conn::datagram_record(&x.header, &x.meta, x.now_real, f.tag, RecordKind::Received);
+            self.report.kernel_timestamps += (rec.flags & FLAG_KERNEL_TS != 0) as u64;
+            self.report.admitted_late += 1;
+            add(&mut self.report, flow, 1, x.meta.len as u64, rec.t_b, rec.t_b);
+            f.packets += 1;
+            f.bytes += x.meta.len as u64;
+            self.sink.push(rec);
+            let Some(mut b) = x.bytes.filter(|_| f.echo) else { continue };
+            let (sock, gate) = &self.udp[x.sock];
+            if gate.may_send(self.last_arrival, from, flow) {
+                b[3] = (b[3] & !FLAG_ECHO_REQUEST) | FLAG_ECHO_REPLY;
+                if net::send_batch_to(sock.as_raw_fd(), &[&b], &[from]).is_ok_and(|k| k > 0) {
+                    self.report.echoed += 1;
+                }
+            }
+        }
     }
 
     fn echo_udp(&mut self, fd: i32, which: &[(usize, SocketAddr)]) {

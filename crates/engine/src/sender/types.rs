@@ -288,8 +288,13 @@ pub struct Refusals {
     pub refused: u64,
     /// TCP connections closed before a valid hello (timeout, garbage, pending limit).
     pub closed_before_hello: u64,
-    /// Data datagrams from addresses or flows not admitted (not logged).
+    /// Data datagrams from addresses or flows not admitted (not logged), including those held
+    /// 250 ms for a hello that did not come.
     pub unadmitted: u64,
+    /// Data datagrams that came before their player's admitting hello (they overtook it on the
+    /// path) and were counted and logged once it came.
+    #[serde(default)]
+    pub admitted_late: u64,
     /// Connections accepted and closed at once because descriptors ran out.
     pub shed: u64,
     /// UDP players whose stream stopped because they stopped answering consent probes, and
@@ -307,6 +312,7 @@ impl Refusals {
         self.refused += o.refused;
         self.closed_before_hello += o.closed_before_hello;
         self.unadmitted += o.unadmitted;
+        self.admitted_late += o.admitted_late;
         self.shed += o.shed;
         self.consent_expired += o.consent_expired;
     }

@@ -3,6 +3,7 @@
 //! test, the fast subset and the root subset.
 
 mod consent;
+mod early;
 mod gso;
 mod idle;
 mod udp_hello_retry;

@@ -242,12 +242,12 @@ fn an_end_message_that_overtook_the_last_datagrams_is_answered_once_they_arrived
     let (s, r) = (read(&sjson), read(&rjson));
     let links: serde_json::Value = serde_json::from_str(&ok(&["emu", "link", &id, "a", "b", "--json"])).unwrap();
     assert!(links[0]["ab"]["reordered"].as_u64().unwrap() > 1000, "the link reordered: {}", links[0]["ab"]);
-    // Nothing is lost on the link. The sender sends its admitting hello and its first departure
-    // back to back (it does not wait for the answer), so on this path the departure may overtake
-    // the hello and is refused as not admitted: it must be counted so.
+    // Nothing is lost on the link, and nothing is refused: the sender sends its admitting hello
+    // and its first departures back to back, and a departure that overtook the hello on this
+    // path is held until it came (before: 1 of 4,000 refused as not admitted in 5 of 7 runs).
     let (sent, got) = (s["packets"].as_u64().unwrap(), r["packets"].as_u64().unwrap());
     assert_eq!(sent, 4000, "{said}");
-    assert_eq!(sent - got, r["refusals"]["unadmitted_datagrams"].as_u64().unwrap(), "every datagram arrived or was refused before admission: {r}");
-    assert!(got >= 3990, "{r}");
+    assert_eq!(got, 4000, "{r}");
+    assert_eq!(r["refusals"]["unadmitted_datagrams"].as_u64(), Some(0), "{r}");
     assert_eq!(s["flows"][0]["receiver"]["packets"].as_u64(), Some(got), "the receiver's answer counts what arrived: {said}\n{s}");
 }
