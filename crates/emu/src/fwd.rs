@@ -103,6 +103,10 @@ pub struct DirReport {
     /// Bytes inside the link when the counters were read (queued or being delayed).
     #[serde(default)]
     pub in_flight_bytes: u64,
+    /// Frames (datagrams, copies included) inside the link when the counters were read:
+    /// queued or being delayed, neither delivered nor dropped yet.
+    #[serde(default)]
+    pub in_flight: u64,
     /// Bytes delivered (the rate each way is its change over time).
     #[serde(default)]
     pub delivered_bytes: u64,
@@ -125,6 +129,23 @@ pub struct DirReport {
 }
 
 impl DirReport {
+    /// Frames that reached the link: those it read, and those lost before it could
+    /// (`rx_overrun`).
+    pub fn offered(&self) -> u64 {
+        self.packets + self.rx_overrun
+    }
+
+    /// Frames the far side took (sent, less those its backlog dropped).
+    pub fn delivered(&self) -> u64 {
+        self.sent.saturating_sub(self.tx_overrun)
+    }
+
+    /// Whether every frame is accounted for: offered plus the copies made equals dropped plus
+    /// in the link plus delivered.
+    pub fn adds_up(&self) -> bool {
+        self.offered() + self.duplicated == self.dropped() + self.in_flight + self.delivered()
+    }
+
     /// Every frame this direction lost, whatever lost it: its impairments, its queue, its
     /// delay line, and overruns before and after it.
     pub fn dropped(&self) -> u64 {
@@ -253,8 +274,11 @@ pub fn describe(s: &LinkSpec) -> String {
     if s.reorder_prob > 0.0 {
         v.push(format!("reorder {:.3}% gap {}", s.reorder_prob * 100.0, s.reorder_gap.max(1)));
     }
-    if let Some(q) = s.queue_limit_bytes {
-        v.push(format!("queue {q} B"));
+    match s.queue_limit() {
+        Some(q) if s.queue_is_default() => v.push(format!("queue {q} B (default: 100 ms at the rate)")),
+        Some(q) => v.push(format!("queue {q} B")),
+        None if s.queue_unbounded => v.push("queue unbounded".into()),
+        None => {}
     }
     if v.is_empty() {
         "none".into()
@@ -346,7 +370,17 @@ pub fn run_daemon(exp: &str) -> Result<(), EmuError> {
             spec.trace = load_trace(&base, if d == 0 { &l.trace_ab } else { &l.trace_ba })?;
             let link = Link::new(spec, seed ^ (2 * k + d) as u64).map_err(|e| EmuError::Other(e.to_string()))?;
             // frames read on end a (index 2k) leave by end b (2k+1), and the other way
-            dirs.push(Dir { link, out: 2 * k + 1 - d, sent: 0, send_errors: 0, pending_bytes: 0, overflow_drops: 0, rx_overrun: 0, tx_overrun: 0 });
+            dirs.push(Dir {
+                link,
+                out: 2 * k + 1 - d,
+                sent: 0,
+                send_errors: 0,
+                pending_bytes: 0,
+                pending_frames: 0,
+                overflow_drops: 0,
+                rx_overrun: 0,
+                tx_overrun: 0,
+            });
         }
         names.push((plan.nodes[l.a.node].name.clone(), plan.nodes[l.b.node].name.clone()));
     }
@@ -481,6 +515,7 @@ fn reports(sh: &mut Shared) -> Vec<LinkReport> {
             overflow_drops: d.overflow_drops,
             queue_bytes: d.link.queued_bytes(now),
             in_flight_bytes: d.pending_bytes,
+            in_flight: d.pending_frames,
             delivered_bytes: s.delivered_bytes,
             bit_errors: s.bit_errors,
             errored: s.errored,
@@ -493,25 +528,24 @@ fn reports(sh: &mut Shared) -> Vec<LinkReport> {
     sh.names.iter().enumerate().map(|(k, (a, b))| LinkReport { a: a.clone(), b: b.clone(), ab: dir(&sh.dirs[2 * k]), ba: dir(&sh.dirs[2 * k + 1]) }).collect()
 }
 
-/// Link counters as a text table, one row per direction.
+/// Link counters as a text table, one row per direction. Each row adds up: `offered` (frames
+/// that reached the link) plus `+dup` (second copies it made) is `lost` + `q-drops` +
+/// `overrun` + `in link` (queued or being delayed when read) + `delivered`.
 pub fn links_table(links: &[LinkReport]) -> String {
-    let mut t = format!("{:<24} {:>10} {:>8} {:>8} {:>8} {:>10}  impairments\n", "emulated link", "frames", "lost", "q-drops", "overrun", "delivered");
+    let row = |t: &mut String, c: [&str; 8], spec: &str| {
+        t.push_str(&format!("{:<24} {:>10} {:>6} {:>8} {:>8} {:>8} {:>8} {:>10}  {spec}\n", c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]));
+    };
+    let mut t = String::new();
+    row(&mut t, ["emulated link", "offered", "+dup", "lost", "q-drops", "overrun", "in link", "delivered"], "impairments");
     for l in links {
         for (from, to, d) in [(&l.a, &l.b, &l.ab), (&l.b, &l.a, &l.ba)] {
             let overrun = d.rx_overrun + d.tx_overrun + d.overflow_drops + d.send_errors;
-            let delivered = d.sent.saturating_sub(d.tx_overrun);
-            t.push_str(&format!(
-                "{:<24} {:>10} {:>8} {:>8} {:>8} {:>10}  {}\n",
-                format!("{from} → {to}"),
-                d.packets,
-                d.lost,
-                d.queue_drops,
-                overrun,
-                delivered,
-                d.spec
-            ));
+            let cells = [d.offered(), d.duplicated, d.lost, d.queue_drops, overrun, d.in_flight, d.delivered()].map(|n| n.to_string());
+            let name = format!("{from} → {to}");
+            row(&mut t, [&name, &cells[0], &cells[1], &cells[2], &cells[3], &cells[4], &cells[5], &cells[6]], &d.spec);
         }
     }
+    t.push_str("(offered + dup = lost + q-drops + overrun + in link + delivered; in link: queued or being delayed when read)\n");
     t
 }
 

@@ -31,6 +31,8 @@ pub(crate) struct Dir {
     pub(crate) sent: u64,
     pub(crate) send_errors: u64,
     pub(crate) pending_bytes: u64,
+    /// Datagrams in the delay line (queued for the rate or being delayed), copies included.
+    pub(crate) pending_frames: u64,
     pub(crate) overflow_drops: u64,
     pub(crate) rx_overrun: u64,
     pub(crate) tx_overrun: u64,
@@ -99,6 +101,7 @@ impl Line {
                 continue;
             }
             d.pending_bytes += len as u64;
+            d.pending_frames += count;
             let mut buf = self.pool.pop().unwrap_or_default();
             buf.clear();
             buf.extend_from_slice(frame);
@@ -177,6 +180,7 @@ fn deliver(sock: i32, d: &mut Dir, due: &[Pending], joined: &mut Vec<([u8; VNET]
     let weights: Vec<u64> = plan.iter().map(|p| p.2).collect();
     let (sent, failed) = fwd_io::send_all(sock, &frames, &weights);
     d.pending_bytes -= due.iter().map(|p| p.buf.len() as u64).sum::<u64>();
+    d.pending_frames -= due.iter().map(|p| p.count).sum::<u64>();
     d.sent += sent;
     d.send_errors += failed;
     spare.extend(joined.drain(..).map(|(_, b)| b));

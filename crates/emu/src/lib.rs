@@ -292,9 +292,27 @@ pub struct UpOptions {
 pub struct UpReport {
     pub meta: Meta,
     pub plan: Plan,
-    /// What `up` changed on the machine besides the experiment (e.g. a raised kernel limit),
-    /// one sentence each, for the caller to show.
+    /// What `up` changed on the machine besides the experiment (e.g. a raised kernel limit)
+    /// and what the topology asked for that deserves a warning (an unbounded queue), one
+    /// sentence each, for the caller to show.
     pub notes: Vec<String>,
+}
+
+/// A warning for each link direction with a rate whose queue was asked to be unbounded.
+fn unbounded_queues(plan: &Plan) -> Vec<String> {
+    let mut notes = Vec::new();
+    for l in &plan.links {
+        let (a, b) = (&plan.nodes[l.a.node].name, &plan.nodes[l.b.node].name);
+        for (from, to, s) in [(a, b, &l.ab), (b, a, &l.ba)] {
+            if s.queue_unbounded && (s.rate_bps.is_some() || l.trace_ab.is_some() || l.trace_ba.is_some()) {
+                notes.push(format!(
+                    "link {from} → {to}: queue = \"unbounded\": a load above its rate grows the queue, and the delay, for as long as it lasts \
+                     (without `queue` it holds 100 ms at the rate)"
+                ));
+            }
+        }
+    }
+    notes
 }
 
 /// Builds the topology. On failure, everything made so far is removed again.
@@ -322,7 +340,7 @@ pub fn up(text: &str, file: &str, opts: &UpOptions) -> Result<UpReport, EmuError
     std::fs::write(dir.join("topology.toml"), text).map_err(|e| EmuError::io("saving the topology", e))?;
     // The plan, typed: every later command reads it back instead of planning the text again.
     std::fs::write(dir.join(PLAN_FILE), serde_json::to_vec(&plan).expect("serializable")).map_err(|e| EmuError::io("saving the plan", e))?;
-    let mut notes = Vec::new();
+    let mut notes = unbounded_queues(&plan);
     match build(&plan, &exp, file, opts, t0, &taken, &mut notes) {
         Ok(meta) => Ok(UpReport { meta, plan, notes }),
         Err(e) => {

@@ -294,7 +294,18 @@ fn nla(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
 /// netem's TCA_OPTIONS: a `struct tc_netem_qopt` followed by netlink attributes (64-bit
 /// latency and jitter in ns, rate in bytes/s, Gilbert–Elliott loss, corruption).
 pub fn netem_options(spec: &LinkSpec) -> Vec<u8> {
-    let limit = spec.queue_limit_bytes.map_or(1000, |b| b.div_ceil(FRAME_BYTES).max(1)) as u32;
+    // netem's `limit` counts every packet it holds, queued for the rate or being delayed; the
+    // userspace link's queue limit counts only those waiting for the rate. So the limit is the
+    // queue's frames plus what the delay holds at the rate; unbounded is as many as netem takes;
+    // a link without a rate keeps netem's default (1,000).
+    let in_delay = |bps: u64| (bps as u128 * spec.delay_ns as u128 / 8 / 1_000_000_000) as u64;
+    let limit = match (spec.queue_limit(), spec.rate_bps) {
+        _ if spec.queue_unbounded => u32::MAX as u64,
+        (Some(b), Some(bps)) => (b + in_delay(bps)).div_ceil(FRAME_BYTES).max(1),
+        (Some(b), None) => b.div_ceil(FRAME_BYTES).max(1),
+        (None, _) => 1000,
+    }
+    .min(u32::MAX as u64) as u32;
     let loss = if let Loss::Random(p) = spec.loss { prob32(p) } else { 0 };
     let mut out = Vec::with_capacity(96);
     // latency, limit, loss, gap, duplicate, jitter (latency and jitter: the 64-bit attributes)
@@ -418,7 +429,11 @@ mod tests {
         };
         let b = netem_options(&spec);
         let word = |i: usize| u32::from_ne_bytes(b[i * 4..i * 4 + 4].try_into().unwrap());
-        assert_eq!(word(1), 43, "64 kB is 43 full frames");
+        assert_eq!(word(1), 59, "64 kB and the 25 kB that 20 ms at 10 Mbit/s hold in the delay: 59 full frames");
+        let default = netem_options(&LinkSpec { queue_limit_bytes: None, ..spec.clone() });
+        assert_eq!(u32::from_ne_bytes(default[4..8].try_into().unwrap()), 100, "the default queue (125 kB) and the delay's 25 kB: 100 frames");
+        let unbounded = netem_options(&LinkSpec { queue_limit_bytes: None, queue_unbounded: true, ..spec.clone() });
+        assert_eq!(u32::from_ne_bytes(unbounded[4..8].try_into().unwrap()), u32::MAX);
         assert_eq!(word(2), (0.01 * u32::MAX as f64).round() as u32);
         assert_eq!(word(4), (0.5 * u32::MAX as f64).round() as u32);
         let a = attrs(&b[24..]);

@@ -4,8 +4,13 @@
 //!
 //! Order of operations per packet, as in Linux netem: loss (random, or Gilbert–Elliott), then
 //! duplication and corruption, then the rate limiter (a FIFO queue drained at `rate_bps`, or by
-//! the delivery opportunities of a Mahimahi trace) with tail drop past `queue_limit_bytes`, then
+//! the delivery opportunities of a Mahimahi trace) with tail drop past its queue limit, then
 //! delay plus jitter.
+//!
+//! Every queue is finite unless asked otherwise ([`LinkSpec::queue_limit`]): without a
+//! `queue_limit_bytes`, a link with a rate (or a trace) holds 100 ms at that rate, at least ten
+//! full Ethernet frames ([`default_queue_bytes`]); `queue_unbounded` is the explicit choice of
+//! no limit.
 //!
 //! Bit errors: `ber` flips each bit of a delivered packet independently (the count drawn from
 //! the binomial law of its bits, the positions uniformly among them), beside `corrupt`, which
@@ -136,8 +141,13 @@ pub struct LinkSpec {
     pub duplicate: f64,
     /// Probability that a packet is delivered with a bit flipped.
     pub corrupt: f64,
-    /// Tail drop when the bytes waiting for the rate limiter would exceed this.
+    /// Tail drop when the bytes waiting for the rate limiter would exceed this; `None`: the
+    /// default ([`default_queue_bytes`]) unless `queue_unbounded`.
     pub queue_limit_bytes: Option<u64>,
+    /// No queue limit at all, chosen explicitly (`queue = "unbounded"`): a load above the rate
+    /// then grows the queue, and the delay, without bound.
+    #[serde(default)]
+    pub queue_unbounded: bool,
     /// Let jitter reorder packets (each packet its own delay).
     pub reorder: bool,
     /// Bit-error rate: each bit of a packet flipped independently with this probability.
@@ -193,7 +203,47 @@ impl LinkSpec {
         if self.rate_bps.is_some() && self.trace.is_some() {
             return Err(SpecError { field: "rate", msg: "give either a rate or a trace, not both".into() });
         }
+        if self.queue_unbounded && self.queue_limit_bytes.is_some() {
+            return Err(SpecError { field: "queue", msg: "give either a limit in bytes or \"unbounded\", not both".into() });
+        }
+        if self.queue_limit_bytes == Some(0) {
+            return Err(SpecError { field: "queue", msg: "must be > 0 bytes (or \"unbounded\")".into() });
+        }
         Ok(())
+    }
+}
+
+/// The default queue of a link: 100 ms at its rate.
+pub const DEFAULT_QUEUE_MS: u64 = 100;
+/// The default queue holds at least this many bytes: ten full Ethernet frames (1,514 bytes).
+pub const MIN_DEFAULT_QUEUE_BYTES: u64 = 10 * 1514;
+
+/// The queue a link with this rate gets when none is given: [`DEFAULT_QUEUE_MS`] at the rate
+/// (one 100 ms round trip's worth, the classic buffer-sizing rule), at least
+/// [`MIN_DEFAULT_QUEUE_BYTES`] so a slow link still holds a burst. (netem's default, 1,000
+/// packets, is 1.2 s at 10 Mbit/s and 24 s at 500 kbit/s of 1,514-byte frames: a bufferbloat.)
+pub fn default_queue_bytes(rate_bps: f64) -> u64 {
+    ((rate_bps * DEFAULT_QUEUE_MS as f64 / 1e3 / 8.0) as u64).max(MIN_DEFAULT_QUEUE_BYTES)
+}
+
+impl LinkSpec {
+    /// The rate limiter's queue limit in bytes: the one given, else the default for the rate
+    /// (or the trace's mean capacity); `None` when there is no rate limiter or the queue was
+    /// asked to be unbounded.
+    pub fn queue_limit(&self) -> Option<u64> {
+        if self.queue_limit_bytes.is_some() {
+            return self.queue_limit_bytes;
+        }
+        if self.queue_unbounded {
+            return None;
+        }
+        let rate = self.rate_bps.map(|r| r as f64).or_else(|| self.trace.as_ref().map(|t| t.capacity_bps()))?;
+        Some(default_queue_bytes(rate))
+    }
+
+    /// The queue limit is the default one (none given, not unbounded, a rate limiter present).
+    pub fn queue_is_default(&self) -> bool {
+        self.queue_limit_bytes.is_none() && !self.queue_unbounded && (self.rate_bps.is_some() || self.trace.is_some())
     }
 }
 
@@ -412,7 +462,7 @@ impl Link {
         if self.spec.rate_bps.is_none() && self.spec.trace.is_none() {
             return Some(now);
         }
-        if let Some(limit) = self.spec.queue_limit_bytes {
+        if let Some(limit) = self.spec.queue_limit() {
             if self.queued_bytes + len as u64 > limit {
                 return None;
             }

@@ -2,7 +2,7 @@
 
 use horde_impair::{LinkSpec, Loss};
 
-use crate::{impairment, parse_bytes, parse_rate, percent, probability, RawImpair};
+use crate::{impairment, parse_queue, parse_rate, percent, probability, RawImpair};
 
 /// A change to one direction of a running link (`horde emu link`): every field given replaces
 /// the current value, the others stay. Typed, so settings never go back through text (no
@@ -16,6 +16,10 @@ pub struct LinkChange {
     pub duplicate: Option<f64>,
     pub corrupt: Option<f64>,
     pub queue_limit_bytes: Option<u64>,
+    /// The queue given at all: `Some(true)` unbounded, `Some(false)` the limit in
+    /// `queue_limit_bytes` or, without one, the default (100 ms at the rate).
+    #[serde(default)]
+    pub queue_unbounded: Option<bool>,
     pub reorder: Option<bool>,
     #[serde(default)]
     pub ber: Option<f64>,
@@ -39,6 +43,7 @@ impl LinkChange {
             None => None,
             Some(l) => Some(impairment(&RawImpair { loss: Some(l.clone()), ..Default::default() })?.loss),
         };
+        let queue = r.queue.as_deref().map(parse_queue).transpose().map_err(|m| ("queue".to_string(), m))?;
         Ok(LinkChange {
             rate_bps: r.rate.as_deref().map(parse_rate).transpose().map_err(|m| ("rate".to_string(), m))?,
             delay_ns: dur(&r.delay, "delay")?,
@@ -46,7 +51,8 @@ impl LinkChange {
             loss,
             duplicate: r.duplicate.as_deref().map(|s| percent(s, "duplicate")).transpose()?,
             corrupt: r.corrupt.as_deref().map(|s| percent(s, "corrupt")).transpose()?,
-            queue_limit_bytes: r.queue.as_deref().map(parse_bytes).transpose().map_err(|m| ("queue".to_string(), m))?,
+            queue_limit_bytes: queue.and_then(|q| q.0),
+            queue_unbounded: queue.map(|q| q.1),
             reorder: r.reorder,
             ber: r.ber.as_deref().map(|s| probability(s, "ber")).transpose()?,
             reorder_prob: r.reorder_prob.as_deref().map(|s| percent(s, "reorder_prob")).transpose()?,
@@ -76,8 +82,11 @@ impl LinkChange {
         s.loss = self.loss.unwrap_or(s.loss);
         s.duplicate = self.duplicate.unwrap_or(s.duplicate);
         s.corrupt = self.corrupt.unwrap_or(s.corrupt);
-        if self.queue_limit_bytes.is_some() {
-            s.queue_limit_bytes = self.queue_limit_bytes;
+        if let Some(unbounded) = self.queue_unbounded {
+            (s.queue_limit_bytes, s.queue_unbounded) = (self.queue_limit_bytes, unbounded);
+        } else if self.queue_limit_bytes.is_some() {
+            // from a peer that does not send `queue_unbounded`
+            (s.queue_limit_bytes, s.queue_unbounded) = (self.queue_limit_bytes, false);
         }
         s.reorder = self.reorder.unwrap_or(s.reorder);
         s.ber = self.ber.unwrap_or(s.ber);

@@ -552,6 +552,16 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
 }
 
 /// "100kB", "1MB", "1500B" → bytes.
+/// A link's `queue`: a size (tail drop past it), `"unbounded"` (no limit, asked for) or
+/// `"default"` (100 ms at the rate, as when none is given). Returns (the limit given, unbounded).
+pub fn parse_queue(s: &str) -> Result<(Option<u64>, bool), String> {
+    match s.trim() {
+        "unbounded" => Ok((None, true)),
+        "default" => Ok((None, false)),
+        b => parse_bytes(b).map(|b| (Some(b), false)).map_err(|m| format!("{m}, or \"unbounded\" (no limit), or \"default\" (100 ms at the link's rate)")),
+    }
+}
+
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let (num, mul) = if let Some(n) = t.strip_suffix("MB") {
@@ -595,6 +605,7 @@ pub fn impairment(r: &RawImpair) -> Result<LinkSpec, (String, String)> {
             loss_good: loss_good.as_deref().map(|s| percent(s, "loss.loss_good")).transpose()?.unwrap_or(0.0),
         },
     };
+    let queue = r.queue.as_deref().map(parse_queue).transpose().map_err(|m| ("queue".to_string(), m))?.unwrap_or((None, false));
     let spec = LinkSpec {
         rate_bps: r.rate.as_deref().map(parse_rate).transpose().map_err(|m| ("rate".to_string(), m))?,
         trace: None,
@@ -604,7 +615,8 @@ pub fn impairment(r: &RawImpair) -> Result<LinkSpec, (String, String)> {
         loss,
         duplicate: r.duplicate.as_deref().map(|s| percent(s, "duplicate")).transpose()?.unwrap_or(0.0),
         corrupt: r.corrupt.as_deref().map(|s| percent(s, "corrupt")).transpose()?.unwrap_or(0.0),
-        queue_limit_bytes: r.queue.as_deref().map(parse_bytes).transpose().map_err(|m| ("queue".to_string(), m))?,
+        queue_limit_bytes: queue.0,
+        queue_unbounded: queue.1,
         reorder: r.reorder.unwrap_or(false),
         ber: r.ber.as_deref().map(|s| probability(s, "ber")).transpose()?.unwrap_or(0.0),
         reorder_prob: r.reorder_prob.as_deref().map(|s| percent(s, "reorder_prob")).transpose()?.unwrap_or(0.0),

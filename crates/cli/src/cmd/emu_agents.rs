@@ -53,7 +53,8 @@ pub struct LinkArgs {
     /// Corruption (a flipped bit), e.g. 0.1%
     #[arg(long)]
     pub corrupt: Option<String>,
-    /// Queue limit before tail drop, e.g. 64kB
+    /// Queue limit before tail drop, e.g. 64kB; `default` (100 ms at the rate, as when none is
+    /// given) or `unbounded`
     #[arg(long)]
     pub queue: Option<String>,
     /// Bit-error rate, e.g. 1e-6 (each bit flipped independently)

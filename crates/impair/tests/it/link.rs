@@ -250,3 +250,33 @@ fn reordering_sends_the_chosen_packets_at_once() {
     assert!(delivered(&drive(&mut none, 10_000, 1_000.0, 100, 22)).iter().all(|(a, b)| b - a == 10 * MS));
     assert_eq!(Link::new(LinkSpec { delay_ns: 0, ..spec }, 1).err().map(|e| e.field), Some("reorder_prob"));
 }
+
+/// Issue 48: a link with a rate and no `queue` holds 100 ms at its rate (here 20 Mbit/s:
+/// 250 kB), not an unbounded queue; `queue_unbounded` is the explicit choice of none.
+#[test]
+fn a_rate_without_a_queue_gets_100_ms_at_the_rate_and_unbounded_is_explicit() {
+    let spec = LinkSpec { rate_bps: Some(20_000_000), delay_ns: 30 * MS, ..Default::default() };
+    assert_eq!(spec.queue_limit(), Some(250_000));
+    assert!(spec.queue_is_default());
+    // 36.5 Mbit/s of 1,000-byte datagrams into 20 Mbit/s for 10 s (the newcomer's 1,000 WoW
+    // players downstream): the queueing delay stays under 100 ms, the excess is dropped.
+    let mut link = Link::new(spec.clone(), 9).unwrap();
+    let v = drive(&mut link, 45_600, 4_562.0, 1000, 10);
+    let d = delivered(&v);
+    assert!(d.iter().all(|(a, b)| b - a <= 131 * MS), "100 ms of queue + 30 ms of delay + one frame");
+    let drops = v.iter().filter(|(_, x)| *x == Verdict::Drop(DropReason::Queue)).count();
+    assert!((0.40..0.48).contains(&(drops as f64 / v.len() as f64)), "≈ 45 % dropped at the queue: {drops} of {}", v.len());
+    // Unbounded, asked for: the queue grows for the whole overload (about 4.5 s of delay by
+    // its end: the newcomer's 55 MB queue).
+    let mut free = Link::new(LinkSpec { queue_unbounded: true, ..spec.clone() }, 9).unwrap();
+    let v = drive(&mut free, 45_600, 4_562.0, 1000, 10);
+    assert!(v.iter().all(|(_, x)| matches!(x, Verdict::Deliver { .. })));
+    let worst = delivered(&v).iter().map(|(a, b)| b - a).max().unwrap();
+    assert!(worst > 4_000 * MS, "{worst}");
+    // A slow link still holds ten full frames; no rate, no queue; a limit and "unbounded" clash.
+    assert_eq!(LinkSpec { rate_bps: Some(500_000), ..Default::default() }.queue_limit(), Some(15_140));
+    assert_eq!(LinkSpec { delay_ns: MS, ..Default::default() }.queue_limit(), None);
+    assert_eq!(LinkSpec { queue_limit_bytes: Some(64_000), ..spec.clone() }.queue_limit(), Some(64_000));
+    let both = LinkSpec { queue_limit_bytes: Some(64_000), queue_unbounded: true, ..spec };
+    assert_eq!(Link::new(both, 1).err().map(|e| e.field), Some("queue"));
+}

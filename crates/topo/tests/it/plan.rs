@@ -229,3 +229,32 @@ fn a_plan_survives_its_json_round_trip() {
         assert_eq!(back, p, "{f}");
     }
 }
+
+/// Issue 48: a link's queue is the default (100 ms at its rate) without `queue`, "unbounded"
+/// only when asked; a live change may ask for either, or a size.
+#[test]
+fn a_queue_is_finite_unless_asked_to_be_unbounded() {
+    let topo = |queue: &str| {
+        format!("name = \"q\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"20mbit\"\n{queue}")
+    };
+    let p = plan(&topo(""), "q.toml", "q").unwrap();
+    assert_eq!((p.links[0].ab.queue_limit(), p.links[0].ab.queue_is_default()), (Some(250_000), true));
+    let p = plan(&topo("queue = \"unbounded\"\n"), "q.toml", "q").unwrap();
+    assert_eq!((p.links[0].ba.queue_limit(), p.links[0].ba.queue_unbounded), (None, true));
+    let p = plan(&topo("queue = \"64kB\"\n"), "q.toml", "q").unwrap();
+    assert_eq!(p.links[0].ab.queue_limit(), Some(64_000));
+    let e = plan(&topo("queue = \"lots\"\n"), "q.toml", "q").unwrap_err().to_string();
+    assert!(e.contains("queue") && e.contains("unbounded"), "{e}");
+
+    let base = plan(&topo("queue = \"64kB\"\n"), "q.toml", "q").unwrap().links[0].ab.clone();
+    let change = |q: &str| horde_topo::LinkChange::parse(&horde_topo::RawImpair { queue: Some(q.into()), ..Default::default() }).unwrap();
+    let unbounded = change("unbounded").apply(&base, false).unwrap();
+    assert_eq!((unbounded.queue_limit(), unbounded.queue_unbounded), (None, true));
+    let back = change("default").apply(&unbounded, false).unwrap();
+    assert_eq!((back.queue_limit(), back.queue_is_default()), (Some(250_000), true));
+    assert_eq!(change("32kB").apply(&unbounded, false).unwrap().queue_limit(), Some(32_000));
+    // a change without a queue keeps the one there
+    let rate = horde_topo::LinkChange::parse(&horde_topo::RawImpair { rate: Some("2mbit".into()), ..Default::default() }).unwrap();
+    assert!(rate.apply(&unbounded, false).unwrap().queue_unbounded);
+    assert_eq!(rate.apply(&back, false).unwrap().queue_limit(), Some(25_000), "the default follows the rate");
+}

@@ -436,7 +436,7 @@ fn a_switch_past_a_bridges_port_limit_is_a_tree_of_bridges() {
     ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
     // listed and drawn grouped (a row and a vertex for the 1,500 hosts), every node on request
     let grouped = ok(&["emu", "ls", exp]);
-    assert!(grouped.lines().count() < 10 && grouped.contains("h1 … h1500") && grouped.contains("×1500"), "{grouped}");
+    assert!(grouped.lines().count() < 11 && grouped.contains("h1 … h1500") && grouped.contains("×1500"), "{grouped}");
     let dot = ok(&["emu", "ls", exp, "--dot"]);
     assert!(dot.lines().count() < 12 && dot.contains("×1500"), "{dot}");
     let ls = ok(&["emu", "ls", exp, "--all"]);
@@ -523,5 +523,67 @@ fn an_overloaded_link_counts_the_frames_it_lost() {
     // handful); a's own datagrams are never more than `sent`
     let offered = n("packets") + n("rx_overrun");
     assert!(offered >= sent && offered - sent <= 40, "{sent} sent, {offered} offered to the link: {ab}");
+    ok(&["emu", "down", exp, "--purge"]);
+}
+
+/// Issue 48: a link with a rate and no `queue` gets a finite one (100 ms at its rate), and its
+/// counters add up exactly while frames are still inside it: offered + copies = dropped + in
+/// the link + delivered, read mid-run and after. 4 Mbit/s into 2 Mbit/s for 3 s: before, the
+/// queue grew for the whole run (1.5 s of delay by its end) and nothing was dropped.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn a_rate_limited_link_has_a_finite_queue_by_default_and_its_counters_add_up() {
+    horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = tmp("queue-default");
+    let topo = write(
+        &dir,
+        "pair.toml",
+        "name = \"q\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"10.9.4.0/30\"\nrate = \"2mbit\"\ndelay = \"20ms\"\n",
+    );
+    let exp = horde_testkit::exp_id();
+    let exp = exp.as_str();
+    let _down = Down(exp.to_string());
+    ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    let mut recv = std::process::Command::new(HORDE)
+        .args(["emu", "exec", exp, "b", "--", HORDE, "recv", "-b", "10.9.4.2", "-p", "9000", "--idle", "2s"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut send = std::process::Command::new(HORDE)
+        .args(["emu", "exec", exp, "a", "--", HORDE, "send", "-a", "10.9.4.2:9000", "-C", "500", "-c", "1000", "-t", "3s"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    let counters = || -> serde_json::Value { serde_json::from_str(&ok(&["emu", "link", exp, "a", "b", "--json"])).unwrap() };
+    let adds_up = |d: &serde_json::Value| {
+        let n = |k: &str| d[k].as_u64().unwrap();
+        let dropped = n("lost") + n("queue_drops") + n("overflow_drops") + n("send_errors") + n("rx_overrun") + n("tx_overrun");
+        let (offered, delivered) = (n("packets") + n("rx_overrun"), n("sent") - n("tx_overrun"));
+        assert_eq!(offered + n("duplicated"), dropped + n("in_flight") + delivered, "every frame is dropped, in the link or delivered: {d}");
+    };
+    let mid = counters();
+    let ab = &mid[0]["ab"];
+    adds_up(ab);
+    adds_up(&mid[0]["ba"]);
+    assert!(ab["in_flight"].as_u64().unwrap() > 0, "frames queued and being delayed mid-run: {ab}");
+    assert!(ab["queue_bytes"].as_u64().unwrap() <= 25_000, "100 ms at 2 Mbit/s: {ab}");
+    assert!(ab["spec"].as_str().unwrap().contains("queue 25000 B (default"), "{ab}");
+    assert!(send.wait().unwrap().success());
+    assert!(recv.wait().unwrap().success());
+    let end = counters();
+    let ab = &end[0]["ab"];
+    adds_up(ab);
+    assert_eq!(ab["in_flight"].as_u64(), Some(0), "{ab}");
+    let (offered, drops) = (ab["packets"].as_u64().unwrap(), ab["queue_drops"].as_u64().unwrap());
+    assert!(drops * 10 > offered * 3, "about half of 4 Mbit/s does not fit 2 Mbit/s: {drops} of {offered} dropped at the queue");
+    let table = ok(&["emu", "link", exp, "a", "b"]);
+    assert!(table.contains("in link") && table.contains("offered + dup = lost + q-drops + overrun + in link + delivered"), "{table}");
+    // Unbounded is an explicit choice, and said so.
+    ok(&["emu", "link", exp, "a", "b", "--queue", "unbounded"]);
+    assert!(counters()[0]["ab"]["spec"].as_str().unwrap().contains("queue unbounded"));
     ok(&["emu", "down", exp, "--purge"]);
 }
