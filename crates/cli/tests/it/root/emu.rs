@@ -238,6 +238,15 @@ fn run_places_players_on_emulated_hosts() {
     assert!(html.contains("Emulated network") && html.contains("r1 → r2"), "the report shows the emulated links");
     assert!(links[0]["ab"]["packets"].as_u64().unwrap() > 100, "{links}");
     assert!(links[0]["ab"]["lost"].as_u64().unwrap() > 0, "1 % loss on the bottleneck: {links}");
+    // Every link table adds up (issue 48): offered + copies = drops + still inside + delivered.
+    for l in links.as_array().unwrap() {
+        for d in [&l["ab"], &l["ba"]] {
+            let n = |k: &str| d[k].as_u64().unwrap();
+            let dropped = n("lost") + n("queue_drops") + n("overflow_drops") + n("send_errors") + n("rx_overrun") + n("tx_overrun");
+            assert_eq!(n("packets") + n("rx_overrun") + n("duplicated"), dropped + n("in_flight") + n("sent") - n("tx_overrun"), "{d}");
+        }
+    }
+    assert!(html.contains("in link") && html.contains("offered + dup = lost"), "the report's link table has the column that makes it add up");
     // A picture of the topology, and the bottleneck's queue and drops over time.
     let topo = std::fs::read_to_string(out.join("charts/topology.svg")).unwrap();
     assert!(topo.contains("r1") && topo.contains("r2") && topo.contains("class=\"series\""), "{topo}");
