@@ -218,25 +218,33 @@ fn forward(hub: &Hub, id: u32, scenario: &str, r: impl std::io::Read) {
     }
 }
 
-/// File `rel` of report directory `out`: only plain files inside it, never through a link.
+/// File `rel` of report directory `out`: only plain files inside it, never through a link in
+/// any component (`horde_sys::fs::open_beneath`: a directory linked to `/etc` inside a report
+/// does not lead out of it).
 pub fn report_file(out: &Path, rel: &str) -> Result<(&'static str, Vec<u8>), String> {
-    let clean = rel.split('/').all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\\'));
-    if !clean {
+    use std::io::Read;
+    if rel.contains('\\') {
         return Err(format!("{rel}: not a file of the report"));
     }
-    let p = out.join(rel);
-    let meta = std::fs::symlink_metadata(&p).map_err(|_| format!("{rel}: not in the report (yet)"))?;
+    let f = horde_sys::fs::open_beneath(out, rel).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => format!("{rel}: not a file of the report"),
+        std::io::ErrorKind::NotFound => format!("{rel}: not in the report (yet)"),
+        _ => format!("{rel}: not a plain file of the report"),
+    })?;
+    let meta = f.metadata().map_err(|e| format!("{rel}: {e}"))?;
     if !meta.is_file() || meta.len() > 512 * 1024 * 1024 {
         return Err(format!("{rel}: not a plain file of the report"));
     }
-    let mime = match p.extension().and_then(|e| e.to_str()) {
+    let mime = match Path::new(rel).extension().and_then(|e| e.to_str()) {
         Some("html") => "text/html; charset=utf-8",
         Some("json") => "application/json",
         Some("svg") => "image/svg+xml",
         Some("csv") | Some("toml") | Some("txt") => "text/plain; charset=utf-8",
         _ => "application/octet-stream",
     };
-    std::fs::read(&p).map(|b| (mime, b)).map_err(|e| format!("{rel}: {e}"))
+    let mut b = Vec::with_capacity(meta.len() as usize);
+    f.take(meta.len()).read_to_end(&mut b).map_err(|e| format!("{rel}: {e}"))?;
+    Ok((mime, b))
 }
 
 /// One past run: its report directory and what its report's verdict boxes say.

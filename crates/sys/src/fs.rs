@@ -15,3 +15,57 @@ pub fn effective_gid() -> u32 {
     // SAFETY: getegid has no arguments and cannot fail.
     unsafe { libc::getegid() }
 }
+
+/// Opens `rel` (components separated by `/`) for reading inside directory `dir`, never
+/// through a symbolic link in any component: each directory is opened relative to the one
+/// before with `O_NOFOLLOW`, so a link anywhere (`REPORT/d -> /etc`) fails (`ELOOP` or
+/// `ENOTDIR`) instead of leaving `dir`, and nothing can swap a component for a link between a
+/// check and the open. Empty, `.` and `..` components are refused. The caller checks the
+/// file's type (a FIFO does not block the open).
+pub fn open_beneath(dir: &Path, rel: &str) -> std::io::Result<std::fs::File> {
+    use std::ffi::CString;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a path inside the directory");
+    let parts: Vec<&str> = rel.split('/').collect();
+    if parts.iter().any(|c| c.is_empty() || *c == "." || *c == ".." || c.contains('\0')) {
+        return Err(invalid());
+    }
+    let mut at: OwnedFd = std::fs::File::open(dir)?.into();
+    for (k, c) in parts.iter().enumerate() {
+        let last = k + 1 == parts.len();
+        let name = CString::new(*c).map_err(|_| invalid())?;
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | if last { libc::O_NONBLOCK } else { libc::O_DIRECTORY };
+        // SAFETY: `at` is an open descriptor and `name` a NUL-terminated string.
+        let fd = unsafe { libc::openat(at.as_raw_fd(), name.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        at = unsafe { OwnedFd::from_raw_fd(fd) };
+    }
+    Ok(std::fs::File::from(at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_beneath_refuses_a_link_in_any_component() {
+        let d = std::env::temp_dir().join(format!("horde-open-beneath-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("charts")).unwrap();
+        std::fs::write(d.join("charts/a.svg"), "<svg/>").unwrap();
+        std::fs::write(d.join("outside"), "secret").unwrap();
+        std::os::unix::fs::symlink(&d, d.join("charts/up")).unwrap();
+        std::os::unix::fs::symlink(d.join("outside"), d.join("charts/f")).unwrap();
+        let read = |rel: &str| open_beneath(&d.join("charts"), rel).and_then(|mut f| std::io::read_to_string(&mut f));
+        assert_eq!(read("a.svg").unwrap(), "<svg/>");
+        assert!(read("up/outside").is_err(), "a linked directory");
+        assert!(read("f").is_err(), "a linked file");
+        for bad in ["../outside", "./a.svg", "", "a.svg/", "x//a.svg"] {
+            assert_eq!(read(bad).unwrap_err().kind(), std::io::ErrorKind::InvalidInput, "{bad}");
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

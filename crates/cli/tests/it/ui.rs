@@ -112,6 +112,11 @@ fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {
     assert_eq!(authed(&c, "GET", &format!("/api/v1/runs/{id}/report/../../etc/passwd"), "").status, 404);
     let past: serde_json::Value = serde_json::from_str(&authed(&c, "GET", "/api/v1/past", "").body).unwrap();
     let out_dir = info["out"].as_str().unwrap();
+    // A directory linked out of the report leads nowhere (issue 47: only the last component was
+    // checked, and `REPORT/d -> /etc` served /etc/shadow).
+    std::os::unix::fs::symlink("/etc", std::path::Path::new(out_dir).join("d")).unwrap();
+    let r = authed(&c, "GET", &format!("/api/v1/runs/{id}/report/d/passwd"), "");
+    assert!(r.status == 404 && !r.body.contains("root:"), "a linked directory inside a report: {} {}", r.status, r.body);
     let row = past.as_array().unwrap().iter().find(|p| p["dir"] == out_dir).unwrap_or_else(|| panic!("the run ({out_dir}) is a past run: {past}"));
     assert!(row["interrupted"] == true && !row["verdicts"].as_array().unwrap().is_empty(), "{row}");
 }
