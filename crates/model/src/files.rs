@@ -71,10 +71,12 @@ pub fn read_text(path: &Path, limit: u64, what: &'static str) -> Result<String, 
     String::from_utf8(read_bytes(path, limit, what)?).map_err(|_| FileError::NotText { path: path.to_path_buf() })
 }
 
-/// A TOML error as "line L, column C: MESSAGE", without the offending line: the file may not be
-/// a Horde file at all (`/etc/shadow` given by mistake), and its contents are not ours to print.
+/// A TOML error as "line L, column C: MESSAGE", without the offending line and without what
+/// the message quotes from the file: the file may not be a Horde file at all (`/etc/shadow`
+/// given by mistake, or a root-only file named to a console running as root), and its
+/// contents are not ours to print.
 pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().trim().replace('\n', " ");
+    let msg = without_contents(&e.message().trim().replace('\n', " "));
     match e.span() {
         Some(span) => {
             let before = &text[..span.start.min(text.len())];
@@ -86,9 +88,71 @@ pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
+/// `msg` without what it quotes from the file: serde names the offending value before
+/// ", expected …" (`invalid type: string "…"`), and what follows lists what Horde expects
+/// (ours to show). Each quoted span before it becomes `…` — except the name of an unknown
+/// field (a key, a short identifier: the structure of the file, and what the user needs to
+/// fix a typo).
+fn without_contents(msg: &str) -> String {
+    if let Some(rest) = msg.strip_prefix("unknown field `") {
+        if let Some((name, _)) = rest.split_once('`') {
+            if (1..=32).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                return msg.to_string();
+            }
+        }
+    }
+    let (head, tail) = msg.split_at(msg.find(", expected").unwrap_or(msg.len()));
+    let mut out = String::with_capacity(msg.len());
+    let mut open: Option<char> = None;
+    for ch in head.chars() {
+        match open {
+            Some(q) if ch == q => {
+                out.push('…');
+                out.push(ch);
+                open = None;
+            }
+            Some(_) => {}
+            None => {
+                out.push(ch);
+                if ch == '"' || ch == '`' || ch == '\'' {
+                    open = Some(ch);
+                }
+            }
+        }
+    }
+    if let Some(q) = open {
+        out.push('…');
+        out.push(q);
+    }
+    out.push_str(tail);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parse_error_names_the_place_but_quotes_nothing_from_the_file() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Raw {
+            service: Option<std::collections::BTreeMap<String, u32>>,
+            players: Option<u32>,
+        }
+        for text in ["service = \"TOPSECRET_ABC\"\n", "\"TOPSECRET KEY\" = 1\n", "players = 'TOPSECRET'\n", "players = -7\n"] {
+            let e = toml::from_str::<Raw>(text).unwrap_err();
+            let m = toml_error(text, &e);
+            assert!(m.starts_with("line 1, column"), "{m}");
+            assert!(!m.contains("TOPSECRET") && !m.contains("-7"), "{m}");
+        }
+        let e = toml::from_str::<Raw>("playrs = 1\n").unwrap_err();
+        let m = toml_error("playrs = 1\n", &e);
+        assert!(m.contains("unknown field `playrs`") && m.contains("`players`"), "a key's name and what Horde expects are still said: {m}");
+        assert_eq!(without_contents("unknown field `a b`, expected `a`"), "unknown field `…`, expected `a`");
+        assert_eq!(without_contents("invalid type: string \"abc"), "invalid type: string \"…\"");
+    }
 
     #[test]
     fn special_files_are_refused_without_reading() {
