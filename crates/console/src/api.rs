@@ -88,7 +88,10 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
             sec_fetch_site: h("sec-fetch-site"),
             authorization: h("authorization"),
             cookie: h("cookie"),
-            query: req.uri().query(),
+            // The token in a query only on the page the printed URL opens: an API path, a
+            // report file or the event stream takes it from the header or the cookie (a URL
+            // with the token in it ends up in logs and histories).
+            query: (req.uri().path() == "/").then(|| req.uri().query()).flatten(),
         };
         app.guard.check(&headers)
     };

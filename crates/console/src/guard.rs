@@ -1,7 +1,8 @@
 //! Who may talk to the console, decided from a request's headers alone (I/O-free, fuzzed):
 //! - the **token** of this start (random, printed once as a URL, as Jupyter does) on every
 //!   request: `Authorization: Bearer TOKEN`, the `horde_ui` cookie the first page sets, or
-//!   `?token=TOKEN` (the printed URL; the page then drops it from the address bar);
+//!   `?token=TOKEN` on the page `/` only (the printed URL; the page then drops it from the
+//!   address bar);
 //! - the **Host** header names the console itself (its listening address, or `localhost` /
 //!   `127.0.0.1` / `[::1]` with its port): a DNS-rebinding page's requests carry its own name;
 //! - the **Origin** header, when a browser sends one, is the console's own, and
@@ -45,7 +46,8 @@ pub struct Headers<'a> {
     pub sec_fetch_site: Option<&'a str>,
     pub authorization: Option<&'a str>,
     pub cookie: Option<&'a str>,
-    /// The URI's query string.
+    /// The URI's query string — given by the caller for the page `/` only (the printed URL);
+    /// elsewhere a token in the query is not looked at.
     pub query: Option<&'a str>,
 }
 

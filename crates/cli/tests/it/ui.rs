@@ -21,6 +21,8 @@ fn requests_without_the_token_or_from_elsewhere_are_refused() {
     let r = http(&c, "POST", "/api/v1/runs/1/commands", &[("Authorization", &bearer), ("Origin", "http://attacker.example")], r#"{"command":"stop"}"#);
     assert_eq!(r.status, 403, "another site's page: {}", r.body);
     assert!(r.body.contains("another site"), "{}", r.body);
+    // A token in the query opens the page only, never an API path (issue 47).
+    assert_eq!(http(&c, "GET", &format!("/api/v1/runs?token={}", c.token), &[], "").status, 401, "?token= on an API path");
     // The printed URL sets the cookie and drops the token from the address; the cookie opens the page.
     let r = http(&c, "GET", &format!("/?token={}", c.token), &[], "");
     assert_eq!(r.status, 303);
