@@ -315,3 +315,44 @@ fn bots_start_from_the_api_and_stream_their_response_times() {
     let r = authed(&c, "GET", &format!("/api/v1/runs/{id}/report/summary.json"), "");
     assert!(r.status == 200 && r.body.contains("response_ms"), "{}", r.status);
 }
+
+/// A console killed outright (SIGKILL: no chance to stop its runs) leaves no run behind: each
+/// run, and the run's own children, end within 5 s (issue 47; the death signal every child of
+/// Horde is armed with).
+#[test]
+fn a_killed_console_leaves_no_run_behind() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = Scratch::new("ui-killed");
+    let mut c = console(&dir.path("runs"));
+    let wow = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/wow.toml");
+    let r = authed(&c, "POST", "/api/v1/runs", &format!(r#"{{"scenario": "{wow}", "players": 10, "duration": "60s"}}"#));
+    assert_eq!(r.status, 201, "{}", r.body);
+    // Our own processes: the console's descendants, read from /proc before it dies.
+    let children = |pid: u32| -> Vec<u32> {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default();
+        tasks
+            .iter()
+            .flat_map(|t| {
+                std::fs::read_to_string(t.path().join("children")).unwrap_or_default().split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>()
+            })
+            .collect()
+    };
+    let t0 = std::time::Instant::now();
+    let mut tree = Vec::new();
+    while tree.len() < 2 && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(200));
+        tree = children(c.child.id());
+        let below: Vec<u32> = tree.iter().flat_map(|p| children(*p)).collect();
+        tree.extend(below);
+    }
+    assert!(tree.len() >= 2, "the run and its server side are running: {tree:?}");
+    c.child.kill().unwrap();
+    c.child.wait().unwrap();
+    let alive =
+        |p: &u32| std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| !r.trim_start().starts_with('Z')));
+    let t0 = std::time::Instant::now();
+    while tree.iter().any(alive) && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!tree.iter().any(alive), "left running after the console was killed: {:?}", tree.iter().filter(|p| alive(p)).collect::<Vec<_>>());
+}
