@@ -2,7 +2,10 @@
 //! the console alike. The command runs in the node's network namespace with its identity
 //! (hostname, hosts file, `/sys`, state directories), in the node's directory, recorded as
 //! Horde's (so `down` and `cleanup` stop it, and no process Horde did not start), and ends with
-//! the thread that started it (SIGTERM, so it can clean up).
+//! the thread that started it (SIGTERM, so it can clean up). Each command runs in a cgroup of
+//! its own under the experiment's (`horde_sys::cgroup`): whatever it starts — a background
+//! child, a daemon that calls `setsid` — stays in it, so a command run to its end ([`run`])
+//! takes its whole tree with it, and `down` ends every process any command left.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -29,6 +32,8 @@ pub fn check_argv(argv: &[String]) -> Result<(), EmuError> {
 pub struct InNode {
     child: Child,
     exp: String,
+    /// Its process tree (absent on a machine without a cgroup hierarchy).
+    tree: Option<horde_sys::cgroup::Tree>,
 }
 
 impl InNode {
@@ -39,6 +44,27 @@ impl InNode {
     pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
         self.child.wait()
     }
+
+    /// Ends what the command left running (its background children, wherever they went) and
+    /// removes its group; returns how many processes that killed.
+    pub fn end_tree(&mut self) -> usize {
+        self.tree.take().map_or(0, |t| t.remove().0)
+    }
+}
+
+/// The cgroup (relative to `horde_sys::cgroup::hierarchy`) holding every command's group of
+/// experiment `exp`.
+pub fn experiment_tree(exp: &str) -> String {
+    format!("horde-emu/{exp}")
+}
+
+/// A fresh group for one command of `exp`.
+fn command_tree(exp: &str) -> Option<horde_sys::cgroup::Tree> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let name = format!("{}/c-{}-{stamp}-{}", experiment_tree(exp), std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    horde_sys::cgroup::Tree::create(&name).ok()
 }
 
 impl Drop for InNode {
@@ -66,12 +92,21 @@ pub fn spawn(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3]) -> Resul
     let mut cmd = Command::new(&program);
     cmd.args(&argv[1..]).current_dir(&dir).env("HORDE_EXPERIMENT", exp).env("HORDE_NODE", node).stdin(stdin).stdout(stdout).stderr(stderr);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&nsf);
-    // SAFETY (the closure's contract): Identity::apply makes only async-signal-safe calls.
-    horde_sys::own::arm(&mut cmd, Some(libc::SIGTERM), false, Some(fd), move || unsafe { identity.apply() });
+    let tree = command_tree(exp);
+    let joiner = tree.as_ref().and_then(|t| t.joiner().ok());
+    let join = joiner.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    // SAFETY (the closure's contract): joining a cgroup is one write(2), and Identity::apply
+    // makes only async-signal-safe calls.
+    horde_sys::own::arm(&mut cmd, Some(libc::SIGTERM), false, Some(fd), move || {
+        if let Some(j) = join {
+            horde_sys::cgroup::join_from_child(j)?;
+        }
+        unsafe { identity.apply() }
+    });
     let child = cmd.spawn().map_err(|e| EmuError::io(&format!("running `{}` in {node}", argv[0]), e))?;
-    drop(nsf);
+    drop((nsf, joiner));
     let _ = crate::record_process(exp, child.id());
-    Ok(InNode { child, exp: exp.to_string() })
+    Ok(InNode { child, exp: exp.to_string(), tree: tree.filter(|_| join.is_some()) })
 }
 
 /// What a command run with [`run`] did.
@@ -85,7 +120,9 @@ pub struct Ran {
 }
 
 /// Runs `argv` in a node until it ends, at most `limit` (then SIGTERM, and SIGKILL half a second
-/// later), keeping at most `max_output` bytes of each output stream.
+/// later), keeping at most `max_output` bytes of each output stream. What it left running (a
+/// background child holding its output open) ends with it: to leave a process running, start
+/// it with [`start_detached`].
 pub fn run(exp: &str, node: &str, argv: &[String], limit: Duration, max_output: usize) -> Result<Ran, EmuError> {
     let mut p = spawn(exp, node, argv, [Stdio::null(), Stdio::piped(), Stdio::piped()])?;
     let keep = |r: Option<Box<dyn Read + Send>>| r.map(|r| std::thread::spawn(move || bounded(r, max_output)));
@@ -108,6 +145,9 @@ pub fn run(exp: &str, node: &str, argv: &[String], limit: Duration, max_output: 
             Err(e) => return Err(EmuError::io("waiting for the command", e)),
         }
     };
+    // Its tree ends with it: a background child would hold the output open (and the caller
+    // waiting) for as long as it ran.
+    p.end_tree();
     let text = |h: Option<std::thread::JoinHandle<String>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
     Ok(Ran { exit: status.and_then(|s| s.code()), stdout: text(out), stderr: text(err), timed_out })
 }

@@ -500,8 +500,11 @@ pub fn down_with(exp: &str, dry_run: bool) -> Result<Removed, EmuError> {
     let inodes: Vec<u64> = names.iter().filter_map(|n| ns::inode(n)).filter(|i| Some(*i) != host).collect();
     // Only processes Horde recorded starting (and its link emulator) are stopped.
     let mut pids = daemons(Some(exp));
+    // Every process a command in a node started, wherever it went (each command's cgroup).
+    let tree = ours.then(|| horde_sys::cgroup::Tree::open(&exec::experiment_tree(exp))).flatten();
     if ours {
         pids.extend(recorded_processes(exp));
+        pids.extend(tree.iter().flat_map(|t| t.pids()));
     }
     pids.sort_unstable();
     pids.dedup();
@@ -528,6 +531,16 @@ pub fn down_with(exp: &str, dry_run: bool) -> Result<Removed, EmuError> {
         removed.items.extend(external::give_back(exp, fabric.as_ref()));
     }
     kill_all(&pids);
+    if let Some(t) = &tree {
+        let (_, left) = t.remove();
+        // the parent of every experiment's groups goes too once no experiment has one
+        if let Some(parent) = t.path().parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+        if left > 0 {
+            removed.items.push(format!("still running: {left} process(es) in {} that SIGKILL did not end within 2 s", t.path().display()));
+        }
+    }
     ns::delete_all(&names)?;
     if let Some(dir) = dir {
         let r = if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) { std::fs::remove_dir_all(&dir) } else { std::fs::remove_file(&dir) };

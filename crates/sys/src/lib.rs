@@ -8,6 +8,7 @@
 //! the only crate that reads a clock or touches the operating system's network state; everything
 //! above takes time through here (`crates/cli/tests/it/architecture.rs` checks it).
 
+pub mod cgroup;
 pub mod clock;
 pub mod epoll;
 pub mod fs;

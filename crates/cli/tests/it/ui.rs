@@ -208,7 +208,31 @@ fn topologies_open_check_save_and_come_up_through_the_api() {
     let link = &counters["links"][0];
     assert!(link["ab"]["spec"].as_str().unwrap().contains("40") && link["ba"]["spec"].as_str().unwrap().contains("5"), "{counters}");
     eprintln!("experiment {id}: {counters}");
+    // A command's background child ends with it (issue 47: the reply waited for it, and it
+    // outlived the experiment): the answer comes at once and nothing is left in the node.
+    let ns = json(authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "b", "argv": ["readlink", "/proc/self/ns/net"]}"#));
+    let inode: u64 = ns["stdout"].as_str().unwrap().trim().trim_start_matches("net:[").trim_end_matches(']').parse().unwrap();
+    let in_b = || -> Vec<String> {
+        use std::os::unix::fs::MetadataExt;
+        let pids = std::fs::read_dir("/proc").unwrap().flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok());
+        pids.filter(|p| std::fs::metadata(format!("/proc/{p}/ns/net")).is_ok_and(|m| m.ino() == inode))
+            .map(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default().replace('\0', " "))
+            .collect()
+    };
+    let t = std::time::Instant::now();
+    let out = json(authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "b", "command": "sh -c 'sleep 500 & echo started'"}"#));
+    assert!(out["stdout"] == "started\n" && t.elapsed() < Duration::from_secs(4), "{out} after {:?}", t.elapsed());
+    assert!(in_b().is_empty(), "left in b: {:?}", in_b());
+    // One that escapes its session (setsid) and is left running on purpose ends with the
+    // experiment.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_horde"))
+        .args(["emu", "exec", &id, "b", "--", "sh", "-c", "setsid sleep 500 > /dev/null 2>&1 &"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(in_b().len(), 1, "the daemon runs until down: {:?}", in_b());
     json(authed(&c, "DELETE", &format!("/api/v1/emu/{id}"), ""));
+    assert!(in_b().is_empty(), "left after down: {:?}", in_b());
     assert_eq!(authed(&c, "GET", &format!("/api/v1/emu/{id}"), "").status, 404, "down");
 }
 
