@@ -48,11 +48,14 @@ function openRun(info) {
   src.onmessage = (m) => { try { onEvent(JSON.parse(m.data)); } catch (e) { console.error(e); } };
 }
 
+// A run that ended because a stop command was applied did as it was told: not a failure.
+function ended(info) { return info.stopped ? "stopped by a command" : `finished (exit ${info.exit})`; }
+
 function showState(info) {
   const s = $("#run-state");
   s.textContent = "";
   if (info.state === "running") { s.append(el("span", "running", "ok")); return; }
-  s.append(el("span", `finished (exit ${info.exit}) `, info.exit === 0 ? "ok" : "fail"));
+  s.append(el("span", `${ended(info)} `, info.exit === 0 || info.stopped ? "ok" : "fail"));
   // a bots run leaves its summary; the other kinds a report page
   const bots = info.scenario === "bots";
   const a = el("a", bots ? "open the summary" : "open the report");
@@ -67,9 +70,12 @@ function onEvent(e) {
   if (e.event === "note") return note(e.text);
   if (e.event === "planned") return note(`behaviour planned in ${e.seconds.toFixed(2)} s`);
   if (e.event === "finished") {
-    note(`finished: exit ${e.exit}; report in ${e.report}`);
+    const id = current.id;
     current.info.state = "finished"; current.info.exit = e.exit;
     showState(current.info);
+    // whether it was stopped by a command: the run's own record says
+    api(`/api/v1/runs/${id}`).then((info) => { if (current && current.id === id) { current.info = info; showState(info); } }).catch(() => {});
+    note(`${e.exit === 130 ? "ended" : "finished"}: exit ${e.exit}; report in ${e.report}`);
     current.source.close();
     refreshRuns();
   }
@@ -199,7 +205,7 @@ async function refreshRuns() {
     const runs = await api("/api/v1/runs");
     const ul = $("#runs"); ul.textContent = "";
     for (const r of runs.slice().reverse()) {
-      const a = el("a", `#${r.id} ${r.scenario} — ${r.state === "running" ? "running" : "exit " + r.exit}`);
+      const a = el("a", `#${r.id} ${r.scenario} — ${r.state === "running" ? "running" : r.stopped ? "stopped by a command" : "exit " + r.exit}`);
       a.onclick = () => openRun(r);
       const li = el("li"); li.append(a); ul.append(li);
     }

@@ -30,7 +30,13 @@ pub type Answer = tokio::sync::oneshot::Receiver<Reply>;
 #[serde(rename_all = "snake_case", tag = "state")]
 pub enum RunState {
     Running,
-    Finished { exit: u8 },
+    /// Ended. `stopped`: a stop command was applied first — the run did as it was told (its
+    /// exit code, 130, says "interrupted", not that anything failed).
+    Finished {
+        exit: u8,
+        #[serde(default)]
+        stopped: bool,
+    },
 }
 
 /// What the API says of a run.
@@ -142,7 +148,7 @@ impl Hub {
                 r.info.first_event += 1;
             }
             if let EventLine::Finished { exit, .. } = line {
-                r.info.state = RunState::Finished { exit: *exit };
+                r.info.state = RunState::Finished { exit: *exit, stopped: r.stopping };
                 r.commands = None;
                 // what still waits learns the run ended before it answered
                 r.pending.clear();

@@ -108,6 +108,9 @@ fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {
     let end = sse(&c, &events, Some(second.last().unwrap().0), Duration::from_secs(60), |v| v.iter().any(|e| e.1["event"] == "finished"));
     let fin = end.iter().find(|e| e.1["event"] == "finished").expect("a finished line");
     assert_eq!(fin.1["exit"], 130, "stopped: {fin:?}");
+    // the run's record says it was stopped by a command, not that it failed (issue 48)
+    let info: serde_json::Value = serde_json::from_str(&authed(&c, "GET", &format!("/api/v1/runs/{id}"), "").body).unwrap();
+    assert!(info["state"] == "finished" && info["stopped"] == true, "{info}");
     assert_eq!(cmd(r#"{"command":"stop"}"#).status, 409, "a finished run takes no commands");
     let r = authed(&c, "GET", &format!("/api/v1/runs/{id}/report/index.html"), "");
     assert!(r.status == 200 && r.body.contains("stopped"), "the partial report says so: {}", r.status);

@@ -145,6 +145,8 @@ fn the_console_in_a_real_browser() {
     d.screenshot(&shots.join("5-run.png"));
     d.click("#stop");
     d.wait_for("the run to finish", "return current.info.state === 'finished';", Duration::from_secs(60));
+    // stopped on purpose: said so, not "finished (exit 130)" in red (issue 48)
+    d.wait_for("the stop said as such", "return document.querySelector('#run-state').textContent.includes('stopped by a command');", Duration::from_secs(10));
     let href = d.js("return document.querySelector('#run-state a').href;", json!([]));
     d.go(href.as_str().unwrap());
     d.wait_for("the report", "return document.body.textContent.includes('stopped');", Duration::from_secs(10));
