@@ -309,11 +309,11 @@ fn collect_and_analyse(
     let summarised = opts.collect == crate::controller::Collect::Summaries;
     let check = summarised && opts.check_summaries;
     // Each log bounded by our own plan of the flows it can hold, never by what the agent says.
+    let per_flow = planned_records(flows);
     let log_limits = |i: usize, m: &crate::fleet::Member| {
         let max = |records: u64| (horde_wire::LOG_HEADER_LEN + horde_wire::RECORD_LEN * 16) as u64 + horde_wire::RECORD_LEN as u64 * records;
-        let planned = |pick: &dyn Fn(&(usize, usize)) -> bool| -> u64 {
-            flows.iter().zip(&placement.by_flow).filter(|(_, b)| pick(b)).map(|(f, _)| 2 * planned_records(f)).sum()
-        };
+        let planned =
+            |pick: &dyn Fn(&(usize, usize)) -> bool| -> u64 { per_flow.iter().zip(&placement.by_flow).filter(|(_, b)| pick(b)).map(|(n, _)| 2 * n).sum() };
         let mut limits = Vec::new();
         if m.upstream {
             limits.push(("send.hlog", max(planned(&|b| b.0 == i))));
@@ -323,7 +323,7 @@ fn collect_and_analyse(
         }
         limits
     };
-    let planned: Vec<(u32, u64)> = flows.iter().map(|f| (f.id, planned_records(f))).collect();
+    let planned: Vec<(u32, u64)> = flows.iter().zip(&per_flow).map(|(f, n)| (f.id, *n)).collect();
     let summary_plan = crate::flowsum::SummaryPlan {
         flows: &planned,
         by_flow: &placement.by_flow,
@@ -444,11 +444,41 @@ fn agent_records(fleet: &Fleet, i: usize, flows: &[Flow], placement: &Placement,
     Ok((tx, rx))
 }
 
-/// The most packets a flow may log one way, by our own plan: its packet limit, else its
-/// duration at its model's mean rate with half again as margin (heavy-tailed draws bunch), else
-/// (bulk, or a model without a mean) its duration at 2 million packets a second (ten times the
-/// most one core sends, bench/RESULTS-engine.md); plus 10,000 for short flows' noise.
-fn planned_records(f: &Flow) -> u64 {
+/// Departures counted exactly, over all of a run's flows, at most this many (counting is a
+/// walk through each flow's seeded schedule: ~20 ns a departure).
+const COUNT_BUDGET: u64 = 50_000_000;
+/// Records a flow may log beside its packets: endpoint records (one per admitting hello, which
+/// a sender repeats until answered) and its end message's copies.
+const FLOW_OVERHEAD: u64 = 64;
+
+/// The most packets each flow may log one way, by our own plan (issue 47: a bound of rate ×
+/// 1.5 + 10,000 let an agent add 9,000 forged records to a flow of 400): a flow with a schedule
+/// gets exactly its schedule's departures, regenerated from its seed (the engine sends those or
+/// fewer); past [`COUNT_BUDGET`], and for bulk or reverse flows, the coarse bound of
+/// [`rate_bound`].
+fn planned_records(flows: &[Flow]) -> Vec<u64> {
+    let mut budget = COUNT_BUDGET;
+    flows
+        .iter()
+        .map(|f| {
+            let coarse = rate_bound(f);
+            let exact = (!f.bulk && !f.reverse && coarse <= budget).then(|| horde_model::schedule::departures(f, coarse)).flatten();
+            match exact {
+                Some(n) => {
+                    budget -= n;
+                    n + FLOW_OVERHEAD
+                }
+                None => coarse,
+            }
+        })
+        .collect()
+}
+
+/// A coarse bound: its packet limit, else its duration at its model's mean rate with half again
+/// as margin (heavy-tailed draws bunch), else (bulk, or a model without a mean) its duration at
+/// 2 million packets a second (ten times the most one core sends, bench/RESULTS-engine.md);
+/// plus 10,000 for short flows' noise.
+fn rate_bound(f: &Flow) -> u64 {
     let secs = f.stop.duration_ns.unwrap_or(horde_model::scenario::MAX_RUN_DURATION_NS) as f64 / 1e9;
     let by_rate = match f.idt.mean().or_else(|| f.idt.mean_estimate()).filter(|m| *m > 0.0 && !f.bulk) {
         Some(mean_ms) => secs * 1e3 / mean_ms * 1.5,

@@ -133,6 +133,20 @@ impl Iterator for Schedule {
     }
 }
 
+/// How many departures `flow`'s schedule has, counted by regenerating it from its seed (the
+/// engine sends exactly these, or fewer when stopped or behind): `None` when it has more than
+/// `cap` (too many to count here) or never ends (no duration, packet or byte limit).
+pub fn departures(flow: &Flow, cap: u64) -> Option<u64> {
+    let mut n = 0u64;
+    for _ in Schedule::new(flow) {
+        n += 1;
+        if n > cap {
+            return None;
+        }
+    }
+    Some(n)
+}
+
 /// One direction of one player's traffic: follows the player's behaviour segments, switching
 /// inter-departure and size models when the state (category) changes. The IDT process restarts
 /// at each segment start (first APDU one IDT after it); a stay of zero length sends nothing.

@@ -55,6 +55,9 @@ enum Lie {
     /// A flow run's sender that is done at once, then hands over a well-formed flow summary of
     /// a flow another agent sent.
     LyingFlowSummary,
+    /// A flow run's sender whose summary of its own flow (100 departures by the plan) claims
+    /// 9,000 more: a lie within the old bound (rate × 1.5 + 10,000).
+    ForgedFlowSummary,
 }
 
 /// The fake agent: a TLS server with a valid agent certificate.
@@ -106,7 +109,7 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                             vec![ToController::Ready { server_addr: None }]
                         }
                     }
-                    ToAgent::Start { .. } if lie == Lie::LyingFlowSummary => {
+                    ToAgent::Start { .. } if matches!(lie, Lie::LyingFlowSummary | Lie::ForgedFlowSummary) => {
                         chatty = false;
                         vec![ToController::Finished { role: "send".into(), report: Some(report(10)), error: None, cpu_s: 0.1, max_rss_kb: 1000 }]
                     }
@@ -137,11 +140,13 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                         let _ = collect(&mut tls, lie, players.end + 5);
                         vec![]
                     }
-                    ToAgent::Summarise(req) if lie == Lie::LyingFlowSummary => {
-                        // flow 0 is the honest agent's: 100 departures of it, well formed
-                        let records = (0..100u64)
+                    ToAgent::Summarise(req) if matches!(lie, Lie::LyingFlowSummary | Lie::ForgedFlowSummary) => {
+                        // flow 0 is the honest agent's: 100 departures of it, well formed; flow 1
+                        // the fake's own, 9,100 where the plan has 100
+                        let (flow, n) = if lie == Lie::LyingFlowSummary { (0, 100u64) } else { (1, 9_100) };
+                        let records = (0..n)
                             .map(|k| horde_wire::Record {
-                                flow: 0,
+                                flow,
                                 size: 100,
                                 seq: k,
                                 t_a: req.epoch_ns + k,
@@ -368,12 +373,24 @@ fn directories_of_agents_whose_names_sanitise_alike_do_not_collide() {
 /// refused whole and named, and the honest agent's flow is reported.
 #[test]
 fn a_flow_summary_of_a_flow_the_agent_did_not_send_is_refused_and_named() {
+    flow_run_with_a_fake(Lie::LyingFlowSummary, "did not send");
+}
+
+/// Issue 47: the fake's summary of its own flow claims 9,100 departures where the flow's
+/// schedule, regenerated from its seed, has 100: refused whole and named (the bound was rate ×
+/// 1.5 + 10,000, which let it through).
+#[test]
+fn a_flow_summary_with_more_departures_than_the_flows_schedule_is_refused_and_named() {
+    flow_run_with_a_fake(Lie::ForgedFlowSummary, "9100 departures (the plan allows at most 328)");
+}
+
+fn flow_run_with_a_fake(lie: Lie, says: &str) {
     let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("flowsum");
     let creds = d.join("creds");
     horde_agent::tls::keygen(&creds, 1).unwrap();
     let (a1, a1_stop, a1_h) = honest("127.0.0.2", &creds, &d, "a1");
-    let f = fake("127.0.0.3", &creds, Lie::LyingFlowSummary);
+    let f = fake("127.0.0.3", &creds, lie);
     let port = horde_testkit::free_port("127.0.0.2");
     let text = format!("[defaults]\nrate = 50\nsize = 100\nduration = \"2s\"\ndst = \"127.0.0.2:{port}\"\n[[flow]]\nrepeat = 2\n");
     let (notes, stop, out) = (crate::common::Notes::default(), AtomicBool::new(false), d.join("out"));
@@ -399,7 +416,7 @@ fn a_flow_summary_of_a_flow_the_agent_did_not_send_is_refused_and_named() {
     let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
     assert_eq!(r.lost, vec!["fake".to_string()], "{:?}", r.agents);
     let fake_row = r.agents.iter().find(|a| a.name == "fake").unwrap();
-    assert!(fake_row.stats.status.contains("its sender summary") && fake_row.stats.status.contains("did not send"), "{:?}", fake_row.stats.status);
+    assert!(fake_row.stats.status.contains("its sender summary") && fake_row.stats.status.contains(says), "{:?}", fake_row.stats.status);
     let honest_row = r.analysis.flows.iter().find(|x| x.flow == Some(0)).expect("the honest agent's flow is reported");
     assert!(honest_row.packets >= 90 && honest_row.loss.as_ref().is_some_and(|l| l.lost == 0), "{honest_row:?}");
     assert!(r.analysis.flows.iter().all(|x| x.flow != Some(1) || x.packets == 0), "nothing of the fake's flow");
