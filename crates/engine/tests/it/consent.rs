@@ -25,7 +25,7 @@ fn now_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
-fn flow(rate: &str, secs: u32) -> Flow {
+pub(crate) fn flow(rate: &str, secs: u32) -> Flow {
     let raw = RawFlow {
         dst: Some("127.0.0.1:9".into()),
         rate: Some(rate.into()),
@@ -173,14 +173,12 @@ impl Responder for Streams {
     }
 }
 
-/// A UDP server side (a scenario's players' streams): a player that stops answering consent
-/// probes gets nothing more within 2 s, though its address keeps sending.
-#[test]
-fn a_udp_server_side_stops_a_dead_players_stream_within_2_s() {
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
+/// A UDP server side on a free loopback port answering every player's hello with `down`'s
+/// stream, while `body` runs with its address; stopped after (or when `body` panics), its report.
+pub(crate) fn serving_udp(down: Flow, body: impl FnOnce(SocketAddr)) -> horde_engine::sender::SendReport {
     let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let responder: Arc<dyn Responder> = Arc::new(Streams { down: flow("400", 30) });
+    let responder: Arc<dyn Responder> = Arc::new(Streams { down });
     let stop = AtomicBool::new(false);
     std::thread::scope(|sc| {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -191,12 +189,22 @@ fn a_udp_server_side_stops_a_dead_players_stream_within_2_s() {
         });
         rx.recv().unwrap();
         let guard = StopOnDrop(stop);
+        body(listen);
+        drop(guard);
+        h.join().unwrap()
+    })
+}
+
+/// A UDP server side (a scenario's players' streams): a player that stops answering consent
+/// probes gets nothing more within 2 s, though its address keeps sending.
+#[test]
+fn a_udp_server_side_stops_a_dead_players_stream_within_2_s() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let report = serving_udp(flow("400", 30), |listen| {
         let (alive, last, late) = peer(listen, 0, 0, Duration::from_secs(2), Duration::from_secs(7), &datagram(0, 0, 200));
         assert!(alive > 100 * 200, "the player's stream while it consented: {alive} B");
         assert!(last <= 2.0, "the stream went on {last:.2} s after the player stopped answering");
         assert_eq!(late, 0);
-        drop(guard);
-        let report = h.join().unwrap();
-        assert_eq!(report.refusals.consent_expired, 1, "{:?}", report.refusals);
     });
+    assert_eq!(report.refusals.consent_expired, 1, "{:?}", report.refusals);
 }

@@ -6,17 +6,11 @@
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use horde_engine::receiver::{self, RecvOptions};
-use horde_engine::sender::{self, Accepted, Responder, Source};
-use horde_engine::SendOptions;
-use horde_model::flow::RawFlow;
-use horde_model::{Schedule, Transport};
 use horde_proto::greeter::{GreetState, Greeter};
 use horde_proto::RunKey;
-use horde_wire::control::Status;
 use horde_wire::datagram::{FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST};
 use horde_wire::DatagramHeader;
 
@@ -99,33 +93,12 @@ fn datagrams_that_overtook_the_admitting_hello_count_once_it_comes() {
     });
 }
 
-struct Streams;
-
-impl Responder for Streams {
-    fn on_hello(&self, _flow: u32, tag: u32) -> Result<Accepted, Status> {
-        let raw = RawFlow { dst: Some("127.0.0.1:9".into()), rate: Some("10".into()), size: Some("100".into()), ..Default::default() };
-        let source: Source = Box::new(Schedule::new(&raw.resolve(0, 1, "test").unwrap()));
-        Ok(Accepted { source, mirror: None, tag, presence: None })
-    }
-}
-
 /// A run's server side over UDP: a player's datagrams that came before its admitting hello
 /// count once it came; another address's, whose hello never comes, are refused.
 #[test]
 fn a_server_side_counts_a_players_datagrams_that_overtook_its_hello() {
     let _share = horde_testkit::share(horde_testkit::Load::Light);
-    let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let responder: Arc<dyn Responder> = Arc::new(Streams);
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|sc| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (stop, responder) = (&stop, &responder);
-        let h = sc.spawn(move || {
-            let opts = SendOptions { responder: Some(responder.clone()), spin_ns: 0, ..Default::default() };
-            sender::serve(&[listen], Transport::Udp, &opts, stop, |_| tx.send(()).unwrap()).unwrap()
-        });
-        rx.recv().unwrap();
+    let r = crate::consent::serving_udp(crate::consent::flow("10", 30), |listen| {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         s.connect(listen).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
@@ -143,10 +116,8 @@ fn a_server_side_counts_a_players_datagrams_that_overtook_its_hello() {
         let other = UdpSocket::bind("127.0.0.1:0").unwrap();
         other.send_to(&datagram(0, 4, 0), listen).unwrap();
         std::thread::sleep(Duration::from_millis(100));
-        stop.store(true, Ordering::Relaxed);
-        let r = h.join().unwrap();
-        assert_eq!(r.received, 5, "two early and three after the hello: {r:?}");
-        assert_eq!(r.refusals.admitted_late, 2, "{:?}", r.refusals);
-        assert_eq!(r.refusals.unadmitted, 1, "{:?}", r.refusals);
     });
+    assert_eq!(r.received, 5, "two early and three after the hello: {r:?}");
+    assert_eq!(r.refusals.admitted_late, 2, "{:?}", r.refusals);
+    assert_eq!(r.refusals.unadmitted, 1, "{:?}", r.refusals);
 }
