@@ -120,16 +120,7 @@ fn datagram(flags: u8, flow: u32, len: usize) -> Vec<u8> {
 #[test]
 fn recv_stops_reverse_bulk_and_echoes_when_consent_stops() {
     let _share = horde_testkit::share(horde_testkit::Load::Light);
-    let stop = AtomicBool::new(false);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::scope(|sc| {
-        let stop = &stop;
-        let h = sc.spawn(move || {
-            let opts = RecvOptions { udp: vec!["127.0.0.1:0".parse().unwrap()], ..Default::default() };
-            receiver::run(&opts, stop, |a| tx.send(a[0]).unwrap()).unwrap()
-        });
-        let addr = rx.recv().unwrap();
-        let guard = StopOnDrop(stop);
+    let report = receiving(|addr| {
         // Four peers at once, each its own flow from its own address (the receiver keeps them
         // apart; run one after another they took 16 s, together the longest one's 7).
         let keep = datagram(FLAG_REVERSE, 1, 1400);
@@ -154,12 +145,29 @@ fn recv_stops_reverse_bulk_and_echoes_when_consent_stops() {
         let (alive, last, late) = echoes;
         assert!(alive >= 9 * 1000, "echoes while alive: {alive}");
         assert!(last <= 2.0 && late == 0, "echoes went on {last:.2} s after, {late} B after 2 s");
-        drop(guard);
-        let report = h.join().unwrap();
-        assert!(report.refusals.consent_expired >= 2, "{:?}", report.refusals);
-        assert!(report.refusals.reverse >= 1, "flow 2's keep-alives refused: {:?}", report.refusals);
-        assert!(report.consent_probes > 0 && report.consent_probe_bytes == 36 * report.consent_probes);
     });
+    assert!(report.refusals.consent_expired >= 2, "{:?}", report.refusals);
+    assert!(report.refusals.reverse >= 1, "flow 2's keep-alives refused: {:?}", report.refusals);
+    assert!(report.consent_probes > 0 && report.consent_probe_bytes == 36 * report.consent_probes);
+}
+
+/// `horde recv` on a free loopback UDP port while `body` runs with its address; stopped after
+/// (or when `body` panics), its report.
+pub(crate) fn receiving(body: impl FnOnce(SocketAddr)) -> horde_engine::receiver::RecvReport {
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|sc| {
+        let stop = &stop;
+        let h = sc.spawn(move || {
+            let opts = RecvOptions { udp: vec!["127.0.0.1:0".parse().unwrap()], ..Default::default() };
+            receiver::run(&opts, stop, |a| tx.send(a[0]).unwrap()).unwrap()
+        });
+        let addr = rx.recv().unwrap();
+        let guard = StopOnDrop(stop);
+        body(addr);
+        drop(guard);
+        h.join().unwrap()
+    })
 }
 
 struct Streams {

@@ -4,11 +4,9 @@
 //! hello admits the flow; a datagram whose hello never comes is refused as before. The same
 //! for a run's server side and its players.
 
-use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use horde_engine::receiver::{self, RecvOptions};
 use horde_proto::greeter::{GreetState, Greeter};
 use horde_proto::RunKey;
 use horde_wire::datagram::{FLAG_ECHO_REPLY, FLAG_ECHO_REQUEST};
@@ -47,15 +45,8 @@ fn greet(s: &UdpSocket, g: &mut Greeter, want: GreetState) -> Vec<u32> {
 #[test]
 fn datagrams_that_overtook_the_admitting_hello_count_once_it_comes() {
     let _share = horde_testkit::share(horde_testkit::Load::Light);
-    let stop = AtomicBool::new(false);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::scope(|sc| {
-        let stop = &stop;
-        let h = sc.spawn(move || {
-            let opts = RecvOptions { udp: vec!["127.0.0.1:0".parse().unwrap()], ..Default::default() };
-            receiver::run(&opts, stop, |a| tx.send(a[0]).unwrap()).unwrap()
-        });
-        let addr: SocketAddr = rx.recv().unwrap();
+    let mut echoes = Vec::new();
+    let r = crate::consent::receiving(|addr| {
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();
         s.connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
@@ -68,7 +59,7 @@ fn datagrams_that_overtook_the_admitting_hello_count_once_it_comes() {
         }
         std::thread::sleep(Duration::from_millis(30));
         g.set_base(now_ns());
-        let mut echoes = greet(&s, &mut g, GreetState::Accepted);
+        echoes = greet(&s, &mut g, GreetState::Accepted);
         for seq in 3..8 {
             s.send(&datagram(0, 5, seq)).unwrap();
         }
@@ -83,14 +74,12 @@ fn datagrams_that_overtook_the_admitting_hello_count_once_it_comes() {
         // Another flow from the same address whose hello never comes: refused, after its wait.
         s.send(&datagram(0, 6, 0)).unwrap();
         std::thread::sleep(Duration::from_millis(100));
-        stop.store(true, Ordering::Relaxed);
-        let r = h.join().unwrap();
-        assert_eq!(echoes, [1], "the early echo request was echoed after admission, once");
-        assert_eq!(r.packets, 8, "three early and five after the hello: {r:?}");
-        assert_eq!(r.admitted_late, 3, "{r:?}");
-        assert_eq!(r.flows[&5].packets, 8);
-        assert_eq!(r.refusals.unadmitted_datagrams, 1, "flow 6 never said hello: {:?}", r.refusals);
     });
+    assert_eq!(echoes, [1], "the early echo request was echoed after admission, once");
+    assert_eq!(r.packets, 8, "three early and five after the hello: {r:?}");
+    assert_eq!(r.admitted_late, 3, "{r:?}");
+    assert_eq!(r.flows[&5].packets, 8);
+    assert_eq!(r.refusals.unadmitted_datagrams, 1, "flow 6 never said hello: {:?}", r.refusals);
 }
 
 /// A run's server side over UDP: a player's datagrams that came before its admitting hello
