@@ -387,3 +387,18 @@ fn ctrl_c_to_the_process_group_at_any_point_leaves_a_report() {
         assert!(out.join("summary.json").exists() && out.join("index.html").exists(), "no report after Ctrl-C at {after_ms} ms");
     }
 }
+
+/// A run started with part of its players online on purpose is not a failure (issue 48): the
+/// "players connected" verdict counts those the online target asked for.
+#[test]
+fn a_run_started_below_its_pool_expects_only_those_online() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = Scratch::new("online-part");
+    let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/wow.toml");
+    let out = run(horde().args(["run", ex, "-n", "20", "--online", "10", "-t", "4s", "--quiet", "--out", dir.path("out").to_str().unwrap()]));
+    assert!(out.status.success(), "{}", text(&out));
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path("out/summary.json")).unwrap()).unwrap();
+    assert_eq!(s["asked_online"], 10);
+    let v = s["verdicts"].as_array().unwrap().iter().find(|v| v["label"] == "players connected").unwrap();
+    assert!(v["ok"] == true && v["value"] == "10 of 10" && v["limit"].as_str().unwrap().contains("of the 20 planned"), "{v}");
+}
