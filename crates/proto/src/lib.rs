@@ -17,6 +17,7 @@ pub mod endpoint;
 pub mod gate;
 pub mod greeter;
 pub mod mirror;
+pub mod quiet;
 
 pub use auth::{CookieJar, KeyError, LogSide, RunKey};
 pub use conn::{Accepted, Close, Conn, ConnStats, Ctx, Event, Responder, Role, RxMeta};

@@ -59,6 +59,22 @@ struct Shared {
     handshakes: AtomicU64,
     /// Handshakes in progress per source address.
     per_ip: Mutex<std::collections::HashMap<std::net::IpAddr, u32>>,
+    /// Refusals are told at most once per interval, the others counted (an attacker's flood of
+    /// connections must not become a flood of log lines: 230 a second before).
+    quiet: Mutex<(Instant, horde_proto::quiet::Quiet)>,
+}
+
+impl Shared {
+    /// Counts a refused connection and tells it as `peer: reason`, unless one of the same
+    /// reason was told in this interval.
+    fn refused(&self, log: &(dyn Fn(&str) + Sync), peer: SocketAddr, reason: &str) {
+        self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+        let mut q = self.quiet.lock().unwrap_or_else(|p| p.into_inner());
+        let now = q.0.elapsed().as_nanos() as u64;
+        for l in q.1.refused(now, reason, || format!("{peer}: {reason}")) {
+            log(&l);
+        }
+    }
 }
 
 const SEEN_RUNS: usize = 4096;
@@ -84,6 +100,7 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
         metrics: Arc::new(Metrics::default()),
         handshakes: AtomicU64::new(0),
         per_ip: Mutex::new(std::collections::HashMap::new()),
+        quiet: Mutex::new((Instant::now(), Default::default())),
     });
     log(&format!(
         "agent {} listening on {} (TLS 1.3, controllers must present a certificate of {})",
@@ -102,11 +119,19 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
             s.spawn(move || crate::metrics::sample(&metrics, stop));
         }
         while !stop.load(Ordering::Relaxed) {
+            // the counts of refusals held back, once their interval is over, even if no other comes
+            let due = {
+                let mut q = shared.quiet.lock().unwrap_or_else(|p| p.into_inner());
+                let now = q.0.elapsed().as_nanos() as u64;
+                q.1.due(now)
+            };
+            for l in due {
+                log(&l);
+            }
             match listener.accept() {
                 Ok((stream, peer)) => {
                     if shared.handshakes.load(Ordering::Relaxed) >= opts.max_handshakes as u64 {
-                        shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                        log(&format!("refused {peer}: {} handshakes already in progress", opts.max_handshakes));
+                        shared.refused(log, peer, &format!("refused: {} handshakes already in progress", opts.max_handshakes));
                         continue;
                     }
                     // One address may hold only a few handshakes: silent connections from one
@@ -115,8 +140,8 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
                         let mut per = shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
                         let n = per.entry(peer.ip()).or_insert(0);
                         if *n >= HANDSHAKES_PER_IP {
-                            shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                            log(&format!("refused {peer}: {HANDSHAKES_PER_IP} handshakes from {} already in progress", peer.ip()));
+                            drop(per);
+                            shared.refused(log, peer, &format!("refused: {HANDSHAKES_PER_IP} handshakes from {} already in progress", peer.ip()));
                             continue;
                         }
                         *n += 1;
@@ -126,8 +151,7 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
                     s.spawn(move || {
                         let r = connection(stream, peer, cfg, &shared, opts, stop, log);
                         if let Err(e) = r {
-                            shared.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                            log(&format!("{peer}: {e:#}"));
+                            shared.refused(log, peer, &format!("{e:#}"));
                         }
                     });
                 }
