@@ -91,10 +91,10 @@ pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
 /// `msg` without what it quotes from the file: serde names the offending value before
 /// ", expected …" (`invalid type: string "…"`), and what follows lists what Horde expects
 /// (ours to show). Each quoted span before it becomes `…` — except the name of an unknown
-/// field (a key, a short identifier: the structure of the file, and what the user needs to
-/// fix a typo).
+/// field or variant (a key or a choice, a short identifier: what the user needs to fix a typo,
+/// not a secret's shape).
 fn without_contents(msg: &str) -> String {
-    if let Some(rest) = msg.strip_prefix("unknown field `") {
+    if let Some(rest) = msg.strip_prefix("unknown field `").or_else(|| msg.strip_prefix("unknown variant `")) {
         if let Some((name, _)) = rest.split_once('`') {
             if (1..=32).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
                 return msg.to_string();
@@ -151,6 +151,8 @@ mod tests {
         let m = toml_error("playrs = 1\n", &e);
         assert!(m.contains("unknown field `playrs`") && m.contains("`players`"), "a key's name and what Horde expects are still said: {m}");
         assert_eq!(without_contents("unknown field `a b`, expected `a`"), "unknown field `…`, expected `a`");
+        assert_eq!(without_contents("unknown variant `eigrp`, expected `ospf`"), "unknown variant `eigrp`, expected `ospf`");
+        assert_eq!(without_contents("unknown variant `$6$x/y`, expected `ospf`"), "unknown variant `…`, expected `ospf`");
         assert_eq!(without_contents("invalid type: string \"abc"), "invalid type: string \"…\"");
     }
 
