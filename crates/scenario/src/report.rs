@@ -14,7 +14,7 @@ use crate::players::Players;
 /// Version of `summary.json`'s layout. Bump it (and add a line to docs/CHANGELOG-results.md)
 /// whenever a field changes meaning, is renamed or removed; adding a field is a minor change
 /// that also gets a changelog line.
-pub const SUMMARY_SCHEMA_VERSION: u32 = 2;
+pub const SUMMARY_SCHEMA_VERSION: u32 = 3;
 
 /// APDUs sent this close to an interruption are left out of every count: they may have been in
 /// flight (1 s covers the delay of any link Horde emulates in practice).
@@ -170,7 +170,24 @@ pub struct VerdictBox {
     pub label: String,
     pub value: String,
     pub limit: String,
+    /// A generator verdict: Horde did what was asked. A path figure: the network left the
+    /// traffic as it departed (nothing lost, distributions unchanged beyond chance).
     pub ok: bool,
+    /// Which side of the run the box judges (absent in summaries before schema 3: generator).
+    #[serde(default)]
+    pub kind: VerdictKind,
+}
+
+/// The two kinds of box, never mixed.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VerdictKind {
+    /// What Horde controls, from the sender's own records: red is Horde's failure.
+    #[default]
+    Generator,
+    /// What the network did (loss; arrivals against departures): a figure, never a failure of
+    /// the run.
+    Path,
 }
 
 /// Everything a run produced: `summary.json`.
@@ -497,7 +514,10 @@ fn write_with(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, analyse
     };
     let mut summary = summary;
     // The page's boxes and summary.json's are one computation.
-    summary.verdicts = verdict(&summary).into_iter().map(|v| VerdictBox { label: v.label, value: v.value, limit: v.limit, ok: v.ok }).collect();
+    summary.verdicts = verdict(&summary)
+        .into_iter()
+        .map(|v| VerdictBox { kind: if v.path { VerdictKind::Path } else { VerdictKind::Generator }, label: v.label, value: v.value, limit: v.limit, ok: v.ok })
+        .collect();
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
     std::fs::write(out.join("scenario.toml"), &sc.text).context("writing scenario.toml")?;
     let mut note = summary.interruption.as_ref().map(|i| format!(" — {}", i.note(sc.duration_s))).unwrap_or_default();
@@ -514,7 +534,13 @@ fn write_with(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, analyse
         &summary
             .verdicts
             .iter()
-            .map(|v| horde_stats::html::Verdict { label: v.label.clone(), value: v.value.clone(), limit: v.limit.clone(), ok: v.ok })
+            .map(|v| horde_stats::html::Verdict {
+                label: v.label.clone(),
+                value: v.value.clone(),
+                limit: v.limit.clone(),
+                ok: v.ok,
+                path: v.kind == VerdictKind::Path,
+            })
             .collect::<Vec<_>>(),
     );
     std::fs::write(out.join("index.html"), page).context("writing index.html")?;
@@ -613,12 +639,14 @@ pub fn ks_limit(n: u64, alpha: f64) -> f64 {
     ((-(alpha / 2.0).ln() / 2.0).sqrt() / (n.max(1) as f64).sqrt()).max(KS_FLOOR)
 }
 
-/// The boxes at the top of the report: did every player connect, was anything lost, is any
-/// category's rate or fit off the model by more than chance allows at its sample size (each
-/// box shows its limit), and did the generator keep its schedule.
+/// The boxes at the top of the report, of two kinds never mixed ([`VerdictKind`]).
+/// Generator verdicts judge what Horde controls, from the sender's own records: did every
+/// agent finish and every player asked to be online connect, do the departures follow the
+/// model (rate and distributions, each against what chance allows at its sample size, the
+/// limit shown), did the generator keep its schedule. Path figures describe what the network
+/// did: what was lost, and how far what arrived is from what departed.
 pub fn verdict(s: &Summary) -> Vec<horde_stats::html::Verdict> {
     use horde_stats::html::Verdict;
-    let g = &s.analysis;
     let missing: u32 = s.distributed.as_ref().map_or(0, |d| d.missing_players.iter().map(|r| r.end - r.start).sum());
     // Those asked to be online: a run started (or steered) below its pool is not a failure.
     let expected = match (s.asked_online, &s.distributed) {
@@ -629,91 +657,131 @@ pub fn verdict(s: &Summary) -> Vec<horde_stats::html::Verdict> {
     let mut v = Vec::new();
     if let Some(d) = &s.distributed {
         let lost = d.agents.iter().filter(|a| a.stats.status != "finished").count();
-        v.push(Verdict {
-            label: "agents finished".into(),
-            value: format!("{} of {}", d.agents.len() - lost, d.agents.len()),
-            limit: "all".into(),
-            ok: lost == 0,
-        });
+        v.push(Verdict::generator("agents finished", format!("{} of {}", d.agents.len() - lost, d.agents.len()), "all".into(), lost == 0));
     }
-    v.extend([
-        Verdict {
-            label: "players connected".into(),
-            value: format!("{connected} of {expected}"),
-            limit: match s.asked_online {
-                Some(_) if s.distributed.is_none() => format!("all those online ({expected} of the {} planned)", s.client.flows.len()),
-                _ => "all".into(),
-            },
-            ok: connected == expected,
-        },
-        Verdict {
-            label: "APDUs lost (up / down)".into(),
-            value: format!("{} / {}", g.up.lost, g.down.lost),
-            limit: "none".into(),
-            ok: g.up.lost + g.down.lost == 0,
-        },
-    ]);
+    let limit = match s.asked_online {
+        Some(_) if s.distributed.is_none() => format!("all those online ({expected} of the {} planned)", s.client.flows.len()),
+        _ => "all".into(),
+    };
+    v.push(Verdict::generator("players connected", format!("{connected} of {expected}"), limit, connected == expected));
+    v.extend(departure_verdicts(&s.analysis));
+    if s.client.packets > 0 {
+        v.push(lateness_verdict(&s.client));
+    }
+    if let Some(i) = &s.interruption {
+        v.push(Verdict::generator("interrupted", format!("at {:.1} s", i.at_s), "ran to its end".into(), false));
+    }
+    let tcp = s.client.flows.first().is_some_and(|f| f.transport == "tcp");
+    v.extend(path_figures(&s.analysis, tcp));
+    v
+}
+
+/// Generator verdicts on the departures (the sender's own records, before the network):
+/// the worst category's rate against the model's, and the worst fit of sizes and
+/// inter-departure times, each a test at its own sample size (Bonferroni over its kind).
+pub fn departure_verdicts(g: &GameAnalysis) -> Vec<horde_stats::html::Verdict> {
+    use horde_stats::html::Verdict;
+    let mut v = Vec::new();
     let rows = || g.categories.iter().flat_map(|c| [(c, "up", &c.up), (c, "down", &c.down)]);
     // Rates: every category and direction with a model rate and a finite CV is a test.
-    let rated: Vec<_> = rows().filter(|r| r.2.rate_error_pct.is_some() && r.2.model_idt_cv.is_some() && r.2.received > 0).collect();
+    let rated: Vec<_> = rows().filter(|r| r.2.departure_rate_error_pct.is_some() && r.2.model_idt_cv.is_some() && r.2.sent > 0).collect();
     let alpha = VERDICT_ALPHA / rated.len().max(1) as f64;
     let judged = rated.iter().map(|(c, d, st)| {
-        let limit = rate_limit_pct(st.model_idt_cv.unwrap_or(0.0), st.received, c.stays, alpha);
-        (c, d, st, st.rate_error_pct.unwrap_or(0.0), limit)
+        let limit = rate_limit_pct(st.model_idt_cv.unwrap_or(0.0), st.sent, c.stays, alpha);
+        (c, d, st, st.departure_rate_error_pct.unwrap_or(0.0), limit)
     });
     if let Some((c, d, st, e, limit)) = judged.max_by(|a, b| (a.3.abs() / a.4).total_cmp(&(b.3.abs() / b.4))) {
-        v.push(Verdict {
-            label: format!("worst rate vs model ({} {d})", c.category),
-            value: format!("{e:+.2} %"),
-            limit: format!("limit ±{limit:.2} % at n = {}, CV {:.2} ({} tests, α = {VERDICT_ALPHA})", st.received, st.model_idt_cv.unwrap_or(0.0), rated.len()),
-            ok: e.abs() <= limit,
-        });
+        v.push(Verdict::generator(
+            &format!("worst departure rate vs model ({} {d})", c.category),
+            format!("{e:+.2} %"),
+            format!("limit ±{limit:.2} % at n = {}, CV {:.2} ({} tests, α = {VERDICT_ALPHA})", st.sent, st.model_idt_cv.unwrap_or(0.0), rated.len()),
+            e.abs() <= limit,
+        ));
     }
-    // Fits: sizes and inter-arrival times, each a KS test at its own sample size.
     let mut fits = Vec::new();
     for (c, d, st) in rows() {
-        if let Some(k) = st.ks_size {
-            fits.push((c, d, "sizes", k, st.size_samples));
+        if let Some(k) = st.ks_departure_size {
+            fits.push((c, d, "sizes", k, st.sent));
         }
-        if let Some(k) = st.ks_iat {
-            fits.push((c, d, "inter-arrivals", k, st.iat_samples));
+        if let Some(k) = st.ks_departure_iat {
+            fits.push((c, d, "inter-departures", k, st.departure_iat_samples));
         }
     }
     let alpha = VERDICT_ALPHA / fits.len().max(1) as f64;
     if let Some((c, d, what, k, n)) = fits.iter().max_by(|a, b| (a.3 / ks_limit(a.4, alpha)).total_cmp(&(b.3 / ks_limit(b.4, alpha)))) {
         let limit = ks_limit(*n, alpha);
-        v.push(Verdict {
-            label: format!("worst fit to the model ({} {d}, {what})", c.category),
-            value: format!("KS {k:.3}"),
-            limit: format!("limit {limit:.3} at n = {n} ({} tests, α = {VERDICT_ALPHA}; at least {KS_FLOOR})", fits.len()),
-            ok: *k <= limit,
-        });
+        v.push(Verdict::generator(
+            &format!("worst departure fit to the model ({} {d}, {what})", c.category),
+            format!("KS {k:.3}"),
+            format!("limit {limit:.3} at n = {n} ({} tests, α = {VERDICT_ALPHA}; at least {KS_FLOOR})", fits.len()),
+            *k <= limit,
+        ));
     }
-    let l = &s.client.lateness;
-    if s.client.packets > 0 {
-        let share = l.over_1ms as f64 / s.client.packets as f64;
-        let h = &s.client.host;
-        // Red only when Horde is later than the host allows: a host that lets a busy-waiting
-        // pacer be as late (its floor, measured before the run) excuses it, and says so.
-        let host = match (&h.floor, h.allowed_p99_us) {
-            (Some(f), Some(a)) => format!(
-                "; unless the host allows it: p99 ≤ {:.0} µs = max(20 µs, 1.5 × the busy-wait floor's p99 {:.0} µs); steal {:.1} %, {} of the late ones in seconds with steal",
-                a,
-                f.p99_us,
-                h.steal_mean.unwrap_or(0.0) * 100.0,
-                h.late_in_steal
+    v
+}
+
+/// The generator's schedule: departures more than 1 ms late, excused where the host allows it.
+fn lateness_verdict(c: &SendReport) -> horde_stats::html::Verdict {
+    let l = &c.lateness;
+    let share = l.over_1ms as f64 / c.packets as f64;
+    let h = &c.host;
+    // Red only when Horde is later than the host allows: a host that lets a busy-waiting
+    // pacer be as late (its floor, measured before the run) excuses it, and says so.
+    let host = match (&h.floor, h.allowed_p99_us) {
+        (Some(f), Some(a)) => format!(
+            "; unless the host allows it: p99 ≤ {:.0} µs = max(20 µs, 1.5 × the busy-wait floor's p99 {:.0} µs); steal {:.1} %, {} of the late ones in seconds with steal",
+            a,
+            f.p99_us,
+            h.steal_mean.unwrap_or(0.0) * 100.0,
+            h.late_in_steal
+        ),
+        _ => String::new(),
+    };
+    horde_stats::html::Verdict::generator(
+        "departures over 1 ms late",
+        format!("{:.2} % (p99 {:.2} ms)", share * 100.0, l.p99_us / 1e3),
+        format!("limit {:.0} % of {} departures: above it the generator did not keep up{host}", LATE_SHARE_LIMIT * 100.0, c.packets),
+        share <= LATE_SHARE_LIMIT || h.within_floor == Some(true),
+    )
+}
+
+/// Path figures: what the network did, never the generator's failure. APDUs lost (UDP: sent
+/// and never received; TCP: undelivered when the run ended), and the largest change the path
+/// made to a distribution — the two-sample KS distance between what arrived and what departed,
+/// against what chance allows at the two sample sizes.
+pub fn path_figures(g: &GameAnalysis, tcp: bool) -> Vec<horde_stats::html::Verdict> {
+    use horde_stats::html::Verdict;
+    let lost = if tcp { "undelivered at the end (TCP)" } else { "lost: sent and never received (UDP)" };
+    let mut v = vec![Verdict::path(
+        &format!("APDUs {lost}, up / down"),
+        format!("{} / {}", g.up.lost, g.down.lost),
+        "what the network did: a figure, not the generator's failure".into(),
+        g.up.lost + g.down.lost == 0,
+    )];
+    let mut changes = Vec::new();
+    for c in &g.categories {
+        for (d, st) in [("up", &c.up), ("down", &c.down)] {
+            if let Some(k) = st.path_ks_size {
+                changes.push((c, d, "sizes", k, st.received, st.sent));
+            }
+            if let Some(k) = st.path_ks_iat {
+                changes.push((c, d, "inter-arrivals against inter-departures", k, st.iat_samples, st.departure_iat_samples));
+            }
+        }
+    }
+    let alpha = VERDICT_ALPHA / changes.len().max(1) as f64;
+    let limit = |n: u64, m: u64| horde_model::fit::ks_two_sample_critical(n, m, alpha).max(KS_FLOOR);
+    if let Some((c, d, what, k, n, m)) = changes.iter().max_by(|a, b| (a.3 / limit(a.4, a.5)).total_cmp(&(b.3 / limit(b.4, b.5)))) {
+        v.push(Verdict::path(
+            &format!("largest change by the path ({} {d}, {what})", c.category),
+            format!("KS {k:.3}"),
+            format!(
+                "beyond chance above {:.3} at n = {n} arrived, {m} departed ({} tests, α = {VERDICT_ALPHA}; at least {KS_FLOOR})",
+                limit(*n, *m),
+                changes.len()
             ),
-            _ => String::new(),
-        };
-        v.push(Verdict {
-            label: "departures over 1 ms late".into(),
-            value: format!("{:.2} % (p99 {:.2} ms)", share * 100.0, l.p99_us / 1e3),
-            limit: format!("limit {:.0} % of {} departures: above it the generator did not keep up{host}", LATE_SHARE_LIMIT * 100.0, s.client.packets),
-            ok: share <= LATE_SHARE_LIMIT || h.within_floor == Some(true),
-        });
-    }
-    if let Some(i) = &s.interruption {
-        v.push(Verdict { label: "interrupted".into(), value: format!("at {:.1} s", i.at_s), limit: "ran to its end".into(), ok: false });
+            *k <= limit(*n, *m),
+        ));
     }
     v
 }

@@ -61,7 +61,7 @@ fn gen(dir: &Path, args: &[String]) {
                 kind: RecordKind::Sent,
                 flags: 0,
             };
-            b.sent(&Record { t_b: t_a, ..r }, dir);
+            b.sent(&Record { t_b: t_a, ..r }, dir, None);
             // an inter-arrival time from the previous arrival of this player and stay
             let gap = (iat.sample(&mut rng) * 1e3) as u64;
             b.received(&Record { kind: RecordKind::Received, t_a: t_a.saturating_sub(gap), t_b: t_a + d - gap.min(d), ..r }, dir, Some(0));

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use horde_model::behaviour::Segment;
-use horde_model::fit::ks_distance;
+use horde_model::fit::{ks_distance, ks_two_sample};
 use horde_model::service::{BoundTraffic, Direction, Service};
 use horde_wire::{Record, RecordKind};
 use serde::Serialize;
@@ -52,6 +52,30 @@ pub struct DirectionStats {
     pub delay_p99_ms: Option<f64>,
     pub delay_max_ms: Option<f64>,
     pub jitter_ms: Option<f64>,
+    /// The sender's side, from its own records before the network touched anything: what the
+    /// generator did. APDUs sent per second per player in this category.
+    #[serde(default)]
+    pub departure_rate_per_player: f64,
+    /// The departure rate's error against the model's, %.
+    #[serde(default)]
+    pub departure_rate_error_pct: Option<f64>,
+    /// KS distance of the departed APDUs' sizes to the model's.
+    #[serde(default)]
+    pub ks_departure_size: Option<f64>,
+    /// Inter-departure times (between consecutive departures of one player within one stay,
+    /// from the sender's timestamps): how many, and their KS distance to the model's at its
+    /// 1 ms resolution (as [`DirectionStats::ks_iat`]).
+    #[serde(default)]
+    pub departure_iat_samples: u64,
+    #[serde(default)]
+    pub ks_departure_iat: Option<f64>,
+    /// What the path did to the distributions: the two-sample KS distance between what arrived
+    /// and what departed — sizes, and inter-arrival against inter-departure times at 1 ms.
+    /// About 0 on a path that delays every APDU alike and loses none, whatever the generator did.
+    #[serde(default)]
+    pub path_ks_size: Option<f64>,
+    #[serde(default)]
+    pub path_ks_iat: Option<f64>,
     /// Empirical CDF points `(value, F)` of sizes and inter-arrival times (ms), for charts.
     pub size_cdf: Vec<(f64, f64)>,
     pub iat_cdf: Vec<(f64, f64)>,
@@ -75,6 +99,15 @@ pub struct Bounds {
     /// The delay percentiles (p50, p99) are within this many ms of the raw records' nearest
     /// rank: one µs bucket plus 1/1,024 of the larger of them. The mean and maximum are exact.
     pub delay_ms: Option<f64>,
+    /// The same for the departure side's KS distances and the path's two-sample ones.
+    #[serde(default)]
+    pub ks_departure_size: Option<f64>,
+    #[serde(default)]
+    pub ks_departure_iat: Option<f64>,
+    #[serde(default)]
+    pub path_ks_size: Option<f64>,
+    #[serde(default)]
+    pub path_ks_iat: Option<f64>,
 }
 
 /// One second of a run, per direction (index 0 up, 1 down): APDUs sent in it (by send time),
@@ -150,6 +183,11 @@ fn in_scope(ctx: &Context, client: &[Record], server: &[Record]) -> Option<Vec<[
 
 struct Acc {
     sent: u64,
+    /// Departed sizes and inter-departure times (ms), from the sender's records.
+    sent_sizes: Vec<f64>,
+    sent_iats: Vec<f64>,
+    /// Per sub-activity, the time left in its stay when each departure left (ms).
+    room: Vec<crate::digest::Bins>,
     sizes: Vec<f64>,
     iats: Vec<f64>,
     delays: Vec<f64>,
@@ -159,7 +197,17 @@ struct Acc {
 
 impl Acc {
     fn new() -> Self {
-        Acc { sent: 0, sizes: Vec::new(), iats: Vec::new(), delays: Vec::new(), bytes: 0, jitter: Default::default() }
+        Acc {
+            sent: 0,
+            sent_sizes: Vec::new(),
+            sent_iats: Vec::new(),
+            room: Vec::new(),
+            sizes: Vec::new(),
+            iats: Vec::new(),
+            delays: Vec::new(),
+            bytes: 0,
+            jitter: Default::default(),
+        }
     }
 }
 
@@ -305,10 +353,28 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
     // [state][dir]
     let mut acc: Vec<[Acc; 2]> = (0..n).map(|_| [Acc::new(), Acc::new()]).collect();
     for (recs, dir_sent) in [(client, Direction::Up), (server, Direction::Down)] {
+        // (player, stay) -> last departure, for inter-departure times within a stay (the stay
+        // of the send time, as an arrival's is: a departure and its arrival share it)
+        let mut last: BTreeMap<(u32, usize), u64> = BTreeMap::new();
         for r in recs.iter().filter(|r| r.kind == RecordKind::Sent && counts(r, dir_sent)) {
             let c = (r.tag & 0xFF) as usize;
-            if c < n {
-                acc[c][dir_sent as usize].sent += 1;
+            if c >= n {
+                continue;
+            }
+            let a = &mut acc[c][dir_sent as usize];
+            a.sent += 1;
+            a.sent_sizes.push(r.size as f64);
+            let player = r.tag >> 8;
+            let rel_s = (r.t_b as i64 - ctx.epoch_ns as i64) as f64 / 1e9;
+            let Some(segs) = ctx.segments.get(player as usize) else {
+                continue;
+            };
+            let Some(stay) = segment_index(segs, rel_s) else {
+                continue;
+            };
+            record_room(&mut a.room, &segs[stay], ctx.duration_s, rel_s);
+            if let Some(prev) = last.insert((player, stay), r.t_b) {
+                a.sent_iats.push((r.t_b as f64 - prev as f64) / 1e6);
             }
         }
     }
@@ -464,15 +530,29 @@ fn direction_stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: D
     let received = a.sizes.len() as u64;
     let mut s = counted(ctx, a.sent, received, a.bytes, player_seconds);
     s.iat_samples = a.iats.len() as u64;
+    s.departure_iat_samples = a.sent_iats.len() as u64;
     if let Some((k, w)) = state {
         fill_model(ctx, k, w, dir, &mut s);
+        let rounded = |v: &[f64]| v.iter().map(|x| x.round()).collect::<Vec<f64>>();
+        let (mut sent_iat, mut got_iat) = (rounded(&a.sent_iats), rounded(&a.iats));
+        // inter-departure and inter-arrival times are seen only within a stay: the model's,
+        // truncated at the room each departure had left (see [`Truncated`])
+        let idt = Truncated::new(ctx, k, dir, &a.room);
+        let idt = |x: f64| idt.as_ref().map_or_else(|| model_cdf(ctx, w, k, dir, false, x).unwrap_or(0.0), |t| t.cdf(x));
+        if !a.sent_sizes.is_empty() {
+            s.ks_departure_size = Some(ks_distance(&mut a.sent_sizes, |x| model_cdf(ctx, w, k, dir, true, x).unwrap_or(0.0)));
+        }
+        if !sent_iat.is_empty() {
+            s.ks_departure_iat = Some(ks_distance(&mut sent_iat, |x| idt(x.floor() + 0.5)));
+        }
+        s.path_ks_size = ks_two_sample(&mut a.sizes, &mut a.sent_sizes);
+        s.path_ks_iat = ks_two_sample(&mut got_iat, &mut sent_iat);
         if !a.sizes.is_empty() {
             s.ks_size = Some(ks_distance(&mut a.sizes, |x| model_cdf(ctx, w, k, dir, true, x).unwrap_or(0.0)));
         }
         if !a.iats.is_empty() {
-            let mut rounded: Vec<f64> = a.iats.iter().map(|x| x.round()).collect();
-            s.ks_iat = Some(ks_distance(&mut rounded, |x| model_cdf(ctx, w, k, dir, false, x.floor() + 0.5).unwrap_or(0.0)));
-            s.ks_iat_exact = Some(ks_distance(&mut a.iats, |x| model_cdf(ctx, w, k, dir, false, x).unwrap_or(0.0)));
+            s.ks_iat = Some(ks_distance(&mut got_iat, |x| idt(x.floor() + 0.5)));
+            s.ks_iat_exact = Some(ks_distance(&mut a.iats, idt));
         }
     } else {
         a.sizes.sort_by(|x, y| x.total_cmp(y));
@@ -494,6 +574,84 @@ fn direction_stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: D
     s
 }
 
+/// Most sub-activities per category whose departures' room is kept (a departure of a later
+/// one is left out of the truncation, never out of the counts).
+pub(crate) const MAX_SUBS: usize = 64;
+
+/// Counts a departure's room: the ms left in its stay `seg` (cut at the run's end `end_s`) when
+/// it left at `t_s` (seconds since the start), under its sub-activity.
+pub(crate) fn record_room(room: &mut Vec<crate::digest::Bins>, seg: &Segment, end_s: f64, t_s: f64) {
+    let sub = seg.sub as usize;
+    if sub >= MAX_SUBS {
+        return;
+    }
+    if room.len() <= sub {
+        room.resize_with(sub + 1, || crate::digest::Bins::new(3));
+    }
+    room[sub].record(((seg.end_s.min(end_s) - t_s) * 1e3).max(0.0) as u64);
+}
+
+/// The model's inter-departure distribution as it can be seen within stays. A departure's
+/// successor is only seen if it comes before the stay ends: departure i (of sub-activity j,
+/// with room R_i left) yields an inter-departure time X ~ F_j only when X < R_i. Measured
+/// within stays, the times follow G(x) / G(∞) with G(x) = Σ_i F_j(min(x, R_i)) — not F, which a
+/// short stay or run cuts off at its long times (an 8-s run of WoW traders would fail a fit
+/// to F that it passes against this). With no stays to truncate it is F itself.
+/// One sub-activity's departures by room: the rooms (ms, sorted), the running sum of
+/// count × F(room), the running count, and the total count.
+struct Rooms {
+    sub: usize,
+    at: Vec<f64>,
+    cum_f: Vec<f64>,
+    cum_n: Vec<f64>,
+    n: f64,
+}
+
+pub(crate) struct Truncated<'a> {
+    ctx: &'a Context<'a>,
+    state: usize,
+    dir: Direction,
+    subs: Vec<Rooms>,
+    norm: f64,
+}
+
+impl<'a> Truncated<'a> {
+    pub(crate) fn new(ctx: &'a Context<'a>, state: usize, dir: Direction, room: &[crate::digest::Bins]) -> Option<Self> {
+        let mut subs = Vec::new();
+        let mut norm = 0.0;
+        for (j, bins) in room.iter().enumerate() {
+            let Some(t) = ctx.traffic.by_state.get(state)?.get(j).and_then(|x| x[dir as usize].as_ref()) else {
+                continue;
+            };
+            let (mut at, mut cum_f, mut cum_n) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut f_sum, mut n_sum) = (0.0, 0.0);
+            for (lo, hi, c) in bins.buckets() {
+                let r = (lo + hi) as f64 / 2.0;
+                f_sum += c as f64 * t.idt.cdf(r);
+                n_sum += c as f64;
+                at.push(r);
+                cum_f.push(f_sum);
+                cum_n.push(n_sum);
+            }
+            norm += f_sum;
+            subs.push(Rooms { sub: j, at, cum_f, cum_n, n: n_sum });
+        }
+        (norm > 0.0).then_some(Truncated { ctx, state, dir, subs, norm })
+    }
+
+    /// G(x) / G(∞): departures whose room is at most x add F(room), the others F(x).
+    pub(crate) fn cdf(&self, x: f64) -> f64 {
+        let mut g = 0.0;
+        for r in &self.subs {
+            let i = r.at.partition_point(|v| *v <= x);
+            let (below_f, below_n) = if i == 0 { (0.0, 0.0) } else { (r.cum_f[i - 1], r.cum_n[i - 1]) };
+            let f = self.ctx.traffic.by_state[self.state][r.sub][self.dir as usize].as_ref().map_or(0.0, |t| t.idt.cdf(x));
+            g += below_f + f * (r.n - below_n);
+        }
+        (g / self.norm).clamp(0.0, 1.0)
+    }
+}
+
 /// A category's row before its directions: its stays, player-seconds and share of them.
 pub(crate) fn category_row(ctx: &Context, state: usize, ps: &[f64]) -> CategoryStats {
     let total_ps: f64 = ps.iter().sum();
@@ -513,6 +671,7 @@ pub(crate) fn counted(ctx: &Context, sent: u64, received: u64, bytes: u64, playe
     s.bitrate_bps = crate::metrics::interval_rates(received, bytes, ctx.duration_s).1;
     // APDUs per player-second: the interval is the time players spent in the category.
     s.apdu_rate_per_player = crate::metrics::interval_rates(received, bytes, player_seconds).0;
+    s.departure_rate_per_player = crate::metrics::interval_rates(sent, 0, player_seconds).0;
     s.mean_size = if received > 0 { bytes as f64 / received as f64 } else { 0.0 };
     s.size_samples = received;
     s
@@ -529,6 +688,9 @@ pub(crate) fn fill_model(ctx: &Context, k: usize, w: &[Vec<f64>; 2], dir: Direct
     if let Some(m) = s.model_apdu_rate_per_player {
         if s.received > 0 {
             s.rate_error_pct = Some((s.apdu_rate_per_player - m) / m * 100.0);
+        }
+        if s.sent > 0 {
+            s.departure_rate_error_pct = Some((s.departure_rate_per_player - m) / m * 100.0);
         }
     }
 }
@@ -567,6 +729,7 @@ pub fn table(g: &GameAnalysis) -> crate::table::Table {
         Column::new("category", "category"),
         Column::new("occupancy_pct", "occ %"),
         Column::new("dir", "dir"),
+        Column::full("sent", "sent"),
         Column::new("received", "APDUs"),
         Column::new("lost", "lost"),
         Column::new("kbit_s", "kbit/s"),
@@ -577,6 +740,11 @@ pub fn table(g: &GameAnalysis) -> crate::table::Table {
         Column::full("model_mean_size", "model B"),
         Column::new("ks_size", "KS size"),
         Column::new("ks_iat", "KS IAT"),
+        Column::full("departure_rate_error_pct", "sent err %"),
+        Column::full("ks_departure_size", "KS sent size"),
+        Column::full("ks_departure_iat", "KS sent IDT"),
+        Column::full("path_ks_size", "path KS size"),
+        Column::full("path_ks_iat", "path KS IAT"),
         Column::new("delay_mean_ms", "delay ms"),
         Column::full("delay_p99_ms", "p99 ms"),
         Column::full("jitter_ms", "jitter ms"),
@@ -586,6 +754,7 @@ pub fn table(g: &GameAnalysis) -> crate::table::Table {
             Cell::text(cat),
             Cell::opt(occ.map(|o| o * 100.0), 1),
             Cell::text(dir),
+            Cell::Int(st.sent),
             Cell::Int(st.received),
             Cell::Int(st.lost),
             Cell::Num(st.bitrate_bps / 1e3, 1),
@@ -596,6 +765,11 @@ pub fn table(g: &GameAnalysis) -> crate::table::Table {
             Cell::opt(st.model_mean_size, 1),
             Cell::opt(st.ks_size, 3),
             Cell::opt(st.ks_iat, 3),
+            Cell::opt(st.departure_rate_error_pct, 2),
+            Cell::opt(st.ks_departure_size, 3),
+            Cell::opt(st.ks_departure_iat, 3),
+            Cell::opt(st.path_ks_size, 3),
+            Cell::opt(st.path_ks_iat, 3),
             Cell::opt(st.delay_mean_ms, 3),
             Cell::opt(st.delay_p99_ms, 3),
             Cell::opt(st.jitter_ms, 3),

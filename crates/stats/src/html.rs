@@ -15,7 +15,7 @@ use crate::table::esc;
 use crate::charts::{spans_decades, steps, Chart, Series};
 
 /// Styles shared by every page: charts take the page's width (their SVG has a viewBox).
-const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td.t{text-align:left}th{background:#f3f3f3}pre{background:#f6f6f6;padding:1em;overflow-x:auto}figure{margin:1em 0}figure svg{width:100%;height:auto;border:1px solid #eee}.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:0 1em}.verdict{display:flex;flex-wrap:wrap;gap:.6em;margin:1em 0}.verdict div{border-radius:6px;padding:.6em 1em;background:#eef6ee;border:1px solid #9c9}.verdict div.bad{background:#fbeeee;border-color:#d99}.verdict b{display:block;font-size:1.4em}.verdict small{display:block;color:#555;font-size:.8em}";
+const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}table{border-collapse:collapse;font-size:13px;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td.t{text-align:left}th{background:#f3f3f3}pre{background:#f6f6f6;padding:1em;overflow-x:auto}figure{margin:1em 0}figure svg{width:100%;height:auto;border:1px solid #eee}.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:0 1em}.verdict{display:flex;flex-wrap:wrap;gap:.6em;margin:1em 0}.verdict div{border-radius:6px;padding:.6em 1em;background:#eef6ee;border:1px solid #9c9}.verdict div.bad{background:#fbeeee;border-color:#d99}.verdict div.path{background:#f1f3f8;border-color:#aab}.verdict div.path.changed{background:#fdf6e6;border-color:#dc9}.vk{margin:.8em 0 0;color:#555}.verdict b{display:block;font-size:1.4em}.verdict small{display:block;color:#555;font-size:.8em}";
 
 /// A chart inside a figure with an anchor.
 fn figure(name: &str, svg: &str) -> String {
@@ -174,12 +174,27 @@ pub struct Verdict {
     pub value: String,
     pub limit: String,
     pub ok: bool,
+    /// A path figure (what the network did), drawn apart from the generator's verdicts and
+    /// never red: `ok` false marks a path that changed the traffic.
+    pub path: bool,
+}
+
+impl Verdict {
+    /// A verdict on what the generator controls.
+    pub fn generator(label: &str, value: String, limit: String, ok: bool) -> Self {
+        Verdict { label: label.into(), value, limit, ok, path: false }
+    }
+
+    /// A figure of what the network did.
+    pub fn path(label: &str, value: String, limit: String, ok: bool) -> Self {
+        Verdict { label: label.into(), value, limit, ok, path: true }
+    }
 }
 
 /// The report page of a two-way scenario run. `charts` from [`game_charts`] are inlined, so the
 /// page opens offline with no other file.
 /// `network`: the emulated network's link counters as text (runs on an emulated topology).
-/// `verdict`: the boxes shown first (connected, lost, worst rate error, worst fit).
+/// `verdict`: the boxes shown first, the generator's verdicts and then the path's figures.
 pub fn game_page(
     title: &str,
     scenario: &str,
@@ -190,11 +205,20 @@ pub fn game_page(
     verdict: &[Verdict],
 ) -> String {
     let mut s = format!("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>", t = esc(title));
-    s.push_str("<div class=\"verdict\">");
-    for v in verdict {
-        let _ = write!(s, "<div{}>{}<b>{}</b><small>{}</small></div>", if v.ok { "" } else { " class=\"bad\"" }, esc(&v.label), esc(&v.value), esc(&v.limit));
+    for (path, head) in [(false, "The generator: what Horde controls, from the senders' own records"), (true, "The path: what the network did to the traffic")]
+    {
+        let _ = write!(s, "<p class=\"vk\">{head}</p><div class=\"verdict\">");
+        for v in verdict.iter().filter(|v| v.path == path) {
+            let class = match (path, v.ok) {
+                (false, true) => "",
+                (false, false) => " class=\"bad\"",
+                (true, true) => " class=\"path\"",
+                (true, false) => " class=\"path changed\"",
+            };
+            let _ = write!(s, "<div{class}>{}<b>{}</b><small>{}</small></div>", esc(&v.label), esc(&v.value), esc(&v.limit));
+        }
+        s.push_str("</div>");
     }
-    s.push_str("</div>");
     if let Some(a) = agents {
         let _ = write!(s, "<h2>Agents</h2><p>The machines that ran the players and the server side. Clock offsets were measured over the control channel (best of repeated NTP-style exchanges); every timestamp an agent logged was corrected by its offset before the statistics below, which are computed over all agents' records together.</p><pre>{}</pre>", esc(a));
     }
@@ -203,7 +227,7 @@ pub fn game_page(
     }
     s.push_str("<h2>Per category and direction</h2>");
     s.push_str(&crate::game::table(g).html());
-    s.push_str("<p>Rates per player are APDUs over the player-seconds spent in the category; the model rate is the long-run rate, 1000 / mean inter-departure time. Every fresh start of a bursty inter-departure process (a player joining, a category change) adds about (CV² − 1)/2 APDUs, so short runs and surges show rates above it (WoW trading up: CV² = 5.3, +2 APDUs per start). Lost: APDUs sent but never received; over TCP (which itself loses nothing) these are APDUs still queued in a socket or on a link when the run ended. KS: Kolmogorov–Smirnov distance between the measured distribution (receiver's log) and the model's, inter-arrival times at 1 ms resolution.</p>");
+    s.push_str("<p>Rates per player are APDUs over the player-seconds spent in the category; the model rate is the long-run rate, 1000 / mean inter-departure time. Every fresh start of a bursty inter-departure process (a player joining, a category change) adds about (CV² − 1)/2 APDUs, so short runs and surges show rates above it (WoW trading up: CV² = 5.3, +2 APDUs per start). Lost: over UDP, APDUs sent and never received; over TCP (which itself loses nothing), APDUs undelivered when the run ended (still queued in a socket or on a link). KS: Kolmogorov–Smirnov distance between the measured distribution (receiver's log) and the model's, inter-arrival times at 1 ms resolution. Sent err %, KS sent size and KS sent IDT judge the generator: the same figures from the senders' own records (departure times, inter-departure times within a stay), before the network touched anything. Path KS: the two-sample distance between what arrived and what departed (sizes; inter-arrival against inter-departure times) — the path's effect, about 0 on a path that delays every APDU alike and loses none.</p>");
     s.push_str("<h2>Over time</h2>");
     for (name, svg) in charts.iter().filter(|(n, _)| !n.starts_with("cdf-") && !n.starts_with("delay-cdf-")) {
         s.push_str(&figure(name, svg));

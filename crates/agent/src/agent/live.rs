@@ -128,19 +128,20 @@ impl LiveState {
         // a received APDU's send time is its sender's: the server's, or its player's agent's
         let peer = if out == Direction::Up { req.server_offset_ns } else { req.owners.iter().find(|(range, _)| range.contains(&rec.flow)).map_or(0, |o| o.1) };
         correct(&mut rec, req.own_offset_ns, peer);
-        match rec.kind {
-            RecordKind::Sent => b.sent(&rec, out),
-            RecordKind::Received => {
-                let (epoch, version) = (req.epoch_ns, self.players.roster.version());
-                let stays = match self.stays.get(&rec.flow) {
-                    Some((v, s)) if *v == version => Some(s),
-                    _ => horde_scenario::report::analysed_stays(&self.sc, &self.players, rec.flow)
-                        .map(|s| &self.stays.entry(rec.flow).insert_entry((version, s)).into_mut().1),
-                };
-                let stay = stays.and_then(|s| stay_of(s, epoch, rec.t_a));
-                b.received(&rec, if out == Direction::Up { Direction::Down } else { Direction::Up }, stay);
-            }
-            _ => {}
+        if !matches!(rec.kind, RecordKind::Sent | RecordKind::Received) {
+            return;
+        }
+        let (epoch, version) = (req.epoch_ns, self.players.roster.version());
+        let stays = match self.stays.get(&rec.flow) {
+            Some((v, s)) if *v == version => Some(s),
+            _ => horde_scenario::report::analysed_stays(&self.sc, &self.players, rec.flow)
+                .map(|s| &self.stays.entry(rec.flow).insert_entry((version, s)).into_mut().1),
+        };
+        // a departure's stay is its send time's, as its arrival's is
+        if rec.kind == RecordKind::Sent {
+            b.sent(&rec, out, stays.map(Vec::as_slice));
+        } else {
+            b.received(&rec, if out == Direction::Up { Direction::Down } else { Direction::Up }, stays.and_then(|s| stay_of(s, epoch, rec.t_a)));
         }
     }
 }

@@ -107,7 +107,7 @@ fn from_logs(r: &Run, req: &SummaryRequest) -> anyhow::Result<GameDigest> {
             let peer = if out == Direction::Up { server } else { owner(rec.flow) };
             correct(&mut rec, own, peer);
             match rec.kind {
-                RecordKind::Sent => b.sent(&rec, out),
+                RecordKind::Sent => b.sent(&rec, out, segments.get(rec.flow as usize).map(Vec::as_slice)),
                 RecordKind::Received => {
                     let stay = segments.get(rec.flow as usize).and_then(|s| stay_of(s, req.epoch_ns, rec.t_a));
                     b.received(&rec, if out == Direction::Up { Direction::Down } else { Direction::Up }, stay);

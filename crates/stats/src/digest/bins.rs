@@ -145,6 +145,45 @@ impl Bins {
         Some((lower, upper))
     }
 
+    /// The two-sample Kolmogorov–Smirnov distance between these values and `other`'s (the
+    /// same bucket scheme), as `(lower, upper)` bounds: both empirical CDFs are known exactly at
+    /// every bucket's edges, and inside a bucket each lies between its edges' values. Equal (and
+    /// equal to [`horde_model::fit::ks_two_sample`] over the raw values) when every non-empty
+    /// bucket holds one value. None when either is empty or the schemes differ.
+    pub fn ks_two_sample(&self, other: &Bins) -> Option<(f64, f64)> {
+        let (n, m) = (self.count() as f64, other.count() as f64);
+        if n == 0.0 || m == 0.0 || self.sig != other.sig {
+            return None;
+        }
+        let (mut a, mut b) = (self.buckets().peekable(), other.buckets().peekable());
+        let (mut ca, mut cb) = (0u64, 0u64);
+        let (mut lower, mut upper) = (0.0f64, 0.0f64);
+        loop {
+            let lo = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => x.0.min(y.0),
+                (Some(x), None) => x.0,
+                (None, Some(y)) => y.0,
+                (None, None) => break,
+            };
+            let (before_a, before_b) = (ca as f64 / n, cb as f64 / m);
+            let mut wide = false;
+            // one scheme: a bucket that starts at `lo` is the same bucket on both sides
+            for (it, c) in [(&mut a, &mut ca), (&mut b, &mut cb)] {
+                if let Some((_, hi, k)) = it.next_if(|x| x.0 == lo) {
+                    *c += k;
+                    wide |= hi > lo;
+                }
+            }
+            let (after_a, after_b) = (ca as f64 / n, cb as f64 / m);
+            lower = lower.max((after_a - after_b).abs());
+            upper = upper.max(lower);
+            if wide {
+                upper = upper.max(after_a - before_b).max(after_b - before_a);
+            }
+        }
+        Some((lower, upper))
+    }
+
     /// At most `points` points `(value × scale, F)` of the empirical CDF at bucket tops, for
     /// charts (the same ranks the raw path picks, [`crate::game`]'s quantile points).
     pub fn cdf_points(&self, scale: f64, points: usize) -> Vec<(f64, f64)> {

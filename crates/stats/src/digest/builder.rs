@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use horde_model::behaviour::Segment;
 use horde_model::service::Direction;
 use horde_wire::Record;
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,8 @@ use crate::metrics::Jitter;
 #[derive(Default)]
 pub(super) struct PlayerState {
     stays: [Option<(usize, u64, i64)>; 2],
+    /// The last departure's stay and time.
+    departed: Option<(usize, u64)>,
     top: Option<u64>,
     seen: [u64; (WINDOW / 64) as usize],
 }
@@ -54,6 +57,13 @@ impl PlayerState {
         }
     }
 
+    /// The previous departure's time if it was in the same stay, and records this one.
+    fn last_departure(&mut self, stay: usize, t_b: u64) -> Option<u64> {
+        let prev = self.departed.filter(|d| d.0 == stay).map(|d| d.1);
+        self.departed = Some((stay, t_b));
+        prev
+    }
+
     /// The previous arrival (time, transit) of the same stay, and records this one.
     fn last_in_stay(&mut self, stay: usize, t_b: u64, transit: i64) -> Option<(u64, i64)> {
         let slot = self.stays.iter().position(|s| s.is_some_and(|s| s.0 == stay));
@@ -81,6 +91,8 @@ pub struct Builder {
     marked: Vec<bool>,
     players: HashMap<(u32, u8), PlayerState>,
     jitter: Vec<[Jitter; 2]>,
+    /// The run's length (s): a stay's room ends there at the latest.
+    end_s: f64,
 }
 
 /// What a builder added since its last piece: counts and histograms to add, the running jitter
@@ -109,7 +121,7 @@ impl Builder {
         let d = GameDigest::new(categories, epoch_ns, duration_s);
         let jitter = vec![[Jitter::default(); 2]; d.categories.len()];
         let marked = vec![false; d.seconds.len()];
-        Builder { pending: d.clone(), d, touched: Vec::new(), marked, players: HashMap::new(), jitter }
+        Builder { pending: d.clone(), d, touched: Vec::new(), marked, players: HashMap::new(), jitter, end_s: duration_s }
     }
 
     fn second_of(&self, ns: u64) -> usize {
@@ -125,8 +137,9 @@ impl Builder {
     }
 
     /// An APDU this agent sent in direction `dir` (a `Sent` record: `t_b` is when it left, the
-    /// send time its packet carried).
-    pub fn sent(&mut self, r: &Record, dir: Direction) {
+    /// send time its packet carried); `segs` are its player's stays (the one that holds `t_b`
+    /// is the stay its arrival is counted in).
+    pub fn sent(&mut self, r: &Record, dir: Direction, segs: Option<&[Segment]>) {
         let secs = self.d.seconds.len();
         let sec = self.second_of(r.t_b).min(secs - 1);
         let n = self.d.categories.len();
@@ -142,7 +155,18 @@ impl Builder {
             p.late_over_1ms += u64::from(late_ns > 1_000_000);
         }
         if let Some(c) = p.categories.get_mut((r.tag & 0xFF) as usize) {
-            c[dir as usize].sent += 1;
+            let c = &mut c[dir as usize];
+            c.sent += 1;
+            c.sent_size.record(r.size as u64);
+            let t_s = (r.t_b as i64).saturating_sub(p.epoch_ns as i64) as f64 / 1e9;
+            let Some((stay, segs)) = segs.and_then(|segs| crate::game::segment_index(segs, t_s).map(|i| (i, segs))) else {
+                return;
+            };
+            crate::game::record_room(&mut c.sent_room_ms, &segs[stay], self.end_s, t_s);
+            let st = self.players.entry((r.tag >> 8, dir as u8)).or_default();
+            if let Some(t) = st.last_departure(stay, r.t_b) {
+                c.sent_iat_ms.record(((r.t_b as f64 - t as f64) / 1e6).round().max(0.0) as u64);
+            }
         }
     }
 
@@ -252,6 +276,9 @@ impl GameDigest {
             a.iat_us.merge(&b.iat_us)?;
             a.iat_ms.merge(&b.iat_ms)?;
             a.delay.merge(&b.delay)?;
+            a.sent_size.merge(&b.sent_size)?;
+            a.sent_iat_ms.merge(&b.sent_iat_ms)?;
+            a.merge_room(&b.sent_room_ms)?;
             if b.jitter_n > 0 {
                 a.jitter_ns = b.jitter_ns;
                 add(&mut a.jitter_n, b.jitter_n)?;
@@ -289,8 +316,8 @@ impl GameDigest {
             }
         }
         for c in p.categories.iter().flat_map(|c| c.iter()) {
-            if c.size.count() != c.received || c.delay.count() != c.received || c.iat_us.count() != c.iat_ms.count() || c.iat_us.count() > c.received {
-                return Err(DigestError::Invalid("histogram counts that disagree with the piece's own arrivals".into()));
+            if !c.counts_agree() {
+                return Err(DigestError::Invalid("histogram counts that disagree with the piece's own departures and arrivals".into()));
             }
             if !c.jitter_ns.is_finite() {
                 return Err(DigestError::Invalid("a jitter that is not a number".into()));
@@ -306,7 +333,7 @@ impl GameDigest {
             return Err(DigestError::Invalid(format!("{sent} departures and {got} arrivals so far where the plan allows at most {max_sent}")));
         }
         // the bucket schemes must be the plan's: then adding cannot fail half-way
-        let dir_ok = |c: &DirDigest| [&c.size, &c.iat_us, &c.iat_ms, &c.delay.pos, &c.delay.neg].iter().all(|b| b.sig() == SIG);
+        let dir_ok = |c: &DirDigest| [&c.size, &c.iat_us, &c.iat_ms, &c.delay.pos, &c.delay.neg, &c.sent_size, &c.sent_iat_ms].iter().all(|b| b.sig() == SIG);
         let sec_ok = |s: &SecDigest| s.delay.iter().all(|d| d.pos.sig() == SIG_SECOND && d.neg.sig() == SIG_SECOND);
         if !p.categories.iter().flat_map(|c| c.iter()).all(dir_ok) || !p.seconds.iter().all(|s| sec_ok(&s.1)) || p.lateness_us.sig() != SIG {
             return Err(DigestError::Mismatch("histograms of another precision than the plan's".into()));

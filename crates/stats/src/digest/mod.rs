@@ -68,6 +68,13 @@ pub struct DirDigest {
     /// RFC 3550 jitter over this summary's arrivals in order, ns, and its number of updates.
     pub jitter_ns: f64,
     pub jitter_n: u64,
+    /// The sender's side: departed APDU sizes (bytes), and inter-departure times within a stay
+    /// rounded to whole ms.
+    pub sent_size: Bins,
+    pub sent_iat_ms: Bins,
+    /// Per sub-activity, the ms left in its stay when each departure left (the truncation of
+    /// inter-departure times measured within stays: [`crate::game::Truncated`]).
+    pub sent_room_ms: Vec<Bins>,
 }
 
 impl DirDigest {
@@ -82,7 +89,39 @@ impl DirDigest {
             delay: Signed::new(SIG, NS_PER_US),
             jitter_ns: 0.0,
             jitter_n: 0,
+            sent_size: Bins::new(SIG),
+            sent_iat_ms: Bins::new(SIG),
+            sent_room_ms: Vec::new(),
         }
+    }
+
+    /// Its histograms hold what its counts say: one size and delay per arrival, one size per
+    /// departure, and at most one inter-arrival (inter-departure) time per arrival (departure).
+    pub(crate) fn counts_agree(&self) -> bool {
+        let c = self;
+        c.size.count() == c.received
+            && c.delay.count() == c.received
+            && c.iat_us.count() == c.iat_ms.count()
+            && c.iat_us.count() <= c.received
+            && c.sent_size.count() == c.sent
+            && c.sent_iat_ms.count() <= c.sent
+            && c.sent_room_ms.len() <= game::MAX_SUBS
+            && c.sent_room_ms.iter().try_fold(0u64, |a, b| a.checked_add(b.count())).is_some_and(|n| n <= c.sent)
+            && c.sent_room_ms.iter().all(|b| b.sig() == SIG)
+    }
+
+    /// Adds another summary's rooms, sub-activity by sub-activity.
+    pub(crate) fn merge_room(&mut self, o: &[Bins]) -> Result<(), DigestError> {
+        if o.len() > game::MAX_SUBS {
+            return Err(DigestError::Invalid(format!("rooms of {} sub-activities (at most {})", o.len(), game::MAX_SUBS)));
+        }
+        if self.sent_room_ms.len() < o.len() {
+            self.sent_room_ms.resize_with(o.len(), || Bins::new(SIG));
+        }
+        for (a, b) in self.sent_room_ms.iter_mut().zip(o) {
+            a.merge(b)?;
+        }
+        Ok(())
     }
 
     pub fn merge(&mut self, o: &DirDigest) -> Result<(), DigestError> {
@@ -94,6 +133,9 @@ impl DirDigest {
         self.iat_us.merge(&o.iat_us)?;
         self.iat_ms.merge(&o.iat_ms)?;
         self.delay.merge(&o.delay)?;
+        self.sent_size.merge(&o.sent_size)?;
+        self.sent_iat_ms.merge(&o.sent_iat_ms)?;
+        self.merge_room(&o.sent_room_ms)?;
         let j = Jitter::pooled(Jitter::from_ns(self.jitter_ns), self.jitter_n, Jitter::from_ns(o.jitter_ns), o.jitter_n);
         self.jitter_ns = j.ns();
         self.jitter_n = add(self.jitter_n, o.jitter_n)?;
@@ -241,8 +283,8 @@ impl GameDigest {
             return Err(DigestError::Invalid("a second whose categories are not the run's".into()));
         }
         for c in d.categories.iter().flat_map(|c| c.iter()) {
-            if c.size.count() != c.received || c.delay.count() != c.received || c.iat_us.count() != c.iat_ms.count() || c.iat_us.count() > c.received {
-                return Err(DigestError::Invalid("histogram counts that disagree with the summary's own arrivals".into()));
+            if !c.counts_agree() {
+                return Err(DigestError::Invalid("histogram counts that disagree with the summary's own departures and arrivals".into()));
             }
         }
         // the bucket schemes and counts must add to ours (what the controller does next)
@@ -316,18 +358,34 @@ pub fn analyse(ctx: &Context, d: &GameDigest) -> GameAnalysis {
 fn stats(ctx: &Context, state: Option<(usize, &[Vec<f64>; 2])>, dir: Direction, a: &DirDigest, player_seconds: f64) -> DirectionStats {
     let mut s = game::counted(ctx, a.sent, a.received, a.bytes, player_seconds);
     s.iat_samples = a.iat_us.count();
+    s.departure_iat_samples = a.sent_iat_ms.count();
     let mut bounds = Bounds::default();
     if let Some((k, w)) = state {
         game::fill_model(ctx, k, w, dir, &mut s);
+        // inter-departure and inter-arrival times within stays: the truncated model
+        let idt = game::Truncated::new(ctx, k, dir, &a.sent_room_ms);
+        let idt = |x: f64| idt.as_ref().map_or_else(|| game::model_cdf(ctx, w, k, dir, false, x).unwrap_or(0.0), |t| t.cdf(x));
+        let pairs = [
+            (a.sent_size.ks(1.0, |x| game::model_cdf(ctx, w, k, dir, true, x).unwrap_or(0.0)), &mut s.ks_departure_size, &mut bounds.ks_departure_size),
+            (a.sent_iat_ms.ks(1.0, |x| idt(x.floor() + 0.5)), &mut s.ks_departure_iat, &mut bounds.ks_departure_iat),
+            (a.size.ks_two_sample(&a.sent_size), &mut s.path_ks_size, &mut bounds.path_ks_size),
+            (a.iat_ms.ks_two_sample(&a.sent_iat_ms), &mut s.path_ks_iat, &mut bounds.path_ks_iat),
+        ];
+        for (lo_hi, value, bound) in pairs {
+            if let Some((lo, hi)) = lo_hi {
+                *value = Some(lo);
+                *bound = Some(hi - lo);
+            }
+        }
         if let Some((lo, hi)) = a.size.ks(1.0, |x| game::model_cdf(ctx, w, k, dir, true, x).unwrap_or(0.0)) {
             s.ks_size = Some(lo);
             bounds.ks_size = Some(hi - lo);
         }
-        if let Some((lo, hi)) = a.iat_ms.ks(1.0, |x| game::model_cdf(ctx, w, k, dir, false, x.floor() + 0.5).unwrap_or(0.0)) {
+        if let Some((lo, hi)) = a.iat_ms.ks(1.0, |x| idt(x.floor() + 0.5)) {
             s.ks_iat = Some(lo);
             bounds.ks_iat = Some(hi - lo);
         }
-        if let Some((lo, hi)) = a.iat_us.ks_floored(1e-3, |x| game::model_cdf(ctx, w, k, dir, false, x).unwrap_or(0.0)) {
+        if let Some((lo, hi)) = a.iat_us.ks_floored(1e-3, idt) {
             s.ks_iat_exact = Some(lo);
             bounds.ks_iat_exact = Some(hi - lo);
         }

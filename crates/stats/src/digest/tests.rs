@@ -1,3 +1,4 @@
+use horde_model::behaviour::Segment;
 use horde_wire::{Record, RecordKind};
 
 use super::builder::PlayerState;
@@ -33,10 +34,16 @@ fn records() -> (Vec<Record>, Vec<Record>) {
     (sent, got)
 }
 
+/// Every player's stays in [`records`]: category k from 3.3 k s for 3.3 s.
+fn stays() -> Vec<Segment> {
+    (0..3u16).map(|k| Segment { player: 0, state: k, sub: 0, start_s: 3.3 * k as f64, end_s: 3.3 * (k + 1) as f64, complete: true, hour: 0 }).collect()
+}
+
 fn build(sent: &[Record], got: &[Record], keep: impl Fn(u32) -> bool) -> GameDigest {
+    let segs = stays();
     let mut b = Builder::new(3, 1_000_000_000, 10.0);
     for r in sent.iter().filter(|r| keep(r.tag >> 8)) {
-        b.sent(r, Direction::Up);
+        b.sent(r, Direction::Up, Some(&segs));
     }
     for r in got.iter().filter(|r| keep(r.tag >> 8)) {
         b.received(r, Direction::Up, Some((r.seq / 100) as usize));
@@ -117,6 +124,7 @@ fn a_peers_summary_is_checked_against_our_plan() {
 #[test]
 fn live_pieces_add_up_to_the_final_summary_exactly() {
     let (sent, got) = records();
+    let segs = stays();
     let mut b = Builder::new(3, 1_000_000_000, 10.0);
     let mut live = GameDigest::new(3, 1_000_000_000, 10.0);
     let mut pieces = 0;
@@ -129,7 +137,7 @@ fn live_pieces_add_up_to_the_final_summary_exactly() {
     };
     // the two sides interleaved as two log writers would be, a piece every 997 records
     for (i, r) in sent.iter().enumerate() {
-        b.sent(r, Direction::Up);
+        b.sent(r, Direction::Up, Some(&segs));
         if let Some(g) = got.get(i) {
             b.received(g, Direction::Up, Some((g.seq / 100) as usize));
         }
@@ -163,9 +171,10 @@ fn live_pieces_add_up_to_the_final_summary_exactly() {
 #[test]
 fn a_peers_live_piece_is_checked_and_a_refused_one_adds_nothing() {
     let (sent, got) = records();
+    let segs = stays();
     let mut b = Builder::new(3, 1_000_000_000, 10.0);
     for r in &sent {
-        b.sent(r, Direction::Up);
+        b.sent(r, Direction::Up, Some(&segs));
     }
     for g in &got {
         b.received(g, Direction::Up, None);
