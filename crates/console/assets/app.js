@@ -129,13 +129,13 @@ function progress(p) {
   // loss each way of one second of departures, counted 3 s after it (its own time axis)
   const l = p.loss;
   if (l) {
-    if (!current.charts.loss) { $("#loss-figure").hidden = false; current.charts.loss = chart($("#chart-loss"), ["up lost %", "down lost %"]); }
+    if (!current.charts.loss) { $("#loss-figure").hidden = false; current.charts.loss = chart($("#chart-loss"), ["up not arrived %", "down not arrived %"]); }
     const pct = (lost, sent) => (sent ? (100 * lost) / sent : null);
     const L = current.data.loss;
     L.t.push(l.t_s); L.up.push(pct(l.up_lost, l.up_sent)); L.down.push(pct(l.down_lost, l.down_sent));
     if (L.t.length > MAX_POINTS) for (const k of ["t", "up", "down"]) L[k].shift();
     current.charts.loss.setData([L.t, L.up, L.down]);
-    $("#loss-state").textContent = `second ending at ${l.t_s.toFixed(0)} s: up ${l.up_lost} of ${l.up_sent} lost, down ${l.down_lost} of ${l.down_sent}`;
+    $("#loss-state").textContent = `second ending at ${l.t_s.toFixed(0)} s: up ${l.up_lost} of ${l.up_sent} not arrived 3 s later, down ${l.down_lost} of ${l.down_sent}`;
   }
   if (c) $("#circuits-state").textContent = `${c.circuits} circuits up in second ${c.t_s}; round trip ${c.rtt_ms === null || c.rtt_ms === undefined ? "–" : c.rtt_ms.toFixed(1) + " ms"} (median), loss ${c.loss_pct.toFixed(2)} % (mean)`;
   if (current.categories) {

@@ -671,8 +671,7 @@ pub fn verdict(s: &Summary) -> Vec<horde_stats::html::Verdict> {
     if let Some(i) = &s.interruption {
         v.push(Verdict::generator("interrupted", format!("at {:.1} s", i.at_s), "ran to its end".into(), false));
     }
-    let tcp = s.client.flows.first().is_some_and(|f| f.transport == "tcp");
-    v.extend(path_figures(&s.analysis, tcp));
+    v.extend(path_figures(&s.analysis));
     v
 }
 
@@ -749,9 +748,9 @@ fn lateness_verdict(c: &SendReport) -> horde_stats::html::Verdict {
 /// and never received; TCP: undelivered when the run ended), and the largest change the path
 /// made to a distribution — the two-sample KS distance between what arrived and what departed,
 /// against what chance allows at the two sample sizes.
-pub fn path_figures(g: &GameAnalysis, tcp: bool) -> Vec<horde_stats::html::Verdict> {
+pub fn path_figures(g: &GameAnalysis) -> Vec<horde_stats::html::Verdict> {
     use horde_stats::html::Verdict;
-    let lost = if tcp { "undelivered at the end (TCP)" } else { "lost: sent and never received (UDP)" };
+    let lost = if g.tcp { "undelivered at the end (TCP)" } else { "lost: sent and never received (UDP)" };
     let mut v = vec![Verdict::path(
         &format!("APDUs {lost}, up / down"),
         format!("{} / {}", g.up.lost, g.down.lost),

@@ -148,6 +148,10 @@ pub struct GameAnalysis {
     pub throughput: Vec<(f64, f64, f64)>,
     /// Loss and delay per second.
     pub seconds: Vec<Second>,
+    /// The APDUs went over TCP: `lost` counts those undelivered when the run ended (TCP itself
+    /// loses nothing); over UDP, those sent and never received.
+    #[serde(default)]
+    pub tcp: bool,
 }
 
 /// Everything the analysis needs besides the logs.
@@ -447,7 +451,7 @@ pub fn analyse(ctx: &Context, client: &[Record], server: &[Record]) -> GameAnaly
         }
     }
     let total_ps: f64 = ps.iter().sum();
-    let mut out = GameAnalysis { sub_weights: sub_weights(ctx), ..Default::default() };
+    let mut out = GameAnalysis { sub_weights: sub_weights(ctx), tcp: ctx.service.transport == horde_model::Transport::Tcp, ..Default::default() };
     let mut tot = [Acc::new(), Acc::new()];
     for (state, dirs) in acc.iter_mut().enumerate() {
         let mut cat = category_row(ctx, state, &ps);
@@ -731,7 +735,8 @@ pub fn table(g: &GameAnalysis) -> crate::table::Table {
         Column::new("dir", "dir"),
         Column::full("sent", "sent"),
         Column::new("received", "APDUs"),
-        Column::new("lost", "lost"),
+        // one definition per transport, named as the report's path figure names it
+        Column::new("lost", if g.tcp { "undelivered" } else { "lost" }),
         Column::new("kbit_s", "kbit/s"),
         Column::new("apdu_rate_per_player", "APDU/s/p"),
         Column::new("model_apdu_rate_per_player", "model"),

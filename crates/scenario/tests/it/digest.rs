@@ -163,7 +163,7 @@ fn figures_from_merged_summaries_equal_the_raw_records_figures_or_lie_within_the
     // Issue 48: generator verdicts judge the departures, path figures what the network did.
     // This run over loopback: the generator is green and the path changed nothing.
     let gen = horde_scenario::report::departure_verdicts(&raw);
-    let path = horde_scenario::report::path_figures(&raw, false);
+    let path = horde_scenario::report::path_figures(&raw);
     assert!(gen.len() == 2 && gen.iter().all(|v| v.ok && !v.path), "{:?}", gen.iter().map(|v| (&v.label, &v.value, &v.limit)).collect::<Vec<_>>());
     assert!(path.len() == 2 && path.iter().all(|v| v.ok && v.path), "{:?}", path.iter().map(|v| (&v.label, &v.value, &v.limit)).collect::<Vec<_>>());
     // The same run with its players' generator broken: every departure held to the next
@@ -174,7 +174,7 @@ fn figures_from_merged_summaries_equal_the_raw_records_figures_or_lie_within_the
     let gen = horde_scenario::report::departure_verdicts(&broken);
     let fit = gen.iter().find(|v| v.label.starts_with("worst departure fit")).expect("a fit verdict");
     assert!(!fit.ok && fit.label.contains(" up, inter-departures"), "{} {} {}", fit.label, fit.value, fit.limit);
-    let path = horde_scenario::report::path_figures(&broken, false);
+    let path = horde_scenario::report::path_figures(&broken);
     assert!(path.iter().all(|v| v.ok), "{:?}", path.iter().map(|v| (&v.label, &v.value, &v.limit)).collect::<Vec<_>>());
     assert_eq!((broken.up.lost, broken.up.delay_mean_ms), (raw.up.lost, raw.up.delay_mean_ms), "the path is the same");
     let _ = std::fs::remove_dir_all(&out);

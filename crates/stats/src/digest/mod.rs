@@ -310,7 +310,7 @@ pub fn analyse(ctx: &Context, d: &GameDigest) -> GameAnalysis {
         }
     }
     let total_ps: f64 = ps.iter().sum();
-    let mut out = GameAnalysis { sub_weights: game::sub_weights(ctx), ..Default::default() };
+    let mut out = GameAnalysis { sub_weights: game::sub_weights(ctx), tcp: ctx.service.transport == horde_model::Transport::Tcp, ..Default::default() };
     let mut tot = [DirDigest::new(), DirDigest::new()];
     for (state, dirs) in d.categories.iter().enumerate().take(n) {
         let mut cat = game::category_row(ctx, state, &ps);
