@@ -247,6 +247,16 @@ fn run_places_players_on_emulated_hosts() {
         }
     }
     assert!(html.contains("in link") && html.contains("offered + dup = lost"), "the report's link table has the column that makes it add up");
+    // Two kinds of box (issue 48): the generator judged on its departures, the path described.
+    let kinds =
+        |k: &str| s["verdicts"].as_array().unwrap().iter().filter(|v| v["kind"] == k).map(|v| v["label"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (generator, path) = (kinds("generator"), kinds("path"));
+    assert!(generator.iter().any(|l| l.starts_with("worst departure rate")) && generator.iter().any(|l| l.starts_with("worst departure fit")), "{generator:?}");
+    assert!(
+        path.iter().any(|l| l.starts_with("APDUs undelivered at the end (TCP)")) && path.iter().any(|l| l.starts_with("largest change by the path")),
+        "{path:?}"
+    );
+    assert!(html.contains("The generator: what Horde controls") && html.contains("The path: what the network did"));
     // A picture of the topology, and the bottleneck's queue and drops over time.
     let topo = std::fs::read_to_string(out.join("charts/topology.svg")).unwrap();
     assert!(topo.contains("r1") && topo.contains("r2") && topo.contains("class=\"series\""), "{topo}");
