@@ -308,7 +308,7 @@ pub(crate) fn prepare<'a>(sc: &Scenario, opts: &RunOptions<'a>) -> Result<Prepar
     let key = crate::server::run_key(sc)?;
     let emu = match &sc.emu {
         Some(p) => match &opts.server {
-            ServerSide::Child => Some(EmuRun::up(p, sc, opts.events)?),
+            ServerSide::Child => Some(EmuRun::up(p, sc, &players, opts.events)?),
             ServerSide::InProcess => {
                 return Err(Error::BadInput(anyhow::anyhow!("{}: [emu] runs the server side as a child process (ServerSide::Child)", sc.name)))
             }

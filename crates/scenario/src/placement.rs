@@ -47,7 +47,7 @@ pub fn client_hosts(plan: &horde_topo::Plan, p: &Placement, name: &str, file: &s
 impl<'a> EmuRun<'a> {
     /// Brings the placement's topology up (userspace link emulation, so counters come from the
     /// daemon on every kernel). `exe` is the `horde` binary that runs the link emulator.
-    pub fn up(p: &Placement, sc: &Scenario, events: Events<'a>) -> Result<EmuRun<'a>, Error> {
+    pub fn up(p: &Placement, sc: &Scenario, players: &crate::players::Players, events: Events<'a>) -> Result<EmuRun<'a>, Error> {
         let bad = |e: anyhow::Error| Error::BadInput(e);
         horde_emu::require_root().map_err(|e| bad(anyhow::anyhow!("{}: [emu]: {e}", sc.name)))?;
         let text = horde_model::files::read_text(&p.topology, horde_model::files::MAX_TOML, "topology files")
@@ -62,6 +62,11 @@ impl<'a> EmuRun<'a> {
         let client_names = client_hosts(&plan, p, &sc.name, &file)?;
         let server_ip = plan.addrs(server_i).first().copied().ok_or_else(|| bad(anyhow::anyhow!("{}: emu.server: `{}` has no address", sc.name, p.server)))?;
         let opts = horde_emu::UpOptions { exp: None, userspace: true, live_all: false, stop: None, part: None };
+        // before anything is built: a link the model's load overfills
+        let hosts: Vec<usize> = client_names.iter().filter_map(|c| plan.node(c)).collect();
+        for n in overload_notes(&plan, &hosts, server_i, &players.mean_bps_by_host(hosts.len()), sc.players, players.transport == horde_model::Transport::Tcp) {
+            events(&Event::Note(n));
+        }
         let t = Stopwatch::start();
         let r = horde_emu::up(&text, &file, &opts).map_err(|e| Error::Failed(anyhow::anyhow!("bringing up {file}: {e}")))?;
         let exp = r.meta.exp.clone();
@@ -103,6 +108,43 @@ impl<'a> EmuRun<'a> {
     }
 }
 
+/// A note for each rated link direction the players' mean load exceeds: `load[i]` ([up, down]
+/// bit/s) comes from client host `hosts[i]` and goes up along its path to the server, down
+/// along the server's path to it.
+pub fn overload_notes(plan: &horde_topo::Plan, hosts: &[usize], server: usize, load: &[[f64; 2]], players: u32, tcp: bool) -> Vec<String> {
+    let mut on: std::collections::BTreeMap<(usize, bool), [f64; 2]> = Default::default();
+    for (&h, l) in hosts.iter().zip(load) {
+        for (dir, from, to) in [(0, h, server), (1, server, h)] {
+            for c in plan.path_links(from, to).unwrap_or_default() {
+                on.entry((c.link, c.forward)).or_default()[dir] += l[dir];
+            }
+        }
+    }
+    let mut notes = Vec::new();
+    for ((li, forward), bps) in on {
+        let l = &plan.links[li];
+        let (spec, from, to) = if forward { (&l.ab, l.a.node, l.b.node) } else { (&l.ba, l.b.node, l.a.node) };
+        let Some(rate) = spec.rate_bps else { continue };
+        for (dir, what) in [(0, "upstream"), (1, "downstream")] {
+            if bps[dir] > rate as f64 {
+                notes.push(format!(
+                    "overload: the {players} players offer ≈ {:.1} Mbit/s {what} (the model's mean over the run, APDUs without headers) into link {} → {}'s {:.1} Mbit/s: {}",
+                    bps[dir] / 1e6,
+                    plan.nodes[from].name,
+                    plan.nodes[to].name,
+                    rate as f64 / 1e6,
+                    if tcp {
+                        "its queue fills and drops, the senders back off and APDUs wait in their sockets (delay grows; 'undelivered' at the end)"
+                    } else {
+                        "its queue fills and drops the excess (loss)"
+                    }
+                ));
+            }
+        }
+    }
+    notes
+}
+
 impl EmuRun<'_> {
     /// Changes a link while the run goes on; says what it is now.
     pub fn link(&self, a: &str, b: &str, op: &horde_emu::links::LinkOp) -> Result<String, String> {
@@ -124,5 +166,23 @@ impl Drop for Down<'_> {
             Err(e) => format!("taking experiment {} down failed: {e}; run `horde emu cleanup {}`", self.exp, self.exp),
         };
         (self.events)(&Event::Note(msg));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The ISP example: 250 client hosts behind one 20 Mbit/s link. 36 Mbit/s down spread over
+    /// them overfills r2 → r1 and is told once; 4 Mbit/s up fits r1 → r2 and is not.
+    #[test]
+    fn a_link_the_models_load_overfills_is_named_with_both_rates() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/isp.toml")).unwrap();
+        let plan = horde_topo::plan(&text, "isp.toml", "x").unwrap();
+        let hosts = plan.hosts_of("client").unwrap().to_vec();
+        let load = vec![[4e6 / 250.0, 36e6 / 250.0]; hosts.len()];
+        let notes = super::overload_notes(&plan, &hosts, plan.node("server").unwrap(), &load, 1_000, true);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("1000 players offer ≈ 36.0 Mbit/s downstream") && notes[0].contains("link r2 → r1's 20.0 Mbit/s"), "{}", notes[0]);
+        let light = vec![[4e6 / 250.0, 12e6 / 250.0]; hosts.len()];
+        assert!(super::overload_notes(&plan, &hosts, plan.node("server").unwrap(), &light, 1_000, false).is_empty());
     }
 }

@@ -126,6 +126,28 @@ impl Players {
         self.planned_apdus_from(0)
     }
 
+    /// The model's mean load over the run (bit/s of APDUs, headers not counted; [up, down]) of
+    /// the players on each of `hosts` hosts (player `p` on host `p % hosts`), from each stay's
+    /// length and its traffic's mean rate and size: the expectation, without drawing a packet.
+    pub fn mean_bps_by_host(&self, hosts: usize) -> Vec<[f64; 2]> {
+        let mut out = vec![[0.0f64; 2]; hosts.max(1)];
+        let n = out.len();
+        for (p, segs) in self.segments.iter().enumerate() {
+            for s in segs {
+                let secs = (s.end_s.min(self.duration_s) - s.start_s).max(0.0);
+                for dir in [Direction::Up, Direction::Down] {
+                    let t = self.traffic.by_state.get(s.state as usize).and_then(|x| x.get(s.sub as usize)).and_then(|x| x[dir as usize].as_ref());
+                    if let Some((idt, size)) = t.and_then(|t| Some((t.idt.mean_estimate()?, t.size.mean_estimate()?))).filter(|(m, _)| *m > 0.0) {
+                        out[p % n][dir as usize] += secs * 1e3 / idt * size * 8.0;
+                    }
+                }
+            }
+        }
+        let secs = self.duration_s.max(1e-9);
+        out.iter_mut().for_each(|h| h.iter_mut().for_each(|x| *x /= secs));
+        out
+    }
+
     /// [`Players::planned_apdus`] of the players from `from` on (those planned later).
     pub fn planned_apdus_from(&self, from: u32) -> Vec<[u64; 2]> {
         (from..self.len()).map(|p| [self.schedule(p, Direction::Up).count() as u64, self.schedule(p, Direction::Down).count() as u64]).collect()

@@ -38,12 +38,14 @@ mod change;
 mod dot;
 pub mod external;
 pub mod partition;
+mod paths;
 mod subnet;
 pub use subnet::Subnet;
 pub mod routing;
 mod write;
 pub use change::LinkChange;
 pub use dot::{addresses, collapsed, dot, GROUP_ABOVE};
+pub use paths::Crossing;
 use serde::{Deserialize, Serialize};
 pub use write::{parse, render};
 

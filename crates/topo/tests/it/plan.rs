@@ -258,3 +258,29 @@ fn a_queue_is_finite_unless_asked_to_be_unbounded() {
     assert!(rate.apply(&unbounded, false).unwrap().queue_unbounded);
     assert_eq!(rate.apply(&back, false).unwrap().queue_limit(), Some(25_000), "the default follows the rate");
 }
+
+/// The links between two nodes, in order and in the direction crossed: from a client of the
+/// ISP example through its switch and both routers to the server, and back the other way.
+#[test]
+fn a_path_names_the_links_it_crosses_and_their_direction() {
+    let p = plan(&example("isp.toml"), "isp.toml", "x").unwrap();
+    let (c, s) = (p.hosts_of("client").unwrap()[7], p.node("server").unwrap());
+    let names = |path: &[horde_topo::Crossing]| {
+        path.iter()
+            .map(|x| {
+                let l = &p.links[x.link];
+                let (from, to) = if x.forward { (l.a.node, l.b.node) } else { (l.b.node, l.a.node) };
+                format!("{}>{}", p.nodes[from].name, p.nodes[to].name)
+            })
+            .collect::<Vec<_>>()
+    };
+    let up = p.path_links(c, s).unwrap();
+    assert_eq!(names(&up), [format!("{}>sw1", p.nodes[c].name), "sw1>r1".into(), "r1>r2".into(), "r2>server".into()]);
+    let r12 = up[2];
+    assert!(r12.forward && p.links[r12.link].ab.rate_bps == Some(20_000_000), "r1 → r2 is the rated link's a → b");
+    let down = p.path_links(s, c).unwrap();
+    assert_eq!(down.len(), 4);
+    assert!(!down[1].forward && down[1].link == r12.link, "back across it from b to a");
+    assert_eq!(p.path_links(s, s), Some(Vec::new()));
+    assert_eq!(p.path_links(s, 10_000), None);
+}
