@@ -9,6 +9,7 @@
 //! they keep answering consent probes ([`consent`]); with a run key, hellos not made with the key
 //! are dropped without an answer.
 
+pub mod admission;
 pub mod auth;
 pub mod conn;
 pub mod consent;

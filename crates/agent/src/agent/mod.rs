@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -56,15 +56,25 @@ struct Shared {
     seen_runs: Mutex<VecDeque<String>>,
     busy: AtomicBool,
     metrics: Arc<Metrics>,
-    handshakes: AtomicU64,
-    /// Handshakes in progress per source address.
-    per_ip: Mutex<std::collections::HashMap<std::net::IpAddr, u32>>,
+    /// Who may hold a place before authenticating (one policy for every listener), on the
+    /// clock since the agent started; and the pending connections' sockets, to close one that
+    /// is evicted.
+    admission: Mutex<(Instant, horde_proto::admission::Admission)>,
+    pending: Mutex<std::collections::HashMap<horde_proto::admission::Id, TcpStream>>,
     /// Refusals are told at most once per interval, the others counted (an attacker's flood of
     /// connections must not become a flood of log lines: 230 a second before).
     quiet: Mutex<(Instant, horde_proto::quiet::Quiet)>,
 }
 
 impl Shared {
+    /// A pending connection ended (see [`horde_proto::admission::Outcome`]).
+    fn finished(&self, id: horde_proto::admission::Id, outcome: horde_proto::admission::Outcome) {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        let mut a = self.admission.lock().unwrap_or_else(|p| p.into_inner());
+        let now = a.0.elapsed().as_nanos() as u64;
+        a.1.finished(id, outcome, now);
+    }
+
     /// Counts a refused connection and tells it as `peer: reason`, unless one of the same
     /// reason was told in this interval.
     fn refused(&self, log: &(dyn Fn(&str) + Sync), peer: SocketAddr, reason: &str) {
@@ -82,7 +92,7 @@ const SEEN_RUNS: usize = 4096;
 /// enough that silent connections free their place soon.
 const HANDSHAKE_WITHIN: Duration = Duration::from_secs(3);
 /// Handshakes one source address may have in progress at once.
-const HANDSHAKES_PER_IP: u32 = 4;
+const HANDSHAKES_PER_IP: usize = 4;
 
 /// Runs the agent until `stop`. `log` gets one line per event (connections, refusals, runs).
 pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
@@ -98,8 +108,11 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
         seen_runs: Mutex::new(VecDeque::new()),
         busy: AtomicBool::new(false),
         metrics: Arc::new(Metrics::default()),
-        handshakes: AtomicU64::new(0),
-        per_ip: Mutex::new(std::collections::HashMap::new()),
+        admission: Mutex::new((
+            Instant::now(),
+            horde_proto::admission::Admission::new(horde_proto::admission::AdmissionConfig::new(opts.max_handshakes, HANDSHAKES_PER_IP)),
+        )),
+        pending: Mutex::new(std::collections::HashMap::new()),
         quiet: Mutex::new((Instant::now(), Default::default())),
     });
     log(&format!(
@@ -130,26 +143,32 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
             }
             match listener.accept() {
                 Ok((stream, peer)) => {
-                    if shared.handshakes.load(Ordering::Relaxed) >= opts.max_handshakes as u64 {
-                        shared.refused(log, peer, &format!("refused: {} handshakes already in progress", opts.max_handshakes));
-                        continue;
-                    }
-                    // One address may hold only a few handshakes: silent connections from one
-                    // host cannot lock every controller out.
-                    {
-                        let mut per = shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-                        let n = per.entry(peer.ip()).or_insert(0);
-                        if *n >= HANDSHAKES_PER_IP {
-                            drop(per);
-                            shared.refused(log, peer, &format!("refused: {HANDSHAKES_PER_IP} handshakes from {} already in progress", peer.ip()));
+                    // Silent or slow connections cannot hold every place, from one address or
+                    // many: the oldest past its grace makes room, and its address is penalised.
+                    let offer = {
+                        let mut a = shared.admission.lock().unwrap_or_else(|p| p.into_inner());
+                        let now = a.0.elapsed().as_nanos() as u64;
+                        a.1.offer(peer.ip(), now)
+                    };
+                    let id = match offer {
+                        horde_proto::admission::Offer::Refuse(why) => {
+                            shared.refused(log, peer, &format!("refused: {why}"));
                             continue;
                         }
-                        *n += 1;
-                    }
-                    shared.handshakes.fetch_add(1, Ordering::Relaxed);
+                        horde_proto::admission::Offer::Admit { id, evict } => {
+                            let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+                            if let Some(old) = evict.and_then(|old| pending.remove(&old)) {
+                                let _ = old.shutdown(std::net::Shutdown::Both);
+                            }
+                            if let Ok(c) = stream.try_clone() {
+                                pending.insert(id, c);
+                            }
+                            id
+                        }
+                    };
                     let (cfg, shared) = (cfg.clone(), shared.clone());
                     s.spawn(move || {
-                        let r = connection(stream, peer, cfg, &shared, opts, stop, log);
+                        let r = connection(stream, peer, id, cfg, &shared, opts, stop, log);
                         if let Err(e) = r {
                             shared.refused(log, peer, &format!("{e:#}"));
                         }
@@ -168,29 +187,27 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
 
 /// One connection: the handshake (bounded in time), then a session if the peer is a
 /// controller of this authority and the agent is free.
+#[allow(clippy::too_many_arguments)] // the connection's own state: its socket, peer and place
 fn connection(
     mut tcp: TcpStream,
     peer: SocketAddr,
+    id: horde_proto::admission::Id,
     cfg: Arc<rustls::ServerConfig>,
     shared: &Shared,
     opts: &AgentOptions,
     stop: &AtomicBool,
     log: &(dyn Fn(&str) + Sync),
 ) -> anyhow::Result<()> {
-    struct Done<'a>(&'a Shared, std::net::IpAddr);
+    use horde_proto::admission::Outcome;
+    // A handshake that ends without a controller (an error, its deadline) penalises its
+    // address; one that succeeds leaves the budget.
+    struct Done<'a>(&'a Shared, horde_proto::admission::Id, Outcome);
     impl Drop for Done<'_> {
         fn drop(&mut self) {
-            self.0.handshakes.fetch_sub(1, Ordering::Relaxed);
-            let mut per = self.0.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(n) = per.get_mut(&self.1) {
-                *n -= 1;
-                if *n == 0 {
-                    per.remove(&self.1);
-                }
-            }
+            self.0.finished(self.1, self.2);
         }
     }
-    let handshaking = Done(shared, peer.ip());
+    let mut handshaking = Done(shared, id, Outcome::Failed);
     tcp.set_nonblocking(false)?;
     tcp.set_nodelay(true)?;
     let mut conn = rustls::ServerConnection::new(cfg).context("TLS")?;
@@ -208,6 +225,7 @@ fn connection(
             anyhow::bail!("refused: {}", crate::tls::describe(&e));
         }
     }
+    handshaking.2 = Outcome::Authenticated;
     drop(handshaking);
     let mut tls = rustls::StreamOwned::new(conn, tcp);
     if shared.busy.swap(true, Ordering::AcqRel) {

@@ -402,6 +402,39 @@ fn silent_connections_from_one_host_cannot_lock_controllers_out() {
     let r = hello(a.addr, tls_client(&creds, Some(&creds)), env!("CARGO_PKG_VERSION"));
     assert!(matches!(r, Ok(ToController::Hello { .. })), "{r:?}");
     assert!(t.elapsed() < Duration::from_secs(2), "the controller waited {:?}", t.elapsed());
-    assert!(a.logged("handshakes from 127.0.0.9 already in progress"), "the flood was refused per address");
+    assert!(a.logged("4 unauthenticated connections from this address already"), "the flood was refused per address");
+    drop(silent);
+}
+
+/// Issue 47: 64 silent connections from 16 addresses (four each, the most one address may
+/// hold) against the agent's 16 places. The oldest silent one past its grace makes room for
+/// a controller, and its address is penalised: 20 controllers in a row get in, each within 2 s.
+#[test]
+fn silent_connections_from_many_addresses_cannot_lock_controllers_out() {
+    let d = tmp("silent16");
+    let creds = d.join("creds");
+    horde_agent::tls::keygen(&creds, 1).unwrap();
+    let a = Agent::start("127.0.0.2", &creds, &d, "s16", env!("CARGO_PKG_VERSION"));
+    let silent_from = |k: u8| {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+        s.bind(&SocketAddr::from(([127, 0, 1, 10 + k % 16], 0)).into()).ok()?;
+        s.connect(&a.addr.into()).ok()?;
+        Some(std::net::TcpStream::from(s))
+    };
+    let mut silent: Vec<std::net::TcpStream> = (0..64).filter_map(silent_from).collect();
+    assert_eq!(silent.len(), 64);
+    std::thread::sleep(Duration::from_millis(700));
+    let mut within = 0;
+    for k in 0..20u8 {
+        let t = Instant::now();
+        let r = hello(a.addr, tls_client(&creds, Some(&creds)), env!("CARGO_PKG_VERSION"));
+        if matches!(r, Ok(ToController::Hello { .. })) && t.elapsed() < Duration::from_secs(2) {
+            within += 1;
+        }
+        // the attackers come back each time
+        silent.extend((0..4).filter_map(|j| silent_from(k * 4 + j)));
+    }
+    assert!(within >= 19, "{within} of 20 controllers got in within 2 s");
+    assert!(a.logged("penalised for"), "the silent addresses were penalised");
     drop(silent);
 }
