@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use horde_proto::admission as adm;
 use horde_proto::{LogSide, RunKey};
 use horde_wire::log::{Gap, GapReason};
 use horde_wire::logstream::{AnswerStatus, Frame, FrameDecoder, LogAnswer, LogHello, HELLO_FIXED, KEEPALIVE_NS, NAME_MAX};
@@ -122,6 +123,10 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
     let sources = AtomicUsize::new(0);
     let conns = AtomicUsize::new(0);
     let names = Mutex::new(());
+    // Who may hold one of the PENDING places before proving the run key: four per address,
+    // the oldest silent one past its grace evicted for a newcomer (its address penalised).
+    let places = Mutex::new((adm::Admission::new(adm::AdmissionConfig::new(PENDING, 4)), std::collections::HashMap::<adm::Id, TcpStream>::new()));
+    let now = || started.elapsed().as_nanos() as u64;
     std::thread::scope(|scope| {
         while !stop.load(Ordering::Relaxed) && opts.duration.is_none_or(|d| started.elapsed() < d) {
             let (sock, peer) = match listener.accept() {
@@ -141,10 +146,35 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
                 report.lock().expect("report").busy += 1;
                 continue;
             }
+            let id = {
+                let mut p = places.lock().unwrap_or_else(|e| e.into_inner());
+                match p.0.offer(peer.ip(), now()) {
+                    adm::Offer::Refuse(_) => {
+                        drop(p);
+                        report.lock().expect("report").unauthenticated += 1;
+                        continue;
+                    }
+                    adm::Offer::Admit { id, evict } => {
+                        if let Some(old) = evict.and_then(|old| p.1.remove(&old)) {
+                            let _ = old.shutdown(std::net::Shutdown::Both);
+                        }
+                        if let Ok(c) = sock.try_clone() {
+                            p.1.insert(id, c);
+                        }
+                        id
+                    }
+                }
+            };
+            let (places, now) = (&places, &now);
+            let proved = move |ok: bool| {
+                let mut p = places.lock().unwrap_or_else(|e| e.into_inner());
+                p.1.remove(&id);
+                p.0.finished(id, if ok { adm::Outcome::Authenticated } else { adm::Outcome::Closed }, now());
+            };
             conns.fetch_add(1, Ordering::Relaxed);
             let (cfg, report, sources, conns, names, note) = (cfg.clone(), &report, &sources, &conns, &names, &note);
             let spawned = std::thread::Builder::new().name("horde-logd-src".into()).spawn_scoped(scope, move || {
-                let r = source(sock, peer, cfg, opts, stop, sources, names);
+                let r = source(sock, peer, cfg, opts, stop, sources, names, &proved);
                 conns.fetch_sub(1, Ordering::Relaxed);
                 let mut rep = report.lock().expect("report");
                 match r {
@@ -158,6 +188,9 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
             });
             if spawned.is_err() {
                 conns.fetch_sub(1, Ordering::Relaxed);
+                let mut p = places.lock().unwrap_or_else(|e| e.into_inner());
+                p.1.remove(&id);
+                p.0.finished(id, adm::Outcome::Closed, now());
             }
         }
     });
@@ -175,6 +208,7 @@ enum Admission {
 
 type Tls = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
 
+#[allow(clippy::too_many_arguments)] // the connection, the server's settings and its shared counts
 fn source(
     tcp: TcpStream,
     peer: SocketAddr,
@@ -183,8 +217,12 @@ fn source(
     stop: &AtomicBool,
     sources: &AtomicUsize,
     names: &Mutex<()>,
+    proved: &dyn Fn(bool),
 ) -> Admission {
-    let Some((mut tls, hello)) = admit(tcp, cfg, &opts.key) else {
+    let admitted = admit(tcp, cfg, &opts.key);
+    // its place before the proof is free again, either way
+    proved(admitted.is_some());
+    let Some((mut tls, hello)) = admitted else {
         return Admission::Refused;
     };
     let b = tls.conn.export_keying_material([0u8; 32], LogSide::EXPORTER_LABEL, None).unwrap_or([0; 32]);

@@ -89,10 +89,16 @@ pub fn sample(m: &Metrics, stop: &AtomicBool) {
 
 /// Answers `GET /metrics` until `stop`; anything else gets 404, a malformed request 400.
 pub fn serve(l: TcpListener, m: &Metrics, stop: &AtomicBool) {
+    use horde_proto::admission::{Admission, AdmissionConfig, Offer, Outcome};
     let busy = std::sync::atomic::AtomicUsize::new(0);
+    // A client holds a place until its request has come (a probe sends it at once): slow ones
+    // from one address or many cannot hold every place, the oldest past its grace makes room.
+    let places = std::sync::Mutex::new((Admission::new(AdmissionConfig::new(MAX_CLIENTS, 4)), std::collections::HashMap::new()));
+    let started = Instant::now();
+    let now = || started.elapsed().as_nanos() as u64;
     std::thread::scope(|s| {
         while !stop.load(Ordering::Relaxed) {
-            let (c, _) = match l.accept() {
+            let (c, peer) = match l.accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     std::thread::sleep(Duration::from_millis(20));
@@ -105,13 +111,35 @@ pub fn serve(l: TcpListener, m: &Metrics, stop: &AtomicBool) {
             };
             // Many clients at once, each on its own thread with its own deadline: one slow
             // client cannot hold up the readiness probe. Past the cap, newcomers are closed.
-            if busy.load(Ordering::Relaxed) >= MAX_CLIENTS {
+            if busy.load(Ordering::Relaxed) >= 2 * MAX_CLIENTS {
                 continue;
             }
+            let id = {
+                let mut p = places.lock().unwrap_or_else(|e| e.into_inner());
+                match p.0.offer(peer.ip(), now()) {
+                    Offer::Refuse(_) => continue,
+                    Offer::Admit { id, evict } => {
+                        if let Some(old) = evict.and_then(|old| p.1.remove(&old)) {
+                            let _ = std::net::TcpStream::shutdown(&old, std::net::Shutdown::Both);
+                        }
+                        if let Ok(k) = c.try_clone() {
+                            p.1.insert(id, k);
+                        }
+                        id
+                    }
+                }
+            };
             busy.fetch_add(1, Ordering::Relaxed);
-            let busy = &busy;
+            let (busy, places, now) = (&busy, &places, &now);
             s.spawn(move || {
-                answer(c, m);
+                let done = |outcome| {
+                    let mut p = places.lock().unwrap_or_else(|e| e.into_inner());
+                    p.1.remove(&id);
+                    p.0.finished(id, outcome, now());
+                };
+                let late = !answer(c, m, &|| done(Outcome::Authenticated));
+                // gone or timed out before its request (a place already left is not counted again)
+                done(if late { Outcome::TimedOut } else { Outcome::Closed });
                 busy.fetch_sub(1, Ordering::Relaxed);
             });
         }
@@ -123,7 +151,9 @@ const MAX_CLIENTS: usize = 64;
 /// How long one client may take to send its request: 2 s.
 const REQUEST_WITHIN: Duration = Duration::from_secs(2);
 
-fn answer(mut c: std::net::TcpStream, m: &Metrics) {
+/// Reads one request within [`REQUEST_WITHIN`] and answers it; `came` is told when the request
+/// head has come. False when the client did not send it in time.
+fn answer(mut c: std::net::TcpStream, m: &Metrics, came: &dyn Fn()) -> bool {
     let _ = c.set_nonblocking(false);
     let _ = c.set_write_timeout(Some(Duration::from_secs(1)));
     let mut head = Vec::new();
@@ -132,7 +162,7 @@ fn answer(mut c: std::net::TcpStream, m: &Metrics) {
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") && head.len() < MAX_HEAD {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return;
+            return false;
         }
         let _ = c.set_read_timeout(Some(left));
         match c.read(&mut buf) {
@@ -140,7 +170,12 @@ fn answer(mut c: std::net::TcpStream, m: &Metrics) {
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
     }
+    if Instant::now() >= deadline {
+        return false;
+    }
+    came();
     let _ = c.write_all(respond(&head, m).as_bytes());
+    true
 }
 
 /// The response to a request head.

@@ -79,6 +79,11 @@ fn refused(r: Refused) -> Response {
     refuse(status, r.to_string())
 }
 
+/// Marks a response to a request that showed the token: its connection has authenticated
+/// and no longer counts against the unauthenticated places (`crate::serve`).
+#[derive(Clone, Copy, Debug)]
+pub struct Authenticated;
+
 async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let verdict = {
         let h = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok());
@@ -107,10 +112,12 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
             if let Ok(v) = HeaderValue::from_str(&cookie) {
                 r.headers_mut().insert(header::SET_COOKIE, v);
             }
+            r.extensions_mut().insert(Authenticated);
             r
         }
         Ok(_) => {
             let mut r = next.run(req).await;
+            r.extensions_mut().insert(Authenticated);
             let h = r.headers_mut();
             h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));

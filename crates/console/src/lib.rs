@@ -16,7 +16,9 @@
 //!
 //! Security: loopback by default; beyond loopback only when asked (`public`) and only over TLS
 //! (`tls.rs`: a certificate from files, or a self-made one); a fresh token per start; at most
-//! [`MAX_CONNECTIONS`] connections, a TLS handshake and a request's headers within 10 s each,
+//! [`MAX_CONNECTIONS`] connections, of them [`MAX_UNAUTHENTICATED`] before the token is shown
+//! (per address and with eviction of the oldest silent one: [`horde_proto::admission`]), a TLS
+//! handshake and a request's headers within 10 s each,
 //! bodies within [`api::MAX_BODY`].
 
 pub mod api;
@@ -146,18 +148,78 @@ pub fn start(opts: Options, hub: Arc<hub::Hub>) -> anyhow::Result<Console> {
     Ok(Console { addr, url, cert, hub, shutdown: Some(tx), thread: Some(thread) })
 }
 
+/// Connections that have not yet shown the token, at most (the rest of [`MAX_CONNECTIONS`] is
+/// for those that have), and how many of them one address may hold.
+pub const MAX_UNAUTHENTICATED: usize = 32;
+const UNAUTHENTICATED_PER_SOURCE: usize = 4;
+
+/// Who holds a place before showing the token ([`horde_proto::admission`]), on the clock since
+/// the console started, and each pending connection's task (aborted when it is evicted).
+struct Places {
+    since: std::time::Instant,
+    admission: horde_proto::admission::Admission,
+    tasks: std::collections::HashMap<horde_proto::admission::Id, tokio::task::AbortHandle>,
+}
+
+impl Places {
+    fn finished(&mut self, id: horde_proto::admission::Id, outcome: horde_proto::admission::Outcome) {
+        self.tasks.remove(&id);
+        let now = self.since.elapsed().as_nanos() as u64;
+        self.admission.finished(id, outcome, now);
+    }
+}
+
+fn lock(p: &std::sync::Mutex<Places>) -> std::sync::MutexGuard<'_, Places> {
+    p.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 async fn serve(listener: std::net::TcpListener, router: axum::Router, tls: Option<tokio_rustls::TlsAcceptor>, mut stop: tokio::sync::oneshot::Receiver<()>) {
+    use horde_proto::admission::{Admission, AdmissionConfig, Offer, Outcome};
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let places = Arc::new(std::sync::Mutex::new(Places {
+        since: std::time::Instant::now(),
+        admission: Admission::new(AdmissionConfig::new(MAX_UNAUTHENTICATED, UNAUTHENTICATED_PER_SOURCE)),
+        tasks: Default::default(),
+    }));
     loop {
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             _ = &mut stop => return,
-            a = listener.accept() => match a { Ok((tcp, _)) => tcp, Err(_) => { tokio::time::sleep(Duration::from_millis(50)).await; continue } },
+            a = listener.accept() => match a { Ok(x) => x, Err(_) => { tokio::time::sleep(Duration::from_millis(50)).await; continue } },
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
-        let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+        // Silent or slow connections cannot hold every place: the oldest unauthenticated one
+        // past its grace makes room, and its address is penalised. One that showed the token
+        // no longer counts.
+        let id = {
+            let mut p = lock(&places);
+            let now = p.since.elapsed().as_nanos() as u64;
+            match p.admission.offer(peer.ip(), now) {
+                Offer::Refuse(_) => continue,
+                Offer::Admit { id, evict } => {
+                    if let Some(t) = evict.and_then(|old| p.tasks.remove(&old)) {
+                        t.abort();
+                    }
+                    id
+                }
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            lock(&places).finished(id, Outcome::Closed);
+            continue;
+        };
+        let shown = places.clone();
+        let router = tower::ServiceExt::<hyper::Request<hyper::body::Incoming>>::map_response(router.clone(), move |r: axum::response::Response| {
+            if r.extensions().get::<api::Authenticated>().is_some() {
+                lock(&shown).finished(id, Outcome::Authenticated);
+            }
+            r
+        });
+        let svc = hyper_util::service::TowerToHyperService::new(router);
         let tls = tls.clone();
-        tokio::spawn(async move {
+        let ended = places.clone();
+        // held while the task starts and is filed: its end (which takes the lock) comes after
+        let mut p = lock(&places);
+        let task = tokio::spawn(async move {
             let _slot = slot;
             match tls {
                 None => connection(hyper_util::rt::TokioIo::new(tcp), svc).await,
@@ -168,7 +230,10 @@ async fn serve(listener: std::net::TcpListener, router: axum::Router, tls: Optio
                     }
                 }
             }
+            // gone without showing the token (a place already left is not counted again)
+            lock(&ended).finished(id, Outcome::Closed);
         });
+        p.tasks.insert(id, task.abort_handle());
     }
 }
 

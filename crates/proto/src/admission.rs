@@ -11,9 +11,9 @@
 //!   **oldest pending connection past its grace** (a legitimate handshake takes milliseconds:
 //!   one still pending after `grace_ns` is silent or slow) — so silent connections cannot hold
 //!   every place, however many addresses they come from;
-//! - a source whose connection was evicted, or failed to authenticate, is **penalised**: refused
-//!   for `penalty_ns`, so an attacker who churns connections to keep them young loses its
-//!   addresses one after the other instead of the listener losing its users.
+//! - a source whose connection was evicted, or held its place until its deadline, is
+//!   **penalised**: refused for `penalty_ns`, so an attacker who churns connections to keep them
+//!   young loses its addresses one after the other instead of the listener losing its users.
 //!
 //! Memory is bounded: at most `pending` connections and [`MAX_PENALTIES`] penalised sources are
 //! kept (beyond that the penalty that ends first is forgotten).
@@ -32,7 +32,7 @@ pub struct AdmissionConfig {
     pub per_source: usize,
     /// A pending connection older than this may be evicted for a newcomer.
     pub grace_ns: u64,
-    /// A source whose connection was evicted or failed to authenticate is refused this long.
+    /// A source whose connection was evicted or timed out unauthenticated is refused this long.
     pub penalty_ns: u64,
 }
 
@@ -62,9 +62,12 @@ pub enum Offer {
 pub enum Outcome {
     /// It proved who it is: it no longer counts against the budget.
     Authenticated,
-    /// It failed to (a bad certificate or token, its deadline): its source is penalised.
-    Failed,
-    /// It went away before proving anything, or was closed for a reason not its own.
+    /// It held its place until its deadline without proving anything (silent or slow): its
+    /// source is penalised.
+    TimedOut,
+    /// It went away, or was refused (a wrong key or certificate: a mistake refused at once,
+    /// which held its place for a moment only, is not penalised — a user behind the same
+    /// address would pay for it).
     Closed,
 }
 
@@ -104,7 +107,7 @@ impl Admission {
         if let Some(&until) = self.penalties.get(&src) {
             if until > now_ns {
                 return Offer::Refuse(format!(
-                    "penalised for {:.0} s more: a connection from this address was evicted or failed to authenticate",
+                    "penalised for {:.0} s more: a connection from this address held its place without authenticating",
                     (until - now_ns) as f64 / 1e9
                 ));
             }
@@ -137,7 +140,7 @@ impl Admission {
     /// Pending connection `id` ended as `outcome` at `now_ns` (unknown ids — evicted already —
     /// are ignored).
     pub fn finished(&mut self, id: Id, outcome: Outcome, now_ns: u64) {
-        self.end(id, outcome == Outcome::Failed, now_ns);
+        self.end(id, outcome == Outcome::TimedOut, now_ns);
     }
 
     /// Pending connections now, and penalised sources kept.
@@ -218,17 +221,19 @@ mod tests {
     }
 
     #[test]
-    fn one_source_holds_at_most_its_share_and_a_failure_is_penalised() {
+    fn one_source_holds_at_most_its_share_and_a_timeout_is_penalised() {
         let mut a = Admission::new(cfg());
         let ids: Vec<Id> = (0..4).map(|_| if let Offer::Admit { id, .. } = a.offer(ip(9), 0) { id } else { panic!() }).collect();
         assert!(matches!(a.offer(ip(9), 0), Offer::Refuse(m) if m.contains("4 unauthenticated connections from this address")));
         a.finished(ids[0], Outcome::Closed, 1);
         assert!(matches!(a.offer(ip(9), 2), Offer::Admit { .. }), "a closed one frees its place, unpenalised");
-        a.finished(ids[1], Outcome::Failed, 3);
+        a.finished(ids[2], Outcome::Closed, 3);
+        assert!(matches!(a.offer(ip(9), 3), Offer::Admit { .. }), "a refused mistake is not penalised");
+        a.finished(ids[1], Outcome::TimedOut, 3);
         assert!(matches!(a.offer(ip(9), 4), Offer::Refuse(m) if m.contains("penalised for 10 s")));
         assert!(matches!(a.offer(ip(9), 3 + 10_000 * MS), Offer::Admit { .. }), "the penalty ends");
         // an evicted id's later end is ignored
-        a.finished(999, Outcome::Failed, 5);
+        a.finished(999, Outcome::TimedOut, 5);
     }
 
     #[test]
@@ -246,7 +251,7 @@ mod tests {
         for k in 0..(MAX_PENALTIES as u32 + 100) {
             let src = IpAddr::from((0x0a00_0000 + k).to_be_bytes());
             if let Offer::Admit { id, .. } = a.offer(src, u64::from(k)) {
-                a.finished(id, Outcome::Failed, u64::from(k));
+                a.finished(id, Outcome::TimedOut, u64::from(k));
             }
         }
         assert!(a.counts().1 <= MAX_PENALTIES);

@@ -43,7 +43,8 @@ pub struct AgentOptions {
     pub metrics: Option<SocketAddr>,
     /// Keep each run's directory after its logs were collected.
     pub keep: bool,
-    /// Most connections in their handshake at once (more are closed at once).
+    /// Most connections in their handshake at once: beyond, the oldest past its grace makes
+    /// room ([`horde_proto::admission`]).
     pub max_handshakes: usize,
     /// The version it reports and requires of controllers (this build's; tests change it).
     pub version: String,
@@ -199,15 +200,15 @@ fn connection(
     log: &(dyn Fn(&str) + Sync),
 ) -> anyhow::Result<()> {
     use horde_proto::admission::Outcome;
-    // A handshake that ends without a controller (an error, its deadline) penalises its
-    // address; one that succeeds leaves the budget.
+    // A handshake that reaches its deadline penalises its address; one that is refused frees
+    // its place; one that succeeds leaves the budget.
     struct Done<'a>(&'a Shared, horde_proto::admission::Id, Outcome);
     impl Drop for Done<'_> {
         fn drop(&mut self) {
             self.0.finished(self.1, self.2);
         }
     }
-    let mut handshaking = Done(shared, id, Outcome::Failed);
+    let mut handshaking = Done(shared, id, Outcome::Closed);
     tcp.set_nonblocking(false)?;
     tcp.set_nodelay(true)?;
     let mut conn = rustls::ServerConnection::new(cfg).context("TLS")?;
@@ -215,11 +216,15 @@ fn connection(
     while conn.is_handshaking() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
+            handshaking.2 = Outcome::TimedOut;
             anyhow::bail!("refused: no TLS handshake within {} s", HANDSHAKE_WITHIN.as_secs());
         }
         tcp.set_read_timeout(Some(left))?;
         tcp.set_write_timeout(Some(left))?;
         if let Err(e) = conn.complete_io(&mut tcp) {
+            if Instant::now() >= deadline {
+                handshaking.2 = Outcome::TimedOut;
+            }
             // Tell the peer why, where TLS lets us (an alert is queued).
             let _ = conn.write_tls(&mut tcp);
             anyhow::bail!("refused: {}", crate::tls::describe(&e));

@@ -7,4 +7,5 @@ mod common;
 mod control;
 mod emu_requests;
 mod hostile_agent;
+mod places;
 mod root;

@@ -383,3 +383,31 @@ fn a_killed_console_leaves_no_run_behind() {
     }
     assert!(!tree.iter().any(alive), "left running after the console was killed: {:?}", tree.iter().filter(|p| alive(p)).collect::<Vec<_>>());
 }
+
+/// Issue 47: 64 connections that never send a request, from 16 addresses (four each), held
+/// open. The oldest silent one past its grace makes room, and its address is penalised: 20
+/// requests with the token in a row are answered, each within 2 s (before: 1 of 21).
+#[test]
+fn silent_connections_cannot_lock_token_holders_out() {
+    let dir = Scratch::new("ui-silent");
+    let c = console(&dir.path("runs"));
+    let silent_from = |k: u8| {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+        s.bind(&std::net::SocketAddr::from(([127, 0, 1, 10 + k % 16], 0)).into()).ok()?;
+        s.connect(&c.addr.into()).ok()?;
+        Some(std::net::TcpStream::from(s))
+    };
+    let mut silent: Vec<std::net::TcpStream> = (0..64).filter_map(silent_from).collect();
+    assert_eq!(silent.len(), 64);
+    std::thread::sleep(Duration::from_millis(700));
+    let mut answered = 0;
+    for k in 0..20u8 {
+        let t = std::time::Instant::now();
+        if authed(&c, "GET", "/api/v1/runs", "").status == 200 && t.elapsed() < Duration::from_secs(2) {
+            answered += 1;
+        }
+        silent.extend((0..4).filter_map(|j| silent_from(k * 4 + j)));
+    }
+    assert!(answered >= 19, "{answered} of 20 token holders answered within 2 s");
+    drop(silent);
+}
