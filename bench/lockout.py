@@ -165,11 +165,11 @@ def report(rows_file, results):
     cell = {(r["listener"], r["build"]): r for r in rows}
     machine = f"{os.cpu_count()} cores, kernel {os.uname().release}"
     out = ["<!-- lockout -->", "### D. Lockout: silent or slow connections against every TCP listener (issue 47)", "",
-           f"`sudo -E HORDE_OLD=/path/to/old/horde OLD_LABEL=… bash bench/lockout.sh` ({time.strftime('%Y-%m-%d')}, {machine}, loopback). "
+           f"`HORDE_OLD=/path/to/old/horde OLD_LABEL=… bash bench/lockout.sh` ({time.strftime('%Y-%m-%d')}, {machine}, loopback). "
            f"{HELD} connections that never authenticate (`/ready`: half a request) from {ATTACKERS} addresses "
            f"(127.0.1.10–25, four each) are held open; then {TRIES} legitimate peers try one after the other, the attackers "
            "reconnecting four at a time after each try. A try counts when the peer gets in within 2 s (bench/lockout.py).", "",
-           "| listener | " + " | ".join(f"{b}: in within 2 s" for b in builds) + " | connections held (last build) |",
+           "| listener | " + " | ".join(f"{b}: in within 2 s" for b in builds) + " | attacker connections opened (last build) |",
            "|---|" + "---:|" * (len(builds) + 1)]
     for li in listeners:
         vals = [f"{cell[(li, b)]['ok']} of {TRIES}" if (li, b) in cell else "-" for b in builds]
