@@ -406,13 +406,18 @@ fn report(
     };
     let distributed = horde_scenario::Distributed { live: live_check, ..distributed(p, agent_rows(p, count)) };
     let present = (0..p.fleet.members.len()).filter(|&i| p.fleet.members[i].ok()).flat_map(|i| p.players_of(i)).collect();
+    let links = p.emu.as_ref().and_then(|e| e.links());
     let outcomes = horde_scenario::report::Outcomes {
         client,
         server: server_report,
         usage,
-        links: p.emu.as_ref().and_then(|e| e.links()),
+        links: links.clone(),
         link_series: p.emu.as_ref().map(|e| link_series(e, &p.fleet.link_samples)).unwrap_or_default(),
-        topology_svg: p.emu.as_ref().map(|e| horde_scenario::topology::svg(&e.plan, &e.server_host, horde_emu::fwd::describe)),
+        // the emulated links' settings as they ended (links down across machines are not drawn)
+        topology_svg: p.emu.as_ref().map(|e| {
+            let end = horde_scenario::topology::AtEnd { down: &[], links: links.as_deref().unwrap_or_default() };
+            horde_scenario::topology::svg(&e.plan, &e.server_host, horde_emu::fwd::describe, &end)
+        }),
         interruption,
         present,
         distributed: Some(distributed),

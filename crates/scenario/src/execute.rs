@@ -245,7 +245,12 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
     let server_report = server_report.unwrap_or_else(|| empty_report(&client));
     let links = emu.as_ref().and_then(|e| e.links());
     let link_series = link_series.into_inner().unwrap_or_else(|p| p.into_inner());
-    let topology_svg = emu.as_ref().map(|e| crate::topology::svg(&e.plan, &e.server_name, horde_emu::fwd::describe));
+    let topology_svg = emu.as_ref().map(|e| {
+        // the network as the run left it: links down, and emulated links' settings
+        let down = horde_emu::load(&e.exp).map(|(m, _)| m.down_links).unwrap_or_default();
+        let end = crate::topology::AtEnd { down: &down, links: links.as_deref().unwrap_or_default() };
+        crate::topology::svg(&e.plan, &e.server_name, horde_emu::fwd::describe, &end)
+    });
     let outcomes = Outcomes {
         client,
         server: server_report.clone(),

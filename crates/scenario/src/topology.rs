@@ -1,13 +1,24 @@
 //! A picture of an emulated topology for the report: one box per `[[node]]` entry (a group of
 //! hosts is one box, "client ×600"), in columns by hop distance from the server's entry,
-//! links between entries as lines, emulated links in red with their settings.
+//! links between entries as lines, emulated links in red with their settings as built and, if
+//! the run changed them, as they ended; a link down at the end dashed in grey. A legend says
+//! which is which.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use plotters::prelude::*;
 
-/// The SVG picture of `plan`, with `server` (a node name) at the left.
-pub fn svg(plan: &horde_topo::Plan, server: &str, describe: impl Fn(&horde_impair::LinkSpec) -> String) -> String {
+/// How the run left the network: the links down at its end (indices into the plan's links),
+/// and each emulated link's settings then (the link emulator's counters, by node names).
+#[derive(Default)]
+pub struct AtEnd<'a> {
+    pub down: &'a [usize],
+    pub links: &'a [horde_emu::fwd::LinkReport],
+}
+
+/// The SVG picture of `plan`, with `server` (a node name) at the left, and the network as the
+/// run left it.
+pub fn svg(plan: &horde_topo::Plan, server: &str, describe: impl Fn(&horde_impair::LinkSpec) -> String, end: &AtEnd) -> String {
     // Entries: groups (and single nodes, which are groups of one) by name.
     let mut entry_of = vec![String::new(); plan.nodes.len()];
     for (name, members) in &plan.groups {
@@ -17,16 +28,28 @@ pub fn svg(plan: &horde_topo::Plan, server: &str, describe: impl Fn(&horde_impai
     }
     let entries: Vec<String> = plan.groups.keys().cloned().collect();
     let idx = |name: &str| entries.iter().position(|e| e == name);
-    // Edges between entries, deduplicated, with whether any of them is emulated and a label.
-    let mut edges: BTreeMap<(usize, usize), (bool, String, usize)> = BTreeMap::new();
-    for l in &plan.links {
+    // Edges between entries, deduplicated, with whether any of them is emulated, a label (as
+    // built, and as ended where the run changed it), how many links, and how many are down.
+    let mut edges: BTreeMap<(usize, usize), (bool, String, usize, usize)> = BTreeMap::new();
+    for (li, l) in plan.links.iter().enumerate() {
         let (Some(a), Some(b)) = (idx(&entry_of[l.a.node]), idx(&entry_of[l.b.node])) else { continue };
         let key = (a.min(b), a.max(b));
-        let e = edges.entry(key).or_insert((false, String::new(), 0));
+        let e = edges.entry(key).or_insert((false, String::new(), 0, 0));
         e.2 += 1;
+        e.3 += usize::from(end.down.contains(&li));
         if l.impaired() && !e.0 {
             e.0 = true;
-            e.1 = describe(&l.ab);
+            let built = describe(&l.ab);
+            let (na, nb) = (&plan.nodes[l.a.node].name, &plan.nodes[l.b.node].name);
+            let ended = end.links.iter().find_map(|r| match (&r.a, &r.b) {
+                (x, y) if x == na && y == nb => Some(&r.ab.spec),
+                (x, y) if x == nb && y == na => Some(&r.ba.spec),
+                _ => None,
+            });
+            e.1 = match ended {
+                Some(now) if *now != built => format!("as built: {built}, at the end: {now}"),
+                _ => built,
+            };
         }
     }
     // Columns: hop distance from the server's entry (unreached entries last).
@@ -61,23 +84,41 @@ pub fn svg(plan: &horde_topo::Plan, server: &str, describe: impl Fn(&horde_impai
         rows[*d] += 1;
     }
     let (cw, rh) = (340i32, 110i32);
-    let w = (cols as i32 * cw + 40).max(400) as u32;
-    let h = (rows.iter().max().copied().unwrap_or(1) as i32 * rh + 60) as u32;
+    let w = (cols as i32 * cw + 40).max(800) as u32;
+    let h = (rows.iter().max().copied().unwrap_or(1) as i32 * rh + 90) as u32;
     let centre = |i: usize| (20 + pos[i].0 as i32 * cw + 80, 50 + pos[i].1 as i32 * rh + 20);
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (w, h)).into_drawing_area();
         let _ = root.fill(&WHITE);
         let _ = root.draw(&Text::new(format!("Emulated topology `{}`", plan.name), (20, 10), ("sans-serif", 18).into_font()));
-        for (&(a, b), (emulated, label, n)) in &edges {
+        let (red, grey, down) = (RGBColor(0xd6, 0x27, 0x28), RGBColor(0x55, 0x55, 0x55), RGBColor(0xaa, 0xaa, 0xaa));
+        for (&(a, b), (emulated, label, n, n_down)) in &edges {
             let (pa, pb) = (centre(a), centre(b));
-            let colour = if *emulated { RGBColor(0xd6, 0x27, 0x28) } else { RGBColor(0x55, 0x55, 0x55) };
-            let _ = root.draw(&PathElement::new(vec![pa, pb], colour.stroke_width(2)));
-            let text = match (*emulated, *n > 1) {
+            let colour = if *n_down == *n {
+                down
+            } else if *emulated {
+                red
+            } else {
+                grey
+            };
+            if *n_down == *n {
+                // dashed: a link down at the end
+                for k in 0..20 {
+                    let at = |f: f64| (pa.0 + ((pb.0 - pa.0) as f64 * f) as i32, pa.1 + ((pb.1 - pa.1) as f64 * f) as i32);
+                    let _ = root.draw(&PathElement::new(vec![at(k as f64 / 20.0), at((k as f64 + 0.5) / 20.0)], colour.stroke_width(2)));
+                }
+            } else {
+                let _ = root.draw(&PathElement::new(vec![pa, pb], colour.stroke_width(2)));
+            }
+            let mut text = match (*emulated, *n > 1) {
                 (true, _) => label.clone(),
                 (false, true) => format!("{n} links"),
                 (false, false) => String::new(),
             };
+            if *n_down > 0 {
+                text = if *n > 1 { format!("{n_down} of {n} links down at the end, {text}") } else { format!("down at the end, {text}") };
+            }
             // Below the line's middle, one setting per line.
             let style = ("sans-serif", 12)
                 .into_font()
@@ -103,8 +144,48 @@ pub fn svg(plan: &horde_topo::Plan, server: &str, describe: impl Fn(&horde_impai
             let _ =
                 root.draw(&Text::new(format!("{kind:?}").to_lowercase(), (x - 68, y + 2), ("sans-serif", 12).into_font().color(&RGBColor(0x66, 0x66, 0x66))));
         }
+        // the legend, along the bottom
+        let y = h as i32 - 22;
+        for (k, (colour, what, dashed)) in [
+            (red, "emulated link (settings as built; as they ended if the run changed them)", false),
+            (grey, "plain link", false),
+            (down, "down at the end", true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let x = [20, 500, 620][k];
+            let seg = if dashed { vec![(x, y), (x + 8, y)] } else { vec![(x, y), (x + 24, y)] };
+            let _ = root.draw(&PathElement::new(seg, colour.stroke_width(2)));
+            if dashed {
+                let _ = root.draw(&PathElement::new(vec![(x + 14, y), (x + 24, y)], colour.stroke_width(2)));
+            }
+            let _ = root.draw(&Text::new(what.to_string(), (x + 30, y - 7), ("sans-serif", 12).into_font()));
+        }
         let _ = root.present();
     }
     // Links are the picture's data: marked like chart series, so the page's check counts them.
     buf.replace("stroke-width=\"2\" points=", "class=\"series\" stroke-width=\"2\" points=")
+}
+
+#[cfg(test)]
+mod tests {
+    /// A link down at the end is drawn apart (dashed, grey, said in its label) and the legend
+    /// names it; an emulated link the run changed shows both settings.
+    #[test]
+    fn a_downed_link_and_a_changed_one_are_drawn_as_the_run_left_them() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/topologies/isp.toml")).unwrap();
+        let plan = horde_topo::plan(&text, "isp.toml", "x").unwrap();
+        let r12 = plan.links.iter().position(|l| plan.nodes[l.a.node].name == "r1" && plan.nodes[l.b.node].name == "r2").unwrap();
+        let built = super::svg(&plan, "server", horde_emu::fwd::describe, &super::AtEnd::default());
+        let downs = |svg: &str| svg.matches("down at the end").count();
+        let greys = |svg: &str| svg.to_lowercase().matches("#aaaaaa").count();
+        assert!(downs(&built) == 1 && !built.contains("at the end: ") && built.contains("plain link"), "as built: the legend only");
+        let mut ended = horde_emu::fwd::LinkReport { a: "r1".into(), b: "r2".into(), ab: Default::default(), ba: Default::default() };
+        ended.ab.spec = "rate 20.000 Mbit/s, delay 150.000 ms".into();
+        let down = [r12];
+        let svg = super::svg(&plan, "server", horde_emu::fwd::describe, &super::AtEnd { down: &down, links: std::slice::from_ref(&ended) });
+        assert!(downs(&svg) == 2 && svg.contains("at the end: rate 20.000 Mbit/s") && svg.contains("delay 150.000 ms"), "{svg}");
+        assert!(greys(&svg) > greys(&built) + 10, "drawn dashed in the downed colour");
+    }
 }

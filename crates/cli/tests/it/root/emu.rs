@@ -333,6 +333,9 @@ fn a_link_of_a_running_emulated_scenario_changes_through_the_channel() {
     assert_eq!(events, ["r1–r2 changed", "client1 – sw1: down", "client1 – sw1: up"], "{}", s["network_events"]);
     let chart = std::fs::read_to_string(out.join("charts/link-r1-r2-queue.svg")).unwrap();
     assert!(chart.contains("client1 – sw1: down") && chart.contains("r1–r2 changed"), "the events are marked on the time charts");
+    // The topology picture shows the bottleneck as built and as the run left it (issue 48).
+    let topo = std::fs::read_to_string(out.join("charts/topology.svg")).unwrap();
+    assert!(topo.contains("as built: ") && topo.contains("at the end: ") && topo.contains("250.000 ms") && topo.contains("down at the end"), "{topo}");
     // Upstream APDUs at the server: the link's 20 ± 5 ms (its jitter: a median just under 20 is
     // the link, not a fault) up to 100 ms before the change, ≥ 250 ms a second after it.
     let recs = horde_stats::load(&std::fs::read(out.join("server.hlog")).unwrap()).unwrap().records;
