@@ -56,6 +56,9 @@ pub struct AgentOptions {
 struct Shared {
     seen_runs: Mutex<VecDeque<String>>,
     busy: AtomicBool,
+    /// What the busy session does, since when, and until when at most (an `emu exec` with its
+    /// timeout): told to a controller that finds the agent busy.
+    doing: Mutex<(String, Instant, Option<Instant>)>,
     metrics: Arc<Metrics>,
     /// Who may hold a place before authenticating (one policy for every listener), on the
     /// clock since the agent started; and the pending connections' sockets, to close one that
@@ -108,6 +111,7 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
     let shared = Arc::new(Shared {
         seen_runs: Mutex::new(VecDeque::new()),
         busy: AtomicBool::new(false),
+        doing: Mutex::new((String::new(), Instant::now(), None)),
         metrics: Arc::new(Metrics::default()),
         admission: Mutex::new((
             Instant::now(),
@@ -234,7 +238,12 @@ fn connection(
     drop(handshaking);
     let mut tls = rustls::StreamOwned::new(conn, tcp);
     if shared.busy.swap(true, Ordering::AcqRel) {
-        let _ = tls.write_all(&msg::encode(&ToController::Error { message: format!("agent {} is busy with another controller's run", opts.name) }));
+        let doing = {
+            let d = shared.doing.lock().unwrap_or_else(|p| p.into_inner());
+            let until = d.2.map(|u| format!(", at most {:.0} s more", u.saturating_duration_since(Instant::now()).as_secs_f64().ceil())).unwrap_or_default();
+            format!(" ({} for {:.0} s{until})", d.0, d.1.elapsed().as_secs_f64())
+        };
+        let _ = tls.write_all(&msg::encode(&ToController::Error { message: format!("agent {} is busy with another controller{doing}", opts.name) }));
         let _ = tls.flush();
         anyhow::bail!("refused an authenticated controller: busy with another run");
     }
@@ -244,6 +253,7 @@ fn connection(
             self.0.store(false, Ordering::Release);
         }
     }
+    *shared.doing.lock().unwrap_or_else(|p| p.into_inner()) = (format!("a session of controller {peer}"), Instant::now(), None);
     let _free = Free(&shared.busy);
     log(&format!("controller {peer} authenticated"));
     let r = session(&mut tls, shared, opts, stop, log);
@@ -358,7 +368,13 @@ fn session(
                     }
                 }
                 Action::Emu(req) => {
+                    let before = shared.doing.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    if let msg::EmuRequest::Exec { node, timeout_ms, .. } = req.as_ref() {
+                        let until = (*timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(*timeout_ms));
+                        *shared.doing.lock().unwrap_or_else(|p| p.into_inner()) = (format!("its `emu exec` in node {node}"), Instant::now(), until);
+                    }
                     let reply = emu::handle(*req, opts, tls.sock.local_addr().ok().map(|a| a.ip()), log);
+                    *shared.doing.lock().unwrap_or_else(|p| p.into_inner()) = before;
                     if let Err(e) = write(tls, &msg::encode(&ToController::Emu(Box::new(reply)))) {
                         result = Err(anyhow::anyhow!("writing to the controller: {}", crate::tls::describe(&e)));
                         break 'outer;

@@ -99,12 +99,18 @@ impl Lab {
 
     /// `horde ARGS --agents … --credentials …` from the controller's namespace.
     fn horde(&self, args: &[&str]) -> std::process::Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
         let mut full: Vec<String> = vec!["netns".into(), "exec".into(), self.ns("ctl"), HORDE.into()];
         full.extend(args.iter().map(|s| s.to_string()));
         let at = full.iter().position(|a| a == "--").unwrap_or(full.len());
         let creds = self.dir.join("creds").display().to_string();
         full.splice(at..at, ["--agents".to_string(), self.agents_arg(), "--credentials".into(), creds]);
-        Command::new("ip").args(&full).output().unwrap()
+        let mut c = Command::new("ip");
+        c.args(&full);
+        c
     }
 
     fn ok(&self, args: &[&str]) -> String {
@@ -253,6 +259,18 @@ fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_do
     assert_eq!(out.trim(), "b2");
     let bad = lab.horde(&["emu", "exec", exp, "nosuch", "--", "true"]);
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("no node `nosuch`"), "{}", String::from_utf8_lossy(&bad.stderr));
+    // an agent busy with a long exec says so, and for how long at most (issue 47)
+    let mut long = lab
+        .command(&["emu", "exec", exp, "b2", "--timeout", "3", "--", "sleep", "10"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let busy = lab.horde(&["emu", "exec", exp, "b1", "--", "true"]);
+    let err = String::from_utf8_lossy(&busy.stderr);
+    assert!(!busy.status.success() && err.contains("busy with another controller (its `emu exec` in node b2") && err.contains("at most"), "{err}");
+    let _ = long.wait();
 
     // across the cut each way: the link's delay once (10 ms, not twice) and its loss
     lab.check(exp, "a1", "b1", "10.0.0.4", "ab", 10.0);
