@@ -44,6 +44,8 @@ pub struct LogdOptions {
 
 /// Connections not yet admitted, at most, beside the sources.
 const PENDING: usize = 16;
+/// Logs one server run writes at most: a key holder cannot fill a directory with them.
+const MAX_LOGS: usize = 10_000;
 const HANDSHAKE: Duration = Duration::from_secs(5);
 /// How often a connection's thread looks at the stop flag.
 const POLL: Duration = Duration::from_millis(250);
@@ -85,7 +87,8 @@ pub struct LogdReport {
     /// Connections closed before admission: no valid proof of the run key in time, or not a
     /// log stream.
     pub unauthenticated: u64,
-    /// Sources turned away: `max_sources` were streaming.
+    /// Sources turned away: `max_sources` were streaming, or the server's totals were reached
+    /// (10,000 logs a run; the disk keeps room for two logs at their limit).
     pub busy: u64,
     pub interrupted: bool,
 }
@@ -122,6 +125,7 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
     let report = Mutex::new(LogdReport { listening: bound.to_string(), dir: opts.dir.clone(), ..Default::default() });
     let sources = AtomicUsize::new(0);
     let conns = AtomicUsize::new(0);
+    let logs = AtomicUsize::new(0);
     let names = Mutex::new(());
     // Who may hold one of the PENDING places before proving the run key: four per address,
     // the oldest silent one past its grace evicted for a newcomer (its address penalised).
@@ -172,9 +176,9 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
                 p.0.finished(id, if ok { adm::Outcome::Authenticated } else { adm::Outcome::Closed }, now());
             };
             conns.fetch_add(1, Ordering::Relaxed);
-            let (cfg, report, sources, conns, names, note) = (cfg.clone(), &report, &sources, &conns, &names, &note);
+            let (cfg, report, sources, conns, names, note, logs) = (cfg.clone(), &report, &sources, &conns, &names, &note, &logs);
             let spawned = std::thread::Builder::new().name("horde-logd-src".into()).spawn_scoped(scope, move || {
-                let r = source(sock, peer, cfg, opts, stop, sources, names, &proved);
+                let r = source(sock, peer, cfg, opts, stop, sources, (names, logs), &proved);
                 conns.fetch_sub(1, Ordering::Relaxed);
                 let mut rep = report.lock().expect("report");
                 match r {
@@ -216,7 +220,7 @@ fn source(
     opts: &LogdOptions,
     stop: &AtomicBool,
     sources: &AtomicUsize,
-    names: &Mutex<()>,
+    (names, logs): (&Mutex<()>, &AtomicUsize),
     proved: &dyn Fn(bool),
 ) -> Admission {
     let admitted = admit(tcp, cfg, &opts.key);
@@ -231,6 +235,13 @@ fn source(
         let _ = tls.write_all(&LogAnswer { status, proof }.emit()).and_then(|()| tls.flush());
     };
     if sources.fetch_add(1, Ordering::Relaxed) >= opts.max_sources {
+        sources.fetch_sub(1, Ordering::Relaxed);
+        answer(&mut tls, AnswerStatus::Busy);
+        return Admission::Busy;
+    }
+    // Totals, not only each log's size: the logs of one run, and room left on the disk.
+    let room = horde_sys::fs::available_bytes(&opts.dir).map_or(true, |b| b >= opts.max_bytes.saturating_mul(2));
+    if logs.fetch_add(1, Ordering::Relaxed) >= MAX_LOGS || !room {
         sources.fetch_sub(1, Ordering::Relaxed);
         answer(&mut tls, AnswerStatus::Busy);
         return Admission::Busy;

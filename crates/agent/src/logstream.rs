@@ -149,7 +149,7 @@ impl LogStream {
         }
         match a.status {
             AnswerStatus::Ok => {}
-            AnswerStatus::Busy => bail!("the log server at {server} takes no more sources now (its --max-sources): raise it, or use another log server"),
+            AnswerStatus::Busy => bail!("the log server at {server} takes no more sources now (its --max-sources, or its totals: 10,000 logs a run, room for two logs on its disk): raise it, free its disk, or use another log server"),
             AnswerStatus::Unavailable => bail!("the log server at {server} cannot open a log (see its own output: disk, permissions)"),
         }
         let (tx, rx) = sync_channel::<Msg>(QUEUE);

@@ -46,6 +46,20 @@ pub fn open_beneath(dir: &Path, rel: &str) -> std::io::Result<std::fs::File> {
     Ok(std::fs::File::from(at))
 }
 
+/// Bytes an unprivileged writer may still write on the filesystem that holds `path`
+/// (`statvfs`: available blocks × fragment size).
+pub fn available_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: a valid C string and a zeroed statvfs for the call to fill.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; the kernel writes only into `s`.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +81,10 @@ mod tests {
             assert_eq!(read(bad).unwrap_err().kind(), std::io::ErrorKind::InvalidInput, "{bad}");
         }
         std::fs::remove_dir_all(&d).unwrap();
+    }
+    #[test]
+    fn the_temporary_directory_has_room_and_a_missing_path_is_an_error() {
+        assert!(super::available_bytes(&std::env::temp_dir()).unwrap() > 0);
+        assert!(super::available_bytes(std::path::Path::new("/nonexistent/horde")).is_err());
     }
 }

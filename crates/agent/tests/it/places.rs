@@ -102,3 +102,35 @@ fn slow_clients_cannot_fail_the_readiness_probe() {
         drop(slow);
     });
 }
+
+/// Issue 47: `horde logd` bounds its totals, not only each log: a source whose log could not
+/// fit twice on the disk at its limit is turned away (told the server is busy), nothing written.
+#[test]
+fn a_log_server_keeps_room_on_its_disk() {
+    let dir = std::env::temp_dir().join(format!("horde-logd-room-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let key = horde_proto::RunKey::from_bytes([9; 32]);
+    // a log limit no disk here has twice over
+    let opts = LogdOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        dir: dir.clone(),
+        key: key.clone(),
+        max_sources: 4,
+        max_bytes: 1 << 60,
+        duration: Some(Duration::from_secs(30)),
+    };
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        let server = s.spawn(|| serve(&opts, &stop, move |a| tx.send(a).unwrap(), |_| {}));
+        let addr: SocketAddr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let r = LogStream::connect(addr, &key, horde_wire::Role::Sender, "big");
+        let err = format!("{:#}", r.err().expect("turned away"));
+        assert!(err.contains("takes no more sources now") && err.contains("room for two logs"), "{err}");
+        stop.store(true, Ordering::Relaxed);
+        let report = server.join().unwrap().unwrap();
+        assert_eq!((report.busy, report.sources.len()), (1, 0));
+    });
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "nothing written");
+    let _ = std::fs::remove_dir_all(&dir);
+}
