@@ -54,27 +54,20 @@ pub struct DirectionStats {
     pub jitter_ms: Option<f64>,
     /// The sender's side, from its own records before the network touched anything: what the
     /// generator did. APDUs sent per second per player in this category.
-    #[serde(default)]
     pub departure_rate_per_player: f64,
     /// The departure rate's error against the model's, %.
-    #[serde(default)]
     pub departure_rate_error_pct: Option<f64>,
     /// KS distance of the departed APDUs' sizes to the model's.
-    #[serde(default)]
     pub ks_departure_size: Option<f64>,
     /// Inter-departure times (between consecutive departures of one player within one stay,
     /// from the sender's timestamps): how many, and their KS distance to the model's at its
     /// 1 ms resolution (as [`DirectionStats::ks_iat`]).
-    #[serde(default)]
     pub departure_iat_samples: u64,
-    #[serde(default)]
     pub ks_departure_iat: Option<f64>,
     /// What the path did to the distributions: the two-sample KS distance between what arrived
     /// and what departed — sizes, and inter-arrival against inter-departure times at 1 ms.
     /// About 0 on a path that delays every APDU alike and loses none, whatever the generator did.
-    #[serde(default)]
     pub path_ks_size: Option<f64>,
-    #[serde(default)]
     pub path_ks_iat: Option<f64>,
     /// Empirical CDF points `(value, F)` of sizes and inter-arrival times (ms), for charts.
     pub size_cdf: Vec<(f64, f64)>,

@@ -3,6 +3,7 @@
 //!
 //! Not for `horde` itself: this crate is a dev- and build-dependency only.
 
+mod attack;
 pub mod build;
 mod ids;
 mod procs;
@@ -11,6 +12,7 @@ mod share;
 
 use std::path::{Path, PathBuf};
 
+pub use attack::{crowd, CROWD_ADDRESSES};
 pub use ids::{exp_id, free_port, ifname, unique};
 pub use procs::{descendants, wait_gone};
 pub use sandbox::Sandbox;

@@ -415,12 +415,7 @@ fn silent_connections_from_many_addresses_cannot_lock_controllers_out() {
     let creds = d.join("creds");
     horde_agent::tls::keygen(&creds, 1).unwrap();
     let a = Agent::start("127.0.0.2", &creds, &d, "s16", env!("CARGO_PKG_VERSION"));
-    let silent_from = |k: u8| {
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
-        s.bind(&SocketAddr::from(([127, 0, 1, 10 + k % 16], 0)).into()).ok()?;
-        s.connect(&a.addr.into()).ok()?;
-        Some(std::net::TcpStream::from(s))
-    };
+    let silent_from = |k: u8| horde_testkit::crowd(a.addr, k, b"");
     let mut silent: Vec<std::net::TcpStream> = (0..64).filter_map(silent_from).collect();
     assert_eq!(silent.len(), 64);
     std::thread::sleep(Duration::from_millis(700));

@@ -1,11 +1,66 @@
-//! Issue 47: silent or slow connections cannot lock anyone out of `horde logd` or `/ready`.
+//! Issue 47: silent or slow connections cannot lock anyone out of `horde logd` or `/ready`, and
+//! a log server bounds its totals.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use horde_agent::logd::{serve, LogdOptions};
+use horde_agent::logd::{serve, LogdOptions, LogdReport};
 use horde_agent::logstream::LogStream;
+use horde_testkit::crowd;
+
+/// A log server in a thread with `key` and `max_bytes` per log, `f` given its address; then
+/// stopped, its report returned.
+fn with_logd(name: &str, key: &horde_proto::RunKey, max_bytes: u64, f: impl FnOnce(SocketAddr)) -> (LogdReport, usize) {
+    let dir = std::env::temp_dir().join(format!("horde-logd-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = LogdOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        dir: dir.clone(),
+        key: key.clone(),
+        max_sources: 64,
+        max_bytes,
+        duration: Some(Duration::from_secs(60)),
+    };
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let report = std::thread::scope(|s| {
+        let server = s.spawn(|| serve(&opts, &stop, move |a| tx.send(a).unwrap(), |_| {}));
+        let stopper = StopOnDrop(&stop);
+        f(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+        drop(stopper);
+        server.join().unwrap().unwrap()
+    });
+    let files = std::fs::read_dir(&dir).map_or(0, |d| d.count());
+    let _ = std::fs::remove_dir_all(&dir);
+    (report, files)
+}
+
+/// Stops the server also when the test's closure panics (the scope would wait for it).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// 64 connections of the crowd (after `first`) held open against `addr`, then 20 tries of
+/// `legit` while the crowd reconnects four at a time after each: how many got in within 2 s.
+fn under_siege(addr: SocketAddr, first: &[u8], mut legit: impl FnMut(u8) -> bool) -> u32 {
+    let mut held: Vec<std::net::TcpStream> = (0..64).filter_map(|k| crowd(addr, k, first)).collect();
+    assert_eq!(held.len(), 64);
+    std::thread::sleep(Duration::from_millis(700));
+    let mut within = 0;
+    for k in 0..20u8 {
+        let t = Instant::now();
+        if legit(k) && t.elapsed() < Duration::from_secs(2) {
+            within += 1;
+        }
+        held.extend((0..4).filter_map(|j| crowd(addr, k * 4 + j, first)));
+    }
+    within
+}
 
 /// 64 connections that never start TLS, from 16 addresses (four each), held open against the
 /// log server's 16 places before the run-key proof. The oldest silent one past its grace makes
@@ -13,56 +68,21 @@ use horde_agent::logstream::LogStream;
 /// (before: 1 of 4).
 #[test]
 fn silent_connections_cannot_lock_log_sources_out() {
-    let dir = std::env::temp_dir().join(format!("horde-logd-places-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     let key = horde_proto::RunKey::from_bytes([7; 32]);
-    let opts = LogdOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        dir: dir.clone(),
-        key: key.clone(),
-        max_sources: 64,
-        max_bytes: 1 << 20,
-        duration: Some(Duration::from_secs(60)),
-    };
-    let stop = AtomicBool::new(false);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::scope(|s| {
-        let server = s.spawn(|| serve(&opts, &stop, move |a| tx.send(a).unwrap(), |_| {}));
-        let addr: SocketAddr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-        let silent_from = |k: u8| {
-            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
-            s.bind(&SocketAddr::from(([127, 0, 1, 10 + k % 16], 0)).into()).ok()?;
-            s.connect(&addr.into()).ok()?;
-            Some(std::net::TcpStream::from(s))
-        };
-        let mut silent: Vec<std::net::TcpStream> = (0..64).filter_map(silent_from).collect();
-        assert_eq!(silent.len(), 64);
-        std::thread::sleep(Duration::from_millis(700));
-        let mut admitted = 0;
-        let mut streams = Vec::new();
-        for k in 0..20u8 {
-            let t = Instant::now();
-            if let Ok(l) = LogStream::connect(addr, &key, horde_wire::Role::Sender, &format!("source{k}")) {
-                if t.elapsed() < Duration::from_secs(2) {
-                    admitted += 1;
-                }
-                streams.push(l);
-            }
-            silent.extend((0..4).filter_map(|j| silent_from(k * 4 + j)));
-        }
-        assert!(admitted >= 19, "{admitted} of 20 log sources got in within 2 s");
-        drop((silent, streams));
-        stop.store(true, Ordering::Relaxed);
-        let report = server.join().unwrap().unwrap();
-        assert!(report.unauthenticated > 0, "the returning silent connections were refused");
+    let mut streams = Vec::new();
+    let (report, _) = with_logd("places", &key, 1 << 20, |addr| {
+        let within =
+            under_siege(addr, b"", |k| LogStream::connect(addr, &key, horde_wire::Role::Sender, &format!("source{k}")).map(|l| streams.push(l)).is_ok());
+        assert!(within >= 19, "{within} of 20 log sources got in within 2 s");
+        streams.clear();
     });
-    let _ = std::fs::remove_dir_all(&dir);
+    assert!(report.unauthenticated > 0, "the returning silent connections were refused");
 }
 
-/// Issue 47: 64 slow clients (half a request, then nothing) from 16 addresses against the
-/// agent's `/metrics` and `/ready`. The oldest past its grace makes room: 20 readiness probes
-/// in a row are answered, each within 2 s (before: 5 of 10 failed, and Kubernetes restarts a
-/// healthy agent).
+/// 64 slow clients (half a request, then nothing) from 16 addresses against the agent's
+/// `/metrics` and `/ready`. The oldest past its grace makes room: 20 readiness probes in a row
+/// are answered, each within 2 s (before: 5 of 10 failed, and Kubernetes restarts a healthy
+/// agent).
 #[test]
 fn slow_clients_cannot_fail_the_readiness_probe() {
     use std::io::{Read, Write};
@@ -73,64 +93,28 @@ fn slow_clients_cannot_fail_the_readiness_probe() {
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| horde_agent::metrics::serve(l, &m, &stop));
-        let slow_from = |k: u8| {
-            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
-            s.bind(&SocketAddr::from(([127, 0, 1, 10 + k % 16], 0)).into()).ok()?;
-            s.connect(&addr.into()).ok()?;
-            let mut t = std::net::TcpStream::from(s);
-            t.write_all(b"GET /metr").ok()?;
-            Some(t)
-        };
-        let mut slow: Vec<std::net::TcpStream> = (0..64).filter_map(slow_from).collect();
-        assert_eq!(slow.len(), 64);
-        std::thread::sleep(Duration::from_millis(700));
-        let mut ready = 0;
-        for k in 0..20u8 {
-            let t = Instant::now();
+        let _stop = StopOnDrop(&stop);
+        let ready = under_siege(addr, b"GET /metr", |_| {
             let mut c = std::net::TcpStream::connect(addr).unwrap();
             c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
             let _ = c.write_all(b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n");
             let mut got = String::new();
             let _ = c.read_to_string(&mut got);
-            if got.starts_with("HTTP/1.0 200") && t.elapsed() < Duration::from_secs(2) {
-                ready += 1;
-            }
-            slow.extend((0..4).filter_map(|j| slow_from(k * 4 + j)));
-        }
+            got.starts_with("HTTP/1.0 200")
+        });
         assert!(ready >= 19, "{ready} of 20 readiness probes answered within 2 s");
-        stop.store(true, Ordering::Relaxed);
-        drop(slow);
     });
 }
 
-/// Issue 47: `horde logd` bounds its totals, not only each log: a source whose log could not
-/// fit twice on the disk at its limit is turned away (told the server is busy), nothing written.
+/// `horde logd` bounds its totals, not only each log: a source whose log could not fit twice on
+/// the disk at its limit is turned away (told the server is busy), nothing written.
 #[test]
 fn a_log_server_keeps_room_on_its_disk() {
-    let dir = std::env::temp_dir().join(format!("horde-logd-room-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     let key = horde_proto::RunKey::from_bytes([9; 32]);
     // a log limit no disk here has twice over
-    let opts = LogdOptions {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        dir: dir.clone(),
-        key: key.clone(),
-        max_sources: 4,
-        max_bytes: 1 << 60,
-        duration: Some(Duration::from_secs(30)),
-    };
-    let stop = AtomicBool::new(false);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::scope(|s| {
-        let server = s.spawn(|| serve(&opts, &stop, move |a| tx.send(a).unwrap(), |_| {}));
-        let addr: SocketAddr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-        let r = LogStream::connect(addr, &key, horde_wire::Role::Sender, "big");
-        let err = format!("{:#}", r.err().expect("turned away"));
+    let (report, files) = with_logd("room", &key, 1 << 60, |addr| {
+        let err = format!("{:#}", LogStream::connect(addr, &key, horde_wire::Role::Sender, "big").err().expect("turned away"));
         assert!(err.contains("takes no more sources now") && err.contains("room for two logs"), "{err}");
-        stop.store(true, Ordering::Relaxed);
-        let report = server.join().unwrap().unwrap();
-        assert_eq!((report.busy, report.sources.len()), (1, 0));
     });
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "nothing written");
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!((report.busy, report.sources.len(), files), (1, 0, 0), "turned away, nothing written");
 }

@@ -391,12 +391,7 @@ fn a_killed_console_leaves_no_run_behind() {
 fn silent_connections_cannot_lock_token_holders_out() {
     let dir = Scratch::new("ui-silent");
     let c = console(&dir.path("runs"));
-    let silent_from = |k: u8| {
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
-        s.bind(&std::net::SocketAddr::from(([127, 0, 1, 10 + k % 16], 0)).into()).ok()?;
-        s.connect(&c.addr.into()).ok()?;
-        Some(std::net::TcpStream::from(s))
-    };
+    let silent_from = |k: u8| horde_testkit::crowd(c.addr, k, b"");
     let mut silent: Vec<std::net::TcpStream> = (0..64).filter_map(silent_from).collect();
     assert_eq!(silent.len(), 64);
     std::thread::sleep(Duration::from_millis(700));
