@@ -32,7 +32,8 @@ pub fn check_argv(argv: &[String]) -> Result<(), EmuError> {
 pub struct InNode {
     child: Child,
     exp: String,
-    /// Its process tree (absent on a machine without a cgroup hierarchy).
+    /// Its process tree (absent where no cgroup hierarchy is mounted: then the command leads a
+    /// process group of its own, which holds what it leaves running unless that leaves it).
     tree: Option<horde_sys::cgroup::Tree>,
 }
 
@@ -48,7 +49,16 @@ impl InNode {
     /// Ends what the command left running (its background children, wherever they went) and
     /// removes its group; returns how many processes that killed.
     pub fn end_tree(&mut self) -> usize {
-        self.tree.take().map_or(0, |t| t.remove().0)
+        match self.tree.take() {
+            Some(t) => t.remove().0,
+            None => {
+                // its process group (it leads one when there is no group to join); the
+                // leader has exited or been stopped already
+                // SAFETY: kill(2) on the group our own child leads.
+                let ended = unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) } == 0;
+                usize::from(ended)
+            }
+        }
     }
 }
 
@@ -98,8 +108,14 @@ pub fn spawn(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3]) -> Resul
     // SAFETY (the closure's contract): joining a cgroup is one write(2), and Identity::apply
     // makes only async-signal-safe calls.
     horde_sys::own::arm(&mut cmd, Some(libc::SIGTERM), false, Some(fd), move || {
-        if let Some(j) = join {
-            horde_sys::cgroup::join_from_child(j)?;
+        match join {
+            Some(j) => horde_sys::cgroup::join_from_child(j)?,
+            // no cgroup hierarchy here (e.g. an agent started by `ip netns exec`, whose /sys is
+            // the namespace's): a process group of its own holds its background children
+            // SAFETY: setpgid(2) is async-signal-safe.
+            None => {
+                unsafe { libc::setpgid(0, 0) };
+            }
         }
         unsafe { identity.apply() }
     });

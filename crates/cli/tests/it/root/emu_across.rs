@@ -259,7 +259,9 @@ fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_do
     assert_eq!(out.trim(), "b2");
     let bad = lab.horde(&["emu", "exec", exp, "nosuch", "--", "true"]);
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("no node `nosuch`"), "{}", String::from_utf8_lossy(&bad.stderr));
-    // an agent busy with a long exec says so, and for how long at most (issue 47)
+    // an agent busy with a long exec says so, and for how long at most; the exec ends at its
+    // timeout, a background child with it (issue 47)
+    let t = Instant::now();
     let mut long = lab
         .command(&["emu", "exec", exp, "b2", "--timeout", "3", "--", "sleep", "10"])
         .stdout(std::process::Stdio::null())
@@ -271,6 +273,22 @@ fn one_topology_across_two_machines_carries_the_cut_links_impairment_and_goes_do
     let err = String::from_utf8_lossy(&busy.stderr);
     assert!(!busy.status.success() && err.contains("busy with another controller (its `emu exec` in node b2") && err.contains("at most"), "{err}");
     let _ = long.wait();
+    assert!(t.elapsed() < Duration::from_secs(4), "the 3-s exec ended after {:?}", t.elapsed());
+    let t = Instant::now();
+    let bg = lab.horde(&["emu", "exec", exp, "b2", "--timeout", "3", "--", "sh", "-c", "sleep 500 & echo started"]);
+    assert!(String::from_utf8_lossy(&bg.stdout).contains("started") && t.elapsed() < Duration::from_secs(4), "{bg:?} after {:?}", t.elapsed());
+    // nothing left in b2: no process in its network namespace (by the namespace's inode)
+    let ns = lab.ok(&["emu", "exec", exp, "b2", "--", "readlink", "/proc/self/ns/net"]);
+    let inode: u64 = ns.trim().trim_start_matches("net:[").trim_end_matches(']').parse().unwrap();
+    let in_b2: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(format!("/proc/{p}/ns/net")).unwrap_or_else(|_| std::fs::metadata("/").unwrap())) == inode
+        })
+        .collect();
+    assert!(in_b2.is_empty(), "left in b2: {in_b2:?}");
 
     // across the cut each way: the link's delay once (10 ms, not twice) and its loss
     lab.check(exp, "a1", "b1", "10.0.0.4", "ab", 10.0);
