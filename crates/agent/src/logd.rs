@@ -127,9 +127,10 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
     let conns = AtomicUsize::new(0);
     let logs = AtomicUsize::new(0);
     let names = Mutex::new(());
-    // Who may hold one of the PENDING places before proving the run key: four per address,
-    // the oldest silent one past its grace evicted for a newcomer (its address penalised).
-    let places = Mutex::new((adm::Admission::new(adm::AdmissionConfig::new(PENDING, 4)), std::collections::HashMap::<adm::Id, TcpStream>::new()));
+    // Who may hold one of the PENDING places before proving the run key: any of them from one
+    // address (an agent's sources start together), the oldest silent one past its grace
+    // evicted for a newcomer (its address penalised).
+    let places = Mutex::new((adm::Admission::new(adm::AdmissionConfig::new(PENDING, PENDING)), std::collections::HashMap::<adm::Id, TcpStream>::new()));
     let now = || started.elapsed().as_nanos() as u64;
     std::thread::scope(|scope| {
         while !stop.load(Ordering::Relaxed) && opts.duration.is_none_or(|d| started.elapsed() < d) {

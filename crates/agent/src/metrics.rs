@@ -92,8 +92,9 @@ pub fn serve(l: TcpListener, m: &Metrics, stop: &AtomicBool) {
     use horde_proto::admission::{Admission, AdmissionConfig, Offer, Outcome};
     let busy = std::sync::atomic::AtomicUsize::new(0);
     // A client holds a place until its request has come (a probe sends it at once): slow ones
-    // from one address or many cannot hold every place, the oldest past its grace makes room.
-    let places = std::sync::Mutex::new((Admission::new(AdmissionConfig::new(MAX_CLIENTS, 4)), std::collections::HashMap::new()));
+    // from one address or many cannot hold every place, the oldest past its grace (250 ms) makes
+    // room. No share per address: a probe must not depend on other clients of its address.
+    let places = std::sync::Mutex::new((Admission::new(AdmissionConfig::new(MAX_CLIENTS, MAX_CLIENTS).grace_ms(250)), std::collections::HashMap::new()));
     let started = Instant::now();
     let now = || started.elapsed().as_nanos() as u64;
     std::thread::scope(|s| {

@@ -151,7 +151,8 @@ pub fn start(opts: Options, hub: Arc<hub::Hub>) -> anyhow::Result<Console> {
 /// Connections that have not yet shown the token, at most (the rest of [`MAX_CONNECTIONS`] is
 /// for those that have), and how many of them one address may hold.
 pub const MAX_UNAUTHENTICATED: usize = 32;
-const UNAUTHENTICATED_PER_SOURCE: usize = 4;
+/// A browser opens up to six connections to a host at once, more with several tabs.
+const UNAUTHENTICATED_PER_SOURCE: usize = 16;
 
 /// Who holds a place before showing the token ([`horde_proto::admission`]), on the clock since
 /// the console started, and each pending connection's task (aborted when it is evicted).

@@ -42,6 +42,11 @@ impl AdmissionConfig {
     pub fn new(pending: usize, per_source: usize) -> Self {
         AdmissionConfig { pending: pending.max(1), per_source: per_source.max(1), grace_ns: 500_000_000, penalty_ns: 10_000_000_000 }
     }
+
+    /// The same with a grace of `grace_ms`.
+    pub fn grace_ms(self, grace_ms: u64) -> Self {
+        AdmissionConfig { grace_ns: grace_ms * 1_000_000, ..self }
+    }
 }
 
 /// A pending connection's handle.
@@ -113,14 +118,18 @@ impl Admission {
             }
             self.penalties.remove(&src);
         }
-        if self.per_source.get(&src).copied().unwrap_or(0) >= self.cfg.per_source {
-            return Offer::Refuse(format!("{} unauthenticated connections from this address already", self.cfg.per_source));
-        }
         let mut evict = None;
+        if self.per_source.get(&src).copied().unwrap_or(0) >= self.cfg.per_source {
+            // the source's own oldest past its grace makes room (not penalised: its newest is as
+            // likely its user's, a probe behind a slow client of the same address)
+            let Some(old) = self.oldest(now_ns, Some(src)) else {
+                return Offer::Refuse(format!("{} unauthenticated connections from this address already", self.cfg.per_source));
+            };
+            self.end(old, false, now_ns);
+            evict = Some(old);
+        }
         if self.pending.len() >= self.cfg.pending {
-            // the oldest past its grace (ties: the lowest id, so the choice is deterministic)
-            let oldest = self.pending.iter().filter(|(_, (_, at))| now_ns.saturating_sub(*at) >= self.cfg.grace_ns).min_by_key(|(id, (_, at))| (*at, **id));
-            let Some((&old, _)) = oldest else {
+            let Some(old) = self.oldest(now_ns, None) else {
                 return Offer::Refuse(format!(
                     "{} unauthenticated connections already, all younger than {} ms",
                     self.cfg.pending,
@@ -135,6 +144,13 @@ impl Admission {
         self.pending.insert(id, (src, now_ns));
         *self.per_source.entry(src).or_insert(0) += 1;
         Offer::Admit { id, evict }
+    }
+
+    /// The oldest pending connection past its grace (of `src` only, if given; ties: the lowest
+    /// id, so the choice is deterministic).
+    fn oldest(&self, now_ns: u64, src: Option<IpAddr>) -> Option<Id> {
+        let past = |at: u64| now_ns.saturating_sub(at) >= self.cfg.grace_ns;
+        self.pending.iter().filter(|(_, (s, at))| past(*at) && src.is_none_or(|x| x == *s)).min_by_key(|(id, (_, at))| (*at, **id)).map(|(id, _)| *id)
     }
 
     /// Pending connection `id` ended as `outcome` at `now_ns` (unknown ids — evicted already —
@@ -229,9 +245,12 @@ mod tests {
         assert!(matches!(a.offer(ip(9), 2), Offer::Admit { .. }), "a closed one frees its place, unpenalised");
         a.finished(ids[2], Outcome::Closed, 3);
         assert!(matches!(a.offer(ip(9), 3), Offer::Admit { .. }), "a refused mistake is not penalised");
-        a.finished(ids[1], Outcome::TimedOut, 3);
-        assert!(matches!(a.offer(ip(9), 4), Offer::Refuse(m) if m.contains("penalised for 10 s")));
-        assert!(matches!(a.offer(ip(9), 3 + 10_000 * MS), Offer::Admit { .. }), "the penalty ends");
+        // past the grace, the source's own oldest makes room, and the source is not penalised
+        assert!(matches!(a.offer(ip(9), 600 * MS), Offer::Admit { evict: Some(1), .. }));
+        assert!(matches!(a.offer(ip(9), 601 * MS), Offer::Admit { evict: Some(3), .. }));
+        a.finished(4, Outcome::TimedOut, 602 * MS);
+        assert!(matches!(a.offer(ip(9), 603 * MS), Offer::Refuse(m) if m.contains("penalised for 10 s")));
+        assert!(matches!(a.offer(ip(9), 602 * MS + 10_000 * MS), Offer::Admit { .. }), "the penalty ends");
         // an evicted id's later end is ignored
         a.finished(999, Outcome::TimedOut, 5);
     }

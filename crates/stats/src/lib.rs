@@ -23,6 +23,7 @@ use collect::{Arrival, FlowAcc};
 use horde_wire::{log, Record, WireError};
 use serde::Serialize;
 
+pub mod bins;
 pub mod charts;
 mod collect;
 pub mod columnar;

@@ -71,6 +71,18 @@ struct Shared {
 }
 
 impl Shared {
+    /// Notes what an emulator request makes the session do (an `emu exec`: until its time
+    /// limit at most); returns what it did before.
+    fn doing_now(&self, req: &msg::EmuRequest) -> (String, Instant, Option<Instant>) {
+        let mut d = self.doing.lock().unwrap_or_else(|p| p.into_inner());
+        let before = d.clone();
+        if let msg::EmuRequest::Exec { node, timeout_ms, .. } = req {
+            let until = (*timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(*timeout_ms));
+            *d = (format!("its `emu exec` in node {node}"), Instant::now(), until);
+        }
+        before
+    }
+
     /// A pending connection ended (see [`horde_proto::admission::Outcome`]).
     fn finished(&self, id: horde_proto::admission::Id, outcome: horde_proto::admission::Outcome) {
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
@@ -368,11 +380,7 @@ fn session(
                     }
                 }
                 Action::Emu(req) => {
-                    let before = shared.doing.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    if let msg::EmuRequest::Exec { node, timeout_ms, .. } = req.as_ref() {
-                        let until = (*timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(*timeout_ms));
-                        *shared.doing.lock().unwrap_or_else(|p| p.into_inner()) = (format!("its `emu exec` in node {node}"), Instant::now(), until);
-                    }
+                    let before = shared.doing_now(&req);
                     let reply = emu::handle(*req, opts, tls.sock.local_addr().ok().map(|a| a.ip()), log);
                     *shared.doing.lock().unwrap_or_else(|p| p.into_inner()) = before;
                     if let Err(e) = write(tls, &msg::encode(&ToController::Emu(Box::new(reply)))) {

@@ -16,14 +16,13 @@
 //! The builder is I/O-free: records in (sender's and receiver's timestamps already on one
 //! clock), summary out. Its memory is bounded by players, categories and seconds, not packets.
 
-mod bins;
 mod builder;
 
 use horde_model::behaviour::Segment;
 use horde_model::service::Direction;
 use serde::{Deserialize, Serialize};
 
-pub use bins::{Bins, BinsWire, Signed};
+pub use crate::bins::{Bins, BinsWire, DigestError, Signed};
 pub use builder::{Builder, Delta};
 
 use crate::game::{self, Bounds, Context, DirectionStats, GameAnalysis, Second};
@@ -41,16 +40,6 @@ const WINDOW: u64 = 256;
 /// runs are at most 31 days).
 const MAX_CATEGORIES: usize = 256;
 const MAX_SECONDS: usize = 31 * 86_400 + 2;
-
-#[derive(Debug, thiserror::Error)]
-pub enum DigestError {
-    #[error("summaries that do not add up: {0}")]
-    Mismatch(String),
-    #[error("a summary whose counts overflow")]
-    Overflow,
-    #[error("an invalid summary: {0}")]
-    Invalid(String),
-}
 
 /// One category's one direction.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -72,8 +61,9 @@ pub struct DirDigest {
     /// rounded to whole ms.
     pub sent_size: Bins,
     pub sent_iat_ms: Bins,
-    /// Per sub-activity, the ms left in its stay when each departure left (the truncation of
-    /// inter-departure times measured within stays: [`crate::game::Truncated`]).
+    /// Per sub-activity, the time left in its stay when each departure left, in 10-ms units
+    /// (the truncation of inter-departure times measured within stays:
+    /// [`crate::game::Truncated`]).
     pub sent_room_ms: Vec<Bins>,
 }
 
@@ -107,7 +97,7 @@ impl DirDigest {
             && c.sent_iat_ms.count() <= c.sent
             && c.sent_room_ms.len() <= game::MAX_SUBS
             && c.sent_room_ms.iter().try_fold(0u64, |a, b| a.checked_add(b.count())).is_some_and(|n| n <= c.sent)
-            && c.sent_room_ms.iter().all(|b| b.sig() == SIG)
+            && c.sent_room_ms.iter().all(|b| b.sig() == game::ROOM_SIG)
     }
 
     /// Adds another summary's rooms, sub-activity by sub-activity.
@@ -116,7 +106,7 @@ impl DirDigest {
             return Err(DigestError::Invalid(format!("rooms of {} sub-activities (at most {})", o.len(), game::MAX_SUBS)));
         }
         if self.sent_room_ms.len() < o.len() {
-            self.sent_room_ms.resize_with(o.len(), || Bins::new(SIG));
+            self.sent_room_ms.resize_with(o.len(), game::room_bins);
         }
         for (a, b) in self.sent_room_ms.iter_mut().zip(o) {
             a.merge(b)?;

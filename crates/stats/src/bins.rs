@@ -9,7 +9,16 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::DigestError;
+/// Summaries (and their histograms) that cannot be added or are not what they claim.
+#[derive(Debug, thiserror::Error)]
+pub enum DigestError {
+    #[error("summaries that do not add up: {0}")]
+    Mismatch(String),
+    #[error("a summary whose counts overflow")]
+    Overflow,
+    #[error("an invalid summary: {0}")]
+    Invalid(String),
+}
 
 /// Most bins a histogram may arrive with (a 3-digit histogram over the whole u64 range has
 /// ~55,000 buckets).
