@@ -244,16 +244,47 @@ impl Bins {
     }
 }
 
+/// How a histogram travels in a summary: its buckets' lowest values as gaps from the one before
+/// (the first from 0), each with its count. Consecutive small values — sizes, whole ms — then
+/// take a digit or two each instead of four (a summary a third smaller).
+#[derive(Serialize, Deserialize)]
+struct Gaps {
+    sig: u8,
+    gaps: Vec<(u64, u64)>,
+}
+
 impl Serialize for Bins {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_wire().serialize(s)
+        let mut prev = 0;
+        let gaps = self
+            .buckets()
+            .map(|(lo, _, c)| {
+                let g = lo - prev;
+                prev = lo;
+                (g, c)
+            })
+            .collect();
+        Gaps { sig: self.sig, gaps }.serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for Bins {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let w = BinsWire::deserialize(d)?;
-        Bins::from_wire(&w).map_err(serde::de::Error::custom)
+        let g = Gaps::deserialize(d)?;
+        if g.gaps.len() > MAX_BINS {
+            return Err(serde::de::Error::custom(format!("a histogram of {} bins (at most {MAX_BINS})", g.gaps.len())));
+        }
+        let mut at = 0u64;
+        let mut bins = Vec::with_capacity(g.gaps.len());
+        for (k, &(gap, c)) in g.gaps.iter().enumerate() {
+            // after the first, each value above the one before
+            if k > 0 && gap == 0 {
+                return Err(serde::de::Error::custom("histogram bins out of order"));
+            }
+            at = at.checked_add(gap).ok_or_else(|| serde::de::Error::custom("histogram bins beyond range"))?;
+            bins.push((at, c));
+        }
+        Bins::from_wire(&BinsWire { sig: g.sig, bins }).map_err(serde::de::Error::custom)
     }
 }
 
@@ -448,6 +479,16 @@ mod tests {
 
     #[test]
     fn hostile_wire_histograms_are_refused() {
+        // what travels: gaps between the values; a round trip is exact, a bad one refused
+        let mut b = Bins::new(3);
+        for v in [40u64, 41, 41, 1500, 1_000_000] {
+            b.record(v);
+        }
+        let text = serde_json::to_string(&b).unwrap();
+        assert!(text.contains("[40,1],[1,2],[1459,1]"), "{text}");
+        assert_eq!(serde_json::from_str::<Bins>(&text).unwrap(), b);
+        assert!(serde_json::from_str::<Bins>(r#"{"sig":3,"gaps":[[5,1],[0,1]]}"#).is_err());
+        assert!(serde_json::from_str::<Bins>(r#"{"sig":3,"gaps":[[18446744073709551615,1],[1,1]]}"#).is_err());
         assert!(Bins::from_wire(&BinsWire { sig: 9, bins: vec![] }).is_err());
         assert!(Bins::from_wire(&BinsWire { sig: 3, bins: vec![(5, 1), (5, 1)] }).is_err());
         assert!(Bins::from_wire(&BinsWire { sig: 3, bins: vec![(1, u64::MAX), (2, 1)] }).is_err());

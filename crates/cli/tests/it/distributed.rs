@@ -662,6 +662,7 @@ fn summaries_from_agents_give_the_logs_figures_for_a_fraction_of_the_bytes() {
         }
     }
     let bytes = |s: &serde_json::Value| s["distributed"]["log_bytes"].as_u64().unwrap();
+    eprintln!("summaries {} B against logs {} B", bytes(sums), bytes(logs));
     assert!(bytes(sums) * 3 < bytes(logs), "summaries {} B against logs {} B", bytes(sums), bytes(logs));
     // refused where it cannot apply
     let o = Command::new(HORDE).args(["run", sc.to_str().unwrap(), "--collect", "summaries", "-o", d.join("x").to_str().unwrap()]).output().unwrap();
