@@ -264,6 +264,56 @@ mod tests {
         assert_eq!(source_of("::ffff:127.0.0.9".parse().unwrap()), ip(9));
     }
 
+    /// Any sequence of connections, ends and times (a seeded stream of them): the budget, each
+    /// source's share and the penalties kept are never exceeded, an evicted connection was
+    /// pending and past its grace, and a penalised source is refused.
+    #[test]
+    fn no_sequence_of_events_exceeds_the_bounds() {
+        let cfg = AdmissionConfig { pending: 8, per_source: 3, grace_ns: 50 * MS, penalty_ns: 200 * MS };
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut a = Admission::new(cfg);
+        let mut live: Vec<(Id, IpAddr, u64)> = Vec::new();
+        let mut now = 0u64;
+        for _ in 0..200_000 {
+            now += next() % (20 * MS);
+            let r = next();
+            if r % 3 != 0 || live.is_empty() {
+                let src = ip((r >> 8) as u8 % 12);
+                match a.offer(src, now) {
+                    Offer::Admit { id, evict } => {
+                        if let Some(e) = evict {
+                            let k = live.iter().position(|l| l.0 == e).expect("an evicted connection was pending");
+                            assert!(now - live[k].2 >= cfg.grace_ns, "evicted before its grace");
+                            live.swap_remove(k);
+                        }
+                        live.push((id, src, now));
+                    }
+                    Offer::Refuse(_) => {}
+                }
+            } else {
+                let k = (r >> 16) as usize % live.len();
+                let outcome = [Outcome::Authenticated, Outcome::TimedOut, Outcome::Closed][(r >> 32) as usize % 3];
+                let (id, src, _) = live.swap_remove(k);
+                a.finished(id, outcome, now);
+                if outcome == Outcome::TimedOut {
+                    assert!(matches!(a.offer(src, now), Offer::Refuse(m) if m.contains("penalised")), "a penalised source is refused");
+                }
+            }
+            assert_eq!(a.counts().0, live.len(), "pending as the listener sees them");
+            assert!(live.len() <= cfg.pending);
+            for (_, src, _) in &live {
+                assert!(live.iter().filter(|l| l.1 == *src).count() <= cfg.per_source);
+            }
+            assert!(a.counts().1 <= MAX_PENALTIES);
+        }
+    }
+
     #[test]
     fn penalties_kept_are_bounded() {
         let mut a = Admission::new(AdmissionConfig { pending: 1, per_source: 1, grace_ns: 0, penalty_ns: 1_000 * MS });
