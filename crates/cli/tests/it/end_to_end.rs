@@ -376,7 +376,9 @@ fn a_stopping_receiver_tells_running_senders_and_they_end_then() {
 /// socket (the sender's end message behind them) were discarded uncounted.
 #[test]
 fn a_receiver_held_up_past_its_idle_time_reads_what_waited() {
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    // nearly alone: it times a 2-s stop against a 1-s idle time, and failed once beside the
+    // whole suite (alone it passes)
+    let _share = horde_testkit::share(horde_testkit::Load::Quiet);
     let dir = Scratch::new("held-up");
     let (rjson, sjson) = (dir.path("r.json"), dir.path("s.json"));
     let rx = Recv::start(&["--udp", "0", "--idle", "1s", "--json", rjson.to_str().unwrap()]);
