@@ -42,12 +42,16 @@ fuzz_target!(|data: &[u8]| {
     // records: 24 bytes each
     let mut builder = Builder::new(3, 1_000_000_000, 5.0);
     let mut s = Signed::new(3, 1_000);
+    // a player's stays, for the departures' rooms (sub-activities beyond the kept ones included)
+    let stays: Vec<horde_model::behaviour::Segment> = (0..4u16)
+        .map(|k| horde_model::behaviour::Segment { player: 0, state: k % 3, sub: k * 40, start_s: k as f64, end_s: k as f64 + 1.5, complete: true, hour: 0 })
+        .collect();
     for c in data.chunks_exact(24) {
         let u = |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().unwrap());
         let (seq, t_a, t_b) = (u(0) % 4096, u(8), u(16));
         let r = Record { flow: (seq % 7) as u32, size: (t_a % 70_000) as u32, seq, t_a, t_b, tag: ((seq % 7) as u32) << 8 | (t_b % 5) as u32, tos: 0, ttl: 0, kind: RecordKind::Received, flags: 0 };
         let dir = if t_a % 2 == 0 { horde_model::service::Direction::Up } else { horde_model::service::Direction::Down };
-        builder.sent(&Record { kind: RecordKind::Sent, ..r }, dir);
+        builder.sent(&Record { kind: RecordKind::Sent, ..r }, dir, (seq % 2 == 0).then_some(&stays[..]));
         builder.received(&r, dir, Some((t_b % 3) as usize));
         s.record((t_b as i64).wrapping_sub(t_a as i64));
     }
