@@ -83,7 +83,7 @@ fn stated(marker: &str) -> String {
 const LAYERS: &[&[&str]] = &[
     &["sys", "wire", "impair", "q3", "regulate", "testkit"],
     &["model"],
-    &["proto", "stats", "topo"],
+    &["proto", "stats", "topo", "fit"],
     &["engine", "emu"],
     &["scenario"],
     &["agent", "console"],

@@ -1,0 +1,218 @@
+//! Models from captures: a packet capture of a real game in, a Horde service and a fit report
+//! out.
+//!
+//! The steps, each its own module:
+//! 1. [`capture`] reads pcap or pcapng frames, streamed, into UDP datagrams and TCP segments;
+//! 2. [`apdu`] picks the game server's flows and rebuilds application data units;
+//! 3. [`samples`] splits them by state (from a labels file) and direction into sizes and
+//!    inter-departure times, in bounded reservoirs;
+//! 4. [`families`] fits every family Horde can draw by maximum likelihood and picks by AIC;
+//! 5. [`service`] writes the result as a service file (`docs/services.md`'s schema) with the
+//!    fit table as comments.
+//!
+//! Architecture invariant: pure — no files, sockets or clocks. The caller hands over a way to
+//! open the capture (it is read twice when the server must be found first).
+
+use std::io::Read;
+
+use serde::Serialize;
+
+pub mod apdu;
+pub mod capture;
+pub mod families;
+pub mod samples;
+pub mod service;
+
+use apdu::{Census, Counts, Direction, Reassembly, Server};
+use capture::{Capture, CaptureError, Skipped};
+use families::{fit, Fit, Sample};
+use samples::{Collector, Labels};
+
+/// What to fit and how.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The game server; None: the endpoint with the most peers.
+    pub server: Option<Server>,
+    /// A pause within one TCP direction longer than this ends an APDU (ms).
+    pub tcp_gap_ms: f64,
+    /// Activity ranges; None: one state over the whole capture.
+    pub labels: Option<Labels>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { server: None, tcp_gap_ms: 1.0, labels: None }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FitError {
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    #[error("the capture holds no UDP or TCP packet{0}")]
+    NoTraffic(String),
+    #[error("no packet goes to or from the server {0}; pick another with --server ADDR:PORT[/udp|/tcp]")]
+    ServerSilent(String),
+}
+
+/// The fit report (`docs/schemas/fit.schema.json`).
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct FitReport {
+    pub schema_version: u32,
+    pub server: Server,
+    /// How the server was chosen.
+    pub server_chosen: String,
+    /// Frames read, and UDP/TCP packets among them.
+    pub frames: u64,
+    pub packets: u64,
+    pub skipped: Skipped,
+    pub counts: Counts,
+    pub clients: usize,
+    /// From the first APDU to the last.
+    pub duration_s: f64,
+    pub tcp_gap_ms: f64,
+    /// APDUs outside every labelled range.
+    pub unlabelled: u64,
+    pub states: Vec<StateFit>,
+    /// Per state and direction: inter-departure times and sizes.
+    pub directions: Vec<DirectionFit>,
+    /// What the reader should know (choices made, what was left out).
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct StateFit {
+    pub name: String,
+    /// Share of the labelled time: the first-state weight.
+    pub share: f64,
+    /// Labelled ranges of this state.
+    pub stays: usize,
+    /// Dwell time (s), fitted when the state has two stays or more.
+    pub dwell: Option<Fit>,
+    /// Moves to each state (in `states` order) seen after a stay of this one.
+    pub transitions: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct DirectionFit {
+    pub direction: Direction,
+    pub state: String,
+    /// APDUs seen (the fit uses a reservoir of at most 200,000).
+    pub apdus: u64,
+    pub idt: Option<Fit>,
+    pub size: Option<Fit>,
+}
+
+/// Fits the capture `open()` returns (called once, or twice when the server must be found).
+pub fn fit_capture<R: Read>(mut open: impl FnMut() -> std::io::Result<R>, opts: &Options) -> Result<FitReport, FitError> {
+    let mut notes = Vec::new();
+    let (server, server_chosen) = match opts.server {
+        Some(s) => (s, "given".to_string()),
+        None => {
+            let mut cap = Capture::new(open().map_err(CaptureError::Io)?)?;
+            let mut census = Census::default();
+            while let Some(p) = cap.next_packet() {
+                census.see(&p);
+            }
+            let Some((s, peers, packets)) = census.server() else {
+                return Err(FitError::NoTraffic(ended(&cap.skipped)));
+            };
+            let why = format!("the endpoint with the most peers ({peers} clients, {packets} packets); pass --server to choose another");
+            (s, why)
+        }
+    };
+    let mut cap = Capture::new(open().map_err(CaptureError::Io)?)?;
+    let gap_ns = (opts.tcp_gap_ms.max(0.0) * 1e6) as u64;
+    let mut re = Reassembly::new(server, gap_ns);
+    let mut collector = Collector::new(opts.labels.clone().unwrap_or_else(Labels::whole));
+    let mut apdus = Vec::new();
+    let mut packets = 0u64;
+    while let Some(p) = cap.next_packet() {
+        packets += 1;
+        collector.origin(p.t_ns);
+        re.push(&p, &mut apdus);
+        for a in apdus.drain(..) {
+            collector.push(&a);
+        }
+    }
+    re.finish(&mut apdus);
+    for a in apdus.drain(..) {
+        collector.push(&a);
+    }
+    if packets == 0 {
+        return Err(FitError::NoTraffic(ended(&cap.skipped)));
+    }
+    if re.clients.is_empty() {
+        return Err(FitError::ServerSilent(format!("{}/{:?}", server.addr, server.transport).to_lowercase()));
+    }
+    if let Some(why) = &cap.skipped.ended {
+        notes.push(format!("the capture ends early: {why}"));
+    }
+    if server.transport == apdu::Transport::Tcp {
+        notes.push(format!("TCP: an APDU ends at PSH, FIN/RST or a pause over {} ms (--tcp-gap-ms)", opts.tcp_gap_ms));
+    }
+    let (states, directions) = fits(&collector);
+    let duration_s = collector.first_ns.map_or(0.0, |f| (collector.last_ns - f) as f64 / 1e9);
+    Ok(FitReport {
+        schema_version: 1,
+        server,
+        server_chosen,
+        frames: cap.frames(),
+        packets,
+        skipped: cap.skipped,
+        counts: re.counts,
+        clients: re.clients.len(),
+        duration_s,
+        tcp_gap_ms: opts.tcp_gap_ms,
+        unlabelled: collector.unlabelled,
+        states,
+        directions,
+        notes,
+    })
+}
+
+fn ended(s: &Skipped) -> String {
+    let mut why = format!(
+        " ({} not IP, {} fragments, {} other protocols, {} malformed, {} of unknown link types)",
+        s.not_ip, s.fragments, s.other_protocol, s.malformed, s.unknown_link
+    );
+    if let Some(e) = &s.ended {
+        why.push_str(&format!("; it ends early: {e}"));
+    }
+    why
+}
+
+fn fits(c: &Collector) -> (Vec<StateFit>, Vec<DirectionFit>) {
+    let (share, stays, moves) = c.behaviour();
+    let total: f64 = share.iter().sum();
+    let states = c
+        .labels
+        .names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| StateFit {
+            name: name.clone(),
+            share: if total > 0.0 { families::sig(share[i] / total) } else { 0.0 },
+            stays: stays[i].len(),
+            dwell: (c.labels.names.len() > 1).then(|| fit(&stays[i], Sample::Seconds)).flatten(),
+            transitions: moves[i].clone(),
+        })
+        .collect();
+    let mut directions = Vec::new();
+    for (i, name) in c.labels.names.iter().enumerate() {
+        for (d, direction) in [Direction::Up, Direction::Down].into_iter().enumerate() {
+            let (sizes, idts) = &c.samples[i][d];
+            if sizes.seen == 0 {
+                continue;
+            }
+            directions.push(DirectionFit {
+                direction,
+                state: name.clone(),
+                apdus: sizes.seen,
+                idt: fit(&idts.values, Sample::Millis),
+                size: fit(&sizes.values, Sample::Counts),
+            });
+        }
+    }
+    (states, directions)
+}

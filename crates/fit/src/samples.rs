@@ -1,0 +1,249 @@
+//! From APDUs to samples: per state and direction, sizes and inter-departure times, kept in a
+//! seeded reservoir so memory stays bounded whatever the capture's length.
+//!
+//! States come from a labels file (`start_s,end_s,state` rows, seconds after the capture's
+//! first packet, time ranges that do not overlap): an APDU belongs to the range its first byte
+//! falls in, and an inter-departure time is counted only between two APDUs of one client and
+//! direction inside the same range (a gap across a change of activity belongs to neither).
+//! Without labels the whole capture is one state, `play`.
+
+use std::collections::HashMap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::apdu::{Apdu, Direction};
+
+/// Values kept per sample; beyond it a uniform reservoir (seeded, so a fit repeats exactly).
+pub const RESERVOIR: usize = 200_000;
+/// At most this many label rows.
+pub const MAX_LABELS: usize = 1_000_000;
+
+/// A uniform sample of at most [`RESERVOIR`] values, and how many were seen.
+pub struct Reservoir {
+    pub values: Vec<f64>,
+    pub seen: u64,
+    rng: ChaCha8Rng,
+}
+
+impl Reservoir {
+    fn new(seed: u64) -> Reservoir {
+        Reservoir { values: Vec::new(), seen: 0, rng: ChaCha8Rng::seed_from_u64(seed) }
+    }
+
+    pub fn push(&mut self, v: f64) {
+        self.seen += 1;
+        if self.values.len() < RESERVOIR {
+            self.values.push(v);
+        } else {
+            let j = self.rng.random_range(0..self.seen);
+            if (j as usize) < RESERVOIR {
+                self.values[j as usize] = v;
+            }
+        }
+    }
+}
+
+/// One labelled time range.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Segment {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub state: usize,
+}
+
+/// Time ranges → activity names.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Labels {
+    pub names: Vec<String>,
+    pub segments: Vec<Segment>,
+}
+
+impl Labels {
+    /// One state over the whole capture.
+    pub fn whole() -> Labels {
+        Labels { names: vec!["play".into()], segments: vec![Segment { start_s: 0.0, end_s: f64::INFINITY, state: 0 }] }
+    }
+
+    /// Reads `start_s,end_s,state` rows (a header row is optional). Names are the service's
+    /// state names: letters, digits, `-` and `_`.
+    pub fn parse(text: &str) -> Result<Labels, String> {
+        let mut rdr = csv::ReaderBuilder::new().has_headers(false).trim(csv::Trim::All).flexible(true).from_reader(text.as_bytes());
+        let mut names: Vec<String> = Vec::new();
+        let mut segments: Vec<Segment> = Vec::new();
+        for (i, row) in rdr.records().enumerate() {
+            let line = i + 1;
+            let row = row.map_err(|e| format!("labels line {line}: {e}"))?;
+            if row.len() != 3 {
+                return Err(format!("labels line {line}: {} fields; write start_s,end_s,state (e.g. 0,120.5,raiding)", row.len()));
+            }
+            let (a, b) = (row[0].parse::<f64>(), row[1].parse::<f64>());
+            let (Ok(start_s), Ok(end_s)) = (a, b) else {
+                if line == 1 {
+                    continue; // a header
+                }
+                return Err(format!("labels line {line}: {:?} and {:?} must be seconds after the capture's first packet", &row[0], &row[1]));
+            };
+            if !(start_s.is_finite() && end_s.is_finite() && 0.0 <= start_s && start_s < end_s) {
+                return Err(format!("labels line {line}: the range {start_s}..{end_s} must be finite, start ≥ 0 and end after start"));
+            }
+            if segments.last().is_some_and(|s| start_s < s.end_s) {
+                return Err(format!("labels line {line}: starts at {start_s} s, before the previous range ends; sort the rows by time without overlaps"));
+            }
+            let name = &row[2];
+            if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(format!("labels line {line}: state {name:?} must be 1–64 letters, digits, '-' or '_'"));
+            }
+            let state = match names.iter().position(|n| n == name) {
+                Some(i) => i,
+                None if names.len() >= 255 => return Err(format!("labels line {line}: more than 255 states")),
+                None => {
+                    names.push(name.to_string());
+                    names.len() - 1
+                }
+            };
+            if segments.len() >= MAX_LABELS {
+                return Err(format!("labels: more than {MAX_LABELS} rows"));
+            }
+            segments.push(Segment { start_s, end_s, state });
+        }
+        if segments.is_empty() {
+            return Err("labels: no rows; write start_s,end_s,state rows".into());
+        }
+        Ok(Labels { names, segments })
+    }
+
+    /// The range holding `t_s`, by index.
+    fn at(&self, t_s: f64) -> Option<usize> {
+        let i = self.segments.partition_point(|s| s.end_s <= t_s);
+        self.segments.get(i).filter(|s| s.start_s <= t_s).map(|_| i)
+    }
+}
+
+/// Per state and direction, sizes and inter-departure times.
+pub struct Collector {
+    pub labels: Labels,
+    origin_ns: Option<u64>,
+    last: HashMap<(u32, bool), (u64, usize)>,
+    /// `[state][up=0/down=1]`: (sizes in bytes, inter-departure times in ms).
+    pub samples: Vec<[(Reservoir, Reservoir); 2]>,
+    /// APDUs outside every labelled range.
+    pub unlabelled: u64,
+    pub first_ns: Option<u64>,
+    pub last_ns: u64,
+}
+
+impl Collector {
+    pub fn new(labels: Labels) -> Collector {
+        let seed = |s: usize, d: usize, k: usize| (s * 4 + d * 2 + k) as u64;
+        let samples = (0..labels.names.len()).map(|s| [0, 1].map(|d| (Reservoir::new(seed(s, d, 0)), Reservoir::new(seed(s, d, 1))))).collect();
+        Collector { labels, origin_ns: None, last: HashMap::new(), samples, unlabelled: 0, first_ns: None, last_ns: 0 }
+    }
+
+    /// The capture's first packet: labels count from it.
+    pub fn origin(&mut self, t_ns: u64) {
+        self.origin_ns.get_or_insert(t_ns);
+    }
+
+    pub fn push(&mut self, a: &Apdu) {
+        let origin = *self.origin_ns.get_or_insert(a.t_ns);
+        self.first_ns = Some(self.first_ns.map_or(a.t_ns, |f| f.min(a.t_ns)));
+        self.last_ns = self.last_ns.max(a.t_ns);
+        let up = a.direction == Direction::Up;
+        let key = (a.client, up);
+        let t_s = a.t_ns.saturating_sub(origin) as f64 / 1e9;
+        let Some(seg) = self.labels.at(t_s) else {
+            self.unlabelled += 1;
+            self.last.remove(&key);
+            return;
+        };
+        let state = self.labels.segments[seg].state;
+        let (sizes, idts) = &mut self.samples[state][usize::from(!up)];
+        sizes.push(a.size as f64);
+        if let Some((prev, prev_seg)) = self.last.get(&key) {
+            if *prev_seg == seg && a.t_ns >= *prev {
+                idts.push((a.t_ns - prev) as f64 / 1e6);
+            }
+        }
+        self.last.insert(key, (a.t_ns, seg));
+    }
+
+    /// Each state's share of the labelled time (the first-state weights of a player who joins
+    /// at a random instant), its stays' lengths in seconds, and the transition counts between
+    /// consecutive ranges. The last range is cut at the capture's end.
+    pub fn behaviour(&self) -> (Vec<f64>, Vec<Vec<f64>>, Vec<Vec<u64>>) {
+        let n = self.labels.names.len();
+        let end_s = self.last_ns.saturating_sub(self.origin_ns.unwrap_or(0)) as f64 / 1e9;
+        let mut share = vec![0.0; n];
+        let mut stays = vec![Vec::new(); n];
+        let mut moves = vec![vec![0u64; n]; n];
+        let mut prev: Option<usize> = None;
+        for s in &self.labels.segments {
+            let len = s.end_s.min(end_s) - s.start_s;
+            if len <= 0.0 {
+                continue;
+            }
+            share[s.state] += len;
+            stays[s.state].push(len);
+            if let Some(p) = prev {
+                moves[p][s.state] += 1;
+            }
+            prev = Some(s.state);
+        }
+        (share, stays, moves)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_name_the_row_at_fault() {
+        let l = Labels::parse("start_s,end_s,state\n0,10,lobby\n10,40.5,match\n41,50,lobby\n").unwrap();
+        assert_eq!(l.names, vec!["lobby", "match"]);
+        assert_eq!(l.at(10.0), Some(1));
+        assert_eq!(l.at(40.7), None);
+        assert_eq!(l.at(45.0), Some(2));
+        for (bad, says) in [
+            ("0,10,a\n5,20,b\n", "line 2: starts at 5 s, before the previous range ends"),
+            ("0,10\n", "line 1: 2 fields"),
+            ("0,x,a\n1,2,b\n3,y,c\n", "line 3"),
+            ("0,10,bad name\n", "letters, digits"),
+            ("10,5,a\n", "end after start"),
+            ("", "no rows"),
+        ] {
+            let e = Labels::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn inter_departures_stay_inside_one_range_and_one_client() {
+        let l = Labels::parse("0,1,a\n1,2,b\n").unwrap();
+        let mut c = Collector::new(l);
+        c.origin(0);
+        let apdu = |client, ms: u64| Apdu { direction: Direction::Up, client, t_ns: ms * 1_000_000, size: 10 };
+        for a in [apdu(0, 0), apdu(1, 100), apdu(0, 500), apdu(0, 1200), apdu(0, 1300), apdu(0, 2500)] {
+            c.push(&a);
+        }
+        assert_eq!(c.samples[0][0].1.values, vec![500.0]); // 0 → 500 in a; not 500 → 1200 across
+        assert_eq!(c.samples[1][0].1.values, vec![100.0]);
+        assert_eq!((c.samples[0][0].0.seen, c.unlabelled), (3, 1));
+        let (share, stays, moves) = c.behaviour();
+        assert_eq!(share, vec![1.0, 1.0]);
+        assert_eq!(stays[1], vec![1.0]);
+        assert_eq!(moves, vec![vec![0, 1], vec![0, 0]]);
+    }
+
+    #[test]
+    fn the_reservoir_stays_bounded_and_uniform() {
+        let mut r = Reservoir::new(1);
+        for i in 0..(RESERVOIR as u64 * 3) {
+            r.push(i as f64);
+        }
+        assert_eq!((r.values.len(), r.seen), (RESERVOIR, RESERVOIR as u64 * 3));
+        let mean = r.values.iter().sum::<f64>() / r.values.len() as f64;
+        assert!((mean / (RESERVOIR as f64 * 1.5) - 1.0).abs() < 0.01, "{mean}");
+    }
+}

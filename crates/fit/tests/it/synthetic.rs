@@ -1,0 +1,170 @@
+//! Ground truth: captures drawn from known models, fitted back; hostile captures.
+
+use horde_fit::apdu::{parse_server, Direction};
+use horde_fit::samples::Labels;
+use horde_fit::{fit_capture, service, FitReport, Options};
+use horde_model::service::Service;
+
+use crate::{departures, Pcap};
+
+const UP_IDT: &str = "exponential(40)";
+const UP_SIZE: &str = "normal(80, 10, round=nearest)";
+const DOWN_IDT: &str = "weibull(50, 3)";
+const DOWN_SIZE: &str = "lognormal(5, 0.3, round=nearest)";
+
+/// 30 UDP clients for 60 s: about 45,000 APDUs up and 36,000 down.
+fn udp_capture() -> Vec<u8> {
+    let mut events: Vec<(u64, u8, bool, usize)> = Vec::new();
+    for c in 0..30u8 {
+        for (t, s) in departures(UP_IDT, UP_SIZE, 60.0, u64::from(c)) {
+            events.push((t, c, true, s));
+        }
+        for (t, s) in departures(DOWN_IDT, DOWN_SIZE, 60.0, 1000 + u64::from(c)) {
+            events.push((t, c, false, s));
+        }
+    }
+    events.sort();
+    let mut p = Pcap::new();
+    for (t, c, up, s) in events {
+        p.udp(1_700_000_000_000_000_000 + t, c, up, s);
+    }
+    p.bytes()
+}
+
+fn fit(bytes: &[u8], opts: &Options) -> FitReport {
+    fit_capture(|| Ok(bytes), opts).unwrap()
+}
+
+fn dir<'a>(r: &'a FitReport, state: &str, d: Direction) -> &'a horde_fit::DirectionFit {
+    r.directions.iter().find(|x| x.state == state && x.direction == d).unwrap()
+}
+
+/// The truth is the chosen family with every parameter inside its stated 95 % interval
+/// widened to 99.9 % (fixed seeds must not turn a 5 % event into a failing test), or — for an
+/// exponential — a Weibull or gamma whose shape's interval holds 1 (they nest it).
+fn recovers(f: &horde_fit::families::Fit, family: &str, params: &[(&str, f64)]) {
+    let inside = |name: &str, want: f64| {
+        let [lo, hi] = f.ci95[name];
+        let (mid, half) = ((lo + hi) / 2.0, (hi - lo) / 2.0 * 3.29 / 1.96);
+        (want - mid).abs() <= half
+    };
+    if f.family == family {
+        for (p, want) in params {
+            assert!(inside(p, *want), "{}: {p} interval {:?} does not hold {want}", f.dist, f.ci95[*p]);
+        }
+    } else {
+        let nests = family == "exponential" && matches!(f.family.as_str(), "weibull" | "gamma") && inside("shape", 1.0);
+        assert!(nests, "{family} fitted as {}", f.dist);
+    }
+}
+
+#[test]
+fn a_udp_game_is_fitted_back_to_its_families_and_parameters() {
+    let bytes = udp_capture();
+    let r = fit(&bytes, &Options::default());
+    assert_eq!((r.server.addr.to_string(), r.clients), ("10.0.0.1:27960".to_string(), 30));
+    assert!(r.server_chosen.contains("30 clients"), "{}", r.server_chosen);
+    let up = dir(&r, "play", Direction::Up);
+    let (idt, size) = (up.idt.as_ref().unwrap(), up.size.as_ref().unwrap());
+    recovers(idt, "exponential", &[("mean", 40.0)]);
+    recovers(size, "normal", &[("mean", 80.0), ("sd", 10.0)]);
+    let down = dir(&r, "play", Direction::Down);
+    let (idt, size) = (down.idt.as_ref().unwrap(), down.size.as_ref().unwrap());
+    recovers(idt, "weibull", &[("scale", 50.0), ("shape", 3.0)]);
+    recovers(size, "lognormal", &[("mu", 5.0), ("sigma", 0.3)]);
+    for f in [&up.idt, &up.size, &down.idt, &down.size].into_iter().flatten() {
+        assert!(f.n >= 10_000 && f.ks < f.ks_critical, "{}: KS {} at n {}", f.dist, f.ks, f.n);
+    }
+    // the service file is one Horde reads, with the same distributions
+    let text = service::service_toml(&r, "fitted", "synthetic.pcap");
+    let s = Service::parse(&text, "fitted.toml").unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    assert!(s.bind(&Default::default()).is_ok(), "{text}");
+    assert!(text.contains(&format!("up.idt = \"{}\"", up.idt.as_ref().unwrap().dist)), "{text}");
+    assert_eq!(r.packets, up.apdus + down.apdus);
+}
+
+#[test]
+fn tcp_apdus_are_rebuilt_from_segments_and_labels_split_states() {
+    // one client; APDUs of 3,000 bytes in three segments (PSH on the last), 100 ms apart in
+    // "lobby" (0–10 s, 20–30 s) and of 200 bytes every 20 ms in "match" (10–20 s, 30–40 s)
+    let mut p = Pcap::new();
+    let mut seq = 1u32;
+    let mut t = 0u64;
+    while t < 40_000_000_000 {
+        let lobby = (t / 10_000_000_000).is_multiple_of(2);
+        if lobby {
+            for i in 0..3 {
+                p.tcp(t + i * 10_000, 1, true, seq, 1000, i == 2);
+                seq += 1000;
+            }
+            t += 100_000_000;
+        } else {
+            p.tcp(t, 1, true, seq, 200, true);
+            seq += 200;
+            t += 20_000_000;
+        }
+    }
+    let bytes = p.bytes();
+    let labels = Labels::parse("start_s,end_s,state\n0,10,lobby\n10,20,match\n20,30,lobby\n30,40,match\n").unwrap();
+    let opts = Options { server: Some(parse_server("10.0.0.1:4000/tcp").unwrap()), labels: Some(labels), ..Options::default() };
+    let r = fit(&bytes, &opts);
+    let lobby = dir(&r, "lobby", Direction::Up);
+    assert_eq!(lobby.size.as_ref().unwrap().dist, "constant(3000)");
+    assert_eq!(lobby.idt.as_ref().unwrap().dist, "constant(100)");
+    assert_eq!(lobby.apdus, 200);
+    let m = dir(&r, "match", Direction::Up);
+    assert_eq!((m.size.as_ref().unwrap().dist.as_str(), m.idt.as_ref().unwrap().dist.as_str()), ("constant(200)", "constant(20)"));
+    assert_eq!(
+        r.states.iter().map(|s| (s.name.as_str(), s.stays, s.transitions.clone())).collect::<Vec<_>>(),
+        vec![("lobby", 2, vec![0, 2]), ("match", 2, vec![1, 0])]
+    );
+    let text = service::service_toml(&r, "two-states", "tcp.pcap");
+    let s = Service::parse(&text, "two-states.toml").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(s.states.len(), 2);
+}
+
+#[test]
+fn hostile_captures_give_clear_errors_or_partial_fits_that_say_what_they_skipped() {
+    let bytes = udp_capture();
+    // cut in the middle of a record: a partial fit that says so
+    let cut = &bytes[..bytes.len() / 2 + 7];
+    let r = fit(cut, &Options::default());
+    assert!(r.skipped.ended.as_deref().unwrap_or("").contains("cut short"), "{:?}", r.skipped);
+    assert!(r.notes.iter().any(|n| n.contains("ends early")), "{:?}", r.notes);
+    // not a capture at all
+    let e = fit_capture(|| Ok(&b"GET / HTTP/1.1\r\n"[..]), &Options::default()).unwrap_err();
+    assert!(e.to_string().contains("not a pcap or pcapng file"), "{e}");
+    // ARP, garbage frames, an IP fragment and ICMP only: no traffic, and why
+    let mut p = Pcap::new();
+    let mut arp = vec![0xff; 12];
+    arp.extend([0x08, 0x06]);
+    arp.extend([0u8; 28]);
+    p.raw(1, &arp);
+    p.raw(2, &[1, 2, 3]);
+    let mut frag = Vec::new();
+    let mut ip = etherparse::Ipv4Header::new(8, 64, etherparse::IpNumber::UDP, [1, 1, 1, 1], [2, 2, 2, 2]).unwrap();
+    ip.more_fragments = true;
+    etherparse::Ethernet2Header { source: [1; 6], destination: [2; 6], ether_type: etherparse::EtherType::IPV4 }.write(&mut frag).unwrap();
+    ip.header_checksum = ip.calc_header_checksum();
+    ip.write(&mut frag).unwrap();
+    frag.extend([0u8; 8]);
+    p.raw(3, &frag);
+    let junk = p.bytes();
+    let e = fit_capture(|| Ok(&junk[..]), &Options::default()).unwrap_err().to_string();
+    assert!(e.contains("no UDP or TCP packet") && e.contains("1 not IP") && e.contains("1 fragments") && e.contains("1 malformed"), "{e}");
+    // a server that never speaks
+    let opts = Options { server: Some(parse_server("10.9.9.9:1/udp").unwrap()), ..Options::default() };
+    let e = fit_capture(|| Ok(&bytes[..]), &opts).unwrap_err().to_string();
+    assert!(e.contains("no packet goes to or from the server 10.9.9.9:1/udp"), "{e}");
+    // flipped bytes anywhere never panic
+    let mut rng = 7u64;
+    for _ in 0..200 {
+        let mut b = bytes[..4096.min(bytes.len())].to_vec();
+        for _ in 0..8 {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let i = (rng >> 33) as usize % b.len();
+            b[i] ^= (rng >> 20) as u8;
+        }
+        let _ = fit_capture(|| Ok(&b[..]), &Options::default());
+    }
+}
