@@ -93,9 +93,7 @@ pub fn fit(xs: &[f64], kind: Sample) -> Option<Fit> {
     if xs.len() < 2 {
         return None;
     }
-    let n = xs.len();
-    let mean = xs.iter().sum::<f64>() / n as f64;
-    let sd = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+    let (mean, sd) = moments(&xs);
     let data = Data::new(xs, kind);
     if mean > 0.0 && sd < CONSTANT_CV * mean {
         let c = data.candidate(Dist::constant(sig(mean)), 1, &[("value", mean)], false);
@@ -107,6 +105,8 @@ pub fn fit(xs: &[f64], kind: Sample) -> Option<Fit> {
             out.push(data.candidate(d, k, params, true));
         }
     };
+    // parameters come from the values the continuous variable had (a lattice's k + ½)
+    let (mean, sd) = moments(&data.fit_xs);
     let pos = data.positive();
     add(Some(Dist::new(Kind::Exponential { mean: sig(mean) })), 1, &[("mean", mean)]);
     if sd > 0.0 {
@@ -125,11 +125,11 @@ pub fn fit(xs: &[f64], kind: Sample) -> Option<Fit> {
     if let Some((shape, scale)) = pareto_mle(&pos) {
         add(Some(Dist::new(Kind::Pareto { shape: sig(shape), scale: sig(scale) })), 2, &[("shape", shape), ("scale", scale)]);
     }
-    if let Some((location, scale)) = gumbel_mle(&data.xs) {
+    if let Some((location, scale)) = gumbel_mle(&data.fit_xs) {
         add(Some(Dist::new(Kind::ExtremeLargest { location: sig(location), scale: sig(scale) })), 2, &[("location", location), ("scale", scale)]);
     }
     for (log, name) in [(true, "lognormal"), (false, "normal")] {
-        if let Some(parts) = two_normals(if log { &pos } else { &data.xs }, log) {
+        if let Some(parts) = two_normals(if log { &pos } else { &data.fit_xs }, log) {
             let comps = parts.iter().map(|&(w, m, s)| (sig(w), component(log, m, s))).collect();
             let params: Vec<(String, f64)> = parts
                 .iter()
@@ -145,7 +145,7 @@ pub fn fit(xs: &[f64], kind: Sample) -> Option<Fit> {
             out.push(c);
         }
     }
-    if kind == Sample::Counts {
+    if data.round != Round::None {
         if let Some(d) = data.empirical() {
             let k = data.distinct.len().saturating_sub(1) as u32;
             out.push(data.candidate(d, k, &[], true));
@@ -162,7 +162,13 @@ pub fn fit(xs: &[f64], kind: Sample) -> Option<Fit> {
     let simplest = (0..out.len()).filter(|&i| out[i].aic.unwrap_or(f64::INFINITY) <= best + AIC_TIE).min_by_key(|&i| (out[i].k, i)).unwrap_or(0);
     let chosen = out.remove(simplest);
     out.insert(0, chosen);
-    Some(data.finish(out, "fewest parameters within 2 of the lowest AIC", mean))
+    let mean = data.xs.iter().sum::<f64>() / data.xs.len() as f64;
+    let why = if data.round == Round::Floor {
+        "fewest parameters within 2 of the lowest AIC; the times sit on a 1-ms lattice (round=floor)"
+    } else {
+        "fewest parameters within 2 of the lowest AIC"
+    };
+    Some(data.finish(out, why, mean))
 }
 
 fn component(log: bool, m: f64, s: f64) -> Dist {
@@ -188,24 +194,51 @@ pub fn sig(x: f64) -> f64 {
     }
 }
 
+fn moments(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    (mean, (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt())
+}
+
+/// Share of values within this of a whole millisecond that makes times a lattice.
+pub const LATTICE_SHARE: f64 = 0.9;
+
 struct Data {
+    /// The values judged (KS, likelihood): whole numbers when `round` is set.
     xs: Vec<f64>,
+    /// The values the parameters are estimated from.
+    fit_xs: Vec<f64>,
     kind: Sample,
-    /// Distinct values and their counts (counts only; empty for times).
+    /// How the model turns its continuous draw into the whole numbers seen: `Nearest` for
+    /// sizes, `Floor` for times on a 1-ms lattice (a sender whose gaps are whole milliseconds,
+    /// `round=floor`, seen with microseconds of jitter), `None` for continuous times.
+    round: Round,
+    /// Distinct values and their counts (whole numbers only).
     distinct: Vec<(f64, u64)>,
 }
 
 impl Data {
     fn new(xs: Vec<f64>, kind: Sample) -> Data {
+        let near = |x: &f64| (x - x.round()).abs() <= 0.05;
+        let lattice = kind == Sample::Millis && xs.iter().filter(|x| near(x)).count() as f64 >= LATTICE_SHARE * xs.len() as f64;
+        let (round, xs, fit_xs) = match kind {
+            Sample::Counts => (Round::Nearest, xs.clone(), xs),
+            _ if lattice => {
+                let k: Vec<f64> = xs.iter().map(|x| x.round()).collect();
+                let mid = k.iter().map(|k| k + 0.5).collect();
+                (Round::Floor, k, mid)
+            }
+            _ => (Round::None, xs.clone(), xs),
+        };
         let mut distinct: Vec<(f64, u64)> = Vec::new();
-        if kind == Sample::Counts {
+        if round != Round::None {
             let mut by: BTreeMap<u64, u64> = BTreeMap::new();
             for x in &xs {
                 *by.entry(x.round() as u64).or_default() += 1;
             }
             distinct = by.into_iter().map(|(v, c)| (v as f64, c)).collect();
         }
-        Data { xs, kind, distinct }
+        Data { xs, fit_xs, kind, round, distinct }
     }
 
     /// The sample with values at 0 lifted to the smallest positive resolution (1 µs, ½ byte),
@@ -216,7 +249,7 @@ impl Data {
             Sample::Seconds => 1e-6,
             Sample::Counts => 0.5,
         };
-        self.xs.iter().map(|x| x.max(floor)).collect()
+        self.fit_xs.iter().map(|x| x.max(floor)).collect()
     }
 
     fn empirical(&self) -> Option<Dist> {
@@ -228,8 +261,8 @@ impl Data {
     }
 
     fn candidate(&self, mut dist: Dist, k: u32, params: &[(&str, f64)], likelihood: bool) -> Candidate {
-        if self.kind == Sample::Counts && !matches!(dist.kind, Kind::Discrete(_) | Kind::Constant(_)) {
-            dist = dist.with_round(Round::Nearest).with_min(0.0);
+        if self.round != Round::None && !matches!(dist.kind, Kind::Discrete(_) | Kind::Constant(_)) {
+            dist = dist.with_round(self.round).with_min(0.0);
         }
         let ll = if likelihood { Some(self.log_likelihood(&dist)) } else { None };
         let mut xs = self.xs.clone();
@@ -250,9 +283,9 @@ impl Data {
     }
 
     fn log_likelihood(&self, dist: &Dist) -> f64 {
-        match self.kind {
-            Sample::Counts => self.distinct.iter().map(|&(v, c)| c as f64 * (dist.cdf(v) - dist.cdf(v - 1.0)).max(1e-300).ln()).sum(),
-            Sample::Millis | Sample::Seconds => self.xs.iter().map(|&x| ln_pdf(&dist.kind, x)).sum(),
+        match self.round {
+            Round::Nearest | Round::Floor | Round::Ceil => self.distinct.iter().map(|&(v, c)| c as f64 * (dist.cdf(v) - dist.cdf(v - 1.0)).max(1e-300).ln()).sum(),
+            Round::None => self.xs.iter().map(|&x| ln_pdf(&dist.kind, x)).sum(),
         }
     }
 
@@ -585,6 +618,23 @@ mod tests {
         let f = fit(&sizes, Sample::Counts).unwrap();
         assert!(f.dist.contains("round=nearest"), "{}", f.dist);
         assert!(f.ks < f.ks_critical, "{} {}", f.dist, f.ks);
+    }
+
+    #[test]
+    fn whole_millisecond_gaps_seen_with_jitter_are_a_floor_lattice() {
+        // Counter-Strike's server: extreme_largest(55, 5.7, round=floor), sent a few µs late
+        let xs: Vec<f64> = draw("extreme_largest(55, 5.7, round=floor, min=0)", 20_000, 11)
+            .iter()
+            .enumerate()
+            .map(|(i, x)| x + ((i * 7919) % 41) as f64 * 1e-3 - 0.02)
+            .collect();
+        let f = fit(&xs, Sample::Millis).unwrap();
+        assert!(f.dist.contains("round=floor") && f.chosen_by.contains("lattice"), "{} {}", f.dist, f.chosen_by);
+        assert_recovers(&f, "extreme_largest", &[("location", 55.0), ("scale", 5.7)]);
+        assert!(f.ks < f.ks_critical, "{} KS {}", f.dist, f.ks);
+        // continuous times are not mistaken for one
+        let f = fit(&draw("weibull(50, 3)", 5000, 12), Sample::Millis).unwrap();
+        assert!(!f.dist.contains("round"), "{}", f.dist);
     }
 
     #[test]
