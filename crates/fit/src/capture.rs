@@ -46,6 +46,9 @@ pub struct Skipped {
     pub other_protocol: u64,
     /// Frames whose headers are cut or inconsistent.
     pub malformed: u64,
+    /// Horde's own control datagrams (hellos, challenges, answers, consent probes and echo
+    /// replies): how Horde's flows start and stay consented, not the game's traffic.
+    pub horde_control: u64,
     /// pcapng simple or obsolete packet blocks (they carry no time, or an ambiguous one).
     pub untimed: u64,
     /// Link types this reader does not decode (the number is the pcap LINKTYPE).
@@ -276,6 +279,10 @@ pub fn decode(link: DataLink, data: &[u8], t_ns: u64, skipped: &mut Skipped) -> 
                 skipped.malformed += 1;
                 return None;
             }
+            if is_horde_control(&bytes[8.min(bytes.len())..]) {
+                skipped.horde_control += 1;
+                return None;
+            }
             let l4 = L4::Udp;
             Some(Packet {
                 t_ns,
@@ -309,6 +316,12 @@ pub fn decode(link: DataLink, data: &[u8], t_ns: u64, skipped: &mut Skipped) -> 
             None
         }
     }
+}
+
+/// A UDP payload that starts with Horde's datagram header and carries a control flag.
+fn is_horde_control(payload: &[u8]) -> bool {
+    use horde_wire::datagram::{DatagramHeader, CONTROL_FLAGS, FLAG_ECHO_REPLY};
+    DatagramHeader::parse(payload).is_ok_and(|h| h.flags & (CONTROL_FLAGS | FLAG_ECHO_REPLY) != 0)
 }
 
 #[cfg(test)]

@@ -173,8 +173,8 @@ pub fn fit_capture<R: Read>(mut open: impl FnMut() -> std::io::Result<R>, opts: 
 
 fn ended(s: &Skipped) -> String {
     let mut why = format!(
-        " ({} not IP, {} fragments, {} other protocols, {} malformed, {} of unknown link types)",
-        s.not_ip, s.fragments, s.other_protocol, s.malformed, s.unknown_link
+        " ({} not IP, {} fragments, {} other protocols, {} malformed, {} of unknown link types, {} Horde control datagrams)",
+        s.not_ip, s.fragments, s.other_protocol, s.malformed, s.unknown_link, s.horde_control
     );
     if let Some(e) = &s.ended {
         why.push_str(&format!("; it ends early: {e}"));

@@ -168,3 +168,31 @@ fn hostile_captures_give_clear_errors_or_partial_fits_that_say_what_they_skipped
         let _ = fit_capture(|| Ok(&b[..]), &Options::default());
     }
 }
+
+#[test]
+fn hordes_own_capture_is_fitted_back_to_the_service_that_made_it() {
+    // crates/fit/tests/data/README.md says how it was recorded
+    let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/horde-ground-truth.pcapng")).unwrap();
+    let r = fit(&bytes, &Options::default());
+    assert_eq!((r.clients, r.packets, r.skipped.horde_control), (12, 2563, 624), "{:?}", r.skipped);
+    assert_eq!(r.server.addr.port(), 27915);
+    let up = dir(&r, "play", Direction::Up);
+    let down = dir(&r, "play", Direction::Down);
+    assert_eq!((up.apdus, down.apdus), (1527, 1036));
+    recovers(up.idt.as_ref().unwrap(), "weibull", &[("scale", 45.0), ("shape", 2.2)]);
+    let size = up.size.as_ref().unwrap();
+    assert_eq!(size.family, "discrete");
+    let truth: horde_model::dist::Dist = "discrete(27:0.8312, 28:0.0018, 29:0.0453, 30:0.0195, 31:0.0879, 32:0.0024, 33:0.0106, 35:0.0013)".parse().unwrap();
+    let model = size.model.as_ref().unwrap();
+    let gap = (20..40).map(|k| (model.cdf(f64::from(k)) - truth.cdf(f64::from(k))).abs()).fold(0.0, f64::max);
+    assert!(gap < size.ks_critical, "{} vs the truth: {gap}", size.dist);
+    // whole-millisecond gaps, sent with microseconds of jitter: a floor lattice, as the service
+    // says; the location of floor(Y) is fitted from k + ½, within its interval of 55
+    let idt = down.idt.as_ref().unwrap();
+    assert!(idt.dist.contains("round=floor"), "{}", idt.dist);
+    recovers(idt, "extreme_largest", &[("location", 55.0), ("scale", 5.7)]);
+    recovers(down.size.as_ref().unwrap(), "extreme_largest", &[("location", 120.0), ("scale", 36.0)]);
+    for f in [&up.idt, &up.size, &down.idt, &down.size].into_iter().flatten() {
+        assert!(f.ks < f.ks_critical, "{}: KS {} at n {}", f.dist, f.ks, f.n);
+    }
+}
