@@ -95,7 +95,7 @@ pub fn fit(xs: &[f64], kind: Sample) -> Option<Fit> {
     }
     let (mean, sd) = moments(&xs);
     let data = Data::new(xs, kind);
-    if mean > 0.0 && sd < CONSTANT_CV * mean {
+    if sd <= CONSTANT_CV * mean {
         let c = data.candidate(Dist::constant(sig(mean)), 1, &[("value", mean)], false);
         return Some(data.finish(vec![c], "spread below 1 % of the mean", mean));
     }
@@ -151,7 +151,8 @@ pub fn fit(xs: &[f64], kind: Sample) -> Option<Fit> {
             out.push(data.candidate(d, k, &[], true));
         }
     }
-    out.retain(|c| c.aic.is_some_and(f64::is_finite));
+    // a fit is kept when its likelihood is finite and Horde reads its text back as a valid model
+    out.retain(|c| c.aic.is_some_and(f64::is_finite) && c.dist.parse::<Dist>().ok().and_then(|d| d.validate().ok()).is_some());
     if out.is_empty() {
         return None;
     }
@@ -200,20 +201,14 @@ fn moments(xs: &[f64]) -> (f64, f64) {
     (mean, (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt())
 }
 
-/// Times are a 1-ms lattice when the mean resultant length of their phases, |mean e^(2πix)|,
-/// reaches this (1 on the lattice; 1/√n for times spread smoothly over many milliseconds;
-/// about 0.5 with jitter of 0.19 ms standard deviation around whole milliseconds).
-pub const LATTICE_R: f64 = 0.5;
+/// Times are a 1-ms lattice when mean cos(2πx) over x in ms reaches this: 1 on whole
+/// milliseconds; about 0 for times spread smoothly over many milliseconds, and for a period that
+/// is not whole (33.3 ms); about 0.5 with jitter of 0.19 ms standard deviation around whole
+/// milliseconds.
+pub const LATTICE_C: f64 = 0.5;
 
-/// |mean e^(2πix)| over x in milliseconds.
-fn lattice_r(xs: &[f64]) -> f64 {
-    let (mut c, mut s) = (0.0, 0.0);
-    for x in xs {
-        let a = std::f64::consts::TAU * (x - x.floor());
-        c += a.cos();
-        s += a.sin();
-    }
-    (c * c + s * s).sqrt() / xs.len().max(1) as f64
+fn lattice_c(xs: &[f64]) -> f64 {
+    xs.iter().map(|x| (std::f64::consts::TAU * x).cos()).sum::<f64>() / xs.len().max(1) as f64
 }
 
 struct Data {
@@ -232,7 +227,7 @@ struct Data {
 
 impl Data {
     fn new(xs: Vec<f64>, kind: Sample) -> Data {
-        let lattice = kind == Sample::Millis && lattice_r(&xs) >= LATTICE_R;
+        let lattice = kind == Sample::Millis && lattice_c(&xs) >= LATTICE_C;
         let (round, xs, fit_xs) = match kind {
             Sample::Counts => (Round::Nearest, xs.clone(), xs),
             _ if lattice => {
@@ -646,8 +641,10 @@ mod tests {
         assert!(f.dist.contains("round=floor") && f.chosen_by.contains("lattice"), "{} {}", f.dist, f.chosen_by);
         assert_recovers(&f, "extreme_largest", &[("location", 55.0), ("scale", 5.7)]);
         assert!(f.ks < f.ks_critical, "{} KS {}", f.dist, f.ks);
-        // continuous times are not mistaken for one
+        // continuous times are not mistaken for one, nor a period of a third of a millisecond
         let f = fit(&draw("weibull(50, 3)", 5000, 12), Sample::Millis).unwrap();
+        assert!(!f.dist.contains("round"), "{}", f.dist);
+        let f = fit(&draw("normal(33.333, 0.4)", 5000, 13), Sample::Millis).unwrap();
         assert!(!f.dist.contains("round"), "{}", f.dist);
     }
 

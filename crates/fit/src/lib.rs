@@ -103,9 +103,21 @@ pub struct DirectionFit {
     pub size: Option<Fit>,
 }
 
-/// Fits the capture `open()` returns (called once, or twice when the server must be found).
-pub fn fit_capture<R: Read>(mut open: impl FnMut() -> std::io::Result<R>, opts: &Options) -> Result<FitReport, FitError> {
-    let mut notes = Vec::new();
+/// A capture read through: its samples and what the report says about the reading.
+pub struct Collected {
+    pub collector: Collector,
+    pub server: Server,
+    pub server_chosen: String,
+    pub frames: u64,
+    pub packets: u64,
+    pub skipped: Skipped,
+    pub counts: Counts,
+    pub clients: usize,
+}
+
+/// Reads the capture `open()` returns (once, or twice when the server must be found) into
+/// samples per state and direction.
+pub fn collect<R: Read>(mut open: impl FnMut() -> std::io::Result<R>, opts: &Options) -> Result<Collected, FitError> {
     let (server, server_chosen) = match opts.server {
         Some(s) => (s, "given".to_string()),
         None => {
@@ -145,30 +157,137 @@ pub fn fit_capture<R: Read>(mut open: impl FnMut() -> std::io::Result<R>, opts: 
     if re.clients.is_empty() {
         return Err(FitError::ServerSilent(format!("{}/{:?}", server.addr, server.transport).to_lowercase()));
     }
-    if let Some(why) = &cap.skipped.ended {
+    let frames = cap.frames();
+    Ok(Collected { collector, server, server_chosen, frames, packets, skipped: cap.skipped, counts: re.counts, clients: re.clients.len() })
+}
+
+/// Fits the capture `open()` returns (see [`collect`]).
+pub fn fit_capture<R: Read>(open: impl FnMut() -> std::io::Result<R>, opts: &Options) -> Result<FitReport, FitError> {
+    Ok(report(&collect(open, opts)?, opts))
+}
+
+/// The fit report of a capture read through.
+pub fn report(c: &Collected, opts: &Options) -> FitReport {
+    let mut notes = Vec::new();
+    if let Some(why) = &c.skipped.ended {
         notes.push(format!("the capture ends early: {why}"));
     }
-    if server.transport == apdu::Transport::Tcp {
+    if c.server.transport == apdu::Transport::Tcp {
         notes.push(format!("TCP: an APDU ends at PSH, FIN/RST or a pause over {} ms (--tcp-gap-ms)", opts.tcp_gap_ms));
     }
-    let (states, directions) = fits(&collector);
-    let duration_s = collector.first_ns.map_or(0.0, |f| (collector.last_ns - f) as f64 / 1e9);
-    Ok(FitReport {
+    if c.skipped.horde_control > 0 {
+        notes.push(format!(
+            "{} of Horde's own control datagrams (hellos, challenges, consent probes, echo replies) are not part of the model",
+            c.skipped.horde_control
+        ));
+    }
+    let col = &c.collector;
+    let (states, directions) = fits(col);
+    let duration_s = col.first_ns.map_or(0.0, |f| (col.last_ns - f) as f64 / 1e9);
+    FitReport {
         schema_version: 1,
-        server,
-        server_chosen,
-        frames: cap.frames(),
-        packets,
-        skipped: cap.skipped,
-        counts: re.counts,
-        clients: re.clients.len(),
+        server: c.server,
+        server_chosen: c.server_chosen.clone(),
+        frames: c.frames,
+        packets: c.packets,
+        skipped: c.skipped.clone(),
+        counts: c.counts.clone(),
+        clients: c.clients,
         duration_s,
         tcp_gap_ms: opts.tcp_gap_ms,
-        unlabelled: collector.unlabelled,
+        unlabelled: col.unlabelled,
         states,
         directions,
         notes,
-    })
+    }
+}
+
+/// One sample of two captures side by side: the two-sample KS distance against its critical
+/// value at both sizes (5 %).
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Comparison {
+    pub state: String,
+    pub direction: Direction,
+    /// `idt` (ms) or `size` (bytes).
+    pub what: String,
+    pub n_a: u64,
+    /// 0 when B is a model (a one-sample distance).
+    pub n_b: u64,
+    /// Means of A and B (for a model: its mean, or an estimate where rounding or bounds
+    /// leave no closed form); a point-mass model's KS distance says little, the means say more.
+    pub mean_a: f64,
+    pub mean_b: Option<f64>,
+    pub ks: f64,
+    pub ks_critical: f64,
+    /// The KS distance is below its critical value: the two cannot be told apart at 5 %.
+    pub alike: bool,
+}
+
+/// Every sample the two captures share (by state name and direction), compared.
+pub fn compare(a: &Collected, b: &Collected) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    for (i, name) in a.collector.labels.names.iter().enumerate() {
+        let Some(j) = b.collector.labels.names.iter().position(|n| n == name) else {
+            continue;
+        };
+        for (d, direction) in [Direction::Up, Direction::Down].into_iter().enumerate() {
+            let (sa, ia) = &a.collector.samples[i][d];
+            let (sb, ib) = &b.collector.samples[j][d];
+            for (what, x, y) in [("idt", ia, ib), ("size", sa, sb)] {
+                let (mut xa, mut yb) = (x.values.clone(), y.values.clone());
+                let Some(ks) = horde_model::fit::ks_two_sample(&mut xa, &mut yb) else {
+                    continue;
+                };
+                let (n_a, n_b) = (xa.len() as u64, yb.len() as u64);
+                let ks_critical = horde_model::fit::ks_two_sample_critical(n_a, n_b, families::ALPHA);
+                let (mean_a, mean_b) = (mean(&xa), Some(mean(&yb)));
+                out.push(Comparison { state: name.clone(), direction, what: what.into(), n_a, n_b, mean_a, mean_b, ks, ks_critical, alike: ks < ks_critical });
+            }
+        }
+    }
+    out
+}
+
+/// Every sample of a capture against a service's model (its variables at their defaults, the
+/// first sub-activity): the one-sample KS distance of the capture against the model's CDF.
+/// States pair by name, or the capture's only state with the service's only one.
+pub fn against(a: &Collected, service: &horde_model::service::Service) -> Result<Vec<Comparison>, String> {
+    let bound = service.bind(&Default::default()).map_err(|(field, msg)| format!("{field}: {msg}"))?;
+    let names = &a.collector.labels.names;
+    let mut out = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let j = match service.states.iter().position(|s| &s.name == name) {
+            Some(j) => j,
+            None if names.len() == 1 && service.states.len() == 1 => 0,
+            None => continue,
+        };
+        for (d, direction) in [Direction::Up, Direction::Down].into_iter().enumerate() {
+            let Some(model) = bound.by_state[j].first().and_then(|subs| subs[d].as_ref()) else {
+                continue;
+            };
+            let (sizes, idts) = &a.collector.samples[i][d];
+            for (what, sample, dist) in [("idt", idts, &model.idt), ("size", sizes, &model.size)] {
+                if sample.values.is_empty() {
+                    continue;
+                }
+                // a model of whole numbers is judged on the sample's nearest whole numbers
+                // (a gap of 54.98 ms is the model's 55 sent 20 µs early)
+                let whole = dist.round != horde_model::dist::Round::None;
+                let mut xs: Vec<f64> = sample.values.iter().map(|x| if whole { x.round() } else { *x }).collect();
+                let ks = horde_model::fit::ks_distance(&mut xs, |x| dist.cdf(x));
+                let n = xs.len() as u64;
+                let ks_critical = horde_model::fit::ks_critical(xs.len(), families::ALPHA);
+                let state = format!("{name} vs {}", service.states[j].name);
+                let (mean_a, mean_b) = (mean(&sample.values), dist.mean().or_else(|| dist.mean_estimate()));
+                out.push(Comparison { state, direction, what: what.into(), n_a: n, n_b: 0, mean_a, mean_b, ks, ks_critical, alike: ks < ks_critical });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len().max(1) as f64
 }
 
 fn ended(s: &Skipped) -> String {

@@ -56,9 +56,19 @@ pub fn service_toml(report: &FitReport, name: &str, capture: &str) -> String {
             let _ = writeln!(t, "dwell = {}   # s, {}", quote(&dwell.dist), table_row(dwell));
         }
         for d in report.directions.iter().filter(|d| d.state == s.name) {
-            if let (Some(idt), Some(size)) = (&d.idt, &d.size) {
-                let _ = writeln!(t, "{}.idt = {}", dir(d.direction), quote(&idt_text(idt)));
-                let _ = writeln!(t, "{}.size = {}", dir(d.direction), quote(&size.dist));
+            let (Some(idt), Some(size)) = (&d.idt, &d.size) else {
+                let _ = writeln!(t, "# {}: fewer than two APDUs in this state; left out", dir(d.direction));
+                continue;
+            };
+            let idt_text = idt_text(idt);
+            match idt_text.parse::<horde_model::dist::Dist>().map_err(|e| e.to_string()).and_then(|d| d.check_advances()) {
+                Ok(()) => {
+                    let _ = writeln!(t, "{}.idt = {}", dir(d.direction), quote(&idt_text));
+                    let _ = writeln!(t, "{}.size = {}", dir(d.direction), quote(&size.dist));
+                }
+                Err(why) => {
+                    let _ = writeln!(t, "# {}: the gaps {idt_text} cannot drive a sender ({why}); left out", dir(d.direction));
+                }
             }
         }
     }

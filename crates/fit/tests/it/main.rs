@@ -1,5 +1,6 @@
 //! `horde-fit` end to end: captures written here, with known models, fitted back.
 
+mod contract;
 mod synthetic;
 
 use std::time::Duration;
