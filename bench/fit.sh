@@ -56,7 +56,7 @@ seed = 1
 server = "127.0.0.1:27915"
 EOF
 capture "$OUT/truth.pcapng" "udp port 27915" "$GT_SECS" -- "$H" run "$OUT/truth-run.toml" -q -o "$OUT/truth-report"
-"$FIT" "$OUT/truth.pcapng" --name fitted-truth --out "$OUT/fitted.toml" --json "$OUT/truth-fit.json" \
+"$FIT" "$OUT/truth.pcapng" --name fitted-truth --out "$OUT/fitted.toml" --json "$OUT/truth-fit.json" --html "$OUT/truth-html" \
   --against "$OUT/ground-truth.toml" --compare-json "$OUT/truth-vs-model.json" | tee "$OUT/truth-fit.txt"
 sed -e 's/ground-truth.toml/fitted.toml/' -e 's/seed = 1/seed = 2/' -e 's/"fit-ground-truth"/"fit-loop"/' "$OUT/truth-run.toml" >"$OUT/loop-run.toml"
 capture "$OUT/loop.pcapng" "udp port 27915" "$GT_SECS" -- "$H" run "$OUT/loop-run.toml" -q -o "$OUT/loop-report"
@@ -67,7 +67,7 @@ capture "$OUT/loop.pcapng" "udp port 27915" "$GT_SECS" -- "$H" run "$OUT/loop-ru
 for n in 8 32; do
   capture "$OUT/oa-$n.pcapng" "udp" "$((OA_SECS + 15))" -- \
     "$H" bots --start-server -n "$n" -t "${OA_SECS}s" -o "$OUT/oa-$n-bots" > "$OUT/oa-$n-bots.txt" 2>&1
-  "$FIT" "$OUT/oa-$n.pcapng" --name "openarena-$n" --out "$OUT/oa-$n.toml" --json "$OUT/oa-$n-fit.json" \
+  "$FIT" "$OUT/oa-$n.pcapng" --name "openarena-$n" --out "$OUT/oa-$n.toml" --json "$OUT/oa-$n-fit.json" --html "$OUT/oa-$n-html" \
     --against quake3 --compare-json "$OUT/oa-$n-vs-quake3.json" | tee "$OUT/oa-$n.txt"
 done
 

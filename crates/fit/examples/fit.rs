@@ -4,7 +4,8 @@
 //! ```sh
 //! cargo run -p horde-fit --release --example fit -- CAPTURE [--server ADDR:PORT[/udp|/tcp]]
 //!     [--states LABELS.csv] [--tcp-gap-ms MS] [--name NAME] [--out SERVICE.toml]
-//!     [--json FIT.json] [--compare OTHER_CAPTURE] [--against SERVICE] [--compare-json CMP.json]
+//!     [--json FIT.json] [--html DIR] [--compare OTHER_CAPTURE] [--against SERVICE]
+//!     [--compare-json CMP.json]
 //! ```
 
 use std::fs::File;
@@ -32,6 +33,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
     let mut opts = Options::default();
     let (mut name, mut out, mut json, mut other, mut cmp_json) = ("fitted".to_string(), None, None, None, None);
     let mut model: Option<String> = None;
+    let mut html_dir: Option<String> = None;
     while let Some(a) = it.next() {
         let mut value = || it.next().ok_or(format!("{a} needs a value"));
         match a.as_str() {
@@ -45,6 +47,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
             "--name" => name = value()?,
             "--out" => out = Some(value()?),
             "--json" => json = Some(value()?),
+            "--html" => html_dir = Some(value()?),
             "--compare" => other = Some(value()?),
             "--against" => model = Some(value()?),
             "--compare-json" => cmp_json = Some(value()?),
@@ -80,6 +83,11 @@ fn run(args: Vec<String>) -> Result<(), String> {
     }
     if let Some(path) = out {
         std::fs::write(&path, service::service_toml(&r, &name, &capture)).map_err(|e| format!("{path}: {e}"))?;
+    }
+    if let Some(dir) = html_dir {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{dir}: {e}"))?;
+        let path = format!("{dir}/index.html");
+        std::fs::write(&path, horde_fit::html::page(&r, &a, &capture)).map_err(|e| format!("{path}: {e}"))?;
     }
     if let Some(path) = json {
         std::fs::write(&path, serde_json::to_string_pretty(&r).unwrap() + "\n").map_err(|e| format!("{path}: {e}"))?;

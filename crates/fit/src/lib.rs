@@ -8,7 +8,7 @@
 //!    inter-departure times, in bounded reservoirs;
 //! 4. [`families`] fits every family Horde can draw by maximum likelihood and picks by AIC;
 //! 5. [`service`] writes the result as a service file (`docs/services.md`'s schema) with the
-//!    fit table as comments.
+//!    fit table as comments, and [`html`] the report page with measured and fitted CDFs.
 //!
 //! Architecture invariant: pure — no files, sockets or clocks. The caller hands over a way to
 //! open the capture (it is read twice when the server must be found first).
@@ -20,6 +20,7 @@ use serde::Serialize;
 pub mod apdu;
 pub mod capture;
 pub mod families;
+pub mod html;
 pub mod samples;
 pub mod service;
 

@@ -83,8 +83,8 @@ fn stated(marker: &str) -> String {
 const LAYERS: &[&[&str]] = &[
     &["sys", "wire", "impair", "q3", "regulate", "testkit"],
     &["model"],
-    &["proto", "stats", "topo", "fit"],
-    &["engine", "emu"],
+    &["proto", "stats", "topo"],
+    &["engine", "emu", "fit"],
     &["scenario"],
     &["agent", "console"],
     &["cli"],

@@ -81,6 +81,12 @@ fn a_udp_game_is_fitted_back_to_its_families_and_parameters() {
     assert!(s.bind(&Default::default()).is_ok(), "{text}");
     assert!(text.contains(&format!("up.idt = \"{}\"", up.idt.as_ref().unwrap().dist)), "{text}");
     assert_eq!(r.packets, up.apdus + down.apdus);
+    // the report page draws each sample's measured and fitted CDFs
+    let c = horde_fit::collect(|| Ok(&bytes[..]), &Options::default()).unwrap();
+    let page = horde_fit::html::page(&horde_fit::report(&c, &Options::default()), &c, "<synthetic>.pcap");
+    assert_eq!(page.matches("<svg").count(), 4);
+    assert_eq!(page.matches("class=\"series\"").count(), 8, "two lines in each chart");
+    assert!(page.contains("&lt;synthetic&gt;.pcap") && !page.contains("<synthetic>"));
 }
 
 #[test]
