@@ -124,6 +124,9 @@ pub struct Counts {
     pub holes: u64,
     /// Clients beyond the followed maximum.
     pub clients_left_out: u64,
+    /// Horde's own stream hellos and end-of-flow signals on TCP (how Horde's streams start and
+    /// end, not the game's traffic): taken out of the APDUs they arrived with.
+    pub horde_control: u64,
 }
 
 #[derive(Default)]
@@ -131,6 +134,51 @@ struct Stream {
     next_seq: Option<u32>,
     /// (start, bytes, last segment) of the APDU being assembled.
     open: Option<(u64, u64, u64)>,
+    /// APDUs this stream has ended (Horde's hello can only be the first).
+    ended: u64,
+    /// What Horde's own framing says the open APDU starts with.
+    starts: Start,
+}
+
+/// Horde's TCP framing (`horde_wire::stream`), seen at the start of an APDU.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Start {
+    #[default]
+    Apdu,
+    /// The stream's 36-byte hello ('HS', version).
+    Hello,
+    /// An end-of-flow signal: an APDU header of length 0, then 60 bytes.
+    Signal,
+}
+
+impl Start {
+    fn of(head: [u8; 4], first: bool) -> Start {
+        if first && head[..3] == [b'H', b'S', horde_wire::VERSION] {
+            Start::Hello
+        } else if head[..2] == [0, 0] {
+            Start::Signal
+        } else {
+            Start::Apdu
+        }
+    }
+}
+
+/// An APDU as the game sent it: Horde's hello and signal taken out (counted).
+fn game_bytes(start: Start, size: u64, counts: &mut Counts) -> Option<u64> {
+    use horde_wire::stream::HELLO_LEN;
+    const SIGNAL: u64 = horde_wire::stream::APDU_HEADER_LEN as u64 + 60;
+    let size = match start {
+        Start::Hello if size >= HELLO_LEN as u64 => {
+            counts.horde_control += 1;
+            size - HELLO_LEN as u64
+        }
+        Start::Signal if size == SIGNAL => {
+            counts.horde_control += 1;
+            0
+        }
+        _ => size,
+    };
+    (size > 0).then_some(size)
 }
 
 /// Pass two: APDUs of the server's flows.
@@ -167,10 +215,14 @@ impl Reassembly {
             L4::Udp => out.push(Apdu { direction, client, t_ns: p.t_ns, size: u64::from(p.payload) }),
             L4::Tcp { seq, syn, fin, rst, psh } => {
                 let gap = self.gap_ns;
+                let counts = &mut self.counts;
                 let s = self.streams.entry((client, direction == Direction::Up)).or_default();
-                let flush = |s: &mut Stream, out: &mut Vec<Apdu>| {
+                let flush = |s: &mut Stream, out: &mut Vec<Apdu>, counts: &mut Counts| {
                     if let Some((t_ns, size, _)) = s.open.take() {
-                        out.push(Apdu { direction, client, t_ns, size });
+                        s.ended += 1;
+                        if let Some(size) = game_bytes(s.starts, size, counts) {
+                            out.push(Apdu { direction, client, t_ns, size });
+                        }
                     }
                 };
                 let mut seq = seq;
@@ -185,11 +237,11 @@ impl Reassembly {
                         // bytes seen before: skip them, keep what is new
                         let old = ahead.unsigned_abs().min(len);
                         if old == len && len > 0 {
-                            self.counts.retransmissions += 1;
+                            counts.retransmissions += 1;
                         }
                         len -= old;
                     } else if ahead > 0 && len > 0 {
-                        self.counts.holes += 1;
+                        counts.holes += 1;
                     }
                 }
                 if len > 0 {
@@ -199,17 +251,22 @@ impl Reassembly {
                         _ => end,
                     });
                     if s.open.is_some_and(|(_, _, last)| p.t_ns.saturating_sub(last) > gap) {
-                        flush(s, out);
+                        flush(s, out, counts);
+                    }
+                    if s.open.is_none() {
+                        // only a segment that starts where the new bytes start shows its head
+                        let whole = len == p.payload;
+                        s.starts = if whole { Start::of(p.head, s.ended == 0) } else { Start::Apdu };
                     }
                     let open = s.open.get_or_insert((p.t_ns, 0, p.t_ns));
                     open.1 += u64::from(len);
                     open.2 = p.t_ns;
                     if psh {
-                        flush(s, out);
+                        flush(s, out, counts);
                     }
                 }
                 if fin || rst {
-                    flush(s, out);
+                    flush(s, out, counts);
                     if rst {
                         s.next_seq = None;
                     }
@@ -223,8 +280,11 @@ impl Reassembly {
         let mut keys: Vec<(u32, bool)> = self.streams.keys().copied().collect();
         keys.sort_unstable();
         for (client, up) in keys {
-            if let Some((t_ns, size, _)) = self.streams.get_mut(&(client, up)).and_then(|s| s.open.take()) {
-                out.push(Apdu { direction: if up { Direction::Up } else { Direction::Down }, client, t_ns, size });
+            let Some(s) = self.streams.get_mut(&(client, up)) else { continue };
+            if let Some((t_ns, size, _)) = s.open.take() {
+                if let Some(size) = game_bytes(s.starts, size, &mut self.counts) {
+                    out.push(Apdu { direction: if up { Direction::Up } else { Direction::Down }, client, t_ns, size });
+                }
             }
         }
     }
@@ -268,7 +328,7 @@ mod tests {
     fn tcp(t_ms: u64, up: bool, seq: u32, len: u32, psh: bool) -> Packet {
         let (c, s): (SocketAddr, SocketAddr) = ("10.0.0.2:50000".parse().unwrap(), "10.0.0.1:4000".parse().unwrap());
         let (src, dst) = if up { (c, s) } else { (s, c) };
-        Packet { t_ns: t_ms * 1_000_000, src, dst, l4: L4::Tcp { seq, syn: false, fin: false, rst: false, psh }, payload: len }
+        Packet { t_ns: t_ms * 1_000_000, src, dst, l4: L4::Tcp { seq, syn: false, fin: false, rst: false, psh }, payload: len, head: [1, 2, 3, 4] }
     }
 
     #[test]
@@ -307,7 +367,7 @@ mod tests {
         for i in 0..8u16 {
             let client: SocketAddr = format!("10.0.0.{}:{}", 10 + i, 40000 + i).parse().unwrap();
             for _ in 0..10 {
-                c.see(&Packet { t_ns: 0, src: client, dst: s, l4: L4::Udp, payload: 10 });
+                c.see(&Packet { t_ns: 0, src: client, dst: s, l4: L4::Udp, payload: 10, head: [0; 4] });
             }
         }
         let (server, peers, packets) = c.server().unwrap();

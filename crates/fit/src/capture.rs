@@ -27,6 +27,16 @@ pub struct Packet {
     /// Application bytes carried, from the headers' length fields (a short snap length does
     /// not shrink it).
     pub payload: u32,
+    /// The first bytes of the application payload as captured (zeros past what was kept):
+    /// enough to tell Horde's own stream hello and end-of-flow signal from a game's bytes.
+    pub head: [u8; 4],
+}
+
+fn head(bytes: &[u8]) -> [u8; 4] {
+    let mut h = [0u8; 4];
+    let n = bytes.len().min(4);
+    h[..n].copy_from_slice(&bytes[..n]);
+    h
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -290,6 +300,7 @@ pub fn decode(link: DataLink, data: &[u8], t_ns: u64, skipped: &mut Skipped) -> 
                 dst: SocketAddr::new(dst, udp.destination_port()),
                 l4,
                 payload: (len - 8) as u32,
+                head: head(bytes.get(8..).unwrap_or(&[])),
             })
         }
         etherparse::IpNumber::TCP => {
@@ -309,6 +320,7 @@ pub fn decode(link: DataLink, data: &[u8], t_ns: u64, skipped: &mut Skipped) -> 
                 dst: SocketAddr::new(dst, tcp.destination_port()),
                 l4,
                 payload: (declared - header) as u32,
+                head: head(bytes.get(header..).unwrap_or(&[])),
             })
         }
         _ => {

@@ -182,6 +182,9 @@ pub fn report(c: &Collected, opts: &Options) -> FitReport {
             c.skipped.horde_control
         ));
     }
+    if c.counts.horde_control > 0 {
+        notes.push(format!("{} of Horde's own stream hellos and end-of-flow signals (TCP) are not part of the model", c.counts.horde_control));
+    }
     let col = &c.collector;
     let (states, directions) = fits(col);
     let duration_s = col.first_ns.map_or(0.0, |f| (col.last_ns - f) as f64 / 1e9);

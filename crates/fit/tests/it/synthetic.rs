@@ -202,3 +202,23 @@ fn hordes_own_capture_is_fitted_back_to_the_service_that_made_it() {
         assert!(f.ks < f.ks_critical, "{}: KS {} at n {}", f.dist, f.ks, f.n);
     }
 }
+
+#[test]
+fn hordes_own_tcp_streams_are_cut_into_the_apdus_it_sent() {
+    let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/horde-ground-truth-tcp.pcapng")).unwrap();
+    let c = horde_fit::collect(|| Ok(&bytes[..]), &Options::default()).unwrap();
+    let r = horde_fit::report(&c, &Options::default());
+    assert_eq!((r.server.addr.to_string(), r.server.transport), ("127.0.0.1:27916".to_string(), horde_fit::apdu::Transport::Tcp));
+    // exactly the APDUs the run's own report counted; the 24 hellos taken out
+    let (up, down) = (dir(&r, "play", Direction::Up), dir(&r, "play", Direction::Down));
+    assert_eq!((up.apdus, down.apdus, r.counts.horde_control), (447, 636, 24), "{:?}", r.counts);
+    assert_eq!((r.counts.retransmissions, r.counts.holes), (0, 0));
+    recovers(up.idt.as_ref().unwrap(), "weibull", &[("scale", 300.0), ("shape", 1.3)]);
+    recovers(down.idt.as_ref().unwrap(), "weibull", &[("scale", 208.0), ("shape", 1.93)]);
+    assert_eq!(up.size.as_ref().unwrap().family, "discrete");
+    // and every sample is alike the service that made it
+    let truth = Service::parse(include_str!("../data/ground-truth-tcp.toml"), "ground-truth-tcp.toml").unwrap();
+    for cmp in horde_fit::against(&c, &truth).unwrap() {
+        assert!(cmp.alike, "{cmp:?}");
+    }
+}
