@@ -8,7 +8,7 @@ use horde_stats::charts::{Chart, Series};
 use horde_stats::table::esc;
 
 use crate::families::Fit;
-use crate::samples::Reservoir;
+use crate::reservoir::Reservoir;
 use crate::{Collected, FitReport};
 
 /// Points a measured CDF keeps (evenly spaced in rank).
@@ -60,6 +60,31 @@ pub fn page(report: &FitReport, c: &Collected, capture: &str) -> String {
         }
     }
     h.push_str("</table>");
+    for d in &report.directions {
+        let Some(over) = &d.players else { continue };
+        let _ = write!(
+            h,
+            "<h2>{} {}: over player counts</h2><p>Online: a client heard within {} s; the service's N defaults to {}.</p>",
+            esc(&d.state),
+            format!("{:?}", d.direction).to_lowercase(),
+            over.window_s,
+            over.typical
+        );
+        for (what, f) in [("idt (ms)", &over.idt), ("size (B)", &over.size)] {
+            let Some(f) = f else { continue };
+            let _ = write!(
+                h,
+                "<p>{what}: <code>{}</code></p><table><tr><th>players</th><th>n</th><th>parameters</th><th>KS of the formula [critical]</th></tr>",
+                esc(&f.dist)
+            );
+            for at in &f.counts {
+                let p: Vec<String> = at.params.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                let _ =
+                    write!(h, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.4} [{:.4}]</td></tr>", at.players, at.n, esc(&p.join(", ")), at.ks, at.ks_critical);
+            }
+            h.push_str("</table>");
+        }
+    }
     for (i, name) in c.collector.labels.names.iter().enumerate() {
         for (di, dir) in ["up", "down"].iter().enumerate() {
             let Some(d) = report.directions.iter().find(|d| &d.state == name && format!("{:?}", d.direction).to_lowercase() == *dir) else {

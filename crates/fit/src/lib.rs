@@ -7,6 +7,8 @@
 //! 3. [`samples`] splits them by state (from a labels file) and direction into sizes and
 //!    inter-departure times, in bounded reservoirs;
 //! 4. [`families`] fits every family Horde can draw by maximum likelihood and picks by AIC;
+//!    [`players`] writes the server's side as power laws of the player count where the
+//!    capture shows several;
 //! 5. [`service`] writes the result as a service file (`docs/services.md`'s schema) with the
 //!    fit table as comments, and [`html`] the report page with measured and fitted CDFs.
 //!
@@ -21,6 +23,8 @@ pub mod apdu;
 pub mod capture;
 pub mod families;
 pub mod html;
+pub mod players;
+pub mod reservoir;
 pub mod samples;
 pub mod service;
 
@@ -102,6 +106,9 @@ pub struct DirectionFit {
     pub apdus: u64,
     pub idt: Option<Fit>,
     pub size: Option<Fit>,
+    /// Server → client, where the capture shows the server with three player counts or more:
+    /// the same families with power laws of the player count `N` (docs/fit.md).
+    pub players: Option<players::OverPlayers>,
 }
 
 /// A capture read through: its samples and what the report says about the reading.
@@ -328,13 +335,12 @@ fn fits(c: &Collector) -> (Vec<StateFit>, Vec<DirectionFit>) {
             if sizes.seen == 0 {
                 continue;
             }
-            directions.push(DirectionFit {
-                direction,
-                state: name.clone(),
-                apdus: sizes.seen,
-                idt: fit(&idts.values, Sample::Millis),
-                size: fit(&sizes.values, Sample::Counts),
-            });
+            let (idt, size) = (fit(&idts.values, Sample::Millis), fit(&sizes.values, Sample::Counts));
+            let players = match direction {
+                Direction::Down => players::over_players(&c.by_players[i]),
+                Direction::Up => None,
+            };
+            directions.push(DirectionFit { direction, state: name.clone(), apdus: sizes.seen, idt, size, players });
         }
     }
     (states, directions)

@@ -9,40 +9,15 @@
 
 use std::collections::HashMap;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
 use crate::apdu::{Apdu, Direction};
+use crate::players::{reservoirs, ByPlayers, Online};
+use crate::reservoir::Reservoir;
 
-/// Values kept per sample; beyond it a uniform reservoir (seeded, so a fit repeats exactly).
-pub const RESERVOIR: usize = 200_000;
 /// At most this many label rows.
 pub const MAX_LABELS: usize = 1_000_000;
 
-/// A uniform sample of at most [`RESERVOIR`] values, and how many were seen.
-pub struct Reservoir {
-    pub values: Vec<f64>,
-    pub seen: u64,
-    rng: ChaCha8Rng,
-}
-
-impl Reservoir {
-    fn new(seed: u64) -> Reservoir {
-        Reservoir { values: Vec::new(), seen: 0, rng: ChaCha8Rng::seed_from_u64(seed) }
-    }
-
-    pub fn push(&mut self, v: f64) {
-        self.seen += 1;
-        if self.values.len() < RESERVOIR {
-            self.values.push(v);
-        } else {
-            let j = self.rng.random_range(0..self.seen);
-            if (j as usize) < RESERVOIR {
-                self.values[j as usize] = v;
-            }
-        }
-    }
-}
+/// At most this many player counts are followed per state.
+const MAX_COUNTS: usize = 1024;
 
 /// One labelled time range.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,13 +106,17 @@ pub struct Collector {
     pub unlabelled: u64,
     pub first_ns: Option<u64>,
     pub last_ns: u64,
+    online: Online,
+    /// `[state]`: the server's APDUs by how many clients were online when each left.
+    pub by_players: Vec<ByPlayers>,
 }
 
 impl Collector {
     pub fn new(labels: Labels) -> Collector {
         let seed = |s: usize, d: usize, k: usize| (s * 4 + d * 2 + k) as u64;
         let samples = (0..labels.names.len()).map(|s| [0, 1].map(|d| (Reservoir::new(seed(s, d, 0)), Reservoir::new(seed(s, d, 1))))).collect();
-        Collector { labels, origin_ns: None, last: HashMap::new(), samples, unlabelled: 0, first_ns: None, last_ns: 0 }
+        let by_players = (0..labels.names.len()).map(|_| ByPlayers::new()).collect();
+        Collector { labels, origin_ns: None, last: HashMap::new(), samples, unlabelled: 0, first_ns: None, last_ns: 0, online: Online::default(), by_players }
     }
 
     /// The capture's first packet: labels count from it.
@@ -151,6 +130,7 @@ impl Collector {
         self.last_ns = self.last_ns.max(a.t_ns);
         let up = a.direction == Direction::Up;
         let key = (a.client, up);
+        let online = self.online.see(a.client, a.t_ns);
         let t_s = a.t_ns.saturating_sub(origin) as f64 / 1e9;
         let Some(seg) = self.labels.at(t_s) else {
             self.unlabelled += 1;
@@ -160,9 +140,19 @@ impl Collector {
         let state = self.labels.segments[seg].state;
         let (sizes, idts) = &mut self.samples[state][usize::from(!up)];
         sizes.push(a.size as f64);
+        let mut idt = None;
         if let Some((prev, prev_seg)) = self.last.get(&key) {
             if *prev_seg == seg && a.t_ns >= *prev {
+                idt = Some((a.t_ns - prev) as f64 / 1e6);
                 idts.push((a.t_ns - prev) as f64 / 1e6);
+            }
+        }
+        let by = &mut self.by_players[state];
+        if !up && (by.len() < MAX_COUNTS || by.contains_key(&online)) {
+            let r = by.entry(online).or_insert_with(|| reservoirs(u64::from(online) * 2));
+            r.0.push(a.size as f64);
+            if let Some(idt) = idt {
+                r.1.push(idt);
             }
         }
         self.last.insert(key, (a.t_ns, seg));
@@ -234,16 +224,5 @@ mod tests {
         assert_eq!(share, vec![1.0, 1.0]);
         assert_eq!(stays[1], vec![1.0]);
         assert_eq!(moves, vec![vec![0, 1], vec![0, 0]]);
-    }
-
-    #[test]
-    fn the_reservoir_stays_bounded_and_uniform() {
-        let mut r = Reservoir::new(1);
-        for i in 0..(RESERVOIR as u64 * 3) {
-            r.push(i as f64);
-        }
-        assert_eq!((r.values.len(), r.seen), (RESERVOIR, RESERVOIR as u64 * 3));
-        let mean = r.values.iter().sum::<f64>() / r.values.len() as f64;
-        assert!((mean / (RESERVOIR as f64 * 1.5) - 1.0).abs() < 0.01, "{mean}");
     }
 }

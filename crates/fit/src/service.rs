@@ -33,10 +33,15 @@ pub fn service_toml(report: &FitReport, name: &str, capture: &str) -> String {
     };
     let _ = writeln!(t, "transport = \"{transport}\"");
     let _ = writeln!(t, "port = {}", report.server.addr.port());
+    // the server's side over player counts: N is a variable, its default the capture's typical
+    let typical = report.directions.iter().filter_map(|d| d.players.as_ref()).map(|p| p.typical).max();
     let names: Vec<String> = report.states.iter().map(|s| quote(&s.name)).collect();
     let _ = writeln!(t, "states = [{}]", names.join(", "));
     let shares: Vec<String> = report.states.iter().map(|s| s.share.max(1e-6).to_string()).collect();
     let _ = writeln!(t, "first = [{}]   # each state's share of the labelled time", shares.join(", "));
+    if let Some(n) = typical {
+        let _ = writeln!(t, "\n[variables]\nN = {n}   # players on the server (the capture's median as the server sent)");
+    }
     if report.states.len() > 1 {
         let _ = writeln!(t, "\n[transitions]   # moves seen between consecutive labelled ranges");
         for (i, s) in report.states.iter().enumerate() {
@@ -60,11 +65,14 @@ pub fn service_toml(report: &FitReport, name: &str, capture: &str) -> String {
                 let _ = writeln!(t, "# {}: fewer than two APDUs in this state; left out", dir(d.direction));
                 continue;
             };
-            let idt_text = idt_text(idt);
-            match idt_text.parse::<horde_model::dist::Dist>().map_err(|e| e.to_string()).and_then(|d| d.check_advances()) {
+            let over = d.players.as_ref();
+            let idt_text = over.and_then(|p| p.idt.as_ref()).map_or_else(|| idt_text(idt), |f| f.dist.clone());
+            let size_text = over.and_then(|p| p.size.as_ref()).map_or_else(|| size.dist.clone(), |f| f.dist.clone());
+            let vars: horde_model::dist::Vars = [("N".to_string(), f64::from(typical.unwrap_or(1)))].into();
+            match horde_model::dist::Dist::parse_with(&idt_text, &vars).map_err(|e| e.to_string()).and_then(|d| d.check_advances()) {
                 Ok(()) => {
                     let _ = writeln!(t, "{}.idt = {}", dir(d.direction), quote(&idt_text));
-                    let _ = writeln!(t, "{}.size = {}", dir(d.direction), quote(&size.dist));
+                    let _ = writeln!(t, "{}.size = {}", dir(d.direction), quote(&size_text));
                 }
                 Err(why) => {
                     let _ = writeln!(t, "# {}: the gaps {idt_text} cannot drive a sender ({why}); left out", dir(d.direction));

@@ -222,3 +222,62 @@ fn hordes_own_tcp_streams_are_cut_into_the_apdus_it_sent() {
         assert!(cmp.alike, "{cmp:?}");
     }
 }
+
+#[test]
+fn a_server_whose_snapshots_grow_with_players_is_written_as_a_formula_over_n() {
+    // 4 clients from 0 s, 12 from 10 s, 30 from 20 s to 30 s; the server ticks every 50 ms
+    // to each and its sizes grow as 40·N^0.5 (N online); the clients send every 30 ms
+    let mut events: Vec<(u64, u8, bool, usize)> = Vec::new();
+    let online = |t_s: f64| {
+        if t_s < 10.0 {
+            4
+        } else if t_s < 20.0 {
+            12
+        } else {
+            30
+        }
+    };
+    let mut rng = 99u64;
+    let mut noise = || {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((rng >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 20.0
+    };
+    for c in 0..30u8 {
+        let join = if c < 4 {
+            0.0
+        } else if c < 12 {
+            10.0
+        } else {
+            20.0
+        };
+        let mut t = join;
+        while t < 30.0 {
+            let n = f64::from(online(t));
+            events.push(((t * 1e9) as u64 + 1000, c, false, (40.0 * n.sqrt() + noise()).round() as usize));
+            t += 0.05;
+        }
+        let mut t = join + 0.01;
+        while t < 30.0 {
+            events.push(((t * 1e9) as u64, c, true, 40));
+            t += 0.03;
+        }
+    }
+    events.sort();
+    let mut p = Pcap::new();
+    for (t, c, up, s) in events {
+        p.udp(t, c, up, s);
+    }
+    let bytes = p.bytes();
+    let r = fit(&bytes, &Options::default());
+    let down = dir(&r, "play", Direction::Down);
+    let over = down.players.as_ref().expect("three player counts or more");
+    let counts: Vec<u64> = over.seen.iter().filter(|[_, n]| *n >= 200).map(|[p, _]| *p).collect();
+    assert!(counts.contains(&4) && counts.contains(&12) && counts.contains(&30), "{:?}", over.seen);
+    let size = over.size.as_ref().unwrap();
+    let law = size.power_laws.get("mean").or(size.power_laws.get("location")).or(size.power_laws.get("scale")).unwrap();
+    assert!((law[1] - 0.5).abs() < 0.05, "{} {:?}", size.dist, size.power_laws);
+    let text = service::service_toml(&r, "growing", "growing.pcap");
+    assert!(text.contains("[variables]\nN = ") && text.contains(&format!("down.size = \"{}\"", size.dist)), "{text}");
+    let s = Service::parse(&text, "growing.toml").unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    assert!(s.bind(&Default::default()).is_ok());
+}

@@ -1,0 +1,242 @@
+//! The server's side as a function of players: where a capture shows the server with several
+//! player counts, its server → client samples are split by how many clients were online when
+//! each APDU left, each count is fitted with the family chosen for the whole, and each
+//! parameter becomes a power law `a*N^b` (least squares on logarithms, as the WoW models'
+//! formulas over `N` are written). Online = a client with an APDU either way in the last
+//! [`WINDOW_S`] seconds.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use horde_model::dist::{Dist, Vars};
+use horde_model::fit::{ks_critical, ks_distance};
+use serde::Serialize;
+
+use crate::families::{fit, sig, standard_errors, Fit, Sample, ALPHA};
+use crate::reservoir::Reservoir;
+
+/// A client is online while it had an APDU within this many seconds.
+pub const WINDOW_S: f64 = 2.0;
+/// Values kept per player count.
+pub const PER_COUNT: usize = 20_000;
+/// A player count is fitted when it has this many APDUs; a formula needs three such counts.
+pub const MIN_PER_COUNT: u64 = 200;
+
+/// Clients online in a sliding window (APDUs in time order, or nearly).
+#[derive(Default)]
+pub struct Online {
+    last: HashMap<u32, u64>,
+    queue: VecDeque<(u64, u32)>,
+    online: u32,
+}
+
+impl Online {
+    /// Notes client `c` at `t_ns`; returns how many are online then.
+    pub fn see(&mut self, c: u32, t_ns: u64) -> u32 {
+        let w = (WINDOW_S * 1e9) as u64;
+        while let Some(&(t, k)) = self.queue.front() {
+            if t + w >= t_ns {
+                break;
+            }
+            self.queue.pop_front();
+            if self.last.get(&k) == Some(&t) {
+                self.last.remove(&k);
+                self.online -= 1;
+            }
+        }
+        match self.last.insert(c, t_ns) {
+            None => self.online += 1,
+            Some(prev) if prev > t_ns => {
+                self.last.insert(c, prev);
+                return self.online;
+            }
+            Some(_) => {}
+        }
+        if self.queue.len() < 4_000_000 {
+            self.queue.push_back((t_ns, c));
+        }
+        self.online
+    }
+}
+
+/// Per player count: (sizes, inter-departure times) of the server's APDUs.
+pub type ByPlayers = BTreeMap<u32, (Reservoir, Reservoir)>;
+
+pub fn reservoirs(seed: u64) -> (Reservoir, Reservoir) {
+    (Reservoir::with_capacity(PER_COUNT, seed), Reservoir::with_capacity(PER_COUNT, seed + 1))
+}
+
+/// One player count's fit with the formula's family.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct AtCount {
+    pub players: u32,
+    pub n: u64,
+    pub params: BTreeMap<String, f64>,
+    /// The formula's distribution at this count against this count's sample.
+    pub ks: f64,
+    pub ks_critical: f64,
+}
+
+/// A family whose parameters are power laws of the player count `N`.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct Formula {
+    pub family: String,
+    /// The distribution with formulas over `N`, in Horde's text form.
+    pub dist: String,
+    /// Per parameter, `[a, b]` of `a*N^b`.
+    pub power_laws: BTreeMap<String, [f64; 2]>,
+    pub counts: Vec<AtCount>,
+}
+
+/// The server's side over player counts.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct OverPlayers {
+    pub window_s: f64,
+    /// Player counts seen and the server's APDUs at each.
+    pub seen: Vec<[u64; 2]>,
+    /// The median player count over the server's APDUs (the service's default `N`).
+    pub typical: u32,
+    pub idt: Option<Formula>,
+    pub size: Option<Formula>,
+}
+
+/// The formulas, when at least three player counts have [`MIN_PER_COUNT`] APDUs each.
+pub fn over_players(by: &ByPlayers) -> Option<OverPlayers> {
+    let enough: Vec<u32> = by.iter().filter(|(_, (s, _))| s.seen >= MIN_PER_COUNT).map(|(n, _)| *n).collect();
+    if enough.len() < 3 {
+        return None;
+    }
+    let total: u64 = by.values().map(|(s, _)| s.seen).sum();
+    let mut acc = 0;
+    let typical = by.iter().find(|(_, (s, _))| {
+        acc += s.seen;
+        acc * 2 >= total
+    });
+    Some(OverPlayers {
+        window_s: WINDOW_S,
+        seen: by.iter().map(|(n, (s, _))| [u64::from(*n), s.seen]).collect(),
+        typical: typical.map_or(1, |(n, _)| *n),
+        idt: formula(&enough, |n| &by[&n].1, Sample::Millis),
+        size: formula(&enough, |n| &by[&n].0, Sample::Counts),
+    })
+}
+
+/// The family with the lowest AIC summed over the counts (of those with parameters to carry a
+/// law: not mixtures, empirical or constant), its parameters per count, and their power laws.
+fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Sample) -> Option<Formula> {
+    let fits: Vec<(u32, Fit)> = counts.iter().map(|&n| fit(&sample(n).values, kind).map(|f| (n, f))).collect::<Option<_>>()?;
+    let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    for (_, f) in &fits {
+        for c in &f.candidates {
+            let e = sums.entry(c.family.clone()).or_insert((0.0, 0));
+            e.0 += c.aic.unwrap_or(f64::INFINITY);
+            e.1 += 1;
+        }
+    }
+    let lawful = |family: &str| -> Option<Dist> {
+        let c = fits[0].1.candidates.iter().find(|c| c.family == family)?;
+        let d: Dist = c.dist.parse().ok()?;
+        (!standard_errors(&d.kind, 1.0).is_empty()).then_some(d)
+    };
+    let family = sums
+        .iter()
+        .filter(|(fam, (aic, k))| *k == fits.len() && aic.is_finite() && lawful(fam).is_some())
+        .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+        .map(|(fam, _)| fam.clone())?;
+    let model = lawful(&family)?;
+    let names: Vec<&str> = standard_errors(&model.kind, 1.0).iter().map(|(k, _, _)| *k).collect();
+    let per: Vec<(u32, BTreeMap<String, f64>)> =
+        fits.iter().map(|(n, f)| (*n, f.candidates.iter().find(|c| c.family == family).map(|c| c.params.clone()).unwrap_or_default())).collect();
+    let mut laws = BTreeMap::new();
+    let mut args = Vec::new();
+    for name in &names {
+        let pts: Vec<(f64, f64)> = per.iter().map(|(n, p)| (f64::from(*n).ln(), p.get(*name).copied().unwrap_or(f64::NAN))).collect();
+        if pts.iter().any(|(_, v)| !(v.is_finite() && *v > 0.0)) {
+            return None;
+        }
+        let (a, b) = power_law(&pts);
+        laws.insert(name.to_string(), [sig(a), sig(b)]);
+        args.push(format!("{}*N^{}", sig(a), sig(b)));
+    }
+    // the family's text with its parameters replaced by the formulas (modifiers kept)
+    let text = model.to_string();
+    let open = text.find('(')?;
+    let inner = &text[open + 1..text.len() - 1];
+    args.extend(inner.split(", ").skip(names.len()).map(str::to_string));
+    let dist = format!("{}({})", &text[..open], args.join(", "));
+    let mut out = Vec::new();
+    for (n, params) in per {
+        let vars: Vars = [("N".to_string(), f64::from(n))].into();
+        let d = Dist::parse_with(&dist, &vars).ok()?.validate().ok()?;
+        let whole = d.round != horde_model::dist::Round::None;
+        let mut xs: Vec<f64> = sample(n).values.iter().map(|x| if whole { x.round() } else { *x }).collect();
+        let ks = ks_distance(&mut xs, |x| d.cdf(x));
+        out.push(AtCount { players: n, n: xs.len() as u64, params, ks, ks_critical: ks_critical(xs.len(), ALPHA) });
+    }
+    Some(Formula { family, dist, power_laws: laws, counts: out })
+}
+
+/// Least squares of ln v = ln a + b ln N over (ln N, v).
+fn power_law(pts: &[(f64, f64)]) -> (f64, f64) {
+    let n = pts.len() as f64;
+    let (sx, sy) = pts.iter().fold((0.0, 0.0), |(sx, sy), (x, v)| (sx + x, sy + v.ln()));
+    let (mx, my) = (sx / n, sy / n);
+    let sxx: f64 = pts.iter().map(|(x, _)| (x - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|(x, v)| (x - mx) * (v.ln() - my)).sum();
+    let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    ((my - b * mx).exp(), b)
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+
+    #[test]
+    fn clients_are_online_while_they_are_heard() {
+        let mut o = Online::default();
+        let s = |x: f64| (x * 1e9) as u64;
+        assert_eq!(o.see(1, s(0.0)), 1);
+        assert_eq!(o.see(2, s(0.5)), 2);
+        assert_eq!(o.see(1, s(1.9)), 2);
+        // client 2 last heard at 0.5 s: gone after 2.5 s; client 1 stays
+        assert_eq!(o.see(1, s(2.6)), 1);
+        assert_eq!(o.see(3, s(3.0)), 2);
+    }
+
+    #[test]
+    fn a_server_whose_sizes_grow_with_players_gets_a_formula_over_n() {
+        // Weibull sizes with scale 55·N^0.36 and shape 1.0 (WoW's trading formula), at 4 counts
+        let mut by = ByPlayers::new();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for (i, n) in [10u32, 25, 50, 100].into_iter().enumerate() {
+            let d: Dist = format!("weibull({}, 1.0, round=nearest)", 55.0 * f64::from(n).powf(0.36)).parse().unwrap();
+            let mut s = d.sampler();
+            let r = by.entry(n).or_insert_with(|| reservoirs(i as u64 * 2));
+            for _ in 0..5000 {
+                let x = s.sample(&mut rng);
+                r.0.push(x);
+            }
+        }
+        // the pooled sample is a mixture of scales; the family comes from the counts' own fits
+        let over = over_players(&by).unwrap();
+        let f = over.size.unwrap();
+        // a Weibull of shape 1 is an exponential: the summed AIC takes the one parameter
+        let law = match f.family.as_str() {
+            "exponential" => f.power_laws["mean"],
+            "weibull" => f.power_laws["scale"],
+            other => panic!("{other}: {}", f.dist),
+        };
+        let [a, b] = law;
+        assert!((a / 55.0 - 1.0).abs() < 0.05 && (b - 0.36).abs() < 0.02, "{a} {b} {}", f.dist);
+        assert!(f.dist.contains("*N^") && f.dist.contains("round=nearest"), "{}", f.dist);
+        for at in &f.counts {
+            assert!(at.ks < at.ks_critical, "{at:?}");
+        }
+        assert_eq!(over.typical, 25);
+        // two counts are not enough for a law
+        let two: ByPlayers = by.into_iter().take(2).collect();
+        assert!(over_players(&two).is_none());
+    }
+}
