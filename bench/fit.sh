@@ -6,9 +6,12 @@
 #     same way, and the two captures compared (two-sample KS per direction).
 #  B. The real OpenArena server against Horde's protocol-true bots (8 and 32), captured and
 #     fitted, and compared with the built-in `quake3` service's model.
+#  C. One OpenArena server with 4, 8, 16 and 32 bots in turn, in one capture: the server's
+#     side as power laws of the player count.
+#  D. A capture over 2 GB, streamed, beside Wireshark's capinfos.
 # Writes bench/RESULTS-fit.md; the captures and fits stay in bench/out/fit/.
 #
-#   bash bench/fit.sh            # 60 s ground truth + 2 × 30 s OpenArena, ~5 minutes
+#   bash bench/fit.sh            # 60 s ground truth, OpenArena 2 × 30 s and 4 × 15 s, ~9 minutes
 #   QUICK=1 bash bench/fit.sh    # 10 s each (smoke test)
 #
 # The fit runs through the library's example (`cargo run -p horde-fit --example fit`):
@@ -71,7 +74,30 @@ for n in 8 32; do
     --against quake3 --compare-json "$OUT/oa-$n-vs-quake3.json" | tee "$OUT/oa-$n.txt"
 done
 
-# C. A capture over 2 GB, streamed: the ground truth's capture repeated (pcapng allows
+# C. One OpenArena server, 4 → 8 → 16 → 32 bots in turn, in one capture: the server's side
+# as a function of players (the server is started here, on a port of its own, and stopped by
+# its own PID)
+OA_PORT=27961
+/usr/games/openarena-server +set dedicated 1 +set net_ip 127.0.0.1 +set net_port $OA_PORT \
+  +set sv_maxclients 64 +set sv_pure 0 +set sv_fps 20 +set g_inactivity 0 +set sv_timeout 30 \
+  +map oa_dm1 >"$OUT/oa-steps-server.log" 2>&1 &
+OA_PID=$!
+trap 'kill "$OA_PID" 2>/dev/null || true' EXIT
+sleep 3
+STEP_SECS=${QUICK:+6}
+STEP_SECS=${STEP_SECS:-15}
+steps() {
+  for n in 4 8 16 32; do
+    "$H" bots --server 127.0.0.1:$OA_PORT -n "$n" -t "${STEP_SECS}s" -o "$OUT/oa-steps-$n" >"$OUT/oa-steps-$n.txt" 2>&1
+  done
+}
+capture "$OUT/oa-steps.pcapng" "udp port $OA_PORT" "$((4 * (STEP_SECS + 12)))" -- steps
+kill "$OA_PID" 2>/dev/null || true
+wait "$OA_PID" 2>/dev/null || true
+"$FIT" "$OUT/oa-steps.pcapng" --name openarena-over-players --out "$OUT/oa-steps.toml" --json "$OUT/oa-steps-fit.json" \
+  --html "$OUT/oa-steps-html" | tee "$OUT/oa-steps.txt"
+
+# D. A capture over 2 GB, streamed: the ground truth's capture repeated (pcapng allows
 # sections one after another) to 2.2 GB, fitted, beside Wireshark's capinfos reading it
 python3 - "$OUT/truth.pcapng" "$OUT/huge.pcapng" <<'PY'
 import sys
@@ -159,6 +185,24 @@ L += ["### Where the published model and the real server disagree", "",
       f"- **Server → client gaps**: the model's `constant(50)` is right on average ({m(8,'down','idt')[0]:.2f} and {m(32,'down','idt')[0]:.2f} ms measured), but the real server's snapshots come with jitter and a few short gaps (the fitted mixtures above), so a KS distance against a point mass is about 0.5 whatever the mean: read the means.",
       f"- **Client → server**: the model is D-ITG's Quake 3 client preset (mean gap {m(8,'up','idt')[1]:.2f} ms, {1000/m(8,'up','idt')[1]:.0f} packets/s, {m(8,'up','size')[1]:.0f} B), a client that sends every frame; Horde's bots send at `cl_maxpackets 30` as OpenArena's default client does ({m(8,'up','idt')[0]:.2f} ms, {m(8,'up','size')[0]:.0f} B with 8 bots). The two describe different client settings, not a fault of either.",
       ""]
+st = fits(os.path.join(out, "oa-steps-fit.json"))
+down = next((d for d in st["directions"] if d["direction"] == "down"), None)
+over = down and down.get("players")
+L += ["## C. One OpenArena server, 4 → 8 → 16 → 32 bots in turn: the server's side over players", "",
+      f"A server started by the script (`sv_fps 20`), `horde bots --server` with 4, 8, 16 and 32 bots one run after another, one capture; {st['packets']} datagrams, {st['clients']} client addresses.", ""]
+if over:
+    L += [f"Online: a client heard within {over['window_s']} s; counts with at least 200 server APDUs are fitted; the service's `N` defaults to {over['typical']}.", ""]
+    for what in ("size", "idt"):
+        f = over[what]
+        if not f:
+            L.append(f"- {what}: no law (fewer than three counts, or a law that misses a count)")
+            continue
+        L += [f"**{what}**: `{f['dist']}`", "", "| players online | n | fitted at this count | KS of the law [critical] |", "|---|---|---|---|"]
+        for a in f["counts"]:
+            L.append(f"| {a['players']} | {a['n']} | {', '.join(f'{k} {v:g}' for k, v in a['params'].items())} | {a['ks']:.4f} [{a['ks_critical']:.4f}] |")
+        L.append("")
+else:
+    L += ["No law: the capture did not show three player counts with 200 server APDUs each.", ""]
 def usage(path):
     t = open(path).read()
     rss = int(next(l for l in t.splitlines() if "Maximum resident" in l).split(":")[1])
@@ -167,7 +211,30 @@ def usage(path):
     return rss / 1024, int(mins) * 60 + float(secs)
 fr, fs = usage(os.path.join(out, "huge-fit.time"))
 cr, cs = usage(os.path.join(out, "huge-capinfos.time"))
-L += [f"## C. A capture over 2 GB, streamed", "",
+L += [f"## C. One OpenArena server, 4 → 8 → 16 → 32 bots in turn, in one capture: the server's side
+# as a function of players (the server is started here, on a port of its own, and stopped by
+# its own PID)
+OA_PORT=27961
+/usr/games/openarena-server +set dedicated 1 +set net_ip 127.0.0.1 +set net_port $OA_PORT \
+  +set sv_maxclients 64 +set sv_pure 0 +set sv_fps 20 +set g_inactivity 0 +set sv_timeout 30 \
+  +map oa_dm1 >"$OUT/oa-steps-server.log" 2>&1 &
+OA_PID=$!
+trap 'kill "$OA_PID" 2>/dev/null || true' EXIT
+sleep 3
+STEP_SECS=${QUICK:+6}
+STEP_SECS=${STEP_SECS:-15}
+steps() {
+  for n in 4 8 16 32; do
+    "$H" bots --server 127.0.0.1:$OA_PORT -n "$n" -t "${STEP_SECS}s" -o "$OUT/oa-steps-$n" >"$OUT/oa-steps-$n.txt" 2>&1
+  done
+}
+capture "$OUT/oa-steps.pcapng" "udp port $OA_PORT" "$((4 * (STEP_SECS + 12)))" -- steps
+kill "$OA_PID" 2>/dev/null || true
+wait "$OA_PID" 2>/dev/null || true
+"$FIT" "$OUT/oa-steps.pcapng" --name openarena-over-players --out "$OUT/oa-steps.toml" --json "$OUT/oa-steps-fit.json" \
+  --html "$OUT/oa-steps-html" | tee "$OUT/oa-steps.txt"
+
+# D. A capture over 2 GB, streamed", "",
       f"The ground truth's capture repeated to {int(huge_bytes)/1e9:.2f} GB (pcapng sections one after another), fitted (the server found first: the file is read twice), beside Wireshark's `capinfos -c` counting its packets (`/usr/bin/time -v`):", "",
       "| tool | wall s | max RSS MB |", "|---|---|---|",
       f"| horde-fit (two passes, every sample fitted) | {fs:.1f} | {fr:.1f} |",

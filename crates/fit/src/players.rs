@@ -99,10 +99,11 @@ pub struct OverPlayers {
     pub size: Option<Formula>,
 }
 
-/// The formulas, when at least three player counts have [`MIN_PER_COUNT`] APDUs each.
+/// The formulas, when at least three player counts have [`MIN_PER_COUNT`] APDUs each and the
+/// largest is at least twice the smallest (a law needs a range to stand on).
 pub fn over_players(by: &ByPlayers) -> Option<OverPlayers> {
     let enough: Vec<u32> = by.iter().filter(|(_, (s, _))| s.seen >= MIN_PER_COUNT).map(|(n, _)| *n).collect();
-    if enough.len() < 3 {
+    if enough.len() < 3 || enough[enough.len() - 1] < 2 * enough[0].max(1) {
         return None;
     }
     let total: u64 = by.values().map(|(s, _)| s.seen).sum();
@@ -122,6 +123,8 @@ pub fn over_players(by: &ByPlayers) -> Option<OverPlayers> {
 
 /// The family with the lowest AIC summed over the counts (of those with parameters to carry a
 /// law: not mixtures, empirical or constant), its parameters per count, and their power laws.
+/// None when the law misses a count: its KS distance there passes that count's own fit of the
+/// family by more than the critical value.
 fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Sample) -> Option<Formula> {
     let fits: Vec<(u32, Fit)> = counts.iter().map(|&n| fit(&sample(n).values, kind).map(|f| (n, f))).collect::<Option<_>>()?;
     let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
@@ -170,6 +173,10 @@ fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Samp
         let whole = d.round != horde_model::dist::Round::None;
         let mut xs: Vec<f64> = sample(n).values.iter().map(|x| if whole { x.round() } else { *x }).collect();
         let ks = ks_distance(&mut xs, |x| d.cdf(x));
+        let own = fits.iter().find(|(m, _)| *m == n).and_then(|(_, f)| f.candidates.iter().find(|c| c.family == family)).map_or(0.0, |c| c.ks);
+        if ks > own + ks_critical(xs.len(), ALPHA) {
+            return None;
+        }
         out.push(AtCount { players: n, n: xs.len() as u64, params, ks, ks_critical: ks_critical(xs.len(), ALPHA) });
     }
     Some(Formula { family, dist, power_laws: laws, counts: out })
