@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run -p horde-fit --release --example fit -- CAPTURE [--server ADDR:PORT[/udp|/tcp]]
-//!     [--states LABELS.csv] [--tcp-gap-ms MS] [--name NAME] [--out SERVICE.toml]
+//!     [--states LABELS.csv | --guess-states] [--tcp-gap-ms MS] [--name NAME] [--out SERVICE.toml]
 //!     [--json FIT.json] [--html DIR] [--compare OTHER_CAPTURE] [--against SERVICE]
 //!     [--compare-json CMP.json]
 //! ```
@@ -36,6 +36,10 @@ fn run(args: Vec<String>) -> Result<(), String> {
     let mut html_dir: Option<String> = None;
     while let Some(a) = it.next() {
         let mut value = || it.next().ok_or(format!("{a} needs a value"));
+        if a == "--guess-states" {
+            opts.guess_states = true;
+            continue;
+        }
         match a.as_str() {
             "--server" => opts.server = Some(parse_server(&value()?)?),
             "--states" => {

@@ -21,6 +21,7 @@ use serde::Serialize;
 
 pub mod apdu;
 pub mod capture;
+pub mod changes;
 pub mod families;
 pub mod html;
 pub mod players;
@@ -42,11 +43,14 @@ pub struct Options {
     pub tcp_gap_ms: f64,
     /// Activity ranges; None: one state over the whole capture.
     pub labels: Option<Labels>,
+    /// Without labels: guess states where the per-player rate changes ([`changes`]; a guess,
+    /// and the report says so).
+    pub guess_states: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { server: None, tcp_gap_ms: 1.0, labels: None }
+        Options { server: None, tcp_gap_ms: 1.0, labels: None, guess_states: false }
     }
 }
 
@@ -121,6 +125,8 @@ pub struct Collected {
     pub skipped: Skipped,
     pub counts: Counts,
     pub clients: usize,
+    /// How the states were guessed, when they were.
+    pub guessed: Option<String>,
 }
 
 /// Reads the capture `open()` returns (once, or twice when the server must be found) into
@@ -141,10 +147,29 @@ pub fn collect<R: Read>(mut open: impl FnMut() -> std::io::Result<R>, opts: &Opt
             (s, why)
         }
     };
+    let mut c = read(&mut open, server, server_chosen, opts.labels.clone().unwrap_or_else(Labels::whole), opts)?;
+    if opts.guess_states && opts.labels.is_none() {
+        if let Some(labels) = changes::guess(&c.collector.per_second) {
+            let (server_chosen, names) = (c.server_chosen.clone(), labels.names.join(", "));
+            c = read(&mut open, server, server_chosen, labels, opts)?;
+            c.guessed = Some(format!("states guessed where the per-player rate changes ({names}); label the capture (--states) to know"));
+        }
+    }
+    Ok(c)
+}
+
+/// One pass over the capture with the server and the states known.
+fn read<R: Read>(
+    open: &mut impl FnMut() -> std::io::Result<R>,
+    server: Server,
+    server_chosen: String,
+    labels: Labels,
+    opts: &Options,
+) -> Result<Collected, FitError> {
     let mut cap = Capture::new(open().map_err(CaptureError::Io)?)?;
     let gap_ns = (opts.tcp_gap_ms.max(0.0) * 1e6) as u64;
     let mut re = Reassembly::new(server, gap_ns);
-    let mut collector = Collector::new(opts.labels.clone().unwrap_or_else(Labels::whole));
+    let mut collector = Collector::new(labels);
     let mut apdus = Vec::new();
     let mut packets = 0u64;
     while let Some(p) = cap.next_packet() {
@@ -166,7 +191,7 @@ pub fn collect<R: Read>(mut open: impl FnMut() -> std::io::Result<R>, opts: &Opt
         return Err(FitError::ServerSilent(format!("{}/{:?}", server.addr, server.transport).to_lowercase()));
     }
     let frames = cap.frames();
-    Ok(Collected { collector, server, server_chosen, frames, packets, skipped: cap.skipped, counts: re.counts, clients: re.clients.len() })
+    Ok(Collected { collector, server, server_chosen, frames, packets, skipped: cap.skipped, counts: re.counts, clients: re.clients.len(), guessed: None })
 }
 
 /// Fits the capture `open()` returns (see [`collect`]).
@@ -176,7 +201,7 @@ pub fn fit_capture<R: Read>(open: impl FnMut() -> std::io::Result<R>, opts: &Opt
 
 /// The fit report of a capture read through.
 pub fn report(c: &Collected, opts: &Options) -> FitReport {
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = c.guessed.iter().cloned().collect();
     if let Some(why) = &c.skipped.ended {
         notes.push(format!("the capture ends early: {why}"));
     }

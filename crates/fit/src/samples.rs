@@ -109,14 +109,30 @@ pub struct Collector {
     online: Online,
     /// `[state]`: the server's APDUs by how many clients were online when each left.
     pub by_players: Vec<ByPlayers>,
+    /// Per second after the first packet: APDUs either way and the most clients online.
+    pub per_second: Vec<(u64, u32)>,
 }
+
+/// Seconds [`Collector::per_second`] follows.
+const MAX_SECONDS: usize = 1_000_000;
 
 impl Collector {
     pub fn new(labels: Labels) -> Collector {
         let seed = |s: usize, d: usize, k: usize| (s * 4 + d * 2 + k) as u64;
         let samples = (0..labels.names.len()).map(|s| [0, 1].map(|d| (Reservoir::new(seed(s, d, 0)), Reservoir::new(seed(s, d, 1))))).collect();
         let by_players = (0..labels.names.len()).map(|_| ByPlayers::new()).collect();
-        Collector { labels, origin_ns: None, last: HashMap::new(), samples, unlabelled: 0, first_ns: None, last_ns: 0, online: Online::default(), by_players }
+        Collector {
+            labels,
+            origin_ns: None,
+            last: HashMap::new(),
+            samples,
+            unlabelled: 0,
+            first_ns: None,
+            last_ns: 0,
+            online: Online::default(),
+            by_players,
+            per_second: Vec::new(),
+        }
     }
 
     /// The capture's first packet: labels count from it.
@@ -132,6 +148,14 @@ impl Collector {
         let key = (a.client, up);
         let online = self.online.see(a.client, a.t_ns);
         let t_s = a.t_ns.saturating_sub(origin) as f64 / 1e9;
+        let sec = t_s as usize;
+        if sec < MAX_SECONDS {
+            if self.per_second.len() <= sec {
+                self.per_second.resize(sec + 1, (0, 0));
+            }
+            let slot = &mut self.per_second[sec];
+            (slot.0, slot.1) = (slot.0 + 1, slot.1.max(online));
+        }
         let Some(seg) = self.labels.at(t_s) else {
             self.unlabelled += 1;
             self.last.remove(&key);

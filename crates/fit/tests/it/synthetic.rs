@@ -281,3 +281,34 @@ fn a_server_whose_snapshots_grow_with_players_is_written_as_a_formula_over_n() {
     let s = Service::parse(&text, "growing.toml").unwrap_or_else(|e| panic!("{e:?}\n{text}"));
     assert!(s.bind(&Default::default()).is_ok());
 }
+
+#[test]
+fn without_labels_a_change_of_rate_is_guessed_as_states_and_said_to_be_a_guess() {
+    // 10 clients: a gap of 500 ms for 30 s, 50 ms for 40 s, 500 ms for 30 s again
+    let mut events: Vec<(u64, u8)> = Vec::new();
+    for c in 0..10u8 {
+        let mut t = f64::from(c) * 0.013;
+        while t < 100.0 {
+            events.push(((t * 1e9) as u64, c));
+            t += if (30.0..70.0).contains(&t) { 0.05 } else { 0.5 };
+        }
+    }
+    events.sort();
+    let mut p = Pcap::new();
+    for (t, c) in events {
+        p.udp(t, c, true, 60);
+    }
+    let bytes = p.bytes();
+    let plain = fit(&bytes, &Options::default());
+    assert_eq!(plain.states.len(), 1);
+    let r = fit(&bytes, &Options { guess_states: true, ..Options::default() });
+    assert_eq!(r.states.len(), 2, "{:?}", r.states.iter().map(|s| &s.name).collect::<Vec<_>>());
+    assert!(r.notes.iter().any(|n| n.contains("guessed")), "{:?}", r.notes);
+    let (slow, fast) = (&r.states[0], &r.states[1]);
+    assert_eq!((slow.stays, fast.stays), (2, 1));
+    let idt = |s: &str| dir(&r, s, Direction::Up).idt.as_ref().unwrap().dist.clone();
+    assert_eq!((idt(&slow.name), idt(&fast.name)), ("constant(500)".to_string(), "constant(50)".to_string()));
+    let text = service::service_toml(&r, "guessed", "guessed.pcap");
+    let s = Service::parse(&text, "guessed.toml").unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    assert_eq!(s.states.len(), 2);
+}
