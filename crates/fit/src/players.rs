@@ -18,8 +18,11 @@ use crate::reservoir::Reservoir;
 pub const WINDOW_S: f64 = 2.0;
 /// Values kept per player count.
 pub const PER_COUNT: usize = 20_000;
-/// A player count is fitted when it has this many APDUs; a formula needs three such counts.
+/// A player count is fitted when it has this many APDUs and this share of the server's (the
+/// counts a server passes through while players join or leave are left out); a formula needs
+/// three such counts.
 pub const MIN_PER_COUNT: u64 = 200;
+pub const MIN_SHARE: f64 = 0.05;
 
 /// Clients online in a sliding window (APDUs in time order, or nearly).
 #[derive(Default)]
@@ -71,6 +74,8 @@ pub struct AtCount {
     pub players: u32,
     pub n: u64,
     pub params: BTreeMap<String, f64>,
+    /// This count's own fit of the family against its sample.
+    pub own_ks: f64,
     /// The formula's distribution at this count against this count's sample.
     pub ks: f64,
     pub ks_critical: f64,
@@ -82,8 +87,13 @@ pub struct Formula {
     pub family: String,
     /// The distribution with formulas over `N`, in Horde's text form.
     pub dist: String,
-    /// Per parameter, `[a, b]` of `a*N^b`.
+    /// Per parameter, `[a, b]` of `a*N^b` (a lognormal's `mu`: `[c, b]` of `c + b*ln(N)`).
     pub power_laws: BTreeMap<String, [f64; 2]>,
+    /// The law fits every count: nowhere does its KS distance pass that count's own fit's by
+    /// more than the critical value. Only a law that holds goes into the service file.
+    pub holds: bool,
+    /// Where it does not, the first count it misses.
+    pub missed: Option<String>,
     pub counts: Vec<AtCount>,
 }
 
@@ -99,14 +109,16 @@ pub struct OverPlayers {
     pub size: Option<Formula>,
 }
 
-/// The formulas, when at least three player counts have [`MIN_PER_COUNT`] APDUs each and the
+/// The formulas, when at least three player counts have [`MIN_PER_COUNT`] APDUs and
+/// [`MIN_SHARE`] of the server's each, and the
 /// largest is at least twice the smallest (a law needs a range to stand on).
 pub fn over_players(by: &ByPlayers) -> Option<OverPlayers> {
-    let enough: Vec<u32> = by.iter().filter(|(_, (s, _))| s.seen >= MIN_PER_COUNT).map(|(n, _)| *n).collect();
+    let total: u64 = by.values().map(|(s, _)| s.seen).sum();
+    let held = |s: &Reservoir| s.seen >= MIN_PER_COUNT && s.seen as f64 >= MIN_SHARE * total as f64;
+    let enough: Vec<u32> = by.iter().filter(|(_, (s, _))| held(s)).map(|(n, _)| *n).collect();
     if enough.len() < 3 || enough[enough.len() - 1] < 2 * enough[0].max(1) {
         return None;
     }
-    let total: u64 = by.values().map(|(s, _)| s.seen).sum();
     let mut acc = 0;
     let typical = by.iter().find(|(_, (s, _))| {
         acc += s.seen;
@@ -122,9 +134,8 @@ pub fn over_players(by: &ByPlayers) -> Option<OverPlayers> {
 }
 
 /// The family with the lowest AIC summed over the counts (of those with parameters to carry a
-/// law: not mixtures, empirical or constant), its parameters per count, and their power laws.
-/// None when the law misses a count: its KS distance there passes that count's own fit of the
-/// family by more than the critical value.
+/// law: not mixtures, empirical or constant), its parameters per count, and their power laws,
+/// with whether the law holds at every count.
 fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Sample) -> Option<Formula> {
     let fits: Vec<(u32, Fit)> = counts.iter().map(|&n| fit(&sample(n).values, kind).map(|f| (n, f))).collect::<Option<_>>()?;
     let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
@@ -153,6 +164,17 @@ fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Samp
     let mut args = Vec::new();
     for name in &names {
         let pts: Vec<(f64, f64)> = per.iter().map(|(n, p)| (f64::from(*n).ln(), p.get(*name).copied().unwrap_or(f64::NAN))).collect();
+        if *name == "mu" {
+            // a lognormal's mu is a logarithm: the median grows as a power law when mu grows
+            // linearly in ln N
+            if pts.iter().any(|(_, v)| !v.is_finite()) {
+                return None;
+            }
+            let (c, b) = linear(&pts);
+            laws.insert("mu".to_string(), [sig(c), sig(b)]);
+            args.push(format!("{} + {}*ln(N)", sig(c), sig(b)));
+            continue;
+        }
         if pts.iter().any(|(_, v)| !(v.is_finite() && *v > 0.0)) {
             return None;
         }
@@ -167,6 +189,7 @@ fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Samp
     args.extend(inner.split(", ").skip(names.len()).map(str::to_string));
     let dist = format!("{}({})", &text[..open], args.join(", "));
     let mut out = Vec::new();
+    let mut holds: Option<String> = None;
     for (n, params) in per {
         let vars: Vars = [("N".to_string(), f64::from(n))].into();
         let d = Dist::parse_with(&dist, &vars).ok()?.validate().ok()?;
@@ -174,12 +197,23 @@ fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Samp
         let mut xs: Vec<f64> = sample(n).values.iter().map(|x| if whole { x.round() } else { *x }).collect();
         let ks = ks_distance(&mut xs, |x| d.cdf(x));
         let own = fits.iter().find(|(m, _)| *m == n).and_then(|(_, f)| f.candidates.iter().find(|c| c.family == family)).map_or(0.0, |c| c.ks);
-        if ks > own + ks_critical(xs.len(), ALPHA) {
-            return None;
+        let crit = ks_critical(xs.len(), ALPHA);
+        if ks > own + crit && holds.is_none() {
+            holds = Some(format!("the law misses {n} players: KS {ks:.4} against that count's own {family} fit's {own:.4} + {crit:.4}"));
         }
-        out.push(AtCount { players: n, n: xs.len() as u64, params, ks, ks_critical: ks_critical(xs.len(), ALPHA) });
+        out.push(AtCount { players: n, n: xs.len() as u64, params, own_ks: own, ks, ks_critical: crit });
     }
-    Some(Formula { family, dist, power_laws: laws, counts: out })
+    Some(Formula { family, dist, power_laws: laws, holds: holds.is_none(), missed: holds, counts: out })
+}
+
+/// Least squares of v = c + b ln N over (ln N, v).
+fn linear(pts: &[(f64, f64)]) -> (f64, f64) {
+    let n = pts.len() as f64;
+    let (mx, my) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
+    let sxx: f64 = pts.iter().map(|(x, _)| (x - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|(x, v)| (x - mx) * (v - my)).sum();
+    let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    (my - b * mx, b)
 }
 
 /// Least squares of ln v = ln a + b ln N over (ln N, v).
@@ -241,6 +275,7 @@ mod tests {
         for at in &f.counts {
             assert!(at.ks < at.ks_critical, "{at:?}");
         }
+        assert!(f.holds && f.missed.is_none());
         assert_eq!(over.typical, 25);
         // two counts are not enough for a law
         let two: ByPlayers = by.into_iter().take(2).collect();

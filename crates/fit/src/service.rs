@@ -34,7 +34,8 @@ pub fn service_toml(report: &FitReport, name: &str, capture: &str) -> String {
     let _ = writeln!(t, "transport = \"{transport}\"");
     let _ = writeln!(t, "port = {}", report.server.addr.port());
     // the server's side over player counts: N is a variable, its default the capture's typical
-    let typical = report.directions.iter().filter_map(|d| d.players.as_ref()).map(|p| p.typical).max();
+    let holds = |f: &Option<crate::players::Formula>| f.as_ref().is_some_and(|f| f.holds);
+    let typical = report.directions.iter().filter_map(|d| d.players.as_ref()).filter(|p| holds(&p.idt) || holds(&p.size)).map(|p| p.typical).max();
     let names: Vec<String> = report.states.iter().map(|s| quote(&s.name)).collect();
     let _ = writeln!(t, "states = [{}]", names.join(", "));
     let shares: Vec<String> = report.states.iter().map(|s| s.share.max(1e-6).to_string()).collect();
@@ -66,8 +67,9 @@ pub fn service_toml(report: &FitReport, name: &str, capture: &str) -> String {
                 continue;
             };
             let over = d.players.as_ref();
-            let idt_text = over.and_then(|p| p.idt.as_ref()).map_or_else(|| idt_text(idt), |f| f.dist.clone());
-            let size_text = over.and_then(|p| p.size.as_ref()).map_or_else(|| size.dist.clone(), |f| f.dist.clone());
+            let law = |f: Option<&crate::players::Formula>| f.filter(|f| f.holds).map(|f| f.dist.clone());
+            let idt_text = law(over.and_then(|p| p.idt.as_ref())).unwrap_or_else(|| idt_text(idt));
+            let size_text = law(over.and_then(|p| p.size.as_ref())).unwrap_or_else(|| size.dist.clone());
             let vars: horde_model::dist::Vars = [("N".to_string(), f64::from(typical.unwrap_or(1)))].into();
             match horde_model::dist::Dist::parse_with(&idt_text, &vars).map_err(|e| e.to_string()).and_then(|d| d.check_advances()) {
                 Ok(()) => {
