@@ -324,7 +324,9 @@ fn flows_end_with_their_senders_counts_and_a_killed_sender_is_told_apart() {
 /// their own end (unit tests in horde-proto: another key or flow is not believed).
 #[test]
 fn a_stopping_receiver_tells_running_senders_and_they_end_then() {
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    // nearly alone: it counts what was sent in the receiver's 2 s; beside the whole suite the
+    // receiver's log writes stalled on the disk and it stopped 7.5 s late (4,754 sent, once)
+    let _share = horde_testkit::share(horde_testkit::Load::Quiet);
     let dir = Scratch::new("stopping");
     let key = dir.path("k.key");
     assert!(run(horde().args(["key", "--out", key.to_str().unwrap()])).status.success());
