@@ -324,9 +324,7 @@ fn flows_end_with_their_senders_counts_and_a_killed_sender_is_told_apart() {
 /// their own end (unit tests in horde-proto: another key or flow is not believed).
 #[test]
 fn a_stopping_receiver_tells_running_senders_and_they_end_then() {
-    // nearly alone: it counts what was sent in the receiver's 2 s; beside the whole suite the
-    // receiver's log writes stalled on the disk and it stopped 7.5 s late (4,754 sent, once)
-    let _share = horde_testkit::share(horde_testkit::Load::Quiet);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let dir = Scratch::new("stopping");
     let key = dir.path("k.key");
     assert!(run(horde().args(["key", "--out", key.to_str().unwrap()])).status.success());
@@ -366,8 +364,13 @@ fn a_stopping_receiver_tells_running_senders_and_they_end_then() {
     assert_eq!(r["told_stopping"], 1);
     // What the error said arrived is what the receiver counted.
     assert_eq!(said["packets"], r["packets"]);
+    // the sender ended when the receiver stopped: it sent for no longer than the receiver ran
+    // (2 s asked; beside the whole suite the receiver's log writes once stalled on the disk and
+    // it stopped 7.5 s late, so the bound is what it measured, not what it was asked)
     let sent = s["flows"][0]["packets"].as_u64().unwrap();
-    assert!((800..1300).contains(&sent), "{sent} packets sent in about 2 s at 500/s");
+    let ran = r["duration_s"].as_f64().unwrap();
+    assert!(ran >= 2.0, "the receiver ran {ran} s of its 2");
+    assert!(sent >= 800 && sent as f64 <= 500.0 * (ran + 0.5), "{sent} packets sent at 500/s while the receiver ran {ran:.2} s");
 }
 
 /// `--idle` is time without arrivals, not time the receiver was held up: a receiver stopped
