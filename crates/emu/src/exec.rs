@@ -119,7 +119,17 @@ pub fn spawn(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3]) -> Resul
         }
         unsafe { identity.apply() }
     });
-    let child = cmd.spawn().map_err(|e| EmuError::io(&format!("running `{}` in {node}", argv[0]), e))?;
+    let child = cmd.spawn().map_err(|e| match e.kind() {
+        // the caller's command, not the emulator's failure: say so and how to fix it
+        std::io::ErrorKind::NotFound => EmuError::Other(format!(
+            "running `{}` in {node}: no such program (the node runs this machine's programs: check the name, give its full path, or install it)",
+            argv[0]
+        )),
+        std::io::ErrorKind::PermissionDenied => {
+            EmuError::Other(format!("running `{}` in {node}: not executable (check its permissions, or give the program that runs it)", argv[0]))
+        }
+        _ => EmuError::io(&format!("running `{}` in {node}", argv[0]), e),
+    })?;
     drop((nsf, joiner));
     let _ = crate::record_process(exp, child.id());
     Ok(InNode { child, exp: exp.to_string(), tree: tree.filter(|_| join.is_some()) })
