@@ -95,3 +95,30 @@ def test_results_of_a_summary_are_tables(tmp_path: Path) -> None:
     assert r.verdicts()["ok"].all()
     links = r.links()
     assert list(links["from"]) == ["r1", "r2"] and list(links["lost"]) == [1, 0]
+
+
+def test_a_stream_that_is_not_json_is_named_and_memory_stays_bounded() -> None:
+    import http.server
+    import threading
+
+    class Feed(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b'id: 0\ndata: {"event":"planned","scenario":"s","seconds":0.1}\n\n')
+            self.wfile.write(b"id: 1\ndata: " + b"x" * (3 << 20) + b"\n\n")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Feed)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        run = horde.Run(horde.Client(f"http://127.0.0.1:{server.server_port}/?token=00"), {"id": 1, "out": "/nowhere"})
+        events = run.events(timeout=10)
+        assert next(events).kind == "planned"
+        with pytest.raises(horde.HordeError, match="not JSON"):
+            next(events)
+    finally:
+        server.shutdown()

@@ -63,6 +63,13 @@ def test_a_scenario_file_with_overrides_and_a_bad_one_named(console: horde.Clien
     assert any(r.id == run.id for r in console.runs())
 
 
+def test_a_wrong_token_is_refused_with_what_to_do(console: horde.Client) -> None:
+    other = horde.Client(console.endpoint.base, token="0" * 32)
+    with pytest.raises(horde.HordeError) as refused:
+        other.runs()
+    assert refused.value.status == 401 and "token" in refused.value.message, refused.value
+
+
 def test_a_stop_ends_the_run_with_a_report_that_says_so(console: horde.Client) -> None:
     run = console.start(small_wow(players=10, duration="60s"))
     for ev in run.events(timeout=60):

@@ -22,6 +22,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 from ._http import Endpoint, HordeError, message_of, read_sse
 from .results import Results
 
+MAX_LINE = 1 << 20
+
 Scenario = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
 
@@ -147,7 +149,6 @@ class Run:
         self.client = client
         self.info = info
         self.id = int(info["id"])
-        self._seen = 0
 
     def __repr__(self) -> str:
         return f"Run(id={self.id}, state={self.info.get('state')!r}, out={self.info.get('out')!r})"
@@ -176,8 +177,12 @@ class Run:
             resp = self.client.endpoint.stream(f"/api/v1/runs/{self.id}/events{query}", timeout)
             ended = False
             with resp:
-                for sse in read_sse(iter(resp.readline, b"")):
-                    data = json.loads(sse.data)
+                # a line is at most 1 MiB here (the console's are a few KiB): memory stays bounded
+                for sse in read_sse(iter(lambda: resp.readline(MAX_LINE), b"")):
+                    try:
+                        data = json.loads(sse.data)
+                    except ValueError as e:
+                        raise HordeError(0, f"run {self.id}: event line {sse.id} is not JSON ({e}): {sse.data[:200]!r}") from e
                     ev = Event(str(data.get("event", "")), data, sse.id)
                     if sse.id is not None:
                         nxt = sse.id + 1
