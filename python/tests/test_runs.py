@@ -96,5 +96,21 @@ def test_bots_start_from_the_api_and_report_their_response_times(console: horde.
         missing("needs openarena-server (apt-get install openarena-server)")
     run = console.bots(4, "3s", ramp="1s")
     assert run.wait(timeout=90)["exit"] == 0, run.info
-    s = run.results().summary
-    assert s["entered"] == 4 and s["response_ms"]["n"] > 0 and s["response_ms"]["p50"] > 0, s
+    res = run.results()
+    s = res.summary
+    assert res.kind == "bots" and s["entered"] == 4 and s["response_ms"]["n"] > 0 and s["response_ms"]["p50"] > 0, s
+    bots = res.bots()
+    assert len(bots) == 4 and (bots["response_ms_n"] > 0).all() and len(res.server_cpu()) > 0, bots
+
+
+def test_a_regulated_run_gives_its_circuits_and_seconds(console: horde.Client) -> None:
+    scenario = {"name": "py-circuits", "service": "opensim", "players": 4, "duration": "4s", "seed": 1, "join": "uniform(0, 1)", "regulation": {"throttle": "mongoose", "regulator": "dual"}}
+    run = console.start(scenario)
+    assert run.wait(timeout=90)["exit"] == 0, run.info
+    res = run.results()
+    assert res.kind == "circuits"
+    circuits = res.circuits()
+    assert len(circuits) == 4 and (circuits["received_kbps"] > 0).all(), circuits
+    assert len(res.seconds()) >= 3 and "allowance_kbps" in res.seconds().columns
+    with pytest.raises(ValueError, match="circuits run's report"):
+        res.categories()

@@ -36,7 +36,23 @@ class Results:
         return f"Results({str(self.dir)!r}, scenario={self.summary.get('scenario')!r})"
 
     @property
+    def kind(self) -> str:
+        """Which kind of run wrote it: "scenario" (players), "circuits" (a regulated run) or
+        "bots" (Quake 3 bots against a game server)."""
+        if self.summary.get("kind") == "circuits" or "circuits" in self.summary:
+            return "circuits"
+        if "bots" in self.summary and "response_ms" in self.summary:
+            return "bots"
+        return "scenario"
+
+    def _need(self, kind: str, table: str) -> None:
+        if self.kind != kind:
+            tables = {"scenario": "categories(), seconds(), throughput(), flows(), verdicts(), links(), packets()", "circuits": "circuits(), seconds()", "bots": "bots(), server_cpu()"}
+            raise ValueError(f"{table}: a {kind} run's table, and {self.dir} is a {self.kind} run's report; its tables are {tables[self.kind]}")
+
+    @property
     def analysis(self) -> Dict[str, Any]:
+        self._need("scenario", "analysis")
         a = self.summary.get("analysis")
         if not isinstance(a, dict):
             raise ValueError(f"{self.dir}/summary.json has no analysis (a run interrupted before it began?)")
@@ -47,6 +63,7 @@ class Results:
         "total" when `total`): APDUs sent, received and lost, bytes, bit rate, rates and sizes
         against the model, one-way delay and jitter, the KS distances. The CDF lists are left
         out (they are in `summary`)."""
+        self._need("scenario", "categories()")
         rows: List[Dict[str, Any]] = []
         for c in self.analysis.get("categories", []):
             for d in DIRECTIONS:
@@ -62,7 +79,10 @@ class Results:
 
     def seconds(self) -> pd.DataFrame:
         """One row per second of the run and direction: APDUs sent and lost, one-way delay p50
-        and p99 (ms)."""
+        and p99 (ms). For a regulated run, one row per second: circuits, the requested,
+        allowed, sent and received rates, loss and task delay."""
+        if self.kind == "circuits":
+            return pd.DataFrame(self.summary.get("seconds", []))
         rows: List[Dict[str, Any]] = []
         for s in self.analysis.get("seconds", []):
             for i, d in enumerate(DIRECTIONS):
@@ -80,11 +100,13 @@ class Results:
 
     def throughput(self) -> pd.DataFrame:
         """Bits per second each way, once a second."""
+        self._need("scenario", "throughput()")
         return pd.DataFrame(self.analysis.get("throughput", []), columns=["t_s", "up_bps", "down_bps"])
 
     def flows(self) -> pd.DataFrame:
         """One row per flow of the players' side (one per player): packets and bytes sent and
         received, errors, first and last instants (ns)."""
+        self._need("scenario", "flows()")
         client = self.summary.get("client") or {}
         return pd.DataFrame(client.get("flows", []))
 
@@ -96,6 +118,7 @@ class Results:
     def links(self) -> pd.DataFrame:
         """One row per emulated link and direction (runs with `[emu]`): its counters over the
         run. Empty for runs without an emulated network."""
+        self._need("scenario", "links()")
         rows: List[Dict[str, Any]] = []
         for link in self.summary.get("emulated_links") or []:
             for d, (src, dst) in (("ab", (link["a"], link["b"])), ("ba", (link["b"], link["a"]))):
@@ -110,6 +133,23 @@ class Results:
                 for d, point in (("ab", ab), ("ba", ba)):
                     rows.append({"a": series["a"], "b": series["b"], "direction": d, "t_s": t, **point})
         return pd.DataFrame(rows)
+
+    def circuits(self) -> pd.DataFrame:
+        """A regulated run: one row per circuit (player): requested, allowed, sent and received
+        kbit/s, loss, RTT, resent packets, throttles, task delay."""
+        self._need("circuits", "circuits()")
+        return pd.DataFrame(self.summary.get("circuits", []))
+
+    def bots(self) -> pd.DataFrame:
+        """A bots run: one row per bot: packets and bytes each way, request, response and
+        snapshot rates, response time (`response_ms_p50`, `_p99`, …) and snapshot gaps."""
+        self._need("bots", "bots()")
+        return pd.json_normalize(self.summary.get("bots", []), sep="_")
+
+    def server_cpu(self) -> pd.DataFrame:
+        """A bots run: the game server's CPU once a second (user and system % of a core)."""
+        self._need("bots", "server_cpu()")
+        return pd.DataFrame(self.summary.get("server_cpu", []))
 
     def packets(self) -> pd.DataFrame:
         """One row per packet of the run's logs (flow, addresses, size, sequence number,
