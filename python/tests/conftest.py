@@ -40,7 +40,7 @@ def console(horde_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield client
     finally:
         code = c.stop()
-        assert code == 0, f"horde ui ended with {code}: {c.log[-5:]}"
+        assert code == 0, f"horde ui ended with {code}: {list(c.log)[-5:]}"
 
 
 @pytest.fixture

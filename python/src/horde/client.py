@@ -7,6 +7,7 @@ The API is described in docs/openapi.json; the event lines in docs/schemas/progr
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -17,10 +18,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, List, Mapping, Optional, Union
 
 from ._http import Endpoint, HordeError, message_of, read_sse
 from .results import Results
+
+if TYPE_CHECKING:
+    from .emu import Emu
 
 MAX_LINE = 1 << 20
 
@@ -135,7 +139,7 @@ class Client:
         """Past runs under the console's runs directory, newest first, with their verdicts."""
         return list(self.endpoint.request("GET", "/api/v1/past", timeout=self.timeout))
 
-    def emu(self, topology: Any, *, live: bool = False, name: Optional[str] = None) -> "Any":
+    def emu(self, topology: Any, *, live: bool = False, name: Optional[str] = None) -> "Emu":
         """An emulated network on the console's machine (needs root there): see :class:`horde.Emu`."""
         from .emu import Emu
 
@@ -160,6 +164,7 @@ class Run:
 
     @property
     def finished(self) -> bool:
+        """Whether it had finished when last asked (`refresh()` asks again)."""
         return self.info.get("state") == "finished"
 
     @property
@@ -261,7 +266,7 @@ class Console:
     start_timeout: float = 30.0
     process: Optional["subprocess.Popen[bytes]"] = field(default=None, init=False)
     client: Optional[Client] = field(default=None, init=False)
-    log: List[str] = field(default_factory=list, init=False)
+    log: Deque[str] = field(default_factory=lambda: collections.deque(maxlen=200), init=False)
 
     def start(self) -> Client:
         binary = find_horde(self.horde)
@@ -288,7 +293,7 @@ class Console:
         threading.Thread(target=read, args=(self.process.stderr,), daemon=True).start()
         if not ready.wait(self.start_timeout) or not found:
             self.stop()
-            raise HordeError(0, "`horde ui` did not print its URL: " + " | ".join(self.log[-5:]))
+            raise HordeError(0, "`horde ui` did not print its URL: " + " | ".join(list(self.log)[-5:]))
         self.client = Client(found[0])
         return self.client
 
