@@ -157,7 +157,8 @@ fn command_writer(mut stdin: std::process::ChildStdin) -> CommandSink {
 /// the run's name and request.
 fn scenario_request(runs_dir: &Path, file: PathBuf, req: &StartRun) -> Result<(String, RunRequest), (u16, String)> {
     let bad = |m: String| (400, m);
-    let mut sc = Scenario::load(&file).map_err(|e| bad(format!("{}: {e}", file.display())))?;
+    // the error names its file itself, as `horde run` prints it
+    let mut sc = Scenario::load(&file).map_err(|e| bad(e.to_string()))?;
     let duration_ns = req.duration.as_deref().map(horde_scenario::duration_flag).transpose().map_err(|e| bad(format!("{:#}", e.into_anyhow())))?;
     let overrides = horde_scenario::Overrides { players: req.players, online: req.online, duration_ns, seed: req.seed };
     horde_scenario::apply_overrides(&mut sc, &overrides).map_err(|e| bad(format!("{:#}", e.into_anyhow())))?;
