@@ -216,13 +216,16 @@ class Run:
         return self.command({"command": "players", "online": int(online)}, check)
 
     def link(self, a: str, b: str, *, state: Optional[str] = None, clear: bool = False, dir: str = "both", check: bool = False, **settings: Any) -> Reply:
-        """Change a link of the run's `[emu]` topology (`delay="50ms"`, `loss="1%"`, `rate=…`),
+        """Change a link of the run's `[emu]` topology (`delay="50ms"`, `loss="1%"`, `rate=…`,
+        Mininet's `bw=` and `loss=` as numbers, as :meth:`horde.Topology.add_link` takes them),
         or take it `state="down"` / `"up"`."""
         cmd: Dict[str, Any] = {"command": "link", "a": a, "b": b, "dir": dir, "clear": clear}
         if state is not None:
             cmd["state"] = state
         if settings:
-            cmd["set"] = settings
+            from .emu import impairments
+
+            cmd["set"] = impairments(settings)
         return self.command(cmd, check)
 
     def stop(self) -> Reply:

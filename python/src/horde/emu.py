@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 _IMPAIR = ("delay", "jitter", "loss", "rate", "queue", "corrupt", "duplicate", "ber", "reorder_prob", "reorder_gap")
 
 
-def _impairments(opts: Dict[str, Any]) -> Dict[str, Any]:
+def impairments(opts: Dict[str, Any]) -> Dict[str, Any]:
+    """A link's settings as the topology file and the link commands name them, from keyword
+    options (Mininet's `bw=` in Mbit/s and `loss=` as a number of % too); one mapping for
+    topologies, experiments and runs."""
     out: Dict[str, Any] = {}
     for k, v in opts.items():
         if v is None:
@@ -78,15 +81,15 @@ class Topology:
         for end in (a, b):
             if end not in known:
                 raise ValueError(f"link {a}–{b}: no node {end!r} (add it first)")
-        link: Dict[str, Any] = {"a": a, "b": b, "live": live, **_impairments(impair)}
+        link: Dict[str, Any] = {"a": a, "b": b, "live": live, **impairments(impair)}
         if subnet:
             link["subnet"] = subnet
         if cost is not None:
             link["cost"] = cost
         if ab:
-            link["ab"] = _impairments(ab)
+            link["ab"] = impairments(ab)
         if ba:
-            link["ba"] = _impairments(ba)
+            link["ba"] = impairments(ba)
         self.links.append(link)
 
     def to_dict(self) -> Dict[str, Any]:
@@ -212,7 +215,7 @@ class Emu:
     def link(self, a: str, b: str, *, dir: str = "both", clear: bool = False, **settings: Any) -> List[Dict[str, Any]]:
         """Change a link while it runs (`delay="50ms"`, `loss="2%"`, `bw=5`…); what each node
         pair's link is now."""
-        body: Dict[str, Any] = {"a": a, "b": b, "dir": dir, "clear": clear, **_impairments(settings)}
+        body: Dict[str, Any] = {"a": a, "b": b, "dir": dir, "clear": clear, **impairments(settings)}
         return list(self._request("POST", "link", body))
 
     def link_down(self, a: str, b: str) -> List[Dict[str, Any]]:
