@@ -87,9 +87,11 @@ pub struct LogdReport {
     /// Connections closed before admission: no valid proof of the run key in time, or not a
     /// log stream.
     pub unauthenticated: u64,
-    /// Sources turned away: `max_sources` were streaming, or the server's totals were reached
-    /// (10,000 logs a run; the disk keeps room for two logs at their limit).
+    /// Sources turned away because `max_sources` were streaming.
     pub busy: u64,
+    /// Sources turned away because the server's totals were reached: 10,000 logs a run, or
+    /// less room on the disk than two logs at their limit.
+    pub full: u64,
     pub interrupted: bool,
 }
 
@@ -115,6 +117,15 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
         bail!("horde logd needs a run key (--key-file FILE, from `horde key --out FILE`): it takes logs only from their holders");
     }
     std::fs::create_dir_all(&opts.dir).with_context(|| format!("creating the log directory {}", opts.dir.display()))?;
+    if let Err((free, need)) = room_for_two(&opts.dir, opts.max_bytes) {
+        bail!(
+            "the disk of {} has {} MiB free, less than room for two logs at --max-log-mib {} ({} MiB), so every source would be turned away: free space there, or lower --max-log-mib",
+            opts.dir.display(),
+            free >> 20,
+            opts.max_bytes >> 20,
+            need >> 20
+        );
+    }
     let cfg = server_config()?;
     let listener =
         TcpListener::bind(opts.listen).with_context(|| format!("listening on {} (is another log server there? pick another --listen)", opts.listen))?;
@@ -185,6 +196,7 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
                 match r {
                     Admission::Refused => rep.unauthenticated += 1,
                     Admission::Busy => rep.busy += 1,
+                    Admission::Full => rep.full += 1,
                     Admission::Served(s) => {
                         note(&s);
                         rep.sources.push(s);
@@ -205,9 +217,22 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
     Ok(r)
 }
 
+/// Whether the disk of `dir` holds two more logs at `max_bytes` (else the bytes free and
+/// needed). A disk whose free space cannot be read is not held against the server.
+fn room_for_two(dir: &Path, max_bytes: u64) -> Result<(), (u64, u64)> {
+    let need = max_bytes.saturating_mul(2);
+    match horde_sys::fs::available_bytes(dir) {
+        Ok(free) if free < need => Err((free, need)),
+        _ => Ok(()),
+    }
+}
+
 enum Admission {
     Refused,
+    /// `max_sources` were streaming.
     Busy,
+    /// The server's totals were reached (its logs, or room on its disk).
+    Full,
     Served(SourceReport),
 }
 
@@ -241,11 +266,11 @@ fn source(
         return Admission::Busy;
     }
     // Totals, not only each log's size: the logs of one run, and room left on the disk.
-    let room = horde_sys::fs::available_bytes(&opts.dir).map_or(true, |b| b >= opts.max_bytes.saturating_mul(2));
+    let room = room_for_two(&opts.dir, opts.max_bytes).is_ok();
     if logs.fetch_add(1, Ordering::Relaxed) >= MAX_LOGS || !room {
         sources.fetch_sub(1, Ordering::Relaxed);
         answer(&mut tls, AnswerStatus::Busy);
-        return Admission::Busy;
+        return Admission::Full;
     }
     let opened = {
         let _one_at_a_time = names.lock().expect("names");

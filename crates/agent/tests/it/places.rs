@@ -106,15 +106,26 @@ fn slow_clients_cannot_fail_the_readiness_probe() {
     });
 }
 
-/// `horde logd` bounds its totals, not only each log: a source whose log could not fit twice on
-/// the disk at its limit is turned away (told the server is busy), nothing written.
+/// `horde logd` bounds its totals, not only each log: it does not start where its disk could
+/// not hold two logs at their limit (the same check turns a source away at admission when the
+/// disk fills during a run), and writes nothing.
 #[test]
 fn a_log_server_keeps_room_on_its_disk() {
     let key = horde_proto::RunKey::from_bytes([9; 32]);
+    let dir = std::env::temp_dir().join(format!("horde-logd-room-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     // a log limit no disk here has twice over
-    let (report, files) = with_logd("room", &key, 1 << 60, |addr| {
-        let err = format!("{:#}", LogStream::connect(addr, &key, horde_wire::Role::Sender, "big").err().expect("turned away"));
-        assert!(err.contains("takes no more sources now") && err.contains("room for two logs"), "{err}");
-    });
-    assert_eq!((report.busy, report.sources.len(), files), (1, 0, 0), "turned away, nothing written");
+    let opts = LogdOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        dir: dir.clone(),
+        key,
+        max_sources: 64,
+        max_bytes: 1 << 60,
+        duration: Some(Duration::from_secs(60)),
+    };
+    let err = format!("{:#}", serve(&opts, &AtomicBool::new(false), |_| panic!("it must not listen"), |_| {}).expect_err("refused"));
+    assert!(err.contains("less than room for two logs") && err.contains("lower --max-log-mib"), "{err}");
+    let files = std::fs::read_dir(&dir).map_or(0, |d| d.count());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(files, 0, "nothing written");
 }

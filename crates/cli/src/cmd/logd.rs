@@ -62,7 +62,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let report = logd::serve(&opts, stop, |a| say!("horde logd: listening on {a}, logs in {} (Ctrl-C stops)", dir.display()), |s| say!("{}", source_line(s)))
         .context("serving logs")?;
     say!(
-        "horde logd: {} source(s){}{}{}",
+        "horde logd: {} source(s){}{}{}{}",
         report.sources.len(),
         if report.unauthenticated > 0 {
             format!("; {} connection(s) closed without a valid proof of the run key", report.unauthenticated)
@@ -70,6 +70,11 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
             String::new()
         },
         if report.busy > 0 { format!("; {} turned away (--max-sources)", report.busy) } else { String::new() },
+        if report.full > 0 {
+            format!("; {} turned away at the server's totals (10,000 logs a run, or less room on the disk than two logs at --max-log-mib)", report.full)
+        } else {
+            String::new()
+        },
         if report.interrupted { " — stopped" } else { "" }
     );
     if let Some(p) = &args.json {

@@ -272,7 +272,7 @@ fn agents_stream_their_logs_to_a_live_log_server_during_the_run() {
     let key = d.join("run.key");
     assert!(Command::new(HORDE).args(["key", "--out", key.to_str().unwrap()]).output().unwrap().status.success());
     let logs = d.join("logs");
-    let logd = Proc::spawn(&["logd", "--listen", "127.0.0.1:0", "--key-file", key.to_str().unwrap(), "--dir", logs.to_str().unwrap()]);
+    let logd = Proc::spawn(&["logd", "--listen", "127.0.0.1:0", "--key-file", key.to_str().unwrap(), "--dir", logs.to_str().unwrap(), "--max-log-mib", "64"]);
     let (_, line) = logd.wait_line("listening on ", Duration::from_secs(10));
     let server = line.split("listening on ").nth(1).unwrap().split(',').next().unwrap().to_string();
     let (_a1, x1, _) = agent(&d, &creds, "127.0.0.2", "s1", false);

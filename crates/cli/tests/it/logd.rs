@@ -24,6 +24,9 @@ impl Logd {
             .arg(key)
             .arg("--dir")
             .arg(dir)
+            // The server keeps room for two logs at their limit: 64 MiB keeps the tests off
+            // the machine's free disk (the default, 4 GiB a log, needs 8 GiB free).
+            .args(["--max-log-mib", "64"])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -185,6 +188,11 @@ fn nothing_flows_without_the_run_key_either_way() {
     let o = horde().args(["logd", "--listen", "127.0.0.1:0", "--dir"]).arg(&dir).env_remove("HORDE_KEY_FILE").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("horde key --out"), "{}", String::from_utf8_lossy(&o.stderr));
+    // No disk holds two logs of 16 TiB: the server will not start, and says which flag to lower.
+    let o = horde().args(["logd", "--listen", "127.0.0.1:0", "--max-log-mib", "16777216", "--dir"]).arg(&dir).arg("--key-file").arg(&key).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("less than room for two logs at --max-log-mib 16777216") && err.contains("lower --max-log-mib"), "{err}");
     let logd = Logd::start(&dir, &key, &["--max-sources", "1"]);
     let server = logd.addr.to_string();
     let recv = Recv::start(&["--udp", "0", "--tcp", "0", "--key-file", key.to_str().unwrap()]);
