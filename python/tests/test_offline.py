@@ -61,7 +61,7 @@ def test_results_need_a_report_directory(tmp_path: Path) -> None:
 
 
 def test_results_of_a_summary_are_tables(tmp_path: Path) -> None:
-    cat = lambda sent, lost: {"sent": sent, "received": sent - lost, "lost": lost, "bytes": 10 * sent, "size_cdf": [[1, 0.5]]}  # noqa: E731
+    cat = lambda sent, lost: {"sent": sent, "received": sent - lost, "lost": lost, "bytes": 10 * sent, "size_samples": sent, "size_cdf": [[1, 0.5], [3, 1.0]]}  # noqa: E731
     summary = {
         "scenario": "s",
         "client": {"flows": [{"id": 0, "packets": 3}, {"id": 1, "packets": 4}]},
@@ -95,6 +95,14 @@ def test_results_of_a_summary_are_tables(tmp_path: Path) -> None:
     assert r.verdicts()["ok"].all()
     links = r.links()
     assert list(links["from"]) == ["r1", "r2"] and list(links["lost"]) == [1, 0]
+    f = r.cdf("a", "down", "size")
+    assert list(f["x"]) == [1.0, 3.0] and list(f["F"]) == [0.5, 1.0] and set(f["n"]) == {20}
+    assert r.cdf("total", "up", "size")["n"].iloc[0] == 10
+    assert r.cdf("b", "up", "iat").empty  # the report drew none
+    with pytest.raises(KeyError, match="it has: a, b, and total"):
+        r.cdf("c", "up", "size")
+    with pytest.raises(ValueError, match="size, iat, delay"):
+        r.cdf("a", "up", "rate")
 
 
 def test_a_stream_that_is_not_json_is_named_and_memory_stays_bounded() -> None:

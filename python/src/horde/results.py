@@ -77,6 +77,29 @@ class Results:
             df["loss_pct"] = (100.0 * df["lost"] / df["sent"].where(df["sent"] > 0)).astype(float)
         return df
 
+    def cdf(self, category: str, direction: str, of: str) -> pd.DataFrame:
+        """The distribution the report drew for one category ("total" for all of them) and
+        direction, at the receiver: `of` is "size" (APDU bytes), "iat" (inter-arrival ms) or
+        "delay" (one-way ms). Columns `x` and `F` (the share of samples ≤ x), at the report's
+        200 quantile points, and `n`, the samples they summarise — what a figure plots."""
+        self._need("scenario", "cdf()")
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction {direction!r}: give one of {', '.join(DIRECTIONS)}")
+        samples = {"size": "size_samples", "iat": "iat_samples", "delay": "received"}
+        if of not in samples:
+            raise ValueError(f"of={of!r}: give one of {', '.join(samples)}")
+        if category == "total":
+            row = self.analysis.get(direction) or {}
+        else:
+            rows = {c["category"]: c for c in self.analysis.get("categories", [])}
+            if category not in rows:
+                raise KeyError(f"category {category!r} is not in this report; it has: {', '.join(rows) or 'none'}, and total")
+            row = rows[category].get(direction) or {}
+        points = row.get(f"{of}_cdf") or []
+        df = pd.DataFrame(points, columns=["x", "F"], dtype=float)
+        df["n"] = int(row.get(samples[of]) or 0)
+        return df
+
     def seconds(self) -> pd.DataFrame:
         """One row per second of the run and direction: APDUs sent and lost, one-way delay p50
         and p99 (ms). For a regulated run, one row per second: circuits, the requested,
