@@ -1,9 +1,11 @@
 """Horde from Python: start and steer runs through `horde ui`'s API (:class:`Client`,
 :class:`Run`, :class:`Console`), read reports as pandas DataFrames (:class:`Results`), script
-emulated networks the way Mininet does (:class:`Topology`, :class:`Emu`) and sweep a scenario
-over a parameter grid (:func:`sweep`)."""
+emulated networks the way Mininet does (:class:`Topology`, :class:`Emu`), sweep a scenario
+over a parameter grid (:func:`sweep`) and set reports side by side, each difference judged
+against the runs' own noise (:func:`compare`)."""
 
 from ._http import HordeError
+from .comparison import Comparison, compare
 from .client import Client, Console, Event, Refused, Reply, Run, find_horde
 from .emu import Emu, Node, Topology
 from .results import Results
@@ -11,6 +13,7 @@ from .sweep import sweep
 
 __all__ = [
     "Client",
+    "Comparison",
     "Console",
     "Emu",
     "Event",
@@ -21,6 +24,7 @@ __all__ = [
     "Results",
     "Run",
     "Topology",
+    "compare",
     "find_horde",
     "sweep",
 ]

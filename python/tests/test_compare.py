@@ -1,0 +1,139 @@
+"""`horde.compare`: its statistics are the reports' own, its KS interval always holds the true
+distance, and on real runs one seed twice has the same schedules, two seeds differ within
+noise, and ten times the players is beyond it."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+import horde
+from horde.comparison import compare, ks_between, ks_two_sample_critical, main, normal_quantile
+
+from conftest import small_wow
+
+
+def quantile_points(samples: List[float], points: int = 200) -> List[List[float]]:
+    """As crates/stats/src/game.rs `quantile_points` draws a report's CDF."""
+    s = sorted(samples)
+    n = len(s)
+    out = []
+    for k in range(1, points + 1):
+        i = min(math.ceil((k / points) * n) - 1, n - 1)
+        v = s[i]
+        out.append([v, sum(1 for x in s if x <= v) / n])
+    return out
+
+
+def true_ks(a: List[float], b: List[float]) -> float:
+    xs = sorted(set(a) | set(b))
+    return max(abs(sum(1 for v in a if v <= x) / len(a) - sum(1 for v in b if v <= x) / len(b)) for x in xs)
+
+
+def test_the_ks_interval_from_quantile_points_always_holds_the_true_distance() -> None:
+    rng = random.Random(7)
+    draws = [
+        lambda: rng.expovariate(1.0),
+        lambda: round(rng.weibullvariate(268, 0.58)),  # ties, as inter-arrivals in ms
+        lambda: rng.choice([6, 10, 14, 19, 22, 35, 35, 35, 51]),  # a discrete size model
+    ]
+    widths = []
+    for trial in range(150):
+        n, m = rng.choice([5, 50, 199, 200, 201, 900]), rng.choice([7, 120, 400, 1500])
+        da, db = rng.choice(draws), rng.choice(draws)
+        shift = rng.choice([0.0, 0.0, 0.3])
+        a = [da() for _ in range(n)]
+        b = [db() + shift for _ in range(m)]
+        lo, hi = ks_between(quantile_points(a), n, quantile_points(b), m)
+        d = true_ks(a, b)
+        assert lo - 1e-12 <= d <= hi + 1e-12, (trial, n, m, lo, d, hi)
+        widths.append(hi - lo)
+    # and it is narrow: at most one quantile step wide in most cases
+    assert sorted(widths)[len(widths) // 2] <= 0.01
+    same = quantile_points([float(x) for x in range(150)])
+    assert ks_between(same, 150, same, 150) == (0.0, 0.0)
+
+
+def test_the_limits_are_the_reports_formulas() -> None:
+    assert normal_quantile(0.975) == pytest.approx(1.959964, abs=1e-6)
+    assert normal_quantile(0.5) == pytest.approx(0.0, abs=1e-9)
+    # crates/model/src/fit.rs pins the same value
+    assert ks_two_sample_critical(5_000, 5_000, 0.05) == pytest.approx(1.358 * math.sqrt(2 / 5_000), abs=1e-4)
+    assert ks_two_sample_critical(10**9, 10**9, 0.05) == 0.02  # the reports' floor
+
+
+def summary(players: int, seed: int, rate: float, lost: int = 0) -> Dict[str, Any]:
+    def d(sent: int) -> Dict[str, Any]:
+        return {
+            "sent": sent,
+            "received": sent - lost,
+            "lost": lost,
+            "bytes": 30 * sent,
+            "bitrate_bps": 240.0 * sent / 10,
+            "departure_rate_per_player": sent / players / 10,
+            "model_idt_cv": 1.5,
+            "departure_iat_samples": sent - players,
+            "ks_departure_size": 0.01,
+            "size_samples": sent - lost,
+            "size_cdf": [[6, 0.2], [35, 1.0]],
+        }
+
+    sent = int(rate * players * 10)
+    return {
+        "scenario": "s",
+        "service": "wow",
+        "players": players,
+        "seed": seed,
+        "duration_s": 10.0,
+        "analysis": {"categories": [{"category": "trading", "up": d(sent), "down": d(sent)}], "up": d(sent), "down": d(sent)},
+        "verdicts": [{"label": "players connected", "value": f"{players} of {players}", "limit": "all", "ok": True, "kind": "generator"}],
+    }
+
+
+def test_a_comparison_of_reports_on_disk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dirs = []
+    for i, s in enumerate([summary(100, 1, 2.0), summary(100, 1, 2.0), summary(100, 2, 2.02), summary(1000, 1, 2.0), summary(100, 1, 2.0, lost=60)]):
+        p = tmp_path / f"r{i}"
+        p.mkdir()
+        (p / "summary.json").write_text(json.dumps(s))
+        dirs.append(p)
+    c = compare(*dirs)
+    assert c.same_schedules(1) and not c.same_schedules(2)
+    assert list(c.runs["beyond_noise"])[1:3] == [0, 0]
+    beyond = c.beyond_noise()
+    assert set(beyond[beyond.run == 3]["figure"]) == {"APDU/s"}, beyond  # ten times the players: the totals
+    lossy = beyond[beyond.run == 4]
+    assert set(lossy["figure"]) == {"loss %"} and (lossy["b"] == 3.0).all(), lossy
+    assert len(c.verdicts) == 5 and set(c.verdicts["run"]) == {0, 1, 2, 3, 4}
+    # the command line: the same, as text, JSON and HTML
+    out, page = tmp_path / "c.json", tmp_path / "c.html"
+    assert main([str(d) for d in dirs[:4]] + ["--json", str(out), "--html", str(page)]) == 0
+    j = json.loads(out.read_text())
+    assert j["alpha"] == 0.05 and len(j["runs"]) == 4 and any(f["beyond_noise"] for f in j["figures"])
+    assert "<table>" in page.read_text() and 'class="beyond"' in page.read_text()
+    assert "beyond noise: 2 row(s)" in capsys.readouterr().out
+    from horde.__main__ import main as horde_main
+
+    assert horde_main(["compare", str(dirs[0]), str(tmp_path / "nope")]) == 2
+    assert "no summary.json" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="two or more"):
+        compare(dirs[0])
+
+
+def test_runs_compared_one_seed_twice_two_seeds_and_ten_times_the_players(console: horde.Client) -> None:
+    def run(players: int, seed: int) -> horde.Results:
+        r = console.start(small_wow(players=players, duration="4s"), seed=seed)
+        assert r.wait(timeout=90)["exit"] == 0, r.info
+        return r.results()
+
+    c = compare(run(30, 1), run(30, 1), run(30, 2), run(300, 1))
+    assert c.same_schedules(1), c.figures[(c.figures.run == 1) & (c.figures.kind == "schedule") & (c.figures.a != c.figures.b)]
+    assert not c.same_schedules(2)
+    beyond = c.beyond_noise()
+    assert beyond[beyond.run.isin([1, 2])].empty, beyond
+    assert {("total", "up"), ("total", "down")} <= set(zip(beyond[beyond.run == 3]["scope"], beyond[beyond.run == 3]["direction"])), beyond
