@@ -123,6 +123,20 @@ def test_a_comparison_of_reports_on_disk(tmp_path: Path, capsys: pytest.CaptureF
     assert "no summary.json" in capsys.readouterr().err
     with pytest.raises(ValueError, match="two or more"):
         compare(dirs[0])
+    # hostile summaries: each named, with what it is not
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for text, says in (("{nope", "not JSON"), ("[1, 2]", "no JSON object"), ('{"analysis": 3}', "no JSON object"), (b"\xff\xfe", "not JSON")):
+        (bad / "summary.json").write_bytes(text if isinstance(text, bytes) else text.encode())
+        with pytest.raises(ValueError, match=says):
+            compare(dirs[0], bad)
+    wrong = summary(100, 1, 2.0)
+    wrong["analysis"]["up"]["sent"] = "many"
+    (bad / "summary.json").write_text(json.dumps(wrong))
+    with pytest.raises(ValueError, match="field is missing or of another type"):
+        compare(dirs[0], bad)
+    assert horde_main(["compare", str(dirs[0]), str(bad)]) == 2
+    assert "another type" in capsys.readouterr().err
 
 
 def test_runs_compared_one_seed_twice_two_seeds_and_ten_times_the_players(console: horde.Client) -> None:

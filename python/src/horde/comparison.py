@@ -185,7 +185,10 @@ def compare(*reports: Report, alpha: float = ALPHA) -> Comparison:
     frames: List[pd.DataFrame] = []
     notes: List[str] = []
     for i, r in enumerate(res[1:], start=1):
-        tests = _tests(res[0], r)
+        try:
+            tests = _tests(res[0], r)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as e:
+            raise ValueError(f"{res[0].dir} against {r.dir}: a summary.json field is missing or of another type ({type(e).__name__}: {e}); are both reports from this version of horde?") from None
         frames.append(_judge(tests, i, alpha))
         if res[0].summary.get("service") != r.summary.get("service"):
             notes.append(f"run {i} plays another service ({r.summary.get('service')}) than the baseline ({res[0].summary.get('service')})")

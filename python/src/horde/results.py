@@ -14,6 +14,8 @@ from typing import Any, Dict, List, Optional, Union
 import pandas as pd
 
 DIRECTIONS = ("up", "down")
+#: The largest summary.json read (a 10,000-player run's is a few MB).
+MAX_SUMMARY = 256 << 20
 
 
 class Results:
@@ -28,7 +30,16 @@ class Results:
         path = self.dir / "summary.json"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: not a report directory (no summary.json); give the directory `horde run --out` wrote")
-        self.summary: Dict[str, Any] = json.loads(path.read_text())
+        size = path.stat().st_size
+        if size > MAX_SUMMARY:
+            raise ValueError(f"{path}: {size:,} bytes, more than a report's summary ({MAX_SUMMARY:,} at most); give the directory `horde run --out` wrote")
+        try:
+            summary = json.loads(path.read_bytes())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: not a report's summary (not JSON: {e}); give the directory `horde run --out` wrote") from None
+        if not isinstance(summary, dict) or not isinstance(summary.get("analysis", {}), dict):
+            raise ValueError(f"{path}: not a report's summary (no JSON object with an `analysis` object); give the directory `horde run --out` wrote")
+        self.summary: Dict[str, Any] = summary
         self.horde = horde
         self._packets: Optional[pd.DataFrame] = None
 
