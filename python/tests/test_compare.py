@@ -4,6 +4,7 @@ noise, and ten times the players is beyond it."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import random
@@ -81,6 +82,10 @@ def summary(players: int, seed: int, rate: float, lost: int = 0) -> Dict[str, An
             "ks_departure_size": 0.01,
             "size_samples": sent - lost,
             "size_cdf": [[6, 0.2], [35, 1.0]],
+            "iat_samples": sent - players,
+            "iat_cdf": [[0.0, 0.1], [250.0, 0.7], [1800.0, 1.0]],
+            "delay_p50_ms": 0.05,
+            "delay_p99_ms": 1.5,
         }
 
     sent = int(rate * players * 10)
@@ -91,6 +96,7 @@ def summary(players: int, seed: int, rate: float, lost: int = 0) -> Dict[str, An
         "seed": seed,
         "duration_s": 10.0,
         "analysis": {"categories": [{"category": "trading", "up": d(sent), "down": d(sent)}], "up": d(sent), "down": d(sent)},
+        "emulated_links": [{"a": "r1", "b": "r2", "ab": {"packets": 1000, "lost": 10}, "ba": {"packets": 900, "lost": 0}}],
         "verdicts": [{"label": "players connected", "value": f"{players} of {players}", "limit": "all", "ok": True, "kind": "generator"}],
     }
 
@@ -151,3 +157,48 @@ def test_runs_compared_one_seed_twice_two_seeds_and_ten_times_the_players(consol
     beyond = c.beyond_noise()
     assert beyond[beyond.run.isin([1, 2])].empty, beyond
     assert {("total", "up"), ("total", "down")} <= set(zip(beyond[beyond.run == 3]["scope"], beyond[beyond.run == 3]["direction"])), beyond
+
+
+def test_mutated_summaries_are_compared_or_named_never_a_crash(tmp_path: Path) -> None:
+    """A fuzz pass over compare's input: 400 summaries with a value replaced by junk or a key
+    removed, each either compared or refused with a ValueError that names the report."""
+    rng = random.Random(11)
+    junk: List[Any] = [None, "x", -1, 0, [], {}, 1e308, float("nan"), [[1]], True, {"sent": 1}]
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "summary.json").write_text(json.dumps(summary(100, 1, 2.0)))
+    other = tmp_path / "other"
+    other.mkdir()
+
+    def leaves(node: Any, path: tuple = ()) -> List[tuple]:
+        out = [path] if path else []
+        if isinstance(node, dict):
+            for k, v in node.items():
+                out += leaves(v, path + (k,))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                out += leaves(v, path + (i,))
+        return out
+
+    outcomes = {"compared": 0, "refused": 0}
+    for _ in range(400):
+        s = summary(100, 1, 2.0)
+        for _ in range(rng.randint(1, 3)):
+            path = rng.choice(leaves(s))
+            parent = s
+            for k in path[:-1]:
+                parent = parent[k]
+            if isinstance(parent, dict) and rng.random() < 0.3:
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = copy.deepcopy(rng.choice(junk))
+        (other / "summary.json").write_text(json.dumps(s))
+        try:
+            c = compare(base, other)
+            c.to_dict()
+            c.to_html(tmp_path / "c.html")
+            outcomes["compared"] += 1
+        except ValueError as e:
+            assert str(other) in str(e) or "summary" in str(e), e
+            outcomes["refused"] += 1
+    assert outcomes["compared"] > 0 and outcomes["refused"] > 0, outcomes

@@ -50,6 +50,10 @@ ALPHA = 0.05
 SCHEDULE, GENERATOR, ARRIVALS, PATH, SHOWN = "schedule", "generator", "arrivals", "path", "shown"
 
 Report = Union[Results, str, "os.PathLike[str]"]
+#: The columns of `Comparison.figures`.
+FIGURE_COLUMNS = ["run", "scope", "direction", "figure", "kind", "a", "b", "difference", "limit", "test", "beyond_noise"]
+#: What a summary.json with a field missing or of another type raises on the way.
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError)
 
 
 def normal_quantile(p: float) -> float:
@@ -186,14 +190,16 @@ def compare(*reports: Report, alpha: float = ALPHA) -> Comparison:
     notes: List[str] = []
     for i, r in enumerate(res[1:], start=1):
         try:
-            tests = _tests(res[0], r)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as e:
+            frames.append(_judge(_tests(res[0], r), i, alpha))
+        except _MALFORMED as e:
             raise ValueError(f"{res[0].dir} against {r.dir}: a summary.json field is missing or of another type ({type(e).__name__}: {e}); are both reports from this version of horde?") from None
-        frames.append(_judge(tests, i, alpha))
         if res[0].summary.get("service") != r.summary.get("service"):
             notes.append(f"run {i} plays another service ({r.summary.get('service')}) than the baseline ({res[0].summary.get('service')})")
     figures = pd.concat(frames, ignore_index=True)
-    verdicts = pd.concat([r.verdicts().assign(run=i) for i, r in enumerate(res)], ignore_index=True)
+    try:
+        verdicts = pd.concat([r.verdicts().assign(run=i) for i, r in enumerate(res)], ignore_index=True)
+    except _MALFORMED as e:
+        raise ValueError(f"the verdicts of {', '.join(str(r.dir) for r in res)}: not a list of verdict objects in every summary.json ({type(e).__name__}: {e})") from None
     cmp = Comparison(runs=runs, figures=figures, verdicts=verdicts[["run", "label", "value", "limit", "ok", "kind"]], alpha=alpha, notes=notes)
     # the baseline's own row has neither: object columns keep it None, not NaN
     cmp.runs["same_schedules"] = pd.Series([None] + [cmp.same_schedules(i) for i in range(1, len(res))], dtype="object")
@@ -318,7 +324,7 @@ def _judge(tests: List[_Test], run: int, alpha: float) -> pd.DataFrame:
                 "beyond_noise": beyond,
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=FIGURE_COLUMNS)
 
 
 def _minus(b: Any, a: Any) -> Optional[float]:
