@@ -332,6 +332,9 @@ pub struct RxInfo {
     pub from: Option<SocketAddr>,
 }
 
+/// Socket errors in a row that [`RecvBatch::recv_queued`] reads past (each read clears one).
+pub const PENDING_ERRORS: usize = 8;
+
 /// Reusable buffers for recvmmsg. Heap storage never moves, so the pointers set up once stay
 /// valid; lengths are reset before each call.
 pub struct RecvBatch {
@@ -394,6 +397,22 @@ impl RecvBatch {
             }
         }
         Ok(self.segs.len())
+    }
+
+    /// [`recv`](Self::recv) past pending socket errors. A connected socket reports an ICMP
+    /// error (ECONNREFUSED from a port unreachable, …) once, on its next read, before the
+    /// datagrams queued behind it; readiness is edge-triggered, so stopping at the error would
+    /// leave them unread until another datagram comes (a receiver's signed "stopping" message
+    /// waited seconds so, while its sender kept sending). At most [`PENDING_ERRORS`] errors in
+    /// a row are passed; `WouldBlock` or `Ok(0)` mean nothing more now.
+    pub fn recv_queued(&mut self, fd: RawFd) -> io::Result<usize> {
+        let mut errors = 0;
+        loop {
+            match self.recv(fd) {
+                Err(e) if e.kind() != io::ErrorKind::WouldBlock && errors < PENDING_ERRORS => errors += 1,
+                r => return r,
+            }
+        }
     }
 
     pub fn data(&self, i: usize) -> &[u8] {

@@ -203,7 +203,8 @@ impl Worker {
     fn read_udp(&mut self, i: usize) {
         let Some(rx) = &mut self.rx else { return };
         let fd = self.slots[i].fd();
-        while let Ok(n) = rx.recv(fd) {
+        // past a pending error: a refused datagram's ICMP error is reported before what waits
+        while let Ok(n) = rx.recv_queued(fd) {
             if n == 0 {
                 break;
             }
@@ -235,7 +236,7 @@ impl Worker {
         let fd = self.udp_listeners[j].0.as_raw_fd();
         loop {
             let Some(rx) = &mut self.rx else { return };
-            let n = match rx.recv(fd) {
+            let n = match rx.recv_queued(fd) {
                 Ok(n) if n > 0 => n,
                 _ => return,
             };

@@ -26,7 +26,7 @@ impl Receiver {
         let Some(s) = &self.icmp else { return };
         let fd = s.as_raw_fd();
         for _ in 0..FAIRNESS_BATCHES {
-            let n = match self.batch.recv(fd) {
+            let n = match self.batch.recv_queued(fd) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };

@@ -62,7 +62,7 @@ impl Receiver {
         let fd = self.udp[i].0.as_raw_fd();
         self.udp_more[i] = true;
         for _ in 0..FAIRNESS_BATCHES {
-            let n = match self.batch.recv(fd) {
+            let n = match self.batch.recv_queued(fd) {
                 Ok(0) | Err(_) => {
                     self.udp_more[i] = false;
                     return;

@@ -6,4 +6,5 @@ mod consent;
 mod early;
 mod gso;
 mod idle;
+mod pending_error;
 mod udp_hello_retry;
