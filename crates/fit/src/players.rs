@@ -37,7 +37,7 @@ impl Online {
     pub fn see(&mut self, c: u32, t_ns: u64) -> u32 {
         let w = (WINDOW_S * 1e9) as u64;
         while let Some(&(t, k)) = self.queue.front() {
-            if t + w >= t_ns {
+            if t.saturating_add(w) >= t_ns {
                 break;
             }
             self.queue.pop_front();

@@ -1,6 +1,7 @@
 //! `horde-fit` end to end: captures written here, with known models, fitted back.
 
 mod contract;
+mod fuzzed;
 mod synthetic;
 
 use std::time::Duration;
