@@ -146,8 +146,7 @@ class Comparison:
     def same_schedules(self, run: int) -> bool:
         """Whether run `run` (1 = the second report) has the baseline's schedules: every
         schedule figure equal."""
-        f = self.figures[(self.figures["run"] == run) & (self.figures["kind"] == SCHEDULE)]
-        return bool(len(f)) and bool((f["a"] == f["b"]).all())
+        return _same_schedules(self.figures[self.figures["run"] == run])
 
     def to_dict(self) -> Dict[str, Any]:
         def rows(df: pd.DataFrame) -> List[Dict[str, Any]]:
@@ -172,39 +171,41 @@ def compare(*reports: Report, alpha: float = ALPHA) -> Comparison:
     for r in res:
         if r.kind != "scenario":
             raise ValueError(f"{r.dir}: a {r.kind} report; compare takes players' runs (horde run, the console, horde demo)")
-    runs = pd.DataFrame(
-        [
-            {
-                "run": i,
-                "report": str(r.dir),
-                "scenario": r.summary.get("scenario"),
-                "service": r.summary.get("service"),
-                "seed": r.summary.get("seed"),
-                "players": r.summary.get("players"),
-                "duration_s": r.summary.get("duration_s"),
-            }
-            for i, r in enumerate(res)
-        ]
-    )
     frames: List[pd.DataFrame] = []
     notes: List[str] = []
+    # the baseline's own row has neither count: None there, not NaN
+    same: List[Optional[bool]] = [None]
+    beyond: List[Optional[int]] = [None]
     for i, r in enumerate(res[1:], start=1):
         try:
-            frames.append(_judge(_tests(res[0], r), i, alpha))
+            f = _judge(_tests(res[0], r), i, alpha)
         except _MALFORMED as e:
             raise ValueError(f"{res[0].dir} against {r.dir}: a summary.json field is missing or of another type ({type(e).__name__}: {e}); are both reports from this version of horde?") from None
+        frames.append(f)
+        same.append(_same_schedules(f))
+        beyond.append(sum(1 for b in f["beyond_noise"].tolist() if b is True))
         if res[0].summary.get("service") != r.summary.get("service"):
             notes.append(f"run {i} plays another service ({r.summary.get('service')}) than the baseline ({res[0].summary.get('service')})")
+    rows: List[Dict[str, Any]] = []
+    for i, r in enumerate(res):
+        s = r.summary
+        rows.append({"run": i, "report": str(r.dir), "scenario": s.get("scenario"), "service": s.get("service"), "seed": s.get("seed"), "players": s.get("players"), "duration_s": s.get("duration_s")})
+    runs = pd.DataFrame(rows)
+    runs["same_schedules"] = same
+    runs["beyond_noise"] = pd.array(beyond, dtype="Int64")  # nullable: <NA> for the baseline
     figures = pd.concat(frames, ignore_index=True)
     try:
         verdicts = pd.concat([r.verdicts().assign(run=i) for i, r in enumerate(res)], ignore_index=True)
     except _MALFORMED as e:
         raise ValueError(f"the verdicts of {', '.join(str(r.dir) for r in res)}: not a list of verdict objects in every summary.json ({type(e).__name__}: {e})") from None
     cmp = Comparison(runs=runs, figures=figures, verdicts=verdicts[["run", "label", "value", "limit", "ok", "kind"]], alpha=alpha, notes=notes)
-    # the baseline's own row has neither: object columns keep it None, not NaN
-    cmp.runs["same_schedules"] = pd.Series([None] + [cmp.same_schedules(i) for i in range(1, len(res))], dtype="object")
-    cmp.runs["beyond_noise"] = pd.Series([None] + [int((figures[figures["run"] == i]["beyond_noise"] == True).sum()) for i in range(1, len(res))], dtype="object")  # noqa: E712
     return cmp
+
+
+def _same_schedules(f: pd.DataFrame) -> bool:
+    """Whether a pair's figures have every schedule figure equal (and at least one)."""
+    pairs = [(a, b) for a, b, k in zip(f["a"].tolist(), f["b"].tolist(), f["kind"].tolist()) if k == SCHEDULE]
+    return bool(pairs) and all(a == b for a, b in pairs)
 
 
 def _tests(a: Results, b: Results) -> List[_Test]:
@@ -335,7 +336,7 @@ def _minus(b: Any, a: Any) -> Optional[float]:
 
 
 def _plain(v: Any) -> Any:
-    if isinstance(v, float) and math.isnan(v):
+    if v is pd.NA or (isinstance(v, float) and math.isnan(v)):
         return None
     if hasattr(v, "item"):  # numpy scalars
         return v.item()
