@@ -29,6 +29,77 @@ def test_the_printed_url_carries_the_token_and_a_bad_one_says_what_to_give() -> 
         Endpoint.parse("127.0.0.1:7070", "t")
 
 
+def test_the_token_is_never_shown_in_a_repr() -> None:
+    secret = "0123456789abcdef" * 4
+    e = Endpoint.parse(f"http://127.0.0.1:7070/?token={secret}", None)
+    c = horde.Client(f"http://127.0.0.1:7070/?token={secret}")
+    assert secret not in repr(e) and secret not in repr(c.endpoint) and secret not in str(e)
+
+
+def test_a_redirect_to_another_origin_does_not_carry_the_token() -> None:
+    import http.server
+    import threading
+
+    seen: "list[tuple[str, str | None]]" = []
+
+    class Other(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append((self.path, self.headers.get("Authorization")))
+            body = b'{"ok": true}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), Other)
+
+    class Redirecting(Other):
+        def do_GET(self) -> None:
+            seen.append((self.path, self.headers.get("Authorization")))
+            self.send_response(302)
+            where = self.path.removeprefix("/away")
+            host = f"127.0.0.1:{other.server_port}" if self.path.startswith("/away") else f"127.0.0.1:{self.server.server_port}"
+            self.send_header("Location", f"http://{host}{where or '/landed'}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    first = http.server.HTTPServer(("127.0.0.1", 0), Redirecting)
+    for s in (first, other):
+        threading.Thread(target=s.handle_request, daemon=True).start()
+    try:
+        e = Endpoint.parse(f"http://127.0.0.1:{first.server_port}/?token=feed", None)
+        assert e.request("GET", "/away/landed", timeout=10) == {"ok": True}
+    finally:
+        first.server_close()
+        other.server_close()
+    assert seen == [("/away/landed", "Bearer feed"), ("/landed", None)]
+
+
+def test_a_token_file_is_read_and_anything_else_is_named(tmp_path: Path) -> None:
+    f = tmp_path / "console.url"
+    f.write_text("http://127.0.0.1:7070/?token=00ff\n")
+    c = horde.Client(token_file=f)
+    assert (c.endpoint.base, c.endpoint.token) == ("http://127.0.0.1:7070", "00ff")
+    for bad in ("", "hello\n", "http://127.0.0.1:7070/?token=00ff\nmore\n", "x" * 5000):
+        f.write_text(bad)
+        with pytest.raises(ValueError, match="token file"):
+            horde.Client(token_file=f)
+    with pytest.raises(ValueError, match="is `horde ui --token-file` running"):
+        horde.Client(token_file=tmp_path / "absent")
+
+
+def test_a_ca_file_is_for_https_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="plain HTTP"):
+        Endpoint.parse("http://127.0.0.1:7070/?token=00", None, cafile=tmp_path / "ca.pem")
+    bad = tmp_path / "ca.pem"
+    bad.write_text("not a certificate")
+    with pytest.raises(ValueError, match="cafile"):
+        Endpoint.parse("https://127.0.0.1:7070/?token=00", None, cafile=bad)
+
+
 def test_a_console_that_is_not_there_is_named() -> None:
     c = horde.Client("http://127.0.0.1:9/?token=00")
     with pytest.raises(horde.HordeError, match="is `horde ui` running"):

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[macro_use]
 mod output;
@@ -35,6 +35,10 @@ enum Command {
     Discover(cmd::discover::Args),
     /// Computes rates, delay, jitter, loss and more from sender and/or receiver logs.
     Decode(cmd::decode::Args),
+    /// Fits a service file (behaviour + traffic model) from a packet capture of a real game; compares captures and models.
+    Fit(cmd::fit::Args),
+    /// Sets report directories side by side against the first: each difference, and whether it is beyond the runs' own noise.
+    Compare(cmd::compare::Args),
     /// Lists the built-in traffic presets and the distribution syntax.
     Presets,
     /// Lists the service repository (behaviour + traffic models), shows or checks a service.
@@ -55,6 +59,10 @@ enum Command {
     Circuit(cmd::circuit::Args),
     /// The live console: start scenarios, watch their events and steer them from a browser (loopback, a token per start).
     Ui(cmd::ui::Args),
+    /// Prints shell completions for bash, zsh or fish (`horde completions bash > …`; README's Install says where).
+    Completions(cmd::manual::CompletionsArgs),
+    /// Prints a manual page (`horde man run | man -l -`), or writes them all with --out DIR.
+    Man(cmd::manual::ManArgs),
     /// (internal) A task horde hands itself on standard input: a part of a run, an experiment's link emulator.
     #[command(hide = true)]
     Child(cmd::child::Args),
@@ -117,6 +125,8 @@ fn main() -> ExitCode {
         Command::Logd(a) => cmd::logd::run(a, &stop),
         Command::Discover(a) => cmd::discover::run(a),
         Command::Decode(a) => cmd::decode::run(a),
+        Command::Fit(a) => cmd::fit::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
         Command::Presets => cmd::presets::run(),
         Command::Services(a) => cmd::services::run(a),
         Command::Behave(a) => cmd::behave::run(a, &stop),
@@ -128,6 +138,8 @@ fn main() -> ExitCode {
         Command::Circuit(a) => cmd::circuit::run(a, &stop),
         Command::Ui(a) => cmd::ui::run(a, &stop),
         Command::Child(a) => cmd::child::run(a, &stop),
+        Command::Completions(a) => cmd::manual::completions(a, Cli::command()),
+        Command::Man(a) => cmd::manual::man(a, Cli::command()),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -9,7 +9,8 @@ const api = async (path, body) => {
   const text = await r.text();
   let v = null;
   try { v = text ? JSON.parse(text) : null; } catch (_) { v = { error: text }; }
-  if (!r.ok) throw new Error((v && v.error) || r.statusText);
+  // A refusal's reason: the console's `error`, or a command's `Reply` text (409).
+  if (!r.ok) { const e = new Error((v && (v.error || v.text)) || r.statusText); e.reply = v; throw e; }
   return v;
 };
 const el = (tag, text, cls) => { const e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; };
@@ -32,6 +33,7 @@ function openRun(info) {
   $("#run-title").textContent = `Run ${info.id}: ${info.scenario}`;
   $("#notes").textContent = "";
   $("#cmd-error").textContent = "";
+  $("#cmd-ok").textContent = "";
   current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [], upm: [], downm: [], cmin: [], cmed: [], cmax: [], crecv: [], b50: [], b99: [], bans: [], loss: { t: [], up: [], down: [] } } };
   $("#circuits-figure").hidden = true;
   $("#bots-figure").hidden = true;
@@ -196,8 +198,20 @@ function setConn(ok) { const c = $("#conn"); c.textContent = ok ? "live" : "reco
 
 async function command(c) {
   $("#cmd-error").textContent = "";
+  $("#cmd-ok").textContent = "";
   if (!current) return;
-  try { await api(`/api/v1/runs/${current.id}/commands`, c); } catch (e) { $("#cmd-error").textContent = e.message; }
+  // Every answer shows where the user looks (beside the form) and stays in Notes.
+  const what = c.command === "players" ? `players → ${c.online}` : c.command === "link" ? `link ${c.a}–${c.b}` : c.command;
+  try {
+    const r = await api(`/api/v1/runs/${current.id}/commands`, c);
+    const at = r && typeof r.at_s === "number" ? ` at t = ${r.at_s.toFixed(2)} s` : "";
+    $("#cmd-ok").textContent = `applied${at}: ${r ? r.text : what}`;
+    note(`command ${what} applied${at}: ${r ? r.text : ""}`);
+  } catch (e) {
+    $("#cmd-ok").textContent = "";
+    $("#cmd-error").textContent = `refused: ${e.message}`;
+    note(`command ${what} refused: ${e.message}`);
+  }
 }
 
 async function refreshRuns() {

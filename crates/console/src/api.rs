@@ -37,6 +37,8 @@ pub struct App {
     pub can_start: bool,
     /// Served over TLS (the cookie is then `Secure`).
     pub tls: bool,
+    /// `emu exec` and `force = true`, as the operator allowed them.
+    pub allow: crate::Allow,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -339,12 +341,12 @@ async fn emu_status() -> Response {
     }
 }
 
-async fn emu_up(body_text: String) -> Response {
+async fn emu_up(State(app): State<Arc<App>>, body_text: String) -> Response {
     let req: emu::Up = match body(&body_text, "{\"topology\": \"FILE.toml\", \"live\": true}") {
         Ok(r) => r,
         Err(r) => return r.into_response(),
     };
-    match emu::up(&req).await {
+    match emu::up(&req, app.allow.force).await {
         Ok(id) => (StatusCode::CREATED, Json(serde_json::json!({ "id": id }))).into_response(),
         Err((s, m)) => refuse(s, m),
     }
@@ -393,7 +395,10 @@ async fn emu_link(Path(id): Path<String>, body_text: String) -> Response {
     }
 }
 
-async fn emu_exec(Path(id): Path<String>, body_text: String) -> Response {
+async fn emu_exec(State(app): State<Arc<App>>, Path(id): Path<String>, body_text: String) -> Response {
+    if !app.allow.exec {
+        return refuse(403, "this console was started with --no-exec: it runs no command in emulated nodes (use `horde emu exec` on the machine, or start the console without --no-exec)");
+    }
     let req: emu::Exec = match body(&body_text, "{\"node\": \"h1\", \"argv\": [\"ip\", \"addr\"]}") {
         Ok(r) => r,
         Err(r) => return r.into_response(),

@@ -166,12 +166,15 @@ pub struct Up {
     pub live: bool,
 }
 
-pub async fn up(req: &Up) -> Result<String, (u16, String)> {
+pub async fn up(req: &Up, allow_force: bool) -> Result<String, (u16, String)> {
+    let text = crate::topo::open(&req.topology).map_err(|m| (400, m))?;
+    let file = req.topology.display().to_string();
+    if !allow_force {
+        refuse_force(&text, &file)?;
+    }
     if let Some(why) = needs_root() {
         return Err((403, why));
     }
-    let text = crate::topo::open(&req.topology).map_err(|m| (400, m))?;
-    let file = req.topology.display().to_string();
     let stop = Arc::new(AtomicBool::new(false));
     let opts = horde_emu::UpOptions { exp: None, userspace: false, live_all: req.live, stop: Some(stop.clone()), part: None };
     let timer = tokio::spawn(async move {
@@ -181,6 +184,23 @@ pub async fn up(req: &Up) -> Result<String, (u16, String)> {
     let r = blocking(move || horde_emu::up(&text, &file, &opts).map_err(refusal)).await;
     timer.abort();
     Ok(r?.meta.exp)
+}
+
+/// `force = true` takes an interface this machine uses (it may cut the machine off a network):
+/// from a token holder it is honoured only where the operator started the console with
+/// `--allow-force`.
+pub fn refuse_force(text: &str, file: &str) -> Result<(), (u16, String)> {
+    let plan = horde_topo::plan(text, file, "check").map_err(|e| (400, e.to_string()))?;
+    match plan.nodes.iter().find(|n| n.external.as_ref().is_some_and(|x| x.force)) {
+        Some(n) => Err((
+            403,
+            format!(
+                "node {}: `force = true` takes an interface this machine uses, and this console was not started with --allow-force: use a free interface, or ask its operator to start it with --allow-force",
+                n.name
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// What `DELETE /api/v1/emu/{id}` did.

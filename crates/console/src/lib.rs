@@ -54,12 +54,31 @@ pub struct Options {
     /// Host names the console answers to besides its address (the `Host` check, and the
     /// self-made certificate's names).
     pub names: Vec<String>,
+    /// What a token holder may make this console do beyond runs (`--no-exec`, `--allow-force`).
+    pub allow: Allow,
+}
+
+/// What a token holder may do on this machine through the console or an agent, set by whoever
+/// started the daemon: the token (or a controller's certificate) starts runs, but running
+/// commands in emulated nodes and taking an interface the machine uses are the operator's call.
+#[derive(Clone, Copy, Debug)]
+pub struct Allow {
+    /// `emu exec` in nodes (`--no-exec` turns it off).
+    pub exec: bool,
+    /// A topology's `force = true` on an external node (`--allow-force` turns it on).
+    pub force: bool,
+}
+
+impl Default for Allow {
+    fn default() -> Allow {
+        Allow { exec: true, force: false }
+    }
 }
 
 impl Options {
     /// A loopback console over plain HTTP.
     pub fn local(listen: SocketAddr, runs_dir: PathBuf, can_start: bool) -> Options {
-        Options { listen, runs_dir, can_start, tls: None, public: false, names: Vec::new() }
+        Options { listen, runs_dir, can_start, tls: None, public: false, names: Vec::new(), allow: Allow::default() }
     }
 }
 
@@ -68,6 +87,8 @@ pub struct Console {
     pub addr: SocketAddr,
     /// The URL to open (with the token).
     pub url: String,
+    /// This start's token (what `--token-file` holds, inside the URL).
+    pub token: String,
     /// The self-made certificate's file (to trust it), when the console made one.
     pub cert: Option<PathBuf>,
     pub hub: Arc<hub::Hub>,
@@ -136,7 +157,7 @@ pub fn start(opts: Options, hub: Arc<hub::Hub>) -> anyhow::Result<Console> {
     for n in &opts.names {
         guard.also_named(n, addr.port());
     }
-    let app = Arc::new(api::App { hub: hub.clone(), guard, runs_dir: opts.runs_dir, can_start: opts.can_start, tls: acceptor.is_some() });
+    let app = Arc::new(api::App { hub: hub.clone(), guard, runs_dir: opts.runs_dir, can_start: opts.can_start, tls: acceptor.is_some(), allow: opts.allow });
     let router = api::router(app);
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("horde-ui").enable_all().build().context("starting the console's runtime")?;
@@ -145,7 +166,7 @@ pub fn start(opts: Options, hub: Arc<hub::Hub>) -> anyhow::Result<Console> {
     let scheme = if opts.tls.is_some() { "https" } else { "http" };
     let host = opts.names.first().map(|n| format!("{n}:{}", addr.port())).unwrap_or_else(|| addr.to_string());
     let url = format!("{scheme}://{host}/?token={token}");
-    Ok(Console { addr, url, cert, hub, shutdown: Some(tx), thread: Some(thread) })
+    Ok(Console { addr, url, token, cert, hub, shutdown: Some(tx), thread: Some(thread) })
 }
 
 /// Connections that have not yet shown the token, at most (the rest of [`MAX_CONNECTIONS`] is

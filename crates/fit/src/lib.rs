@@ -219,6 +219,8 @@ pub fn report(c: &Collected, opts: &Options) -> FitReport {
     }
     let col = &c.collector;
     let (states, directions) = fits(col);
+    notes.extend(failed_fits(&directions));
+    notes.extend(below_header(col, c.server.transport));
     let duration_s = col.first_ns.map_or(0.0, |f| (col.last_ns - f) as f64 / 1e9);
     FitReport {
         schema_version: 1,
@@ -320,6 +322,61 @@ pub fn against(a: &Collected, service: &horde_model::service::Service) -> Result
         }
     }
     Ok(out)
+}
+
+/// Where the chosen family fails its own goodness-of-fit test (KS above its 5 % critical value
+/// at n): said, not hidden, because the service file is then only the best of what Horde can
+/// draw, not a model the capture supports.
+fn failed_fits(directions: &[DirectionFit]) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in directions {
+        for (what, f) in [("inter-departure times", &d.idt), ("sizes", &d.size)] {
+            if let Some(f) = f.as_ref().filter(|f| f.ks > f.ks_critical) {
+                out.push(format!(
+                    "FIT FAILS ITS TEST: {} {} {what}: the best family, {}, is KS {:.4} from the capture, above the 5 % critical value {:.4} at n = {}: the service draws something the capture does not show (label states, or fit a shorter, steadier stretch)",
+                    d.state,
+                    dir_name(d.direction),
+                    f.family,
+                    f.ks,
+                    f.ks_critical,
+                    f.n
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// APDUs smaller than what Horde can send on the capture's transport (a datagram carries
+/// Horde's 20-byte header, a TCP APDU its 6-byte framing): a run sends them at that size.
+fn below_header(c: &Collector, transport: apdu::Transport) -> Vec<String> {
+    let floor = match transport {
+        apdu::Transport::Udp => horde_wire::datagram::DATAGRAM_HEADER_LEN,
+        apdu::Transport::Tcp => horde_wire::stream::APDU_HEADER_LEN,
+    } as f64;
+    let mut out = Vec::new();
+    for (i, name) in c.labels.names.iter().enumerate() {
+        for (d, direction) in [Direction::Up, Direction::Down].into_iter().enumerate() {
+            let sizes = &c.samples[i][d].0.values;
+            let small = sizes.iter().filter(|&&x| x < floor).count();
+            if small > 0 {
+                let least = sizes.iter().copied().fold(f64::INFINITY, f64::min);
+                out.push(format!(
+                    "{name} {}: {small} of {} APDUs sampled are smaller than the {floor} bytes Horde's header takes on this transport (the smallest {least} B); a run sends those at {floor} B, so its sizes sit slightly above the capture's there",
+                    dir_name(direction),
+                    sizes.len()
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn dir_name(d: Direction) -> &'static str {
+    match d {
+        Direction::Up => "client→server",
+        Direction::Down => "server→client",
+    }
 }
 
 fn mean(xs: &[f64]) -> f64 {

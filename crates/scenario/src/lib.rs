@@ -12,6 +12,7 @@
 pub mod child;
 pub mod circuit_report;
 pub mod circuits;
+pub mod compare;
 pub mod control;
 pub mod execute;
 pub mod part;

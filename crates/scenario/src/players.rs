@@ -45,6 +45,23 @@ pub struct Players {
 }
 
 impl Players {
+    /// Refuses a change of the online target that would take effect at or past the run's end
+    /// (at `at_ns`, or `margin_ns` after `now_ns` when none is given): it would be "applied" and
+    /// never happen, and every later change would have to come after it (changes are kept in
+    /// time order). The one check of every driver of this run's commands.
+    pub fn check_change_at(&self, online: u32, now_ns: u64, margin_ns: u64, at_ns: Option<u64>) -> Result<(), String> {
+        let end_ns = (self.duration_s * 1e9) as u64;
+        match at_ns {
+            Some(at) if at >= end_ns => {
+                Err(format!("players online = {online} at {:.2} s: the run ends at {:.2} s; give an instant before its end", at as f64 / 1e9, self.duration_s))
+            }
+            None if now_ns.saturating_add(margin_ns) >= end_ns => {
+                Err(format!("players online = {online}: the run ends at {:.2} s, too soon for a change to reach every side", self.duration_s))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// One direction of one player's traffic, as a schedule.
     pub fn schedule(&self, player: u32, dir: Direction) -> Source {
         Box::new(PlayerSchedule::new(self.stays(player).unwrap_or_default(), self.traffic.clone(), dir, self.seed, self.transport, self.duration_s))

@@ -452,6 +452,15 @@ pub fn write_records(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, 
     write_with(sc, out, players, o, |ctx| game::analyse(ctx, c, s))
 }
 
+/// Every event of the run on its clock, for the charts over time: the online target's changes
+/// (from the roster, on every side alike) and what the commands changed in the network.
+fn time_marks(o: &Outcomes) -> Vec<(f64, String)> {
+    let mut marks: Vec<(f64, String)> = o.online.iter().skip(1).map(|(at_ns, n)| (*at_ns as f64 / 1e9, format!("online → {n}"))).collect();
+    marks.extend(o.marks.iter().cloned());
+    marks.sort_by(|a, b| a.0.total_cmp(&b.0));
+    marks
+}
+
 /// [`write`] from a merged summary instead of records (`horde run --collect summaries`): the
 /// same figures, exact or within the bounds each row states.
 pub fn write_summary(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, d: &horde_stats::digest::GameDigest) -> anyhow::Result<Summary> {
@@ -469,7 +478,8 @@ fn write_with(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, analyse
         cutoff_ns: o.interruption.as_ref().map(|i| o.client.t0_real_ns + (i.analysed_s * 1e9) as u64),
     };
     let g = analyse(&ctx);
-    let mut charts = horde_stats::html::game_charts(&g, &ctx);
+    let marks = time_marks(&o);
+    let mut charts = horde_stats::html::game_charts(&g, &ctx, &marks);
     if let Some(t) = &o.topology_svg {
         charts.insert(0, ("topology.svg".to_string(), t.clone()));
     }

@@ -169,6 +169,7 @@ impl<'a> Steer<'a> {
             return Err("players: a regulated run's circuits have no online target".into());
         };
         let planned = players.len();
+        players.check_change_at(online, self.now_ns(), MARGIN_NS, at_ns)?;
         if online > planned {
             if self.start.is_none() {
                 return Err(format!("players online = {online}: more than the {planned} players this side runs (a shard keeps its plan)"));

@@ -755,8 +755,10 @@ pub fn table(g: &GameAnalysis) -> crate::table::Table {
         Column::full("ks_departure_iat", "KS sent IDT"),
         Column::full("path_ks_size", "path KS size"),
         Column::full("path_ks_iat", "path KS IAT"),
-        Column::new("delay_mean_ms", "delay ms"),
-        Column::full("delay_p99_ms", "p99 ms"),
+        // the median leads: one stalled connection moves a mean by seconds (issue 65)
+        Column::new("delay_p50_ms", "delay p50 ms"),
+        Column::full("delay_p99_ms", "delay p99 ms"),
+        Column::full("delay_mean_ms", "delay mean ms"),
         Column::full("jitter_ms", "jitter ms"),
     ]);
     let row = |cat: &str, occ: Option<f64>, dir: &str, st: &DirectionStats| {
@@ -780,8 +782,9 @@ pub fn table(g: &GameAnalysis) -> crate::table::Table {
             Cell::opt(st.ks_departure_iat, 3),
             Cell::opt(st.path_ks_size, 3),
             Cell::opt(st.path_ks_iat, 3),
-            Cell::opt(st.delay_mean_ms, 3),
+            Cell::opt(st.delay_p50_ms, 3),
             Cell::opt(st.delay_p99_ms, 3),
+            Cell::opt(st.delay_mean_ms, 3),
             Cell::opt(st.jitter_ms, 3),
         ]
     };

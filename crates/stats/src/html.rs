@@ -83,17 +83,19 @@ pub fn simple_page(title: &str, intro: &str, sections: &[(String, String)]) -> S
 /// Charts of a two-way scenario run, as `(file name, SVG)`: players per category, throughput,
 /// delay percentiles and loss over time, delay CDFs per direction, and for each category and
 /// direction the measured APDU size and inter-arrival CDFs over the model's CDF.
-pub fn game_charts(g: &crate::game::GameAnalysis, ctx: &crate::game::Context) -> Vec<(String, String)> {
+/// `marks` are the run's events on its clock (a players command, a link change): drawn on every
+/// chart over time.
+pub fn game_charts(g: &crate::game::GameAnalysis, ctx: &crate::game::Context, marks: &[(f64, String)]) -> Vec<(String, String)> {
     use horde_model::service::Direction;
     let mut out = Vec::new();
     let names: Vec<String> = g.categories.iter().map(|c| c.category.clone()).collect();
     let occ: Vec<Series> = names.iter().enumerate().map(|(k, n)| (n.clone(), g.occupancy.iter().map(|(t, c)| (*t, c[k] as f64)).collect())).collect();
-    out.push(("occupancy.svg".to_string(), Chart::new("Players per category", "time (s)", "players", &occ).svg()));
+    out.push(("occupancy.svg".to_string(), Chart::new("Players per category", "time (s)", "players", &occ).marks(marks).svg()));
     let thr: Vec<Series> = vec![
         ("client → server".into(), g.throughput.iter().map(|(t, u, _)| (*t, u / 1e3)).collect()),
         ("server → client".into(), g.throughput.iter().map(|(t, _, d)| (*t, d / 1e3)).collect()),
     ];
-    out.push(("throughput.svg".to_string(), Chart::new("Received throughput", "time (s)", "kbit/s", &thr).svg()));
+    out.push(("throughput.svg".to_string(), Chart::new("Received throughput", "time (s)", "kbit/s", &thr).marks(marks).svg()));
     let dirs = [("client → server", 0usize), ("server → client", 1usize)];
     let mut delay: Vec<Series> = Vec::new();
     for (label, d) in dirs {
@@ -102,7 +104,10 @@ pub fn game_charts(g: &crate::game::GameAnalysis, ctx: &crate::game::Context) ->
             delay.push((format!("{label} {q}"), pts));
         }
     }
-    out.push(("delay-over-time.svg".to_string(), Chart::new("One-way delay per second (median and 99th percentile)", "time (s)", "delay (ms)", &delay).svg()));
+    out.push((
+        "delay-over-time.svg".to_string(),
+        Chart::new("One-way delay per second (median and 99th percentile)", "time (s)", "delay (ms)", &delay).marks(marks).svg(),
+    ));
     let loss: Vec<Series> = dirs
         .iter()
         .map(|(label, d)| {
@@ -114,7 +119,7 @@ pub fn game_charts(g: &crate::game::GameAnalysis, ctx: &crate::game::Context) ->
         .collect();
     out.push((
         "loss-over-time.svg".to_string(),
-        Chart::new("Loss per second (APDUs sent in that second that never arrived)", "time (s)", "loss (%)", &loss).svg(),
+        Chart::new("Loss per second (APDUs sent in that second that never arrived)", "time (s)", "loss (%)", &loss).marks(marks).svg(),
     ));
     for (label, dir) in [("client → server", Direction::Up), ("server → client", Direction::Down)] {
         let series: Vec<Series> = g

@@ -8,12 +8,13 @@ message, which names the problem and the fix.
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterator, Optional
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Iterator, Optional, Union
 
 
 class HordeError(Exception):
@@ -31,13 +32,15 @@ class Endpoint:
     """Where the console is (scheme://host:port, no path) and its token."""
 
     base: str
-    token: str
-    context: Optional[ssl.SSLContext] = None
+    # Never shown (a repr ends up in logs and notebooks' outputs).
+    token: str = field(repr=False)
+    context: Optional[ssl.SSLContext] = field(default=None, repr=False)
 
     @staticmethod
-    def parse(url: str, token: Optional[str]) -> "Endpoint":
+    def parse(url: str, token: Optional[str], cafile: "Optional[Union[str, os.PathLike[str]]]" = None) -> "Endpoint":
         """From the URL `horde ui` prints (`http://127.0.0.1:7070/?token=…`) or a bare base URL
-        with the token given apart."""
+        with the token given apart. `cafile` is a PEM file of certificates to trust for an
+        HTTPS console (`horde ui --tls-self-signed` writes its own as console-cert.pem)."""
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.netloc:
             raise ValueError(f"console URL {url!r}: give it as http://HOST:PORT (the URL `horde ui` prints)")
@@ -48,7 +51,15 @@ class Endpoint:
             raise ValueError(
                 "no token: pass token=…, set HORDE_TOKEN, or give the whole URL `horde ui` printed (…/?token=…)"
             )
-        return Endpoint(f"{u.scheme}://{u.netloc}", found)
+        context = None
+        if cafile is not None:
+            if u.scheme != "https":
+                raise ValueError(f"cafile= is for an HTTPS console; {url!r} is plain HTTP")
+            try:
+                context = ssl.create_default_context(cafile=os.fspath(cafile))
+            except (OSError, ssl.SSLError) as e:
+                raise ValueError(f"cafile {os.fspath(cafile)!r}: {e} (give the PEM certificate the console printed)") from e
+        return Endpoint(f"{u.scheme}://{u.netloc}", found, context)
 
     def request(self, method: str, path: str, body: Any = None, timeout: float = 30.0) -> Any:
         """One JSON request; the decoded answer, or :class:`HordeError`."""
@@ -62,7 +73,7 @@ class Endpoint:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + path, data=data, method=method, headers=self._headers(data is not None))
         try:
-            with urllib.request.urlopen(req, timeout=timeout, context=self.context) as r:
+            with self._open(req, timeout) as r:
                 return r.status, _decode(r.read())
         except urllib.error.HTTPError as e:
             return e.code, _decode(e.read())
@@ -73,7 +84,7 @@ class Endpoint:
         """A file's bytes (a report file)."""
         req = urllib.request.Request(self.base + path, headers=self._headers(False))
         try:
-            with urllib.request.urlopen(req, timeout=timeout, context=self.context) as r:
+            with self._open(req, timeout) as r:
                 return bytes(r.read())
         except urllib.error.HTTPError as e:
             raise HordeError(e.code, message_of(_decode(e.read()))) from e
@@ -84,15 +95,40 @@ class Endpoint:
         headers["Accept"] = "text/event-stream"
         req = urllib.request.Request(self.base + path, headers=headers)
         try:
-            return urllib.request.urlopen(req, timeout=timeout, context=self.context)  # type: ignore[no-any-return]
+            return self._open(req, timeout)  # type: ignore[no-any-return]
         except urllib.error.HTTPError as e:
             raise HordeError(e.code, message_of(_decode(e.read()))) from e
+
+    def _open(self, req: urllib.request.Request, timeout: float) -> Any:
+        """urlopen through an opener whose redirects never carry the token to another origin."""
+        opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=self.context), _SameOriginRedirects())
+        return opener.open(req, timeout=timeout)
 
     def _headers(self, has_body: bool) -> "dict[str, str]":
         h = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if has_body:
             h["Content-Type"] = "application/json"
         return h
+
+
+def origin(url: str) -> "tuple[str, str]":
+    u = urllib.parse.urlsplit(url)
+    return (u.scheme, u.netloc.lower())
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect, but drops the token (and every other credential) when it leads to
+    another scheme, host or port: urllib's own handler copies the Authorization header along."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> Optional[urllib.request.Request]:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and origin(newurl) != origin(req.full_url):
+            for name in ("Authorization", "Cookie"):
+                new.remove_header(name)
+                new.unredirected_hdrs.pop(name, None)
+        return new
 
 
 def _decode(raw: bytes) -> Any:

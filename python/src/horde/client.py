@@ -85,11 +85,21 @@ class Client:
     `token=` given apart or in the environment (`HORDE_TOKEN`).
     """
 
-    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        timeout: float = 30.0,
+        *,
+        token_file: Optional[Union[str, "os.PathLike[str]"]] = None,
+        cafile: Optional[Union[str, "os.PathLike[str]"]] = None,
+    ) -> None:
+        if token_file is not None:
+            url = read_token_file(token_file)
         url = url or os.environ.get("HORDE_URL")
         if not url:
-            raise ValueError("no console URL: pass the URL `horde ui` printed, or set HORDE_URL")
-        self.endpoint = Endpoint.parse(url, token or os.environ.get("HORDE_TOKEN"))
+            raise ValueError("no console URL: pass the URL `horde ui` printed, token_file= (`horde ui --token-file F`), or set HORDE_URL")
+        self.endpoint = Endpoint.parse(url, token or os.environ.get("HORDE_TOKEN"), cafile=cafile)
         self.timeout = timeout
 
     # --- runs -------------------------------------------------------------------------------
@@ -270,39 +280,41 @@ class Console:
     process: Optional["subprocess.Popen[bytes]"] = field(default=None, init=False)
     client: Optional[Client] = field(default=None, init=False)
     log: Deque[str] = field(default_factory=lambda: collections.deque(maxlen=200), init=False)
+    _private: Optional[tempfile.TemporaryDirectory[str]] = field(default=None, init=False, repr=False)
 
     def start(self) -> Client:
         binary = find_horde(self.horde)
+        self._private = tempfile.TemporaryDirectory(prefix="horde-console-")
+        token_file = os.path.join(self._private.name, "console.url")
         self.process = subprocess.Popen(
-            [binary, "ui", "--listen", "127.0.0.1:0", "--runs", os.fspath(self.runs)],
+            [binary, "ui", "--listen", "127.0.0.1:0", "--runs", os.fspath(self.runs), "--token-file", token_file],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
         assert self.process.stderr is not None
-        found: List[str] = []
-        ready = threading.Event()
 
         def read(stream: Any) -> None:
             for raw in iter(stream.readline, b""):
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                self.log.append(line)
-                m = re.search(r"(https?://\S+/\?token=[0-9a-f]+)", line)
-                if m and not found:
-                    found.append(m.group(1))
-                    ready.set()
-            ready.set()
+                self.log.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
         threading.Thread(target=read, args=(self.process.stderr,), daemon=True).start()
-        if not ready.wait(self.start_timeout) or not found:
-            self.stop()
-            raise HordeError(0, "`horde ui` did not print its URL: " + " | ".join(list(self.log)[-5:]))
-        self.client = Client(found[0])
+        # The console writes its URL to the token file (renamed into place whole) once it listens.
+        deadline = time.monotonic() + self.start_timeout
+        while not os.path.exists(token_file):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise HordeError(0, "`horde ui` did not write its token file: " + " | ".join(list(self.log)[-5:]))
+            time.sleep(0.05)
+        self.client = Client(token_file=token_file)
         return self.client
 
     def stop(self, timeout: float = 120.0) -> Optional[int]:
         """Stop the console as Ctrl-C does (its runs stop first and write their reports)."""
         p = self.process
+        if self._private is not None:
+            self._private.cleanup()
+            self._private = None
         if p is None:
             return None
         if p.poll() is None:
@@ -319,6 +331,20 @@ class Console:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def read_token_file(path: Union[str, "os.PathLike[str]"]) -> str:
+    """The console URL (with its token) that `horde ui --token-file F` wrote: one line, at most
+    4 KiB."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(4097)
+    except OSError as e:
+        raise ValueError(f"token file {os.fspath(path)!r}: {e.strerror} (is `horde ui --token-file` running?)") from e
+    line = raw.decode("utf-8", "replace").strip()
+    if len(raw) > 4096 or "\n" in line or not re.fullmatch(r"https?://\S+/\?token=[0-9a-f]+", line):
+        raise ValueError(f"token file {os.fspath(path)!r}: not what `horde ui --token-file` writes (one line: the console's URL with ?token=)")
+    return line
 
 
 def find_horde(given: Optional[str] = None) -> str:

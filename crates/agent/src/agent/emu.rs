@@ -229,6 +229,12 @@ fn exec(opts: &AgentOptions, exp: &str, node: &str, argv: &[String], timeout_ms:
     if plan.nodes[i].away.is_some() {
         return Ok(EmuReply::Exec { here: false, code: None, stdout: String::new(), stderr: String::new(), timed_out: false });
     }
+    if opts.no_exec {
+        return Err(format!(
+            "agent {} was started with --no-exec: it runs no command in its nodes (start it without --no-exec to allow `emu exec`)",
+            opts.name
+        ));
+    }
     if detach {
         let (pid, out) = horde_emu::exec::start_detached(&local, node, argv).map_err(|e| format!("starting `{}` in {node}: {e}", argv[0]))?;
         let stdout = format!("started in {node}: pid {pid}, output in {}\n", out.display());

@@ -50,6 +50,9 @@ pub struct AgentOptions {
     pub version: String,
     /// Build its part of emulated networks across machines when a controller asks (needs root).
     pub emu: bool,
+    /// Refuse `emu exec` in its nodes (`--no-exec`): the controller's certificate builds and
+    /// steers the emulated network, but runs no command in it.
+    pub no_exec: bool,
 }
 
 /// What the agent keeps across sessions.

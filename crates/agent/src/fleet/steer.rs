@@ -147,6 +147,7 @@ impl<'a> Fleet<'a> {
             Command::Stop {} => Ok(Some((now as f64 / 1e9, "stop: stopping the run on every agent".into(), true))),
             Command::Players { online, at_ns } => {
                 let players = self.players.clone().ok_or_else(|| format!("players online = {online}: this run has no online target"))?;
+                players.check_change_at(online, now, AGENTS_MARGIN_NS, at_ns)?;
                 // above the plan: the new players planned here first (within the stated limit)
                 players.grow(online).map_err(|e| format!("players online = {online}: {e}"))?;
                 let at = players.roster.set_ahead(now, AGENTS_MARGIN_NS, at_ns, online).map_err(|e| format!("players: {e}"))?;

@@ -38,6 +38,9 @@ pub struct Args {
     /// At start-up the agent takes down every part it built before and did not take down (a crash)
     #[arg(long)]
     pub emu: bool,
+    /// With --emu: build and take down this machine's part, change its links, but refuse every command in its nodes (`emu exec`), in the reply
+    #[arg(long, requires = "emu")]
+    pub no_exec: bool,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -89,6 +92,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         max_handshakes: 64,
         version: env!("CARGO_PKG_VERSION").into(),
         emu: args.emu,
+        no_exec: args.no_exec,
     };
     let log = |m: &str| say!("horde agent: {m}");
     horde_agent::agent::serve(&opts, stop, &log).map_err(bad_input)?;

@@ -47,6 +47,52 @@ pub struct Args {
     /// A host name the console answers to (the name you type in the browser; needed with --listen 0.0.0.0); repeatable
     #[arg(long = "name", value_name = "HOST")]
     pub names: Vec<String>,
+    /// Also write the URL with this start's token to FILE (mode 0600, one line; removed when the console stops): for scripts and the Python client (`Client(token_file=…)`), instead of reading it from standard error
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Refuse every command in emulated nodes (`emu exec` from the page or the API): token holders start runs and topologies, nothing more
+    #[arg(long)]
+    pub no_exec: bool,
+    /// Honour a topology's `force = true` (an external node taking an interface this machine uses) from token holders; refused without this flag
+    #[arg(long)]
+    pub allow_force: bool,
+}
+
+/// `--token-file`: the console's URL (with its token) in a file only its owner can read, there
+/// while the console runs. Written beside its final name and renamed into place, so a reader
+/// never sees half a line and a link planted at the name is replaced, not followed.
+struct TokenFile {
+    path: PathBuf,
+    line: String,
+}
+
+impl TokenFile {
+    fn write(path: &Path, url: &str) -> Result<TokenFile, crate::Failure> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let name = path.file_name().ok_or_else(|| bad_input(anyhow::anyhow!("--token-file {}: name a file, not a directory", path.display())))?;
+        let mut tmp_name = name.to_os_string();
+        tmp_name.push(format!(".{}.tmp", std::process::id()));
+        let tmp = path.with_file_name(tmp_name);
+        let line = format!("{url}\n");
+        let fail = |e: std::io::Error| bad_input(anyhow::anyhow!("--token-file {}: {e} (give a file in a directory you can write)", path.display()));
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp).map_err(fail)?;
+        let written = f.write_all(line.as_bytes()).and_then(|_| f.sync_all()).and_then(|_| std::fs::rename(&tmp, path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(fail(e));
+        }
+        Ok(TokenFile { path: path.to_path_buf(), line })
+    }
+}
+
+impl Drop for TokenFile {
+    /// Removes the file, unless something else has been written there since.
+    fn drop(&mut self) {
+        if std::fs::read_to_string(&self.path).is_ok_and(|s| s == self.line) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 pub fn run(a: Args, stop: &AtomicBool) -> Outcome {
@@ -56,9 +102,18 @@ pub fn run(a: Args, stop: &AtomicBool) -> Outcome {
         (_, _, true) => Some(horde_console::tls::TlsFrom::SelfMade { write_to: a.runs.join("console-cert.pem") }),
         _ => None,
     };
-    let opts = horde_console::Options { listen: a.listen, runs_dir: a.runs.clone(), can_start: true, tls, public: a.public, names: a.names.clone() };
+    let allow = horde_console::Allow { exec: !a.no_exec, force: a.allow_force };
+    let opts = horde_console::Options { listen: a.listen, runs_dir: a.runs.clone(), can_start: true, tls, public: a.public, names: a.names.clone(), allow };
     let console = horde_console::start(opts, hub.clone()).map_err(bad_input)?;
     say!("horde ui: the console is at {}", console.url);
+    let _token_file = match &a.token_file {
+        Some(p) => {
+            let f = TokenFile::write(p, &console.url)?;
+            say!("horde ui: its URL and token are in {} (mode 0600; removed when the console stops)", p.display());
+            Some(f)
+        }
+        None => None,
+    };
     if let Some(cert) = &console.cert {
         say!("horde ui: its certificate (made for this start) is {}: trust it in the browser, or curl --cacert it", cert.display());
     }

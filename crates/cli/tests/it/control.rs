@@ -72,6 +72,11 @@ fn the_online_target_of_a_running_wow_scenario_follows_the_channel() {
     assert!(raised_players.len() > 250, "{} of the 300 raised players sent", raised_players.len());
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(page.contains("players online: 300 → 600 at"), "the report says what happened");
+    // every chart over time carries the changes as marks (issue 65), not only link charts
+    for chart in ["occupancy", "throughput", "delay-over-time", "loss-over-time"] {
+        let svg = std::fs::read_to_string(out.join(format!("charts/{chart}.svg"))).unwrap();
+        assert!(svg.contains("online → 600") && svg.contains("online → 150"), "{chart}.svg has no marks");
+    }
 }
 
 /// Acceptance (issue 46): a player target above the scenario's `players` (50 → 80) is applied
@@ -183,9 +188,13 @@ fn a_timeline_in_the_scenario_is_played_and_answered() {
     let out = dir.path("out");
     let (child, mut stdin, start) = steered(&["run", sc.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
     at(start, 1.0, &mut stdin, r#"{"command":"players","online":4000000000,"id":7}"#);
+    // an instant past the run's end is refused in the reply (issue 66): before, it was
+    // "applied", never happened, and pushed the timeline's change at 2 s past the end
+    at(start, 1.1, &mut stdin, r#"{"command":"players","online":100,"at_ns":30000000000,"id":8}"#);
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("command refused (#8): players online = 100 at 30.00 s: the run ends at 20.00 s"), "{err}");
     assert!(err.contains("command refused (#7): players") && err.contains("above this run's limit of"), "the channel's command, by its id: {err}");
     assert!(err.contains("command applied (#1000000000) at 2.00 s: players online → 120"), "{err}");
     assert!(err.contains("command applied (#1000000001) at 5.") && err.contains("stop: stopping the run"), "{err}");

@@ -21,6 +21,7 @@ mod gameserver;
 mod icmp;
 mod logd;
 mod manifests;
+mod reach;
 mod regression;
 mod root;
 mod run;

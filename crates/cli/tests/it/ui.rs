@@ -37,6 +37,33 @@ fn requests_without_the_token_or_from_elsewhere_are_refused() {
     assert_eq!(doc["openapi"], "3.1.0");
 }
 
+/// `horde ui --token-file F --no-exec` (issue 65): F holds the printed URL, mode 0600, and is
+/// gone when the console stops; a node command is refused with the flag named; a topology's
+/// `force = true` is refused without `--allow-force`.
+#[test]
+fn a_console_writes_its_token_file_and_refuses_what_its_operator_did_not_allow() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Scratch::new("ui-allow");
+    let file = dir.path("console.url");
+    let mut c = console_with(&dir.path("runs"), &["--no-exec", "--token-file", file.to_str().unwrap()]);
+    let t = std::time::Instant::now();
+    while !file.exists() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let meta = std::fs::metadata(&file).expect("the token file is written");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600, "readable by its owner only");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), format!("http://{}/?token={}\n", c.addr, c.token));
+    let r = authed(&c, "POST", "/api/v1/emu/abcd/exec", r#"{"node": "h1", "argv": ["id"]}"#);
+    assert!(r.status == 403 && r.body.contains("--no-exec"), "{} {}", r.status, r.body);
+    let topo = dir.path("force.toml");
+    std::fs::write(&topo, "name = \"f\"\n[[node]]\nname = \"h1\"\nkind = \"host\"\n[[node]]\nname = \"x\"\nkind = \"external\"\ninterface = \"eth9\"\nforce = true\n[[link]]\na = \"h1\"\nb = \"x\"\n").unwrap();
+    let r = authed(&c, "POST", "/api/v1/emu", &format!(r#"{{"topology": "{}"}}"#, topo.display()));
+    assert!(r.status == 403 && r.body.contains("node x") && r.body.contains("--allow-force"), "{} {}", r.status, r.body);
+    unsafe { libc::kill(c.child.id() as i32, libc::SIGTERM) };
+    let _ = c.child.wait();
+    assert!(!file.exists(), "the token file goes with the console");
+}
+
 /// Acceptance (API): start, watch, resume, steer, stop, report, past runs.
 #[test]
 fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {

@@ -10,6 +10,7 @@ use horde_agent::agent::AgentOptions;
 pub fn agent_options(ip: &str, creds: &Path, dir: &Path, name: &str, version: &str) -> AgentOptions {
     AgentOptions {
         emu: false,
+        no_exec: false,
         listen: format!("{ip}:0").parse().unwrap(),
         credentials: creds.to_path_buf(),
         dir: dir.join(name),

@@ -20,8 +20,18 @@ impl Drop for Console {
 }
 
 pub fn console(runs: &std::path::Path) -> Console {
-    let mut child =
-        horde().args(["ui", "--listen", "127.0.0.1:0", "--runs", runs.to_str().unwrap()]).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    console_with(runs, &[])
+}
+
+/// `horde ui` with more flags (`--no-exec`, `--token-file F`, …).
+pub fn console_with(runs: &std::path::Path, extra: &[&str]) -> Console {
+    let mut child = horde()
+        .args(["ui", "--listen", "127.0.0.1:0", "--runs", runs.to_str().unwrap()])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();

@@ -142,6 +142,17 @@ fn the_console_in_a_real_browser() {
     d.fill("#online input[name=online]", "600");
     d.click("#online button");
     d.wait_for("600 players online", "return current.data.players[0].slice(-1)[0] === 600;", Duration::from_secs(15));
+    // an applied command shows its instant on the run's clock, beside the form and in Notes
+    let ok = d.js("return document.querySelector('#cmd-ok').textContent;", json!([]));
+    assert!(ok.as_str().unwrap().starts_with("applied at t = "), "the applied command's instant is shown: {ok}");
+    // a refused one shows the run's reason, not the HTTP status text (issue 65)
+    d.fill("#online input[name=online]", "50000");
+    d.click("#online button");
+    d.wait_for("the refusal", "return document.querySelector('#cmd-error').textContent.length > 0;", Duration::from_secs(15));
+    let refused = d.js("return document.querySelector('#cmd-error').textContent;", json!([])).as_str().unwrap().to_string();
+    assert!(refused.contains("50000") && refused.contains("limit") && !refused.contains("Conflict"), "the reason is shown: {refused}");
+    let notes = d.js("return document.querySelector('#notes').textContent;", json!([])).as_str().unwrap().to_string();
+    assert!(notes.contains("players → 600 applied at t = ") && notes.contains("players → 50000 refused: "), "both answers are in Notes: {notes}");
     d.screenshot(&shots.join("5-run.png"));
     d.click("#stop");
     d.wait_for("the run to finish", "return current.info.state === 'finished';", Duration::from_secs(60));

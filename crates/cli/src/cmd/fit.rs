@@ -1,0 +1,198 @@
+//! `horde fit CAPTURE`: a service file fitted from a packet capture of a real game
+//! (`horde-fit`, which is pure; the files are opened here). docs/fit.md says how it fits and
+//! what its figures mean.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use horde_fit::apdu::parse_server;
+use horde_fit::samples::Labels;
+use horde_fit::{against, collect, compare, report, service, Comparison, FitReport, Options};
+use horde_model::service::Service;
+
+use crate::{bad_input, Outcome};
+
+/// A distribution longer than this is shortened on the terminal (a `discrete(...)` of many
+/// atoms); the service file and the JSON keep it whole.
+const TERMINAL_DIST: usize = 72;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  horde fit game.pcapng --out my-game.toml --json fit.json --html fit/\n  \
+horde fit rerun.pcapng --compare game.pcapng        # the loop closed: a run of the fitted service against the original\n  \
+horde fit game.pcapng --against quake3               # a capture against a service's model\n\ndocs/fit.md: how it fits, the states, the laws over player counts, what the figures mean.")]
+pub struct Args {
+    /// The capture: pcap or pcapng (tcpdump, tshark, Wireshark)
+    #[arg(value_name = "CAPTURE")]
+    pub capture: PathBuf,
+    /// The game server as ADDR:PORT[/udp|/tcp] (default: the endpoint with the most peers)
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub server: Option<String>,
+    /// Activity labels: a CSV of `state,start_s,end_s` rows (seconds from the capture's first packet)
+    #[arg(long, value_name = "LABELS.csv", conflicts_with = "guess_states")]
+    pub states: Option<PathBuf>,
+    /// Without labels: guess states where the per-player rate changes (a guess, and the report says so)
+    #[arg(long)]
+    pub guess_states: bool,
+    /// Within one TCP direction, a pause longer than this ends an APDU
+    #[arg(long, value_name = "MS", default_value_t = 1.0)]
+    pub tcp_gap_ms: f64,
+    /// The fitted service's name
+    #[arg(long, default_value = "fitted")]
+    pub name: String,
+    /// Write the fitted service file here (docs/services.md's schema, the fit table as comments)
+    #[arg(long, value_name = "SERVICE.toml")]
+    pub out: Option<PathBuf>,
+    /// Write the fit report as JSON (docs/schemas/fit.schema.json)
+    #[arg(long, value_name = "FIT.json")]
+    pub json: Option<PathBuf>,
+    /// Write a report page with measured and fitted CDFs into this directory (index.html)
+    #[arg(long, value_name = "DIR")]
+    pub html: Option<PathBuf>,
+    /// Compare with another capture, per state and direction (two-sample KS at 5 %)
+    #[arg(long, value_name = "OTHER_CAPTURE")]
+    pub compare: Option<PathBuf>,
+    /// Compare with a service's model (a built-in name or a file): one-sample KS at 5 %
+    #[arg(long, value_name = "SERVICE")]
+    pub against: Option<String>,
+    /// Write the comparison rows as JSON
+    #[arg(long, value_name = "CMP.json")]
+    pub compare_json: Option<PathBuf>,
+}
+
+pub fn run(a: Args) -> Outcome {
+    let opts = options(&a)?;
+    let capture = a.capture.display().to_string();
+    let c = collect(opener(&a.capture)?, &opts).map_err(|e| bad_input(anyhow::anyhow!("{capture}: {e}")))?;
+    let r = report(&c, &opts);
+    print_fits(&r)?;
+    if let Some(path) = &a.out {
+        write(path, &service::service_toml(&r, &a.name, &capture))?;
+    }
+    if let Some(dir) = &a.html {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        write(&dir.join("index.html"), &horde_fit::html::page(&r, &c, &capture))?;
+    }
+    if let Some(path) = &a.json {
+        write(path, &(serde_json::to_string_pretty(&r).context("encoding the fit report")? + "\n"))?;
+    }
+    let mut rows = Vec::new();
+    if let Some(other) = &a.compare {
+        let b = collect(opener(other)?, &Options { server: None, ..opts.clone() }).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", other.display())))?;
+        rows.extend(compare(&c, &b));
+    }
+    if let Some(name) = &a.against {
+        let s = Service::load(name).map_err(|e| bad_input(anyhow::anyhow!("--against {name}: {e}")))?;
+        rows.extend(against(&c, &s).map_err(|e| bad_input(anyhow::anyhow!("--against {name}: {e}")))?);
+    }
+    print_comparisons(&rows)?;
+    if let Some(path) = &a.compare_json {
+        write(path, &(serde_json::to_string_pretty(&rows).context("encoding the comparison")? + "\n"))?;
+    }
+    Ok(0)
+}
+
+fn options(a: &Args) -> Result<Options, crate::Failure> {
+    let mut opts = Options { guess_states: a.guess_states, ..Options::default() };
+    if let Some(s) = &a.server {
+        opts.server = Some(parse_server(s).map_err(|e| bad_input(anyhow::anyhow!("--server: {e}")))?);
+    }
+    if !(a.tcp_gap_ms.is_finite() && a.tcp_gap_ms >= 0.0) {
+        return Err(bad_input(anyhow::anyhow!("--tcp-gap-ms {}: a number of milliseconds, 0 or more", a.tcp_gap_ms)));
+    }
+    opts.tcp_gap_ms = a.tcp_gap_ms;
+    if let Some(path) = &a.states {
+        let text = horde_model::files::read_text(path, 16 << 20, "--states").map_err(|e| bad_input(anyhow::anyhow!(e)))?;
+        opts.labels = Some(Labels::parse(&text).map_err(|e| bad_input(anyhow::anyhow!("--states {}: {e}", path.display())))?);
+    }
+    Ok(opts)
+}
+
+/// A way to open the capture (it is read twice when the server must be found first); a path
+/// that is not a regular file (a FIFO, a device) is refused before anything is read.
+fn opener(path: &Path) -> Result<impl FnMut() -> std::io::Result<BufReader<File>>, crate::Failure> {
+    let f = horde_sys::fs::open_for_reading(path).map_err(|e| bad_input(anyhow::anyhow!("{}: {e} (give a pcap or pcapng file)", path.display())))?;
+    let meta = f.metadata().with_context(|| format!("reading {}", path.display()))?;
+    if !meta.is_file() {
+        return Err(bad_input(anyhow::anyhow!("{}: not a regular file (give a pcap or pcapng file; a FIFO or a device cannot be read twice)", path.display())));
+    }
+    let path = path.to_path_buf();
+    Ok(move || File::open(&path).map(|f| BufReader::with_capacity(1 << 20, f)))
+}
+
+fn write(path: &Path, text: &str) -> Result<(), crate::Failure> {
+    Ok(std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?)
+}
+
+fn print_fits(r: &FitReport) -> Result<(), crate::Failure> {
+    let mut t = String::new();
+    t.push_str(&format!("{:<10} {:<4} {:<4} {:<w$} {:>8} {:>10} {:>8}\n", "state", "dir", "of", "fitted", "KS", "5 % crit.", "n", w = TERMINAL_DIST));
+    for d in &r.directions {
+        for (what, f) in [("idt", &d.idt), ("size", &d.size)] {
+            if let Some(f) = f {
+                let flag = if f.ks > f.ks_critical { "  FAILS its test" } else { "" };
+                t.push_str(&format!(
+                    "{:<10} {:<4} {:<4} {:<w$} {:>8.4} {:>10.4} {:>8}{flag}\n",
+                    d.state,
+                    format!("{:?}", d.direction).to_lowercase(),
+                    what,
+                    shorten(&f.dist),
+                    f.ks,
+                    f.ks_critical,
+                    f.n,
+                    w = TERMINAL_DIST
+                ));
+            }
+        }
+    }
+    for n in &r.notes {
+        t.push_str(&format!("note: {n}\n"));
+    }
+    crate::output::out(&t)
+}
+
+/// A long distribution on one terminal line: its head and how much is left out.
+fn shorten(dist: &str) -> String {
+    if dist.chars().count() <= TERMINAL_DIST {
+        return dist.to_string();
+    }
+    let atoms = dist.matches(':').count();
+    let tail = if atoms > 0 { format!("… {atoms} atoms)") } else { "…".to_string() };
+    let head: String = dist.chars().take(TERMINAL_DIST.saturating_sub(tail.chars().count())).collect();
+    format!("{head}{tail}")
+}
+
+fn print_comparisons(rows: &[Comparison]) -> Result<(), crate::Failure> {
+    let mut t = String::new();
+    for c in rows {
+        let dir = format!("{:?}", c.direction).to_lowercase();
+        let means = format!("mean {:.2} / {}", c.mean_a, c.mean_b.map_or("-".into(), |m| format!("{m:.2}")));
+        t.push_str(&format!(
+            "compare {:<10} {dir:<4} {:<4} KS {:.4} [{:.4}] n {} / {} {means} {}\n",
+            c.state,
+            c.what,
+            c.ks,
+            c.ks_critical,
+            c.n_a,
+            c.n_b,
+            if c.alike { "alike" } else { "DIFFERENT" }
+        ));
+    }
+    crate::output::out(&t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_distributions_are_shortened_on_the_terminal_only() {
+        assert_eq!(shorten("normal(130, 30)"), "normal(130, 30)");
+        let atoms: Vec<String> = (0..200).map(|i| format!("{i}:0.005")).collect();
+        let long = format!("discrete({})", atoms.join(", "));
+        let s = shorten(&long);
+        assert!(s.chars().count() <= TERMINAL_DIST && s.ends_with("… 200 atoms)"), "{s}");
+        assert!(long.starts_with(s.trim_end_matches("… 200 atoms)")));
+    }
+}
