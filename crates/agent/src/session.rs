@@ -336,6 +336,7 @@ mod tests {
                     players: 10,
                     online: None,
                     max_players: None,
+                    gso: None,
                 },
                 server: None,
                 players: Some(0..10),

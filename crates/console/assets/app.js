@@ -238,10 +238,43 @@ async function refreshPast() {
       const bad = gen.filter((v) => !v.ok).length;
       const li = el("li", `${p.dir.split("/").pop()} — ${p.kind}${p.interrupted ? ", stopped early" : ""}${gen.length ? (bad ? `, ${bad} generator verdict(s) failed` : ", generator verdicts pass") : ""}`, bad ? "fail" : "");
       li.title = p.verdicts.map((v) => v.kind === "path" ? `path: ${v.label}: ${v.value} (${v.limit})` : `${v.ok ? "✓" : "✗"} ${v.label}: ${v.value} (limit ${v.limit})`).join("\n");
+      if (p.kind === "scenario") {
+        // tick runs to compare them (players' runs only): the order of ticking is kept
+        const box = el("input"); box.type = "checkbox"; box.value = p.dir.split("/").pop(); box.className = "compare-pick";
+        box.onchange = () => { ticked = ticked.filter((n) => n !== box.value); if (box.checked) ticked.push(box.value); $("#compare-go").disabled = ticked.length < 2; };
+        box.checked = ticked.includes(box.value);
+        li.prepend(box);
+      }
       ul.append(li);
     }
   } catch (_) { /* shown by the connection pill */ }
 }
+
+let ticked = [];
+$("#compare-go").onclick = async () => {
+  $("#compare-error").textContent = "";
+  try {
+    const c = await api("/api/v1/compare", { reports: ticked });
+    const num = (v) => (v === null || v === undefined ? "–" : typeof v === "number" ? v.toPrecision(4) : String(v));
+    const yes = (v) => (v === null || v === undefined ? "–" : v ? "yes" : "no");
+    const runs = $("#compare-runs tbody"); runs.textContent = "";
+    for (const r of c.runs) {
+      const tr = el("tr");
+      for (const v of [r.run, r.report, num(r.seed), num(r.players), yes(r.same_schedules), num(r.beyond_noise)]) tr.append(el("td", String(v)));
+      runs.append(tr);
+    }
+    const rows = $("#compare-beyond tbody"); rows.textContent = "";
+    for (const f of c.figures.filter((f) => f.beyond_noise === true)) {
+      const tr = el("tr", undefined, "fail");
+      for (const v of [f.run, f.scope, f.direction, f.figure, num(f.a), num(f.b), num(f.difference), f.test]) tr.append(el("td", String(v)));
+      rows.append(tr);
+    }
+    if (!rows.children.length) { const tr = el("tr"); const td = el("td", "none: every difference is within the runs' own noise"); td.colSpan = 8; tr.append(td); rows.append(tr); }
+    $("#compare-page").href = URL.createObjectURL(new Blob([c.html], { type: "text/html" }));
+    $("#compare").hidden = false;
+    $("#compare").scrollIntoView({ block: "start" });
+  } catch (e) { $("#compare-error").textContent = e.message; }
+};
 
 $("#start").onsubmit = async (ev) => {
   ev.preventDefault();

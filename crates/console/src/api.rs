@@ -52,6 +52,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/runs/{id}/events", get(events))
         .route("/api/v1/runs/{id}/report/{*path}", get(report))
         .route("/api/v1/past", get(past))
+        .route("/api/v1/compare", post(compare))
         .route("/api/v1/scenario-schema", get(|| async { Json(schemars::schema_for!(horde_model::scenario::RawScenario)) }))
         .route("/api/v1/topologies", get(topologies).put(save_topology))
         .route("/api/v1/topologies/open", post(open_topology))
@@ -265,6 +266,54 @@ async fn past(State(app): State<Arc<App>>) -> Response {
     match tokio::task::spawn_blocking(move || runs::past(&dir)).await {
         Ok(v) => Json(v).into_response(),
         Err(_) => refuse(500, "listing past runs failed"),
+    }
+}
+
+/// `POST /api/v1/compare` with `{"reports": [NAME, …]}` (2 to 8 report directories of the
+/// runs directory, by name, the first the baseline): `horde compare`'s document, and its page
+/// as `html`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompareRequest {
+    reports: Vec<String>,
+    #[serde(default)]
+    alpha: Option<f64>,
+}
+
+/// Reports one comparison may set side by side from the console.
+const MAX_COMPARED: usize = 8;
+
+async fn compare(State(app): State<Arc<App>>, body_text: String) -> Response {
+    let req: CompareRequest = match body(&body_text, "{\"reports\": [\"run-a\", \"run-b\"]} (report directories of the runs directory, by name)") {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    if !(2..=MAX_COMPARED).contains(&req.reports.len()) {
+        return refuse(400, format!("reports: give 2 to {MAX_COMPARED} report directories (the first is the baseline)"));
+    }
+    if let Some(bad) = req.reports.iter().find(|n| n.is_empty() || n.len() > 255 || n.contains('/') || n.contains('\0') || *n == "." || *n == "..") {
+        return refuse(400, format!("reports: {:?} is not the name of a report directory of the runs directory", bad.chars().take(80).collect::<String>()));
+    }
+    let dir = app.runs_dir.clone();
+    let alpha = req.alpha.unwrap_or(horde_scenario::compare::ALPHA);
+    let done = blocking(move || {
+        let reports = req
+            .reports
+            .iter()
+            .map(|n| horde_scenario::compare::load(&dir, &format!("{n}/summary.json"), n).map(|r| (n.clone(), r)))
+            .collect::<Result<Vec<_>, _>>()?;
+        horde_scenario::compare::compare(&reports, alpha)
+    })
+    .await;
+    match done {
+        Ok(Ok(c)) => {
+            let page = horde_scenario::compare::html(&c);
+            let mut v = serde_json::to_value(&c).unwrap_or_default();
+            v["html"] = serde_json::Value::String(page);
+            Json(v).into_response()
+        }
+        Ok(Err(m)) => refuse(400, m),
+        Err(r) => r.into_response(),
     }
 }
 

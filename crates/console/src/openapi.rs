@@ -89,6 +89,9 @@ pub fn document() -> Value {
             "/api/v1/runs/{id}/report/{path}": { "get": { "summary": "A file of the run's report directory (index.html, summary.json, charts/…)", "parameters": [id[0].clone(), { "name": "path", "in": "path", "required": true, "schema": { "type": "string" } }],
                 "responses": with(json!({ "200": { "description": "The file" }, "404": err("Not a file of the report") })) } },
             "/api/v1/past": { "get": { "summary": "Past runs: report directories under the runs directory, newest first, with their verdicts", "responses": with(json!({ "200": ok("Past runs", json!({ "type": "array", "items": r("PastRun") })) })) } },
+            "/api/v1/compare": { "post": { "summary": "Report directories of the runs directory side by side against the first (`horde compare`): `{\"reports\": [NAME, …], \"alpha\": 0.05}`, 2 to 8 names",
+                "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["reports"], "properties": { "reports": { "type": "array", "items": { "type": "string" }, "minItems": 2, "maxItems": 8 }, "alpha": { "type": "number" } } } } } },
+                "responses": with(json!({ "200": ok("horde compare --json's document, and its page as `html`", json!({ "type": "object" })), "400": err("A name that is not a report directory, a summary that is not a players' run's, or a link") })) } },
             "/api/v1/scenario-schema": { "get": { "summary": "The scenario file's JSON schema (what the page's start form is made from; a start's `form` follows it)", "responses": with(json!({ "200": ok("JSON Schema (draft-07)", r("ScenarioFile")) })) } },
             "/api/v1/topologies": {
                 "get": { "summary": "Topology files to open: the saved ones (RUNS/topologies/) and examples/topologies/", "responses": with(json!({ "200": ok("Paths", json!({ "type": "object" })) })) },

@@ -609,10 +609,10 @@ impl Worker {
         }
         let bufs: Vec<&[u8]> = due.iter().enumerate().map(|(k, d)| &self.bufs[k][..d.size as usize]).collect();
         let result = match (&s.sock, s.peer) {
-            (Sock::Own(sock), _) if self.opts.gso && net::gso_fits(&bufs) => match net::send_gso(sock.as_raw_fd(), &bufs) {
+            (Sock::Own(sock), _) if self.opts.gso.for_flow(s.conn.bulk()) && net::gso_fits(&bufs) => match net::send_gso(sock.as_raw_fd(), &bufs) {
                 Err(e) if e.kind() != io::ErrorKind::WouldBlock => {
                     // the interface refuses GSO (EIO: no checksum offload): plainly, from now on
-                    self.opts.gso = false;
+                    self.opts.gso = horde_model::gso::Gso::Off;
                     net::send_batch(sock.as_raw_fd(), &bufs)
                 }
                 r => r,

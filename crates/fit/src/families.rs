@@ -145,6 +145,11 @@ pub fn fit(xs: &[f64], kind: Sample) -> Option<Fit> {
             out.push(c);
         }
     }
+    if data.kind != Sample::Counts && data.round == Round::None {
+        if let Some(c) = spike_and_rest(&data) {
+            out.push(c);
+        }
+    }
     if data.round != Round::None {
         if let Some(d) = data.empirical() {
             let k = data.distinct.len().saturating_sub(1) as u32;
@@ -170,6 +175,70 @@ pub fn fit(xs: &[f64], kind: Sample) -> Option<Fit> {
         "fewest parameters within 2 of the lowest AIC"
     };
     Some(data.finish(out, why, mean))
+}
+
+/// A share of the gaps at least this large, within [`SPIKE_HALF_WIDTH`] of one value, is a
+/// tick of the sender's (a timer's period among random gaps: Quake 3's client at its frame
+/// rate beside its extra packets, D-ITG's `mix(0.6*exponential, 0.4*constant)` preset).
+pub const SPIKE_SHARE: f64 = 0.05;
+/// How far a tick's gaps stray from it on the wire (a sender's pacing and the capture's
+/// timestamps): 50 µs.
+pub const SPIKE_HALF_WIDTH: f64 = 0.05;
+
+/// The gaps as a tick seen with jitter (a narrow normal) beside a continuous rest, where one
+/// value holds [`SPIKE_SHARE`] of them: `mix(w*normal(tick, jitter), (1−w)*FAMILY)`, the rest's
+/// family the one of exponential, lognormal, gamma and Weibull with the highest likelihood.
+fn spike_and_rest(data: &Data) -> Option<Candidate> {
+    let xs = &data.fit_xs;
+    let n = xs.len() as f64;
+    // the densest window of 2 × half width: sorted, two pointers
+    let mut sorted = xs.clone();
+    sorted.sort_by(f64::total_cmp);
+    let (mut best, mut at, mut j) = (0usize, 0usize, 0usize);
+    for i in 0..sorted.len() {
+        while sorted[i] - sorted[j] > 2.0 * SPIKE_HALF_WIDTH {
+            j += 1;
+        }
+        if i + 1 - j > best {
+            (best, at) = (i + 1 - j, j);
+        }
+    }
+    if (best as f64) < SPIKE_SHARE * n || best == sorted.len() {
+        return None;
+    }
+    let tick: Vec<f64> = sorted[at..at + best].to_vec();
+    let (tm, ts) = moments(&tick);
+    let ts = ts.max(1e-3);
+    let rest: Vec<f64> = sorted[..at].iter().chain(&sorted[at + best..]).map(|x| x.max(1e-3)).collect();
+    if rest.len() < 2 {
+        return None;
+    }
+    let w = best as f64 / n;
+    let (rm, _) = moments(&rest);
+    let (mu, sigma) = log_moments(&rest);
+    let mut families: Vec<Dist> = vec![Dist::new(Kind::Exponential { mean: sig(rm) })];
+    if sigma > 0.0 {
+        families.push(Dist::new(Kind::LogNormal { mu: sig(mu), sigma: sig(sigma) }));
+    }
+    if let Some((shape, scale)) = gamma_mle(&rest) {
+        families.push(Dist::new(Kind::Gamma { shape: sig(shape), scale: sig(scale) }));
+    }
+    if let Some((scale, shape)) = weibull_mle(&rest) {
+        families.push(Dist::new(Kind::Weibull { scale: sig(scale), shape: sig(shape) }));
+    }
+    // the rest's family by AIC, the fewest parameters within a tie (as for the whole sample)
+    let aic = |d: &Dist| 2.0 * standard_errors(&d.kind, 1.0).len().max(1) as f64 - 2.0 * rest.iter().map(|&x| ln_pdf(&d.kind, x)).sum::<f64>();
+    let scored: Vec<(f64, Dist)> = families.into_iter().map(|d| (aic(&d), d)).filter(|(a, _)| a.is_finite()).collect();
+    let low = scored.iter().map(|(a, _)| *a).fold(f64::INFINITY, f64::min);
+    let rest_dist = scored.into_iter().filter(|(a, _)| *a <= low + AIC_TIE).map(|(_, d)| d).min_by_key(|d| standard_errors(&d.kind, 1.0).len())?;
+    let rest_k = standard_errors(&rest_dist.kind, 1.0).len().max(1) as u32;
+    let rest_family = rest_dist.family().to_string();
+    let spike = Dist::new(Kind::Normal { mean: sig(tm), std_dev: sig(ts) });
+    let mix = Dist::new(Kind::Mixture(vec![(sig(w), spike), (sig(1.0 - w), rest_dist)]));
+    let params = [("w_tick", w), ("tick", tm), ("jitter", ts)];
+    let mut c = data.candidate(mix, 3 + rest_k, &params, true);
+    c.family = format!("tick and {rest_family}");
+    Some(c)
 }
 
 fn component(log: bool, m: f64, s: f64) -> Dist {
@@ -646,6 +715,21 @@ mod tests {
         assert!(!f.dist.contains("round"), "{}", f.dist);
         let f = fit(&draw("normal(33.333, 0.4)", 5000, 13), Sample::Millis).unwrap();
         assert!(!f.dist.contains("round"), "{}", f.dist);
+    }
+
+    #[test]
+    fn a_tick_among_random_gaps_is_found_beside_its_rest() {
+        // D-ITG's Quake 3 client preset, as a capture shows it: the tick with 10 µs of jitter
+        let ticks = draw("normal(10.75, 0.01)", 8_000, 3);
+        let rest = draw("exponential(4.29)", 12_000, 4);
+        let xs: Vec<f64> = ticks.into_iter().chain(rest).collect();
+        let f = fit(&xs, Sample::Millis).unwrap();
+        assert_eq!(f.family, "tick and exponential", "{}", f.dist);
+        assert!(f.ks < f.ks_critical, "KS {} [{}]", f.ks, f.ks_critical);
+        assert!(close(f.params["tick"], 10.75, 0.01) && close(f.params["w_tick"], 0.4, 0.05), "{:?}", f.params);
+        // no tick: not offered as the choice
+        let smooth = fit(&draw("lognormal(1.5, 0.8)", 20_000, 5), Sample::Millis).unwrap();
+        assert_eq!(smooth.family, "lognormal", "{}", smooth.dist);
     }
 
     #[test]

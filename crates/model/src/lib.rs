@@ -10,6 +10,7 @@ pub mod ditg;
 pub mod files;
 pub mod fit;
 pub mod flow;
+pub mod gso;
 pub mod preset;
 pub mod roster;
 pub mod scenario;

@@ -111,6 +111,10 @@ pub struct RawScenario {
     /// when departures are dense; 0 sleeps only, ~50 µs precision, for big populations).
     #[serde(default)]
     pub spin_us: Option<u64>,
+    /// UDP departures due together as GSO super-datagrams: "auto" (default: bulk flows only,
+    /// so a capture on the sending host shows each datagram as it is), "on", or "off".
+    #[serde(default)]
+    pub gso: Option<crate::gso::Gso>,
     /// Place the players on an emulated topology (`horde emu`; needs root).
     #[serde(default)]
     pub emu: Option<RawEmu>,
@@ -233,6 +237,8 @@ pub struct Scenario {
     /// None: the server side decides by the cores of the machine it runs on.
     pub server_threads: Option<usize>,
     pub spin_us: u64,
+    /// Which flows send GSO super-datagrams (both sides of the run).
+    pub gso: crate::gso::Gso,
     /// Join-time distribution, seconds (None: all at 0).
     pub join: Option<crate::dist::Dist>,
     /// Players on emulated hosts (None: loopback or the given server address).
@@ -361,6 +367,7 @@ impl Scenario {
             threads,
             server_threads: raw.server_threads.map(|n| n.clamp(1, 64)),
             spin_us: raw.spin_us.unwrap_or(80),
+            gso: raw.gso.unwrap_or_default(),
             join,
             emu: match raw.emu {
                 None => None,

@@ -20,7 +20,8 @@
 //!   direction's categories.
 //!
 //! Each pair of runs is one family of tests: α is split over it (Bonferroni), as a report
-//! splits its own. Pure: the caller reads the summaries.
+//! splits its own. Pure but for [`load`], the one reader of a report's summary that the CLI and
+//! the console share.
 
 use std::fmt::Write as _;
 
@@ -128,6 +129,28 @@ pub struct Verdict {
     pub ok: bool,
     #[serde(default)]
     pub kind: Option<String>,
+}
+
+/// The largest summary.json read (a 10,000-player run's is a few MB).
+pub const MAX_SUMMARY: u64 = 256 << 20;
+
+/// `rel` (`summary.json`, or `NAME/summary.json` under a runs directory) inside `dir`, opened
+/// without following a link anywhere on the way, bounded, read as a players' run's report;
+/// `name` names it in errors.
+pub fn load(dir: &std::path::Path, rel: &str, name: &str) -> Result<Report, String> {
+    use std::io::Read as _;
+    let f = horde_sys::fs::open_beneath(dir, rel)
+        .map_err(|e| format!("{name}: no summary.json to read ({e}); give a report directory `horde run --out` wrote (not a link)"))?;
+    let meta = f.metadata().map_err(|e| format!("{name}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{name}: summary.json is not a regular file"));
+    }
+    if meta.len() > MAX_SUMMARY {
+        return Err(format!("{name}: summary.json is {} bytes, more than a report's ({MAX_SUMMARY} at most)", meta.len()));
+    }
+    let mut text = String::new();
+    f.take(MAX_SUMMARY).read_to_string(&mut text).map_err(|e| format!("{name}: summary.json: {e} (not UTF-8 text?)"))?;
+    Report::parse(name, &text)
 }
 
 impl Report {

@@ -165,6 +165,9 @@ pub struct ScenarioWork {
     /// driver stated at the start; none: `players`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_players: Option<u32>,
+    /// The run's GSO choice, where the command line overrode the scenario's (`run --gso`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gso: Option<horde_model::gso::Gso>,
 }
 
 /// What a server-side part says on its standard output, one JSON line each.
@@ -310,6 +313,9 @@ impl ScenarioWork {
         sc.online = self.online;
         sc.duration_s = duration_ns as f64 / 1e9;
         sc.seed = seed;
+        if let Some(g) = self.gso {
+            sc.gso = g;
+        }
         sc.check_join().map_err(|e| e.to_string())?;
         Ok(sc)
     }
@@ -320,7 +326,7 @@ impl ScenarioWork {
         let service = sc.service_text(dir).map_err(|e| bad(e.to_string()))?;
         let service = service.map(|t| horde_model::dist::inline_value_files(&t)).transpose().map_err(|e| bad(format!("service: {e}")))?;
         let scenario = horde_model::dist::inline_value_files(&sc.text).map_err(|e| bad(e.to_string()))?;
-        Ok(ScenarioWork { name: sc.name.clone(), scenario, service, players: sc.players, online: sc.online, max_players: None })
+        Ok(ScenarioWork { name: sc.name.clone(), scenario, service, players: sc.players, online: sc.online, max_players: None, gso: Some(sc.gso) })
     }
 }
 

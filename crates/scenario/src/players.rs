@@ -442,6 +442,7 @@ pub fn run_clients(sc: &Scenario, c: &Clients, stop: &AtomicBool) -> anyhow::Res
         key: c.key.clone(),
         joining: c.joining.clone(),
         start_at_real_ns: c.start_at_real_ns,
+        gso: sc.gso,
         ..Default::default()
     };
     Ok(sender::run_jobs(jobs, &copts, stop)?)

@@ -142,6 +142,7 @@ pub fn serve(sc: &Scenario, out: &Path, key: RunKey, stop: &AtomicBool, on_liste
         progress: Some(progress.clone()),
         responder: Some(players.clone() as Arc<dyn Responder>),
         spin_ns: sc.spin_us * 1000,
+        gso: sc.gso,
         threads: sc.server_threads.unwrap_or_else(default_server_threads),
         key,
         // Every player may connect at once (a run starts all its players together): as many

@@ -341,6 +341,7 @@ fn a_controller_that_vanishes_stops_the_agents_traffic() {
             players: 20,
             online: None,
             max_players: None,
+            gso: None,
         },
         server: Some("127.0.0.6:0".parse().unwrap()),
         players: Some(0..20),

@@ -64,6 +64,7 @@ fn run_request(req: RunRequest, stop: &AtomicBool) -> Outcome {
                 online: None,
                 duration: None,
                 seed: None,
+                gso: None,
                 progress: ProgressArgs { quiet: false, progress: ProgressMode::Json, progress_file: None },
                 commands,
                 agents: None,

@@ -2,16 +2,12 @@
 //! each difference judged with the verdicts' statistics at the sample sizes
 //! (`horde_scenario::compare`; Python's `horde.compare` reads its JSON).
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use horde_scenario::compare::{compare, html, text, Report, ALPHA};
 
 use crate::{bad_input, Outcome};
-
-/// The largest summary.json read (a 10,000-player run's is a few MB).
-const MAX_SUMMARY: u64 = 256 << 20;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  horde compare horde-out/a horde-out/b horde-out/c      # b and c against a\n  \
@@ -57,21 +53,9 @@ pub fn run(a: Args) -> Outcome {
     Ok(0)
 }
 
-/// A report directory's summary.json: opened inside it without following a link, bounded.
+/// A report directory's summary.json.
 fn read(dir: &Path) -> Result<(String, Report), crate::Failure> {
     let name = dir.display().to_string();
-    let bad = |why: String| bad_input(anyhow::anyhow!("{name}: {why}"));
-    let f = horde_sys::fs::open_beneath(dir, "summary.json")
-        .map_err(|e| bad(format!("no summary.json to read ({e}); give a directory `horde run --out` wrote (not a link)")))?;
-    let meta = f.metadata().map_err(|e| bad(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(bad("summary.json is not a regular file".into()));
-    }
-    if meta.len() > MAX_SUMMARY {
-        return Err(bad(format!("summary.json is {} bytes, more than a report's ({MAX_SUMMARY} at most)", meta.len())));
-    }
-    let mut text = String::new();
-    f.take(MAX_SUMMARY).read_to_string(&mut text).map_err(|e| bad(format!("summary.json: {e} (not UTF-8 text?)")))?;
-    let r = Report::parse(&name, &text).map_err(|e| bad_input(anyhow::anyhow!(e)))?;
+    let r = horde_scenario::compare::load(dir, "summary.json", &name).map_err(|e| bad_input(anyhow::anyhow!(e)))?;
     Ok((name, r))
 }

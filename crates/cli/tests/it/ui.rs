@@ -64,6 +64,43 @@ fn a_console_writes_its_token_file_and_refuses_what_its_operator_did_not_allow()
     assert!(!file.exists(), "the token file goes with the console");
 }
 
+/// The console compares past runs by name (issue 65): `horde compare`'s document and page; a
+/// name that leaves the runs directory, or a report directory that is a link, is refused.
+#[test]
+fn the_console_compares_past_runs_and_follows_no_link() {
+    let dir = Scratch::new("ui-compare");
+    let runs = dir.path("runs");
+    let summary = |players: u64, seed: u64| {
+        let sent = players * 20;
+        let d = serde_json::json!({"sent": sent, "lost": 0, "departure_rate_per_player": 2.0, "model_idt_cv": 1.5, "departure_iat_samples": sent - players,
+            "ks_departure_size": 0.01, "size_samples": sent, "size_cdf": [[6, 0.2], [35, 1.0]], "iat_samples": sent - players, "iat_cdf": [[0.0, 0.1], [250.0, 1.0]]});
+        serde_json::json!({"scenario": "s", "service": "wow", "players": players, "seed": seed, "duration_s": 10.0,
+            "analysis": {"categories": [{"category": "trading", "up": d, "down": d}], "up": d, "down": d}, "verdicts": []})
+        .to_string()
+    };
+    for (name, players, seed) in [("a", 100, 1), ("b", 100, 1), ("c", 1000, 1)] {
+        std::fs::create_dir_all(runs.join(name)).unwrap();
+        std::fs::write(runs.join(name).join("summary.json"), summary(players, seed)).unwrap();
+    }
+    std::os::unix::fs::symlink(runs.join("a"), runs.join("linked")).unwrap();
+    let c = console(&runs);
+    let r = authed(&c, "POST", "/api/v1/compare", r#"{"reports": ["a", "b", "c"]}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["runs"][1]["same_schedules"], true);
+    assert!(v["runs"][2]["beyond_noise"].as_u64().unwrap() > 0, "ten times the players: {}", v["runs"]);
+    assert!(v["html"].as_str().unwrap().contains("Runs compared"));
+    for (body, says) in [
+        (r#"{"reports": ["a"]}"#, "2 to 8"),
+        (r#"{"reports": ["a", "../runs/b"]}"#, "not the name of a report directory"),
+        (r#"{"reports": ["a", "linked"]}"#, "not a link"),
+        (r#"{"reports": ["a", "nope"]}"#, "no summary.json"),
+    ] {
+        let r = authed(&c, "POST", "/api/v1/compare", body);
+        assert!(r.status == 400 && r.body.contains(says), "{body}: {} {}", r.status, r.body);
+    }
+}
+
 /// Acceptance (API): start, watch, resume, steer, stop, report, past runs.
 #[test]
 fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {

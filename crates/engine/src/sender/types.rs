@@ -124,12 +124,13 @@ pub struct SendOptions {
     /// instant when set-up finishes before it (sockets are opened ahead), so that every part of
     /// a run counts from one instant; set-up that overruns it starts the schedule when ready.
     pub start_at_real_ns: Option<u64>,
-    /// UDP departures of one flow that are due together (bulk, or a paced burst within the
+    /// Which flows' UDP departures that are due together (bulk, or a paced burst within the
     /// pacing tolerance) and of one size leave as GSO super-datagrams (`UDP_SEGMENT`): one
     /// system call, cut into the same datagrams by the kernel or the interface. Each is still
-    /// its own record, with the one departure instant they share. Off: one `sendmmsg` entry per
-    /// datagram. A socket whose interface refuses GSO falls back by itself.
-    pub gso: bool,
+    /// its own record, with the one departure instant they share. Otherwise one `sendmmsg`
+    /// entry per datagram. A socket whose interface refuses GSO falls back by itself.
+    /// Default `auto`: bulk flows only ([`horde_model::gso`] says why).
+    pub gso: horde_model::gso::Gso,
 }
 
 /// Flows handed to a running sender: each worker takes a few at each look (every 20 ms), opens
@@ -188,7 +189,7 @@ impl Default for SendOptions {
             log_tap: Default::default(),
             joining: None,
             start_at_real_ns: None,
-            gso: true,
+            gso: horde_model::gso::Gso::Auto,
         }
     }
 }

@@ -39,7 +39,7 @@ fn records(p: &std::path::Path, kind: RecordKind) -> Vec<Record> {
 }
 
 /// One run: (the sender's records, the receiver's).
-fn run(dir: &Scratch, name: &str, gso: bool, gro: bool, packets: u32, size: u32) -> (Vec<Record>, Vec<Record>) {
+fn run(dir: &Scratch, name: &str, gso: horde_model::gso::Gso, gro: bool, packets: u32, size: u32) -> (Vec<Record>, Vec<Record>) {
     let (send_log, recv_log) = (dir.path(&format!("{name}-send.hlog")), dir.path(&format!("{name}-recv.hlog")));
     let stop = Arc::new(AtomicBool::new(false));
     let ropts = RecvOptions { udp: vec!["127.0.0.1:0".parse().unwrap()], log: Some(recv_log.clone()), gro, ..Default::default() };
@@ -75,9 +75,11 @@ fn gso_and_gro_records_are_the_plain_runs_and_a_plain_receiver_reads_gso() {
     let dir = Scratch::new("gso");
     // 1,000 B: 64 segments fit one super-datagram; 20,000 datagrams (20 MB) in a 64-MiB buffer
     let (packets, size) = (20_000, 1_000);
-    let (plain_tx, plain_rx) = run(&dir, "plain", false, false, packets, size);
-    let (gso_tx, gso_rx) = run(&dir, "gso", true, true, packets, size);
-    let (mixed_tx, mixed_rx) = run(&dir, "mixed", true, false, packets, size);
+    use horde_model::gso::Gso;
+    let (plain_tx, plain_rx) = run(&dir, "plain", Gso::Off, false, packets, size);
+    // a bulk flow: `auto` sends it as super-datagrams, as `on` does
+    let (gso_tx, gso_rx) = run(&dir, "gso", Gso::Auto, true, packets, size);
+    let (mixed_tx, mixed_rx) = run(&dir, "mixed", Gso::On, false, packets, size);
     let want: Vec<(u64, u32)> = (0..packets as u64).map(|s| (s, size)).collect();
     for (name, tx, rx) in [("plain", &plain_tx, &plain_rx), ("gso+gro", &gso_tx, &gso_rx), ("gso, no gro", &mixed_tx, &mixed_rx)] {
         assert_eq!(seq_sizes(tx), want, "{name}: the sender logs every datagram once, as a plain run does");
@@ -113,4 +115,46 @@ fn sizes_that_differ_leave_plainly_and_are_all_received() {
     let (sent, got) = (records(&dir.path("send.hlog"), RecordKind::Sent), records(&dir.path("recv.hlog"), RecordKind::Received));
     assert_eq!(sent.len(), 5000);
     assert_eq!(seq_sizes(&got), seq_sizes(&sent), "every size arrives as it left");
+}
+
+/// `auto` (the default) sends a paced flow datagram by datagram even where its departures bunch
+/// (a capture on the sending host then shows each as itself: issue 65), and `on` sends the same
+/// bunches as super-datagrams; either way every datagram is its own record at both ends.
+#[test]
+fn auto_leaves_paced_flows_plain_and_on_bunches_them() {
+    use horde_model::gso::Gso;
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = Scratch::new("gso-paced");
+    let paced = |dst: SocketAddr| {
+        // 50,000 datagrams/s: many are due within one pacing tolerance of each other
+        let raw = RawFlow {
+            dst: Some(dst.to_string()),
+            size: Some("200".into()),
+            idt: Some("constant(0.02)".into()),
+            packets: Some("20000".into()),
+            seed: Some(5),
+            ..Default::default()
+        };
+        raw.resolve(0, 1, "paced").unwrap()
+    };
+    let mut shared = Vec::new();
+    for (name, gso) in [("auto", Gso::Auto), ("on", Gso::On)] {
+        let recv_log = dir.path(&format!("{name}-recv.hlog"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let ropts = RecvOptions { udp: vec!["127.0.0.1:0".parse().unwrap()], log: Some(recv_log.clone()), gro: true, ..Default::default() };
+        let (tx, ended) = mpsc::channel();
+        let r = receiver::spawn(ropts, stop.clone(), None, format!("recv-{name}"), Duration::from_secs(10), move |x| drop(tx.send(x))).unwrap();
+        let opts = SendOptions { gso, spin_ns: 0, linger: Duration::from_millis(300), floor: Duration::ZERO, ..Default::default() };
+        let sent = sender::run(vec![paced(r.bound[0])], &opts, &AtomicBool::new(false)).unwrap();
+        assert_eq!(sent.packets, 20_000, "{name}");
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        r.handle.join().unwrap();
+        ended.recv().unwrap().unwrap();
+        let got = records(&recv_log, RecordKind::Received);
+        assert_eq!(seq_sizes(&got), (0..20_000).map(|s| (s, 200)).collect::<Vec<_>>(), "{name}: every datagram is its own record");
+        shared.push(shared_arrivals(&got));
+    }
+    assert_eq!(shared[0], 0, "auto: no super-datagram, so none arrives whole with others");
+    assert!(shared[1] > 0, "on: the bunched departures left as super-datagrams ({} shared arrivals)", shared[1]);
 }

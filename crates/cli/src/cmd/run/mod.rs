@@ -41,6 +41,9 @@ pub struct Args {
     /// Override the scenario's seed
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Override the scenario's `gso`: UDP departures due together as GSO super-datagrams for `auto` bulk flows only (the default), `on` every flow, `off` none
+    #[arg(long, value_enum, value_name = "auto|on|off")]
+    pub gso: Option<super::send::GsoArg>,
     #[command(flatten)]
     pub progress: super::run::ProgressArgs,
     #[command(flatten)]
@@ -76,6 +79,9 @@ pub fn load(args: &Args) -> Result<Scenario, crate::Failure> {
     let duration_ns = args.duration.as_deref().map(horde_scenario::duration_flag).transpose()?;
     let o = Overrides { players: args.players, online: args.online, duration_ns, seed: args.seed };
     horde_scenario::apply_overrides(&mut sc, &o)?;
+    if let Some(g) = args.gso {
+        sc.gso = g.into();
+    }
     Ok(sc)
 }
 

@@ -276,6 +276,7 @@ pub fn run(args: &super::Args, id: &str, stop: &AtomicBool) -> Outcome {
         greet: true,
         end_messages: true,
         floor: args.floor,
+        gso: args.gso.into(),
         ..Default::default()
     };
     let (cpu0, busy0) = (horde_agent::agent::cpu_s(), horde_sys::host::idle_sample());

@@ -121,6 +121,9 @@ pub struct Args {
     /// Busy-wait window before each departure, microseconds (trades CPU for precision)
     #[arg(long, default_value_t = horde_engine::clock::DEFAULT_SPIN_NS / 1000, value_name = "US")]
     pub spin_us: u64,
+    /// UDP departures of a flow due together as GSO super-datagrams: `auto` for bulk flows only (a capture on this host then shows paced flows' datagrams as they are), `on` for every flow, `off` for none
+    #[arg(long, value_enum, default_value_t = GsoArg::Auto)]
+    pub gso: GsoArg,
     /// How long to measure the host's floor before the run: a pacer that only busy-waits for
     /// its departure times at the run's rate (what this host allows anyone); 0 skips it
     #[arg(long, default_value = "200ms", value_parser = super::duration, value_name = "DURATION")]
@@ -348,6 +351,7 @@ fn send(args: Args, stop: &AtomicBool) -> Outcome {
         greet: !args.no_greet,
         end_messages: true,
         floor: args.floor,
+        gso: args.gso.into(),
         ..Default::default()
     };
     // Connected and authenticated both ways before the first packet.
@@ -621,5 +625,23 @@ fn receiver_line(r: &SendReport) {
     );
     if stopped > 0 {
         say!("  receiver: stopped while {stopped} flow(s) were running and said so; they ended then (what had arrived is counted above)");
+    }
+}
+
+/// `--gso` (docs/cli.md; [`horde_model::gso`]).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GsoArg {
+    Auto,
+    On,
+    Off,
+}
+
+impl From<GsoArg> for horde_model::gso::Gso {
+    fn from(g: GsoArg) -> Self {
+        match g {
+            GsoArg::Auto => horde_model::gso::Gso::Auto,
+            GsoArg::On => horde_model::gso::Gso::On,
+            GsoArg::Off => horde_model::gso::Gso::Off,
+        }
     }
 }
