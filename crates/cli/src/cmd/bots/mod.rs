@@ -97,6 +97,12 @@ pub struct Args {
     /// Servers to start with --start-server (players spread over them); default: one per 64 players
     #[arg(long, value_name = "N")]
     pub servers: Option<usize>,
+    /// With --start-server: hold each started server to this share of one core (e.g. 0.5), with the kernel's CPU controller (a cgroup; root); refused with the reason where it cannot be applied
+    #[arg(long, value_name = "FRACTION", requires = "start_server")]
+    pub server_cpu: Option<f64>,
+    /// Benchmark: run each step this many times (fresh servers each time); every figure then has a 95 % interval over the repeats, and the saturation point is stated as an interval
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub repeat: u32,
     /// Benchmark: a step saturates the server when its p99 response time exceeds this
     #[arg(long, default_value = "150ms", value_parser = super::duration, value_name = "DURATION")]
     pub p99_bound: Duration,
@@ -174,6 +180,12 @@ fn bots(args: Args, stop: &AtomicBool) -> Outcome {
     }
     if args.servers == Some(0) {
         return Err(bad_input(anyhow::anyhow!("--servers must be at least 1")));
+    }
+    if let Some(f) = args.server_cpu.filter(|f| !(0.01..=64.0).contains(f)) {
+        return Err(bad_input(anyhow::anyhow!("--server-cpu {f}: a share of one core, 0.01 to 64 (0.5: half a core)")));
+    }
+    if args.repeat > 1 && args.steps.is_empty() {
+        return Err(bad_input(anyhow::anyhow!("--repeat is for the benchmark: give --steps N,N,… (each step then runs --repeat times)")));
     }
     // Nothing the part names is opened where it plays: a service file's text goes with it.
     let service_text = match horde_model::service::Service::builtin(&args.service) {

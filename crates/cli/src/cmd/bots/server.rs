@@ -17,11 +17,15 @@ pub(super) struct Server {
     pub(super) child: Child,
     pub(super) addr: SocketAddr,
     pub(super) log: PathBuf,
+    /// `--server-cpu`: the cgroup holding it to its share of a core (removed after it stops).
+    pub(super) cap: Option<horde_sys::cgroup::CpuCap>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         horde_sys::own::stop_within(&mut self.child, Duration::from_secs(3));
+        // its capped group goes once it is empty
+        drop(self.cap.take());
     }
 }
 
@@ -43,9 +47,25 @@ pub(super) fn start_server(args: &Args, dir: &std::path::Path, index: usize, max
     let max = max.clamp(1, 64);
     let mut cmd = Command::new(OA_SERVER);
     let fd = place.map(|p| std::os::fd::AsRawFd::as_raw_fd(&*p.server_ns));
+    // `--server-cpu`: the server joins its capped group before it execs, so every thread it
+    // starts is held to the share (the kernel's CFS bandwidth control).
+    let cap = match args.server_cpu {
+        Some(f) => {
+            let rel = format!("horde-bots/{}-{index}-{}", std::process::id(), horde_sys::clock::unix_secs());
+            Some(
+                horde_sys::cgroup::CpuCap::create(&rel, f)
+                    .with_context(|| format!("--server-cpu {f}: cannot cap the server's CPU here (root and the kernel's CPU controller are needed)"))?,
+            )
+        }
+        None => None,
+    };
+    let joiners = cap.as_ref().map(|c| c.joiners()).transpose().context("--server-cpu: opening the capped group")?.unwrap_or_default();
+    let join_fds: Vec<std::os::fd::RawFd> = joiners.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
     // The game server dies with us, even when we are SIGKILLed (no orphan holding the port and
     // a core); if we died before it started, it does not start at all.
-    horde_sys::own::arm(&mut cmd, Some(horde_sys::own::DIE_WITH_US), false, fd, || Ok(()));
+    horde_sys::own::arm(&mut cmd, Some(horde_sys::own::DIE_WITH_US), false, fd, move || {
+        join_fds.iter().try_for_each(|&fd| horde_sys::cgroup::join_from_child(fd))
+    });
     let child = cmd
         .args(["+set", "dedicated", "1", "+set", "net_ip", &ip.to_string(), "+set", "net_port", &port.to_string()])
         .args(["+set", "sv_maxclients", &max.to_string(), "+set", "sv_pure", "0", "+set", "sv_fps", &args.sv_fps.to_string()])
@@ -56,7 +76,8 @@ pub(super) fn start_server(args: &Args, dir: &std::path::Path, index: usize, max
         .stderr(f)
         .spawn()
         .with_context(|| format!("starting {OA_SERVER}"))?;
-    let server = Server { child, addr: SocketAddr::new(ip, port), log };
+    drop(joiners);
+    let server = Server { child, addr: SocketAddr::new(ip, port), log, cap };
     let t = Stopwatch::start();
     while t.elapsed() < Duration::from_secs(30) {
         if status(server.addr, place.map(|p| &*p.clients[0])).is_some() {
