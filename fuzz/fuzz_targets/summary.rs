@@ -8,6 +8,20 @@ use libfuzzer_sys::fuzz_target;
 // answers every figure. The same bytes as histogram bins (value, count pairs) and as records
 // fed to a summary builder exercise the checks, the KS bounds and the percentiles directly.
 fuzz_target!(|data: &[u8]| {
+    // the same bytes as a report's summary.json for `horde compare`: read or refused with the
+    // report named, never a panic; what is read compares with itself (the same schedules, nothing
+    // beyond noise) and renders as text and HTML
+    if let Ok(text) = std::str::from_utf8(data) {
+        match horde_scenario::compare::Report::parse("fz", text) {
+            Ok(r) => {
+                let again = horde_scenario::compare::Report::parse("fz", text).expect("the same text reads again");
+                let c = horde_scenario::compare::compare(&[("a".into(), r), ("b".into(), again)], 0.05).expect("two reports compare");
+                assert!(c.figures.iter().all(|f| f.beyond_noise != Some(true)), "a report against itself is within noise");
+                let _ = (horde_scenario::compare::text(&c, true), horde_scenario::compare::html(&c));
+            }
+            Err(e) => assert!(e.starts_with("fz: "), "{e}"),
+        }
+    }
     let plan = GameDigest::new(3, 1_000_000_000, 5.0);
     if let Ok(d) = GameDigest::accept(data, &plan, 1_000_000) {
         let mut m = plan.clone();

@@ -339,10 +339,10 @@ fn bench_page(b: &Benchmark) -> String {
             r.push(vec![
                 Cell::Int(row.players as u64),
                 Cell::Int(row.runs as u64),
-                Cell::text(&row.response_rate_per_bot.text(2)),
-                Cell::text(&row.response_ms_p50.text(1)),
-                Cell::text(&row.response_ms_p99.text(1)),
-                Cell::text(&row.server_cpu_pct.map_or("-".into(), |c| c.text(1))),
+                Cell::text(row.response_rate_per_bot.text(2)),
+                Cell::text(row.response_ms_p50.text(1)),
+                Cell::text(row.response_ms_p99.text(1)),
+                Cell::text(row.server_cpu_pct.map_or("-".into(), |c| c.text(1))),
                 Cell::Int(row.saturated_runs as u64),
             ]);
         }
