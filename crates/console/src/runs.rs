@@ -268,15 +268,23 @@ pub fn past(dir: &Path) -> Vec<PastRun> {
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
     dirs.sort_by_key(|d| std::cmp::Reverse(d.0));
-    dirs.into_iter().take(500).filter_map(|(_, d)| past_run(&d)).collect()
+    dirs.into_iter().take(500).filter_map(|(_, d)| past_run(dir, &d)).collect()
 }
 
-fn past_run(d: &Path) -> Option<PastRun> {
-    let f = d.join("summary.json");
-    if std::fs::symlink_metadata(&f).ok()?.len() > 256 * 1024 * 1024 {
+/// A report directory `d` of the runs directory `dir`, its summary.json opened beneath `dir`
+/// with no link followed on the way (a root console must not read what a link planted in its
+/// runs directory points at: issue 66), bounded.
+fn past_run(dir: &Path, d: &Path) -> Option<PastRun> {
+    const MAX: u64 = 256 * 1024 * 1024;
+    let name = d.file_name()?.to_str()?;
+    let f = horde_sys::fs::open_beneath(dir, &format!("{name}/summary.json")).ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX {
         return None;
     }
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).ok()?).ok()?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX), &mut bytes).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or("scenario").to_string();
     let interrupted = v.get("interruption").is_some_and(|i| !i.is_null());
     // Reports from before verdicts were kept in summary.json have none to show.

@@ -83,7 +83,13 @@ fn the_console_compares_past_runs_and_follows_no_link() {
         std::fs::write(runs.join(name).join("summary.json"), summary(players, seed)).unwrap();
     }
     std::os::unix::fs::symlink(runs.join("a"), runs.join("linked")).unwrap();
+    // a real directory whose summary.json is a link: neither listed nor compared
+    std::fs::create_dir_all(runs.join("planted")).unwrap();
+    std::os::unix::fs::symlink(runs.join("a/summary.json"), runs.join("planted/summary.json")).unwrap();
     let c = console(&runs);
+    let past: serde_json::Value = serde_json::from_str(&authed(&c, "GET", "/api/v1/past", "").body).unwrap();
+    let names: Vec<String> = past.as_array().unwrap().iter().map(|p| p["dir"].as_str().unwrap().rsplit('/').next().unwrap().to_string()).collect();
+    assert!(names.contains(&"a".to_string()) && !names.iter().any(|n| n == "planted" || n == "linked"), "no link followed: {names:?}");
     let r = authed(&c, "POST", "/api/v1/compare", r#"{"reports": ["a", "b", "c"]}"#);
     assert_eq!(r.status, 200, "{}", r.body);
     let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
@@ -94,6 +100,7 @@ fn the_console_compares_past_runs_and_follows_no_link() {
         (r#"{"reports": ["a"]}"#, "2 to 8"),
         (r#"{"reports": ["a", "../runs/b"]}"#, "not the name of a report directory"),
         (r#"{"reports": ["a", "linked"]}"#, "not a link"),
+        (r#"{"reports": ["a", "planted"]}"#, "not a link"),
         (r#"{"reports": ["a", "nope"]}"#, "no summary.json"),
     ] {
         let r = authed(&c, "POST", "/api/v1/compare", body);
