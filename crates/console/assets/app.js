@@ -21,9 +21,25 @@ const MAX_POINTS = 3600;
 function chart(node, series, dashes) {
   const width = Math.max(360, node.clientWidth || 480);
   const colour = (i) => (dashes && dashes[i] ? palette(i - 2) : palette(i));
-  const opts = { width, height: 220, series: [{ label: "t (s)" }, ...series.map((s, i) => ({ label: s, stroke: colour(i), width: 1.5, dash: dashes && dashes[i] ? dashes[i] : undefined }))], axes: [{}, { size: 64 }], scales: { x: { time: false } } };
+  const opts = { width, height: 220, series: [{ label: "t (s)" }, ...series.map((s, i) => ({ label: s, stroke: colour(i), width: 1.5, dash: dashes && dashes[i] ? dashes[i] : undefined }))], axes: [{}, { size: 64 }], scales: { x: { time: false } }, hooks: { draw: [drawMarks] } };
   node.textContent = "";
   return new uPlot(opts, [[], ...series.map(() => [])], node);
+}
+// The run's events on its clock (each applied command's instant, from the run's replies):
+// dashed lines with their text on every live chart, as the report draws them.
+function drawMarks(u) {
+  if (!current || !current.marks || !current.marks.length) return;
+  const ctx = u.ctx, { left, top, width, height } = u.bbox;
+  ctx.save();
+  ctx.strokeStyle = "#666"; ctx.fillStyle = "#666"; ctx.setLineDash([4, 4]); ctx.lineWidth = 1; ctx.textAlign = "left"; ctx.textBaseline = "top";
+  ctx.font = `${Math.round(11 * devicePixelRatio)}px sans-serif`;
+  current.marks.forEach((m, k) => {
+    const x = u.valToPos(m.t, "x", true);
+    if (!(x >= left && x <= left + width)) return;
+    ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
+    ctx.fillText(" " + m.text, x, top + (12 + 12 * (k % 3)) * devicePixelRatio);
+  });
+  ctx.restore();
 }
 function palette(i) { return ["#2553a3", "#c2571a", "#2a7a3b", "#8a2be2", "#a33", "#0a8f8f", "#b59a00", "#555"][i % 8]; }
 
@@ -34,7 +50,7 @@ function openRun(info) {
   $("#notes").textContent = "";
   $("#cmd-error").textContent = "";
   $("#cmd-ok").textContent = "";
-  current = { id: info.id, info, categories: null, charts: {}, data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [], upm: [], downm: [], cmin: [], cmed: [], cmax: [], crecv: [], b50: [], b99: [], bans: [], loss: { t: [], up: [], down: [] } } };
+  current = { id: info.id, info, categories: null, charts: {}, marks: [], data: { t: [], players: [], up: [], down: [], upb: [], downb: [], up50: [], up99: [], down50: [], down99: [], upm: [], downm: [], cmin: [], cmed: [], cmax: [], crecv: [], b50: [], b99: [], bans: [], loss: { t: [], up: [], down: [] } } };
   $("#circuits-figure").hidden = true;
   $("#bots-figure").hidden = true;
   $("#loss-figure").hidden = true;
@@ -71,6 +87,10 @@ function onEvent(e) {
   if (e.event === "progress") return progress(e.progress);
   if (e.event === "note") return note(e.text);
   if (e.event === "planned") return note(`behaviour planned in ${e.seconds.toFixed(2)} s`);
+  if (e.event === "reply") {
+    if (e.applied && typeof e.at_s === "number") current.marks.push({ t: e.at_s, text: e.text.split(":")[0].slice(0, 40) });
+    return;
+  }
   if (e.event === "finished") {
     const id = current.id;
     current.info.state = "finished"; current.info.exit = e.exit;

@@ -142,7 +142,9 @@ fn the_console_in_a_real_browser() {
     d.fill("#online input[name=online]", "600");
     d.click("#online button");
     d.wait_for("600 players online", "return current.data.players[0].slice(-1)[0] === 600;", Duration::from_secs(15));
-    // an applied command shows its instant on the run's clock, beside the form and in Notes
+    // an applied command shows its instant on the run's clock, beside the form and in Notes,
+    // and marks the live charts (from the run's reply on its event stream)
+    d.wait_for("the command's mark", "return current.marks.length > 0 && current.marks[0].t > 0;", Duration::from_secs(10));
     let ok = d.js("return document.querySelector('#cmd-ok').textContent;", json!([]));
     assert!(ok.as_str().unwrap().starts_with("applied at t = "), "the applied command's instant is shown: {ok}");
     // a refused one shows the run's reason, not the HTTP status text (issue 65)
