@@ -18,12 +18,37 @@ const el = (tag, text, cls) => { const e = document.createElement(tag); if (text
 let current = null; // { id, source, charts, data }
 const MAX_POINTS = 3600;
 
-function chart(node, series, dashes) {
+function chart(node, series, dashes, log) {
   const width = Math.max(360, node.clientWidth || 480);
   const colour = (i) => (dashes && dashes[i] ? palette(i - 2) : palette(i));
-  const opts = { width, height: 220, series: [{ label: "t (s)" }, ...series.map((s, i) => ({ label: s, stroke: colour(i), width: 1.5, dash: dashes && dashes[i] ? dashes[i] : undefined }))], axes: [{}, { size: 64 }], scales: { x: { time: false } }, hooks: { draw: [drawMarks] } };
+  const y = log ? { distr: 3 } : {};
+  const opts = { width, height: 220, series: [{ label: "t (s)" }, ...series.map((s, i) => ({ label: s, stroke: colour(i), width: 1.5, dash: dashes && dashes[i] ? dashes[i] : undefined }))], axes: [{}, { size: 64 }], scales: { x: { time: false }, y }, hooks: { draw: [drawMarks] } };
   node.textContent = "";
   return new uPlot(opts, [[], ...series.map(() => [])], node);
+}
+
+// What a chart shows, as CSV: one row per second, one column per series (empty where none).
+function chartCsv(u) {
+  const cols = u.series.map((s) => `"${String(s.label).replace(/"/g, '""')}"`);
+  const rows = [cols.join(",")];
+  for (let i = 0; i < u.data[0].length; i++) rows.push(u.data.map((d) => (d[i] === null || d[i] === undefined ? "" : d[i])).join(","));
+  return rows.join("\n") + "\n";
+}
+
+function downloadCsv(name) {
+  const u = current && current.charts[name];
+  if (!u) return;
+  const a = el("a");
+  a.href = URL.createObjectURL(new Blob([chartCsv(u)], { type: "text/csv" }));
+  a.download = `run-${current.id}-${name}.csv`;
+  document.body.append(a); a.click(); a.remove();
+}
+
+// The delay chart on a logarithmic axis (a p99 of seconds beside a p50 of milliseconds).
+function delayChart(log) {
+  current.charts.delay = chart($("#chart-delay"), ["up p50", "up p99", "down p50", "down p99"], undefined, log);
+  const d = current.data;
+  current.charts.delay.setData([d.t, d.up50, d.up99, d.down50, d.down99]);
 }
 // The run's events on its clock (each applied command's instant, from the run's replies):
 // dashed lines with their text on every live chart, as the report draws them.
@@ -56,7 +81,7 @@ function openRun(info) {
   $("#loss-figure").hidden = true;
   current.charts.rates = chart($("#chart-rates"), ["up pkt/s", "down pkt/s", "up, model", "down, model"], [null, null, [6, 4], [6, 4]]);
   current.charts.bits = chart($("#chart-bits"), ["up kbit/s", "down kbit/s"]);
-  current.charts.delay = chart($("#chart-delay"), ["up p50", "up p99", "down p50", "down p99"]);
+  current.charts.delay = chart($("#chart-delay"), ["up p50", "up p99", "down p50", "down p99"], undefined, $("#delay-log").checked);
   $("#chart-players").textContent = "";
   showState(info);
   const src = new EventSource(`/api/v1/runs/${info.id}/events`);
@@ -269,6 +294,9 @@ async function refreshPast() {
     }
   } catch (_) { /* shown by the connection pill */ }
 }
+
+$("#delay-log").onchange = (ev) => { if (current) delayChart(ev.target.checked); };
+for (const b of document.querySelectorAll("button.csv")) b.onclick = () => downloadCsv(b.dataset.chart);
 
 let ticked = [];
 $("#compare-go").onclick = async () => {

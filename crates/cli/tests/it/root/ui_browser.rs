@@ -145,6 +145,12 @@ fn the_console_in_a_real_browser() {
     // an applied command shows its instant on the run's clock, beside the form and in Notes,
     // and marks the live charts (from the run's reply on its event stream)
     d.wait_for("the command's mark", "return current.marks.length > 0 && current.marks[0].t > 0;", Duration::from_secs(10));
+    // the delay chart on a log axis, and what a chart shows as CSV (issue 65)
+    d.click("#delay-log");
+    assert_eq!(d.js("return current.charts.delay.scales.y.distr;", json!([])), json!(3), "a logarithmic delay axis");
+    let csv = d.js("return chartCsv(current.charts.delay).split('\\n');", json!([]));
+    let lines: Vec<&str> = csv.as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    assert!(lines[0].contains("\"up p50\"") && lines.len() > 3, "the chart's seconds as CSV: {lines:?}");
     let ok = d.js("return document.querySelector('#cmd-ok').textContent;", json!([]));
     assert!(ok.as_str().unwrap().starts_with("applied at t = "), "the applied command's instant is shown: {ok}");
     // a refused one shows the run's reason, not the HTTP status text (issue 65)
