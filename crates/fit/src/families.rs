@@ -276,7 +276,7 @@ fn moments(xs: &[f64]) -> (f64, f64) {
 /// milliseconds.
 pub const LATTICE_C: f64 = 0.5;
 
-fn lattice_c(xs: &[f64]) -> f64 {
+pub fn lattice_c(xs: &[f64]) -> f64 {
     xs.iter().map(|x| (std::f64::consts::TAU * x).cos()).sum::<f64>() / xs.len().max(1) as f64
 }
 

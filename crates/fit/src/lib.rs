@@ -259,6 +259,11 @@ pub struct Comparison {
     pub ks_critical: f64,
     /// The KS distance is below its critical value: the two cannot be told apart at 5 %.
     pub alike: bool,
+    /// Gaps judged on whole milliseconds (a sample on a 1-ms lattice, as the fit reads it):
+    /// the distance at microseconds, shown beside `ks` (jitter of microseconds around whole
+    /// milliseconds makes two such samples look different at microseconds alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ks_us: Option<f64>,
 }
 
 /// Every sample the two captures share (by state name and direction), compared.
@@ -273,13 +278,25 @@ pub fn compare(a: &Collected, b: &Collected) -> Vec<Comparison> {
             let (sb, ib) = &b.collector.samples[j][d];
             for (what, x, y) in [("idt", ia, ib), ("size", sa, sb)] {
                 let (mut xa, mut yb) = (x.values.clone(), y.values.clone());
-                let Some(ks) = horde_model::fit::ks_two_sample(&mut xa, &mut yb) else {
+                let Some((ks, ks_us)) = distance(&mut xa, &mut yb, what == "idt") else {
                     continue;
                 };
                 let (n_a, n_b) = (xa.len() as u64, yb.len() as u64);
                 let ks_critical = horde_model::fit::ks_two_sample_critical(n_a, n_b, families::ALPHA);
                 let (mean_a, mean_b) = (mean(&xa), Some(mean(&yb)));
-                out.push(Comparison { state: name.clone(), direction, what: what.into(), n_a, n_b, mean_a, mean_b, ks, ks_critical, alike: ks < ks_critical });
+                out.push(Comparison {
+                    state: name.clone(),
+                    direction,
+                    what: what.into(),
+                    n_a,
+                    n_b,
+                    mean_a,
+                    mean_b,
+                    ks,
+                    ks_critical,
+                    alike: ks < ks_critical,
+                    ks_us,
+                });
             }
         }
     }
@@ -317,7 +334,19 @@ pub fn against(a: &Collected, service: &horde_model::service::Service) -> Result
                 let ks_critical = horde_model::fit::ks_critical(xs.len(), families::ALPHA);
                 let state = format!("{name} vs {}", service.states[j].name);
                 let (mean_a, mean_b) = (mean(&sample.values), dist.mean().or_else(|| dist.mean_estimate()));
-                out.push(Comparison { state, direction, what: what.into(), n_a: n, n_b: 0, mean_a, mean_b, ks, ks_critical, alike: ks < ks_critical });
+                out.push(Comparison {
+                    state,
+                    direction,
+                    what: what.into(),
+                    n_a: n,
+                    n_b: 0,
+                    mean_a,
+                    mean_b,
+                    ks,
+                    ks_critical,
+                    alike: ks < ks_critical,
+                    ks_us: None,
+                });
             }
         }
     }
@@ -379,6 +408,17 @@ fn dir_name(d: Direction) -> &'static str {
     }
 }
 
+/// The two-sample KS distance; for gaps (`gaps`) on a 1-ms lattice in either sample, on whole
+/// milliseconds (the resolution the fit reads them at), with the microsecond distance beside.
+fn distance(a: &mut [f64], b: &mut [f64], gaps: bool) -> Option<(f64, Option<f64>)> {
+    let fine = horde_model::fit::ks_two_sample(a, b)?;
+    if !(gaps && (families::lattice_c(a) >= families::LATTICE_C || families::lattice_c(b) >= families::LATTICE_C)) {
+        return Some((fine, None));
+    }
+    let (mut ra, mut rb): (Vec<f64>, Vec<f64>) = (a.iter().map(|v| v.round()).collect(), b.iter().map(|v| v.round()).collect());
+    Some((horde_model::fit::ks_two_sample(&mut ra, &mut rb).unwrap_or(fine), Some(fine)))
+}
+
 fn mean(xs: &[f64]) -> f64 {
     xs.iter().sum::<f64>() / xs.len().max(1) as f64
 }
@@ -426,4 +466,26 @@ fn fits(c: &Collector) -> (Vec<StateFit>, Vec<DirectionFit>) {
         }
     }
     (states, directions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two captures of one sender whose gaps are whole milliseconds, each seen with its own
+    /// microseconds of jitter: alike on whole milliseconds (the fit's resolution), far apart at
+    /// microseconds (issue 65: every real-vs-Horde comparison read DIFFERENT).
+    #[test]
+    fn gaps_on_a_lattice_are_compared_on_whole_milliseconds() {
+        let gap = |k: usize, jitter: f64| (k % 7 + 10) as f64 + jitter * ((k * 7919) % 100) as f64 / 100.0;
+        let mut a: Vec<f64> = (0..4000).map(|k| gap(k, 0.05)).collect();
+        let mut b: Vec<f64> = (0..4000).map(|k| gap(k + 3, -0.05)).collect();
+        let (ks, us) = distance(&mut a, &mut b, true).unwrap();
+        let crit = horde_model::fit::ks_two_sample_critical(4000, 4000, 0.05);
+        assert!(ks < crit && us.unwrap() > 3.0 * crit, "whole ms {ks}, µs {us:?}, critical {crit}");
+        // sizes and smooth gaps: one resolution
+        let mut c: Vec<f64> = (0..1000).map(|k| k as f64 * 0.37).collect();
+        let mut d = c.clone();
+        assert_eq!(distance(&mut c, &mut d, true).unwrap().1, None);
+    }
 }

@@ -169,14 +169,15 @@ fn print_comparisons(rows: &[Comparison]) -> Result<(), crate::Failure> {
         let dir = format!("{:?}", c.direction).to_lowercase();
         let means = format!("mean {:.2} / {}", c.mean_a, c.mean_b.map_or("-".into(), |m| format!("{m:.2}")));
         t.push_str(&format!(
-            "compare {:<10} {dir:<4} {:<4} KS {:.4} [{:.4}] n {} / {} {means} {}\n",
+            "compare {:<10} {dir:<4} {:<4} KS {:.4} [{:.4}] n {} / {} {means} {}{}\n",
             c.state,
             c.what,
             c.ks,
             c.ks_critical,
             c.n_a,
             c.n_b,
-            if c.alike { "alike" } else { "DIFFERENT" }
+            if c.alike { "alike" } else { "DIFFERENT" },
+            c.ks_us.map_or(String::new(), |us| format!(" (on whole ms; KS {us:.4} at µs)"))
         ));
     }
     crate::output::out(&t)
