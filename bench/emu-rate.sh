@@ -42,14 +42,14 @@ for round in $(seq "$ROUNDS"); do
     # with the last experiment's namespaces
     "$H" emu exec "$ID" b -- "$H" recv -b 10.9.0.2 -p 9000 --idle 1s >/dev/null 2>&1 &
     sleep 0.3
-    "$H" emu exec "$ID" a -- "$H" send -a 10.9.0.2:9000 -C 100000 -c 64 -t 1s >/dev/null 2>&1
+    "$H" emu exec "$ID" a -- "$H" send -a 10.9.0.2:9000 -C 100000 -c 64 -t 1s --gso on >/dev/null 2>&1
     wait
     for rate in $RATES; do
       "$H" emu exec "$ID" b -- "$H" recv -b 10.9.0.2 -p 9000 --idle 2s --json "$OUT/r.json" >/dev/null 2>&1 &
       sleep 0.3
       # CPU over the send: the machine's busy share (both cores) and the link emulator's
       c0=$(head -1 /proc/stat); e0=$(emu_ticks)
-      "$H" emu exec "$ID" a -- "$H" send -a 10.9.0.2:9000 -C "$rate" -c 64 -t 3s --json "$OUT/s.json" >/dev/null 2>&1
+      "$H" emu exec "$ID" a -- "$H" send -a 10.9.0.2:9000 -C "$rate" -c 64 -t 3s --gso on --json "$OUT/s.json" >/dev/null 2>&1
       c1=$(head -1 /proc/stat); e1=$(emu_ticks)
       wait
       link='{}'

@@ -32,7 +32,7 @@ horde_udp() { # rate secs tag -> prints "achieved_rate loss_pct lateness_abs_p99
   local rp=$!
   own $rp
   sleep 0.3
-  timeout 60 "$H" send --dst 127.0.0.1:9100 --rate "$rate" --size 64 --duration "${secs}s" --log "$OUT/$tag.s.hlog" --json "$OUT/$tag.send.json" 2>"$OUT/$tag.send.txt"
+  timeout 60 "$H" send --dst 127.0.0.1:9100 --rate "$rate" --size 64 --duration "${secs}s" --gso on --log "$OUT/$tag.s.hlog" --json "$OUT/$tag.send.json" 2>"$OUT/$tag.send.txt"
   wait $rp || true
   "$H" decode "$OUT/$tag.s.hlog" "$OUT/$tag.r.hlog" --quiet --json "$OUT/$tag.json"
   python3 - "$OUT/$tag.json" "$OUT/$tag.s.hlog" "$rate" "$OUT/$tag.send.json" <<'PY'
@@ -225,7 +225,7 @@ pct() { python3 -c "print(f'{(float($1)-float($2))/float($2)*100:+.2f} %')"; }
     echo "| $r | ${HR[$r]} | $(pct "${HR[$r]}" $r) | ${HL[$r]} % | ${DR[$r]} | $(pct "${DR[$r]}" $r) | ${DL[$r]} % |"
   done
   echo
-  echo "Commands: \`horde recv --udp 9100 --log r.hlog --idle 1s\` + \`horde send --dst 127.0.0.1:9100 --rate R --size 64 --duration ${SECS}s --log s.hlog\` + \`horde decode s.hlog r.hlog\`;"
+  echo "Commands: \`horde recv --udp 9100 --log r.hlog --idle 1s\` + \`horde send --dst 127.0.0.1:9100 --rate R --size 64 --duration ${SECS}s --gso on --log s.hlog\` + \`horde decode s.hlog r.hlog\`;"
   echo "\`ITGRecv\` + \`ITGSend -a 127.0.0.1 -T UDP -C R -c 64 -t $((SECS * 1000)) -l snd.log -x rcv.log\` + \`ITGDec rcv.log\`."
   echo
   echo "## 2. Send-time accuracy"
