@@ -12,6 +12,7 @@ pub mod fit;
 pub mod flow;
 pub mod gso;
 pub mod preset;
+pub mod rerun;
 pub mod roster;
 pub mod scenario;
 pub mod schedule;

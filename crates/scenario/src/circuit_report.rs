@@ -308,6 +308,7 @@ pub fn write(
     served: &[ServedCircuit],
 ) -> anyhow::Result<()> {
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(s).context("encoding summary.json")?).context("writing summary.json")?;
+    crate::inputs::write(sc, out)?;
     let mut csv = String::from("side,");
     csv.push_str(CSV_HEADER);
     for c in clients {

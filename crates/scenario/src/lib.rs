@@ -15,6 +15,7 @@ pub mod circuits;
 pub mod compare;
 pub mod control;
 pub mod execute;
+pub mod inputs;
 pub mod part;
 pub mod placement;
 pub mod players;
@@ -339,6 +340,9 @@ pub fn apply_overrides(sc: &mut Scenario, o: &Overrides) -> Result<(), Error> {
         sc.duration_s = ns as f64 / 1e9;
     }
     if let Some(s) = o.seed {
+        if i64::try_from(s).is_err() {
+            return Err(bad(format!("--seed {s}: at most {} (a scenario file's seed is a TOML integer, and the report keeps it there)", i64::MAX)));
+        }
         sc.seed = s;
     }
     let online_before = sc.online;

@@ -431,7 +431,7 @@ pub fn analysed_stays(sc: &Scenario, players: &Players, p: u32) -> Option<Vec<ho
 }
 
 /// Analyses the logs in `out` and writes the report directory: `summary.json`,
-/// `scenario.toml`, `charts/*.svg` and `index.html`.
+/// the run's inputs (`scenario.toml`, `run.json`: [`crate::inputs`]), `charts/*.svg` and `index.html`.
 pub fn write(sc: &Scenario, out: &Path, players: &Players, o: Outcomes) -> anyhow::Result<Summary> {
     let interrupted = o.interruption.is_some();
     let load = |f: &str| -> anyhow::Result<Vec<horde_wire::Record>> {
@@ -529,7 +529,7 @@ fn write_with(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, analyse
         .map(|v| VerdictBox { kind: if v.path { VerdictKind::Path } else { VerdictKind::Generator }, label: v.label, value: v.value, limit: v.limit, ok: v.ok })
         .collect();
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
-    std::fs::write(out.join("scenario.toml"), &sc.text).context("writing scenario.toml")?;
+    crate::inputs::write(sc, out)?;
     let mut note = summary.interruption.as_ref().map(|i| format!(" — {}", i.note(sc.duration_s))).unwrap_or_default();
     if !summary.online.is_empty() {
         note.push_str(&format!(" — players online: {}", OnlineChange::describe(&summary.online)));

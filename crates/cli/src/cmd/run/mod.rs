@@ -23,7 +23,7 @@ use crate::{bad_input, Outcome};
 /// circuit instead (docs/regulation.md).
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Scenario file (TOML: service, players, duration, seed, start_hour, join, server, variables, threads, server_threads, spin_us, [emu], [agents], [regulation]; see examples/wow.toml, examples/wow-access.toml, examples/opensim-regulated.toml)
+    /// Scenario file, or a report directory to run its experiment again (its scenario.toml as it ran, with the service and topology files it read; same seed, same departures). A scenario file is TOML: service, players, duration, seed, start_hour, join, server, variables, threads, server_threads, spin_us, [emu], [agents], [regulation]; see examples/wow.toml, examples/wow-access.toml, examples/opensim-regulated.toml)
     #[arg(value_name = "SCENARIO")]
     pub scenario: PathBuf,
     /// Report directory (default: horde-out/<scenario file name>-<unix time>)
@@ -85,7 +85,18 @@ pub fn load(args: &Args) -> Result<Scenario, crate::Failure> {
     Ok(sc)
 }
 
-pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
+pub fn run(mut args: Args, stop: &AtomicBool) -> Outcome {
+    // A report directory runs its experiment again: its scenario.toml names only files beside it.
+    if args.scenario.is_dir() {
+        let inside = args.scenario.join("scenario.toml");
+        if !inside.is_file() {
+            return Err(bad_input(anyhow::anyhow!(
+                "{}: a directory, and not a Horde report (it has no scenario.toml): give a scenario file, or a report directory to run its experiment again",
+                args.scenario.display()
+            )));
+        }
+        args.scenario = inside;
+    }
     let sc = load(&args)?;
     run_loaded(&args, sc, stop)
 }
@@ -93,7 +104,14 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
 /// Runs a loaded scenario (its overrides applied) as `args` say: report directory, progress,
 /// commands, console, agents.
 pub fn run_loaded(args: &Args, sc: Scenario, stop: &AtomicBool) -> Outcome {
-    let name = args.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into());
+    // a report's scenario.toml is named after its report directory
+    let name = match args.scenario.file_stem().map(|s| s.to_string_lossy().into_owned()) {
+        Some(s) if s == "scenario" && args.scenario.with_file_name("run.json").is_file() => {
+            args.scenario.parent().and_then(|d| d.file_name()).map_or(s, |d| format!("{}-again", d.to_string_lossy()))
+        }
+        Some(s) => s,
+        None => "run".into(),
+    };
     let out = args.out.clone().unwrap_or_else(|| super::default_out(&name));
     super::report_dir(&out)?;
     let progress = Progress::of(&args.progress)?;

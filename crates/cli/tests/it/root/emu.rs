@@ -264,6 +264,80 @@ fn run_places_players_on_emulated_hosts() {
     assert!(s["emulated_link_series"][0]["points"].as_array().unwrap().len() >= 3, "sampled once a second");
 }
 
+/// Acceptance (issue 65): a report directory holds every input — the scenario as it ran (the
+/// command line's overrides written in), its service file with the `file(...)` values it
+/// read, the topology — and, copied alone to another folder (the originals gone), `horde run
+/// DIR` runs the experiment again: every scheduled departure (flow, sequence, size, time from
+/// the start) is the same.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn a_report_directory_runs_its_experiment_again() {
+    horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let dir = tmp("rerun");
+    for d in ["net", "svc"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    write(&dir, "net/routed.toml", ROUTED);
+    write(&dir, "sizes.txt", "60 80 100 120 140");
+    let quake = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../model/services/quake3.toml")).unwrap();
+    let sizes = format!("\"file({})\"", dir.join("sizes.txt").display());
+    let svc = quake.replacen("\"normal(130, 30, round=nearest, min=20)\"", &sizes, 1);
+    assert_ne!(svc, quake, "the service's down.size reads a value file");
+    write(&dir, "svc/game.toml", &svc);
+    let sc = write(
+        &dir,
+        "sc.toml",
+        "service = \"svc/game.toml\"\nplayers = 2\nduration = \"9s\"\nseed = 3\njoin = \"uniform(0, 1)\"\n[emu]\ntopology = \"net/routed.toml\"\nclients = [\"c\"]\nserver = \"srv\"\n",
+    );
+    let run = |scenario: &std::path::Path, out: &std::path::Path, extra: &[&str]| {
+        let o = std::process::Command::new(HORDE).args(["run", scenario.to_str().unwrap(), "-q", "--out", out.to_str().unwrap()]).args(extra).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let first = dir.join("first");
+    // overrides on the command line are part of what ran
+    run(&sc, &first, &["--players", "6", "--seed", "11", "-t", "4s"]);
+    for f in ["scenario.toml", "service.toml", "topology.toml", "run.json"] {
+        assert!(first.join(f).is_file(), "the report keeps {f}");
+    }
+    let kept = std::fs::read_to_string(first.join("scenario.toml")).unwrap();
+    assert!(kept.contains("players = 6") && kept.contains("seed = 11") && kept.contains("duration = \"4s\""), "{kept}");
+    let run_json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(first.join("run.json")).unwrap()).unwrap();
+    assert!(run_json["command_line"].as_array().unwrap().iter().any(|a| a == "--players"), "{run_json}");
+    assert!(!std::fs::read_to_string(first.join("service.toml")).unwrap().contains("file("), "value files inlined");
+    // copied alone, the originals gone
+    let elsewhere = tmp("rerun-copy");
+    let copy = elsewhere.join("kept");
+    std::fs::create_dir_all(&copy).unwrap();
+    for e in std::fs::read_dir(&first).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+        }
+    }
+    std::fs::remove_dir_all(dir.join("svc")).unwrap();
+    std::fs::remove_dir_all(dir.join("net")).unwrap();
+    std::fs::remove_file(dir.join("sizes.txt")).unwrap();
+    let again = dir.join("again");
+    run(&copy, &again, &[]);
+    let departures = |out: &std::path::Path| {
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        let t0 = s["client"]["t0_real_ns"].as_u64().unwrap();
+        let mut d: Vec<(u32, u64, u32, u64)> = horde_stats::records_of(&out.join("client.hlog"))
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.kind == horde_wire::RecordKind::Sent)
+            .map(|r| (r.flow, r.seq, r.size, r.t_a - t0))
+            .collect();
+        d.sort_unstable();
+        (s["players"].as_u64().unwrap(), d)
+    };
+    let (a, b) = (departures(&first), departures(&again));
+    assert_eq!(a.0, 6);
+    assert!(a.1.len() > 100, "{} departures", a.1.len());
+    assert_eq!(a, b, "the same departures, at the same instants from the start");
+}
+
 /// Acceptance (issue 22): a link of a running emulated scenario changes through the command
 /// channel — the r1–r2 bottleneck's delay goes from 20 ms to 250 ms at 4 s, and the players'
 /// APDUs that cross it after the change take that long; a link that is not there is refused
