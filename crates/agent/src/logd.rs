@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,10 +40,12 @@ pub struct LogdOptions {
     pub max_bytes: u64,
     /// Stop after this long (else on Ctrl-C/SIGTERM).
     pub duration: Option<Duration>,
+    /// Networks the admission policy always trusts (`--exempt`).
+    pub exempt: Vec<(std::net::IpAddr, u8)>,
 }
 
 /// Connections not yet admitted, at most, beside the sources.
-const PENDING: usize = 16;
+const PENDING: usize = 128;
 /// Logs one server run writes at most: a key holder cannot fill a directory with them.
 const MAX_LOGS: usize = 10_000;
 const HANDSHAKE: Duration = Duration::from_secs(5);
@@ -128,8 +130,7 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
     }
     let cfg = server_config()?;
     let listener =
-        TcpListener::bind(opts.listen).with_context(|| format!("listening on {} (is another log server there? pick another --listen)", opts.listen))?;
-    listener.set_nonblocking(true)?;
+        horde_sys::listen::bind(opts.listen).with_context(|| format!("listening on {} (is another log server there? pick another --listen)", opts.listen))?;
     let bound = listener.local_addr()?;
     ready(bound);
     let started = Instant::now();
@@ -139,18 +140,17 @@ pub fn serve(opts: &LogdOptions, stop: &AtomicBool, ready: impl FnOnce(SocketAdd
     let logs = AtomicUsize::new(0);
     let names = Mutex::new(());
     // Who may hold one of the PENDING places before proving the run key: any of them from one
-    // address (an agent's sources start together), the oldest silent one past its grace
-    // evicted for a newcomer (its address penalised).
-    let places = Mutex::new((adm::Admission::new(adm::AdmissionConfig::new(PENDING, PENDING)), std::collections::HashMap::<adm::Id, TcpStream>::new()));
+    // address (an agent's sources start together); a newcomer sheds one when they are taken.
+    let places = Mutex::new((
+        adm::Admission::new(adm::AdmissionConfig::new(PENDING, PENDING).exempting(opts.exempt.clone())),
+        std::collections::HashMap::<adm::Id, TcpStream>::new(),
+    ));
     let now = || started.elapsed().as_nanos() as u64;
     std::thread::scope(|scope| {
         while !stop.load(Ordering::Relaxed) && opts.duration.is_none_or(|d| started.elapsed() < d) {
-            let (sock, peer) = match listener.accept() {
-                Ok(x) => x,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
+            let (sock, peer) = match horde_sys::listen::accept(&listener, Duration::from_millis(100)) {
+                Ok(Some(x)) => x,
+                Ok(None) => continue,
                 Err(_) => {
                     // EMFILE and the like: wait, do not spin.
                     std::thread::sleep(Duration::from_millis(100));

@@ -38,8 +38,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-/// Connections served at once; more are closed at once.
-pub const MAX_CONNECTIONS: usize = 64;
+/// Connections served at once: every unauthenticated place and 64 more; a connection waits up
+/// to a second for its slot (one shed for it frees its own as its task ends), then is closed.
+pub const MAX_CONNECTIONS: usize = MAX_UNAUTHENTICATED + 64;
 
 pub struct Options {
     pub listen: SocketAddr,
@@ -56,6 +57,8 @@ pub struct Options {
     pub names: Vec<String>,
     /// What a token holder may make this console do beyond runs (`--no-exec`, `--allow-force`).
     pub allow: Allow,
+    /// Networks the admission policy always trusts (`--exempt`).
+    pub exempt: Vec<(std::net::IpAddr, u8)>,
 }
 
 /// What a token holder may do on this machine through the console or an agent, set by whoever
@@ -78,7 +81,7 @@ impl Default for Allow {
 impl Options {
     /// A loopback console over plain HTTP.
     pub fn local(listen: SocketAddr, runs_dir: PathBuf, can_start: bool) -> Options {
-        Options { listen, runs_dir, can_start, tls: None, public: false, names: Vec::new(), allow: Allow::default() }
+        Options { listen, runs_dir, can_start, tls: None, public: false, names: Vec::new(), allow: Allow::default(), exempt: Vec::new() }
     }
 }
 
@@ -142,9 +145,8 @@ pub fn start(opts: Options, hub: Arc<hub::Hub>) -> anyhow::Result<Console> {
         }
     }
     let token = guard::new_token().context("drawing the console's token")?;
-    let listener = std::net::TcpListener::bind(opts.listen)
+    let listener = horde_sys::listen::bind(opts.listen)
         .with_context(|| format!("--listen {}: cannot listen there (in use? another port: --listen 127.0.0.1:0)", opts.listen))?;
-    listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let (acceptor, cert) = match &opts.tls {
         Some(from) => {
@@ -162,7 +164,8 @@ pub fn start(opts: Options, hub: Arc<hub::Hub>) -> anyhow::Result<Console> {
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("horde-ui").enable_all().build().context("starting the console's runtime")?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::Builder::new().name("horde-ui".into()).spawn(move || rt.block_on(serve(listener, router, acceptor, rx)))?;
+    let admission = horde_proto::admission::AdmissionConfig::new(MAX_UNAUTHENTICATED, UNAUTHENTICATED_PER_SOURCE).exempting(opts.exempt);
+    let thread = std::thread::Builder::new().name("horde-ui".into()).spawn(move || rt.block_on(serve(listener, router, acceptor, rx, admission)))?;
     let scheme = if opts.tls.is_some() { "https" } else { "http" };
     let host = opts.names.first().map(|n| format!("{n}:{}", addr.port())).unwrap_or_else(|| addr.to_string());
     let url = format!("{scheme}://{host}/?token={token}");
@@ -171,7 +174,7 @@ pub fn start(opts: Options, hub: Arc<hub::Hub>) -> anyhow::Result<Console> {
 
 /// Connections that have not yet shown the token, at most (the rest of [`MAX_CONNECTIONS`] is
 /// for those that have), and how many of them one address may hold.
-pub const MAX_UNAUTHENTICATED: usize = 32;
+pub const MAX_UNAUTHENTICATED: usize = 256;
 /// A browser opens up to six connections to a host at once, more with several tabs.
 const UNAUTHENTICATED_PER_SOURCE: usize = 16;
 
@@ -195,23 +198,25 @@ fn lock(p: &std::sync::Mutex<Places>) -> std::sync::MutexGuard<'_, Places> {
     p.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn serve(listener: std::net::TcpListener, router: axum::Router, tls: Option<tokio_rustls::TlsAcceptor>, mut stop: tokio::sync::oneshot::Receiver<()>) {
-    use horde_proto::admission::{Admission, AdmissionConfig, Offer, Outcome};
+async fn serve(
+    listener: std::net::TcpListener,
+    router: axum::Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+    admission: horde_proto::admission::AdmissionConfig,
+) {
+    use horde_proto::admission::{Admission, Offer, Outcome};
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let places = Arc::new(std::sync::Mutex::new(Places {
-        since: std::time::Instant::now(),
-        admission: Admission::new(AdmissionConfig::new(MAX_UNAUTHENTICATED, UNAUTHENTICATED_PER_SOURCE)),
-        tasks: Default::default(),
-    }));
+    let places = Arc::new(std::sync::Mutex::new(Places { since: std::time::Instant::now(), admission: Admission::new(admission), tasks: Default::default() }));
     loop {
         let (tcp, peer) = tokio::select! {
             _ = &mut stop => return,
             a = listener.accept() => match a { Ok(x) => x, Err(_) => { tokio::time::sleep(Duration::from_millis(50)).await; continue } },
         };
-        // Silent or slow connections cannot hold every place: the oldest unauthenticated one
-        // past its grace makes room, and its address is penalised. One that showed the token
-        // no longer counts.
+        // Silent, slow or churning connections cannot hold every place: a newcomer sheds one
+        // (horde_proto::admission). One that showed the token no longer counts; one that was
+        // answered without it (the page, a refusal) is no strike.
         let id = {
             let mut p = lock(&places);
             let now = p.since.elapsed().as_nanos() as u64;
@@ -225,15 +230,10 @@ async fn serve(listener: std::net::TcpListener, router: axum::Router, tls: Optio
                 }
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            lock(&places).finished(id, Outcome::Closed);
-            continue;
-        };
         let shown = places.clone();
         let router = tower::ServiceExt::<hyper::Request<hyper::body::Incoming>>::map_response(router.clone(), move |r: axum::response::Response| {
-            if r.extensions().get::<api::Authenticated>().is_some() {
-                lock(&shown).finished(id, Outcome::Authenticated);
-            }
+            let outcome = if r.extensions().get::<api::Authenticated>().is_some() { Outcome::Authenticated } else { Outcome::Answered };
+            lock(&shown).finished(id, outcome);
             r
         });
         let svc = hyper_util::service::TowerToHyperService::new(router);
@@ -241,8 +241,13 @@ async fn serve(listener: std::net::TcpListener, router: axum::Router, tls: Optio
         let ended = places.clone();
         // held while the task starts and is filed: its end (which takes the lock) comes after
         let mut p = lock(&places);
+        let slots = slots.clone();
         let task = tokio::spawn(async move {
-            let _slot = slot;
+            // a place shed for this one frees its slot when its task ends, which is at once
+            let Ok(Ok(_slot)) = tokio::time::timeout(Duration::from_secs(1), slots.acquire_owned()).await else {
+                lock(&ended).finished(id, Outcome::Closed);
+                return;
+            };
             match tls {
                 None => connection(hyper_util::rt::TokioIo::new(tcp), svc).await,
                 Some(acceptor) => {

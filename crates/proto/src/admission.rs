@@ -2,51 +2,101 @@
 //! every listener Horde runs (agent control port, console, logd, metrics). I/O-free: sources and
 //! time in (ns on any monotonic clock), decisions out; the listener closes what it is told to.
 //!
-//! The shape is OpenSSH's `MaxStartups` with `PerSourcePenalties`, and nginx's `limit_conn`:
+//! The shape is OpenSSH's `MaxStartups` with `PerSourcePenalties` (and its exemption list),
+//! nginx's `limit_conn` and `limit_req`, and SYN-flood defences that keep state for the unproven
+//! cheap and shed it under pressure instead of refusing newcomers:
 //! - a connection is **pending** from its accept until it authenticates (TLS handshake with a
-//!   certificate, a token, a run-key proof); only pending connections count against the budget,
-//!   an authenticated one never does;
-//! - one **source** (an IPv4 address, an IPv6 /64) may hold at most `per_source` pending places;
-//! - the budget is `pending` places in all; when it is full, a newcomer takes the place of the
-//!   **oldest pending connection past its grace** (a legitimate handshake takes milliseconds:
-//!   one still pending after `grace_ns` is silent or slow) — so silent connections cannot hold
-//!   every place, however many addresses they come from;
-//! - a source whose connection was evicted, or held its place until its deadline, is
-//!   **penalised**: refused for `penalty_ns`, so an attacker who churns connections to keep them
-//!   young loses its addresses one after the other instead of the listener losing its users.
+//!   certificate, a token, a run-key proof); only pending connections count against the budget;
+//! - a **source** is an IPv4 address or an IPv6 /64 (one host); its **network** is the IPv4 /24
+//!   or the IPv6 /56 (where one attacker's fresh addresses come from);
+//! - **a newcomer always finds a place** while anything unproven can make room: when the budget
+//!   is full, the pending connection **shed** is a penalised one if any (oldest first), else the
+//!   oldest of the network holding the most places. A legitimate handshake, the youngest
+//!   connection, is shed only after every place has turned over once; an attacker's connections
+//!   that reset themselves early or come from fresh addresses only ever displace each other;
+//! - one source holds at most `per_source` places and one network `per_network` (its own oldest
+//!   makes room for it);
+//! - **new connections per network are rate-limited** (a token bucket; a penalised network's
+//!   rate is lower): a flood is refused at accept, for the price of a close;
+//! - a connection that is shed, holds its place to its deadline, or goes away without proving
+//!   anything is a **strike** against its source and its network; penalties need repeated
+//!   strikes within a window (`source_strikes`, `network_strikes`), so one timeout does not
+//!   shut out an address, and a penalty lowers priority and rate, it does not refuse outright;
+//! - a source that **authenticated recently** (`trust_ns`), or is in the listener's exemption
+//!   list, is **trusted**: no rate limit, no strikes, and `reserved` places that untrusted
+//!   newcomers cannot take from it (the penalty-by-proxy and shared-address cases).
 //!
-//! Memory is bounded: at most `pending` connections and [`MAX_PENALTIES`] penalised sources are
-//! kept (beyond that the penalty that ends first is forgotten).
+//! Memory is bounded: at most `pending` connections and [`MAX_TRACKED`] sources and networks
+//! each (stale ones forgotten first).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Penalised sources kept at most.
-pub const MAX_PENALTIES: usize = 4_096;
+/// Sources and networks remembered at most (strikes, trust, rate).
+pub const MAX_TRACKED: usize = 4_096;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AdmissionConfig {
     /// Pending (unauthenticated) connections at most, from all sources.
     pub pending: usize,
     /// Pending connections one source may hold.
     pub per_source: usize,
-    /// A pending connection older than this may be evicted for a newcomer.
-    pub grace_ns: u64,
-    /// A source whose connection was evicted or timed out unauthenticated is refused this long.
-    pub penalty_ns: u64,
+    /// Pending connections one network (IPv4 /24, IPv6 /56) may hold.
+    pub per_network: usize,
+    /// Places only trusted sources may take (of `pending`).
+    pub reserved: usize,
+    /// New connections a second one network may open (untrusted); the bucket holds twice this.
+    pub network_rate: f64,
+    /// The same for a penalised network or source.
+    pub penalised_rate: f64,
+    /// Strikes within `window_ns` that penalise a source, and a network.
+    pub source_strikes: u32,
+    pub network_strikes: u32,
+    /// How long strikes are remembered, and a penalty lasts.
+    pub window_ns: u64,
+    /// How long a source that authenticated stays trusted.
+    pub trust_ns: u64,
+    /// Networks always trusted (address, prefix length): the listener's exemption list.
+    pub exempt: Vec<(IpAddr, u8)>,
 }
 
 impl AdmissionConfig {
-    /// `pending` places, `per_source` of them per source, a grace of 500 ms (a handshake takes
-    /// milliseconds on any network a run uses) and a penalty of 10 s.
+    /// `pending` places, `per_source` of them per source, half of them per network, an eighth
+    /// reserved for trusted sources; 100 new connections a second per network (5 penalised);
+    /// 3 strikes penalise a source and 16 a network for a minute; trust lasts 15 minutes.
     pub fn new(pending: usize, per_source: usize) -> Self {
-        AdmissionConfig { pending: pending.max(1), per_source: per_source.max(1), grace_ns: 500_000_000, penalty_ns: 10_000_000_000 }
+        let pending = pending.max(2);
+        AdmissionConfig {
+            pending,
+            per_source: per_source.clamp(1, pending),
+            per_network: (pending / 2).max(per_source.max(1)),
+            reserved: (pending / 8).max(1),
+            network_rate: 100.0,
+            penalised_rate: 5.0,
+            source_strikes: 3,
+            network_strikes: 16,
+            window_ns: 60_000_000_000,
+            trust_ns: 900_000_000_000,
+            exempt: Vec::new(),
+        }
     }
 
-    /// The same with a grace of `grace_ms`.
-    pub fn grace_ms(self, grace_ms: u64) -> Self {
-        AdmissionConfig { grace_ns: grace_ms * 1_000_000, ..self }
+    /// The same with an exemption list.
+    pub fn exempting(self, exempt: Vec<(IpAddr, u8)>) -> Self {
+        AdmissionConfig { exempt, ..self }
     }
+}
+
+/// Parses an exemption entry: `ADDR` or `ADDR/PREFIX` (IPv4 or IPv6).
+pub fn parse_exempt(s: &str) -> Result<(IpAddr, u8), String> {
+    let (a, p) = s.split_once('/').map_or((s, None), |(a, p)| (a, Some(p)));
+    let ip: IpAddr = a.trim().parse().map_err(|_| format!("`{s}`: not an address; give ADDR or ADDR/PREFIX, e.g. 10.1.0.0/16"))?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    let prefix = match p {
+        None => max,
+        Some(p) => p.trim().parse::<u8>().ok().filter(|&n| n <= max).ok_or_else(|| format!("`{s}`: the prefix length must be 0..={max}"))?,
+    };
+    Ok((ip, prefix))
 }
 
 /// A pending connection's handle.
@@ -55,8 +105,7 @@ pub type Id = u64;
 /// What to do with a new connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Offer {
-    /// Serve it as `id`; first close `evict` (the oldest pending connection past its grace),
-    /// whose source is now penalised.
+    /// Serve it as `id`; first close `evict` (a pending connection shed to make room).
     Admit { id: Id, evict: Option<Id> },
     /// Close it: why, in words for a log line (without the peer's address).
     Refuse(String),
@@ -65,264 +114,259 @@ pub enum Offer {
 /// How a pending connection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// It proved who it is: it no longer counts against the budget.
+    /// It proved who it is: it no longer counts against the budget, and its source is trusted.
     Authenticated,
-    /// It held its place until its deadline without proving anything (silent or slow): its
-    /// source is penalised.
+    /// It was answered something that needs no proof (a public page): no strike.
+    Answered,
+    /// It held its place until its deadline without proving anything (silent or slow): a strike.
     TimedOut,
-    /// It went away, or was refused (a wrong key or certificate: a mistake refused at once,
-    /// which held its place for a moment only, is not penalised — a user behind the same
-    /// address would pay for it).
+    /// It went away, or was refused, without proving anything: a strike (one is no penalty).
     Closed,
 }
 
 /// The source key of an address: IPv4 whole, IPv6 by its /64 (one host's share of a network).
 pub fn source_of(ip: IpAddr) -> IpAddr {
+    prefix_of(unmapped(ip), 32, 64)
+}
+
+/// The network of an address: IPv4 /24, IPv6 /56.
+pub fn network_of(ip: IpAddr) -> IpAddr {
+    prefix_of(unmapped(ip), 24, 56)
+}
+
+fn unmapped(ip: IpAddr) -> IpAddr {
     match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let s = v6.segments();
-                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-            }
-        },
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
     }
+}
+
+fn prefix_of(ip: IpAddr, v4: u8, v6: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => IpAddr::V4((u32::from(a) & mask32(v4)).into()),
+        IpAddr::V6(a) => IpAddr::V6((u128::from(a) & mask128(v6)).into()),
+    }
+}
+
+fn mask32(p: u8) -> u32 {
+    if p == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(p.min(32)))
+    }
+}
+
+fn mask128(p: u8) -> u128 {
+    if p == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(p.min(128)))
+    }
+}
+
+fn within(ip: IpAddr, (net, p): (IpAddr, u8)) -> bool {
+    match (unmapped(ip), unmapped(net)) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => u32::from(a) & mask32(p) == u32::from(n) & mask32(p),
+        (IpAddr::V6(a), IpAddr::V6(n)) => u128::from(a) & mask128(p) == u128::from(n) & mask128(p),
+        _ => false,
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    src: IpAddr,
+    net: IpAddr,
+    at: u64,
+    trusted: bool,
+}
+
+/// What is remembered of a source or a network.
+#[derive(Debug, Clone, Copy, Default)]
+struct Seen {
+    /// Strikes since `since` (forgotten `window_ns` after it).
+    strikes: u32,
+    since: u64,
+    /// Penalised until.
+    penalised_until: u64,
+    /// Last authenticated (sources).
+    trusted_at: Option<u64>,
+    /// Token bucket (networks): tokens (None: full), and when it was last filled.
+    tokens: Option<f64>,
+    filled_at: u64,
+    /// Last time anything happened (for forgetting).
+    last: u64,
 }
 
 #[derive(Debug)]
 pub struct Admission {
     cfg: AdmissionConfig,
     next: Id,
-    /// Pending connections: id → (source, admitted at).
-    pending: HashMap<Id, (IpAddr, u64)>,
-    per_source: HashMap<IpAddr, usize>,
-    /// Penalised sources → until when.
-    penalties: HashMap<IpAddr, u64>,
+    pending: HashMap<Id, Pending>,
+    sources: HashMap<IpAddr, Seen>,
+    networks: HashMap<IpAddr, Seen>,
+}
+
+/// Counts for a listener's log and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub pending: usize,
+    /// Sources and networks penalised now.
+    pub penalised: usize,
+    /// Sources and networks remembered.
+    pub tracked: usize,
 }
 
 impl Admission {
     pub fn new(cfg: AdmissionConfig) -> Self {
-        Admission { cfg, next: 0, pending: HashMap::new(), per_source: HashMap::new(), penalties: HashMap::new() }
+        Admission { cfg, next: 0, pending: HashMap::new(), sources: HashMap::new(), networks: HashMap::new() }
+    }
+
+    fn trusted(&self, ip: IpAddr, src: IpAddr, now: u64) -> bool {
+        self.cfg.exempt.iter().any(|e| within(ip, *e))
+            || self.sources.get(&src).and_then(|s| s.trusted_at).is_some_and(|t| now.saturating_sub(t) < self.cfg.trust_ns)
+    }
+
+    fn penalised(&self, p: &Pending, now: u64) -> bool {
+        let is = |m: &HashMap<IpAddr, Seen>, k: &IpAddr| m.get(k).is_some_and(|s| s.penalised_until > now);
+        !p.trusted && (is(&self.sources, &p.src) || is(&self.networks, &p.net))
     }
 
     /// A new connection from `ip` at `now_ns`.
     pub fn offer(&mut self, ip: IpAddr, now_ns: u64) -> Offer {
-        let src = source_of(ip);
-        if let Some(&until) = self.penalties.get(&src) {
-            if until > now_ns {
-                return Offer::Refuse(format!(
-                    "penalised for {:.0} s more: a connection from this address held its place without authenticating",
-                    (until - now_ns) as f64 / 1e9
-                ));
+        let (src, net) = (source_of(ip), network_of(ip));
+        let trusted = self.trusted(ip, src, now_ns);
+        let me = Pending { src, net, at: now_ns, trusted };
+        if !trusted {
+            // a flood is refused at accept: each network's new connections are rate-limited, a
+            // penalised network's more, and a penalised source's on its own too
+            let now = now_ns;
+            let pen = |m: &HashMap<IpAddr, Seen>, k: &IpAddr| m.get(k).is_some_and(|s| s.penalised_until > now);
+            let net_rate = if pen(&self.networks, &net) { self.cfg.penalised_rate } else { self.cfg.network_rate };
+            let src_rate = pen(&self.sources, &src).then_some(self.cfg.penalised_rate);
+            let net_ok = take(remember(&mut self.networks, net, now, &self.cfg), net_rate, now, false);
+            let src_ok = src_rate.is_none_or(|r| take(remember(&mut self.sources, src, now, &self.cfg), r, now, !net_ok));
+            if !net_ok || !src_ok {
+                if net_ok {
+                    // the source's refusal gives the network's token back
+                    if let Some(t) = remember(&mut self.networks, net, now, &self.cfg).tokens.as_mut() {
+                        *t += 1.0;
+                    }
+                }
+                let (rate, whose) = if net_ok { (src_rate.unwrap_or(0.0), "this address (penalised)") } else { (net_rate, "this network") };
+                return Offer::Refuse(format!("more than {rate:.0} new connections a second from {whose}"));
             }
-            self.penalties.remove(&src);
         }
+        // the source's own oldest, then the network's, make room for it (no strike: the same
+        // host or network)
         let mut evict = None;
-        if self.per_source.get(&src).copied().unwrap_or(0) >= self.cfg.per_source {
-            // the source's own oldest past its grace makes room (not penalised: its newest is as
-            // likely its user's, a probe behind a slow client of the same address)
-            let Some(old) = self.oldest(now_ns, Some(src)) else {
-                return Offer::Refuse(format!("{} unauthenticated connections from this address already", self.cfg.per_source));
-            };
-            self.end(old, false, now_ns);
-            evict = Some(old);
+        if self.pending.values().filter(|p| p.src == src).count() >= self.cfg.per_source {
+            evict = self.oldest(|p| p.src == src);
+        } else if !trusted && self.pending.values().filter(|p| p.net == net && !p.trusted).count() >= self.cfg.per_network {
+            evict = self.oldest(|p| p.net == net && !p.trusted);
         }
-        if self.pending.len() >= self.cfg.pending {
-            let Some(old) = self.oldest(now_ns, None) else {
-                return Offer::Refuse(format!(
-                    "{} unauthenticated connections already, all younger than {} ms",
-                    self.cfg.pending,
-                    self.cfg.grace_ns / 1_000_000
-                ));
+        if let Some(old) = evict {
+            self.pending.remove(&old);
+        } else if self.pending.len() >= self.cfg.pending || (!trusted && self.untrusted() >= self.cfg.pending - self.cfg.reserved) {
+            // full: shed an untrusted one (a trusted newcomer may shed a trusted one last)
+            let Some(old) = self.shed(now_ns).or_else(|| if trusted { self.oldest(|_| true) } else { None }) else {
+                return Offer::Refuse(format!("{} unauthenticated connections already, from sources that authenticated recently", self.cfg.pending));
             };
-            self.end(old, true, now_ns);
+            let p = self.pending.remove(&old).expect("pending");
+            self.strike(&p, now_ns);
             evict = Some(old);
         }
         let id = self.next;
         self.next += 1;
-        self.pending.insert(id, (src, now_ns));
-        *self.per_source.entry(src).or_insert(0) += 1;
+        self.pending.insert(id, me);
         Offer::Admit { id, evict }
     }
 
-    /// The oldest pending connection past its grace (of `src` only, if given; ties: the lowest
-    /// id, so the choice is deterministic).
-    fn oldest(&self, now_ns: u64, src: Option<IpAddr>) -> Option<Id> {
-        let past = |at: u64| now_ns.saturating_sub(at) >= self.cfg.grace_ns;
-        self.pending.iter().filter(|(_, (s, at))| past(*at) && src.is_none_or(|x| x == *s)).min_by_key(|(id, (_, at))| (*at, **id)).map(|(id, _)| *id)
+    fn untrusted(&self) -> usize {
+        self.pending.values().filter(|p| !p.trusted).count()
     }
 
-    /// Pending connection `id` ended as `outcome` at `now_ns` (unknown ids — evicted already —
+    /// The oldest pending connection that `which` (ties: the lowest id, so the choice is
+    /// deterministic).
+    fn oldest(&self, which: impl Fn(&Pending) -> bool) -> Option<Id> {
+        self.pending.iter().filter(|(_, p)| which(p)).min_by_key(|(id, p)| (p.at, **id)).map(|(id, _)| *id)
+    }
+
+    /// The untrusted pending connection to shed: a penalised one (oldest), else the oldest of
+    /// the network holding the most places.
+    fn shed(&self, now: u64) -> Option<Id> {
+        if let Some(id) = self.oldest(|p| self.penalised(p, now)) {
+            return Some(id);
+        }
+        let mut by_net: HashMap<IpAddr, usize> = HashMap::new();
+        for p in self.pending.values().filter(|p| !p.trusted) {
+            *by_net.entry(p.net).or_insert(0) += 1;
+        }
+        let most = by_net.values().copied().max()?;
+        self.oldest(|p| !p.trusted && by_net.get(&p.net) == Some(&most))
+    }
+
+    /// Pending connection `id` ended as `outcome` at `now_ns` (unknown ids — shed already —
     /// are ignored).
     pub fn finished(&mut self, id: Id, outcome: Outcome, now_ns: u64) {
-        self.end(id, outcome == Outcome::TimedOut, now_ns);
-    }
-
-    /// Pending connections now, and penalised sources kept.
-    pub fn counts(&self) -> (usize, usize) {
-        (self.pending.len(), self.penalties.len())
-    }
-
-    fn end(&mut self, id: Id, penalise: bool, now_ns: u64) {
-        let Some((src, _)) = self.pending.remove(&id) else { return };
-        if let Some(n) = self.per_source.get_mut(&src) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_source.remove(&src);
-            }
-        }
-        if penalise {
-            if self.penalties.len() >= MAX_PENALTIES && !self.penalties.contains_key(&src) {
-                // forget the penalty that ends first (expired ones first of all)
-                if let Some((&k, _)) = self.penalties.iter().min_by_key(|(_, until)| **until) {
-                    self.penalties.remove(&k);
-                }
-            }
-            self.penalties.insert(src, now_ns.saturating_add(self.cfg.penalty_ns));
+        let Some(p) = self.pending.remove(&id) else { return };
+        match outcome {
+            Outcome::Authenticated => remember(&mut self.sources, p.src, now_ns, &self.cfg).trusted_at = Some(now_ns),
+            Outcome::Answered => {}
+            Outcome::TimedOut | Outcome::Closed => self.strike(&p, now_ns),
         }
     }
+
+    /// A strike against an untrusted connection's source and network.
+    fn strike(&mut self, p: &Pending, now: u64) {
+        if p.trusted {
+            return;
+        }
+        let (window, cfg) = (self.cfg.window_ns, self.cfg.clone());
+        for (map, key, limit) in [(&mut self.sources, p.src, cfg.source_strikes), (&mut self.networks, p.net, cfg.network_strikes)] {
+            let s = remember(map, key, now, &cfg);
+            if now.saturating_sub(s.since) >= window || s.strikes == 0 {
+                (s.strikes, s.since) = (0, now);
+            }
+            s.strikes += 1;
+            if s.strikes >= limit {
+                s.penalised_until = now.saturating_add(window);
+            }
+        }
+    }
+
+    /// Pending connections, penalised and remembered sources and networks now.
+    pub fn counts(&self, now_ns: u64) -> Counts {
+        let pen = |m: &HashMap<IpAddr, Seen>| m.values().filter(|s| s.penalised_until > now_ns).count();
+        Counts { pending: self.pending.len(), penalised: pen(&self.sources) + pen(&self.networks), tracked: self.sources.len() + self.networks.len() }
+    }
+}
+
+/// Takes a token from `s`'s bucket (`rate` a second, holding twice that); `peek`: only fills it.
+fn take(s: &mut Seen, rate: f64, now: u64, peek: bool) -> bool {
+    let tokens = s.tokens.map_or(2.0 * rate, |t| (t + now.saturating_sub(s.filled_at) as f64 / 1e9 * rate).min(2.0 * rate));
+    s.filled_at = now;
+    let ok = tokens >= 1.0;
+    s.tokens = Some(if ok && !peek { tokens - 1.0 } else { tokens });
+    ok
+}
+
+/// `key`'s entry, made (forgetting the stalest when [`MAX_TRACKED`] are kept).
+fn remember<'a>(m: &'a mut HashMap<IpAddr, Seen>, key: IpAddr, now: u64, cfg: &AdmissionConfig) -> &'a mut Seen {
+    if !m.contains_key(&key) && m.len() >= MAX_TRACKED {
+        // forget everything stale (nothing to remember past the window and the trust), else the
+        // least recent half
+        m.retain(|_, s| now.saturating_sub(s.last) < cfg.window_ns || s.trusted_at.is_some_and(|t| now.saturating_sub(t) < cfg.trust_ns));
+        if m.len() >= MAX_TRACKED {
+            let mut lasts: Vec<u64> = m.values().map(|s| s.last).collect();
+            lasts.sort_unstable();
+            let cut = lasts[lasts.len() / 2];
+            m.retain(|_, s| s.last > cut);
+        }
+    }
+    let s = m.entry(key).or_default();
+    s.last = now;
+    s
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    fn ip(last: u8) -> IpAddr {
-        IpAddr::from([127, 0, 0, last])
-    }
-
-    fn cfg() -> AdmissionConfig {
-        AdmissionConfig { pending: 16, per_source: 4, grace_ns: 500 * MS, penalty_ns: 10_000 * MS }
-    }
-
-    /// The acceptance's attack: 64 silent connections from 16 addresses against 16 places.
-    /// A legitimate peer from elsewhere gets in every time, and the silent ones' addresses are
-    /// penalised as their places are taken.
-    #[test]
-    fn silent_connections_from_many_addresses_cannot_hold_every_place() {
-        let mut a = Admission::new(cfg());
-        let mut held = Vec::new();
-        for k in 0..64u8 {
-            match a.offer(ip(10 + k % 16), u64::from(k)) {
-                Offer::Admit { id, evict: None } => held.push(id),
-                Offer::Refuse(_) => {}
-                o => panic!("{o:?}"),
-            }
-        }
-        assert_eq!(a.counts().0, 16, "the budget is full");
-        // young: a newcomer is refused (nothing is past its grace yet)
-        assert!(matches!(a.offer(ip(2), 100 * MS), Offer::Refuse(m) if m.contains("younger than 500 ms")));
-        // a second later, 20 legitimate connections in a row, each authenticating at once
-        let mut now = 1_000 * MS;
-        for _ in 0..20 {
-            let Offer::Admit { id, .. } = a.offer(ip(2), now) else { panic!("a legitimate peer refused") };
-            a.finished(id, Outcome::Authenticated, now + MS);
-            // the attackers come back at once: their addresses are penalised
-            for k in 0..16u8 {
-                if let Offer::Admit { id, .. } = a.offer(ip(10 + k), now + 2 * MS) {
-                    held.push(id);
-                }
-            }
-            now += 100 * MS;
-        }
-        assert_eq!(a.counts().1, 16, "every silent address penalised");
-        // an authenticated connection never counts: 16 of them leave the budget free
-        for _ in 0..16 {
-            let Offer::Admit { id, .. } = a.offer(ip(3), now) else { panic!() };
-            a.finished(id, Outcome::Authenticated, now);
-        }
-    }
-
-    #[test]
-    fn one_source_holds_at_most_its_share_and_a_timeout_is_penalised() {
-        let mut a = Admission::new(cfg());
-        let ids: Vec<Id> = (0..4).map(|_| if let Offer::Admit { id, .. } = a.offer(ip(9), 0) { id } else { panic!() }).collect();
-        assert!(matches!(a.offer(ip(9), 0), Offer::Refuse(m) if m.contains("4 unauthenticated connections from this address")));
-        a.finished(ids[0], Outcome::Closed, 1);
-        assert!(matches!(a.offer(ip(9), 2), Offer::Admit { .. }), "a closed one frees its place, unpenalised");
-        a.finished(ids[2], Outcome::Closed, 3);
-        assert!(matches!(a.offer(ip(9), 3), Offer::Admit { .. }), "a refused mistake is not penalised");
-        // past the grace, the source's own oldest makes room, and the source is not penalised
-        assert!(matches!(a.offer(ip(9), 600 * MS), Offer::Admit { evict: Some(1), .. }));
-        assert!(matches!(a.offer(ip(9), 601 * MS), Offer::Admit { evict: Some(3), .. }));
-        a.finished(4, Outcome::TimedOut, 602 * MS);
-        assert!(matches!(a.offer(ip(9), 603 * MS), Offer::Refuse(m) if m.contains("penalised for 10 s")));
-        assert!(matches!(a.offer(ip(9), 602 * MS + 10_000 * MS), Offer::Admit { .. }), "the penalty ends");
-        // an evicted id's later end is ignored
-        a.finished(999, Outcome::TimedOut, 5);
-    }
-
-    #[test]
-    fn ipv6_sources_are_their_64_and_mapped_v4_is_v4() {
-        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
-        let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
-        assert_eq!(source_of(a), source_of(b));
-        assert_ne!(source_of(a), source_of("2001:db8:1:3::1".parse().unwrap()));
-        assert_eq!(source_of("::ffff:127.0.0.9".parse().unwrap()), ip(9));
-    }
-
-    /// Any sequence of connections, ends and times (a seeded stream of them): the budget, each
-    /// source's share and the penalties kept are never exceeded, an evicted connection was
-    /// pending and past its grace, and a penalised source is refused.
-    #[test]
-    fn no_sequence_of_events_exceeds_the_bounds() {
-        let cfg = AdmissionConfig { pending: 8, per_source: 3, grace_ns: 50 * MS, penalty_ns: 200 * MS };
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        let mut a = Admission::new(cfg);
-        let mut live: Vec<(Id, IpAddr, u64)> = Vec::new();
-        let mut now = 0u64;
-        for _ in 0..200_000 {
-            now += next() % (20 * MS);
-            let r = next();
-            if r % 3 != 0 || live.is_empty() {
-                let src = ip((r >> 8) as u8 % 12);
-                match a.offer(src, now) {
-                    Offer::Admit { id, evict } => {
-                        if let Some(e) = evict {
-                            let k = live.iter().position(|l| l.0 == e).expect("an evicted connection was pending");
-                            assert!(now - live[k].2 >= cfg.grace_ns, "evicted before its grace");
-                            live.swap_remove(k);
-                        }
-                        live.push((id, src, now));
-                    }
-                    Offer::Refuse(_) => {}
-                }
-            } else {
-                let k = (r >> 16) as usize % live.len();
-                let outcome = [Outcome::Authenticated, Outcome::TimedOut, Outcome::Closed][(r >> 32) as usize % 3];
-                let (id, src, _) = live.swap_remove(k);
-                a.finished(id, outcome, now);
-                if outcome == Outcome::TimedOut {
-                    assert!(matches!(a.offer(src, now), Offer::Refuse(m) if m.contains("penalised")), "a penalised source is refused");
-                }
-            }
-            assert_eq!(a.counts().0, live.len(), "pending as the listener sees them");
-            assert!(live.len() <= cfg.pending);
-            for (_, src, _) in &live {
-                assert!(live.iter().filter(|l| l.1 == *src).count() <= cfg.per_source);
-            }
-            assert!(a.counts().1 <= MAX_PENALTIES);
-        }
-    }
-
-    #[test]
-    fn penalties_kept_are_bounded() {
-        let mut a = Admission::new(AdmissionConfig { pending: 1, per_source: 1, grace_ns: 0, penalty_ns: 1_000 * MS });
-        for k in 0..(MAX_PENALTIES as u32 + 100) {
-            let src = IpAddr::from((0x0a00_0000 + k).to_be_bytes());
-            if let Offer::Admit { id, .. } = a.offer(src, u64::from(k)) {
-                a.finished(id, Outcome::TimedOut, u64::from(k));
-            }
-        }
-        assert!(a.counts().1 <= MAX_PENALTIES);
-    }
-}
+mod tests;

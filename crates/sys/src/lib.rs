@@ -13,6 +13,7 @@ pub mod clock;
 pub mod epoll;
 pub mod fs;
 pub mod host;
+pub mod listen;
 pub mod netns;
 pub mod own;
 

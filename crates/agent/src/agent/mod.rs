@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -43,9 +43,11 @@ pub struct AgentOptions {
     pub metrics: Option<SocketAddr>,
     /// Keep each run's directory after its logs were collected.
     pub keep: bool,
-    /// Most connections in their handshake at once: beyond, the oldest past its grace makes
-    /// room ([`horde_proto::admission`]).
+    /// Most connections in their handshake at once: beyond, a newcomer sheds one
+    /// ([`horde_proto::admission`]).
     pub max_handshakes: usize,
+    /// Networks whose connections are always trusted by the admission policy (`--exempt`).
+    pub exempt: Vec<(std::net::IpAddr, u8)>,
     /// The version it reports and requires of controllers (this build's; tests change it).
     pub version: String,
     /// Build its part of emulated networks across machines when a controller asks (needs root).
@@ -117,12 +119,11 @@ const HANDSHAKES_PER_IP: usize = 4;
 pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)) -> anyhow::Result<()> {
     let cfg = crate::tls::agent_config_for(&opts.credentials, &opts.name)?;
     std::fs::create_dir_all(&opts.dir).with_context(|| format!("creating the agent's run directory {}", opts.dir.display()))?;
-    let listener = TcpListener::bind(opts.listen).with_context(|| format!("listening on {}", opts.listen))?;
+    let listener = horde_sys::listen::bind(opts.listen).with_context(|| format!("listening on {}", opts.listen))?;
     if opts.emu {
         horde_emu::require_root()?;
         emu::clean_up_left_parts(opts, log);
     }
-    listener.set_nonblocking(true)?;
     let shared = Arc::new(Shared {
         seen_runs: Mutex::new(VecDeque::new()),
         busy: AtomicBool::new(false),
@@ -130,7 +131,9 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
         metrics: Arc::new(Metrics::default()),
         admission: Mutex::new((
             Instant::now(),
-            horde_proto::admission::Admission::new(horde_proto::admission::AdmissionConfig::new(opts.max_handshakes, HANDSHAKES_PER_IP)),
+            horde_proto::admission::Admission::new(
+                horde_proto::admission::AdmissionConfig::new(opts.max_handshakes, HANDSHAKES_PER_IP).exempting(opts.exempt.clone()),
+            ),
         )),
         pending: Mutex::new(std::collections::HashMap::new()),
         quiet: Mutex::new((Instant::now(), Default::default())),
@@ -143,8 +146,7 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
     ));
     std::thread::scope(|s| -> anyhow::Result<()> {
         if let Some(m) = opts.metrics {
-            let l = TcpListener::bind(m).with_context(|| format!("listening for /metrics on {m}"))?;
-            l.set_nonblocking(true)?;
+            let l = horde_sys::listen::bind(m).with_context(|| format!("listening for /metrics on {m}"))?;
             log(&format!("metrics on http://{}/metrics", l.local_addr()?));
             let metrics = shared.metrics.clone();
             s.spawn(move || crate::metrics::serve(l, &metrics, stop));
@@ -161,10 +163,11 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
             for l in due {
                 log(&l);
             }
-            match listener.accept() {
-                Ok((stream, peer)) => {
-                    // Silent or slow connections cannot hold every place, from one address or
-                    // many: the oldest past its grace makes room, and its address is penalised.
+            match horde_sys::listen::accept(&listener, Duration::from_millis(200)) {
+                Ok(None) => {}
+                Ok(Some((stream, peer))) => {
+                    // Silent, slow or churning connections cannot hold every place, from one
+                    // address or many: a newcomer sheds one (horde_proto::admission).
                     let offer = {
                         let mut a = shared.admission.lock().unwrap_or_else(|p| p.into_inner());
                         let now = a.0.elapsed().as_nanos() as u64;
@@ -179,6 +182,9 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
                             let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
                             if let Some(old) = evict.and_then(|old| pending.remove(&old)) {
                                 let _ = old.shutdown(std::net::Shutdown::Both);
+                                if let Ok(p) = old.peer_addr() {
+                                    shared.refused(log, p, "shed: an unauthenticated connection made room for a newcomer");
+                                }
                             }
                             if let Ok(c) = stream.try_clone() {
                                 pending.insert(id, c);
@@ -194,8 +200,9 @@ pub fn serve(opts: &AgentOptions, stop: &AtomicBool, log: &(dyn Fn(&str) + Sync)
                         }
                     });
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
                 Err(e) => {
+                    // EMFILE and the like: a pending connection keeps the listener readable, so
+                    // wait a moment rather than spin
                     log(&format!("accept: {e}"));
                     std::thread::sleep(Duration::from_millis(200));
                 }

@@ -381,9 +381,12 @@ fn a_controller_that_vanishes_stops_the_agents_traffic() {
 }
 
 /// Issue 21: 16 silent TCP connections to an agent's control port locked every controller out.
-/// One source address may now hold only a few handshakes; a controller elsewhere still gets in.
+/// One source address may hold only a few handshakes (its own oldest shed for its newest); a
+/// controller elsewhere still gets in.
 #[test]
 fn silent_connections_from_one_host_cannot_lock_controllers_out() {
+    // not beside the test that measures the process's peak memory
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("silent");
     let creds = d.join("creds");
     horde_agent::tls::keygen(&creds, 1).unwrap();
@@ -403,15 +406,16 @@ fn silent_connections_from_one_host_cannot_lock_controllers_out() {
     let r = hello(a.addr, tls_client(&creds, Some(&creds)), env!("CARGO_PKG_VERSION"));
     assert!(matches!(r, Ok(ToController::Hello { .. })), "{r:?}");
     assert!(t.elapsed() < Duration::from_secs(2), "the controller waited {:?}", t.elapsed());
-    assert!(a.logged("4 unauthenticated connections from this address already"), "the flood was refused per address");
+    assert!(a.logged("shed: an unauthenticated connection made room"), "the flood's own oldest made room");
     drop(silent);
 }
 
 /// Issue 47: 64 silent connections from 16 addresses (four each, the most one address may
-/// hold) against the agent's 16 places. The oldest silent one past its grace makes room for
-/// a controller, and its address is penalised: 20 controllers in a row get in, each within 2 s.
+/// hold) against the agent's 16 places. A silent one is shed for a controller (issue 66: at
+/// once, nothing has to age first): 20 controllers in a row get in, each within 2 s.
 #[test]
 fn silent_connections_from_many_addresses_cannot_lock_controllers_out() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("silent16");
     let creds = d.join("creds");
     horde_agent::tls::keygen(&creds, 1).unwrap();
@@ -431,6 +435,6 @@ fn silent_connections_from_many_addresses_cannot_lock_controllers_out() {
         silent.extend((0..4).filter_map(|j| silent_from(k * 4 + j)));
     }
     assert!(within >= 19, "{within} of 20 controllers got in within 2 s");
-    assert!(a.logged("penalised for"), "the silent addresses were penalised");
+    assert!(a.logged("shed: an unauthenticated connection made room"), "silent connections were shed for newcomers");
     drop(silent);
 }

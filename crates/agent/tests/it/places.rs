@@ -21,6 +21,7 @@ fn with_logd(name: &str, key: &horde_proto::RunKey, max_bytes: u64, f: impl FnOn
         max_sources: 64,
         max_bytes,
         duration: Some(Duration::from_secs(60)),
+        exempt: Vec::new(),
     };
     let stop = AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -122,6 +123,7 @@ fn a_log_server_keeps_room_on_its_disk() {
         max_sources: 64,
         max_bytes: 1 << 60,
         duration: Some(Duration::from_secs(60)),
+        exempt: Vec::new(),
     };
     let err = format!("{:#}", serve(&opts, &AtomicBool::new(false), |_| panic!("it must not listen"), |_| {}).expect_err("refused"));
     assert!(err.contains("less than room for two logs") && err.contains("lower --max-log-mib"), "{err}");

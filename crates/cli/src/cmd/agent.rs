@@ -41,6 +41,9 @@ pub struct Args {
     /// With --emu: build and take down this machine's part, change its links, but refuse every command in its nodes (`emu exec`), in the reply
     #[arg(long, requires = "emu")]
     pub no_exec: bool,
+    /// A network whose connections the admission policy always trusts, ADDR or ADDR/PREFIX (repeat, or comma-separate): never rate-limited or struck, its places reserved (as OpenSSH's PerSourcePenaltyExemptList). Sources that authenticated in the last 15 minutes are trusted anyway
+    #[arg(long, value_name = "ADDR[/PREFIX]", value_delimiter = ',', value_parser = super::exempt)]
+    pub exempt: Vec<(std::net::IpAddr, u8)>,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -89,7 +92,8 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         name,
         metrics: args.metrics,
         keep: args.keep,
-        max_handshakes: 64,
+        max_handshakes: 256,
+        exempt: args.exempt.clone(),
         version: env!("CARGO_PKG_VERSION").into(),
         emu: args.emu,
         no_exec: args.no_exec,

@@ -35,6 +35,9 @@ pub struct Args {
     /// Write what the server received, per source, as JSON to FILE (- for stdout)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// A network whose connections the admission policy always trusts, ADDR or ADDR/PREFIX (repeat, or comma-separate): never rate-limited or struck, its places reserved (as OpenSSH's PerSourcePenaltyExemptList). Sources that authenticated in the last 15 minutes are trusted anyway
+    #[arg(long, value_name = "ADDR[/PREFIX]", value_delimiter = ',', value_parser = super::exempt)]
+    pub exempt: Vec<(std::net::IpAddr, u8)>,
 }
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
@@ -57,6 +60,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         max_sources: args.max_sources,
         max_bytes: args.max_log_mib << 20,
         duration: args.duration,
+        exempt: args.exempt.clone(),
     };
     let dir = std::path::absolute(&args.dir).unwrap_or_else(|_| args.dir.clone());
     let report = logd::serve(&opts, stop, |a| say!("horde logd: listening on {a}, logs in {} (Ctrl-C stops)", dir.display()), |s| say!("{}", source_line(s)))

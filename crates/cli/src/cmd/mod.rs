@@ -69,6 +69,11 @@ pub fn duration(s: &str) -> Result<std::time::Duration, String> {
     horde_model::units::parse_duration_ns(s).map(std::time::Duration::from_nanos)
 }
 
+/// `--exempt ADDR[/PREFIX]`: a network a listener's admission policy always trusts.
+pub fn exempt(s: &str) -> Result<(std::net::IpAddr, u8), String> {
+    horde_proto::admission::parse_exempt(s)
+}
+
 /// `10s`, `1.5s`, `250ms` for messages.
 pub fn decode_fmt_duration(d: std::time::Duration) -> String {
     horde_model::units::fmt_ns(d.as_nanos() as f64)

@@ -56,6 +56,9 @@ pub struct Args {
     /// Honour a topology's `force = true` (an external node taking an interface this machine uses) from token holders; refused without this flag
     #[arg(long)]
     pub allow_force: bool,
+    /// A network whose connections the admission policy always trusts, ADDR or ADDR/PREFIX (repeat, or comma-separate): never rate-limited or struck, its places reserved (as OpenSSH's PerSourcePenaltyExemptList). Sources that showed the token in the last 15 minutes are trusted anyway
+    #[arg(long, value_name = "ADDR[/PREFIX]", value_delimiter = ',', value_parser = super::exempt)]
+    pub exempt: Vec<(std::net::IpAddr, u8)>,
 }
 
 /// `--token-file`: the console's URL (with its token) in a file only its owner can read, there
@@ -103,7 +106,16 @@ pub fn run(a: Args, stop: &AtomicBool) -> Outcome {
         _ => None,
     };
     let allow = horde_console::Allow { exec: !a.no_exec, force: a.allow_force };
-    let opts = horde_console::Options { listen: a.listen, runs_dir: a.runs.clone(), can_start: true, tls, public: a.public, names: a.names.clone(), allow };
+    let opts = horde_console::Options {
+        listen: a.listen,
+        runs_dir: a.runs.clone(),
+        can_start: true,
+        tls,
+        public: a.public,
+        names: a.names.clone(),
+        allow,
+        exempt: a.exempt.clone(),
+    };
     let console = horde_console::start(opts, hub.clone()).map_err(bad_input)?;
     say!("horde ui: the console is at {}", console.url);
     let _token_file = match &a.token_file {

@@ -18,6 +18,7 @@ pub fn agent_options(ip: &str, creds: &Path, dir: &Path, name: &str, version: &s
         metrics: None,
         keep: false,
         max_handshakes: 16,
+        exempt: Vec::new(),
         version: version.into(),
     }
 }
