@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Lockout on Horde's TCP listeners (issue 47): 64 silent or slow connections from 16 loopback
-addresses (four each) are held open, then 20 legitimate peers try one after the other while the
-attackers reconnect four at a time after each try. A try succeeds when the peer gets in within
-2 s. One horde binary per call; prints one JSON object per listener.
+"""Lockout on Horde's TCP listeners (issues 47 and 66). Issue 47's attack: 64 silent or slow
+connections from 16 loopback addresses (four each) are held open, then 20 legitimate peers try
+one after the other while the attackers reconnect four at a time after each try. Issue 66's
+attacks (bench/lockout_attacks.py: churn, fresh addresses, penalty by proxy, idle from the
+victim's address) run in the background while 20 peers try. A try succeeds when the peer gets
+in within 2 s. One horde binary per call; prints one JSON object per listener and attack.
 
     python3 bench/lockout.py /path/to/horde LABEL
 
@@ -97,83 +99,122 @@ def http_ok(port, path, headers=""):
         return got.split(b" ")[1:2] == [b"200"]
 
 
-def main():
-    horde, label = sys.argv[1], sys.argv[2]
-    d = tempfile.mkdtemp(prefix="horde-lockout-")
-    rows = []
+def cpu_s(pid):
+    """CPU seconds (user + system) process `pid` has used."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def listeners(horde, d):
+    """(name, start) of each listener: start() -> (process, port, try_once, payload)."""
     subprocess.run([horde, "agent", "keygen", "--out", f"{d}/creds"], check=True, capture_output=True)
-    # the agent: control port and /ready
-    cport, mport = free_port(), free_port()
-    agent = subprocess.Popen([horde, "agent", "--listen", f"127.0.0.1:{cport}", "--credentials", f"{d}/creds", "--dir", f"{d}/agent",
-                              "--metrics", f"127.0.0.1:{mport}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_port(cport)
-        wait_port(mport)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.check_hostname = False
-        ctx.load_verify_locations(f"{d}/creds/ca.pem")
-        ctx.load_cert_chain(f"{d}/creds/controller.pem", f"{d}/creds/controller.key")
-        ok, n = attack(cport, lambda: tls_in(cport, ctx))
-        rows.append({"listener": "agent control port (controller's TLS handshake)", "ok": ok, "held": n})
-        ok, n = attack(mport, lambda: http_ok(mport, "/ready"), payload=b"GET /metr")
-        rows.append({"listener": "agent /ready (probe answered 200)", "ok": ok, "held": n})
-    finally:
-        agent.kill()
-        agent.wait()
-    # the console
-    uport = free_port()
-    ui = subprocess.Popen([horde, "ui", "--listen", f"127.0.0.1:{uport}", "--runs", f"{d}/runs"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        token = None
-        end = time.time() + 20
-        while token is None and time.time() < end:
-            line = ui.stdout.readline()
-            m = re.search(r"token=([0-9a-f]+)", line)
-            token = m and m.group(1)
-        ok, n = attack(uport, lambda: http_ok(uport, "/api/v1/runs", f"Authorization: Bearer {token}\r\n"))
-        rows.append({"listener": "horde ui (request with the token answered 200)", "ok": ok, "held": n})
-    finally:
-        ui.kill()
-        ui.wait()
-    # the log server
-    lport = free_port()
     with open(f"{d}/key", "w") as f:
         f.write("5ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7e75ec7\n")
     os.chmod(f"{d}/key", 0o600)
-    logd = subprocess.Popen([horde, "logd", "--listen", f"127.0.0.1:{lport}", "--key-file", f"{d}/key", "--dir", f"{d}/logs"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(f"{d}/creds/ca.pem")
+    ctx.load_cert_chain(f"{d}/creds/controller.pem", f"{d}/creds/controller.key")
+    lctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    lctx.check_hostname = False
+    lctx.verify_mode = ssl.CERT_NONE
+
+    def agent(metrics):
+        cport, mport = free_port(), free_port()
+        p = subprocess.Popen([horde, "agent", "--listen", f"127.0.0.1:{cport}", "--credentials", f"{d}/creds", "--dir", f"{d}/agent",
+                              "--metrics", f"127.0.0.1:{mport}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(cport)
+        wait_port(mport)
+        if metrics:
+            return p, mport, lambda: http_ok(mport, "/ready"), b"GET /metr"
+        return p, cport, lambda: tls_in(cport, ctx), b""
+
+    def ui():
+        uport = free_port()
+        p = subprocess.Popen([horde, "ui", "--listen", f"127.0.0.1:{uport}", "--runs", f"{d}/runs"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        token, end = None, time.time() + 20
+        while token is None and time.time() < end:
+            m = re.search(r"token=([0-9a-f]+)", p.stdout.readline())
+            token = m and m.group(1)
+        return p, uport, lambda: http_ok(uport, "/api/v1/runs", f"Authorization: Bearer {token}\r\n"), b""
+
+    def logd():
+        lport = free_port()
+        p = subprocess.Popen([horde, "logd", "--listen", f"127.0.0.1:{lport}", "--key-file", f"{d}/key", "--dir", f"{d}/logs"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(lport)
-        lctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        lctx.check_hostname = False
-        lctx.verify_mode = ssl.CERT_NONE
-        ok, n = attack(lport, lambda: tls_in(lport, lctx))
-        rows.append({"listener": "horde logd (source's TLS handshake)", "ok": ok, "held": n})
-    finally:
-        logd.kill()
-        logd.wait()
-    for r in rows:
-        r["build"] = label
-        print(json.dumps(r))
+        return p, lport, lambda: tls_in(lport, lctx), b""
+
+    return [("agent control port (controller's TLS handshake)", lambda: agent(False)),
+            ("agent /ready (probe answered 200)", lambda: agent(True)),
+            ("horde ui (request with the token answered 200)", ui),
+            ("horde logd (source's TLS handshake)", logd)]
+
+
+def tries(try_once, pid):
+    """20 legitimate tries one after the other: (in within 2 s, listener CPU share meanwhile)."""
+    ok, c0, t0 = 0, cpu_s(pid), time.time()
+    for _ in range(TRIES):
+        start = time.time()
+        try:
+            if try_once() and time.time() - start < WITHIN:
+                ok += 1
+        except Exception:
+            pass
+        time.sleep(0.2)
+    return ok, (cpu_s(pid) - c0) / (time.time() - t0)
+
+
+def main():
+    import resource
+    import lockout_attacks
+    horde, label = sys.argv[1], sys.argv[2]
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    d = tempfile.mkdtemp(prefix="horde-lockout-")
+    for name, start in listeners(horde, d):
+        # issue 47's attack: 64 silent connections from 16 addresses, reconnecting
+        p, port, try_once, payload = start()
+        try:
+            ok, n = attack(port, try_once, payload)
+            print(json.dumps({"listener": name, "attack": "silent: 64 held from 16 addresses", "ok": ok, "held": n, "build": label}), flush=True)
+        finally:
+            p.kill()
+            p.wait()
+        for attack_name, run in lockout_attacks.ATTACKS:
+            p, port, try_once, _ = start()
+            try:
+                end = run(port)
+                time.sleep(2.0)
+                ok, cpu = tries(try_once, p.pid)
+                opened = end()
+                print(json.dumps({"listener": name, "attack": attack_name, "ok": ok, "held": opened, "cpu": round(cpu, 3), "build": label}), flush=True)
+            finally:
+                p.kill()
+                p.wait()
 
 
 def report(rows_file, results):
     """Writes the table of `rows_file` (JSON lines) into `results` between its lockout markers."""
     rows = [json.loads(line) for line in open(rows_file) if line.strip()]
     builds = list(dict.fromkeys(r["build"] for r in rows))
-    listeners = list(dict.fromkeys(r["listener"] for r in rows))
-    cell = {(r["listener"], r["build"]): r for r in rows}
+    keys = list(dict.fromkeys((r["listener"], r.get("attack", "silent: 64 held from 16 addresses")) for r in rows))
+    cell = {(r["listener"], r.get("attack", "silent: 64 held from 16 addresses"), r["build"]): r for r in rows}
     machine = f"{os.cpu_count()} cores, kernel {os.uname().release}"
-    out = ["<!-- lockout -->", "### D. Lockout: silent or slow connections against every TCP listener (issue 47)", "",
+    out = ["<!-- lockout -->", "### D. Lockout: every attack against every TCP listener (issues 47 and 66)", "",
            f"`HORDE_OLD=/path/to/old/horde OLD_LABEL=… bash bench/lockout.sh` ({time.strftime('%Y-%m-%d')}, {machine}, loopback). "
-           f"{HELD} connections that never authenticate (`/ready`: half a request) from {ATTACKERS} addresses "
-           f"(127.0.1.10–25, four each) are held open; then {TRIES} legitimate peers try one after the other, the attackers "
-           "reconnecting four at a time after each try. A try counts when the peer gets in within 2 s (bench/lockout.py).", "",
-           "| listener | " + " | ".join(f"{b}: in within 2 s" for b in builds) + " | attacker connections opened (last build) |",
-           "|---|" + "---:|" * (len(builds) + 1)]
-    for li in listeners:
-        vals = [f"{cell[(li, b)]['ok']} of {TRIES}" if (li, b) in cell else "-" for b in builds]
-        out.append(f"| {li} | " + " | ".join(vals) + f" | {cell.get((li, builds[-1]), {}).get('held', '-')} |")
+           "Each row starts its listener afresh, runs the attack in the background (bench/lockout_attacks.py: what each "
+           f"does, at what rate, from which addresses), and after 2 s {TRIES} legitimate peers try one after the other, "
+           "200 ms apart. A try counts when the peer gets in within 2 s; CPU is the listener's while they try "
+           "(a core = 1.0). Issue 47's row: 64 silent connections from 16 addresses held, the attackers reconnecting "
+           "four at a time after each try.", "",
+           "| listener | attack | " + " | ".join(f"{b}: in within 2 s" for b in builds) + " | listener CPU (last build) | attacker connections opened |",
+           "|---|---|" + "---:|" * (len(builds) + 2)]
+    for li, at in keys:
+        vals = [f"{cell[(li, at, b)]['ok']} of {TRIES}" if (li, at, b) in cell else "-" for b in builds]
+        last = cell.get((li, at, builds[-1]), {})
+        cpu = f"{last['cpu']:.2f}" if "cpu" in last else "-"
+        out.append(f"| {li} | {at} | " + " | ".join(vals) + f" | {cpu} | {last.get('held', '-')} |")
     out.append("<!-- /lockout -->")
     text = open(results).read()
     block = "\n".join(out)

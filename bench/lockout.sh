@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Lockout on every TCP listener (issue 47): 64 silent or slow connections from 16 loopback
-# addresses against the agent's control port, its /ready, `horde ui` and `horde logd`; 20
-# legitimate peers try while the attackers reconnect. This build, and HORDE_OLD's beside it.
-# Writes bench/out/lockout/rows.jsonl and section D of bench/RESULTS-hostile.md (~1 min a build).
+# Lockout on every TCP listener (issues 47 and 66): each attack (bench/lockout_attacks.py) against
+# the agent's control port, its /ready, `horde ui` and `horde logd`; 20
+# legitimate peers try meanwhile. This build, and HORDE_OLD's beside it.
+# Writes bench/out/lockout/rows.jsonl and section D of bench/RESULTS-hostile.md (~5 min a build).
 #
 #   bash bench/lockout.sh
 #   HORDE_OLD=/path/to/old/horde OLD_LABEL="before (90c9a96)" bash bench/lockout.sh

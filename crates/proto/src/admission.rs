@@ -16,10 +16,13 @@
 //!   that reset themselves early or come from fresh addresses only ever displace each other;
 //! - one source holds at most `per_source` places and one network `per_network` (its own oldest
 //!   makes room for it);
-//! - **new connections per network are rate-limited** (a token bucket; a penalised network's
-//!   rate is lower): a flood is refused at accept, for the price of a close;
-//! - a connection that is shed, holds its place to its deadline, or goes away without proving
-//!   anything is a **strike** against its source and its network; penalties need repeated
+//! - **new connections are rate-limited** (token buckets): a source over its own rate is
+//!   refused while its network is over the network's rate (a penalised source or network: over
+//!   a lower rate), so a flood is refused at accept for the price of a close, and a light source
+//!   (a user beside the flood in its network) still passes;
+//! - a connection that holds its place to its deadline, or goes away without proving anything,
+//!   is a **strike** against its source and its network (one shed is not: it may be a slow
+//!   user's); penalties need repeated
 //!   strikes within a window (`source_strikes`, `network_strikes`), so one timeout does not
 //!   shut out an address, and a penalty lowers priority and rate, it does not refuse outright;
 //! - a source that **authenticated recently** (`trust_ns`), or is in the listener's exemption
@@ -47,6 +50,8 @@ pub struct AdmissionConfig {
     pub reserved: usize,
     /// New connections a second one network may open (untrusted); the bucket holds twice this.
     pub network_rate: f64,
+    /// New connections a second one source may open however busy its network (untrusted).
+    pub source_rate: f64,
     /// The same for a penalised network or source.
     pub penalised_rate: f64,
     /// Strikes within `window_ns` that penalise a source, and a network.
@@ -62,7 +67,8 @@ pub struct AdmissionConfig {
 
 impl AdmissionConfig {
     /// `pending` places, `per_source` of them per source, half of them per network, an eighth
-    /// reserved for trusted sources; 100 new connections a second per network (5 penalised);
+    /// reserved for trusted sources; 100 new connections a second per network, 10 per source
+    /// whatever its network does (5 penalised);
     /// 3 strikes penalise a source and 16 a network for a minute; trust lasts 15 minutes.
     pub fn new(pending: usize, per_source: usize) -> Self {
         let pending = pending.max(2);
@@ -72,6 +78,7 @@ impl AdmissionConfig {
             per_network: (pending / 2).max(per_source.max(1)),
             reserved: (pending / 8).max(1),
             network_rate: 100.0,
+            source_rate: 10.0,
             penalised_rate: 5.0,
             source_strikes: 3,
             network_strikes: 16,
@@ -237,23 +244,23 @@ impl Admission {
         let trusted = self.trusted(ip, src, now_ns);
         let me = Pending { src, net, at: now_ns, trusted };
         if !trusted {
-            // a flood is refused at accept: each network's new connections are rate-limited, a
-            // penalised network's more, and a penalised source's on its own too
+            // A flood is refused at accept: a source over its own rate (a penalised one over a
+            // lower rate) is refused while its network is over the network's rate; a light
+            // source (a user, not the flood beside it in its network) always passes.
             let now = now_ns;
             let pen = |m: &HashMap<IpAddr, Seen>, k: &IpAddr| m.get(k).is_some_and(|s| s.penalised_until > now);
-            let net_rate = if pen(&self.networks, &net) { self.cfg.penalised_rate } else { self.cfg.network_rate };
-            let src_rate = pen(&self.sources, &src).then_some(self.cfg.penalised_rate);
-            let net_ok = take(remember(&mut self.networks, net, now, &self.cfg), net_rate, now, false);
-            let src_ok = src_rate.is_none_or(|r| take(remember(&mut self.sources, src, now, &self.cfg), r, now, !net_ok));
-            if !net_ok || !src_ok {
-                if net_ok {
-                    // the source's refusal gives the network's token back
-                    if let Some(t) = remember(&mut self.networks, net, now, &self.cfg).tokens.as_mut() {
-                        *t += 1.0;
-                    }
-                }
-                let (rate, whose) = if net_ok { (src_rate.unwrap_or(0.0), "this address (penalised)") } else { (net_rate, "this network") };
-                return Offer::Refuse(format!("more than {rate:.0} new connections a second from {whose}"));
+            let (src_pen, net_pen) = (pen(&self.sources, &src), pen(&self.networks, &net));
+            let src_rate = if src_pen { self.cfg.penalised_rate } else { self.cfg.source_rate };
+            let net_rate = if net_pen { self.cfg.penalised_rate } else { self.cfg.network_rate };
+            let light = take(remember(&mut self.sources, src, now, &self.cfg), src_rate, now, true);
+            let net_ok = !src_pen && take(remember(&mut self.networks, net, now, &self.cfg), net_rate, now, true);
+            if !light && !net_ok {
+                let whose = if src_pen { "this address (penalised)".to_string() } else { format!("this address, and {net_rate:.0} from its network") };
+                return Offer::Refuse(format!("more than {src_rate:.0} new connections a second from {whose}"));
+            }
+            take(remember(&mut self.sources, src, now, &self.cfg), src_rate, now, false);
+            if net_ok {
+                take(remember(&mut self.networks, net, now, &self.cfg), net_rate, now, false);
             }
         }
         // the source's own oldest, then the network's, make room for it (no strike: the same
@@ -271,8 +278,8 @@ impl Admission {
             let Some(old) = self.shed(now_ns).or_else(|| if trusted { self.oldest(|_| true) } else { None }) else {
                 return Offer::Refuse(format!("{} unauthenticated connections already, from sources that authenticated recently", self.cfg.pending));
             };
-            let p = self.pending.remove(&old).expect("pending");
-            self.strike(&p, now_ns);
+            // no strike: a shed connection may be a slow user's; only what ends unproven is
+            self.pending.remove(&old);
             evict = Some(old);
         }
         let id = self.next;
