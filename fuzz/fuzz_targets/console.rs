@@ -1,5 +1,5 @@
 #![no_main]
-use horde_console::guard::{Guard, Headers};
+use horde_console::guard::{Access, Guard, Headers, Tickets};
 use libfuzzer_sys::fuzz_target;
 
 // What a request to the console brings: its headers (to the guard) and its body (a command, a
@@ -10,16 +10,26 @@ fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let mut parts = text.split('\n');
     let mut next = || parts.next();
-    let h = Headers { host: next(), origin: next(), sec_fetch_site: next(), authorization: next(), cookie: next(), query: next() };
+    let h = Headers { host: next(), origin: next(), sec_fetch_site: next(), authorization: next() };
     let g = Guard::new("0123456789abcdef0123456789abcdef".into(), "127.0.0.1:7070".parse().unwrap(), false);
-    if g.check(&h).is_ok() {
+    let public = g.check(&h, Access::Public, || false);
+    if let Ok(shown) = g.check(&h, Access::Token, || false) {
+        assert!(shown && public == Ok(true), "a token path passed without the token, or the page judged otherwise: {h:?}");
         let host = h.host.unwrap_or("");
         assert!(["localhost:7070", "127.0.0.1:7070", "[::1]:7070"].iter().any(|a| a.eq_ignore_ascii_case(host)), "host {host:?} passed");
-        let token_seen = [h.authorization, h.cookie, h.query].iter().flatten().any(|v| v.contains("0123456789abcdef0123456789abcdef"));
+        let token_seen = h.authorization.is_some_and(|v| v.contains("0123456789abcdef0123456789abcdef"));
         assert!(token_seen, "passed without the token: {h:?}");
         if let Some(o) = h.origin {
             assert!(o.starts_with("http://"), "foreign origin {o:?} passed");
         }
+    }
+    // tickets: whatever is asked and shown, one is good once, for its path only
+    let mut t = Tickets::default();
+    let path = next().unwrap_or("");
+    t.issue("t".into(), "/api/v1/runs/1/events", 0);
+    let _ = horde_console::guard::ticket_path(path);
+    if t.redeem(path, path, 1) {
+        unreachable!("a ticket no one was given");
     }
     let _ = horde_scenario::control::Command::parse(&text);
     let _ = serde_json::from_str::<horde_console::runs::StartRun>(&text);

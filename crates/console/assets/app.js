@@ -1,11 +1,24 @@
 // Horde console: a client of the run driver's channel. Events come as server-sent events (one
 // EventLine each, numbered; the browser resumes with Last-Event-ID after a drop), commands go
-// as the same JSON objects as `horde run --commands` lines. The token travels in the
-// HttpOnly cookie the first page set.
+// as the same JSON objects as `horde run --commands` lines. The token comes in the printed URL
+// (`/?token=…`): the page keeps it in this tab's session storage, takes it out of the address
+// bar, and sends it as `Authorization: Bearer` — no cookie, which every other web server on
+// this host would receive. What cannot carry a header (the event stream, a report in a new tab)
+// shows a one-time ticket instead (`POST /api/v1/tickets`).
 "use strict";
 const $ = (s) => document.querySelector(s);
+const TOKEN = (() => {
+  const q = new URLSearchParams(location.search).get("token") || new URLSearchParams(location.hash.slice(1)).get("token");
+  if (q) {
+    sessionStorage.setItem("horde_token", q);
+    history.replaceState(null, "", "/");
+  }
+  return sessionStorage.getItem("horde_token") || "";
+})();
+const authed = (init) => ({ ...init, headers: { ...(init.headers || {}), Authorization: `Bearer ${TOKEN}` } });
+window.hordeFetch = (path, init) => fetch(path, authed(init || {}));
 const api = async (path, body) => {
-  const r = await fetch(path, body === undefined ? {} : { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  const r = await fetch(path, authed(body === undefined ? {} : { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) }));
   const text = await r.text();
   let v = null;
   try { v = text ? JSON.parse(text) : null; } catch (_) { v = { error: text }; }
@@ -84,11 +97,28 @@ function openRun(info) {
   current.charts.delay = chart($("#chart-delay"), ["up p50", "up p99", "down p50", "down p99"], undefined, $("#delay-log").checked);
   $("#chart-players").textContent = "";
   showState(info);
-  const src = new EventSource(`/api/v1/runs/${info.id}/events`);
-  current.source = src;
+  follow(current, -1);
+}
+
+// The run's event stream, from after event `last`: each (re)connection shows a fresh one-time
+// ticket, so a dropped stream reopens with a new one where it left off.
+async function follow(run, last) {
+  const path = `/api/v1/runs/${run.id}/events`;
+  let t;
+  try { t = await api("/api/v1/tickets", { path }); } catch (e) { setConn(false); setTimeout(() => { if (current === run) follow(run, last); }, 2000); return; }
+  if (current !== run) return;
+  const src = new EventSource(`${path}?ticket=${t.ticket}${last >= 0 ? `&after=${last}` : ""}`);
+  run.source = src;
   src.onopen = () => setConn(true);
-  src.onerror = () => setConn(false);
-  src.onmessage = (m) => { try { onEvent(JSON.parse(m.data)); } catch (e) { console.error(e); } };
+  src.onerror = () => {
+    setConn(false);
+    src.close();
+    if (current === run && run.info.state !== "finished") setTimeout(() => { if (current === run) follow(run, last); }, 1000);
+  };
+  src.onmessage = (m) => {
+    last = Number(m.lastEventId);
+    try { onEvent(JSON.parse(m.data)); } catch (e) { console.error(e); }
+  };
 }
 
 // A run that ended because a stop command was applied did as it was told: not a failure.
@@ -102,8 +132,14 @@ function showState(info) {
   // a bots run leaves its summary; the other kinds a report page
   const bots = info.scenario === "bots";
   const a = el("a", bots ? "open the summary" : "open the report");
-  a.href = `/api/v1/runs/${info.id}/report/${bots ? "summary.json" : "index.html"}`;
-  a.target = "_blank";
+  const path = `/api/v1/runs/${info.id}/report/${bots ? "summary.json" : "index.html"}`;
+  a.href = path;
+  // a new tab cannot send the token's header: it shows a one-time ticket
+  a.onclick = (ev) => {
+    ev.preventDefault();
+    const w = window.open("about:blank", "_blank");
+    api("/api/v1/tickets", { path }).then((t) => { if (w) { w.opener = null; w.location = `${path}?ticket=${t.ticket}`; } }).catch((e) => { if (w) w.close(); note(`the report: ${e.message}`); });
+  };
   s.append(a);
 }
 

@@ -10,7 +10,7 @@
   const $ = (s) => document.querySelector(s);
   const el = (tag, text, cls) => { const e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; };
   const call = async (method, path, body) => {
-    const r = await fetch(path, body === undefined ? { method } : { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const r = await window.hordeFetch(path, body === undefined ? { method } : { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
     const text = await r.text();
     let v = null;
     try { v = text ? JSON.parse(text) : null; } catch (_) { v = { error: text }; }

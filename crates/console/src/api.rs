@@ -6,7 +6,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -18,7 +17,7 @@ use futures_util::stream::{self, Stream};
 use horde_scenario::control::Command;
 use serde::Deserialize;
 
-use crate::guard::{Guard, Headers, COOKIE};
+use crate::guard::{Access, Guard, Headers, Tickets};
 use crate::hub::{Hub, Refused};
 use crate::runs::{self, StartRun};
 use crate::{emu, topo};
@@ -35,8 +34,11 @@ pub struct App {
     pub runs_dir: std::path::PathBuf,
     /// Runs can be started from the console (not when it is attached to one run).
     pub can_start: bool,
-    /// Served over TLS (the cookie is then `Secure`).
+    /// Served over TLS.
     pub tls: bool,
+    /// One-time tickets for the event stream and report files (`POST /api/v1/tickets`), on the
+    /// clock since the console started.
+    pub tickets: std::sync::Mutex<(std::time::Instant, Tickets)>,
     /// `emu exec` and `force = true`, as the operator allowed them.
     pub allow: crate::Allow,
 }
@@ -52,6 +54,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/runs/{id}/events", get(events))
         .route("/api/v1/runs/{id}/report/{*path}", get(report))
         .route("/api/v1/past", get(past))
+        .route("/api/v1/tickets", post(ticket))
         .route("/api/v1/compare", post(compare))
         .route("/api/v1/scenario-schema", get(|| async { Json(schemars::schema_for!(horde_model::scenario::RawScenario)) }))
         .route("/api/v1/topologies", get(topologies).put(save_topology))
@@ -88,43 +91,38 @@ fn refused(r: Refused) -> Response {
 pub struct Authenticated;
 
 async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    let access = if path == "/" || path.starts_with("/assets/") { Access::Public } else { Access::Token };
     let verdict = {
         let h = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok());
-        let headers = Headers {
-            host: h("host"),
-            origin: h("origin"),
-            sec_fetch_site: h("sec-fetch-site"),
-            authorization: h("authorization"),
-            cookie: h("cookie"),
-            // The token in a query only on the page the printed URL opens: an API path, a
-            // report file or the event stream takes it from the header or the cookie (a URL
-            // with the token in it ends up in logs and histories).
-            query: (req.uri().path() == "/").then(|| req.uri().query()).flatten(),
-        };
-        app.guard.check(&headers)
+        let headers = Headers { host: h("host"), origin: h("origin"), sec_fetch_site: h("sec-fetch-site"), authorization: h("authorization") };
+        // a ticket only where a browser cannot send the header: a GET of the event stream or a
+        // report file, never an API call or a command
+        let ticket = (req.method() == axum::http::Method::GET && crate::guard::ticket_path(&path))
+            .then(|| req.uri().query())
+            .flatten()
+            .and_then(|q| q.split('&').filter_map(|kv| kv.split_once('=')).find(|(k, _)| *k == "ticket").map(|(_, v)| v.to_string()));
+        app.guard.check(&headers, access, || {
+            ticket.is_some_and(|t| {
+                let mut tk = app.tickets.lock().unwrap_or_else(|p| p.into_inner());
+                let now = tk.0.elapsed().as_nanos() as u64;
+                tk.1.redeem(&t, &path, now)
+            })
+        })
     };
     match verdict {
         Err(r) => refuse(r.status(), r.message()),
-        // The printed URL: set the cookie, and send the page again without the token.
-        Ok(true) if req.uri().path() == "/" => {
-            let secure = if app.tls { "; Secure" } else { "" };
-            let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/{secure}", app.guard.token());
-            let mut r = Response::new(Body::empty());
-            *r.status_mut() = StatusCode::SEE_OTHER;
-            r.headers_mut().insert(header::LOCATION, HeaderValue::from_static("/"));
-            if let Ok(v) = HeaderValue::from_str(&cookie) {
-                r.headers_mut().insert(header::SET_COOKIE, v);
-            }
-            r.extensions_mut().insert(Authenticated);
-            r
-        }
-        Ok(_) => {
+        Ok(shown) => {
             let mut r = next.run(req).await;
-            r.extensions_mut().insert(Authenticated);
+            if shown {
+                r.extensions_mut().insert(Authenticated);
+            }
             let h = r.headers_mut();
             h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
             h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+            // the printed URL's token never leaves in a Referer
+            h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
             if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
                 h.insert(
                     header::CONTENT_SECURITY_POLICY,
@@ -134,6 +132,28 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
             r
         }
     }
+}
+
+#[derive(Deserialize)]
+struct TicketFor {
+    path: String,
+}
+
+/// `POST /api/v1/tickets` with `{"path": "/api/v1/runs/ID/events"}` (or a run's report file):
+/// a one-time ticket for that path, good for 30 s, to show as `?ticket=…` where a browser
+/// cannot send the token's header (`EventSource`, a report opened in a new tab).
+async fn ticket(State(app): State<Arc<App>>, body: String) -> Response {
+    let Ok(TicketFor { path }) = serde_json::from_str(&body) else {
+        return refuse(400, "a ticket is asked for as {\"path\": \"/api/v1/runs/ID/events\"}");
+    };
+    if !crate::guard::ticket_path(&path) {
+        return refuse(400, "tickets are for a run's event stream (/api/v1/runs/ID/events) and report files (/api/v1/runs/ID/report/FILE) only");
+    }
+    let Ok(secret) = crate::guard::new_token() else { return refuse(500, "drawing a ticket failed") };
+    let mut tk = app.tickets.lock().unwrap_or_else(|p| p.into_inner());
+    let now = tk.0.elapsed().as_nanos() as u64;
+    tk.1.issue(secret.clone(), &path, now);
+    Json(serde_json::json!({ "ticket": secret, "path": path, "expires_in_s": crate::guard::TICKET_NS / 1_000_000_000 })).into_response()
 }
 
 async fn page() -> Response {

@@ -159,7 +159,15 @@ pub fn start(opts: Options, hub: Arc<hub::Hub>) -> anyhow::Result<Console> {
     for n in &opts.names {
         guard.also_named(n, addr.port());
     }
-    let app = Arc::new(api::App { hub: hub.clone(), guard, runs_dir: opts.runs_dir, can_start: opts.can_start, tls: acceptor.is_some(), allow: opts.allow });
+    let app = Arc::new(api::App {
+        hub: hub.clone(),
+        guard,
+        runs_dir: opts.runs_dir,
+        can_start: opts.can_start,
+        tls: acceptor.is_some(),
+        allow: opts.allow,
+        tickets: std::sync::Mutex::new((std::time::Instant::now(), Default::default())),
+    });
     let router = api::router(app);
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("horde-ui").enable_all().build().context("starting the console's runtime")?;

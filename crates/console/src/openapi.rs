@@ -71,9 +71,9 @@ pub fn document() -> Value {
     };
     json!({
         "openapi": "3.1.0",
-        "info": { "title": "Horde console API", "version": VERSION, "description": "The run driver's typed events and commands over HTTP (horde ui). Every request carries the token `horde ui` printed: Authorization: Bearer TOKEN, or the horde_ui cookie the first page sets." },
-        "components": { "schemas": components, "securitySchemes": { "token": { "type": "http", "scheme": "bearer" }, "cookie": { "type": "apiKey", "in": "cookie", "name": crate::guard::COOKIE } } },
-        "security": [{ "token": [] }, { "cookie": [] }],
+        "info": { "title": "Horde console API", "version": VERSION, "description": "The run driver's typed events and commands over HTTP (horde ui). Every request but the page and its assets carries the token `horde ui` printed: Authorization: Bearer TOKEN. Where a browser cannot send that header (EventSource, a report opened in a new tab), a one-time ticket from POST /api/v1/tickets goes in the query as ?ticket=…. The console sets no cookie." },
+        "components": { "schemas": components, "securitySchemes": { "token": { "type": "http", "scheme": "bearer" }, "ticket": { "type": "apiKey", "in": "query", "name": "ticket" } } },
+        "security": [{ "token": [] }, { "ticket": [] }],
         "paths": {
             "/api/v1/runs": {
                 "get": { "summary": "Runs the console holds", "responses": with(json!({ "200": ok("The runs", json!({ "type": "array", "items": r("RunInfo") })) })) },
@@ -88,6 +88,7 @@ pub fn document() -> Value {
                 "responses": with(json!({ "200": { "description": "text/event-stream; each data is one EventLine", "content": { "text/event-stream": { "schema": r("EventLine") } } }, "404": err("No such run") })) } },
             "/api/v1/runs/{id}/report/{path}": { "get": { "summary": "A file of the run's report directory (index.html, summary.json, charts/…)", "parameters": [id[0].clone(), { "name": "path", "in": "path", "required": true, "schema": { "type": "string" } }],
                 "responses": with(json!({ "200": { "description": "The file" }, "404": err("Not a file of the report") })) } },
+            "/api/v1/tickets": { "post": { "summary": "A one-time ticket (30 s) for one path where a browser cannot send the token's header: a run's event stream or a report file, shown as ?ticket=…", "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["path"], "properties": { "path": { "type": "string", "examples": ["/api/v1/runs/1/events"] } } } } } }, "responses": with(json!({ "200": ok("The ticket", json!({ "type": "object", "required": ["ticket", "path", "expires_in_s"], "properties": { "ticket": { "type": "string" }, "path": { "type": "string" }, "expires_in_s": { "type": "integer" } } })), "400": err("Not a path a ticket is for") })) } },
             "/api/v1/past": { "get": { "summary": "Past runs: report directories under the runs directory, newest first, with their verdicts", "responses": with(json!({ "200": ok("Past runs", json!({ "type": "array", "items": r("PastRun") })) })) } },
             "/api/v1/compare": { "post": { "summary": "Report directories of the runs directory side by side against the first (`horde compare`): `{\"reports\": [NAME, …], \"alpha\": 0.05}`, 2 to 8 names",
                 "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object", "required": ["reports"], "properties": { "reports": { "type": "array", "items": { "type": "string" }, "minItems": 2, "maxItems": 8 }, "alpha": { "type": "number" } } } } } },

@@ -75,6 +75,10 @@ fn the_console_in_a_real_browser() {
     let shots = shots();
     d.go(&format!("http://{}/?token={}", c.addr, c.token));
     d.wait_for("the page", "return !!window.hordeEditor && !!document.querySelector('#tab-topo');", Duration::from_secs(10));
+    // the token left the address bar for the tab's session storage, and no cookie holds it
+    assert_eq!(d.js("return location.search;", json!([])), json!(""));
+    assert_eq!(d.js("return document.cookie;", json!([])), json!(""));
+    nothing_reaches_another_server(&d, &c.token);
 
     // 1. Draw, set a delay, save: the file equals the fixture.
     d.click("#tab-topo");
@@ -168,8 +172,13 @@ fn the_console_in_a_real_browser() {
     d.wait_for("the run to finish", "return current.info.state === 'finished';", Duration::from_secs(60));
     // stopped on purpose: said so, not "finished (exit 130)" in red (issue 48)
     d.wait_for("the stop said as such", "return document.querySelector('#run-state').textContent.includes('stopped by a command');", Duration::from_secs(10));
-    let href = d.js("return document.querySelector('#run-state a').href;", json!([]));
-    d.go(href.as_str().unwrap());
+    // the report opens in a new tab with a one-time ticket (a tab cannot send the header)
+    let href = d.js("return document.querySelector('#run-state a').getAttribute('href');", json!([]));
+    let ticket = d.js(
+        "const x = new XMLHttpRequest(); x.open('POST', '/api/v1/tickets', false); x.setRequestHeader('Authorization', 'Bearer ' + sessionStorage.getItem('horde_token')); x.setRequestHeader('Content-Type', 'application/json'); x.send(JSON.stringify({ path: arguments[0] })); return JSON.parse(x.responseText).ticket;",
+        json!([href]),
+    );
+    d.go(&format!("http://{}{}?ticket={}", c.addr, href.as_str().unwrap(), ticket.as_str().unwrap()));
     d.wait_for("the report", "return document.body.textContent.includes('stopped');", Duration::from_secs(10));
     d.screenshot(&shots.join("6-report.png"));
     // Bots against a game server the run starts: the response-time chart fills
@@ -200,9 +209,40 @@ fn the_console_in_a_real_browser() {
     d.click("#stop");
     d.wait_for("the regulated run to finish", "return current.info.state === 'finished';", Duration::from_secs(60));
     // the refusal asked for above is the browser's one logged failure (its 409)
-    let errors: Vec<String> = d.errors().into_iter().filter(|e| !(e.contains("/commands") && e.contains("409"))).collect();
+    // (and the favicon the browser asked of the other server, gone after its one answer)
+    let errors: Vec<String> = d.errors().into_iter().filter(|e| !(e.contains("/commands") && e.contains("409")) && !e.contains("/favicon.ico")).collect();
     assert!(errors.is_empty(), "the page logged errors: {errors:?}");
+    nothing_reaches_another_server(&d, &c.token);
     eprintln!("screenshots: {}", shots.display());
+}
+
+/// Issue 66: another web server on 127.0.0.1 (another port) that the browser visits after the
+/// console receives no cookie and nothing of the token.
+fn nothing_reaches_another_server(d: &Driver, token: &str) {
+    use std::io::{Read as _, Write as _};
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = other.local_addr().unwrap().port();
+    let served = std::thread::spawn(move || {
+        let (mut s, _) = other.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut b).unwrap();
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&b[..n]);
+        }
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 22\r\nConnection: close\r\n\r\n<p id=other>other</p>\n");
+        String::from_utf8_lossy(&head).into_owned()
+    });
+    let back = d.js("return location.href;", json!([]));
+    d.go(&format!("http://127.0.0.1:{port}/"));
+    let head = served.join().unwrap();
+    assert!(!head.to_ascii_lowercase().contains("\ncookie:"), "another server on 127.0.0.1 received a cookie: {head}");
+    assert!(!head.contains(token), "another server received the token: {head}");
+    d.go(back.as_str().unwrap());
 }
 
 fn live_change(d: &Driver, dir: &Scratch, shots: &Path) {
