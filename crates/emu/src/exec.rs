@@ -2,10 +2,12 @@
 //! the console alike. The command runs in the node's network namespace with its identity
 //! (hostname, hosts file, `/sys`, state directories), in the node's directory, recorded as
 //! Horde's (so `down` and `cleanup` stop it, and no process Horde did not start), and ends with
-//! the thread that started it (SIGTERM, so it can clean up). Each command runs in a cgroup of
-//! its own under the experiment's (`horde_sys::cgroup`): whatever it starts — a background
-//! child, a daemon that calls `setsid` — stays in it, so a command run to its end ([`run`])
-//! takes its whole tree with it, and `down` ends every process any command left.
+//! the thread that started it (SIGTERM, so it can clean up). Each command runs in a PID
+//! namespace of its own under a small init (`horde child exec-init`, [`horde_sys::pidns`]), and
+//! in a cgroup of its own under the experiment's where a cgroup hierarchy is visible
+//! (`horde_sys::cgroup`): whatever it starts — a background child, a daemon that calls
+//! `setsid` — stays in both, so a command run to its end ([`run`]) takes its whole tree with
+//! it, with or without cgroups, and `down` ends every process any command left.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -79,58 +81,123 @@ fn command_tree(exp: &str) -> Option<horde_sys::cgroup::Tree> {
 
 impl Drop for InNode {
     fn drop(&mut self) {
-        crate::forget_process(&self.exp, self.child.id());
+        // (a command started in the background keeps its record: `exp` cleared)
+        if !self.exp.is_empty() {
+            crate::forget_process(&self.exp, self.child.id());
+        }
     }
+}
+
+/// What `horde child exec-init` runs: a command in its own PID namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecTask {
+    /// The program, resolved (a path).
+    pub program: String,
+    /// Its arguments, argv[0] included.
+    pub argv: Vec<String>,
+    /// Keep the namespace until everything in it has ended (a background command), rather
+    /// than ending it with the command.
+    pub keep: bool,
+}
+
+/// Runs an [`ExecTask`] (the `exec-init` child's whole work); returns the command's exit status.
+pub fn run_task(t: &ExecTask) -> std::io::Result<i32> {
+    check_argv(&t.argv).map_err(|e| std::io::Error::other(e.to_string()))?;
+    horde_sys::pidns::run_init(&t.program, &t.argv, t.keep)
 }
 
 /// Starts `argv` in node `node` of experiment `exp` (`stdio`: its standard input, output and
 /// error). `horde` is this binary when no `horde` is on the PATH (sudo resets PATH; a freshly
 /// built binary is in target/release).
 pub fn spawn(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3]) -> Result<InNode, EmuError> {
+    spawn_with(exp, node, argv, stdio, false)
+}
+
+fn spawn_with(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3], keep: bool) -> Result<InNode, EmuError> {
+    spawn_tied(exp, node, argv, stdio, keep, Some(libc::SIGTERM))
+}
+
+/// [`spawn_with`], the command's init ending on `death_signal` when the thread that started it
+/// does (None: not tied, for a command that outlives this process).
+fn spawn_tied(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3], keep: bool, death_signal: Option<i32>) -> Result<InNode, EmuError> {
     crate::require_root()?;
     check_argv(argv)?;
     let (_, plan) = crate::load(exp)?;
     let nsf = crate::open_node(exp, &plan, node)?;
     let dir = crate::node_dir(exp, node);
     std::fs::create_dir_all(&dir).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
+    // the program, found as exec would find it, so that a wrong name is said here and not as
+    // the init's exit status 127
     let program = match argv[0].as_str() {
         "horde" if which("horde").is_none() => std::env::current_exe().map_err(|e| EmuError::io("locating the horde binary", e))?,
-        p => PathBuf::from(p),
+        p if p.contains('/') => PathBuf::from(p),
+        p => which(p).ok_or_else(|| {
+            EmuError::Other(format!(
+                "running `{p}` in {node}: no such program (the node runs this machine's programs: check the name, give its full path, or install it)"
+            ))
+        })?,
     };
+    match std::fs::metadata(dir.join(&program)) {
+        Err(_) => {
+            return Err(EmuError::Other(format!(
+                "running `{}` in {node}: no such program (the node runs this machine's programs: check the name, give its full path, or install it)",
+                argv[0]
+            )))
+        }
+        Ok(m) if !m.is_file() || std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 == 0 => {
+            return Err(EmuError::Other(format!("running `{}` in {node}: not executable (check its permissions, or give the program that runs it)", argv[0])))
+        }
+        Ok(_) => {}
+    }
     let identity = crate::identity::Identity::prepare(exp, &plan, node)?;
     let [stdin, stdout, stderr] = stdio;
-    let mut cmd = Command::new(&program);
-    cmd.args(&argv[1..]).current_dir(&dir).env("HORDE_EXPERIMENT", exp).env("HORDE_NODE", node).stdin(stdin).stdout(stdout).stderr(stderr);
+    // the init (this binary), its task on a pipe of its own: its standard input is the command's
+    let me = std::env::current_exe().map_err(|e| EmuError::io("locating the horde binary", e))?;
+    let (task_r, task_w) = pipe().map_err(|e| EmuError::io("a pipe for the command's task", e))?;
+    let mut cmd = Command::new(&me);
+    cmd.args([horde_sys::own::SUBCOMMAND, horde_sys::own::Kind::ExecInit.as_str(), exp])
+        .current_dir(&dir)
+        .env("HORDE_EXPERIMENT", exp)
+        .env("HORDE_NODE", node)
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&nsf);
+    let task_fd = std::os::fd::AsRawFd::as_raw_fd(&task_r);
     let tree = command_tree(exp);
     let joiner = tree.as_ref().and_then(|t| t.joiner().ok());
     let join = joiner.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    // SAFETY (the closure's contract): joining a cgroup is one write(2), and Identity::apply
-    // makes only async-signal-safe calls.
-    horde_sys::own::arm(&mut cmd, Some(libc::SIGTERM), false, Some(fd), move || {
+    // SAFETY (the closure's contract): joining a cgroup is one write(2), Identity::apply makes
+    // only async-signal-safe calls, and so are setpgid, dup2 and fcntl.
+    horde_sys::own::arm(&mut cmd, death_signal, death_signal.is_none(), Some(fd), move || {
         match join {
             Some(j) => horde_sys::cgroup::join_from_child(j)?,
             // no cgroup hierarchy here (e.g. an agent started by `ip netns exec`, whose /sys is
-            // the namespace's): a process group of its own holds its background children
-            // SAFETY: setpgid(2) is async-signal-safe.
+            // the namespace's): the PID namespace holds its tree, and a process group of its own
             None => {
                 unsafe { libc::setpgid(0, 0) };
             }
         }
-        unsafe { identity.apply() }
-    });
-    let child = cmd.spawn().map_err(|e| match e.kind() {
-        // the caller's command, not the emulator's failure: say so and how to fix it
-        std::io::ErrorKind::NotFound => EmuError::Other(format!(
-            "running `{}` in {node}: no such program (the node runs this machine's programs: check the name, give its full path, or install it)",
-            argv[0]
-        )),
-        std::io::ErrorKind::PermissionDenied => {
-            EmuError::Other(format!("running `{}` in {node}: not executable (check its permissions, or give the program that runs it)", argv[0]))
+        unsafe { identity.apply()? };
+        let ok = unsafe {
+            if task_fd == horde_sys::own::TASK_FD {
+                libc::fcntl(task_fd, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(task_fd, horde_sys::own::TASK_FD)
+            }
+        };
+        if ok < 0 {
+            return Err(std::io::Error::last_os_error());
         }
-        _ => EmuError::io(&format!("running `{}` in {node}", argv[0]), e),
-    })?;
-    drop((nsf, joiner));
+        Ok(())
+    });
+    let child = cmd.spawn().map_err(|e| EmuError::io(&format!("running `{}` in {node}", argv[0]), e))?;
+    drop((nsf, joiner, task_r));
+    let task = ExecTask { program: program.display().to_string(), argv: argv.to_vec(), keep };
+    let mut w = std::fs::File::from(task_w);
+    horde_sys::own::write_task(&mut w, horde_sys::own::Kind::ExecInit, exp, &task).map_err(|e| EmuError::io("handing the command to its init", e))?;
+    drop(w);
     let _ = crate::record_process(exp, child.id());
     Ok(InNode { child, exp: exp.to_string(), tree: tree.filter(|_| join.is_some()) })
 }
@@ -178,22 +245,40 @@ pub fn run(exp: &str, node: &str, argv: &[String], limit: Duration, max_output: 
     Ok(Ran { exit: status.and_then(|s| s.code()), stdout: text(out), stderr: text(err), timed_out })
 }
 
-/// Starts `argv` in a node in the background: its output goes to `exec-MS.out` in the node's
-/// directory and `down` stops it. A thread of its own starts it and waits for it (so it leaves
-/// no zombie, and its parent-death signal is tied to that thread). Returns its pid and the
-/// output file.
-pub fn start_detached(exp: &str, node: &str, argv: &[String]) -> Result<(u32, PathBuf), EmuError> {
+/// Starts `argv` in a node in the background, for a process that then exits (`horde emu exec
+/// --detach`): not tied to this process, its namespace kept until everything in it has ended
+/// or `down`; its output goes to `exec-MS.out` in the node's directory. Returns its pid and
+/// the output file.
+pub fn start_background(exp: &str, node: &str, argv: &[String]) -> Result<(u32, PathBuf), EmuError> {
+    let (out, err, path) = output_file(exp, node)?;
+    let mut p = spawn_tied(exp, node, argv, [Stdio::null(), out.into(), err.into()], true, None)?;
+    let pid = p.child.id();
+    // it outlives this process: its record (for `down`) stays
+    p.exp.clear();
+    Ok((pid, path))
+}
+
+fn output_file(exp: &str, node: &str) -> Result<(std::fs::File, std::fs::File, PathBuf), EmuError> {
     let dir = crate::node_dir(exp, node);
     std::fs::create_dir_all(&dir).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
     let path = dir.join(format!("exec-{stamp}.out"));
     let out = std::fs::File::create(&path).map_err(|e| EmuError::io(&format!("creating {}", path.display()), e))?;
     let err = out.try_clone().map_err(|e| EmuError::io(&path.display().to_string(), e))?;
+    Ok((out, err, path))
+}
+
+/// Starts `argv` in a node in the background: its output goes to `exec-MS.out` in the node's
+/// directory and `down` stops it. A thread of its own starts it and waits for it (so it leaves
+/// no zombie, and its parent-death signal is tied to that thread). Returns its pid and the
+/// output file.
+pub fn start_detached(exp: &str, node: &str, argv: &[String]) -> Result<(u32, PathBuf), EmuError> {
+    let (out, err, path) = output_file(exp, node)?;
     let (exp, node, argv) = (exp.to_string(), node.to_string(), argv.to_vec());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("horde-exec-detached".into())
-        .spawn(move || match spawn(&exp, &node, &argv, [Stdio::null(), out.into(), err.into()]) {
+        .spawn(move || match spawn_with(&exp, &node, &argv, [Stdio::null(), out.into(), err.into()], true) {
             Ok(mut p) => {
                 let _ = tx.send(Ok(p.child.id()));
                 let _ = p.wait();
@@ -205,6 +290,18 @@ pub fn start_detached(exp: &str, node: &str, argv: &[String]) -> Result<(u32, Pa
         .map_err(|e| EmuError::io("starting a thread", e))?;
     let pid = rx.recv().map_err(|_| EmuError::Other("the command's thread ended before it started".into()))??;
     Ok((pid, path))
+}
+
+/// A pipe, both ends close-on-exec.
+fn pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both were just returned by pipe2 and are owned by nothing else.
+    Ok(unsafe { (std::os::fd::OwnedFd::from_raw_fd(fds[0]), std::os::fd::OwnedFd::from_raw_fd(fds[1])) })
 }
 
 fn which(name: &str) -> Option<PathBuf> {

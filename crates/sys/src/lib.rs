@@ -16,6 +16,7 @@ pub mod host;
 pub mod listen;
 pub mod netns;
 pub mod own;
+pub mod pidns;
 
 /// 32 bytes from the operating system's random source (getrandom), for secrets: run keys and
 /// cookie secrets. The only randomness Horde draws that is not seeded.

@@ -34,6 +34,21 @@ pub enum Kind {
     LinkEmulator,
     /// A whole run another process asks for (`horde_scenario::part::RunRequest`: the console's).
     Run,
+    /// A command in an emulated node, under an init in a PID namespace of its own
+    /// (`horde_emu::exec::ExecTask`, read from [`TASK_FD`]: its standard input is the
+    /// command's).
+    ExecInit,
+}
+
+/// The descriptor an `exec-init` child reads its task from.
+pub const TASK_FD: RawFd = 3;
+
+/// Writes a child's task line (an [`Envelope`]) to `out`.
+pub fn write_task(out: &mut impl Write, kind: Kind, id: &str, task: &impl Serialize) -> io::Result<()> {
+    let mut line = serde_json::to_vec(&Envelope { version: VERSION, kind, id: id.to_string(), task }).map_err(io::Error::other)?;
+    line.push(b'\n');
+    out.write_all(&line)?;
+    out.flush()
 }
 
 impl Kind {
@@ -42,11 +57,12 @@ impl Kind {
             Kind::Part => "part",
             Kind::LinkEmulator => "link-emulator",
             Kind::Run => "run",
+            Kind::ExecInit => "exec-init",
         }
     }
 
     pub fn parse(s: &str) -> Option<Kind> {
-        [Kind::Part, Kind::LinkEmulator, Kind::Run].into_iter().find(|k| k.as_str() == s)
+        [Kind::Part, Kind::LinkEmulator, Kind::Run, Kind::ExecInit].into_iter().find(|k| k.as_str() == s)
     }
 }
 

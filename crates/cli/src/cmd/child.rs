@@ -24,6 +24,16 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let kind = Kind::parse(&args.kind).ok_or_else(|| bad_input(anyhow!("`horde child` runs tasks horde hands itself; `{}` is none of them", args.kind)))?;
     // The task line through standard input's own buffer: what follows it (commands) stays
     // there for whoever reads standard input next.
+    if kind == Kind::ExecInit {
+        // its task on its own descriptor: standard input is the command's
+        use std::os::fd::FromRawFd as _;
+        // SAFETY: the parent (horde_emu::exec) put the task pipe there, for this process alone.
+        let mut task = BufReader::new(unsafe { std::fs::File::from_raw_fd(own::TASK_FD) });
+        let t: horde_emu::exec::ExecTask = own::read_task(&mut task, kind, &args.id).map_err(bad_input)?;
+        drop(task);
+        let code = horde_emu::exec::run_task(&t).map_err(|e| anyhow!("{e}"))?;
+        return Ok(code.clamp(0, 255) as u8);
+    }
     let mut stdin = std::io::stdin().lock();
     match kind {
         Kind::Part => {
@@ -44,6 +54,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
             drop(stdin);
             return run_request(req, stop);
         }
+        Kind::ExecInit => unreachable!("read above"),
     }
     Ok(0)
 }

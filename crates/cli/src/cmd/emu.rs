@@ -76,9 +76,11 @@ pub enum Cmd {
         /// With --agents: stop the command after this many seconds
         #[arg(long, default_value_t = 60, requires = "agents")]
         timeout: u64,
-        /// With --agents: start the command in the background and return (its output goes to a
-        /// file in the node's directory; `horde emu down` stops it), as `docker exec -d` does
-        #[arg(long, requires = "agents")]
+        /// Start the command in the background and return (its output goes to a file in the
+        /// node's directory; what it starts runs on until it ends or `horde emu down`), as
+        /// `docker exec -d` does. Without it, whatever the command leaves running ends with it
+        /// (each command runs in a PID namespace of its own)
+        #[arg(long)]
         detach: bool,
         #[command(flatten)]
         across: Across,
@@ -157,6 +159,11 @@ pub fn run(args: Args, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> O
             Ok(0)
         }
         Cmd::Ls { id: Some(id), dot: false, all, .. } => ls_one(&id, grouping(all)),
+        Cmd::Exec { id, node, command, detach: true, .. } => {
+            let (pid, out) = horde_emu::exec::start_background(&id, &node, &command).map_err(emu_err)?;
+            crate::output::out(&format!("started `{}` in {node} (pid {pid}); its output: {}; `horde emu down {id}` stops it\n", command[0], out.display()))?;
+            Ok(0)
+        }
         Cmd::Exec { id, node, command, .. } => exec(&id, &node, &command),
         Cmd::Cp { id, src, dst } => cp(&id, &src, &dst),
         Cmd::Link(a) => link(a),

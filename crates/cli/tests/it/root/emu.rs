@@ -3,6 +3,8 @@
 //! it runs, and everything goes down again. Then the issue's link setting is measured with the
 //! decoder over ≥ 10,000 packets.
 
+use std::time::Duration;
+
 use crate::emu_util::*;
 
 const ROUTED: &str = r#"
@@ -198,6 +200,64 @@ fn netem_path_where_the_kernel_has_it() {
         assert!(namespaces(exp).is_empty(), "a failed up leaves nothing");
         assert!(!std::path::Path::new(&format!("/run/horde/emu/{exp}")).exists());
     }
+}
+
+/// Issue 66: a command's tree ends with it, `setsid` included, with a cgroup hierarchy and
+/// without one (a private mount namespace with /sys/fs/cgroup unmounted, as an agent started by
+/// `ip netns exec` sees it): each command runs under an init in a PID namespace of its own.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn a_commands_tree_ends_with_it_even_without_cgroups() {
+    horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = tmp("pidns");
+    let topo = write(&dir, "routed.toml", ROUTED);
+    let exp = horde_testkit::exp_id();
+    let exp = exp.as_str();
+    let _down = Down(exp.to_string());
+    ok(&["emu", "up", topo.to_str().unwrap(), "--id", exp]);
+    let node = horde_emu::node_dir(exp, "c1");
+    std::fs::create_dir_all(&node).unwrap();
+    // a daemon that leaves its session and its parent: its own pid (as this machine sees it)
+    // is in escaped.pid
+    std::fs::write(node.join("escape.sh"), "setsid sh -c 'cut -d\" \" -f4 /proc/self/stat > escaped.pid; exec sleep 470' &\nsleep 0.5\n").unwrap();
+    for without_cgroups in [false, true] {
+        let _ = std::fs::remove_file(node.join("escaped.pid"));
+        let t = std::time::Instant::now();
+        let o = if without_cgroups {
+            let script = format!("umount -l /sys/fs/cgroup && test ! -e /sys/fs/cgroup/pids/cgroup.procs && exec {HORDE} emu exec {exp} c1 -- sh escape.sh");
+            std::process::Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", &script]).output().unwrap()
+        } else {
+            std::process::Command::new(HORDE).args(["emu", "exec", exp, "c1", "--", "sh", "escape.sh"]).output().unwrap()
+        };
+        assert!(o.status.success(), "without cgroups {without_cgroups}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(t.elapsed() < Duration::from_secs(4), "answered after {:?}", t.elapsed());
+        let pid: i32 = std::fs::read_to_string(node.join("escaped.pid")).unwrap().trim().parse().unwrap();
+        let gone = std::time::Instant::now();
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() && gone.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(!cmdline.contains("470"), "without cgroups {without_cgroups}: the setsid daemon {pid} outlived its command");
+    }
+    // In the background (--detach), what it starts runs on, until `down` ends it.
+    let _ = std::fs::remove_file(node.join("escaped.pid"));
+    let out = ok(&["emu", "exec", "--detach", exp, "c1", "--", "sh", "escape.sh"]);
+    assert!(out.contains("started `sh` in c1"), "{out}");
+    let t = std::time::Instant::now();
+    while !node.join("escaped.pid").exists() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    let pid: i32 = std::fs::read_to_string(node.join("escaped.pid")).unwrap().trim().parse().unwrap();
+    assert!(std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default().contains("470"), "a detached command's daemon runs on");
+    ok(&["emu", "down", exp, "--purge"]);
+    let gone = std::time::Instant::now();
+    while std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default().contains("470") && gone.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default().contains("470"), "down ended the detached command's daemon");
 }
 
 /// `horde run` with `[emu]`: WoW players on 200 client hosts behind the access network's 20 ms
