@@ -356,7 +356,7 @@ fn collect_and_analyse(
         (None, dirs)
     };
     let from_logs = if !summarised || check {
-        let (tx_records, rx_records, refused) = merge_records(fleet, flows, placement, &dirs)?;
+        let (tx_records, rx_records, refused) = merge_records(fleet, flows, placement, &dirs, t0)?;
         for (name, why) in refused {
             fleet.refuse(&name, &why);
         }
@@ -400,10 +400,11 @@ type Merged = (Vec<Record>, Vec<Record>, Vec<(String, String)>);
 /// Every collected record on the controller's clock, each checked against the placement (an
 /// agent's log holds only the flows it sent or received: an agent whose log breaks that is
 /// refused whole, its name and why returned), sorted.
-fn merge_records(fleet: &Fleet, flows: &[Flow], placement: &Placement, dirs: &[PathBuf]) -> anyhow::Result<Merged> {
+fn merge_records(fleet: &Fleet, flows: &[Flow], placement: &Placement, dirs: &[PathBuf], t0: u64) -> anyhow::Result<Merged> {
     let (mut tx, mut rx, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+    let exact: Vec<bool> = exact_departures(flows).iter().map(Option::is_some).collect();
     for (i, m) in fleet.members.iter().enumerate().filter(|(_, m)| m.collected && m.ok()) {
-        match agent_records(fleet, i, flows, placement, &dirs[i]) {
+        match agent_records(fleet, i, flows, placement, &dirs[i]).and_then(|(t, r)| check_schedules(flows, &exact, &t, &r, t0).map(|_| (t, r))) {
             Ok((mut t, mut r)) => {
                 tx.append(&mut t);
                 rx.append(&mut r);
@@ -414,6 +415,33 @@ fn merge_records(fleet: &Fleet, flows: &[Flow], placement: &Placement, dirs: &[P
     tx.sort_by_key(|r| (r.flow, r.t_a));
     rx.sort_by_key(|r| (r.flow, r.t_b));
     Ok((tx, rx, refused))
+}
+
+/// Every flow whose schedule is regenerated here ([`exact_departures`]) against an agent's
+/// records of it: its departures, exactly, and its arrivals' numbers and sizes
+/// ([`crate::schedule_check`]).
+fn check_schedules(flows: &[Flow], exact: &[bool], tx: &[Record], rx: &[Record], t0: u64) -> anyhow::Result<()> {
+    use std::collections::BTreeMap;
+    let mut sent: BTreeMap<u32, Vec<(u64, u32, u64)>> = BTreeMap::new();
+    for r in tx.iter().filter(|r| r.kind == horde_wire::RecordKind::Sent) {
+        sent.entry(r.flow).or_default().push((r.seq, r.size, r.t_a));
+    }
+    let mut got: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
+    for r in rx.iter().filter(|r| r.kind == horde_wire::RecordKind::Received) {
+        got.entry(r.flow).or_default().push((r.seq, r.size));
+    }
+    let flow = |id: u32| flows.binary_search_by_key(&id, |f| f.id).ok().filter(|&k| exact[k]).map(|k| &flows[k]);
+    for (id, mut s) in sent {
+        if let Some(f) = flow(id) {
+            crate::schedule_check::check_sent(f, &mut s, t0).map_err(anyhow::Error::msg)?;
+        }
+    }
+    for (id, mut g) in got {
+        if let Some(f) = flow(id) {
+            crate::schedule_check::check_received(f, &mut g).map_err(anyhow::Error::msg)?;
+        }
+    }
+    Ok(())
 }
 
 /// Agent `i`'s records, on the controller's clock, or why they are refused.
@@ -457,19 +485,22 @@ const FLOW_OVERHEAD: u64 = 64;
 /// fewer); past [`COUNT_BUDGET`], and for bulk or reverse flows, the coarse bound of
 /// [`rate_bound`].
 fn planned_records(flows: &[Flow]) -> Vec<u64> {
+    flows.iter().zip(exact_departures(flows)).map(|(f, exact)| exact.map_or_else(|| rate_bound(f), |n| n + FLOW_OVERHEAD)).collect()
+}
+
+/// Each flow's departures counted exactly by regenerating its schedule (None: bulk, reverse,
+/// or past [`COUNT_BUDGET`]): the flows whose logs are checked against their schedule.
+fn exact_departures(flows: &[Flow]) -> Vec<Option<u64>> {
     let mut budget = COUNT_BUDGET;
     flows
         .iter()
         .map(|f| {
             let coarse = rate_bound(f);
             let exact = (!f.bulk && !f.reverse && coarse <= budget).then(|| horde_model::schedule::departures(f, coarse)).flatten();
-            match exact {
-                Some(n) => {
-                    budget -= n;
-                    n + FLOW_OVERHEAD
-                }
-                None => coarse,
+            if let Some(n) = exact {
+                budget -= n;
             }
+            exact
         })
         .collect()
 }

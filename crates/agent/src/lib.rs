@@ -38,5 +38,6 @@ pub mod logstream;
 pub mod merge;
 pub mod metrics;
 pub mod msg;
+mod schedule_check;
 pub mod session;
 pub mod tls;

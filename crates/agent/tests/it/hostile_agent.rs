@@ -58,10 +58,28 @@ enum Lie {
     /// A flow run's sender whose summary of its own flow (100 departures by the plan) claims
     /// 9,000 more: a lie within the old bound (rate × 1.5 + 10,000).
     ForgedFlowSummary,
+    /// A flow run's sender whose send log is its flow's exact schedule (regenerated as the
+    /// controller does): a faithful log, though no packet was sent.
+    FaithfulSendLog,
+    /// The same with one departure added (issue 66: within the old "twice the plan" bound).
+    AddedDeparture,
+    /// The same with one departure renumbered.
+    RenumberedDeparture,
+}
+
+/// The flow file of the flow runs with a fake, and the fake's own flow (flow 1) as the
+/// controller plans it.
+fn flow_text(port: u16) -> String {
+    format!("[defaults]\nrate = 50\nsize = 100\nduration = \"2s\"\ndst = \"127.0.0.2:{port}\"\n[[flow]]\nrepeat = 2\n")
 }
 
 /// The fake agent: a TLS server with a valid agent certificate.
 fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
+    fake_with(ip, creds, lie, None)
+}
+
+/// The fake, with the flow it sends (`own`) for the send-log lies.
+fn fake_with(ip: &str, creds: &Path, lie: Lie, own: Option<horde_model::flow::Flow>) -> SocketAddr {
     let cfg = horde_agent::tls::agent_config(creds).unwrap();
     let l = TcpListener::bind(format!("{ip}:0")).unwrap();
     let addr = l.local_addr().unwrap();
@@ -76,6 +94,7 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
         let mut last = Instant::now();
         let mut players = 0..0;
         let mut secs = 0.0;
+        let mut start_at = 0u64;
         loop {
             let send = |tls: &mut rustls::StreamOwned<rustls::ServerConnection, std::net::TcpStream>, m: &ToController| {
                 tls.write_all(&msg::encode(m)).and_then(|_| tls.flush())
@@ -109,6 +128,11 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                             vec![ToController::Ready { server_addr: None }]
                         }
                     }
+                    ToAgent::Start { at_ns } if matches!(lie, Lie::FaithfulSendLog | Lie::AddedDeparture | Lie::RenumberedDeparture) => {
+                        chatty = false;
+                        start_at = at_ns;
+                        vec![ToController::Finished { role: "send".into(), report: Some(report(100)), error: None, cpu_s: 0.1, max_rss_kb: 1000 }]
+                    }
                     ToAgent::Start { .. } if matches!(lie, Lie::LyingFlowSummary | Lie::ForgedFlowSummary) => {
                         chatty = false;
                         vec![ToController::Finished { role: "send".into(), report: Some(report(10)), error: None, cpu_s: 0.1, max_rss_kb: 1000 }]
@@ -135,6 +159,34 @@ fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
                         chatty = false;
                         let claim = if lie == Lie::HugeClaim { 1_000_000_000u64 } else { 10 };
                         vec![ToController::Finished { role: "clients".into(), report: Some(report(claim)), error: None, cpu_s: 0.1, max_rss_kb: 1000 }]
+                    }
+                    ToAgent::Collect if own.is_some() => {
+                        let f = own.as_ref().expect("checked");
+                        let mut records: Vec<horde_wire::Record> = horde_model::schedule::Schedule::new(f)
+                            .map(|d| horde_wire::Record {
+                                flow: f.id,
+                                size: d.size,
+                                seq: d.seq,
+                                t_a: start_at + d.at_ns,
+                                t_b: start_at + d.at_ns + 1_000,
+                                kind: horde_wire::RecordKind::Sent,
+                                ..Default::default()
+                            })
+                            .collect();
+                        match lie {
+                            Lie::AddedDeparture => records.push(horde_wire::Record { seq: records.len() as u64, ..records[records.len() - 1] }),
+                            Lie::RenumberedDeparture => records[40].seq = 41,
+                            _ => {}
+                        }
+                        let mut log = vec![0u8; horde_wire::LOG_HEADER_LEN];
+                        horde_wire::LogHeader { role: horde_wire::Role::Sender, start_ns: start_at }.emit(&mut log);
+                        for r in &records {
+                            let at = log.len();
+                            log.resize(at + horde_wire::RECORD_LEN, 0);
+                            r.emit(&mut log[at..]);
+                        }
+                        let _ = send_file(&mut tls, "send.hlog", &log);
+                        vec![]
                     }
                     ToAgent::Collect => {
                         let _ = collect(&mut tls, lie, players.end + 5);
@@ -388,6 +440,60 @@ fn a_flow_summary_with_more_departures_than_the_flows_schedule_is_refused_and_na
     flow_run_with_a_fake(Lie::ForgedFlowSummary, "9100 departures (the plan allows at most 328)");
 }
 
+/// Issue 66: a sender's log is checked against its flows' exact schedules, regenerated from
+/// their seeds. A fake whose send log is its flow's schedule exactly passes (as the honest
+/// agent's real log does); one departure added, or renumbered, and its log is refused whole,
+/// naming the flow and the departure, and the run fails.
+#[test]
+fn a_send_log_is_checked_against_each_flows_exact_schedule() {
+    let faithful = send_log_run(Lie::FaithfulSendLog);
+    assert!(faithful.lost.is_empty(), "a faithful log passes: {:?}", faithful.agents);
+    let added = send_log_run(Lie::AddedDeparture);
+    let status = &added.agents.iter().find(|a| a.name == "fake").unwrap().stats.status;
+    assert_eq!(added.lost, vec!["fake".to_string()], "{status}");
+    assert!(status.contains("flow 1: departure 100, beyond the 100 its schedule has"), "{status}");
+    let renumbered = send_log_run(Lie::RenumberedDeparture);
+    let status = &renumbered.agents.iter().find(|a| a.name == "fake").unwrap().stats.status;
+    assert!(renumbered.lost == vec!["fake".to_string()] && status.contains("flow 1: departure 40 is missing"), "{status}");
+    for r in [&faithful, &added, &renumbered] {
+        let honest = r.analysis.flows.iter().find(|x| x.flow == Some(0)).expect("the honest agent's flow is reported");
+        assert!(honest.packets >= 90 && honest.loss.as_ref().is_some_and(|l| l.lost == 0), "{honest:?}");
+    }
+}
+
+fn send_log_run(lie: Lie) -> horde_agent::flows::FlowsOutcome {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let d = tmp(&format!("sendlog-{lie:?}"));
+    let creds = d.join("creds");
+    horde_agent::tls::keygen(&creds, 1).unwrap();
+    let (a1, a1_stop, a1_h) = honest("127.0.0.2", &creds, &d, "a1");
+    let port = horde_testkit::free_port("127.0.0.2");
+    let text = flow_text(port);
+    let own = horde_model::flow::FlowFile::parse_and_resolve(&text, 1).unwrap().remove(1);
+    let f = fake_with("127.0.0.3", &creds, lie, Some(own));
+    let (notes, stop, out) = (crate::common::Notes::default(), AtomicBool::new(false), d.join("out"));
+    let events = |e: &Event| notes.event(e);
+    let opts = horde_agent::flows::FlowsOptions {
+        senders: vec![AgentSpec { addr: a1, weight: 1 }, AgentSpec { addr: f, weight: 1 }],
+        receivers: vec![a1],
+        credentials: creds.clone(),
+        out: &out,
+        seed: 1,
+        window_ns: 1_000_000_000,
+        deadman: Duration::from_secs(3),
+        events: &events,
+        stop: &stop,
+        log_server: None,
+        collect: controller::Collect::Logs,
+        check_summaries: false,
+    };
+    let r = horde_agent::flows::run(&text, &opts);
+    a1_stop.store(true, Ordering::Relaxed);
+    let _ = a1_h.join();
+    let notes = notes.take();
+    r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"))
+}
+
 fn flow_run_with_a_fake(lie: Lie, says: &str) {
     let _share = horde_testkit::share(horde_testkit::Load::Light);
     let d = tmp("flowsum");
@@ -396,7 +502,7 @@ fn flow_run_with_a_fake(lie: Lie, says: &str) {
     let (a1, a1_stop, a1_h) = honest("127.0.0.2", &creds, &d, "a1");
     let f = fake("127.0.0.3", &creds, lie);
     let port = horde_testkit::free_port("127.0.0.2");
-    let text = format!("[defaults]\nrate = 50\nsize = 100\nduration = \"2s\"\ndst = \"127.0.0.2:{port}\"\n[[flow]]\nrepeat = 2\n");
+    let text = flow_text(port);
     let (notes, stop, out) = (crate::common::Notes::default(), AtomicBool::new(false), d.join("out"));
     let events = |e: &Event| notes.event(e);
     let opts = horde_agent::flows::FlowsOptions {
