@@ -378,6 +378,12 @@ $("#start-bots").onsubmit = async (ev) => {
   $("#bots-error").textContent = "";
   try { const info = await api("/api/v1/runs", { bots }); await refreshRuns(); openRun(info); } catch (e) { $("#bots-error").textContent = e.message; }
 };
+// a pasted scenario: checked by the console as `horde run` checks a file, then run
+$("#start-toml").onsubmit = async (ev) => {
+  ev.preventDefault();
+  $("#toml-error").textContent = "";
+  try { const info = await api("/api/v1/runs", { toml: new FormData(ev.target).get("toml") }); await refreshRuns(); openRun(info); } catch (e) { $("#toml-error").textContent = e.message; }
+};
 $("#online").onsubmit = (ev) => { ev.preventDefault(); command({ command: "players", online: Number(new FormData(ev.target).get("online")) }); };
 $("#link").onsubmit = (ev) => {
   ev.preventDefault();

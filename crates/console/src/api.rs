@@ -181,7 +181,7 @@ async fn start(State(app): State<Arc<App>>, body: String) -> Response {
     }
     let req: StartRun = match serde_json::from_str(&body) {
         Ok(r) => r,
-        Err(e) => return refuse(400, format!("{e}: a start is {{\"scenario\": \"examples/wow.toml\"}} (or {{\"form\": {{…}}}}, a scenario's fields) with optional players, online, duration, seed")),
+        Err(e) => return refuse(400, format!("{e}: a start is {{\"scenario\": \"examples/wow.toml\"}} (or {{\"form\": {{…}}}}, a scenario's fields, or {{\"toml\": \"…\"}}, a scenario's text) with optional players, online, duration, seed")),
     };
     match runs::start(&app.hub, &app.runs_dir, req).await {
         Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),

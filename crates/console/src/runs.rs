@@ -27,6 +27,10 @@ pub struct StartRun {
     /// written to RUNS/scenarios/NAME-TIME.toml and run from there.
     #[schemars(with = "Option<horde_model::scenario::RawScenario>")]
     pub form: Option<serde_json::Value>,
+    /// ... or a scenario file's text, pasted (TOML); checked as `horde run` checks a file, then
+    /// written to RUNS/scenarios/NAME-TIME.toml and run from there (a service or topology file
+    /// it names is relative to that directory: give absolute paths, or a built-in service).
+    pub toml: Option<String>,
     /// ... or Quake 3 bots against a game server (`horde bots`).
     pub bots: Option<StartBots>,
     pub players: Option<u32>,
@@ -83,7 +87,13 @@ const MAX_LINE: usize = 256 * 1024;
 /// Checks `req` as `horde run` would (the same messages), then starts the run.
 pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result<RunInfo, (u16, String)> {
     let bad = |m: String| (400, m);
+    let pasted = req.toml.take();
     let (name, run) = match (req.scenario.take(), req.form.take(), req.bots.take()) {
+        (None, None, None) if pasted.is_some() => {
+            let f = write_toml(runs_dir, pasted.as_deref().unwrap_or_default()).map_err(bad)?;
+            scenario_request(runs_dir, f, &req)?
+        }
+        _ if pasted.is_some() => return Err(bad("give one of scenario (a file), form (a scenario's fields), toml (a scenario's text) or bots".into())),
         (None, None, Some(b)) => {
             if req.players.is_some() || req.online.is_some() || req.duration.is_some() || req.seed.is_some() {
                 return Err(bad("a bots start takes its values in bots {players, duration, ramp, server}".into()));
@@ -95,7 +105,7 @@ pub async fn start(hub: &Arc<Hub>, runs_dir: &Path, mut req: StartRun) -> Result
             let f = write_form(runs_dir, &form).map_err(bad)?;
             scenario_request(runs_dir, f, &req)?
         }
-        _ => return Err(bad("give one of scenario (a file), form (a scenario's fields) or bots".into())),
+        _ => return Err(bad("give one of scenario (a file), form (a scenario's fields), toml (a scenario's text) or bots".into())),
     };
     let out = match &run {
         RunRequest::Scenario { out, .. } | RunRequest::Bots { out, .. } => out.clone(),
@@ -181,8 +191,19 @@ fn write_form(runs_dir: &Path, form: &serde_json::Value) -> Result<PathBuf, Stri
         return Err("form: a scenario's fields as a JSON object".into());
     }
     let text = toml::to_string(form).map_err(|e| format!("form: {e}"))?;
-    let stem: String =
-        form.get("name").and_then(|n| n.as_str()).unwrap_or("form").chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(40).collect();
+    write_scenario(runs_dir, form.get("name").and_then(|n| n.as_str()).unwrap_or("form"), &text)
+}
+
+/// A pasted scenario: checked as `horde run` checks a file (the same messages, naming the
+/// field), then written beside the forms.
+fn write_toml(runs_dir: &Path, text: &str) -> Result<PathBuf, String> {
+    let dir = runs_dir.join("scenarios");
+    let sc = horde_model::scenario::Scenario::parse(text, "the pasted scenario", &dir).map_err(|e| e.to_string())?;
+    write_scenario(runs_dir, if sc.name == "the pasted scenario" { "pasted" } else { &sc.name }, text)
+}
+
+fn write_scenario(runs_dir: &Path, name: &str, text: &str) -> Result<PathBuf, String> {
+    let stem: String = name.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(40).collect();
     let stem = if stem.is_empty() { "form".to_string() } else { stem };
     let dir = runs_dir.join("scenarios");
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;

@@ -140,6 +140,17 @@ fn a_scenario_started_from_the_api_streams_takes_commands_and_reports() {
     assert!(r.status == 400 && r.body.contains("colour"), "a form's unknown field is named as in a file: {}", r.body);
     let r = start(format!(r#"{{"scenario": "{}", "form": {{}}}}"#, sc.display()));
     assert!(r.status == 400 && r.body.contains("give one of scenario"), "{}", r.body);
+    // a pasted scenario (issue 65): checked as a file is, then written and run from there
+    let r = start(r#"{"toml": "service = 'wow'\nplayers = 0\nduration = '5s'\n"}"#.into());
+    assert!(r.status == 400 && r.body.contains("the pasted scenario: players: must be 1..="), "{}", r.body);
+    let r = start(format!(r#"{{"scenario": "{}", "toml": "service = 'wow'"}}"#, sc.display()));
+    assert!(r.status == 400 && r.body.contains("toml (a scenario's text)"), "{}", r.body);
+    let r = start(r#"{"toml": "name = 'pasted-wow'\nservice = 'wow'\nplayers = 3\nduration = '2s'\nspin_us = 0\n"}"#.into());
+    assert_eq!(r.status, 201, "{}", r.body);
+    let written: Vec<_> =
+        std::fs::read_dir(runs.join("scenarios")).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("pasted-wow-")).collect();
+    assert_eq!(written.len(), 1, "the pasted text is kept as a file");
+    assert!(std::fs::read_to_string(written[0].path()).unwrap().contains("players = 3"));
     let schema: serde_json::Value = serde_json::from_str(&authed(&c, "GET", "/api/v1/scenario-schema", "").body).unwrap();
     assert!(schema["required"].as_array().unwrap().iter().any(|x| x == "players"), "{schema}");
     let r = start(format!(r#"{{"scenario": "{}", "colour": 1}}"#, sc.display()));
