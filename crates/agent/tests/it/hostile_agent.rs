@@ -462,15 +462,21 @@ fn a_send_log_is_checked_against_each_flows_exact_schedule() {
 }
 
 fn send_log_run(lie: Lie) -> horde_agent::flows::FlowsOutcome {
+    flow_run(lie, controller::Collect::Logs).0
+}
+
+/// A flow run of two flows: the honest agent sends flow 0 and receives both, the fake "sends"
+/// flow 1 (its lie). The outcome, the notes, and the scratch directory (the report in `out/`).
+fn flow_run(lie: Lie, collect: controller::Collect) -> (horde_agent::flows::FlowsOutcome, Vec<String>, horde_testkit::Scratch) {
     let _share = horde_testkit::share(horde_testkit::Load::Light);
-    let d = tmp(&format!("sendlog-{lie:?}"));
+    let d = tmp(&format!("flows-{lie:?}"));
     let creds = d.join("creds");
     horde_agent::tls::keygen(&creds, 1).unwrap();
     let (a1, a1_stop, a1_h) = honest("127.0.0.2", &creds, &d, "a1");
     let port = horde_testkit::free_port("127.0.0.2");
     let text = flow_text(port);
     let own = horde_model::flow::FlowFile::parse_and_resolve(&text, 1).unwrap().remove(1);
-    let f = fake_with("127.0.0.3", &creds, lie, Some(own));
+    let f = fake_with("127.0.0.3", &creds, lie, Some(own).filter(|_| collect == controller::Collect::Logs));
     let (notes, stop, out) = (crate::common::Notes::default(), AtomicBool::new(false), d.join("out"));
     let events = |e: &Event| notes.event(e);
     let opts = horde_agent::flows::FlowsOptions {
@@ -484,46 +490,19 @@ fn send_log_run(lie: Lie) -> horde_agent::flows::FlowsOutcome {
         events: &events,
         stop: &stop,
         log_server: None,
-        collect: controller::Collect::Logs,
+        collect,
         check_summaries: false,
     };
     let r = horde_agent::flows::run(&text, &opts);
     a1_stop.store(true, Ordering::Relaxed);
     let _ = a1_h.join();
     let notes = notes.take();
-    r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"))
+    (r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}")), notes, d)
 }
 
 fn flow_run_with_a_fake(lie: Lie, says: &str) {
-    let _share = horde_testkit::share(horde_testkit::Load::Light);
-    let d = tmp("flowsum");
-    let creds = d.join("creds");
-    horde_agent::tls::keygen(&creds, 1).unwrap();
-    let (a1, a1_stop, a1_h) = honest("127.0.0.2", &creds, &d, "a1");
-    let f = fake("127.0.0.3", &creds, lie);
-    let port = horde_testkit::free_port("127.0.0.2");
-    let text = flow_text(port);
-    let (notes, stop, out) = (crate::common::Notes::default(), AtomicBool::new(false), d.join("out"));
-    let events = |e: &Event| notes.event(e);
-    let opts = horde_agent::flows::FlowsOptions {
-        senders: vec![AgentSpec { addr: a1, weight: 1 }, AgentSpec { addr: f, weight: 1 }],
-        receivers: vec![a1],
-        credentials: creds.clone(),
-        out: &out,
-        seed: 1,
-        window_ns: 1_000_000_000,
-        deadman: Duration::from_secs(3),
-        events: &events,
-        stop: &stop,
-        log_server: None,
-        collect: controller::Collect::Summaries,
-        check_summaries: false,
-    };
-    let r = horde_agent::flows::run(&text, &opts);
-    a1_stop.store(true, Ordering::Relaxed);
-    let _ = a1_h.join();
-    let notes = notes.take();
-    let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
+    let (r, notes, d) = flow_run(lie, controller::Collect::Summaries);
+    let out = d.join("out");
     assert_eq!(r.lost, vec!["fake".to_string()], "{:?}", r.agents);
     let fake_row = r.agents.iter().find(|a| a.name == "fake").unwrap();
     assert!(fake_row.stats.status.contains("its sender summary") && fake_row.stats.status.contains(says), "{:?}", fake_row.stats.status);
