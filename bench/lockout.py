@@ -61,17 +61,21 @@ def wait_port(port, t=20):
     raise SystemExit(f"nothing listens on {port}")
 
 
+def one_try(try_once):
+    """1 when a legitimate try gets in within WITHIN seconds, else 0."""
+    start = time.time()
+    try:
+        return int(bool(try_once()) and time.time() - start < WITHIN)
+    except Exception:
+        return 0
+
+
 def attack(port, try_once, payload=b""):
     held = [c for c in (silent(port, k, payload) for k in range(HELD)) if c]
     time.sleep(0.7)
     ok = 0
     for t in range(TRIES):
-        start = time.time()
-        try:
-            if try_once() and time.time() - start < WITHIN:
-                ok += 1
-        except Exception:
-            pass
+        ok += one_try(try_once)
         held += [c for c in (silent(port, t * 4 + j, payload) for j in range(4)) if c]
     for c in held:
         c.close()
@@ -155,12 +159,7 @@ def tries(try_once, pid):
     """20 legitimate tries one after the other: (in within 2 s, listener CPU share meanwhile)."""
     ok, c0, t0 = 0, cpu_s(pid), time.time()
     for _ in range(TRIES):
-        start = time.time()
-        try:
-            if try_once() and time.time() - start < WITHIN:
-                ok += 1
-        except Exception:
-            pass
+        ok += one_try(try_once)
         time.sleep(0.2)
     return ok, (cpu_s(pid) - c0) / (time.time() - t0)
 
