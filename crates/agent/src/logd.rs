@@ -294,8 +294,11 @@ fn source(
     s.role = if hello.role == Role::Sender { "sender" } else { "receiver" }.into();
     s.ended = ended;
     if written == 0 {
-        // It never sent its header: nothing to keep (the empty file is the server's own).
+        // It never sent its header: nothing to keep (the empty file is the server's own), and
+        // it does not count against the run's logs (issue 66: sources that proved the key and
+        // wrote nothing used up the 10,000)
         let _ = std::fs::remove_file(&path);
+        logs.fetch_sub(1, Ordering::Relaxed);
     }
     s.file = path;
     Admission::Served(s)

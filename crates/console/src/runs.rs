@@ -248,7 +248,12 @@ pub fn report_file(out: &Path, rel: &str) -> Result<(&'static str, Vec<u8>), Str
     if rel.contains('\\') {
         return Err(format!("{rel}: not a file of the report"));
     }
-    let f = horde_sys::fs::open_beneath(out, rel).map_err(|e| match e.kind() {
+    // the report directory itself is opened without following a link too (issue 66: one
+    // swapped for a link to /etc served /etc/shadow)
+    let (Some(parent), Some(name)) = (out.parent(), out.file_name().and_then(|n| n.to_str())) else {
+        return Err(format!("{rel}: not a file of the report"));
+    };
+    let f = horde_sys::fs::open_beneath(parent, &format!("{name}/{rel}")).map_err(|e| match e.kind() {
         std::io::ErrorKind::InvalidInput => format!("{rel}: not a file of the report"),
         std::io::ErrorKind::NotFound => format!("{rel}: not in the report (yet)"),
         _ => format!("{rel}: not a plain file of the report"),
@@ -311,4 +316,22 @@ fn past_run(dir: &Path, d: &Path) -> Option<PastRun> {
     // Reports from before verdicts were kept in summary.json have none to show.
     let verdicts = v.get("verdicts").cloned().and_then(|x| serde_json::from_value::<Vec<horde_scenario::report::VerdictBox>>(x).ok()).unwrap_or_default();
     Some(PastRun { dir: d.display().to_string(), kind, interrupted, verdicts })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_report_directory_swapped_for_a_link_is_not_followed() {
+        let d = std::env::temp_dir().join(format!("horde-report-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("runs/r1")).unwrap();
+        std::fs::create_dir_all(d.join("secret")).unwrap();
+        std::fs::write(d.join("runs/r1/index.html"), "<p>report</p>").unwrap();
+        std::fs::write(d.join("secret/index.html"), "secret").unwrap();
+        assert_eq!(super::report_file(&d.join("runs/r1"), "index.html").unwrap().1, b"<p>report</p>");
+        std::fs::remove_dir_all(d.join("runs/r1")).unwrap();
+        std::os::unix::fs::symlink(d.join("secret"), d.join("runs/r1")).unwrap();
+        assert!(super::report_file(&d.join("runs/r1"), "index.html").is_err(), "the swapped directory is a link: refused");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

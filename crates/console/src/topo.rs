@@ -102,13 +102,11 @@ pub fn save(runs_dir: &Path, req: &Save) -> Result<PathBuf, String> {
     if !ok {
         return Err(format!("name `{}`: must be 1..=64 letters, digits, - or _ (it names the file NAME.toml)", req.name.escape_debug()));
     }
-    let dir = saved_dir(runs_dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let path = dir.join(format!("{}.toml", req.name));
-    let tmp = dir.join(format!(".{}.toml.tmp", req.name));
-    std::fs::write(&tmp, horde_topo::render(&req.topology)).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    Ok(path)
+    std::fs::create_dir_all(runs_dir).map_err(|e| format!("creating {}: {e}", runs_dir.display()))?;
+    // never through a link planted in the runs directory (issue 66)
+    let sub = saved_dir(runs_dir).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    horde_sys::fs::write_beneath(runs_dir, &sub, &format!("{}.toml", req.name), horde_topo::render(&req.topology).as_bytes())
+        .map_err(|e| format!("writing {}.toml in {}: {e} (a link there is not followed)", req.name, saved_dir(runs_dir).display()))
 }
 
 /// Reads a topology file (a `.toml` the console's user can read, at most the size `horde emu`

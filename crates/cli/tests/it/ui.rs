@@ -322,14 +322,18 @@ fn topologies_open_check_save_and_come_up_through_the_api() {
     let out = json(authed(&c, "POST", &format!("/api/v1/emu/{id}/exec"), r#"{"node": "b", "command": "sh -c 'sleep 500 & echo started'"}"#));
     assert!(out["stdout"] == "started\n" && t.elapsed() < Duration::from_secs(4), "{out} after {:?}", t.elapsed());
     assert!(in_b().is_empty(), "left in b: {:?}", in_b());
-    // One that escapes its session (setsid) and is left running on purpose ends with the
-    // experiment.
+    // One that escapes its session (setsid), left running on purpose (--detach: issue 66,
+    // without it the command's PID namespace ends it), ends with the experiment.
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_horde"))
-        .args(["emu", "exec", &id, "b", "--", "sh", "-c", "setsid sleep 500 > /dev/null 2>&1 &"])
+        .args(["emu", "exec", "--detach", &id, "b", "--", "sh", "-c", "setsid sleep 500 > /dev/null 2>&1 &"])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(in_b().len(), 1, "the daemon runs until down: {:?}", in_b());
+    let t = std::time::Instant::now();
+    while !in_b().iter().any(|c| c.contains("sleep 500")) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(in_b().iter().filter(|c| c.contains("sleep 500")).count(), 1, "the daemon runs until down: {:?}", in_b());
     json(authed(&c, "DELETE", &format!("/api/v1/emu/{id}"), ""));
     assert!(in_b().is_empty(), "left after down: {:?}", in_b());
     assert_eq!(authed(&c, "GET", &format!("/api/v1/emu/{id}"), "").status, 404, "down");
