@@ -112,6 +112,9 @@ const SEEN_RUNS: usize = 4096;
 /// A TLS handshake takes milliseconds on any network a run uses: 3 s is plenty, and short
 /// enough that silent connections free their place soon.
 const HANDSHAKE_WITHIN: Duration = Duration::from_secs(3);
+/// How long an authenticated controller waits for the agent's session to end before it is
+/// told the agent is busy.
+const BUSY_GRACE: Duration = Duration::from_millis(1000);
 /// Handshakes one source address may have in progress at once.
 const HANDSHAKES_PER_IP: usize = 4;
 
@@ -259,7 +262,15 @@ fn connection(
     handshaking.2 = Outcome::Authenticated;
     drop(handshaking);
     let mut tls = rustls::StreamOwned::new(conn, tcp);
-    if shared.busy.swap(true, Ordering::AcqRel) {
+    // A controller that comes back as its last session ends (its link counters, its next
+    // command) finds the agent free: the session ending is given a moment before "busy".
+    let free_within = Instant::now() + BUSY_GRACE;
+    let mut taken = shared.busy.swap(true, Ordering::AcqRel);
+    while taken && Instant::now() < free_within && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
+        taken = shared.busy.swap(true, Ordering::AcqRel);
+    }
+    if taken {
         let doing = {
             let d = shared.doing.lock().unwrap_or_else(|p| p.into_inner());
             let until = d.2.map(|u| format!(", at most {:.0} s more", u.saturating_duration_since(Instant::now()).as_secs_f64().ceil())).unwrap_or_default();
