@@ -111,11 +111,16 @@ impl Guard {
         }
     }
 
-    /// Compares in time independent of where the first difference is.
     fn same(&self, t: &str) -> bool {
-        let (a, b) = (self.token.as_bytes(), t.as_bytes());
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        same_secret(&self.token, t)
     }
+}
+
+/// Whether two secrets (a token, a ticket) are equal, in time independent of where the first
+/// difference is.
+fn same_secret(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Tickets kept at most (the oldest is forgotten first).
@@ -143,8 +148,7 @@ impl Tickets {
 
     /// Whether `ticket` is good for `path` now; a good one is used up.
     pub fn redeem(&mut self, ticket: &str, path: &str, now_ns: u64) -> bool {
-        let same = |a: &str, b: &str| a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
-        let Some(k) = self.live.iter().position(|t| same(&t.0, ticket)) else { return false };
+        let Some(k) = self.live.iter().position(|t| same_secret(&t.0, ticket)) else { return false };
         let (_, p, until) = self.live.remove(k).expect("found");
         p == path && until > now_ns
     }

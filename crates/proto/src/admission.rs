@@ -234,8 +234,7 @@ impl Admission {
     }
 
     fn penalised(&self, p: &Pending, now: u64) -> bool {
-        let is = |m: &HashMap<IpAddr, Seen>, k: &IpAddr| m.get(k).is_some_and(|s| s.penalised_until > now);
-        !p.trusted && (is(&self.sources, &p.src) || is(&self.networks, &p.net))
+        !p.trusted && (penalised_in(&self.sources, &p.src, now) || penalised_in(&self.networks, &p.net, now))
     }
 
     /// A new connection from `ip` at `now_ns`.
@@ -248,8 +247,7 @@ impl Admission {
             // lower rate) is refused while its network is over the network's rate; a light
             // source (a user, not the flood beside it in its network) always passes.
             let now = now_ns;
-            let pen = |m: &HashMap<IpAddr, Seen>, k: &IpAddr| m.get(k).is_some_and(|s| s.penalised_until > now);
-            let (src_pen, net_pen) = (pen(&self.sources, &src), pen(&self.networks, &net));
+            let (src_pen, net_pen) = (penalised_in(&self.sources, &src, now), penalised_in(&self.networks, &net, now));
             let src_rate = if src_pen { self.cfg.penalised_rate } else { self.cfg.source_rate };
             let net_rate = if net_pen { self.cfg.penalised_rate } else { self.cfg.network_rate };
             let light = take(remember(&mut self.sources, src, now, &self.cfg), src_rate, now, true);
@@ -346,6 +344,11 @@ impl Admission {
         let pen = |m: &HashMap<IpAddr, Seen>| m.values().filter(|s| s.penalised_until > now_ns).count();
         Counts { pending: self.pending.len(), penalised: pen(&self.sources) + pen(&self.networks), tracked: self.sources.len() + self.networks.len() }
     }
+}
+
+/// Whether `key` (a source or a network) is penalised at `now`.
+fn penalised_in(m: &HashMap<IpAddr, Seen>, key: &IpAddr, now: u64) -> bool {
+    m.get(key).is_some_and(|s| s.penalised_until > now)
 }
 
 /// Takes a token from `s`'s bucket (`rate` a second, holding twice that); `peek`: only fills it.
