@@ -31,6 +31,11 @@ fuzz_target!(|data: &[u8]| {
     if t.redeem(path, path, 1) {
         unreachable!("a ticket no one was given");
     }
+    // `--exempt ADDR[/PREFIX]` (the console's and the agents' admission): an entry it takes is
+    // an address with a prefix its family allows
+    if let Ok((ip, prefix)) = horde_proto::admission::parse_exempt(&text) {
+        assert!(prefix <= if ip.is_ipv4() { 32 } else { 128 }, "{text:?}");
+    }
     let _ = horde_scenario::control::Command::parse(&text);
     let _ = serde_json::from_str::<horde_console::runs::StartRun>(&text);
     let _ = serde_json::from_str::<horde_console::emu::LinkSet>(&text);
