@@ -44,9 +44,19 @@ pub fn tool(path: &str, install: &str) -> bool {
     if Path::new(path).exists() {
         return true;
     }
-    assert!(!ci(), "CI: {path} is missing ({install}; .ci/run installs it)");
-    eprintln!("SKIPPED: {path} is missing ({install})");
+    skip(&format!("{path} is missing ({install})"));
     false
+}
+
+/// Says that the calling test is skipped, and why, where the test run's summary shows it: on
+/// the process's standard error directly (libtest captures `eprintln!` and shows it only for
+/// a failed test, so a skip would read as a plain `ok`), named after the test. Under `CI=true`
+/// it fails the test instead (`.ci/run` installs every tool).
+pub fn skip(why: &str) {
+    assert!(!ci(), "CI: this test would be skipped ({why}); .ci/run installs what it needs");
+    let name = std::thread::current().name().unwrap_or("a test").to_string();
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED {name}: {why}");
 }
 
 /// A scratch directory of one test, under the system's temporary directory, unique to this
@@ -88,5 +98,28 @@ impl std::ops::Deref for Scratch {
     type Target = Path;
     fn deref(&self) -> &Path {
         &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A skip is seen in the test run's output, not only in the captured output of a failure:
+    /// this test runs itself again as a skipping test (outside CI) and reads what it printed.
+    #[test]
+    fn a_skip_shows_in_the_run_output() {
+        if std::env::var_os("HORDE_SKIP_PROBE").is_some() {
+            super::skip("the probe's tool is missing");
+            return;
+        }
+        let me = std::env::current_exe().unwrap();
+        let o = std::process::Command::new(me)
+            .args(["tests::a_skip_shows_in_the_run_output", "--exact", "--test-threads=1"])
+            .env("HORDE_SKIP_PROBE", "1")
+            .env_remove("CI")
+            .output()
+            .unwrap();
+        let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{all}");
+        assert!(all.contains("SKIPPED tests::a_skip_shows_in_the_run_output: the probe's tool is missing"), "{all}");
     }
 }

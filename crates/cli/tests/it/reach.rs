@@ -49,8 +49,7 @@ fn completions_parse_in_their_shell_and_manual_pages_render() {
     assert!(page.contains(".TH horde-run 1") && page.contains("\\-\\-players"), "{page}");
     assert!(pages.join("horde-emu-up.1").exists() && !pages.join("horde-child.1").exists(), "subcommands' pages, hidden ones left out");
     if std::process::Command::new("man").arg("--version").output().is_err() {
-        assert!(std::env::var("CI").is_err(), "CI's machine has man (man-db)");
-        eprintln!("SKIPPED: rendering with man -l: no man here");
+        horde_testkit::skip("rendering with man -l: no man here (apt-get install man-db)");
         return;
     }
     let r = run(std::process::Command::new("man").arg("-l").arg(pages.join("horde-run.1")).env("MANPAGER", "cat").env("MANWIDTH", "100"));

@@ -116,8 +116,7 @@ fn the_report_renders_in_a_real_browser() {
         .into_iter()
         .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()));
     let Some(chromium) = chromium else {
-        assert!(std::env::var("CI").is_err(), "CI must install chromium (.ci/run does)");
-        eprintln!("SKIPPED: no chromium here; .ci/run installs it");
+        horde_testkit::skip("no chromium here; .ci/run installs it");
         return;
     };
     let dir = Scratch::new("browser");

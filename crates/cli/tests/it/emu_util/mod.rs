@@ -79,8 +79,7 @@ pub fn lookalike(dir: &Path, id: &str) -> Option<std::process::Child> {
     let bin = dir.join("sleeper");
     let built = Command::new("cc").arg(&src).arg("-o").arg(&bin).status().is_ok_and(|s| s.success());
     if !built {
-        assert!(std::env::var("CI").is_err(), "CI has a C compiler");
-        eprintln!("skipped the lookalike part: no C compiler");
+        horde_testkit::skip("the lookalike part: no C compiler (apt-get install gcc)");
         return None;
     }
     Some(Command::new(&bin).arg0("horde").args(["child", "link-emulator", id]).spawn().unwrap())
