@@ -88,8 +88,8 @@ pub fn correct(r: &mut Record, own: i64, peer: i64) {
         }
         // t_a holds address bytes: only the time it was learnt moves.
         RecordKind::Source | RecordKind::Destination | RecordKind::End => r.t_b = to_reference(r.t_b, own),
-        // A log server's note: its times are the server's, not an agent's.
-        RecordKind::Gap => {}
+        // A log server's note: its times are the server's, not an agent's; an alias has none.
+        RecordKind::Gap | RecordKind::Alias => {}
     }
 }
 

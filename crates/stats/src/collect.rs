@@ -3,7 +3,7 @@
 //! analysis ([`crate::analyse`]) and the per-packet table ([`crate::packets`]) both read what
 //! this returns, so their counts cannot disagree.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
 use horde_wire::{Endpoint, RecordKind, Role};
@@ -56,6 +56,9 @@ pub struct FlowEnds {
     /// More than one source named this flow id (several senders used the same ids: their
     /// packets cannot be told apart by the receiver's log).
     pub shared: bool,
+    /// The id the flow's sender gave it, where a receiver logged it under another (version 5's
+    /// alias records: another source used that id first).
+    pub sender_id: Option<u32>,
 }
 
 impl FlowEnds {
@@ -87,6 +90,49 @@ pub struct Collected {
     pub(crate) has_receiver: bool,
 }
 
+/// Version 5's alias records: a receiver logs a (source, flow id) pair under another id where
+/// another source used that id first. Returns, per alias, the sender's id and its source.
+fn aliases(logs: &[LoadedLog]) -> HashMap<u32, (u32, Option<SocketAddr>)> {
+    let mut out: HashMap<u32, (u32, Option<SocketAddr>)> = HashMap::new();
+    for l in logs.iter().filter(|l| l.role == Role::Receiver) {
+        for r in &l.records {
+            if let Some(a) = horde_wire::log::Alias::of(r) {
+                out.entry(a.id).or_insert((a.flow, None)).0 = a.flow;
+            }
+        }
+        for r in &l.records {
+            if let Some(e) = Endpoint::of(r).filter(|e| e.end == RecordKind::Source) {
+                if let Some(x) = out.get_mut(&e.flow) {
+                    x.1.get_or_insert(e.addr);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A sender's log's ids that a receiver's log knows under an alias: its flows whose source
+/// (the sender log's own endpoint record) is the alias's source.
+fn renamed(l: &LoadedLog, aliases: &HashMap<u32, (u32, Option<SocketAddr>)>) -> HashMap<u32, u32> {
+    if l.role != Role::Sender || aliases.is_empty() {
+        return HashMap::new();
+    }
+    let by_pair: HashMap<(u32, u16), Vec<(u32, SocketAddr)>> =
+        aliases.iter().filter_map(|(id, (flow, src))| src.map(|a| ((*flow, a.port()), (*id, a)))).fold(HashMap::new(), |mut m, (k, v)| {
+            m.entry(k).or_default().push(v);
+            m
+        });
+    let mut out = HashMap::new();
+    for e in l.records.iter().filter_map(Endpoint::of).filter(|e| e.end == RecordKind::Source) {
+        // A sender bound to the unspecified address names its port only.
+        let hit = by_pair.get(&(e.flow, e.addr.port())).and_then(|v| v.iter().find(|(_, a)| *a == e.addr || e.addr.ip().is_unspecified()));
+        if let Some((id, _)) = hit {
+            out.insert(e.flow, *id);
+        }
+    }
+    out
+}
+
 /// One pass over every log's records.
 pub fn collect(logs: &[LoadedLog]) -> Collected {
     let mut c = Collected { flows: BTreeMap::new(), back: BTreeMap::new(), ends: BTreeMap::new(), ignored: 0, gaps: Vec::new(), has_receiver: false };
@@ -103,8 +149,21 @@ pub fn collect(logs: &[LoadedLog]) -> Collected {
         .map(|(i, _)| i)
         .collect();
     let pair = (two_way.len() == 2 && !logs.iter().any(|l| l.role == Role::Receiver)).then(|| (two_way[0], two_way[1]));
+    let aliases = aliases(logs);
+    for (id, (flow, _)) in &aliases {
+        c.ends.entry(*id).or_default().sender_id = Some(*flow);
+    }
     for (i, l) in logs.iter().enumerate() {
+        let renamed = renamed(l, &aliases);
         for r in &l.records {
+            let mut r = *r;
+            if let Some(id) = renamed.get(&r.flow) {
+                r.flow = *id;
+            }
+            let r = &r;
+            if r.kind == RecordKind::Alias {
+                continue;
+            }
             if let Some(e) = Endpoint::of(r) {
                 c.ends.entry(r.flow).or_default().learn(&e);
                 continue;

@@ -151,6 +151,10 @@ pub struct FlowStats {
     /// Several sources used this flow id (their packets are mixed in this row).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shared_id: bool,
+    /// The id a receiver's log keys this flow by, where it differs from `flow` (the sender's):
+    /// another source used the same flow id first, and a flow is one (source, flow id) pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_in_log: Option<u32>,
     /// The sender's end-of-flow message, as the receiver logged it: absent where the receiver
     /// got none (the sender died, is still running, or is not `horde send`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -259,6 +263,9 @@ pub fn analyse_collected(c: &Collected, opts: Options) -> Analysis {
             stats.dst = e.dst.map(|a| a.to_string());
             stats.protocol = e.protocol.map(horde_wire::log::protocol_name);
             stats.shared_id = e.shared;
+            if let Some(w) = e.sender_id {
+                (stats.flow, stats.id_in_log) = (Some(w), Some(*id));
+            }
         }
         if (d.kind == "owd") == any_owd {
             total_delay.merge(&d);

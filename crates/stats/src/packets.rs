@@ -81,7 +81,8 @@ fn flow_rows<E: From<RowsError>>(
     f: &mut impl FnMut(&PacketRow) -> Result<(), E>,
 ) -> Result<(), E> {
     let base = PacketRow {
-        flow: id,
+        // the sender's id: the source columns tell two senders' flows of one id apart
+        flow: ends.sender_id.unwrap_or(id),
         direction: if reverse { "reverse" } else { "forward" },
         protocol: ends.protocol.map(horde_wire::log::protocol_name),
         src_addr: ends.src.map(|a| a.ip().to_string()),

@@ -22,6 +22,10 @@
 //!  2 the source fell silent, 3 the server's size limit) | 8 records missing u64 (u64::MAX: not
 //!  known) | 16 since u64 (ns, the source's clock where it said so, else the server's)
 //!  24 noted at u64 (the server's clock) | 32 0 | 36 0 | 37 0 | 38 kind u8 | 39 0
+//! alias record (40 bytes, kind 7; version 5): a receiver's note that it logs the flow its
+//! senders call `flow id` from one source under another id, because another source used that
+//! id first (the source is the id's own source endpoint record):
+//!  0 id u32 (the id in this log) | 4 flow id u32 (the sender's) | 8..38 0 | 38 kind u8 | 39 0
 //! ```
 //! Times are ns since the Unix epoch (CLOCK_REALTIME). Meaning of `t_a` / `t_b` by kind:
 //! - `Sent`: scheduled departure / actual departure (the difference is the send lateness);
@@ -38,13 +42,15 @@
 //! Version 3 added the end records: a receiver logs the sender's end-of-flow message, so the
 //! receiver's log alone counts the packets lost at the end of a flow and tells a flow that
 //! ended from one whose sender vanished. Version 4 added the gap records of streamed logs.
+//! Version 5 added the alias records: a receiver keys flows by (source address and port, flow
+//! id), so two senders that both call their flow 0 are two flows in its log and its report.
 //! Logs of versions 1 to 3 still decode.
 
 use crate::{need, WireError};
 
 pub const LOG_HEADER_LEN: usize = 32;
 pub const RECORD_LEN: usize = 40;
-pub const LOG_VERSION: u16 = 4;
+pub const LOG_VERSION: u16 = 5;
 /// The oldest log version this build reads.
 pub const LOG_VERSION_MIN: u16 = 1;
 const MAGIC: [u8; 8] = *b"HORDELOG";
@@ -114,6 +120,8 @@ pub enum RecordKind {
     End = 5,
     /// Records missing from a streamed log, as its log server noted (version 4; see [`Gap`]).
     Gap = 6,
+    /// A receiver logs a (source, flow id) pair under another id (version 5; see [`Alias`]).
+    Alias = 7,
 }
 
 impl RecordKind {
@@ -267,6 +275,24 @@ impl Gap {
     }
 }
 
+/// A receiver's alias (a record of kind [`RecordKind::Alias`]): the flow one source calls
+/// `flow` is logged under `id`, since another source used `flow` first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Alias {
+    pub id: u32,
+    pub flow: u32,
+}
+
+impl Alias {
+    pub fn record(&self) -> Record {
+        Record { flow: self.id, size: self.flow, kind: RecordKind::Alias, ..Default::default() }
+    }
+
+    pub fn of(r: &Record) -> Option<Alias> {
+        (r.kind == RecordKind::Alias).then_some(Alias { id: r.flow, flow: r.size })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Record {
     pub flow: u32,
@@ -294,6 +320,7 @@ impl Record {
             4 => RecordKind::Destination,
             5 => RecordKind::End,
             6 => RecordKind::Gap,
+            7 => RecordKind::Alias,
             k => return Err(WireError::Version(k)),
         };
         Ok(Record {
@@ -386,12 +413,22 @@ mod tests {
     fn older_logs_still_read() {
         let mut hb = [0u8; LOG_HEADER_LEN];
         LogHeader { role: Role::Sender, start_ns: 1 }.emit(&mut hb);
-        for v in [1u16, 2, 3] {
+        for v in [1u16, 2, 3, 4] {
             hb[8..10].copy_from_slice(&v.to_le_bytes());
             assert_eq!(LogHeader::parse(&hb).unwrap().role, Role::Sender, "version {v}");
         }
-        hb[8..10].copy_from_slice(&5u16.to_le_bytes());
-        assert_eq!(LogHeader::parse(&hb), Err(WireError::Version(5)));
+        hb[8..10].copy_from_slice(&6u16.to_le_bytes());
+        assert_eq!(LogHeader::parse(&hb), Err(WireError::Version(6)));
+    }
+
+    #[test]
+    fn aliases_round_trip() {
+        let a = Alias { id: u32::MAX, flow: 7 };
+        let mut b = [0u8; RECORD_LEN];
+        a.record().emit(&mut b);
+        let r = Record::parse(&b).unwrap();
+        assert_eq!((r.kind, Alias::of(&r)), (RecordKind::Alias, Some(a)));
+        assert!(!r.kind.is_packet() && Endpoint::of(&r).is_none());
     }
 
     #[test]

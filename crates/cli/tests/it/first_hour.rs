@@ -81,27 +81,59 @@ fn output_without_noise() {
     assert!(!wow.contains("shared/reference"));
 }
 
-/// `decode --window` shows the time series on the terminal; two senders sharing a flow id at
-/// one receiver are named as the likely cause of the duplicates they produce.
+/// Two senders that both call their flow 0 (no `--id-base`) into one receiver are two flows,
+/// keyed by (source address and port, flow id), in `recv`'s report, in `decode` of the
+/// receiver's log alone, and with the senders' logs joined: no duplicates, each flow's own
+/// packets; the second one's row says which id the receiver's log keys it by.
 #[test]
-fn decode_shows_windows_and_warns_of_shared_flow_ids() {
+fn recv_and_decode_key_flows_by_source_and_flow_id() {
     let dir = Scratch::new("fh-windows");
     let rlog = dir.path("r.hlog");
-    let rx = Recv::start(&["--udp", "0", "--log", rlog.to_str().unwrap()]);
+    let json = dir.path("r.json");
+    let rx = Recv::start(&["--udp", "0", "--log", rlog.to_str().unwrap(), "--json", json.to_str().unwrap()]);
     let dst = rx.addrs[0].to_string();
-    let senders: Vec<_> = (0..2)
-        .map(|_| {
-            horde().args(["send", "--dst", &dst, "--rate", "1000", "--size", "64", "--packets", "800"]).stderr(std::process::Stdio::null()).spawn().unwrap()
+    let slogs: Vec<_> = (0..2).map(|k| dir.path(&format!("s{k}.hlog"))).collect();
+    let senders: Vec<_> = slogs
+        .iter()
+        .enumerate()
+        .map(|(k, log)| {
+            let size = (64 + 16 * k).to_string();
+            horde()
+                .args(["send", "--dst", &dst, "--rate", "1000", "--size", &size, "--packets", "800", "--log", log.to_str().unwrap()])
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
         })
         .collect();
     for mut s in senders {
         assert!(s.wait().unwrap().success());
     }
     rx.stop();
-    let o = run(horde().args(["decode", rlog.to_str().unwrap(), "--window", "200ms"]));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let flows = report["flows"].as_object().unwrap();
+    assert_eq!(flows.len(), 2, "{report}");
+    let sources: std::collections::BTreeSet<&str> = flows.values().map(|f| f["source"].as_str().unwrap()).collect();
+    assert_eq!(sources.len(), 2, "{report}");
+    assert!(flows.values().all(|f| f["packets"] == 800), "{report}");
+    assert_eq!(flows.values().filter(|f| f["flow_id"] == 0).count(), 1, "the second source's flow names its sender's id: {report}");
+    let rl = rlog.to_str().unwrap();
+    for logs in [vec![rl], vec![slogs[0].to_str().unwrap(), slogs[1].to_str().unwrap(), rl]] {
+        let o = run(horde().arg("decode").args(&logs).args(["--json", "-"]));
+        assert!(o.status.success(), "{}", text(&o));
+        let a: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let rows = a["flows"].as_array().unwrap();
+        assert_eq!(rows.len(), 2, "{a}");
+        assert!(rows.iter().all(|f| f["flow"] == 0 && f["packets"] == 800 && f["loss"]["duplicates"] == 0 && f["shared_id"].is_null()), "{a}");
+        assert_eq!(rows.iter().filter(|f| f["id_in_log"].is_u64()).count(), 1, "{a}");
+        let sizes: std::collections::BTreeSet<u64> = rows.iter().map(|f| f["max_size"].as_u64().unwrap()).collect();
+        assert_eq!(sizes.len(), 2, "each row holds its own sender's packets: {a}");
+        if logs.len() == 3 {
+            assert!(rows.iter().all(|f| f["send_lateness"]["packets"] == 800), "each sender's departures joined to its own flow: {a}");
+        }
+    }
+    let o = run(horde().args(["decode", rl, "--window", "200ms"]));
     let out = text(&o);
-    assert!(out.contains("per 0.2 s window, all flows"), "{out}");
-    assert!(out.contains("several senders probably used flow id 0"), "{out}");
+    assert!(out.contains("per 0.2 s window, all flows") && !out.contains("shared id"), "{out}");
 }
 
 /// A machine-readable event stream for dashboards: one JSON object per second, and the run's

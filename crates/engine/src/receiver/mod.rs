@@ -34,6 +34,7 @@ use crate::net::{self, RecvBatch};
 use crate::EngineError;
 
 mod icmp;
+mod ids;
 mod report;
 mod signal;
 mod spawn;
@@ -67,6 +68,8 @@ const UDP_FLOW_IDLE_S: u64 = 60;
 struct SinkConn {
     conn: Conn,
     sock: TcpStream,
+    /// The connection's source (its flow is keyed by it and its flow id).
+    peer: SocketAddr,
 }
 
 /// A UDP reverse flow: bulk goes back to its validated address while its keep-alives come.
@@ -83,6 +86,8 @@ struct UdpReverse {
 struct UdpFlow {
     /// Its hello's run tag: a sender's run reusing the address and flow id is another flow.
     tag: u32,
+    /// The id it is logged and reported under ([`ids::FlowIds`]).
+    id: u32,
     /// Its signed hello asked for echoes / for reverse bulk (and the receiver gives it).
     echo: bool,
     reverse: bool,
@@ -105,8 +110,8 @@ struct UdpFlow {
 }
 
 impl UdpFlow {
-    fn new(tag: u32, echo: bool, reverse: bool, last_s: u64, sock: usize) -> UdpFlow {
-        UdpFlow { tag, echo, reverse, last_s, packets: 0, bytes: 0, ended: false, end: None, copies: 0, acks: 0, ack_due: None, sock }
+    fn new(tag: u32, id: u32, echo: bool, reverse: bool, last_s: u64, sock: usize) -> UdpFlow {
+        UdpFlow { tag, id, echo, reverse, last_s, packets: 0, bytes: 0, ended: false, end: None, copies: 0, acks: 0, ack_due: None, sock }
     }
 }
 
@@ -176,6 +181,7 @@ pub fn run(opts: &RecvOptions, stop: &AtomicBool, ready: impl FnOnce(&[SocketAdd
         icmp,
         icmp_sources: HashSet::new(),
         udp_flows: HashMap::new(),
+        ids: ids::FlowIds::default(),
         end_waits: Vec::new(),
         early: crate::early::Early::default(),
         last_evict_s: u64::MAX,
@@ -217,6 +223,8 @@ struct Receiver {
     icmp_sources: HashSet<(std::net::Ipv4Addr, u32)>,
     /// Admitted UDP flows, per (source, flow id).
     udp_flows: HashMap<(SocketAddr, u32), UdpFlow>,
+    /// The id each (source, flow id) pair is logged under.
+    ids: ids::FlowIds,
     /// Flows whose end acknowledgement waits for datagrams still on their way.
     end_waits: Vec<(SocketAddr, u32)>,
     /// Datagrams that came before their flow's admitting hello.
@@ -252,6 +260,8 @@ struct Receiver {
 struct SinkCtx<'a> {
     sink: &'a mut LogSink,
     report: &'a mut RecvReport,
+    ids: &'a mut ids::FlowIds,
+    peer: SocketAddr,
 }
 
 impl Ctx for SinkCtx<'_> {
@@ -259,7 +269,8 @@ impl Ctx for SinkCtx<'_> {
         0
     }
 
-    fn record(&mut self, r: Record) {
+    fn record(&mut self, mut r: Record) {
+        r.flow = log_id(self.ids, self.sink, self.report, self.peer, r.flow);
         if r.kind == RecordKind::End {
             signal::note_end(self.report, &r);
         } else {
@@ -279,6 +290,22 @@ fn about(opts: &RecvOptions) -> horde_wire::discover::About {
     let caps = CAP_ECHO | if opts.reverse { CAP_REVERSE } else { 0 } | if opts.icmp.is_some() { CAP_ICMP } else { 0 };
     let ports = |n: usize| u16::try_from(n).unwrap_or(u16::MAX);
     About { role: Role::Receiver, caps, udp_ports: ports(opts.udp.len()), tcp_ports: ports(opts.tcp.len()), ..About::default() }
+}
+
+/// The id flow `flow` of `from` is logged and reported under: its own, unless another source
+/// used it first ([`ids::FlowIds`]); an alias record is logged the first time one is given.
+/// The report's entry names its source (and the sender's id where it differs).
+fn log_id(ids: &mut ids::FlowIds, sink: &mut LogSink, report: &mut RecvReport, from: SocketAddr, flow: u32) -> u32 {
+    let (id, alias) = ids.id(from, flow);
+    if let Some(a) = alias {
+        sink.push(a.record());
+        let f = report.flows.entry(id).or_default();
+        f.source = Some(from.to_string());
+        f.flow_id = Some(flow);
+    } else {
+        report.flows.entry(id).or_default().source.get_or_insert_with(|| from.to_string());
+    }
+    id
 }
 
 fn count(report: &mut RecvReport, flow: u32, len: usize, t: u64) {
@@ -434,7 +461,7 @@ impl Receiver {
             self.last_arrival = now;
             let mut conn = Conn::sink_tcp(format!("from {peer}"), self.opts.key.clone());
             conn.timers.arm(now, Some(HELLO_TIMEOUT_NS), self.opts.conn_idle.map(|d| d.as_nanos() as u64));
-            self.conns[idx] = Some(SinkConn { conn, sock });
+            self.conns[idx] = Some(SinkConn { conn, sock, peer });
             self.pending.push_back(idx);
         }
     }
@@ -457,7 +484,7 @@ impl Receiver {
         }
         if readable && !c.conn.timers.stalled() {
             let asked = c.conn.reverse_requested();
-            close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, now, room, self.opts.quickack);
+            close = read_conn(c, &mut self.read_buf, &mut self.sink, &mut self.report, &mut self.ids, now, room, self.opts.quickack);
             self.last_arrival = now;
             if !asked && c.conn.reverse_requested() {
                 if self.opts.reverse {
@@ -628,7 +655,16 @@ impl Receiver {
 /// `room`: the bytes the receiver's echo budget has left; an echoing connection reads no more
 /// than that (so together they never pass it).
 #[allow(clippy::too_many_arguments)]
-fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut RecvReport, now_mono: u64, mut room: usize, quickack: bool) -> bool {
+fn read_conn(
+    c: &mut SinkConn,
+    buf: &mut [u8],
+    sink: &mut LogSink,
+    report: &mut RecvReport,
+    ids: &mut ids::FlowIds,
+    now_mono: u64,
+    mut room: usize,
+    quickack: bool,
+) -> bool {
     loop {
         let max = if c.conn.echoing() { buf.len().min(room).min(ECHO_LIMIT.saturating_sub(c.conn.out().len())) } else { buf.len() };
         if max == 0 {
@@ -650,9 +686,10 @@ fn read_conn(c: &mut SinkConn, buf: &mut [u8], sink: &mut LogSink, report: &mut 
         c.conn.timers.touch(now_mono);
         let was_waiting = c.conn.awaiting_hello();
         let before = report.packets;
-        let r = c.conn.on_stream(real_ns(), &buf[..n], &mut SinkCtx { sink, report });
+        let r = c.conn.on_stream(real_ns(), &buf[..n], &mut SinkCtx { sink, report, ids, peer: c.peer });
         if was_waiting && !c.conn.awaiting_hello() {
-            sink.endpoints(c.conn.flow, c.conn.tag, c.sock.peer_addr().ok(), c.sock.local_addr().ok(), horde_wire::log::PROTO_TCP);
+            let id = log_id(ids, sink, report, c.peer, c.conn.flow);
+            sink.endpoints(id, c.conn.tag, Some(c.peer), c.sock.local_addr().ok(), horde_wire::log::PROTO_TCP);
         }
         if c.conn.echoing() {
             report.echoed += report.packets - before;

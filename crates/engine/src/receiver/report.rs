@@ -76,6 +76,13 @@ pub struct FlowReceived {
     /// is not `horde send`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<FlowEndSaid>,
+    /// The flow's source, address and port: a flow is one (source, flow id) pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The id the flow's sender gave it, where the receiver keys it by another (another
+    /// source used that id first; the log's alias record says the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_id: Option<u32>,
 }
 
 /// What a sender said when its flow ended.
@@ -173,6 +180,7 @@ pub struct RecvReport {
     #[serde(default)]
     pub discoveries: u64,
     pub refusals: RecvRefusals,
+    /// Per flow, keyed by the id it is logged under: one entry per (source, flow id) pair.
     pub flows: BTreeMap<u32, FlowReceived>,
     pub duration_s: f64,
     pub interrupted: bool,

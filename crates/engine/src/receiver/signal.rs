@@ -77,7 +77,8 @@ impl Receiver {
         if std::mem::replace(&mut f.ended, true) {
             return;
         }
-        let r = e.record(now, f.tag);
+        let mut r = e.record(now, f.tag);
+        r.flow = f.id;
         debug_assert_eq!(r.kind, RecordKind::End);
         note_end(&mut self.report, &r);
         self.sink.push(r);

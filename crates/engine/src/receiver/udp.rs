@@ -22,6 +22,8 @@ use crate::net;
 /// batch's end comes. Within one batch the clock, and so the flow's consent, does not move.
 struct Hot {
     key: (SocketAddr, u32),
+    /// The id the flow is logged under.
+    id: u32,
     tag: u32,
     /// The flow asked for echoes and its consent is fresh.
     echoes: bool,
@@ -46,7 +48,7 @@ impl Hot {
 /// and to its admitted flow's own.
 fn settle(report: &mut RecvReport, flows: &mut HashMap<(SocketAddr, u32), UdpFlow>, hot: &mut Option<Hot>) {
     if let Some(x) = hot.take().filter(|x| x.packets > 0) {
-        add(report, x.key.1, x.packets, x.bytes, x.first_ns, x.last_ns);
+        add(report, x.id, x.packets, x.bytes, x.first_ns, x.last_ns);
         if let Some(f) = flows.get_mut(&x.key) {
             f.packets += x.packets;
             f.bytes += x.bytes;
@@ -149,11 +151,12 @@ impl Receiver {
                             self.report.refusals.reverse += 1;
                         }
                     }
-                    hot = Some(Hot { key, tag: f.tag, echoes: f.echo && consents, packets: 0, bytes: 0, first_ns: 0, last_ns: 0 });
+                    hot = Some(Hot { key, id: f.id, tag: f.tag, echoes: f.echo && consents, packets: 0, bytes: 0, first_ns: 0, last_ns: 0 });
                 }
                 let x = hot.as_mut().expect("set above");
                 let meta = RxMeta { len: info.len, kernel_ns: info.kernel_ns, tos: info.tos, ttl: info.ttl };
-                let rec = horde_proto::conn::datagram_record(&h, &meta, now, x.tag, RecordKind::Received);
+                let mut rec = horde_proto::conn::datagram_record(&h, &meta, now, x.tag, RecordKind::Received);
+                rec.flow = x.id;
                 self.report.kernel_timestamps += (rec.flags & FLAG_KERNEL_TS != 0) as u64;
                 x.count(info.len, rec.t_b);
                 self.sink.push(rec);
@@ -209,13 +212,14 @@ impl Receiver {
         }
         if let Some((h, (echo, reverse))) = g.admitted {
             // A repeated hello of the same run keeps what arrived; another run's starts afresh.
-            let f = self.udp_flows.entry((from, h.header.flow)).or_insert_with(|| UdpFlow::new(h.header.seq, echo, reverse, now_s, i));
+            let id = super::log_id(&mut self.ids, &mut self.sink, &mut self.report, from, h.header.flow);
+            let f = self.udp_flows.entry((from, h.header.flow)).or_insert_with(|| UdpFlow::new(h.header.seq, id, echo, reverse, now_s, i));
             if f.tag != h.header.seq {
-                *f = UdpFlow::new(h.header.seq, echo, reverse, now_s, i);
+                *f = UdpFlow::new(h.header.seq, id, echo, reverse, now_s, i);
             }
             (f.echo, f.reverse, f.last_s, f.sock) = (echo, reverse, now_s, i);
             let local = self.udp[i].0.local_addr().ok().and_then(|a| a.as_socket());
-            self.sink.endpoints(h.header.flow, h.header.seq, Some(from), local, horde_wire::log::PROTO_UDP);
+            self.sink.endpoints(id, h.header.seq, Some(from), local, horde_wire::log::PROTO_UDP);
             self.admit_early(from, h.header.flow);
         }
         let reply = g.reply;
@@ -239,10 +243,11 @@ impl Receiver {
             return;
         };
         for x in held {
-            let rec = horde_proto::conn::datagram_record(&x.header, &x.meta, x.now_real, f.tag, RecordKind::Received);
+            let mut rec = horde_proto::conn::datagram_record(&x.header, &x.meta, x.now_real, f.tag, RecordKind::Received);
+            rec.flow = f.id;
             self.report.kernel_timestamps += (rec.flags & FLAG_KERNEL_TS != 0) as u64;
             self.report.admitted_late += 1;
-            add(&mut self.report, flow, 1, x.meta.len as u64, rec.t_b, rec.t_b);
+            add(&mut self.report, f.id, 1, x.meta.len as u64, rec.t_b, rec.t_b);
             f.packets += 1;
             f.bytes += x.meta.len as u64;
             self.sink.push(rec);

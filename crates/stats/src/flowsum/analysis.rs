@@ -95,6 +95,9 @@ pub fn analyse(parts: &[FlowSummaries], receiver_log: bool) -> Result<Analysis, 
             stats.dst = e.dst.map(|a| a.to_string());
             stats.protocol = e.protocol.map(horde_wire::log::protocol_name);
             stats.shared_id = e.shared;
+            if let Some(w) = e.sender_id {
+                (stats.flow, stats.id_in_log) = (Some(w), Some(*id));
+            }
         }
         if (d.acc.kind == "owd") == any_owd {
             total_delay.merge(&d)?;
