@@ -29,10 +29,10 @@ pub mod reservoir;
 pub mod samples;
 pub mod service;
 
-use apdu::{Census, Counts, Direction, Reassembly, Server};
+use apdu::{Apdu, Census, Counts, Direction, Reassembly, Server};
 use capture::{Capture, CaptureError, Skipped};
 use families::{fit, Fit, Sample};
-use samples::{Collector, Labels};
+use samples::{Collector, Labels, Steady};
 
 /// What to fit and how.
 #[derive(Clone, Debug)]
@@ -46,11 +46,18 @@ pub struct Options {
     /// Without labels: guess states where the per-player rate changes ([`changes`]; a guess,
     /// and the report says so).
     pub guess_states: bool,
+    /// Each client's first and last seconds left out of the steady state (connecting: a game's
+    /// gamestate and first full snapshots; leaving); 0 keeps all (docs/fit.md).
+    pub warmup_s: f64,
+    pub cooldown_s: f64,
+    /// A player count is a point of a law over players only if it held this long (s) without
+    /// a change (the counts a server passes through while players join are not).
+    pub min_hold_s: f64,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { server: None, tcp_gap_ms: 1.0, labels: None, guess_states: false }
+        Options { server: None, tcp_gap_ms: 1.0, labels: None, guess_states: false, warmup_s: 2.0, cooldown_s: 1.0, min_hold_s: 5.0 }
     }
 }
 
@@ -166,10 +173,11 @@ fn read<R: Read>(
     labels: Labels,
     opts: &Options,
 ) -> Result<Collected, FitError> {
-    let mut cap = Capture::new(open().map_err(CaptureError::Io)?)?;
     let gap_ns = (opts.tcp_gap_ms.max(0.0) * 1e6) as u64;
+    let steady = spans(open, server, gap_ns, opts)?;
+    let mut cap = Capture::new(open().map_err(CaptureError::Io)?)?;
     let mut re = Reassembly::new(server, gap_ns);
-    let mut collector = Collector::new(labels);
+    let mut collector = Collector::new(labels, steady);
     let mut apdus = Vec::new();
     let mut packets = 0u64;
     while let Some(p) = cap.next_packet() {
@@ -184,6 +192,7 @@ fn read<R: Read>(
     for a in apdus.drain(..) {
         collector.push(&a);
     }
+    collector.finish();
     if packets == 0 {
         return Err(FitError::NoTraffic(ended(&cap.skipped)));
     }
@@ -191,7 +200,54 @@ fn read<R: Read>(
         return Err(FitError::ServerSilent(format!("{}/{:?}", server.addr, server.transport).to_lowercase()));
     }
     let frames = cap.frames();
-    Ok(Collected { collector, server, server_chosen, frames, packets, skipped: cap.skipped, counts: re.counts, clients: re.clients.len(), guessed: None })
+    let clients = collector.steady.players();
+    Ok(Collected { collector, server, server_chosen, frames, packets, skipped: cap.skipped, counts: re.counts, clients, guessed: None })
+}
+
+/// APDUs that did not come from a capture (a Horde report's per-packet logs: each side's
+/// departures), read as a capture's are: the same steady state, the same samples, so
+/// `compare` closes the loop without a second capture. `server` names where they went and on
+/// which transport (the notes on sizes below Horde's header depend on it).
+pub fn collect_apdus(mut apdus: Vec<Apdu>, server: Server, server_chosen: String, opts: &Options) -> Result<Collected, FitError> {
+    if apdus.is_empty() {
+        return Err(FitError::NoTraffic(" (the logs hold no departure)".into()));
+    }
+    apdus.sort_by_key(|a| a.t_ns);
+    let secs = |s: f64| if s.is_finite() && s > 0.0 { (s * 1e9) as u64 } else { 0 };
+    let mut steady = Steady { warmup_ns: secs(opts.warmup_s), cooldown_ns: secs(opts.cooldown_s), ..Steady::all() };
+    for a in &apdus {
+        steady.see(a);
+    }
+    let mut collector = Collector::new(opts.labels.clone().unwrap_or_else(Labels::whole), steady);
+    collector.origin(apdus[0].t_ns);
+    for a in &apdus {
+        collector.push(a);
+    }
+    collector.finish();
+    let clients = collector.steady.players();
+    let packets = apdus.len() as u64;
+    Ok(Collected { collector, server, server_chosen, frames: packets, packets, skipped: Skipped::default(), counts: Counts::default(), clients, guessed: None })
+}
+
+/// The first pass: each client's first and last APDU and how many it had (who is a player,
+/// and where its steady state starts and ends).
+fn spans<R: Read>(open: &mut impl FnMut() -> std::io::Result<R>, server: Server, gap_ns: u64, opts: &Options) -> Result<Steady, FitError> {
+    let secs = |s: f64| if s.is_finite() && s > 0.0 { (s * 1e9) as u64 } else { 0 };
+    let mut steady = Steady { warmup_ns: secs(opts.warmup_s), cooldown_ns: secs(opts.cooldown_s), ..Steady::all() };
+    let mut cap = Capture::new(open().map_err(CaptureError::Io)?)?;
+    let mut re = Reassembly::new(server, gap_ns);
+    let mut apdus = Vec::new();
+    while let Some(p) = cap.next_packet() {
+        re.push(&p, &mut apdus);
+        for a in apdus.drain(..) {
+            steady.see(&a);
+        }
+    }
+    re.finish(&mut apdus);
+    for a in apdus.drain(..) {
+        steady.see(&a);
+    }
+    Ok(steady)
 }
 
 /// Fits the capture `open()` returns (see [`collect`]).
@@ -218,7 +274,9 @@ pub fn report(c: &Collected, opts: &Options) -> FitReport {
         notes.push(format!("{} of Horde's own stream hellos and end-of-flow signals (TCP) are not part of the model", c.counts.horde_control));
     }
     let col = &c.collector;
-    let (states, directions) = fits(col);
+    let (states, directions, law_notes) = fits(col, opts);
+    notes.extend(steady_notes(col, opts));
+    notes.extend(law_notes);
     notes.extend(failed_fits(&directions));
     notes.extend(below_header(col, c.server.transport));
     let duration_s = col.first_ns.map_or(0.0, |f| (col.last_ns - f) as f64 / 1e9);
@@ -238,6 +296,27 @@ pub fn report(c: &Collected, opts: &Options) -> FitReport {
         directions,
         notes,
     }
+}
+
+/// What was left out of the steady state: query-only clients and each player's warm-up and
+/// cool-down.
+fn steady_notes(col: &Collector, opts: &Options) -> Vec<String> {
+    let mut out = Vec::new();
+    let queries = col.steady.spans.len() - col.steady.players();
+    if queries > 0 {
+        out.push(format!(
+            "{queries} client(s) with fewer than {} APDUs are queries, not players (a status request's socket): not counted, their {} APDUs left out",
+            samples::MIN_PLAYER_APDUS,
+            col.query_apdus
+        ));
+    }
+    if opts.warmup_s > 0.0 || opts.cooldown_s > 0.0 {
+        out.push(format!(
+            "steady state: each client's first {} s and last {} s left out ({} APDUs: connecting and leaving traffic; --warm-up 0 --cool-down 0 keeps all)",
+            opts.warmup_s, opts.cooldown_s, col.transient_apdus
+        ));
+    }
+    out
 }
 
 /// One sample of two captures side by side: the two-sample KS distance against its critical
@@ -434,7 +513,10 @@ fn ended(s: &Skipped) -> String {
     why
 }
 
-fn fits(c: &Collector) -> (Vec<StateFit>, Vec<DirectionFit>) {
+/// Per state and direction, the fits; and what the reader should know of the laws over
+/// players: tried, kept or rejected, and why.
+fn fits(c: &Collector, opts: &Options) -> (Vec<StateFit>, Vec<DirectionFit>, Vec<String>) {
+    let mut notes = Vec::new();
     let (share, stays, moves) = c.behaviour();
     let total: f64 = share.iter().sum();
     let states = c
@@ -459,13 +541,45 @@ fn fits(c: &Collector) -> (Vec<StateFit>, Vec<DirectionFit>) {
             }
             let (idt, size) = (fit(&idts.values, Sample::Millis), fit(&sizes.values, Sample::Counts));
             let players = match direction {
-                Direction::Down => players::over_players(&c.by_players[i]),
-                Direction::Up => None,
+                Direction::Down if c.by_players[i].len() > 1 => match players::over_players(&c.by_players[i], &c.held_s, opts.min_hold_s) {
+                    Ok(over) => {
+                        notes.extend(law_notes(name, &over));
+                        Some(over)
+                    }
+                    Err(why) => {
+                        // said where the capture shows the server at two counts or more with
+                        // APDUs enough (not where players only joined at the start)
+                        let counts = c.by_players[i].values().filter(|(s, _)| s.seen >= players::MIN_PER_COUNT).count();
+                        if counts >= 2 {
+                            notes.push(format!("{name} down: {why}"));
+                        }
+                        None
+                    }
+                },
+                _ => None,
             };
             directions.push(DirectionFit { direction, state: name.clone(), apdus: sizes.seen, idt, size, players });
         }
     }
-    (states, directions)
+    (states, directions, notes)
+}
+
+/// Each law over players tried: kept (it holds at every count) or rejected (where it misses),
+/// and the counts left out of it.
+fn law_notes(state: &str, over: &players::OverPlayers) -> Vec<String> {
+    let mut out = Vec::new();
+    for (what, f) in [("idt", &over.idt), ("size", &over.size)] {
+        let Some(f) = f else { continue };
+        let counts = f.counts.iter().map(|c| c.players.to_string()).collect::<Vec<_>>().join(", ");
+        out.push(match &f.missed {
+            None => format!("{state} down {what}: law over players kept, {} (holds at {counts} players)", f.dist),
+            Some(why) => format!("{state} down {what}: law over players REJECTED, {} ({why}); the service keeps the pooled fit", f.dist),
+        });
+    }
+    if !over.left_out.is_empty() {
+        out.push(format!("{state} down: player counts left out of the laws: {}", over.left_out.join("; ")));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -101,6 +101,10 @@ pub struct Formula {
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct OverPlayers {
     pub window_s: f64,
+    /// A count is a point of the law only if it held this long (s) without a change.
+    pub min_hold_s: f64,
+    /// Counts seen but not points of the law, and why (too few APDUs, a transient).
+    pub left_out: Vec<String>,
     /// Player counts seen and the server's APDUs at each.
     pub seen: Vec<[u64; 2]>,
     /// The median player count over the server's APDUs (the service's default `N`).
@@ -110,22 +114,42 @@ pub struct OverPlayers {
 }
 
 /// The formulas, when at least three player counts have [`MIN_PER_COUNT`] APDUs and
-/// [`MIN_SHARE`] of the server's each, and the
-/// largest is at least twice the smallest (a law needs a range to stand on).
-pub fn over_players(by: &ByPlayers) -> Option<OverPlayers> {
+/// [`MIN_SHARE`] of the server's each, each held `min_hold_s` without a change (`held_s`: the
+/// longest stretch per count), and the largest is at least twice the smallest (a law needs a
+/// range to stand on). Else why no law was tried.
+pub fn over_players(by: &ByPlayers, held_s: &BTreeMap<u32, f64>, min_hold_s: f64) -> Result<OverPlayers, String> {
     let total: u64 = by.values().map(|(s, _)| s.seen).sum();
-    let held = |s: &Reservoir| s.seen >= MIN_PER_COUNT && s.seen as f64 >= MIN_SHARE * total as f64;
-    let enough: Vec<u32> = by.iter().filter(|(_, (s, _))| held(s)).map(|(n, _)| *n).collect();
+    let mut left_out = Vec::new();
+    let mut enough: Vec<u32> = Vec::new();
+    for (n, (s, _)) in by {
+        let held = held_s.get(n).copied().unwrap_or(0.0);
+        if s.seen < MIN_PER_COUNT || (s.seen as f64) < MIN_SHARE * total as f64 {
+            left_out.push(format!("{n} players: {} APDUs (a point needs {MIN_PER_COUNT} and {:.0} % of the server's)", s.seen, MIN_SHARE * 100.0));
+        } else if held < min_hold_s {
+            left_out.push(format!("{n} players: a transient, held {held:.1} s at most (a point needs {min_hold_s} s without a change)"));
+        } else {
+            enough.push(*n);
+        }
+    }
     if enough.len() < 3 || enough[enough.len() - 1] < 2 * enough[0].max(1) {
-        return None;
+        let points = enough.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        let why = if enough.len() < 3 {
+            format!("{} player count(s) qualify ({points}), a law needs 3", enough.len())
+        } else {
+            format!("the counts ({points}) span less than a factor of 2")
+        };
+        let out = if left_out.is_empty() { String::new() } else { format!("; left out: {}", left_out.join("; ")) };
+        return Err(format!("no law over players tried: {why}{out}"));
     }
     let mut acc = 0;
     let typical = by.iter().find(|(_, (s, _))| {
         acc += s.seen;
         acc * 2 >= total
     });
-    Some(OverPlayers {
+    Ok(OverPlayers {
         window_s: WINDOW_S,
+        min_hold_s,
+        left_out,
         seen: by.iter().map(|(n, (s, _))| [u64::from(*n), s.seen]).collect(),
         typical: typical.map_or(1, |(n, _)| *n),
         idt: formula(&enough, |n| &by[&n].1, Sample::Millis),
@@ -261,7 +285,8 @@ mod tests {
             }
         }
         // the pooled sample is a mixture of scales; the family comes from the counts' own fits
-        let over = over_players(&by).unwrap();
+        let held: BTreeMap<u32, f64> = by.keys().map(|n| (*n, 60.0)).collect();
+        let over = over_players(&by, &held, 10.0).unwrap();
         let f = over.size.unwrap();
         // a Weibull of shape 1 is an exponential: the summed AIC takes the one parameter
         let law = match f.family.as_str() {
@@ -278,7 +303,21 @@ mod tests {
         assert!(f.holds && f.missed.is_none());
         assert_eq!(over.typical, 25);
         // two counts are not enough for a law
-        let two: ByPlayers = by.into_iter().take(2).collect();
-        assert!(over_players(&two).is_none());
+        let mut two = ByPlayers::new();
+        for n in [10u32, 25] {
+            let r = two.entry(n).or_insert_with(|| reservoirs(0));
+            for x in &by[&n].0.values {
+                r.0.push(*x);
+            }
+        }
+        assert!(over_players(&two, &held, 10.0).unwrap_err().contains("2 player count(s) qualify (10, 25), a law needs 3"));
+        // a count that held only 3 s (players joining) is not a point: three points are left
+        let mut brief = held.clone();
+        brief.insert(50, 3.0);
+        let over = over_players(&by, &brief, 10.0).unwrap();
+        assert_eq!(over.size.unwrap().counts.iter().map(|c| c.players).collect::<Vec<_>>(), vec![10, 25, 100]);
+        assert!(over.left_out[0].contains("50 players: a transient, held 3.0 s"), "{:?}", over.left_out);
+        brief.insert(25, 1.0);
+        assert!(over_players(&by, &brief, 10.0).unwrap_err().contains("a transient"));
     }
 }

@@ -7,7 +7,7 @@
 //! direction inside the same range (a gap across a change of activity belongs to neither).
 //! Without labels the whole capture is one state, `play`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::apdu::{Apdu, Direction};
 use crate::players::{reservoirs, ByPlayers, Online};
@@ -95,6 +95,51 @@ impl Labels {
     }
 }
 
+/// A client with fewer APDUs than this (both ways, the whole capture) is a query, not a player
+/// (a bot's or a browser's `getstatus` socket): its APDUs are left out and it is not counted.
+pub const MIN_PLAYER_APDUS: u64 = 20;
+
+/// What a client's steady state is: each client's first and last APDU and its APDUs (a first
+/// pass over the capture), and how much of its start and end is left out.
+#[derive(Clone, Debug, Default)]
+pub struct Steady {
+    /// Per client index: (first APDU ns, last APDU ns, APDUs both ways).
+    pub spans: Vec<(u64, u64, u64)>,
+    pub warmup_ns: u64,
+    pub cooldown_ns: u64,
+}
+
+impl Steady {
+    /// Every APDU is steady and every client a player (no first pass).
+    pub fn all() -> Steady {
+        Steady::default()
+    }
+
+    pub fn see(&mut self, a: &Apdu) {
+        let i = a.client as usize;
+        if self.spans.len() <= i {
+            self.spans.resize(i + 1, (u64::MAX, 0, 0));
+        }
+        let s = &mut self.spans[i];
+        (s.0, s.1, s.2) = (s.0.min(a.t_ns), s.1.max(a.t_ns), s.2 + 1);
+    }
+
+    /// Whether client `c` is a query, not a player.
+    pub fn query_only(&self, c: u32) -> bool {
+        self.spans.get(c as usize).is_some_and(|s| s.2 < MIN_PLAYER_APDUS)
+    }
+
+    /// Whether an APDU of client `c` at `t_ns` falls in its warm-up or cool-down.
+    pub fn transient(&self, c: u32, t_ns: u64) -> bool {
+        self.spans.get(c as usize).is_some_and(|s| t_ns < s.0.saturating_add(self.warmup_ns) || t_ns > s.1.saturating_sub(self.cooldown_ns))
+    }
+
+    /// Clients that are players.
+    pub fn players(&self) -> usize {
+        self.spans.iter().filter(|s| s.2 >= MIN_PLAYER_APDUS).count()
+    }
+}
+
 /// Per state and direction, sizes and inter-departure times.
 pub struct Collector {
     pub labels: Labels,
@@ -111,13 +156,20 @@ pub struct Collector {
     pub by_players: Vec<ByPlayers>,
     /// Per second after the first packet: APDUs either way and the most clients online.
     pub per_second: Vec<(u64, u32)>,
+    pub steady: Steady,
+    /// APDUs left out: of query-only clients, and in a player's warm-up or cool-down.
+    pub query_apdus: u64,
+    pub transient_apdus: u64,
+    /// Per player count, the longest time (s) the count held without a change.
+    pub held_s: BTreeMap<u32, f64>,
+    stretch: Option<(u32, u64)>,
 }
 
 /// Seconds [`Collector::per_second`] follows.
 const MAX_SECONDS: usize = 1_000_000;
 
 impl Collector {
-    pub fn new(labels: Labels) -> Collector {
+    pub fn new(labels: Labels, steady: Steady) -> Collector {
         let seed = |s: usize, d: usize, k: usize| (s * 4 + d * 2 + k) as u64;
         let samples = (0..labels.names.len()).map(|s| [0, 1].map(|d| (Reservoir::new(seed(s, d, 0)), Reservoir::new(seed(s, d, 1))))).collect();
         let by_players = (0..labels.names.len()).map(|_| ByPlayers::new()).collect();
@@ -132,6 +184,33 @@ impl Collector {
             online: Online::default(),
             by_players,
             per_second: Vec::new(),
+            steady,
+            query_apdus: 0,
+            transient_apdus: 0,
+            held_s: BTreeMap::new(),
+            stretch: None,
+        }
+    }
+
+    /// Closes the last stretch of one player count (call after the last APDU).
+    pub fn finish(&mut self) {
+        if let Some((n, since)) = self.stretch.take() {
+            let held = self.last_ns.saturating_sub(since) as f64 / 1e9;
+            let e = self.held_s.entry(n).or_insert(0.0);
+            *e = e.max(held);
+        }
+    }
+
+    /// Notes the online count `n` at `t_ns`: the stretch of the previous count ends.
+    fn hold(&mut self, n: u32, t_ns: u64) {
+        match self.stretch {
+            Some((m, _)) if m == n => {}
+            Some((m, since)) => {
+                let e = self.held_s.entry(m).or_insert(0.0);
+                *e = e.max(t_ns.saturating_sub(since) as f64 / 1e9);
+                self.stretch = Some((n, t_ns));
+            }
+            None => self.stretch = Some((n, t_ns)),
         }
     }
 
@@ -146,7 +225,12 @@ impl Collector {
         self.last_ns = self.last_ns.max(a.t_ns);
         let up = a.direction == Direction::Up;
         let key = (a.client, up);
+        if self.steady.query_only(a.client) {
+            self.query_apdus += 1;
+            return;
+        }
         let online = self.online.see(a.client, a.t_ns);
+        self.hold(online, a.t_ns);
         let t_s = a.t_ns.saturating_sub(origin) as f64 / 1e9;
         let sec = t_s as usize;
         if sec < MAX_SECONDS {
@@ -155,6 +239,11 @@ impl Collector {
             }
             let slot = &mut self.per_second[sec];
             (slot.0, slot.1) = (slot.0 + 1, slot.1.max(online));
+        }
+        if self.steady.transient(a.client, a.t_ns) {
+            self.transient_apdus += 1;
+            self.last.remove(&key);
+            return;
         }
         let Some(seg) = self.labels.at(t_s) else {
             self.unlabelled += 1;
@@ -235,7 +324,7 @@ mod tests {
     #[test]
     fn inter_departures_stay_inside_one_range_and_one_client() {
         let l = Labels::parse("0,1,a\n1,2,b\n").unwrap();
-        let mut c = Collector::new(l);
+        let mut c = Collector::new(l, Steady::all());
         c.origin(0);
         let apdu = |client, ms: u64| Apdu { direction: Direction::Up, client, t_ns: ms * 1_000_000, size: 10 };
         for a in [apdu(0, 0), apdu(1, 100), apdu(0, 500), apdu(0, 1200), apdu(0, 1300), apdu(0, 2500)] {

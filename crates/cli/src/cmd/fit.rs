@@ -7,7 +7,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use horde_fit::apdu::parse_server;
+use horde_fit::apdu::{parse_server, Apdu, Direction, Server, Transport};
 use horde_fit::samples::Labels;
 use horde_fit::{against, collect, compare, report, service, Comparison, FitReport, Options};
 use horde_model::service::Service;
@@ -38,6 +38,17 @@ pub struct Args {
     /// Within one TCP direction, a pause longer than this ends an APDU
     #[arg(long, value_name = "MS", default_value_t = 1.0)]
     pub tcp_gap_ms: f64,
+    /// Each client's first seconds left out of the steady state (connecting: a gamestate, the
+    /// first full snapshots); 0 keeps them
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    pub warm_up: f64,
+    /// Each client's last seconds left out of the steady state (leaving); 0 keeps them
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub cool_down: f64,
+    /// A player count is a point of a law over players only if it held this long without a
+    /// change (not the counts passed while players join)
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    pub min_hold: f64,
     /// The fitted service's name
     #[arg(long, default_value = "fitted")]
     pub name: String,
@@ -50,8 +61,9 @@ pub struct Args {
     /// Write a report page with measured and fitted CDFs into this directory (index.html)
     #[arg(long, value_name = "DIR")]
     pub html: Option<PathBuf>,
-    /// Compare with another capture, per state and direction (two-sample KS at 5 %)
-    #[arg(long, value_name = "OTHER_CAPTURE")]
+    /// Compare with another capture, or with a Horde report directory's per-packet logs (its
+    /// players' and server side's departures), per state and direction (two-sample KS at 5 %)
+    #[arg(long, value_name = "OTHER_CAPTURE|REPORT_DIR")]
     pub compare: Option<PathBuf>,
     /// Compare with a service's model (a built-in name or a file): one-sample KS at 5 %
     #[arg(long, value_name = "SERVICE")]
@@ -79,7 +91,14 @@ pub fn run(a: Args) -> Outcome {
     }
     let mut rows = Vec::new();
     if let Some(other) = &a.compare {
-        let b = collect(opener(other)?, &Options { server: None, ..opts.clone() }).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", other.display())))?;
+        let b = if other.is_dir() {
+            let (apdus, server) = report_apdus(other)?;
+            let why = format!("the departures logged in the report {}", other.display());
+            horde_fit::collect_apdus(apdus, server, why, &Options { server: None, ..opts.clone() })
+        } else {
+            collect(opener(other)?, &Options { server: None, ..opts.clone() })
+        }
+        .map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", other.display())))?;
         rows.extend(compare(&c, &b));
     }
     if let Some(name) = &a.against {
@@ -102,6 +121,12 @@ fn options(a: &Args) -> Result<Options, crate::Failure> {
         return Err(bad_input(anyhow::anyhow!("--tcp-gap-ms {}: a number of milliseconds, 0 or more", a.tcp_gap_ms)));
     }
     opts.tcp_gap_ms = a.tcp_gap_ms;
+    for (flag, v) in [("--warm-up", a.warm_up), ("--cool-down", a.cool_down), ("--min-hold", a.min_hold)] {
+        if !(v.is_finite() && (0.0..=86_400.0).contains(&v)) {
+            return Err(bad_input(anyhow::anyhow!("{flag} {v}: a number of seconds from 0 to 86400")));
+        }
+    }
+    (opts.warmup_s, opts.cooldown_s, opts.min_hold_s) = (a.warm_up, a.cool_down, a.min_hold);
     if let Some(path) = &a.states {
         let text = horde_model::files::read_text(path, 16 << 20, "--states").map_err(|e| bad_input(anyhow::anyhow!(e)))?;
         opts.labels = Some(Labels::parse(&text).map_err(|e| bad_input(anyhow::anyhow!("--states {}: {e}", path.display())))?);
@@ -119,6 +144,47 @@ fn opener(path: &Path) -> Result<impl FnMut() -> std::io::Result<BufReader<File>
     }
     let path = path.to_path_buf();
     Ok(move || File::open(&path).map(|f| BufReader::with_capacity(1 << 20, f)))
+}
+
+/// APDUs read from one report at most (24 bytes each in memory); past it the rest is left out
+/// and the terminal says so.
+const MAX_REPORT_APDUS: usize = 20_000_000;
+
+/// A Horde report directory's departures as APDUs (the loop closed without a second capture):
+/// the players' (`client.hlog`: up, each player one client) and the server side's
+/// (`server.hlog`: down), at their actual departure instants; the server is where the
+/// players' flows went (their destination records).
+fn report_apdus(dir: &Path) -> Result<(Vec<Apdu>, Server), crate::Failure> {
+    use std::io::Read as _;
+    let mut apdus = Vec::new();
+    let mut server = Server { addr: std::net::SocketAddr::from(([0, 0, 0, 0], 0)), transport: Transport::Udp };
+    for (name, direction) in [("client.hlog", Direction::Up), ("server.hlog", Direction::Down)] {
+        let path = dir.join(name);
+        let f = horde_sys::fs::open_for_reading(&path).map_err(|e| {
+            bad_input(anyhow::anyhow!("{}: {e}: --compare takes a capture or a `horde run` report directory (client.hlog and server.hlog)", path.display()))
+        })?;
+        let mut r = BufReader::with_capacity(1 << 20, f);
+        let mut head = [0u8; horde_wire::LOG_HEADER_LEN];
+        r.read_exact(&mut head).with_context(|| format!("reading {}", path.display()))?;
+        horde_wire::LogHeader::parse(&head).map_err(|e| bad_input(anyhow::anyhow!("{}: not a Horde log ({e})", path.display())))?;
+        let mut rec = [0u8; horde_wire::RECORD_LEN];
+        while r.read_exact(&mut rec).is_ok() {
+            let Ok(x) = horde_wire::Record::parse(&rec) else { continue };
+            if let Some(e) = horde_wire::Endpoint::of(&x).filter(|e| direction == Direction::Up && e.end == horde_wire::RecordKind::Destination) {
+                server.addr = e.addr;
+                server.transport = if e.protocol == horde_wire::log::PROTO_TCP { Transport::Tcp } else { Transport::Udp };
+            }
+            if x.kind != horde_wire::RecordKind::Sent {
+                continue;
+            }
+            if apdus.len() >= MAX_REPORT_APDUS {
+                eprintln!("horde fit: {}: the first {MAX_REPORT_APDUS} departures read, the rest left out", dir.display());
+                return Ok((apdus, server));
+            }
+            apdus.push(Apdu { direction, client: x.flow, t_ns: x.t_b, size: u64::from(x.size) });
+        }
+    }
+    Ok((apdus, server))
 }
 
 fn write(path: &Path, text: &str) -> Result<(), crate::Failure> {

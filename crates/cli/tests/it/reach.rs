@@ -22,6 +22,28 @@ fn fit_writes_a_service_that_checks_and_matches_the_model_it_came_from() {
     assert!(check.status.success() && text(&check).contains("service `gt`"), "{}", text(&check));
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["directions"].as_array().unwrap().len(), 2);
+    // the loop closed without a second capture: the same service and seed run again, and its
+    // report's logs compared with the capture, are the same sizes and gaps
+    let port = horde_testkit::free_port("127.0.0.1");
+    std::fs::copy(TRUTH, dir.path("ground-truth.toml")).unwrap();
+    let scenario = dir.path("again.toml");
+    std::fs::write(
+        &scenario,
+        format!("name = \"again\"\nservice = \"ground-truth.toml\"\nplayers = 12\nduration = \"5s\"\nseed = 1\nserver = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    let out = dir.path("again");
+    let o = run(horde().arg("run").arg(&scenario).arg("-q").arg("--out").arg(&out));
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(horde().args(["fit", CAPTURE, "--warm-up", "0", "--cool-down", "0", "--compare"]).arg(&out));
+    let t = text(&o);
+    let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("compare ")).collect();
+    assert!(o.status.success() && rows.len() == 4 && rows.iter().all(|r| r.ends_with(" alike") || r.contains(" alike (")), "{t}");
+    assert!(rows.iter().filter(|r| r.contains(" size KS 0.0000 ")).count() == 2, "the same sizes, drawn from the same seed: {t}");
+    let o = run(horde().args(["fit", CAPTURE, "--compare"]).arg(dir.path("nothing-here")));
+    assert!(o.status.code() == Some(2) && text(&o).contains("No such file"), "{}", text(&o));
+    let o = run(horde().args(["fit", CAPTURE, "--compare"]).arg(&dir.0));
+    assert!(o.status.code() == Some(2) && text(&o).contains("client.hlog"), "{}", text(&o));
     // what is not a capture is named, with exit code 2
     for (bad, says) in [("/dev/zero", "not a regular file"), (TRUTH, "not a pcap or pcapng file"), ("/no/such.pcap", "No such file")] {
         let o = run(horde().args(["fit", bad]));

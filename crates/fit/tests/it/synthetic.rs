@@ -7,6 +7,12 @@ use horde_model::service::Service;
 
 use crate::{departures, Pcap};
 
+/// Every APDU of every client: the captures of Horde's own traffic and the synthetic games
+/// here have no connecting or leaving traffic to leave out, and their exact counts are checked.
+fn all_of_it() -> Options {
+    Options { warmup_s: 0.0, cooldown_s: 0.0, ..Options::default() }
+}
+
 const UP_IDT: &str = "exponential(40)";
 const UP_SIZE: &str = "normal(80, 10, round=nearest)";
 const DOWN_IDT: &str = "weibull(50, 3)";
@@ -61,7 +67,7 @@ fn recovers(f: &horde_fit::families::Fit, family: &str, params: &[(&str, f64)]) 
 #[test]
 fn a_udp_game_is_fitted_back_to_its_families_and_parameters() {
     let bytes = udp_capture();
-    let r = fit(&bytes, &Options::default());
+    let r = fit(&bytes, &all_of_it());
     assert_eq!((r.server.addr.to_string(), r.clients), ("10.0.0.1:27960".to_string(), 30));
     assert!(r.server_chosen.contains("30 clients"), "{}", r.server_chosen);
     let up = dir(&r, "play", Direction::Up);
@@ -82,8 +88,8 @@ fn a_udp_game_is_fitted_back_to_its_families_and_parameters() {
     assert!(text.contains(&format!("up.idt = \"{}\"", up.idt.as_ref().unwrap().dist)), "{text}");
     assert_eq!(r.packets, up.apdus + down.apdus);
     // the report page draws each sample's measured and fitted CDFs
-    let c = horde_fit::collect(|| Ok(&bytes[..]), &Options::default()).unwrap();
-    let page = horde_fit::html::page(&horde_fit::report(&c, &Options::default()), &c, "<synthetic>.pcap");
+    let c = horde_fit::collect(|| Ok(&bytes[..]), &all_of_it()).unwrap();
+    let page = horde_fit::html::page(&horde_fit::report(&c, &all_of_it()), &c, "<synthetic>.pcap");
     assert_eq!(page.matches("<svg").count(), 4);
     assert_eq!(page.matches("class=\"series\"").count(), 8, "two lines in each chart");
     assert!(page.contains("&lt;synthetic&gt;.pcap") && !page.contains("<synthetic>"));
@@ -112,7 +118,7 @@ fn tcp_apdus_are_rebuilt_from_segments_and_labels_split_states() {
     }
     let bytes = p.bytes();
     let labels = Labels::parse("start_s,end_s,state\n0,10,lobby\n10,20,match\n20,30,lobby\n30,40,match\n").unwrap();
-    let opts = Options { server: Some(parse_server("10.0.0.1:4000/tcp").unwrap()), labels: Some(labels), ..Options::default() };
+    let opts = Options { server: Some(parse_server("10.0.0.1:4000/tcp").unwrap()), labels: Some(labels), ..all_of_it() };
     let r = fit(&bytes, &opts);
     let lobby = dir(&r, "lobby", Direction::Up);
     assert_eq!(lobby.size.as_ref().unwrap().dist, "constant(3000)");
@@ -179,7 +185,7 @@ fn hostile_captures_give_clear_errors_or_partial_fits_that_say_what_they_skipped
 fn hordes_own_capture_is_fitted_back_to_the_service_that_made_it() {
     // crates/fit/tests/data/README.md says how it was recorded
     let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/horde-ground-truth.pcapng")).unwrap();
-    let r = fit(&bytes, &Options::default());
+    let r = fit(&bytes, &all_of_it());
     assert_eq!((r.clients, r.packets, r.skipped.horde_control), (12, 2563, 624), "{:?}", r.skipped);
     assert_eq!(r.server.addr.port(), 27915);
     let up = dir(&r, "play", Direction::Up);
@@ -206,8 +212,8 @@ fn hordes_own_capture_is_fitted_back_to_the_service_that_made_it() {
 #[test]
 fn hordes_own_tcp_streams_are_cut_into_the_apdus_it_sent() {
     let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/horde-ground-truth-tcp.pcapng")).unwrap();
-    let c = horde_fit::collect(|| Ok(&bytes[..]), &Options::default()).unwrap();
-    let r = horde_fit::report(&c, &Options::default());
+    let c = horde_fit::collect(|| Ok(&bytes[..]), &all_of_it()).unwrap();
+    let r = horde_fit::report(&c, &all_of_it());
     assert_eq!((r.server.addr.to_string(), r.server.transport), ("127.0.0.1:27916".to_string(), horde_fit::apdu::Transport::Tcp));
     // exactly the APDUs the run's own report counted; the 24 hellos taken out
     let (up, down) = (dir(&r, "play", Direction::Up), dir(&r, "play", Direction::Down));
@@ -311,4 +317,55 @@ fn without_labels_a_change_of_rate_is_guessed_as_states_and_said_to_be_a_guess()
     let text = service::service_toml(&r, "guessed", "guessed.pcap");
     let s = Service::parse(&text, "guessed.toml").unwrap_or_else(|e| panic!("{e:?}\n{text}"));
     assert_eq!(s.states.len(), 2);
+}
+
+/// Connecting traffic (a 1,400-B gamestate and 600-B full snapshots in a client's first
+/// second) and status queries (two sockets with one request and one answer each) are not the
+/// game's steady state: by default they are left out, the queries are not counted as
+/// players, and the notes say both; `--warm-up 0 --cool-down 0` keeps the connecting traffic.
+#[test]
+fn connecting_traffic_and_status_queries_are_not_the_steady_state() {
+    let mut events: Vec<(u64, u8, bool, usize)> = Vec::new();
+    for c in 0..10u8 {
+        let join = f64::from(c) * 0.7;
+        let mut t = join;
+        while t < 20.0 {
+            let size = if t < join + 0.05 {
+                1400
+            } else if t < join + 1.0 {
+                600
+            } else {
+                120 + (t * 1000.0) as usize % 20
+            };
+            events.push(((t * 1e9) as u64 + 1000, c, false, size));
+            t += 0.05;
+        }
+        let mut t = join + 0.01;
+        while t < 20.0 {
+            events.push(((t * 1e9) as u64, c, true, 40));
+            t += 0.03;
+        }
+    }
+    for (c, at) in [(20u8, 3.0), (21, 12.0)] {
+        events.push(((at * 1e9) as u64, c, true, 14));
+        events.push(((at * 1e9) as u64 + 500_000, c, false, 900));
+    }
+    events.sort();
+    let mut p = Pcap::new();
+    for (t, c, up, s) in events {
+        p.udp(t, c, up, s);
+    }
+    let bytes = p.bytes();
+    let r = fit(&bytes, &Options::default());
+    assert_eq!(r.clients, 10, "status queries are not players");
+    let down = dir(&r, "play", Direction::Down);
+    let size = down.size.as_ref().unwrap();
+    let above = 1.0 - size.model.as_ref().unwrap().cdf(300.0);
+    assert!(above < 1e-3, "no connecting traffic in the steady state: {} ({above} above 300 B)", size.dist);
+    assert!(r.notes.iter().any(|n| n.contains("2 client(s) with fewer than 20 APDUs are queries")), "{:?}", r.notes);
+    assert!(r.notes.iter().any(|n| n.contains("steady state: each client's first 2 s and last 1 s left out")), "{:?}", r.notes);
+    let all = fit(&bytes, &all_of_it());
+    let big = dir(&all, "play", Direction::Down).apdus;
+    assert!(big > down.apdus + 10 * 20, "{big} vs {}", down.apdus);
+    assert!(!all.notes.iter().any(|n| n.contains("steady state")), "{:?}", all.notes);
 }
