@@ -124,6 +124,10 @@ pub struct Counts {
     pub holes: u64,
     /// Clients beyond the followed maximum.
     pub clients_left_out: u64,
+    /// UDP GSO super-datagrams of Horde's (captured on the sending host before the cut), each
+    /// split into the datagrams it carried.
+    #[serde(default)]
+    pub gso_datagrams: u64,
     /// Horde's own stream hellos and end-of-flow signals on TCP (how Horde's streams start and
     /// end, not the game's traffic): taken out of the APDUs they arrived with.
     pub horde_control: u64,
@@ -212,7 +216,18 @@ impl Reassembly {
             return;
         };
         match p.l4 {
-            L4::Udp => out.push(Apdu { direction, client, t_ns: p.t_ns, size: u64::from(p.payload) }),
+            L4::Udp => match p.segment.filter(|&g| g > 0 && g < p.payload) {
+                // a GSO super-datagram: each of its segments is an APDU that left at this instant
+                Some(g) => {
+                    let mut left = p.payload;
+                    while left > 0 {
+                        out.push(Apdu { direction, client, t_ns: p.t_ns, size: u64::from(left.min(g)) });
+                        left = left.saturating_sub(g);
+                    }
+                    self.counts.gso_datagrams += 1;
+                }
+                None => out.push(Apdu { direction, client, t_ns: p.t_ns, size: u64::from(p.payload) }),
+            },
             L4::Tcp { seq, syn, fin, rst, psh } => {
                 let gap = self.gap_ns;
                 let counts = &mut self.counts;
@@ -328,7 +343,15 @@ mod tests {
     fn tcp(t_ms: u64, up: bool, seq: u32, len: u32, psh: bool) -> Packet {
         let (c, s): (SocketAddr, SocketAddr) = ("10.0.0.2:50000".parse().unwrap(), "10.0.0.1:4000".parse().unwrap());
         let (src, dst) = if up { (c, s) } else { (s, c) };
-        Packet { t_ns: t_ms * 1_000_000, src, dst, l4: L4::Tcp { seq, syn: false, fin: false, rst: false, psh }, payload: len, head: [1, 2, 3, 4] }
+        Packet {
+            t_ns: t_ms * 1_000_000,
+            src,
+            dst,
+            l4: L4::Tcp { seq, syn: false, fin: false, rst: false, psh },
+            payload: len,
+            head: [1, 2, 3, 4],
+            segment: None,
+        }
     }
 
     #[test]
@@ -367,7 +390,7 @@ mod tests {
         for i in 0..8u16 {
             let client: SocketAddr = format!("10.0.0.{}:{}", 10 + i, 40000 + i).parse().unwrap();
             for _ in 0..10 {
-                c.see(&Packet { t_ns: 0, src: client, dst: s, l4: L4::Udp, payload: 10, head: [0; 4] });
+                c.see(&Packet { t_ns: 0, src: client, dst: s, l4: L4::Udp, payload: 10, head: [0; 4], segment: None });
             }
         }
         let (server, peers, packets) = c.server().unwrap();

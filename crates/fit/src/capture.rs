@@ -30,6 +30,9 @@ pub struct Packet {
     /// The first bytes of the application payload as captured (zeros past what was kept):
     /// enough to tell Horde's own stream hello and end-of-flow signal from a game's bytes.
     pub head: [u8; 4],
+    /// A UDP GSO super-datagram of Horde's, captured before the cut (on the sending host, on
+    /// loopback): the size of its segments, each its own APDU ([`gso_segment`]).
+    pub segment: Option<u32>,
 }
 
 fn head(bytes: &[u8]) -> [u8; 4] {
@@ -301,6 +304,7 @@ pub fn decode(link: DataLink, data: &[u8], t_ns: u64, skipped: &mut Skipped) -> 
                 l4,
                 payload: (len - 8) as u32,
                 head: head(bytes.get(8..).unwrap_or(&[])),
+                segment: gso_segment(bytes.get(8..len.min(bytes.len())).unwrap_or(&[]), len - 8),
             })
         }
         etherparse::IpNumber::TCP => {
@@ -321,6 +325,7 @@ pub fn decode(link: DataLink, data: &[u8], t_ns: u64, skipped: &mut Skipped) -> 
                 l4,
                 payload: (declared - header) as u32,
                 head: head(bytes.get(header..).unwrap_or(&[])),
+                segment: None,
             })
         }
         _ => {
@@ -328,6 +333,24 @@ pub fn decode(link: DataLink, data: &[u8], t_ns: u64, skipped: &mut Skipped) -> 
             None
         }
     }
+}
+
+/// Where a UDP payload, captured whole, is several of Horde's datagrams sent as one GSO
+/// super-datagram (a sender's departures of one size that were due together; the kernel or
+/// the interface cuts it into datagrams after the capture point on the sending host): the
+/// segment size `g`, when a Horde header of the same flow with the next sequence number sits
+/// at every multiple of `g` (the last segment may be shorter). None for anything else, or a
+/// payload the capture cut short (its segments cannot be seen; docs/fit.md).
+pub fn gso_segment(payload: &[u8], len: usize) -> Option<u32> {
+    use horde_wire::datagram::{DatagramHeader, DATAGRAM_HEADER_LEN};
+    if payload.len() < len || len < 2 * DATAGRAM_HEADER_LEN {
+        return None;
+    }
+    let first = DatagramHeader::parse(payload).ok()?;
+    let at = |off: usize, k: u32| DatagramHeader::parse(&payload[off..]).is_ok_and(|h| h.flow == first.flow && h.seq == first.seq.wrapping_add(k));
+    (DATAGRAM_HEADER_LEN..=len - DATAGRAM_HEADER_LEN)
+        .find(|&g| at(g, 1) && (2..).map(|k| k as usize * g).take_while(|&o| o < len).all(|o| len - o >= DATAGRAM_HEADER_LEN && at(o, (o / g) as u32)))
+        .map(|g| g as u32)
 }
 
 /// A UDP payload that starts with Horde's datagram header and carries a control flag.

@@ -270,6 +270,12 @@ pub fn report(c: &Collected, opts: &Options) -> FitReport {
             c.skipped.horde_control
         ));
     }
+    if c.counts.gso_datagrams > 0 {
+        notes.push(format!(
+            "{} GSO super-datagrams (several of Horde's datagrams sent in one, captured before the cut) split into the datagrams they carried",
+            c.counts.gso_datagrams
+        ));
+    }
     if c.counts.horde_control > 0 {
         notes.push(format!("{} of Horde's own stream hellos and end-of-flow signals (TCP) are not part of the model", c.counts.horde_control));
     }
