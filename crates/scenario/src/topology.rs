@@ -39,17 +39,22 @@ pub fn svg(plan: &horde_topo::Plan, server: &str, describe: impl Fn(&horde_impai
         e.3 += usize::from(end.down.contains(&li));
         if l.impaired() && !e.0 {
             e.0 = true;
-            let built = describe(&l.ab);
             let (na, nb) = (&plan.nodes[l.a.node].name, &plan.nodes[l.b.node].name);
-            let ended = end.links.iter().find_map(|r| match (&r.a, &r.b) {
-                (x, y) if x == na && y == nb => Some(&r.ab.spec),
-                (x, y) if x == nb && y == na => Some(&r.ba.spec),
-                _ => None,
-            });
-            e.1 = match ended {
-                Some(now) if *now != built => format!("as built: {built}, at the end: {now}"),
-                _ => built,
+            // each direction's settings, as built and as the run left them
+            let one = |from: &str, to: &str, spec: &horde_impair::LinkSpec| {
+                let built = describe(spec);
+                let ended = end.links.iter().find_map(|r| match (&r.a, &r.b) {
+                    (x, y) if x == from && y == to => Some(&r.ab.spec),
+                    (x, y) if x == to && y == from => Some(&r.ba.spec),
+                    _ => None,
+                });
+                match ended {
+                    Some(now) if *now != built => format!("as built: {built}, at the end: {now}"),
+                    _ => built,
+                }
             };
+            let (ab, ba) = (one(na, nb, &l.ab), one(nb, na, &l.ba));
+            e.1 = if ab == ba { ab } else { format!("{na} → {nb}: {ab}, {nb} → {na}: {ba}") };
         }
     }
     // Columns: hop distance from the server's entry (unreached entries last).
@@ -85,7 +90,10 @@ pub fn svg(plan: &horde_topo::Plan, server: &str, describe: impl Fn(&horde_impai
     }
     let (cw, rh) = (340i32, 110i32);
     let w = (cols as i32 * cw + 40).max(800) as u32;
-    let h = (rows.iter().max().copied().unwrap_or(1) as i32 * rh + 90) as u32;
+    // a link's label runs one setting a line below its middle: room for the longest above the
+    // legend
+    let label_lines = edges.values().map(|e| e.1.split(", ").count() + 1).max().unwrap_or(0) as i32;
+    let h = (rows.iter().max().copied().unwrap_or(1) as i32 * rh + 90 + (14 * label_lines - rh / 2).max(0)) as u32;
     let centre = |i: usize| (20 + pos[i].0 as i32 * cw + 80, 50 + pos[i].1 as i32 * rh + 20);
     let mut buf = String::new();
     {
@@ -187,5 +195,26 @@ mod tests {
         let svg = super::svg(&plan, "server", horde_emu::fwd::describe, &super::AtEnd { down: &down, links: std::slice::from_ref(&ended) });
         assert!(downs(&svg) == 2 && svg.contains("at the end: rate 20.000 Mbit/s") && svg.contains("delay 150.000 ms"), "{svg}");
         assert!(greys(&svg) > greys(&built) + 10, "drawn dashed in the downed colour");
+    }
+
+    /// An asymmetric link (10 Mbit/s one way, 20 the other) shows each direction's settings,
+    /// and its label ends above the legend.
+    #[test]
+    fn an_asymmetric_link_shows_both_directions_above_the_legend() {
+        let text = "name = \"asym\"\n[[node]]\nname = \"a\"\nkind = \"host\"\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\n[link.ab]\nrate = \"10mbit\"\ndelay = \"30ms\"\n[link.ba]\nrate = \"20mbit\"\ndelay = \"30ms\"\n";
+        let plan = horde_topo::plan(text, "asym.toml", "x").unwrap();
+        let svg = super::svg(&plan, "b", horde_emu::fwd::describe, &super::AtEnd::default());
+        assert!(svg.contains("a → b: rate 10.000 Mbit/s") && svg.contains("b → a: rate 20.000 Mbit/s"), "{svg}");
+        // every text's y below the legend's (the last line of the picture) would overlap it
+        let ys: Vec<f64> = svg.split("<text").skip(1).filter_map(|t| t.split("y=\"").nth(1)?.split('"').next()?.parse().ok()).collect();
+        let legend =
+            svg.split("<text").skip(1).find(|t| t.contains("plain link")).and_then(|t| t.split("y=\"").nth(1)?.split('"').next()?.parse::<f64>().ok()).unwrap();
+        let labels: Vec<f64> = svg
+            .split("<text")
+            .skip(1)
+            .filter(|t| t.contains("Mbit/s") || t.contains(" ms<"))
+            .filter_map(|t| t.split("y=\"").nth(1)?.split('"').next()?.parse().ok())
+            .collect();
+        assert!(!labels.is_empty() && labels.iter().all(|y| *y + 14.0 < legend), "labels at {labels:?}, legend at {legend} ({ys:?})");
     }
 }
