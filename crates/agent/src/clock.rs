@@ -69,14 +69,7 @@ impl Filter {
     }
 }
 
-/// Converts a time stamped by a clock that is `offset_ns` ahead of the reference to the
-/// reference's time.
-pub fn to_reference(t: u64, offset_ns: i64) -> u64 {
-    if t == 0 {
-        return 0;
-    }
-    (t as i128 - offset_ns as i128).clamp(0, u64::MAX as i128) as u64
-}
+pub use horde_stats::offsets::to_reference;
 
 #[cfg(test)]
 mod tests {

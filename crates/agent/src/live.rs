@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use horde_scenario::{CategoryLive, CategoryRates, LiveDir, LiveLoss, Snapshot};
+use horde_scenario::{CategoryRates, LiveLoss, Snapshot};
 use horde_stats::digest::{Delta, DirDigest, GameDigest, Signed};
 
 /// Most departures one agent's live pieces may claim: 10 million a second for the run and its
@@ -85,7 +85,7 @@ impl View {
             }
         }
         let name = |k: usize| names.get(k).cloned().unwrap_or_default();
-        snap.category_live = cats.iter().enumerate().map(|(k, c)| CategoryLive { category: name(k), up: dir(&c[0]), down: dir(&c[1]) }).collect();
+        snap.category_live = horde_scenario::live_digest::category_live(&cats, names);
         let Some(s) = (snap.t_s.max(0.0).floor() as usize).checked_sub(SETTLE_S + 1) else { return };
         let mut secs = accs.iter().filter_map(|a| a.digest.seconds.get(s));
         let Some(f) = secs.next() else { return };
@@ -109,10 +109,4 @@ impl View {
             })
             .collect();
     }
-}
-
-/// One direction's figures so far.
-fn dir(d: &DirDigest) -> LiveDir {
-    let ms = |p: f64| d.delay.quantile(p).map(|v| v as f64 / 1e6);
-    LiveDir { sent: d.sent, received: d.received, delay_p50_ms: ms(0.5), delay_p99_ms: ms(0.99) }
 }

@@ -74,24 +74,7 @@ fn load(p: &std::path::Path) -> anyhow::Result<Vec<Record>> {
     Ok(records.into_iter().filter(|r| r.kind.is_packet()).collect())
 }
 
-/// Corrects one record's times: `own` is the offset of the agent that wrote it, `peer` that of
-/// the agent at the other end of its flow (a received APDU carries the sender's send time).
-pub fn correct(r: &mut Record, own: i64, peer: i64) {
-    match r.kind {
-        RecordKind::Received => {
-            r.t_a = to_reference(r.t_a, peer);
-            r.t_b = to_reference(r.t_b, own);
-        }
-        RecordKind::Sent | RecordKind::Echoed => {
-            r.t_a = to_reference(r.t_a, own);
-            r.t_b = to_reference(r.t_b, own);
-        }
-        // t_a holds address bytes: only the time it was learnt moves.
-        RecordKind::Source | RecordKind::Destination | RecordKind::End => r.t_b = to_reference(r.t_b, own),
-        // A log server's note: its times are the server's, not an agent's; an alias has none.
-        RecordKind::Gap | RecordKind::Alias => {}
-    }
-}
+pub use horde_stats::offsets::correct;
 
 /// Client records, server records, and the parts refused (name, why).
 pub type Loaded = (Vec<Record>, Vec<Record>, Vec<(String, String)>);

@@ -216,7 +216,7 @@ pub fn execute(sc: &Scenario, opts: &RunOptions) -> Result<RunOutcome, Error> {
         .starting_more((players.limit > sc.players).then_some(&start_more as &(dyn Fn(Range<u32>, u64) + Sync)));
     let client = std::thread::scope(|s| {
         let (done_r, p, pl, up) = (&done, &client_progress, &players, &up_delay);
-        s.spawn(move || progress(sc, pl, p, up, done_r, opts.events, opts.clock));
+        s.spawn(move || progress(sc, pl, p, up, done_r, opts.events, opts.clock, Some(out)));
         if let Some(e) = emu.as_ref().filter(|e| e.links().is_some()) {
             let (done_r, series) = (&done, &link_series);
             s.spawn(move || sample_links(e, p, done_r, series, opts.clock));
@@ -373,15 +373,26 @@ fn empty_report(client: &SendReport) -> SendReport {
 /// Reports progress once a second: rates over the last second and players per category. Ticks
 /// keep to the wall clock's seconds; when a busy machine delays one, its rates are still per
 /// second (counts over the interval it covers, divided by its length).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn progress(
     sc: &Scenario,
-    players: &players::Players,
+    players: &std::sync::Arc<players::Players>,
     p: &Progress,
     up: &crate::server::LiveServer,
     done: &AtomicBool,
     events: Events,
     clock: &dyn Clock,
+    logs: Option<&std::path::Path>,
 ) {
+    // per category so far, from both sides' logs as they are written (the same summary an
+    // agent keeps of its part): followed once the run's clock has its zero
+    use crate::live_digest::{Clocks, Follower, Live};
+    use horde_model::service::Direction;
+    let mut live = logs.map(|dir| {
+        let followers = [Follower::new(dir.join("client.hlog"), Direction::Up), Follower::new(dir.join("server.hlog"), Direction::Down)];
+        (Live::new(sc, players), followers, false)
+    });
+    let names: Vec<String> = sc.service.states.iter().map(|s| s.name.clone()).collect();
     let mut loss = LossFollower::new(clock.real_ns());
     let mut last = [0u64; 4];
     let mut down = horde_engine::live::DelayWindow::default();
@@ -447,6 +458,17 @@ pub(crate) fn progress(
             bots: None,
         };
         drop(server);
+        let mut snap = snap;
+        if let Some((l, followers, begun)) = live.as_mut() {
+            if !*begun {
+                l.begin(Clocks { epoch_ns: p.t0_real_ns.load(Ordering::Relaxed), ..Clocks::default() });
+                *begun = true;
+            }
+            for f in followers.iter_mut() {
+                f.poll(l);
+            }
+            snap.category_live = l.category_live(&names);
+        }
         last = now;
         events(&Event::Tick(snap));
     }

@@ -16,6 +16,7 @@ pub mod compare;
 pub mod control;
 pub mod execute;
 pub mod inputs;
+pub mod live_digest;
 pub mod part;
 pub mod placement;
 pub mod players;
@@ -119,9 +120,11 @@ pub struct Snapshot {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub category_rates: Vec<CategoryRates>,
     /// Per category so far, each way: APDUs sent and received and the one-way delay's median
-    /// and 99th percentile (within a µs + 1/1,024 of the value), as of the agents' last pieces
-    /// (a second or two behind). From the agents' live summaries, which add up to the
-    /// report's (`horde run --agents`); empty on one machine.
+    /// and 99th percentile (within a µs + 1/1,024 of the value). Through agents, as of their
+    /// last pieces (a second or two behind), from their live summaries, which add up to the
+    /// report's (`horde run --agents`); on one machine, from both sides' logs as they are
+    /// written (`live_digest::Follower`: the same summary, the records a writer has handed to
+    /// its file, under a second behind). Empty for a regulated run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub category_live: Vec<CategoryLive>,
     /// Loss each way of the packets sent in one second, counted 3 s after that second ended

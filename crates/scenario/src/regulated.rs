@@ -61,7 +61,7 @@ pub fn execute(sc: &Scenario, cfg: &Config, opts: &crate::RunOptions) -> Result<
             }
             e => (opts.events)(e),
         };
-        s.spawn(move || progress(sc, pl, p, &Default::default(), done_r, &events, opts.clock));
+        s.spawn(move || progress(sc, pl, p, &Default::default(), done_r, &events, opts.clock, None));
         s.spawn(|| crate::steer::watch(&server, opts.stop, &clients.stop, &done, &died, &steer));
         let r = ended.recv().map_err(|_| anyhow::anyhow!("the circuits ended without a report")).and_then(|d| d.report.map_err(anyhow::Error::msg));
         done.store(true, Ordering::Relaxed);

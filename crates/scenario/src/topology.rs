@@ -16,6 +16,30 @@ pub struct AtEnd<'a> {
     pub links: &'a [horde_emu::fwd::LinkReport],
 }
 
+/// An emulated link's label: its settings as built and, where the run changed them, as it
+/// left them; each direction's where the two differ.
+fn label(plan: &horde_topo::Plan, l: &horde_topo::PlannedLink, describe: &impl Fn(&horde_impair::LinkSpec) -> String, end: &AtEnd) -> String {
+    let (na, nb) = (&plan.nodes[l.a.node].name, &plan.nodes[l.b.node].name);
+    let one = |from: &str, to: &str, spec: &horde_impair::LinkSpec| {
+        let built = describe(spec);
+        let ended = end.links.iter().find_map(|r| match (&r.a, &r.b) {
+            (x, y) if x == from && y == to => Some(&r.ab.spec),
+            (x, y) if x == to && y == from => Some(&r.ba.spec),
+            _ => None,
+        });
+        match ended {
+            Some(now) if *now != built => format!("as built: {built}, at the end: {now}"),
+            _ => built,
+        }
+    };
+    let (ab, ba) = (one(na, nb, &l.ab), one(nb, na, &l.ba));
+    if ab == ba {
+        ab
+    } else {
+        format!("{na} → {nb}: {ab}, {nb} → {na}: {ba}")
+    }
+}
+
 /// The SVG picture of `plan`, with `server` (a node name) at the left, and the network as the
 /// run left it.
 pub fn svg(plan: &horde_topo::Plan, server: &str, describe: impl Fn(&horde_impair::LinkSpec) -> String, end: &AtEnd) -> String {
@@ -39,22 +63,7 @@ pub fn svg(plan: &horde_topo::Plan, server: &str, describe: impl Fn(&horde_impai
         e.3 += usize::from(end.down.contains(&li));
         if l.impaired() && !e.0 {
             e.0 = true;
-            let (na, nb) = (&plan.nodes[l.a.node].name, &plan.nodes[l.b.node].name);
-            // each direction's settings, as built and as the run left them
-            let one = |from: &str, to: &str, spec: &horde_impair::LinkSpec| {
-                let built = describe(spec);
-                let ended = end.links.iter().find_map(|r| match (&r.a, &r.b) {
-                    (x, y) if x == from && y == to => Some(&r.ab.spec),
-                    (x, y) if x == to && y == from => Some(&r.ba.spec),
-                    _ => None,
-                });
-                match ended {
-                    Some(now) if *now != built => format!("as built: {built}, at the end: {now}"),
-                    _ => built,
-                }
-            };
-            let (ab, ba) = (one(na, nb, &l.ab), one(nb, na, &l.ba));
-            e.1 = if ab == ba { ab } else { format!("{na} → {nb}: {ab}, {nb} → {na}: {ba}") };
+            e.1 = label(plan, l, &describe, end);
         }
     }
     // Columns: hop distance from the server's entry (unreached entries last).

@@ -33,6 +33,7 @@ pub mod flowsum;
 pub mod game;
 pub mod html;
 pub mod metrics;
+pub mod offsets;
 pub mod packets;
 pub mod quantile;
 pub mod table;

@@ -16,7 +16,6 @@ use anyhow::Context as _;
 use horde_engine::clock::real_ns;
 
 pub mod emu;
-mod live;
 mod run;
 mod summary;
 
@@ -411,14 +410,15 @@ fn session(
                 }
                 Action::Live(req) => {
                     if let Some(l) = run.as_ref().and_then(|r| r.live.as_ref()) {
-                        l.begin(*req);
+                        let crate::msg::SummaryRequest { epoch_ns, own_offset_ns, server_offset_ns, owners, .. } = *req;
+                        l.begin(horde_scenario::live_digest::Clocks { epoch_ns, own_offset_ns, server_offset_ns, owners });
                     }
                 }
                 Action::Collect(req) => {
                     if let Some(r) = &run {
                         // the live summary's last piece goes first (the logs or summary follow)
                         // (a failed write fails the sending below)
-                        if let Some(d) = r.live.as_ref().and_then(live::Live::take) {
+                        if let Some(d) = r.live.as_ref().and_then(horde_scenario::live_digest::Live::take) {
                             let _ = write(tls, &msg::encode(&ToController::Summary(Box::new(d))));
                         }
                         let (sent, what) = match req {
@@ -554,7 +554,7 @@ fn progress(r: &Run) -> Vec<Action> {
         recv_bytes: p.recv_bytes.load(Ordering::Relaxed),
         connections: p.connections.load(Ordering::Relaxed),
     }))];
-    if let Some(d) = r.live.as_ref().and_then(live::Live::take) {
+    if let Some(d) = r.live.as_ref().and_then(horde_scenario::live_digest::Live::take) {
         out.push(Action::Send(ToController::Summary(Box::new(d))));
     }
     out

@@ -21,7 +21,7 @@ pub(super) struct Run {
     pub(super) cpu0: f64,
     pub(super) t0: Instant,
     /// A scenario's live summary (its players and server side here; not regulated circuits).
-    pub(super) live: Option<super::live::Live>,
+    pub(super) live: Option<horde_scenario::live_digest::Live>,
 }
 
 impl Run {
@@ -79,7 +79,7 @@ pub(super) fn prepare(a: Part, opts: &AgentOptions, metrics: &Arc<Metrics>, tx: 
     let live = Arc::new(Mutex::new(None));
     let slot = live.clone();
     env.planned = Some(Box::new(move |sc, players| {
-        let l = super::live::Live::new(sc, players);
+        let l = horde_scenario::live_digest::Live::new(sc, players);
         let taps = (l.tap(horde_model::service::Direction::Down), l.tap(horde_model::service::Direction::Up));
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(l);
         taps

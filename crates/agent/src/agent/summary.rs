@@ -3,7 +3,7 @@
 //! offsets the controller measured, the same stays the report counts. The summary
 //! (`digest.json`) is then the one file the controller collects.
 //!
-//! It is built live ([`super::live::Live`]): both logs' records as they are written, pieces sent once a
+//! It is built live ([`horde_scenario::live_digest::Live`]): both logs' records as they are written, pieces sent once a
 //! second, the summary their sum. Reading the logs back ([`write`]) is the fallback when the
 //! run was not summarised live.
 

@@ -153,6 +153,15 @@ fn progress_as_json_lines() {
     assert!(last["sent_packets"].as_u64().unwrap() > 0 && last["down_pkt_s"].as_u64().unwrap() > 0, "{last}");
     let players: u64 = last["categories"].as_array().unwrap().iter().map(|c| c[1].as_u64().unwrap()).sum();
     assert_eq!(players, 20);
+    // per category so far, on one machine too: from both sides' logs as they are written, and
+    // never more than the report counts in the end
+    let live = last["category_live"].as_array().unwrap_or_else(|| panic!("{last}"));
+    let sum = |dir: &str, what: &str| live.iter().map(|c| c[dir][what].as_u64().unwrap()).sum::<u64>();
+    assert!(sum("up", "sent") > 0 && sum("down", "received") > 0, "{last}");
+    assert!(live.iter().any(|c| c["down"]["delay_p50_ms"].as_f64().is_some_and(|d| d > 0.0) && c["down"]["delay_p99_ms"].is_f64()), "{last}");
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path("d").join("summary.json")).unwrap()).unwrap();
+    let report_sent: u64 = summary["analysis"]["categories"].as_array().unwrap().iter().map(|c| c["up"]["sent"].as_u64().unwrap()).sum();
+    assert!(sum("up", "sent") <= report_sent, "{} so far, {report_sent} in the report", sum("up", "sent"));
 }
 
 /// `send --meter rtt` says what the round trips were.
