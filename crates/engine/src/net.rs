@@ -270,6 +270,19 @@ pub fn enable_gro(s: &Socket) -> io::Result<()> {
     setsockopt_int(s.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1)
 }
 
+/// A TCP socket's send queue: bytes written and not yet acknowledged by the peer
+/// (`SIOCOUTQ`), and of them the bytes not yet sent at all (`SIOCOUTQNSD`: held back by the
+/// congestion or receive window). None where the kernel does not say.
+pub fn tcp_send_queue(fd: RawFd) -> Option<(u64, u64)> {
+    let (mut outq, mut unsent): (libc::c_int, libc::c_int) = (0, 0);
+    // SAFETY: both ioctls write one int to the pointer given.
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut outq) == 0 && libc::ioctl(fd, SIOCOUTQNSD, &mut unsent) == 0 };
+    ok.then(|| (outq.max(0) as u64, unsent.max(0) as u64))
+}
+
+/// `SIOCOUTQNSD` (linux/sockios.h): a TCP socket's bytes not yet sent.
+const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+
 /// Bytes waiting to be read on stream socket `fd` (`FIONREAD`); 0 where the kernel does not say.
 pub fn unread_bytes(fd: RawFd) -> usize {
     let mut n: libc::c_int = 0;

@@ -60,6 +60,9 @@ pub struct WorkerResult {
     /// Departures more than 1 ms late, and all paced departures, per second of the run.
     pub late_by_second: Vec<u64>,
     pub sent_by_second: Vec<u64>,
+    /// Per second of the run: the TCP send queues of this worker's sockets together, bytes
+    /// [not yet acknowledged, of them not yet sent] (`net::tcp_send_queue`).
+    pub tcp_queue_by_second: Vec<[u64; 2]>,
     /// Departures more than 1 ms late, exactly.
     pub late_over_1ms: u64,
     pub interrupted: bool,
@@ -109,6 +112,7 @@ pub struct Worker {
     /// scheduled time).
     late_by_second: Vec<u64>,
     sent_by_second: Vec<u64>,
+    tcp_queue_by_second: Vec<[u64; 2]>,
     /// Departures more than 1 ms late, exactly (the histogram's count is bucketed).
     late_over_1ms: u64,
     /// Flows added while the run went whose socket could not be opened.
@@ -186,6 +190,7 @@ impl Worker {
             bulk: Vec::new(),
             late_by_second: Vec::new(),
             sent_by_second: Vec::new(),
+            tcp_queue_by_second: Vec::new(),
             late_over_1ms: 0,
             not_opened: 0,
             validating: Vec::new(),
@@ -263,6 +268,7 @@ impl Worker {
             lateness: self.hist,
             late_by_second: std::mem::take(&mut self.late_by_second),
             sent_by_second: std::mem::take(&mut self.sent_by_second),
+            tcp_queue_by_second: std::mem::take(&mut self.tcp_queue_by_second),
             late_over_1ms: self.late_over_1ms,
             interrupted,
             refusals: self.refusals.clone(),
@@ -424,7 +430,39 @@ impl Worker {
 
     /// Timers other than departures: greeters' retries, hello deadlines of pending connections,
     /// consent of UDP players.
+    /// Once a second of the run (its first housekeeping in that second): the send queues of
+    /// its TCP sockets together, where a backlog the network does not take waits before the
+    /// link (the report sets it beside the link's queue).
+    fn sample_tcp_queues(&mut self, now: u64) {
+        let sec = (now.saturating_sub(self.t0_mono) / 1_000_000_000) as usize;
+        if now < self.t0_mono || sec >= MAX_LATE_SECONDS || sec < self.tcp_queue_by_second.len() {
+            return;
+        }
+        let mut q = [0u64; 2];
+        let mut tcp = false;
+        for s in &self.slots {
+            if s.conn.transport() != Transport::Tcp || matches!(s.sock, Sock::Closed) {
+                continue;
+            }
+            tcp = true;
+            if let Some((outq, unsent)) = crate::net::tcp_send_queue(s.fd()) {
+                q = [q[0] + outq, q[1] + unsent];
+            }
+        }
+        // a worker without TCP sockets says nothing (a UDP run has no such queue)
+        if !tcp && self.tcp_queue_by_second.is_empty() {
+            return;
+        }
+        if self.tcp_queue_by_second.is_empty() {
+            // no TCP socket before this second: nothing queued then
+            self.tcp_queue_by_second.resize(sec, [0, 0]);
+        }
+        // the seconds a busy worker skipped hold what the next sample found
+        self.tcp_queue_by_second.resize(sec + 1, q);
+    }
+
     fn housekeeping(&mut self, now: u64) {
+        self.sample_tcp_queues(now);
         self.refusals.unadmitted += self.early.expire(now);
         self.take_joining();
         self.validate_joined(now);

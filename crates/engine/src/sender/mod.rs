@@ -164,6 +164,7 @@ fn run_workers(
     let mut sent_by_second: Vec<u64> = Vec::new();
     let mut late_over_1ms = 0u64;
     let mut not_opened = 0u64;
+    let mut tcp_queue: Vec<[u64; 2]> = Vec::new();
     for r in results {
         let r = r.map_err(|e| EngineError::Io { what: "sending".into(), err: e })?;
         let Some(r) = r else {
@@ -179,6 +180,10 @@ fn run_workers(
             sent_by_second.resize(r.sent_by_second.len(), 0);
         }
         sent_by_second.iter_mut().zip(&r.sent_by_second).for_each(|(a, b)| *a += b);
+        if tcp_queue.len() < r.tcp_queue_by_second.len() {
+            tcp_queue.resize(r.tcp_queue_by_second.len(), [0, 0]);
+        }
+        tcp_queue.iter_mut().zip(&r.tcp_queue_by_second).for_each(|(a, b)| *a = [a[0] + b[0], a[1] + b[1]]);
         interrupted |= r.interrupted;
         refusals.add(&r.refusals);
         end_real_ns = end_real_ns.max(r.end_real_ns);
@@ -197,6 +202,7 @@ fn run_workers(
     report.lateness.over_1ms = late_over_1ms;
     report.host = host_report(steal.map(|m| m.finish()).unwrap_or_default(), floor, late_by_second, sent_by_second, report.lateness.p99_us);
     report.host.late_total = late_over_1ms;
+    report.tcp_send_queue = tcp_queue;
     Ok(report)
 }
 
@@ -268,6 +274,7 @@ fn summarise(
         refusals: Refusals::default(),
         host: HostReport::default(),
         flows,
+        tcp_send_queue: Vec::new(),
     }
 }
 

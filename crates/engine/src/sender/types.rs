@@ -355,6 +355,12 @@ pub struct SendReport {
     /// above is Horde's or the host's.
     #[serde(default)]
     pub host: HostReport,
+    /// TCP runs: per second of the run, the send queues of every socket together, bytes [not
+    /// yet acknowledged, of them not yet sent] — where a backlog the path does not take waits
+    /// in this sender before the network (beside an emulated link's own queue, it says where
+    /// one-way delay comes from). Empty for UDP and ICMP runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tcp_send_queue: Vec<[u64; 2]>,
 }
 
 /// The host's share in a run's lateness (horde-sys `host`).

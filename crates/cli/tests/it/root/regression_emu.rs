@@ -227,3 +227,37 @@ fn any_link_can_be_changed_when_brought_up_live() {
     assert!(out.contains("delay 10.000 ms"), "{out}");
     ok(&["emu", "down", id_rplain, "--purge"]);
 }
+
+/// Reported (issue 65): a run behind an overloaded link showed seconds of one-way delay, and
+/// nothing in the report said where it waited. The link's queue stays bounded (100 ms at its
+/// rate); the server side's TCP send queues hold the backlog, and the report now draws them.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn regression_the_report_shows_where_an_overloaded_link_s_backlog_waits() {
+    horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = tmp("reg-backlog");
+    write(
+        &dir,
+        "slow.toml",
+        "name = \"slow\"\n[[node]]\nname = \"c\"\nkind = \"host\"\n[[node]]\nname = \"s\"\nkind = \"host\"\n[[link]]\na = \"c\"\nb = \"s\"\nrate = \"1mbit\"\ndelay = \"10ms\"\n",
+    );
+    let sc = write(
+        &dir,
+        "sc.toml",
+        "service = \"wow\"\nplayers = 100\nduration = \"6s\"\nseed = 2\nstart_hour = 20\n[emu]\ntopology = \"slow.toml\"\nclients = [\"c\"]\nserver = \"s\"\n",
+    );
+    let out = dir.join("out");
+    let o = Command::new(HORDE).args(["run", sc.to_str().unwrap(), "-q", "--out", out.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let q = &s["tcp_send_queue"];
+    // the link holds 100 ms at 1 Mbit/s (12.5 kB); the server's sockets hold many times that
+    let down_max = q["down_max"].as_u64().unwrap_or_else(|| panic!("{q}"));
+    assert!(down_max > 20 * 12_500, "the server side's send queues: {q}");
+    assert!(q["down"].as_array().unwrap().len() >= 5 && q["up"].as_array().is_some(), "{q}");
+    let chart = std::fs::read_to_string(out.join("charts/tcp-send-queue.svg")).unwrap();
+    assert!(chart.contains("server side → players: not yet sent") && chart.contains("class=\"series\""), "{chart}");
+    assert!(std::fs::read_to_string(out.join("index.html")).unwrap().contains("tcp-send-queue.svg"));
+}
