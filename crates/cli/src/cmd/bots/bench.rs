@@ -67,7 +67,9 @@ struct Benchmark {
     steps: Vec<Step>,
 }
 
-/// A figure over a step's runs: the mean and its 95 % interval.
+/// A figure over a step's runs: the mean and its 95 % interval (Student's t over the runs; every
+/// figure here is a rate, a time or a share, none below 0, so the interval starts at 0 at
+/// least: two runs far apart give a wide interval, never a negative CPU share).
 #[derive(Debug, Clone, Copy, Serialize)]
 struct Interval {
     mean: f64,
@@ -88,7 +90,7 @@ impl Interval {
         }
         let sd = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
         let half = T975[(n - 2).min(T975.len() - 1)] * sd / (n as f64).sqrt();
-        Interval { mean, lo: Some(mean - half), hi: Some(mean + half) }
+        Interval { mean, lo: Some((mean - half).max(0.0)), hi: Some(mean + half) }
     }
 
     fn text(&self, digits: usize) -> String {
@@ -400,6 +402,9 @@ mod tests {
         // sd 1, n 3: t(2) = 4.303, half width 4.303 / √3
         assert!((i.mean - 20.0).abs() < 1e-12 && (i.hi.unwrap() - 20.0 - 4.303 / 3f64.sqrt()).abs() < 1e-9);
         assert_eq!(Interval::of(&[5.0]).lo, None, "one run: no interval");
+        let wide = Interval::of(&[6.7, 3.3]);
+        assert_eq!(wide.lo, Some(0.0), "no negative share: {wide:?}");
+        assert!(wide.hi.unwrap() > 26.0, "{wide:?}");
     }
 
     #[test]
