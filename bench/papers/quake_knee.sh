@@ -18,11 +18,12 @@ CAPS=${CAPS:-"0.1 0.2 0.5"}
 STEPS=${STEPS:-8,16,32,48,64}
 REPEAT=${REPEAT:-3}
 T=${T:-8s}
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+# the runs' JSON documents are kept beside the paper scripts' other data
+W=bench/papers/data/quake-knee
+mkdir -p "$W"
 for c in $CAPS; do
   echo "server held to $c of a core: steps $STEPS, $REPEAT runs each, $T each" >&2
-  "$H" bots --start-server --steps "$STEPS" --repeat "$REPEAT" --server-cpu "$c" -t "$T" --json "$W/knee-$c.json" -o "$W/out-$c" > "$W/knee-$c.txt" 2>&1
+  "$H" bots --start-server --steps "$STEPS" --repeat "$REPEAT" --server-cpu "$c" -t "$T" --json "$W/knee-$c.json" -o "$(mktemp -d)" > "$W/knee-$c.txt" 2>&1
   tail -n "$(( $(echo "$STEPS" | tr ',' '\n' | wc -l) + 3 ))" "$W/knee-$c.txt" >&2
 done
 machine="$(nproc) × $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(dpkg-query -W -f='openarena-server ${Version}' openarena-server 2>/dev/null)"

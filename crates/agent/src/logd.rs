@@ -42,12 +42,16 @@ pub struct LogdOptions {
     pub duration: Option<Duration>,
     /// Networks the admission policy always trusts (`--exempt`).
     pub exempt: Vec<(std::net::IpAddr, u8)>,
+    /// Logs this server run writes at most ([`MAX_LOGS`]): a key holder cannot fill a
+    /// directory with them. A source that wrote nothing does not count.
+    pub max_logs: usize,
 }
 
 /// Connections not yet admitted, at most, beside the sources.
 const PENDING: usize = 128;
-/// Logs one server run writes at most: a key holder cannot fill a directory with them.
-const MAX_LOGS: usize = 10_000;
+/// Logs one server run writes at most (`horde logd`'s): a key holder cannot fill a directory
+/// with them.
+pub const MAX_LOGS: usize = 10_000;
 const HANDSHAKE: Duration = Duration::from_secs(5);
 /// How often a connection's thread looks at the stop flag.
 const POLL: Duration = Duration::from_millis(250);
@@ -267,7 +271,7 @@ fn source(
     }
     // Totals, not only each log's size: the logs of one run, and room left on the disk.
     let room = room_for_two(&opts.dir, opts.max_bytes).is_ok();
-    if logs.fetch_add(1, Ordering::Relaxed) >= MAX_LOGS || !room {
+    if logs.fetch_add(1, Ordering::Relaxed) >= opts.max_logs || !room {
         sources.fetch_sub(1, Ordering::Relaxed);
         answer(&mut tls, AnswerStatus::Busy);
         return Admission::Full;

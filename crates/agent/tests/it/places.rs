@@ -12,6 +12,11 @@ use horde_testkit::crowd;
 /// A log server in a thread with `key` and `max_bytes` per log, `f` given its address; then
 /// stopped, its report returned.
 fn with_logd(name: &str, key: &horde_proto::RunKey, max_bytes: u64, f: impl FnOnce(SocketAddr)) -> (LogdReport, usize) {
+    with_logd_capped(name, key, max_bytes, horde_agent::logd::MAX_LOGS, f)
+}
+
+/// [`with_logd`] writing at most `max_logs` logs.
+fn with_logd_capped(name: &str, key: &horde_proto::RunKey, max_bytes: u64, max_logs: usize, f: impl FnOnce(SocketAddr)) -> (LogdReport, usize) {
     let dir = std::env::temp_dir().join(format!("horde-logd-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let opts = LogdOptions {
@@ -22,6 +27,7 @@ fn with_logd(name: &str, key: &horde_proto::RunKey, max_bytes: u64, f: impl FnOn
         max_bytes,
         duration: Some(Duration::from_secs(60)),
         exempt: Vec::new(),
+        max_logs,
     };
     let stop = AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -124,10 +130,45 @@ fn a_log_server_keeps_room_on_its_disk() {
         max_bytes: 1 << 60,
         duration: Some(Duration::from_secs(60)),
         exempt: Vec::new(),
+        max_logs: horde_agent::logd::MAX_LOGS,
     };
     let err = format!("{:#}", serve(&opts, &AtomicBool::new(false), |_| panic!("it must not listen"), |_| {}).expect_err("refused"));
     assert!(err.contains("less than room for two logs") && err.contains("lower --max-log-mib"), "{err}");
     let files = std::fs::read_dir(&dir).map_or(0, |d| d.count());
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(files, 0, "nothing written");
+}
+
+/// Issue 66 (Low): the cap on a server run's logs counted every source admitted, so key holders
+/// that wrote nothing used it up. With room for 2 logs, 4 sources that prove the key and leave
+/// without writing a byte, one after the other, then a real one: it gets in and its log is the
+/// only file (before: the third was turned away as full).
+#[test]
+fn sources_that_wrote_nothing_do_not_use_up_the_log_cap() {
+    use horde_engine::logger::LogTap;
+    let key = horde_proto::RunKey::from_bytes([5; 32]);
+    let connect = |addr: SocketAddr, name: &str| {
+        // the server ends the last one's thread a moment after it left
+        let t = Instant::now();
+        loop {
+            match LogStream::connect(addr, &key, horde_wire::Role::Sender, name) {
+                Ok(l) => return l,
+                Err(e) if t.elapsed() > Duration::from_secs(3) => panic!("{name}: {e:#}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    };
+    let (report, files) = with_logd_capped("cap", &key, 1 << 20, 2, |addr| {
+        for k in 0..4 {
+            drop(connect(addr, &format!("empty{k}")));
+        }
+        let mut real = Box::new(connect(addr, "real"));
+        let mut header = [0u8; horde_wire::LOG_HEADER_LEN];
+        horde_wire::LogHeader { role: horde_wire::Role::Sender, start_ns: 1 }.emit(&mut header);
+        real.header(&header);
+        real.records(&[0u8; horde_wire::RECORD_LEN]);
+        let _ = real.finish();
+    });
+    assert_eq!(files, 1, "{report:?}");
+    assert_eq!(report.full, 0, "nobody turned away as full: {report:?}");
 }

@@ -61,6 +61,7 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
         max_bytes: args.max_log_mib << 20,
         duration: args.duration,
         exempt: args.exempt.clone(),
+        max_logs: logd::MAX_LOGS,
     };
     let dir = std::path::absolute(&args.dir).unwrap_or_else(|_| args.dir.clone());
     let report = logd::serve(&opts, stop, |a| say!("horde logd: listening on {a}, logs in {} (Ctrl-C stops)", dir.display()), |s| say!("{}", source_line(s)))
