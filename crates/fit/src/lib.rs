@@ -174,34 +174,28 @@ fn read<R: Read>(
     opts: &Options,
 ) -> Result<Collected, FitError> {
     let gap_ns = (opts.tcp_gap_ms.max(0.0) * 1e6) as u64;
-    let steady = spans(open, server, gap_ns, opts)?;
-    let mut cap = Capture::new(open().map_err(CaptureError::Io)?)?;
-    let mut re = Reassembly::new(server, gap_ns);
-    let mut collector = Collector::new(labels, steady);
-    let mut apdus = Vec::new();
-    let mut packets = 0u64;
-    while let Some(p) = cap.next_packet() {
-        packets += 1;
-        collector.origin(p.t_ns);
-        re.push(&p, &mut apdus);
-        for a in apdus.drain(..) {
-            collector.push(&a);
+    // the first pass: each client's first and last APDU and how many (who is a player, and
+    // where its steady state starts and ends)
+    let mut steady = Steady { warmup_ns: secs(opts.warmup_s), cooldown_ns: secs(opts.cooldown_s), ..Steady::all() };
+    each_apdu(open, server, gap_ns, |seen| {
+        if let Seen::Apdu(a) = seen {
+            steady.see(a);
         }
-    }
-    re.finish(&mut apdus);
-    for a in apdus.drain(..) {
-        collector.push(&a);
-    }
+    })?;
+    let mut collector = Collector::new(labels, steady);
+    let (skipped, frames, re, packets) = each_apdu(open, server, gap_ns, |seen| match seen {
+        Seen::Packet(t_ns) => collector.origin(t_ns),
+        Seen::Apdu(a) => collector.push(a),
+    })?;
     collector.finish();
     if packets == 0 {
-        return Err(FitError::NoTraffic(ended(&cap.skipped)));
+        return Err(FitError::NoTraffic(ended(&skipped)));
     }
     if re.clients.is_empty() {
         return Err(FitError::ServerSilent(format!("{}/{:?}", server.addr, server.transport).to_lowercase()));
     }
-    let frames = cap.frames();
     let clients = collector.steady.players();
-    Ok(Collected { collector, server, server_chosen, frames, packets, skipped: cap.skipped, counts: re.counts, clients, guessed: None })
+    Ok(Collected { collector, server, server_chosen, frames, packets, skipped, counts: re.counts, clients, guessed: None })
 }
 
 /// APDUs that did not come from a capture (a Horde report's per-packet logs: each side's
@@ -213,7 +207,6 @@ pub fn collect_apdus(mut apdus: Vec<Apdu>, server: Server, server_chosen: String
         return Err(FitError::NoTraffic(" (the logs hold no departure)".into()));
     }
     apdus.sort_by_key(|a| a.t_ns);
-    let secs = |s: f64| if s.is_finite() && s > 0.0 { (s * 1e9) as u64 } else { 0 };
     let mut steady = Steady { warmup_ns: secs(opts.warmup_s), cooldown_ns: secs(opts.cooldown_s), ..Steady::all() };
     for a in &apdus {
         steady.see(a);
@@ -229,25 +222,44 @@ pub fn collect_apdus(mut apdus: Vec<Apdu>, server: Server, server_chosen: String
     Ok(Collected { collector, server, server_chosen, frames: packets, packets, skipped: Skipped::default(), counts: Counts::default(), clients, guessed: None })
 }
 
-/// The first pass: each client's first and last APDU and how many it had (who is a player,
-/// and where its steady state starts and ends).
-fn spans<R: Read>(open: &mut impl FnMut() -> std::io::Result<R>, server: Server, gap_ns: u64, opts: &Options) -> Result<Steady, FitError> {
-    let secs = |s: f64| if s.is_finite() && s > 0.0 { (s * 1e9) as u64 } else { 0 };
-    let mut steady = Steady { warmup_ns: secs(opts.warmup_s), cooldown_ns: secs(opts.cooldown_s), ..Steady::all() };
+/// Seconds as whole ns; anything but a positive finite number is 0.
+fn secs(s: f64) -> u64 {
+    if s.is_finite() && s > 0.0 {
+        (s * 1e9) as u64
+    } else {
+        0
+    }
+}
+
+/// What one pass over a capture sees, in order: each packet's time, and each APDU rebuilt.
+enum Seen<'a> {
+    Packet(u64),
+    Apdu(&'a Apdu),
+}
+
+/// One pass over the capture `open()` gives, each packet and each APDU rebuilt for `server`
+/// handed to `f`. Returns what the capture skipped, its frames, the reassembly as it ended
+/// (its clients and counts) and the packets read.
+fn each_apdu<R: Read>(
+    open: &mut impl FnMut() -> std::io::Result<R>,
+    server: Server,
+    gap_ns: u64,
+    mut f: impl FnMut(Seen<'_>),
+) -> Result<(Skipped, u64, Reassembly, u64), FitError> {
     let mut cap = Capture::new(open().map_err(CaptureError::Io)?)?;
     let mut re = Reassembly::new(server, gap_ns);
     let mut apdus = Vec::new();
+    let mut packets = 0u64;
     while let Some(p) = cap.next_packet() {
+        packets += 1;
+        f(Seen::Packet(p.t_ns));
         re.push(&p, &mut apdus);
-        for a in apdus.drain(..) {
-            steady.see(&a);
-        }
+        apdus.drain(..).for_each(|a| f(Seen::Apdu(&a)));
     }
     re.finish(&mut apdus);
-    for a in apdus.drain(..) {
-        steady.see(&a);
-    }
-    Ok(steady)
+    apdus.drain(..).for_each(|a| f(Seen::Apdu(&a)));
+    let frames = cap.frames();
+    Ok((cap.skipped, frames, re, packets))
 }
 
 /// Fits the capture `open()` returns (see [`collect`]).

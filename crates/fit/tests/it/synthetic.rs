@@ -7,6 +7,16 @@ use horde_model::service::Service;
 
 use crate::{departures, Pcap};
 
+/// A capture of UDP datagrams `(t_ns, client, up, size)`, in time order.
+fn udp_pcap(mut events: Vec<(u64, u8, bool, usize)>) -> Vec<u8> {
+    events.sort();
+    let mut p = Pcap::new();
+    for (t, c, up, s) in events {
+        p.udp(t, c, up, s);
+    }
+    p.bytes()
+}
+
 /// Every APDU of every client: the captures of Horde's own traffic and the synthetic games
 /// here have no connecting or leaving traffic to leave out, and their exact counts are checked.
 fn all_of_it() -> Options {
@@ -268,12 +278,7 @@ fn a_server_whose_snapshots_grow_with_players_is_written_as_a_formula_over_n() {
             t += 0.03;
         }
     }
-    events.sort();
-    let mut p = Pcap::new();
-    for (t, c, up, s) in events {
-        p.udp(t, c, up, s);
-    }
-    let bytes = p.bytes();
+    let bytes = udp_pcap(events);
     let r = fit(&bytes, &Options::default());
     let down = dir(&r, "play", Direction::Down);
     let over = down.players.as_ref().expect("three player counts or more");
@@ -350,12 +355,7 @@ fn connecting_traffic_and_status_queries_are_not_the_steady_state() {
         events.push(((at * 1e9) as u64, c, true, 14));
         events.push(((at * 1e9) as u64 + 500_000, c, false, 900));
     }
-    events.sort();
-    let mut p = Pcap::new();
-    for (t, c, up, s) in events {
-        p.udp(t, c, up, s);
-    }
-    let bytes = p.bytes();
+    let bytes = udp_pcap(events);
     let r = fit(&bytes, &Options::default());
     assert_eq!(r.clients, 10, "status queries are not players");
     let down = dir(&r, "play", Direction::Down);
