@@ -23,6 +23,7 @@ pub mod players;
 pub mod regulated;
 pub mod report;
 pub mod run_part;
+pub mod sender_charts;
 pub mod server;
 pub mod steer;
 pub mod topology;
