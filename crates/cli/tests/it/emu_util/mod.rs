@@ -47,20 +47,39 @@ pub fn namespaces(exp: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Starts `horde recv` (`cmd`, maybe inside a node) and returns once it says it listens (its
+/// node's identity set up and its sockets bound: a fixed sleep was too short on a busy machine),
+/// within 20 s.
+pub fn recv_listening(mut cmd: Command) -> std::process::Child {
+    use std::io::BufRead as _;
+    let mut child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut said = Vec::new();
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            if line.contains("listening on") {
+                let _ = tx.send(Ok(()));
+            }
+            said.push(line);
+        }
+        let _ = tx.send(Err(said.join("\n")));
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        Ok(Ok(())) => child,
+        Ok(Err(said)) => panic!("horde recv ended before it listened: {said}"),
+        Err(_) => panic!("horde recv did not say it listens within 20 s"),
+    }
+}
+
 /// One probe through the emulated network: `horde recv` on `dst_node`, `horde send` from
 /// `src_node`; returns the decoder's JSON total.
 pub fn probe(exp: &str, dir: &Path, src_node: &str, dst_node: &str, dst_ip: &str, send_args: &[&str], tag: &str) -> serde_json::Value {
     let rlog = dir.join(format!("{tag}-r.hlog"));
     let slog = dir.join(format!("{tag}-s.hlog"));
-    let mut recv = Command::new(HORDE)
-        .args(["emu", "exec", exp, dst_node, "--", HORDE, "recv", "-b", dst_ip, "-p", "9000", "--idle", "3s", "-l"])
-        .arg(&rlog)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // the receiver listens once its node's identity is set up and it has bound (give it time
-    // on a busy machine and a large experiment)
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let mut cmd = Command::new(HORDE);
+    cmd.args(["emu", "exec", exp, dst_node, "--", HORDE, "recv", "-b", dst_ip, "-p", "9000", "--idle", "3s", "-l"]).arg(&rlog);
+    let mut recv = recv_listening(cmd);
     let dst = format!("{dst_ip}:9000");
     let mut args = vec!["emu", "exec", exp, src_node, "--", HORDE, "send", "-a", &dst, "-l", slog.to_str().unwrap()];
     args.extend_from_slice(send_args);

@@ -107,17 +107,18 @@ fn an_interface_of_the_machine_joins_the_topology_and_comes_back() {
     assert!(!in_host(), "{} moved into the experiment", nic());
     let rlog = dir.join("r.hlog");
     let slog = dir.join("s.hlog");
-    let mut recv =
-        Command::new(HORDE).args(["recv", "-b", "10.78.0.100", "-p", "9000", "--idle", "3s", "-l"]).arg(&rlog).stdout(Stdio::null()).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let mut cmd = Command::new(HORDE);
+    cmd.args(["recv", "-b", "10.78.0.100", "-p", "9000", "--idle", "3s", "-l"]).arg(&rlog);
+    let mut recv = recv_listening(cmd);
     ok(&["emu", "exec", exp, "h1", "--", HORDE, "send", "-a", "10.78.0.100:9000", "-C", "100", "-c", "100", "-z", "200", "-l", slog.to_str().unwrap()]);
     assert!(recv.wait().unwrap().success());
     let v: serde_json::Value = serde_json::from_str(&ok(&["decode", slog.to_str().unwrap(), rlog.to_str().unwrap(), "-q", "--json", "-"])).unwrap();
     let t = &v["total"];
-    let d = t["delay"]["mean_ms"].as_f64().unwrap();
-    eprintln!("through {}: {} packets, lost {}, one-way delay {d:.3} ms", nic(), t["packets"], t["loss"]["lost"]);
+    // the median: a mean moves with a few packets a busy machine held back (8.6 ms once in CI)
+    let d = t["delay"]["p50_ms"].as_f64().unwrap();
+    eprintln!("through {}: {} packets, lost {}, one-way delay median {d:.3} ms", nic(), t["packets"], t["loss"]["lost"]);
     assert_eq!((t["packets"].as_u64(), t["loss"]["lost"].as_u64()), (Some(200), Some(0)), "{t}");
-    assert!((5.0..8.0).contains(&d), "the 5 ms link is on the way: {d} ms");
+    assert!((5.0..8.0).contains(&d), "the 5 ms link is on the way: median {d} ms");
     ok(&["emu", "down", exp, "--purge"]);
     assert_given_back("after down");
 
