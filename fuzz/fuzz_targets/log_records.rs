@@ -14,6 +14,18 @@ fuzz_target!(|data: &[u8]| {
             if let Some(e) = horde_wire::Endpoint::of(&r) {
                 assert_eq!(horde_wire::Endpoint::of(&e.record()), Some(e));
             }
+            if let Some(a) = horde_wire::log::Alias::of(&r) {
+                assert_eq!(horde_wire::log::Alias::of(&a.record()), Some(a));
+            }
+        }
+    }
+    // Two logs at once (a receiver's alias records renaming a sender's flows): the bytes cut
+    // where a second header may start.
+    if let Some(cut) = data.windows(8).skip(1).position(|w| w == b"HORDELOG").map(|k| k + 1) {
+        if let (Ok(a), Ok(b)) = (horde_stats::load(&data[..cut]), horde_stats::load(&data[cut..])) {
+            let logs = [a, b];
+            let c = horde_stats::collect(&logs);
+            let _ = horde_stats::analyse_collected(&c, horde_stats::Options { window_ns: None, anchor_ns: None });
         }
     }
     if let Ok(log) = horde_stats::load(data) {
