@@ -12,7 +12,7 @@
 //! I/O-free: packets in, APDUs out, in the order they complete (per client and direction, in
 //! start-time order).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 
 use serde::Serialize;
@@ -23,6 +23,10 @@ use crate::capture::{Packet, L4};
 pub const MAX_ENDPOINTS: usize = 200_000;
 /// Peers counted per endpoint (enough to rank servers).
 const MAX_PEERS: usize = 4096;
+/// Peers remembered over all endpoints together: a crafted capture with many endpoints of
+/// many peers each stays within ≈ 100 MB of census (an endpoint past the budget still counts
+/// its packets; its peers are counted in `untracked`).
+pub const MAX_REMEMBERED_PEERS: usize = 1 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -61,28 +65,54 @@ fn transport(p: &Packet) -> Transport {
     }
 }
 
-/// Pass one: packets and distinct peers per endpoint, to pick the server.
-#[derive(Default)]
+/// Pass one: packets and distinct peers per endpoint, to pick the server. Bounded: at most
+/// [`MAX_ENDPOINTS`] endpoints, [`MAX_PEERS`] peers each and [`MAX_REMEMBERED_PEERS`] in all,
+/// each look-up O(1) (a crafted capture of distinct pairs took 276 MB and 14 s before).
 pub struct Census {
-    endpoints: HashMap<(SocketAddr, Transport), (u64, Vec<SocketAddr>)>,
+    endpoints: HashMap<(SocketAddr, Transport), (u64, HashSet<SocketAddr>)>,
+    remembered: usize,
+    budget: (usize, usize),
     pub untracked: u64,
 }
 
+impl Default for Census {
+    fn default() -> Self {
+        Census::with_budget(MAX_ENDPOINTS, MAX_REMEMBERED_PEERS)
+    }
+}
+
 impl Census {
+    /// A census of at most `endpoints` endpoints and `peers` remembered peers in all.
+    pub fn with_budget(endpoints: usize, peers: usize) -> Self {
+        Census { endpoints: HashMap::new(), remembered: 0, budget: (endpoints, peers), untracked: 0 }
+    }
+
+    /// Peers remembered over every endpoint (never above the budget).
+    pub fn remembered(&self) -> usize {
+        self.remembered
+    }
+
     pub fn see(&mut self, p: &Packet) {
         let t = transport(p);
         for (me, peer) in [(p.src, p.dst), (p.dst, p.src)] {
-            let full = self.endpoints.len() >= MAX_ENDPOINTS;
+            let room = self.remembered < self.budget.1;
+            let full = self.endpoints.len() >= self.budget.0 || !room;
             match self.endpoints.get_mut(&(me, t)) {
                 Some((n, peers)) => {
                     *n += 1;
                     if peers.len() < MAX_PEERS && !peers.contains(&peer) {
-                        peers.push(peer);
+                        if room {
+                            peers.insert(peer);
+                            self.remembered += 1;
+                        } else {
+                            self.untracked += 1;
+                        }
                     }
                 }
                 None if full => self.untracked += 1,
                 None => {
-                    self.endpoints.insert((me, t), (1, vec![peer]));
+                    self.endpoints.insert((me, t), (1, HashSet::from([peer])));
+                    self.remembered += 1;
                 }
             }
         }
@@ -398,5 +428,25 @@ mod tests {
         assert!(parse_server("nonsense").unwrap_err().contains("ADDR:PORT"));
         assert_eq!(parse_server(":4000/tcp").unwrap().addr.port(), 4000);
         assert!(parse_server("1.2.3.4:5/sctp").is_err());
+    }
+
+    #[test]
+    fn the_census_remembers_a_bounded_number_of_peers_however_many_pairs_a_capture_has() {
+        // 400 endpoints talking to 400 peers each (160,000 distinct pairs) against a budget of
+        // 1,000 endpoints and 5,000 peers: before, every pair was kept (320,000 peers).
+        let mut c = Census::with_budget(1_000, 5_000);
+        for a in 0..400u32 {
+            for b in 0..400u32 {
+                let src = SocketAddr::from(([10, 1, (a >> 8) as u8, a as u8], 1000));
+                let dst = SocketAddr::from(([10, 2, (b >> 8) as u8, b as u8], 2000));
+                c.see(&Packet { t_ns: 0, src, dst, l4: L4::Udp, payload: 10, head: [0; 4], segment: None });
+            }
+        }
+        assert!(c.remembered() <= 5_000, "{} peers remembered", c.remembered());
+        assert!(c.endpoints.len() <= 1_000);
+        assert!(c.untracked > 0);
+        let peers: usize = c.endpoints.values().map(|(_, p)| p.len()).sum();
+        assert_eq!(peers, c.remembered());
+        assert!(c.server().is_some());
     }
 }

@@ -94,7 +94,7 @@ pub fn toml_error(text: &str, e: &toml::de::Error) -> String {
 /// field or variant (a key or a choice, a short identifier: what the user needs to fix a typo,
 /// not a secret's shape).
 fn without_contents(msg: &str) -> String {
-    if let Some(rest) = msg.strip_prefix("unknown field `").or_else(|| msg.strip_prefix("unknown variant `")) {
+    if let Some(rest) = ["unknown field `", "unknown variant `", "missing field `"].iter().find_map(|p| msg.strip_prefix(p)) {
         if let Some((name, _)) = rest.split_once('`') {
             if (1..=32).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
                 return msg.to_string();
@@ -128,6 +128,59 @@ fn without_contents(msg: &str) -> String {
     out
 }
 
+/// A short identifier: a name or a choice (`wow`, `eth0`, `10.0.0.1:9000`, `5s`), what the user
+/// needs to see to fix a typo, not a secret's shape. Anything else a file holds is its contents.
+/// An address or a subnet (`10.0.0.0/24`, `[::1]:9000`) is a place, kept too.
+fn short_identifier(s: &str) -> bool {
+    let place = || {
+        let (ip, prefix) = s.split_once('/').unwrap_or((s, "0"));
+        (ip.parse::<std::net::IpAddr>().is_ok() || ip.parse::<std::net::SocketAddr>().is_ok()) && prefix.parse::<u8>().is_ok()
+    };
+    (1..=32).contains(&s.len()) && (s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')) || place())
+}
+
+/// `msg`, a validation message about the file `text`, without what it quotes from the file:
+/// every string value and key of the file that is not a short identifier becomes `…` wherever
+/// it appears, and so does a backtick-quoted part of one (a parser that names the first token
+/// of a value). What Horde itself says (`exponential(10)`, the choices it lists) stays.
+pub fn redact(msg: &str, text: &str) -> String {
+    let Ok(doc) = text.parse::<toml::Table>() else { return msg.to_string() };
+    let mut values: Vec<String> = Vec::new();
+    fn walk(v: &toml::Value, out: &mut Vec<String>) {
+        match v {
+            toml::Value::String(s) => out.push(s.clone()),
+            toml::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            toml::Value::Table(t) => t.iter().for_each(|(k, v)| {
+                out.push(k.clone());
+                walk(v, out)
+            }),
+            _ => {}
+        }
+    }
+    walk(&toml::Value::Table(doc), &mut values);
+    values.retain(|v| v.len() >= 3 && !short_identifier(v));
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    values.dedup();
+    let mut out = msg.to_string();
+    for v in &values {
+        out = out.replace(v.as_str(), "…");
+    }
+    // a quoted part of a value: `$6$s3cr3t` of `$6$s3cr3t/x`
+    let mut kept = String::with_capacity(out.len());
+    let mut parts = out.split('`');
+    kept.push_str(parts.next().unwrap_or(""));
+    for (i, part) in parts.enumerate() {
+        kept.push('`');
+        let inside = i % 2 == 0;
+        if inside && part.len() >= 3 && values.iter().any(|v| v.contains(part)) {
+            kept.push('…');
+        } else {
+            kept.push_str(part);
+        }
+    }
+    kept
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +207,17 @@ mod tests {
         assert_eq!(without_contents("unknown variant `eigrp`, expected `ospf`"), "unknown variant `eigrp`, expected `ospf`");
         assert_eq!(without_contents("unknown variant `$6$x/y`, expected `ospf`"), "unknown variant `…`, expected `ospf`");
         assert_eq!(without_contents("invalid type: string \"abc"), "invalid type: string \"…\"");
+    }
+
+    #[test]
+    fn a_validation_message_quotes_names_but_not_the_files_contents() {
+        let text = "service = 'wow'\nduration = '$6$s3cr3t/x.y'\ndst = 'TOPSECRET token'\n";
+        assert_eq!(redact("duration: `$6$s3cr3t/x.y` is not a duration", text), "duration: `…` is not a duration");
+        assert_eq!(redact("unknown distribution `$6$s3cr3t` in `$6$s3cr3t/x.y`", text), "unknown distribution `…` in `…`");
+        assert_eq!(redact("service: TOPSECRET token: cannot read", text), "service: …: cannot read");
+        assert_eq!(redact("no built-in service `wow`; write e.g. `exponential(10)`", text), "no built-in service `wow`; write e.g. `exponential(10)`");
+        assert_eq!(redact("anything", "not = toml = at all"), "anything");
+        assert_eq!(redact("subnet 10.0.0.0/24 twice", "subnet = '10.0.0.0/24'"), "subnet 10.0.0.0/24 twice");
     }
 
     #[test]

@@ -235,6 +235,14 @@ impl FlowFile {
     /// Like [`FlowFile::parse_and_resolve`], keeping each flow's `node`; with `hosts`, a
     /// destination may name an emulated host instead of its address (`dst = "server:9000"`).
     pub fn parse_placed(text: &str, base_seed: u64, hosts: Option<HostAddr>) -> Result<Vec<PlacedFlow>, FlowError> {
+        FlowFile::parse_placed_inner(text, base_seed, hosts).map_err(|e| FlowError {
+            flow: crate::files::redact(&e.flow, text),
+            msg: crate::files::redact(&e.msg, text),
+            ..e
+        })
+    }
+
+    fn parse_placed_inner(text: &str, base_seed: u64, hosts: Option<HostAddr>) -> Result<Vec<PlacedFlow>, FlowError> {
         let file: FlowFile =
             toml::from_str(text).map_err(|e| FlowError { flow: "flow file".into(), field: "syntax", msg: crate::files::toml_error(text, &e) })?;
         if file.flow.is_empty() {

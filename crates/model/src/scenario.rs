@@ -285,6 +285,10 @@ impl Scenario {
     /// Parses a scenario whose service file's text came with it (`service`: an agent parses
     /// what its controller shipped, and reads no file a scenario names).
     pub fn parse_with(text: &str, file: &str, dir: &Path, service: Option<&str>) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_inner(text, file, dir, service).map_err(|e| ScenarioError { msg: crate::files::redact(&e.msg, text), ..e })
+    }
+
+    fn parse_inner(text: &str, file: &str, dir: &Path, service: Option<&str>) -> Result<Scenario, ScenarioError> {
         let fail = |field: &str, msg: String| ScenarioError { file: file.to_string(), field: field.to_string(), msg };
         let raw: RawScenario = toml::from_str(text).map_err(|e| fail("syntax", crate::files::toml_error(text, &e)))?;
         let builtin = crate::service::BUILTINS.iter().any(|b| b.0 == raw.service);

@@ -236,6 +236,10 @@ impl Service {
 
     /// Parses and validates a service file's text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Service, ServiceError> {
+        Service::parse_inner(text, file).map_err(|e| ServiceError { msg: crate::files::redact(&e.msg, text), ..e })
+    }
+
+    fn parse_inner(text: &str, file: &str) -> Result<Service, ServiceError> {
         let fail = |field: &str, msg: String| ServiceError { file: file.to_string(), field: field.to_string(), msg };
         let merged = extend(text, 0).map_err(|(f, m)| fail(&f, m))?;
         let text = merged.as_deref().unwrap_or(text);

@@ -369,6 +369,10 @@ pub fn check_exp_id(exp: &str) -> Result<(), String> {
 /// Parses and resolves a topology. `exp` is the experiment id (see [`check_exp_id`]) that every
 /// namespace, bridge and interface name carries.
 pub fn plan(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
+    plan_inner(text, file, exp).map_err(|e| TopoError { field: horde_model::files::redact(&e.field, text), msg: horde_model::files::redact(&e.msg, text), ..e })
+}
+
+fn plan_inner(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
     let fail = |field: String, msg: String| TopoError { file: file.to_string(), field, msg };
     check_exp_id(exp).map_err(|m| fail("experiment id".into(), m))?;
     let raw: RawTopology = toml::from_str(text).map_err(|e| fail("syntax".into(), horde_model::files::toml_error(text, &e)))?;

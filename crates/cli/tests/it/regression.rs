@@ -414,6 +414,42 @@ fn regression_special_huge_and_foreign_files_are_refused() {
     }
 }
 
+/// Reported (issue 66): validation messages past the syntax check still quoted values from the
+/// file (a duration, a destination, a distribution, a service path, a state name).
+#[test]
+fn regression_validation_messages_never_quote_the_files_values() {
+    let dir = Scratch::new("reg-quote");
+    let x = "$6$s3cr3tSALT/x.y";
+    let files: Vec<(&str, String, Vec<&str>)> = vec![
+        ("sc-dur.toml", format!("service = 'wow'\nplayers = 1\nduration = '{x}'\n"), vec!["run"]),
+        ("sc-svc.toml", format!("service = '{x}'\nplayers = 1\nduration = '1s'\n"), vec!["run"]),
+        ("fl-dst.toml", format!("[[flow]]\ndst = '{x}'\nrate = 10\nsize = 64\n"), vec!["send", "--flows"]),
+        ("fl-size.toml", format!("[[flow]]\ndst = '127.0.0.1:9'\nrate = 10\nsize = '{x}'\n"), vec!["send", "--flows"]),
+        (
+            "svc-row.toml",
+            format!("name='x'\ndescription='x'\ntransport='udp'\nstates=['{x}']\nfirst=[1]\ntransitions={{a=[1]}}\n"),
+            vec!["services", "check"],
+        ),
+        (
+            "svc-dwell.toml",
+            format!("name='x'\ndescription='x'\ntransport='udp'\nstates=['a']\nfirst=[1]\ntransitions={{a=[1]}}\n[state.a]\ndwell='{x}'\nup={{idt='10',size='64'}}\n"),
+            vec!["services", "check"],
+        ),
+        ("topo-link.toml", format!("name = 'tq'\n[[node]]\nname='a'\nkind='host'\n[[link]]\na='a'\nb='{x}'\n"), vec!["emu", "up"]),
+        ("topo-subnet.toml", format!("name = 'tq'\n[[node]]\nname='a'\nkind='host'\n[[node]]\nname='b'\nkind='switch'\n[[link]]\na='a'\nb='b'\nsubnet='{x}'\n"), vec!["emu", "up"]),
+    ];
+    for (name, body, args) in files {
+        let path = dir.path(name);
+        std::fs::write(&path, body).unwrap();
+        let o = dir.path("o");
+        let out = run(horde().args(&args).arg(&path).args(if args[0] == "run" { vec!["--out", o.to_str().unwrap()] } else { vec![] }));
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", text(&out));
+        let t = text(&out);
+        assert!(!t.contains("s3cr3t"), "{name} quoted the file: {t}");
+        assert!(t.contains(name) && t.contains('…'), "{name}: the message still names the file and marks what it left out: {t}");
+    }
+}
+
 // ---- honest runs ---------------------------------------------------------------------------
 
 fn summary(dir: &Scratch) -> serde_json::Value {
