@@ -94,7 +94,9 @@ pub fn run(r: &BotsRun) -> anyhow::Result<BotsOutcome> {
     let dirs = fleet.collect(r.out, |i, _| vec![("bots.hlog", bound(&shards[i]))])?;
     fleet.close();
     let window = (t0 + b.ramp_ns + b.warmup_ns, t0 + b.ramp_ns + r.duration.as_nanos() as u64);
-    let outcome = merge(&mut fleet, &shards, &dirs, window, watched.signalled)?;
+    // at most maxpackets a second from each bot over the ramp, the play and 5 s more
+    let max_departures = b.maxpackets as u64 * secs;
+    let outcome = merge(&mut fleet, &shards, &dirs, window, watched.signalled, max_departures)?;
     let json = serde_json::to_string_pretty(&outcome).context("the merged report")?;
     std::fs::write(r.out.join("summary.json"), json).with_context(|| format!("writing {}", r.out.join("summary.json").display()))?;
     Ok(outcome)
@@ -103,7 +105,7 @@ pub fn run(r: &BotsRun) -> anyhow::Result<BotsOutcome> {
 /// One report over every agent: per-bot rows from the agents' reports (each must hold exactly
 /// the bots of its shard), response times from every answered packet in the window, on the
 /// controller's clock.
-fn merge(fleet: &mut Fleet, shards: &[Range<u32>], dirs: &[PathBuf], window: (u64, u64), signalled: bool) -> anyhow::Result<BotsOutcome> {
+fn merge(fleet: &mut Fleet, shards: &[Range<u32>], dirs: &[PathBuf], window: (u64, u64), signalled: bool, max_departures: u64) -> anyhow::Result<BotsOutcome> {
     let mut bots: Vec<BotReport> = Vec::new();
     let mut response_ns: Vec<u64> = Vec::new();
     let mut rows = Vec::new();
@@ -113,7 +115,7 @@ fn merge(fleet: &mut Fleet, shards: &[Range<u32>], dirs: &[PathBuf], window: (u6
         let report: Option<BotsReport> = m.report("bots").filter(|_| m.ok() && m.collected);
         let mine: Option<BotsReport> =
             report.filter(|r| r.bots.len() == shards[i].len() && r.bots.iter().all(|b| bot_id(&b.name).is_some_and(|id| shards[i].contains(&id))));
-        let records = match mine.as_ref().map(|_| load(&dirs[i].join("bots.hlog"), &shards[i])) {
+        let records = match mine.as_ref().map(|_| load(&dirs[i].join("bots.hlog"), &shards[i], max_departures)) {
             Some(Ok(r)) => Some(r),
             Some(Err(e)) => {
                 refused.push((m.c.name.clone(), format!("{e:#}")));
@@ -162,11 +164,13 @@ fn bot_id(name: &str) -> Option<u32> {
     name.trim_start_matches(|c: char| !c.is_ascii_digit()).parse().ok()
 }
 
-/// An agent's bots log; every record must be of a bot of its shard.
-fn load(p: &Path, shard: &Range<u32>) -> anyhow::Result<Vec<Record>> {
+/// An agent's bots log; every record must be of a bot of its shard, and each bot's records
+/// what a Quake client can have logged ([`crate::schedule_check::check_bot_log`]).
+fn load(p: &Path, shard: &Range<u32>, max_departures: u64) -> anyhow::Result<Vec<Record>> {
     let records = horde_stats::records_of(p).map_err(anyhow::Error::msg)?;
     if let Some(r) = records.iter().find(|r| !shard.contains(&r.flow)) {
         bail!("its log has records of bot {}, which it did not run", r.flow);
     }
+    crate::schedule_check::check_bot_log(&records, max_departures).map_err(|e| anyhow::anyhow!("its log breaks what its bots can have sent: {e}"))?;
     Ok(records)
 }

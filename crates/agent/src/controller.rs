@@ -345,6 +345,7 @@ fn report(
         from_ns: p.t0.saturating_sub(PLAN_MARGIN.as_nanos() as u64),
         to_ns: p.t0 + (sc.duration_s * 1e9) as u64 + (OVERRUN + FINISH_WITHIN + PLAN_MARGIN).as_nanos() as u64,
         apdus: planned,
+        exact: Some((p.players.clone(), p.t0)),
     };
     enum Data {
         Records(Vec<horde_wire::Record>, Vec<horde_wire::Record>),

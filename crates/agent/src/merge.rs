@@ -50,9 +50,20 @@ pub struct Plan {
     /// Per player, its departures up (client → server) and down: a record's sequence number
     /// is below its direction's count.
     pub apdus: Vec<[u64; 2]>,
+    /// The run's players, to check every record against its player's exact departures
+    /// regenerated here ([`crate::schedule_check::check_players`]), and the common start.
+    pub exact: Option<(std::sync::Arc<horde_scenario::Players>, u64)>,
 }
 
 impl Plan {
+    /// Why a side's log (`server` or a client shard's), each record within [`Plan::refuses`],
+    /// still breaks the plan: a departure its player's schedule does not have, or at another
+    /// size or instant.
+    fn refuses_log(&self, records: &[Record], server: bool) -> Option<String> {
+        let (players, t0) = self.exact.as_ref()?;
+        crate::schedule_check::check_players(players, records, server, *t0).err()
+    }
+
     /// Why record `r` of a client (`server` false) or server log is not one the plan allows.
     fn refuses(&self, r: &Record, server: bool) -> Option<String> {
         let Some(counts) = self.apdus.get(r.flow as usize) else {
@@ -111,13 +122,16 @@ pub fn load_records(parts: &[Part], plan: &Plan) -> anyhow::Result<Loaded> {
         for r in &mut recs {
             correct(r, p.offset_ns, server.offset_ns);
         }
-        let why = recs.iter().find_map(|r| {
-            if !ran(r.flow) {
-                Some(format!("its log has records of player {}, which it did not run", r.flow))
-            } else {
-                plan.refuses(r, false).map(|w| format!("its log has {w}"))
-            }
-        });
+        let why = recs
+            .iter()
+            .find_map(|r| {
+                if !ran(r.flow) {
+                    Some(format!("its log has records of player {}, which it did not run", r.flow))
+                } else {
+                    plan.refuses(r, false).map(|w| format!("its log has {w}"))
+                }
+            })
+            .or_else(|| plan.refuses_log(&recs, false).map(|w| format!("its log breaks its players' schedules: {w}")));
         match why {
             Some(w) => refused.push((p.name.clone(), w)),
             None => client_records.append(&mut recs),
@@ -129,8 +143,13 @@ pub fn load_records(parts: &[Part], plan: &Plan) -> anyhow::Result<Loaded> {
         for r in &mut server_records {
             correct(r, server.offset_ns, owner_of(r.flow));
         }
-        if let Some(w) = server_records.iter().find_map(|r| plan.refuses(r, true)) {
-            refused.push((server.name.clone(), format!("its server log has {w}")));
+        let why = server_records
+            .iter()
+            .find_map(|r| plan.refuses(r, true))
+            .map(|w| format!("its server log has {w}"))
+            .or_else(|| plan.refuses_log(&server_records, true).map(|w| format!("its server log breaks the players' schedules: {w}")));
+        if let Some(w) = why {
+            refused.push((server.name.clone(), w));
             server_records.clear();
         }
     }
@@ -206,6 +225,10 @@ pub fn merge_summaries(
         let got = std::fs::read(&path)
             .map_err(|e| format!("no summary ({e})"))
             .and_then(|b| horde_stats::digest::GameDigest::accept(&b, expect, max_sent).map_err(|e| e.to_string()))
+            .and_then(|d| match &plan.exact {
+                Some((players, _)) => crate::schedule_check::check_summary(players, &p.players, p.server, &d).map(|_| d),
+                None => Ok(d),
+            })
             .and_then(|d| {
                 digest.merge(&d).map_err(|e| e.to_string())?;
                 accepted(&p.name, &d);

@@ -7,10 +7,16 @@
 //! log whole, naming the flow and the departure (issue 66: 400 forged departures in a flow of
 //! 400 made a report of 50 % loss with exit code 0).
 //!
+//! The same for a scenario's players (`check_players`): each player's departures each way are
+//! regenerated from the run's seed and its roster, on the client shards' logs and the server
+//! side's.
+//!
 //! Pure: records in, a verdict out.
 
 use horde_model::flow::Flow;
-use horde_model::schedule::Schedule;
+use horde_model::schedule::{Departure, Schedule};
+use horde_model::service::Direction;
+use horde_wire::{Record, RecordKind};
 
 /// How far a departure's scheduled instant may be from its schedule's, once the agent's start
 /// is known from its first departure (the rounding of a clock correction).
@@ -21,31 +27,41 @@ pub const START_TOLERANCE_NS: i128 = 1_000_000_000;
 /// Checks one flow's departures in a sender's log: `sent` as (sequence number, size, scheduled
 /// instant on the controller's clock), in any order; `t0` the run's common start.
 pub fn check_sent(f: &Flow, sent: &mut [(u64, u32, u64)], t0: u64) -> Result<(), String> {
+    check_departures(&format!("flow {}", f.id), Schedule::new(f), sent, t0)
+}
+
+/// Checks one flow's arrivals in a receiver's log: `got` as (sequence number, size), in any
+/// order (a packet may arrive twice: the network duplicates).
+pub fn check_received(f: &Flow, got: &mut [(u64, u32)]) -> Result<(), String> {
+    check_arrivals(&format!("flow {}", f.id), Schedule::new(f), got)
+}
+
+/// [`check_sent`] against any schedule (`what` names it: "flow 3", "player 17 up").
+pub fn check_departures(what: &str, mut schedule: impl Iterator<Item = Departure>, sent: &mut [(u64, u32, u64)], t0: u64) -> Result<(), String> {
     sent.sort_unstable();
-    let mut schedule = Schedule::new(f);
     let mut start: Option<i128> = None;
     for (k, &(seq, size, at)) in sent.iter().enumerate() {
         let k = k as u64;
         if seq < k {
-            return Err(format!("flow {}: departure {seq} is logged twice", f.id));
+            return Err(format!("{what}: departure {seq} is logged twice"));
         }
         if seq > k {
-            return Err(format!("flow {}: departure {k} is missing before departure {seq} (a sender logs every departure, in order)", f.id));
+            return Err(format!("{what}: departure {k} is missing before departure {seq} (a sender logs every departure, in order)"));
         }
         let Some(d) = schedule.next() else {
-            return Err(format!("flow {}: departure {seq}, beyond the {k} its schedule has", f.id));
+            return Err(format!("{what}: departure {seq}, beyond the {k} its schedule has"));
         };
         if d.size != size {
-            return Err(format!("flow {}: departure {seq} of {size} B, where its schedule has {} B", f.id, d.size));
+            return Err(format!("{what}: departure {seq} of {size} B, where its schedule has {} B", d.size));
         }
         let s = at as i128 - d.at_ns as i128;
         match start {
             None if (s - t0 as i128).abs() > START_TOLERANCE_NS => {
-                return Err(format!("flow {}: its schedule starts {:.3} s from the run's start", f.id, (s - t0 as i128) as f64 / 1e9));
+                return Err(format!("{what}: its schedule starts {:.3} s from the run's start", (s - t0 as i128) as f64 / 1e9));
             }
             None => start = Some(s),
             Some(s0) if (s - s0).abs() > INSTANT_TOLERANCE_NS => {
-                return Err(format!("flow {}: departure {seq} is scheduled {:.3} ms from its schedule's instant", f.id, (s - s0) as f64 / 1e6));
+                return Err(format!("{what}: departure {seq} is scheduled {:.3} ms from its schedule's instant", (s - s0) as f64 / 1e6));
             }
             Some(_) => {}
         }
@@ -53,11 +69,9 @@ pub fn check_sent(f: &Flow, sent: &mut [(u64, u32, u64)], t0: u64) -> Result<(),
     Ok(())
 }
 
-/// Checks one flow's arrivals in a receiver's log: `got` as (sequence number, size), in any
-/// order (a packet may arrive twice: the network duplicates).
-pub fn check_received(f: &Flow, got: &mut [(u64, u32)]) -> Result<(), String> {
+/// [`check_received`] against any schedule.
+pub fn check_arrivals(what: &str, mut schedule: impl Iterator<Item = Departure>, got: &mut [(u64, u32)]) -> Result<(), String> {
     got.sort_unstable();
-    let mut schedule = Schedule::new(f);
     let mut d = schedule.next();
     for &(seq, size) in got.iter() {
         while d.is_some_and(|x| x.seq < seq) {
@@ -65,10 +79,135 @@ pub fn check_received(f: &Flow, got: &mut [(u64, u32)]) -> Result<(), String> {
         }
         match d {
             Some(x) if x.seq == seq && x.size != size => {
-                return Err(format!("flow {}: an arrival of departure {seq} of {size} B, where its schedule has {} B", f.id, x.size));
+                return Err(format!("{what}: an arrival of departure {seq} of {size} B, where its schedule has {} B", x.size));
             }
             Some(x) if x.seq == seq => {}
-            _ => return Err(format!("flow {}: an arrival of departure {seq}, which its schedule does not have", f.id)),
+            _ => return Err(format!("{what}: an arrival of departure {seq}, which its schedule does not have")),
+        }
+    }
+    Ok(())
+}
+
+/// A scenario side's records (a client shard's, `server` false, or the server side's) against
+/// every player's regenerated departures: what it sent, exactly ([`check_departures`]); what it
+/// received, departures of the other side's schedule at their sizes ([`check_arrivals`]).
+pub fn check_players(players: &horde_scenario::Players, records: &[Record], server: bool, t0: u64) -> Result<(), String> {
+    use std::collections::BTreeMap;
+    let mut sent: BTreeMap<u32, Vec<(u64, u32, u64)>> = BTreeMap::new();
+    let mut got: BTreeMap<u32, Vec<(u64, u32)>> = BTreeMap::new();
+    for r in records {
+        match r.kind {
+            RecordKind::Sent => sent.entry(r.flow).or_default().push((r.seq, r.size, r.t_a)),
+            RecordKind::Received => got.entry(r.flow).or_default().push((r.seq, r.size)),
+            _ => {}
+        }
+    }
+    let (mine, theirs) = if server { (Direction::Down, Direction::Up) } else { (Direction::Up, Direction::Down) };
+    let name = |p: u32, d: Direction| format!("player {p} {}", if d == Direction::Up { "up" } else { "down" });
+    for (p, mut s) in sent {
+        check_departures(&name(p, mine), players.departures(p, mine), &mut s, t0)?;
+    }
+    for (p, mut g) in got {
+        check_arrivals(&name(p, theirs), players.departures(p, theirs), &mut g)?;
+    }
+    Ok(())
+}
+
+/// A scenario side's summary (`--collect summaries`) against its players' regenerated
+/// departures: per category and direction, the departures' sizes it counts (`sent_size`) are,
+/// bucket by bucket, at most those of the schedules (a departure added, or resized to a size its
+/// players' schedules do not have as often, is seen). A departure removed cannot be told from a
+/// player that never connected (the network's doing, or the server's), and a summary holds no
+/// sequence numbers or instants: those are checked only where logs are collected.
+/// `ranges`: the client players the side ran; `server`: it was the server side too (every
+/// player's departures down).
+pub fn check_summary(
+    players: &horde_scenario::Players,
+    ranges: &[std::ops::Range<u32>],
+    server: bool,
+    d: &horde_stats::digest::GameDigest,
+) -> Result<(), String> {
+    use horde_stats::bins::Bins;
+    let n = d.categories.len();
+    for dir in [Direction::Up, Direction::Down] {
+        let all = std::iter::once(0..players.len());
+        let who: Vec<std::ops::Range<u32>> = match dir {
+            Direction::Up => ranges.to_vec(),
+            Direction::Down if server => all.collect(),
+            Direction::Down => Vec::new(),
+        };
+        let mut want: Vec<Bins> = d.categories.iter().map(|c| Bins::new(c[dir as usize].sent_size.sig())).collect();
+        for p in who.into_iter().flatten() {
+            for dep in players.departures(p, dir) {
+                match want.get_mut(dep.class as usize) {
+                    Some(b) => b.record(dep.size as u64),
+                    None => return Err(format!("player {p}: a category beyond the summary's {n}")),
+                }
+            }
+        }
+        let way = if dir == Direction::Up { "up" } else { "down" };
+        for (c, (cat, want)) in d.categories.iter().zip(&want).enumerate() {
+            let got = cat[dir as usize].sent_size.to_wire().bins;
+            let want = want.to_wire().bins;
+            let within = got.iter().all(|(low, k)| want.iter().any(|(l, w)| l == low && k <= w));
+            if !within {
+                let total = |b: &[(u64, u64)]| b.iter().map(|x| x.1).sum::<u64>();
+                return Err(format!(
+                    "category {c} {way}: {} departures whose sizes its players' schedules do not have ({} departures planned)",
+                    total(&got),
+                    total(&want)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A bots agent's log, bot by bot, against what a Quake client can have done (its packets are
+/// the game's answers' doing, not a seeded schedule: nothing more exact can be regenerated):
+/// its departures numbered by the channel's outgoing sequence, each number once and none
+/// skipped, in time order, at most `max_departures` of them; and each answer (`Echoed`) the
+/// answer to one of those departures, at its departure's instant, after it, once.
+pub fn check_bot_log(records: &[Record], max_departures: u64) -> Result<(), String> {
+    use std::collections::BTreeMap;
+    let mut sent: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut answered: BTreeMap<u32, Vec<(u64, u64, u64)>> = BTreeMap::new();
+    for r in records {
+        match r.kind {
+            RecordKind::Sent => sent.entry(r.flow).or_default().push((r.seq, r.t_a)),
+            RecordKind::Echoed => answered.entry(r.flow).or_default().push((r.seq, r.t_a, r.t_b)),
+            _ => {}
+        }
+    }
+    for (bot, s) in sent.iter_mut() {
+        s.sort_unstable();
+        for w in s.windows(2) {
+            if w[1].0 == w[0].0 {
+                return Err(format!("bot {bot}: departure {} is logged twice", w[0].0));
+            }
+            if w[1].0 != w[0].0 + 1 {
+                return Err(format!("bot {bot}: departure {} is missing before departure {}", w[0].0 + 1, w[1].0));
+            }
+            if w[1].1 < w[0].1 {
+                return Err(format!("bot {bot}: departure {} left before departure {}", w[1].0, w[0].0));
+            }
+        }
+        if s.len() as u64 > max_departures {
+            return Err(format!("bot {bot}: {} departures, beyond the {max_departures} its packet rate allows", s.len()));
+        }
+    }
+    for (bot, a) in answered.iter_mut() {
+        a.sort_unstable();
+        let s = sent.get(bot).map(Vec::as_slice).unwrap_or_default();
+        for (k, &(seq, t_a, t_b)) in a.iter().enumerate() {
+            if k > 0 && a[k - 1].0 == seq {
+                return Err(format!("bot {bot}: departure {seq} is answered twice"));
+            }
+            match s.binary_search_by_key(&seq, |x| x.0) {
+                Ok(i) if s[i].1 == t_a && t_b >= t_a => {}
+                Ok(_) => return Err(format!("bot {bot}: the answer to departure {seq} is not timed from its departure")),
+                Err(_) => return Err(format!("bot {bot}: an answer to departure {seq}, which it did not send")),
+            }
         }
     }
     Ok(())
@@ -120,5 +259,70 @@ mod tests {
         assert!(check_received(&f, &mut got).unwrap_err().contains("departure 400, which its schedule does not have"));
         let mut resized = vec![(5, good[5].1 + 1)];
         assert!(check_received(&f, &mut resized).unwrap_err().contains("departure 5 of"));
+    }
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)] // a side's ranges of players: one range here
+    fn a_summary_holds_at_most_its_players_departures_size_by_size() {
+        let text = "service = \"wow\"\nplayers = 6\nduration = \"20s\"\nseed = 9\n";
+        let sc = horde_model::scenario::Scenario::parse(text, "t.toml", std::path::Path::new(".")).unwrap();
+        let players = horde_scenario::plan(&sc, sc.players, &std::sync::atomic::AtomicBool::new(false)).unwrap();
+        let mut d = horde_stats::digest::GameDigest::new(sc.service.states.len(), 0, sc.duration_s);
+        let mut n = 0;
+        for p in 0..6 {
+            for dep in players.departures(p, Direction::Up) {
+                let c = &mut d.categories[dep.class as usize][0];
+                c.sent += 1;
+                c.sent_size.record(dep.size as u64);
+                n += 1;
+            }
+        }
+        assert!(n > 20, "{n} departures");
+        assert_eq!(check_summary(&players, &[0..6], false, &d), Ok(()), "an honest summary");
+        assert_eq!(check_summary(&players, &[0..3, 3..6], false, &d), Ok(()), "shards in two ranges");
+        // one more departure of a size the schedules have, in the category that has it
+        let mut added = d.clone();
+        let c = added.categories.iter().position(|c| c[0].sent > 0).unwrap();
+        let size = added.categories[c][0].sent_size.quantile(0.5).unwrap();
+        added.categories[c][0].sent += 1;
+        added.categories[c][0].sent_size.record(size);
+        assert!(check_summary(&players, &[0..6], false, &added).unwrap_err().contains(&format!("category {c} up")));
+        // a departure resized to a size no schedule has
+        let mut resized = d.clone();
+        resized.categories[c][0].sent_size.record(60_000);
+        assert!(check_summary(&players, &[0..6], false, &resized).is_err());
+        // the same summary claimed by a side that ran fewer players
+        assert!(check_summary(&players, &[0..2], false, &d).is_err());
+    }
+
+    #[test]
+    fn a_bots_log_holds_each_departure_once_and_answers_only_to_them() {
+        let rec = |bot: u32, seq: u64, t_a: u64, t_b: u64, kind: RecordKind| Record { flow: bot, seq, t_a, t_b, kind, size: 60, ..Default::default() };
+        let mut good = Vec::new();
+        for bot in 0..3 {
+            for k in 0..30u64 {
+                let t = 1_000 + k * 33_000_000;
+                good.push(rec(bot, 5 + k, t, t, RecordKind::Sent));
+                if k % 2 == 0 {
+                    good.push(rec(bot, 5 + k, t, t + 40_000_000, RecordKind::Echoed));
+                }
+            }
+        }
+        assert_eq!(check_bot_log(&good, 30), Ok(()));
+        let lie = |edit: &dyn Fn(&mut Vec<Record>)| {
+            let mut l = good.clone();
+            edit(&mut l);
+            check_bot_log(&l, 30).unwrap_err()
+        };
+        assert!(lie(&|l| l.push(l[0])).contains("bot 0: departure 5 is logged twice"));
+        assert!(lie(&|l| {
+            l.remove(3);
+        })
+        .contains("departure 7 is missing"));
+        assert!(lie(&|l| l[2].seq = 77).contains("missing"), "renumbered");
+        assert!(lie(&|l| l.push(rec(1, 35, 2_000_000_000, 2_000_000_000, RecordKind::Sent))).contains("beyond the 30"), "added past the rate");
+        assert!(lie(&|l| l.push(rec(2, 99, 1, 2, RecordKind::Echoed))).contains("which it did not send"));
+        assert!(lie(&|l| l[1].t_b = l[1].t_a - 1).contains("not timed"), "an answer before its question");
+        assert!(lie(&|l| l.push(l[1])).contains("answered twice"));
     }
 }

@@ -67,6 +67,23 @@ impl Players {
         Box::new(PlayerSchedule::new(self.stays(player).unwrap_or_default(), self.traffic.clone(), dir, self.seed, self.transport, self.duration_s))
     }
 
+    /// One direction of one player's departures as they leave, regenerated: its schedule,
+    /// those due while the roster has it online, numbered consecutively (what [`Presence`] lets
+    /// out on both sides). A controller checks an agent's log against it.
+    pub fn departures(&self, player: u32, dir: Direction) -> impl Iterator<Item = horde_model::schedule::Departure> {
+        let roster = self.roster.clone();
+        let mut next = 0u64;
+        let stays = self.stays(player).unwrap_or_default();
+        PlayerSchedule::new(stays, self.traffic.clone(), dir, self.seed, self.transport, self.duration_s).filter_map(move |mut d| {
+            if !roster.admitted(player, d.at_ns) {
+                return None;
+            }
+            d.seq = next;
+            next += 1;
+            Some(d)
+        })
+    }
+
     /// Player `p`'s stays, if it is planned.
     pub fn stays(&self, p: u32) -> Option<Vec<Segment>> {
         let first = self.segments.len();

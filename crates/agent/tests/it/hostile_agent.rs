@@ -65,6 +65,20 @@ enum Lie {
     AddedDeparture,
     /// The same with one departure renumbered.
     RenumberedDeparture,
+    /// A scenario's client shard whose log is its players' exact departures up (regenerated
+    /// as the controller does, from the run's seed): a faithful log, though nothing was sent.
+    FaithfulPlayers,
+    /// The same with one departure of one player logged twice (issue 66: within the player's
+    /// planned count, a forged record passed).
+    AddedPlayerDeparture,
+    /// The same with one departure of one player renumbered.
+    RenumberedPlayerDeparture,
+}
+
+impl Lie {
+    fn players(self) -> bool {
+        matches!(self, Lie::FaithfulPlayers | Lie::AddedPlayerDeparture | Lie::RenumberedPlayerDeparture)
+    }
 }
 
 /// The flow file of the flow runs with a fake, and the fake's own flow (flow 1) as the
@@ -74,12 +88,9 @@ fn flow_text(port: u16) -> String {
 }
 
 /// The fake agent: a TLS server with a valid agent certificate.
-fn fake(ip: &str, creds: &Path, lie: Lie) -> SocketAddr {
-    fake_with(ip, creds, lie, None)
-}
-
-/// The fake, with the flow it sends (`own`) for the send-log lies.
-fn fake_with(ip: &str, creds: &Path, lie: Lie, own: Option<horde_model::flow::Flow>) -> SocketAddr {
+/// The fake, with the flow it sends (`own`) for the send-log lies, or the run's players as the
+/// controller plans them for the player-log lies.
+fn fake_with(ip: &str, creds: &Path, lie: Lie, own: Option<horde_model::flow::Flow>, planned: Option<Arc<horde_scenario::Players>>) -> SocketAddr {
     let cfg = horde_agent::tls::agent_config(creds).unwrap();
     let l = TcpListener::bind(format!("{ip}:0")).unwrap();
     let addr = l.local_addr().unwrap();
@@ -137,6 +148,10 @@ fn fake_with(ip: &str, creds: &Path, lie: Lie, own: Option<horde_model::flow::Fl
                         chatty = false;
                         vec![ToController::Finished { role: "send".into(), report: Some(report(10)), error: None, cpu_s: 0.1, max_rss_kb: 1000 }]
                     }
+                    ToAgent::Start { at_ns } if lie.players() => {
+                        start_at = at_ns;
+                        vec![]
+                    }
                     ToAgent::Start { .. } | ToAgent::Players { .. } => vec![],
                     // a live piece that claims 10¹² departures at once
                     ToAgent::Live(req) if lie == Lie::LyingSummary => {
@@ -186,6 +201,41 @@ fn fake_with(ip: &str, creds: &Path, lie: Lie, own: Option<horde_model::flow::Fl
                             r.emit(&mut log[at..]);
                         }
                         let _ = send_file(&mut tls, "send.hlog", &log);
+                        vec![]
+                    }
+                    ToAgent::Collect if planned.is_some() => {
+                        let all = planned.as_ref().expect("checked");
+                        let mut records = Vec::new();
+                        for p in players.clone() {
+                            let up = all.departures(p, horde_model::service::Direction::Up);
+                            records.extend(up.map(|d| horde_wire::Record {
+                                flow: p,
+                                tag: p << 8,
+                                size: d.size,
+                                seq: d.seq,
+                                t_a: start_at + d.at_ns,
+                                t_b: start_at + d.at_ns + 1_000,
+                                kind: horde_wire::RecordKind::Sent,
+                                ..Default::default()
+                            }));
+                        }
+                        // the first player with 6 departures or more
+                        let busy = players.clone().find(|&p| records.iter().filter(|r| r.flow == p).count() >= 6).expect("a player sends");
+                        let first = records.iter().position(|r| r.flow == busy).expect("sends");
+                        match lie {
+                            // within the player's planned count (past it, the count refuses)
+                            Lie::AddedPlayerDeparture => records.push(records[first + 2]),
+                            Lie::RenumberedPlayerDeparture => records[first + 5].seq += 1,
+                            _ => {}
+                        }
+                        let mut log = vec![0u8; horde_wire::LOG_HEADER_LEN];
+                        horde_wire::LogHeader { role: horde_wire::Role::Sender, start_ns: start_at }.emit(&mut log);
+                        for r in &records {
+                            let at = log.len();
+                            log.resize(at + horde_wire::RECORD_LEN, 0);
+                            r.emit(&mut log[at..]);
+                        }
+                        let _ = send_file(&mut tls, "client.hlog", &log);
                         vec![]
                     }
                     ToAgent::Collect => {
@@ -298,10 +348,11 @@ fn run(lie: Lie, secs: u32, ctrl_c_at: Option<Duration>) -> (anyhow::Result<cont
     let creds = d.join("creds");
     horde_agent::tls::keygen(&creds, 1).unwrap();
     let (a1, a1_stop, a1_h) = honest("127.0.0.2", &creds, &d, "a1");
-    let f = fake("127.0.0.3", &creds, lie);
     let text = format!("name = \"hostile\"\nservice = \"wow\"\nplayers = 40\nduration = \"{secs}s\"\nseed = 3\nspin_us = 0\n");
     std::fs::write(d.join("sc.toml"), &text).unwrap();
     let sc = Scenario::load(&d.join("sc.toml")).unwrap();
+    let planned = lie.players().then(|| Arc::new(horde_scenario::plan(&sc, sc.players, &AtomicBool::new(false)).unwrap()));
+    let f = fake_with("127.0.0.3", &creds, lie, None, planned);
     let out = d.join("out");
     let notes = crate::common::Notes::default();
     let events = |e: &Event| notes.event(e);
@@ -398,6 +449,29 @@ fn records_of_players_an_agent_was_not_given_are_refused_and_named() {
     assert_eq!(r.summary.client.flows.len(), 20, "only the honest agent's players");
 }
 
+/// Issue 66: a scenario's client shard whose log forges one departure of one player (within the
+/// player's planned count) fails the run with the agent named; its players' exact departures
+/// (regenerated from the run's seed as the controller does) pass.
+#[test]
+fn a_players_log_is_checked_against_each_players_exact_departures() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let (r, notes, _, _) = run(Lie::FaithfulPlayers, 3, None);
+    let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
+    let d = r.summary.distributed.as_ref().unwrap();
+    assert_eq!(d.agents[1].stats.status, "finished", "a faithful log passes: {:?} {notes:#?}", d.agents[1]);
+    assert!(!d.partial, "{:?}", d.missing_players);
+    assert_eq!(r.summary.client.flows.len(), 20, "the fake's report has no flows; its records are in");
+    for (lie, says) in [(Lie::AddedPlayerDeparture, "up: departure 2 is logged twice"), (Lie::RenumberedPlayerDeparture, "up: departure 5 is missing")] {
+        let (r, notes, _, _) = run(lie, 3, None);
+        let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
+        let d = r.summary.distributed.as_ref().unwrap();
+        let status = &d.agents[1].stats.status;
+        assert!(status.contains("log refused") && status.contains(says) && d.agents[1].name == "fake", "{lie:?}: {status}");
+        assert!(d.partial && d.missing_players.iter().any(|m| m.start == 20), "{lie:?}: {:?}", d.missing_players);
+        assert_eq!(d.agents[0].stats.status, "finished", "the honest agent's log passes");
+    }
+}
+
 #[test]
 fn a_summary_claiming_more_than_the_plan_allows_is_refused_and_named() {
     let _share = horde_testkit::share(horde_testkit::Load::Light);
@@ -476,7 +550,7 @@ fn flow_run(lie: Lie, collect: controller::Collect) -> (horde_agent::flows::Flow
     let port = horde_testkit::free_port("127.0.0.2");
     let text = flow_text(port);
     let own = horde_model::flow::FlowFile::parse_and_resolve(&text, 1).unwrap().remove(1);
-    let f = fake_with("127.0.0.3", &creds, lie, Some(own).filter(|_| collect == controller::Collect::Logs));
+    let f = fake_with("127.0.0.3", &creds, lie, Some(own).filter(|_| collect == controller::Collect::Logs), None);
     let (notes, stop, out) = (crate::common::Notes::default(), AtomicBool::new(false), d.join("out"));
     let events = |e: &Event| notes.event(e);
     let opts = horde_agent::flows::FlowsOptions {
