@@ -9,8 +9,11 @@ in within 2 s. One horde binary per call; prints one JSON object per listener an
     python3 bench/lockout.py /path/to/horde LABEL
 
 Listeners: the agent's control port (a controller's mutual-TLS handshake completes), `horde ui`
-(a request with the token is answered 200), `horde logd` (the TLS handshake completes: the
-place is taken before it), the agent's `/ready` (answered 200)."""
+(a request with the token is answered 200), `horde logd` (a real `horde send --log-server` with
+the run key: its log is admitted and written there, the source having proved the key), the
+agent's `/ready` (answered 200). Under each of issue 66's attacks, the agent's control port
+also takes 4 real runs (`horde run --agents`, a 2-s, 4-player WoW scenario; a run counts when it
+exits 0 within 60 s) and logd's 20 tries are real sends (`send --log-server`)."""
 
 import json
 import os
@@ -119,9 +122,14 @@ def listeners(horde, d):
     ctx.check_hostname = False
     ctx.load_verify_locations(f"{d}/creds/ca.pem")
     ctx.load_cert_chain(f"{d}/creds/controller.pem", f"{d}/creds/controller.key")
-    lctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    lctx.check_hostname = False
-    lctx.verify_mode = ssl.CERT_NONE
+    # the receiver every logd try sends its one packet to (with the run key), for the whole bench
+    rport = free_port()
+    recv = subprocess.Popen([horde, "recv", "--port", str(rport), "--key-file", f"{d}/key", "-t", "3600s"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(rport)
+    RECEIVERS.append(recv)
+    with open(f"{d}/run.toml", "w") as f:
+        f.write('name = "lockout"\nservice = "wow"\nplayers = 4\nduration = "2s"\nseed = 1\nspin_us = 0\n')
 
     def agent(metrics):
         cport, mport = free_port(), free_port()
@@ -131,6 +139,9 @@ def listeners(horde, d):
         wait_port(mport)
         if metrics:
             return p, mport, lambda: http_ok(mport, "/ready"), b"GET /metr"
+        REAL_RUN[0] = lambda k: subprocess.run([horde, "run", f"{d}/run.toml", "--agents", f"127.0.0.1:{cport}", "--credentials",
+                                                f"{d}/creds", "-o", f"{d}/runs/real-{cport}-{k}"], capture_output=True,
+                                               timeout=60).returncode == 0
         return p, cport, lambda: tls_in(cport, ctx), b""
 
     def ui():
@@ -144,15 +155,27 @@ def listeners(horde, d):
 
     def logd():
         lport = free_port()
-        p = subprocess.Popen([horde, "logd", "--listen", f"127.0.0.1:{lport}", "--key-file", f"{d}/key", "--dir", f"{d}/logs"],
+        p = subprocess.Popen([horde, "logd", "--listen", f"127.0.0.1:{lport}", "--key-file", f"{d}/key", "--dir", f"{d}/logs-{lport}"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(lport)
-        return p, lport, lambda: tls_in(lport, lctx), b""
+        n = [0]
+
+        def send():
+            n[0] += 1
+            r = subprocess.run([horde, "send", "--dst", f"127.0.0.1:{rport}", "--rate", "100", "--size", "64", "--packets", "1",
+                                "--log-server", f"127.0.0.1:{lport}", "--key-file", f"{d}/key", "--log-name", f"try{n[0]}"],
+                               capture_output=True, text=True, timeout=WITHIN + 10)
+            return r.returncode == 0 and "written there" in r.stdout + r.stderr
+        return p, lport, send, b""
 
     return [("agent control port (controller's TLS handshake)", lambda: agent(False)),
             ("agent /ready (probe answered 200)", lambda: agent(True)),
             ("horde ui (request with the token answered 200)", ui),
-            ("horde logd (source's TLS handshake)", logd)]
+            ("horde logd (a real send --log-server, key proved)", logd)]
+
+
+RECEIVERS = []
+REAL_RUN = [None]
 
 
 def tries(try_once, pid):
@@ -166,11 +189,20 @@ def tries(try_once, pid):
 
 def main():
     import resource
-    import lockout_attacks
     horde, label = sys.argv[1], sys.argv[2]
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     d = tempfile.mkdtemp(prefix="horde-lockout-")
+    try:
+        each_listener(horde, label, d)
+    finally:
+        for r in RECEIVERS:
+            r.kill()
+            r.wait()
+
+
+def each_listener(horde, label, d):
+    import lockout_attacks
     for name, start in listeners(horde, d):
         # issue 47's attack: 64 silent connections from 16 addresses, reconnecting
         p, port, try_once, payload = start()
@@ -186,8 +218,17 @@ def main():
                 end = run(port)
                 time.sleep(2.0)
                 ok, cpu = tries(try_once, p.pid)
-                opened = end()
-                print(json.dumps({"listener": name, "attack": attack_name, "ok": ok, "held": opened, "cpu": round(cpu, 3), "build": label}), flush=True)
+                row = {"listener": name, "attack": attack_name, "ok": ok, "cpu": round(cpu, 3), "build": label}
+                if name.startswith("agent control port"):
+                    runs = 0
+                    for k in range(4):
+                        try:
+                            runs += int(REAL_RUN[0](k))
+                        except subprocess.TimeoutExpired:
+                            pass
+                    row["real_runs"] = runs
+                row["held"] = end()
+                print(json.dumps(row), flush=True)
             finally:
                 p.kill()
                 p.wait()
@@ -207,13 +248,14 @@ def report(rows_file, results):
            "200 ms apart. A try counts when the peer gets in within 2 s; CPU is the listener's while they try "
            "(a core = 1.0). Issue 47's row: 64 silent connections from 16 addresses held, the attackers reconnecting "
            "four at a time after each try.", "",
-           "| listener | attack | " + " | ".join(f"{b}: in within 2 s" for b in builds) + " | listener CPU (last build) | attacker connections opened |",
-           "|---|---|" + "---:|" * (len(builds) + 2)]
+           "| listener | attack | " + " | ".join(f"{b}: in within 2 s" for b in builds) + " | real runs (last build) | listener CPU (last build) | attacker connections opened |",
+           "|---|---|" + "---:|" * (len(builds) + 3)]
     for li, at in keys:
         vals = [f"{cell[(li, at, b)]['ok']} of {TRIES}" if (li, at, b) in cell else "-" for b in builds]
         last = cell.get((li, at, builds[-1]), {})
         cpu = f"{last['cpu']:.2f}" if "cpu" in last else "-"
-        out.append(f"| {li} | {at} | " + " | ".join(vals) + f" | {cpu} | {last.get('held', '-')} |")
+        real = f"{last['real_runs']} of 4 `run --agents`" if "real_runs" in last else ("the tries are real sends" if "logd" in li and "cpu" in last else "-")
+        out.append(f"| {li} | {at} | " + " | ".join(vals) + f" | {real} | {cpu} | {last.get('held', '-')} |")
     out.append("<!-- /lockout -->")
     text = open(results).read()
     block = "\n".join(out)
