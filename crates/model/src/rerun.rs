@@ -106,7 +106,7 @@ mod tests {
         std::fs::create_dir_all(dir.join("svc")).unwrap();
         let values = dir.join("gaps.txt");
         std::fs::write(&values, "10 20 30").unwrap();
-        let svc = Scenario::parse("service = \"quake3\"\nplayers = 1\nduration = \"1s\"\n", "x", &dir).unwrap().service.text;
+        let svc = Scenario::parse("service = \"quake3-ditg\"\nplayers = 1\nduration = \"1s\"\n", "x", &dir).unwrap().service.text;
         std::fs::write(dir.join("svc/game.toml"), svc.replacen("\"normal(130, 30, round=nearest, min=20)\"", &format!("\"file({})\"", values.display()), 1))
             .unwrap();
         let text = "# my experiment\nservice = \"svc/game.toml\"\nplayers = 4\nduration = \"3s\"\nseed = 9\nkey_file = \"run.key\"\n";

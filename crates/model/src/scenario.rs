@@ -263,7 +263,24 @@ pub struct ScenarioError {
     pub msg: String,
 }
 
+/// `variables` with the service's players variable (if it has one and `variables` does not set
+/// it) at the players online at the start: a law over players follows the run's count.
+fn with_players(service: &Service, variables: &Vars, players: u32, online: Option<u32>) -> Vars {
+    let mut v = variables.clone();
+    if let Some(name) = &service.players_variable {
+        v.entry(name.clone()).or_insert(online.unwrap_or(players).min(players) as f64);
+    }
+    v
+}
+
 impl Scenario {
+    /// The variables the service is bound with: the scenario's own, and the service's players
+    /// variable at the players online at the start (after any override of `players` or
+    /// `online`) unless the scenario sets it.
+    pub fn bound_variables(&self) -> Vars {
+        with_players(&self.service, &self.variables, self.players, self.online)
+    }
+
     /// Parses a scenario; `dir` resolves a relative service path.
     pub fn parse(text: &str, file: &str, dir: &Path) -> Result<Scenario, ScenarioError> {
         Scenario::parse_with(text, file, dir, None)
@@ -326,7 +343,7 @@ impl Scenario {
             }
         }
         let variables: Vars = raw.variables.into_iter().collect();
-        service.bind(&variables).map_err(|(f, m)| fail(&format!("variables (in service {})", f), m))?;
+        service.bind(&with_players(&service, &variables, raw.players, raw.online)).map_err(|(f, m)| fail(&format!("variables (in service {})", f), m))?;
         let join = match &raw.join {
             Some(j) => {
                 let d = j.parse::<crate::dist::Dist>().map_err(|e| fail("join", e.to_string()))?.validate().map_err(|e| fail("join", e.to_string()))?;

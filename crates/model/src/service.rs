@@ -15,6 +15,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("wow", include_str!("../services/wow.toml")),
     ("wow-sessions", include_str!("../services/wow-sessions.toml")),
     ("quake3", include_str!("../services/quake3.toml")),
+    ("quake3-ditg", include_str!("../services/quake3-ditg.toml")),
     ("counter-strike", include_str!("../services/counter-strike.toml")),
     ("ngmn-gaming", include_str!("../services/ngmn-gaming.toml")),
     ("rta-mobile-gaming", include_str!("../services/rta-mobile-gaming.toml")),
@@ -38,6 +39,10 @@ pub struct RawService {
     pub hour_advances: bool,
     #[serde(default)]
     pub variables: BTreeMap<String, f64>,
+    /// The variable that is the number of players on the server: a scenario that does not set
+    /// it gets its players online at the start (a law over players follows the run's count).
+    #[serde(default)]
+    pub players_variable: Option<String>,
     #[serde(default)]
     pub session: RawSession,
     pub states: Vec<String>,
@@ -198,6 +203,8 @@ pub struct Service {
     pub port: u16,
     pub hour_advances: bool,
     pub variables: Vars,
+    /// The variable that is the number of players ([`RawService::players_variable`]).
+    pub players_variable: Option<String>,
     pub session: Session,
     pub states: Vec<StateModel>,
     /// First-state probabilities per hour (normalised).
@@ -309,6 +316,10 @@ impl Service {
             Some("diurnal") => diurnal(&raw).map_err(|(f, m)| fail(&f, m))?,
             Some(m) => return Err(fail("session.model", format!("must be fixed, arrivals or diurnal (got `{m}`)"))),
         };
+        if let Some(v) = raw.players_variable.as_deref().filter(|v| !raw.variables.contains_key(*v)) {
+            let _ = v;
+            return Err(fail("players_variable", "names no variable of [variables]; declare it there with its default".into()));
+        }
         let svc = Service {
             name: raw.name.clone(),
             description: raw.description,
@@ -317,6 +328,7 @@ impl Service {
             port: raw.port.unwrap_or(9000),
             hour_advances: raw.hour_advances,
             variables: raw.variables.into_iter().collect(),
+            players_variable: raw.players_variable,
             session,
             states,
             first,

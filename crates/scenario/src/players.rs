@@ -217,7 +217,7 @@ pub fn plan(sc: &Scenario, limit: u32, stop: &AtomicBool) -> Result<Players, Err
     check_memory(sc.players, available_memory())?;
     let segments =
         sc.segments_unless(&|| stop.load(Ordering::Relaxed)).ok_or_else(|| Error::Interrupted("interrupted while planning the players' behaviour".into()))?;
-    let traffic = sc.service.bind(&sc.variables).map_err(|(f, m)| Error::BadInput(anyhow::anyhow!("{}: {f}: {m}", sc.name)))?;
+    let traffic = sc.service.bind(&sc.bound_variables()).map_err(|(f, m)| Error::BadInput(anyhow::anyhow!("{}: {f}: {m}", sc.name)))?;
     Ok(Players {
         transport: sc.service.transport,
         segments: Arc::new(segments),

@@ -242,7 +242,7 @@ fn behave_writes_segments_and_a_checkable_summary() {
 fn services_lists_shows_and_checks() {
     let out = run(horde().args(["services"]));
     let t = text(&out);
-    for name in ["wow", "wow-sessions", "quake3", "counter-strike", "ngmn-gaming", "rta-mobile-gaming", "voip", "opensim"] {
+    for name in ["wow", "wow-sessions", "quake3", "quake3-ditg", "counter-strike", "ngmn-gaming", "rta-mobile-gaming", "voip", "opensim"] {
         assert!(t.contains(name), "{name} missing from: {t}");
     }
     let out = run(horde().args(["services", "show", "wow"]));

@@ -3,6 +3,7 @@
 //! test, the fast subset and the root subset.
 
 mod behaviour;
+mod fidelity;
 mod garbage;
 mod samplers;
 mod schedule;

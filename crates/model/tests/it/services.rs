@@ -136,3 +136,24 @@ fn bad_service_files_name_file_field_and_problem() {
     let e = Service::load("doom").unwrap_err();
     assert!(e.msg.contains("no built-in service `doom`"));
 }
+
+/// Issue 68: a service's players variable follows the scenario's players online at the start
+/// unless the scenario sets it; a service that names no declared variable is refused.
+#[test]
+fn the_players_variable_follows_the_runs_players() {
+    let n = |text: &str| {
+        let sc = horde_model::scenario::Scenario::parse(text, "t.toml", std::path::Path::new(".")).unwrap();
+        sc.bound_variables().get("N").copied()
+    };
+    assert_eq!(n("service = 'quake3'\nplayers = 40\nduration = '1s'\n"), Some(40.0));
+    assert_eq!(n("service = 'quake3'\nplayers = 40\nonline = 12\nduration = '1s'\n"), Some(12.0));
+    assert_eq!(n("service = 'quake3'\nplayers = 40\nduration = '1s'\n[variables]\nN = 5\n"), Some(5.0));
+    assert_eq!(n("service = 'wow'\nplayers = 40\nduration = '1s'\n"), None, "WoW's N is the source's server population (its default), not the run's");
+    // an override of the players after parsing (`--players`, a part's shape) is followed
+    let mut sc = horde_model::scenario::Scenario::parse("service = 'quake3'\nplayers = 40\nduration = '1s'\n", "t.toml", std::path::Path::new(".")).unwrap();
+    sc.players = 64;
+    assert_eq!(sc.bound_variables()["N"], 64.0);
+    let svc = Service::builtin("quake3").unwrap().text.replace("players_variable = \"N\"", "players_variable = \"M\"");
+    let e = Service::parse(&svc, "q.toml").unwrap_err();
+    assert!(e.to_string().contains("players_variable"), "{e}");
+}

@@ -314,6 +314,12 @@ pub struct ClientStats {
 
 /// Between two pings (a round-trip sample each; LLUDP's StartPingCheck).
 pub const PING_NS: u64 = 1_000_000_000;
+/// A throttle is sent when its rate changes, and an unchanged one again after this long (the
+/// server keeps the last it got; a lost one is repaired so): a viewer sends AgentThrottle when
+/// its setting changes, not once a round trip (Mongoose's paper, seed 003).
+pub const THROTTLE_REFRESH_NS: u64 = 5_000_000_000;
+/// A rate within this fraction of the one sent last is unchanged.
+pub const THROTTLE_SAME: f64 = 0.001;
 /// Acknowledgements wait at most this long to be sent together.
 pub const ACK_DELAY_NS: u64 = 20_000_000;
 
@@ -328,6 +334,8 @@ pub struct Client {
     ping_id: u32,
     pings: VecDeque<(u32, u64)>,
     request: Option<f64>,
+    /// When an unchanged rate is sent again (none sent yet: 0, now).
+    refresh_ns: u64,
     /// The rate asked for last, bit/s.
     pub requested_bps: f64,
     pub stats: ClientStats,
@@ -346,6 +354,7 @@ impl Client {
             ping_id: 0,
             pings: VecDeque::new(),
             request: None,
+            refresh_ns: 0,
             requested_bps: r,
             stats: ClientStats::default(),
         }
@@ -419,10 +428,14 @@ impl Client {
     /// The next datagram to send now, written into `buf`; false if nothing is due.
     pub fn poll_transmit(&mut self, now_ns: u64, buf: &mut Vec<u8>) -> bool {
         if let Some(r) = self.throttle.poll(now_ns) {
-            self.request = Some(r);
+            let same = (r - self.requested_bps).abs() <= THROTTLE_SAME * self.requested_bps.abs().max(1.0);
+            if !same || now_ns >= self.refresh_ns {
+                self.request = Some(r);
+            }
         }
         if let Some(r) = self.request.take() {
             self.requested_bps = r;
+            self.refresh_ns = now_ns.saturating_add(THROTTLE_REFRESH_NS);
             let shares = split(r);
             let mut bps = [0f32; 7];
             for (b, s) in bps.iter_mut().zip(shares) {
@@ -545,6 +558,18 @@ mod tests {
     fn mongoose_climbs_to_the_cap_on_a_clean_path() {
         let (srv, cli) = run(ThrottleKind::Mongoose, Mode::Dual, &[Channel::Texture], 30, 0);
         assert!((srv.rate_bps() / Limits::default().max_bps - 1.0).abs() < 0.01, "{}", srv.rate_bps());
-        assert!(cli.stats.throttles_sent > 20);
+        assert!((2..=12).contains(&cli.stats.throttles_sent), "{} throttles: the climb, then a refresh every 5 s", cli.stats.throttles_sent);
+    }
+
+    /// Seed 003 (issue 69): Mongoose must not send an unchanged rate. At the cap the rate stops
+    /// changing: 30 s more there add a refresh every 5 s, not one throttle a round trip (about
+    /// 380 a minute before).
+    #[test]
+    fn an_unchanged_rate_is_not_sent_again_until_its_refresh() {
+        let (_, short) = run(ThrottleKind::Mongoose, Mode::Dual, &[Channel::Texture], 30, 0);
+        let (srv, long) = run(ThrottleKind::Mongoose, Mode::Dual, &[Channel::Texture], 60, 0);
+        assert!((srv.rate_bps() / Limits::default().max_bps - 1.0).abs() < 0.01, "at the cap: {}", srv.rate_bps());
+        let extra = long.stats.throttles_sent - short.stats.throttles_sent;
+        assert!(extra <= 30 * 1_000_000_000 / THROTTLE_REFRESH_NS + 1, "{extra} throttles in 30 s at the cap");
     }
 }

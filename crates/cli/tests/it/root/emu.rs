@@ -340,7 +340,7 @@ fn a_report_directory_runs_its_experiment_again() {
     }
     write(&dir, "net/routed.toml", ROUTED);
     write(&dir, "sizes.txt", "60 80 100 120 140");
-    let quake = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../model/services/quake3.toml")).unwrap();
+    let quake = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../model/services/quake3-ditg.toml")).unwrap();
     let sizes = format!("\"file({})\"", dir.join("sizes.txt").display());
     let svc = quake.replacen("\"normal(130, 30, round=nearest, min=20)\"", &sizes, 1);
     assert_ne!(svc, quake, "the service's down.size reads a value file");
