@@ -47,8 +47,9 @@ pub struct BotsOptions {
     /// empty: the system's choice. The engine rate-limits connection requests per source IP
     /// (10 at once, then one a second), so many bots on one host need several addresses.
     pub sources: Vec<std::net::IpAddr>,
-    /// A recorded action file every bot replays from the start; `None`: the behaviour model.
-    pub actions: Option<horde_q3::input::Recorded>,
+    /// Recorded action files dealt round-robin (bot i replays the (i mod k)-th from the start,
+    /// as the Quake server study dealt its five recorded inputs); empty: the behaviour model.
+    pub actions: Vec<horde_q3::input::Recorded>,
     /// The behaviour model of bots without an action file.
     pub model: horde_q3::input::BotModel,
     /// Per-packet log: each bot is a flow (its number); each packet a departure (`Sent`, its
@@ -240,11 +241,16 @@ impl Share<'_> {
         let o = self.opts;
         let mut cfg = Config::new(format!("{}{:03}", o.name_prefix, i), 1000 + i as u16, o.seed.wrapping_add(i as u64 * 7919));
         (cfg.protocol, cfg.maxpackets, cfg.fps, cfg.packetdup, cfg.rate, cfg.snaps) = (o.protocol, o.maxpackets, o.fps, o.packetdup, o.rate, o.snaps);
-        let input: Box<dyn horde_q3::input::Input> = match &o.actions {
-            Some(a) => Box::new(a.clone()),
-            None => Box::new(horde_q3::input::Behaviour::with_model(o.model.clone(), cfg.seed)),
-        };
+        let input = input_of(o, i, cfg.seed);
         Bot::with_input(cfg, now, input)
+    }
+}
+
+/// Bot `i`'s input: the (i mod k)-th of the k action files, or the behaviour model.
+fn input_of(o: &BotsOptions, i: usize, seed: u64) -> Box<dyn horde_q3::input::Input> {
+    match o.actions.get(i % o.actions.len().max(1)) {
+        Some(a) => Box::new(a.clone()),
+        None => Box::new(horde_q3::input::Behaviour::with_model(o.model.clone(), seed)),
     }
 }
 
@@ -500,4 +506,49 @@ pub fn status(addr: SocketAddr, ns: Option<&std::fs::File>) -> Option<Vec<(i32, 
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seed 002's five recorded inputs dealt round-robin (issue 69): bot i replays the
+    /// (i mod k)-th action file; without one, the behaviour model.
+    #[test]
+    fn action_files_are_dealt_to_the_bots_round_robin() {
+        let file = |forward: i32| {
+            horde_q3::input::Recorded::parse(&format!("t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n0,0,0,0,{forward},0,0,0,2\n")).unwrap()
+        };
+        let mut o = BotsOptions {
+            servers: vec!["127.0.0.1:27960".parse().unwrap()],
+            bots: 5,
+            ids: None,
+            ramp: Duration::ZERO,
+            duration: Duration::from_secs(1),
+            warmup: Duration::ZERO,
+            threads: 1,
+            maxpackets: 30,
+            fps: 60,
+            packetdup: 1,
+            rate: 25_000,
+            snaps: 20,
+            protocol: horde_q3::Protocol::OpenArena,
+            seed: 1,
+            name_prefix: "t".into(),
+            sources: Vec::new(),
+            actions: vec![file(127), file(-127), file(64)],
+            model: horde_q3::input::BotModel::default(),
+            log: None,
+            netns: Vec::new(),
+            live: None,
+        };
+        let forward = |o: &BotsOptions, i: usize| {
+            let mut cmd = horde_q3::usercmd::UserCmd::default();
+            input_of(o, i, 7).frame(0.0, &mut cmd);
+            cmd.forward
+        };
+        assert_eq!((0..5).map(|i| forward(&o, i)).collect::<Vec<_>>(), vec![127, -127, 64, 127, -127]);
+        o.actions.clear();
+        let _ = forward(&o, 0); // the behaviour model, without a file
+    }
 }

@@ -278,7 +278,7 @@ impl BotsJob {
             seed,
             name_prefix: "horde".into(),
             sources: horde_engine::bots::loopback_sources(b.servers[0], total),
-            actions: None,
+            actions: Vec::new(),
             model,
             log: None,
             netns: Vec::new(),

@@ -15,7 +15,7 @@ pub(super) fn run(args: &Args, out: &Path, stop: &AtomicBool) -> Outcome {
     if args.emu.is_some() {
         return refuse("--emu", "the bots play from the agents' machines (run agents inside the emulated hosts instead)");
     }
-    if args.actions.is_some() {
+    if !args.actions.is_empty() {
         return refuse("--actions", "the agents open no file; give the behaviour model with --service");
     }
     if args.log.is_some() || args.json.is_some() {

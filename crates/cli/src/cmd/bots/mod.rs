@@ -88,9 +88,9 @@ pub struct Args {
     /// Service whose `[bot]` table holds the behaviour model (built-in name or TOML file)
     #[arg(long, default_value = "quake3", value_name = "NAME|FILE")]
     pub service: String,
-    /// Recorded action file every bot replays from the start (CSV: t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon; see docs/cli.md); default: the behaviour model
-    #[arg(long, value_name = "FILE")]
-    pub actions: Option<PathBuf>,
+    /// Recorded action files (CSV: t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon; see docs/cli.md), comma-separated or repeated: dealt round-robin, bot i replays the (i mod k)-th from the start; default: the behaviour model
+    #[arg(long, value_name = "FILE", value_delimiter = ',')]
+    pub actions: Vec<PathBuf>,
     /// Benchmark: player counts to step through, one run of --duration each (e.g. 1,2,4,8,16,32,48,64); with --start-server, one server per 64 players
     #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
     pub steps: Vec<usize>,
@@ -116,7 +116,7 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "3s", help_heading = "Through agents")]
     pub deadman: String,
     #[arg(skip)]
-    pub actions_parsed: Option<horde_q3::input::Recorded>,
+    pub actions_parsed: Vec<horde_q3::input::Recorded>,
     #[arg(skip)]
     pub place: Option<Emu>,
     #[arg(skip)]
@@ -193,13 +193,14 @@ fn bots(args: Args, stop: &AtomicBool) -> Outcome {
         Err(_) => Some(horde_model::files::read_text(std::path::Path::new(&args.service), horde_model::files::MAX_TOML, "service files").map_err(bad_input)?),
     };
     let service_text = service_text.map(|t| horde_model::dist::inline_value_files(&t)).transpose().map_err(|e| bad_input(anyhow::anyhow!("--service: {e}")))?;
-    let actions = match &args.actions {
-        Some(p) => {
-            let text = horde_model::files::read_text(p, horde_model::files::MAX_DATA, "action files").context("reading the action file").map_err(bad_input)?;
-            Some(horde_q3::input::Recorded::parse(&text).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", p.display())))?)
-        }
-        None => None,
-    };
+    if args.actions.len() > 16 {
+        return Err(bad_input(anyhow::anyhow!("--actions: {} files; give at most 16 (they are dealt to the bots round-robin)", args.actions.len())));
+    }
+    let mut actions = Vec::with_capacity(args.actions.len());
+    for p in &args.actions {
+        let text = horde_model::files::read_text(p, horde_model::files::MAX_DATA, "action files").context("reading the action file").map_err(bad_input)?;
+        actions.push(horde_q3::input::Recorded::parse(&text).map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", p.display())))?);
+    }
     let place = match &args.emu {
         Some(id) => Some(resolve_emu(&args, id)?),
         None => None,
