@@ -6,3 +6,4 @@ mod contract;
 mod digest;
 mod report_sums;
 mod run;
+mod thin_streams;
