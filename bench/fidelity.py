@@ -215,7 +215,12 @@ def report(data, results):
             f"payload mean {um:.1f} B (sd {usd:.1f}); inter-departure times per client: "
             + ", ".join(f"{x} ms {v / sum(w for _, w in up_iat):.1%}" for x, v in sorted(up_iat, key=lambda p: -p[1])[:4]) + ".",
             "", "The service lines this gives (crates/model/services/quake3.toml, N the players online):", "",
-            "```toml", f'down.size = "{toml}"', f'up.idt = "{up_idt}"', f'up.size = "{up_size}"', "```",
+            "```toml", f'down.size = "{toml}"', f'up.idt = "{up_idt}"', f'up.size = "{up_size}"', "",
+            "[fidelity]", 'against = "a real OpenArena 0.8.8 server, 3 sessions a count on 2 maps (bench/fidelity.sh, bench/RESULTS-fidelity.md)"',
+            'what = "server → client snapshot sizes"',
+            "players = [" + ", ".join(str(r[0]) for r in rows) + "]",
+            "model_ks = [" + ", ".join(f"{r[7]:.3f}" for r in rows) + "]",
+            "real_spread_ks = [" + ", ".join(f"{r[5]:.3f}" for r in rows) + "]", "```",
             "<!-- /fidelity -->"]
     text = open(results).read() if os.path.exists(results) else ""
     block = "\n".join(out)

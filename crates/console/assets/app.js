@@ -315,10 +315,10 @@ async function refreshPast() {
     const ul = $("#past"); ul.textContent = "";
     for (const p of past.slice(0, 50)) {
       // path figures describe the network, never a failure of the run
-      const gen = p.verdicts.filter((v) => v.kind !== "path");
+      const gen = p.verdicts.filter((v) => (v.kind || "generator") === "generator");
       const bad = gen.filter((v) => !v.ok).length;
       const li = el("li", `${p.dir.split("/").pop()} — ${p.kind}${p.interrupted ? ", stopped early" : ""}${gen.length ? (bad ? `, ${bad} generator verdict(s) failed` : ", generator verdicts pass") : ""}`, bad ? "fail" : "");
-      li.title = p.verdicts.map((v) => v.kind === "path" ? `path: ${v.label}: ${v.value} (${v.limit})` : `${v.ok ? "✓" : "✗"} ${v.label}: ${v.value} (limit ${v.limit})`).join("\n");
+      li.title = p.verdicts.map((v) => v.kind === "path" || v.kind === "model" ? `${v.kind}: ${v.label}: ${v.value} (${v.limit})` : `${v.ok ? "✓" : "✗"} ${v.label}: ${v.value} (limit ${v.limit})`).join("\n");
       if (p.kind === "scenario") {
         // tick runs to compare them (players' runs only): the order of ticking is kept
         const box = el("input"); box.type = "checkbox"; box.value = p.dir.split("/").pop(); box.className = "compare-pick";

@@ -172,7 +172,7 @@ pub fn redact(msg: &str, text: &str) -> String {
     for (i, part) in parts.enumerate() {
         kept.push('`');
         let inside = i % 2 == 0;
-        if inside && part.len() >= 3 && values.iter().any(|v| v.contains(part)) {
+        if inside && part.len() >= 3 && !short_identifier(part) && values.iter().any(|v| v.contains(part)) {
             kept.push('…');
         } else {
             kept.push_str(part);

@@ -67,6 +67,55 @@ pub struct RawService {
     /// validates it.
     #[serde(default)]
     pub circuit: BTreeMap<String, f64>,
+    /// How close the model is to real traffic, by player count (a capture bench's figures).
+    #[serde(default)]
+    pub fidelity: Option<Fidelity>,
+}
+
+/// A service's check against real traffic: at each player count the bench measured, the
+/// model's KS distance from the real server (`model_ks`) beside the real server's own spread
+/// between sessions (`real_spread_ks`, the yardstick). The report of a run shows the count
+/// nearest its players (docs/services.md).
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fidelity {
+    /// What the model was checked against, and where the figures come from.
+    pub against: String,
+    /// What is compared (e.g. "server → client APDU sizes").
+    pub what: String,
+    pub players: Vec<u32>,
+    pub model_ks: Vec<f64>,
+    pub real_spread_ks: Vec<f64>,
+}
+
+impl Fidelity {
+    fn check(&self) -> Result<(), String> {
+        let n = self.players.len();
+        if n == 0 || n > 1000 || self.model_ks.len() != n || self.real_spread_ks.len() != n {
+            return Err(format!(
+                "players, model_ks and real_spread_ks need one value each per count (1..=1000 counts; got {n}, {}, {})",
+                self.model_ks.len(),
+                self.real_spread_ks.len()
+            ));
+        }
+        if self.players.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("players must increase".into());
+        }
+        if self.model_ks.iter().chain(&self.real_spread_ks).any(|k| !(0.0..=1.0).contains(k)) {
+            return Err("a KS distance is in 0..=1".into());
+        }
+        if self.against.len() > 300 || self.what.len() > 100 {
+            return Err("against (300 characters) or what (100) is too long".into());
+        }
+        Ok(())
+    }
+
+    /// The measured count nearest `players` (the lower one on a tie): (count, model KS, real
+    /// spread).
+    pub fn nearest(&self, players: u32) -> (u32, f64, f64) {
+        let i = (0..self.players.len()).min_by_key(|&i| (self.players[i].abs_diff(players), self.players[i])).unwrap_or(0);
+        (self.players[i], self.model_ks[i], self.real_spread_ks[i])
+    }
 }
 
 fn yes() -> bool {
@@ -205,6 +254,8 @@ pub struct Service {
     pub variables: Vars,
     /// The variable that is the number of players ([`RawService::players_variable`]).
     pub players_variable: Option<String>,
+    /// Its check against real traffic ([`Fidelity`]).
+    pub fidelity: Option<Fidelity>,
     pub session: Session,
     pub states: Vec<StateModel>,
     /// First-state probabilities per hour (normalised).
@@ -320,6 +371,9 @@ impl Service {
             let _ = v;
             return Err(fail("players_variable", "names no variable of [variables]; declare it there with its default".into()));
         }
+        if let Some(f) = &raw.fidelity {
+            f.check().map_err(|m| fail("fidelity", m))?;
+        }
         let svc = Service {
             name: raw.name.clone(),
             description: raw.description,
@@ -329,6 +383,7 @@ impl Service {
             hour_advances: raw.hour_advances,
             variables: raw.variables.into_iter().collect(),
             players_variable: raw.players_variable,
+            fidelity: raw.fidelity,
             session,
             states,
             first,

@@ -17,6 +17,7 @@ pub mod control;
 pub mod execute;
 pub mod inputs;
 pub mod live_digest;
+pub mod model_check;
 pub mod part;
 pub mod placement;
 pub mod players;

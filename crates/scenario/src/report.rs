@@ -178,7 +178,7 @@ pub struct VerdictBox {
     pub kind: VerdictKind,
 }
 
-/// The two kinds of box, never mixed.
+/// The three kinds of box, never mixed.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum VerdictKind {
@@ -188,6 +188,10 @@ pub enum VerdictKind {
     /// What the network did (loss; arrivals against departures): a figure, never a failure of
     /// the run.
     Path,
+    /// How close the service's model is to real traffic at the run's player count (the
+    /// service's `[fidelity]` figures from its capture bench): a figure about the model, not
+    /// this run; `ok` when the model is within 1.5 × the real server's own spread.
+    Model,
 }
 
 /// Everything a run produced: `summary.json`.
@@ -536,6 +540,7 @@ fn write_with(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, analyse
     summary.verdicts = verdict(&summary)
         .into_iter()
         .map(|v| VerdictBox { kind: if v.path { VerdictKind::Path } else { VerdictKind::Generator }, label: v.label, value: v.value, limit: v.limit, ok: v.ok })
+        .chain(crate::model_check::model_box(sc).map(|m| VerdictBox { kind: VerdictKind::Model, label: m.label, value: m.value, limit: m.limit, ok: m.ok }))
         .collect();
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?).context("writing summary.json")?;
     crate::inputs::write(sc, out)?;
@@ -559,6 +564,7 @@ fn write_with(sc: &Scenario, out: &Path, players: &Players, o: Outcomes, analyse
                 limit: v.limit.clone(),
                 ok: v.ok,
                 path: v.kind == VerdictKind::Path,
+                model: v.kind == VerdictKind::Model,
             })
             .collect::<Vec<_>>(),
     );

@@ -182,17 +182,21 @@ pub struct Verdict {
     /// A path figure (what the network did), drawn apart from the generator's verdicts and
     /// never red: `ok` false marks a path that changed the traffic.
     pub path: bool,
+    /// How close the model is to real traffic (the service's capture bench, not this run):
+    /// drawn apart from both, never red.
+    #[doc(hidden)]
+    pub model: bool,
 }
 
 impl Verdict {
     /// A verdict on what the generator controls.
     pub fn generator(label: &str, value: String, limit: String, ok: bool) -> Self {
-        Verdict { label: label.into(), value, limit, ok, path: false }
+        Verdict { label: label.into(), value, limit, ok, path: false, model: false }
     }
 
     /// A figure of what the network did.
     pub fn path(label: &str, value: String, limit: String, ok: bool) -> Self {
-        Verdict { label: label.into(), value, limit, ok, path: true }
+        Verdict { label: label.into(), value, limit, ok, path: true, model: false }
     }
 }
 
@@ -210,15 +214,26 @@ pub fn game_page(
     verdict: &[Verdict],
 ) -> String {
     let mut s = format!("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>", t = esc(title));
-    for (path, head) in [(false, "The generator: what Horde controls, from the senders' own records"), (true, "The path: what the network did to the traffic")]
-    {
+    for (group, head) in [
+        (0, "The generator: what Horde controls, from the senders' own records"),
+        (1, "The model: how close the service is to real traffic (its capture bench, not this run)"),
+        (2, "The path: what the network did to the traffic"),
+    ] {
+        let of = |v: &&Verdict| match (v.model, v.path) {
+            (true, _) => 1,
+            (false, true) => 2,
+            (false, false) => 0,
+        };
+        if group == 1 && !verdict.iter().any(|v| v.model) {
+            continue;
+        }
         let _ = write!(s, "<p class=\"vk\">{head}</p><div class=\"verdict\">");
-        for v in verdict.iter().filter(|v| v.path == path) {
-            let class = match (path, v.ok) {
-                (false, true) => "",
-                (false, false) => " class=\"bad\"",
-                (true, true) => " class=\"path\"",
-                (true, false) => " class=\"path changed\"",
+        for v in verdict.iter().filter(|v| of(v) == group) {
+            let class = match (group, v.ok) {
+                (0, true) => "",
+                (0, false) => " class=\"bad\"",
+                (_, true) => " class=\"path\"",
+                (_, false) => " class=\"path changed\"",
             };
             let _ = write!(s, "<div{class}>{}<b>{}</b><small>{}</small></div>", esc(&v.label), esc(&v.value), esc(&v.limit));
         }

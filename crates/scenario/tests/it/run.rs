@@ -60,6 +60,14 @@ fn a_shard_runs_only_its_players() {
     assert_eq!(r.summary.server_connections, 2);
     let ids: Vec<u32> = r.summary.client.flows.iter().map(|f| f.id).collect();
     assert_eq!(ids, [1, 2]);
+    // issue 68: how real the model is, at the bench's count nearest the run's 5 players
+    let model: Vec<_> = r.summary.verdicts.iter().filter(|v| v.kind == horde_scenario::report::VerdictKind::Model).collect();
+    assert_eq!(model.len(), 1, "{:?}", r.summary.verdicts);
+    assert!(
+        model[0].label.contains("at 2 players (5 in this run)") && model[0].value == "KS 0.188" && model[0].limit.contains("spread 0.142"),
+        "{:?}",
+        model[0]
+    );
     // Its report covers its two players: each category's player-seconds come from them alone.
     let player_s: f64 = r.summary.analysis.categories.iter().map(|c| c.player_seconds).sum();
     assert!((player_s - 2.0 * 2.0).abs() < 0.5, "player-seconds of a 2-player shard over 2 s: {player_s}");
