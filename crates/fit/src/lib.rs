@@ -19,6 +19,7 @@ use std::io::Read;
 
 use serde::Serialize;
 
+pub mod across;
 pub mod apdu;
 pub mod capture;
 pub mod changes;
@@ -94,6 +95,10 @@ pub struct FitReport {
     pub directions: Vec<DirectionFit>,
     /// What the reader should know (choices made, what was left out).
     pub notes: Vec<String>,
+    /// Fitted from several captures, each of one player count (`horde fit A B C
+    /// --players-from`): the law over players and each count left out ([`with_across`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub across: Option<across::Across>,
 }
 
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -120,6 +125,30 @@ pub struct DirectionFit {
     /// Server → client, where the capture shows the server with three player counts or more:
     /// the same families with power laws of the player count `N` (docs/fit.md).
     pub players: Option<players::OverPlayers>,
+}
+
+/// Puts the law over players of several captures ([`across::across`]) into the report of one
+/// of them: its server → client direction (the first state's) carries the law, and the notes
+/// say which law was kept or rejected and how each count left out was predicted.
+pub fn with_across(r: &mut FitReport, a: across::Across) {
+    let state = r.states.first().map(|s| s.name.clone()).unwrap_or_default();
+    r.notes.extend(law_notes(&state, &a.law));
+    for h in &a.held_out {
+        r.notes.push(format!(
+            "{state} down size, {} players left out: the law of the other counts is KS {:.4} there, against {:.4} ({} capture(s); its own fit {:.4}{}) — {}",
+            h.players,
+            h.ks,
+            h.limit,
+            h.captures,
+            h.own_ks,
+            h.spread_ks.map(|s| format!(", sessions apart by {s:.4}")).unwrap_or_default(),
+            if h.holds { "predicted" } else { "NOT predicted" }
+        ));
+    }
+    if let Some(d) = r.directions.iter_mut().find(|d| d.direction == Direction::Down && d.state == state) {
+        d.players = Some(a.law.clone());
+    }
+    r.across = Some(a);
 }
 
 /// A capture read through: its samples and what the report says about the reading.
@@ -313,6 +342,7 @@ pub fn report(c: &Collected, opts: &Options) -> FitReport {
         states,
         directions,
         notes,
+        across: None,
     }
 }
 
@@ -559,7 +589,7 @@ fn fits(c: &Collector, opts: &Options) -> (Vec<StateFit>, Vec<DirectionFit>, Vec
             }
             let (idt, size) = (fit(&idts.values, Sample::Millis), fit(&sizes.values, Sample::Counts));
             let players = match direction {
-                Direction::Down if c.by_players[i].len() > 1 => match players::over_players(&c.by_players[i], &c.held_s, opts.min_hold_s) {
+                Direction::Down if c.by_players[i].len() > 1 => match players::over_players(&c.by_players[i], &c.held_s, opts.min_hold_s, players::MIN_SHARE) {
                     Ok(over) => {
                         notes.extend(law_notes(name, &over));
                         Some(over)

@@ -87,8 +87,13 @@ pub struct Formula {
     pub family: String,
     /// The distribution with formulas over `N`, in Horde's text form.
     pub dist: String,
-    /// Per parameter, `[a, b]` of `a*N^b` (a lognormal's `mu`: `[c, b]` of `c + b*ln(N)`).
+    /// Per parameter, `[a, b]` of `a*N^b` (a lognormal's `mu`: `[c, b]` of `c + b*ln(N)`; a
+    /// parameter in `linear`: `[a, b]` of `a + b*N`).
     pub power_laws: BTreeMap<String, [f64; 2]>,
+    /// The parameters whose law is the straight line `a + b*N` (it fitted the counts better
+    /// than a power law and stays positive).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linear: Vec<String>,
     /// The law fits every count: nowhere does its KS distance pass that count's own fit's by
     /// more than the critical value. Only a law that holds goes into the service file.
     pub holds: bool,
@@ -114,17 +119,17 @@ pub struct OverPlayers {
 }
 
 /// The formulas, when at least three player counts have [`MIN_PER_COUNT`] APDUs and
-/// [`MIN_SHARE`] of the server's each, each held `min_hold_s` without a change (`held_s`: the
+/// `min_share` of the server's each ([`MIN_SHARE`] within one capture; 0 across captures), each held `min_hold_s` without a change (`held_s`: the
 /// longest stretch per count), and the largest is at least twice the smallest (a law needs a
 /// range to stand on). Else why no law was tried.
-pub fn over_players(by: &ByPlayers, held_s: &BTreeMap<u32, f64>, min_hold_s: f64) -> Result<OverPlayers, String> {
+pub fn over_players(by: &ByPlayers, held_s: &BTreeMap<u32, f64>, min_hold_s: f64, min_share: f64) -> Result<OverPlayers, String> {
     let total: u64 = by.values().map(|(s, _)| s.seen).sum();
     let mut left_out = Vec::new();
     let mut enough: Vec<u32> = Vec::new();
     for (n, (s, _)) in by {
         let held = held_s.get(n).copied().unwrap_or(0.0);
-        if s.seen < MIN_PER_COUNT || (s.seen as f64) < MIN_SHARE * total as f64 {
-            left_out.push(format!("{n} players: {} APDUs (a point needs {MIN_PER_COUNT} and {:.0} % of the server's)", s.seen, MIN_SHARE * 100.0));
+        if s.seen < MIN_PER_COUNT || (s.seen as f64) < min_share * total as f64 {
+            left_out.push(format!("{n} players: {} APDUs (a point needs {MIN_PER_COUNT} and {:.0} % of the server's)", s.seen, min_share * 100.0));
         } else if held < min_hold_s {
             left_out.push(format!("{n} players: a transient, held {held:.1} s at most (a point needs {min_hold_s} s without a change)"));
         } else {
@@ -161,6 +166,12 @@ pub fn over_players(by: &ByPlayers, held_s: &BTreeMap<u32, f64>, min_hold_s: f64
 /// law: not mixtures, empirical or constant), its parameters per count, and their power laws,
 /// with whether the law holds at every count.
 fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Sample) -> Option<Formula> {
+    formula_of(counts, sample, kind, None)
+}
+
+/// [`formula`] with the family given (`only`: a law checked at a count left out keeps the
+/// family of the law it checks).
+pub(crate) fn formula_of<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Sample, only: Option<&str>) -> Option<Formula> {
     let fits: Vec<(u32, Fit)> = counts.iter().map(|&n| fit(&sample(n).values, kind).map(|f| (n, f))).collect::<Option<_>>()?;
     let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
     for (_, f) in &fits {
@@ -177,7 +188,7 @@ fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Samp
     };
     let family = sums
         .iter()
-        .filter(|(fam, (aic, k))| *k == fits.len() && aic.is_finite() && lawful(fam).is_some())
+        .filter(|(fam, (aic, k))| *k == fits.len() && aic.is_finite() && lawful(fam).is_some() && only.is_none_or(|o| o == fam.as_str()))
         .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
         .map(|(fam, _)| fam.clone())?;
     let model = lawful(&family)?;
@@ -185,6 +196,7 @@ fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Samp
     let per: Vec<(u32, BTreeMap<String, f64>)> =
         fits.iter().map(|(n, f)| (*n, f.candidates.iter().find(|c| c.family == family).map(|c| c.params.clone()).unwrap_or_default())).collect();
     let mut laws = BTreeMap::new();
+    let mut linear_in_n = Vec::new();
     let mut args = Vec::new();
     for name in &names {
         let pts: Vec<(f64, f64)> = per.iter().map(|(n, p)| (f64::from(*n).ln(), p.get(*name).copied().unwrap_or(f64::NAN))).collect();
@@ -203,6 +215,18 @@ fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Samp
             return None;
         }
         let (a, b) = power_law(&pts);
+        // a straight line a + b·N where it fits the points better (on logarithms) and stays
+        // positive for every N ≥ 1: a game server's snapshot grows by a few bytes per player
+        // from a fixed part, which no power law follows at both ends (OpenArena, issue 68)
+        let on_n: Vec<(f64, f64)> = pts.iter().map(|(x, v)| (x.exp(), *v)).collect();
+        let (c, d) = linear(&on_n);
+        let miss = |f: &dyn Fn(f64) -> f64| on_n.iter().map(|(n, v)| (v.ln() - f(*n).max(1e-300).ln()).powi(2)).sum::<f64>();
+        if c > 0.0 && d >= 0.0 && miss(&|n| c + d * n) < miss(&|n| a * n.powf(b)) {
+            laws.insert(name.to_string(), [sig(c), sig(d)]);
+            linear_in_n.push(name.to_string());
+            args.push(format!("({} + {}*N)", sig(c), sig(d)));
+            continue;
+        }
         laws.insert(name.to_string(), [sig(a), sig(b)]);
         args.push(format!("{}*N^{}", sig(a), sig(b)));
     }
@@ -227,10 +251,10 @@ fn formula<'a>(counts: &[u32], sample: impl Fn(u32) -> &'a Reservoir, kind: Samp
         }
         out.push(AtCount { players: n, n: xs.len() as u64, params, own_ks: own, ks, ks_critical: crit });
     }
-    Some(Formula { family, dist, power_laws: laws, holds: holds.is_none(), missed: holds, counts: out })
+    Some(Formula { family, dist, power_laws: laws, linear: linear_in_n, holds: holds.is_none(), missed: holds, counts: out })
 }
 
-/// Least squares of v = c + b ln N over (ln N, v).
+/// Least squares of v = c + b·x over (x, v).
 fn linear(pts: &[(f64, f64)]) -> (f64, f64) {
     let n = pts.len() as f64;
     let (mx, my) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
@@ -286,7 +310,7 @@ mod tests {
         }
         // the pooled sample is a mixture of scales; the family comes from the counts' own fits
         let held: BTreeMap<u32, f64> = by.keys().map(|n| (*n, 60.0)).collect();
-        let over = over_players(&by, &held, 10.0).unwrap();
+        let over = over_players(&by, &held, 10.0, MIN_SHARE).unwrap();
         let f = over.size.unwrap();
         // a Weibull of shape 1 is an exponential: the summed AIC takes the one parameter
         let law = match f.family.as_str() {
@@ -310,14 +334,14 @@ mod tests {
                 r.0.push(*x);
             }
         }
-        assert!(over_players(&two, &held, 10.0).unwrap_err().contains("2 player count(s) qualify (10, 25), a law needs 3"));
+        assert!(over_players(&two, &held, 10.0, MIN_SHARE).unwrap_err().contains("2 player count(s) qualify (10, 25), a law needs 3"));
         // a count that held only 3 s (players joining) is not a point: three points are left
         let mut brief = held.clone();
         brief.insert(50, 3.0);
-        let over = over_players(&by, &brief, 10.0).unwrap();
+        let over = over_players(&by, &brief, 10.0, MIN_SHARE).unwrap();
         assert_eq!(over.size.unwrap().counts.iter().map(|c| c.players).collect::<Vec<_>>(), vec![10, 25, 100]);
         assert!(over.left_out[0].contains("50 players: a transient, held 3.0 s"), "{:?}", over.left_out);
         brief.insert(25, 1.0);
-        assert!(over_players(&by, &brief, 10.0).unwrap_err().contains("a transient"));
+        assert!(over_players(&by, &brief, 10.0, MIN_SHARE).unwrap_err().contains("a transient"));
     }
 }

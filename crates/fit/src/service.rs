@@ -40,6 +40,9 @@ pub fn service_toml(report: &FitReport, name: &str, capture: &str) -> String {
     let _ = writeln!(t, "states = [{}]", names.join(", "));
     let shares: Vec<String> = report.states.iter().map(|s| s.share.max(1e-6).to_string()).collect();
     let _ = writeln!(t, "first = [{}]   # each state's share of the labelled time", shares.join(", "));
+    if typical.is_some() {
+        let _ = writeln!(t, "players_variable = \"N\"   # a scenario's players online at the start, unless it sets N");
+    }
     if let Some(n) = typical {
         let _ = writeln!(t, "\n[variables]\nN = {n}   # players on the server (the capture's median as the server sent)");
     }

@@ -193,14 +193,7 @@ fn fake_with(ip: &str, creds: &Path, lie: Lie, own: Option<horde_model::flow::Fl
                             Lie::RenumberedDeparture => records[40].seq = 41,
                             _ => {}
                         }
-                        let mut log = vec![0u8; horde_wire::LOG_HEADER_LEN];
-                        horde_wire::LogHeader { role: horde_wire::Role::Sender, start_ns: start_at }.emit(&mut log);
-                        for r in &records {
-                            let at = log.len();
-                            log.resize(at + horde_wire::RECORD_LEN, 0);
-                            r.emit(&mut log[at..]);
-                        }
-                        let _ = send_file(&mut tls, "send.hlog", &log);
+                        let _ = send_file(&mut tls, "send.hlog", &sender_log(start_at, &records));
                         vec![]
                     }
                     ToAgent::Collect if planned.is_some() => {
@@ -228,14 +221,7 @@ fn fake_with(ip: &str, creds: &Path, lie: Lie, own: Option<horde_model::flow::Fl
                             Lie::RenumberedPlayerDeparture => records[first + 5].seq += 1,
                             _ => {}
                         }
-                        let mut log = vec![0u8; horde_wire::LOG_HEADER_LEN];
-                        horde_wire::LogHeader { role: horde_wire::Role::Sender, start_ns: start_at }.emit(&mut log);
-                        for r in &records {
-                            let at = log.len();
-                            log.resize(at + horde_wire::RECORD_LEN, 0);
-                            r.emit(&mut log[at..]);
-                        }
-                        let _ = send_file(&mut tls, "client.hlog", &log);
+                        let _ = send_file(&mut tls, "client.hlog", &sender_log(start_at, &records));
                         vec![]
                     }
                     ToAgent::Collect => {
@@ -304,8 +290,6 @@ fn collect(tls: &mut impl Write, lie: Lie, foreign: u32) -> std::io::Result<()> 
         }
         return tls.flush();
     }
-    let mut log = vec![0u8; horde_wire::LOG_HEADER_LEN];
-    horde_wire::LogHeader { role: horde_wire::Role::Sender, start_ns: now_ns() }.emit(&mut log);
     let r = horde_wire::Record {
         flow: foreign,
         size: 100,
@@ -318,10 +302,19 @@ fn collect(tls: &mut impl Write, lie: Lie, foreign: u32) -> std::io::Result<()> 
         kind: horde_wire::RecordKind::Sent,
         flags: 0,
     };
-    let at = log.len();
-    log.resize(at + horde_wire::RECORD_LEN, 0);
-    r.emit(&mut log[at..]);
-    send_file(tls, "client.hlog", &log)
+    send_file(tls, "client.hlog", &sender_log(now_ns(), &[r]))
+}
+
+/// A sender's log of `records`, started at `start_ns`.
+fn sender_log(start_ns: u64, records: &[horde_wire::Record]) -> Vec<u8> {
+    let mut log = vec![0u8; horde_wire::LOG_HEADER_LEN];
+    horde_wire::LogHeader { role: horde_wire::Role::Sender, start_ns }.emit(&mut log);
+    for r in records {
+        let at = log.len();
+        log.resize(at + horde_wire::RECORD_LEN, 0);
+        r.emit(&mut log[at..]);
+    }
+    log
 }
 
 /// Hands `bytes` over as the one file collected, as an agent does.

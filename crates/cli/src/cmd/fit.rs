@@ -21,11 +21,17 @@ const TERMINAL_DIST: usize = 72;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  horde fit game.pcapng --out my-game.toml --json fit.json --html fit/\n  \
 horde fit rerun.pcapng --compare game.pcapng        # the loop closed: a run of the fitted service against the original\n  \
-horde fit game.pcapng --against quake3               # a capture against a service's model\n\ndocs/fit.md: how it fits, the states, the laws over player counts, what the figures mean.")]
+horde fit game.pcapng --against quake3               # a capture against a service's model\n  \
+horde fit oa-8.pcap oa-16.pcap oa-32.pcap oa-64.pcap --players-from label --out q3.toml   # a law over players, each count left out in turn\n\ndocs/fit.md: how it fits, the states, the laws over player counts, what the figures mean.")]
 pub struct Args {
-    /// The capture: pcap or pcapng (tcpdump, tshark, Wireshark)
-    #[arg(value_name = "CAPTURE")]
-    pub capture: PathBuf,
+    /// The capture: pcap or pcapng (tcpdump, tshark, Wireshark); several, each of one player
+    /// count, with --players-from: the server's side as a law of the players
+    #[arg(value_name = "CAPTURE", required = true, num_args = 1..=64)]
+    pub captures: Vec<PathBuf>,
+    /// With several captures: each one's player count from the last number in its file name
+    /// (`label`: oa-16.pcapng is 16 players) or from the clients it shows online (`online`)
+    #[arg(long, value_name = "HOW", value_enum)]
+    pub players_from: Option<PlayersFrom>,
     /// The game server as ADDR:PORT[/udp|/tcp] (default: the endpoint with the most peers)
     #[arg(long, value_name = "ADDR:PORT")]
     pub server: Option<String>,
@@ -73,11 +79,29 @@ pub struct Args {
     pub compare_json: Option<PathBuf>,
 }
 
+/// Where each capture's player count comes from (`--players-from`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlayersFrom {
+    /// The last number in the file name
+    Label,
+    /// The clients the capture shows online, most of the server's APDUs
+    Online,
+}
+
 pub fn run(a: Args) -> Outcome {
     let opts = options(&a)?;
-    let capture = a.capture.display().to_string();
-    let c = collect(opener(&a.capture)?, &opts).map_err(|e| bad_input(anyhow::anyhow!("{capture}: {e}")))?;
-    let r = report(&c, &opts);
+    let (c, r, capture) = match (a.captures.len(), a.players_from) {
+        (1, _) => {
+            let capture = a.captures[0].display().to_string();
+            let c = collect(opener(&a.captures[0])?, &opts).map_err(|e| bad_input(anyhow::anyhow!("{capture}: {e}")))?;
+            let r = report(&c, &opts);
+            (c, r, capture)
+        }
+        (_, None) => {
+            return Err(bad_input(anyhow::anyhow!("{} captures: say where each one's player count comes from, --players-from label|online", a.captures.len())))
+        }
+        (_, Some(how)) => across(&a.captures, how, &opts)?,
+    };
     print_fits(&r)?;
     if let Some(path) = &a.out {
         write(path, &service::service_toml(&r, &a.name, &capture))?;
@@ -110,6 +134,44 @@ pub fn run(a: Args) -> Outcome {
         write(path, &(serde_json::to_string_pretty(&rows).context("encoding the comparison")? + "\n"))?;
     }
     Ok(0)
+}
+
+/// Several captures, each of one player count: each read through, its count taken as `how`
+/// says, the law over players fitted across them and each count left out
+/// (`horde_fit::across`); the report is the median count's, carrying the law.
+fn across(paths: &[PathBuf], how: PlayersFrom, opts: &Options) -> Result<(horde_fit::Collected, FitReport, String), crate::Failure> {
+    if opts.labels.is_some() || opts.guess_states {
+        return Err(bad_input(anyhow::anyhow!("several captures are fitted as one state: leave out --states and --guess-states")));
+    }
+    let mut read = Vec::new();
+    for p in paths {
+        let name = p.display().to_string();
+        let c = collect(opener(p)?, opts).map_err(|e| bad_input(anyhow::anyhow!("{name}: {e}")))?;
+        let n = match how {
+            PlayersFrom::Label => p.file_stem().and_then(|s| horde_fit::across::count_in_name(&s.to_string_lossy())).ok_or_else(|| {
+                bad_input(anyhow::anyhow!("{name}: no player count in the file name (name it e.g. oa-16.pcapng, or use --players-from online)"))
+            })?,
+            PlayersFrom::Online => c.collector.by_players[0].iter().max_by_key(|(_, (s, _))| s.seen).map(|(n, _)| *n).unwrap_or(0),
+        };
+        if n == 0 {
+            return Err(bad_input(anyhow::anyhow!("{name}: no player online in the capture")));
+        }
+        read.push((n, name, c));
+    }
+    read.sort_by_key(|r| r.0);
+    let points: Vec<horde_fit::across::Point> = read
+        .iter()
+        .map(|(n, _, c)| {
+            let (sizes, idts) = &c.collector.samples[0][1];
+            let held_s = c.collector.first_ns.map_or(0.0, |f| (c.collector.last_ns - f) as f64 / 1e9);
+            horde_fit::across::Point { players: *n, sizes, idts, held_s }
+        })
+        .collect();
+    let a = horde_fit::across::across(&points, opts.min_hold_s).map_err(|e| bad_input(anyhow::anyhow!("{} captures: {e}", paths.len())))?;
+    let (_, name, c) = read.swap_remove(read.len() / 2);
+    let mut r = report(&c, opts);
+    horde_fit::with_across(&mut r, a);
+    Ok((c, r, format!("{name} and {} more", paths.len() - 1)))
 }
 
 fn options(a: &Args) -> Result<Options, crate::Failure> {

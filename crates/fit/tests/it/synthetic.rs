@@ -392,3 +392,43 @@ fn gso_super_datagrams_are_split_into_the_apdus_they_carried() {
     d[64 + 11] = 11; // the second segment's sequence number is not the next one
     assert_eq!(horde_fit::capture::gso_segment(&d, 128), None);
 }
+
+/// Issue 68: captures at 8, 16, 32 and 64 players, each of one count (a server whose snapshot
+/// sizes grow with players, mean 40 + 8·N), fitted together: a law over players that predicts
+/// each count left out, and a service that follows the run's players.
+#[test]
+fn captures_at_several_counts_are_fitted_as_one_law_that_predicts_each_count_left_out() {
+    let opts = Options::default();
+    let mut read = Vec::new();
+    for n in [8u8, 16, 32, 64] {
+        let m = 40.0 + 8.0 * f64::from(n);
+        let size = format!("gamma({}, {}, round=nearest)", 1.0 / 0.45f64.powi(2), 0.45f64.powi(2) * m);
+        let mut events: Vec<(u64, u8, bool, usize)> = Vec::new();
+        for c in 0..n {
+            for (t, s) in departures("constant(50)", &size, 20.0, 7 * u64::from(n) + u64::from(c)) {
+                events.push((t + u64::from(c) * 1000, c, false, s));
+            }
+            for (t, _) in departures("constant(33)", "constant(40)", 20.0, 1) {
+                events.push((t + 500, c, true, 40));
+            }
+        }
+        let bytes = udp_pcap(events);
+        let c = horde_fit::collect(|| Ok(&bytes[..]), &opts).unwrap();
+        read.push((u32::from(n), c));
+    }
+    let points: Vec<horde_fit::across::Point> = read
+        .iter()
+        .map(|(n, c)| horde_fit::across::Point { players: *n, sizes: &c.collector.samples[0][1].0, idts: &c.collector.samples[0][1].1, held_s: 20.0 })
+        .collect();
+    let a = horde_fit::across::across(&points, 5.0).unwrap();
+    assert!(a.law.size.as_ref().is_some_and(|f| f.holds), "{:?}", a.law.size.as_ref().map(|f| &f.missed));
+    assert_eq!(a.held_out.len(), 4);
+    assert!(a.predicts, "{:#?}", a.held_out);
+    let mut r = horde_fit::report(&read[1].1, &opts);
+    horde_fit::with_across(&mut r, a);
+    assert!(r.notes.iter().any(|n| n.contains("64 players left out") && n.contains("predicted")), "{:#?}", r.notes);
+    let text = service::service_toml(&r, "growing", "g-16.pcap");
+    let s = Service::parse(&text, "growing.toml").unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    assert_eq!(s.players_variable.as_deref(), Some("N"), "{text}");
+    assert!(serde_json::to_value(&r).unwrap()["across"]["predicts"] == true);
+}
