@@ -177,17 +177,7 @@ fn fake_with(ip: &str, creds: &Path, lie: Lie, own: Option<horde_model::flow::Fl
                     }
                     ToAgent::Collect if own.is_some() => {
                         let f = own.as_ref().expect("checked");
-                        let mut records: Vec<horde_wire::Record> = horde_model::schedule::Schedule::new(f)
-                            .map(|d| horde_wire::Record {
-                                flow: f.id,
-                                size: d.size,
-                                seq: d.seq,
-                                t_a: start_at + d.at_ns,
-                                t_b: start_at + d.at_ns + 1_000,
-                                kind: horde_wire::RecordKind::Sent,
-                                ..Default::default()
-                            })
-                            .collect();
+                        let mut records: Vec<horde_wire::Record> = horde_model::schedule::Schedule::new(f).map(|d| sent(f.id, 0, &d, start_at)).collect();
                         match lie {
                             Lie::AddedDeparture => records.push(horde_wire::Record { seq: records.len() as u64, ..records[records.len() - 1] }),
                             Lie::RenumberedDeparture => records[40].seq = 41,
@@ -201,16 +191,7 @@ fn fake_with(ip: &str, creds: &Path, lie: Lie, own: Option<horde_model::flow::Fl
                         let mut records = Vec::new();
                         for p in players.clone() {
                             let up = all.departures(p, horde_model::service::Direction::Up);
-                            records.extend(up.map(|d| horde_wire::Record {
-                                flow: p,
-                                tag: p << 8,
-                                size: d.size,
-                                seq: d.seq,
-                                t_a: start_at + d.at_ns,
-                                t_b: start_at + d.at_ns + 1_000,
-                                kind: horde_wire::RecordKind::Sent,
-                                ..Default::default()
-                            }));
+                            records.extend(up.map(|d| sent(p, p << 8, &d, start_at)));
                         }
                         // the first player with 6 departures or more
                         let busy = players.clone().find(|&p| records.iter().filter(|r| r.flow == p).count() >= 6).expect("a player sends");
@@ -303,6 +284,21 @@ fn collect(tls: &mut impl Write, lie: Lie, foreign: u32) -> std::io::Result<()> 
         flags: 0,
     };
     send_file(tls, "client.hlog", &sender_log(now_ns(), &[r]))
+}
+
+/// The record of departure `d` of `flow` as a sender logs it, its schedule started at
+/// `start_ns` (it left 1 µs late).
+fn sent(flow: u32, tag: u32, d: &horde_model::schedule::Departure, start_ns: u64) -> horde_wire::Record {
+    horde_wire::Record {
+        flow,
+        tag,
+        size: d.size,
+        seq: d.seq,
+        t_a: start_ns + d.at_ns,
+        t_b: start_ns + d.at_ns + 1_000,
+        kind: horde_wire::RecordKind::Sent,
+        ..Default::default()
+    }
 }
 
 /// A sender's log of `records`, started at `start_ns`.
