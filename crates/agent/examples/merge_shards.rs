@@ -100,7 +100,8 @@ fn main() -> anyhow::Result<()> {
     });
     let t = Instant::now();
     // The synthetic shards' plan: any time, as many APDUs per player as the shards could hold.
-    let plan = horde_agent::merge::Plan { from_ns: 0, to_ns: u64::MAX, apdus: vec![[u64::MAX, u64::MAX]; (agents * players) as usize], exact: None };
+    let plan =
+        horde_agent::merge::Plan { from_ns: 0, to_ns: u64::MAX, apdus: vec![[u64::MAX, u64::MAX]; (agents * players) as usize], exact: None, stopped: false };
     let (c, s, refused) = load_records(&parts, &plan)?;
     assert!(refused.is_empty(), "{refused:?}");
     let merge_s = t.elapsed().as_secs_f64();

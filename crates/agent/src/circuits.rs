@@ -70,6 +70,24 @@ pub fn run(sc: &Scenario, cfg: &Config, opts: &ControllerOptions) -> anyhow::Res
             refused.push((m.c.name.clone(), format!("{e:#}")));
         }
     }
+    // each client side's circuits against the server side's: the agent of one that breaks
+    // them is refused (its circuits are left out)
+    let mut clients_by_agent: Vec<Vec<&JoinedCircuit>> = vec![Vec::new(); ranges.len()];
+    for c in &clients {
+        if let Some(i) = ranges.iter().position(|r| r.as_ref().is_some_and(|r| r.contains(&c.player))) {
+            clients_by_agent[i].push(c);
+        }
+    }
+    for (i, mine) in clients_by_agent.into_iter().enumerate() {
+        let name = &played.fleet.members[i].c.name;
+        if mine.is_empty() || refused.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        let mine: Vec<JoinedCircuit> = mine.into_iter().cloned().collect();
+        if let Err((_, why)) = crate::schedule_check::check_circuits(&mine, &served) {
+            refused.push((name.clone(), format!("its circuits break the server side's: {why}")));
+        }
+    }
     for (name, why) in &refused {
         played.fleet.refuse(name, why);
     }

@@ -346,6 +346,7 @@ fn report(
         to_ns: p.t0 + (sc.duration_s * 1e9) as u64 + (OVERRUN + FINISH_WITHIN + PLAN_MARGIN).as_nanos() as u64,
         apdus: planned,
         exact: Some((p.players.clone(), p.t0)),
+        stopped: p.signalled || p.fleet.stopped_by_command || p.fleet.members[p.server_i].lost_at_s.is_some(),
     };
     enum Data {
         Records(Vec<horde_wire::Record>, Vec<horde_wire::Record>),

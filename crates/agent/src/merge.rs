@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use horde_engine::SendReport;
 use horde_model::scenario::Scenario;
+use horde_model::service::Direction;
 use horde_wire::{Record, RecordKind};
 
 use crate::clock::to_reference;
@@ -53,6 +54,9 @@ pub struct Plan {
     /// The run's players, to check every record against its player's exact departures
     /// regenerated here ([`crate::schedule_check::check_players`]), and the common start.
     pub exact: Option<(std::sync::Arc<horde_scenario::Players>, u64)>,
+    /// The run was stopped before its end (a command, a signal, the server side lost): a
+    /// summary's players may have sent their departures up to that stop only.
+    pub stopped: bool,
 }
 
 impl Plan {
@@ -226,7 +230,7 @@ pub fn merge_summaries(
             .map_err(|e| format!("no summary ({e})"))
             .and_then(|b| horde_stats::digest::GameDigest::accept(&b, expect, max_sent).map_err(|e| e.to_string()))
             .and_then(|d| match &plan.exact {
-                Some((players, _)) => crate::schedule_check::check_summary(players, &p.players, p.server, &d).map(|_| d),
+                Some((players, _)) => crate::schedule_check::check_summary(players, &p.players, p.server, &d, &unsent_of(p), plan.stopped).map(|_| d),
                 None => Ok(d),
             })
             .and_then(|d| {
@@ -243,6 +247,14 @@ pub fn merge_summaries(
         client.lateness = l;
     }
     Ok(MergedSummary { digest, client, server, refused })
+}
+
+/// Per (player, direction) in a part's own reports (its client side's flows up, its server
+/// side's down): how many of its departures did not leave.
+fn unsent_of(p: &Part) -> std::collections::HashMap<(u32, Direction), u64> {
+    let up = p.client.iter().flat_map(|r| r.flows.iter().map(|f| ((f.id, Direction::Up), f.unsent)));
+    let down = p.server_report.iter().flat_map(|r| r.flows.iter().map(|f| ((f.id, Direction::Down), f.unsent)));
+    up.chain(down).collect()
 }
 
 /// Send lateness from a summary's histogram (the same figures [`lateness`] takes over records).

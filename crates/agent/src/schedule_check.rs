@@ -113,51 +113,140 @@ pub fn check_players(players: &horde_scenario::Players, records: &[Record], serv
     Ok(())
 }
 
+/// How far apart a stopped run's players may have stopped on one agent: one player's last
+/// departure may be at most this far past another's first missing one.
+pub const STOP_TOLERANCE_NS: u64 = 1_000_000_000;
+
 /// A scenario side's summary (`--collect summaries`) against its players' regenerated
-/// departures: per category and direction, the departures' sizes it counts (`sent_size`) are,
-/// bucket by bucket, at most those of the schedules (a departure added, or resized to a size its
-/// players' schedules do not have as often, is seen). A departure removed cannot be told from a
-/// player that never connected (the network's doing, or the server's), and a summary holds no
-/// sequence numbers or instants: those are checked only where logs are collected.
-/// `ranges`: the client players the side ran; `server`: it was the server side too (every
-/// player's departures down).
+/// departures. The summary counts each player's departures each way (`departures`); the sender
+/// sends every departure of its schedule in order, so player by player those are the first
+/// ones of its schedule, and:
+/// - a run that ran to its end (`stopped` false) sent each player's every departure: one
+///   removed or added is seen at its player;
+/// - a stopped run sent each player's departures up to one stop: no player's last departure
+///   more than [`STOP_TOLERANCE_NS`] past another's first missing one (a departure removed is
+///   seen unless it is among its player's last second's).
+///
+/// Departures that did not leave are the side's report's: a flow's `unsent` (a server side's
+/// stream to a player that stopped answering its consent probes, a broken TCP connection) add
+/// to its count, and a player the server side never heard from (not in its report) has no
+/// departures down. The categories' departed sizes must then be exactly those of these
+/// departures, bucket by bucket (one added, removed or resized is seen). A summary holds no
+/// sequence numbers or instants: those are checked only where logs are collected. `ranges`:
+/// the client players the side ran; `server`: it was the server side too (every player's
+/// departures down); `unsent`: per (player, direction) in the side's reports, its unsent count.
 pub fn check_summary(
     players: &horde_scenario::Players,
     ranges: &[std::ops::Range<u32>],
     server: bool,
     d: &horde_stats::digest::GameDigest,
+    unsent: &std::collections::HashMap<(u32, Direction), u64>,
+    stopped: bool,
 ) -> Result<(), String> {
     use horde_stats::bins::Bins;
     let n = d.categories.len();
-    for dir in [Direction::Up, Direction::Down] {
-        let all = std::iter::once(0..players.len());
-        let who: Vec<std::ops::Range<u32>> = match dir {
+    let side = |dir: Direction| -> Vec<std::ops::Range<u32>> {
+        match dir {
             Direction::Up => ranges.to_vec(),
-            Direction::Down if server => all.collect(),
+            Direction::Down if server => std::iter::once(0..players.len()).collect(),
             Direction::Down => Vec::new(),
-        };
+        }
+    };
+    let way = |dir: Direction| if dir == Direction::Up { "up" } else { "down" };
+    for &(p, c) in &d.departures {
+        for dir in [Direction::Up, Direction::Down] {
+            if c[dir as usize] > 0 && !side(dir).iter().any(|r| r.contains(&p)) {
+                return Err(format!("player {p}: {} departures {}, where this agent did not run it", c[dir as usize], way(dir)));
+            }
+        }
+    }
+    let count = |p: u32, dir: Direction| d.departures.binary_search_by_key(&p, |x| x.0).map_or(0, |i| d.departures[i].1[dir as usize]);
+    for dir in [Direction::Up, Direction::Down] {
         let mut want: Vec<Bins> = d.categories.iter().map(|c| Bins::new(c[dir as usize].sent_size.sig())).collect();
-        for p in who.into_iter().flatten() {
-            for dep in players.departures(p, dir) {
+        // (player, instant) of the latest departure sent and of the earliest one missing
+        let mut last_sent: Option<(u32, u64)> = None;
+        let mut first_missing: Option<(u32, u64)> = None;
+        for p in side(dir).into_iter().flatten() {
+            let sent = count(p, dir);
+            let mut schedule = players.departures(p, dir);
+            let mut k = 0u64;
+            for dep in schedule.by_ref().take(usize::try_from(sent).unwrap_or(usize::MAX)) {
                 match want.get_mut(dep.class as usize) {
                     Some(b) => b.record(dep.size as u64),
                     None => return Err(format!("player {p}: a category beyond the summary's {n}")),
                 }
+                k += 1;
+                if last_sent.is_none_or(|l| dep.at_ns > l.1) {
+                    last_sent = Some((p, dep.at_ns));
+                }
+            }
+            if k < sent {
+                return Err(format!("player {p} {}: {sent} departures, where its schedule has {k}", way(dir)));
+            }
+            let not_left = unsent.get(&(p, dir)).copied();
+            let rest = schedule.by_ref().take(usize::try_from(not_left.unwrap_or(0)).unwrap_or(usize::MAX)).count() as u64;
+            if rest < not_left.unwrap_or(0) {
+                return Err(format!("player {p} {}: {sent} departures and {} unsent, where its schedule has {}", way(dir), not_left.unwrap_or(0), sent + rest));
+            }
+            let never_heard = dir == Direction::Down && sent == 0 && not_left.is_none();
+            if let Some(next) = schedule.next().filter(|_| !never_heard) {
+                if !stopped {
+                    return Err(format!(
+                        "player {p} {}: {sent} departures, where its schedule has more (departure {sent}, due at {:.3} s, is missing; the run was not stopped)",
+                        way(dir),
+                        next.at_ns as f64 / 1e9
+                    ));
+                }
+                if not_left.unwrap_or(0) == 0 && first_missing.is_none_or(|f| next.at_ns < f.1) {
+                    first_missing = Some((p, next.at_ns));
+                }
             }
         }
-        let way = if dir == Direction::Up { "up" } else { "down" };
+        if let (Some((a, last)), Some((b, missing))) = (last_sent, first_missing) {
+            if last > missing + STOP_TOLERANCE_NS {
+                return Err(format!(
+                    "{}: player {a} sent a departure due at {:.3} s, player {b} none from {:.3} s on (one stop ends every player's departures)",
+                    way(dir),
+                    last as f64 / 1e9,
+                    missing as f64 / 1e9
+                ));
+            }
+        }
         for (c, (cat, want)) in d.categories.iter().zip(&want).enumerate() {
             let got = cat[dir as usize].sent_size.to_wire().bins;
             let want = want.to_wire().bins;
-            let within = got.iter().all(|(low, k)| want.iter().any(|(l, w)| l == low && k <= w));
-            if !within {
+            if got != want {
                 let total = |b: &[(u64, u64)]| b.iter().map(|x| x.1).sum::<u64>();
                 return Err(format!(
-                    "category {c} {way}: {} departures whose sizes its players' schedules do not have ({} departures planned)",
+                    "category {c} {}: {} departures whose sizes are not its players' {} first departures' ({} of them)",
+                    way(dir),
                     total(&got),
+                    way(dir),
                     total(&want)
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// A client side's regulated circuits against the server side's (circuits are closed-loop: the
+/// throttle follows the network, so no schedule can be regenerated; what one side says is held
+/// against the other's): a client's circuit spans no more sequence numbers than its server end
+/// issued (its data packets less its resends: a span stretched makes loss that never was), and
+/// one whose player the server side never admitted received nothing. Returns the first circuit
+/// that breaks this, by player.
+pub fn check_circuits(clients: &[horde_scenario::circuits::JoinedCircuit], served: &[horde_scenario::circuits::ServedCircuit]) -> Result<(), (u32, String)> {
+    let issued: std::collections::HashMap<u32, u64> = served.iter().map(|s| (s.player, s.stats.sent.saturating_sub(s.stats.resent))).collect();
+    for c in clients {
+        match issued.get(&c.player) {
+            None if c.stats.packets > 0 => {
+                return Err((c.player, format!("player {}'s circuit received {} data packets; the server side never admitted it", c.player, c.stats.packets)));
+            }
+            Some(&n) if c.stats.seq_span > n => {
+                return Err((c.player, format!("player {}'s circuit spans {} sequence numbers; its server end issued {n}", c.player, c.stats.seq_span)));
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -263,36 +352,107 @@ mod tests {
 
     #[test]
     #[allow(clippy::single_range_in_vec_init)] // a side's ranges of players: one range here
-    fn a_summary_holds_at_most_its_players_departures_size_by_size() {
+    fn a_summary_holds_each_players_departures_exactly() {
         let text = "service = \"wow\"\nplayers = 6\nduration = \"20s\"\nseed = 9\n";
         let sc = horde_model::scenario::Scenario::parse(text, "t.toml", std::path::Path::new(".")).unwrap();
         let players = horde_scenario::plan(&sc, sc.players, &std::sync::atomic::AtomicBool::new(false)).unwrap();
-        let mut d = horde_stats::digest::GameDigest::new(sc.service.states.len(), 0, sc.duration_s);
-        let mut n = 0;
-        for p in 0..6 {
-            for dep in players.departures(p, Direction::Up) {
-                let c = &mut d.categories[dep.class as usize][0];
-                c.sent += 1;
-                c.sent_size.record(dep.size as u64);
-                n += 1;
+        // the summary of players 0..6 up, each player's departures due before `until_ns`, all
+        // but departure `skip.1` of player `skip.0` (counted at its player when `skip.2`)
+        let summary_until = |until_ns: &dyn Fn(u32) -> u64, skip: (u32, u64, bool)| {
+            let mut d = horde_stats::digest::GameDigest::new(sc.service.states.len(), 0, sc.duration_s);
+            for p in 0..6 {
+                let mut k = 0;
+                for dep in players.departures(p, Direction::Up).take_while(|x| x.at_ns < until_ns(p)) {
+                    k += 1;
+                    if (p, dep.seq) == (skip.0, skip.1) {
+                        k -= u64::from(!skip.2);
+                        continue;
+                    }
+                    let c = &mut d.categories[dep.class as usize][0];
+                    c.sent += 1;
+                    c.sent_size.record(dep.size as u64);
+                }
+                if k > 0 {
+                    d.departures.push((p, [k, 0]));
+                }
             }
-        }
+            d
+        };
+        let summary_but = |until_ns: u64, skip: (u32, u64, bool)| summary_until(&|_| until_ns, skip);
+        let summary = |until_ns: u64| summary_but(until_ns, (u32::MAX, 0, false));
+        let none = std::collections::HashMap::new();
+        let d = summary(u64::MAX);
+        let n: u64 = d.departures.iter().map(|x| x.1[0]).sum();
         assert!(n > 20, "{n} departures");
-        assert_eq!(check_summary(&players, &[0..6], false, &d), Ok(()), "an honest summary");
-        assert_eq!(check_summary(&players, &[0..3, 3..6], false, &d), Ok(()), "shards in two ranges");
-        // one more departure of a size the schedules have, in the category that has it
+        assert_eq!(check_summary(&players, &[0..6], false, &d, &none, false), Ok(()), "an honest summary");
+        assert_eq!(check_summary(&players, &[0..3, 3..6], false, &d, &none, false), Ok(()), "shards in two ranges");
+        // one more departure of a size the schedules have, in the category that has it, and
+        // counted at its player
         let mut added = d.clone();
         let c = added.categories.iter().position(|c| c[0].sent > 0).unwrap();
         let size = added.categories[c][0].sent_size.quantile(0.5).unwrap();
         added.categories[c][0].sent += 1;
         added.categories[c][0].sent_size.record(size);
-        assert!(check_summary(&players, &[0..6], false, &added).unwrap_err().contains(&format!("category {c} up")));
+        assert!(check_summary(&players, &[0..6], false, &added, &none, false).unwrap_err().contains(&format!("category {c} up")));
+        added.departures[0].1[0] += 1;
+        assert!(check_summary(&players, &[0..6], false, &added, &none, false).unwrap_err().contains("its schedule has"), "beyond the schedule");
         // a departure resized to a size no schedule has
         let mut resized = d.clone();
         resized.categories[c][0].sent_size.record(60_000);
-        assert!(check_summary(&players, &[0..6], false, &resized).is_err());
+        assert!(check_summary(&players, &[0..6], false, &resized, &none, false).is_err());
+        // one departure removed (player 0's fifth): from its category only, and from its
+        // player's count too
+        let cat = players.departures(0, Direction::Up).nth(4).unwrap().class;
+        let e = check_summary(&players, &[0..6], false, &summary_but(u64::MAX, (0, 4, true)), &none, false).unwrap_err();
+        assert!(e.contains(&format!("category {cat} up")), "from its category: {e}");
+        let removed = summary_but(u64::MAX, (0, 4, false));
+        let e = check_summary(&players, &[0..6], false, &removed, &none, false).unwrap_err();
+        assert!(e.contains("player 0 up") && e.contains("is missing"), "{e}");
+        // ... and even in a stopped run, unless among its player's last second's
+        assert!(check_summary(&players, &[0..6], false, &removed, &none, true).is_err(), "stopped");
+        // a run stopped at 12 s: every player's departures up to then
+        let early = summary(12_000_000_000);
+        assert!(check_summary(&players, &[0..6], false, &early, &none, false).unwrap_err().contains("the run was not stopped"));
+        assert_eq!(check_summary(&players, &[0..6], false, &early, &none, true), Ok(()), "a stopped run");
+        // departures that did not leave, as the side's report says: they count
+        let cut = |p: u32| if p == 3 { 12_000_000_000 } else { u64::MAX };
+        let tail = players.departures(3, Direction::Up).filter(|x| x.at_ns >= 12_000_000_000).count() as u64;
+        let short = summary_until(&cut, (u32::MAX, 0, false));
+        assert!(check_summary(&players, &[0..6], false, &short, &none, false).unwrap_err().contains("player 3 up"));
+        let unsent = std::collections::HashMap::from([((3, Direction::Up), tail)]);
+        assert_eq!(check_summary(&players, &[0..6], false, &short, &unsent, false), Ok(()), "player 3's last {tail} unsent");
         // the same summary claimed by a side that ran fewer players
-        assert!(check_summary(&players, &[0..2], false, &d).is_err());
+        assert!(check_summary(&players, &[0..2], false, &d, &none, false).unwrap_err().contains("did not run it"));
+        // one player's departures to the end, the others' up to 12 s: not one stop
+        let mut uneven = early.clone();
+        uneven.merge(&summary(u64::MAX)).unwrap();
+        let e = check_summary(&players, &[0..6], false, &uneven, &none, true).unwrap_err();
+        assert!(e.contains("its schedule has") || e.contains("one stop"), "{e}");
+    }
+
+    #[test]
+    fn a_client_circuit_spans_no_more_than_its_server_end_issued() {
+        use horde_scenario::circuits::{JoinedCircuit, ServedCircuit, ServerStatsOut};
+        let client = |player: u32, packets: u64, seq_span: u64| JoinedCircuit {
+            player,
+            joined_s: Some(0.1),
+            error: None,
+            seconds: Vec::new(),
+            stats: horde_regulate::circuit::ClientStats { packets, fresh: packets, seq_span, ..Default::default() },
+        };
+        let served = |player: u32, sent: u64, resent: u64| ServedCircuit {
+            player,
+            client: "127.0.0.1:1".into(),
+            seconds: Vec::new(),
+            stats: ServerStatsOut { sent, resent, ..Default::default() },
+        };
+        let server = [served(0, 110, 10), served(1, 50, 0)];
+        assert_eq!(check_circuits(&[client(0, 95, 100), client(1, 50, 50)], &server), Ok(()), "honest: 5 lost of player 0's 100");
+        let e = check_circuits(&[client(0, 95, 101)], &server).unwrap_err();
+        assert!(e.0 == 0 && e.1.contains("spans 101 sequence numbers; its server end issued 100"), "{e:?}");
+        let e = check_circuits(&[client(2, 3, 3)], &server).unwrap_err();
+        assert!(e.0 == 2 && e.1.contains("never admitted"), "{e:?}");
+        assert_eq!(check_circuits(&[client(2, 0, 0)], &server), Ok(()), "a player that never joined received nothing");
     }
 
     #[test]

@@ -314,6 +314,10 @@ pub struct ServerStatsOut {
     pub dropped_full_queue: u64,
     pub bad_packets: u64,
     pub task_delay_max_ms: f64,
+    /// Data packets it sent, resends included (so `sent − resent` sequence numbers were
+    /// issued: no client of the circuit can span more).
+    #[serde(default)]
+    pub sent: u64,
 }
 
 impl From<&ServerStats> for ServerStatsOut {
@@ -325,6 +329,7 @@ impl From<&ServerStats> for ServerStatsOut {
             dropped_full_queue: s.dropped_full_queue,
             bad_packets: s.bad_packets,
             task_delay_max_ms: s.channels[Channel::Task.index()].delay_max_ns as f64 / 1e6,
+            sent: s.channels.iter().map(|c| c.packets).sum(),
         }
     }
 }

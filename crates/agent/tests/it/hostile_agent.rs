@@ -6,6 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
+use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -73,12 +74,33 @@ enum Lie {
     AddedPlayerDeparture,
     /// The same with one departure of one player renumbered.
     RenumberedPlayerDeparture,
+    /// A client shard collecting summaries whose summary is built by Horde's own summariser
+    /// from its players' exact departures: a faithful summary, though nothing was sent.
+    FaithfulSummary,
+    /// The same with one departure of one player left out (issue 66: a summary's sizes were
+    /// checked only for departures added).
+    RemovedSummaryDeparture,
 }
 
 impl Lie {
     fn players(self) -> bool {
-        matches!(self, Lie::FaithfulPlayers | Lie::AddedPlayerDeparture | Lie::RenumberedPlayerDeparture)
+        matches!(self, Lie::FaithfulPlayers | Lie::AddedPlayerDeparture | Lie::RenumberedPlayerDeparture | Lie::FaithfulSummary | Lie::RemovedSummaryDeparture)
     }
+
+    fn summaries(self) -> bool {
+        matches!(self, Lie::LyingSummary | Lie::FaithfulSummary | Lie::RemovedSummaryDeparture)
+    }
+}
+
+/// The records of the players' exact departures up (regenerated as the controller does),
+/// their schedules started at `start_at`.
+fn exact_records(all: &horde_scenario::Players, players: Range<u32>, start_at: u64) -> Vec<horde_wire::Record> {
+    let mut records = Vec::new();
+    for p in players {
+        let up = all.departures(p, horde_model::service::Direction::Up);
+        records.extend(up.map(|d| sent(p, p << 8 | d.class as u32, &d, start_at)));
+    }
+    records
 }
 
 /// The flow file of the flow runs with a fake, and the fake's own flow (flow 1) as the
@@ -186,13 +208,25 @@ fn fake_with(ip: &str, creds: &Path, lie: Lie, own: Option<horde_model::flow::Fl
                         let _ = send_file(&mut tls, "send.hlog", &sender_log(start_at, &records));
                         vec![]
                     }
+                    ToAgent::Summarise(req) if planned.is_some() && lie.summaries() => {
+                        let all = planned.as_ref().expect("checked");
+                        let mut records = exact_records(all, players.clone(), start_at);
+                        if lie == Lie::RemovedSummaryDeparture {
+                            // the fifth departure of the first player with 6 or more
+                            let busy = players.clone().find(|&p| records.iter().filter(|r| r.flow == p).count() >= 6).expect("a player sends");
+                            let first = records.iter().position(|r| r.flow == busy).expect("sends");
+                            records.remove(first + 4);
+                        }
+                        let mut b = horde_stats::digest::Builder::new(6, req.epoch_ns, secs);
+                        for r in &records {
+                            b.sent(r, horde_model::service::Direction::Up, None);
+                        }
+                        let _ = send_file(&mut tls, "digest.json", &serde_json::to_vec(&b.finish()).unwrap());
+                        vec![]
+                    }
                     ToAgent::Collect if planned.is_some() => {
                         let all = planned.as_ref().expect("checked");
-                        let mut records = Vec::new();
-                        for p in players.clone() {
-                            let up = all.departures(p, horde_model::service::Direction::Up);
-                            records.extend(up.map(|d| sent(p, p << 8, &d, start_at)));
-                        }
+                        let mut records = exact_records(all, players.clone(), start_at);
                         // the first player with 6 departures or more
                         let busy = players.clone().find(|&p| records.iter().filter(|r| r.flow == p).count() >= 6).expect("a player sends");
                         let first = records.iter().position(|r| r.flow == busy).expect("sends");
@@ -332,7 +366,7 @@ fn send_file(tls: &mut impl Write, file: &str, bytes: &[u8]) -> std::io::Result<
 /// outcome, the notes, how long after the stop flag (or the start) the controller ended, and
 /// the run's scratch directory (its report in `out/`; removed when dropped).
 fn run(lie: Lie, secs: u32, ctrl_c_at: Option<Duration>) -> (anyhow::Result<controller::Outcome>, Vec<String>, Duration, horde_testkit::Scratch) {
-    let collect = if lie == Lie::LyingSummary { controller::Collect::Summaries } else { controller::Collect::Logs };
+    let collect = if lie.summaries() { controller::Collect::Summaries } else { controller::Collect::Logs };
     let d = tmp(&format!("{lie:?}"));
     let creds = d.join("creds");
     horde_agent::tls::keygen(&creds, 1).unwrap();
@@ -459,6 +493,28 @@ fn a_players_log_is_checked_against_each_players_exact_departures() {
         assert!(d.partial && d.missing_players.iter().any(|m| m.start == 20), "{lie:?}: {:?}", d.missing_players);
         assert_eq!(d.agents[0].stats.status, "finished", "the honest agent's log passes");
     }
+}
+
+/// Issue 66: a client shard's summary (`--collect summaries`) counts each player's departures,
+/// and the controller holds them against each player's regenerated schedule: Horde's own
+/// summary of the players' exact departures passes; the same with one departure of one player
+/// left out fails the run with the agent named.
+#[test]
+fn a_summary_is_checked_against_each_players_exact_departures() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let (r, notes, _, _) = run(Lie::FaithfulSummary, 3, None);
+    let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
+    let d = r.summary.distributed.as_ref().unwrap();
+    assert_eq!(d.collected, "summaries");
+    assert_eq!(d.agents[1].stats.status, "finished", "a faithful summary passes: {:?} {notes:#?}", d.agents[1]);
+    assert!(!d.partial, "{:?}", d.missing_players);
+    let (r, notes, _, _) = run(Lie::RemovedSummaryDeparture, 3, None);
+    let r = r.unwrap_or_else(|e| panic!("{e:#}: {notes:#?}"));
+    let d = r.summary.distributed.as_ref().unwrap();
+    let status = &d.agents[1].stats.status;
+    assert!(status.contains("its summary") && status.contains("is missing") && d.agents[1].name == "fake", "{status}");
+    assert!(d.partial && d.missing_players.iter().any(|m| m.start == 20), "{:?}", d.missing_players);
+    assert_eq!(d.agents[0].stats.status, "finished", "the honest agent's summary passes");
 }
 
 #[test]

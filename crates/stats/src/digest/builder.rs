@@ -93,6 +93,8 @@ pub struct Builder {
     jitter: Vec<[Jitter; 2]>,
     /// The run's length (s): a stay's room ends there at the latest.
     end_s: f64,
+    /// Per player, its departures up and down (the final summary's `departures`).
+    departed: std::collections::BTreeMap<u32, [u64; 2]>,
 }
 
 /// What a builder added since its last piece: counts and histograms to add, the running jitter
@@ -121,7 +123,7 @@ impl Builder {
         let d = GameDigest::new(categories, epoch_ns, duration_s);
         let jitter = vec![[Jitter::default(); 2]; d.categories.len()];
         let marked = vec![false; d.seconds.len()];
-        Builder { pending: d.clone(), d, touched: Vec::new(), marked, players: HashMap::new(), jitter, end_s: duration_s }
+        Builder { pending: d.clone(), d, touched: Vec::new(), marked, players: HashMap::new(), jitter, end_s: duration_s, departed: Default::default() }
     }
 
     fn second_of(&self, ns: u64) -> usize {
@@ -155,6 +157,7 @@ impl Builder {
             p.late_over_1ms += u64::from(late_ns > 1_000_000);
         }
         if let Some(c) = p.categories.get_mut((r.tag & 0xFF) as usize) {
+            self.departed.entry(r.flow).or_default()[dir as usize] += 1;
             let c = &mut c[dir as usize];
             c.sent += 1;
             c.sent_size.record(r.size as u64);
@@ -250,9 +253,11 @@ impl Builder {
         &self.d
     }
 
-    /// The summary: every piece, the last one included.
+    /// The summary: every piece, the last one included, and each player's departures (by its
+    /// records' flow, the player's id).
     pub fn finish(mut self) -> GameDigest {
         self.take();
+        self.d.departures = std::mem::take(&mut self.departed).into_iter().collect();
         self.d
     }
 }

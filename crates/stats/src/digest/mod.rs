@@ -205,6 +205,12 @@ pub struct GameDigest {
     pub lateness_us: Bins,
     pub lateness_sum_us: f64,
     pub late_over_1ms: u64,
+    /// Per player, its departures up and down (ascending by player, each once): what a
+    /// controller holds against each player's regenerated schedule, so that a departure removed
+    /// is seen as well as one added (issue 66). Only a final summary has them (its live pieces
+    /// do not); they add up to the categories' departures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub departures: Vec<(u32, [u64; 2])>,
 }
 
 impl GameDigest {
@@ -218,7 +224,13 @@ impl GameDigest {
             lateness_us: Bins::new(SIG),
             lateness_sum_us: 0.0,
             late_over_1ms: 0,
+            departures: Vec::new(),
         }
+    }
+
+    /// This summary without its per-player departures (what its live pieces add up to).
+    pub fn without_departures(&self) -> GameDigest {
+        GameDigest { departures: Vec::new(), ..self.clone() }
     }
 
     /// Adds another agent's summary of the same run: exact for counts and histograms.
@@ -244,6 +256,7 @@ impl GameDigest {
         for (a, b) in self.seconds.iter_mut().zip(&o.seconds) {
             a.add_from(b)?;
         }
+        self.departures = merge_departures(&self.departures, &o.departures)?;
         Ok(())
     }
 
@@ -277,10 +290,52 @@ impl GameDigest {
                 return Err(DigestError::Invalid("histogram counts that disagree with the summary's own departures and arrivals".into()));
             }
         }
+        if !d.departures.is_empty() {
+            if d.departures.windows(2).any(|w| w[0].0 >= w[1].0) {
+                return Err(DigestError::Invalid("per-player departures out of order or twice".into()));
+            }
+            for dir in 0..2 {
+                let players = d.departures.iter().try_fold(0u64, |a, x| a.checked_add(x.1[dir])).ok_or(DigestError::Overflow)?;
+                let cats: u64 = d.categories.iter().map(|c| c[dir].sent).sum();
+                if players != cats {
+                    return Err(DigestError::Invalid(format!("{players} departures {} by player, {cats} by category", ["up", "down"][dir])));
+                }
+            }
+        }
         // the bucket schemes and counts must add to ours (what the controller does next)
         expect.clone().merge(&d)?;
         Ok(d)
     }
+}
+
+/// Two per-player departure lists (each ascending by player) as one: a player in both adds.
+fn merge_departures(a: &[(u32, [u64; 2])], b: &[(u32, [u64; 2])]) -> Result<Vec<(u32, [u64; 2])>, DigestError> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let next = match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) if x.0 == y.0 => {
+                (i, j) = (i + 1, j + 1);
+                let add = |k: usize| x.1[k].checked_add(y.1[k]).ok_or(DigestError::Overflow);
+                (x.0, [add(0)?, add(1)?])
+            }
+            (Some(x), Some(y)) if x.0 < y.0 => {
+                i += 1;
+                *x
+            }
+            (Some(x), None) => {
+                i += 1;
+                *x
+            }
+            (_, Some(y)) => {
+                j += 1;
+                *y
+            }
+            (None, None) => break,
+        };
+        out.push(next);
+    }
+    Ok(out)
 }
 
 /// The stay of `segs` (a player's, in time order) an APDU sent at `t_a` (reference ns) belongs
