@@ -21,6 +21,8 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("rta-mobile-gaming", include_str!("../services/rta-mobile-gaming.toml")),
     ("voip", include_str!("../services/voip.toml")),
     ("opensim", include_str!("../services/opensim.toml")),
+    ("opensim-sparta", include_str!("../services/opensim-sparta.toml")),
+    ("opensim-linlithgow", include_str!("../services/opensim-linlithgow.toml")),
 ];
 
 pub const HOURS: usize = 24;

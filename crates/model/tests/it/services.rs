@@ -157,3 +157,31 @@ fn the_players_variable_follows_the_runs_players() {
     let e = Service::parse(&svc, "q.toml").unwrap_err();
     assert!(e.to_string().contains("players_variable"), "{e}");
 }
+
+/// Mongoose's three islands (seed 003, Table I; docs/models.md §4): each service's mean
+/// server → client rate per avatar state is the island's measured mean (375-B packets at the
+/// state's mean inter-departure time), and its regulated circuit's demand adds up to the same
+/// figures (standing, walking, flying; kbit/s of 1000 bit).
+#[test]
+fn each_opensim_island_sends_its_measured_means() {
+    let table = [
+        ("opensim", [189.0, 253.0, 434.0, 357.0]),
+        ("opensim-sparta", [51.0, 214.0, 224.0, 269.0]),
+        ("opensim-linlithgow", [102.0, 278.0, 292.0, 369.0]),
+    ];
+    let states = ["standing", "walking", "flying", "teleporting"];
+    for (name, kbps) in table {
+        let svc = Service::builtin(name).unwrap();
+        for (state, want) in states.iter().zip(kbps) {
+            let t = traffic(&svc, state, 0, Direction::Down);
+            let (size, idt_ms) = (t.size.mean_estimate().unwrap(), t.idt.mean().unwrap());
+            let got = size * 8.0 / idt_ms;
+            assert!((got / want - 1.0).abs() < 0.005, "{name} {state}: {got:.1} kbit/s, Table I has {want}");
+        }
+        for (state, want) in states.iter().zip(kbps).take(3) {
+            let sum: f64 = svc.circuit.iter().filter(|(k, _)| k.starts_with(&format!("{state}_")) && k.ends_with("_kbps")).map(|(_, v)| v).sum();
+            assert!((sum - want).abs() < 0.05, "{name} {state}: its circuit's demand is {sum} kbit/s, Table I has {want}");
+        }
+        assert!(svc.source.as_deref().is_some_and(|s| s.contains("seed 003")), "{name} cites its source");
+    }
+}
