@@ -7,6 +7,7 @@ import csv
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import svgchart
@@ -279,4 +280,9 @@ if "dual" in pr and "per-channel" in pr:
     L.append(f"- With `dual`, the task channel keeps its share during the texture burst ({fmt(d[1])} kbit/s during it vs {fmt(d[2])} before: {yes(d[1] >= 0.9 * d[2])}) and the circuit uses ≥ 90 % of its allowance while packets wait ({100 * d[0]:.1f} %: {yes(d[0] >= 0.9)}); `per-channel` leaves it unused ({100 * p[0]:.1f} %: {yes(p[0] < 0.9)}).")
 L.append("")
 
+# Section 5 is bench/regulation-share.sh's: kept as it was written.
+SHARE = re.compile(r"<!-- share: written by bench/regulation-share.sh -->.*?<!-- /share -->", re.S)
+kept = SHARE.search(open(results).read()) if os.path.exists(results) else None
+if kept:
+    L += [kept.group(0), ""]
 open(results, "w").write("\n".join(L) + "\n")
