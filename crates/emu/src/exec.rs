@@ -258,11 +258,25 @@ pub fn start_background(exp: &str, node: &str, argv: &[String]) -> Result<(u32, 
     Ok((pid, path))
 }
 
+/// Starts service `argv` in a node as [`start_background`] starts a command, its output in
+/// `file` of the node's directory; returns it (still this process's child, so that whether it
+/// ended at once can be seen) and the output file.
+pub fn start_service(exp: &str, node: &str, argv: &[String], file: &str) -> Result<(InNode, PathBuf), EmuError> {
+    let (out, err, path) = output_file_named(exp, node, Some(file))?;
+    let mut p = spawn_tied(exp, node, argv, [Stdio::null(), out.into(), err.into()], true, None)?;
+    p.exp.clear();
+    Ok((p, path))
+}
+
 fn output_file(exp: &str, node: &str) -> Result<(std::fs::File, std::fs::File, PathBuf), EmuError> {
+    output_file_named(exp, node, None)
+}
+
+fn output_file_named(exp: &str, node: &str, file: Option<&str>) -> Result<(std::fs::File, std::fs::File, PathBuf), EmuError> {
     let dir = crate::node_dir(exp, node);
     std::fs::create_dir_all(&dir).map_err(|e| EmuError::io(&format!("creating {}", dir.display()), e))?;
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-    let path = dir.join(format!("exec-{stamp}.out"));
+    let path = dir.join(file.map_or_else(|| format!("exec-{stamp}.out"), str::to_string));
     let out = std::fs::File::create(&path).map_err(|e| EmuError::io(&format!("creating {}", path.display()), e))?;
     let err = out.try_clone().map_err(|e| EmuError::io(&path.display().to_string(), e))?;
     Ok((out, err, path))

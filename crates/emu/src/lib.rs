@@ -28,6 +28,7 @@ pub mod nl;
 pub mod ns;
 mod offered;
 mod procs;
+pub mod services;
 mod spaces;
 pub mod udp_gso;
 use spaces::{addresses_and_routes, namespaces, NodeNs, NsRole};
@@ -118,6 +119,9 @@ pub struct Meta {
     /// Routing daemons (FRR) started in the routers.
     #[serde(default)]
     pub routing_daemons: usize,
+    /// Services started in the nodes (`services = [...]` in the topology file).
+    #[serde(default)]
+    pub services: usize,
 }
 
 /// Checks an experiment id before it names anything: ids are what `up` makes (1..=6 lowercase
@@ -422,6 +426,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, take
         live_all: opts.live_all,
         down_links: Vec::new(),
         routing_daemons: 0,
+        services: 0,
     };
     identity::write_hosts(exp, plan)?;
     save_meta(&meta)?;
@@ -431,6 +436,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, take
     }
     interrupted(opts)?;
     meta.routing_daemons = frr::start(exp, plan)?;
+    meta.services = services::start(exp, plan)?;
     meta.up_seconds = t0.elapsed().as_secs_f64();
     save_meta(&meta)?;
     Ok(meta)

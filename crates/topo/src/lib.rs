@@ -32,13 +32,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 
-use horde_impair::{LinkSpec, Loss};
+use horde_impair::LinkSpec;
 
 mod change;
 mod dot;
 pub mod external;
 pub mod partition;
 mod paths;
+mod services;
+mod spec;
 mod subnet;
 pub use subnet::Subnet;
 pub mod routing;
@@ -47,6 +49,9 @@ pub use change::LinkChange;
 pub use dot::{addresses, collapsed, dot, GROUP_ABOVE};
 pub use paths::Crossing;
 use serde::{Deserialize, Serialize};
+pub use services::MAX_SERVICES;
+pub use spec::{impairment, parse_bytes, parse_queue, parse_rate};
+pub(crate) use spec::{percent, probability};
 pub use write::{parse, render};
 
 /// The most nodes one file may expand to (a typo in `count` must not ask for a million).
@@ -104,6 +109,11 @@ pub struct RawNode {
     /// Nodes without one are placed so that few links cross machines. Ignored on one machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
+    /// Commands started in the node when the topology comes up (a host's or router's; each a
+    /// command line split as a shell splits words, not run by a shell), their output in the
+    /// node's directory (`service-K.out`), ended at down. At most [`MAX_SERVICES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub services: Option<Vec<String>>,
 }
 
 /// A node's place in the console's topology editor: a position on a page (canvas).
@@ -272,6 +282,9 @@ pub struct PlannedNode {
     /// has no namespace or bridge for it (see [`partition::split`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub away: Option<String>,
+    /// Its services' words (see [`RawNode::services`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -497,8 +510,9 @@ fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoE
             routers += (n.kind == Kind::Router) as usize;
             let external = external::resolve(n.kind, n.interface.as_deref(), n.force, n.count).map_err(|(f, m)| fail(at(f), m))?;
             external::check_unique(&nodes, external.as_ref()).map_err(|m| fail(at("interface"), m))?;
+            let services = services::resolve(n.kind, external.is_some(), n.services.as_deref()).map_err(|(f, m)| fail(at(&f), m))?;
             members.push(nodes.len());
-            nodes.push(PlannedNode { name, kind: n.kind, ns, routing, external, machine: n.machine.clone(), away: None });
+            nodes.push(PlannedNode { name, kind: n.kind, ns, routing, external, machine: n.machine.clone(), away: None, services });
         }
         groups.insert(n.name.as_str(), members);
     }
@@ -528,114 +542,6 @@ pub fn merge(both: &RawImpair, one: Option<&RawImpair>) -> RawImpair {
         reorder_gap: o.reorder_gap.or(both.reorder_gap),
         trace: o.trace.clone().or_else(|| both.trace.clone()),
     }
-}
-
-/// "1.5%" → 0.015.
-pub(crate) fn percent(s: &str, field: &'static str) -> Result<f64, (String, String)> {
-    let v = s.trim().strip_suffix('%').and_then(|x| x.trim().parse::<f64>().ok()).filter(|v| (0.0..=100.0).contains(v));
-    v.map(|v| v / 100.0).ok_or_else(|| (field.to_string(), format!("`{s}` must be a percentage 0%..=100%, e.g. 1% or 0.5%")))
-}
-
-/// "10mbit", "1.5gbit", "500kbit", "64000bit" → bit/s.
-pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase().replace("/s", "").replace("bps", "bit");
-    let (num, mul) = if let Some(n) = t.strip_suffix("gbit") {
-        (n, 1e9)
-    } else if let Some(n) = t.strip_suffix("mbit") {
-        (n, 1e6)
-    } else if let Some(n) = t.strip_suffix("kbit") {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix("bit") {
-        (n, 1.0)
-    } else {
-        return Err(format!("`{s}` needs a unit: bit, kbit, mbit or gbit (e.g. 10mbit)"));
-    };
-    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a rate like 10mbit"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("`{s}` must be more than 0"));
-    }
-    Ok((v * mul).round() as u64)
-}
-
-/// "100kB", "1MB", "1500B" → bytes.
-/// A link's `queue`: a size (tail drop past it), `"unbounded"` (no limit, asked for) or
-/// `"default"` (100 ms at the rate, as when none is given). Returns (the limit given, unbounded).
-pub fn parse_queue(s: &str) -> Result<(Option<u64>, bool), String> {
-    match s.trim() {
-        "unbounded" => Ok((None, true)),
-        "default" => Ok((None, false)),
-        b => parse_bytes(b).map(|b| (Some(b), false)).map_err(|m| format!("{m}, or \"unbounded\" (no limit), or \"default\" (100 ms at the link's rate)")),
-    }
-}
-
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mul) = if let Some(n) = t.strip_suffix("MB") {
-        (n, 1e6)
-    } else if let Some(n) = t.strip_suffix("kB").or_else(|| t.strip_suffix("KB")) {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix('B') {
-        (n, 1.0)
-    } else {
-        return Err(format!("`{s}` needs a unit: B, kB or MB (e.g. 100kB)"));
-    };
-    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a size like 100kB"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("`{s}` must be more than 0"));
-    }
-    Ok((v * mul).round() as u64)
-}
-
-/// A probability written as a number ("1e-6", "0.001") or a percentage ("0.1%").
-pub(crate) fn probability(s: &str, field: &'static str) -> Result<f64, (String, String)> {
-    if s.trim_end().ends_with('%') {
-        return percent(s, field);
-    }
-    match s.trim().parse::<f64>() {
-        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
-        _ => Err((field.to_string(), format!("`{s}` is not a probability: write it as a number in 0..=1 (\"1e-6\") or a percentage (\"0.1%\")"))),
-    }
-}
-
-pub fn impairment(r: &RawImpair) -> Result<LinkSpec, (String, String)> {
-    let dur = |s: &Option<String>, f: &'static str| -> Result<u64, (String, String)> {
-        s.as_deref().map(horde_model::units::parse_duration_ns).transpose().map(|v| v.unwrap_or(0)).map_err(|m| (f.to_string(), m))
-    };
-    let loss = match &r.loss {
-        None => Loss::None,
-        Some(RawLoss::Percent(p)) => Loss::Random(percent(p, "loss")?),
-        Some(RawLoss::GilbertElliott { p, r, loss_bad, loss_good }) => Loss::GilbertElliott {
-            p: percent(p, "loss.p")?,
-            r: percent(r, "loss.r")?,
-            loss_bad: loss_bad.as_deref().map(|s| percent(s, "loss.loss_bad")).transpose()?.unwrap_or(1.0),
-            loss_good: loss_good.as_deref().map(|s| percent(s, "loss.loss_good")).transpose()?.unwrap_or(0.0),
-        },
-    };
-    let queue = r.queue.as_deref().map(parse_queue).transpose().map_err(|m| ("queue".to_string(), m))?.unwrap_or((None, false));
-    let spec = LinkSpec {
-        rate_bps: r.rate.as_deref().map(parse_rate).transpose().map_err(|m| ("rate".to_string(), m))?,
-        trace: None,
-        delay_ns: dur(&r.delay, "delay")?,
-        jitter_ns: dur(&r.jitter, "jitter")?,
-        jitter: Default::default(),
-        loss,
-        duplicate: r.duplicate.as_deref().map(|s| percent(s, "duplicate")).transpose()?.unwrap_or(0.0),
-        corrupt: r.corrupt.as_deref().map(|s| percent(s, "corrupt")).transpose()?.unwrap_or(0.0),
-        queue_limit_bytes: queue.0,
-        queue_unbounded: queue.1,
-        reorder: r.reorder.unwrap_or(false),
-        ber: r.ber.as_deref().map(|s| probability(s, "ber")).transpose()?.unwrap_or(0.0),
-        reorder_prob: r.reorder_prob.as_deref().map(|s| percent(s, "reorder_prob")).transpose()?.unwrap_or(0.0),
-        reorder_gap: r.reorder_gap.unwrap_or(0),
-    };
-    if r.reorder_gap.is_some() && spec.reorder_prob == 0.0 {
-        return Err(("reorder_gap".into(), "goes with reorder_prob (which packets may be reordered)".into()));
-    }
-    if spec.rate_bps.is_some() && r.trace.is_some() {
-        return Err(("rate".into(), "give either a rate or a trace, not both".into()));
-    }
-    spec.validate().map_err(|e| (e.field.to_string(), e.msg))?;
-    Ok(spec)
 }
 
 /// Refuses loops among switches and hubs. Horde's bridges run without STP (a spanning tree would

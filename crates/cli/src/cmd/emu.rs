@@ -205,6 +205,9 @@ fn up(file: &Path, id: Option<String>, userspace: bool, live_all: bool, stop: st
         m.impaired_links - m.netem_links.len(),
         m.up_seconds
     );
+    if m.services > 0 {
+        say!("  {} service(s) started in their nodes (output: service-K.out in each node's directory)", m.services);
+    }
     say!("  horde emu ls {0}    horde emu exec {0} NODE -- CMD    horde emu down {0}", m.exp);
     outln!("{}", m.exp)?;
     Ok(0)

@@ -164,11 +164,8 @@ fn the_players_variable_follows_the_runs_players() {
 /// figures (standing, walking, flying; kbit/s of 1000 bit).
 #[test]
 fn each_opensim_island_sends_its_measured_means() {
-    let table = [
-        ("opensim", [189.0, 253.0, 434.0, 357.0]),
-        ("opensim-sparta", [51.0, 214.0, 224.0, 269.0]),
-        ("opensim-linlithgow", [102.0, 278.0, 292.0, 369.0]),
-    ];
+    let table =
+        [("opensim", [189.0, 253.0, 434.0, 357.0]), ("opensim-sparta", [51.0, 214.0, 224.0, 269.0]), ("opensim-linlithgow", [102.0, 278.0, 292.0, 369.0])];
     let states = ["standing", "walking", "flying", "teleporting"];
     for (name, kbps) in table {
         let svc = Service::builtin(name).unwrap();
