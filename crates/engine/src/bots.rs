@@ -61,6 +61,9 @@ pub struct BotsOptions {
     pub netns: Vec<std::sync::Arc<std::fs::File>>,
     /// Counters a progress display reads while the bots play.
     pub live: Option<std::sync::Arc<BotsLive>>,
+    /// Every request's departure and answered snapshot's arrival, for the server's frames
+    /// ([`horde_q3::frames`]).
+    pub frames: Option<std::sync::Arc<std::sync::Mutex<horde_q3::frames::Events>>>,
 }
 
 /// What a bots run shows while it runs: bots started, packets answered, and the response time
@@ -294,6 +297,9 @@ impl Crowd<Player> for Share<'_> {
                 if let Some(l) = &self.opts.live {
                     l.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
+                if let Some(f) = &self.opts.frames {
+                    f.lock().unwrap_or_else(|e| e.into_inner()).request(at);
+                }
                 (seq, size, at, at, RecordKind::Sent)
             }
             LogEvent::Answered { seq, sent, at, size } => {
@@ -303,6 +309,9 @@ impl Crowd<Player> for Share<'_> {
                 if let Some(l) = &self.opts.live {
                     l.answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     l.response.record(sent, at);
+                }
+                if let Some(f) = &self.opts.frames {
+                    f.lock().unwrap_or_else(|e| e.into_inner()).snapshot(at);
                 }
                 (seq, size, sent, at, RecordKind::Echoed)
             }
@@ -541,6 +550,7 @@ mod tests {
             log: None,
             netns: Vec::new(),
             live: None,
+            frames: None,
         };
         let forward = |o: &BotsOptions, i: usize| {
             let mut cmd = horde_q3::usercmd::UserCmd::default();

@@ -8,11 +8,13 @@
 //! - [`oob`]: connectionless commands (`getchallenge`, compressed `connect`, replies);
 //! - [`server`]: server messages (gamestate, reliable commands, snapshots);
 //! - [`usercmd`] and [`input`]: a player's per-frame input and a seeded behaviour model;
-//! - [`client`]: one automated player's state machine.
+//! - [`client`]: one automated player's state machine;
+//! - [`frames`]: the server's frames from outside (snapshot bursts, its CPU, requests).
 //!
 //! Another engine's protocol would be a sibling crate; nothing here knows about sockets.
 
 pub mod client;
+pub mod frames;
 pub mod hdata;
 pub mod huffman;
 pub mod input;

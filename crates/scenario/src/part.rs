@@ -283,6 +283,7 @@ impl BotsJob {
             log: None,
             netns: Vec::new(),
             live: None,
+            frames: None,
         })
     }
 }

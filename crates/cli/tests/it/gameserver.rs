@@ -38,6 +38,14 @@ fn eight_bots_play_on_a_real_openarena_server_and_leave_cleanly() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("server status near the end: 8 player(s) listed"), "{err}");
     assert!(err.contains("server status after: 0 player(s)"), "{err}");
+    // the server from inside (issue 69): its frames from the snapshot bursts, a frame every
+    // 50 ms at sv_fps 20, each taking in the requests of 8 bots at 30 packets/s (12), each
+    // charged some of the server's CPU time
+    let frames = err.lines().find(|l| l.contains("server frames:")).unwrap_or_else(|| panic!("no frames line: {err}"));
+    let after = |key: &str| -> f64 { frames.split(key).nth(1).and_then(|s| s.split([' ', ';']).next()).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{key} in {frames}")) };
+    assert!((45.0..=55.0).contains(&after(" every ")), "{frames}");
+    assert!((9.0..=15.0).contains(&after("requests per frame ")), "{frames}");
+    assert!(after("CPU per frame ") > 0.0, "{frames}");
     let log = std::fs::read_to_string(dir.path("out/server.log")).unwrap();
     assert_eq!(log.matches("entered the game").count(), 8, "the server saw each enter");
 }

@@ -40,6 +40,9 @@ struct Step {
     lost: u64,
     kicked: usize,
     saturated: bool,
+    /// The server's frames (one server started here): requests per frame and CPU per request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frames: Option<horde_q3::frames::Frames>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -191,9 +194,10 @@ pub(super) fn benchmark_with(args: &Args, out: &std::path::Path, stop: &AtomicBo
             lost,
             kicked: r.bots.iter().filter(|b| b.end.starts_with("kicked")).count(),
             saturated,
+            frames: x.frames.clone(),
         };
         say!(
-            "  {n:>4} players{} on {} server(s): {}/{n} in, responses {:.1}/s per bot, response p50 {:.1} ms p99 {:.1} ms, reply {:.0} B, server CPU {}, bots CPU {:.1} %{}",
+            "  {n:>4} players{} on {} server(s): {}/{n} in, responses {:.1}/s per bot, response p50 {:.1} ms p99 {:.1} ms, reply {:.0} B, server CPU {}{}, bots CPU {:.1} %{}",
             if args.repeat > 1 { format!(" (run {}/{})", repeat + 1, args.repeat) } else { String::new() },
             step.servers,
             step.entered,
@@ -202,6 +206,10 @@ pub(super) fn benchmark_with(args: &Args, out: &std::path::Path, stop: &AtomicBo
             q.p99,
             step.reply_bytes_mean,
             step.server_cpu_pct.map_or("-".into(), |c| format!("{c:.1} %")),
+            step.frames.as_ref().map_or(String::new(), |f| format!(
+                " (frames every {:.1} ms, {:.1} requests each, {:.0} µs per request)",
+                f.interval_ms.mean, f.requests.mean, f.per_request_us.mean
+            )),
             step.bots_cpu_pct,
             if saturated { " — saturated" } else { "" }
         );
@@ -308,6 +316,9 @@ fn bench_page(b: &Benchmark) -> String {
         Column::new("reply", "reply B"),
         Column::new("scpu", "server CPU %"),
         Column::new("bcpu", "bots CPU %"),
+        Column::new("fint", "server frame interval ms (mean/max)"),
+        Column::new("rpf", "requests per frame (mean/max)"),
+        Column::new("pr", "µs per request (min/mean/max)"),
         Column::new("sat", "saturated"),
     ]);
     for s in &b.steps {
@@ -323,6 +334,12 @@ fn bench_page(b: &Benchmark) -> String {
             Cell::Num(s.reply_bytes_mean, 0),
             Cell::opt(s.server_cpu_pct, 1),
             Cell::Num(s.bots_cpu_pct, 1),
+            Cell::text(s.frames.as_ref().map_or("-".into(), |f| format!("{:.1}/{:.1}", f.interval_ms.mean, f.interval_ms.max))),
+            Cell::text(s.frames.as_ref().map_or("-".into(), |f| format!("{:.1}/{:.0}", f.requests.mean, f.requests.max))),
+            Cell::text(s.frames.as_ref().map_or("-".into(), |f| {
+                let p = f.per_request_us;
+                format!("{:.0}/{:.0}/{:.0}", p.min, p.mean, p.max)
+            })),
             Cell::text(if s.saturated { "yes" } else { "" }),
         ]);
     }
@@ -393,6 +410,7 @@ mod tests {
             lost: 0,
             kicked: 0,
             saturated,
+            frames: None,
         }
     }
 

@@ -161,6 +161,9 @@ struct Extras {
     listed: Option<usize>,
     listed_after: Option<usize>,
     ping_max_ms: Option<i32>,
+    /// The server's frames in the measured window (one server started here): requests per
+    /// frame and CPU per request, from the bots' packets and its scheduler statistics.
+    frames: Option<horde_q3::frames::Frames>,
 }
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
@@ -276,11 +279,15 @@ fn run_once(args: &Args, addrs: &[SocketAddr], servers: &[Server], n: usize, sto
     let mut opts = options(args, addrs, n)?;
     let live = args.progress.is_some().then(|| std::sync::Arc::new(bots::BotsLive::default()));
     opts.live = live.clone();
+    // the server's frames: one server started here, whose scheduler statistics this reads
+    let events = (servers.len() == 1).then(|| std::sync::Arc::new(std::sync::Mutex::new(horde_q3::frames::Events::default())));
+    opts.frames = events.clone();
     let probe_ns = args.place.as_ref().map(|p| p.clients[0].clone());
     let status = |a: SocketAddr| status(a, probe_ns.as_deref());
     // The bots' driver looks at the machine's clock (this command is where it is chosen).
     let clock: &dyn Clock = &horde_sys::clock::System;
     let t0 = Stopwatch::start();
+    let start_real = clock.real_ns();
     let pids: Vec<u32> = servers.iter().map(|s| s.child.id()).collect();
     let cpu = || -> (Option<f64>, Vec<Option<f64>>, f64) { (None, pids.iter().map(|&p| proc_cpu(p)).collect(), self_cpu()) };
     let sleep_until = |d: Duration| {
@@ -328,15 +335,24 @@ fn run_once(args: &Args, addrs: &[SocketAddr], servers: &[Server], n: usize, sto
             }
             out
         });
+        let schedstat = sc.spawn(|| match (&events, pids.first()) {
+            (Some(_), Some(&pid)) => server::sample_schedstat(pid, &done, clock),
+            _ => Vec::new(),
+        });
         let r = bots::run(&opts, stop);
         done.store(true, std::sync::atomic::Ordering::Relaxed);
-        (r, h.join().ok(), sampler.join().unwrap_or_default())
+        (r, h.join().ok(), sampler.join().unwrap_or_default(), schedstat.join().unwrap_or_default())
     });
-    let (report, peek, cpu_series) = (report.0, report.1, report.2);
+    let (report, peek, cpu_series, schedstat) = (report.0, report.1, report.2, report.3);
     let mut report = report.context("running the bots")?;
     report.server_cpu = cpu_series;
     clock.sleep(Duration::from_millis(300));
     let mut x = Extras::default();
+    if let Some(e) = &events {
+        let from = start_real + (args.ramp + args.warmup).as_nanos() as u64;
+        let to = start_real + (args.ramp + args.duration.saturating_sub(Duration::from_millis(700))).as_nanos() as u64;
+        x.frames = horde_q3::frames::frames(&e.lock().unwrap_or_else(|p| p.into_inner()), &schedstat, from, to);
+    }
     if let Some((s0, s1, bots_s, secs, listed)) = peek {
         x.bots_cpu_pct = bots_s / secs * 100.0;
         let per: Vec<f64> = s0.iter().zip(&s1).filter_map(|(a, b)| Some((b.as_ref()? - a.as_ref()?) / secs * 100.0)).collect();
@@ -434,6 +450,22 @@ fn print_extras(x: &Extras) {
     }
     if let Some(c) = x.server_cpu_pct {
         say!("  server CPU: {c:.1} % of one core (busiest server {:.1} %)", x.server_cpu_max_pct.unwrap_or(c));
+    }
+    if let Some(f) = &x.frames {
+        say!(
+            "  server frames: {} every {:.1} ms (longest {:.1}); requests per frame {:.1} (most {:.0}); CPU per frame {:.2} ms (most {:.2}); per request {:.0}/{:.0}/{:.0} µs min/mean/max; busy {:.1} % of a core",
+            f.frames,
+            f.interval_ms.mean,
+            f.interval_ms.max,
+            f.requests.mean,
+            f.requests.max,
+            f.cpu_ms.mean,
+            f.cpu_ms.max,
+            f.per_request_us.min,
+            f.per_request_us.mean,
+            f.per_request_us.max,
+            f.busy * 100.0
+        );
     }
     say!("  bots' CPU (this process): {:.1} % of one core", x.bots_cpu_pct);
     if let Some(n) = x.listed_after {

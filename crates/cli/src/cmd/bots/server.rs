@@ -99,3 +99,27 @@ pub(super) fn self_cpu() -> f64 {
 pub(super) fn proc_cpu(pid: u32) -> Option<f64> {
     proc_cpu_split(pid).map(|(u, s)| u + s)
 }
+
+/// The server process's CPU time on its clock, sampled about every millisecond until `done`:
+/// `(real ns, cumulative ns)`, the sum of its threads' time on a CPU (`/proc/PID/task/*/schedstat`,
+/// the scheduler's own nanosecond count). At most [`horde_q3::frames::MAX_EVENTS`] samples.
+pub(super) fn sample_schedstat(pid: u32, done: &std::sync::atomic::AtomicBool, clock: &dyn horde_sys::clock::Clock) -> Vec<(u64, u64)> {
+    let dir = format!("/proc/{pid}/task");
+    let read = || -> Option<u64> {
+        let mut sum = 0u64;
+        for t in std::fs::read_dir(&dir).ok()?.flatten() {
+            let text = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+            sum += text.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+        Some(sum)
+    };
+    let mut out = Vec::new();
+    while !done.load(std::sync::atomic::Ordering::Relaxed) && out.len() < horde_q3::frames::MAX_EVENTS {
+        match read() {
+            Some(c) => out.push((clock.real_ns(), c)),
+            None => break,
+        }
+        clock.sleep(std::time::Duration::from_micros(900));
+    }
+    out
+}
