@@ -29,29 +29,16 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 cargo build --release -q -p horde
 H=$ROOT/target/release/horde
+# shellcheck source=bench/regulation_common.sh
+. "$ROOT/bench/regulation_common.sh"
 ID=rshare
 "$H" emu down "$ID" --purge >/dev/null 2>&1 || true
-cat > "$OUT/pairs.toml" <<'T'
-name = "regulation-share"
-[[node]]
-name = "c"
-kind = "host"
-count = 4
-[[node]]
-name = "s"
-kind = "host"
-count = 4
-[[link]]
-a = "c"
-b = "s"
-live = true
-T
+pairs_topology "$OUT/pairs.toml" regulation-share 4
 "$H" emu up "$OUT/pairs.toml" --id "$ID" >/dev/null
 trap '"$H" emu down "$ID" --purge >/dev/null 2>&1 || true' EXIT
 sip() { echo "10.0.$(($1 - 1)).2"; }
 # the saturating demand of bench/regulation.sh sections 1-3: the texture backlog alone
-sed -E '/^\[circuit\]/,$ { s/^((standing|walking|flying)_[a-z]+_kbps) = .*/\1 = 0/; s/^((login|teleport)_[a-z]+_kb) = .*/\1 = 0/ }' \
-  crates/model/services/opensim.toml > "$OUT/backlog-only.toml"
+backlog_only "$OUT/backlog-only.toml"
 PAIRS=("opensim mongoose" "mongoose mongoose" "opensim opensim" "tfrc mongoose")
 for k in 1 2 3 4; do
   "$H" emu link "$ID" "s$k" "c$k" --clear --delay 50ms --rate "$RATE" --queue "$QUEUE" >/dev/null

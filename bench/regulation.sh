@@ -43,23 +43,11 @@ if [ "$ONLY" = "$ALL" ]; then rm -rf "$OUT"; fi
 mkdir -p "$OUT"
 cargo build --release -q -p horde
 H=$ROOT/target/release/horde
+# shellcheck source=bench/regulation_common.sh
+. "$ROOT/bench/regulation_common.sh"
 ID=regul
 "$H" emu down "$ID" --purge >/dev/null 2>&1 || true
-cat > "$OUT/pairs.toml" <<'T'
-name = "regulation"
-[[node]]
-name = "c"
-kind = "host"
-count = 5
-[[node]]
-name = "s"
-kind = "host"
-count = 5
-[[link]]
-a = "c"
-b = "s"
-live = true
-T
+pairs_topology "$OUT/pairs.toml" regulation 5
 "$H" emu up "$OUT/pairs.toml" --id "$ID" >/dev/null
 trap '"$H" emu down "$ID" --purge >/dev/null 2>&1 || true' EXIT
 # TCP Reno in every host: the loss-based TCP that Padhye's equation models (the paper's yardstick).
@@ -75,8 +63,7 @@ THROTTLES=(opensim mongoose tfrc mongoose-paper)
 # avatar demand and login bursts set to zero — so every packet has that size and the TCP-fair
 # rates are the paper's (an avatar's 1100-byte texture packets would otherwise set the mix, more
 # so at high loss where a login burst outlasts the run). Section 4 has the avatar's demand.
-sed -E '/^\[circuit\]/,$ { s/^((standing|walking|flying)_[a-z]+_kbps) = .*/\1 = 0/; s/^((login|teleport)_[a-z]+_kb) = .*/\1 = 0/ }' \
-  crates/model/services/opensim.toml > "$OUT/backlog-only.toml"
+backlog_only "$OUT/backlog-only.toml"
 BACKLOG="--service $OUT/backlog-only.toml --backlog texture --backlog-packet ${BACKLOG_PACKET:-375}"
 
 # set_links LOSS_PCT ONE_WAY_MS [RATE] [QUEUE]: every pair's link.
