@@ -42,7 +42,9 @@ fn eight_bots_play_on_a_real_openarena_server_and_leave_cleanly() {
     // 50 ms at sv_fps 20, each taking in the requests of 8 bots at 30 packets/s (12), each
     // charged some of the server's CPU time
     let frames = err.lines().find(|l| l.contains("server frames:")).unwrap_or_else(|| panic!("no frames line: {err}"));
-    let after = |key: &str| -> f64 { frames.split(key).nth(1).and_then(|s| s.split([' ', ';']).next()).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{key} in {frames}")) };
+    let after = |key: &str| -> f64 {
+        frames.split(key).nth(1).and_then(|s| s.split([' ', ';']).next()).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{key} in {frames}"))
+    };
     assert!((45.0..=55.0).contains(&after(" every ")), "{frames}");
     assert!((9.0..=15.0).contains(&after("requests per frame ")), "{frames}");
     assert!(after("CPU per frame ") > 0.0, "{frames}");
