@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -92,6 +93,27 @@ def main() -> None:
                 + ("within a factor of 2, as the paper found (processing time per request flat, the queue growing)." if flat
                    else "**not** within a factor of 2 on this server (the paper found it flat).")
             )
+    # The paper's 1,000-player projection: the server -> client bytes per player per second as
+    # a law of the players (a snapshot of a + b*N bytes at the snapshot rate, fitted by least
+    # squares on the unsaturated steps of the largest cap), times the players.
+    last = json.load(open(os.path.join(work, f"knee-{caps[-1]}.json")))
+    pts = [(s["players"], s["reply_bytes_mean"], s["snapshot_rate_per_bot"]) for s in last["steps"] if not s.get("saturated")]
+    if len({p[0] for p in pts}) >= 2:
+        n = len(pts)
+        mx, my = sum(p[0] for p in pts) / n, sum(p[1] for p in pts) / n
+        b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sum((p[0] - mx) ** 2 for p in pts)
+        a = my - b * mx
+        rate = sum(p[2] for p in pts) / n
+        out += ["", "## Bandwidth projected to 1,000 players", "",
+                f"Server → client snapshot size fitted on the unsaturated steps at {caps[-1]} of a core ({n} runs): "
+                f"**{a:.1f} + {b:.2f}·N bytes** at {rate:.1f} snapshots per second per player (payload; UDP/IP add 28 B a packet). "
+                "The server's outgoing payload rate is then N × rate × (a + b·N):", "",
+                "| players | snapshot B | server → clients Mbit/s (payload) | with UDP/IP headers |", "|---:|---:|---:|---:|"]
+        for N in (64, 100, 250, 500, 1000):
+            size = a + b * N
+            out.append(f"| {N} | {size:,.0f} | {N * rate * size * 8 / 1e6:,.1f} | {N * rate * (size + 28) * 8 / 1e6:,.1f} |")
+        out += ["", "A snapshot grows with the players in view; past a few hundred the game's own cap on entities per snapshot "
+                "(MAX_SNAPSHOT_ENTITIES; above 1,300 bytes a snapshot also goes in netchan fragments) bends this law, so the 1,000-player figure is the law's, as the paper's projection was its model's."]
     out += ["", "## Summary", ""]
     out.append("| server's share of a core | knee | limited by |")
     out.append("|---:|---|---|")
