@@ -102,7 +102,8 @@ def test_runs_compared_one_seed_twice_two_seeds_and_ten_times_the_players(consol
         return r.results()
 
     c = compare(run(30, 1), run(30, 1), run(30, 2), run(300, 1))
-    assert c.same_schedules(1), c.figures[(c.figures.run == 1) & (c.figures.kind == "schedule") & (c.figures.a != c.figures.b)]
+    differ = c.figures[(c.figures.run == 1) & (c.figures.kind == "schedule") & (c.figures.a != c.figures.b)]
+    assert c.same_schedules(1), differ[["scope", "direction", "figure", "a", "b"]].to_string()
     assert not c.same_schedules(2)
     beyond = c.beyond_noise()
     assert beyond[beyond.run.isin([1, 2])].empty, beyond
