@@ -64,7 +64,12 @@ pub struct BotsOptions {
     /// Every request's departure and answered snapshot's arrival, for the server's frames
     /// ([`horde_q3::frames`]).
     pub frames: Option<std::sync::Arc<std::sync::Mutex<horde_q3::frames::Events>>>,
+    /// The first bot's input, frame by frame (an action file's frames), filled at the end.
+    pub record: Option<Tape>,
 }
+
+/// A bot's input, frame by frame (ms from its start, the command), as an action file holds it.
+pub type Tape = std::sync::Arc<std::sync::Mutex<Vec<(u32, horde_q3::usercmd::UserCmd)>>>;
 
 /// What a bots run shows while it runs: bots started, packets answered, and the response time
 /// of each answer (a live histogram, within 3.1 %; the report's figures come from the bots).
@@ -245,8 +250,17 @@ impl Share<'_> {
         let mut cfg = Config::new(format!("{}{:03}", o.name_prefix, i), 1000 + i as u16, o.seed.wrapping_add(i as u64 * 7919));
         (cfg.protocol, cfg.maxpackets, cfg.fps, cfg.packetdup, cfg.rate, cfg.snaps) = (o.protocol, o.maxpackets, o.fps, o.packetdup, o.rate, o.snaps);
         let input = input_of(o, i, cfg.seed);
-        Bot::with_input(cfg, now, input)
+        let mut bot = Bot::with_input(cfg, now, input);
+        if o.record.is_some() && i == first_id(o) {
+            bot.record_input();
+        }
+        bot
     }
+}
+
+/// The first bot of this run's share (the one `record` follows).
+fn first_id(o: &BotsOptions) -> usize {
+    o.ids.as_ref().map_or(0, |r| r.start)
 }
 
 /// Bot `i`'s input: the (i mod k)-th of the k action files, or the behaviour model.
@@ -395,7 +409,16 @@ pub fn run(opts: &BotsOptions, stop: &AtomicBool) -> Result<BotsReport, EngineEr
                     shell::population(&mut players, &socks, &mut share, &Progress::default(), start, Until { stop, end_ns: end })?;
                     share.sink.flush();
                     let stop_at = real_ns().min(end);
-                    Ok(players.into_iter().filter_map(|mut p| Some((p.id, report(&p.bot.take()?, &p, stop_at), p.response_ns))).collect())
+                    Ok(players
+                        .into_iter()
+                        .filter_map(|mut p| {
+                            let mut bot = p.bot.take()?;
+                            if let Some(tape) = opts.record.as_ref().filter(|_| p.id == first_id(opts)) {
+                                *tape.lock().unwrap_or_else(|e| e.into_inner()) = bot.take_tape();
+                            }
+                            Some((p.id, report(&bot, &p, stop_at), p.response_ns))
+                        })
+                        .collect())
                 })
             })
             .collect();
@@ -551,6 +574,7 @@ mod tests {
             netns: Vec::new(),
             live: None,
             frames: None,
+            record: None,
         };
         let forward = |o: &BotsOptions, i: usize| {
             let mut cmd = horde_q3::usercmd::UserCmd::default();

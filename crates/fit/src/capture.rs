@@ -35,6 +35,11 @@ pub struct Packet {
     pub segment: Option<u32>,
 }
 
+/// Where `part` (a slice of `whole`) starts in `whole`.
+fn offset(whole: &[u8], part: &[u8]) -> usize {
+    (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize).min(whole.len())
+}
+
 fn head(bytes: &[u8]) -> [u8; 4] {
     let mut h = [0u8; 4];
     let n = bytes.len().min(4);
@@ -162,6 +167,28 @@ impl<R: Read> Capture<R> {
         None
     }
 
+    /// The next UDP datagram with its payload as captured (shorter than [`Packet::payload`]
+    /// where the capture's snap length cut it); TCP segments are passed over.
+    pub fn next_datagram(&mut self) -> Option<(Packet, Vec<u8>)> {
+        while !self.done {
+            let (t_ns, link, data) = match self.next_frame()? {
+                Ok(frame) => frame,
+                Err(e) => {
+                    self.end(e);
+                    return None;
+                }
+            };
+            self.frames += 1;
+            if let Some((p, at)) = decode_at(link, &data, t_ns, &mut self.skipped) {
+                if p.l4 == L4::Udp {
+                    let end = (at + p.payload as usize).min(data.len());
+                    return Some((p, data[at.min(end)..end].to_vec()));
+                }
+            }
+        }
+        None
+    }
+
     fn end(&mut self, e: PcapError) {
         self.done = true;
         let why = match e {
@@ -239,6 +266,11 @@ fn resolution(r: u8) -> (u64, u64) {
 
 /// Decodes one frame into a packet, or counts why it is left out.
 pub fn decode(link: DataLink, data: &[u8], t_ns: u64, skipped: &mut Skipped) -> Option<Packet> {
+    decode_at(link, data, t_ns, skipped).map(|(p, _)| p)
+}
+
+/// [`decode`], with the offset in `data` where the application payload starts.
+fn decode_at(link: DataLink, data: &[u8], t_ns: u64, skipped: &mut Skipped) -> Option<(Packet, usize)> {
     let sliced = match link {
         DataLink::ETHERNET => LaxSlicedPacket::from_ethernet(data).ok(),
         DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => LaxSlicedPacket::from_ip(data).ok(),
@@ -297,15 +329,19 @@ pub fn decode(link: DataLink, data: &[u8], t_ns: u64, skipped: &mut Skipped) -> 
                 return None;
             }
             let l4 = L4::Udp;
-            Some(Packet {
-                t_ns,
-                src: SocketAddr::new(src, udp.source_port()),
-                dst: SocketAddr::new(dst, udp.destination_port()),
-                l4,
-                payload: (len - 8) as u32,
-                head: head(bytes.get(8..).unwrap_or(&[])),
-                segment: gso_segment(bytes.get(8..len.min(bytes.len())).unwrap_or(&[]), len - 8),
-            })
+            let at = offset(data, bytes) + 8;
+            Some((
+                Packet {
+                    t_ns,
+                    src: SocketAddr::new(src, udp.source_port()),
+                    dst: SocketAddr::new(dst, udp.destination_port()),
+                    l4,
+                    payload: (len - 8) as u32,
+                    head: head(bytes.get(8..).unwrap_or(&[])),
+                    segment: gso_segment(bytes.get(8..len.min(bytes.len())).unwrap_or(&[]), len - 8),
+                },
+                at,
+            ))
         }
         etherparse::IpNumber::TCP => {
             let Ok(tcp) = TcpHeaderSlice::from_slice(bytes) else {
@@ -318,15 +354,19 @@ pub fn decode(link: DataLink, data: &[u8], t_ns: u64, skipped: &mut Skipped) -> 
                 return None;
             }
             let l4 = L4::Tcp { seq: tcp.sequence_number(), syn: tcp.syn(), fin: tcp.fin(), rst: tcp.rst(), psh: tcp.psh() };
-            Some(Packet {
-                t_ns,
-                src: SocketAddr::new(src, tcp.source_port()),
-                dst: SocketAddr::new(dst, tcp.destination_port()),
-                l4,
-                payload: (declared - header) as u32,
-                head: head(bytes.get(header..).unwrap_or(&[])),
-                segment: None,
-            })
+            let at = offset(data, bytes) + header;
+            Some((
+                Packet {
+                    t_ns,
+                    src: SocketAddr::new(src, tcp.source_port()),
+                    dst: SocketAddr::new(dst, tcp.destination_port()),
+                    l4,
+                    payload: (declared - header) as u32,
+                    head: head(bytes.get(header..).unwrap_or(&[])),
+                    segment: None,
+                },
+                at,
+            ))
         }
         _ => {
             skipped.other_protocol += 1;

@@ -62,6 +62,16 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// `openarena`, `ioq3`, or `q3` (also `68`), as `--protocol` names them.
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        match name {
+            "openarena" => Some(Protocol::OpenArena),
+            "ioq3" => Some(Protocol::Ioq3),
+            "q3" | "68" => Some(Protocol::Legacy68),
+            _ => None,
+        }
+    }
+
     fn number(self) -> u32 {
         match self {
             Protocol::OpenArena | Protocol::Ioq3 => 71,
@@ -69,7 +79,7 @@ impl Protocol {
         }
     }
 
-    fn legacy(self) -> bool {
+    pub(crate) fn legacy(self) -> bool {
         self != Protocol::Ioq3
     }
 }
@@ -215,6 +225,8 @@ pub struct Bot {
     /// Packets awaiting their answer: (newest command's server time, sent at, packet sequence).
     pending: VecDeque<(i32, u64, i32)>,
     behaviour: Box<dyn Input>,
+    /// The commands made, as an action file's frames (ms from the bot's start), when recording.
+    tape: Option<Vec<(u32, UserCmd)>>,
     /// Log events not yet taken (at most [`MAX_LOG_EVENTS`]).
     events: VecDeque<LogEvent>,
     /// Datagrams made and not yet taken by [`Bot::poll_transmit`].
@@ -260,12 +272,24 @@ impl Bot {
             next_packet: now,
             pending: VecDeque::new(),
             behaviour,
+            tape: None,
             events: VecDeque::new(),
             out: VecDeque::new(),
             rx_len: 0,
             cfg,
             stats: Stats::default(),
         }
+    }
+
+    /// Keeps every command the bot makes from now on (at most [`crate::input::MAX_ACTIONS`]),
+    /// with its time from the bot's start: [`Bot::take_tape`] hands them over.
+    pub fn record_input(&mut self) {
+        self.tape.get_or_insert_with(Vec::new);
+    }
+
+    /// The commands recorded so far (see [`Bot::record_input`]), as an action file's frames.
+    pub fn take_tape(&mut self) -> Vec<(u32, UserCmd)> {
+        self.tape.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// The oldest log event not yet taken.
@@ -424,6 +448,9 @@ impl Bot {
             }
             self.cmds.push_back(cmd);
             self.cmd_number += 1;
+            if let Some(tape) = self.tape.as_mut().filter(|t| t.len() < crate::input::MAX_ACTIONS) {
+                tape.push(((t.saturating_sub(self.started) / 1_000_000).min(u32::MAX as u64) as u32, cmd));
+            }
         }
     }
 

@@ -45,7 +45,7 @@ pub struct ActionError {
 ///
 /// Format (CSV, `#` comments): a header `t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon`,
 /// then one line per recorded frame: milliseconds from the start (non-decreasing), view angles
-/// in degrees, moves in -127..=127 (forward/back, right/left, jump/crouch), the button bit mask
+/// in degrees, moves in -128..=127 (the engine's `ClampChar`; forward/back, right/left, jump/crouch), the button bit mask
 /// (1 attack, 2 talk, 4 use item, 16 walk, ...) and the weapon number.
 #[derive(Clone, Debug)]
 pub struct Recorded {
@@ -91,8 +91,8 @@ impl Recorded {
             }
             let mv = |i: usize, name: &str| -> Result<i8, ActionError> {
                 let v: i32 = f[i].parse().map_err(|_| fail(format!("{name} `{}` is not a whole number", f[i])))?;
-                if !(-127..=127).contains(&v) {
-                    return Err(fail(format!("{name} {v} is outside -127..=127")));
+                if !(-128..=127).contains(&v) {
+                    return Err(fail(format!("{name} {v} is outside -128..=127")));
                 }
                 Ok(v as i8)
             };
@@ -118,6 +118,37 @@ impl Recorded {
     pub fn frames(&self) -> usize {
         self.frames.len()
     }
+
+    /// The frames as read (time in ms, the command; server time 0).
+    pub fn timeline(&self) -> &[(u32, UserCmd)] {
+        &self.frames
+    }
+}
+
+/// An action file of `frames` (time in ms from the start, the command), as [`Recorded::parse`]
+/// reads it: angles in degrees, written so they read back to the same 1/65536 turns; the
+/// server time is not written (a replay gets its own). `about` lines become `#` comments.
+pub fn write_actions(frames: &[(u32, UserCmd)], about: &[String]) -> String {
+    let mut out = String::with_capacity(40 * frames.len() + 200);
+    for a in about {
+        out.push_str(&format!("# {}\n", a.replace('\n', " ")));
+    }
+    out.push_str("t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n");
+    let deg = |a: u16| a as f64 * 360.0 / 65536.0;
+    for (t, c) in frames {
+        out.push_str(&format!(
+            "{t},{},{},{},{},{},{},{},{}\n",
+            deg(c.angles[0]),
+            deg(c.angles[1]),
+            deg(c.angles[2]),
+            c.forward,
+            c.right,
+            c.up,
+            c.buttons,
+            c.weapon
+        ));
+    }
+    out
 }
 
 impl Input for Recorded {
@@ -340,6 +371,29 @@ mod tests {
     }
 
     #[test]
+    fn a_written_action_file_reads_back_to_the_same_commands() {
+        // Every angle of the wire's 1/65536 turns survives the degrees in between.
+        let frames: Vec<(u32, UserCmd)> = (0..65536u32)
+            .map(|a| {
+                let c = UserCmd {
+                    angles: [a as u16, (65535 - a) as u16, (a * 7) as u16],
+                    forward: (a % 255) as i8,
+                    right: -((a % 127) as i8),
+                    up: 127,
+                    buttons: (a % 65536) as u16,
+                    weapon: (a % 256) as u8,
+                    server_time: 0,
+                };
+                (a / 3, c)
+            })
+            .collect();
+        let text = write_actions(&frames, &["from a test\nwith a second line".into()]);
+        assert!(text.starts_with("# from a test with a second line\n"));
+        let back = Recorded::parse(&text).unwrap();
+        assert_eq!(back.timeline(), &frames[..]);
+    }
+
+    #[test]
     fn an_action_file_replays_in_order_and_loops() {
         let text = "# two frames\nt_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n0,0,90,0,127,0,0,0,2\n100,10,180,0,0,-127,127,1,5\n";
         let mut r = Recorded::parse(text).unwrap();
@@ -353,7 +407,7 @@ mod tests {
         for (bad, what) in [
             ("0,0,0,0,0,0,0,0,0\n", "header"),
             ("t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n", "no frames"),
-            ("t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n0,0,0,0,200,0,0,0,0\n", "outside -127"),
+            ("t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n0,0,0,0,200,0,0,0,0\n", "outside -128"),
             ("t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n5,0,0,0,0,0,0,0,0\n1,0,0,0,0,0,0,0,0\n", "back in time"),
             ("t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n0,nan,0,0,0,0,0,0,0\n", "angle"),
             ("t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n0,0,0\n", "9"),

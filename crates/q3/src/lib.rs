@@ -9,7 +9,8 @@
 //! - [`server`]: server messages (gamestate, reliable commands, snapshots);
 //! - [`usercmd`] and [`input`]: a player's per-frame input and a seeded behaviour model;
 //! - [`client`]: one automated player's state machine;
-//! - [`frames`]: the server's frames from outside (snapshot bursts, its CPU, requests).
+//! - [`frames`]: the server's frames from outside (snapshot bursts, its CPU, requests);
+//! - [`watch`]: a client's usercmds read off the wire by a passive observer (a capture).
 //!
 //! Another engine's protocol would be a sibling crate; nothing here knows about sockets.
 
@@ -23,5 +24,6 @@ pub mod netchan;
 pub mod oob;
 pub mod server;
 pub mod usercmd;
+pub mod watch;
 
 pub use client::{Bot, Config, End, LogEvent, Phase, Protocol, Stats};

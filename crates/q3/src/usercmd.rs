@@ -1,6 +1,6 @@
 //! A player's input for one frame (`usercmd_t`) and its delta encoding in `clc_move`.
 
-use crate::msg::Writer;
+use crate::msg::{Overrun, Reader, Writer};
 
 /// Button bits (`BUTTON_ATTACK` etc.).
 pub const BUTTON_ATTACK: u16 = 1;
@@ -67,6 +67,33 @@ pub fn write_delta(w: &mut Writer, key: i32, from: &UserCmd, to: &UserCmd) {
     delta_key(w, key, from.up as u8 as u32, to.up as u8 as u32, 8);
     delta_key(w, key, from.buttons as u32, to.buttons as u32, 16);
     delta_key(w, key, from.weapon as u32, to.weapon as u32, 8);
+}
+
+fn read_key(r: &mut Reader, key: i32, old: u32, bits: u32) -> Result<u32, Overrun> {
+    if r.bits(1)? == 0 {
+        return Ok(old);
+    }
+    let mask = if bits == 32 { u32::MAX } else { (1 << bits) - 1 };
+    Ok((r.bits(bits)? ^ key as u32) & mask)
+}
+
+/// `MSG_ReadDeltaUsercmdKey`: the command after `from`, as [`write_delta`] wrote it.
+pub fn read_delta(r: &mut Reader, key: i32, from: &UserCmd) -> Result<UserCmd, Overrun> {
+    let server_time = if r.bits(1)? == 1 { from.server_time.wrapping_add(r.bits(8)? as i32) } else { r.bits(32)? as i32 };
+    let mut to = UserCmd { server_time, ..*from };
+    if r.bits(1)? == 0 {
+        return Ok(to);
+    }
+    let key = key ^ server_time;
+    for k in 0..3 {
+        to.angles[k] = read_key(r, key, from.angles[k] as u32, 16)? as u16;
+    }
+    to.forward = read_key(r, key, from.forward as u8 as u32, 8)? as u8 as i8;
+    to.right = read_key(r, key, from.right as u8 as u32, 8)? as u8 as i8;
+    to.up = read_key(r, key, from.up as u8 as u32, 8)? as u8 as i8;
+    to.buttons = read_key(r, key, from.buttons as u32, 16)? as u16;
+    to.weapon = read_key(r, key, from.weapon as u32, 8)? as u8;
+    Ok(to)
 }
 
 #[cfg(test)]

@@ -284,17 +284,13 @@ impl BotsJob {
             netns: Vec::new(),
             live: None,
             frames: None,
+            record: None,
         })
     }
 }
 
 fn protocol(p: &str) -> Result<horde_q3::Protocol, String> {
-    match p {
-        "openarena" => Ok(horde_q3::Protocol::OpenArena),
-        "ioq3" => Ok(horde_q3::Protocol::Ioq3),
-        "q3" | "68" => Ok(horde_q3::Protocol::Legacy68),
-        p => Err(format!("bots: --protocol must be openarena, ioq3 or q3 (got `{p}`)")),
-    }
+    horde_q3::Protocol::from_name(p).ok_or_else(|| format!("bots: --protocol must be openarena, ioq3 or q3 (got `{p}`)"))
 }
 
 impl ScenarioWork {

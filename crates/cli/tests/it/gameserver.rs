@@ -74,7 +74,7 @@ fn bots_replay_an_action_file_and_refuse_a_bad_one() {
     std::fs::write(&bad, "t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon\n0,0,0,0,300,0,0,0,2\n").unwrap();
     let o = run(horde().args(["bots", "--server", "127.0.0.1:9", "--actions"]).arg(&bad));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("line 2: forward 300 is outside -127..=127"), "{}", text(&o));
+    assert!(text(&o).contains("line 2: forward 300 is outside -128..=127"), "{}", text(&o));
     // Flags that would measure nothing are refused before any server starts.
     let o = run(horde().args(["bots", "--start-server", "-t", "1s", "--warmup", "2s"]));
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));

@@ -3,6 +3,7 @@
 //! requests byte for byte, unscramble and parse every server message (gamestate in fragments,
 //! snapshots with deltas), and follow the player's command time.
 
+use horde_q3::watch::Watch;
 use horde_q3::{Bot, Config, End, Phase};
 
 fn session() -> Vec<(u64, bool, Vec<u8>)> {
@@ -94,4 +95,67 @@ fn a_damaged_session_is_counted_not_fatal() {
     let s = &bot.stats;
     assert!(s.corrupt > 0 && s.delta_misses > 0, "{s:?}");
     assert!(s.snapshots > 20, "the intact snapshots still count: {s:?}");
+}
+
+/// A passive observer of the captured session reads the client's usercmds off the wire: every
+/// client packet after the gamestate decodes, and the commands kept run forward in time.
+#[test]
+fn the_captured_clients_usercmds_read_off_the_wire() {
+    let mut w = Watch::new(horde_q3::Protocol::OpenArena, 100_000);
+    for (_, from_client, bytes) in session() {
+        if from_client {
+            w.from_client(&bytes);
+        } else {
+            w.from_server(&bytes);
+        }
+    }
+    let s = &w.stats;
+    assert_eq!((s.connections, s.undecodable, s.fragmented), (1, 0, 0), "{s:?}");
+    assert!(s.decoded >= 80 && s.decoded + s.before_gamestate == s.client_packets, "{s:?}");
+    assert!(w.frames.len() >= 150, "3 s at 60 frames a second: {s:?}");
+    assert!(w.frames.windows(2).all(|p| p[0].server_time < p[1].server_time));
+    // The probe's behaviour model holds its weapon and turns within its pitch limit.
+    assert!(w.frames.iter().all(|c| c.weapon == 2), "{:?}", w.frames.iter().find(|c| c.weapon != 2));
+    let pitch = |c: &horde_q3::usercmd::UserCmd| (c.angles[0] as i16) as f64 * 360.0 / 65536.0;
+    assert!(w.frames.iter().all(|c| pitch(c).abs() <= 30.0));
+}
+
+/// The same bot replayed against the captured server, recording what it plays: the observer,
+/// fed the server's datagrams and the bot's own, reads back exactly the commands the bot made
+/// that the server takes (newer server times); a wrong key or scramble would change them.
+#[test]
+fn the_observer_reads_exactly_what_the_bot_played() {
+    let rows = session();
+    let mut bot = Bot::new(Config::new("probe".into(), 4242, 1), 0);
+    bot.record_input();
+    let mut w = Watch::new(horde_q3::Protocol::OpenArena, 100_000);
+    for p in due(&mut bot, 0) {
+        w.from_client(&p);
+    }
+    for (t, from_client, bytes) in &rows {
+        if *from_client {
+            continue;
+        }
+        if *t >= 3_000_000_000 && *bot.phase() == Phase::Active {
+            bot.disconnect();
+        }
+        bot.handle(*t, bytes);
+        w.from_server(bytes);
+        for p in due(&mut bot, *t) {
+            w.from_client(&p);
+        }
+    }
+    let mut played = Vec::new();
+    for (_, c) in bot.take_tape() {
+        if c.server_time > played.last().map_or(0, |p: &horde_q3::usercmd::UserCmd| p.server_time) {
+            played.push(c);
+        }
+    }
+    // (a replay answers in bursts at the captured times, so fewer distinct server times than live)
+    assert!(played.len() >= 40, "{}", played.len());
+    assert_eq!(w.stats.undecodable, 0, "{:?}", w.stats);
+    // The last commands may not have left before the bot did.
+    let n = w.frames.len();
+    assert!(n + 5 >= played.len(), "{n} of {}", played.len());
+    assert_eq!(w.frames[..], played[..n]);
 }

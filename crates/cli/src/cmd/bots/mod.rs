@@ -13,6 +13,7 @@ use crate::{bad_input, Outcome};
 
 mod agents;
 mod bench;
+mod record;
 mod server;
 
 use bench::benchmark;
@@ -24,7 +25,7 @@ use server::{proc_cpu, proc_cpu_split, self_cpu, start_server, status, Server};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The game server, IP:PORT (loopback or an address inside a namespace this host created)
-    #[arg(short = 'a', long, value_name = "IP:PORT", required_unless_present = "start_server")]
+    #[arg(short = 'a', long, value_name = "IP:PORT", required_unless_present_any = ["start_server", "capture"])]
     pub server: Option<String>,
     /// Start `openarena-server` on 127.0.0.1 (a free port), stop it at the end; its log goes to --out
     #[arg(long)]
@@ -91,6 +92,15 @@ pub struct Args {
     /// Recorded action files (CSV: t_ms,pitch,yaw,roll,forward,right,up,buttons,weapon; see docs/cli.md), comma-separated or repeated: dealt round-robin, bot i replays the (i mod k)-th from the start; default: the behaviour model
     #[arg(long, value_name = "FILE", value_delimiter = ',')]
     pub actions: Vec<PathBuf>,
+    /// Write the first bot's input, frame by frame, to FILE as an action file (what --actions replays); with --capture, a real client's input decoded from a capture instead
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// With --record: a capture (pcap or pcapng, both directions, from before the client connects) of an OpenArena client's session, whose input is decoded instead of playing bots
+    #[arg(long, value_name = "FILE", requires = "record", conflicts_with_all = ["start_server", "server", "agents", "steps", "emu"])]
+    pub capture: Option<PathBuf>,
+    /// With --capture: the client's IP:PORT in it (default: the first client that connects)
+    #[arg(long, value_name = "IP:PORT", requires = "capture")]
+    pub client: Option<String>,
     /// Benchmark: player counts to step through, one run of --duration each (e.g. 1,2,4,8,16,32,48,64); with --start-server, one server per 64 players
     #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
     pub steps: Vec<usize>,
@@ -178,6 +188,12 @@ pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
 }
 
 fn bots(args: Args, stop: &AtomicBool) -> Outcome {
+    if args.capture.is_some() {
+        return record::from_capture(&args);
+    }
+    if args.record.is_some() && (args.agents.is_some() || !args.steps.is_empty()) {
+        return Err(bad_input(anyhow::anyhow!("--record writes one run's first bot, played here: give it without --agents and --steps")));
+    }
     if !(1..=1000).contains(&args.sv_fps) {
         return Err(bad_input(anyhow::anyhow!("--sv-fps must be 1..=1000 server frames per second (got {})", args.sv_fps)));
     }
@@ -282,6 +298,8 @@ fn run_once(args: &Args, addrs: &[SocketAddr], servers: &[Server], n: usize, sto
     // the server's frames: one server started here, whose scheduler statistics this reads
     let events = (servers.len() == 1).then(|| std::sync::Arc::new(std::sync::Mutex::new(horde_q3::frames::Events::default())));
     opts.frames = events.clone();
+    let tape = args.record.as_ref().map(|_| std::sync::Arc::new(std::sync::Mutex::new(Vec::new())));
+    opts.record = tape.clone();
     let probe_ns = args.place.as_ref().map(|p| p.clients[0].clone());
     let status = |a: SocketAddr| status(a, probe_ns.as_deref());
     // The bots' driver looks at the machine's clock (this command is where it is chosen).
@@ -346,6 +364,11 @@ fn run_once(args: &Args, addrs: &[SocketAddr], servers: &[Server], n: usize, sto
     let (report, peek, cpu_series, schedstat) = (report.0, report.1, report.2, report.3);
     let mut report = report.context("running the bots")?;
     report.server_cpu = cpu_series;
+    if let (Some(path), Some(tape)) = (&args.record, &tape) {
+        let frames = std::mem::take(&mut *tape.lock().unwrap_or_else(|p| p.into_inner()));
+        let about = [format!("input of bot horde000 (seed {}, service {}), recorded by horde bots --record", args.seed, args.service)];
+        record::write(path, &frames, &about)?;
+    }
     clock.sleep(Duration::from_millis(300));
     let mut x = Extras::default();
     if let Some(e) = &events {

@@ -4,6 +4,7 @@
 //! reports them as ignored with that reason (build.rs sets `horde_root` when the suite is built
 //! as root or under `CI=true`). Run only these: `sudo -E cargo test -p horde --test it root::`.
 
+mod bots_record;
 mod emu;
 mod emu_across;
 mod emu_cleanup;
