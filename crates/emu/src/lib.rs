@@ -392,7 +392,7 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, take
     }
     limits::descriptors(names.len())?;
     notes.extend(limits::neighbours(names.len())?);
-    let mut spaces = namespaces(&names, opts)?;
+    let mut spaces = namespaces(&names, opts, plan.ipv6)?;
     phase("namespaces", t0);
     interrupted(opts)?;
     // Bridges (a tree of them for a switch with more ports than one holds).

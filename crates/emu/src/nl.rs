@@ -242,6 +242,37 @@ impl Nl {
         self.push(RouteNetlinkMessage::NewAddress(m), NLM_F_CREATE | NLM_F_EXCL, format!("address {ip}/{prefix} on {what}"))
     }
 
+    /// An IPv6 address, without duplicate-address detection (the plan made it unique).
+    pub fn addr6(&mut self, idx: u32, ip: std::net::Ipv6Addr, prefix: u8, what: &str) -> Result<(), EmuError> {
+        use netlink_packet_route::address::AddressHeaderFlags;
+        let mut m = AddressMessage::default();
+        m.header.family = AddressFamily::Inet6;
+        m.header.prefix_len = prefix;
+        m.header.index = idx;
+        m.header.flags = AddressHeaderFlags::Nodad;
+        m.attributes = vec![AddressAttribute::Address(ip.into())];
+        self.push(RouteNetlinkMessage::NewAddress(m), NLM_F_CREATE | NLM_F_EXCL, format!("address {ip}/{prefix} on {what}"))
+    }
+
+    /// A static IPv6 route (`dst` None: the default route) via a gateway, replacing one to the
+    /// same destination (`replace`) or failing on it.
+    pub fn route6(&mut self, dst: Option<(std::net::Ipv6Addr, u8)>, via: std::net::Ipv6Addr, replace: bool, what: &str) -> Result<(), EmuError> {
+        let mut m = RouteMessage::default();
+        m.header.address_family = AddressFamily::Inet6;
+        m.header.table = 254; // RT_TABLE_MAIN
+        m.header.protocol = RouteProtocol::Static;
+        m.header.scope = RouteScope::Universe;
+        m.header.kind = RouteType::Unicast;
+        if let Some((d, p)) = dst {
+            m.header.destination_prefix_length = p;
+            m.attributes.push(RouteAttribute::Destination(RouteAddress::Inet6(d)));
+        }
+        m.attributes.push(RouteAttribute::Gateway(RouteAddress::Inet6(via)));
+        let to = dst.map_or("default".to_string(), |(d, p)| format!("{d}/{p}"));
+        let flags = if replace { NLM_F_CREATE | NLM_F_REPLACE } else { NLM_F_CREATE | NLM_F_EXCL };
+        self.push(RouteNetlinkMessage::NewRoute(m), flags, format!("route {to} via {via} on {what}"))
+    }
+
     /// A static route (`dst` None: the default route) via a gateway.
     pub fn route(&mut self, dst: Option<(Ipv4Addr, u8)>, via: Ipv4Addr, what: &str) -> Result<(), EmuError> {
         self.route_with(dst, via, false, what)

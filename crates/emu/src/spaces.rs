@@ -22,6 +22,9 @@ pub(crate) struct NodeNs {
     named: Vec<(String, u32)>,
     /// A fabric namespace: its socket stays open (it makes many interfaces).
     keep: bool,
+    /// A host or router with IPv6 beside IPv4 (the topology's `ipv6 = true`): its link ends
+    /// keep their link-local addresses (OSPFv3 and RIPng speak from them).
+    pub(crate) v6: bool,
 }
 
 impl NodeNs {
@@ -83,14 +86,14 @@ impl NodeNs {
 /// forwarding where `routers` says; the first `fabric` of `names` are fabric namespaces (their
 /// netlink sockets are opened at once and kept: they make every bridge and most veth pairs;
 /// the others' when needed).
-pub(crate) fn namespaces(names: &[(String, NsRole)], opts: &UpOptions) -> Result<Vec<NodeNs>, EmuError> {
+pub(crate) fn namespaces(names: &[(String, NsRole)], opts: &UpOptions, v6: bool) -> Result<Vec<NodeNs>, EmuError> {
     // Part of a namespace's making runs in the kernel outside its routing lock (RTNL; its
     // loopback device is registered under it): a helper thread per core (at most 4) makes a
     // contiguous share of them (10,000: 3.7 s on one thread, 2.3 s on two).
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
     let share = names.len().div_ceil(threads).max(64);
     std::thread::scope(|s| {
-        let helpers: Vec<_> = names.chunks(share).map(|part| s.spawn(move || make(part, opts))).collect();
+        let helpers: Vec<_> = names.chunks(share).map(|part| s.spawn(move || make(part, opts, v6))).collect();
         let mut out = Vec::with_capacity(names.len());
         let mut first_err = None;
         for h in helpers {
@@ -109,7 +112,7 @@ pub(crate) fn namespaces(names: &[(String, NsRole)], opts: &UpOptions) -> Result
 }
 
 /// One helper thread's share of [`namespaces`], in order.
-fn make(names: &[(String, NsRole)], opts: &UpOptions) -> Result<Vec<NodeNs>, EmuError> {
+fn make(names: &[(String, NsRole)], opts: &UpOptions, v6: bool) -> Result<Vec<NodeNs>, EmuError> {
     let mut out = Vec::with_capacity(names.len());
     for (name, role) in names {
         interrupted(opts)?;
@@ -121,7 +124,11 @@ fn make(names: &[(String, NsRole)], opts: &UpOptions) -> Result<Vec<NodeNs>, Emu
             NsRole::Router => std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").map_err(|e| EmuError::io(&format!("enabling forwarding in {name}"), e))?,
             NsRole::Host => {}
         }
-        out.push(NodeNs { fd, nl, next_index: 1, named: Vec::new(), keep });
+        let v6 = v6 && *role != NsRole::Fabric;
+        if v6 {
+            dual_stack(name, *role == NsRole::Router)?;
+        }
+        out.push(NodeNs { fd, nl, next_index: 1, named: Vec::new(), keep, v6 });
     }
     Ok(out)
 }
@@ -148,6 +155,23 @@ fn fabric_without_ipv6(name: &str) -> Result<(), EmuError> {
     for which in ["default", "all"] {
         let p = format!("/proc/sys/net/ipv6/conf/{which}/disable_ipv6");
         std::fs::write(&p, "1").map_err(|e| EmuError::io(&format!("turning IPv6 off in {name} ({p})"), e))?;
+    }
+    Ok(())
+}
+
+/// A node with IPv6 beside IPv4: its interfaces (all made after this) skip duplicate-address
+/// detection, whose second of "tentative" would hold every address and route back (the
+/// addresses are planned unique), and a router forwards IPv6. Called on the thread inside the
+/// namespace.
+fn dual_stack(name: &str, router: bool) -> Result<(), EmuError> {
+    // (and keeps its addresses on a link taken down, as IPv4 does: `horde emu link --down`)
+    let mut set = vec![("default", "accept_dad", "0"), ("all", "accept_dad", "0"), ("default", "keep_addr_on_down", "1"), ("all", "keep_addr_on_down", "1")];
+    if router {
+        set.push(("all", "forwarding", "1"));
+    }
+    for (which, key, v) in set {
+        let p = format!("/proc/sys/net/ipv6/conf/{which}/{key}");
+        std::fs::write(&p, v).map_err(|e| EmuError::io(&format!("setting up IPv6 in {name} ({p}); a kernel without IPv6 cannot run a topology with ipv6 = true"), e))?;
     }
     Ok(())
 }
@@ -191,6 +215,7 @@ pub(crate) fn addresses_and_routes(plan: &Plan, spaces: &mut [NodeNs], which: &[
                 None => if_index(inet.as_ref().expect("opened for unnamed ends"), ifname),
             })
             .collect::<Result<_, _>>()?;
+        let idxs6 = idxs.clone();
         let nl = s.nl()?;
         nl.up(1, &format!("lo in {}", n.name))?;
         for ((ifname, a, prefix), idx) in addrs[i].iter().zip(idxs) {
@@ -203,9 +228,19 @@ pub(crate) fn addresses_and_routes(plan: &Plan, spaces: &mut [NodeNs], which: &[
                 tso_off(sock, ifname)?;
             }
         }
+        if plan.ipv6 {
+            for ((ifname, a, _), idx) in addrs[i].iter().zip(idxs6) {
+                let a6 = plan.v6_of(*a).expect("a planned address is on a planned subnet");
+                nl.addr6(idx, a6, 64, &format!("{}:{ifname}", n.name))?;
+            }
+        }
         nl.flush()?;
         for r in routes.get(&i).into_iter().flatten() {
             nl.route(r.dst.map(|d| (d.base, d.prefix)), r.via, &n.name)?;
+            if plan.ipv6 {
+                let via = plan.v6_of(r.via).expect("a gateway is on a planned subnet");
+                nl.route6(r.dst.map(|d| (horde_topo::v6::subnet(&d), 64)), via, false, &n.name)?;
+            }
         }
         s.release()?;
     }

@@ -69,6 +69,9 @@ pub fn set_link_state(exp: &str, a: &str, b: &str, up: bool) -> Result<Vec<Strin
                 // reachable yet (its own link still down) waits for that link.
                 for r in &routes {
                     nl.route_with(r.dst.map(|d| (d.base, d.prefix)), r.via, true, &what)?;
+                    if let Some(via) = plan.v6_of(r.via).filter(|_| plan.ipv6) {
+                        nl.route6(r.dst.map(|d| (horde_topo::v6::subnet(&d), 64)), via, true, &what)?;
+                    }
                     if let Err(e) = nl.flush() {
                         if !e.to_string().contains("unreachable") {
                             return Err(e);

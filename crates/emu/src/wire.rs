@@ -113,7 +113,9 @@ pub(crate) fn links(
                         let nl = spaces[ka].nl()?;
                         nl.veth(&port.ifname, ia, None, &other.ifname, ib, bfd)?;
                         nl.neighbour_probes(ia, NEIGHBOUR_PROBES, &port.ifname)?;
-                        nl.no_ipv6(ia, &port.ifname)?;
+                        if !spaces[ka].v6 {
+                            spaces[ka].nl()?.no_ipv6(ia, &port.ifname)?;
+                        }
                         spaces[ka].release()?;
                         peer_up.push((kb, ib, other.ifname.clone()));
                         landed = vec![(ka, ia), (kb, ib)];
@@ -182,9 +184,12 @@ fn node_ends(spaces: &mut [NodeNs], slot: &[usize], peer_up: &mut Vec<(usize, u3
 /// switches to every port — with thousands of hosts, minutes of kernel work and dropped frames;
 /// the fabric has IPv6 off altogether); then up.
 fn node_end(space: &mut NodeNs, idx: u32, name: &str) -> Result<(), EmuError> {
+    let v6 = space.v6;
     let nl = space.nl()?;
     nl.neighbour_probes(idx, NEIGHBOUR_PROBES, name)?;
-    nl.no_ipv6(idx, name)?;
+    if !v6 {
+        nl.no_ipv6(idx, name)?;
+    }
     nl.up(idx, name)?;
     space.release()
 }

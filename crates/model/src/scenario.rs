@@ -211,6 +211,9 @@ pub struct RawEmu {
     pub clients: Vec<String>,
     /// The host the server side runs on.
     pub server: String,
+    /// Players reach the server over IPv6 (the topology must have `ipv6 = true`).
+    #[serde(default)]
+    pub ipv6: bool,
 }
 
 /// A scenario's placement on an emulated topology.
@@ -219,6 +222,8 @@ pub struct Placement {
     pub topology: std::path::PathBuf,
     pub clients: Vec<String>,
     pub server: String,
+    /// Over IPv6: the server's IPv6 address (see [`RawEmu::ipv6`]).
+    pub ipv6: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -396,7 +401,7 @@ impl Scenario {
                     if e.clients.is_empty() {
                         return Err(fail("emu.clients", "name at least one client host or group".into()));
                     }
-                    Some(Placement { topology: dir.join(&e.topology), clients: e.clients, server: e.server })
+                    Some(Placement { topology: dir.join(&e.topology), clients: e.clients, server: e.server, ipv6: e.ipv6 })
                 }
             },
             key_file: raw.key_file.map(|k| dir.join(k)),

@@ -60,7 +60,12 @@ impl<'a> EmuRun<'a> {
             .filter(|&i| plan.nodes[i].kind == horde_topo::Kind::Host)
             .ok_or_else(|| bad(anyhow::anyhow!("{}: emu.server: `{}` is not a host of {file}", sc.name, p.server)))?;
         let client_names = client_hosts(&plan, p, &sc.name, &file)?;
-        let server_ip = plan.addrs(server_i).first().copied().ok_or_else(|| bad(anyhow::anyhow!("{}: emu.server: `{}` has no address", sc.name, p.server)))?;
+        let server_ip: std::net::IpAddr = match p.ipv6 {
+            false => plan.addrs(server_i).first().copied().map(Into::into),
+            true if !plan.ipv6 => return Err(bad(anyhow::anyhow!("{}: emu.ipv6: {file} has no IPv6; give it `ipv6 = true`", sc.name))),
+            true => plan.addrs6(server_i).first().copied().map(Into::into),
+        }
+        .ok_or_else(|| bad(anyhow::anyhow!("{}: emu.server: `{}` has no address", sc.name, p.server)))?;
         let opts = horde_emu::UpOptions { exp: None, userspace: true, live_all: false, stop: None, part: None };
         // before anything is built: a link the model's load overfills
         let hosts: Vec<usize> = client_names.iter().filter_map(|c| plan.node(c)).collect();
@@ -90,7 +95,7 @@ impl<'a> EmuRun<'a> {
             exp,
             _down: down,
             server_ns,
-            server: SocketAddr::new(server_ip.into(), sc.server.port()),
+            server: SocketAddr::new(server_ip, sc.server.port()),
             clients,
             emulated: r.meta.impaired_links,
             plan: r.plan,

@@ -40,6 +40,7 @@ pub mod external;
 pub mod partition;
 mod paths;
 mod services;
+pub mod v6;
 mod spec;
 mod subnet;
 pub use subnet::Subnet;
@@ -240,6 +241,12 @@ impl RawLink {
 #[serde(deny_unknown_fields)]
 pub struct RawTopology {
     pub name: String,
+    /// IPv6 beside IPv4 on every host and router (dual stack; see [`v6`]): each subnet's /64
+    /// and each address derived from its IPv4 one, static routes for both, OSPFv3 and RIPng
+    /// beside OSPF and RIP. Off by default: at thousands of hosts, IPv6's start-up chatter
+    /// (duplicate-address detection, router solicitations, MLD) floods every switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<bool>,
     #[serde(default)]
     pub node: Vec<RawNode>,
     #[serde(default)]
@@ -342,6 +349,9 @@ pub struct Plan {
     /// Every `[[node]]` entry by its name: the members of a group (`count = N`), or the one
     /// node it declares.
     pub groups: BTreeMap<String, Vec<usize>>,
+    /// IPv6 beside IPv4 (see [`RawTopology::ipv6`] and [`v6`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipv6: bool,
 }
 
 impl Plan {
@@ -366,6 +376,25 @@ impl Plan {
     /// Addresses of a node, in link order.
     pub fn addrs(&self, node: usize) -> Vec<Ipv4Addr> {
         self.links.iter().flat_map(|l| [&l.a, &l.b]).filter(|p| p.node == node).filter_map(|p| p.addr).collect()
+    }
+
+    /// IPv6 addresses of a node, in link order (none unless the topology asks for IPv6).
+    pub fn addrs6(&self, node: usize) -> Vec<std::net::Ipv6Addr> {
+        if !self.ipv6 {
+            return Vec::new();
+        }
+        self.links
+            .iter()
+            .flat_map(|l| [(l, &l.a), (l, &l.b)])
+            .filter(|(_, p)| p.node == node)
+            .filter_map(|(l, p)| Some(v6::addr(&self.segments[l.segment].subnet, p.addr?)))
+            .collect()
+    }
+
+    /// The IPv6 address of an IPv4 address of the plan (on one of its subnets).
+    pub fn v6_of(&self, a: Ipv4Addr) -> Option<std::net::Ipv6Addr> {
+        let s = self.segments.iter().find(|s| s.subnet.contains(a))?;
+        Some(v6::addr(&s.subnet, a))
     }
 }
 
@@ -463,7 +492,7 @@ fn plan_inner(text: &str, file: &str, exp: &str) -> Result<Plan, TopoError> {
     let planned = address(&nodes, &mut links, &link_subnets, segments, &fail)?;
     let routes = routing::static_routes(&nodes, &planned);
     let groups = groups.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    Ok(Plan { name: raw.name, exp: exp.to_string(), nodes, links, segments: planned, routes, groups })
+    Ok(Plan { name: raw.name, exp: exp.to_string(), nodes, links, segments: planned, routes, groups, ipv6: raw.ipv6.unwrap_or(false) })
 }
 
 /// `n` in base 36 (digits, then lowercase letters): short, interface-name-safe numbers.

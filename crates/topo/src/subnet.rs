@@ -39,6 +39,12 @@ impl Subnet {
         Ipv4Addr::from(u32::from(self.base) + 1 + i as u32)
     }
 
+    /// Whether `a` is in this subnet.
+    pub fn contains(&self, a: Ipv4Addr) -> bool {
+        let m = Self::mask(self.prefix);
+        u32::from(a) & m == u32::from(self.base) & m
+    }
+
     pub fn overlaps(&self, o: &Subnet) -> bool {
         let m = Self::mask(self.prefix.min(o.prefix));
         u32::from(self.base) & m == u32::from(o.base) & m

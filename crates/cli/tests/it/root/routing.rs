@@ -30,7 +30,8 @@ fn addr_of(exp: &str, node: &str) -> String {
 fn route_via(exp: &str, node: &str, dst: &str, want: &str, within: Duration) -> Duration {
     let t = Instant::now();
     loop {
-        let r = exec(exp, node, &["ip", "route", "show", dst]);
+        let family = if dst.contains(':') { "-6" } else { "-4" };
+        let r = exec(exp, node, &["ip", family, "route", "show", dst]);
         if r.contains(want) {
             return t.elapsed();
         }
@@ -65,7 +66,7 @@ fn flow(exp: &str, dir: &Path, src: &str, dst: &str, dst_ip: &str, secs: u32) ->
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     let send = Command::new(HORDE)
-        .args(["emu", "exec", exp, src, "--", HORDE, "send", "-a", &format!("{dst_ip}:9000"), "--rate", "1000", "--size", "64", "-t", &format!("{secs}s")])
+        .args(["emu", "exec", exp, src, "--", HORDE, "send", "-a", &std::net::SocketAddr::new(dst_ip.parse().unwrap(), 9000).to_string(), "--rate", "1000", "--size", "64", "-t", &format!("{secs}s")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -288,4 +289,47 @@ fn a_bgp_line_converges_and_carries_traffic() {
     ok(&["emu", "link", &exp, "r2", "r3", "--up"]);
     let back = route_via(&exp, "r1", "10.3.0.0/24", "proto bgp", Duration::from_secs(60));
     eprintln!("BGP line: route withdrawn {:.1} s after the link went down, back {:.1} s after it came up", withdrawn.as_secs_f64(), back.as_secs_f64());
+}
+
+/// Acceptance (issue 69): the same ring with `ipv6 = true` — OSPFv3 beside OSPF, every address
+/// and subnet's /64 derived from its IPv4 one — converges, carries a flow over IPv6 along the
+/// cheap side, and fails over when that side's link goes down.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn an_ospfv3_ring_converges_and_fails_over_over_ipv6() {
+    horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Quiet); // fast timers time the failover
+    if !frr_or_fail() {
+        return;
+    }
+    let dir = tmp("ospf6-ring");
+    let (exp, _down) = up(&dir, &RING.replace("name = \"ospf-ring\"", "name = \"ospf6-ring\"\nipv6 = true"));
+    // h3 is the first host of 10.3.0.0/24: 10.3.0.2 → fd68:6f72:a03::2
+    let h3 = "fd68:6f72:a03::2";
+    assert!(exec(&exp, "h3", &["ip", "-6", "addr", "show", "dev", "eth0"]).contains(&format!("{h3}/64")));
+    let took = route_via(&exp, "r1", "fd68:6f72:a03::/64", "proto ospf", Duration::from_secs(60));
+    route_via(&exp, "r3", "fd68:6f72:a01::/64", "proto ospf", Duration::from_secs(30));
+    eprintln!("OSPFv3 ring converged {:.1} s after up", took.as_secs_f64());
+    let neighbours = exec(&exp, "r1", &["vtysh", "-c", "show ipv6 ospf6 neighbor"]);
+    assert_eq!(neighbours.matches("Full").count(), 2, "r1 has two full OSPFv3 adjacencies: {neighbours}");
+    // IPv4 is still there beside it
+    route_via(&exp, "r1", "10.3.0.0/24", "proto ospf", Duration::from_secs(30));
+    let via_r2 = exec(&exp, "r1", &["ip", "-6", "route", "show", "fd68:6f72:a03::/64"]);
+    assert!(via_r2.contains("dev eth0"), "the cheap side first (r1–r2 is r1's eth0): {via_r2}");
+    let (mut recv, mut send, rlog) = flow(&exp, &dir, "h1", "h3", h3, 8);
+    std::thread::sleep(Duration::from_secs(3));
+    let cut = unix_ns();
+    ok(&["emu", "link", &exp, "r1", "r2", "--down"]);
+    route_via(&exp, "r1", "fd68:6f72:a03::/64", "dev eth1", Duration::from_secs(10));
+    assert!(send.wait().unwrap().success());
+    let _ = recv.wait();
+    let arr = arrivals(&rlog);
+    let (gap_ms, after) = outage(&arr, cut);
+    eprintln!("OSPFv3 ring (fast timers, link down, over IPv6): outage {gap_ms:.0} ms, {after} packets after the cut, {} of ~8000 arrived", arr.len());
+    assert!(arr.len() > 5_000 && after > 2_000, "the flow goes on through r4: {} arrived, {after} after the cut", arr.len());
+    assert!(gap_ms < 3_000.0, "fails over within the dead interval: {gap_ms} ms");
+    // and back: the addresses stayed (keep_addr_on_down), the route returns to the cheap side
+    ok(&["emu", "link", &exp, "r1", "r2", "--up"]);
+    route_via(&exp, "r1", "fd68:6f72:a03::/64", "dev eth0", Duration::from_secs(30));
 }
