@@ -151,7 +151,13 @@ pub fn configs(plan: &Plan, node: usize) -> Vec<(String, String)> {
 
 /// OSPFv3's or RIPng's configuration beside OSPF's or RIP's (same interfaces, costs, timers,
 /// passive ends and BFD); they speak from the interfaces' link-local addresses.
-fn v6_config(r: &RoutingPlan, ifs: &[Iface], router_id: std::net::Ipv4Addr, head: &dyn Fn(&str) -> String, passive: &dyn Fn(&Iface) -> bool) -> Option<(String, String)> {
+fn v6_config(
+    r: &RoutingPlan,
+    ifs: &[Iface],
+    router_id: std::net::Ipv4Addr,
+    head: &dyn Fn(&str) -> String,
+    passive: &dyn Fn(&Iface) -> bool,
+) -> Option<(String, String)> {
     let fast = r.timers == Timers::Fast;
     match r.protocol {
         Protocol::Ospf => {
@@ -361,6 +367,26 @@ b = "r1"
         assert_eq!(ospf.matches("passive-interface").count(), 1, "the host's segment: {ospf}");
         assert!(ospf.contains("ip ospf cost 5") && ospf.contains("ip ospf dead-interval 3") && ospf.contains("ip ospf bfd"), "{ospf}");
         assert_eq!(configs(&plan, plan.node("h").unwrap()), Vec::<(String, String)>::new());
+        assert_eq!(daemons_of(plan.nodes[r1].routing.as_ref().unwrap(), false), ["zebra", "ospfd", "bfdd"]);
+    }
+
+    #[test]
+    fn with_ipv6_ospfv3_runs_beside_ospf_with_the_same_interfaces() {
+        let plan = horde_topo::plan(&RING.replace("name = \"ring\"", "name = \"ring\"\nipv6 = true"), "ring.toml", "t1").unwrap();
+        let r1 = plan.node("r1").unwrap();
+        assert_eq!(daemons_of(plan.nodes[r1].routing.as_ref().unwrap(), true), ["zebra", "ospfd", "ospf6d", "bfdd"]);
+        let files = configs(&plan, r1);
+        let (_, v6) = files.iter().find(|f| f.0 == "ospf6d.conf").expect("ospf6d.conf");
+        assert_eq!(v6.matches("ipv6 ospf6 area 0.0.0.0").count(), 3, "every interface: {v6}");
+        assert_eq!(v6.matches("ipv6 ospf6 network point-to-point").count(), 2, "{v6}");
+        assert_eq!(v6.matches("ipv6 ospf6 passive").count(), 1, "the host's segment: {v6}");
+        assert!(v6.contains("ipv6 ospf6 cost 5") && v6.contains("ipv6 ospf6 dead-interval 3") && v6.contains("ipv6 ospf6 bfd"), "{v6}");
+        assert!(v6.contains("router ospf6\n ospf6 router-id 10."), "{v6}");
+        // hosts: both families' default routes follow from the IPv4 plan
+        let h = plan.node("h").unwrap();
+        let a6 = plan.addrs6(h);
+        assert_eq!(a6.len(), 1);
+        assert_eq!(plan.v6_of(plan.addrs(h)[0]), Some(a6[0]));
     }
 
     #[test]

@@ -171,7 +171,8 @@ fn dual_stack(name: &str, router: bool) -> Result<(), EmuError> {
     }
     for (which, key, v) in set {
         let p = format!("/proc/sys/net/ipv6/conf/{which}/{key}");
-        std::fs::write(&p, v).map_err(|e| EmuError::io(&format!("setting up IPv6 in {name} ({p}); a kernel without IPv6 cannot run a topology with ipv6 = true"), e))?;
+        std::fs::write(&p, v)
+            .map_err(|e| EmuError::io(&format!("setting up IPv6 in {name} ({p}); a kernel without IPv6 cannot run a topology with ipv6 = true"), e))?;
     }
     Ok(())
 }

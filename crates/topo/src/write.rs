@@ -93,6 +93,9 @@ fn link_lines(out: &mut String, l: &RawLink) {
 /// in a fixed order, strings quoted as TOML does.
 pub fn render(t: &RawTopology) -> String {
     let mut out = format!("name = {}\n", q(&t.name));
+    if let Some(v6) = t.ipv6 {
+        let _ = writeln!(out, "ipv6 = {v6}");
+    }
     for n in &t.node {
         let kind = match n.kind {
             crate::Kind::Host => "host",

@@ -9,6 +9,7 @@ mod emu;
 mod emu_across;
 mod emu_cleanup;
 mod emu_flows;
+mod emu_ipv6;
 mod emu_services;
 mod external;
 mod gameserver_emu;

@@ -66,7 +66,23 @@ fn flow(exp: &str, dir: &Path, src: &str, dst: &str, dst_ip: &str, secs: u32) ->
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     let send = Command::new(HORDE)
-        .args(["emu", "exec", exp, src, "--", HORDE, "send", "-a", &std::net::SocketAddr::new(dst_ip.parse().unwrap(), 9000).to_string(), "--rate", "1000", "--size", "64", "-t", &format!("{secs}s")])
+        .args([
+            "emu",
+            "exec",
+            exp,
+            src,
+            "--",
+            HORDE,
+            "send",
+            "-a",
+            &std::net::SocketAddr::new(dst_ip.parse().unwrap(), 9000).to_string(),
+            "--rate",
+            "1000",
+            "--size",
+            "64",
+            "-t",
+            &format!("{secs}s"),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -332,4 +348,24 @@ fn an_ospfv3_ring_converges_and_fails_over_over_ipv6() {
     // and back: the addresses stayed (keep_addr_on_down), the route returns to the cheap side
     ok(&["emu", "link", &exp, "r1", "r2", "--up"]);
     route_via(&exp, "r1", "fd68:6f72:a03::/64", "dev eth0", Duration::from_secs(30));
+}
+
+/// Issue 69: the RIP line with `ipv6 = true` — RIPng beside RIP — converges over IPv6, and a
+/// host reaches the far host's IPv6 address across it.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn a_ripng_line_converges_over_ipv6() {
+    horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    if !frr_or_fail() {
+        return;
+    }
+    let dir = tmp("ripng-line");
+    let (exp, _down) = up(&dir, &LINE.replace("name = \"rip-line\"", "name = \"ripng-line\"\nipv6 = true"));
+    let took = route_via(&exp, "r1", "fd68:6f72:a03::/64", "proto ripng", Duration::from_secs(60));
+    eprintln!("RIPng line converged {:.1} s after up", took.as_secs_f64());
+    route_via(&exp, "r3", "fd68:6f72:a01::/64", "proto ripng", Duration::from_secs(30));
+    let ping = exec(&exp, "h1", &["ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", "fd68:6f72:a03::2"]);
+    assert!(ping.contains("3 received"), "{ping}");
 }
