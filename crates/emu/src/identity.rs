@@ -53,8 +53,19 @@ pub fn state_path(exp: &str, node: &str, mount: &str) -> PathBuf {
 #[derive(Debug, Clone)]
 pub struct Identity {
     hostname: CString,
-    /// (source, target) bind mounts.
+    /// (source, target) bind mounts (targets inside the node's root when it has its own).
     binds: Vec<(CString, CString)>,
+    /// A root of the node's own (`root = "overlay"`).
+    root: Option<OwnRoot>,
+}
+
+/// What entering a node's own root takes ([`crate::root`]).
+#[derive(Debug, Clone)]
+struct OwnRoot {
+    merged: CString,
+    /// The machine's file systems bound in, with their submounts: (source, target).
+    rbinds: Vec<(CString, CString)>,
+    sys: CString,
 }
 
 fn cstr(p: &Path) -> Result<CString, EmuError> {
@@ -68,16 +79,34 @@ impl Identity {
         if !hosts_file(exp).exists() {
             write_hosts(exp, plan)?;
         }
-        let mut binds = vec![(cstr(&hosts_file(exp))?, cstr(Path::new("/etc/hosts"))?)];
+        let overlay = plan.node(node).is_some_and(|i| plan.nodes[i].overlay);
+        let merged = crate::root::merged(exp, node);
+        // a target inside the node's root, when it has its own
+        let inside = |p: &str| if overlay { merged.join(p.trim_start_matches('/')) } else { PathBuf::from(p) };
+        let mut binds = vec![(cstr(&hosts_file(exp))?, cstr(&inside("/etc/hosts"))?)];
         for m in STATE_DIRS {
             if !Path::new(m).is_dir() {
                 continue;
             }
             let own = state_path(exp, node, m);
             std::fs::create_dir_all(&own).map_err(|e| EmuError::io(&format!("creating {}", own.display()), e))?;
-            binds.push((cstr(&own)?, cstr(Path::new(m))?));
+            binds.push((cstr(&own)?, cstr(&inside(m))?));
         }
-        Ok(Identity { hostname: CString::new(node).map_err(|_| EmuError::Other("a node name has a NUL byte".into()))?, binds })
+        let root = match overlay {
+            false => None,
+            true => {
+                if !merged.is_dir() {
+                    return Err(EmuError::Other(format!("node {node}'s root ({}) is not there: is the experiment up?", merged.display())));
+                }
+                let rbinds = crate::root::host_mounts()
+                    .iter()
+                    .filter(|p| p.is_dir())
+                    .map(|p| Ok((cstr(p)?, cstr(&inside(&p.to_string_lossy()))?)))
+                    .collect::<Result<Vec<_>, EmuError>>()?;
+                Some(OwnRoot { merged: cstr(&merged)?, rbinds, sys: cstr(&inside("/sys"))? })
+            }
+        };
+        Ok(Identity { hostname: CString::new(node).map_err(|_| EmuError::Other("a node name has a NUL byte".into()))?, binds, root })
     }
 
     /// Enters the identity: a private mount namespace and a UTS namespace, the hostname, the
@@ -100,6 +129,9 @@ impl Identity {
         if libc::sethostname(self.hostname.as_ptr(), self.hostname.as_bytes().len()) != 0 {
             return Err(err());
         }
+        if let Some(r) = &self.root {
+            return self.enter_own_root(r);
+        }
         // /sys as the node's network namespace shows it (its own interfaces), as `ip netns exec`
         let sys = c"/sys";
         if libc::umount2(sys.as_ptr(), libc::MNT_DETACH) == 0 {
@@ -112,6 +144,39 @@ impl Identity {
             if libc::mount(src.as_ptr(), dst.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0 {
                 return Err(err());
             }
+        }
+        Ok(())
+    }
+
+    /// The rest of [`Identity::apply`] for a node with its own root: the machine's other file
+    /// systems bound in, the node's `/sys`, hosts file and directories inside it, then the root
+    /// changed to it (the working directory kept where the node's root has it).
+    ///
+    /// # Safety
+    /// As [`Identity::apply`].
+    unsafe fn enter_own_root(&self, r: &OwnRoot) -> std::io::Result<()> {
+        let err = std::io::Error::last_os_error;
+        for (src, dst) in &r.rbinds {
+            if libc::mount(src.as_ptr(), dst.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()) != 0 {
+                return Err(err());
+            }
+        }
+        let fs = c"sysfs";
+        if libc::mount(fs.as_ptr(), r.sys.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) != 0 {
+            return Err(err());
+        }
+        for (src, dst) in &self.binds {
+            if libc::mount(src.as_ptr(), dst.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0 {
+                return Err(err());
+            }
+        }
+        let mut cwd = [0u8; 4096];
+        let have_cwd = !libc::getcwd(cwd.as_mut_ptr().cast(), cwd.len()).is_null();
+        if libc::chdir(r.merged.as_ptr()) != 0 || libc::chroot(c".".as_ptr()) != 0 {
+            return Err(err());
+        }
+        if !have_cwd || libc::chdir(cwd.as_ptr().cast()) != 0 {
+            libc::chdir(c"/".as_ptr());
         }
         Ok(())
     }

@@ -28,6 +28,7 @@ pub mod nl;
 pub mod ns;
 mod offered;
 mod procs;
+pub mod root;
 pub mod services;
 mod spaces;
 pub mod udp_gso;
@@ -429,6 +430,9 @@ fn build(plan: &Plan, exp: &str, file: &str, opts: &UpOptions, t0: Instant, take
         services: 0,
     };
     identity::write_hosts(exp, plan)?;
+    for n in plan.nodes.iter().filter(|n| n.overlay && n.away.is_none()) {
+        root::make(exp, &n.name)?;
+    }
     save_meta(&meta)?;
     phase("hosts files", t0);
     if has_impaired {
@@ -549,6 +553,15 @@ pub fn down_with(exp: &str, dry_run: bool) -> Result<Removed, EmuError> {
     }
     ns::delete_all(&names)?;
     if let Some(dir) = dir {
+        // nodes' roots (overlays of the machine's root) come off before anything is removed
+        let left = root::unmount_under(&dir);
+        if !left.is_empty() {
+            return Err(EmuError::Other(format!(
+                "{} stayed mounted; nothing of {} was removed (unmount it, then run down again)",
+                left[0].display(),
+                dir.display()
+            )));
+        }
         let r = if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) { std::fs::remove_dir_all(&dir) } else { std::fs::remove_file(&dir) };
         r.map_err(|e| EmuError::io(&format!("removing {}", dir.display()), e))?;
     }

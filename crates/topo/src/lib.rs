@@ -115,6 +115,11 @@ pub struct RawNode {
     /// node's directory (`service-K.out`), ended at down. At most [`MAX_SERVICES`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub services: Option<Vec<String>>,
+    /// The node's root file system: "host" (the machine's, default) or "overlay" (a writable
+    /// layer of its own over the machine's root: what its processes write there no other node
+    /// and not the machine sees; removed at down). A host's or router's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
 }
 
 /// A node's place in the console's topology editor: a position on a page (canvas).
@@ -292,6 +297,9 @@ pub struct PlannedNode {
     /// Its services' words (see [`RawNode::services`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<Vec<String>>,
+    /// A root file system of its own (`root = "overlay"`, see [`RawNode::root`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub overlay: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -540,8 +548,19 @@ fn expand_nodes<'a>(raw: &'a RawTopology, fail: &dyn Fn(String, String) -> TopoE
             let external = external::resolve(n.kind, n.interface.as_deref(), n.force, n.count).map_err(|(f, m)| fail(at(f), m))?;
             external::check_unique(&nodes, external.as_ref()).map_err(|m| fail(at("interface"), m))?;
             let services = services::resolve(n.kind, external.is_some(), n.services.as_deref()).map_err(|(f, m)| fail(at(&f), m))?;
+            let overlay = match n.root.as_deref() {
+                None | Some("host") => false,
+                Some("overlay") if !n.kind.is_l2() => true,
+                Some("overlay") => return Err(fail(at("root"), "a switch, hub or external node has no file system; give root to a host or router".into())),
+                Some(other) => {
+                    return Err(fail(
+                        at("root"),
+                        format!("`{other}` is not a root: \"host\" (the machine's) or \"overlay\" (a writable layer of the node's own)"),
+                    ))
+                }
+            };
             members.push(nodes.len());
-            nodes.push(PlannedNode { name, kind: n.kind, ns, routing, external, machine: n.machine.clone(), away: None, services });
+            nodes.push(PlannedNode { name, kind: n.kind, ns, routing, external, machine: n.machine.clone(), away: None, services, overlay });
         }
         groups.insert(n.name.as_str(), members);
     }

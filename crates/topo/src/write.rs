@@ -138,6 +138,13 @@ pub fn render(t: &RawTopology) -> String {
         if let Some(m) = &n.machine {
             let _ = writeln!(out, "machine = {}", q(m));
         }
+        if let Some(sv) = &n.services {
+            let list: Vec<String> = sv.iter().map(|c| q(c)).collect();
+            let _ = writeln!(out, "services = [{}]", list.join(", "));
+        }
+        if let Some(r) = &n.root {
+            let _ = writeln!(out, "root = {}", q(r));
+        }
         if let Some(ui) = &n.ui {
             let page = ui.page.as_deref().map(|p| format!(", page = {}", q(p))).unwrap_or_default();
             let _ = writeln!(out, "ui = {{ x = {}, y = {}{page} }}", ui.x, ui.y);
@@ -147,4 +154,19 @@ pub fn render(t: &RawTopology) -> String {
         link_lines(&mut out, l);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_roots_and_services_survive_the_canonical_layout() {
+        let text = "name = \"t\"\nipv6 = true\n[[node]]\nname = \"a\"\nkind = \"host\"\nroot = \"overlay\"\nservices = [\"python3 -m http.server 8080\", \"sh -c 'echo \\\"hi\\\"'\"]\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\n";
+        let raw = parse(text, "t.toml").unwrap();
+        let out = render(&raw);
+        assert!(out.starts_with("name = \"t\"\nipv6 = true\n"), "{out}");
+        assert_eq!(parse(&out, "t.toml").unwrap(), raw, "{out}");
+        assert_eq!(render(&parse(&out, "t.toml").unwrap()), out);
+    }
 }

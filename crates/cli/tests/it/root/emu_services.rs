@@ -44,3 +44,40 @@ fn services_start_at_up_answer_and_end_at_down() {
     assert!(namespaces(&exp2).is_empty(), "a failed up leaves nothing");
     assert!(!std::path::Path::new(&format!("/run/horde/emu/{exp2}")).exists());
 }
+
+/// Issue 69 (IMUNES's nodes with a root of their own): with `root = "overlay"`, a file one node
+/// writes over the machine's root is seen again by that node's next process, not by another
+/// node and not by the machine; a service runs inside its node's root and answers; at down the
+/// roots are unmounted and gone, and the machine's file is still not there.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn a_node_with_its_own_root_keeps_its_writes_to_itself() {
+    horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let dir = tmp("own-root");
+    let exp = horde_testkit::exp_id();
+    let exp = exp.as_str();
+    let _down = Down(exp.to_string());
+    // a path under /etc the machine does not have, unique to this test
+    let file = format!("/etc/horde-root-test-{exp}");
+    assert!(!std::path::Path::new(&file).exists());
+    let topo = "name = \"own-root\"\n[[node]]\nname = \"a\"\nkind = \"host\"\nroot = \"overlay\"\nservices = [\"python3 -m http.server 8081 --bind 10.8.0.1 --directory /etc\"]\n[[node]]\nname = \"b\"\nkind = \"host\"\nroot = \"overlay\"\n[[node]]\nname = \"c\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\nsubnet = \"10.8.0.0/29\"\n[[link]]\na = \"a\"\nb = \"c\"\nsubnet = \"10.8.1.0/29\"\n";
+    let f = write(&dir, "own-root.toml", topo);
+    ok(&["emu", "up", f.to_str().unwrap(), "--id", exp]);
+    ok(&["emu", "exec", exp, "a", "--", "sh", "-c", &format!("echo written-in-a > {file}")]);
+    assert_eq!(ok(&["emu", "exec", exp, "a", "--", "cat", &file]), "written-in-a\n", "the node's next process finds it");
+    for other in ["b", "c"] {
+        let o = horde(&["emu", "exec", exp, other, "--", "cat", &file]);
+        assert!(!o.status.success(), "{other} does not see a's file: {o:?}");
+    }
+    assert!(!std::path::Path::new(&file).exists(), "the machine does not see it");
+    // the service in a serves a's own /etc: the file written there
+    let fetch = format!("import time, urllib.request\nfor _ in range(50):\n    try:\n        print(urllib.request.urlopen('http://10.8.0.1:8081/{}', timeout=2).read().decode(), end='')\n        break\n    except OSError:\n        time.sleep(0.1)\n", file.trim_start_matches("/etc/"));
+    assert_eq!(ok(&["emu", "exec", exp, "b", "--", "python3", "-c", &fetch]), "written-in-a\n");
+    let mounts = || std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().filter(|l| l.contains(&format!("/run/horde/emu/{exp}/"))).count();
+    assert_eq!(mounts(), 4, "two roots: a tmpfs and an overlay each");
+    ok(&["emu", "down", exp, "--purge"]);
+    assert_eq!(mounts(), 0, "the roots are unmounted at down");
+    assert!(!std::path::Path::new(&format!("/run/horde/emu/{exp}")).exists());
+    assert!(!std::path::Path::new(&file).exists());
+}
