@@ -75,7 +75,10 @@ pub(crate) fn open(job: Job, opts: &SendOptions) -> Result<Slot, EngineError> {
         None => {
             let s = Schedule::new(&flow);
             let deadline = flow.stop.duration_ns.map(|d| s.start_ns() + d);
-            (Box::new(s), deadline)
+            match &opts.steer {
+                Some(steer) => (Box::new(horde_model::schedule::Steered::new(s, steer.register(flow.id))), deadline),
+                None => (Box::new(s), deadline),
+            }
         }
     };
     let mut conn = Conn::client(&flow, source, job.mirror, opts.key.clone(), opts.greet);

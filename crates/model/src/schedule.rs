@@ -133,6 +133,57 @@ impl Iterator for Schedule {
     }
 }
 
+/// A change to a running flow's laws (a `flow` command): the inter-departure and size laws
+/// that replace the current ones. The departure already drawn leaves as drawn; the one after it
+/// is drawn from the new law (so a change shows within one old inter-departure time).
+#[derive(Debug, Clone)]
+pub struct Retune {
+    pub idt: Option<Sampler>,
+    pub size: Option<Sampler>,
+}
+
+/// Where a flow's pending [`Retune`] waits for its schedule.
+pub type Tuner = std::sync::Arc<std::sync::Mutex<Option<Retune>>>;
+
+/// A flow's [`Schedule`] that takes changes while it runs (see [`Retune`]).
+pub struct Steered {
+    inner: Schedule,
+    tuner: Tuner,
+    /// The last departure's time (ns), where a retuned schedule draws from.
+    last_ns: Option<f64>,
+}
+
+impl Steered {
+    pub fn new(inner: Schedule, tuner: Tuner) -> Steered {
+        Steered { inner, tuner, last_ns: None }
+    }
+}
+
+impl Iterator for Steered {
+    type Item = Departure;
+
+    fn next(&mut self) -> Option<Departure> {
+        let change = self.tuner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(r) = change {
+            let s = &mut self.inner;
+            if let Some(idt) = r.idt {
+                s.idt = idt;
+                // the next departure: one new inter-departure time after the last one
+                if let Some(last) = self.last_ns {
+                    let gap = s.idt.sample(&mut s.rng_idt);
+                    s.t_ns = last + gap.max(0.0) * 1e6;
+                }
+            }
+            if let Some(size) = r.size {
+                s.size = size;
+            }
+        }
+        let d = self.inner.next()?;
+        self.last_ns = Some(d.at_ns as f64);
+        Some(d)
+    }
+}
+
 /// How many departures `flow`'s schedule has, counted by regenerating it from its seed (the
 /// engine sends exactly these, or fewer when stopped or behind): `None` when it has more than
 /// `cap` (too many to count here) or never ends (no duration, packet or byte limit).

@@ -45,6 +45,20 @@ pub enum Command {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         state: Option<LinkState>,
     },
+    /// Change a running flow's laws (`horde send --commands`): `rate` (packets per second: a
+    /// constant inter-departure time), or `idt` and `size` in the flow-file syntax
+    /// (`exponential(0.2)`: ms and bytes). The departure already drawn leaves as drawn; the next
+    /// one is drawn from the new law.
+    Flow {
+        /// The flow's id (as the sender's report and log name it).
+        flow: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idt: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<String>,
+    },
 }
 
 /// A link's state, for [`Command::Link`].
@@ -84,7 +98,7 @@ impl Command {
             return Err(format!("a command of {} bytes (at most {MAX_LINE})", line.len()));
         }
         serde_json::from_str(line).map_err(|e| {
-            format!("{e}: a command is one JSON object per line: {{\"command\":\"stop\"}}, {{\"command\":\"players\",\"online\":600}} or {{\"command\":\"link\",\"a\":\"r1\",\"b\":\"h1\",\"set\":{{\"delay\":\"50ms\"}}}}")
+            format!("{e}: a command is one JSON object per line: {{\"command\":\"stop\"}}, {{\"command\":\"players\",\"online\":600}}, {{\"command\":\"flow\",\"flow\":0,\"rate\":5000}} or {{\"command\":\"link\",\"a\":\"r1\",\"b\":\"h1\",\"set\":{{\"delay\":\"50ms\"}}}}")
         })
         .and_then(|c: Command| {
             // a link's settings are checked as the line arrives, with the topology's rules
@@ -118,6 +132,7 @@ impl Command {
             Command::Players { online, .. } => format!("players online = {online}"),
             Command::Link { a, b, state: Some(st), .. } => format!("link {a}–{b} {}", if *st == LinkState::Up { "up" } else { "down" }),
             Command::Link { a, b, dir, .. } => format!("link {a}–{b} ({dir})"),
+            Command::Flow { flow, .. } => format!("flow {flow}"),
         }
     }
 }
@@ -145,21 +160,57 @@ pub struct Reply {
     pub at_s: Option<f64>,
     /// What it did, or why it was refused.
     pub text: String,
+    /// The machine's real clock (ns since the Unix epoch) when it was applied, where the run
+    /// has no clock of its own to give it on (a flow change in `horde send`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub real_ns: Option<u64>,
 }
 
 impl Reply {
     pub fn applied(id: u64, at_s: Option<f64>, text: String) -> Reply {
-        Reply { id, applied: true, at_s, text }
+        Reply { id, applied: true, at_s, text, real_ns: None }
     }
 
     pub fn refused(id: u64, text: String) -> Reply {
-        Reply { id, applied: false, at_s: None, text }
+        Reply { id, applied: false, at_s: None, text, real_ns: None }
+    }
+
+    /// The reply, stamped with the real clock's instant it was applied at.
+    pub fn at_real(self, real_ns: u64) -> Reply {
+        Reply { real_ns: Some(real_ns), ..self }
+    }
+
+    /// The laws a `flow` command sets, checked: (inter-departure law, size law).
+    pub fn flow_laws(
+        rate: Option<f64>,
+        idt: Option<&str>,
+        size: Option<&str>,
+    ) -> Result<(Option<horde_model::dist::Dist>, Option<horde_model::dist::Dist>), String> {
+        use horde_model::dist::Dist;
+        let law = |what: &str, t: &str| -> Result<Dist, String> {
+            t.parse::<Dist>().map_err(|e| format!("{what} `{t}`: {e}"))?.validate().map_err(|e| format!("{what} `{t}`: {e}"))
+        };
+        let idt = match (rate, idt) {
+            (Some(_), Some(_)) => return Err("give rate or idt, not both".into()),
+            (Some(r), None) if !(r.is_finite() && (0.001..=10_000_000.0).contains(&r)) => {
+                return Err(format!("rate {r}: packets per second, 0.001 to 10,000,000"))
+            }
+            (Some(r), None) => Some(Dist::constant(1000.0 / r)),
+            (None, Some(t)) => Some(law("idt", t)?),
+            (None, None) => None,
+        };
+        let size = size.map(|t| law("size", t)).transpose()?;
+        if idt.is_none() && size.is_none() {
+            return Err("a flow command changes rate, idt or size; it gave none".into());
+        }
+        Ok((idt, size))
     }
 
     /// The reply for people: `command applied: …` or `command refused: …`.
     pub fn line(&self) -> String {
         let at = self.at_s.map(|t| format!(" at {t:.2} s")).unwrap_or_default();
-        format!("command {} (#{}){at}: {}", if self.applied { "applied" } else { "refused" }, self.id, self.text)
+        let real = self.real_ns.map(|t| format!(" (real clock {t} ns)")).unwrap_or_default();
+        format!("command {} (#{}){at}{real}: {}", if self.applied { "applied" } else { "refused" }, self.id, self.text)
     }
 }
 

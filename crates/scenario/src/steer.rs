@@ -161,6 +161,9 @@ impl<'a> Steer<'a> {
                 };
                 Ok((at_s, text, false))
             }
+            Command::Flow { flow, .. } => {
+                Err(format!("flow {flow}: a scenario's traffic is its players'; change it with `players`, or run flows with `horde send --commands`"))
+            }
         }
     }
 

@@ -189,6 +189,9 @@ impl<'a> Fleet<'a> {
                     Some(PendingLink { id, waiting, answers: Vec::new(), failed: Vec::new(), by: Instant::now() + LINK_ANSWER_WITHIN, at_s, what });
                 Ok(None)
             }
+            Command::Flow { flow, .. } => {
+                Err(format!("flow {flow}: a run through agents takes stop, players and link; change a flow's laws in `horde send --commands` on one machine"))
+            }
         }
     }
 

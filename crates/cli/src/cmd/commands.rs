@@ -1,7 +1,8 @@
 //! `--commands FILE|-`: the run's command channel from the command line — one JSON object per
 //! line from a file (a FIFO works: `mkfifo ctl; horde run … --commands ctl`) or standard input
 //! (docs/control.md, docs/schemas/command.schema.json). Scenario runs apply every command;
-//! runs of other kinds (flows, bots) take `stop` and say so of the others.
+//! flow runs (`send`) take `stop` and `flow` (a running flow's laws), bots `stop`; each says so
+//! of the others.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +14,7 @@ use crate::Failure;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct CommandArgs {
-    /// Read commands while the run goes on, one JSON object per line, from FILE (a FIFO works) or standard input (-): {"command":"stop"} stops now and reports what was measured; {"command":"players","online":N} sets how many of a scenario's players are online; {"command":"link","a":"r1","b":"h1","set":{"delay":"50ms"}} changes an emulated link (docs/control.md)
+    /// Read commands while the run goes on, one JSON object per line, from FILE (a FIFO works) or standard input (-): {"command":"stop"} stops now and reports what was measured; {"command":"players","online":N} sets how many of a scenario's players are online; {"command":"link","a":"r1","b":"h1","set":{"delay":"50ms"}} changes an emulated link; {"command":"flow","flow":0,"rate":5000} changes a running flow's laws (send) (docs/control.md)
     #[arg(long, value_name = "FILE|-")]
     pub commands: Option<PathBuf>,
 }
@@ -59,6 +60,29 @@ impl CommandArgs {
 /// `stop` sets `stop` as a signal would, the others are refused; each is answered at once
 /// (`reply`: how the run says it).
 pub fn stop_only<T>(commands: Option<Commands>, stop: &AtomicBool, kind: &str, reply: &(dyn Fn(&Reply) + Sync), f: impl FnOnce() -> T) -> T {
+    watch(commands, stop, kind, None, reply, f)
+}
+
+/// [`stop_only`] for a flow run whose flows take changes: a `flow` command hands its laws to
+/// that flow's schedule (`steer`) and is answered with the instant it was applied.
+pub fn stop_or_flows<T>(
+    commands: Option<Commands>,
+    stop: &AtomicBool,
+    steer: &horde_engine::sender::FlowSteer,
+    reply: &(dyn Fn(&Reply) + Sync),
+    f: impl FnOnce() -> T,
+) -> T {
+    watch(commands, stop, "flow run", Some(steer), reply, f)
+}
+
+fn watch<T>(
+    commands: Option<Commands>,
+    stop: &AtomicBool,
+    kind: &str,
+    steer: Option<&horde_engine::sender::FlowSteer>,
+    reply: &(dyn Fn(&Reply) + Sync),
+    f: impl FnOnce() -> T,
+) -> T {
     let Some(commands) = commands else { return f() };
     let done = AtomicBool::new(false);
     let t0 = horde_engine::clock::Stopwatch::start();
@@ -72,6 +96,7 @@ pub fn stop_only<T>(commands: Option<Commands>, stop: &AtomicBool, kind: &str, r
                             stop.store(true, Ordering::Relaxed);
                             Reply::applied(c.id, Some(t0.elapsed().as_secs_f64()), format!("stop: stopping the {kind} and reporting what it measured"))
                         }
+                        Ok(Command::Flow { flow, rate, idt, size }) if steer.is_some() => retune(steer.expect("checked"), c.id, flow, rate, idt, size, &t0),
                         Ok(other) => Reply::refused(c.id, format!("{}: a {kind} has no players target or emulated links", other.describe())),
                         Err(m) => Reply::refused(c.id, m),
                     };
@@ -83,6 +108,40 @@ pub fn stop_only<T>(commands: Option<Commands>, stop: &AtomicBool, kind: &str, r
         done.store(true, Ordering::Relaxed);
         r
     })
+}
+
+/// Applies a `flow` command to the running flow `flow`, or says why not.
+fn retune(
+    steer: &horde_engine::sender::FlowSteer,
+    cmd: u64,
+    flow: u32,
+    rate: Option<f64>,
+    idt: Option<String>,
+    size: Option<String>,
+    t0: &horde_engine::clock::Stopwatch,
+) -> Reply {
+    let (idt_law, size_law) = match Reply::flow_laws(rate, idt.as_deref(), size.as_deref()) {
+        Ok(l) => l,
+        Err(m) => return Reply::refused(cmd, format!("flow {flow}: {m}")),
+    };
+    let change = horde_model::schedule::Retune { idt: idt_law.as_ref().map(|d| d.sampler()), size: size_law.as_ref().map(|d| d.sampler()) };
+    // The instant it is handed over: the flow's next departure after the one already drawn
+    // follows the new law.
+    let real = horde_engine::clock::Clock::real_ns(&horde_sys::clock::System);
+    if !steer.retune(flow, change) {
+        let ids = steer.ids();
+        return Reply::refused(cmd, format!("flow {flow}: no running flow has that id (the flows: {ids:?})"));
+    }
+    let mut what = Vec::new();
+    if let Some(r) = rate {
+        what.push(format!("rate {r} pkt/s"));
+    } else if let Some(t) = &idt {
+        what.push(format!("idt {t}"));
+    }
+    if let Some(t) = &size {
+        what.push(format!("size {t}"));
+    }
+    Reply::applied(cmd, Some(t0.elapsed().as_secs_f64()), format!("flow {flow}: {}", what.join(", "))).at_real(real)
 }
 
 /// A reply as a line for people (standard error).

@@ -279,3 +279,42 @@ fn a_stop_command_ends_a_bots_run_with_an_honest_partial_report() {
     assert_eq!(v["quit_cleanly"], 4, "the bots left cleanly on the stop: {v}");
     assert!(v["response_ms"]["n"].as_u64().unwrap() > 100, "{v}");
 }
+
+/// Issue 69 (D-ITG's per-flow API): a running flow's rate goes from 1,000 to 5,000 packets per
+/// second by a `flow` command, applied in its reply with the instant; the receiver's log shows
+/// the new rate from that instant on (within one old inter-departure time, 1 ms, plus the
+/// host's noise); an unknown flow and a law that does not parse are refused, naming why.
+#[test]
+fn a_flow_command_changes_a_running_flows_rate_at_the_replys_instant() {
+    let _share = horde_testkit::share(horde_testkit::Load::Light);
+    let dir = Scratch::new("control-flow-rate");
+    let rlog = dir.path("r.hlog");
+    let rx = Recv::start(&["--udp", "0", "--tcp", "0", "-l", rlog.to_str().unwrap()]);
+    let dst = rx.addrs[0].to_string();
+    let (child, mut stdin, start) = steered(&["send", "--dst", &dst, "--rate", "1000", "--size", "64", "--duration", "5s"]);
+    at(start, 2.5, &mut stdin, "{\"command\":\"flow\",\"flow\":0,\"rate\":5000}\n{\"command\":\"flow\",\"flow\":9,\"rate\":10}\n{\"command\":\"flow\",\"flow\":0,\"size\":\"nope(3)\"}");
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let (_, rerr) = rx.stop();
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("command refused (#2): flow 9: no running flow has that id (the flows: [0])"), "{err}");
+    assert!(err.contains("command refused (#3): flow 0: size `nope(3)`: unknown distribution"), "{err}");
+    let line = err.lines().find(|l| l.contains("command applied (#1)")).unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains("flow 0: rate 5000 pkt/s"), "{line}");
+    let applied: u64 = line.split("(real clock ").nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{line}"));
+    let mut arr: Vec<u64> = records(&rlog).iter().filter(|r| r.kind == horde_wire::RecordKind::Received).map(|r| r.t_b).collect();
+    arr.sort_unstable();
+    let count = |from: u64, to: u64| arr.iter().filter(|&&t| t >= from && t < to).count();
+    let s = 1_000_000_000u64;
+    let before = count(applied - 2 * s, applied - s / 2);
+    let after = count(applied + s / 2, applied + 2 * s);
+    assert!((1_400..=1_600).contains(&before), "1,000 pkt/s before: {before} in 1.5 s; {rerr}");
+    assert!((7_000..=8_000).contains(&after), "5,000 pkt/s after: {after} in 1.5 s");
+    // where the arrivals speed up: the first of 20 in a row less than 0.5 ms apart
+    let k = (1..arr.len().saturating_sub(20))
+        .find(|&k| arr[k - 1] + 300_000 > applied && (k..k + 20).all(|j| arr[j] - arr[j - 1] < 500_000))
+        .expect("a fast stretch");
+    let off_ms = (arr[k - 1] as f64 - applied as f64) / 1e6;
+    eprintln!("the rate changed {off_ms:.3} ms after the reply's instant");
+    assert!((-0.3..=2.0).contains(&off_ms), "the change shows within one old inter-departure time of the reply's instant: {off_ms:.3} ms");
+}

@@ -131,6 +131,37 @@ pub struct SendOptions {
     /// entry per datagram. A socket whose interface refuses GSO falls back by itself.
     /// Default `auto`: bulk flows only ([`horde_model::gso`] says why).
     pub gso: horde_model::gso::Gso,
+    /// Flows whose laws a command changes while they run (`send --commands`: `flow`): each
+    /// plain flow's schedule registers its [`horde_model::schedule::Tuner`] here by flow id.
+    pub steer: Option<Arc<FlowSteer>>,
+}
+
+/// The running flows' tuners, by flow id (see [`SendOptions::steer`]).
+#[derive(Debug, Default)]
+pub struct FlowSteer {
+    tuners: std::sync::Mutex<std::collections::HashMap<u32, horde_model::schedule::Tuner>>,
+}
+
+impl FlowSteer {
+    /// A tuner for flow `id`'s schedule (registered; a second flow of that id shares it).
+    pub fn register(&self, id: u32) -> horde_model::schedule::Tuner {
+        self.tuners.lock().unwrap_or_else(|e| e.into_inner()).entry(id).or_default().clone()
+    }
+
+    /// Hands `change` to flow `id`'s schedule; false when no running flow has that id.
+    pub fn retune(&self, id: u32, change: horde_model::schedule::Retune) -> bool {
+        let map = self.tuners.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(t) = map.get(&id) else { return false };
+        *t.lock().unwrap_or_else(|e| e.into_inner()) = Some(change);
+        true
+    }
+
+    /// The ids of the flows that take changes.
+    pub fn ids(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.tuners.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
 }
 
 /// Flows handed to a running sender: each worker takes a few at each look (every 20 ms), opens
@@ -190,6 +221,7 @@ impl Default for SendOptions {
             joining: None,
             start_at_real_ns: None,
             gso: horde_model::gso::Gso::Auto,
+            steer: None,
         }
     }
 }

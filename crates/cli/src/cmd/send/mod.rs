@@ -315,10 +315,16 @@ fn ditg_flows(path: &std::path::Path, seed: u64) -> Result<Vec<Flow>, crate::Fai
 
 pub fn run(args: Args, stop: &AtomicBool) -> Outcome {
     let commands = args.commands.open()?;
-    super::commands::stop_only(commands, stop, "flow run", &super::commands::say_reply, || send(args, stop))
+    // a plain send's flows take changes while they run (`flow` commands)
+    let steer = std::sync::Arc::new(horde_engine::sender::FlowSteer::default());
+    let plain = args.through.agents.is_none() && args.emu.is_none();
+    match plain {
+        true => super::commands::stop_or_flows(commands, stop, &steer.clone(), &super::commands::say_reply, || send(args, stop, Some(steer))),
+        false => super::commands::stop_only(commands, stop, "flow run", &super::commands::say_reply, || send(args, stop, None)),
+    }
 }
 
-fn send(args: Args, stop: &AtomicBool) -> Outcome {
+fn send(args: Args, stop: &AtomicBool, steer: Option<std::sync::Arc<horde_engine::sender::FlowSteer>>) -> Outcome {
     if args.through.agents.is_some() {
         return through_agents(&args, stop);
     }
@@ -352,6 +358,7 @@ fn send(args: Args, stop: &AtomicBool) -> Outcome {
         end_messages: true,
         floor: args.floor,
         gso: args.gso.into(),
+        steer,
         ..Default::default()
     };
     // Connected and authenticated both ways before the first packet.
