@@ -81,3 +81,19 @@ fn cli_style_raw_flow_resolves() {
     let f = raw.resolve(0, 1, "flow 1").unwrap();
     assert_eq!(Schedule::new(&f).take(10).count(), 10);
 }
+
+/// A flow retuned while it runs: the departure already drawn keeps its time; the one after it
+/// is one new inter-departure time later, and so on; a size change applies to the next one.
+#[test]
+fn a_retuned_schedule_follows_the_new_law_from_the_next_draw() {
+    use horde_model::dist::Dist;
+    use horde_model::schedule::{Retune, Steered, Tuner};
+    let tuner = Tuner::default();
+    let mut s = Steered::new(Schedule::new(&flow("idt = 1\nsize = 100\nseed = 1\npackets = 100")), tuner.clone());
+    let first: Vec<_> = (&mut s).take(3).map(|d| d.at_ns).collect();
+    assert_eq!(first, [0, 1_000_000, 2_000_000]);
+    *tuner.lock().unwrap() = Some(Retune { idt: Some(Dist::constant(0.2).sampler()), size: Some(Dist::constant(300.0).sampler()) });
+    let next: Vec<_> = s.take(3).collect();
+    assert_eq!(next.iter().map(|d| d.at_ns).collect::<Vec<_>>(), [2_200_000, 2_400_000, 2_600_000]);
+    assert!(next.iter().all(|d| d.size == 300));
+}
