@@ -214,6 +214,13 @@ pub fn own_usage() -> Usage {
     Usage::of(&u)
 }
 
+/// This process's resident memory now, KiB (`VmRSS` of `/proc/self/status`).
+pub fn own_rss_kb() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// User and system CPU seconds of process `pid` so far (from `/proc/PID/stat`).
 pub fn process_cpu(pid: u32) -> Option<(f64, f64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -48,6 +48,11 @@ fn eight_bots_play_on_a_real_openarena_server_and_leave_cleanly() {
     assert!((45.0..=55.0).contains(&after(" every ")), "{frames}");
     assert!((9.0..=15.0).contains(&after("requests per frame ")), "{frames}");
     assert!(after("CPU per frame ") > 0.0, "{frames}");
+    // the spread between bots and their memory per player (the Quake study's figures)
+    assert!(err.contains("  per bot: mean response time "), "{err}");
+    let mem = err.lines().find(|l| l.contains("bots' memory: ")).unwrap_or_else(|| panic!("no memory line: {err}"));
+    let kib: f64 = mem.split("bots' memory: ").nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{mem}"));
+    assert!((0.0..4096.0).contains(&kib), "a bot takes less than 4 MiB: {mem}");
     let log = std::fs::read_to_string(dir.path("out/server.log")).unwrap();
     assert_eq!(log.matches("entered the game").count(), 8, "the server saw each enter");
 }

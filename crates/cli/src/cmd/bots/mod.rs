@@ -167,6 +167,9 @@ struct Extras {
     server_cpu_max_pct: Option<f64>,
     /// This process's CPU (the bots) in the measured window, % of one core.
     bots_cpu_pct: f64,
+    /// The bots' memory per player: this process's resident memory near the end of the play
+    /// time less before the bots started, KiB, divided by the players.
+    bots_memory_per_player_kib: Option<f64>,
     /// Players the servers' `getstatus` listed near the end, and after the bots left.
     listed: Option<usize>,
     listed_after: Option<usize>,
@@ -304,6 +307,7 @@ fn run_once(args: &Args, addrs: &[SocketAddr], servers: &[Server], n: usize, sto
     let status = |a: SocketAddr| status(a, probe_ns.as_deref());
     // The bots' driver looks at the machine's clock (this command is where it is chosen).
     let clock: &dyn Clock = &horde_sys::clock::System;
+    let rss0 = horde_sys::host::own_rss_kb();
     let t0 = Stopwatch::start();
     let start_real = clock.real_ns();
     let pids: Vec<u32> = servers.iter().map(|s| s.child.id()).collect();
@@ -325,9 +329,10 @@ fn run_once(args: &Args, addrs: &[SocketAddr], servers: &[Server], n: usize, sto
             let a = t0.elapsed();
             sleep_until(args.ramp + args.duration.saturating_sub(Duration::from_millis(700)));
             let (_, s1, b1) = cpu();
+            let rss1 = horde_sys::host::own_rss_kb();
             let secs = (t0.elapsed() - a).as_secs_f64().max(1e-3);
             let listed: Vec<Option<Vec<(i32, String)>>> = addrs.iter().map(|&a| status(a)).collect();
-            (s0, s1, b1 - b0, secs, listed)
+            (s0, s1, b1 - b0, secs, listed, rss1)
         });
         let sampler = sc.spawn(|| {
             // Each started server's user and system CPU, second by second, until the bots end.
@@ -376,8 +381,11 @@ fn run_once(args: &Args, addrs: &[SocketAddr], servers: &[Server], n: usize, sto
         let to = start_real + (args.ramp + args.duration.saturating_sub(Duration::from_millis(700))).as_nanos() as u64;
         x.frames = horde_q3::frames::frames(&e.lock().unwrap_or_else(|p| p.into_inner()), &schedstat, from, to);
     }
-    if let Some((s0, s1, bots_s, secs, listed)) = peek {
+    if let Some((s0, s1, bots_s, secs, listed, rss1)) = peek {
         x.bots_cpu_pct = bots_s / secs * 100.0;
+        if let (Some(a), Some(b)) = (rss0, rss1) {
+            x.bots_memory_per_player_kib = Some(b.saturating_sub(a) as f64 / n.max(1) as f64);
+        }
         let per: Vec<f64> = s0.iter().zip(&s1).filter_map(|(a, b)| Some((b.as_ref()? - a.as_ref()?) / secs * 100.0)).collect();
         if !per.is_empty() {
             x.server_cpu_pct = Some(per.iter().sum());
@@ -491,6 +499,9 @@ fn print_extras(x: &Extras) {
         );
     }
     say!("  bots' CPU (this process): {:.1} % of one core", x.bots_cpu_pct);
+    if let Some(m) = x.bots_memory_per_player_kib {
+        say!("  bots' memory: {m:.1} KiB per player (this process's resident memory near the end, less before the bots)");
+    }
     if let Some(n) = x.listed_after {
         say!("  server status after: {n} player(s)");
     }
@@ -517,6 +528,16 @@ pub fn print_report(r: &BotsReport) {
     say!("  response time: mean {:.1} ms, p50 {:.1}, p90 {:.1}, p99 {:.1}, max {:.1} ({} answered packets)", q.mean, q.p50, q.p90, q.p99, q.max, q.n);
     for b in r.bots.iter().filter(|b| b.end != "quit" && b.end != "still playing") {
         say!("  {}: {}", b.name, b.end);
+    }
+    // the spread between bots (the Quake study's per-client min/max)
+    let answered: Vec<&bots::BotReport> = r.bots.iter().filter(|b| b.response_ms.n > 0).collect();
+    let by = |f: &dyn Fn(&bots::BotReport) -> f64| -> Option<(f64, &str, f64, &str)> {
+        let lo = answered.iter().min_by(|a, b| f(a).total_cmp(&f(b)))?;
+        let hi = answered.iter().max_by(|a, b| f(a).total_cmp(&f(b)))?;
+        Some((f(lo), lo.name.as_str(), f(hi), hi.name.as_str()))
+    };
+    if let (Some(m), Some(q)) = (by(&|b| b.response_ms.mean), by(&|b| b.request_rate)) {
+        say!("  per bot: mean response time {:.1} ms ({}) to {:.1} ms ({}); requests {:.1} ({}) to {:.1} pkt/s ({})", m.0, m.1, m.2, m.3, q.0, q.1, q.2, q.3);
     }
     let bad: u64 = r.bots.iter().map(|b| b.corrupt + b.delta_misses).sum();
     let dropped: u64 = r.bots.iter().map(|b| b.dropped).sum();
