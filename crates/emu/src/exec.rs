@@ -99,12 +99,17 @@ pub struct ExecTask {
     /// Keep the namespace until everything in it has ended (a background command), rather
     /// than ending it with the command.
     pub keep: bool,
+    /// Start the command again once it and everything it left have ended (a node's service:
+    /// supervised until `down`), after a growing wait (`horde_sys::pidns::Restart`).
+    #[serde(default)]
+    pub restart: bool,
 }
 
 /// Runs an [`ExecTask`] (the `exec-init` child's whole work); returns the command's exit status.
 pub fn run_task(t: &ExecTask) -> std::io::Result<i32> {
     check_argv(&t.argv).map_err(|e| std::io::Error::other(e.to_string()))?;
-    horde_sys::pidns::run_init(&t.program, &t.argv, t.keep)
+    let restart = if t.restart && t.keep { horde_sys::pidns::Restart::Always } else { horde_sys::pidns::Restart::Never };
+    horde_sys::pidns::run_init(&t.program, &t.argv, t.keep, restart)
 }
 
 /// Starts `argv` in node `node` of experiment `exp` (`stdio`: its standard input, output and
@@ -115,12 +120,13 @@ pub fn spawn(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3]) -> Resul
 }
 
 fn spawn_with(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3], keep: bool) -> Result<InNode, EmuError> {
-    spawn_tied(exp, node, argv, stdio, keep, Some(libc::SIGTERM))
+    spawn_tied(exp, node, argv, stdio, (keep, false), Some(libc::SIGTERM))
 }
 
 /// [`spawn_with`], the command's init ending on `death_signal` when the thread that started it
 /// does (None: not tied, for a command that outlives this process).
-fn spawn_tied(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3], keep: bool, death_signal: Option<i32>) -> Result<InNode, EmuError> {
+/// `(keep, restart)`: see [`ExecTask`].
+fn spawn_tied(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3], (keep, restart): (bool, bool), death_signal: Option<i32>) -> Result<InNode, EmuError> {
     crate::require_root()?;
     check_argv(argv)?;
     let (_, plan) = crate::load(exp)?;
@@ -194,7 +200,7 @@ fn spawn_tied(exp: &str, node: &str, argv: &[String], stdio: [Stdio; 3], keep: b
     });
     let child = cmd.spawn().map_err(|e| EmuError::io(&format!("running `{}` in {node}", argv[0]), e))?;
     drop((nsf, joiner, task_r));
-    let task = ExecTask { program: program.display().to_string(), argv: argv.to_vec(), keep };
+    let task = ExecTask { program: program.display().to_string(), argv: argv.to_vec(), keep, restart };
     let mut w = std::fs::File::from(task_w);
     horde_sys::own::write_task(&mut w, horde_sys::own::Kind::ExecInit, exp, &task).map_err(|e| EmuError::io("handing the command to its init", e))?;
     drop(w);
@@ -251,7 +257,7 @@ pub fn run(exp: &str, node: &str, argv: &[String], limit: Duration, max_output: 
 /// the output file.
 pub fn start_background(exp: &str, node: &str, argv: &[String]) -> Result<(u32, PathBuf), EmuError> {
     let (out, err, path) = output_file(exp, node)?;
-    let mut p = spawn_tied(exp, node, argv, [Stdio::null(), out.into(), err.into()], true, None)?;
+    let mut p = spawn_tied(exp, node, argv, [Stdio::null(), out.into(), err.into()], (true, false), None)?;
     let pid = p.child.id();
     // it outlives this process: its record (for `down`) stays
     p.exp.clear();
@@ -263,7 +269,7 @@ pub fn start_background(exp: &str, node: &str, argv: &[String]) -> Result<(u32, 
 /// ended at once can be seen) and the output file.
 pub fn start_service(exp: &str, node: &str, argv: &[String], file: &str) -> Result<(InNode, PathBuf), EmuError> {
     let (out, err, path) = output_file_named(exp, node, Some(file))?;
-    let mut p = spawn_tied(exp, node, argv, [Stdio::null(), out.into(), err.into()], true, None)?;
+    let mut p = spawn_tied(exp, node, argv, [Stdio::null(), out.into(), err.into()], (true, true), None)?;
     p.exp.clear();
     Ok((p, path))
 }

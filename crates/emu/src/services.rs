@@ -3,7 +3,8 @@
 //! command (in a PID namespace of its own, not tied to `up`), its output in the node's
 //! directory as `service-K.out` (K from 1, in the file's order); `down` ends them with
 //! everything else in the experiment's namespaces. A service that has ended within
-//! [`SETTLE`] of its start fails the `up`, naming it and quoting its output's last lines.
+//! [`SETTLE`] of its start fails the `up`, naming it and quoting its output's last lines; one
+//! that ends later is started again by its init (`horde_sys::pidns::Restart::Always`).
 
 use std::time::{Duration, Instant};
 

@@ -81,3 +81,33 @@ fn a_node_with_its_own_root_keeps_its_writes_to_itself() {
     assert!(!std::path::Path::new(&format!("/run/horde/emu/{exp}")).exists());
     assert!(!std::path::Path::new(&file).exists());
 }
+
+/// Issue 69 (services supervised): a service that ends after it started is started again
+/// (after 1 s, then 2 s, … at most 30 s), its output appended to the same file with a line
+/// saying so; `down` ends it for good.
+#[test]
+#[cfg_attr(not(horde_root), ignore = "needs root: network namespaces (sudo -E cargo test)")]
+fn a_service_that_ends_is_started_again_until_down() {
+    horde_testkit::need_root();
+    let _ns = horde_testkit::namespaces(horde_testkit::Namespaces::Few);
+    let dir = tmp("services-restart");
+    let topo = "name = \"svc-restart\"\n[[node]]\nname = \"a\"\nkind = \"host\"\nservices = [\"sh -c 'echo run; sleep 1; exit 1'\"]\n[[node]]\nname = \"b\"\nkind = \"host\"\n[[link]]\na = \"a\"\nb = \"b\"\n";
+    let f = write(&dir, "svc.toml", topo);
+    let exp = horde_testkit::exp_id();
+    let exp = exp.as_str();
+    let _down = Down(exp.to_string());
+    ok(&["emu", "up", f.to_str().unwrap(), "--id", exp]);
+    let out = format!("/run/horde/emu/{exp}/node/a/service-1.out");
+    let t = std::time::Instant::now();
+    let text = loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if text.matches("run\n").count() >= 2 || t.elapsed() > std::time::Duration::from_secs(10) {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(text.matches("run\n").count() >= 2, "started again: {text:?}");
+    assert!(text.contains("horde: the service ended; starting it again"), "{text:?}");
+    ok(&["emu", "down", exp, "--purge"]);
+    assert!(namespaces(exp).is_empty());
+}
