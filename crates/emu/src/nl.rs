@@ -257,20 +257,7 @@ impl Nl {
     /// A static IPv6 route (`dst` None: the default route) via a gateway, replacing one to the
     /// same destination (`replace`) or failing on it.
     pub fn route6(&mut self, dst: Option<(std::net::Ipv6Addr, u8)>, via: std::net::Ipv6Addr, replace: bool, what: &str) -> Result<(), EmuError> {
-        let mut m = RouteMessage::default();
-        m.header.address_family = AddressFamily::Inet6;
-        m.header.table = 254; // RT_TABLE_MAIN
-        m.header.protocol = RouteProtocol::Static;
-        m.header.scope = RouteScope::Universe;
-        m.header.kind = RouteType::Unicast;
-        if let Some((d, p)) = dst {
-            m.header.destination_prefix_length = p;
-            m.attributes.push(RouteAttribute::Destination(RouteAddress::Inet6(d)));
-        }
-        m.attributes.push(RouteAttribute::Gateway(RouteAddress::Inet6(via)));
-        let to = dst.map_or("default".to_string(), |(d, p)| format!("{d}/{p}"));
-        let flags = if replace { NLM_F_CREATE | NLM_F_REPLACE } else { NLM_F_CREATE | NLM_F_EXCL };
-        self.push(RouteNetlinkMessage::NewRoute(m), flags, format!("route {to} via {via} on {what}"))
+        self.static_route(dst.map(|(d, p)| (d.into(), p)), via.into(), replace, what)
     }
 
     /// A static route (`dst` None: the default route) via a gateway.
@@ -280,17 +267,26 @@ impl Nl {
 
     /// [`Nl::route`], replacing a route to the same destination (`replace`) instead of failing.
     pub fn route_with(&mut self, dst: Option<(Ipv4Addr, u8)>, via: Ipv4Addr, replace: bool, what: &str) -> Result<(), EmuError> {
+        self.static_route(dst.map(|(d, p)| (d.into(), p)), via.into(), replace, what)
+    }
+
+    /// A static route of either family (the gateway's) in the main table.
+    fn static_route(&mut self, dst: Option<(std::net::IpAddr, u8)>, via: std::net::IpAddr, replace: bool, what: &str) -> Result<(), EmuError> {
+        let addr = |a: std::net::IpAddr| match a {
+            std::net::IpAddr::V4(a) => RouteAddress::Inet(a),
+            std::net::IpAddr::V6(a) => RouteAddress::Inet6(a),
+        };
         let mut m = RouteMessage::default();
-        m.header.address_family = AddressFamily::Inet;
+        m.header.address_family = if via.is_ipv6() { AddressFamily::Inet6 } else { AddressFamily::Inet };
         m.header.table = 254; // RT_TABLE_MAIN
         m.header.protocol = RouteProtocol::Static;
         m.header.scope = RouteScope::Universe;
         m.header.kind = RouteType::Unicast;
         if let Some((d, p)) = dst {
             m.header.destination_prefix_length = p;
-            m.attributes.push(RouteAttribute::Destination(RouteAddress::Inet(d)));
+            m.attributes.push(RouteAttribute::Destination(addr(d)));
         }
-        m.attributes.push(RouteAttribute::Gateway(RouteAddress::Inet(via)));
+        m.attributes.push(RouteAttribute::Gateway(addr(via)));
         let to = dst.map_or("default".to_string(), |(d, p)| format!("{d}/{p}"));
         let flags = if replace { NLM_F_CREATE | NLM_F_REPLACE } else { NLM_F_CREATE | NLM_F_EXCL };
         self.push(RouteNetlinkMessage::NewRoute(m), flags, format!("route {to} via {via} on {what}"))

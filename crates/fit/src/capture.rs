@@ -151,25 +151,23 @@ impl<R: Read> Capture<R> {
     /// The next UDP datagram or TCP segment; None at the end of the file, or where it is cut
     /// short or corrupted (then [`Skipped::ended`] says which).
     pub fn next_packet(&mut self) -> Option<Packet> {
-        while !self.done {
-            let (t_ns, link, data) = match self.next_frame()? {
-                Ok(frame) => frame,
-                Err(e) => {
-                    self.end(e);
-                    return None;
-                }
-            };
-            self.frames += 1;
-            if let Some(p) = decode(link, &data, t_ns, &mut self.skipped) {
-                return Some(p);
-            }
-        }
-        None
+        self.next_decoded().map(|(p, _, _)| p)
     }
 
     /// The next UDP datagram with its payload as captured (shorter than [`Packet::payload`]
     /// where the capture's snap length cut it); TCP segments are passed over.
     pub fn next_datagram(&mut self) -> Option<(Packet, Vec<u8>)> {
+        loop {
+            let (p, at, data) = self.next_decoded()?;
+            if p.l4 == L4::Udp {
+                let end = (at + p.payload as usize).min(data.len());
+                return Some((p, data[at.min(end)..end].to_vec()));
+            }
+        }
+    }
+
+    /// The next decoded packet, where its payload starts in its frame, and the frame.
+    fn next_decoded(&mut self) -> Option<(Packet, usize, Vec<u8>)> {
         while !self.done {
             let (t_ns, link, data) = match self.next_frame()? {
                 Ok(frame) => frame,
@@ -180,10 +178,7 @@ impl<R: Read> Capture<R> {
             };
             self.frames += 1;
             if let Some((p, at)) = decode_at(link, &data, t_ns, &mut self.skipped) {
-                if p.l4 == L4::Udp {
-                    let end = (at + p.payload as usize).min(data.len());
-                    return Some((p, data[at.min(end)..end].to_vec()));
-                }
+                return Some((p, at, data));
             }
         }
         None
