@@ -281,9 +281,11 @@ fn a_stop_command_ends_a_bots_run_with_an_honest_partial_report() {
 }
 
 /// Issue 69 (D-ITG's per-flow API): a running flow's rate goes from 1,000 to 5,000 packets per
-/// second by a `flow` command, applied in its reply with the instant; the receiver's log shows
-/// the new rate from that instant on (within one old inter-departure time, 1 ms, plus the
-/// host's noise); an unknown flow and a law that does not parse are refused, naming why.
+/// second by a `flow` command, applied in its reply with the instant. The sender's schedule
+/// (its log's scheduled departures, the real clock) follows the new law from at most one old
+/// inter-departure time (1 ms) after that instant; the receiver's arrivals show it too (on a
+/// quiet machine 0.16 ms after; under the whole suite the host's scheduling adds milliseconds,
+/// so that bound is loose). An unknown flow and a law that does not parse are refused.
 #[test]
 fn a_flow_command_changes_a_running_flows_rate_at_the_replys_instant() {
     let _share = horde_testkit::share(horde_testkit::Load::Light);
@@ -291,7 +293,8 @@ fn a_flow_command_changes_a_running_flows_rate_at_the_replys_instant() {
     let rlog = dir.path("r.hlog");
     let rx = Recv::start(&["--udp", "0", "--tcp", "0", "-l", rlog.to_str().unwrap()]);
     let dst = rx.addrs[0].to_string();
-    let (child, mut stdin, start) = steered(&["send", "--dst", &dst, "--rate", "1000", "--size", "64", "--duration", "5s"]);
+    let slog = dir.path("s.hlog");
+    let (child, mut stdin, start) = steered(&["send", "--dst", &dst, "--rate", "1000", "--size", "64", "--duration", "5s", "-l", slog.to_str().unwrap()]);
     at(start, 2.5, &mut stdin, "{\"command\":\"flow\",\"flow\":0,\"rate\":5000}\n{\"command\":\"flow\",\"flow\":9,\"rate\":10}\n{\"command\":\"flow\",\"flow\":0,\"size\":\"nope(3)\"}");
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -310,11 +313,18 @@ fn a_flow_command_changes_a_running_flows_rate_at_the_replys_instant() {
     let after = count(applied + s / 2, applied + 2 * s);
     assert!((1_400..=1_600).contains(&before), "1,000 pkt/s before: {before} in 1.5 s; {rerr}");
     assert!((7_000..=8_000).contains(&after), "5,000 pkt/s after: {after} in 1.5 s");
-    // where the arrivals speed up: the first of 20 in a row less than 0.5 ms apart
+    // the schedule: the first scheduled departure of the new law (0.2 ms after the one before)
+    let mut sched: Vec<u64> = records(&slog).iter().filter(|r| r.kind == horde_wire::RecordKind::Sent).map(|r| r.t_a).collect();
+    sched.sort_unstable();
+    let j = (1..sched.len()).find(|&j| sched[j] - sched[j - 1] < 500_000).expect("a new-law departure");
+    let sched_ms = (sched[j - 1] as f64 - applied as f64) / 1e6;
+    assert!((-50.0..=1.05).contains(&sched_ms), "the new law starts after at most one old inter-departure time past the reply's instant: {sched_ms:.3} ms");
+    assert!(sched[j..].windows(2).take(1000).all(|w| (w[1] - w[0]).abs_diff(200_000) <= 2), "then one every 0.2 ms (to the ns the schedule rounds to)");
+    // the arrivals: the first of 20 in a row less than 0.5 ms apart
     let k = (1..arr.len().saturating_sub(20))
         .find(|&k| arr[k - 1] + 300_000 > applied && (k..k + 20).all(|j| arr[j] - arr[j - 1] < 500_000))
         .expect("a fast stretch");
     let off_ms = (arr[k - 1] as f64 - applied as f64) / 1e6;
-    eprintln!("the rate changed {off_ms:.3} ms after the reply's instant");
-    assert!((-0.3..=2.0).contains(&off_ms), "the change shows within one old inter-departure time of the reply's instant: {off_ms:.3} ms");
+    eprintln!("the schedule changed {sched_ms:.3} ms and the arrivals {off_ms:.3} ms after the reply's instant");
+    assert!((-0.3..=50.0).contains(&off_ms), "the arrivals follow: {off_ms:.3} ms");
 }
